@@ -1,0 +1,365 @@
+/*
+ * datasets.h - image lists: reading and writing im2rec .lst files, listing
+ * class folders, stratified splits and class-balanced subsets.
+ *
+ * A list is what every dataset adapter produces and what the packer
+ * consumes: (index, label, extra float labels, relative path) rows in the
+ * im2rec format `index<TAB>label[<TAB>label...]<TAB>relative/path`, plus
+ * the class names (label i = classes[i]). This library knows nothing of
+ * LMDB or image bytes.
+ *
+ * Caveats:
+ *  - All functions are reentrant; a ds_list is not shared between threads
+ *    while being modified.
+ *  - Randomness comes from an explicit seed: the same seed gives the same
+ *    lists on every machine.
+ */
+#ifndef IMSHARD_DATASETS_H
+#define IMSHARD_DATASETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* At most this many float labels after the first (integer) one. */
+#define DS_MAX_EXTRA_LABELS 64
+
+typedef struct ds_entry {
+	uint64_t index; /* im2rec index column: stable id of the image */
+	int32_t label;  /* first label, an integer class id (>= 0) */
+	int n_extra;    /* extra float labels (im2rec pack-label), 0 usually */
+	float *extra;   /* n_extra values, owned by the list */
+	char *path;     /* relative to the dataset root, owned by the list */
+} ds_entry;
+
+/* A caller-owned list: zero it (or ds_list_init) before use, release with
+ * ds_list_release. Every path, extra array and class name is its own
+ * malloc'd block, freed by ds_list_release. Read items and classes freely;
+ * grow them only through the functions below (classes has no capacity
+ * field: its allocation is managed by ds_list_add_class). */
+typedef struct ds_list {
+	ds_entry *items;
+	size_t count, cap;
+	char **classes;   /* class names, label i = classes[i]; may be empty */
+	size_t n_classes;
+} ds_list;
+
+void ds_list_init(ds_list *l);
+/* Frees everything l owns and leaves it empty (as ds_list_init). l may be
+ * NULL. */
+void ds_list_release(ds_list *l);
+
+/* Makes room for n rows in total (an optimisation before many appends). */
+int ds_list_reserve(ds_list *l, size_t n, ims_error *err);
+
+/* Appends a row (copies path and extra). label must be >= 0 and n_extra in
+ * [0, DS_MAX_EXTRA_LABELS]; IMS_EINVAL otherwise. */
+int ds_list_append(ds_list *l, uint64_t index, int32_t label,
+		   const float *extra, int n_extra, const char *path,
+		   ims_error *err);
+
+/* Appends a class name (copied); returns its label in *label (may be
+ * NULL). Does not check for duplicates. */
+int ds_list_add_class(ds_list *l, const char *name, int32_t *label,
+		      ims_error *err);
+
+/* Replaces dst's class names with copies of src's (rows untouched). */
+int ds_list_copy_classes(ds_list *dst, const ds_list *src, ims_error *err);
+
+/*
+ * Reads an im2rec list, appending its rows to l. Accepts integer or float
+ * label columns (`3`, `3.0`, `3.000000`); the first label must be a
+ * non-negative integer value, the rest become extra labels (finite
+ * numbers). The index is a non-negative integer. Every row must have the
+ * same number of label columns. Blank lines, a trailing CR and a UTF-8
+ * byte order mark are ignored. Paths may contain spaces and any non-ASCII
+ * bytes (only TAB separates columns) but must be relative and free of
+ * `..` components, so that packing stays inside ROOT. Errors (IMS_EFORMAT;
+ * IMS_ENOTFOUND/IMS_EIO when the file cannot be read) name the file and
+ * line; on error l keeps only the rows it had before. Does not touch
+ * l->classes.
+ */
+int ds_list_read(const char *path, ds_list *l, ims_error *err);
+
+/* Writes l as an im2rec list (integer first label, extra labels as %f),
+ * atomically (temporary file + rename). Refuses (IMS_EINVAL, nothing
+ * written) rows that ds_list_read would reject: absolute paths, `..`
+ * components, paths holding TAB or line breaks, non-finite labels. */
+int ds_list_write(const char *path, const ds_list *l, ims_error *err);
+
+/* Reads/writes class names, one per line, line i = label i. Reading
+ * replaces l's class names (rows untouched), skips trailing blank lines
+ * and a CR before each LF, and refuses blank lines elsewhere and
+ * duplicates. Writing is atomic and refuses empty names or names holding
+ * line breaks. */
+int ds_classes_read(const char *path, ds_list *l, ims_error *err);
+int ds_classes_write(const char *path, const ds_list *l, ims_error *err);
+
+/*
+ * The class-names file that goes with a list: lst_path without a trailing
+ * ".lst", then without a trailing "_train", "_val" or "_test", plus
+ * ".classes" (`out/caltech_val.lst` -> `out/caltech.classes`, the files
+ * `imshard list -o out/caltech` writes). IMS_EINVAL when out is too small.
+ */
+int ds_classes_path_for_list(const char *lst_path, char *out, size_t outlen,
+			     ims_error *err);
+
+/* Options for ds_scan_folder. */
+typedef struct ds_scan_opts {
+	/* Comma-separated extensions, matched case-insensitively against the
+	 * end of file names, each with a leading dot (one is assumed when
+	 * missing); NULL means ".jpg,.jpeg,.png". */
+	const char *exts;
+	/* When 0: one class per immediate subfolder of root, files directly in
+	 * each subfolder only (files in nested folders are ignored and
+	 * counted). Every subfolder is a class, even one without a matching
+	 * file (counted in empty_classes), so labels are the sorted folder
+	 * index. When 1, im2rec's rule: walk the tree in sorted order, a
+	 * folder's files before its subfolders; a folder gets the next label
+	 * the first time it holds a matching file, and its path relative to
+	 * root is the class name (`Aves/Anas platyrhynchos`). Folders without
+	 * a matching file get no label. */
+	int recursive;
+} ds_scan_opts;
+
+/* What a scan skipped, for the log. */
+typedef struct ds_scan_report {
+	size_t ignored_files;   /* files whose extension did not match */
+	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
+	size_t empty_classes;   /* subfolders holding no matching file */
+	size_t loose_files;     /* matching files directly in root (no class) */
+} ds_scan_report;
+
+/*
+ * Lists root as one class per subfolder. Labels follow byte-wise sorted
+ * folder names, 0-based; rows are in sorted order (class, then file name)
+ * with index = row number and path = "class/file". Names starting with '.'
+ * are skipped; symbolic links are followed, except a link back to a folder
+ * being walked. Matching files directly in root belong to no class
+ * (counted in loose_files), in either mode. l must be empty; fills l
+ * (items and classes) and *report (may be NULL). A root with no class
+ * folder or no image is an error (IMS_ENOTFOUND; IMS_EIO when a folder
+ * cannot be read; IMS_EINVAL for a bad extension list); on error l is left
+ * empty.
+ */
+int ds_scan_folder(const char *root, const ds_scan_opts *opts, ds_list *l,
+		   ds_scan_report *report, ims_error *err);
+
+/*
+ * Stratified split: within each class, shuffles the rows with seed and
+ * gives round(n * test_ratio) to test, round(n * val_ratio) to val and the
+ * rest to train (a class keeps at least one train row when it has one:
+ * val gives up rows first, then test). Outputs keep the input's relative
+ * order and its classes. test and val may be NULL when their ratio is 0.
+ * Ratios must be in [0, 1) and sum < 1 (IMS_EINVAL). train, val and test
+ * must be empty lists distinct from in; on error they are left empty.
+ * A class's rows depend only on (seed, label, that class's rows).
+ */
+int ds_split(const ds_list *in, double val_ratio, double test_ratio,
+	     uint64_t seed, ds_list *train, ds_list *val, ds_list *test,
+	     ims_error *err);
+
+/* Shuffles rows in place (Fisher-Yates with seed); the index column
+ * moves with its row. */
+void ds_list_shuffle(ds_list *l, uint64_t seed);
+
+/* Per-class outcome of a subset. */
+typedef struct ds_subset_report {
+	size_t n_classes;
+	size_t *wanted;    /* per class, malloc'd; free with ds_subset_report_release */
+	size_t *available;
+	size_t *taken;
+	size_t short_classes; /* classes where available < wanted */
+} ds_subset_report;
+
+void ds_subset_report_release(ds_subset_report *r);
+
+/*
+ * Class-balanced subset: per_class rows from each class (or, when
+ * per_class is 0, total rows divided evenly, the remainder going one each
+ * to the lowest labels; both 0 is IMS_EINVAL). Rows are chosen by a seeded
+ * shuffle within each class; output keeps the input order and gets in's
+ * class names. A class with fewer rows than wanted is an error
+ * (IMS_ENOTFOUND listing the classes) unless allow_short, in which case
+ * all its rows are taken. *report (may be NULL) gets the counts either
+ * way. The number of classes is max(n_classes, max label+1). out must be
+ * an empty list distinct from in; on error it is left empty. For one
+ * seed, a smaller per_class picks a subset of what a larger one picks.
+ */
+int ds_subset(const ds_list *in, size_t per_class, size_t total,
+	      uint64_t seed, int allow_short, ds_list *out,
+	      ds_subset_report *report, ims_error *err);
+
+/* Number of classes: max(n_classes, max label + 1). */
+size_t ds_list_num_classes(const ds_list *l);
+
+/* Rows per label; counts must hold ds_list_num_classes(l) entries. */
+void ds_list_class_counts(const ds_list *l, size_t *counts);
+
+/* ------------------------------------------------------------------------
+ * The built-in sample dataset (sample.c)
+ *
+ * A small, learnable image dataset drawn procedurally, one visual concept
+ * per class: a filled circle, horizontal stripes, a star, a checkerboard...
+ * It is written as class folders, OUTDIR/<class>/<class>_<index>.jpg|.png,
+ * which ds_scan_folder and `imshard list` read like any folder dataset. It
+ * is the default data of the demo and of many tests.
+ *
+ * What varies within a class: image size (DS_SAMPLE_MIN_SIDE to
+ * DS_SAMPLE_MAX_SIDE, width and height drawn independently, aspect ratio
+ * at most 2), background colour and gradient, foreground colour, position,
+ * scale, rotation (within the class's range), line widths, periods, phase
+ * and noise. The foreground always differs from the background by at
+ * least 80 grey levels of luma, so shapes survive greyscale. What defines
+ * a class survives flips, crops, zoom, shift, rotations of a few degrees
+ * and JPEG compression: shapes lie whole inside the central square of the
+ * image (so a centre crop keeps them) and span 50-90% of its side;
+ * textures fill the image. Classes that are mirror images of each other
+ * are one class (diagonal stripes lean either way).
+ *
+ * Determinism: image (seed, class k, index i) depends on nothing else: not
+ * on the number of classes or images, the thread count or the order of
+ * generation. With the same build and libraries its bytes are identical
+ * (pixels use libm's sin/cos, so another libm may differ in a grey level).
+ *
+ * Classes: class k is always the same kind; a dataset of N classes holds
+ * kinds 0..N-1. Class names are lowercase ASCII words in byte-wise sorted
+ * order, so label k of ds_scan_folder on the output is class k here.
+ *
+ * Files: index i (0-based, printed with at least 4 digits) is a colour
+ * JPEG at quality 90, except: i % 5 == 4 is a colour PNG, of which
+ * i % 20 == 9 is an RGBA PNG (partly transparent background, opaque
+ * shape); i % 20 == 7 is a greyscale JPEG. With 40 per class: 30 colour
+ * JPEG, 2 grey JPEG, 6 colour PNG, 2 RGBA PNG.
+ *
+ * Caveats: every function is reentrant and may be called from any thread;
+ * ds_sample_write starts its own worker threads (POSIX threads) and joins
+ * them before returning. It calls the progress callback on the calling
+ * thread only.
+ * ------------------------------------------------------------------------ */
+
+struct aug_image;
+struct aug_buf;
+struct aug_codec;
+
+#define DS_SAMPLE_MIN_SIDE 64     /* smallest image width or height */
+#define DS_SAMPLE_MAX_SIDE 400    /* largest (about 1 image in 10 exceeds 256) */
+#define DS_SAMPLE_MIN_CLASSES 2
+#define DS_SAMPLE_DEFAULT_CLASSES 10
+#define DS_SAMPLE_DEFAULT_PER_CLASS 40
+#define DS_SAMPLE_MAX_PER_CLASS 100000
+#define DS_SAMPLE_JPEG_QUALITY 90
+
+/* Number of class kinds (at least 16). */
+int ds_sample_class_count_max(void);
+
+/* Name of class k ("circle"), or NULL when k is out of range. Static. */
+const char *ds_sample_class_name(int k);
+
+/* One-line description of class k ("filled circle"), or NULL. Static. */
+const char *ds_sample_class_description(int k);
+
+/* How image index i of any class is stored (see "Files" above). */
+typedef enum ds_sample_file_kind {
+	DS_SAMPLE_JPEG = 0,       /* colour JPEG, 3 channels */
+	DS_SAMPLE_JPEG_GREY = 1,  /* greyscale JPEG, 1 channel */
+	DS_SAMPLE_PNG = 2,        /* colour PNG, 3 channels */
+	DS_SAMPLE_PNG_ALPHA = 3   /* RGBA PNG, 4 channels */
+} ds_sample_file_kind;
+
+ds_sample_file_kind ds_sample_file_kind_of(int index);
+
+/* Channels ds_sample_render gives for a file kind: 3, 1, 3 or 4. */
+int ds_sample_file_channels(ds_sample_file_kind kind);
+
+/*
+ * File name of image index of class k, "<class>_<index:04d>.jpg" or
+ * ".png" (e.g. "circle_0004.png"), into buf of size len.
+ * Returns 0, IMS_EINVAL (k or index out of range) or IMS_ELIMIT (buf too
+ * small).
+ */
+int ds_sample_file_name(int k, int index, char *buf, size_t len,
+			ims_error *err);
+
+/*
+ * Draws image (seed, k, index) into out, an aug_image (augment.h) that is
+ * (re)allocated by aug_image_alloc to the image's size with the channels
+ * of its file kind. out is caller-owned: zero it before the first use,
+ * reuse it for many images, release it with aug_image_release.
+ * k in [0, ds_sample_class_count_max()), index in
+ * [0, DS_SAMPLE_MAX_PER_CLASS). Returns 0, IMS_EINVAL or IMS_ENOMEM.
+ */
+int ds_sample_render(uint64_t seed, int k, int index, struct aug_image *out,
+		     ims_error *err);
+
+/*
+ * Draws image (seed, k, index) into scratch (as ds_sample_render) and
+ * encodes it in its file kind's format into out (an aug_buf; out->len is
+ * set, earlier contents replaced). codec is the caller's aug_codec (one
+ * per thread). These are exactly the bytes ds_sample_write writes.
+ */
+int ds_sample_encode(struct aug_codec *codec, uint64_t seed, int k,
+		     int index, struct aug_image *scratch, struct aug_buf *out,
+		     ims_error *err);
+
+/* Called with the number of images written so far and the total. */
+typedef void (*ds_sample_progress_fn)(void *ctx, uint64_t done,
+				      uint64_t total);
+
+typedef struct ds_sample_opts {
+	int classes;    /* DS_SAMPLE_MIN_CLASSES..ds_sample_class_count_max() */
+	int per_class;  /* 1..DS_SAMPLE_MAX_PER_CLASS */
+	uint64_t seed;  /* any value; 0 is the default */
+	/* When 0, outdir must be missing or empty. When 1, class folders of
+	 * an earlier sample in outdir are replaced (all of them, also classes
+	 * beyond this run's count); other files there are left alone; other
+	 * folders, or files in a class folder that the sample did not write,
+	 * are refused (they would become classes or images). */
+	int force;
+	int threads;    /* worker threads; 0 = one per online CPU, at most 32 */
+	/* When non-NULL and it becomes non-zero (a signal handler's flag),
+	 * workers stop and ds_sample_write returns IMS_EINTR. */
+	volatile int *cancel;
+	ds_sample_progress_fn progress; /* may be NULL */
+	void *progress_ctx;
+} ds_sample_opts;
+
+/* Fills o with the defaults: 10 classes, 40 per class, seed 0, no force,
+ * threads 0, no cancel flag, no progress. */
+void ds_sample_opts_init(ds_sample_opts *o);
+
+/* What ds_sample_write wrote. */
+typedef struct ds_sample_report {
+	int classes;
+	uint64_t images;
+	uint64_t jpeg, png;   /* images per format (png includes RGBA) */
+	uint64_t bytes;       /* total size of the image files */
+	double seconds;       /* wall time */
+} ds_sample_report;
+
+/*
+ * Writes the sample dataset to outdir (created with its parents when
+ * missing). Images are written into the hidden folder
+ * outdir/.imshard-sample.tmp, and the class folders are moved into
+ * outdir only once every image is written: a failed or interrupted run
+ * leaves no class folder behind (its hidden folder is removed then, or
+ * by the next run). report (may be NULL) is filled on success.
+ *
+ * Returns 0; IMS_EINVAL (options out of range), IMS_EEXIST (outdir not
+ * empty without force, or holding something force may not replace; the
+ * message names it), IMS_EIO (cannot create or write; errno's text in the
+ * message), IMS_ENOMEM, IMS_EINTR (cancelled), or a codec error.
+ */
+int ds_sample_write(const char *outdir, const ds_sample_opts *o,
+		    ds_sample_report *report, ims_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

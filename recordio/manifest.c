@@ -1,0 +1,273 @@
+/*
+ * manifest.c - NAME.json: what a split holds and which shards hold it.
+ *
+ * Loading validates everything a reader relies on (contiguous shard ranges
+ * covering 0..records-1, class counts adding up, file names that stay in
+ * the manifest's folder), so a hand-edited or damaged manifest is refused
+ * with a message instead of producing out-of-range reads later.
+ */
+#define _GNU_SOURCE
+#include "recordio.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rio_manifest_release(rio_manifest *m)
+{
+	if (!m)
+		return;
+	free(m->name);
+	free(m->encoding);
+	for (size_t i = 0; i < m->n_classes; i++)
+		free(m->classes ? m->classes[i] : NULL);
+	free(m->classes);
+	free(m->class_counts);
+	for (size_t i = 0; i < m->n_shards; i++)
+		free(m->shards ? m->shards[i].file : NULL);
+	free(m->shards);
+	free(m->errors_file);
+	free(m->created_by);
+	free(m->created_at);
+	free(m->options_json);
+	memset(m, 0, sizeof(*m));
+}
+
+static int get_u64(const cJSON *obj, const char *key, uint64_t *out,
+		   const char *path, ims_error *err)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	RETURN_IF(!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+			  it->valuedouble > 9007199254740992.0 ||
+			  it->valuedouble != (double)(uint64_t)it->valuedouble,
+		  err, IMS_ECORRUPT,
+		  "manifest '%s': \"%s\" is missing or not a non-negative integer", path,
+		  key);
+	*out = (uint64_t)it->valuedouble;
+	return 0;
+}
+
+static int get_str(const cJSON *obj, const char *key, char **out, int required,
+		   const char *path, ims_error *err)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!it || cJSON_IsNull(it)) {
+		RETURN_IF(required, err, IMS_ECORRUPT,
+			  "manifest '%s': \"%s\" is missing", path, key);
+		*out = NULL;
+		return 0;
+	}
+	RETURN_IF(!cJSON_IsString(it), err, IMS_ECORRUPT,
+		  "manifest '%s': \"%s\" is not a string", path, key);
+	*out = strdup(it->valuestring);
+	RETURN_IF(!*out, err, IMS_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* A shard file name must be a plain name in the manifest's folder. */
+static int safe_file_name(const char *s)
+{
+	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+static int parse(const cJSON *root, rio_manifest *m, const char *path,
+		 ims_error *err)
+{
+	RETURN_IF(!cJSON_IsObject(root), err, IMS_ECORRUPT,
+		  "manifest '%s' is not a JSON object", path);
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+	RETURN_IF(!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "imshard") != 0,
+		  err, IMS_EFORMAT,
+		  "'%s' is not an imshard manifest (no \"format\": \"imshard\")", path);
+	uint64_t v;
+	FORWARD_IF_ERR(get_u64(root, "format_version", &v, path, err));
+	RETURN_IF(v != RIO_FORMAT_VERSION, err, IMS_EFORMAT,
+		  "manifest '%s' has format version %llu; this build reads version %d (upgrade imshard)",
+		  path, (unsigned long long)v, RIO_FORMAT_VERSION);
+	m->format_version = (int)v;
+	FORWARD_IF_ERR(get_str(root, "name", &m->name, 1, path, err));
+	FORWARD_IF_ERR(get_u64(root, "records", &m->records, path, err));
+	FORWARD_IF_ERR(get_str(root, "encoding", &m->encoding, 1, path, err));
+	FORWARD_IF_ERR(get_u64(root, "extra_labels", &v, path, err));
+	RETURN_IF(v > RIO_MAX_EXTRA_LABELS, err, IMS_ECORRUPT,
+		  "manifest '%s': %llu extra labels exceed %d", path,
+		  (unsigned long long)v, RIO_MAX_EXTRA_LABELS);
+	m->n_extra_labels = (unsigned)v;
+	FORWARD_IF_ERR(get_u64(root, "skipped", &m->skipped, path, err));
+	FORWARD_IF_ERR(get_str(root, "errors_file", &m->errors_file, 0, path, err));
+	FORWARD_IF_ERR(get_str(root, "created_by", &m->created_by, 0, path, err));
+	FORWARD_IF_ERR(get_str(root, "created_at", &m->created_at, 0, path, err));
+
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(root, "options");
+	if (cJSON_IsObject(opts)) {
+		m->options_json = cJSON_PrintUnformatted(opts);
+		RETURN_IF(!m->options_json, err, IMS_ENOMEM, "out of memory");
+	}
+
+	const cJSON *classes = cJSON_GetObjectItemCaseSensitive(root, "classes");
+	const cJSON *counts = cJSON_GetObjectItemCaseSensitive(root, "class_counts");
+	RETURN_IF(!cJSON_IsArray(classes) || !cJSON_IsArray(counts), err,
+		  IMS_ECORRUPT, "manifest '%s': \"classes\" or \"class_counts\" is missing",
+		  path);
+	size_t nc = (size_t)cJSON_GetArraySize(classes);
+	RETURN_IF(nc != (size_t)cJSON_GetArraySize(counts), err, IMS_ECORRUPT,
+		  "manifest '%s': %zu classes but %d class counts", path, nc,
+		  cJSON_GetArraySize(counts));
+	m->classes = calloc(nc ? nc : 1, sizeof(char *));
+	m->class_counts = calloc(nc ? nc : 1, sizeof(uint64_t));
+	RETURN_IF(!m->classes || !m->class_counts, err, IMS_ENOMEM, "out of memory");
+	m->n_classes = nc;
+	uint64_t total = 0;
+	size_t i = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, classes) {
+		RETURN_IF(!cJSON_IsString(it), err, IMS_ECORRUPT,
+			  "manifest '%s': class %zu is not a string", path, i);
+		m->classes[i] = strdup(it->valuestring);
+		RETURN_IF(!m->classes[i], err, IMS_ENOMEM, "out of memory");
+		i++;
+	}
+	i = 0;
+	cJSON_ArrayForEach(it, counts) {
+		RETURN_IF(!cJSON_IsNumber(it) || it->valuedouble < 0, err,
+			  IMS_ECORRUPT, "manifest '%s': class count %zu is invalid",
+			  path, i);
+		m->class_counts[i] = (uint64_t)it->valuedouble;
+		total += m->class_counts[i];
+		i++;
+	}
+	RETURN_IF(total != m->records, err, IMS_ECORRUPT,
+		  "manifest '%s': class counts add up to %llu, not the %llu records",
+		  path, (unsigned long long)total, (unsigned long long)m->records);
+
+	const cJSON *shards = cJSON_GetObjectItemCaseSensitive(root, "shards");
+	RETURN_IF(!cJSON_IsArray(shards) || cJSON_GetArraySize(shards) == 0, err,
+		  IMS_ECORRUPT, "manifest '%s': \"shards\" is missing or empty", path);
+	size_t ns = (size_t)cJSON_GetArraySize(shards);
+	m->shards = calloc(ns, sizeof(*m->shards));
+	RETURN_IF(!m->shards, err, IMS_ENOMEM, "out of memory");
+	m->n_shards = ns;
+	uint64_t next = 0;
+	i = 0;
+	cJSON_ArrayForEach(it, shards) {
+		rio_shard_info *s = &m->shards[i];
+		RETURN_IF(!cJSON_IsObject(it), err, IMS_ECORRUPT,
+			  "manifest '%s': shard %zu is not an object", path, i);
+		FORWARD_IF_ERR(get_str(it, "path", &s->file, 1, path, err));
+		RETURN_IF(!safe_file_name(s->file), err, IMS_ECORRUPT,
+			  "manifest '%s': shard path '%s' must be a file name in the manifest's folder",
+			  path, s->file);
+		FORWARD_IF_ERR(get_u64(it, "first", &s->first, path, err));
+		FORWARD_IF_ERR(get_u64(it, "records", &s->records, path, err));
+		FORWARD_IF_ERR(get_u64(it, "bytes", &s->bytes, path, err));
+		FORWARD_IF_ERR(get_u64(it, "digest", &v, path, err));
+		RETURN_IF(v > 0xffffffffu, err, IMS_ECORRUPT,
+			  "manifest '%s': shard %zu digest is not a 32-bit value", path, i);
+		s->digest = (uint32_t)v;
+		RETURN_IF(s->first != next, err, IMS_ECORRUPT,
+			  "manifest '%s': shard %zu starts at record %llu, expected %llu",
+			  path, i, (unsigned long long)s->first,
+			  (unsigned long long)next);
+		next += s->records;
+		i++;
+	}
+	RETURN_IF(next != m->records, err, IMS_ECORRUPT,
+		  "manifest '%s': shards hold %llu records, the manifest says %llu",
+		  path, (unsigned long long)next, (unsigned long long)m->records);
+	return 0;
+}
+
+int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
+{
+	memset(m, 0, sizeof(*m));
+	uint8_t *text = NULL;
+	size_t len = 0;
+	int rc = ims_read_file(path, &text, &len, 256u << 20, err);
+	if (rc < 0) {
+		if (rc == IMS_ENOTFOUND)
+			ims_fail(err, rc,
+				 "cannot open manifest '%s': no such file (a split without a manifest is incomplete; pack it again)",
+				 path);
+		return rc;
+	}
+	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+	if (!root) {
+		free(text);
+		return ims_fail(err, IMS_ECORRUPT,
+				"manifest '%s' is not valid JSON (truncated or edited?)",
+				path);
+	}
+	rc = parse(root, m, path, err);
+	cJSON_Delete(root);
+	free(text);
+	if (rc < 0)
+		rio_manifest_release(m);
+	return rc;
+}
+
+char *rio_manifest_to_json(const rio_manifest *m)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	cJSON_AddStringToObject(root, "format", "imshard");
+	cJSON_AddNumberToObject(root, "format_version", m->format_version);
+	cJSON_AddStringToObject(root, "name", m->name ? m->name : "");
+	cJSON_AddNumberToObject(root, "records", (double)m->records);
+	cJSON_AddStringToObject(root, "encoding", m->encoding ? m->encoding : "");
+	cJSON_AddNumberToObject(root, "extra_labels", m->n_extra_labels);
+	cJSON *classes = cJSON_AddArrayToObject(root, "classes");
+	cJSON *counts = cJSON_AddArrayToObject(root, "class_counts");
+	for (size_t i = 0; i < m->n_classes; i++) {
+		cJSON_AddItemToArray(classes, cJSON_CreateString(m->classes[i]));
+		cJSON_AddItemToArray(counts,
+				     cJSON_CreateNumber((double)m->class_counts[i]));
+	}
+	cJSON *shards = cJSON_AddArrayToObject(root, "shards");
+	for (size_t i = 0; i < m->n_shards; i++) {
+		const rio_shard_info *s = &m->shards[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "path", s->file);
+		cJSON_AddNumberToObject(o, "first", (double)s->first);
+		cJSON_AddNumberToObject(o, "records", (double)s->records);
+		cJSON_AddNumberToObject(o, "bytes", (double)s->bytes);
+		cJSON_AddNumberToObject(o, "digest", (double)s->digest);
+		cJSON_AddItemToArray(shards, o);
+	}
+	cJSON_AddNumberToObject(root, "skipped", (double)m->skipped);
+	if (m->errors_file)
+		cJSON_AddStringToObject(root, "errors_file", m->errors_file);
+	else
+		cJSON_AddNullToObject(root, "errors_file");
+	if (m->created_by)
+		cJSON_AddStringToObject(root, "created_by", m->created_by);
+	if (m->created_at)
+		cJSON_AddStringToObject(root, "created_at", m->created_at);
+	if (m->options_json) {
+		cJSON *o = cJSON_Parse(m->options_json);
+		if (o)
+			cJSON_AddItemToObject(root, "options", o);
+	}
+	char *text = cJSON_Print(root);
+	cJSON_Delete(root);
+	return text;
+}
+
+int rio_manifest_save(const char *path, const rio_manifest *m, ims_error *err)
+{
+	char *text = rio_manifest_to_json(m);
+	RETURN_IF(!text, err, IMS_ENOMEM, "cannot write manifest '%s': out of memory",
+		  path);
+	size_t len = strlen(text);
+	char *withnl = realloc(text, len + 2);
+	if (!withnl) {
+		free(text);
+		return ims_fail(err, IMS_ENOMEM, "out of memory");
+	}
+	withnl[len] = '\n';
+	withnl[len + 1] = '\0';
+	int rc = ims_write_file_atomic(path, withnl, len + 1, err);
+	free(withnl);
+	return rc;
+}

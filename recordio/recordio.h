@@ -1,0 +1,297 @@
+/*
+ * recordio.h - imshard's record files: the record layout, the shard writer,
+ * the shard reader, the manifest and rank partitioning.
+ *
+ * A dataset split is N LMDB files NAME-SSSSS-of-NNNNN.mdb (MDB_NOSUBDIR)
+ * plus a manifest NAME.json, written last and atomically: a split without a
+ * manifest does not exist. Keys are the global record index as 8-byte
+ * big-endian unsigned integers, so a cursor walk is a sequential read and
+ * every language's LMDB binding can read them. Values are a fixed
+ * little-endian header followed by the payload. docs/FORMAT.md is the
+ * byte-level specification.
+ *
+ * Caveats:
+ *  - Depends on LMDB only; knows nothing of image formats.
+ *  - A rio_writer is used by one thread. Packing is parallel upstream of
+ *    it: workers prepare payloads and CRCs, one thread appends them.
+ *  - A rio_reader is immutable after open and may be shared by threads;
+ *    each thread reads through its own rio_cursor. Views returned by a
+ *    cursor point into the shard's memory map: no copy is made, and they
+ *    stay valid until that cursor is closed (not merely until the next
+ *    call), because the shards are opened read-only and never change
+ *    while mapped.
+ *  - Readers open shards with MDB_RDONLY|MDB_NOLOCK|MDB_NOTLS: no lock file
+ *    is created, read-only media work, and a reader must not run while a
+ *    writer rewrites the same split (the writer never touches a split that
+ *    has a manifest unless asked to overwrite it).
+ *  - Do not fork with a writer open.
+ */
+#ifndef IMSHARD_RECORDIO_H
+#define IMSHARD_RECORDIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- record layout ---------------------------------------------------- */
+
+#define RIO_FORMAT_VERSION 1
+#define RIO_MAGIC "IMSR"          /* bytes 49 4D 53 52 */
+#define RIO_HEADER_FIXED 48       /* bytes before the extra labels */
+#define RIO_MAX_EXTRA_LABELS 64
+#define RIO_KEY_SIZE 8            /* big-endian uint64 global index */
+
+/* What the payload is. */
+typedef enum rio_encoding {
+	RIO_ENC_JPEG = 1,
+	RIO_ENC_PNG = 2,
+	RIO_ENC_RAW = 3 /* width*height*channels bytes, interleaved, rows top-first */
+} rio_encoding;
+
+/* Record flags. */
+#define RIO_FLAG_ORIGINAL 0x01 /* payload is the source file's bytes, unchanged */
+
+/*
+ * One record. As written: fill every field and point payload at the bytes.
+ * As read: payload (and only payload) points into the shard's map.
+ */
+typedef struct rio_record {
+	uint8_t encoding;    /* rio_encoding */
+	uint8_t flags;       /* RIO_FLAG_* */
+	uint8_t channels;    /* channels the payload decodes to: 1, 3 or 4 */
+	uint8_t orientation; /* EXIF orientation 1..8 still to apply after decoding
+				the payload (1 = already upright) */
+	int32_t label;       /* class id, >= 0 */
+	uint32_t width;      /* payload's decoded size, before orientation */
+	uint32_t height;
+	uint32_t orig_width; /* source image's upright size, before any resize */
+	uint32_t orig_height;
+	uint16_t n_extra;    /* extra float labels (im2rec pack-label) */
+	float extra[RIO_MAX_EXTRA_LABELS];
+	const uint8_t *payload;
+	uint32_t payload_len;
+	uint32_t payload_crc; /* CRC-32C of payload */
+} rio_record;
+
+/* Header size for n_extra extra labels: RIO_HEADER_FIXED + 4 * n_extra. */
+size_t rio_header_size(unsigned n_extra);
+
+/*
+ * Writes rec's header (including its own CRC) into out, which must hold
+ * rio_header_size(rec->n_extra) bytes; rec->payload_len and payload_crc
+ * must already be set. Returns the header size, or a negative code when a
+ * field is out of range.
+ */
+int rio_header_encode(const rio_record *rec, uint8_t *out, ims_error *err);
+
+/* Bits for rio_record_decode's check argument. */
+#define RIO_CHECK_PAYLOAD_CRC 0x01
+
+/*
+ * Parses a stored value (header + payload, len bytes) into rec without
+ * copying the payload (rec->payload points into value). Always checks the
+ * magic, version, header CRC, lengths and field ranges; with
+ * RIO_CHECK_PAYLOAD_CRC also the payload's CRC. Errors: IMS_EFORMAT (bad
+ * magic or unknown version), IMS_ECORRUPT (anything else).
+ */
+int rio_record_decode(const void *value, size_t len, rio_record *rec,
+		      unsigned check, ims_error *err);
+
+/* "jpeg", "png", "raw" or "unknown". */
+const char *rio_encoding_name(int encoding);
+
+/* ---- manifest ----------------------------------------------------------- */
+
+typedef struct rio_shard_info {
+	char *file;       /* file name, relative to the manifest's folder */
+	uint64_t first;   /* global index of its first record */
+	uint64_t records;
+	uint64_t bytes;   /* file size */
+	uint32_t digest;  /* CRC-32C over the headers of its records, in order */
+} rio_shard_info;
+
+typedef struct rio_manifest {
+	int format_version;
+	char *name;          /* split name: NAME of NAME.json */
+	uint64_t records;
+	char *encoding;      /* pack mode: keep, jpeg, png or raw */
+	char **classes;      /* class names, label i = classes[i] */
+	size_t n_classes;
+	uint64_t *class_counts; /* n_classes entries */
+	unsigned n_extra_labels;
+	rio_shard_info *shards;
+	size_t n_shards;
+	uint64_t skipped;    /* source files the packer skipped */
+	char *errors_file;   /* NAME.errors.tsv, or NULL when none were skipped */
+	char *created_by;    /* "imshard 0.1.0" */
+	char *created_at;    /* ISO 8601 UTC */
+	char *options_json;  /* the packer's options as a JSON object text, or NULL */
+} rio_manifest;
+
+/* Loads and validates a manifest (consistent counts, shard ranges
+ * contiguous from 0, sane names). Fills m; release with
+ * rio_manifest_release. */
+int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err);
+
+/* Frees everything m owns and zeroes it. NULL and zeroed are fine. */
+void rio_manifest_release(rio_manifest *m);
+
+/* The manifest as pretty JSON text (malloc'd, caller frees). NULL when out
+ * of memory. */
+char *rio_manifest_to_json(const rio_manifest *m);
+
+/* Writes m to path atomically (temporary file, fsync, rename). */
+int rio_manifest_save(const char *path, const rio_manifest *m, ims_error *err);
+
+/* ---- writer ----------------------------------------------------------- */
+
+typedef struct rio_writer rio_writer;
+
+typedef struct rio_writer_opts {
+	const char *dir;   /* output folder (created when missing) */
+	const char *name;  /* split name; files are dir/name-SSSSS-of-NNNNN.mdb */
+	/* Start a new shard before a record would take the current one past
+	 * this many bytes (0 = only when rio_writer_new_shard is called). */
+	uint64_t shard_bytes;
+	/* Replace an existing split of this name instead of refusing. */
+	int force;
+	/* Initial LMDB map size; 0 = 1 GiB. The map doubles on MDB_MAP_FULL,
+	 * so this only matters to tests that force growth. */
+	uint64_t initial_map_size;
+	/* Bytes of records per write transaction; 0 = 8 MiB. */
+	uint64_t txn_bytes;
+} rio_writer_opts;
+
+/*
+ * Prepares to write split `name` in `dir`. Refuses (IMS_EEXIST) when
+ * dir/name.json exists, unless force. Takes an exclusive lock
+ * (dir/name.lock) so two packs cannot write the same split. Removes the
+ * leftovers of an interrupted run: working files and shards without a
+ * manifest. Nothing visible as a dataset exists until rio_writer_finish.
+ */
+int rio_writer_open(const rio_writer_opts *opts, rio_writer **out,
+		    ims_error *err);
+
+/*
+ * Appends a record with the next global index (0, 1, 2, ...). Copies the
+ * payload; it need only live for the call. rec->payload_crc must be the
+ * payload's CRC-32C (compute it in parallel workers with ims_crc32c).
+ */
+int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err);
+
+/* Closes the current shard (when it holds records) so the next record
+ * starts a new one. */
+int rio_writer_new_shard(rio_writer *w, ims_error *err);
+
+/* Records appended so far. */
+uint64_t rio_writer_count(const rio_writer *w);
+
+/* What the split's manifest says beyond what the writer knows. */
+typedef struct rio_writer_meta {
+	const char *encoding;          /* pack mode, e.g. "keep" */
+	const char *const *classes;    /* names; n_classes may exceed max label+1 */
+	size_t n_classes;
+	uint64_t skipped;
+	const char *errors_file;       /* file name in dir, or NULL */
+	const char *options_json;      /* JSON object text, or NULL */
+} rio_writer_meta;
+
+/*
+ * Finishes: commits, syncs and compacts every shard, gives them their final
+ * names (SSSSS-of-NNNNN), removes a replaced split's surplus shards, and
+ * writes the manifest last, atomically. Frees w whatever the outcome; on
+ * failure no manifest exists. m->n_classes must exceed every label
+ * written (IMS_EINVAL otherwise). *manifest_path (may be NULL) receives the
+ * path written (malloc'd).
+ */
+int rio_writer_finish(rio_writer *w, const rio_writer_meta *m,
+		      char **manifest_path, ims_error *err);
+
+/* Abandons the split: removes working files and frees w. NULL is fine. */
+void rio_writer_abort(rio_writer *w);
+
+/* ---- reader ----------------------------------------------------------- */
+
+typedef struct rio_reader rio_reader;
+typedef struct rio_cursor rio_cursor;
+
+/*
+ * Opens the split described by a manifest: loads it, opens every shard
+ * read-only and checks each against the manifest (file present, size and
+ * record count as stated); any disagreement is refused with a message
+ * saying what differs.
+ */
+int rio_reader_open(const char *manifest_path, rio_reader **out,
+		    ims_error *err);
+
+/* Closes the reader. Every cursor must be closed first. NULL is fine. */
+void rio_reader_close(rio_reader *r);
+
+uint64_t rio_reader_count(const rio_reader *r);
+const rio_manifest *rio_reader_manifest(const rio_reader *r);
+/* Path of shard i (within the manifest's folder). */
+const char *rio_reader_shard_path(const rio_reader *r, size_t i);
+
+/* A cursor reads records for one thread. check: RIO_CHECK_* bits applied
+ * to every read (the header CRC is always checked). */
+int rio_cursor_open(rio_reader *r, unsigned check, rio_cursor **out,
+		    ims_error *err);
+void rio_cursor_close(rio_cursor *c);
+
+/*
+ * Reads record `index` (0 <= index < count) into rec. rec->payload points
+ * into the map and is valid until the cursor is closed. Reading indices in
+ * increasing order is a sequential walk (no tree descent per record).
+ * Errors: IMS_EINVAL (index out of range), IMS_ENOTFOUND (key missing
+ * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record: the message
+ * names the shard and index).
+ */
+int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
+		   ims_error *err);
+
+/* Shard holding record index, or -1 when out of range. */
+int rio_reader_shard_of(const rio_reader *r, uint64_t index);
+
+/* ---- partitioning across ranks ---------------------------------------- */
+
+/* What to do with the n mod world records that do not divide evenly. */
+typedef enum rio_remainder {
+	RIO_REMAINDER_PAD = 0, /* every rank gets ceil(n/world): the last ranks
+				  repeat records from the start of the order */
+	RIO_REMAINDER_DROP = 1 /* every rank gets floor(n/world): the last
+				  n mod world records of the epoch's order are
+				  left out (different ones each epoch) */
+} rio_remainder;
+
+typedef struct rio_partition_info {
+	uint64_t per_rank; /* records each rank gets this epoch */
+	uint64_t padded;   /* repeated records, all ranks together */
+	uint64_t dropped;  /* records no rank gets this epoch */
+} rio_partition_info;
+
+/* Records per rank for n records over world ranks. */
+uint64_t rio_partition_size(uint64_t n, int world, rio_remainder mode);
+
+/*
+ * Rank `rank`'s share of an epoch. The epoch's order is a permutation of
+ * 0..n-1 drawn from (seed, epoch) when shuffle is set, else the identity;
+ * rank r takes positions r, r+world, r+2*world, ... of it. Every rank gets
+ * exactly rio_partition_size(n, world, mode) indices, written to out
+ * (which must hold that many); without padding the shares are disjoint and
+ * their union is the whole order (PAD) or all but `dropped` (DROP). Any
+ * rank computes its share alone: no communication.
+ */
+int rio_partition(uint64_t n, int rank, int world, uint64_t epoch,
+		  uint64_t seed, int shuffle, rio_remainder mode, uint64_t *out,
+		  rio_partition_info *info, ims_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

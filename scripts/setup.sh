@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of imshard from Debian packages.
+# A no-op (no apt-get call at all) when everything is already present, so
+# it is cheap to run before every build and test.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  liblmdb-dev lmdb-utils libcjson-dev
+  libomp-dev libopenblas-dev libopenmpi-dev openmpi-bin
+  python3 python3-lmdb python3-pil
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

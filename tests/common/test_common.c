@@ -1,0 +1,50 @@
+/* test_common.c - error reports and file helpers. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "test.h"
+
+int main(void)
+{
+	ims_error e;
+	ims_error_clear(&e);
+	CHECK_EQ_INT(ims_fail(&e, IMS_EIO, "cannot open '%s': %s", "x", "gone"), IMS_EIO);
+	CHECK_EQ_STR(e.msg, "cannot open 'x': gone");
+	CHECK_EQ_INT(ims_fail_context(&e, "shard %d", 3), IMS_EIO);
+	CHECK_EQ_STR(e.msg, "shard 3: cannot open 'x': gone");
+	CHECK_EQ_INT(ims_fail(NULL, IMS_ECORRUPT, "ignored"), IMS_ECORRUPT);
+	CHECK(strcmp(ims_strerror(IMS_ECORRUPT), "corrupt data") == 0);
+
+	const char *base = getenv("IMS_TMP");
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/common-XXXXXX", base ? base : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	char nested[4200], file[4300];
+	snprintf(nested, sizeof(nested), "%s/a/b/c", dir);
+	CHECK_OK(ims_mkdir_p(nested, &e), &e);
+	CHECK_OK(ims_mkdir_p(nested, &e), &e); /* existing is fine */
+	snprintf(file, sizeof(file), "%s/f.txt", nested);
+	CHECK_OK(ims_write_file_atomic(file, "hello", 5, &e), &e);
+	uint8_t *data;
+	size_t len;
+	CHECK_OK(ims_read_file(file, &data, &len, 0, &e), &e);
+	CHECK_EQ_INT(len, 5);
+	CHECK_MEM(data, "hello", 5);
+	free(data);
+	CHECK_EQ_INT(ims_read_file(file, &data, &len, 3, &e), IMS_ELIMIT);
+	char missing[4400];
+	snprintf(missing, sizeof(missing), "%s/nope", dir);
+	CHECK_EQ_INT(ims_read_file(missing, &data, &len, 0, &e), IMS_ENOTFOUND);
+	CHECK(strstr(e.msg, "nope") != NULL);
+	/* A file in the way of a folder is an error, not a crash. */
+	CHECK(ims_mkdir_p(file, &e) < 0);
+	char joined[16];
+	CHECK_OK(ims_path_join(joined, sizeof(joined), "a", "b", &e), &e);
+	CHECK_EQ_STR(joined, "a/b");
+	CHECK_OK(ims_path_join(joined, sizeof(joined), "a/", "b", &e), &e);
+	CHECK_EQ_STR(joined, "a/b");
+	CHECK(ims_path_join(joined, sizeof(joined), "aaaaaaaaaa", "bbbbbbbbbb", &e) < 0);
+	return TEST_EXIT();
+}

@@ -1,0 +1,68 @@
+/* rio_test_util.h - helpers shared by the recordio tests: scratch folders
+ * and deterministic record payloads. */
+#ifndef RIO_TEST_UTIL_H
+#define RIO_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "recordio/recordio.h"
+
+static inline void tmp_dir(char *out, size_t len, const char *tag)
+{
+	const char *base = getenv("IMS_TMP");
+	snprintf(out, len, "%s/%s-XXXXXX", base ? base : "/tmp", tag);
+	if (!mkdtemp(out)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+}
+
+/* Payload of record i: length and bytes depend only on i. */
+static inline size_t payload_len_for(uint64_t i)
+{
+	return 1 + (size_t)((i * 2654435761u) % 9000);
+}
+
+static inline void fill_payload(uint8_t *p, size_t len, uint64_t i)
+{
+	uint64_t x = i * 0x9E3779B97F4A7C15ull + 1;
+	for (size_t k = 0; k < len; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[k] = (uint8_t)x;
+	}
+}
+
+static inline void make_record(rio_record *r, uint64_t i, uint8_t *buf,
+			       int n_classes)
+{
+	memset(r, 0, sizeof(*r));
+	size_t len = payload_len_for(i);
+	fill_payload(buf, len, i);
+	r->encoding = RIO_ENC_JPEG;
+	r->flags = RIO_FLAG_ORIGINAL;
+	r->channels = 3;
+	r->orientation = 1;
+	r->label = (int32_t)(i % (uint64_t)n_classes);
+	r->width = 10 + (uint32_t)(i % 50);
+	r->height = 20 + (uint32_t)(i % 30);
+	r->orig_width = r->width * 2;
+	r->orig_height = r->height * 2;
+	r->payload = buf;
+	r->payload_len = (uint32_t)len;
+	r->payload_crc = ims_crc32c(0, buf, len);
+}
+
+static inline int file_exists(const char *dir, const char *name)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
+}
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * cli.c - option parsing, messages and progress shared by the subcommands.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("imshard: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void cli_warn(int quiet, const char *fmt, ...)
+{
+	if (quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("imshard: warning: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void cli_info(int quiet, const char *fmt, ...)
+{
+	if (quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("imshard: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "imshard: %s: ", cmd->name);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, " (see 'imshard %s --help')\n", cmd->name);
+	va_end(ap);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-')
+		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		return -1;
+	double mult = 1;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mult = 1024.0; end++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: return -1;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end)
+		return -1;
+	v *= mult;
+	if (v > 1.8e19)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+const char *cli_format_bytes(double b, char *buf, size_t len)
+{
+	const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (b >= 1024 && u < 4) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+static const cli_opt *find_long(const cli_opt *opts, const char *name,
+				size_t len)
+{
+	for (const cli_opt *o = opts; o->name; o++)
+		if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+			return o;
+	return NULL;
+}
+
+static const cli_opt *find_short(const cli_opt *opts, char c)
+{
+	for (const cli_opt *o = opts; o->name; o++)
+		if (o->short_name && o->short_name == c)
+			return o;
+	return NULL;
+}
+
+static int in_range(const cli_opt *o, double v)
+{
+	if (o->min == 0 && o->max == 0)
+		return 1;
+	return v >= o->min && v <= o->max;
+}
+
+static int set_value(const cli_command *cmd, const cli_opt *o,
+		     const char *val)
+{
+	switch (o->type) {
+	case CLI_FLAG:
+		*(int *)o->dst = 1;
+		return 0;
+	case CLI_STRING:
+		if (!*val)
+			return cli_usage_error(cmd, "--%s needs a non-empty value", o->name);
+		*(const char **)o->dst = val;
+		return 0;
+	case CLI_MULTI: {
+		cli_strings *m = o->dst;
+		const char **n = realloc(m->items, sizeof(*n) * (size_t)(m->count + 1));
+		if (!n)
+			return cli_usage_error(cmd, "out of memory");
+		n[m->count++] = val;
+		m->items = n;
+		return 0;
+	}
+	case CLI_INT: {
+		char *end;
+		errno = 0;
+		long v = strtol(val, &end, 10);
+		if (errno || end == val || *end || v < -2147483647L || v > 2147483647L)
+			return cli_usage_error(cmd, "--%s expects an integer, got '%s'",
+					       o->name, val);
+		if (!in_range(o, (double)v))
+			return cli_usage_error(cmd, "--%s must be between %g and %g, got %ld",
+					       o->name, o->min, o->max, v);
+		*(int *)o->dst = (int)v;
+		return 0;
+	}
+	case CLI_U64: {
+		uint64_t v;
+		if (cli_parse_u64(val, &v) != 0)
+			return cli_usage_error(cmd, "--%s expects a non-negative integer, got '%s'",
+					       o->name, val);
+		if (!in_range(o, (double)v))
+			return cli_usage_error(cmd, "--%s must be between %g and %g, got %s",
+					       o->name, o->min, o->max, val);
+		*(uint64_t *)o->dst = v;
+		return 0;
+	}
+	case CLI_DOUBLE: {
+		char *end;
+		errno = 0;
+		double v = strtod(val, &end);
+		if (errno || end == val || *end || !isfinite(v))
+			return cli_usage_error(cmd, "--%s expects a number, got '%s'",
+					       o->name, val);
+		if (!in_range(o, v))
+			return cli_usage_error(cmd, "--%s must be between %g and %g, got %s",
+					       o->name, o->min, o->max, val);
+		*(double *)o->dst = v;
+		return 0;
+	}
+	case CLI_SIZE: {
+		uint64_t v;
+		if (cli_parse_size(val, &v) != 0)
+			return cli_usage_error(cmd, "--%s expects a size such as 512M or 2G, got '%s'",
+					       o->name, val);
+		if (!in_range(o, (double)v))
+			return cli_usage_error(cmd, "--%s must be between %g and %g bytes, got %s",
+					       o->name, o->min, o->max, val);
+		*(uint64_t *)o->dst = v;
+		return 0;
+	}
+	}
+	return CLI_EXIT_USAGE;
+}
+
+void cli_print_help(const cli_command *cmd, const cli_opt *opts)
+{
+	printf("usage: %s\n\n%s\n", cmd->usage, cmd->summary);
+	int any = 0;
+	for (const cli_opt *o = opts; o->name; o++)
+		any = 1;
+	if (any)
+		printf("\noptions:\n");
+	for (const cli_opt *o = opts; o->name; o++) {
+		char left[96];
+		int n;
+		if (o->short_name)
+			n = snprintf(left, sizeof(left), "  -%c, --%s", o->short_name, o->name);
+		else
+			n = snprintf(left, sizeof(left), "      --%s", o->name);
+		if (o->metavar && n > 0 && (size_t)n < sizeof(left))
+			snprintf(left + n, sizeof(left) - (size_t)n, " %s", o->metavar);
+		if (strlen(left) > 28)
+			printf("%s\n%30s", left, "");
+		else
+			printf("%-30s", left);
+		/* Indent continuation lines of multi-line help. */
+		for (const char *h = o->help; *h; h++) {
+			putchar(*h);
+			if (*h == '\n')
+				printf("%30s", "");
+		}
+		putchar('\n');
+	}
+	printf("  -h, --help                  show this help and exit\n");
+	if (cmd->details && *cmd->details)
+		printf("\n%s\n", cmd->details);
+}
+
+int cli_parse(const cli_command *cmd, const cli_opt *opts, int argc,
+	      char **argv, const char **pos, int min_pos, int max_pos,
+	      int *n_pos)
+{
+	int np = 0, only_pos = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (only_pos || a[0] != '-' || a[1] == '\0') {
+			if (np >= max_pos)
+				return cli_usage_error(cmd, "unexpected argument '%s'", a);
+			pos[np++] = a;
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			only_pos = 1;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			cli_print_help(cmd, opts);
+			return -1;
+		}
+		const cli_opt *o;
+		const char *val = NULL;
+		if (a[1] == '-') {
+			const char *name = a + 2;
+			const char *eq = strchr(name, '=');
+			size_t len = eq ? (size_t)(eq - name) : strlen(name);
+			o = find_long(opts, name, len);
+			if (!o)
+				return cli_usage_error(cmd, "unknown option '--%.*s'", (int)len, name);
+			if (eq) {
+				if (o->type == CLI_FLAG)
+					return cli_usage_error(cmd, "--%s takes no value", o->name);
+				val = eq + 1;
+			}
+		} else {
+			if (a[2] != '\0')
+				return cli_usage_error(cmd, "unknown option '%s'", a);
+			o = find_short(opts, a[1]);
+			if (!o)
+				return cli_usage_error(cmd, "unknown option '%s'", a);
+		}
+		if (o->type != CLI_FLAG && !val) {
+			if (i + 1 >= argc)
+				return cli_usage_error(cmd, "--%s needs a value (%s)", o->name,
+						       o->metavar ? o->metavar : "VALUE");
+			val = argv[++i];
+		}
+		int rc = set_value(cmd, o, val);
+		if (rc)
+			return rc;
+	}
+	if (np < min_pos)
+		return cli_usage_error(cmd, "missing arguments; usage: %s", cmd->usage);
+	*n_pos = np;
+	return 0;
+}
+
+static void draw(cli_progress *p, double now, int final)
+{
+	double el = now - p->start;
+	double rate = el > 0 ? (double)p->done / el : 0;
+	char eta[32] = "";
+	if (p->total && rate > 0 && p->done < p->total) {
+		double s = (double)(p->total - p->done) / rate;
+		snprintf(eta, sizeof(eta), " ETA %d:%02d", (int)(s / 60), (int)s % 60);
+	}
+	if (p->total)
+		fprintf(stderr, "%simshard: %s: %llu/%llu (%.1f%%) %.0f/s%s%s",
+			p->tty ? "\r" : "", p->label, (unsigned long long)p->done,
+			(unsigned long long)p->total,
+			100.0 * (double)p->done / (double)p->total, rate, eta,
+			p->tty ? "\033[K" : "\n");
+	else
+		fprintf(stderr, "%simshard: %s: %llu %.0f/s%s", p->tty ? "\r" : "",
+			p->label, (unsigned long long)p->done, rate,
+			p->tty ? "\033[K" : "\n");
+	(void)final;
+	p->drawn = 1;
+	p->last_draw = now;
+}
+
+void cli_progress_start(cli_progress *p, const char *label, uint64_t total,
+			int quiet)
+{
+	memset(p, 0, sizeof(*p));
+	p->label = label;
+	p->total = total;
+	p->quiet = quiet;
+	p->tty = isatty(STDERR_FILENO);
+	p->start = p->last_draw = ims_now();
+}
+
+void cli_progress_update(cli_progress *p, uint64_t done)
+{
+	p->done = done;
+	if (p->quiet)
+		return;
+	double now = ims_now();
+	double every = p->tty ? 0.1 : 10.0;
+	if (now - p->last_draw >= every)
+		draw(p, now, 0);
+}
+
+void cli_progress_finish(cli_progress *p)
+{
+	if (p->quiet)
+		return;
+	if (p->tty && p->drawn)
+		fprintf(stderr, "\r\033[K");
+}
+
+static volatile int interrupted_flag;
+
+static void on_signal(int sig)
+{
+	interrupted_flag = sig;
+}
+
+void cli_catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_interrupted(void)
+{
+	return interrupted_flag != 0;
+}
+
+volatile int *cli_interrupt_flag(void)
+{
+	return &interrupted_flag;
+}

@@ -1,0 +1,118 @@
+/*
+ * cli.h - what every imshard subcommand shares: option parsing, error
+ * output, exit codes and the progress line.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 bad usage. Errors go to
+ * stderr as `imshard: <what>: <why>`, one line.
+ */
+#ifndef IMSHARD_CLI_H
+#define IMSHARD_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+typedef enum cli_opt_type {
+	CLI_FLAG,   /* int, set to 1 */
+	CLI_INT,    /* int within [min, max] */
+	CLI_U64,    /* uint64_t within [min, max] */
+	CLI_DOUBLE, /* double within [min, max] */
+	CLI_STRING, /* const char *, pointing into argv */
+	CLI_SIZE,   /* uint64_t bytes, with optional K/M/G/T suffix (powers of 1024) */
+	CLI_MULTI   /* cli_strings: repeatable; each use appends */
+} cli_opt_type;
+
+typedef struct cli_strings {
+	const char **items;
+	int count;
+} cli_strings;
+
+typedef struct cli_opt {
+	const char *name;   /* long name without dashes: "threads" */
+	char short_name;    /* 'o', or 0 */
+	cli_opt_type type;
+	void *dst;
+	const char *metavar; /* "N" in --threads N; NULL for flags */
+	const char *help;
+	double min, max;    /* for numbers; both 0 means unbounded */
+} cli_opt;
+
+typedef struct cli_command {
+	const char *name;
+	const char *usage;   /* "imshard pack LIST.lst ROOT -o OUTDIR/NAME [options]" */
+	const char *summary; /* one line for the command list */
+	const char *details; /* paragraphs printed after the options in --help */
+} cli_command;
+
+/*
+ * Parses argv[1..argc) (argv[0] is the subcommand name) against opts
+ * (terminated by an entry with name NULL). Positional arguments are stored
+ * in pos (up to max_pos); their count must be in [min_pos, max_pos].
+ * `--` ends options. Returns 0 to go on, CLI_EXIT_USAGE after printing a
+ * one-line error, or -1 after printing --help (the caller exits 0).
+ */
+int cli_parse(const cli_command *cmd, const cli_opt *opts, int argc,
+	      char **argv, const char **pos, int min_pos, int max_pos,
+	      int *n_pos);
+
+/* Prints the command's --help to stdout. */
+void cli_print_help(const cli_command *cmd, const cli_opt *opts);
+
+/* Prints `imshard: <msg>` to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints `imshard: <msg>` plus a hint to run --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Prints `imshard: warning: <msg>` unless quiet. */
+void cli_warn(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints `imshard: <msg>` to stderr unless quiet (informational). */
+void cli_info(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a decimal integer or a seed; returns 0 or -1. */
+int cli_parse_u64(const char *s, uint64_t *out);
+/* Parses "256M", "1.5G", "4096" into bytes; returns 0 or -1. */
+int cli_parse_size(const char *s, uint64_t *out);
+/* Formats bytes as "1.5 GiB" into buf. */
+const char *cli_format_bytes(double bytes, char *buf, size_t len);
+
+/*
+ * Progress for long work. On a TTY (stderr) a line redrawn at most 10 times
+ * a second: "label: 1234/5000 (24.7%) 812/s ETA 0:04"; otherwise a plain
+ * log line every 10 seconds. quiet silences both.
+ */
+typedef struct cli_progress {
+	const char *label;
+	uint64_t total; /* 0 if unknown */
+	uint64_t done;
+	double start, last_draw;
+	int tty, quiet, drawn;
+} cli_progress;
+
+void cli_progress_start(cli_progress *p, const char *label, uint64_t total,
+			int quiet);
+void cli_progress_update(cli_progress *p, uint64_t done);
+/* Clears the TTY line (the caller prints its own summary). */
+void cli_progress_finish(cli_progress *p);
+
+/* Installs SIGINT/SIGTERM handlers that set a flag read by
+ * cli_interrupted(); long loops check it and stop cleanly. */
+void cli_catch_signals(void);
+int cli_interrupted(void);
+/* Pointer to the flag, for libraries that take a cancel pointer. */
+volatile int *cli_interrupt_flag(void);
+
+/* Every subcommand: int cmd_<name>(int argc, char **argv). */
+int cmd_list(int argc, char **argv);
+int cmd_subset(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+#endif
