@@ -51,7 +51,8 @@ typedef struct aug_image_info {
 	int width, height;  /* as coded in the file, before orientation */
 	int channels;       /* channels aug_decode gives with AUG_CHANNELS_NATIVE:
 			       1 (grey), 3 (colour) or 4 (colour + alpha) */
-	int orientation;    /* EXIF orientation 1..8; 1 when absent or invalid */
+	int orientation;    /* EXIF orientation 1..8 (JPEG APP1 or PNG eXIf);
+			       1 when absent or invalid */
 	int upright_width;  /* width/height after orientation (swapped for 5..8) */
 	int upright_height;
 	int is_cmyk;        /* JPEG stored as CMYK or YCCK */
@@ -73,7 +74,10 @@ void aug_codec_destroy(aug_codec *c);
  * EOI marker (catches truncation and garbage between segments); for PNG,
  * every chunk's length and CRC is checked through IEND. Fills *info.
  * Errors: IMS_EFORMAT (not JPEG/PNG, or empty), IMS_ECORRUPT (truncated,
- * bad structure or CRC), IMS_ELIMIT (absurd dimensions).
+ * bad structure or CRC), IMS_ELIMIT (absurd dimensions), IMS_EUNSUPPORTED
+ * (valid but not decodable here: 12-bit, lossless or hierarchical JPEG, 2
+ * colour components, an unknown critical PNG chunk), IMS_EINVAL (no
+ * codec). info may be NULL.
  */
 int aug_probe(aug_codec *c, const uint8_t *buf, size_t len,
 	      aug_image_info *info, ims_error *err);
@@ -91,9 +95,11 @@ typedef enum aug_channels {
 typedef struct aug_decode_opts {
 	aug_channels channels;
 	/* Decoding may use JPEG DCT scaling to produce a smaller image, as long
-	 * as the upright result is at least min_width x min_height (0 = full
-	 * size). The result is never smaller than that unless the image
-	 * itself is. PNG is always decoded at full size. */
+	 * as the upright result is at least min_width x min_height: the
+	 * smallest TurboJPEG factor (n/8, never above 1) that covers both is
+	 * used. 0 x 0 = full size; a 0 on one side leaves that side unbound.
+	 * The result is never smaller than that unless the image itself is.
+	 * PNG is always decoded at full size. */
 	int min_width, min_height;
 	/* Apply EXIF orientation so the result is upright (normally 1). */
 	int apply_orientation;
@@ -120,8 +126,12 @@ int aug_image_alloc(aug_image *img, int width, int height, int channels,
  * Decodes buf into out (reusing out's buffer when it is large enough).
  * Handles greyscale, RGB, CMYK/YCCK (Adobe-inverted or not), palette,
  * alpha, tRNS, 1/2/4/16-bit PNG, and EXIF orientation. *info (may be NULL)
- * receives the probe result. A JPEG that decodes with warnings (e.g. a
- * premature end of data) is an error: damaged images are not packed.
+ * receives the header information, as aug_probe reports it (for JPEG the
+ * scan data is checked by the decoder itself, not walked twice). A JPEG that
+ * decodes with warnings (e.g. a premature end of data) is an error
+ * (IMS_ECORRUPT): damaged images are not packed. opts NULL means RGB, full
+ * size, upright. Errors: those of aug_probe, IMS_ECORRUPT for damage found
+ * while decoding, IMS_ENOMEM.
  */
 int aug_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	       const aug_decode_opts *opts, aug_image *out,
@@ -138,11 +148,15 @@ void aug_buf_release(aug_buf *b);
 
 /* Encodes img (1 or 3 channels) as baseline JPEG at quality 1..100 into out
  * (out->len set; previous contents replaced). Colour uses 4:2:0 chroma
- * subsampling, the default of libjpeg and PIL. */
+ * subsampling, the default of libjpeg and PIL; grey is 4:0:0. IMS_EINVAL
+ * for other channel counts or qualities, IMS_ELIMIT beyond 65500 pixels a
+ * side. */
 int aug_encode_jpeg(aug_codec *c, const aug_image *img, int quality,
 		    aug_buf *out, ims_error *err);
 
-/* Encodes img (1, 3 or 4 channels) as 8-bit PNG into out. */
+/* Encodes img (1, 3 or 4 channels; 2 = grey + alpha also works) as 8-bit
+ * PNG into out (previous contents replaced). c may be NULL: libpng keeps no
+ * state between images. */
 int aug_encode_png(aug_codec *c, const aug_image *img, aug_buf *out,
 		   ims_error *err);
 
@@ -151,7 +165,9 @@ int aug_encode_png(aug_codec *c, const aug_image *img, aug_buf *out,
  * channel count). Antialiased: when shrinking, each output pixel averages
  * the source pixels it covers (separable triangle filter whose support
  * grows with the scale factor), so no aliasing; bilinear when enlarging.
- * Deterministic and identical for every thread count.
+ * Deterministic and identical for every thread count. Same-size axes are
+ * copied exactly. c may be NULL (scratch is then allocated per call).
+ * Errors: IMS_EINVAL (sizes < 1, src == dst), IMS_ELIMIT, IMS_ENOMEM.
  */
 int aug_resize(aug_codec *c, const aug_image *src, int dst_w, int dst_h,
 	       aug_image *dst, ims_error *err);
@@ -167,11 +183,15 @@ typedef struct aug_fit {
 } aug_fit;
 
 /* Output size for an upright w x h image under fit: scaled size (*sw,*sh)
- * and final size after an optional crop (*ow,*oh). */
+ * and final size after an optional crop (*ow,*oh). One scale factor is
+ * applied to both sides: the side that sets it comes out exact, the other
+ * is rounded to nearest (halves up), at least 1. fit NULL = unchanged. */
 void aug_fit_size(const aug_fit *fit, int w, int h, int *sw, int *sh, int *ow,
 		  int *oh);
 
-/* Crops the centre ow x oh region of src into dst (copy). */
+/* Crops the centre ow x oh region of src into dst (copy; dst != src). When
+ * the margin is odd the extra pixel is left at the right/bottom.
+ * IMS_EINVAL unless 1 <= ow <= width and 1 <= oh <= height. */
 int aug_crop_center(const aug_image *src, int ow, int oh, aug_image *dst,
 		    ims_error *err);
 

@@ -129,7 +129,9 @@ typedef struct ds_scan_opts {
 
 /* What a scan skipped, for the log. */
 typedef struct ds_scan_report {
-	size_t ignored_files;   /* files whose extension did not match */
+	size_t ignored_files;   /* files whose extension did not match, and
+				 * entries that are no regular file (dangling
+				 * links, sockets) */
 	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
 	size_t empty_classes;   /* subfolders holding no matching file */
 	size_t loose_files;     /* matching files directly in root (no class) */
@@ -137,7 +139,8 @@ typedef struct ds_scan_report {
 
 /*
  * Lists root as one class per subfolder. Labels follow byte-wise sorted
- * folder names, 0-based; rows are in sorted order (class, then file name)
+ * folder names, 0-based (walk order with opts->recursive, see
+ * ds_scan_opts); rows are in sorted order (class, then file name)
  * with index = row number and path = "class/file". Names starting with '.'
  * are skipped; symbolic links are followed, except a link back to a folder
  * being walked. Matching files directly in root belong to no class
@@ -149,6 +152,10 @@ typedef struct ds_scan_report {
  */
 int ds_scan_folder(const char *root, const ds_scan_opts *opts, ds_list *l,
 		   ds_scan_report *report, ims_error *err);
+
+/* Checks an extension list as ds_scan_opts.exts takes it (for option
+ * parsing before a scan): 0, or IMS_EINVAL saying what is wrong. */
+int ds_scan_check_exts(const char *exts, ims_error *err);
 
 /*
  * Stratified split: within each class, shuffles the rows with seed and
@@ -177,6 +184,7 @@ typedef struct ds_subset_report {
 	size_t short_classes; /* classes where available < wanted */
 } ds_subset_report;
 
+/* Frees the arrays and zeroes *r; r may be NULL. */
 void ds_subset_report_release(ds_subset_report *r);
 
 /*
@@ -214,11 +222,12 @@ void ds_list_class_counts(const ds_list *l, size_t *counts);
  * DS_SAMPLE_MAX_SIDE, width and height drawn independently, aspect ratio
  * at most 2), background colour and gradient, foreground colour, position,
  * scale, rotation (within the class's range), line widths, periods, phase
- * and noise. The foreground always differs from the background by at
- * least 80 grey levels of luma, so shapes survive greyscale. What defines
+ * and noise. The foreground differs from the background everywhere by at
+ * least 80 grey levels of luma (black or white in the rare cases where no
+ * colour does), so shapes survive greyscale. What defines
  * a class survives flips, crops, zoom, shift, rotations of a few degrees
  * and JPEG compression: shapes lie whole inside the central square of the
- * image (so a centre crop keeps them) and span 50-90% of its side;
+ * image (so a centre crop keeps them) and span 40-90% of its side;
  * textures fill the image. Classes that are mirror images of each other
  * are one class (diagonal stripes lean either way).
  *
@@ -248,7 +257,7 @@ struct aug_buf;
 struct aug_codec;
 
 #define DS_SAMPLE_MIN_SIDE 64     /* smallest image width or height */
-#define DS_SAMPLE_MAX_SIDE 400    /* largest (about 1 image in 10 exceeds 256) */
+#define DS_SAMPLE_MAX_SIDE 400    /* largest; most images are at most 256 */
 #define DS_SAMPLE_MIN_CLASSES 2
 #define DS_SAMPLE_DEFAULT_CLASSES 10
 #define DS_SAMPLE_DEFAULT_PER_CLASS 40
@@ -261,7 +270,7 @@ int ds_sample_class_count_max(void);
 /* Name of class k ("circle"), or NULL when k is out of range. Static. */
 const char *ds_sample_class_name(int k);
 
-/* One-line description of class k ("filled circle"), or NULL. Static. */
+/* One-line description of class k ("filled disc"), or NULL. Static. */
 const char *ds_sample_class_description(int k);
 
 /* How image index i of any class is stored (see "Files" above). */

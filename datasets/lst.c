@@ -1,0 +1,742 @@
+/*
+ * lst.c - the ds_list container, im2rec .lst reading and writing, class
+ * name files and per-class counts.
+ *
+ * Lists reach 1.3M rows (ImageNet train), so reading loads the file at once
+ * and parses it in place: one pass to count lines (to size the rows array
+ * once), one pass over the lines splitting at TABs, no per-line stdio. Each
+ * path is its own allocation so callers (and ds_list_release) can free
+ * rows individually.
+ */
+#define _GNU_SOURCE
+#include "datasets.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ds_list_init(ds_list *l)
+{
+	memset(l, 0, sizeof(*l));
+}
+
+static void free_classes(ds_list *l)
+{
+	for (size_t i = 0; i < l->n_classes; i++)
+		free(l->classes[i]);
+	free(l->classes);
+	l->classes = NULL;
+	l->n_classes = 0;
+}
+
+void ds_list_release(ds_list *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->count; i++) {
+		free(l->items[i].path);
+		free(l->items[i].extra);
+	}
+	free(l->items);
+	free_classes(l);
+	ds_list_init(l);
+}
+
+int ds_list_reserve(ds_list *l, size_t n, ims_error *err)
+{
+	if (n <= l->cap)
+		return 0;
+	RETURN_IF(n > SIZE_MAX / sizeof(ds_entry), err, IMS_ENOMEM,
+		  "cannot grow list to %zu rows: out of memory", n);
+	ds_entry *items = realloc(l->items, n * sizeof(ds_entry));
+	RETURN_IF(!items, err, IMS_ENOMEM,
+		  "cannot grow list to %zu rows: out of memory", n);
+	l->items = items;
+	l->cap = n;
+	return 0;
+}
+
+int ds_list_append(ds_list *l, uint64_t index, int32_t label,
+		   const float *extra, int n_extra, const char *path,
+		   ims_error *err)
+{
+	RETURN_IF(!path, err, IMS_EINVAL, "cannot add a row: no path");
+	RETURN_IF(label < 0, err, IMS_EINVAL,
+		  "cannot add row '%s': label %d is negative", path, (int)label);
+	RETURN_IF(n_extra < 0 || n_extra > DS_MAX_EXTRA_LABELS ||
+			  (n_extra > 0 && !extra),
+		  err, IMS_EINVAL,
+		  "cannot add row '%s': %d extra labels (at most %d)", path,
+		  n_extra, DS_MAX_EXTRA_LABELS);
+	if (l->count == l->cap) {
+		size_t want = l->cap ? l->cap * 2 : 64;
+		FORWARD_IF_ERR(ds_list_reserve(l, want, err));
+	}
+	ds_entry *e = &l->items[l->count];
+	e->index = index;
+	e->label = label;
+	e->n_extra = n_extra;
+	e->extra = NULL;
+	e->path = strdup(path);
+	RETURN_IF(!e->path, err, IMS_ENOMEM, "cannot add row '%s': out of memory",
+		  path);
+	if (n_extra > 0) {
+		e->extra = malloc((size_t)n_extra * sizeof(float));
+		if (!e->extra) {
+			free(e->path);
+			return ims_fail(err, IMS_ENOMEM,
+					"cannot add row '%s': out of memory", path);
+		}
+		memcpy(e->extra, extra, (size_t)n_extra * sizeof(float));
+	}
+	l->count++;
+	return 0;
+}
+
+/*
+ * l->classes has no capacity field, so its capacity is implied by
+ * n_classes: the next power of two, at least 8. ds_list_add_class,
+ * ds_classes_read and ds_list_copy_classes are the only writers, which is
+ * why the header asks callers not to assign l->classes themselves.
+ */
+static size_t classes_cap(size_t n)
+{
+	if (n == 0)
+		return 0;
+	size_t c = 8;
+	while (c < n)
+		c <<= 1;
+	return c;
+}
+
+int ds_list_add_class(ds_list *l, const char *name, int32_t *label,
+		      ims_error *err)
+{
+	RETURN_IF(!name, err, IMS_EINVAL, "cannot add a class: no name");
+	RETURN_IF(l->n_classes >= INT32_MAX, err, IMS_ELIMIT,
+		  "cannot add class '%s': too many classes", name);
+	if (l->n_classes == classes_cap(l->n_classes)) {
+		size_t want = l->n_classes ? l->n_classes * 2 : 8;
+		char **c = realloc(l->classes, want * sizeof(char *));
+		RETURN_IF(!c, err, IMS_ENOMEM,
+			  "cannot add class '%s': out of memory", name);
+		l->classes = c;
+	}
+	char *copy = strdup(name);
+	RETURN_IF(!copy, err, IMS_ENOMEM, "cannot add class '%s': out of memory",
+		  name);
+	l->classes[l->n_classes] = copy;
+	if (label)
+		*label = (int32_t)l->n_classes;
+	l->n_classes++;
+	return 0;
+}
+
+int ds_list_copy_classes(ds_list *dst, const ds_list *src, ims_error *err)
+{
+	if (dst == src)
+		return 0;
+	free_classes(dst);
+	for (size_t i = 0; i < src->n_classes; i++) {
+		int rc = ds_list_add_class(dst, src->classes[i], NULL, err);
+		if (rc < 0) {
+			free_classes(dst);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+size_t ds_list_num_classes(const ds_list *l)
+{
+	size_t n = l->n_classes;
+	for (size_t i = 0; i < l->count; i++)
+		if (l->items[i].label >= 0 && (size_t)l->items[i].label + 1 > n)
+			n = (size_t)l->items[i].label + 1;
+	return n;
+}
+
+void ds_list_class_counts(const ds_list *l, size_t *counts)
+{
+	size_t n = ds_list_num_classes(l);
+	if (n)
+		memset(counts, 0, n * sizeof(*counts));
+	for (size_t i = 0; i < l->count; i++)
+		if (l->items[i].label >= 0)
+			counts[l->items[i].label]++;
+}
+
+/* ---- path rules shared by reading and writing ---------------------------- */
+
+static const char EMPTY_PATH[] = "empty path";
+
+/* Returns NULL when a list path is acceptable, else why not. */
+static const char *bad_path_reason(const char *p, size_t len)
+{
+	size_t k = 0;
+	while (k < len && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
+		k++;
+	if (k == len)
+		return EMPTY_PATH;
+	if (p[0] == '/')
+		return "is absolute; list paths must be relative to ROOT so packing "
+		       "stays inside it";
+	/* A '..' component anywhere: "..", "../x", "x/..", "x/../y". */
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
+		    (i + 2 == len || p[i + 2] == '/'))
+			return "has a '..' component; list paths must stay inside "
+			       "ROOT";
+	}
+	return NULL;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+typedef struct line_ctx {
+	const char *file;
+	size_t line;
+	ims_error *err;
+} line_ctx;
+
+static int line_fail(const line_ctx *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int line_fail(const line_ctx *c, int code, const char *fmt, ...)
+{
+	char why[IMS_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return ims_fail(c->err, code, "cannot read list '%s': line %zu: %s",
+			c->file, c->line, why);
+}
+
+static int is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Trims spaces around a field [*b, *e). */
+static void trim(char **b, char **e)
+{
+	while (*b < *e && is_space(**b))
+		(*b)++;
+	while (*e > *b && is_space((*e)[-1]))
+		(*e)--;
+}
+
+/* Index column: decimal digits only (im2rec writes %d). */
+static int parse_index(const line_ctx *c, char *b, char *e, uint64_t *out)
+{
+	trim(&b, &e);
+	int n = (int)(e - b);
+	if (n == 0)
+		return line_fail(c, IMS_EFORMAT, "empty index column");
+	if (*b == '-')
+		return line_fail(c, IMS_EFORMAT, "index '%.*s' is negative",
+				 n > 40 ? 40 : n, b);
+	uint64_t v = 0;
+	for (char *p = b; p < e; p++) {
+		if (*p < '0' || *p > '9')
+			return line_fail(c, IMS_EFORMAT,
+					 "index '%.*s' is not a non-negative integer",
+					 n > 40 ? 40 : n, b);
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return line_fail(c, IMS_EFORMAT, "index '%.*s' is too large",
+					 n > 40 ? 40 : n, b);
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/*
+ * A plain decimal number: [+-]digits[.digits][(e|E)[+-]digits], at least
+ * one digit before the exponent. Rejects what strtod would also take but no
+ * list should hold: "nan", "inf", hex floats, empty strings.
+ */
+static int is_decimal(const char *b, const char *e)
+{
+	const char *p = b;
+	int digits = 0;
+	if (p < e && (*p == '+' || *p == '-'))
+		p++;
+	while (p < e && *p >= '0' && *p <= '9')
+		p++, digits++;
+	if (p < e && *p == '.') {
+		p++;
+		while (p < e && *p >= '0' && *p <= '9')
+			p++, digits++;
+	}
+	if (!digits)
+		return 0;
+	if (p < e && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (p < e && (*p == '+' || *p == '-'))
+			p++;
+		int ed = 0;
+		while (p < e && *p >= '0' && *p <= '9')
+			p++, ed++;
+		if (!ed)
+			return 0;
+	}
+	return p == e;
+}
+
+/* Parses a label field into *v; col is 1-based among label columns. */
+static int parse_number(const line_ctx *c, char *b, char *e, int col,
+			double *v)
+{
+	trim(&b, &e);
+	int n = (int)(e - b);
+	int shown = n > 40 ? 40 : n;
+	if (n == 0)
+		return line_fail(c, IMS_EFORMAT, "label column %d is empty", col);
+	if (!is_decimal(b, e)) {
+		if (col == 1)
+			return line_fail(c, IMS_EFORMAT, "label '%.*s' is not a number",
+					 shown, b);
+		return line_fail(c, IMS_EFORMAT,
+				 "label column %d: '%.*s' is not a number", col, shown,
+				 b);
+	}
+	char save = *e;
+	*e = '\0'; /* in place: the byte after a field is a TAB or line end */
+	errno = 0;
+	double d = strtod(b, NULL);
+	*e = save;
+	if (!isfinite(d))
+		return line_fail(c, IMS_EFORMAT,
+				 "label column %d: '%.*s' is not a finite number", col,
+				 shown, b);
+	*v = d;
+	return 0;
+}
+
+/* First label: fast path for plain digits, else an integral decimal. */
+static int parse_label(const line_ctx *c, char *b, char *e, int32_t *out)
+{
+	char *tb = b, *te = e;
+	trim(&tb, &te);
+	int n = (int)(te - tb);
+	int shown = n > 40 ? 40 : n;
+	if (n > 0 && n <= 9) {
+		int32_t v = 0;
+		char *p = tb;
+		for (; p < te && *p >= '0' && *p <= '9'; p++)
+			v = v * 10 + (*p - '0');
+		if (p == te) {
+			*out = v;
+			return 0;
+		}
+	}
+	double d;
+	FORWARD_IF_ERR(parse_number(c, b, e, 1, &d));
+	if (d < 0)
+		return line_fail(c, IMS_EFORMAT, "label '%.*s' is negative", shown,
+				 tb);
+	if (d != floor(d))
+		return line_fail(c, IMS_EFORMAT, "label '%.*s' is not an integer",
+				 shown, tb);
+	if (d > (double)INT32_MAX)
+		return line_fail(c, IMS_EFORMAT, "label '%.*s' is too large", shown,
+				 tb);
+	*out = (int32_t)d;
+	return 0;
+}
+
+int ds_list_read(const char *path, ds_list *l, ims_error *err)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc = ims_read_file(path, &data, &len, 0, err);
+	if (rc < 0)
+		return rc; /* "cannot open 'x.lst': No such file or directory" */
+	char *buf = (char *)data;
+	char *end = buf + len;
+	size_t start_count = l->count;
+	line_ctx c = {path, 0, err};
+
+	/* A NUL byte would silently cut a path short: find its line. */
+	char *nul = memchr(buf, '\0', len);
+	if (nul) {
+		c.line = 1;
+		for (char *p = buf; p < nul; p++)
+			c.line += *p == '\n';
+		rc = line_fail(&c, IMS_EFORMAT, "contains a NUL byte (not a text "
+						"list?)");
+		goto out;
+	}
+
+	size_t lines = 1;
+	for (char *p = buf; (p = memchr(p, '\n', (size_t)(end - p))); p++)
+		lines++;
+	GOTO_IF_ERR(out, rc, ds_list_reserve(l, l->count + lines, err));
+
+	char *p = buf;
+	if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3; /* UTF-8 byte order mark from Windows editors */
+	int want_cols = 0;
+	size_t first_line = 0;
+	float extra[DS_MAX_EXTRA_LABELS];
+	/* index, first label, extra labels, path; +1 for the end sentinel */
+	enum { MAX_COLS = DS_MAX_EXTRA_LABELS + 3 };
+	char *cols[MAX_COLS + 1];
+	while (p < end) {
+		c.line++;
+		char *eol = memchr(p, '\n', (size_t)(end - p));
+		char *next = eol ? eol + 1 : end;
+		char *le = eol ? eol : end;
+		if (le > p && le[-1] == '\r')
+			le--;
+		char *q = p;
+		while (q < le && is_space(*q))
+			q++;
+		if (q == le) { /* blank line */
+			p = next;
+			continue;
+		}
+		/* Column starts; cols[k] .. cols[k+1]-1 is column k. */
+		int ncols = 0;
+		cols[ncols++] = p;
+		for (char *t = p; (t = memchr(t, '\t', (size_t)(le - t))); t++) {
+			if (ncols == MAX_COLS) {
+				ncols++;
+				break;
+			}
+			cols[ncols++] = t + 1;
+		}
+		if (ncols > MAX_COLS)
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read list '%s': line %zu: more than %d "
+				  "label columns",
+				  path, c.line, DS_MAX_EXTRA_LABELS + 1);
+		if (ncols < 3)
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read list '%s': line %zu: %d column%s, "
+				  "expected index<TAB>label<TAB>path",
+				  path, c.line, ncols, ncols == 1 ? "" : "s");
+		if (!want_cols) {
+			want_cols = ncols;
+			first_line = c.line;
+		} else if (ncols != want_cols) {
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read list '%s': line %zu: %d label "
+				  "columns, but line %zu has %d",
+				  path, c.line, ncols - 2, first_line,
+				  want_cols - 2);
+		}
+		cols[ncols] = le + 1; /* so column k ends at cols[k+1] - 1 */
+
+		uint64_t index = 0;
+		int32_t label = 0;
+		GOTO_IF_ERR(out, rc, parse_index(&c, cols[0], cols[1] - 1, &index));
+		GOTO_IF_ERR(out, rc, parse_label(&c, cols[1], cols[2] - 1, &label));
+		int n_extra = ncols - 3;
+		for (int k = 0; k < n_extra; k++) {
+			double d;
+			GOTO_IF_ERR(out, rc,
+				    parse_number(&c, cols[2 + k], cols[3 + k] - 1,
+						 k + 2, &d));
+			if (fabs(d) > FLT_MAX) {
+				rc = line_fail(&c, IMS_EFORMAT,
+					       "label column %d: %g is out of float "
+					       "range",
+					       k + 2, d);
+				goto out;
+			}
+			extra[k] = (float)d;
+		}
+		char *pb = cols[ncols - 1];
+		size_t plen = (size_t)(le - pb);
+		const char *why = bad_path_reason(pb, plen);
+		if (why) {
+			if (why == EMPTY_PATH)
+				rc = line_fail(&c, IMS_EFORMAT, "%s", why);
+			else
+				rc = line_fail(&c, IMS_EFORMAT, "path '%.*s' %s",
+					       plen > 200 ? 200 : (int)plen, pb, why);
+			goto out;
+		}
+		*le = '\0'; /* in place: ds_list_append copies the path */
+		GOTO_IF_ERR(out, rc,
+			    ds_list_append(l, index, label, extra, n_extra, pb, err));
+		p = next;
+	}
+	rc = 0;
+out:
+	if (rc < 0) {
+		for (size_t i = start_count; i < l->count; i++) {
+			free(l->items[i].path);
+			free(l->items[i].extra);
+		}
+		l->count = start_count;
+	}
+	free(data);
+	return rc;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+typedef struct strbuf {
+	char *p;
+	size_t len, cap;
+} strbuf;
+
+static int sb_reserve(strbuf *b, size_t more)
+{
+	if (b->len + more <= b->cap)
+		return 0;
+	size_t want = b->cap ? b->cap : 4096;
+	while (want < b->len + more)
+		want *= 2;
+	char *n = realloc(b->p, want);
+	if (!n)
+		return -1;
+	b->p = n;
+	b->cap = want;
+	return 0;
+}
+
+/* Appends v in decimal; the caller reserved 20 bytes. */
+static void sb_put_u64(strbuf *b, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		b->p[b->len++] = tmp[--n];
+}
+
+int ds_list_write(const char *path, const ds_list *l, ims_error *err)
+{
+	strbuf b = {0};
+	int rc = 0;
+	for (size_t i = 0; i < l->count; i++) {
+		const ds_entry *e = &l->items[i];
+		size_t plen = strlen(e->path);
+		const char *why = bad_path_reason(e->path, plen);
+		if (!why && strpbrk(e->path, "\t\n\r"))
+			why = "holds a TAB or line break, which the list format "
+			      "cannot store";
+		if (why)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot write list '%s': row %zu: path '%s' %s",
+				  path, i, e->path, why);
+		if (e->label < 0)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot write list '%s': row %zu: label %d is "
+				  "negative",
+				  path, i, (int)e->label);
+		if (e->n_extra < 0 || e->n_extra > DS_MAX_EXTRA_LABELS)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot write list '%s': row %zu: %d extra labels",
+				  path, i, e->n_extra);
+		/* 20 index + TAB + 10 label + TAB + path + LF, extra below */
+		if (sb_reserve(&b, 34 + plen) != 0)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+				  "cannot write list '%s': out of memory", path);
+		sb_put_u64(&b, e->index);
+		b.p[b.len++] = '\t';
+		sb_put_u64(&b, (uint64_t)e->label);
+		b.p[b.len++] = '\t';
+		for (int k = 0; k < e->n_extra; k++) {
+			char num[64];
+			double v = e->extra[k];
+			if (!isfinite(v))
+				GOTO_FAIL(out, rc, err, IMS_EINVAL,
+					  "cannot write list '%s': row %zu: extra "
+					  "label %d is not finite",
+					  path, i, k + 1);
+			int n = snprintf(num, sizeof(num), "%f\t", v);
+			if (n < 0 || (size_t)n >= sizeof(num)) /* |v| > 1e50 */
+				GOTO_FAIL(out, rc, err, IMS_EINVAL,
+					  "cannot write list '%s': row %zu: extra "
+					  "label %d is too large",
+					  path, i, k + 1);
+			if (sb_reserve(&b, (size_t)n + plen + 2) != 0)
+				GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+					  "cannot write list '%s': out of memory",
+					  path);
+			memcpy(b.p + b.len, num, (size_t)n);
+			b.len += (size_t)n;
+		}
+		memcpy(b.p + b.len, e->path, plen);
+		b.len += plen;
+		b.p[b.len++] = '\n';
+	}
+	rc = ims_write_file_atomic(path, b.p ? b.p : "", b.len, err);
+	if (rc < 0)
+		ims_fail_context(err, "cannot write list '%s'", path);
+out:
+	free(b.p);
+	return rc;
+}
+
+/* ---- class name files ---------------------------------------------------- */
+
+static int cmp_name_idx(const void *a, const void *b, void *arg)
+{
+	char **names = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int c = strcmp(names[x], names[y]);
+	if (c)
+		return c;
+	return x < y ? -1 : x > y;
+}
+
+/* Finds a duplicate name in O(n log n); returns 0 or fills *first, *dup. */
+static int find_duplicate(char **names, size_t n, size_t *first, size_t *dup)
+{
+	if (n < 2)
+		return 0;
+	size_t *idx = malloc(n * sizeof(size_t));
+	if (!idx)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		idx[i] = i;
+	qsort_r(idx, n, sizeof(size_t), cmp_name_idx, names);
+	int found = 0;
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(names[idx[i - 1]], names[idx[i]]) == 0) {
+			/* Report the pair whose second line comes first. */
+			if (!found || idx[i] < *dup) {
+				*first = idx[i - 1];
+				*dup = idx[i];
+			}
+			found = 1;
+		}
+	}
+	free(idx);
+	return found;
+}
+
+int ds_classes_read(const char *path, ds_list *l, ims_error *err)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc = ims_read_file(path, &data, &len, 0, err);
+	if (rc < 0)
+		return rc;
+	ds_list tmp;
+	ds_list_init(&tmp);
+	char *buf = (char *)data, *end = buf + len;
+	if (memchr(buf, '\0', len))
+		GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+			  "cannot read classes '%s': contains a NUL byte (not a "
+			  "text file?)",
+			  path);
+	char *p = buf;
+	if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+		p += 3;
+	/* Blank lines are an error unless only blank lines follow them. */
+	size_t line = 0, pending_blank = 0;
+	while (p < end) {
+		line++;
+		char *eol = memchr(p, '\n', (size_t)(end - p));
+		char *le = eol ? eol : end;
+		char *next = eol ? eol + 1 : end;
+		if (le > p && le[-1] == '\r')
+			le--;
+		char *q = p;
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == le) {
+			if (!pending_blank)
+				pending_blank = line;
+			p = next;
+			continue;
+		}
+		if (pending_blank)
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read classes '%s': line %zu: empty class "
+				  "name (line i names label i-1)",
+				  path, pending_blank);
+		*le = '\0';
+		GOTO_IF_ERR(out, rc, ds_list_add_class(&tmp, p, NULL, err));
+		p = next;
+	}
+	size_t first = 0, dup = 0;
+	int d = find_duplicate(tmp.classes, tmp.n_classes, &first, &dup);
+	if (d < 0)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+			  "cannot read classes '%s': out of memory", path);
+	if (d)
+		GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+			  "cannot read classes '%s': line %zu: class '%s' repeats "
+			  "line %zu",
+			  path, dup + 1, tmp.classes[dup], first + 1);
+	/* Replace l's classes with the ones read. */
+	free_classes(l);
+	l->classes = tmp.classes;
+	l->n_classes = tmp.n_classes;
+	tmp.classes = NULL;
+	tmp.n_classes = 0;
+	rc = 0;
+out:
+	ds_list_release(&tmp);
+	free(data);
+	return rc;
+}
+
+int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
+{
+	strbuf b = {0};
+	int rc = 0;
+	for (size_t i = 0; i < l->n_classes; i++) {
+		const char *name = l->classes[i] ? l->classes[i] : "";
+		size_t n = strlen(name);
+		if (n == 0 || strpbrk(name, "\n\r"))
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot write classes '%s': class %zu ('%s') is "
+				  "empty or holds a line break",
+				  path, i, name);
+		if (sb_reserve(&b, n + 1) != 0)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+				  "cannot write classes '%s': out of memory", path);
+		memcpy(b.p + b.len, name, n);
+		b.len += n;
+		b.p[b.len++] = '\n';
+	}
+	rc = ims_write_file_atomic(path, b.p ? b.p : "", b.len, err);
+	if (rc < 0)
+		ims_fail_context(err, "cannot write classes '%s'", path);
+out:
+	free(b.p);
+	return rc;
+}
+
+static int ends_with(const char *s, size_t n, const char *suf)
+{
+	size_t k = strlen(suf);
+	return n >= k && memcmp(s + n - k, suf, k) == 0;
+}
+
+int ds_classes_path_for_list(const char *lst_path, char *out, size_t outlen,
+			     ims_error *err)
+{
+	size_t n = strlen(lst_path);
+	if (ends_with(lst_path, n, ".lst"))
+		n -= 4;
+	static const char *const splits[] = {"_train", "_val", "_test"};
+	for (int i = 0; i < 3; i++) {
+		if (ends_with(lst_path, n, splits[i])) {
+			n -= strlen(splits[i]);
+			break;
+		}
+	}
+	int w = snprintf(out, outlen, "%.*s.classes", (int)n, lst_path);
+	RETURN_IF(w < 0 || (size_t)w >= outlen, err, IMS_EINVAL,
+		  "cannot name the classes file of '%s': path too long",
+		  lst_path);
+	return 0;
+}

@@ -1,0 +1,581 @@
+/*
+ * pack.c - the packing pipeline: list rows -> checked/re-encoded payloads
+ * -> shard writer, in list order, in parallel.
+ *
+ * Rows are processed in chunks. Inside one OpenMP parallel region, while
+ * the workers process chunk k into one half of a double buffer, a single
+ * thread appends chunk k-1 from the other half to the writer (then joins
+ * the workers). The writer therefore sees rows strictly in list order, the
+ * output does not depend on the thread count, and the serial LMDB work
+ * overlaps the parallel decode/encode work. Memory is two chunks of
+ * payloads plus per-thread scratch, whatever the list length.
+ */
+#define _GNU_SOURCE
+#include "pack.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "augment/augment.h"
+#include "recordio/recordio.h"
+
+/* Source files above this size are refused as absurd for one image. */
+#define PACK_MAX_FILE_BYTES (1ull << 30)
+
+const char *pack_encoding_name(pack_encoding e)
+{
+	switch (e) {
+	case PACK_KEEP: return "keep";
+	case PACK_JPEG: return "jpeg";
+	case PACK_PNG: return "png";
+	case PACK_RAW: return "raw";
+	}
+	return "unknown";
+}
+
+int pack_encoding_parse(const char *s)
+{
+	for (int e = PACK_KEEP; e <= PACK_RAW; e++)
+		if (strcmp(s, pack_encoding_name((pack_encoding)e)) == 0)
+			return e;
+	return -1;
+}
+
+void pack_opts_init(pack_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_errors = -1;
+}
+
+/* One row's outcome, filled by a worker, consumed by the writer thread. */
+typedef struct slot {
+	int status;              /* 0 packed, < 0 skipped */
+	char why[IMS_ERRMSG_MAX];
+	rio_record rec;          /* payload points into buf */
+	aug_buf buf;
+	uint64_t bytes_in;
+} slot;
+
+typedef struct worker {
+	aug_codec *codec;
+	aug_image decoded, resized, cropped;
+	aug_buf file;
+} worker;
+
+typedef struct job {
+	const ds_list *list;
+	const pack_opts *o;
+	int quality;
+	aug_fit fit;
+	int geometry; /* any of resize/max_size/center_crop */
+} job;
+
+/* Reads a whole file into b, reusing its memory. */
+static int read_into(const char *path, aug_buf *b, ims_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	RETURN_IF(fd < 0, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
+		  "cannot open: %s", strerror(errno));
+	struct stat st;
+	int rc = 0;
+	if (fstat(fd, &st) != 0)
+		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat: %s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		GOTO_FAIL(out, rc, err, IMS_EFORMAT, "not a regular file");
+	if ((uint64_t)st.st_size > PACK_MAX_FILE_BYTES)
+		GOTO_FAIL(out, rc, err, IMS_ELIMIT, "file of %lld bytes is too large for one image",
+			  (long long)st.st_size);
+	size_t size = (size_t)st.st_size;
+	if (b->cap < size + 1) {
+		size_t cap = b->cap ? b->cap : 1 << 16;
+		while (cap < size + 1)
+			cap *= 2;
+		uint8_t *d = realloc(b->data, cap);
+		if (!d)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+		b->data = d;
+		b->cap = cap;
+	}
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = read(fd, b->data + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot read: %s", strerror(errno));
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	b->len = got;
+out:
+	close(fd);
+	return rc;
+}
+
+static int pack_keep(const job *j, worker *w, slot *s, ims_error *err)
+{
+	aug_image_info info;
+	if (j->o->check_decode) {
+		aug_decode_opts d = {AUG_CHANNELS_NATIVE, 0, 0, 0};
+		FORWARD_IF_ERR(aug_decode(w->codec, s->buf.data, s->buf.len, &d,
+					  &w->decoded, &info, err));
+	} else {
+		FORWARD_IF_ERR(aug_probe(w->codec, s->buf.data, s->buf.len, &info, err));
+	}
+	RETURN_IF(s->buf.len > UINT32_MAX, err, IMS_ELIMIT, "file too large");
+	rio_record *r = &s->rec;
+	r->encoding = info.format == AUG_FORMAT_PNG ? RIO_ENC_PNG : RIO_ENC_JPEG;
+	r->flags = RIO_FLAG_ORIGINAL;
+	r->channels = (uint8_t)info.channels;
+	r->orientation = (uint8_t)info.orientation;
+	r->width = (uint32_t)info.width;
+	r->height = (uint32_t)info.height;
+	r->orig_width = (uint32_t)info.upright_width;
+	r->orig_height = (uint32_t)info.upright_height;
+	return 0;
+}
+
+static int pack_recode(const job *j, worker *w, slot *s, ims_error *err)
+{
+	const pack_opts *o = j->o;
+	aug_image_info info;
+	FORWARD_IF_ERR(aug_probe(w->codec, w->file.data, w->file.len, &info, err));
+	int sw = info.upright_width, sh = info.upright_height;
+	int ow = sw, oh = sh;
+	if (j->geometry)
+		aug_fit_size(&j->fit, info.upright_width, info.upright_height, &sw,
+			     &sh, &ow, &oh);
+	aug_decode_opts d;
+	memset(&d, 0, sizeof(d));
+	/* JPEG cannot hold alpha: flatten it on white; keep grey as grey. */
+	d.channels = (o->encoding == PACK_JPEG && info.channels == 4) ?
+			     AUG_CHANNELS_RGB : AUG_CHANNELS_NATIVE;
+	d.apply_orientation = 1;
+	if (j->geometry) {
+		d.min_width = sw;
+		d.min_height = sh;
+	}
+	FORWARD_IF_ERR(aug_decode(w->codec, w->file.data, w->file.len, &d,
+				  &w->decoded, NULL, err));
+	const aug_image *img = &w->decoded;
+	if (img->width != sw || img->height != sh) {
+		FORWARD_IF_ERR(aug_resize(w->codec, img, sw, sh, &w->resized, err));
+		img = &w->resized;
+	}
+	if (ow != img->width || oh != img->height) {
+		FORWARD_IF_ERR(aug_crop_center(img, ow, oh, &w->cropped, err));
+		img = &w->cropped;
+	}
+	rio_record *r = &s->rec;
+	switch (o->encoding) {
+	case PACK_JPEG:
+		FORWARD_IF_ERR(aug_encode_jpeg(w->codec, img, j->quality, &s->buf, err));
+		r->encoding = RIO_ENC_JPEG;
+		break;
+	case PACK_PNG:
+		FORWARD_IF_ERR(aug_encode_png(w->codec, img, &s->buf, err));
+		r->encoding = RIO_ENC_PNG;
+		break;
+	default: {
+		size_t row = (size_t)img->width * (size_t)img->channels;
+		size_t total = row * (size_t)img->height;
+		RETURN_IF(total > UINT32_MAX, err, IMS_ELIMIT,
+			  "raw image of %zu bytes is too large for one record", total);
+		if (s->buf.cap < total) {
+			uint8_t *dd = realloc(s->buf.data, total);
+			RETURN_IF(!dd, err, IMS_ENOMEM, "out of memory");
+			s->buf.data = dd;
+			s->buf.cap = total;
+		}
+		for (int y = 0; y < img->height; y++)
+			memcpy(s->buf.data + (size_t)y * row,
+			       img->pixels + (size_t)y * img->stride, row);
+		s->buf.len = total;
+		r->encoding = RIO_ENC_RAW;
+		break;
+	}
+	}
+	RETURN_IF(s->buf.len > UINT32_MAX, err, IMS_ELIMIT, "encoded image too large");
+	r->flags = 0;
+	r->channels = (uint8_t)img->channels;
+	r->orientation = 1;
+	r->width = (uint32_t)img->width;
+	r->height = (uint32_t)img->height;
+	r->orig_width = (uint32_t)info.upright_width;
+	r->orig_height = (uint32_t)info.upright_height;
+	return 0;
+}
+
+static void process(const job *j, worker *w, uint64_t row, slot *s)
+{
+	const ds_entry *e = &j->list->items[row];
+	ims_error err;
+	ims_error_clear(&err);
+	memset(&s->rec, 0, sizeof(s->rec));
+	s->bytes_in = 0;
+	s->why[0] = '\0';
+	char path[8192];
+	int rc = ims_path_join(path, sizeof(path), j->o->root, e->path, &err);
+	if (rc == 0) {
+		aug_buf *in = j->o->encoding == PACK_KEEP ? &s->buf : &w->file;
+		rc = read_into(path, in, &err);
+		if (rc == 0 && in->len == 0)
+			rc = ims_fail(&err, IMS_EFORMAT, "empty file");
+		if (rc == 0) {
+			s->bytes_in = in->len;
+			rc = j->o->encoding == PACK_KEEP ? pack_keep(j, w, s, &err) :
+							   pack_recode(j, w, s, &err);
+		}
+	}
+	if (rc < 0) {
+		s->status = rc;
+		snprintf(s->why, sizeof(s->why), "%s", err.msg[0] ? err.msg : ims_strerror(rc));
+		return;
+	}
+	rio_record *r = &s->rec;
+	r->label = e->label;
+	r->n_extra = (uint16_t)e->n_extra;
+	for (int k = 0; k < e->n_extra && k < RIO_MAX_EXTRA_LABELS; k++)
+		r->extra[k] = e->extra[k];
+	r->payload = s->buf.data;
+	r->payload_len = (uint32_t)s->buf.len;
+	r->payload_crc = ims_crc32c(0, s->buf.data, s->buf.len);
+	s->status = 0;
+}
+
+/* Writer-side state, touched only by the thread running the single
+ * section. */
+typedef struct sink {
+	rio_writer *w;
+	FILE *errors;
+	char errors_path[4096], errors_tmp[4200];
+	int cur_shard;
+	uint64_t done, packed, skipped, bytes_in, bytes_out;
+} sink;
+
+static void tsv_field(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+}
+
+static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
+		     ims_error *err)
+{
+	const ds_entry *e = &j->list->items[row];
+	if (!k->errors) {
+		k->errors = fopen(k->errors_tmp, "w");
+		RETURN_IF(!k->errors, err, IMS_EIO, "cannot create '%s': %s",
+			  k->errors_tmp, strerror(errno));
+		fputs("row\tindex\tpath\treason\n", k->errors);
+	}
+	fprintf(k->errors, "%llu\t%llu\t", (unsigned long long)row,
+		(unsigned long long)e->index);
+	tsv_field(k->errors, e->path);
+	fputc('\t', k->errors);
+	tsv_field(k->errors, s->why);
+	fputc('\n', k->errors);
+	k->skipped++;
+	if (j->o->skipped)
+		j->o->skipped(j->o->ctx, row, e->path, s->why);
+	return 0;
+}
+
+static int drain(const job *j, sink *k, slot *slots, uint64_t first,
+		 uint64_t count, ims_error *err)
+{
+	const pack_opts *o = j->o;
+	uint64_t n = j->list->count;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t row = first + i;
+		slot *s = &slots[i];
+		if (o->shards > 0) {
+			int target = (int)(row * (uint64_t)o->shards / n);
+			if (target != k->cur_shard) {
+				FORWARD_IF_ERR(rio_writer_new_shard(k->w, err));
+				k->cur_shard = target;
+			}
+		}
+		k->bytes_in += s->bytes_in;
+		if (s->status == 0) {
+			int rc = rio_writer_add(k->w, &s->rec, err);
+			if (rc < 0)
+				return ims_fail_context(err, "cannot pack '%s'",
+							j->list->items[row].path);
+			k->packed++;
+			k->bytes_out += s->rec.payload_len;
+		} else {
+			FORWARD_IF_ERR(note_skip(j, k, row, s, err));
+			RETURN_IF(o->max_errors >= 0 &&
+					  k->skipped > (uint64_t)o->max_errors,
+				  err, IMS_ELIMIT,
+				  "stopped after %llu skipped files (--max-errors %lld); see '%s'",
+				  (unsigned long long)k->skipped, (long long)o->max_errors,
+				  k->errors_path);
+		}
+		k->done++;
+	}
+	if (o->progress)
+		o->progress(o->ctx, k->done, n);
+	return 0;
+}
+
+static char *options_json(const job *j)
+{
+	const pack_opts *o = j->o;
+	cJSON *r = cJSON_CreateObject();
+	if (!r)
+		return NULL;
+	if (o->source)
+		cJSON_AddStringToObject(r, "list", o->source);
+	cJSON_AddStringToObject(r, "root", o->root ? o->root : "");
+	cJSON_AddStringToObject(r, "encoding", pack_encoding_name(o->encoding));
+	cJSON_AddNumberToObject(r, "resize", o->resize);
+	cJSON_AddNumberToObject(r, "max_size", o->max_size);
+	cJSON_AddBoolToObject(r, "center_crop", o->center_crop != 0);
+	if (o->encoding == PACK_JPEG)
+		cJSON_AddNumberToObject(r, "quality", j->quality);
+	if (o->shards)
+		cJSON_AddNumberToObject(r, "shards", o->shards);
+	else
+		cJSON_AddNumberToObject(r, "shard_size",
+					(double)(o->shard_bytes ? o->shard_bytes : 1ull << 30));
+	cJSON_AddBoolToObject(r, "check_decode", o->check_decode != 0);
+	char *s = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	return s;
+}
+
+static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
+{
+	RETURN_IF(!o->root || !o->out_dir || !o->name, err, IMS_EINVAL,
+		  "root, output folder and name are required");
+	RETURN_IF(o->encoding < PACK_KEEP || o->encoding > PACK_RAW, err, IMS_EINVAL,
+		  "unknown encoding %d", (int)o->encoding);
+	RETURN_IF(o->encoding == PACK_KEEP &&
+			  (o->resize || o->max_size || o->center_crop),
+		  err, IMS_EINVAL,
+		  "--resize, --max-size and --center-crop need --encoding jpeg, png or raw (keep stores files unchanged)");
+	RETURN_IF(o->shards < 0 || o->shards > 99999, err, IMS_EINVAL,
+		  "shard count %d is not in 1..99999", o->shards);
+	RETURN_IF(o->shards && o->shard_bytes, err, IMS_EINVAL,
+		  "give either a shard count or a shard size, not both");
+	RETURN_IF(o->quality < 0 || o->quality > 100, err, IMS_EINVAL,
+		  "JPEG quality %d is not in 1..100", o->quality);
+	RETURN_IF(o->resize < 0 || o->resize > AUG_MAX_SIDE || o->max_size < 0 ||
+			  o->max_size > AUG_MAX_SIDE,
+		  err, IMS_EINVAL, "sizes must be in 1..%d pixels", AUG_MAX_SIDE);
+	RETURN_IF(list->count == 0, err, IMS_EINVAL, "the list is empty");
+	struct stat st;
+	RETURN_IF(stat(o->root, &st) != 0, err, IMS_ENOTFOUND,
+		  "cannot open image root '%s': %s", o->root, strerror(errno));
+	RETURN_IF(!S_ISDIR(st.st_mode), err, IMS_EINVAL,
+		  "image root '%s' is not a folder", o->root);
+	return 0;
+}
+
+int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
+	     ims_error *err)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->listed = list->count;
+	double t0 = ims_now();
+	FORWARD_IF_ERR(check_opts(list, o, err));
+
+	job j;
+	memset(&j, 0, sizeof(j));
+	j.list = list;
+	j.o = o;
+	j.quality = o->quality ? o->quality : 95;
+	j.fit.shorter = o->resize;
+	j.fit.max_longer = o->max_size;
+	j.fit.center_crop = o->center_crop;
+	j.fit.allow_upscale = 1;
+	j.geometry = o->resize || o->max_size || o->center_crop;
+
+	int threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+	if (threads > 256)
+		threads = 256;
+	/* A chunk is a few images per thread: enough to balance uneven
+	 * image sizes, small enough to bound memory. */
+	size_t chunk = (size_t)threads * 8;
+	if (chunk < 16)
+		chunk = 16;
+
+	int rc = 0;
+	sink k;
+	memset(&k, 0, sizeof(k));
+	k.cur_shard = 0;
+	slot *slots = calloc(2 * chunk, sizeof(*slots));
+	worker *workers = calloc((size_t)threads, sizeof(*workers));
+	char *opts_json = NULL;
+	if (!slots || !workers)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+	for (int t = 0; t < threads; t++)
+		GOTO_IF_ERR(out, rc, aug_codec_create(&workers[t].codec, err));
+
+	rio_writer_opts wo;
+	memset(&wo, 0, sizeof(wo));
+	wo.dir = o->out_dir;
+	wo.name = o->name;
+	wo.shard_bytes = o->shards ? 0 : (o->shard_bytes ? o->shard_bytes : 1ull << 30);
+	wo.force = o->force;
+	wo.initial_map_size = o->initial_map_size;
+	GOTO_IF_ERR(out, rc, rio_writer_open(&wo, &k.w, err));
+	int plen = snprintf(k.errors_path, sizeof(k.errors_path), "%s/%s.errors.tsv",
+			    o->out_dir, o->name);
+	if (plen < 0 || (size_t)plen >= sizeof(k.errors_path))
+		GOTO_FAIL(out, rc, err, IMS_EINVAL, "output path '%s/%s' is too long",
+			  o->out_dir, o->name);
+	snprintf(k.errors_tmp, sizeof(k.errors_tmp), "%s.partial", k.errors_path);
+
+	uint64_t n = list->count;
+	uint64_t nchunks = (n + chunk - 1) / chunk;
+	int stop = 0;
+	ims_error stop_err;
+	ims_error_clear(&stop_err);
+
+#pragma omp parallel num_threads(threads)
+	{
+		worker *w = &workers[omp_get_thread_num()];
+		for (uint64_t c = 0; c <= nchunks; c++) {
+			if (c >= 1) {
+#pragma omp single nowait
+				{
+					uint64_t first = (c - 1) * chunk;
+					uint64_t cnt = n - first < chunk ? n - first : chunk;
+					int r = drain(&j, &k, &slots[((c - 1) % 2) * chunk],
+						      first, cnt, &stop_err);
+					if (r == 0 && o->cancel && *o->cancel)
+						r = ims_fail(&stop_err, IMS_EINTR, "interrupted");
+					if (r < 0) {
+						__atomic_store_n(&stop, r, __ATOMIC_RELAXED);
+					}
+				}
+			}
+			if (c < nchunks) {
+				int64_t first = (int64_t)(c * chunk);
+				int64_t last = (int64_t)(first + (int64_t)chunk);
+				if ((uint64_t)last > n)
+					last = (int64_t)n;
+#pragma omp for schedule(dynamic, 1) nowait
+				for (int64_t row = first; row < last; row++) {
+					if (__atomic_load_n(&stop, __ATOMIC_RELAXED))
+						continue;
+					process(&j, w, (uint64_t)row,
+						&slots[(c % 2) * chunk + (size_t)(row - first)]);
+				}
+			}
+#pragma omp barrier
+			/* Every thread must take the same decision: read the flag
+			 * between two barriers, before the next chunk's single
+			 * section can change it. */
+			int stopped = __atomic_load_n(&stop, __ATOMIC_RELAXED);
+#pragma omp barrier
+			if (stopped)
+				break;
+		}
+	}
+
+	if (k.errors) {
+		int bad = fflush(k.errors) != 0 || fsync(fileno(k.errors)) != 0;
+		bad |= fclose(k.errors) != 0;
+		k.errors = NULL;
+		if (bad || rename(k.errors_tmp, k.errors_path) != 0) {
+			if (!stop)
+				GOTO_FAIL(out, rc, err, IMS_EIO, "cannot write '%s': %s",
+					  k.errors_path, strerror(errno));
+		} else {
+			snprintf(rep->errors, sizeof(rep->errors), "%s", k.errors_path);
+		}
+	} else {
+		/* No skips this time: a replaced split's old report must go. */
+		unlink(k.errors_path);
+	}
+	rep->packed = k.packed;
+	rep->skipped = k.skipped;
+	rep->bytes_in = k.bytes_in;
+	rep->bytes_out = k.bytes_out;
+	if (stop) {
+		rc = stop;
+		if (err)
+			*err = stop_err;
+		goto out;
+	}
+	if (k.packed == 0)
+		GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+			  "no image could be packed: all %llu files were skipped (see '%s')",
+			  (unsigned long long)k.skipped, k.errors_path);
+
+	opts_json = options_json(&j);
+	size_t nc = ds_list_num_classes(list);
+	const char **names = calloc(nc ? nc : 1, sizeof(char *));
+	char (*numbers)[24] = calloc(nc ? nc : 1, 24);
+	if (!names || !numbers) {
+		free(names);
+		free(numbers);
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < nc; i++) {
+		if (i < list->n_classes) {
+			names[i] = list->classes[i];
+		} else {
+			snprintf(numbers[i], 24, "%zu", i);
+			names[i] = numbers[i];
+		}
+	}
+	rio_writer_meta meta;
+	memset(&meta, 0, sizeof(meta));
+	meta.encoding = pack_encoding_name(o->encoding);
+	meta.classes = names;
+	meta.n_classes = nc;
+	meta.skipped = k.skipped;
+	char errors_name[4200];
+	snprintf(errors_name, sizeof(errors_name), "%s.errors.tsv", o->name);
+	meta.errors_file = k.skipped ? errors_name : NULL;
+	meta.options_json = opts_json;
+	char *manifest = NULL;
+	rc = rio_writer_finish(k.w, &meta, &manifest, err);
+	k.w = NULL;
+	free(names);
+	free(numbers);
+	if (rc == 0) {
+		snprintf(rep->manifest, sizeof(rep->manifest), "%s", manifest);
+		rio_manifest m;
+		if (rio_manifest_load(manifest, &m, NULL) == 0) {
+			rep->shards = (int)m.n_shards;
+			rio_manifest_release(&m);
+		}
+	}
+	free(manifest);
+out:
+	if (k.errors) {
+		fclose(k.errors);
+		unlink(k.errors_tmp);
+	}
+	rio_writer_abort(k.w);
+	if (workers)
+		for (int t = 0; t < threads; t++) {
+			aug_codec_destroy(workers[t].codec);
+			aug_image_release(&workers[t].decoded);
+			aug_image_release(&workers[t].resized);
+			aug_image_release(&workers[t].cropped);
+			aug_buf_release(&workers[t].file);
+		}
+	if (slots)
+		for (size_t i = 0; i < 2 * chunk; i++)
+			aug_buf_release(&slots[i].buf);
+	free(slots);
+	free(workers);
+	free(opts_json);
+	rep->seconds = ims_now() - t0;
+	return rc;
+}

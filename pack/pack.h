@@ -1,0 +1,103 @@
+/*
+ * pack.h - turns a list of image files into a packed split: reads each
+ * file, checks or re-encodes it, and appends it to the shard writer.
+ *
+ * This is the one packing path: `imshard pack` and every dataset converter
+ * call pack_run with a ds_list. It joins the three libraries it sits
+ * between (datasets for lists, augment for image bytes, recordio for
+ * shards) and owns none of their logic.
+ *
+ * Caveats:
+ *  - pack_run uses OpenMP threads internally (opts->threads); call it from
+ *    one thread. Callbacks are called from one thread at a time, in list
+ *    order, but not necessarily from the caller's thread.
+ *  - Records appear in list order whatever the thread count: the output is
+ *    byte-identical for 1 or N threads (apart from the manifest's
+ *    creation time).
+ *  - Memory is bounded by a window of in-flight images (a few per thread),
+ *    not by the dataset size.
+ */
+#ifndef IMSHARD_PACK_H
+#define IMSHARD_PACK_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "datasets/datasets.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pack_encoding {
+	PACK_KEEP = 0, /* store the source file's bytes unchanged (checked) */
+	PACK_JPEG = 1, /* decode, optionally resize, re-encode as JPEG */
+	PACK_PNG = 2,  /* decode, optionally resize, re-encode as PNG */
+	PACK_RAW = 3   /* decode, optionally resize, store pixels */
+} pack_encoding;
+
+/* "keep", "jpeg", "png", "raw"; parse returns -1 for anything else. */
+const char *pack_encoding_name(pack_encoding e);
+int pack_encoding_parse(const char *s);
+
+typedef struct pack_opts {
+	const char *root;      /* list paths are relative to this folder */
+	const char *out_dir;   /* output folder */
+	const char *name;      /* split name (NAME.json, NAME-*.mdb) */
+	const char *source;    /* list file name, recorded in the manifest (may be NULL) */
+	pack_encoding encoding;
+	int shards;            /* exactly this many shards by list position (0 = by size) */
+	uint64_t shard_bytes;  /* roll shards at this size (0 = 1 GiB) when shards is 0 */
+	int resize;            /* shorter side in pixels (0 = keep) */
+	int max_size;          /* cap on the longer side (0 = none) */
+	int center_crop;       /* crop the centred square after resizing */
+	int quality;           /* JPEG quality 1..100 (0 = 95) */
+	int threads;           /* worker threads (0 = all cores) */
+	int64_t max_errors;    /* fail once more files than this are skipped (-1 = never) */
+	int force;             /* replace an existing split */
+	int check_decode;      /* keep mode: decode every image fully instead of
+				  the structural check */
+	volatile int *cancel;  /* when it becomes non-zero, stop (IMS_EINTR) */
+	/* Called after every chunk of a few dozen images. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	/* Called for every skipped file, in list order. */
+	void (*skipped)(void *ctx, uint64_t row, const char *path, const char *why);
+	void *ctx;
+	uint64_t initial_map_size; /* tests only: forces map growth (0 = default) */
+} pack_opts;
+
+/* Fills o with the defaults above (all zero except max_errors = -1). */
+void pack_opts_init(pack_opts *o);
+
+typedef struct pack_report {
+	uint64_t listed;      /* rows in the list */
+	uint64_t packed;      /* records written */
+	uint64_t skipped;     /* files skipped (each in NAME.errors.tsv) */
+	uint64_t bytes_in;    /* source bytes read */
+	uint64_t bytes_out;   /* payload bytes written */
+	int shards;           /* shards written */
+	double seconds;       /* wall time */
+	char manifest[4096];  /* path of NAME.json, when written */
+	char errors[4096];    /* path of NAME.errors.tsv, or "" when none */
+} pack_report;
+
+/*
+ * Packs every row of list (files under opts->root) into
+ * opts->out_dir/opts->name. Bad files (missing, empty, truncated, not an
+ * image, absurd size, undecodable) are skipped, each named with its reason
+ * in NAME.errors.tsv and passed to opts->skipped. The manifest is written
+ * last: on any failure, interruption, or when every file was skipped, no
+ * manifest exists and rerunning the same call starts afresh. Classes come
+ * from list->classes (or "0".."K-1" when the list has none).
+ * Errors: IMS_EEXIST (split exists, no force), IMS_ELIMIT (more than
+ * max_errors files skipped), IMS_EINTR (cancelled), IMS_EFORMAT (no
+ * file could be packed), IMS_EINVAL (bad options), IMS_EIO/IMS_ELMDB.
+ */
+int pack_run(const ds_list *list, const pack_opts *opts, pack_report *report,
+	     ims_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,85 @@
+# lib.sh - helpers for imshard's CLI tests (sourced by tests/cli/test_*.sh).
+#
+# Env from CTest: IMSHARD (binary), IMS_FIXTURES (make_images binary),
+# IMS_TMP (scratch), IMS_SRC (source tree).
+set -uo pipefail
+
+: "${IMSHARD:?IMSHARD must point at the imshard binary}"
+: "${IMS_TMP:=/tmp}"
+T=$(mktemp -d "$IMS_TMP/cli-XXXXXX")
+failures=0
+checks=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# run CMD...: runs a command, keeping its exit code in $rc, stdout in
+# $T/out and stderr in $T/err.
+run() {
+  "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+}
+
+# expect CODE CMD...: runs a command and checks its exit code.
+expect() {
+  local want=$1
+  shift
+  run "$@"
+  checks=$((checks + 1))
+  if [ "$rc" != "$want" ]; then
+    fail "exit $rc, expected $want: $*"
+    sed 's/^/  stderr: /' "$T/err" | head -20 >&2
+  fi
+}
+
+# contains FILE TEXT: FILE holds TEXT (fixed string).
+contains() {
+  checks=$((checks + 1))
+  grep -qF -- "$2" "$1" || { fail "'$1' lacks '$2'"; sed 's/^/  | /' "$1" | head -20 >&2; }
+}
+
+lacks() {
+  checks=$((checks + 1))
+  ! grep -qF -- "$2" "$1" || fail "'$1' holds '$2'"
+}
+
+# one_line FILE: FILE is a single line starting with "imshard: ".
+one_line() {
+  checks=$((checks + 1))
+  local n
+  n=$(wc -l <"$1")
+  [ "$n" = 1 ] && head -c 9 "$1" | grep -q '^imshard: ' ||
+    { fail "'$1' is not one 'imshard: ' line ($n lines)"; sed 's/^/  | /' "$1" | head >&2; }
+}
+
+same() {
+  checks=$((checks + 1))
+  [ "$1" = "$2" ] || fail "'$1' != '$2' ${3:-}"
+}
+
+exists() {
+  checks=$((checks + 1))
+  [ -e "$1" ] || fail "missing '$1'"
+}
+
+absent() {
+  checks=$((checks + 1))
+  [ ! -e "$1" ] || fail "'$1' should not exist"
+}
+
+# json FILE EXPR: evaluates a Python expression on the JSON in FILE (as j).
+json() {
+  /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+finish() {
+  echo "$checks checks, $failures failed"
+  if [ "$failures" = 0 ]; then
+    rm -rf "$T"
+    exit 0
+  fi
+  echo "scratch kept in $T" >&2
+  exit 1
+}

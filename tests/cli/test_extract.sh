@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# imshard extract: keep-mode records come back byte-identical; selected
+# indices; raw records as PNG; bad indices.
+source "$IMS_TESTLIB"
+source "$(dirname "$0")/fixtures.sh"
+
+make_odd_tree "$T/odd"
+rm -rf "$T/odd/bad"
+expect 0 "$IMSHARD" list "$T/odd" -o "$T/odd/l" --no-shuffle --quiet
+expect 0 "$IMSHARD" pack "$T/odd/l_train.lst" "$T/odd" -o "$T/p/keep" --shards 2 --quiet
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/x"
+n=$(wc -l <"$T/odd/l_train.lst")
+contains "$T/err" "extracted $n records"
+# Record i is list row i: compare every file byte for byte.
+i=0
+while IFS=$'\t' read -r idx label path; do
+  f=$(printf '%08d' $i)
+  ext=jpg
+  case "$(head -c 4 "$T/odd/$path" | od -An -tx1 | tr -d ' ')" in 89504e47) ext=png ;; esac
+  checks=$((checks + 1))
+  cmp -s "$T/odd/$path" "$T/x/$f.$ext" || fail "record $i ($path) is not byte-identical"
+  i=$((i + 1))
+done <"$T/odd/l_train.lst"
+same "$(wc -l <"$T/x/extract.lst")" "$n"
+same "$(cat "$T/x/extract.classes" | paste -sd,)" "good"
+# Extracted files re-pack to the same records.
+expect 0 "$IMSHARD" pack "$T/x/extract.lst" "$T/x" -o "$T/p2/keep" --shards 2 --classes "$T/x/extract.classes" --quiet
+for s in 0 1; do
+  f=keep-0000$s-of-00002.mdb
+  checks=$((checks + 1))
+  cmp -s "$T/p/$f" "$T/p2/$f" || fail "re-packed $f differs"
+done
+
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/sel" --index 3 -i 0 --quiet
+same "$(ls "$T/sel" | grep -c -v extract)" 2
+exists "$T/sel/00000003.jpg"
+same "$(cut -f1 "$T/sel/extract.lst" | paste -sd,)" "3,0"
+
+# raw records come back as PNG images of the stored size.
+expect 0 "$IMSHARD" pack "$T/odd/l_train.lst" "$T/odd" -o "$T/p/raw" --encoding raw --resize 20 --quiet
+expect 0 "$IMSHARD" extract "$T/p/raw.json" -o "$T/raw" -i 0 --quiet
+/usr/bin/python3 -c '
+import sys
+from PIL import Image
+im = Image.open(sys.argv[1]); assert min(im.size) == 20, im.size' "$T/raw/00000000.png" || fail "raw extract is not a 20px PNG"
+
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index 9999
+one_line "$T/err"
+contains "$T/err" "out of range"
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index x
+one_line "$T/err"
+expect 2 "$IMSHARD" extract "$T/p/keep.json"
+one_line "$T/err"
+finish

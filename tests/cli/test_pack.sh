@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# imshard pack: every encoding, thread-count independence, odd-but-valid
+# and bad files, --max-errors, refusal to overwrite, and bad usage.
+source "$IMS_TESTLIB"
+source "$(dirname "$0")/fixtures.sh"
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 12 --seed 3 --quiet
+expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet
+exists "$T/s_train.lst"
+
+# --help documents every option.
+expect 0 "$IMSHARD" pack --help
+for o in --output --shards --shard-size --encoding --resize --max-size --center-crop \
+  --quality --threads --max-errors --classes --check-decode --force --quiet; do
+  contains "$T/out" "$o"
+done
+
+# Same records whatever the thread count: shards are byte-identical.
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/k1/train" --threads 1 --shards 3 --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/k2/train" --threads 2 --shards 3
+contains "$T/err" "packed 48 of 48 images into 3 shards"
+contains "$T/err" "wrote '$T/k2/train.json'"
+for i in 0 1 2; do
+  f=train-0000$i-of-00003.mdb
+  checks=$((checks + 1))
+  cmp -s "$T/k1/$f" "$T/k2/$f" || fail "$f differs between 1 and 2 threads"
+done
+absent "$T/k1/train.errors.tsv"
+absent "$T/k1/train.lock"
+same "$(json "$T/k1/train.json" 'j["records"]')" 48
+same "$(json "$T/k1/train.json" 'j["encoding"]')" keep
+same "$(json "$T/k1/train.json" '",".join(j["classes"])')" "$(ls "$T/s" | paste -sd,)"
+same "$(json "$T/k1/train.json" 'j["class_counts"]')" "[12, 12, 12, 12]"
+same "$(json "$T/k1/train.json" '[s["records"] for s in j["shards"]]')" "[16, 16, 16]"
+
+# Re-encoding: resized JPEG, PNG and raw all verify with decoding.
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/j/train" --resize 32 --quality 80 --quiet
+same "$(json "$T/j/train.json" 'j["encoding"]')" jpeg
+expect 0 "$IMSHARD" verify "$T/j/train.json" --decode
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/train" --encoding png --resize 24 --center-crop --quiet
+expect 0 "$IMSHARD" verify "$T/p/train.json" --decode
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/r/train" --encoding raw --resize 16 --max-size 20 --quiet
+expect 0 "$IMSHARD" verify "$T/r/train.json"
+# Record headers hold the sizes asked for.
+hdr='import lmdb,struct,sys,json,os
+m=json.load(open(sys.argv[1])); d=os.path.dirname(sys.argv[1]); out=set()
+for s in m["shards"]:
+  e=lmdb.open(os.path.join(d,s["path"]),subdir=False,readonly=True,lock=False)
+  for k,v in e.begin().cursor():
+    enc,fl,ch,ori,lab,nx=struct.unpack_from("<BBBBiH",v,8); w,h=struct.unpack_from("<II",v,20)
+    out.add(eval(sys.argv[2]))
+print(sorted(out))'
+same "$(/usr/bin/python3 -c "$hdr" "$T/j/train.json" 'min(w,h)')" "[32]"
+same "$(/usr/bin/python3 -c "$hdr" "$T/p/train.json" '(w,h,enc)')" "[(24, 24, 2)]"
+same "$(/usr/bin/python3 -c "$hdr" "$T/r/train.json" '(min(w,h)<=16 and max(w,h)<=20, enc, ch)')" "[(True, 3, 1), (True, 3, 3), (True, 3, 4)]"
+
+# Odd-but-valid files all pack; every bad kind is skipped and named.
+make_odd_tree "$T/odd"
+expect 0 "$IMSHARD" list "$T/odd" -o "$T/odd/l" --no-shuffle --exts .jpg,.jpeg,.png --quiet
+ngood=$(n_words $GOOD_FIXTURES)
+nbad=$(n_words $BAD_FIXTURES)
+for enc in keep jpeg; do
+  expect 0 "$IMSHARD" pack "$T/odd/l_train.lst" "$T/odd" -o "$T/odd/$enc" --encoding $enc
+  same "$(json "$T/odd/$enc.json" 'j["records"]')" "$ngood" "($enc records)"
+  same "$(json "$T/odd/$enc.json" 'j["skipped"]')" "$nbad" "($enc skipped)"
+  same "$(json "$T/odd/$enc.json" 'j["errors_file"]')" "$enc.errors.tsv"
+  same "$(($(wc -l <"$T/odd/$enc.errors.tsv") - 1))" "$nbad" "($enc errors.tsv rows)"
+  for f in $BAD_FIXTURES; do
+    contains "$T/odd/$enc.errors.tsv" "bad/$f"
+    contains "$T/err" "skipped 'bad/$f'"
+  done
+  contains "$T/err" "$nbad skipped, listed in"
+  expect 0 "$IMSHARD" verify "$T/odd/$enc.json" --decode
+done
+# Reasons say what is wrong.
+contains "$T/odd/keep.errors.tsv" "empty file"
+grep -F "bad/huge.png" "$T/odd/keep.errors.tsv" | grep -qiE "large|limit|absurd|exceed" ||
+  fail "huge.png reason does not mention the size"
+grep -F "bad/text.jpg" "$T/odd/keep.errors.tsv" | grep -qi "not a JPEG or PNG" ||
+  fail "text.jpg reason does not say it is not an image"
+# Decided by content: the PNG named .JPEG is a PNG record.
+same "$(/usr/bin/python3 -c "$hdr" "$T/odd/keep.json" 'enc')" "[1, 2]"
+
+# A JPEG cut inside its entropy data with its end marker intact passes
+# keep mode's structural check; --check-decode and re-encoding skip it,
+# and verify --decode names it.
+mkdir -p "$T/dmg/c"
+cp "$T/odd.fx/$DAMAGED_INSIDE" "$T/odd.fx/rgb.jpg" "$T/dmg/c/"
+printf '0\t0\tc/rgb.jpg\n1\t0\tc/%s\n' "$DAMAGED_INSIDE" >"$T/dmg/l.lst"
+expect 0 "$IMSHARD" pack "$T/dmg/l.lst" "$T/dmg" -o "$T/dmg/keep" --quiet
+same "$(json "$T/dmg/keep.json" 'j["records"]')" 2
+expect 1 "$IMSHARD" verify "$T/dmg/keep.json" --decode
+contains "$T/err" "record 1: cannot decode"
+expect 0 "$IMSHARD" pack "$T/dmg/l.lst" "$T/dmg" -o "$T/dmg/checked" --check-decode --quiet
+same "$(json "$T/dmg/checked.json" 'j["records"]')" 1
+contains "$T/dmg/checked.errors.tsv" "$DAMAGED_INSIDE"
+expect 0 "$IMSHARD" pack "$T/dmg/l.lst" "$T/dmg" -o "$T/dmg/jpeg" --encoding jpeg --quiet
+same "$(json "$T/dmg/jpeg.json" 'j["records"]')" 1
+
+# --max-errors: failing past N publishes nothing but names the files.
+expect 1 "$IMSHARD" pack "$T/odd/l_train.lst" "$T/odd" -o "$T/odd/max" --max-errors 2
+contains "$T/err" "--max-errors 2"
+absent "$T/odd/max.json"
+exists "$T/odd/max.errors.tsv"
+checks=$((checks + 1))
+ls "$T/odd" | grep -q '^max-.*mdb' && fail "shards left behind after --max-errors"
+# Every file bad: nothing published.
+grep -P '\tbad/' "$T/odd/l_train.lst" >"$T/odd/bad.lst"
+expect 1 "$IMSHARD" pack "$T/odd/bad.lst" "$T/odd" -o "$T/odd/allbad"
+contains "$T/err" "no image could be packed"
+absent "$T/odd/allbad.json"
+
+# A file that vanished is skipped with the OS's reason.
+printf '0\t0\tnot/there.jpg\n1\t0\tgood/rgb.jpg\n' >"$T/odd/missing.lst"
+expect 0 "$IMSHARD" pack "$T/odd/missing.lst" "$T/odd" -o "$T/odd/missing"
+contains "$T/odd/missing.errors.tsv" "No such file"
+same "$(json "$T/odd/missing.json" 'j["records"]')" 1
+
+# im2rec lists with float and extra labels pack as they are.
+printf '7\t2.000000\t0.5\tgood/rgb.jpg\n9\t0.000000\t-1.25\tgood/gray.jpg\n' >"$T/odd/multi.lst"
+expect 0 "$IMSHARD" pack "$T/odd/multi.lst" "$T/odd" -o "$T/odd/multi" --quiet
+same "$(json "$T/odd/multi.json" 'j["extra_labels"]')" 1
+same "$(json "$T/odd/multi.json" 'j["class_counts"]')" "[1, 0, 1]"
+same "$(/usr/bin/python3 -c "$hdr" "$T/odd/multi.json" '(lab, nx, struct.unpack_from("<f",v,48)[0])')" \
+  "[(0, 1, -1.25), (2, 1, 0.5)]"
+
+# An existing split is not replaced without --force.
+expect 1 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/k1/train" --shards 1
+one_line "$T/err"
+contains "$T/err" "--force"
+same "$(json "$T/k1/train.json" 'len(j["shards"])')" 3
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/k1/train" --shards 1 --force --quiet
+same "$(json "$T/k1/train.json" 'len(j["shards"])')" 1
+absent "$T/k1/train-00001-of-00003.mdb"
+expect 0 "$IMSHARD" verify "$T/k1/train.json"
+
+# Bad usage: exit 2, one line, nothing written.
+for args in "--encoding gif" "--resize 64 --encoding keep" "--shards 0" "--quality 101" \
+  "--shards 2 --shard-size 1M" "--threads -1" "--shard-size 12Q" "--check-decode --encoding png"; do
+  expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" $args
+  one_line "$T/err"
+done
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s"
+one_line "$T/err"
+contains "$T/err" "-o OUTDIR/NAME is required"
+absent "$T/u/x.json"
+# Runtime failures: exit 1, one line.
+expect 1 "$IMSHARD" pack "$T/none.lst" "$T/s" -o "$T/u/x"
+one_line "$T/err"
+contains "$T/err" "none.lst"
+expect 1 "$IMSHARD" pack "$T/s_train.lst" "$T/no-root" -o "$T/u/x"
+one_line "$T/err"
+contains "$T/err" "no-root"
+printf 'garbage line\n' >"$T/bad.lst"
+expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
+one_line "$T/err"
+contains "$T/err" "line 1"
+finish

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# test_subset.sh - `imshard subset`: exact per-class counts, --total's
+# remainder rule, determinism, rows kept whole and in input order, short
+# classes (error or --allow-short), the classes file carried along, exit
+# codes and messages.
+#
+# Environment: IMSHARD (the imshard binary), IMS_TMP (scratch folder).
+set -euo pipefail
+
+: "${IMSHARD:?set IMSHARD to the imshard binary}"
+: "${IMS_TMP:?set IMS_TMP to a scratch folder}"
+mkdir -p "$IMS_TMP"
+T=$(mktemp -d "$IMS_TMP/cli_subset.XXXXXX")
+failures=0
+trap 'if [ "$failures" -eq 0 ]; then rm -rf "$T"; else echo "kept $T" >&2; fi' EXIT
+
+fail() {
+	# the line in this script's main body that led here
+	echo "FAIL (line ${BASH_LINENO[${#BASH_LINENO[@]} - 2]}): $*" >&2
+	failures=$((failures + 1))
+}
+
+run() {
+	set +e
+	"$IMSHARD" "$@" >"$T/stdout" 2>"$T/stderr"
+	rc=$?
+	set -e
+}
+
+expect_rc() {
+	if [ "$rc" -ne "$1" ]; then
+		fail "exit code $rc, expected $1; stderr:"
+		sed 's/^/    /' "$T/stderr" >&2
+	fi
+}
+
+expect_stderr() {
+	grep -qF -- "$1" "$T/stderr" || { fail "stderr lacks '$1':"; sed 's/^/    /' "$T/stderr" >&2; }
+}
+
+expect_eq() { # what got want
+	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+}
+
+count_label() { awk -F'\t' -v l="$2" '$2 == l' "$1" | wc -l | tr -d ' '; }
+rows() { wc -l <"$1" | tr -d ' '; }
+
+# OUT is made of whole lines of IN, in IN's order.
+check_sub_ordered() { # out in
+	local last=0 line n
+	while IFS= read -r line; do
+		n=$(grep -nxF -- "$line" "$2" | head -1 | cut -d: -f1)
+		if [ -z "$n" ]; then
+			fail "row not in input: $line"
+			return
+		fi
+		[ "$n" -gt "$last" ] || { fail "input order not kept at: $line"; return; }
+		last=$n
+	done <"$1"
+}
+
+usage_error() {
+	run subset "$@"
+	expect_rc 2
+	[ "$(wc -l <"$T/stderr")" -eq 1 ] || fail "usage error is not one line: $(cat "$T/stderr")"
+	grep -q '^imshard: subset: ' "$T/stderr" || fail "usage error not prefixed: $(cat "$T/stderr")"
+}
+
+# ---- fixture: a shuffled list of 3 classes (10, 4, 7 rows) -----------------
+# label 0 'cat', 1 'dog', 2 an iNaturalist species; an extra float label
+# column in the im2rec %f format, so rows are copied byte for byte.
+IN="$T/lists/data_train.lst"
+mkdir -p "$T/lists"
+{
+	for i in $(seq 0 9); do printf '%d\t0\t0.%d00000\tcat/%02d.jpg\n' "$i" "$i" "$i"; done
+	for i in $(seq 10 13); do printf '%d\t1\t1.500000\tdog/%02d with space.jpg\n' "$i" "$i"; done
+	for i in $(seq 14 20); do printf '%d\t2\t-2.250000\tAnas superciliosa × platyrhynchos/%02d.jpg\n' "$i" "$i"; done
+} | awk 'BEGIN{srand(3)} {print rand() "\t" $0}' | sort -n | cut -f2- >"$IN"
+printf 'cat\ndog\nAnas superciliosa × platyrhynchos\n' >"$T/lists/data.classes"
+
+# ---- --help -----------------------------------------------------------------
+run subset --help
+expect_rc 0
+for opt in -o --output --per-class --total --seed --allow-short --classes \
+	--quiet --help; do
+	grep -qF -- "$opt" "$T/stdout" || fail "--help does not mention $opt"
+done
+
+# ---- --per-class ----------------------------------------------------------------
+run subset "$IN" -o "$T/out/small_train.lst" --per-class 3
+expect_rc 0
+[ ! -s "$T/stdout" ] || fail "subset printed to stdout"
+O="$T/out/small_train.lst"
+expect_eq rows "$(rows "$O")" 9
+for l in 0 1 2; do expect_eq "label $l" "$(count_label "$O" $l)" 3; done
+check_sub_ordered "$O" "$IN"
+expect_stderr "wrote '$O': 9 of 21 rows, 3 classes, 3 to 3 per class"
+cmp -s "$T/lists/data.classes" "$T/out/small.classes" || fail "classes not copied to small.classes"
+expect_stderr "small.classes': 3 classes"
+
+# Deterministic; another seed picks other rows; smaller is a subset of larger.
+run subset "$IN" -o "$T/out/again.lst" --per-class 3 --quiet
+expect_rc 0
+[ ! -s "$T/stderr" ] || fail "--quiet printed: $(cat "$T/stderr")"
+cmp -s "$O" "$T/out/again.lst" || fail "same seed gave another subset"
+run subset "$IN" -o "$T/out/seed9.lst" --per-class 3 --seed 9 --quiet
+expect_rc 0
+cmp -s "$O" "$T/out/seed9.lst" && fail "seeds 0 and 9 gave the same subset"
+run subset "$IN" -o "$T/out/two.lst" --per-class 2 --quiet
+expect_rc 0
+check_sub_ordered "$T/out/two.lst" "$O"
+
+# All rows of every class: the input itself.
+run subset "$IN" -o "$T/out/all10.lst" --per-class 10 --allow-short --quiet
+expect_rc 0
+cmp -s "$IN" "$T/out/all10.lst" || fail "taking everything changed the list"
+
+# ---- short classes --------------------------------------------------------------
+run subset "$IN" -o "$T/short/x.lst" --per-class 5
+expect_rc 1
+expect_stderr "imshard: cannot take the subset of '$IN': 1 of 3 classes has fewer rows than wanted"
+expect_stderr "'dog' (label 1): 4 rows, 5 wanted"
+[ ! -e "$T/short" ] || fail "output written for short classes"
+run subset "$IN" -o "$T/short/x.lst" --per-class 8
+expect_rc 1
+expect_stderr "2 of 3 classes have fewer rows"
+expect_stderr "'dog' (label 1): 4 rows, 8 wanted"
+expect_stderr "'Anas superciliosa × platyrhynchos' (label 2): 7 rows, 8 wanted"
+grep -q "'cat'" "$T/stderr" && fail "a class with enough rows was named short"
+run subset "$IN" -o "$T/short/x.lst" --per-class 5 --allow-short
+expect_rc 0
+expect_stderr "warning: 1 of 3 classes has fewer rows than wanted; took all their rows"
+expect_stderr "'dog' (label 1): 4 rows, 5 wanted"
+expect_stderr "14 of 21 rows, 3 classes, 4 to 5 per class"
+expect_eq "short rows" "$(rows "$T/short/x.lst")" 14
+expect_eq "short dog" "$(count_label "$T/short/x.lst" 1)" 4
+
+# ---- --total ---------------------------------------------------------------------
+# 10 over 3 classes: 3 each, the remainder 1 to label 0.
+run subset "$IN" -o "$T/total/t.lst" --total 10
+expect_rc 0
+expect_eq "total 0" "$(count_label "$T/total/t.lst" 0)" 4
+expect_eq "total 1" "$(count_label "$T/total/t.lst" 1)" 3
+expect_eq "total 2" "$(count_label "$T/total/t.lst" 2)" 3
+expect_stderr "10 of 21 rows, 3 classes, 3 to 4 per class"
+check_sub_ordered "$T/total/t.lst" "$IN"
+[ -f "$T/total/t.classes" ] || fail "t.classes not written"
+# 14 over 3: 5 5 4; dog has 4 of 5.
+run subset "$IN" -o "$T/total/u.lst" --total 14
+expect_rc 1
+expect_stderr "'dog' (label 1): 4 rows, 5 wanted"
+run subset "$IN" -o "$T/total/u.lst" --total 14 --allow-short --quiet
+expect_rc 0
+expect_eq "total short rows" "$(rows "$T/total/u.lst")" 13
+
+# ---- class names --------------------------------------------------------------------
+# No classes file: labels in messages, none written.
+cp "$IN" "$T/nonames.lst"
+run subset "$T/nonames.lst" -o "$T/nn/out.lst" --per-class 5
+expect_rc 1
+expect_stderr "  label 1: 4 rows, 5 wanted"
+run subset "$T/nonames.lst" -o "$T/nn/out.lst" --per-class 2
+expect_rc 0
+expect_stderr "no classes file beside"
+[ ! -e "$T/nn/out.classes" ] || fail "classes file invented"
+# --classes FILE.
+printf 'kitten\npuppy\nduck\n' >"$T/names.txt"
+run subset "$T/nonames.lst" -o "$T/nn/named_val.lst" --per-class 5 --classes "$T/names.txt"
+expect_rc 1
+expect_stderr "'puppy' (label 1): 4 rows, 5 wanted"
+run subset "$T/nonames.lst" -o "$T/nn/named_val.lst" --per-class 1 --classes "$T/names.txt" --quiet
+expect_rc 0
+cmp -s "$T/names.txt" "$T/nn/named.classes" || fail "--classes not copied to named.classes"
+# classes.txt beside the list (imshard convert's layout).
+mkdir -p "$T/conv"
+cp "$IN" "$T/conv/train.lst"
+cp "$T/names.txt" "$T/conv/classes.txt"
+run subset "$T/conv/train.lst" -o "$T/conv/small.lst" --per-class 1 --quiet
+expect_rc 0
+cmp -s "$T/names.txt" "$T/conv/small.classes" || fail "classes.txt not carried to small.classes"
+# A classes file naming fewer classes than the labels: refused.
+printf 'one\ntwo\n' >"$T/two.txt"
+run subset "$IN" -o "$T/nn/y.lst" --per-class 1 --classes "$T/two.txt"
+expect_rc 1
+expect_stderr "names 2 classes but '$IN' has label 2"
+# A classes file with a duplicate: its own error.
+printf 'a\nb\na\n' >"$T/dup.txt"
+run subset "$IN" -o "$T/nn/y.lst" --per-class 1 --classes "$T/dup.txt"
+expect_rc 1
+expect_stderr "line 3: class 'a' repeats line 1"
+run subset "$IN" -o "$T/nn/y.lst" --per-class 1 --classes "$T/none.txt"
+expect_rc 1
+expect_stderr "none.txt"
+
+# ---- im2rec float labels are normalised; extra labels kept --------------------------
+printf '0\t3.000000\t0.250000\ta/1.jpg\n1\t3.000000\t0.500000\ta/2.jpg\n2\t0.000000\t1.000000\tb/1.jpg\n' >"$T/im2rec.lst"
+run subset "$T/im2rec.lst" -o "$T/im2rec_out.lst" --per-class 1 --allow-short --quiet
+expect_rc 0
+expect_eq "im2rec rows" "$(rows "$T/im2rec_out.lst")" 2 # labels 0 and 3; 1 and 2 empty
+grep -qxF "$(printf '2\t0\t1.000000\tb/1.jpg')" "$T/im2rec_out.lst" || fail "im2rec row not normalised"
+
+# ---- runtime errors ------------------------------------------------------------------
+run subset "$T/missing.lst" -o "$T/e/x.lst" --per-class 1
+expect_rc 1
+expect_stderr "imshard: cannot open '$T/missing.lst': No such file or directory"
+printf '0\t1\ta.jpg\n1\t2.5\tb.jpg\n' >"$T/bad.lst"
+run subset "$T/bad.lst" -o "$T/e/x.lst" --per-class 1
+expect_rc 1
+expect_stderr "imshard: cannot read list '$T/bad.lst': line 2: label '2.5' is not an integer"
+: >"$T/empty.lst"
+run subset "$T/empty.lst" -o "$T/e/x.lst" --per-class 1
+expect_rc 1
+expect_stderr "the list is empty"
+[ ! -e "$T/e" ] || fail "outputs written on failure"
+
+# ---- usage errors -------------------------------------------------------------------
+usage_error
+usage_error "$IN"
+usage_error "$IN" -o "$T/u/x.lst"
+expect_stderr "exactly one of --per-class N and --total N"
+usage_error "$IN" -o "$T/u/x.lst" --per-class 2 --total 6
+usage_error "$IN" -o "$T/u/x.lst" --per-class 0
+usage_error "$IN" -o "$T/u/x.lst" --total 0
+usage_error "$IN" -o "$T/u/x.lst" --per-class abc
+usage_error "$IN" -o "$T/u/x.lst" --per-class -3
+usage_error "$IN" --per-class 3
+usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --bogus
+usage_error "$IN" "$IN" -o "$T/u/x.lst" --per-class 3
+usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --seed x
+[ ! -e "$T/u" ] || fail "usage error created outputs"
+
+if [ "$failures" -ne 0 ]; then
+	echo "test_subset.sh: $failures failure(s)" >&2
+	exit 1
+fi
+echo "test_subset.sh: ok"

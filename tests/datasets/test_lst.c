@@ -1,0 +1,552 @@
+/*
+ * test_lst.c - ds_list basics, im2rec .lst reading and writing, class
+ * name files.
+ *
+ * Lists are written as text into a fresh folder under $IMS_TMP, in the
+ * shapes real tools produce them: im2rec's `3.000000` float labels,
+ * pack-label extra columns, CRLF files from Windows, iNaturalist paths with
+ * spaces and non-ASCII names.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "datasets/datasets.h"
+#include "test.h"
+
+static char tmpdir[1024];
+
+static void make_tmpdir(void)
+{
+	const char *base = getenv("IMS_TMP");
+	if (!base || !*base)
+		base = "/tmp";
+	mkdir(base, 0755);
+	snprintf(tmpdir, sizeof(tmpdir), "%s/test_lst-XXXXXX", base);
+	if (!mkdtemp(tmpdir)) {
+		perror(tmpdir);
+		exit(1);
+	}
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag,
+		    struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static const char *tmp_path(const char *name)
+{
+	static char buf[8][4200];
+	static int slot;
+	char *p = buf[slot++ % 8];
+	snprintf(p, sizeof(buf[0]), "%s/%s", tmpdir, name);
+	return p;
+}
+
+static void write_text(const char *path, const char *text, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fwrite(text, 1, len, f);
+	fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+static int file_exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+/* Files named like ims_write_file_atomic's temporaries. */
+static int count_tmp_files(void)
+{
+	DIR *d = opendir(tmpdir);
+	int n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		n += strstr(de->d_name, ".tmp.") != NULL;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_basics(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	CHECK_EQ_INT(ds_list_num_classes(&l), 0);
+	int32_t lab = -1;
+	CHECK_OK(ds_list_add_class(&l, "001.ak47", &lab, &err), &err);
+	CHECK_EQ_INT(lab, 0);
+	CHECK_OK(ds_list_add_class(&l, "015.bonsai-101", &lab, &err), &err);
+	CHECK_EQ_INT(lab, 1);
+	/* Enough classes to cross several capacity steps. */
+	for (int i = 0; i < 100; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "class%03d", i);
+		CHECK_OK(ds_list_add_class(&l, name, &lab, &err), &err);
+		CHECK_EQ_INT(lab, i + 2);
+	}
+	CHECK_EQ_INT(l.n_classes, 102);
+	CHECK_EQ_STR(l.classes[101], "class099");
+
+	float ex[2] = {0.5f, -2.0f};
+	CHECK_OK(ds_list_append(&l, 7, 1, NULL, 0, "015.bonsai-101/015_0001.jpg", &err), &err);
+	CHECK_OK(ds_list_append(&l, 8, 150, ex, 2, "x/y.jpg", &err), &err);
+	CHECK_OK(ds_list_append(&l, 9, 1, NULL, 0, "015.bonsai-101/015_0002.jpg", &err), &err);
+	CHECK_EQ_INT(l.count, 3);
+	CHECK_EQ_U64(l.items[1].index, 8);
+	CHECK_EQ_INT(l.items[1].n_extra, 2);
+	CHECK(l.items[1].extra[1] == -2.0f);
+	CHECK_EQ_STR(l.items[0].path, "015.bonsai-101/015_0001.jpg");
+	/* max(n_classes, max label + 1) */
+	CHECK_EQ_INT(ds_list_num_classes(&l), 151);
+	size_t counts[151];
+	ds_list_class_counts(&l, counts);
+	CHECK_EQ_INT(counts[0], 0);
+	CHECK_EQ_INT(counts[1], 2);
+	CHECK_EQ_INT(counts[150], 1);
+
+	/* Bad rows are refused and leave the list unchanged. */
+	CHECK_EQ_INT(ds_list_append(&l, 1, -1, NULL, 0, "a.jpg", &err), IMS_EINVAL);
+	CHECK_EQ_INT(ds_list_append(&l, 1, 0, ex, DS_MAX_EXTRA_LABELS + 1, "a.jpg", &err),
+		     IMS_EINVAL);
+	CHECK_EQ_INT(ds_list_append(&l, 1, 0, NULL, 0, NULL, &err), IMS_EINVAL);
+	CHECK_EQ_INT(l.count, 3);
+
+	ds_list copy;
+	ds_list_init(&copy);
+	CHECK_OK(ds_list_copy_classes(&copy, &l, &err), &err);
+	CHECK_EQ_INT(copy.n_classes, 102);
+	CHECK_EQ_INT(copy.count, 0);
+	CHECK(copy.classes[0] != l.classes[0]);
+	CHECK_EQ_STR(copy.classes[1], "015.bonsai-101");
+	ds_list_release(&copy);
+
+	ds_list_release(&l);
+	CHECK(l.items == NULL && l.count == 0 && l.classes == NULL);
+	ds_list_release(&l); /* twice is fine */
+	ds_list_release(NULL);
+}
+
+static void test_round_trip(void)
+{
+	ims_error err;
+	ds_list a, b;
+	ds_list_init(&a);
+	ds_list_init(&b);
+	const char *paths[] = {
+		"train_val_images/Aves/Anas superciliosa × platyrhynchos/0a1b2c3d4e5f60718293a4b5c6d7e8f9.jpg",
+		"dataset/train/freshapples/Screen Shot 2018-06-08 at 4.59.36 PM.png",
+		"256_ObjectCategories/198.spider/198_0001.jpg",
+		"..hidden-but-legal/..x.jpg",
+		"a/b..c/d.jpg",
+	};
+	float ex[3][2] = {{0.25f, -1.5f}, {100.0f, 0.0f}, {0.125f, 3.0f}};
+	for (int i = 0; i < 5; i++)
+		CHECK_OK(ds_list_append(&a, (uint64_t)i * 1000 + 3, i * 7,
+					ex[i % 3], 2, paths[i], &err),
+			 &err);
+	CHECK_OK(ds_list_append(&a, UINT64_MAX, INT32_MAX, ex[0], 2, "big.jpg", &err), &err);
+	const char *p = tmp_path("rt.lst");
+	CHECK_OK(ds_list_write(p, &a, &err), &err);
+	char *text = slurp(p);
+	CHECK(text != NULL);
+	if (text)
+		CHECK(strncmp(text,
+			      "3\t0\t0.250000\t-1.500000\ttrain_val_images/Aves/Anas "
+			      "superciliosa × platyrhynchos/"
+			      "0a1b2c3d4e5f60718293a4b5c6d7e8f9.jpg\n"
+			      "1003\t7\t100.000000\t0.000000\tdataset/train/",
+			      120) == 0);
+	CHECK_OK(ds_list_read(p, &b, &err), &err);
+	CHECK_EQ_INT(b.count, a.count);
+	for (size_t i = 0; i < a.count && i < b.count; i++) {
+		CHECK_EQ_U64(b.items[i].index, a.items[i].index);
+		CHECK_EQ_INT(b.items[i].label, a.items[i].label);
+		CHECK_EQ_INT(b.items[i].n_extra, 2);
+		CHECK(b.items[i].extra[0] == a.items[i].extra[0]);
+		CHECK(b.items[i].extra[1] == a.items[i].extra[1]);
+		CHECK_EQ_STR(b.items[i].path, a.items[i].path);
+	}
+	CHECK_EQ_INT(b.n_classes, 0); /* reading does not touch classes */
+
+	/* Writing b again gives the same bytes. */
+	const char *p2 = tmp_path("rt2.lst");
+	CHECK_OK(ds_list_write(p2, &b, &err), &err);
+	char *t1 = strdup(slurp(p));
+	char *t2 = slurp(p2);
+	CHECK(t1 && t2 && strcmp(t1, t2) == 0);
+	free(t1);
+
+	/* No leftover temporary files. */
+	CHECK_EQ_INT(count_tmp_files(), 0);
+
+	/* Reading appends to what the list holds. */
+	CHECK_OK(ds_list_read(p, &b, &err), &err);
+	CHECK_EQ_INT(b.count, 2 * a.count);
+
+	/* An empty list writes an empty file and reads back empty. */
+	ds_list e;
+	ds_list_init(&e);
+	const char *pe = tmp_path("empty.lst");
+	CHECK_OK(ds_list_write(pe, &e, &err), &err);
+	CHECK_OK(ds_list_read(pe, &e, &err), &err);
+	CHECK_EQ_INT(e.count, 0);
+	ds_list_release(&e);
+	ds_list_release(&a);
+	ds_list_release(&b);
+}
+
+static void test_read_im2rec(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	/* im2rec writes every label with %f; a BOM, CRLF and blank lines
+	 * from Windows editors; paths with spaces. */
+	const char text[] = "\xEF\xBB\xBF"
+			    "0\t3.000000\t001.ak47/001_0001.jpg\r\n"
+			    "\r\n"
+			    "1\t3.0\tdir with spaces/a b.jpg\r\n"
+			    "   \n"
+			    "2\t12\tAves/Anas superciliosa × platyrhynchos/x.jpg\n"
+			    "17\t0.000000\tlast/no-newline.JPEG";
+	const char *p = tmp_path("im2rec.lst");
+	write_text(p, text, sizeof(text) - 1);
+	CHECK_OK(ds_list_read(p, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 4);
+	if (l.count == 4) {
+		CHECK_EQ_U64(l.items[0].index, 0);
+		CHECK_EQ_INT(l.items[0].label, 3);
+		CHECK_EQ_STR(l.items[0].path, "001.ak47/001_0001.jpg");
+		CHECK_EQ_INT(l.items[1].label, 3);
+		CHECK_EQ_STR(l.items[1].path, "dir with spaces/a b.jpg");
+		CHECK_EQ_INT(l.items[2].label, 12);
+		CHECK_EQ_STR(l.items[2].path,
+			     "Aves/Anas superciliosa × platyrhynchos/x.jpg");
+		CHECK_EQ_U64(l.items[3].index, 17);
+		CHECK_EQ_INT(l.items[3].label, 0);
+		CHECK_EQ_STR(l.items[3].path, "last/no-newline.JPEG");
+		CHECK_EQ_INT(l.items[3].n_extra, 0);
+	}
+	ds_list_release(&l);
+
+	/* Multiple label columns (im2rec --pack-label): first integral, the
+	 * rest float extra labels. */
+	const char multi[] = "0\t2.000000\t0.500000\t-0.25\t1e-3\tcat/1.jpg\n"
+			     "1\t5\t1\t2\t3\tdog/2.jpg\n";
+	p = tmp_path("multi.lst");
+	write_text(p, multi, sizeof(multi) - 1);
+	CHECK_OK(ds_list_read(p, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 2);
+	if (l.count == 2) {
+		CHECK_EQ_INT(l.items[0].label, 2);
+		CHECK_EQ_INT(l.items[0].n_extra, 3);
+		CHECK(l.items[0].extra[0] == 0.5f);
+		CHECK(l.items[0].extra[1] == -0.25f);
+		CHECK(l.items[0].extra[2] == 1e-3f);
+		CHECK_EQ_INT(l.items[1].label, 5);
+		CHECK(l.items[1].extra[2] == 3.0f);
+		CHECK_EQ_STR(l.items[1].path, "dog/2.jpg");
+	}
+	ds_list_release(&l);
+
+	/* A file of only blank lines is an empty list. */
+	p = tmp_path("blank.lst");
+	write_text(p, "\n\r\n\n", 4);
+	CHECK_OK(ds_list_read(p, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 0);
+	ds_list_release(&l);
+
+	/* Missing file. */
+	CHECK_EQ_INT(ds_list_read(tmp_path("nope.lst"), &l, &err), IMS_ENOTFOUND);
+	CHECK(strstr(err.msg, "nope.lst") != NULL);
+	CHECK(strstr(err.msg, "No such file") != NULL);
+}
+
+/* Each bad line comes third, after two good rows. */
+static void expect_bad(const char *bad, size_t bad_len, const char *why)
+{
+	static int n;
+	char name[64];
+	snprintf(name, sizeof(name), "bad%02d.lst", n++);
+	const char *p = tmp_path(name);
+	char text[512];
+	const char good[] = "0\t1\tgood/a.jpg\n1\t2\tgood/b.jpg\n";
+	memcpy(text, good, sizeof(good) - 1);
+	memcpy(text + sizeof(good) - 1, bad, bad_len);
+	memcpy(text + sizeof(good) - 1 + bad_len, "\n3\t1\tgood/c.jpg\n", 16);
+	write_text(p, text, sizeof(good) - 1 + bad_len + 16);
+
+	ims_error err;
+	ims_error_clear(&err);
+	ds_list l;
+	ds_list_init(&l);
+	CHECK_OK(ds_list_append(&l, 99, 0, NULL, 0, "kept.jpg", &err), &err);
+	int rc = ds_list_read(p, &l, &err);
+	CHECK_EQ_INT(rc, IMS_EFORMAT);
+	char want[256];
+	snprintf(want, sizeof(want), "cannot read list '%s': line 3: ", p);
+	if (strncmp(err.msg, want, strlen(want)) != 0 || !strstr(err.msg, why)) {
+		fprintf(stderr, "  bad line '%.*s': message '%s', want '%s...%s'\n",
+			(int)bad_len, bad, err.msg, want, why);
+		CHECK(0);
+	}
+	/* The rows read before the error are dropped; earlier ones kept. */
+	CHECK_EQ_INT(l.count, 1);
+	CHECK_EQ_STR(l.items[0].path, "kept.jpg");
+	ds_list_release(&l);
+}
+
+#define BAD(s, why) expect_bad(s, sizeof(s) - 1, why)
+
+static void test_malformed(void)
+{
+	BAD("5\t1", "2 columns, expected index<TAB>label<TAB>path");
+	BAD("5 1 spaced/not/tabbed.jpg", "1 column,");
+	BAD("x\t1\tp.jpg", "index 'x' is not a non-negative integer");
+	BAD("3.0\t1\tp.jpg", "index '3.0' is not a non-negative integer");
+	BAD("-1\t1\tp.jpg", "index '-1' is negative");
+	BAD("\t1\tp.jpg", "empty index column");
+	BAD("99999999999999999999999\t1\tp.jpg", "index '99999999999999999999999' is too large");
+	BAD("5\t3.5\tp.jpg", "label '3.5' is not an integer");
+	BAD("5\t-2\tp.jpg", "label '-2' is negative");
+	BAD("5\t-2.000000\tp.jpg", "label '-2.000000' is negative");
+	BAD("5\tcat\tp.jpg", "label 'cat' is not a number");
+	BAD("5\tnan\tp.jpg", "label 'nan' is not a number");
+	BAD("5\tinf\tp.jpg", "label 'inf' is not a number");
+	BAD("5\t0x10\tp.jpg", "label '0x10' is not a number");
+	BAD("5\t1e999\tp.jpg", "'1e999' is not a finite number");
+	BAD("5\t3000000000\tp.jpg", "label '3000000000' is too large");
+	BAD("5\t\tp.jpg", "label column 1 is empty");
+	BAD("5\t1\t0.5\tp.jpg", "2 label columns, but line 1 has 1");
+	BAD("5\t1\t", "empty path");
+	BAD("5\t1\t   ", "empty path");
+	BAD("5\t1\t/data/imagenet/x.JPEG", "path '/data/imagenet/x.JPEG' is absolute");
+	BAD("5\t1\t../x.jpg", "path '../x.jpg' has a '..' component");
+	BAD("5\t1\ta/../../etc/passwd", "'..' component");
+	BAD("5\t1\ta/..", "'..' component");
+	BAD("5\t1\t..", "'..' component");
+	BAD("5\t1\x00\tp.jpg", "contains a NUL byte");
+
+	/* Extra label columns: same rules, with the column named. */
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	const char extra_nan[] = "0\t1\t0.5\ta.jpg\n1\t1\tnan\tb.jpg\n";
+	const char *p = tmp_path("extra_nan.lst");
+	write_text(p, extra_nan, sizeof(extra_nan) - 1);
+	CHECK_EQ_INT(ds_list_read(p, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 2: label column 2: 'nan' is not a number") != NULL);
+	const char extra_big[] = "0\t1\t1e300\ta.jpg\n";
+	p = tmp_path("extra_big.lst");
+	write_text(p, extra_big, sizeof(extra_big) - 1);
+	CHECK_EQ_INT(ds_list_read(p, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 1: label column 2") != NULL);
+	CHECK(strstr(err.msg, "out of float range") != NULL);
+	CHECK_EQ_INT(l.count, 0);
+
+	/* Too many label columns. */
+	char wide[1024];
+	int n = snprintf(wide, sizeof(wide), "0");
+	for (int i = 0; i < DS_MAX_EXTRA_LABELS + 2; i++)
+		n += snprintf(wide + n, sizeof(wide) - (size_t)n, "\t1");
+	n += snprintf(wide + n, sizeof(wide) - (size_t)n, "\tp.jpg\n");
+	p = tmp_path("wide.lst");
+	write_text(p, wide, (size_t)n);
+	CHECK_EQ_INT(ds_list_read(p, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 1: more than 65 label columns") != NULL);
+	ds_list_release(&l);
+
+	/* The line number counts blank lines too. */
+	const char later[] = "0\t1\ta.jpg\n\n\n\r\n1\t1.5\tb.jpg\n";
+	p = tmp_path("later.lst");
+	write_text(p, later, sizeof(later) - 1);
+	CHECK_EQ_INT(ds_list_read(p, &l, &err), IMS_EFORMAT);
+	char want[600];
+	snprintf(want, sizeof(want),
+		 "cannot read list '%s': line 5: label '1.5' is not an integer", p);
+	CHECK_EQ_STR(err.msg, want);
+	ds_list_release(&l);
+}
+
+static void test_write_refuses(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	const char *p = tmp_path("refused.lst");
+	const char *bad[] = {"/abs/x.jpg", "a/../b.jpg", "tab\there.jpg", "new\nline.jpg", ""};
+	for (int i = 0; i < 5; i++) {
+		ds_list_release(&l);
+		CHECK_OK(ds_list_append(&l, 0, 0, NULL, 0, "fine.jpg", &err), &err);
+		CHECK_OK(ds_list_append(&l, 1, 0, NULL, 0, bad[i], &err), &err);
+		CHECK_EQ_INT(ds_list_write(p, &l, &err), IMS_EINVAL);
+		CHECK(strstr(err.msg, "row 1") != NULL);
+		CHECK(!file_exists(p)); /* nothing half-written */
+	}
+	ds_list_release(&l);
+	float inf = 1.0f / 0.0f;
+	CHECK_OK(ds_list_append(&l, 0, 0, &inf, 1, "x.jpg", &err), &err);
+	CHECK_EQ_INT(ds_list_write(p, &l, &err), IMS_EINVAL);
+	CHECK(!file_exists(p));
+	ds_list_release(&l);
+
+	/* A folder that does not exist: an error naming the file. */
+	CHECK_OK(ds_list_append(&l, 0, 0, NULL, 0, "x.jpg", &err), &err);
+	CHECK_EQ_INT(ds_list_write(tmp_path("no/such/dir.lst"), &l, &err), IMS_EIO);
+	CHECK(strstr(err.msg, "cannot write list") != NULL);
+	CHECK(strstr(err.msg, "dir.lst") != NULL);
+	ds_list_release(&l);
+}
+
+static void test_classes(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	const char *names[] = {"Amphibia", "Anas superciliosa × platyrhynchos", "015.bonsai-101",
+			       "n01440764"};
+	for (int i = 0; i < 4; i++)
+		CHECK_OK(ds_list_add_class(&l, names[i], NULL, &err), &err);
+	const char *p = tmp_path("x.classes");
+	CHECK_OK(ds_classes_write(p, &l, &err), &err);
+	char *text = slurp(p);
+	CHECK_EQ_STR(text, "Amphibia\nAnas superciliosa × platyrhynchos\n015.bonsai-101\n"
+			   "n01440764\n");
+	ds_list r;
+	ds_list_init(&r);
+	CHECK_OK(ds_list_add_class(&r, "replaced", NULL, &err), &err);
+	CHECK_OK(ds_classes_read(p, &r, &err), &err);
+	CHECK_EQ_INT(r.n_classes, 4);
+	for (int i = 0; i < 4 && (size_t)i < r.n_classes; i++)
+		CHECK_EQ_STR(r.classes[i], names[i]);
+	ds_list_release(&r);
+
+	/* CRLF, trailing blank lines (CIFAR-10's batches.meta.txt has them). */
+	const char meta[] = "airplane\r\nautomobile\r\nbird\r\n\r\n\n  \n";
+	p = tmp_path("meta.txt");
+	write_text(p, meta, sizeof(meta) - 1);
+	CHECK_OK(ds_classes_read(p, &r, &err), &err);
+	CHECK_EQ_INT(r.n_classes, 3);
+	if (r.n_classes == 3)
+		CHECK_EQ_STR(r.classes[2], "bird");
+	ds_list_release(&r);
+
+	/* Duplicates and inner blank lines are refused, with line numbers. */
+	const char dup[] = "crane\ncat\ndog\ncrane\n";
+	p = tmp_path("dup.classes");
+	write_text(p, dup, sizeof(dup) - 1);
+	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 4: class 'crane' repeats line 1") != NULL);
+	const char hole[] = "a\n\nb\n";
+	p = tmp_path("hole.classes");
+	write_text(p, hole, sizeof(hole) - 1);
+	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 2: empty class name") != NULL);
+	CHECK_EQ_INT(r.n_classes, 0);
+	CHECK_EQ_INT(ds_classes_read(tmp_path("none.classes"), &r, &err), IMS_ENOTFOUND);
+	ds_list_release(&r);
+
+	/* Names the format cannot hold. */
+	CHECK_OK(ds_list_add_class(&r, "two\nlines", NULL, &err), &err);
+	CHECK_EQ_INT(ds_classes_write(tmp_path("bad.classes"), &r, &err), IMS_EINVAL);
+	CHECK(!file_exists(tmp_path("bad.classes")));
+	ds_list_release(&r);
+	ds_list_release(&l);
+}
+
+static void test_classes_path(void)
+{
+	ims_error err;
+	char out[64];
+	struct {
+		const char *in, *want;
+	} cases[] = {
+		{"out/caltech_train.lst", "out/caltech.classes"},
+		{"out/caltech_val.lst", "out/caltech.classes"},
+		{"out/caltech_test.lst", "out/caltech.classes"},
+		{"caltech.lst", "caltech.classes"},
+		{"out/inat_train_small.lst", "out/inat_train_small.classes"},
+		{"out/x_train", "out/x.classes"},
+		{"a_val_train.lst", "a_val.classes"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK_OK(ds_classes_path_for_list(cases[i].in, out, sizeof(out), &err), &err);
+		CHECK_EQ_STR(out, cases[i].want);
+	}
+	CHECK_EQ_INT(ds_classes_path_for_list("out/caltech_train.lst", out, 10, &err),
+		     IMS_EINVAL);
+}
+
+/* Many rows: reading and writing stay linear (this would crawl if not). */
+static void test_many_rows(void)
+{
+	ims_error err;
+	ds_list a, b;
+	ds_list_init(&a);
+	ds_list_init(&b);
+	char path[64];
+	const size_t n = 200000;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "n%08zu/n%08zu_%zu.JPEG", i % 1000, i % 1000, i);
+		if (ds_list_append(&a, i, (int32_t)(i % 1000), NULL, 0, path, &err) < 0)
+			break;
+	}
+	CHECK_EQ_INT(a.count, n);
+	const char *p = tmp_path("many.lst");
+	double t0 = ims_now();
+	CHECK_OK(ds_list_write(p, &a, &err), &err);
+	CHECK_OK(ds_list_read(p, &b, &err), &err);
+	double dt = ims_now() - t0;
+	CHECK_EQ_INT(b.count, n);
+	if (b.count == n) {
+		CHECK_EQ_STR(b.items[n - 1].path, a.items[n - 1].path);
+		CHECK_EQ_INT(b.items[n - 1].label, 999);
+	}
+	CHECK(dt < 10.0);
+	ds_list_release(&a);
+	ds_list_release(&b);
+}
+
+int main(void)
+{
+	make_tmpdir();
+	test_basics();
+	test_round_trip();
+	test_read_im2rec();
+	test_malformed();
+	test_write_refuses();
+	test_classes();
+	test_classes_path();
+	test_many_rows();
+	if (!test_failures_)
+		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return TEST_EXIT();
+}

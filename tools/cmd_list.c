@@ -1,0 +1,259 @@
+/*
+ * cmd_list.c - `imshard list ROOT -o PREFIX`: scans a folder of class
+ * subfolders and writes im2rec lists (optionally split, stratified per
+ * class) plus the class names. The work is ds_scan_folder, ds_split and
+ * ds_list_write; this file checks options and reports.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "datasets/datasets.h"
+
+static const cli_command list_cmd = {
+	"list",
+	"imshard list ROOT -o PREFIX [--train-ratio R] [--test-ratio R] [options]",
+	"List a folder of class subfolders as im2rec .lst files and a class "
+	"names file.",
+	"ROOT holds one folder per class (ROOT/<class>/<image>). Classes are\n"
+	"the subfolder names sorted byte-wise; label i is the i-th name, 0-based\n"
+	"(as torchvision ImageFolder, Keras and im2rec do). Names starting with\n"
+	"'.' are skipped; symbolic links are followed. Without --recursive only\n"
+	"files directly inside each class folder are listed: files in deeper\n"
+	"folders, files with other extensions and images lying directly in ROOT\n"
+	"are skipped and counted in the summary. A class folder without images\n"
+	"keeps its label (a warning names it).\n"
+	"\n"
+	"outputs:\n"
+	"  PREFIX_train.lst   always\n"
+	"  PREFIX_val.lst     when --train-ratio + --test-ratio < 1\n"
+	"  PREFIX_test.lst    when --test-ratio > 0\n"
+	"  PREFIX.classes     class names, one per line, line i = label i\n"
+	"Lists use im2rec's format, `index<TAB>label<TAB>path`, with paths\n"
+	"relative to ROOT and index the image's position in sorted order (a\n"
+	"stable id). Each file is written atomically; PREFIX's folder is created\n"
+	"when missing.\n"
+	"\n"
+	"The split is stratified: within each class, round(n * test ratio)\n"
+	"images go to test, round(n * val ratio) to val (val ratio = 1 - train -\n"
+	"test) and the rest to train; a class keeps at least one train image.\n"
+	"It is chosen with --seed and is the same on every machine.\n"
+	"\n"
+	"examples:\n"
+	"  imshard list 256_ObjectCategories -o lists/caltech --train-ratio 0.8\n"
+	"  imshard list fruits/dataset/train -o lists/fruits_train --no-shuffle\n"
+	"\n"
+	"Exit status: 0 success, 1 failure (ROOT missing, no images, cannot\n"
+	"write), 2 bad usage."};
+
+/* Splits written, in order. */
+enum { SPLIT_TRAIN, SPLIT_VAL, SPLIT_TEST, N_SPLITS };
+static const char *const split_name[N_SPLITS] = {"train", "val", "test"};
+
+/* Creates the folder that holds PREFIX when it is missing. */
+static int make_parent(const char *prefix, ims_error *err)
+{
+	const char *slash = strrchr(prefix, '/');
+	if (!slash || slash == prefix)
+		return 0;
+	size_t n = (size_t)(slash - prefix);
+	char *dir = malloc(n + 1);
+	RETURN_IF(!dir, err, IMS_ENOMEM, "out of memory");
+	memcpy(dir, prefix, n);
+	dir[n] = '\0';
+	int rc = ims_mkdir_p(dir, err);
+	free(dir);
+	return rc;
+}
+
+/* Names up to 5 classes that got no image, for the warning. */
+static void warn_empty_classes(const ds_list *l, int quiet)
+{
+	size_t k = ds_list_num_classes(l);
+	size_t *counts = calloc(k ? k : 1, sizeof(size_t));
+	if (!counts)
+		return;
+	ds_list_class_counts(l, counts);
+	char names[400] = "";
+	size_t len = 0, n = 0, shown = 0;
+	for (size_t c = 0; c < k; c++) {
+		if (counts[c])
+			continue;
+		n++;
+		if (shown < 5 && c < l->n_classes) {
+			int w = snprintf(names + len, sizeof(names) - len, "%s'%s'",
+					 shown ? ", " : "", l->classes[c]);
+			if (w > 0 && len + (size_t)w < sizeof(names)) {
+				len += (size_t)w;
+				shown++;
+			} else {
+				names[len] = '\0';
+			}
+		}
+	}
+	if (n)
+		cli_warn(quiet, "%zu class folder%s without images (their labels stay "
+			 "unused): %s%s",
+			 n, n == 1 ? "" : "s", names, n > shown ? ", ..." : "");
+	free(counts);
+}
+
+int cmd_list(int argc, char **argv)
+{
+	const char *output = NULL, *exts = NULL;
+	int recursive = 0, no_shuffle = 0, quiet = 0;
+	double train_ratio = 1.0, test_ratio = 0.0;
+	uint64_t seed = 0;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &output, "PREFIX",
+		 "write PREFIX_train.lst (and PREFIX_val.lst,\n"
+		 "PREFIX_test.lst) and PREFIX.classes (required)", 0, 0},
+		{"recursive", 0, CLI_FLAG, &recursive, NULL,
+		 "walk the whole tree (im2rec's rule): each folder\n"
+		 "holding an image is a class named by its path\n"
+		 "under ROOT, labelled in walk order (a folder's\n"
+		 "files, then its subfolders, sorted)", 0, 0},
+		{"exts", 0, CLI_STRING, &exts, "LIST",
+		 "comma-separated extensions to list, matched\n"
+		 "case-insensitively (default .jpg,.jpeg,.png)", 0, 0},
+		{"train-ratio", 0, CLI_DOUBLE, &train_ratio, "R",
+		 "share of each class for PREFIX_train.lst, in\n"
+		 "(0, 1] (default 1: no split)", 0, 1},
+		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R",
+		 "share of each class for PREFIX_test.lst, in\n"
+		 "[0, 1) (default 0); what train and test leave\n"
+		 "goes to PREFIX_val.lst", 0, 1},
+		{"seed", 0, CLI_U64, &seed, "S",
+		 "seed of the split and the shuffle (default 0)", 0, 0},
+		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
+		 "keep rows in sorted order (class, then file\n"
+		 "name) instead of shuffling them with --seed", 0, 0},
+		{"quiet", 0, CLI_FLAG, &quiet, NULL,
+		 "print nothing but errors", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[1];
+	int n_pos = 0;
+	int rc = cli_parse(&list_cmd, opts, argc, argv, pos, 1, 1, &n_pos);
+	if (rc == -1)
+		return CLI_EXIT_OK;
+	if (rc)
+		return rc;
+	const char *root = pos[0];
+	if (!output)
+		return cli_usage_error(&list_cmd, "missing -o PREFIX");
+	size_t olen = strlen(output);
+	if (output[olen - 1] == '/')
+		return cli_usage_error(&list_cmd,
+				       "-o takes a file prefix such as out/caltech, "
+				       "not a folder ('%s')", output);
+	if (olen >= 4 && strcmp(output + olen - 4, ".lst") == 0)
+		return cli_usage_error(&list_cmd,
+				       "-o takes a prefix ('%.*s' writes '%.*s_train.lst'), "
+				       "not a .lst file name",
+				       (int)(olen - 4), output, (int)(olen - 4), output);
+	if (!(train_ratio > 0))
+		return cli_usage_error(&list_cmd, "--train-ratio must be greater than 0");
+	if (test_ratio >= 1)
+		return cli_usage_error(&list_cmd, "--test-ratio must be less than 1");
+	if (train_ratio + test_ratio > 1 + 1e-9)
+		return cli_usage_error(&list_cmd,
+				       "--train-ratio %g plus --test-ratio %g exceeds 1",
+				       train_ratio, test_ratio);
+	ims_error err;
+	ims_error_clear(&err);
+	if (exts && ds_scan_check_exts(exts, &err) < 0)
+		return cli_usage_error(&list_cmd, "--exts: %s", err.msg);
+	double val_ratio = 1.0 - train_ratio - test_ratio;
+	if (val_ratio < 1e-9)
+		val_ratio = 0;
+
+	ds_list all, parts[N_SPLITS];
+	ds_list_init(&all);
+	for (int s = 0; s < N_SPLITS; s++)
+		ds_list_init(&parts[s]);
+	char *path = NULL;
+	int status = CLI_EXIT_FAIL;
+
+	ds_scan_opts so = {exts, recursive};
+	ds_scan_report rep;
+	if (ds_scan_folder(root, &so, &all, &rep, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto out;
+	}
+	cli_info(quiet, "listed '%s': %zu classes, %zu images", root,
+		 all.n_classes, all.count);
+	if (rep.ignored_files)
+		cli_info(quiet, "skipped %zu file%s not matching %s", rep.ignored_files,
+			 rep.ignored_files == 1 ? "" : "s",
+			 exts ? exts : ".jpg,.jpeg,.png");
+	if (rep.ignored_nested)
+		cli_info(quiet, "skipped %zu image%s in folders nested inside class "
+			 "folders (--recursive lists them as classes of their own)",
+			 rep.ignored_nested, rep.ignored_nested == 1 ? "" : "s");
+	if (rep.loose_files)
+		cli_warn(quiet, "skipped %zu image%s lying directly in '%s' (not in a "
+			 "class folder)",
+			 rep.loose_files, rep.loose_files == 1 ? "" : "s", root);
+	if (rep.empty_classes)
+		warn_empty_classes(&all, quiet);
+
+	/* Split (stratified) or take everything as train. */
+	int have[N_SPLITS] = {1, val_ratio > 0, test_ratio > 0};
+	if (have[SPLIT_VAL] || have[SPLIT_TEST]) {
+		if (ds_split(&all, val_ratio, test_ratio, seed, &parts[SPLIT_TRAIN],
+			     &parts[SPLIT_VAL], &parts[SPLIT_TEST], &err) < 0) {
+			cli_error("%s", err.msg);
+			goto out;
+		}
+	} else {
+		parts[SPLIT_TRAIN] = all; /* moved: all is not used below */
+		ds_list_init(&all);
+	}
+	const ds_list *names = &parts[SPLIT_TRAIN];
+	for (int s = 0; s < N_SPLITS; s++)
+		if (have[s] && !no_shuffle)
+			ds_list_shuffle(&parts[s], seed);
+
+	if (make_parent(output, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto out;
+	}
+	size_t plen = olen + 16;
+	path = malloc(plen);
+	if (!path) {
+		cli_error("list: out of memory");
+		goto out;
+	}
+	for (int s = 0; s < N_SPLITS; s++) {
+		if (!have[s]) {
+			/* Left from an earlier run with other ratios: say so
+			 * rather than delete a user's file. */
+			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
+			if (access(path, F_OK) == 0)
+				cli_warn(quiet, "'%s' is left from an earlier run; this "
+					 "run writes no %s list", path, split_name[s]);
+			continue;
+		}
+		snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
+		if (ds_list_write(path, &parts[s], &err) < 0) {
+			cli_error("%s", err.msg);
+			goto out;
+		}
+		cli_info(quiet, "wrote '%s': %zu images", path, parts[s].count);
+	}
+	snprintf(path, plen, "%s.classes", output);
+	if (ds_classes_write(path, names, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto out;
+	}
+	cli_info(quiet, "wrote '%s': %zu classes", path, names->n_classes);
+	status = CLI_EXIT_OK;
+out:
+	free(path);
+	ds_list_release(&all);
+	for (int s = 0; s < N_SPLITS; s++)
+		ds_list_release(&parts[s]);
+	return status;
+}

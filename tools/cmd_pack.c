@@ -1,0 +1,214 @@
+/*
+ * cmd_pack.c - `imshard pack`: a .lst file and its image root into a split.
+ */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "datasets/datasets.h"
+#include "pack/pack.h"
+
+static const cli_command command = {
+	"pack",
+	"imshard pack LIST.lst ROOT -o OUTDIR/NAME [options]",
+	"Packs the images listed in LIST.lst (paths relative to ROOT) into sharded\n"
+	"LMDB record files OUTDIR/NAME-SSSSS-of-NNNNN.mdb and the manifest\n"
+	"OUTDIR/NAME.json, which is written last: until it exists the split does\n"
+	"not.",
+	"Encodings:\n"
+	"  keep  stores each file's bytes unchanged (JPEG or PNG, decided by\n"
+	"        content, not by name); every file is checked first: its headers\n"
+	"        are parsed and its structure walked to the end (JPEG markers to\n"
+	"        EOI, PNG chunk CRCs to IEND). --check-decode decodes it fully.\n"
+	"  jpeg  decodes, applies EXIF orientation, converts CMYK/grey/alpha, resizes\n"
+	"        if asked, and re-encodes at --quality (4:2:0).\n"
+	"  png   the same, re-encoded losslessly as PNG (alpha kept).\n"
+	"  raw   the same, stored as raw interleaved pixels (fast to load, large).\n"
+	"The default is keep, or jpeg when --resize, --max-size or --center-crop\n"
+	"is given.\n\n"
+	"Files that are missing, empty, truncated, not images, absurdly large or\n"
+	"undecodable are skipped; each is named on stderr and in\n"
+	"OUTDIR/NAME.errors.tsv (row, index, path, reason). The run fails if none\n"
+	"could be packed, or past --max-errors skips.\n\n"
+	"Class names come from --classes, or from the list's PREFIX.classes file\n"
+	"as written by 'imshard list' (LIST 'data_train.lst' -> 'data.classes'),\n"
+	"or are the label numbers.\n\n"
+	"Interrupting (Ctrl-C, kill) leaves no manifest; rerunning the same command\n"
+	"removes the leftovers and packs afresh. An existing split is never\n"
+	"replaced without --force.\n\n"
+	"Exit status: 0 packed, 1 failed (nothing published), 2 bad usage."};
+
+typedef struct ui {
+	cli_progress progress;
+	int quiet;
+	uint64_t shown;
+} ui;
+
+#define MAX_NAMED_SKIPS 50
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	ui *u = ctx;
+	(void)total;
+	cli_progress_update(&u->progress, done);
+}
+
+static void on_skip(void *ctx, uint64_t row, const char *path, const char *why)
+{
+	ui *u = ctx;
+	if (u->quiet)
+		return;
+	if (u->shown < MAX_NAMED_SKIPS) {
+		if (u->progress.tty && u->progress.drawn)
+			fputs("\r\033[K", stderr);
+		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
+			(unsigned long long)row, why);
+	}
+	u->shown++;
+}
+
+int cmd_pack(int argc, char **argv)
+{
+	const char *out = NULL, *encoding = NULL, *classes = NULL;
+	int shards = 0, resize = 0, max_size = 0, center_crop = 0, quality = 95;
+	int threads = 0, quiet = 0, force = 0, check_decode = 0;
+	uint64_t shard_size = 0;
+	int max_errors = -1;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &out, "OUTDIR/NAME",
+		 "where to write: OUTDIR/NAME.json and OUTDIR/NAME-*.mdb (required)", 0, 0},
+		{"shards", 0, CLI_INT, &shards, "N",
+		 "exactly N shards, splitting the list evenly by position", 1, 99999},
+		{"shard-size", 0, CLI_SIZE, &shard_size, "BYTES",
+		 "start a new shard past this size, e.g. 512M (default 1G)", 4096, 1e15},
+		{"encoding", 0, CLI_STRING, &encoding, "ENC",
+		 "keep, jpeg, png or raw (see below)", 0, 0},
+		{"resize", 0, CLI_INT, &resize, "SHORTER",
+		 "scale so the shorter side is SHORTER pixels (enlarging small images)", 1, 32768},
+		{"max-size", 0, CLI_INT, &max_size, "LONGER",
+		 "then scale down so the longer side is at most LONGER pixels", 1, 32768},
+		{"center-crop", 0, CLI_FLAG, &center_crop, NULL,
+		 "then keep the centred square (side = the shorter side)", 0, 0},
+		{"quality", 0, CLI_INT, &quality, "Q", "JPEG quality for --encoding jpeg (default 95)",
+		 1, 100},
+		{"threads", 'j', CLI_INT, &threads, "T", "worker threads (default: all cores)", 1, 1024},
+		{"max-errors", 0, CLI_INT, &max_errors, "N",
+		 "fail once more than N files are skipped (default: never)", 0, 2147483647},
+		{"classes", 0, CLI_STRING, &classes, "FILE",
+		 "class names, one per line, line i = label i", 0, 0},
+		{"check-decode", 0, CLI_FLAG, &check_decode, NULL,
+		 "keep mode: decode every image fully as the check (slower)", 0, 0},
+		{"force", 'f', CLI_FLAG, &force, NULL, "replace an existing split of that name", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress, no summary, no per-file warnings", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[2];
+	int np;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 2, 2, &np);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	if (!out)
+		return cli_usage_error(&command, "-o OUTDIR/NAME is required");
+	if (shards && shard_size)
+		return cli_usage_error(&command, "give --shards or --shard-size, not both");
+	int geometry = resize || max_size || center_crop;
+	int enc = encoding ? pack_encoding_parse(encoding) : (geometry ? PACK_JPEG : PACK_KEEP);
+	if (enc < 0)
+		return cli_usage_error(&command, "--encoding must be keep, jpeg, png or raw, got '%s'",
+				       encoding);
+	if (enc == PACK_KEEP && geometry)
+		return cli_usage_error(&command,
+				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
+	if (check_decode && enc != PACK_KEEP)
+		return cli_usage_error(&command, "--check-decode applies to --encoding keep only (re-encoding always decodes)");
+
+	char outbuf[4096], dirbuf[4096], namebuf[1024];
+	snprintf(outbuf, sizeof(outbuf), "%s", out);
+	size_t ol = strlen(outbuf);
+	if (ol > 5 && strcmp(outbuf + ol - 5, ".json") == 0)
+		outbuf[ol - 5] = '\0';
+	if (!outbuf[0] || outbuf[strlen(outbuf) - 1] == '/')
+		return cli_usage_error(&command, "-o needs OUTDIR/NAME, e.g. out/train (got '%s')", out);
+	snprintf(dirbuf, sizeof(dirbuf), "%s", outbuf);
+	snprintf(namebuf, sizeof(namebuf), "%s", basename(outbuf));
+	const char *dir = dirname(dirbuf);
+
+	ims_error err;
+	ds_list list;
+	ds_list_init(&list);
+	if (ds_list_read(pos[0], &list, &err) < 0) {
+		cli_error("%s", err.msg);
+		ds_list_release(&list);
+		return CLI_EXIT_FAIL;
+	}
+	char cpath[4200];
+	int have_default = ds_classes_path_for_list(pos[0], cpath, sizeof(cpath), NULL) == 0 &&
+			   access(cpath, R_OK) == 0;
+	if (classes || have_default) {
+		const char *cp = classes ? classes : cpath;
+		if (ds_classes_read(cp, &list, &err) < 0) {
+			cli_error("%s", err.msg);
+			ds_list_release(&list);
+			return CLI_EXIT_FAIL;
+		}
+	}
+
+	ui u;
+	memset(&u, 0, sizeof(u));
+	u.quiet = quiet;
+	pack_opts o;
+	pack_opts_init(&o);
+	o.root = pos[1];
+	o.out_dir = dir;
+	o.name = namebuf;
+	o.source = pos[0];
+	o.encoding = (pack_encoding)enc;
+	o.shards = shards;
+	o.shard_bytes = shard_size;
+	o.resize = resize;
+	o.max_size = max_size;
+	o.center_crop = center_crop;
+	o.quality = quality;
+	o.threads = threads;
+	o.max_errors = max_errors;
+	o.force = force;
+	o.check_decode = check_decode;
+	cli_catch_signals();
+	o.cancel = cli_interrupt_flag();
+	o.progress = on_progress;
+	o.skipped = on_skip;
+	o.ctx = &u;
+	cli_progress_start(&u.progress, "pack", list.count, quiet);
+	pack_report rep;
+	rc = pack_run(&list, &o, &rep, &err);
+	cli_progress_finish(&u.progress);
+	if (u.shown > MAX_NAMED_SKIPS && !quiet)
+		fprintf(stderr, "imshard: ... and %llu more skipped files\n",
+			(unsigned long long)(u.shown - MAX_NAMED_SKIPS));
+	ds_list_release(&list);
+	if (rc < 0) {
+		if (rc == IMS_EINTR)
+			cli_error("pack: interrupted; no manifest was written (rerun the same command to pack again)");
+		else
+			cli_error("pack: %s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	if (!quiet) {
+		char in[32], outb[32];
+		cli_format_bytes((double)rep.bytes_in, in, sizeof(in));
+		cli_format_bytes((double)rep.bytes_out, outb, sizeof(outb));
+		double s = rep.seconds > 0 ? rep.seconds : 1e-9;
+		fprintf(stderr,
+			"imshard: packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s\n",
+			(unsigned long long)rep.packed, (unsigned long long)rep.listed,
+			rep.shards, rep.shards == 1 ? "" : "s", in, outb, rep.seconds,
+			(double)rep.packed / s, (double)rep.bytes_in / s / 1e6);
+		if (rep.skipped)
+			fprintf(stderr, "imshard: %llu skipped, listed in '%s'\n",
+				(unsigned long long)rep.skipped, rep.errors);
+		fprintf(stderr, "imshard: wrote '%s'\n", rep.manifest);
+	}
+	return CLI_EXIT_OK;
+}

@@ -1,0 +1,265 @@
+/*
+ * cmd_subset.c - `imshard subset IN.lst -o OUT.lst`: a class-balanced
+ * subset of a list (ds_subset), with the class names carried along. This
+ * file checks options, finds the classes file and reports.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "datasets/datasets.h"
+
+static const cli_command subset_cmd = {
+	"subset",
+	"imshard subset IN.lst -o OUT.lst (--per-class N | --total N) [options]",
+	"Take a class-balanced subset of an im2rec .lst file.",
+	"Give exactly one of --per-class and --total. With --total N, each of\n"
+	"the K classes gets N / K rows and the remainder goes one row each to the\n"
+	"lowest labels. K is the number of names in the classes file, or the\n"
+	"highest label + 1 when it is larger (or when there is no classes file).\n"
+	"Rows are drawn at random within each class with --seed; the same seed\n"
+	"gives the same subset on every machine, and a smaller count picks a\n"
+	"subset of what a larger one picks. OUT.lst keeps IN.lst's row order and\n"
+	"its rows unchanged (index, labels, path). It is written atomically; its\n"
+	"folder is created when missing.\n"
+	"\n"
+	"A class with fewer rows than wanted is an error naming each such class\n"
+	"and its count, unless --allow-short, which takes all of its rows and\n"
+	"warns.\n"
+	"\n"
+	"Class names: by default they come from the classes file beside IN.lst,\n"
+	"found by removing '.lst' and then a trailing '_train', '_val' or '_test'\n"
+	"and adding '.classes' (lists/caltech_train.lst -> lists/caltech.classes,\n"
+	"as written by 'imshard list'), or else 'classes.txt' in IN.lst's folder\n"
+	"(as written by 'imshard convert'); --classes FILE names it instead.\n"
+	"When one is found it is copied beside OUT.lst under the same rule\n"
+	"(out/small_train.lst -> out/small.classes) and used in messages.\n"
+	"\n"
+	"examples:\n"
+	"  imshard subset lists/inat_train.lst -o lists/inat10_train.lst --per-class 500\n"
+	"  imshard subset lists/inat_val.lst -o lists/inat10_val.lst --total 800 --seed 1\n"
+	"\n"
+	"Exit status: 0 success, 1 failure (unreadable list, short classes,\n"
+	"cannot write), 2 bad usage."};
+
+#define NOT_GIVEN UINT64_MAX
+
+static int file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* "'cat' (label 3)" or "label 3". */
+static const char *class_label(const ds_list *l, size_t c, char *buf,
+			       size_t len)
+{
+	if (c < l->n_classes)
+		snprintf(buf, len, "'%s' (label %zu)", l->classes[c], c);
+	else
+		snprintf(buf, len, "label %zu", c);
+	return buf;
+}
+
+/* Finds IN's classes file: --classes, IN's prefix + .classes, or
+ * classes.txt in IN's folder. Returns NULL when there is none. */
+static char *find_classes(const char *in, const char *given, ims_error *err)
+{
+	if (given)
+		return strdup(given);
+	size_t len = strlen(in) + 16;
+	char *p = malloc(len);
+	if (!p)
+		return NULL;
+	if (ds_classes_path_for_list(in, p, len, err) == 0 && file_exists(p))
+		return p;
+	const char *slash = strrchr(in, '/');
+	if (slash)
+		snprintf(p, len, "%.*s/classes.txt", (int)(slash - in), in);
+	else
+		snprintf(p, len, "classes.txt");
+	if (file_exists(p))
+		return p;
+	free(p);
+	return NULL;
+}
+
+static int make_parent(const char *path, ims_error *err)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		return 0;
+	size_t n = (size_t)(slash - path);
+	char *dir = malloc(n + 1);
+	RETURN_IF(!dir, err, IMS_ENOMEM, "out of memory");
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	int rc = ims_mkdir_p(dir, err);
+	free(dir);
+	return rc;
+}
+
+int cmd_subset(int argc, char **argv)
+{
+	const char *output = NULL, *classes_file = NULL;
+	uint64_t per_class = NOT_GIVEN, total = NOT_GIVEN, seed = 0;
+	int allow_short = 0, quiet = 0;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &output, "OUT.lst",
+		 "write the subset to OUT.lst (required)", 0, 0},
+		{"per-class", 0, CLI_U64, &per_class, "N",
+		 "take N rows from every class", 0, 0},
+		{"total", 0, CLI_U64, &total, "N",
+		 "take N rows in all, divided evenly between the\n"
+		 "classes (the remainder one each to the lowest\n"
+		 "labels)", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S",
+		 "seed of the choice within each class (default 0)", 0, 0},
+		{"allow-short", 0, CLI_FLAG, &allow_short, NULL,
+		 "take all rows of a class that has fewer than\n"
+		 "wanted (with a warning) instead of failing", 0, 0},
+		{"classes", 0, CLI_STRING, &classes_file, "FILE",
+		 "class names, one per line (default: the classes\n"
+		 "file beside IN.lst, see below)", 0, 0},
+		{"quiet", 0, CLI_FLAG, &quiet, NULL,
+		 "print nothing but errors", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[1];
+	int n_pos = 0;
+	int rc = cli_parse(&subset_cmd, opts, argc, argv, pos, 1, 1, &n_pos);
+	if (rc == -1)
+		return CLI_EXIT_OK;
+	if (rc)
+		return rc;
+	const char *in_path = pos[0];
+	if (!output)
+		return cli_usage_error(&subset_cmd, "missing -o OUT.lst");
+	if ((per_class == NOT_GIVEN) == (total == NOT_GIVEN))
+		return cli_usage_error(&subset_cmd,
+				       "give exactly one of --per-class N and --total N");
+	if (per_class == 0 || total == 0)
+		return cli_usage_error(&subset_cmd, "--%s must be at least 1",
+				       per_class == 0 ? "per-class" : "total");
+	if (per_class == NOT_GIVEN)
+		per_class = 0;
+	else
+		total = 0;
+
+	ims_error err;
+	ims_error_clear(&err);
+	ds_list in, out;
+	ds_list_init(&in);
+	ds_list_init(&out);
+	ds_subset_report rep = {0};
+	char *src_classes = NULL, *dst_classes = NULL;
+	int status = CLI_EXIT_FAIL;
+
+	if (ds_list_read(in_path, &in, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto done;
+	}
+	src_classes = find_classes(in_path, classes_file, &err);
+	if (src_classes) {
+		if (ds_classes_read(src_classes, &in, &err) < 0) {
+			cli_error("%s", err.msg);
+			goto done;
+		}
+		size_t k = ds_list_num_classes(&in);
+		if (k > in.n_classes) {
+			cli_error("cannot use classes '%s': it names %zu classes but "
+				  "'%s' has label %zu (pass the right file with "
+				  "--classes)",
+				  src_classes, in.n_classes, in_path, k - 1);
+			goto done;
+		}
+	}
+	if (in.count == 0) {
+		cli_error("cannot take a subset of '%s': the list is empty", in_path);
+		goto done;
+	}
+
+	if (ds_subset(&in, (size_t)per_class, (size_t)total, seed, allow_short,
+		      &out, &rep, &err) < 0) {
+		if (err.code != IMS_ENOTFOUND || !rep.short_classes) {
+			cli_error("%s", err.msg);
+			goto done;
+		}
+		/* Short classes: one line each, however many there are. */
+		cli_error("cannot take the subset of '%s': %zu of %zu classes %s "
+			  "fewer rows than wanted (--allow-short takes all their "
+			  "rows)",
+			  in_path, rep.short_classes, rep.n_classes,
+			  rep.short_classes == 1 ? "has" : "have");
+		for (size_t c = 0; c < rep.n_classes; c++) {
+			char name[300];
+			if (rep.available[c] < rep.wanted[c])
+				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+					class_label(&in, c, name, sizeof(name)),
+					rep.available[c], rep.wanted[c]);
+		}
+		goto done;
+	}
+	if (rep.short_classes) {
+		cli_warn(quiet, "%zu of %zu classes %s fewer rows than wanted; "
+			 "took all their rows:",
+			 rep.short_classes, rep.n_classes,
+			 rep.short_classes == 1 ? "has" : "have");
+		for (size_t c = 0; c < rep.n_classes && !quiet; c++) {
+			char name[300];
+			if (rep.available[c] < rep.wanted[c])
+				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+					class_label(&in, c, name, sizeof(name)),
+					rep.available[c], rep.wanted[c]);
+		}
+	}
+
+	if (make_parent(output, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto done;
+	}
+	if (ds_list_write(output, &out, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto done;
+	}
+	size_t lo = SIZE_MAX, hi = 0;
+	for (size_t c = 0; c < rep.n_classes; c++) {
+		if (rep.taken[c] < lo)
+			lo = rep.taken[c];
+		if (rep.taken[c] > hi)
+			hi = rep.taken[c];
+	}
+	cli_info(quiet, "wrote '%s': %zu of %zu rows, %zu classes, %zu to %zu "
+		 "per class",
+		 output, out.count, in.count, rep.n_classes, lo, hi);
+
+	if (src_classes) {
+		size_t len = strlen(output) + 16;
+		dst_classes = malloc(len);
+		if (!dst_classes ||
+		    ds_classes_path_for_list(output, dst_classes, len, &err) < 0) {
+			cli_error("cannot name the classes file of '%s'", output);
+			goto done;
+		}
+		if (strcmp(dst_classes, src_classes) != 0) {
+			if (ds_classes_write(dst_classes, &in, &err) < 0) {
+				cli_error("%s", err.msg);
+				goto done;
+			}
+			cli_info(quiet, "wrote '%s': %zu classes (from '%s')",
+				 dst_classes, in.n_classes, src_classes);
+		}
+	} else {
+		cli_info(quiet, "no classes file beside '%s' (labels only; see "
+			 "--classes)", in_path);
+	}
+	status = CLI_EXIT_OK;
+done:
+	free(src_classes);
+	free(dst_classes);
+	ds_subset_report_release(&rep);
+	ds_list_release(&in);
+	ds_list_release(&out);
+	return status;
+}
