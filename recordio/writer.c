@@ -3,8 +3,9 @@
  *
  * Life of a shard: records go to NAME-SSSSS.mdb.partial (MDB_NOSYNC,
  * MDB_NOLOCK: one writer, guarded by NAME.lock), batched into write
- * transactions of about txn_bytes. A full shard is synced and compacted
- * into NAME-SSSSS.mdb.compact, and the working file is removed. Only
+ * transactions of about txn_bytes. A full shard is synced and becomes
+ * NAME-SSSSS.mdb.compact: compacted by a copy when its freelist is worth
+ * reclaiming, renamed otherwise. Only
  * rio_writer_finish, once every shard is durable, renames them to
  * NAME-SSSSS-of-NNNNN.mdb (N is known only then) and writes NAME.json.
  * A crash at any point leaves no manifest, and the next open removes the
@@ -293,7 +294,45 @@ static int fsync_path(const char *path, ims_error *err)
 	return rc;
 }
 
-/* Flushes, syncs and compacts the open shard into its .compact file. */
+/*
+ * Pages on the shard's freelist versus pages in the file. Append-only
+ * writing frees only the few branch and meta pages each transaction
+ * copies, so a finished shard is normally compact already.
+ */
+static int free_pages(rio_writer *w, size_t *free_out, size_t *total_out)
+{
+	MDB_envinfo info;
+	int rc = mdb_env_info(w->env, &info);
+	if (rc)
+		return rc;
+	*total_out = info.me_last_pgno + 1;
+	*free_out = 0;
+	MDB_txn *txn;
+	rc = mdb_txn_begin(w->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return rc;
+	MDB_cursor *cur;
+	rc = mdb_cursor_open(txn, 0 /* FREE_DBI */, &cur);
+	if (!rc) {
+		MDB_val k, v;
+		/* Each freelist value is a page list whose first word is its
+		 * length (LMDB's IDL layout). */
+		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0)
+			if (v.mv_size >= sizeof(size_t))
+				*free_out += *(const size_t *)v.mv_data;
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/*
+ * Flushes and syncs the open shard and leaves it as its .compact file:
+ * copied with MDB_CP_COMPACT when more than 1% of it is free pages,
+ * renamed as it is otherwise (a copy would only double the disk writes).
+ */
 static int close_shard(rio_writer *w, ims_error *err)
 {
 	if (!w->env)
@@ -303,8 +342,12 @@ static int close_shard(rio_writer *w, ims_error *err)
 				  w->n_done);
 	RETURN_IF(!compact, err, IMS_ENOMEM, "out of memory");
 	unlink(compact);
+	size_t nfree = 0, total = 0;
 	int rc = mdb_env_sync(w->env, 1);
 	if (!rc)
+		rc = free_pages(w, &nfree, &total);
+	int copy = !rc && nfree * 100 > total;
+	if (copy)
 		rc = mdb_env_copy2(w->env, compact, MDB_CP_COMPACT);
 	if (rc) {
 		unlink(compact);
@@ -313,11 +356,18 @@ static int close_shard(rio_writer *w, ims_error *err)
 	}
 	mdb_env_close(w->env);
 	w->env = NULL;
-	if (fsync_path(compact, err) < 0) {
+	if (copy) {
+		if (fsync_path(compact, err) < 0) {
+			free(compact);
+			return err ? err->code : IMS_EIO;
+		}
+		unlink(w->work_path);
+	} else if (rename(w->work_path, compact) != 0) {
+		int e = errno;
 		free(compact);
-		return err ? err->code : IMS_EIO;
+		return ims_fail(err, IMS_EIO, "cannot rename '%s': %s", w->work_path,
+				strerror(e));
 	}
-	unlink(w->work_path);
 	if (w->n_done == w->done_cap) {
 		size_t cap = w->done_cap ? w->done_cap * 2 : 8;
 		done_shard *d = realloc(w->done, cap * sizeof(*d));

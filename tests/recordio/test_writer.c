@@ -1,5 +1,6 @@
 /* test_writer.c - writer/reader round trip, map growth, shard rolling,
  * atomic publication, interrupted runs and replacement. */
+#include <lmdb.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -90,6 +91,40 @@ static void check_split(const char *dir, const char *name, uint64_t n)
 	rio_reader_close(r);
 }
 
+/* Every finished shard is compact: at most 1% of its pages are free. */
+static void check_compact(const char *dir, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+	rio_manifest m;
+	ims_error e;
+	CHECK_OK(rio_manifest_load(path, &m, &e), &e);
+	for (size_t i = 0; i < m.n_shards; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, m.shards[i].file);
+		MDB_env *env;
+		MDB_txn *txn;
+		MDB_cursor *cur;
+		MDB_val k, v;
+		MDB_envinfo info;
+		CHECK_EQ_INT(mdb_env_create(&env), 0);
+		CHECK_EQ_INT(mdb_env_open(env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOSUBDIR, 0), 0);
+		CHECK_EQ_INT(mdb_env_info(env, &info), 0);
+		CHECK_EQ_INT(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+		CHECK_EQ_INT(mdb_cursor_open(txn, 0, &cur), 0);
+		size_t nfree = 0;
+		while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0)
+			nfree += *(const size_t *)v.mv_data;
+		CHECK(nfree * 100 <= info.me_last_pgno + 1);
+		struct stat st;
+		CHECK(stat(path, &st) == 0 &&
+		      (size_t)st.st_size == (info.me_last_pgno + 1) * 4096);
+		mdb_cursor_close(cur);
+		mdb_txn_abort(txn);
+		mdb_env_close(env);
+	}
+	rio_manifest_release(&m);
+}
+
 static int count_files(const char *dir, const char *suffix)
 {
 	char cmd[4200];
@@ -123,6 +158,7 @@ int main(void)
 	CHECK(!file_exists(dir, "one.lock"));
 	CHECK(!file_exists(dir, "one-00000-of-00001.mdb-lock"));
 	check_split(dir, "one", 500);
+	check_compact(dir, "one");
 
 	/* Many shards by size, and a tiny initial map that must grow many
 	 * times (64 KiB map, ~2 MiB of records). */
@@ -130,6 +166,9 @@ int main(void)
 	int shards = count_files(dir, "-of-0000[0-9].mdb");
 	CHECK(shards >= 4 && shards <= 9);
 	check_split(dir, "many", 600);
+	/* 64 KiB transactions free pages often enough that these shards
+	 * take the compacting copy. */
+	check_compact(dir, "many");
 	{
 		char path[4200];
 		snprintf(path, sizeof(path), "%s/many.json", dir);
