@@ -96,8 +96,9 @@ typedef struct aug_decode_opts {
 	aug_channels channels;
 	/* Decoding may use JPEG DCT scaling to produce a smaller image, as long
 	 * as the upright result is at least min_width x min_height: the
-	 * smallest TurboJPEG factor (n/8, never above 1) that covers both is
-	 * used. 0 x 0 = full size; a 0 on one side leaves that side unbound.
+	 * smallest of the factors 1/2, 1/4 and 1/8 that covers both is used,
+	 * else full size (libjpeg-turbo's other factors, 3/8 to 7/8, decode
+	 * slower than full size). 0 x 0 = full size; a 0 on one side leaves that side unbound.
 	 * The result is never smaller than that unless the image itself is.
 	 * PNG is always decoded at full size. */
 	int min_width, min_height;

@@ -158,23 +158,23 @@ static void check_scaled(const char *name, int minw, int minh, int apply,
 
 static void test_dct_scaling(void)
 {
-	/* big.jpg is 1200x900; factors n/8 give ceil(1200n/8) x ceil(900n/8). */
+	/* big.jpg is 1200x900; only the fast factors 1/2, 1/4 and 1/8 are
+	 * used: 600x450, 300x225, 150x113. */
 	check_scaled("big.jpg", 0, 0, 1, 1200, 900);
-	check_scaled("big.jpg", 256, 256, 1, 450, 338);  /* 3/8: 1/4 is 225 high */
+	check_scaled("big.jpg", 256, 256, 1, 600, 450);  /* 1/4 is 225 high */
 	check_scaled("big.jpg", 300, 225, 1, 300, 225);  /* 1/4 covers exactly */
-	check_scaled("big.jpg", 301, 225, 1, 450, 338);  /* one more: 3/8 */
+	check_scaled("big.jpg", 301, 225, 1, 600, 450);  /* one more: 1/2 */
 	check_scaled("big.jpg", 100, 100, 1, 150, 113);  /* 1/8 */
 	check_scaled("big.jpg", 600, 0, 1, 600, 450);    /* width bound only */
-	check_scaled("big.jpg", 0, 780, 1, 1050, 788);   /* 7/8 */
-	check_scaled("big.jpg", 0, 800, 1, 1200, 900);   /* 7/8 is 788 high */
+	check_scaled("big.jpg", 0, 451, 1, 1200, 900);   /* 1/2 is 450 high; no 7/8 */
 	check_scaled("big.jpg", 1200, 900, 1, 1200, 900);
 	check_scaled("big.jpg", 5000, 5000, 1, 1200, 900); /* never enlarged */
 	/* The bound is on the upright size: exif_6 is stored 64x96 and
 	 * upright 96x64. min 48x32 upright is 1/2 (48x32); on the stored
-	 * size it would need 1/2 on the other axis, then 3/4. */
+	 * size 1/2 would be 32x48, too narrow for 48, so full size. */
 	check_scaled("exif_6.jpg", 48, 32, 1, 48, 32);
-	check_scaled("exif_6.jpg", 48, 33, 1, 60, 40);   /* 5/8 */
-	check_scaled("exif_6.jpg", 48, 32, 0, 48, 72);   /* stored: 3/4 */
+	check_scaled("exif_6.jpg", 48, 33, 1, 96, 64);   /* 1/2 is 32 high */
+	check_scaled("exif_6.jpg", 48, 32, 0, 64, 96);   /* stored: full */
 
 	/* Grey and CMYK scale too. */
 	aug_decode_opts o = {AUG_CHANNELS_NATIVE, 24, 16, 1};
