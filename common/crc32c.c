@@ -70,36 +70,30 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc,
 }
 #endif
 
-uint32_t ims_crc32c(uint32_t crc, const void *buf, size_t len)
+/* The table path, on a pre-inverted CRC. */
+static uint32_t crc_portable(uint32_t crc, const uint8_t *p, size_t len)
 {
-	const uint8_t *p = buf;
-	crc = ~crc;
-#if defined(__x86_64__)
-	if (__builtin_cpu_supports("sse4.2"))
-		return ~crc_hw(crc, p, len);
-#endif
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	crc = crc_sw(crc, p, len);
+	return crc_sw(crc, p, len);
 #else
 	if (!__atomic_load_n(&table_ready, __ATOMIC_ACQUIRE))
 		build_table();
 	while (len--)
 		crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xff];
+	return crc;
 #endif
-	return ~crc;
+}
+
+uint32_t ims_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~crc_hw(~crc, buf, len);
+#endif
+	return ~crc_portable(~crc, buf, len);
 }
 
 uint32_t ims_crc32c_portable(uint32_t crc, const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-	crc = ~crc;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	crc = crc_sw(crc, p, len);
-#else
-	if (!__atomic_load_n(&table_ready, __ATOMIC_ACQUIRE))
-		build_table();
-	while (len--)
-		crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xff];
-#endif
-	return ~crc;
+	return ~crc_portable(~crc, buf, len);
 }

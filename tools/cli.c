@@ -13,13 +13,18 @@
 #include <string.h>
 #include <unistd.h>
 
+static void vsay(const char *prefix, const char *fmt, va_list ap)
+{
+	fputs(prefix, stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("imshard: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsay("imshard: ", fmt, ap);
 	va_end(ap);
 }
 
@@ -29,9 +34,7 @@ void cli_warn(int quiet, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("imshard: warning: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsay("imshard: warning: ", fmt, ap);
 	va_end(ap);
 }
 
@@ -41,9 +44,7 @@ void cli_info(int quiet, const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("imshard: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsay("imshard: ", fmt, ap);
 	va_end(ap);
 }
 
