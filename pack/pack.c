@@ -28,6 +28,10 @@
 
 /* Source files above this size are refused as absurd for one image. */
 #define PACK_MAX_FILE_BYTES (1ull << 30)
+/* Buffers grown past this by an unusually large image are freed after
+ * use, so one panorama does not pin its size in every slot for the rest
+ * of the run: memory stays bounded by typical images. */
+#define PACK_KEEP_CAPACITY (16u << 20)
 
 const char *pack_encoding_name(pack_encoding e)
 {
@@ -214,6 +218,18 @@ static int pack_recode(const job *j, worker *w, slot *s, ims_error *err)
 	return 0;
 }
 
+static void trim(worker *w)
+{
+	if (w->decoded.capacity > PACK_KEEP_CAPACITY)
+		aug_image_release(&w->decoded);
+	if (w->resized.capacity > PACK_KEEP_CAPACITY)
+		aug_image_release(&w->resized);
+	if (w->cropped.capacity > PACK_KEEP_CAPACITY)
+		aug_image_release(&w->cropped);
+	if (w->file.cap > PACK_KEEP_CAPACITY)
+		aug_buf_release(&w->file);
+}
+
 static void process(const job *j, worker *w, uint64_t row, slot *s)
 {
 	const ds_entry *e = &j->list->items[row];
@@ -235,6 +251,7 @@ static void process(const job *j, worker *w, uint64_t row, slot *s)
 							   pack_recode(j, w, s, &err);
 		}
 	}
+	trim(w);
 	if (rc < 0) {
 		s->status = rc;
 		snprintf(s->why, sizeof(s->why), "%s", err.msg[0] ? err.msg : ims_strerror(rc));
@@ -321,6 +338,8 @@ static int drain(const job *j, sink *k, slot *slots, uint64_t first,
 				  (unsigned long long)k->skipped, (long long)o->max_errors,
 				  k->errors_path);
 		}
+		if (s->buf.cap > PACK_KEEP_CAPACITY)
+			aug_buf_release(&s->buf);
 		k->done++;
 	}
 	if (o->progress)
