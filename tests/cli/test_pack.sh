@@ -81,6 +81,16 @@ grep -F "bad/text.jpg" "$T/odd/keep.errors.tsv" | grep -qi "not a JPEG or PNG" |
 # Decided by content: the PNG named .JPEG is a PNG record.
 same "$(/usr/bin/python3 -c "$hdr" "$T/odd/keep.json" 'enc')" "[1, 2]"
 
+# EXIF orientation: keep records it with the stored size, re-encoding
+# applies it; every exif_N.jpg shows the same 96x64 upright picture.
+for n in 1 2 3 4 5 6 7 8; do printf '%d\t0\tgood/exif_%d.jpg\n' $n $n; done >"$T/odd/exif.lst"
+expect 0 "$IMSHARD" pack "$T/odd/exif.lst" "$T/odd" -o "$T/odd/exif_keep" --quiet
+same "$(/usr/bin/python3 -c "$hdr" "$T/odd/exif_keep.json" \
+  '(ori, (w, h) if ori < 5 else (h, w), struct.unpack_from("<II", v, 28))')" \
+  "$(/usr/bin/python3 -c 'print(sorted((n, (96, 64), (96, 64)) for n in range(1, 9)))')"
+expect 0 "$IMSHARD" pack "$T/odd/exif.lst" "$T/odd" -o "$T/odd/exif_png" --encoding png --quiet
+same "$(/usr/bin/python3 -c "$hdr" "$T/odd/exif_png.json" '(ori, w, h)')" "[(1, 96, 64)]"
+
 # A JPEG cut inside its entropy data with its end marker intact passes
 # keep mode's structural check; --check-decode and re-encoding skip it,
 # and verify --decode names it.
