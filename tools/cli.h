@@ -100,7 +100,8 @@ void cli_progress_update(cli_progress *p, uint64_t done);
 void cli_progress_finish(cli_progress *p);
 
 /* Installs SIGINT/SIGTERM handlers that set a flag read by
- * cli_interrupted(); long loops check it and stop cleanly. */
+ * cli_interrupted(); long loops check it and stop cleanly. Also ignores
+ * SIGXFSZ, so exceeding a file-size limit is an error, not a kill. */
 void cli_catch_signals(void);
 int cli_interrupted(void);
 /* Pointer to the flag, for libraries that take a cancel pointer. */
