@@ -2,13 +2,15 @@
  * pack.c - the packing pipeline: list rows -> checked/re-encoded payloads
  * -> shard writer, in list order, in parallel.
  *
- * Rows are processed in chunks. Inside one OpenMP parallel region, while
- * the workers process chunk k into one half of a double buffer, a single
- * thread appends chunk k-1 from the other half to the writer (then joins
- * the workers). The writer therefore sees rows strictly in list order, the
- * output does not depend on the thread count, and the serial LMDB work
- * overlaps the parallel decode/encode work. Memory is two chunks of
- * payloads plus per-thread scratch, whatever the list length.
+ * A window of slots, a few per thread, holds rows in flight. Threads claim
+ * the next row with an atomic counter (never more than the window ahead of
+ * the writer), process it into its slot and mark the slot ready; whichever
+ * thread gets the writer lock appends ready slots to the shard writer in
+ * row order. So the writer sees rows strictly in list order, the output
+ * does not depend on the thread count, the serial LMDB work overlaps the
+ * parallel decode/encode work, and no thread waits at a barrier behind a
+ * large image. Memory is the window of payloads plus per-thread scratch,
+ * whatever the list length.
  */
 #define _GNU_SOURCE
 #include "pack.h"
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,43 +309,39 @@ static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
 	return 0;
 }
 
-static int drain(const job *j, sink *k, slot *slots, uint64_t first,
-		 uint64_t count, ims_error *err)
+/* Appends one processed row to the writer (or records its skip). */
+static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
+		     ims_error *err)
 {
 	const pack_opts *o = j->o;
 	uint64_t n = j->list->count;
-	for (uint64_t i = 0; i < count; i++) {
-		uint64_t row = first + i;
-		slot *s = &slots[i];
-		if (o->shards > 0) {
-			int target = (int)(row * (uint64_t)o->shards / n);
-			if (target != k->cur_shard) {
-				FORWARD_IF_ERR(rio_writer_new_shard(k->w, err));
-				k->cur_shard = target;
-			}
+	if (o->shards > 0) {
+		int target = (int)(row * (uint64_t)o->shards / n);
+		if (target != k->cur_shard) {
+			FORWARD_IF_ERR(rio_writer_new_shard(k->w, err));
+			k->cur_shard = target;
 		}
-		k->bytes_in += s->bytes_in;
-		if (s->status == 0) {
-			int rc = rio_writer_add(k->w, &s->rec, err);
-			if (rc < 0)
-				return ims_fail_context(err, "cannot pack '%s'",
-							j->list->items[row].path);
-			k->packed++;
-			k->bytes_out += s->rec.payload_len;
-		} else {
-			FORWARD_IF_ERR(note_skip(j, k, row, s, err));
-			RETURN_IF(o->max_errors >= 0 &&
-					  k->skipped > (uint64_t)o->max_errors,
-				  err, IMS_ELIMIT,
-				  "stopped after %llu skipped files (--max-errors %lld); see '%s'",
-				  (unsigned long long)k->skipped, (long long)o->max_errors,
-				  k->errors_path);
-		}
-		if (s->buf.cap > PACK_KEEP_CAPACITY)
-			aug_buf_release(&s->buf);
-		k->done++;
 	}
-	if (o->progress)
+	k->bytes_in += s->bytes_in;
+	if (s->status == 0) {
+		int rc = rio_writer_add(k->w, &s->rec, err);
+		if (rc < 0)
+			return ims_fail_context(err, "cannot pack '%s'",
+						j->list->items[row].path);
+		k->packed++;
+		k->bytes_out += s->rec.payload_len;
+	} else {
+		FORWARD_IF_ERR(note_skip(j, k, row, s, err));
+		RETURN_IF(o->max_errors >= 0 && k->skipped > (uint64_t)o->max_errors,
+			  err, IMS_ELIMIT,
+			  "stopped after %llu skipped files (--max-errors %lld); see '%s'",
+			  (unsigned long long)k->skipped, (long long)o->max_errors,
+			  k->errors_path);
+	}
+	if (s->buf.cap > PACK_KEEP_CAPACITY)
+		aug_buf_release(&s->buf);
+	k->done++;
+	if (o->progress && ((k->done & 15) == 0 || k->done == n))
 		o->progress(o->ctx, k->done, n);
 	return 0;
 }
@@ -423,20 +422,19 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	int threads = o->threads > 0 ? o->threads : omp_get_num_procs();
 	if (threads > 256)
 		threads = 256;
-	/* A chunk is a few images per thread: enough to balance uneven
-	 * image sizes, small enough to bound memory. */
-	size_t chunk = (size_t)threads * 8;
-	if (chunk < 16)
-		chunk = 16;
+	/* The window: enough rows in flight per thread to keep every thread
+	 * busy while the writer catches up, few enough to bound memory. */
+	size_t window = (size_t)threads * 16;
 
 	int rc = 0;
 	sink k;
 	memset(&k, 0, sizeof(k));
 	k.cur_shard = 0;
-	slot *slots = calloc(2 * chunk, sizeof(*slots));
+	slot *slots = calloc(window, sizeof(*slots));
+	uint64_t *ready = calloc(window, sizeof(*ready));
 	worker *workers = calloc((size_t)threads, sizeof(*workers));
 	char *opts_json = NULL;
-	if (!slots || !workers)
+	if (!slots || !ready || !workers)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
 	for (int t = 0; t < threads; t++)
 		GOTO_IF_ERR(out, rc, aug_codec_create(&workers[t].codec, err));
@@ -457,52 +455,59 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	snprintf(k.errors_tmp, sizeof(k.errors_tmp), "%s.partial", k.errors_path);
 
 	uint64_t n = list->count;
-	uint64_t nchunks = (n + chunk - 1) / chunk;
+	uint64_t next_row = 0; /* next row to claim */
+	uint64_t written = 0;  /* rows drained so far; changed under the lock */
 	int stop = 0;
 	ims_error stop_err;
 	ims_error_clear(&stop_err);
+	omp_lock_t writer_lock;
+	omp_init_lock(&writer_lock);
 
 #pragma omp parallel num_threads(threads)
 	{
 		worker *w = &workers[omp_get_thread_num()];
-		for (uint64_t c = 0; c <= nchunks; c++) {
-			if (c >= 1) {
-#pragma omp single nowait
-				{
-					uint64_t first = (c - 1) * chunk;
-					uint64_t cnt = n - first < chunk ? n - first : chunk;
-					int r = drain(&j, &k, &slots[((c - 1) % 2) * chunk],
-						      first, cnt, &stop_err);
-					if (r == 0 && o->cancel && *o->cancel)
-						r = ims_fail(&stop_err, IMS_EINTR, "interrupted");
-					if (r < 0) {
-						__atomic_store_n(&stop, r, __ATOMIC_RELAXED);
-					}
-				}
-			}
-			if (c < nchunks) {
-				int64_t first = (int64_t)(c * chunk);
-				int64_t last = (int64_t)(first + (int64_t)chunk);
-				if ((uint64_t)last > n)
-					last = (int64_t)n;
-#pragma omp for schedule(dynamic, 1) nowait
-				for (int64_t row = first; row < last; row++) {
-					if (__atomic_load_n(&stop, __ATOMIC_RELAXED))
-						continue;
-					process(&j, w, (uint64_t)row,
-						&slots[(c % 2) * chunk + (size_t)(row - first)]);
-				}
-			}
-#pragma omp barrier
-			/* Every thread must take the same decision: read the flag
-			 * between two barriers, before the next chunk's single
-			 * section can change it. */
-			int stopped = __atomic_load_n(&stop, __ATOMIC_RELAXED);
-#pragma omp barrier
-			if (stopped)
+		for (;;) {
+			if (__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
 				break;
+			/* Drain whatever is ready, in order, if nobody else is. */
+			if (omp_test_lock(&writer_lock)) {
+				uint64_t wr = __atomic_load_n(&written, __ATOMIC_ACQUIRE);
+				int r = 0;
+				while (wr < n && r == 0 &&
+				       __atomic_load_n(&ready[wr % window], __ATOMIC_ACQUIRE) == wr + 1) {
+					r = drain_one(&j, &k, &slots[wr % window], wr, &stop_err);
+					__atomic_store_n(&ready[wr % window], 0, __ATOMIC_RELAXED);
+					wr++;
+					__atomic_store_n(&written, wr, __ATOMIC_RELEASE);
+				}
+				if (r == 0 && o->cancel && *o->cancel)
+					r = ims_fail(&stop_err, IMS_EINTR, "interrupted");
+				if (r < 0)
+					__atomic_store_n(&stop, r, __ATOMIC_RELEASE);
+				omp_unset_lock(&writer_lock);
+				if (r < 0 || wr == n)
+					break;
+			}
+			/* Claim the next row if the window has room. */
+			uint64_t row = __atomic_load_n(&next_row, __ATOMIC_ACQUIRE);
+			uint64_t wr = __atomic_load_n(&written, __ATOMIC_ACQUIRE);
+			if (row < n && row < wr + window) {
+				if (__atomic_compare_exchange_n(&next_row, &row, row + 1, 0,
+								__ATOMIC_ACQ_REL,
+								__ATOMIC_ACQUIRE)) {
+					process(&j, w, row, &slots[row % window]);
+					__atomic_store_n(&ready[row % window], row + 1,
+							 __ATOMIC_RELEASE);
+				}
+				continue;
+			}
+			if (wr >= n)
+				break;
+			/* Nothing to claim: the writer (or a slow row) is behind. */
+			sched_yield();
 		}
 	}
+	omp_destroy_lock(&writer_lock);
 
 	if (k.errors) {
 		int bad = fflush(k.errors) != 0 || fsync(fileno(k.errors)) != 0;
@@ -590,9 +595,10 @@ out:
 			aug_buf_release(&workers[t].file);
 		}
 	if (slots)
-		for (size_t i = 0; i < 2 * chunk; i++)
+		for (size_t i = 0; i < window; i++)
 			aug_buf_release(&slots[i].buf);
 	free(slots);
+	free(ready);
 	free(workers);
 	free(opts_json);
 	rep->seconds = ims_now() - t0;

@@ -25,10 +25,11 @@
  *    posix_fallocate for a conservative estimate of the pages the batch
  *    can touch, so a full disk is a clean IMS_EIO before any page is
  *    written;
- *  - touched pages of the mapping count as resident memory. After each
- *    commit the written range is dropped from the mapping
- *    (MADV_DONTNEED, which on a shared mapping keeps the data in the page
- *    cache), so memory stays bounded whatever the shard size.
+ *  - touched pages of the mapping count as resident memory. After every
+ *    REMAP_BYTES written the environment is closed and reopened, which
+ *    unmaps them (the data stays in the page cache, dirty until written
+ *    back, and the final fsync covers the whole file), so memory stays
+ *    bounded whatever the shard size.
  * The file is truncated to its used pages when the shard is closed.
  */
 #define _GNU_SOURCE
@@ -42,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,6 +79,7 @@ struct rio_writer {
 	size_t n_pending, pending_cap;
 	uint64_t pending_pages; /* overflow pages the batch needs, at most */
 	uint64_t reserved;      /* bytes of the working file fallocated */
+	uint64_t since_remap;   /* bytes committed since the map was last opened */
 	uint64_t pending_first;
 
 	uint64_t count;
@@ -209,17 +210,14 @@ static void release_lock(rio_writer *w)
 
 static int reserve_space(rio_writer *w, ims_error *err);
 
-static int open_shard(rio_writer *w, ims_error *err)
+/* Opens (fresh: creates) the working file's environment and its database. */
+static int open_env(rio_writer *w, int fresh, ims_error *err)
 {
-	size_t idx = w->n_done;
-	free(w->work_path);
-	w->work_path = xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
-	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "out of memory");
-	RETURN_IF(idx > 99999, err, IMS_ELIMIT,
-		  "cannot start shard %zu of '%s': at most 100000 shards (use a larger --shard-size)",
-		  idx, w->name);
-	unlink(w->work_path);
-	w->reserved = 0;
+	if (fresh) {
+		unlink(w->work_path);
+		w->reserved = 0;
+	}
+	w->since_remap = 0;
 	int rc = mdb_env_create(&w->env);
 	if (rc)
 		return lmdb_fail(err, rc, "create LMDB environment for", w->work_path);
@@ -227,7 +225,7 @@ static int open_shard(rio_writer *w, ims_error *err)
 	if (!rc)
 		rc = mdb_env_open(w->env, w->work_path,
 				  MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOLOCK | MDB_WRITEMAP, 0644);
-	if (!rc) {
+	if (!rc && fresh) {
 		/* Blocks for the first pages before anything goes through the
 		 * map (see reserve_space). */
 		int r = reserve_space(w, err);
@@ -255,6 +253,19 @@ static int open_shard(rio_writer *w, ims_error *err)
 		unlink(w->work_path);
 		return lmdb_fail(err, rc, "create shard", w->work_path);
 	}
+	return 0;
+}
+
+static int open_shard(rio_writer *w, ims_error *err)
+{
+	size_t idx = w->n_done;
+	free(w->work_path);
+	w->work_path = xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
+	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(idx > 99999, err, IMS_ELIMIT,
+		  "cannot start shard %zu of '%s': at most 100000 shards (use a larger --shard-size)",
+		  idx, w->name);
+	FORWARD_IF_ERR(open_env(w, 1, err));
 	w->shard_first = w->count;
 	w->shard_records = 0;
 	w->shard_bytes = 0;
@@ -306,15 +317,17 @@ static int reserve_space(rio_writer *w, ims_error *err)
 	return 0;
 }
 
-/* Drops the written pages from our mapping (they stay in the page cache,
- * dirty until written back), so they stop counting as our memory. */
-static void drop_mapped(rio_writer *w)
+/* Written pages stay mapped, and so count as our memory, until the map
+ * goes: reopen the environment every REMAP_BYTES. */
+#define REMAP_BYTES (32u << 20)
+
+static int maybe_remap(rio_writer *w, ims_error *err)
 {
-	MDB_envinfo info;
-	if (mdb_env_info(w->env, &info) != 0 || !info.me_mapaddr)
-		return;
-	size_t len = (size_t)(info.me_last_pgno + 1) * PAGE_BYTES;
-	madvise(info.me_mapaddr, len, MADV_DONTNEED);
+	if (w->since_remap < REMAP_BYTES)
+		return 0;
+	mdb_env_close(w->env);
+	w->env = NULL;
+	return open_env(w, 0, err);
 }
 
 /* Writes the pending batch in one transaction, growing the map and
@@ -354,11 +367,11 @@ static int flush_batch(rio_writer *w, ims_error *err)
 			return lmdb_fail(err, rc, "write records to", w->work_path);
 		break;
 	}
-	drop_mapped(w);
+	w->since_remap += w->buf_len;
 	w->n_pending = 0;
 	w->pending_pages = 0;
 	w->buf_len = 0;
-	return 0;
+	return maybe_remap(w, err);
 }
 
 static int fsync_path(const char *path, ims_error *err)
@@ -426,7 +439,6 @@ static int close_shard(rio_writer *w, ims_error *err)
 	int rc = mdb_env_sync(w->env, 1);
 	if (!rc)
 		rc = free_pages(w, &nfree, &total);
-	drop_mapped(w);
 	int copy = !rc && nfree * 100 > total;
 	if (copy)
 		rc = mdb_env_copy2(w->env, compact, MDB_CP_COMPACT);
