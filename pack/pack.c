@@ -392,6 +392,9 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 			  o->max_size > AUG_MAX_SIDE,
 		  err, IMS_EINVAL, "sizes must be in 1..%d pixels", AUG_MAX_SIDE);
 	RETURN_IF(list->count == 0, err, IMS_EINVAL, "the list is empty");
+	RETURN_IF((uint64_t)o->shards > list->count, err, IMS_EINVAL,
+		  "cannot make %d shards from a list of %zu images", o->shards,
+		  list->count);
 	struct stat st;
 	RETURN_IF(stat(o->root, &st) != 0, err, IMS_ENOTFOUND,
 		  "cannot open image root '%s': %s", o->root, strerror(errno));

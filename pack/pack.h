@@ -46,7 +46,9 @@ typedef struct pack_opts {
 	const char *name;      /* split name (NAME.json, NAME-*.mdb) */
 	const char *source;    /* list file name, recorded in the manifest (may be NULL) */
 	pack_encoding encoding;
-	int shards;            /* exactly this many shards by list position (0 = by size) */
+	int shards;            /* this many shards by list position, at most the
+				  list's length (0 = by size); a shard whose
+				  whole range of rows was skipped is left out */
 	uint64_t shard_bytes;  /* roll shards at this size (0 = 1 GiB) when shards is 0 */
 	int resize;            /* shorter side in pixels (0 = keep) */
 	int max_size;          /* cap on the longer side (0 = none) */

@@ -81,7 +81,7 @@ int cmd_pack(int argc, char **argv)
 		{"output", 'o', CLI_STRING, &out, "OUTDIR/NAME",
 		 "where to write: OUTDIR/NAME.json and OUTDIR/NAME-*.mdb (required)", 0, 0},
 		{"shards", 0, CLI_INT, &shards, "N",
-		 "exactly N shards, splitting the list evenly by position", 1, 99999},
+		 "N shards, splitting the list evenly by position", 1, 99999},
 		{"shard-size", 0, CLI_SIZE, &shard_size, "BYTES",
 		 "start a new shard past this size, e.g. 512M (default 1G)", 4096, 1e15},
 		{"encoding", 0, CLI_STRING, &encoding, "ENC",

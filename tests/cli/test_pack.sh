@@ -155,6 +155,9 @@ one_line "$T/err"
 contains "$T/err" "-o OUTDIR/NAME is required"
 absent "$T/u/x.json"
 # Runtime failures: exit 1, one line.
+expect 1 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --shards 49
+one_line "$T/err"
+contains "$T/err" "cannot make 49 shards from a list of 48 images"
 expect 1 "$IMSHARD" pack "$T/none.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "none.lst"
