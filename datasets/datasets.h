@@ -367,6 +367,105 @@ typedef struct ds_sample_report {
 int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 		    ds_sample_report *report, ims_error *err);
 
+
+/* ------------------------------------------------------------------------
+ * Dataset adapters: one per on-disk layout (datasets/ds_<name>.c), behind
+ * this one interface. An adapter reads a downloaded dataset's layout and
+ * produces its splits as lists plus the class names; it never reads image
+ * pixels and knows nothing of LMDB. `imshard convert` subsets the lists
+ * and packs them through the one packing path (pack/pack.h).
+ *
+ * Caveats: adapters are reentrant; a ds_dataset is used by one thread.
+ * ------------------------------------------------------------------------ */
+
+/* Options every adapter receives; each uses the ones that apply to it and
+ * ignores the rest (the command rejects options a dataset does not take). */
+typedef struct ds_convert_opts {
+	double val_ratio;    /* folder, caltech256: stratified validation share
+				(< 0 = the adapter's default: 0.2 for caltech256,
+				0 for folder) */
+	double test_ratio;   /* folder: stratified test share (0 = none) */
+	int no_clutter;      /* caltech256: drop 257.clutter (256 classes) */
+	const char *label;   /* inat2017: "species" (default when NULL) or
+				"supercategory" */
+	const char *keep_classes; /* inat2017: comma-separated names of the
+				     classes to keep (NULL = all); labels are
+				     renumbered densely in sorted name order */
+	int recursive;       /* folder: im2rec's recursive rule */
+	const char *exts;    /* folder: extensions (NULL = .jpg,.jpeg,.png) */
+	uint64_t seed;       /* for splits the adapter makes */
+} ds_convert_opts;
+
+/* Fills o with the defaults (val_ratio -1, everything else 0/NULL). */
+void ds_convert_opts_init(ds_convert_opts *o);
+
+#define DS_MAX_SPLITS 4
+
+typedef struct ds_split_list {
+	char name[16];   /* "train", "val", "test" */
+	ds_list list;    /* rows (paths relative to the dataset root) and, in
+			    list.classes, the dataset's class names (the same
+			    in every split: label i = class i everywhere) */
+} ds_split_list;
+
+typedef struct ds_dataset {
+	ds_split_list splits[DS_MAX_SPLITS];
+	int n_splits;
+	/* Things the adapter ignored or worked around, one line each, for
+	 * the summary: "ignored non-image file '198.spider/RENAME2'". */
+	char **notes;
+	size_t n_notes;
+	/* Rows are not image files but records inside the dataset's own
+	 * files (CIFAR-10 batches): paths are "FILE#RECORD" and are read with
+	 * ds_dataset_read_row. 0 for ordinary one-file-per-image datasets. */
+	int rows_are_records;
+	const struct ds_adapter *adapter; /* set by ds_adapter_load */
+} ds_dataset;
+
+/* Frees everything d owns and zeroes it. NULL and zeroed are fine. */
+void ds_dataset_release(ds_dataset *d);
+
+/* Adds a split named name (empty list) and returns it, or NULL when out of
+ * memory or DS_MAX_SPLITS are taken. */
+ds_split_list *ds_dataset_add_split(ds_dataset *d, const char *name);
+
+/* Appends a note (printf-style). Returns 0 or IMS_ENOMEM. */
+int ds_dataset_note(ds_dataset *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Raw pixels of one record-row (rows_are_records datasets). */
+typedef struct ds_pixels {
+	int width, height, channels; /* interleaved, rows top-first */
+} ds_pixels;
+
+typedef struct ds_adapter {
+	const char *name;    /* "caltech256" */
+	const char *summary; /* one line for --help */
+	/* Reads the layout under root into *out (zeroed by the caller).
+	 * Errors name the file (and line/offset) at fault. */
+	int (*load)(const char *root, const ds_convert_opts *o, ds_dataset *out,
+		    ims_error *err);
+	/* rows_are_records datasets only: reads row e (path "FILE#RECORD",
+	 * FILE relative to root) as raw pixels into *data (malloc'd/grown:
+	 * *cap bytes at *data), filling *px. Thread-safe. */
+	int (*read_row)(const char *root, const ds_entry *e, uint8_t **data,
+			size_t *cap, ds_pixels *px, ims_error *err);
+} ds_adapter;
+
+/* The adapters, NULL-terminated, in the order --help lists them. */
+const ds_adapter *const *ds_adapters(void);
+
+/* The adapter called name, or NULL. */
+const ds_adapter *ds_adapter_find(const char *name);
+
+/* Built-in adapters (each in its own file). */
+extern const ds_adapter ds_adapter_folder;
+extern const ds_adapter ds_adapter_caltech256;
+extern const ds_adapter ds_adapter_fruits;
+extern const ds_adapter ds_adapter_inat2017;
+extern const ds_adapter ds_adapter_cifar10;
+extern const ds_adapter ds_adapter_imagenet;
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,29 +150,16 @@ static int pack_keep(const job *j, worker *w, slot *s, ims_error *err)
 	return 0;
 }
 
-static int pack_recode(const job *j, worker *w, slot *s, ims_error *err)
+/* Resizes, crops and encodes (or stores raw) an upright image into the
+ * slot; up_w x up_h is the source's upright size, kept in the record. */
+static int finish_image(const job *j, worker *w, slot *s, const aug_image *src,
+			int up_w, int up_h, ims_error *err)
 {
 	const pack_opts *o = j->o;
-	aug_image_info info;
-	FORWARD_IF_ERR(aug_probe(w->codec, w->file.data, w->file.len, &info, err));
-	int sw = info.upright_width, sh = info.upright_height;
-	int ow = sw, oh = sh;
+	const aug_image *img = src;
+	int sw = src->width, sh = src->height, ow = sw, oh = sh;
 	if (j->geometry)
-		aug_fit_size(&j->fit, info.upright_width, info.upright_height, &sw,
-			     &sh, &ow, &oh);
-	aug_decode_opts d;
-	memset(&d, 0, sizeof(d));
-	/* JPEG cannot hold alpha: flatten it on white; keep grey as grey. */
-	d.channels = (o->encoding == PACK_JPEG && info.channels == 4) ?
-			     AUG_CHANNELS_RGB : AUG_CHANNELS_NATIVE;
-	d.apply_orientation = 1;
-	if (j->geometry) {
-		d.min_width = sw;
-		d.min_height = sh;
-	}
-	FORWARD_IF_ERR(aug_decode(w->codec, w->file.data, w->file.len, &d,
-				  &w->decoded, NULL, err));
-	const aug_image *img = &w->decoded;
+		aug_fit_size(&j->fit, up_w, up_h, &sw, &sh, &ow, &oh);
 	if (img->width != sw || img->height != sh) {
 		FORWARD_IF_ERR(aug_resize(w->codec, img, sw, sh, &w->resized, err));
 		img = &w->resized;
@@ -211,14 +198,58 @@ static int pack_recode(const job *j, worker *w, slot *s, ims_error *err)
 	}
 	}
 	RETURN_IF(s->buf.len > UINT32_MAX, err, IMS_ELIMIT, "encoded image too large");
-	r->flags = 0;
+	/* Pixels stored exactly as the source held them are the original. */
+	r->flags = (o->encoding == PACK_KEEP && img == src) ? RIO_FLAG_ORIGINAL : 0;
 	r->channels = (uint8_t)img->channels;
 	r->orientation = 1;
 	r->width = (uint32_t)img->width;
 	r->height = (uint32_t)img->height;
-	r->orig_width = (uint32_t)info.upright_width;
-	r->orig_height = (uint32_t)info.upright_height;
+	r->orig_width = (uint32_t)up_w;
+	r->orig_height = (uint32_t)up_h;
 	return 0;
+}
+
+static int pack_recode(const job *j, worker *w, slot *s, ims_error *err)
+{
+	const pack_opts *o = j->o;
+	aug_image_info info;
+	FORWARD_IF_ERR(aug_probe(w->codec, w->file.data, w->file.len, &info, err));
+	aug_decode_opts d;
+	memset(&d, 0, sizeof(d));
+	/* JPEG cannot hold alpha: flatten it on white; keep grey as grey. */
+	d.channels = (o->encoding == PACK_JPEG && info.channels == 4) ?
+			     AUG_CHANNELS_RGB : AUG_CHANNELS_NATIVE;
+	d.apply_orientation = 1;
+	if (j->geometry) {
+		int sw, sh, ow, oh;
+		aug_fit_size(&j->fit, info.upright_width, info.upright_height, &sw,
+			     &sh, &ow, &oh);
+		d.min_width = sw;
+		d.min_height = sh;
+	}
+	FORWARD_IF_ERR(aug_decode(w->codec, w->file.data, w->file.len, &d,
+				  &w->decoded, NULL, err));
+	return finish_image(j, w, s, &w->decoded, info.upright_width,
+			    info.upright_height, err);
+}
+
+/* A record-row (read_row): raw pixels from the dataset's own files. */
+static int pack_row_pixels(const job *j, worker *w, slot *s, const ds_entry *e,
+			   ims_error *err)
+{
+	ds_pixels px;
+	memset(&px, 0, sizeof(px));
+	FORWARD_IF_ERR(j->o->read_row(j->o->root, e, &w->file.data, &w->file.cap,
+				      &px, err));
+	RETURN_IF(px.width <= 0 || px.height <= 0 ||
+			  (px.channels != 1 && px.channels != 3 && px.channels != 4),
+		  err, IMS_ECORRUPT, "row reader gave a %dx%dx%d image", px.width,
+		  px.height, px.channels);
+	w->file.len = (size_t)px.width * px.height * px.channels;
+	s->bytes_in = w->file.len;
+	aug_image view = {w->file.data, px.width, px.height, px.channels,
+			  (size_t)px.width * px.channels, w->file.cap};
+	return finish_image(j, w, s, &view, px.width, px.height, err);
 }
 
 static void trim(worker *w)
@@ -242,8 +273,12 @@ static void process(const job *j, worker *w, uint64_t row, slot *s)
 	s->bytes_in = 0;
 	s->why[0] = '\0';
 	char path[8192];
-	int rc = ims_path_join(path, sizeof(path), j->o->root, e->path, &err);
-	if (rc == 0) {
+	int rc = 0;
+	if (j->o->read_row)
+		rc = pack_row_pixels(j, w, s, e, &err);
+	else
+		rc = ims_path_join(path, sizeof(path), j->o->root, e->path, &err);
+	if (rc == 0 && !j->o->read_row) {
 		aug_buf *in = j->o->encoding == PACK_KEEP ? &s->buf : &w->file;
 		rc = read_into(path, in, &err);
 		if (rc == 0 && in->len == 0)

@@ -66,6 +66,13 @@ typedef struct pack_opts {
 	void (*skipped)(void *ctx, uint64_t row, const char *path, const char *why);
 	void *ctx;
 	uint64_t initial_map_size; /* tests only: forces map growth (0 = default) */
+	/* Rows that are records inside a dataset's own files (CIFAR-10
+	 * batches) are read with this instead of opening root/path: it gives
+	 * raw pixels (see ds_adapter.read_row). With it, keep and raw store
+	 * the pixels as they are (keep marks them original); jpeg and png
+	 * encode them, after any resize. NULL for ordinary image files. */
+	int (*read_row)(const char *root, const ds_entry *e, uint8_t **data,
+			size_t *cap, ds_pixels *px, ims_error *err);
 } pack_opts;
 
 /* Fills o with the defaults above (all zero except max_errors = -1). */
