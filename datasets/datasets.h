@@ -390,7 +390,9 @@ typedef struct ds_convert_opts {
 				"supercategory" */
 	const char *keep_classes; /* inat2017: comma-separated names of the
 				     classes to keep (NULL = all); labels are
-				     renumbered densely in sorted name order */
+				     renumbered densely, in sorted name order
+				     for supercategories and in category id
+				     order for species */
 	int recursive;       /* folder: im2rec's recursive rule */
 	const char *exts;    /* folder: extensions (NULL = .jpg,.jpeg,.png) */
 	uint64_t seed;       /* for splits the adapter makes */
@@ -417,7 +419,7 @@ typedef struct ds_dataset {
 	size_t n_notes;
 	/* Rows are not image files but records inside the dataset's own
 	 * files (CIFAR-10 batches): paths are "FILE#RECORD" and are read with
-	 * ds_dataset_read_row. 0 for ordinary one-file-per-image datasets. */
+	 * the adapter's read_row. 0 for ordinary one-file-per-image datasets. */
 	int rows_are_records;
 	const struct ds_adapter *adapter; /* set by ds_adapter_load */
 } ds_dataset;

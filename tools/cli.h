@@ -115,5 +115,6 @@ int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_extract(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static const struct subcommand commands[] = {
 	{"info", cmd_info, "describe a packed split (records, classes, shards)"},
 	{"verify", cmd_verify, "check every record's checksum (and decoding)"},
 	{"extract", cmd_extract, "write records back to image files"},
+	{"convert", cmd_convert, "convert a downloaded dataset (ImageNet, CIFAR-10, ...) into splits"},
 	{"sample", cmd_sample, "write the built-in sample image dataset"},
 	{NULL, NULL, NULL}};
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# imshard convert, dataset-independent: usage errors, option/dataset
+# mismatches, subsets, refusal to overwrite, one packing path (the same
+# records as list + pack).
+source "$IMS_TESTLIB"
+
+expect 0 "$IMSHARD" convert --help
+for o in --output --seed --val-ratio --test-ratio --no-clutter --label --classes --recursive \
+  --exts --per-class-train --per-class-val --per-class-test --train-total --val-total \
+  --allow-short --encoding --resize --max-size --center-crop --quality --shards --shard-size \
+  --threads --max-errors --check-decode --force --quiet; do
+  contains "$T/out" "$o"
+done
+for d in folder caltech256 fruits inat2017 cifar10 imagenet; do contains "$T/out" "$d"; done
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 20 --seed 2 --quiet
+
+# Usage errors: exit 2, one line, nothing written.
+expect 2 "$IMSHARD" convert mnist "$T/s" -o "$T/o"
+one_line "$T/err"
+contains "$T/err" "unknown dataset 'mnist'"
+expect 2 "$IMSHARD" convert folder "$T/s"
+one_line "$T/err"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --no-clutter
+one_line "$T/err"
+contains "$T/err" "--no-clutter applies to caltech256, not to folder"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --label species
+one_line "$T/err"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --per-class-train 2 --train-total 8
+one_line "$T/err"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --resize 32 --encoding keep
+one_line "$T/err"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 1.5
+one_line "$T/err"
+absent "$T/o"
+# A missing root: exit 1, one line.
+expect 1 "$IMSHARD" convert folder "$T/none" -o "$T/o"
+one_line "$T/err"
+contains "$T/err" "$T/none"
+
+# A stratified split with balanced subsets, published split by split.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25 --seed 5 \
+  --per-class-train 10 --per-class-val 4
+contains "$T/err" "convert: train: 40 records, 4 classes, 10 to 10 per class, 0 skipped"
+contains "$T/err" "convert: val: 16 records, 4 classes, 4 to 4 per class, 0 skipped"
+same "$(json "$T/o/train.json" 'j["class_counts"]')" "[10, 10, 10, 10]"
+same "$(json "$T/o/val.json" 'j["class_counts"]')" "[4, 4, 4, 4]"
+same "$(cat "$T/o/classes.txt" | paste -sd,)" "$(ls "$T/s" | paste -sd,)"
+checks=$((checks + 1))
+[ -z "$(comm -12 <(cut -f3 "$T/o/train.lst" | sort) <(cut -f3 "$T/o/val.lst" | sort))" ] ||
+  fail "train and val share images"
+expect 0 "$IMSHARD" verify "$T/o/train.json" --decode
+# Deterministic for a seed, different for another.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o2" --val-ratio 0.25 --seed 5 \
+  --per-class-train 10 --per-class-val 4 --quiet
+checks=$((checks + 1))
+cmp -s "$T/o/train.lst" "$T/o2/train.lst" || fail "same seed gave different lists"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o3" --val-ratio 0.25 --seed 6 \
+  --per-class-train 10 --per-class-val 4 --quiet
+checks=$((checks + 1))
+cmp -s "$T/o/train.lst" "$T/o3/train.lst" && fail "another seed gave the same list"
+
+# Too few images per class: an error naming the classes, unless --allow-short.
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/short" --val-ratio 0.25 --per-class-val 6
+contains "$T/err" "fewer"
+absent "$T/short/val.json"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/short" --val-ratio 0.25 --per-class-val 6 --allow-short
+same "$(json "$T/short/val.json" 'j["class_counts"]')" "[5, 5, 5, 5]"
+
+# Existing splits are refused before anything is written, unless --force.
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25
+one_line "$T/err"
+contains "$T/err" "--force"
+same "$(json "$T/o/train.json" 'j["records"]')" 40
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25 --force --quiet
+same "$(json "$T/o/train.json" 'j["records"]')" 60
+
+# One packing path: convert's records equal list + pack of its own list.
+expect 0 "$IMSHARD" pack "$T/o/train.lst" "$T/s" -o "$T/p/train" --classes "$T/o/classes.txt" --quiet
+for f in $(cd "$T/o" && ls train-*.mdb); do
+  checks=$((checks + 1))
+  cmp -s "$T/o/$f" "$T/p/$f" || fail "$f differs between convert and pack"
+done
+finish

@@ -1,0 +1,369 @@
+/*
+ * cmd_convert.c - `imshard convert`: a downloaded dataset, in its own
+ * layout, into packed splits in one command.
+ *
+ * The adapter (datasets/ds_<name>.c) reads the layout into lists; this
+ * command subsets them, writes the lists and class names, and packs each
+ * split through pack_run, the one packing path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "datasets/datasets.h"
+#include "pack/pack.h"
+#include "recordio/recordio.h"
+
+static const cli_command command = {
+	"convert",
+	"imshard convert DATASET ROOT -o OUTDIR [options]",
+	"Converts a dataset as downloaded into packed splits: OUTDIR/<split>.json\n"
+	"with its shards, OUTDIR/<split>.lst and OUTDIR/classes.txt (line i =\n"
+	"label i). DATASET is one of: folder, caltech256, fruits, inat2017,\n"
+	"cifar10, imagenet.",
+	"Datasets (docs/datasets.md has the layouts and label conventions):\n"
+	"  folder      one class per subfolder; --val-ratio/--test-ratio split\n"
+	"  caltech256  256_ObjectCategories; 257 classes (--no-clutter: 256);\n"
+	"              stratified --val-ratio (default 0.2)\n"
+	"  fruits      fresh/rotten fruits: dataset/train and dataset/test, found\n"
+	"              however deeply nested, any capitalisation\n"
+	"  inat2017    train2017.json/val2017.json; --label species|supercategory,\n"
+	"              --classes A,B,... keeps some classes\n"
+	"  cifar10     binary batches, stored as raw 32x32x3 pixels\n"
+	"  imagenet    ILSVRC2012, Kaggle or devkit layout; labels are the\n"
+	"              sorted-wnid index\n\n"
+	"Class-balanced subsets: --per-class-train N, --per-class-val M,\n"
+	"--per-class-test K take that many images of every class from that split\n"
+	"(--train-total/--val-total divide a total evenly across the classes);\n"
+	"chosen with --seed, so the same seed gives the same subset. A class with\n"
+	"fewer images is an error unless --allow-short. Splits never share an\n"
+	"image.\n\n"
+	"Pack options apply to every split (see 'imshard pack --help'). Each split\n"
+	"is published atomically by its own manifest; existing splits are not\n"
+	"replaced without --force.\n\n"
+	"Exit status: 0 converted, 1 failed (the message names the file at fault),\n"
+	"2 bad usage."};
+
+/* Options only some datasets take. */
+typedef struct only_for {
+	const char *option;
+	const char *datasets; /* comma-separated */
+	int given;
+} only_for;
+
+static int dataset_in(const char *name, const char *list)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+		if (len == n && strncmp(p, name, n) == 0)
+			return 1;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return 0;
+}
+
+typedef struct ui {
+	cli_progress progress;
+	int quiet;
+	uint64_t shown;
+} ui;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)total;
+	cli_progress_update(&((ui *)ctx)->progress, done);
+}
+
+static void on_skip(void *ctx, uint64_t row, const char *path, const char *why)
+{
+	ui *u = ctx;
+	if (!u->quiet && u->shown < 50) {
+		if (u->progress.tty && u->progress.drawn)
+			fputs("\r\033[K", stderr);
+		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
+			(unsigned long long)row, why);
+	}
+	u->shown++;
+}
+
+/* Subset sizes for a split, from --per-class-<split> / --<split>-total. */
+typedef struct split_size {
+	const char *split;
+	int per_class;
+	int total;
+} split_size;
+
+int cmd_convert(int argc, char **argv)
+{
+	const char *out = NULL, *label = NULL, *keep = NULL, *exts = NULL;
+	const char *encoding = NULL;
+	double val_ratio = -1, test_ratio = 0;
+	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0, force = 0;
+	uint64_t seed = 0, shard_size = 0;
+	split_size sizes[3] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
+	int shards = 0, resize = 0, max_size = 0, center_crop = 0, quality = 95;
+	int threads = 0, max_errors = -1, check_decode = 0;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required)", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits and subsets (default 0)", 0, 0},
+		{"val-ratio", 0, CLI_DOUBLE, &val_ratio, "R",
+		 "folder, caltech256, fruits: stratified validation share\n(caltech256 default 0.2; fruits takes it from train)", 0, 0.99},
+		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R", "folder: stratified test share", 0, 0.99},
+		{"no-clutter", 0, CLI_FLAG, &no_clutter, NULL, "caltech256: drop 257.clutter (256 classes)", 0, 0},
+		{"label", 0, CLI_STRING, &label, "KIND", "inat2017: species (default) or supercategory", 0, 0},
+		{"classes", 0, CLI_STRING, &keep, "A,B,...", "inat2017: keep only these classes", 0, 0},
+		{"recursive", 0, CLI_FLAG, &recursive, NULL, "folder: every folder holding images is a class", 0, 0},
+		{"exts", 0, CLI_STRING, &exts, "LIST", "folder: extensions to list (default .jpg,.jpeg,.png)", 0, 0},
+		{"per-class-train", 0, CLI_INT, &sizes[0].per_class, "N", "take N images of every class from train", 1, 2147483647},
+		{"per-class-val", 0, CLI_INT, &sizes[1].per_class, "N", "take N images of every class from val", 1, 2147483647},
+		{"per-class-test", 0, CLI_INT, &sizes[2].per_class, "N", "take N images of every class from test", 1, 2147483647},
+		{"train-total", 0, CLI_INT, &sizes[0].total, "N", "take N train images, divided evenly across classes", 1, 2147483647},
+		{"val-total", 0, CLI_INT, &sizes[1].total, "N", "take N val images, divided evenly across classes", 1, 2147483647},
+		{"allow-short", 0, CLI_FLAG, &allow_short, NULL, "a class with too few images gives all it has (reported)", 0, 0},
+		{"encoding", 0, CLI_STRING, &encoding, "ENC", "keep, jpeg, png or raw (as for pack)", 0, 0},
+		{"resize", 0, CLI_INT, &resize, "SHORTER", "scale so the shorter side is SHORTER pixels", 1, 32768},
+		{"max-size", 0, CLI_INT, &max_size, "LONGER", "cap the longer side at LONGER pixels", 1, 32768},
+		{"center-crop", 0, CLI_FLAG, &center_crop, NULL, "keep the centred square", 0, 0},
+		{"quality", 0, CLI_INT, &quality, "Q", "JPEG quality (default 95)", 1, 100},
+		{"shards", 0, CLI_INT, &shards, "N", "N shards per split", 1, 99999},
+		{"shard-size", 0, CLI_SIZE, &shard_size, "BYTES", "new shard past this size (default 1G)", 4096, 1e15},
+		{"threads", 'j', CLI_INT, &threads, "T", "worker threads (default: all cores)", 1, 1024},
+		{"max-errors", 0, CLI_INT, &max_errors, "N", "fail a split past N skipped files", 0, 2147483647},
+		{"check-decode", 0, CLI_FLAG, &check_decode, NULL, "keep mode: decode every image fully as the check", 0, 0},
+		{"force", 'f', CLI_FLAG, &force, NULL, "replace existing splits", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "only errors", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[2];
+	int np;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 2, 2, &np);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	if (!out)
+		return cli_usage_error(&command, "-o OUTDIR is required");
+	const ds_adapter *ad = ds_adapter_find(pos[0]);
+	if (!ad)
+		return cli_usage_error(&command,
+				       "unknown dataset '%s' (folder, caltech256, fruits, inat2017, cifar10, imagenet)",
+				       pos[0]);
+	only_for limits[] = {
+		{"--val-ratio", "folder,caltech256,fruits", val_ratio >= 0},
+		{"--test-ratio", "folder", test_ratio > 0},
+		{"--no-clutter", "caltech256", no_clutter},
+		{"--label", "inat2017", label != NULL},
+		{"--classes", "inat2017", keep != NULL},
+		{"--recursive", "folder", recursive},
+		{"--exts", "folder", exts != NULL}};
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (limits[i].given && !dataset_in(ad->name, limits[i].datasets))
+			return cli_usage_error(&command, "%s applies to %s, not to %s",
+					       limits[i].option, limits[i].datasets, ad->name);
+	if (label && strcmp(label, "species") && strcmp(label, "supercategory"))
+		return cli_usage_error(&command, "--label must be species or supercategory, got '%s'", label);
+	if (val_ratio >= 0 && test_ratio > 0 && val_ratio + test_ratio >= 1)
+		return cli_usage_error(&command, "--val-ratio plus --test-ratio must be below 1");
+	for (int i = 0; i < 3; i++)
+		if (sizes[i].per_class && sizes[i].total)
+			return cli_usage_error(&command, "give --per-class-%s or --%s-total, not both",
+					       sizes[i].split, sizes[i].split);
+	if (shards && shard_size)
+		return cli_usage_error(&command, "give --shards or --shard-size, not both");
+	int geometry = resize || max_size || center_crop;
+	int enc = encoding ? pack_encoding_parse(encoding) : (geometry ? PACK_JPEG : PACK_KEEP);
+	if (enc < 0)
+		return cli_usage_error(&command, "--encoding must be keep, jpeg, png or raw, got '%s'", encoding);
+	if (enc == PACK_KEEP && geometry)
+		return cli_usage_error(&command,
+				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
+	if (check_decode && enc != PACK_KEEP)
+		return cli_usage_error(&command, "--check-decode applies to --encoding keep only");
+
+	struct stat st;
+	if (stat(pos[1], &st) != 0 || !S_ISDIR(st.st_mode)) {
+		cli_error("convert: cannot open dataset root '%s': %s", pos[1],
+			  stat(pos[1], &st) != 0 ? "no such folder" : "not a folder");
+		return CLI_EXIT_FAIL;
+	}
+
+	ds_convert_opts co;
+	ds_convert_opts_init(&co);
+	co.val_ratio = val_ratio;
+	co.test_ratio = test_ratio;
+	co.no_clutter = no_clutter;
+	co.label = label;
+	co.keep_classes = keep;
+	co.recursive = recursive;
+	co.exts = exts;
+	co.seed = seed;
+	ds_dataset d;
+	memset(&d, 0, sizeof(d));
+	ims_error err;
+	int status = CLI_EXIT_FAIL;
+	ds_list sub;
+	ds_list_init(&sub);
+	if (ad->load(pos[1], &co, &d, &err) < 0) {
+		cli_error("convert: %s", err.msg);
+		goto done;
+	}
+	d.adapter = ad;
+	for (size_t i = 0; i < d.n_notes; i++)
+		cli_info(quiet, "note: %s", d.notes[i]);
+	if (d.n_splits == 0) {
+		cli_error("convert: the %s adapter found no split under '%s'", ad->name, pos[1]);
+		goto done;
+	}
+	for (int i = 0; i < 3; i++) {
+		int found = 0;
+		for (int s = 0; s < d.n_splits; s++)
+			found |= strcmp(d.splits[s].name, sizes[i].split) == 0;
+		if ((sizes[i].per_class || sizes[i].total) && !found) {
+			cli_error("convert: --per-class-%s/--%s-total: %s has no %s split", sizes[i].split,
+				  sizes[i].split, ad->name, sizes[i].split);
+			status = CLI_EXIT_USAGE;
+			goto done;
+		}
+	}
+	/* Refuse before writing anything, rather than after the first split. */
+	if (ims_mkdir_p(out, &err) < 0) {
+		cli_error("convert: %s", err.msg);
+		goto done;
+	}
+	for (int s = 0; s < d.n_splits && !force; s++) {
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s.json", out, d.splits[s].name);
+		if (access(p, F_OK) == 0) {
+			cli_error("convert: split '%s' already exists; use --force to replace it", p);
+			goto done;
+		}
+	}
+
+	/* Subsets, then lists and class names on disk. */
+	for (int s = 0; s < d.n_splits; s++) {
+		ds_split_list *sp = &d.splits[s];
+		for (int i = 0; i < 3; i++) {
+			if (strcmp(sp->name, sizes[i].split) || (!sizes[i].per_class && !sizes[i].total))
+				continue;
+			ds_subset_report r;
+			memset(&r, 0, sizeof(r));
+			ds_list_release(&sub);
+			ds_list_init(&sub);
+			int src = ds_subset(&sp->list, (size_t)sizes[i].per_class,
+					    (size_t)sizes[i].total, seed, allow_short, &sub, &r, &err);
+			if (src < 0) {
+				cli_error("convert: %s: %s", sp->name, err.msg);
+				for (size_t c = 0; c < r.n_classes; c++)
+					if (r.available && r.available[c] < r.wanted[c])
+						fprintf(stderr, "imshard:   '%s' (label %zu): %zu images, %zu wanted\n",
+							c < sp->list.n_classes ? sp->list.classes[c] : "?", c,
+							r.available[c], r.wanted[c]);
+				ds_subset_report_release(&r);
+				goto done;
+			}
+			if (r.short_classes)
+				cli_warn(quiet, "convert: %s: %zu classes had fewer images than wanted and gave all they had",
+					 sp->name, r.short_classes);
+			ds_subset_report_release(&r);
+			ds_list_release(&sp->list);
+			sp->list = sub;
+			ds_list_init(&sub);
+		}
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s.lst", out, sp->name);
+		if (ds_list_write(p, &sp->list, &err) < 0) {
+			cli_error("convert: %s", err.msg);
+			goto done;
+		}
+	}
+	{
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/classes.txt", out);
+		if (ds_classes_write(p, &d.splits[0].list, &err) < 0) {
+			cli_error("convert: %s", err.msg);
+			goto done;
+		}
+	}
+
+	cli_catch_signals();
+	for (int s = 0; s < d.n_splits; s++) {
+		ds_split_list *sp = &d.splits[s];
+		if (sp->list.count == 0) {
+			cli_error("convert: split '%s' is empty", sp->name);
+			goto done;
+		}
+		ui u;
+		memset(&u, 0, sizeof(u));
+		u.quiet = quiet;
+		pack_opts o;
+		pack_opts_init(&o);
+		o.root = pos[1];
+		o.out_dir = out;
+		o.name = sp->name;
+		char lst[4200];
+		snprintf(lst, sizeof(lst), "%s/%s.lst", out, sp->name);
+		o.source = lst;
+		o.encoding = (pack_encoding)enc;
+		o.shards = shards;
+		o.shard_bytes = shard_size;
+		o.resize = resize;
+		o.max_size = max_size;
+		o.center_crop = center_crop;
+		o.quality = quality;
+		o.threads = threads;
+		o.max_errors = max_errors;
+		o.force = force;
+		o.check_decode = check_decode;
+		o.cancel = cli_interrupt_flag();
+		o.progress = on_progress;
+		o.skipped = on_skip;
+		o.ctx = &u;
+		if (d.rows_are_records)
+			o.read_row = ad->read_row;
+		char label_buf[64];
+		snprintf(label_buf, sizeof(label_buf), "convert %s", sp->name);
+		cli_progress_start(&u.progress, label_buf, sp->list.count, quiet);
+		pack_report rep;
+		rc = pack_run(&sp->list, &o, &rep, &err);
+		cli_progress_finish(&u.progress);
+		if (rc < 0) {
+			if (rc == IMS_EINTR)
+				cli_error("convert: interrupted while packing '%s'; no manifest was written for it (rerun with --force)",
+					  sp->name);
+			else
+				cli_error("convert: %s: %s", sp->name, err.msg);
+			goto done;
+		}
+		rio_manifest m;
+		if (rio_manifest_load(rep.manifest, &m, &err) < 0) {
+			cli_error("convert: %s", err.msg);
+			goto done;
+		}
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (size_t c = 0; c < m.n_classes; c++) {
+			lo = m.class_counts[c] < lo ? m.class_counts[c] : lo;
+			hi = m.class_counts[c] > hi ? m.class_counts[c] : hi;
+		}
+		if (!quiet) {
+			fprintf(stderr,
+				"imshard: convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s\n",
+				sp->name, (unsigned long long)m.records, m.n_classes,
+				(unsigned long long)(m.n_classes ? lo : 0), (unsigned long long)hi,
+				(unsigned long long)rep.skipped, rep.skipped ? " (see '" : "",
+				rep.skipped ? rep.errors : "", rep.skipped ? "')" : "", rep.seconds);
+		}
+		rio_manifest_release(&m);
+	}
+	if (!quiet)
+		fprintf(stderr, "imshard: convert: wrote %d split%s, classes.txt and lists to '%s'\n",
+			d.n_splits, d.n_splits == 1 ? "" : "s", out);
+	status = CLI_EXIT_OK;
+done:
+	ds_list_release(&sub);
+	ds_dataset_release(&d);
+	return status;
+}
