@@ -265,9 +265,15 @@ int cmd_convert(int argc, char **argv)
 				ds_subset_report_release(&r);
 				goto done;
 			}
-			if (r.short_classes)
-				cli_warn(quiet, "convert: %s: %zu classes had fewer images than wanted and gave all they had",
+			if (r.short_classes && !quiet) {
+				cli_warn(quiet, "convert: %s: %zu classes had fewer images than wanted and gave all they had:",
 					 sp->name, r.short_classes);
+				for (size_t c = 0; c < r.n_classes; c++)
+					if (r.taken[c] < r.wanted[c])
+						fprintf(stderr, "imshard:   '%s' (label %zu): %zu of %zu wanted\n",
+							c < sp->list.n_classes ? sp->list.classes[c] : "?", c,
+							r.taken[c], r.wanted[c]);
+			}
 			ds_subset_report_release(&r);
 			ds_list_release(&sp->list);
 			sp->list = sub;
