@@ -387,3 +387,36 @@ volatile int *cli_interrupt_flag(void)
 {
 	return &interrupted_flag;
 }
+
+void cli_pack_ui_start(cli_pack_ui *u, const char *label, uint64_t total, int quiet)
+{
+	memset(u, 0, sizeof(*u));
+	u->quiet = quiet;
+	cli_progress_start(&u->progress, label, total, quiet);
+}
+
+void cli_pack_ui_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)total;
+	cli_progress_update(&((cli_pack_ui *)ctx)->progress, done);
+}
+
+void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *why)
+{
+	cli_pack_ui *u = ctx;
+	if (!u->quiet && u->skipped < CLI_NAMED_SKIPS) {
+		if (u->progress.tty && u->progress.drawn)
+			fputs("\r\033[K", stderr);
+		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
+			(unsigned long long)row, why);
+	}
+	u->skipped++;
+}
+
+void cli_pack_ui_finish(cli_pack_ui *u)
+{
+	cli_progress_finish(&u->progress);
+	if (!u->quiet && u->skipped > CLI_NAMED_SKIPS)
+		fprintf(stderr, "imshard: ... and %llu more skipped files\n",
+			(unsigned long long)(u->skipped - CLI_NAMED_SKIPS));
+}

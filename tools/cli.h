@@ -99,6 +99,26 @@ void cli_progress_update(cli_progress *p, uint64_t done);
 /* Clears the TTY line (the caller prints its own summary). */
 void cli_progress_finish(cli_progress *p);
 
+/*
+ * What pack and convert show while packing: the progress line, and each
+ * skipped file named (the first CLI_NAMED_SKIPS; the rest are counted and
+ * listed in the errors file). Use cli_pack_ui_start, pass
+ * cli_pack_ui_progress / cli_pack_ui_skipped with the cli_pack_ui as the
+ * callbacks' context, and end with cli_pack_ui_finish.
+ */
+#define CLI_NAMED_SKIPS 50
+
+typedef struct cli_pack_ui {
+	cli_progress progress;
+	int quiet;
+	uint64_t skipped;
+} cli_pack_ui;
+
+void cli_pack_ui_start(cli_pack_ui *u, const char *label, uint64_t total, int quiet);
+void cli_pack_ui_progress(void *ctx, uint64_t done, uint64_t total);
+void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *why);
+void cli_pack_ui_finish(cli_pack_ui *u);
+
 /* Installs SIGINT/SIGTERM handlers that set a flag read by
  * cli_interrupted(); long loops check it and stop cleanly. Also ignores
  * SIGXFSZ, so exceeding a file-size limit is an error, not a kill. */

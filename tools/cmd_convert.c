@@ -69,30 +69,6 @@ static int dataset_in(const char *name, const char *list)
 	return 0;
 }
 
-typedef struct ui {
-	cli_progress progress;
-	int quiet;
-	uint64_t shown;
-} ui;
-
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-	(void)total;
-	cli_progress_update(&((ui *)ctx)->progress, done);
-}
-
-static void on_skip(void *ctx, uint64_t row, const char *path, const char *why)
-{
-	ui *u = ctx;
-	if (!u->quiet && u->shown < 50) {
-		if (u->progress.tty && u->progress.drawn)
-			fputs("\r\033[K", stderr);
-		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
-			(unsigned long long)row, why);
-	}
-	u->shown++;
-}
-
 /* Subset sizes for a split, from --per-class-<split> / --<split>-total. */
 typedef struct split_size {
 	const char *split;
@@ -302,9 +278,7 @@ int cmd_convert(int argc, char **argv)
 			cli_error("convert: split '%s' is empty", sp->name);
 			goto done;
 		}
-		ui u;
-		memset(&u, 0, sizeof(u));
-		u.quiet = quiet;
+		cli_pack_ui u;
 		pack_opts o;
 		pack_opts_init(&o);
 		o.root = pos[1];
@@ -325,17 +299,17 @@ int cmd_convert(int argc, char **argv)
 		o.force = force;
 		o.check_decode = check_decode;
 		o.cancel = cli_interrupt_flag();
-		o.progress = on_progress;
-		o.skipped = on_skip;
+		o.progress = cli_pack_ui_progress;
+		o.skipped = cli_pack_ui_skipped;
 		o.ctx = &u;
 		if (d.rows_are_records)
 			o.read_row = ad->read_row;
 		char label_buf[64];
 		snprintf(label_buf, sizeof(label_buf), "convert %s", sp->name);
-		cli_progress_start(&u.progress, label_buf, sp->list.count, quiet);
+		cli_pack_ui_start(&u, label_buf, sp->list.count, quiet);
 		pack_report rep;
 		rc = pack_run(&sp->list, &o, &rep, &err);
-		cli_progress_finish(&u.progress);
+		cli_pack_ui_finish(&u);
 		if (rc < 0) {
 			if (rc == IMS_EINTR)
 				cli_error("convert: interrupted while packing '%s'; no manifest was written for it (rerun with --force)",

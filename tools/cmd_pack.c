@@ -41,35 +41,6 @@ static const cli_command command = {
 	"replaced without --force.\n\n"
 	"Exit status: 0 packed, 1 failed (nothing published), 2 bad usage."};
 
-typedef struct ui {
-	cli_progress progress;
-	int quiet;
-	uint64_t shown;
-} ui;
-
-#define MAX_NAMED_SKIPS 50
-
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-	ui *u = ctx;
-	(void)total;
-	cli_progress_update(&u->progress, done);
-}
-
-static void on_skip(void *ctx, uint64_t row, const char *path, const char *why)
-{
-	ui *u = ctx;
-	if (u->quiet)
-		return;
-	if (u->shown < MAX_NAMED_SKIPS) {
-		if (u->progress.tty && u->progress.drawn)
-			fputs("\r\033[K", stderr);
-		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
-			(unsigned long long)row, why);
-	}
-	u->shown++;
-}
-
 int cmd_pack(int argc, char **argv)
 {
 	const char *out = NULL, *encoding = NULL, *classes = NULL;
@@ -155,9 +126,7 @@ int cmd_pack(int argc, char **argv)
 		}
 	}
 
-	ui u;
-	memset(&u, 0, sizeof(u));
-	u.quiet = quiet;
+	cli_pack_ui u;
 	pack_opts o;
 	pack_opts_init(&o);
 	o.root = pos[1];
@@ -177,16 +146,13 @@ int cmd_pack(int argc, char **argv)
 	o.check_decode = check_decode;
 	cli_catch_signals();
 	o.cancel = cli_interrupt_flag();
-	o.progress = on_progress;
-	o.skipped = on_skip;
+	o.progress = cli_pack_ui_progress;
+	o.skipped = cli_pack_ui_skipped;
 	o.ctx = &u;
-	cli_progress_start(&u.progress, "pack", list.count, quiet);
+	cli_pack_ui_start(&u, "pack", list.count, quiet);
 	pack_report rep;
 	rc = pack_run(&list, &o, &rep, &err);
-	cli_progress_finish(&u.progress);
-	if (u.shown > MAX_NAMED_SKIPS && !quiet)
-		fprintf(stderr, "imshard: ... and %llu more skipped files\n",
-			(unsigned long long)(u.shown - MAX_NAMED_SKIPS));
+	cli_pack_ui_finish(&u);
 	ds_list_release(&list);
 	if (rc < 0) {
 		if (rc == IMS_EINTR)
