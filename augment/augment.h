@@ -196,6 +196,285 @@ void aug_fit_size(const aug_fit *fit, int w, int h, int *sw, int *sh, int *ow,
 int aug_crop_center(const aug_image *src, int ow, int oh, aug_image *dst,
 		    ims_error *err);
 
+/* ---- region decoding (for the loader) --------------------------------
+ * (section owned by augment/region.c; declarations go here) */
+
+/* A rectangle of whole pixels, half-open: columns [x0, x1), rows [y0, y1),
+ * in upright (EXIF orientation applied) full-size image coordinates. */
+typedef struct aug_rect {
+	int x0, y0, x1, y1;
+} aug_rect;
+
+/* Where a region decode's pixels lie in the upright full-size image:
+ * decoded pixel (u, v) covers the square [x0 + scale*u, x0 + scale*(u+1))
+ * x [y0 + scale*v, y0 + scale*(v+1)), so a loader that sampled the full
+ * image at point (x, y) samples the decoded image at
+ * ((x - x0) / scale, (y - y0) / scale) in pixel-corner coordinates. x0 and
+ * y0 are whole numbers; they can be negative when a mirrored EXIF
+ * orientation meets a DCT-scaled size that overhangs the image (see
+ * aug_decode_region). The last decoded column/row may likewise reach past
+ * the image's right/bottom edge by less than one decoded pixel. */
+typedef struct aug_region {
+	double x0, y0; /* upright full-size coordinates of the top-left corner */
+	double scale;  /* full-size pixels per decoded pixel: 1, 2, 4 or 8 */
+} aug_region;
+
+/*
+ * Decodes the part of buf that covers `need`, at the coarsest fast JPEG
+ * DCT scale allowed, into out; for the loader, which picks its crop before
+ * decoding.
+ *
+ *  c          codec, used by one thread at a time (as for aug_decode).
+ *  buf, len   the encoded image (JPEG or PNG), borrowed for the call.
+ *  ch         channel layout, as aug_decode_opts.channels.
+ *  need       the rectangle the crop reads, upright full-size coordinates;
+ *             clipped to the image (what remains must be non-empty, else
+ *             IMS_EINVAL). NULL = the whole image.
+ *  max_scale  the largest full-size-pixels-per-decoded-pixel factor the
+ *             caller accepts, typically crop side in the source / output
+ *             side. The scale used is the largest of 8, 4, 2, 1 that is
+ *             <= max_scale (1 below 2, and for NaN); PNG is always 1. For
+ *             a JPEG smaller than the scale on both sides a finer factor
+ *             that gives the same size may be used; *got says which.
+ *  out        receives the decoded pixels (8-bit HWC, channels as
+ *             aug_decode gives them for ch), reusing its buffer when large
+ *             enough; owned by the caller (aug_image_release). It covers
+ *             `need` (after clipping) and little more: for a scale s the
+ *             need is widened to whole decoded pixels.
+ *  got        receives out's position and scale (see aug_region). Required.
+ *  info       may be NULL; receives the header information as aug_probe
+ *             reports it.
+ *
+ * Pixels equal, byte for byte, the corresponding pixels of aug_decode
+ * (upright) with min_width/min_height that make it pick the same DCT
+ * factor: the loader sees what the packer checked.
+ *
+ * How: an upright JPEG (orientation 1) is decoded with libjpeg at 1/scale,
+ * only the iMCU columns around need (jpeg_crop_scanline), skipping the rows
+ * above it (jpeg_skip_scanlines; rows above are still entropy-decoded,
+ * progressive files are read whole as libjpeg must) and stopping after its
+ * last row. EXIF-rotated JPEGs and PNGs are decoded whole (JPEG at
+ * 1/scale) with aug_decode and then cropped in place: correct, not faster.
+ *
+ * Damage: the JPEG marker structure is walked to EOI first, so a file cut
+ * short fails (IMS_ECORRUPT) wherever need lies. Corrupt or missing
+ * entropy-coded data is an error (IMS_ECORRUPT, as aug_decode's warnings)
+ * when it lies in the rows decoded or skipped, or anywhere when need
+ * reaches the last row; in rows below the region it goes unnoticed. The
+ * packer already refused damaged images.
+ *
+ * Returns 0, or those of aug_decode, plus IMS_EINVAL (no codec, out or
+ * got; bad ch; empty need or one outside the image). On error out's
+ * contents and *got are unspecified (out stays releasable).
+ *
+ * Threads: like aug_decode, any thread with its own codec; nothing global.
+ */
+int aug_decode_region(aug_codec *c, const uint8_t *buf, size_t len,
+		      aug_channels ch, const aug_rect *need, double max_scale,
+		      aug_image *out, aug_region *got, aug_image_info *info,
+		      ims_error *err);
+
+/* ---- end of region decoding ---- */
+
+/* ---- transforms (for the loader) --------------------------------------
+ * (section owned by augment/transform.c; declarations go here)
+ *
+ * Geometry of one training or validation sample, in three steps:
+ *  1. aug_sample_plan chooses it from (seed, epoch, index) alone, before
+ *     any pixel is decoded: an aug_plan holds one 2x3 affine matrix from
+ *     output to source coordinates, the source box the warp will read
+ *     (decode only that) and the source-per-output scale (pick the JPEG
+ *     DCT scale from it).
+ *  2. aug_plan_rebase re-expresses the matrix for a source decoded as a
+ *     region of the full image and/or at a reduced scale.
+ *  3. aug_warp applies it in one bilinear pass, with mean/std normalisation
+ *     fused, straight into the sample's slot of a batch.
+ *
+ * Coordinates are continuous with pixel i covering [i, i+1): its centre is
+ * at i + 0.5, on both the source and the output side. The source is the
+ * full upright image (EXIF orientation applied), src_w x src_h.
+ *
+ * Threads: every function here is pure (no globals, no hidden state): any
+ * thread may call them concurrently on different outputs. Results depend
+ * only on the arguments, so a batch is bit-identical whatever the thread
+ * count; the per-pixel arithmetic of aug_warp is integer fixed point, plus
+ * one float subtract and one multiply, so it does not depend on the
+ * compiler's FMA contraction either.
+ */
+
+/* Output memory layout of one sample: NCHW writes 3 planes of out_h*out_w
+ * values (R, G, B); NHWC writes out_h*out_w pixels of 3 values. */
+typedef enum aug_layout {
+	AUG_LAYOUT_NCHW = 0,
+	AUG_LAYOUT_NHWC = 1
+} aug_layout;
+
+/* Output element type. U8: the interpolated pixel rounded to nearest
+ * (mean/std are ignored). F32: (pixel - mean[c]) * (1 / std[c]) in float,
+ * pixel in 0..255. F16 (IEEE binary16) and BF16: that float rounded to
+ * nearest-even (values beyond the F16 range become infinity). Host byte
+ * order. */
+typedef enum aug_dtype {
+	AUG_DTYPE_U8 = 0,
+	AUG_DTYPE_F32 = 1,
+	AUG_DTYPE_F16 = 2,
+	AUG_DTYPE_BF16 = 3
+} aug_dtype;
+
+/* Largest out_w / out_h accepted. */
+#define AUG_MAX_OUT_SIDE 4096
+
+/*
+ * What to produce and how to augment it. Caller-owned plain data; fill it
+ * with aug_transform_opts_init, then change fields or apply an option
+ * string with aug_transform_parse.
+ *
+ * Base geometry (before zoom/shift/rotate/flip):
+ *  - train with rrc: random-resized-crop: a box of area fraction uniform
+ *    in [scale_min, scale_max] of the source and aspect ratio (w/h)
+ *    log-uniform in [ratio_min, ratio_max], at a uniform position; after 10
+ *    failed tries (box not inside the image) the centre crop of the whole
+ *    image clamped to the ratio range. The box is stretched to out_w x
+ *    out_h.
+ *  - validation (train == 0), or train without rrc: resize so the shorter
+ *    side is round(max(out_w, out_h) / crop_frac) (256 for 224 at 0.875),
+ *    the longer side in proportion, rounded to nearest; then the centre
+ *    out_w x out_h crop (an odd margin leaves the extra pixel right/bottom,
+ *    as aug_crop_center).
+ * Then, for train only, about the output centre and in this order: zoom
+ * (factor uniform in [1-zoom, 1+zoom], > 1 magnifies), shift (uniform in
+ * [-shift, shift] times out_w and out_h, independently per axis), rotate
+ * (uniform in [-rotate, rotate] degrees, positive = counter-clockwise as
+ * displayed), then a horizontal flip with probability 1/2 when flip is set.
+ * Validation is deterministic: seed, epoch and index are ignored.
+ *
+ * Sources with 1 channel are replicated to R, G, B; 4-channel sources have
+ * their 4th channel (alpha) ignored: composite alpha when decoding
+ * (AUG_CHANNELS_RGB does). Output is always 3 channels.
+ */
+typedef struct aug_transform_opts {
+	int train;             /* 1: random augmentation; 0: validation */
+	int out_w, out_h;      /* output size, 1..AUG_MAX_OUT_SIDE (224 x 224) */
+	double crop_frac;      /* validation/no-rrc crop fraction, (0, 1] (0.875) */
+	int rrc;               /* random-resized-crop (train: 1) */
+	double scale_min, scale_max; /* rrc area fraction, 0 < min <= max <= 1
+					(0.08, 1) */
+	double ratio_min, ratio_max; /* rrc aspect w/h, 0 < min <= max
+					(3/4, 4/3) */
+	int flip;              /* horizontal flip with p = 0.5 (0) */
+	double zoom;           /* 0 <= zoom < 1 (0 = off) */
+	double shift;          /* 0 <= shift <= 1, fraction of the output (0) */
+	double rotate;         /* 0 <= rotate <= 180 degrees (0) */
+	float mean[3], std[3]; /* per channel, in pixel units 0..255 (0 and 1:
+				  raw 0..255 floats); std > 0. ImageNet's are
+				  mean {123.675, 116.28, 103.53},
+				  std {58.395, 57.12, 57.375}. */
+	aug_layout layout;     /* AUG_LAYOUT_NCHW */
+	aug_dtype dtype;       /* AUG_DTYPE_F32 */
+} aug_transform_opts;
+
+/* Defaults as documented above for training (train != 0) or validation. */
+void aug_transform_opts_init(aug_transform_opts *o, int train);
+
+/*
+ * Applies an option string to o, left to right (start from
+ * aug_transform_opts_init). Comma-separated tokens, no spaces:
+ *   none          no augmentation: rrc, flip, zoom, shift, rotate all off
+ *   flip, noflip  horizontal flip with p = 0.5, or not
+ *   rrc, norrc    random-resized-crop on (keeping its ranges) or off
+ *   rrc=A:B       on, with area fraction in [A, B], 0 < A <= B <= 1
+ *   ratio=A:B     rrc aspect ratio range, 0 < A <= B
+ *   zoom=Z        0 <= Z < 1        shift=S   0 <= S <= 1
+ *   rotate=D      0 <= D <= 180 degrees
+ * An empty string (or NULL) changes nothing. Unknown keys, bad or
+ * out-of-range values and empty tokens give IMS_EINVAL with a message
+ * naming the token; o may then be partly updated (tokens before the bad
+ * one were applied).
+ */
+int aug_transform_parse(const char *spec, aug_transform_opts *o,
+			ims_error *err);
+
+/*
+ * One sample's geometry. The matrix maps an output point (x, y) (pixel
+ * centres at x + 0.5, y + 0.5) to the source point
+ *   u = m[0] x + m[1] y + m[2],   v = m[3] x + m[4] y + m[5]
+ * in source pixel units, centres at +0.5. Plain data: copy it freely.
+ */
+typedef struct aug_plan {
+	double m[6];
+	/* Source pixels the warp reads, half-open [x0, x1) x [y0, y1), in
+	 * full-image coordinates, clamped to the image and never empty. It is
+	 * conservative: it may hold up to one extra pixel per side. */
+	int need_x0, need_y0, need_x1, need_y1;
+	/* Source pixels per output pixel along the output axis where that is
+	 * smallest: decoding at 1/f of full size with f <= scale makes the
+	 * warp shrink or keep, never enlarge. */
+	double scale;
+	/* The parameters that were drawn (inputs of aug_plan_build): base box
+	 * in source pixels, zoom factor, shift in output pixels, angle in
+	 * degrees, flip 0/1. */
+	double crop_x, crop_y, crop_w, crop_h;
+	double zoom, shift_x, shift_y, angle;
+	int flip;
+} aug_plan;
+
+/*
+ * Draws the plan of sample `index` in `epoch` for an upright src_w x src_h
+ * source, deterministically from (seed, epoch, index): the same triple
+ * gives the same plan in any order and on any thread; each parameter
+ * (crop, zoom, shift, rotation, flip) has its own random stream, so turning
+ * one on does not change the others. Then calls aug_plan_build.
+ * Errors: IMS_EINVAL (bad options, src sizes outside 1..AUG_MAX_SIDE, p
+ * NULL).
+ */
+int aug_sample_plan(const aug_transform_opts *o, int src_w, int src_h,
+		    uint64_t seed, uint64_t epoch, uint64_t index, aug_plan *p,
+		    ims_error *err);
+
+/*
+ * Computes m, the need box and scale from the parameter fields of p
+ * (crop_*, zoom, shift_*, angle, flip), for o's output size and a src_w x
+ * src_h source. aug_sample_plan uses it; call it directly to render a
+ * chosen transform (tools, tests). Errors: IMS_EINVAL (bad options or
+ * sizes, crop_w/crop_h/zoom not > 0, non-finite values).
+ */
+int aug_plan_build(const aug_transform_opts *o, int src_w, int src_h,
+		   aug_plan *p, ims_error *err);
+
+/*
+ * Re-expresses p->m for a source decoded as the region of the full image
+ * that starts at (x0, y0) (full-image pixels), at sx x sy full-image pixels
+ * per decoded pixel (2 for a 1/2 DCT decode; for libjpeg's rounded-up
+ * scaled sizes, full size / decoded size per axis): u' = (u - x0) / sx,
+ * v' = (v - y0) / sy. p->scale is divided by min(sx, sy); the need box
+ * stays in full-image coordinates. Errors: IMS_EINVAL (sx or sy not > 0,
+ * non-finite values).
+ */
+int aug_plan_rebase(aug_plan *p, double x0, double y0, double sx, double sy,
+		    ims_error *err);
+
+/* Bytes of one output sample: out_w * out_h * 3 * element size. 0 when o
+ * is NULL or invalid. */
+size_t aug_sample_bytes(const aug_transform_opts *o);
+
+/*
+ * Warps src (1, 3 or 4 channels, 8-bit HWC, any stride; the image p->m
+ * refers to) into dst, one sample of aug_sample_bytes(o) bytes laid out as
+ * o->layout / o->dtype (dst need not be aligned beyond its element type).
+ * One bilinear pass over the out_w x out_h output; source points outside
+ * the image take the nearest edge pixel (border replicate). Bilinear
+ * without antialiasing: shrinking by more than ~2 aliases, so decode at a
+ * DCT scale close to the output (plan->scale). Weights have 11 fractional
+ * bits; an integer-aligned plan copies pixels exactly. No allocation: the
+ * scratch (~50 KB for the largest outputs) is on the stack. Errors:
+ * IMS_EINVAL (bad options, channels, an empty source, or a plan mapping
+ * outside +-2^24 pixels).
+ */
+int aug_warp(const aug_image *src, const aug_plan *p,
+	     const aug_transform_opts *o, void *dst, ims_error *err);
+
+/* ---- end of transforms ---- */
+
 #ifdef __cplusplus
 }
 #endif

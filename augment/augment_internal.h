@@ -101,6 +101,10 @@ void aug_info_set_upright(aug_image_info *info);
 int aug_orient(const aug_image *src, int orientation, aug_image *dst,
 	       ims_error *err);
 
+/* jpeg.c: n CMYK pixels (Adobe-inverted or not) to RGB; the one
+ * conversion every JPEG decode path uses. */
+void aug_cmyk_row_to_rgb(const uint8_t *cmyk, int n, int inverted, uint8_t *rgb);
+
 /* resize.c */
 void aug_rs_free(aug_rs_scratch *s);
 

@@ -361,26 +361,29 @@ static inline uint8_t mul255(unsigned a, unsigned b)
 /* Photoshop (Adobe APP14) stores 255 - ink, so R = (255 - C)(255 - K)/255
  * becomes R = C'K'/255 on the stored values; without the marker the values
  * are ink amounts. */
-static void cmyk_to_rgb(const aug_image *src, int inverted, aug_image *dst)
+void aug_cmyk_row_to_rgb(const uint8_t *s, int n, int inverted, uint8_t *d)
 {
-	for (int y = 0; y < src->height; y++) {
-		const uint8_t *s = src->pixels + (size_t)y * src->stride;
-		uint8_t *d = dst->pixels + (size_t)y * dst->stride;
-		if (inverted) {
-			for (int x = 0; x < src->width; x++, s += 4, d += 3) {
-				d[0] = mul255(s[0], s[3]);
-				d[1] = mul255(s[1], s[3]);
-				d[2] = mul255(s[2], s[3]);
-			}
-		} else {
-			for (int x = 0; x < src->width; x++, s += 4, d += 3) {
-				unsigned k = 255u - s[3];
-				d[0] = mul255(255u - s[0], k);
-				d[1] = mul255(255u - s[1], k);
-				d[2] = mul255(255u - s[2], k);
-			}
+	if (inverted) {
+		for (int x = 0; x < n; x++, s += 4, d += 3) {
+			d[0] = mul255(s[0], s[3]);
+			d[1] = mul255(s[1], s[3]);
+			d[2] = mul255(s[2], s[3]);
+		}
+	} else {
+		for (int x = 0; x < n; x++, s += 4, d += 3) {
+			unsigned k = 255u - s[3];
+			d[0] = mul255(255u - s[0], k);
+			d[1] = mul255(255u - s[1], k);
+			d[2] = mul255(255u - s[2], k);
 		}
 	}
+}
+
+static void cmyk_to_rgb(const aug_image *src, int inverted, aug_image *dst)
+{
+	for (int y = 0; y < src->height; y++)
+		aug_cmyk_row_to_rgb(src->pixels + (size_t)y * src->stride, src->width,
+				    inverted, dst->pixels + (size_t)y * dst->stride);
 }
 
 static int tj_fail(tjhandle h, const char *what, ims_error *err)
