@@ -80,6 +80,8 @@ struct rio_writer {
 	uint64_t pending_pages; /* overflow pages the batch needs, at most */
 	uint64_t reserved;      /* bytes of the working file fallocated */
 	uint64_t since_remap;   /* bytes committed since the map was last opened */
+	uint64_t psize;         /* LMDB's page size: the OS page size (4 KiB on
+				   x86-64, up to 64 KiB elsewhere) */
 	uint64_t pending_first;
 
 	uint64_t count;
@@ -225,6 +227,12 @@ static int open_env(rio_writer *w, int fresh, ims_error *err)
 	if (!rc)
 		rc = mdb_env_open(w->env, w->work_path,
 				  MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOLOCK | MDB_WRITEMAP, 0644);
+	if (!rc) {
+		MDB_stat st;
+		rc = mdb_env_stat(w->env, &st);
+		if (!rc)
+			w->psize = st.ms_psize;
+	}
 	if (!rc && fresh) {
 		/* Blocks for the first pages before anything goes through the
 		 * map (see reserve_space). */
@@ -283,7 +291,6 @@ static int grow_map(rio_writer *w, ims_error *err)
 	return 0;
 }
 
-#define PAGE_BYTES 4096u /* LMDB's page size on every platform we build for */
 
 /*
  * Reserves disk blocks for every page the pending batch can touch: pages
@@ -299,7 +306,7 @@ static int reserve_space(rio_writer *w, ims_error *err)
 		return lmdb_fail(err, rc, "inspect", w->work_path);
 	uint64_t pages = (uint64_t)info.me_last_pgno + 1 + w->pending_pages +
 			 w->n_pending / 64 + 256;
-	uint64_t want = pages * PAGE_BYTES;
+	uint64_t want = pages * w->psize;
 	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
 	while (want > w->map_size)
 		FORWARD_IF_ERR(grow_map(w, err));
@@ -458,7 +465,7 @@ static int close_shard(rio_writer *w, ims_error *err)
 	} else {
 		/* The map and our reservation run past the last page; readers
 		 * never look there. */
-		if (truncate(w->work_path, (off_t)(total * PAGE_BYTES)) != 0 ||
+		if (truncate(w->work_path, (off_t)(total * w->psize)) != 0 ||
 		    fsync_path(w->work_path, err) < 0 ||
 		    rename(w->work_path, compact) != 0) {
 			int e = errno;
@@ -601,7 +608,7 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 		w->pending_first = w->count;
 	w->val_len[w->n_pending++] = vlen;
 	/* An overflow value takes ceil((16-byte page header + value) / page). */
-	w->pending_pages += (vlen + 16 + PAGE_BYTES - 1) / PAGE_BYTES;
+	w->pending_pages += (vlen + 16 + w->psize - 1) / w->psize;
 	w->buf_len += vlen;
 	w->shard_digest = ims_crc32c(w->shard_digest, dst, hlen);
 	w->shard_records++;

@@ -116,8 +116,10 @@ static void check_compact(const char *dir, const char *name)
 			nfree += *(const size_t *)v.mv_data;
 		CHECK(nfree * 100 <= info.me_last_pgno + 1);
 		struct stat st;
+		MDB_stat ms;
+		CHECK_EQ_INT(mdb_env_stat(env, &ms), 0);
 		CHECK(stat(path, &st) == 0 &&
-		      (size_t)st.st_size == (info.me_last_pgno + 1) * 4096);
+		      (size_t)st.st_size == (info.me_last_pgno + 1) * ms.ms_psize);
 		mdb_cursor_close(cur);
 		mdb_txn_abort(txn);
 		mdb_env_close(env);
