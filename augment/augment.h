@@ -475,6 +475,118 @@ int aug_warp(const aug_image *src, const aug_plan *p,
 
 /* ---- end of transforms ---- */
 
+/* ---- the loader --------------------------------------------------------
+ *
+ * Reads a packed split for one rank and hands out batches of augmented
+ * samples, prepared ahead of the consumer by OpenMP workers into a ring of
+ * buffers (pinned with cudaHostAlloc when a CUDA device is present, page-
+ * aligned host memory otherwise; said once on stderr unless quiet).
+ *
+ * Each epoch, every rank takes its share of a (seed, epoch) permutation
+ * (rio_partition): shares are disjoint, cover the split and have the same
+ * length on every rank (pad or drop, see remainder), so every rank gets
+ * the same number of batches. Each sample's crop and augmentation come
+ * from (seed, epoch, record index) alone: a batch is bit-identical
+ * whatever the thread count, and a record is augmented the same way
+ * whatever the rank count. A record that cannot be read or decoded is
+ * replaced by the next record of the rank's share, counted and named in
+ * the stats: training does not stop for one bad record.
+ *
+ * Caveats: an aug_loader is used by one consumer thread; it runs its own
+ * producer thread and OpenMP team. A batch's memory is reused once the
+ * next aug_loader_next call returns. Do not fork with a loader open.
+ * ------------------------------------------------------------------------ */
+
+typedef struct aug_loader aug_loader;
+
+typedef struct aug_loader_opts {
+	const char *manifest;   /* NAME.json of the split */
+	int rank, world;        /* 0 <= rank < world (1 rank: 0, 1) */
+	uint64_t seed;
+	int batch_size;         /* samples per batch, per rank */
+	int train;              /* 1: shuffled each epoch, training transform;
+				   0: file order, validation transform */
+	aug_transform_opts transform; /* output size, layout, dtype, mean/std,
+					 augmentations */
+	int threads;            /* OpenMP workers (0 = all cores) */
+	int prefetch;           /* batches prepared ahead (ring depth; 0 = 3) */
+	int drop_remainder;     /* 1: shares drop the records that do not divide
+				   evenly among ranks (default for train);
+				   0: the last ranks repeat records (pad) */
+	int drop_last;          /* 1: drop a final partial batch (default for
+				   train); 0: the last batch may be short (the
+				   same length on every rank) */
+	int shard_owning;       /* each rank reads only shards s with
+				   s % world == rank (node-local data); every
+				   rank then uses as many records as the rank
+				   owning the fewest, the rest dropped and
+				   reported */
+	int no_pinned;          /* never try cudaHostAlloc */
+	int quiet;              /* no log line about memory */
+} aug_loader_opts;
+
+/* Defaults: batch 32, prefetch 3, transform for `train`, drop_remainder
+ * and drop_last = train. */
+void aug_loader_opts_init(aug_loader_opts *o, int train);
+
+typedef struct aug_batch {
+	void *data;              /* count samples, aug_sample_bytes(&transform)
+				    bytes each, contiguous; NCHW or NHWC per
+				    sample; valid until the next
+				    aug_loader_next */
+	const int32_t *labels;   /* count labels */
+	const uint64_t *indices; /* count global record indices (after any
+				    replacement of bad records) */
+	const uint8_t *padded;   /* count flags: 1 = a repeated record added so
+				    shares are equal (exclude from metrics) */
+	int count;
+	uint64_t epoch, step;    /* step within the epoch, from 0 */
+	double wait_seconds;     /* how long aug_loader_next blocked */
+} aug_batch;
+
+/*
+ * Opens the split and checks the options. Starts nothing: the first
+ * aug_loader_start_epoch does. Errors: the reader's, IMS_EINVAL (bad
+ * options, or a split too small for one batch per rank).
+ */
+int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err);
+
+/* Batches every rank gets per epoch. */
+uint64_t aug_loader_batches_per_epoch(const aug_loader *l);
+/* Records this rank uses per epoch, and how many were padded / dropped
+ * across all ranks (the log should say so). */
+void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
+		      uint64_t *dropped);
+
+/* Starts producing the batches of epoch (any order of epochs; stops a
+ * running one). */
+int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err);
+
+/*
+ * The next batch of the current epoch into *b: returns 0, 1 when the epoch
+ * is over (b untouched), or a negative code (a record that could not be
+ * replaced, or no epoch started).
+ */
+int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err);
+
+typedef struct aug_loader_stats {
+	uint64_t images, batches;   /* produced since open */
+	uint64_t bad_records;       /* replaced */
+	char last_bad[IMS_ERRMSG_MAX]; /* the latest replaced record and why */
+	double wait_seconds;        /* consumer time blocked in next() */
+	double read_seconds;        /* worker time reading records (summed over threads) */
+	double decode_seconds;      /* ... decoding */
+	double augment_seconds;     /* ... warping */
+	double produce_seconds;     /* wall time spent filling batches (not waiting
+				       for a free slot) */
+	int pinned;                 /* 1 when the ring is cudaHostAlloc'd */
+} aug_loader_stats;
+
+void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *s);
+
+/* Stops the producer and frees everything. NULL is fine. */
+void aug_loader_close(aug_loader *l);
+
 #ifdef __cplusplus
 }
 #endif

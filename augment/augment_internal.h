@@ -105,6 +105,10 @@ int aug_orient(const aug_image *src, int orientation, aug_image *dst,
  * conversion every JPEG decode path uses. */
 void aug_cmyk_row_to_rgb(const uint8_t *cmyk, int n, int inverted, uint8_t *rgb);
 
+/* png.c: n pixels with channels + 1 samples (the last alpha) composited
+ * on white into channels (1 or 3) samples; every alpha-to-RGB path uses it. */
+void aug_composite_row(const uint8_t *src, uint8_t *dst, int n, int channels);
+
 /* resize.c */
 void aug_rs_free(aug_rs_scratch *s);
 

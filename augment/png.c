@@ -216,7 +216,7 @@ static inline uint8_t over_white(unsigned c, unsigned a)
 
 /* One row of n pixels with lc = channels + 1 (the last being alpha) to
  * channels (1 or 3). */
-static void composite_row(const uint8_t *s, uint8_t *d, int n, int channels)
+void aug_composite_row(const uint8_t *s, uint8_t *d, int n, int channels)
 {
 	if (channels == 1) {
 		for (int x = 0; x < n; x++, s += 2)
@@ -303,7 +303,7 @@ int aug_png_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	} else {
 		for (int y = 0; y < h; y++) {
 			png_read_row(png, c->row, NULL);
-			composite_row(c->row, dst->pixels + (size_t)y * dst->stride,
+			aug_composite_row(c->row, dst->pixels + (size_t)y * dst->stride,
 				      w, channels);
 		}
 	}
@@ -311,7 +311,7 @@ int aug_png_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	png_destroy_read_struct(&png, &pi, NULL);
 	if (composite && interlaced)
 		for (int y = 0; y < h; y++)
-			composite_row(c->raw.pixels + (size_t)y * c->raw.stride,
+			aug_composite_row(c->raw.pixels + (size_t)y * c->raw.stride,
 				      dst->pixels + (size_t)y * dst->stride, w,
 				      channels);
 	return 0;

@@ -21,6 +21,7 @@ static const struct subcommand commands[] = {
 	{"verify", cmd_verify, "check every record's checksum (and decoding)"},
 	{"extract", cmd_extract, "write records back to image files"},
 	{"convert", cmd_convert, "convert a downloaded dataset (ImageNet, CIFAR-10, ...) into splits"},
+	{"bench-load", cmd_bench_load, "measure how fast a split loads into augmented batches"},
 	{"sample", cmd_sample, "write the built-in sample image dataset"},
 	{NULL, NULL, NULL}};
 
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 		   "Turns image datasets into sharded LMDB record files.\n\n"
 		   "commands:\n");
 	for (const struct subcommand *c = commands; c->name; c++)
-		fprintf(f, "  %-9s %s\n", c->name, c->help);
+		fprintf(f, "  %-10s %s\n", c->name, c->help);
 	fprintf(f, "\n'imshard <command> --help' describes a command's options.\n"
 		   "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }

@@ -6,14 +6,14 @@ source "$IMS_TESTLIB"
 expect 2 "$IMSHARD"
 contains "$T/err" "usage: imshard <command>"
 expect 0 "$IMSHARD" --help
-for c in list subset pack info verify extract sample convert; do contains "$T/out" "  $c "; done
+for c in list subset pack info verify extract sample convert bench-load; do contains "$T/out" "  $c "; done
 expect 0 "$IMSHARD" --version
 contains "$T/out" "imshard 0."
 expect 2 "$IMSHARD" frobnicate
 one_line "$T/err"
 contains "$T/err" "unknown command 'frobnicate'"
 
-for c in list subset pack info verify extract sample convert; do
+for c in list subset pack info verify extract sample convert bench-load; do
   expect 0 "$IMSHARD" $c --help
   contains "$T/out" "usage: imshard $c"
   expect 2 "$IMSHARD" $c --no-such-flag

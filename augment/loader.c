@@ -1,0 +1,553 @@
+/*
+ * loader.c - batches of augmented samples for one rank, prepared ahead.
+ *
+ * A producer thread walks the epoch's batches in order; for each it waits
+ * for a free slot of the ring, fills it with an OpenMP parallel loop over
+ * the batch's samples (read -> region decode at the scale the crop needs
+ * -> one affine warp straight into the slot), and marks it full. The
+ * consumer's aug_loader_next takes full slots in order and gives the
+ * previous one back. Everything a sample looks like comes from (seed,
+ * epoch, record index), never from which thread or rank made it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "augment_internal.h"
+#include "recordio/recordio.h"
+
+/* Tries per sample before an epoch gives up on a run of bad records. */
+#define MAX_TRIES 16
+
+enum { SLOT_FREE = 0, SLOT_FILLING = 1, SLOT_FULL = 2, SLOT_HELD = 3 };
+
+typedef struct slot {
+	void *data;
+	int32_t *labels;
+	uint64_t *indices;
+	uint8_t *padded;
+	int count;
+	uint64_t step;
+	int state;
+	int rc;          /* < 0 when the batch could not be filled */
+	ims_error err;
+} slot;
+
+typedef struct worker {
+	rio_cursor *cur;
+	aug_codec *codec;
+	aug_image img;
+	double read_s, decode_s, augment_s;
+} worker;
+
+/* cudaHostAlloc, found at run time so no build needs CUDA to load. */
+typedef struct cuda_api {
+	void *lib;
+	int (*host_alloc)(void **p, size_t bytes, unsigned flags);
+	int (*free_host)(void *p);
+} cuda_api;
+
+struct aug_loader {
+	aug_loader_opts o;
+	char *manifest;
+	rio_reader *reader;
+	uint64_t n;
+	uint64_t per_rank, padded, dropped, batches;
+	size_t sample_bytes;
+	int threads;
+
+	/* shard-owning mode: the records each rank owns */
+	uint64_t *owned;
+	uint64_t n_owned;
+
+	int k;
+	slot *ring;
+	cuda_api cuda;
+	int pinned;
+	worker *workers;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t producer;
+	int running, stop;
+	uint64_t epoch;
+	uint64_t *share;
+	uint8_t *share_pad;
+	uint64_t next_step;
+	int held; /* ring index the consumer holds, or -1 */
+
+	aug_loader_stats stats;
+};
+
+void aug_loader_opts_init(aug_loader_opts *o, int train)
+{
+	memset(o, 0, sizeof(*o));
+	o->world = 1;
+	o->batch_size = 32;
+	o->train = train;
+	o->prefetch = 3;
+	o->drop_remainder = train;
+	o->drop_last = train;
+	aug_transform_opts_init(&o->transform, train);
+}
+
+static int load_cuda(cuda_api *c, char *why, size_t whylen)
+{
+	const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+			       "libcudart.so.11.0"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !c->lib; i++)
+		c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!c->lib) {
+		snprintf(why, whylen, "no CUDA runtime library");
+		return -1;
+	}
+	int (*count)(int *) = (int (*)(int *))dlsym(c->lib, "cudaGetDeviceCount");
+	c->host_alloc = (int (*)(void **, size_t, unsigned))dlsym(c->lib, "cudaHostAlloc");
+	c->free_host = (int (*)(void *))dlsym(c->lib, "cudaFreeHost");
+	int devices = 0;
+	if (!count || !c->host_alloc || !c->free_host) {
+		snprintf(why, whylen, "the CUDA runtime lacks cudaHostAlloc");
+	} else if (count(&devices) != 0 || devices == 0) {
+		snprintf(why, whylen, "no CUDA device");
+	} else {
+		return 0;
+	}
+	dlclose(c->lib);
+	memset(c, 0, sizeof(*c));
+	return -1;
+}
+
+static void *alloc_batch(aug_loader *l, size_t bytes)
+{
+	void *p = NULL;
+	if (l->pinned) {
+		if (l->cuda.host_alloc(&p, bytes, 0) == 0)
+			return p;
+		return NULL;
+	}
+	if (posix_memalign(&p, 4096, bytes) != 0)
+		return NULL;
+	return p;
+}
+
+static void free_batch(aug_loader *l, void *p)
+{
+	if (!p)
+		return;
+	if (l->pinned)
+		l->cuda.free_host(p);
+	else
+		free(p);
+}
+
+/* Records of the shards rank r owns in shard-owning mode. */
+static uint64_t owned_count(const rio_manifest *m, int r, int world)
+{
+	uint64_t c = 0;
+	for (size_t s = (size_t)r; s < m->n_shards; s += (size_t)world)
+		c += m->shards[s].records;
+	return c;
+}
+
+int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
+{
+	*out = NULL;
+	RETURN_IF(!o || !o->manifest, err, IMS_EINVAL, "cannot open loader: no manifest given");
+	RETURN_IF(o->world < 1 || o->rank < 0 || o->rank >= o->world, err, IMS_EINVAL,
+		  "rank %d is not in a world of %d", o ? o->rank : 0, o ? o->world : 0);
+	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL, "batch size %d is not positive",
+		  o->batch_size);
+	RETURN_IF(o->threads < 0 || o->prefetch < 0, err, IMS_EINVAL,
+		  "threads and prefetch must not be negative");
+	aug_loader *l = calloc(1, sizeof(*l));
+	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
+	l->o = *o;
+	l->held = -1;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cv, NULL);
+	int rc = 0;
+	l->manifest = strdup(o->manifest);
+	if (!l->manifest)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+	l->o.manifest = l->manifest;
+	l->sample_bytes = aug_sample_bytes(&o->transform);
+	if (l->sample_bytes == 0)
+		GOTO_FAIL(fail, rc, err, IMS_EINVAL, "the transform's output size or type is invalid");
+	GOTO_IF_ERR(fail, rc, rio_reader_open(o->manifest, &l->reader, err));
+	l->n = rio_reader_count(l->reader);
+	const rio_manifest *m = rio_reader_manifest(l->reader);
+	uint64_t w = (uint64_t)o->world;
+	if (o->shard_owning) {
+		uint64_t least = UINT64_MAX, total = 0;
+		for (int r = 0; r < o->world; r++) {
+			uint64_t c = owned_count(m, r, o->world);
+			least = c < least ? c : least;
+			total += c;
+		}
+		if (least == 0)
+			GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+				  "shard-owning mode: %zu shards cannot give each of %d ranks records",
+				  m->n_shards, o->world);
+		l->per_rank = least;
+		l->dropped = total - least * w;
+		l->n_owned = owned_count(m, o->rank, o->world);
+		l->owned = malloc(l->n_owned * sizeof(uint64_t));
+		if (!l->owned)
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		uint64_t k = 0;
+		for (size_t s = (size_t)o->rank; s < m->n_shards; s += (size_t)o->world)
+			for (uint64_t i = 0; i < m->shards[s].records; i++)
+				l->owned[k++] = m->shards[s].first + i;
+	} else {
+		rio_remainder mode = o->drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
+		if (l->n < w)
+			GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+				  "the split holds %llu records, fewer than the %d ranks",
+				  (unsigned long long)l->n, o->world);
+		l->per_rank = rio_partition_size(l->n, o->world, mode);
+		l->padded = mode == RIO_REMAINDER_PAD ? l->per_rank * w - l->n : 0;
+		l->dropped = mode == RIO_REMAINDER_DROP ? l->n - l->per_rank * w : 0;
+	}
+	uint64_t b = (uint64_t)o->batch_size;
+	l->batches = o->drop_last ? l->per_rank / b : (l->per_rank + b - 1) / b;
+	if (l->batches == 0)
+		GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+			  "each rank gets %llu records, not enough for one batch of %d",
+			  (unsigned long long)l->per_rank, o->batch_size);
+	l->share = malloc(l->per_rank * sizeof(uint64_t));
+	l->share_pad = calloc(l->per_rank, 1);
+	if (!l->share || !l->share_pad)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+
+	l->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+	l->workers = calloc((size_t)l->threads, sizeof(worker));
+	if (!l->workers)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+	for (int t = 0; t < l->threads; t++) {
+		GOTO_IF_ERR(fail, rc, rio_cursor_open(l->reader, RIO_CHECK_PAYLOAD_CRC,
+						      &l->workers[t].cur, err));
+		GOTO_IF_ERR(fail, rc, aug_codec_create(&l->workers[t].codec, err));
+	}
+
+	char why[128] = "not asked for";
+	l->pinned = !o->no_pinned && load_cuda(&l->cuda, why, sizeof(why)) == 0;
+	l->stats.pinned = l->pinned;
+	if (!o->quiet)
+		fprintf(stderr, l->pinned ? "imshard: loader: batches in pinned memory (cudaHostAlloc)\n" :
+					    "imshard: loader: batches in page-aligned host memory (%s)\n",
+			why);
+	l->k = o->prefetch > 0 ? o->prefetch : 3;
+	l->ring = calloc((size_t)l->k, sizeof(slot));
+	if (!l->ring)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+	for (int i = 0; i < l->k; i++) {
+		slot *s = &l->ring[i];
+		s->data = alloc_batch(l, l->sample_bytes * (size_t)o->batch_size);
+		s->labels = calloc((size_t)o->batch_size, sizeof(int32_t));
+		s->indices = calloc((size_t)o->batch_size, sizeof(uint64_t));
+		s->padded = calloc((size_t)o->batch_size, 1);
+		if (!s->data || !s->labels || !s->indices || !s->padded)
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+				  "cannot allocate %d batches of %zu bytes", l->k,
+				  l->sample_bytes * (size_t)o->batch_size);
+	}
+	*out = l;
+	return 0;
+fail:
+	aug_loader_close(l);
+	return rc;
+}
+
+uint64_t aug_loader_batches_per_epoch(const aug_loader *l)
+{
+	return l->batches;
+}
+
+void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
+		      uint64_t *dropped)
+{
+	if (per_rank)
+		*per_rank = l->per_rank;
+	if (padded)
+		*padded = l->padded;
+	if (dropped)
+		*dropped = l->dropped;
+}
+
+/* One sample into dst: read, decode what the plan needs, warp. */
+static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
+		       int32_t *label, ims_error *err)
+{
+	const aug_transform_opts *tr = &l->o.transform;
+	double t0 = ims_now();
+	rio_record rec;
+	FORWARD_IF_ERR(rio_cursor_get(w->cur, index, &rec, err));
+	double t1 = ims_now();
+	w->read_s += t1 - t0;
+	*label = rec.label;
+	aug_plan plan;
+	const aug_image *src;
+	aug_image view;
+	if (rec.encoding == RIO_ENC_RAW) {
+		view = (aug_image){(uint8_t *)rec.payload, (int)rec.width, (int)rec.height,
+				   rec.channels, (size_t)rec.width * rec.channels, 0};
+		if (rec.channels == 4) {
+			/* Alpha over white, as every decode to RGB does. */
+			FORWARD_IF_ERR(aug_image_alloc(&w->img, view.width, view.height, 3, err));
+			for (int y = 0; y < view.height; y++)
+				aug_composite_row(view.pixels + (size_t)y * view.stride,
+						  w->img.pixels + (size_t)y * w->img.stride,
+						  view.width, 3);
+			view = w->img;
+		}
+		FORWARD_IF_ERR(aug_sample_plan(tr, view.width, view.height, l->o.seed, l->epoch,
+					       index, &plan, err));
+		src = &view;
+	} else {
+		int swap = rec.orientation >= 5;
+		int uw = (int)(swap ? rec.height : rec.width);
+		int uh = (int)(swap ? rec.width : rec.height);
+		FORWARD_IF_ERR(aug_sample_plan(tr, uw, uh, l->o.seed, l->epoch, index, &plan, err));
+		aug_rect need = {plan.need_x0, plan.need_y0, plan.need_x1, plan.need_y1};
+		aug_region got;
+		FORWARD_IF_ERR(aug_decode_region(w->codec, rec.payload, rec.payload_len,
+						 AUG_CHANNELS_RGB, &need, plan.scale, &w->img, &got,
+						 NULL, err));
+		FORWARD_IF_ERR(aug_plan_rebase(&plan, got.x0, got.y0, got.scale, got.scale, err));
+		src = &w->img;
+	}
+	double t2 = ims_now();
+	w->decode_s += t2 - t1;
+	int rc = aug_warp(src, &plan, tr, dst, err);
+	w->augment_s += ims_now() - t2;
+	return rc;
+}
+
+/* Fills slot s with batch `step` of the current epoch. */
+static void fill(aug_loader *l, slot *s, uint64_t step)
+{
+	uint64_t first = step * (uint64_t)l->o.batch_size;
+	uint64_t left = l->per_rank - first;
+	int count = left < (uint64_t)l->o.batch_size ? (int)left : l->o.batch_size;
+	s->count = count;
+	s->step = step;
+	s->rc = 0;
+	uint64_t bad = 0;
+	char last_bad[IMS_ERRMSG_MAX] = "";
+#pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
+	for (int j = 0; j < count; j++) {
+		worker *w = &l->workers[omp_get_thread_num()];
+		uint64_t pos = first + (uint64_t)j;
+		uint64_t index = l->share[pos];
+		uint8_t *dst = (uint8_t *)s->data + (size_t)j * l->sample_bytes;
+		ims_error e;
+		int rc = -1;
+		for (int t = 0; t < MAX_TRIES; t++) {
+			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
+			if (rc == 0)
+				break;
+			bad++;
+			ims_fail_context(&e, "record %llu", (unsigned long long)index);
+#pragma omp critical(aug_loader_bad)
+			memcpy(last_bad, e.msg, sizeof(last_bad));
+			/* The next record of this rank's share: deterministic,
+			 * whatever the thread count. */
+			index = l->share[(pos + (uint64_t)t + 1) % l->per_rank];
+		}
+		s->indices[j] = index;
+		s->padded[j] = l->share_pad[pos];
+		if (rc < 0) {
+#pragma omp critical(aug_loader_fail)
+			{
+				s->rc = rc;
+				s->err = e;
+				ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
+						 MAX_TRIES);
+			}
+		}
+	}
+	pthread_mutex_lock(&l->mu);
+	l->stats.bad_records += bad;
+	if (bad)
+		snprintf(l->stats.last_bad, sizeof(l->stats.last_bad), "%s", last_bad);
+	l->stats.images += (uint64_t)count;
+	l->stats.batches++;
+	pthread_mutex_unlock(&l->mu);
+}
+
+static void *produce(void *arg)
+{
+	aug_loader *l = arg;
+	for (uint64_t step = 0; step < l->batches; step++) {
+		slot *s = &l->ring[step % (uint64_t)l->k];
+		pthread_mutex_lock(&l->mu);
+		while (s->state != SLOT_FREE && !l->stop)
+			pthread_cond_wait(&l->cv, &l->mu);
+		if (l->stop) {
+			pthread_mutex_unlock(&l->mu);
+			break;
+		}
+		s->state = SLOT_FILLING;
+		pthread_mutex_unlock(&l->mu);
+		double t0 = ims_now();
+		fill(l, s, step);
+		pthread_mutex_lock(&l->mu);
+		l->stats.produce_seconds += ims_now() - t0;
+		s->state = SLOT_FULL;
+		pthread_cond_broadcast(&l->cv);
+		int failed = s->rc < 0;
+		pthread_mutex_unlock(&l->mu);
+		if (failed)
+			break;
+	}
+	return NULL;
+}
+
+static void stop_producer(aug_loader *l)
+{
+	if (!l->running)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stop = 1;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->producer, NULL);
+	l->running = 0;
+	l->stop = 0;
+}
+
+int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
+{
+	stop_producer(l);
+	for (int i = 0; i < l->k; i++)
+		l->ring[i].state = SLOT_FREE;
+	l->held = -1;
+	l->next_step = 0;
+	l->epoch = epoch;
+	if (l->o.shard_owning) {
+		/* This rank's records, shuffled from (seed, epoch), cut to the
+		 * count every rank can give. */
+		uint64_t n = l->n_owned;
+		uint64_t *tmp = malloc(n * sizeof(uint64_t));
+		RETURN_IF(!tmp, err, IMS_ENOMEM, "out of memory");
+		memcpy(tmp, l->owned, n * sizeof(uint64_t));
+		if (l->o.train) {
+			ims_rng rng;
+			ims_rng_seed(&rng, l->o.seed, ims_hash64(0x6f776eull, epoch));
+			for (uint64_t i = n - 1; i > 0; i--) {
+				uint64_t j = ims_rng_below(&rng, i + 1);
+				uint64_t t = tmp[i];
+				tmp[i] = tmp[j];
+				tmp[j] = t;
+			}
+		}
+		memcpy(l->share, tmp, l->per_rank * sizeof(uint64_t));
+		free(tmp);
+		memset(l->share_pad, 0, l->per_rank);
+	} else {
+		rio_remainder mode = l->o.drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
+		FORWARD_IF_ERR(rio_partition(l->n, l->o.rank, l->o.world, epoch, l->o.seed,
+					     l->o.train, mode, l->share, NULL, err));
+		for (uint64_t k = 0; k < l->per_rank; k++)
+			l->share_pad[k] = (uint64_t)l->o.rank + k * (uint64_t)l->o.world >= l->n;
+	}
+	if (pthread_create(&l->producer, NULL, produce, l) != 0)
+		return ims_fail(err, IMS_EIO, "cannot start the loader's producer thread");
+	l->running = 1;
+	return 0;
+}
+
+int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
+{
+	RETURN_IF(!l->running && l->next_step == 0, err, IMS_EINVAL,
+		  "no epoch started (call aug_loader_start_epoch first)");
+	pthread_mutex_lock(&l->mu);
+	if (l->held >= 0) {
+		l->ring[l->held].state = SLOT_FREE;
+		l->held = -1;
+		pthread_cond_broadcast(&l->cv);
+	}
+	if (l->next_step >= l->batches) {
+		pthread_mutex_unlock(&l->mu);
+		return 1;
+	}
+	int i = (int)(l->next_step % (uint64_t)l->k);
+	slot *s = &l->ring[i];
+	double t0 = ims_now();
+	while (s->state != SLOT_FULL)
+		pthread_cond_wait(&l->cv, &l->mu);
+	double waited = ims_now() - t0;
+	l->stats.wait_seconds += waited;
+	if (s->rc < 0) {
+		int rc = s->rc;
+		if (err)
+			*err = s->err;
+		pthread_mutex_unlock(&l->mu);
+		return rc;
+	}
+	s->state = SLOT_HELD;
+	l->held = i;
+	l->next_step++;
+	pthread_mutex_unlock(&l->mu);
+	b->data = s->data;
+	b->labels = s->labels;
+	b->indices = s->indices;
+	b->padded = s->padded;
+	b->count = s->count;
+	b->epoch = l->epoch;
+	b->step = s->step;
+	b->wait_seconds = waited;
+	return 0;
+}
+
+void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *st)
+{
+	aug_loader *m = (aug_loader *)l;
+	pthread_mutex_lock(&m->mu);
+	*st = l->stats;
+	pthread_mutex_unlock(&m->mu);
+	/* Worker times: read without the lock; they are only summed for
+	 * reporting and settle once the producer is idle. */
+	for (int t = 0; t < l->threads; t++) {
+		st->read_seconds += l->workers[t].read_s;
+		st->decode_seconds += l->workers[t].decode_s;
+		st->augment_seconds += l->workers[t].augment_s;
+	}
+}
+
+void aug_loader_close(aug_loader *l)
+{
+	if (!l)
+		return;
+	stop_producer(l);
+	if (l->ring)
+		for (int i = 0; i < l->k; i++) {
+			free_batch(l, l->ring[i].data);
+			free(l->ring[i].labels);
+			free(l->ring[i].indices);
+			free(l->ring[i].padded);
+		}
+	free(l->ring);
+	if (l->workers)
+		for (int t = 0; t < l->threads; t++) {
+			rio_cursor_close(l->workers[t].cur);
+			aug_codec_destroy(l->workers[t].codec);
+			aug_image_release(&l->workers[t].img);
+		}
+	free(l->workers);
+	if (l->cuda.lib)
+		dlclose(l->cuda.lib);
+	rio_reader_close(l->reader);
+	free(l->share);
+	free(l->share_pad);
+	free(l->owned);
+	free(l->manifest);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	free(l);
+}

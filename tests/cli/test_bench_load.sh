@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# imshard bench-load: counts per epoch for train, validation and one rank of
+# two; the JSON keys; --dump writes viewable PNGs whatever the layout and
+# dtype; bad options exit 2 with one line, loader errors exit 1.
+source "$IMS_TESTLIB"
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 12 --quiet
+expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/train" --quiet
+m="$T/p/train.json"
+bl() { "$IMSHARD" bench-load "$m" --epochs 1 --batch 8 --size 64 --threads 2 "$@"; }
+
+# Training, one rank: 48 records, batches of 8 divide evenly: 6 batches.
+expect 0 bl --json --quiet
+cp "$T/out" "$T/train.json"
+same "$(json "$T/train.json" 'j["images"]')" 48 "images (train)"
+same "$(json "$T/train.json" 'j["batches"]')" 6 "batches (train)"
+same "$(json "$T/train.json" 'sorted(k for k in "images seconds images_per_s batches wait_seconds read_seconds decode_seconds augment_seconds bad_records pinned threads batch size".split() if k not in j)')" "[]" "missing keys"
+same "$(json "$T/train.json" 'j["images_per_s"] > 0 and j["seconds"] > 0')" True "images_per_s"
+same "$(json "$T/train.json" '(j["batch"], j["size"], j["threads"], j["bad_records"], j["pinned"])')" "(8, 64, 2, 0, False)" "echoed options"
+same "$(json "$T/train.json" 'j["decode_seconds"] > 0')" True "decode time"
+same "$(wc -l <"$T/out")" 1 "--json prints one line"
+
+# The human report names every figure.
+expect 0 bl --quiet --no-pinned
+contains "$T/out" "loaded 48 images in 6 batches"
+contains "$T/out" "images/s"
+contains "$T/out" "read "
+contains "$T/out" "decode "
+contains "$T/out" "augment "
+contains "$T/out" "stall fraction"
+contains "$T/out" "bad records replaced: 0"
+contains "$T/out" "not pinned"
+contains "$T/out" "records per rank per epoch: 48 (0 padded, 0 dropped"
+
+# Validation: file order, the last partial batch kept: 48 in 6 batches
+# of 8; with batch 10, 5 batches (10,10,10,10,8) still 48 images.
+expect 0 bl --val --json --quiet
+same "$(json "$T/out" '(j["images"], j["batches"])')" "(48, 6)" "val"
+expect 0 "$IMSHARD" bench-load "$m" --val --epochs 1 --batch 10 --size 64 --json --quiet
+same "$(json "$T/out" '(j["images"], j["batches"])')" "(48, 5)" "val, batch 10"
+# Training drops the final partial batch: 48 // 10 = 4 batches of 10.
+expect 0 "$IMSHARD" bench-load "$m" --epochs 1 --batch 10 --size 64 --json --quiet
+same "$(json "$T/out" '(j["images"], j["batches"])')" "(40, 4)" "train, batch 10"
+
+# Rank 1 of 2: 24 records each, 3 batches of 8.
+expect 0 bl --rank 1 --world 2 --json --quiet
+same "$(json "$T/out" '(j["images"], j["batches"], j["records_per_rank"])')" "(24, 3, 24)" "rank 1 of 2"
+# Rank 1 of 5 (training drops the remainder): 48 // 5 = 9 per rank, 3
+# dropped, one batch of 5 (the partial one dropped).
+expect 0 "$IMSHARD" bench-load "$m" --epochs 1 --batch 5 --size 64 --rank 1 --world 5 --json --quiet
+same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["dropped"])')" "(5, 9, 3)" "rank 1 of 5"
+# Validation pads instead: 10 per rank, 2 padded, two batches of 5.
+expect 0 "$IMSHARD" bench-load "$m" --val --epochs 1 --batch 5 --size 64 --rank 1 --world 5 --json --quiet
+same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["padded"])')" "(10, 10, 2)" "val rank 1 of 5"
+
+# Two epochs: twice the images; a time limit ends a run without --epochs.
+expect 0 bl --epochs 2 --json --quiet
+same "$(json "$T/out" 'j["images"]')" 96 "two epochs"
+expect 0 "$IMSHARD" bench-load "$m" --batch 8 --size 32 --seconds 0.3 --json --quiet
+same "$(json "$T/out" 'j["images"] >= 8 and j["images"] % 8 == 0 and j["seconds"] < 5')" True "--seconds"
+
+# --dump: PNGs of 64x64 RGB, named by sample and label.
+expect 0 bl --dump 4 "$T/d1" --quiet
+contains "$T/out" "wrote 4 samples"
+same "$(ls "$T/d1" | wc -l)" 4 "dumped files"
+same "$(ls "$T/d1" | grep -cE '^sample_[0-3]_label[0-3]\.png$')" 4 "dump names"
+png_ok() {
+  /usr/bin/python3 -c '
+import sys
+from PIL import Image
+for p in sys.argv[1:]:
+    im = Image.open(p); im.load()
+    assert im.size == (64, 64) and im.mode == "RGB", (p, im.size, im.mode)
+    lo, hi = min(min(e) for e in im.getextrema()), max(max(e) for e in im.getextrema())
+    assert hi - lo > 10, (p, "flat image", lo, hi)
+print("ok")' "$@"
+}
+same "$(png_ok "$T"/d1/*.png 2>&1)" ok "dumped PNGs"
+# The same samples in f16 NHWC, bf16 NCHW and u8, normalised with
+# ImageNet's mean/std, come back within one level of the f32 ones.
+inet=(--mean 123.675,116.28,103.53 --std 58.395,57.12,57.375)
+expect 0 bl --dump 4 "$T/d2" --dtype f16 --layout nhwc "${inet[@]}" --quiet
+expect 0 bl --dump 4 "$T/d3" --dtype bf16 --layout nchw "${inet[@]}" --quiet
+expect 0 bl --dump 4 "$T/d4" --dtype u8 --layout nhwc --quiet
+same "$(png_ok "$T"/d2/*.png "$T"/d3/*.png "$T"/d4/*.png 2>&1)" ok "dumped PNGs (f16, bf16, u8)"
+close_to() {
+  /usr/bin/python3 -c '
+import os, sys
+from PIL import Image
+a, b = sys.argv[1], sys.argv[2]
+names = sorted(os.listdir(a)); assert names == sorted(os.listdir(b)), "names differ"
+d = 0
+for n in names:
+    x, y = Image.open(os.path.join(a, n)), Image.open(os.path.join(b, n))
+    d = max([d] + [abs(p - q) for u, v in zip(x.getdata(), y.getdata()) for p, q in zip(u, v)])
+print(d <= 1 or d)' "$1" "$2"
+}
+same "$(close_to "$T/d1" "$T/d2" 2>&1)" True "f16 nhwc dump matches f32"
+same "$(close_to "$T/d1" "$T/d3" 2>&1)" True "bf16 dump matches f32"
+same "$(close_to "$T/d1" "$T/d4" 2>&1)" True "u8 dump matches f32"
+
+# Bad options: exit 2, one line.
+for bad in "--batch 0" "--rank 2 --world 2" "--dtype f64" "--layout chw" \
+	   "--mean 1,2" "--std 1,0,1" "--size 4" "--size 5000" "--threads 0" \
+	   "--threads 2000" "--augment bogus" "--dump 0 $T/d9" "--dump 2" \
+	   "--seconds 0" "--mean 1,2,x" "--dump 2 --json"; do
+  # shellcheck disable=SC2086
+  expect 2 "$IMSHARD" bench-load "$m" $bad
+  one_line "$T/err"
+done
+expect 2 "$IMSHARD" bench-load
+one_line "$T/err"
+absent "$T/d9"
+
+# Loader errors: exit 1, one line.
+expect 1 "$IMSHARD" bench-load "$T/none.json" --quiet
+one_line "$T/err"
+contains "$T/err" "bench-load"
+# A batch larger than the rank's share cannot make one batch.
+expect 1 "$IMSHARD" bench-load "$m" --batch 64 --size 64 --quiet
+one_line "$T/err"
+
+# --help documents every option.
+expect 0 "$IMSHARD" bench-load --help
+for o in batch size augment val threads rank world seed epochs seconds layout \
+	 dtype mean std prefetch shard-owning no-pinned dump json quiet help; do
+  contains "$T/out" "--$o"
+done
+contains "$T/out" "usage: imshard bench-load MANIFEST.json"
+finish

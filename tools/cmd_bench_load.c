@@ -1,0 +1,496 @@
+/*
+ * cmd_bench_load.c - `imshard bench-load`: runs the training loader on a
+ * packed split as fast as the consumer can take batches and reports the
+ * throughput, where the workers' time goes (read / decode / augment) and
+ * how long the consumer waited. --dump writes the first samples back as
+ * PNG files so a person can check what the network would see.
+ */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "augment/augment.h"
+#include "cli.h"
+
+static const cli_command command = {
+	"bench-load",
+	"imshard bench-load MANIFEST.json [options]",
+	"Measures how fast a packed split loads into augmented batches: opens the\n"
+	"same loader the trainer uses (one rank's share, read, decoded, warped and\n"
+	"normalised by OpenMP workers into a ring of batches) and consumes its\n"
+	"batches as fast as possible, from epoch 0 on, until --seconds have passed\n"
+	"or --epochs are done, whichever comes first (at least one batch).",
+	"Reported (stdout): images/s; batches; the workers' time per stage (read,\n"
+	"decode, augment; summed over threads, so it can exceed the wall time) and\n"
+	"each stage's share; how long the consumer waited for batches and the\n"
+	"stall fraction (wait / wall: near 0 means the loader keeps up with a\n"
+	"consumer that does nothing, so a real training step will not starve;\n"
+	"near 1 means the loader is the bottleneck); bad records replaced (and\n"
+	"the last one, with why); whether the batch ring is pinned (cudaHostAlloc)\n"
+	"memory; the records this rank uses per epoch and how many are padded or\n"
+	"dropped across ranks so every rank gets the same number of batches.\n\n"
+	"With --json one JSON object is printed instead, with the keys images,\n"
+	"seconds, images_per_s, batches, wait_seconds, read_seconds,\n"
+	"decode_seconds, augment_seconds, bad_records, pinned, threads, batch,\n"
+	"size (plus epochs, stall_fraction, produce_seconds, records_per_rank,\n"
+	"padded, dropped, last_bad, rank, world, layout, dtype, train).\n\n"
+	"--dump N DIR writes the first N samples the loader produced as\n"
+	"DIR/sample_<k>_label<L>.png (k from 0): normalisation undone\n"
+	"(value * std + mean), converted to 8-bit RGB and clamped to 0..255. The\n"
+	"time spent writing them is not counted in the measurement.\n\n"
+	"Ctrl-C stops early; what was measured so far is reported and the exit\n"
+	"status is 1.\n\n"
+	"Examples:\n"
+	"  imshard bench-load out/train.json --batch 64 --size 224 --threads 8\n"
+	"  imshard bench-load out/val.json --val --epochs 1 --json\n"
+	"  imshard bench-load out/train.json --augment flip,rotate=10 --dump 16 look/\n\n"
+	"Exit status: 0 success, 1 the split cannot be loaded (or interrupted),\n"
+	"2 bad usage."};
+
+/* Three comma-separated finite numbers ("123.7,116.3,103.5"). */
+static int parse_triple(const char *s, float out[3])
+{
+	const char *p = s;
+	for (int c = 0; c < 3; c++) {
+		char *end;
+		errno = 0;
+		double v = strtod(p, &end);
+		if (errno || end == p || !isfinite(v) || fabs(v) > 1e30)
+			return -1;
+		out[c] = (float)v;
+		if (c < 2) {
+			if (*end != ',')
+				return -1;
+			p = end + 1;
+		} else if (*end) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+	if (e == 0) {
+		if (m == 0) {
+			bits = sign;
+		} else { /* subnormal: normalise */
+			int shift = 0;
+			while (!(m & 0x400)) {
+				m <<= 1;
+				shift++;
+			}
+			m &= 0x3ff;
+			bits = sign | ((uint32_t)(127 - 15 + 1 - shift) << 23) | (m << 13);
+		}
+	} else if (e == 31) {
+		bits = sign | 0x7f800000u | (m << 13);
+	} else {
+		bits = sign | ((e - 15 + 127) << 23) | (m << 13);
+	}
+	float f;
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+/* Element i of a sample in tr's dtype, as a float in pixel units (the
+ * normalisation undone; u8 was never normalised). */
+static float sample_value(const uint8_t *s, size_t i, const aug_transform_opts *tr,
+			  int c)
+{
+	float v;
+	switch (tr->dtype) {
+	case AUG_DTYPE_U8:
+		return s[i];
+	case AUG_DTYPE_F32:
+		memcpy(&v, s + 4 * i, 4);
+		break;
+	case AUG_DTYPE_F16: {
+		uint16_t h;
+		memcpy(&h, s + 2 * i, 2);
+		v = half_to_float(h);
+		break;
+	}
+	default: { /* BF16 */
+		uint16_t h;
+		memcpy(&h, s + 2 * i, 2);
+		uint32_t bits = (uint32_t)h << 16;
+		memcpy(&v, &bits, 4);
+		break;
+	}
+	}
+	return v * tr->std[c] + tr->mean[c];
+}
+
+/* One sample (tr's layout and dtype) as 8-bit RGB HWC in img, then PNG. */
+static int dump_sample(const uint8_t *s, const aug_transform_opts *tr,
+		       const char *dir, int k, int label, aug_image *img,
+		       aug_buf *png, ims_error *err)
+{
+	int w = tr->out_w, h = tr->out_h;
+	if (aug_image_alloc(img, w, h, 3, err) < 0)
+		return -1;
+	size_t plane = (size_t)w * (size_t)h;
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++)
+			for (int c = 0; c < 3; c++) {
+				size_t px = (size_t)y * (size_t)w + (size_t)x;
+				size_t i = tr->layout == AUG_LAYOUT_NCHW ?
+						   (size_t)c * plane + px :
+						   px * 3 + (size_t)c;
+				float v = sample_value(s, i, tr, c);
+				long q = isnan(v) ? 0 : lrintf(fminf(fmaxf(v, 0.0f), 255.0f));
+				img->pixels[(size_t)y * img->stride + (size_t)x * 3 + (size_t)c] =
+					(uint8_t)q;
+			}
+	if (aug_encode_png(NULL, img, png, err) < 0)
+		return -1;
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/sample_%d_label%d.png", dir, k, label);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(png->data, 1, png->len, f) != png->len || fclose(f) != 0) {
+		int e = errno;
+		if (f)
+			fclose(f);
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path, strerror(e));
+	}
+	return 0;
+}
+
+/*
+ * --dump takes two values (N DIR), which cli_parse does not do: take it out
+ * of argv first (before any `--`), leaving the rest in out.
+ */
+static int take_dump(int argc, char **argv, char **out, int *out_argc,
+		     int *n, const char **dir)
+{
+	int j = 0;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < argc)
+				out[j++] = argv[i++];
+			break;
+		}
+		if (i > 0 && strcmp(argv[i], "--dump") == 0) {
+			if (i + 2 >= argc)
+				return cli_usage_error(&command, "--dump needs two values (N DIR)");
+			char *end;
+			errno = 0;
+			long v = strtol(argv[i + 1], &end, 10);
+			if (errno || end == argv[i + 1] || *end || v < 1 || v > 100000)
+				return cli_usage_error(&command,
+						       "--dump N must be an integer between 1 and 100000, got '%s'",
+						       argv[i + 1]);
+			if (!*argv[i + 2] || argv[i + 2][0] == '-')
+				return cli_usage_error(&command,
+						       "--dump needs a directory after N, got '%s' (write ./%s for a name that starts with '-')",
+						       argv[i + 2], argv[i + 2]);
+			*n = (int)v;
+			*dir = argv[i + 2];
+			i += 2;
+			continue;
+		}
+		out[j++] = argv[i];
+	}
+	*out_argc = j;
+	return 0;
+}
+
+static const char *layout_name(aug_layout l)
+{
+	return l == AUG_LAYOUT_NHWC ? "nhwc" : "nchw";
+}
+
+static const char *dtype_name(aug_dtype d)
+{
+	static const char *names[] = {"u8", "f32", "f16", "bf16"};
+	return (unsigned)d < 4 ? names[d] : "?";
+}
+
+static double share(double part, double total)
+{
+	return total > 0 ? 100.0 * part / total : 0.0;
+}
+
+int cmd_bench_load(int argc, char **argv)
+{
+	int batch = 32, size = 0, val = 0, threads = 0, rank = 0, world = 1;
+	int epochs = 0, prefetch = 0, shard_owning = 0, no_pinned = 0;
+	int json = 0, quiet = 0;
+	uint64_t seed = 0;
+	double seconds = 10.0;
+	const char *augment = NULL, *layout = NULL, *dtype = NULL;
+	const char *mean_s = NULL, *std_s = NULL, *dump_help = NULL;
+	const cli_opt opts[] = {
+		{"batch", 'b', CLI_INT, &batch, "B", "samples per batch, per rank (default 32)", 1, 65536},
+		{"size", 0, CLI_INT, &size, "PX", "PX x PX samples, 8..4096 (default 224)", 8, AUG_MAX_OUT_SIDE},
+		{"augment", 0, CLI_STRING, &augment, "SPEC",
+		 "augmentation on top of the training defaults\n"
+		 "(random-resized-crop), as imshard-train's:\n"
+		 "comma-separated none, flip, noflip, rrc, norrc,\n"
+		 "rrc=A:B, ratio=A:B, zoom=Z, shift=S, rotate=D", 0, 0},
+		{"val", 0, CLI_FLAG, &val, NULL,
+		 "the validation loader: file order, resize and\n"
+		 "centre crop, short last batch kept, shares padded", 0, 0},
+		{"threads", 'j', CLI_INT, &threads, "T", "loader workers, 1..1024 (default: all cores)", 1, 1024},
+		{"rank", 0, CLI_INT, &rank, "R", "load rank R's share (default 0; R < W)", 0, 1048576},
+		{"world", 0, CLI_INT, &world, "W", "ranks the split is shared among (default 1)", 1, 1048576},
+		{"seed", 0, CLI_U64, &seed, "S", "shuffle and augmentation seed (default 0)", 0, 0},
+		{"epochs", 0, CLI_INT, &epochs, "E", "stop after E epochs (default: no limit)", 1, 1000000},
+		{"seconds", 0, CLI_DOUBLE, &seconds, "S",
+		 "stop after S seconds of wall time (default 10;\n"
+		 "0 = no limit, needs --epochs)", 0, 1e9},
+		{"layout", 0, CLI_STRING, &layout, "L", "sample layout: nchw (default) or nhwc", 0, 0},
+		{"dtype", 0, CLI_STRING, &dtype, "D", "element type: u8, f32 (default), f16 or bf16", 0, 0},
+		{"mean", 0, CLI_STRING, &mean_s, "R,G,B",
+		 "per-channel mean subtracted, in pixel units\n"
+		 "0..255 (default 0,0,0; ignored for u8)", 0, 0},
+		{"std", 0, CLI_STRING, &std_s, "R,G,B",
+		 "per-channel std divided by, > 0 (default 1,1,1);\n"
+		 "ImageNet's: --mean 123.675,116.28,103.53\n"
+		 "--std 58.395,57.12,57.375", 0, 0},
+		{"prefetch", 0, CLI_INT, &prefetch, "K", "batches prepared ahead, 1..1024 (default 3)", 1, 1024},
+		{"shard-owning", 0, CLI_FLAG, &shard_owning, NULL,
+		 "each rank reads only the shards s with\n"
+		 "s % W == R (node-local data)", 0, 0},
+		{"no-pinned", 0, CLI_FLAG, &no_pinned, NULL, "never cudaHostAlloc the batch ring", 0, 0},
+		{"dump", 0, CLI_STRING, &dump_help, "N DIR",
+		 "write the first N samples as PNG files\n"
+		 "DIR/sample_<k>_label<L>.png (DIR is created)", 0, 0},
+		{"json", 0, CLI_FLAG, &json, NULL, "print the results as one JSON object", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress line or loader notes", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+
+	int dump_n = 0;
+	const char *dump_dir = NULL;
+	char **args = malloc(sizeof(*args) * (size_t)(argc + 1));
+	if (!args) {
+		cli_error("bench-load: out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	int nargs = 0;
+	int rc = take_dump(argc, argv, args, &nargs, &dump_n, &dump_dir);
+	const char *pos[1];
+	int np;
+	if (!rc)
+		rc = cli_parse(&command, opts, nargs, args, pos, 1, 1, &np);
+	free(args);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	if (dump_help) /* only reachable as --dump=...: one value */
+		return cli_usage_error(&command, "--dump needs two values (N DIR)");
+
+	aug_loader_opts lo;
+	aug_loader_opts_init(&lo, !val);
+	aug_transform_opts *tr = &lo.transform;
+	aug_transform_opts_init(tr, !val);
+	ims_error err;
+	ims_error_clear(&err);
+	if (aug_transform_parse(augment, tr, &err) < 0)
+		return cli_usage_error(&command, "--augment: %s", err.msg);
+	if (size)
+		tr->out_w = tr->out_h = size;
+	if (layout) {
+		if (strcmp(layout, "nchw") == 0)
+			tr->layout = AUG_LAYOUT_NCHW;
+		else if (strcmp(layout, "nhwc") == 0)
+			tr->layout = AUG_LAYOUT_NHWC;
+		else
+			return cli_usage_error(&command, "--layout must be nchw or nhwc, got '%s'", layout);
+	}
+	if (dtype) {
+		static const char *names[] = {"u8", "f32", "f16", "bf16"};
+		int d = -1;
+		for (int i = 0; i < 4; i++)
+			if (strcmp(dtype, names[i]) == 0)
+				d = i;
+		if (d < 0)
+			return cli_usage_error(&command, "--dtype must be u8, f32, f16 or bf16, got '%s'", dtype);
+		tr->dtype = (aug_dtype)d;
+	}
+	if (mean_s && parse_triple(mean_s, tr->mean) < 0)
+		return cli_usage_error(&command, "--mean expects three numbers R,G,B, got '%s'", mean_s);
+	if (std_s) {
+		if (parse_triple(std_s, tr->std) < 0)
+			return cli_usage_error(&command, "--std expects three numbers R,G,B, got '%s'", std_s);
+		if (!(tr->std[0] > 0 && tr->std[1] > 0 && tr->std[2] > 0))
+			return cli_usage_error(&command, "--std values must be greater than 0, got '%s'", std_s);
+	}
+	if (rank >= world)
+		return cli_usage_error(&command, "--rank %d must be less than --world %d", rank, world);
+	if (seconds <= 0 && !epochs)
+		return cli_usage_error(&command, "--seconds 0 (no time limit) needs --epochs");
+	if (dump_n && mkdir(dump_dir, 0777) != 0 && errno != EEXIST) {
+		cli_error("bench-load: cannot create '%s': %s", dump_dir, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+
+	lo.manifest = pos[0];
+	lo.rank = rank;
+	lo.world = world;
+	lo.seed = seed;
+	lo.batch_size = batch;
+	lo.train = !val;
+	lo.threads = threads;
+	if (threads <= 0)
+		threads = omp_get_num_procs(); /* what the loader's 0 means */
+	lo.prefetch = prefetch;
+	lo.shard_owning = shard_owning;
+	lo.no_pinned = no_pinned;
+	lo.quiet = quiet || json;
+
+	aug_loader *l = NULL;
+	if (aug_loader_open(&lo, &l, &err) < 0) {
+		cli_error("bench-load: %s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	uint64_t per_epoch = aug_loader_batches_per_epoch(l);
+	uint64_t per_rank = 0, padded = 0, dropped = 0;
+	aug_loader_share(l, &per_rank, &padded, &dropped);
+	size_t sample_bytes = aug_sample_bytes(tr);
+
+	cli_catch_signals();
+	cli_progress prog;
+	cli_progress_start(&prog, "bench-load", epochs ? per_epoch * (uint64_t)epochs : 0,
+			   quiet || json);
+	aug_image img = {0};
+	aug_buf png = {0};
+	uint64_t images = 0, batches = 0, epochs_done = 0;
+	int dumped = 0, failed = 0, stop = 0;
+	double dump_seconds = 0;
+	double t0 = ims_now();
+	for (uint64_t e = 0; !stop && !failed; e++) {
+		if (aug_loader_start_epoch(l, e, &err) < 0) {
+			failed = 1;
+			break;
+		}
+		uint64_t in_epoch = 0;
+		for (;;) {
+			aug_batch b;
+			int r = aug_loader_next(l, &b, &err);
+			if (r < 0) {
+				failed = 1;
+				break;
+			}
+			if (r == 1)
+				break;
+			images += (uint64_t)b.count;
+			batches++;
+			in_epoch++;
+			if (dumped < dump_n) {
+				double d0 = ims_now();
+				for (int i = 0; i < b.count && dumped < dump_n && !failed; i++, dumped++)
+					if (dump_sample((const uint8_t *)b.data + (size_t)i * sample_bytes,
+							tr, dump_dir, dumped, b.labels[i], &img,
+							&png, &err) < 0)
+						failed = 1;
+				dump_seconds += ims_now() - d0;
+				if (failed)
+					break;
+			}
+			cli_progress_update(&prog, batches);
+			if (cli_interrupted() ||
+			    (seconds > 0 && ims_now() - t0 - dump_seconds >= seconds)) {
+				stop = 1;
+				break;
+			}
+		}
+		if (failed || stop)
+			break;
+		epochs_done++;
+		if ((epochs && epochs_done >= (uint64_t)epochs) || in_epoch == 0)
+			break;
+	}
+	double wall = ims_now() - t0 - dump_seconds;
+	cli_progress_finish(&prog);
+	aug_loader_stats st;
+	aug_loader_get_stats(l, &st);
+	aug_image_release(&img);
+	aug_buf_release(&png);
+	aug_loader_close(l);
+	if (failed) {
+		cli_error("bench-load: %s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+
+	double ips = wall > 0 ? (double)images / wall : 0;
+	double work = st.read_seconds + st.decode_seconds + st.augment_seconds;
+	double stall = wall > 0 ? st.wait_seconds / wall : 0;
+	double epochs_f = per_epoch ? (double)batches / (double)per_epoch : 0;
+	if (json) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddNumberToObject(j, "images", (double)images);
+		cJSON_AddNumberToObject(j, "seconds", wall);
+		cJSON_AddNumberToObject(j, "images_per_s", ips);
+		cJSON_AddNumberToObject(j, "batches", (double)batches);
+		cJSON_AddNumberToObject(j, "epochs", epochs_f);
+		cJSON_AddNumberToObject(j, "wait_seconds", st.wait_seconds);
+		cJSON_AddNumberToObject(j, "stall_fraction", stall);
+		cJSON_AddNumberToObject(j, "read_seconds", st.read_seconds);
+		cJSON_AddNumberToObject(j, "decode_seconds", st.decode_seconds);
+		cJSON_AddNumberToObject(j, "augment_seconds", st.augment_seconds);
+		cJSON_AddNumberToObject(j, "produce_seconds", st.produce_seconds);
+		cJSON_AddNumberToObject(j, "bad_records", (double)st.bad_records);
+		if (st.bad_records)
+			cJSON_AddStringToObject(j, "last_bad", st.last_bad);
+		else
+			cJSON_AddNullToObject(j, "last_bad");
+		cJSON_AddBoolToObject(j, "pinned", st.pinned != 0);
+		cJSON_AddNumberToObject(j, "threads", threads);
+		cJSON_AddNumberToObject(j, "batch", batch);
+		cJSON_AddNumberToObject(j, "size", tr->out_w);
+		cJSON_AddStringToObject(j, "layout", layout_name(tr->layout));
+		cJSON_AddStringToObject(j, "dtype", dtype_name(tr->dtype));
+		cJSON_AddBoolToObject(j, "train", !val);
+		cJSON_AddNumberToObject(j, "rank", rank);
+		cJSON_AddNumberToObject(j, "world", world);
+		cJSON_AddNumberToObject(j, "records_per_rank", (double)per_rank);
+		cJSON_AddNumberToObject(j, "padded", (double)padded);
+		cJSON_AddNumberToObject(j, "dropped", (double)dropped);
+		cJSON_AddNumberToObject(j, "batches_per_epoch", (double)per_epoch);
+		char *text = cJSON_PrintUnformatted(j);
+		cJSON_Delete(j);
+		if (!text) {
+			cli_error("bench-load: out of memory");
+			return CLI_EXIT_FAIL;
+		}
+		printf("%s\n", text);
+		cJSON_free(text);
+	} else {
+		printf("loaded %llu images in %llu batches (%.2f epochs) in %.2f s: %.1f images/s\n",
+		       (unsigned long long)images, (unsigned long long)batches, epochs_f,
+		       wall, ips);
+		printf("  rank %d of %d, %s, batch %d, %dx%d %s %s, %d worker%s, prefetch %d\n",
+		       rank, world, val ? "validation" : "training", batch, tr->out_w,
+		       tr->out_h, layout_name(tr->layout), dtype_name(tr->dtype),
+		       threads, threads == 1 ? "" : "s", prefetch ? prefetch : 3);
+		printf("  worker time (summed over threads): read %.2f s (%.0f%%), decode %.2f s (%.0f%%), augment %.2f s (%.0f%%)\n",
+		       st.read_seconds, share(st.read_seconds, work), st.decode_seconds,
+		       share(st.decode_seconds, work), st.augment_seconds,
+		       share(st.augment_seconds, work));
+		printf("  consumer waited %.3f s: stall fraction %.3f\n", st.wait_seconds, stall);
+		printf("  bad records replaced: %llu\n", (unsigned long long)st.bad_records);
+		if (st.bad_records)
+			printf("  last bad record: %s\n", st.last_bad);
+		printf("  batch memory: %s\n", st.pinned ? "pinned (cudaHostAlloc)" : "not pinned (host memory)");
+		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks; %llu batches per epoch)\n",
+		       (unsigned long long)per_rank, (unsigned long long)padded,
+		       (unsigned long long)dropped, (unsigned long long)per_epoch);
+		if (dump_n)
+			printf("  wrote %d sample%s to '%s'\n", dumped, dumped == 1 ? "" : "s", dump_dir);
+	}
+	if (cli_interrupted()) {
+		cli_error("bench-load: interrupted after %llu batches",
+			  (unsigned long long)batches);
+		return CLI_EXIT_FAIL;
+	}
+	return CLI_EXIT_OK;
+}
