@@ -555,6 +555,28 @@ warp_row(const aug_image *src, const int nc, const int cs, int64_t su,
 	const int64_t xmax = src->width - 1, ymax = src->height - 1;
 	const uint8_t *pix = src->pixels;
 	const size_t stride = src->stride;
+	/* Samples move linearly along the row, so when both ends have all
+	 * four taps inside the image, every pixel does: no clamping needed
+	 * (same results, fewer instructions on the common interior rows). */
+	int64_t eu = su + (int64_t)(n - 1) * du, ev = sv + (int64_t)(n - 1) * dv;
+	int64_t u0 = su >> FIX_BITS, u1 = eu >> FIX_BITS;
+	int64_t v0 = sv >> FIX_BITS, v1 = ev >> FIX_BITS;
+	if (u0 >= 0 && u1 >= 0 && u0 < xmax && u1 < xmax && v0 >= 0 && v1 >= 0 &&
+	    v0 < ymax && v1 < ymax) {
+		for (int x = 0; x < n; x++, su += du, sv += dv) {
+			int64_t iu = su >> FIX_BITS, iv = sv >> FIX_BITS;
+			int32_t wx = (int32_t)((su >> (FIX_BITS - W_BITS)) & (W_ONE - 1));
+			int32_t wy = (int32_t)((sv >> (FIX_BITS - W_BITS)) & (W_ONE - 1));
+			const uint8_t *p00 = pix + (size_t)iv * stride + (size_t)iu * nc;
+			const uint8_t *p10 = p00 + stride;
+			for (int c = 0; c < cs; c++) {
+				int32_t top = p00[c] * (W_ONE - wx) + p00[nc + c] * wx;
+				int32_t bot = p10[c] * (W_ONE - wx) + p10[nc + c] * wx;
+				rowv[c * n + x] = top * (W_ONE - wy) + bot * wy;
+			}
+		}
+		return;
+	}
 	for (int x = 0; x < n; x++, su += du, sv += dv) {
 		/* >> of a negative int64 is an arithmetic shift (floor) in gcc
 		 * and clang. Taps outside the image clamp to the edge. */
