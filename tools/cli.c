@@ -420,3 +420,41 @@ void cli_pack_ui_finish(cli_pack_ui *u)
 		fprintf(stderr, "imshard: ... and %llu more skipped files\n",
 			(unsigned long long)(u->skipped - CLI_NAMED_SKIPS));
 }
+
+void cli_pack_flags_init(cli_pack_flags *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->quality = 95;
+	f->max_errors = -1;
+}
+
+int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
+			 pack_opts *o)
+{
+	if (f->shards && f->shard_size)
+		return cli_usage_error(cmd, "give --shards or --shard-size, not both");
+	int geometry = f->resize || f->max_size || f->center_crop;
+	int enc = f->encoding ? pack_encoding_parse(f->encoding)
+			      : (geometry ? PACK_JPEG : PACK_KEEP);
+	if (enc < 0)
+		return cli_usage_error(cmd, "--encoding must be keep, jpeg, png or raw, got '%s'",
+				       f->encoding);
+	if (enc == PACK_KEEP && geometry)
+		return cli_usage_error(cmd,
+				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
+	if (f->check_decode && enc != PACK_KEEP)
+		return cli_usage_error(cmd, "--check-decode applies to --encoding keep only (re-encoding always decodes)");
+	pack_opts_init(o);
+	o->encoding = (pack_encoding)enc;
+	o->shards = f->shards;
+	o->shard_bytes = f->shard_size;
+	o->resize = f->resize;
+	o->max_size = f->max_size;
+	o->center_crop = f->center_crop;
+	o->quality = f->quality;
+	o->threads = f->threads;
+	o->max_errors = f->max_errors;
+	o->force = f->force;
+	o->check_decode = f->check_decode;
+	return 0;
+}

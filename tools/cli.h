@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "pack/pack.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
@@ -98,6 +99,48 @@ void cli_progress_start(cli_progress *p, const char *label, uint64_t total,
 void cli_progress_update(cli_progress *p, uint64_t done);
 /* Clears the TTY line (the caller prints its own summary). */
 void cli_progress_finish(cli_progress *p);
+
+/*
+ * The packing options pack and convert share: one struct, one set of
+ * option-table entries (CLI_PACK_OPTIONS, spliced into a command's table),
+ * one check. cli_pack_flags_apply prints a usage error and returns
+ * CLI_EXIT_USAGE when the flags contradict each other, else copies them
+ * into o (after pack_opts_init) and returns 0.
+ */
+typedef struct cli_pack_flags {
+	const char *encoding;
+	int shards, resize, max_size, center_crop, quality, threads;
+	int max_errors, check_decode, force;
+	uint64_t shard_size;
+} cli_pack_flags;
+
+void cli_pack_flags_init(cli_pack_flags *f);
+int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
+			 pack_opts *o);
+
+#define CLI_PACK_OPTIONS(f)                                                    \
+	{"shards", 0, CLI_INT, &(f)->shards, "N",                              \
+	 "N shards (per split), splitting the list evenly by position", 1, 99999}, \
+	{"shard-size", 0, CLI_SIZE, &(f)->shard_size, "BYTES",                 \
+	 "start a new shard past this size, e.g. 512M (default 1G)", 4096, 1e15}, \
+	{"encoding", 0, CLI_STRING, &(f)->encoding, "ENC",                     \
+	 "keep, jpeg, png or raw (default keep; jpeg with any resize option)", 0, 0}, \
+	{"resize", 0, CLI_INT, &(f)->resize, "SHORTER",                        \
+	 "scale so the shorter side is SHORTER pixels (enlarging small images)", 1, 32768}, \
+	{"max-size", 0, CLI_INT, &(f)->max_size, "LONGER",                     \
+	 "then scale down so the longer side is at most LONGER pixels", 1, 32768}, \
+	{"center-crop", 0, CLI_FLAG, &(f)->center_crop, NULL,                  \
+	 "then keep the centred square (side = the shorter side)", 0, 0},      \
+	{"quality", 0, CLI_INT, &(f)->quality, "Q",                            \
+	 "JPEG quality for --encoding jpeg (default 95)", 1, 100},             \
+	{"threads", 'j', CLI_INT, &(f)->threads, "T",                          \
+	 "worker threads (default: all cores)", 1, 1024},                      \
+	{"max-errors", 0, CLI_INT, &(f)->max_errors, "N",                      \
+	 "fail once more than N files are skipped (default: never)", 0, 2147483647}, \
+	{"check-decode", 0, CLI_FLAG, &(f)->check_decode, NULL,                \
+	 "keep mode: decode every image fully as the check (slower)", 0, 0},   \
+	{"force", 'f', CLI_FLAG, &(f)->force, NULL,                            \
+	 "replace existing splits of those names", 0, 0}
 
 /*
  * What pack and convert show while packing: the progress line, and each

@@ -79,13 +79,12 @@ typedef struct split_size {
 int cmd_convert(int argc, char **argv)
 {
 	const char *out = NULL, *label = NULL, *keep = NULL, *exts = NULL;
-	const char *encoding = NULL;
 	double val_ratio = -1, test_ratio = 0;
-	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0, force = 0;
-	uint64_t seed = 0, shard_size = 0;
+	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0;
+	uint64_t seed = 0;
+	cli_pack_flags pf;
+	cli_pack_flags_init(&pf);
 	split_size sizes[3] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
-	int shards = 0, resize = 0, max_size = 0, center_crop = 0, quality = 95;
-	int threads = 0, max_errors = -1, check_decode = 0;
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required)", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits and subsets (default 0)", 0, 0},
@@ -103,17 +102,7 @@ int cmd_convert(int argc, char **argv)
 		{"train-total", 0, CLI_INT, &sizes[0].total, "N", "take N train images, divided evenly across classes", 1, 2147483647},
 		{"val-total", 0, CLI_INT, &sizes[1].total, "N", "take N val images, divided evenly across classes", 1, 2147483647},
 		{"allow-short", 0, CLI_FLAG, &allow_short, NULL, "a class with too few images gives all it has (reported)", 0, 0},
-		{"encoding", 0, CLI_STRING, &encoding, "ENC", "keep, jpeg, png or raw (as for pack)", 0, 0},
-		{"resize", 0, CLI_INT, &resize, "SHORTER", "scale so the shorter side is SHORTER pixels", 1, 32768},
-		{"max-size", 0, CLI_INT, &max_size, "LONGER", "cap the longer side at LONGER pixels", 1, 32768},
-		{"center-crop", 0, CLI_FLAG, &center_crop, NULL, "keep the centred square", 0, 0},
-		{"quality", 0, CLI_INT, &quality, "Q", "JPEG quality (default 95)", 1, 100},
-		{"shards", 0, CLI_INT, &shards, "N", "N shards per split", 1, 99999},
-		{"shard-size", 0, CLI_SIZE, &shard_size, "BYTES", "new shard past this size (default 1G)", 4096, 1e15},
-		{"threads", 'j', CLI_INT, &threads, "T", "worker threads (default: all cores)", 1, 1024},
-		{"max-errors", 0, CLI_INT, &max_errors, "N", "fail a split past N skipped files", 0, 2147483647},
-		{"check-decode", 0, CLI_FLAG, &check_decode, NULL, "keep mode: decode every image fully as the check", 0, 0},
-		{"force", 'f', CLI_FLAG, &force, NULL, "replace existing splits", 0, 0},
+		CLI_PACK_OPTIONS(&pf),
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "only errors", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[2];
@@ -148,17 +137,10 @@ int cmd_convert(int argc, char **argv)
 		if (sizes[i].per_class && sizes[i].total)
 			return cli_usage_error(&command, "give --per-class-%s or --%s-total, not both",
 					       sizes[i].split, sizes[i].split);
-	if (shards && shard_size)
-		return cli_usage_error(&command, "give --shards or --shard-size, not both");
-	int geometry = resize || max_size || center_crop;
-	int enc = encoding ? pack_encoding_parse(encoding) : (geometry ? PACK_JPEG : PACK_KEEP);
-	if (enc < 0)
-		return cli_usage_error(&command, "--encoding must be keep, jpeg, png or raw, got '%s'", encoding);
-	if (enc == PACK_KEEP && geometry)
-		return cli_usage_error(&command,
-				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
-	if (check_decode && enc != PACK_KEEP)
-		return cli_usage_error(&command, "--check-decode applies to --encoding keep only");
+	pack_opts po;
+	rc = cli_pack_flags_apply(&command, &pf, &po);
+	if (rc)
+		return rc;
 
 	struct stat st;
 	if (stat(pos[1], &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -210,7 +192,7 @@ int cmd_convert(int argc, char **argv)
 		cli_error("convert: %s", err.msg);
 		goto done;
 	}
-	for (int s = 0; s < d.n_splits && !force; s++) {
+	for (int s = 0; s < d.n_splits && !pf.force; s++) {
 		char p[4200];
 		snprintf(p, sizeof(p), "%s/%s.json", out, d.splits[s].name);
 		if (access(p, F_OK) == 0) {
@@ -279,25 +261,13 @@ int cmd_convert(int argc, char **argv)
 			goto done;
 		}
 		cli_pack_ui u;
-		pack_opts o;
-		pack_opts_init(&o);
+		pack_opts o = po;
 		o.root = pos[1];
 		o.out_dir = out;
 		o.name = sp->name;
 		char lst[4200];
 		snprintf(lst, sizeof(lst), "%s/%s.lst", out, sp->name);
 		o.source = lst;
-		o.encoding = (pack_encoding)enc;
-		o.shards = shards;
-		o.shard_bytes = shard_size;
-		o.resize = resize;
-		o.max_size = max_size;
-		o.center_crop = center_crop;
-		o.quality = quality;
-		o.threads = threads;
-		o.max_errors = max_errors;
-		o.force = force;
-		o.check_decode = check_decode;
 		o.cancel = cli_interrupt_flag();
 		o.progress = cli_pack_ui_progress;
 		o.skipped = cli_pack_ui_skipped;

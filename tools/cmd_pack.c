@@ -43,36 +43,16 @@ static const cli_command command = {
 
 int cmd_pack(int argc, char **argv)
 {
-	const char *out = NULL, *encoding = NULL, *classes = NULL;
-	int shards = 0, resize = 0, max_size = 0, center_crop = 0, quality = 95;
-	int threads = 0, quiet = 0, force = 0, check_decode = 0;
-	uint64_t shard_size = 0;
-	int max_errors = -1;
+	const char *out = NULL, *classes = NULL;
+	int quiet = 0;
+	cli_pack_flags pf;
+	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "OUTDIR/NAME",
 		 "where to write: OUTDIR/NAME.json and OUTDIR/NAME-*.mdb (required)", 0, 0},
-		{"shards", 0, CLI_INT, &shards, "N",
-		 "N shards, splitting the list evenly by position", 1, 99999},
-		{"shard-size", 0, CLI_SIZE, &shard_size, "BYTES",
-		 "start a new shard past this size, e.g. 512M (default 1G)", 4096, 1e15},
-		{"encoding", 0, CLI_STRING, &encoding, "ENC",
-		 "keep, jpeg, png or raw (see below)", 0, 0},
-		{"resize", 0, CLI_INT, &resize, "SHORTER",
-		 "scale so the shorter side is SHORTER pixels (enlarging small images)", 1, 32768},
-		{"max-size", 0, CLI_INT, &max_size, "LONGER",
-		 "then scale down so the longer side is at most LONGER pixels", 1, 32768},
-		{"center-crop", 0, CLI_FLAG, &center_crop, NULL,
-		 "then keep the centred square (side = the shorter side)", 0, 0},
-		{"quality", 0, CLI_INT, &quality, "Q", "JPEG quality for --encoding jpeg (default 95)",
-		 1, 100},
-		{"threads", 'j', CLI_INT, &threads, "T", "worker threads (default: all cores)", 1, 1024},
-		{"max-errors", 0, CLI_INT, &max_errors, "N",
-		 "fail once more than N files are skipped (default: never)", 0, 2147483647},
+		CLI_PACK_OPTIONS(&pf),
 		{"classes", 0, CLI_STRING, &classes, "FILE",
 		 "class names, one per line, line i = label i", 0, 0},
-		{"check-decode", 0, CLI_FLAG, &check_decode, NULL,
-		 "keep mode: decode every image fully as the check (slower)", 0, 0},
-		{"force", 'f', CLI_FLAG, &force, NULL, "replace an existing split of that name", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress, no summary, no per-file warnings", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[2];
@@ -82,18 +62,10 @@ int cmd_pack(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!out)
 		return cli_usage_error(&command, "-o OUTDIR/NAME is required");
-	if (shards && shard_size)
-		return cli_usage_error(&command, "give --shards or --shard-size, not both");
-	int geometry = resize || max_size || center_crop;
-	int enc = encoding ? pack_encoding_parse(encoding) : (geometry ? PACK_JPEG : PACK_KEEP);
-	if (enc < 0)
-		return cli_usage_error(&command, "--encoding must be keep, jpeg, png or raw, got '%s'",
-				       encoding);
-	if (enc == PACK_KEEP && geometry)
-		return cli_usage_error(&command,
-				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
-	if (check_decode && enc != PACK_KEEP)
-		return cli_usage_error(&command, "--check-decode applies to --encoding keep only (re-encoding always decodes)");
+	pack_opts o;
+	rc = cli_pack_flags_apply(&command, &pf, &o);
+	if (rc)
+		return rc;
 
 	char outbuf[4096], dirbuf[4096], namebuf[1024];
 	snprintf(outbuf, sizeof(outbuf), "%s", out);
@@ -127,23 +99,10 @@ int cmd_pack(int argc, char **argv)
 	}
 
 	cli_pack_ui u;
-	pack_opts o;
-	pack_opts_init(&o);
 	o.root = pos[1];
 	o.out_dir = dir;
 	o.name = namebuf;
 	o.source = pos[0];
-	o.encoding = (pack_encoding)enc;
-	o.shards = shards;
-	o.shard_bytes = shard_size;
-	o.resize = resize;
-	o.max_size = max_size;
-	o.center_crop = center_crop;
-	o.quality = quality;
-	o.threads = threads;
-	o.max_errors = max_errors;
-	o.force = force;
-	o.check_decode = check_decode;
 	cli_catch_signals();
 	o.cancel = cli_interrupt_flag();
 	o.progress = cli_pack_ui_progress;
