@@ -26,81 +26,7 @@
 #include <time.h>
 #include <turbojpeg.h>
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int grow(unsigned char **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	unsigned char *p = realloc(*buf, need);
-	if (!p)
-		return -1;
-	*buf = p;
-	*cap = need;
-	return 0;
-}
-
-/* The last tab-separated field of each line of an im2rec .lst. */
-static char **read_list(const char *path, long limit, long *n_out)
-{
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, "full_decode: cannot open list '%s': %s\n", path,
-			strerror(errno));
-		return NULL;
-	}
-	char **paths = NULL;
-	long n = 0, cap = 0;
-	char *line = NULL;
-	size_t line_cap = 0;
-	ssize_t len;
-	while ((len = getline(&line, &line_cap, f)) > 0 && (limit <= 0 || n < limit)) {
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = 0;
-		char *tab = strrchr(line, '\t');
-		if (!tab || !tab[1])
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			char **p = realloc(paths, (size_t)cap * sizeof(*p));
-			if (!p)
-				break;
-			paths = p;
-		}
-		paths[n++] = strdup(tab + 1);
-	}
-	free(line);
-	fclose(f);
-	*n_out = n;
-	return paths;
-}
-
-static int read_file(const char *path, unsigned char **buf, size_t *cap, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return -1;
-	int rc = -1;
-	if (fseek(f, 0, SEEK_END) != 0)
-		goto out;
-	long len = ftell(f);
-	if (len <= 0 || fseek(f, 0, SEEK_SET) != 0)
-		goto out;
-	if (grow(buf, cap, (size_t)len) != 0)
-		goto out;
-	if (fread(*buf, 1, (size_t)len, f) != (size_t)len)
-		goto out;
-	*size = (size_t)len;
-	rc = 0;
-out:
-	fclose(f);
-	return rc;
-}
+#include "bench_util.h"
 
 static void usage(void)
 {
@@ -136,7 +62,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	long n = 0;
-	char **paths = read_list(list, limit, &n);
+	char **paths = read_list("full_decode", list, limit, &n);
 	if (!paths && n == 0)
 		return 1;
 

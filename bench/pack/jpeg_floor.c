@@ -32,6 +32,8 @@
 #include <time.h>
 #include <turbojpeg.h>
 
+#include "bench_util.h"
+
 struct floor_opts {
 	const char *list;
 	const char *root;
@@ -50,64 +52,6 @@ struct floor_worker {
 	uint64_t in_bytes, out_bytes;
 	long images, errors;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int grow(unsigned char **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	unsigned char *p = realloc(*buf, need);
-	if (!p)
-		return -1;
-	*buf = p;
-	*cap = need;
-	return 0;
-}
-
-/*
- * Reads the .lst (im2rec: index TAB label [TAB label...] TAB relpath) and
- * returns the relative paths, the last field of each line, at most limit of
- * them when limit > 0. *n_out stays untouched when the list cannot be read.
- */
-static char **read_list(const char *path, long limit, long *n_out)
-{
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, "jpeg_floor: cannot open list '%s': %s\n", path,
-			strerror(errno));
-		return NULL;
-	}
-	char **paths = NULL;
-	long n = 0, cap = 0;
-	char *line = NULL;
-	size_t line_cap = 0;
-	ssize_t len;
-	while ((len = getline(&line, &line_cap, f)) > 0 && (limit <= 0 || n < limit)) {
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = 0;
-		char *tab = strrchr(line, '\t');
-		if (!tab || !tab[1])
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			char **p = realloc(paths, (size_t)cap * sizeof(*p));
-			if (!p)
-				break;
-			paths = p;
-		}
-		paths[n++] = strdup(tab + 1);
-	}
-	free(line);
-	fclose(f);
-	*n_out = n;
-	return paths;
-}
 
 /*
  * Bilinear resize of packed RGB, src (sw x sh) to dst (dw x dh), sampling at
@@ -158,36 +102,13 @@ static void resize_bilinear(const unsigned char *src, int sw, int sh,
 	}
 }
 
-static int read_file(const char *path, struct floor_worker *w, size_t *size)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return -1;
-	int rc = -1;
-	if (fseek(f, 0, SEEK_END) != 0)
-		goto out;
-	long len = ftell(f);
-	if (len <= 0 || fseek(f, 0, SEEK_SET) != 0)
-		goto out;
-	if (grow(&w->in, &w->in_cap, (size_t)len) != 0)
-		goto out;
-	if (fread(w->in, 1, (size_t)len, f) != (size_t)len)
-		goto out;
-	*size = (size_t)len;
-	rc = 0;
-out:
-	fclose(f);
-	return rc;
-}
-
-/* Decodes, resizes and re-encodes one file; returns 0 or -1 (named on stderr). */
 static int floor_one(const struct floor_opts *o, const char *rel,
 		     struct floor_worker *w)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", o->root, rel);
 	size_t size;
-	if (read_file(path, w, &size) != 0) {
+	if (read_file(path, &w->in, &w->in_cap, &size) != 0) {
 		fprintf(stderr, "jpeg_floor: cannot read '%s': %s\n", path, strerror(errno));
 		return -1;
 	}
@@ -302,7 +223,7 @@ int main(int argc, char **argv)
 		return usage();
 
 	long n = -1;
-	char **paths = read_list(o.list, o.limit, &n);
+	char **paths = read_list("jpeg_floor", o.list, o.limit, &n);
 	if (n < 0)
 		return 1;
 	if (n == 0) {
