@@ -19,27 +19,13 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
+#include "ds_test_util.h"
 
 static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_ds_caltech256-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
-}
-
-static int sh(const char *fmt, const char *a, const char *b)
-{
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), fmt, a, b);
-	return system(cmd);
+	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_caltech256");
 }
 
 /* Images the fixture puts in class NNN (1-based). */
@@ -70,53 +56,11 @@ static const ds_entry *find_row(const ds_dataset *d, const char *path)
 	return NULL;
 }
 
-static int has_note(const ds_dataset *d, const char *a, const char *b)
-{
-	for (size_t i = 0; i < d->n_notes; i++)
-		if (strstr(d->notes[i], a) && (!b || strstr(d->notes[i], b)))
-			return 1;
-	return 0;
-}
-
-static size_t count_label(const ds_list *l, int32_t label)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < l->count; i++)
-		n += l->items[i].label == label;
-	return n;
-}
-
-static int same_rows(const ds_list *a, const ds_list *b)
-{
-	if (a->count != b->count)
-		return 0;
-	for (size_t i = 0; i < a->count; i++)
-		if (a->items[i].label != b->items[i].label ||
-		    a->items[i].index != b->items[i].index ||
-		    strcmp(a->items[i].path, b->items[i].path) != 0)
-			return 0;
-	return 1;
-}
-
 static int load(const char *root, const ds_convert_opts *o, ds_dataset *d,
 		ims_error *err)
 {
 	memset(d, 0, sizeof(*d));
 	return ds_adapter_caltech256.load(root, o, d, err);
-}
-
-/* Every row's file exists under root, as written. */
-static void check_paths_exist(const char *root, const ds_dataset *d)
-{
-	size_t missing = 0;
-	for (int s = 0; s < d->n_splits; s++)
-		for (size_t i = 0; i < d->splits[s].list.count; i++) {
-			char p[4096];
-			struct stat st;
-			snprintf(p, sizeof(p), "%s/%s", root, d->splits[s].list.items[i].path);
-			missing += stat(p, &st) != 0;
-		}
-	CHECK_EQ_INT(missing, 0);
 }
 
 static void test_default(const char *root)

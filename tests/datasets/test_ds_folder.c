@@ -19,21 +19,14 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
+#include "ds_test_util.h"
 
 static char tmpdir[1024];
 static char root[2048];
 
 static void make_tmpdir(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_ds_folder-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
+	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_folder");
 	snprintf(root, sizeof(root), "%s/root", tmpdir);
 }
 
@@ -76,34 +69,6 @@ static const ds_entry *find_in(const ds_list *l, const char *path)
 		if (strcmp(l->items[i].path, path) == 0)
 			return &l->items[i];
 	return NULL;
-}
-
-static int has_note(const ds_dataset *d, const char *a, const char *b)
-{
-	for (size_t i = 0; i < d->n_notes; i++)
-		if (strstr(d->notes[i], a) && (!b || strstr(d->notes[i], b)))
-			return 1;
-	return 0;
-}
-
-static size_t count_label(const ds_list *l, int32_t label)
-{
-	size_t n = 0;
-	for (size_t i = 0; l && i < l->count; i++)
-		n += l->items[i].label == label;
-	return n;
-}
-
-static int same_rows(const ds_list *a, const ds_list *b)
-{
-	if (!a || !b || a->count != b->count)
-		return 0;
-	for (size_t i = 0; i < a->count; i++)
-		if (a->items[i].label != b->items[i].label ||
-		    a->items[i].index != b->items[i].index ||
-		    strcmp(a->items[i].path, b->items[i].path) != 0)
-			return 0;
-	return 1;
 }
 
 static int load(const ds_convert_opts *o, ds_dataset *d, ims_error *err)
