@@ -1,11 +1,13 @@
 /*
  * ds_test_util.h - helpers the dataset adapter tests share: a scratch
  * folder, running a fixture generator, and comparisons of lists and notes.
- * Each test file is its own program, so these are static inline.
+ * Each test file is its own program, so these are static inline. Include
+ * it after defining _GNU_SOURCE (for nftw).
  */
 #ifndef IMSHARD_DS_TEST_UTIL_H
 #define IMSHARD_DS_TEST_UTIL_H
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,21 @@ static inline void ds_test_tmpdir(char *out, size_t len, const char *tag)
 		perror(out);
 		exit(1);
 	}
+}
+
+static inline int ds_test_rm_entry_(const char *p, const struct stat *st,
+				    int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+/* Removes a scratch tree (a passing test cleans up after itself). */
+static inline void ds_test_rm_tree(const char *path)
+{
+	nftw(path, ds_test_rm_entry_, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Runs a shell command built from fmt and two strings; returns its status. */

@@ -18,6 +18,7 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
+#include "ds_test_util.h"
 
 #define RECORD 3073
 
@@ -25,24 +26,7 @@ static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_ds_cifar10-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag,
-		    struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
+	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_cifar10");
 }
 
 /* Runs the generator into tmpdir/sub with extra arguments; returns the
@@ -347,7 +331,7 @@ int main(void)
 	check_load_fails(root, IMS_ENOTFOUND, "nowhere", (char *)NULL);
 
 	if (test_failures_ == 0)
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		ds_test_rm_tree(tmpdir);
 	else
 		fprintf(stderr, "scratch kept in %s\n", tmpdir);
 	return TEST_EXIT();

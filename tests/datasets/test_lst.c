@@ -18,29 +18,13 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
+#include "ds_test_util.h"
 
 static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_lst-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag,
-		    struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
+	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_lst");
 }
 
 static const char *tmp_path(const char *name)
@@ -547,6 +531,6 @@ int main(void)
 	test_classes_path();
 	test_many_rows();
 	if (!test_failures_)
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		ds_test_rm_tree(tmpdir);
 	return TEST_EXIT();
 }

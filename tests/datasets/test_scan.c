@@ -17,29 +17,13 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
+#include "ds_test_util.h"
 
 static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_scan-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag,
-		    struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
+	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_scan");
 }
 
 /* Creates tmpdir/rel (a file, or a folder when rel ends with '/'),
@@ -447,6 +431,6 @@ int main(void)
 	test_links();
 	test_errors();
 	if (!test_failures_)
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		ds_test_rm_tree(tmpdir);
 	return TEST_EXIT();
 }
