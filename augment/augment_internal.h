@@ -112,4 +112,13 @@ void aug_composite_row(const uint8_t *src, uint8_t *dst, int n, int channels);
 /* resize.c */
 void aug_rs_free(aug_rs_scratch *s);
 
+/* transform.c */
+/*
+ * aug_warp with the SIMD row kernel on (simd = 1, where the CPU has AVX2)
+ * or off: both give the same bytes, which the tests check.
+ */
+int aug_warp_impl(const aug_image *src, const aug_plan *p,
+		  const aug_transform_opts *o, void *dst, int simd,
+		  ims_error *err);
+
 #endif

@@ -19,6 +19,12 @@
 #include <string.h>
 
 #include "augment/augment.h"
+#include "augment/augment_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
 
 #define FIX_BITS 32 /* fractional bits of the source coordinates */
 #define W_BITS 11   /* fractional bits of the bilinear weights */
@@ -542,7 +548,7 @@ store_row(const int32_t *rowv, int n, aug_dtype t, float mean,
 }
 
 /*
- * Interpolates one output row of n pixels into rowv (cs planes of n values
+ * Interpolates n output pixels into rowv (cs planes `pitch` values apart,
  * in units of 2^-22 pixel). (su, sv) is the first sample point minus 0.5 in
  * 32.32 fixed point, (du, dv) the step per pixel. Inlined with constant nc
  * (source channels) and cs (channels interpolated) so the channel loops
@@ -550,7 +556,7 @@ store_row(const int32_t *rowv, int n, aug_dtype t, float mean,
  */
 static inline __attribute__((always_inline)) void
 warp_row(const aug_image *src, const int nc, const int cs, int64_t su,
-	 int64_t sv, int64_t du, int64_t dv, int n, int32_t *rowv)
+	 int64_t sv, int64_t du, int64_t dv, int n, int pitch, int32_t *rowv)
 {
 	const int64_t xmax = src->width - 1, ymax = src->height - 1;
 	const uint8_t *pix = src->pixels;
@@ -572,7 +578,7 @@ warp_row(const aug_image *src, const int nc, const int cs, int64_t su,
 			for (int c = 0; c < cs; c++) {
 				int32_t top = p00[c] * (W_ONE - wx) + p00[nc + c] * wx;
 				int32_t bot = p10[c] * (W_ONE - wx) + p10[nc + c] * wx;
-				rowv[c * n + x] = top * (W_ONE - wy) + bot * wy;
+				rowv[c * pitch + x] = top * (W_ONE - wy) + bot * wy;
 			}
 		}
 		return;
@@ -596,13 +602,126 @@ warp_row(const aug_image *src, const int nc, const int cs, int64_t su,
 		for (int c = 0; c < cs; c++) {
 			int32_t top = p00[c] * (W_ONE - wx) + p01[c] * wx;
 			int32_t bot = p10[c] * (W_ONE - wx) + p11[c] * wx;
-			rowv[c * n + x] = top * (W_ONE - wy) + bot * wy;
+			rowv[c * pitch + x] = top * (W_ONE - wy) + bot * wy;
 		}
 	}
 }
 
+#ifdef HAVE_X86
+/*
+ * The interior rows of 3- and 4-channel sources, 8 output pixels at a time
+ * with AVX2 gathers: the same integer arithmetic as warp_row, so the same
+ * bits. The caller guarantees that every tap of the row is inside the image
+ * (as for warp_row's clamp-free rows), width < 2^20 and height * stride <
+ * 2^31 (gather offsets are int32). Each gather loads 4 bytes; the right
+ * taps of a 3-channel source are loaded from one byte before the pixel, so
+ * no load passes the right tap's last byte, even on the last row. su and sv are >= 0 there,
+ * so logical shifts equal warp_row's arithmetic ones. Returns the number
+ * of pixels done (a multiple of 8); warp_row finishes the tail.
+ */
+__attribute__((target("avx2"))) static int
+warp_row_avx2(const aug_image *src, const int nc, int64_t su, int64_t sv,
+	      int64_t du, int64_t dv, int n, int32_t *rowv)
+{
+	const int32_t stride = (int32_t)src->stride;
+	const int *base = (const int *)(const void *)src->pixels;
+	const __m256i lo8 = _mm256_set1_epi32(0xff);
+	const __m256i wmask = _mm256_set1_epi32(W_ONE - 1);
+	const __m256i wone = _mm256_set1_epi32(W_ONE);
+	const __m256i vnc = _mm256_set1_epi32(nc);
+	const __m256i vstride = _mm256_set1_epi32(stride);
+	/* where the right taps' 4-byte loads start, and their channel shift */
+	const int rshift = nc == 3 ? 8 : 0;
+	const __m256i vright = _mm256_set1_epi32(nc == 3 ? 2 : 4);
+	/* Lanes k = 0..3 and 4..7 of the 64-bit coordinates. */
+	__m256i u_lo = _mm256_add_epi64(_mm256_set1_epi64x(su),
+					_mm256_set_epi64x(3 * du, 2 * du, du, 0));
+	__m256i u_hi = _mm256_add_epi64(u_lo, _mm256_set1_epi64x(4 * du));
+	__m256i v_lo = _mm256_add_epi64(_mm256_set1_epi64x(sv),
+					_mm256_set_epi64x(3 * dv, 2 * dv, dv, 0));
+	__m256i v_hi = _mm256_add_epi64(v_lo, _mm256_set1_epi64x(4 * dv));
+	const __m256i step_u = _mm256_set1_epi64x(8 * du);
+	const __m256i step_v = _mm256_set1_epi64x(8 * dv);
+	/* Picks the low 32 bits of each 64-bit lane of (lo, hi) in order. */
+	const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+	int x = 0;
+	for (; x + 8 <= n; x += 8) {
+		/* (coordinate >> 21) = integer part << 11 | 11-bit weight;
+		 * it fits in 31 bits: the caller keeps taps below 2^20. */
+		__m256i tu = _mm256_permute2x128_si256(
+			_mm256_permutevar8x32_epi32(
+				_mm256_srli_epi64(u_lo, FIX_BITS - W_BITS), pick),
+			_mm256_permutevar8x32_epi32(
+				_mm256_srli_epi64(u_hi, FIX_BITS - W_BITS), pick),
+			0x20);
+		__m256i tv = _mm256_permute2x128_si256(
+			_mm256_permutevar8x32_epi32(
+				_mm256_srli_epi64(v_lo, FIX_BITS - W_BITS), pick),
+			_mm256_permutevar8x32_epi32(
+				_mm256_srli_epi64(v_hi, FIX_BITS - W_BITS), pick),
+			0x20);
+		u_lo = _mm256_add_epi64(u_lo, step_u);
+		u_hi = _mm256_add_epi64(u_hi, step_u);
+		v_lo = _mm256_add_epi64(v_lo, step_v);
+		v_hi = _mm256_add_epi64(v_hi, step_v);
+		__m256i wx = _mm256_and_si256(tu, wmask);
+		__m256i wy = _mm256_and_si256(tv, wmask);
+		__m256i iu = _mm256_srli_epi32(tu, W_BITS);
+		__m256i iv = _mm256_srli_epi32(tv, W_BITS);
+		__m256i off = _mm256_add_epi32(_mm256_mullo_epi32(iv, vstride),
+					       _mm256_mullo_epi32(iu, vnc));
+		__m256i a = _mm256_i32gather_epi32(base, off, 1);
+		__m256i b = _mm256_i32gather_epi32(
+			base, _mm256_add_epi32(off, vright), 1);
+		off = _mm256_add_epi32(off, vstride);
+		__m256i c = _mm256_i32gather_epi32(base, off, 1);
+		__m256i d = _mm256_i32gather_epi32(
+			base, _mm256_add_epi32(off, vright), 1);
+		/* Weight pairs (W_ONE - wx, wx) as int16 in each 32-bit lane,
+		 * for pmaddwd against (left, right) pixel pairs. */
+		__m256i wxp = _mm256_or_si256(_mm256_sub_epi32(wone, wx),
+					      _mm256_slli_epi32(wx, 16));
+		__m256i wy0 = _mm256_sub_epi32(wone, wy);
+		for (int ch = 0; ch < 3; ch++) {
+			const int sh = 8 * ch, rsh = sh + rshift;
+			__m256i pa = _mm256_and_si256(_mm256_srli_epi32(a, sh), lo8);
+			__m256i pb = _mm256_and_si256(_mm256_srli_epi32(b, rsh), lo8);
+			__m256i pc = _mm256_and_si256(_mm256_srli_epi32(c, sh), lo8);
+			__m256i pd = _mm256_and_si256(_mm256_srli_epi32(d, rsh), lo8);
+			__m256i top = _mm256_madd_epi16(
+				_mm256_or_si256(pa, _mm256_slli_epi32(pb, 16)), wxp);
+			__m256i bot = _mm256_madd_epi16(
+				_mm256_or_si256(pc, _mm256_slli_epi32(pd, 16)), wxp);
+			__m256i r = _mm256_add_epi32(_mm256_mullo_epi32(top, wy0),
+						     _mm256_mullo_epi32(bot, wy));
+			_mm256_storeu_si256((__m256i *)(void *)(rowv + ch * n + x), r);
+		}
+	}
+	return x;
+}
+
+static int have_avx2(void)
+{
+	static int cached = -1; /* a pure function of the CPU: safe to race */
+	if (cached < 0)
+		cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+	return cached;
+}
+#endif
+
 int aug_warp(const aug_image *src, const aug_plan *p,
 	     const aug_transform_opts *o, void *dst, ims_error *err)
+{
+#ifdef HAVE_X86
+	return aug_warp_impl(src, p, o, dst, have_avx2(), err);
+#else
+	return aug_warp_impl(src, p, o, dst, 0, err);
+#endif
+}
+
+int aug_warp_impl(const aug_image *src, const aug_plan *p,
+		  const aug_transform_opts *o, void *dst, int simd,
+		  ims_error *err)
 {
 	FORWARD_IF_ERR(check_opts(o, err));
 	RETURN_IF(!src || !src->pixels || src->width < 1 || src->height < 1,
@@ -645,16 +764,45 @@ int aug_warp(const aug_image *src, const aug_plan *p,
 		double yc = y + 0.5;
 		int64_t su = llround((m[0] * 0.5 + m[1] * yc + m[2] - 0.5) * one);
 		int64_t sv = llround((m[3] * 0.5 + m[4] * yc + m[5] - 0.5) * one);
-		switch (nc) {
-		case 1:
-			warp_row(src, 1, 1, su, sv, du, dv, ow, rowv);
-			break;
-		case 3:
-			warp_row(src, 3, 3, su, sv, du, dv, ow, rowv);
-			break;
-		default:
-			warp_row(src, 4, 3, su, sv, du, dv, ow, rowv);
-			break;
+		int done = 0;
+#ifdef HAVE_X86
+		if (simd && nc != 1 && ow >= 8) {
+			int64_t eu = su + (int64_t)(ow - 1) * du;
+			int64_t ev = sv + (int64_t)(ow - 1) * dv;
+			int64_t u0 = su >> FIX_BITS, u1 = eu >> FIX_BITS;
+			int64_t v0 = sv >> FIX_BITS, v1 = ev >> FIX_BITS;
+			int64_t ulim = src->width - 1, vlim = src->height - 1;
+			/* gathers take int32 byte offsets */
+			if (u0 >= 0 && u1 >= 0 && u0 < ulim && u1 < ulim &&
+			    v0 >= 0 && v1 >= 0 && v0 < vlim && v1 < vlim &&
+			    src->width < (1 << 20) &&
+			    (int64_t)src->height * (int64_t)src->stride < INT32_MAX)
+				done = warp_row_avx2(src, nc, su, sv, du, dv,
+						     ow, rowv);
+		}
+#else
+		(void)simd;
+#endif
+		if (done < ow) {
+			/* the tail (or the whole row) in scalar code, its
+			 * values stored at rowv + done within each plane */
+			int64_t tu = su + (int64_t)done * du;
+			int64_t tv = sv + (int64_t)done * dv;
+			int32_t *rv = rowv + done;
+			switch (nc) {
+			case 1:
+				warp_row(src, 1, 1, tu, tv, du, dv, ow - done,
+					 ow, rv);
+				break;
+			case 3:
+				warp_row(src, 3, 3, tu, tv, du, dv, ow - done,
+					 ow, rv);
+				break;
+			default:
+				warp_row(src, 4, 3, tu, tv, du, dv, ow - done,
+					 ow, rv);
+				break;
+			}
 		}
 		for (int c = 0; c < 3; c++) {
 			const int32_t *rv = rowv + (cs == 1 ? 0 : c * ow);
