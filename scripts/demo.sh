@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # The main job on the built-in sample data: installs dependencies, builds,
-# generates the sample image set, lists it, packs train and val splits,
-# verifies them and prints what they hold. Output goes to out/ (or $1).
+# generates the sample image set, converts it into packed train and val
+# splits, verifies them, trains convnet7 on the CPU and prints validation
+# accuracy and images/s. Output goes to out/ (or $1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh build >/dev/null
 out=${1:-out}
 imshard=build/tools/imshard
+train=build/tools/imshard-train
 set -x
-$imshard sample "$out/sample" --classes 10 --per-class 40 --force
-$imshard list "$out/sample" -o "$out/sample" --train-ratio 0.8 --seed 1
-$imshard pack "$out/sample_train.lst" "$out/sample" -o "$out/packed/train" --force
-$imshard pack "$out/sample_val.lst" "$out/sample" -o "$out/packed/val" --force
+$imshard sample "$out/sample" --classes 10 --per-class 60 --force
+$imshard convert folder "$out/sample" -o "$out/packed" --val-ratio 0.2 --seed 1 --force
 $imshard verify "$out/packed/train.json" --decode
 $imshard verify "$out/packed/val.json" --decode
 $imshard info "$out/packed/train.json"
+$train --train "$out/packed/train.json" --val "$out/packed/val.json" \
+	--model convnet7 --size 32 --epochs 15 --batch-size 32 --lr 0.05 \
+	--warmup-epochs 1 --log-every 15 \
+	--log-dir "$out/run" --checkpoint-dir "$out/run"
+set +x
+python3 - "$out/run/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("demo: best validation top-1 %.1f%% (epoch %d), %.0f images/s, %.1f s of training"
+      % (100 * s["best_val_top1"], s["best_epoch"], s["images_per_s"], s["train_s"]))
+sys.exit(0 if s["best_val_top1"] >= 0.9 else 1)
+PY

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# imshard-train: usage and data errors exit 2 / 1 with one line; a short
+# run writes metrics.jsonl and summary.json with every key; validation
+# counts each record once at 1 and 3 ranks (uneven shares); resuming from
+# a checkpoint inside an epoch gives the bytes of an uninterrupted run;
+# mpirun -np 2 at batch B equals one rank at batch 2B (frozen batch norm)
+# within 1e-5, and plainly differs with per-rank batch statistics.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+cmp_st() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$@"; }
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+tr="$T/p/train.json"
+va="$T/p/val.json"
+expect 0 "$IMSHARD" info "$va" --json
+val_records=$(json "$T/out" 'j["records"]')
+train_records=$(json "$tr" 'j["records"]')
+fit() { "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet "$@"; }
+
+# --- usage errors: exit 2, one line --------------------------------------
+expect 2 "$IMSHARD_TRAIN"
+one_line "$T/err"
+contains "$T/err" "--train and --val are required"
+expect 2 fit --model resnet19
+one_line "$T/err"
+contains "$T/err" "unknown model 'resnet19'"
+expect 2 fit --no-such-flag
+one_line "$T/err"
+expect 2 fit --epochs 0
+one_line "$T/err"
+expect 2 fit --optimizer rmsprop
+contains "$T/err" "--optimizer must be sgd, adam or adamw"
+expect 2 fit --freeze-backbone
+contains "$T/err" "--freeze-backbone needs --init"
+expect 2 fit --resume
+contains "$T/err" "--resume needs --checkpoint-dir"
+expect 2 fit --std 1,0,1
+one_line "$T/err"
+expect 0 "$IMSHARD_TRAIN" --help
+contains "$T/out" "--checkpoint-every"
+contains "$T/out" "--freeze-bn"
+
+# --- data and run-time errors: exit 1, one line --------------------------
+expect 1 "$IMSHARD_TRAIN" --train "$T/none.json" --val "$va" --quiet
+one_line "$T/err"
+contains "$T/err" "none.json"
+expect 0 "$IMSHARD" sample "$T/s3" --classes 3 --per-class 4 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s3" -o "$T/p3" --val-ratio 0.5 --quiet
+expect 1 fit --val "$T/p3/val.json"
+one_line "$T/err"
+contains "$T/err" "has 4 classes but"
+expect 1 fit --device cuda
+one_line "$T/err"
+contains "$T/err" "cannot train on cuda"
+expect 1 fit --precision bf16
+one_line "$T/err"
+expect 1 fit --init "$T/none.safetensors"
+contains "$T/err" "none.safetensors"
+
+# --- a short run: metrics and summary ------------------------------------
+expect 0 fit --epochs 2 --log-dir "$T/run" --log-every 2
+contains "$T/out" "validation top-1"
+exists "$T/run/metrics.jsonl"
+exists "$T/run/summary.json"
+same "$(json "$T/run/summary.json" 'sorted(k for k in "world busy_s busy_max_min_ratio wall_s train_s startup_s images_per_s best_val_top1 best_epoch best_wall_s lr_per_rank lr_peak".split() if k not in j)')" "[]" "summary keys"
+same "$(json "$T/run/summary.json" '(j["world"], j["epochs"], j["steps"])')" "(1, 2, $((2 * (train_records / 8))))" "summary counts"
+python3 - "$T/run/metrics.jsonl" "$val_records" >"$T/m" 2>&1 <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+train = [l for l in lines if l["type"] == "train"]
+val = [l for l in lines if l["type"] == "val"]
+keys = "rank epoch step loss accuracy lr images_per_s data_wait_ms compute_ms comm_ms".split()
+assert train and all(all(k in l for k in keys) for l in train), "train keys"
+assert [v["epoch"] for v in val] == [0, 1], "one val line per epoch"
+assert all(v["records"] == int(sys.argv[2]) for v in val), "val counts every record once"
+assert all(0 <= v["top1"] <= v["top5"] <= 1 for v in val), "top1 <= top5"
+print("ok")
+PY
+contains "$T/m" "ok"
+
+# validation with 3 ranks: uneven shares, each record counted once
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  expect 0 mpirun -np 3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 4 --max-steps 2 --log-dir "$T/run3" --quiet
+  same "$(json "$T/run3/summary.json" 'j["world"]')" 3 "world 3"
+  same "$(grep '"val"' "$T/run3/metrics.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["records"])')" "$val_records" "val records at 3 ranks"
+  same "$(grep -c '"train"' "$T/run3/metrics.jsonl")" 3 "a train line per rank"
+fi
+
+# --- resume inside an epoch = uninterrupted, byte for byte ---------------
+expect 0 fit --epochs 2 --checkpoint-dir "$T/full" --seed 5
+expect 0 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --max-steps 3
+expect 0 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume
+cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
+  fail "resumed run's checkpoint differs from the uninterrupted run's"
+checks=$((checks + 1))
+expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
+contains "$T/err" "cannot resume"
+
+# --- N ranks = 1 rank on the same global batch ---------------------------
+if command -v mpirun >/dev/null; then
+  common=(--train "$tr" --val "$va" --model resnet18 --size 16 --threads 1 --max-steps 3 --no-lr-scaling --lr 0.05 --quiet)
+  expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 8 --freeze-bn --checkpoint-dir "$T/r1"
+  expect 0 mpirun -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 4 --freeze-bn --checkpoint-dir "$T/r2"
+  expect 0 cmp_st "$T/r1/checkpoint.safetensors" "$T/r2/checkpoint.safetensors" --rtol 1e-5
+  expect 0 cmp_st "$T/r1/checkpoint.safetensors" "$T/r2/checkpoint.safetensors" --rtol 1e-5 --prefix optim.
+  # per-rank batch statistics: not the same computation (the check can fail)
+  expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 8 --checkpoint-dir "$T/b1"
+  expect 0 mpirun -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 4 --checkpoint-dir "$T/b2"
+  expect 1 cmp_st "$T/b1/checkpoint.safetensors" "$T/b2/checkpoint.safetensors" --rtol 1e-5
+fi
+finish

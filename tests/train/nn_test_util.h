@@ -1,0 +1,95 @@
+/*
+ * nn_test_util.h - shared helpers of the layer tests: deterministic random
+ * tensors and a finite-difference gradient check.
+ *
+ * The check uses the scalar L = sum_i y_i r_i for a fixed random r, so
+ * dL/dy = r is what the backward pass is fed, and compares dL/dv[j] from
+ * the backward pass with a central difference (L(v+h) - L(v-h)) / 2h,
+ * accumulated in double. Forward passes run in float, so the difference is
+ * noisy at about 1e-7 * |L| / h: tolerances are stated per call.
+ */
+#ifndef IMSHARD_NN_TEST_UTIL_H
+#define IMSHARD_NN_TEST_UTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/common.h"
+#include "test.h"
+
+/* Fills v[0..n) with uniform values in [lo, hi) from (seed, stream). */
+static inline void nn_test_fill(float *v, size_t n, uint64_t seed, float lo,
+				float hi)
+{
+	ims_rng r;
+	ims_rng_seed(&r, seed, 0x6e6e);
+	for (size_t i = 0; i < n; i++)
+		v[i] = lo + (hi - lo) * (float)ims_rng_uniform(&r);
+}
+
+static inline float *nn_test_alloc(size_t n)
+{
+	float *p = calloc(n ? n : 1, sizeof(float));
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* Recomputes the forward output into y from the current inputs. */
+typedef void (*nn_test_forward_fn)(void *ud, float *y);
+
+static inline double nn_test_loss(nn_test_forward_fn fwd, void *ud, float *y,
+				  const float *r, size_t ny)
+{
+	fwd(ud, y);
+	double s = 0;
+	for (size_t i = 0; i < ny; i++)
+		s += (double)y[i] * r[i];
+	return s;
+}
+
+/*
+ * Checks `grad` (the analytic dL/dv, L = sum y r) against central
+ * differences at `probes` entries of v spread over its length (all when
+ * nv <= probes), step h. An entry passes when
+ * |analytic - numeric| <= atol + rtol * max(|analytic|, |numeric|).
+ * Returns the number of failing entries and prints the first few.
+ * v is restored exactly.
+ */
+static inline int nn_test_gradcheck(const char *what, nn_test_forward_fn fwd,
+				    void *ud, float *v, size_t nv,
+				    const float *grad, const float *r,
+				    size_t ny, int probes, float h, double atol,
+				    double rtol)
+{
+	float *y = nn_test_alloc(ny);
+	int bad = 0;
+	size_t step = nv <= (size_t)probes ? 1 : nv / (size_t)probes;
+	for (size_t j = 0; j < nv; j += step) {
+		float keep = v[j];
+		v[j] = keep + h;
+		double lp = nn_test_loss(fwd, ud, y, r, ny);
+		v[j] = keep - h;
+		double lm = nn_test_loss(fwd, ud, y, r, ny);
+		v[j] = keep;
+		/* the step actually taken, after float rounding */
+		double hh = ((double)(keep + h) - (double)(keep - h));
+		double num = (lp - lm) / hh;
+		double ana = grad[j];
+		double tol = atol + rtol * fmax(fabs(ana), fabs(num));
+		if (fabs(ana - num) > tol) {
+			if (bad < 5)
+				fprintf(stderr,
+					"%s: gradient of entry %zu: analytic %.7g, "
+					"numeric %.7g\n",
+					what, j, ana, num);
+			bad++;
+		}
+	}
+	free(y);
+	return bad;
+}
+
+#endif

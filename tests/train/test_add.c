@@ -1,0 +1,98 @@
+/* test_add.c - residual add and gradient accumulation: exact values,
+ * aliasing (y = a + y, in place), finite differences through add, NULL dx,
+ * and the same bits on 1 and 2 threads. */
+#include "nn_test_util.h"
+#include "train/nn_internal.h"
+
+static ims_error err;
+static nn_ctx ctx1, ctx2;
+
+static void test_values(void)
+{
+	float a[4] = {1, -2, 0.5f, 1e30f}, b[4] = {2, 2, 0.25f, -1e30f}, y[4];
+	CHECK_OK(nn_cpu_add_forward(&ctx1, 4, a, b, y, &err), &err);
+	float want[4] = {3, 0, 0.75f, 0};
+	CHECK_MEM(y, want, sizeof(y));
+
+	/* in place: y may be one of the inputs */
+	CHECK_OK(nn_cpu_add_forward(&ctx1, 4, a, b, b, &err), &err);
+	CHECK_MEM(b, want, sizeof(b));
+
+	float dx[3] = {1, 2, 3}, dy[3] = {0.5f, -2, 4};
+	CHECK_OK(nn_cpu_accumulate(&ctx1, 3, dy, dx, &err), &err);
+	float acc[3] = {1.5f, 0, 7};
+	CHECK_MEM(dx, acc, sizeof(dx));
+	CHECK_OK(nn_cpu_accumulate(&ctx1, 3, dy, NULL, &err), &err);
+	CHECK_OK(nn_cpu_add_forward(&ctx1, 0, a, b, y, &err), &err);
+}
+
+typedef struct {
+	size_t n;
+	float *a, *b;
+} add_case;
+
+static void add_fwd(void *ud, float *y)
+{
+	add_case *t = ud;
+	nn_cpu_add_forward(&ctx1, t->n, t->a, t->b, y, NULL);
+}
+
+/* The backward of add is one accumulate per input, into pre-filled
+ * gradients (a residual branch adds to what the shortcut left). */
+static void test_gradient(void)
+{
+	enum { N = 64 };
+	add_case t = {N, nn_test_alloc(N), nn_test_alloc(N)};
+	float *r = nn_test_alloc(N), *da = nn_test_alloc(N);
+	float *db = nn_test_alloc(N), *pre = nn_test_alloc(N);
+	nn_test_fill(t.a, N, 1, -1, 1);
+	nn_test_fill(t.b, N, 2, -1, 1);
+	nn_test_fill(r, N, 3, -1, 1);
+	nn_test_fill(pre, N, 4, -1, 1);
+	CHECK_OK(nn_cpu_accumulate(&ctx1, N, r, da, &err), &err);
+	memcpy(db, pre, N * sizeof(float));
+	CHECK_OK(nn_cpu_accumulate(&ctx1, N, r, db, &err), &err);
+	for (int i = 0; i < N; i++) {
+		CHECK(db[i] == pre[i] + r[i]);
+		db[i] -= pre[i];
+	}
+	CHECK_EQ_INT(nn_test_gradcheck("add da", add_fwd, &t, t.a, N, da, r, N,
+				       N, 1e-2f, 1e-4, 1e-3), 0);
+	CHECK_EQ_INT(nn_test_gradcheck("add db", add_fwd, &t, t.b, N, db, r, N,
+				       N, 1e-2f, 1e-4, 1e-3), 0);
+	free(t.a), free(t.b), free(r), free(da), free(db), free(pre);
+}
+
+static void test_threads(void)
+{
+	size_t n = 250007;
+	float *a = nn_test_alloc(n), *b = nn_test_alloc(n);
+	float *y[2], *dx[2];
+	nn_ctx *ctxs[2] = {&ctx1, &ctx2};
+	nn_test_fill(a, n, 5, -1, 1);
+	nn_test_fill(b, n, 6, -1, 1);
+	for (int k = 0; k < 2; k++) {
+		y[k] = nn_test_alloc(n), dx[k] = nn_test_alloc(n);
+		nn_test_fill(dx[k], n, 7, -1, 1);
+		CHECK_OK(nn_cpu_add_forward(ctxs[k], n, a, b, y[k], &err), &err);
+		CHECK_OK(nn_cpu_accumulate(ctxs[k], n, a, dx[k], &err), &err);
+	}
+	CHECK_MEM(y[0], y[1], n * sizeof(float));
+	CHECK_MEM(dx[0], dx[1], n * sizeof(float));
+	CHECK(y[0][n - 1] == a[n - 1] + b[n - 1]);
+	free(a), free(b);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(dx[k]);
+}
+
+int main(void)
+{
+	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
+	CHECK_OK(nn_ctx_init_cpu(&ctx2, 2, &err), &err);
+	test_values();
+	test_gradient();
+	test_threads();
+	nn_ctx_release(&ctx1);
+	nn_ctx_release(&ctx2);
+	return TEST_EXIT();
+}

@@ -1,0 +1,228 @@
+/*
+ * imshard_train.c - `imshard-train`: data-parallel training from packed
+ * splits. One process per device; run under `mpirun -np N` for N ranks or
+ * alone for one. Parses flags into nn_train_opts and runs nn_train_run;
+ * the loop lives in train/trainer.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train/train.h"
+
+static const cli_command command = {
+	"imshard-train",
+	"imshard-train --train TRAIN.json --val VAL.json [options]",
+	"Trains a convolutional network on packed splits, data-parallel: one\n"
+	"process per device, ranks started by mpirun (or one rank alone).",
+	"Every rank starts from rank 0's weights, averages gradients with an\n"
+	"allreduce each step and so keeps identical weights; every rank gets the\n"
+	"same number of batches (records that do not divide evenly among ranks\n"
+	"are dropped from training, padded and not counted in validation). The\n"
+	"--lr given is for one rank: the peak rate is lr x ranks (the linear\n"
+	"scaling rule) unless --no-lr-scaling; both are logged. The schedule\n"
+	"warms up linearly over --warmup-epochs, then is cosine to 0 over the\n"
+	"run, step (x0.1 at half and three quarters of the run) or constant.\n\n"
+	"Models: convnet7 (5 conv + 2 linear layers with batch norm, for small\n"
+	"images), resnet18, resnet50, vgg16 (tensor names as torchvision's, so\n"
+	"--init loads weights exported from PyTorch with safetensors; a head of\n"
+	"another class count is re-initialised and reported; --freeze-backbone\n"
+	"then trains the head alone).\n\n"
+	"Batch norm normalises over each rank's own batch (no cross-rank\n"
+	"statistics); at each validation the ranks' running statistics are\n"
+	"averaged. --freeze-bn uses the running statistics in training too and\n"
+	"never updates them (fine-tuning with small batches): samples then do not\n"
+	"interact, and N ranks of batch B train exactly like 1 rank of batch NxB.\n\n"
+	"Inputs are normalised with --mean/--std (pixel units; ImageNet's by\n"
+	"default). --augment takes the loader's option string: flip, zoom=F,\n"
+	"shift=F, rotate=DEG, rrc / norrc, rrc=A:B, ratio=A:B, none.\n\n"
+	"Outputs: with --log-dir, metrics.jsonl (a line per --log-every steps per\n"
+	"rank: loss, accuracy, lr, images/s, data wait / compute / communication\n"
+	"ms per step; a validation line per epoch: top-1, top-5, loss, records)\n"
+	"and summary.json (world size, per-rank busy time and max/min ratio,\n"
+	"wall time excluding start-up, images/s, best validation top-1 with its\n"
+	"epoch and time). With --checkpoint-dir, checkpoint.safetensors (weights\n"
+	"under torchvision names, optimiser state, position) is replaced\n"
+	"atomically every --checkpoint-every steps and at each epoch's end;\n"
+	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
+	"A NaN or infinite loss stops training with an error naming the step;\n"
+	"the checkpoint written before it is kept.\n\n"
+	"Examples:\n"
+	"  imshard-train --train out/train.json --val out/val.json --model convnet7 \\\n"
+	"      --size 32 --epochs 10 --batch-size 64 --lr 0.05 --log-dir runs/a\n"
+	"  mpirun -np 2 imshard-train --train out/train.json --val out/val.json \\\n"
+	"      --model resnet18 --size 112 --threads 1 --log-dir runs/b\n"
+	"  imshard-train --train t.json --val v.json --model resnet50 \\\n"
+	"      --init resnet50.safetensors --freeze-backbone --lr 0.01\n\n"
+	"Exit status: 0 success, 1 training failed, 2 bad usage."};
+
+static int parse_triple(const char *s, float out[3])
+{
+	const char *p = s;
+	for (int c = 0; c < 3; c++) {
+		char *end;
+		double v = strtod(p, &end);
+		if (end == p || !isfinite(v) || fabs(v) > 1e30)
+			return -1;
+		out[c] = (float)v;
+		if (c < 2) {
+			if (*end != ',')
+				return -1;
+			p = end + 1;
+		} else if (*end) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	dp_comm *comm = NULL;
+	ims_error err;
+	ims_error_clear(&err);
+	/* MPI first: it may rewrite argv, and every rank parses the same */
+	if (dp_init(&argc, &argv, &comm, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	nn_train_opts o;
+	nn_train_opts_init(&o);
+	const char *optimizer = NULL, *schedule = NULL, *mean = NULL, *std = NULL;
+	double smoothing = 0;
+	int epochs = o.epochs, batch = o.batch_size, size = o.size;
+	uint64_t seed = o.seed, max_steps = 0, ckpt_every = 0;
+	int log_every = o.log_every, threads = 0;
+	const cli_opt opts[] = {
+		{"train", 0, CLI_STRING, &o.train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
+		{"val", 0, CLI_STRING, &o.val_manifest, "VAL.json", "validation split manifest (required)", 0, 0},
+		{"model", 0, CLI_STRING, &o.model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
+		{"device", 0, CLI_STRING, &o.device, "DEV", "cpu or cuda (cpu)", 0, 0},
+		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
+		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
+		{"lr", 0, CLI_DOUBLE, &o.lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
+		{"no-lr-scaling", 0, CLI_FLAG, &o.no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
+		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
+		{"momentum", 0, CLI_DOUBLE, &o.momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
+		{"nesterov", 0, CLI_FLAG, &o.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
+		{"weight-decay", 0, CLI_DOUBLE, &o.weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
+		{"no-bn-bias-decay", 0, CLI_FLAG, &o.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
+		{"warmup-epochs", 0, CLI_DOUBLE, &o.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
+		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
+		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
+		{"augment", 0, CLI_STRING, &o.augment, "SPEC", "training augmentation (flip)", 0, 0},
+		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
+		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
+		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
+		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
+		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32; the CPU computes in fp32)", 0, 0},
+		{"init", 0, CLI_STRING, &o.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
+		{"freeze-backbone", 0, CLI_FLAG, &o.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
+		{"checkpoint-dir", 0, CLI_STRING, &o.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
+		{"resume", 0, CLI_FLAG, &o.resume, NULL, "continue from DIR's checkpoint", 0, 0},
+		{"checkpoint-every", 0, CLI_U64, &ckpt_every, "N", "also checkpoint every N steps (0: epoch ends only)", 0, 0},
+		{"log-dir", 0, CLI_STRING, &o.log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
+		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
+		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
+		{"shard-owning", 0, CLI_FLAG, &o.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
+		{"freeze-bn", 0, CLI_FLAG, &o.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no progress lines", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[1];
+	int np = 0;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 0, 0, &np);
+	if (rc) {
+		dp_finalize(comm);
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+#define USAGE(...)                                                             \
+	do {                                                                   \
+		rc = cli_usage_error(&command, __VA_ARGS__);                   \
+		dp_finalize(comm);                                             \
+		return rc;                                                     \
+	} while (0)
+	if (!o.train_manifest || !o.val_manifest)
+		USAGE("--train and --val are required");
+	o.epochs = epochs;
+	o.batch_size = batch;
+	o.size = size;
+	o.seed = seed;
+	o.max_steps = (int64_t)max_steps;
+	o.checkpoint_every = (int64_t)ckpt_every;
+	o.log_every = log_every;
+	o.threads = threads;
+	o.label_smoothing = (float)smoothing;
+	if (optimizer) {
+		if (!strcmp(optimizer, "sgd"))
+			o.optimizer = NN_OPTIM_SGD;
+		else if (!strcmp(optimizer, "adam"))
+			o.optimizer = NN_OPTIM_ADAM;
+		else if (!strcmp(optimizer, "adamw"))
+			o.optimizer = NN_OPTIM_ADAMW;
+		else
+			USAGE("--optimizer must be sgd, adam or adamw, got '%s'", optimizer);
+		if (o.optimizer != NN_OPTIM_SGD && o.weight_decay == 1e-4)
+			o.weight_decay = o.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
+	}
+	if (o.nesterov && o.optimizer != NN_OPTIM_SGD)
+		USAGE("--nesterov is for --optimizer sgd");
+	if (o.nesterov && o.momentum <= 0)
+		USAGE("--nesterov needs --momentum above 0");
+	if (schedule) {
+		if (!strcmp(schedule, "cosine"))
+			o.schedule = NN_LR_COSINE;
+		else if (!strcmp(schedule, "step"))
+			o.schedule = NN_LR_STEP;
+		else if (!strcmp(schedule, "constant"))
+			o.schedule = NN_LR_CONSTANT;
+		else
+			USAGE("--schedule must be cosine, step or constant, got '%s'", schedule);
+	}
+	if (mean && parse_triple(mean, o.mean))
+		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
+	if (std && parse_triple(std, o.std))
+		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
+	for (int c = 0; c < 3; c++)
+		if (!(o.std[c] > 0))
+			USAGE("--std values must be above 0");
+	int known = 0;
+	for (const char *const *n = nn_model_names(); *n; n++)
+		known |= !strcmp(*n, o.model);
+	if (!known)
+		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o.model);
+	if (strcmp(o.device, "cpu") && strcmp(o.device, "cuda"))
+		USAGE("--device must be cpu or cuda, got '%s'", o.device);
+	if (o.freeze_backbone && !o.init)
+		USAGE("--freeze-backbone needs --init");
+	if (o.resume && !o.checkpoint_dir)
+		USAGE("--resume needs --checkpoint-dir");
+	if (o.resume && o.init)
+		USAGE("--resume and --init exclude each other");
+#undef USAGE
+
+	nn_train_result res;
+	rc = nn_train_run(&o, comm, &res, &err);
+	if (rc < 0) {
+		if (dp_world(comm) > 1)
+			fprintf(stderr, "imshard: rank %d: %s\n", dp_rank(comm), err.msg);
+		else
+			cli_error("%s", err.msg);
+		/* the other ranks would wait in their next collective */
+		dp_abort(comm, CLI_EXIT_FAIL);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
+	if (dp_rank(comm) == 0)
+		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu records); best "
+		       "top-1 %.2f%% at epoch %d; %.1f images/s over %d rank%s "
+		       "(%.1f s of training, %.1f s start-up)\n",
+		       100 * res.val_top1, 100 * res.val_top5,
+		       (unsigned long long)res.val_records, 100 * res.best_top1,
+		       res.best_epoch + 1, res.images_per_s, dp_world(comm),
+		       dp_world(comm) > 1 ? "s" : "", res.train_s, res.startup_s);
+	dp_finalize(comm);
+	return CLI_EXIT_OK;
+}

@@ -1,0 +1,502 @@
+/*
+ * checkpoint.c - a model (and optionally its optimiser) to and from a
+ * safetensors file.
+ *
+ * A checkpoint is the model's state_dict under torchvision's names, so the
+ * file loads in PyTorch as it is, followed by the optimiser's state sliced
+ * per trained tensor ("optim.<state>.<tensor>") and its step count
+ * ("optim.step"). Loading validates every tensor it will use before it
+ * writes any of them, so a failed load leaves the model and the optimiser
+ * as they were.
+ *
+ * Model storage is device memory through the model's ctx. Only the CPU
+ * backend exists so far, whose device memory is host memory, so this file
+ * reads and writes nn_model_params/buffers in place. TODO(cuda backend):
+ * copy to host (ctx->be->to_host) before saving and to the device after
+ * loading; the CUDA backend's issue adds that.
+ */
+#include "train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CKPT_FORMAT "imshard-checkpoint-1"
+#define OPTIM_PREFIX "optim."
+
+static int trained(nn_tensor_kind kind)
+{
+	return kind == NN_TENSOR_WEIGHT || kind == NN_TENSOR_BIAS ||
+	       kind == NN_TENSOR_NORM;
+}
+
+static int float_dtype(int dtype)
+{
+	return dtype == ST_F16 || dtype == ST_BF16 || dtype == ST_F32 ||
+	       dtype == ST_F64;
+}
+
+static int int_dtype(int dtype)
+{
+	switch (dtype) {
+	case ST_BOOL: case ST_U8: case ST_I8: case ST_I16: case ST_U16:
+	case ST_I32: case ST_U32: case ST_I64: case ST_U64:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Where tensor ti lives in the model's storage. */
+static float *float_ptr(nn_model *m, const nn_tensor_info *ti)
+{
+	float *base = ti->kind == NN_TENSOR_RUNNING ? nn_model_buffers(m, NULL)
+						    : nn_model_params(m, NULL);
+	return base + ti->offset;
+}
+
+/* "[64, 3, 7, 7]" ("[]" for a scalar) into out; cut short when it does not
+ * fit (shapes have at most a handful of dimensions in practice). */
+static const char *shape_str(char *out, size_t cap, const int64_t *shape,
+			     int ndim)
+{
+	size_t len = (size_t)snprintf(out, cap, "[");
+	for (int i = 0; i < ndim && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%lld",
+					i ? ", " : "", (long long)shape[i]);
+	if (len < cap)
+		snprintf(out + len, cap - len, "]");
+	return out;
+}
+
+static int same_shape(const st_tensor *t, const nn_tensor_info *ti)
+{
+	if (t->ndim != ti->ndim)
+		return 0;
+	for (int i = 0; i < ti->ndim; i++)
+		if (t->shape[i] != ti->shape[i])
+			return 0;
+	return 1;
+}
+
+/* The fail message of a shape mismatch, with action "cannot load" or
+ * "cannot resume from". */
+static int shape_fail(ims_error *err, const char *action, const char *path,
+		      const char *name, const st_tensor *t,
+		      const nn_tensor_info *ti)
+{
+	char fs[128], ms[128];
+	return ims_fail(err, IMS_EINVAL,
+			"%s '%s': tensor '%s' has shape %s in the file, the model needs %s",
+			action, path, name, shape_str(fs, sizeof(fs), t->shape, t->ndim),
+			shape_str(ms, sizeof(ms), ti->shape, ti->ndim));
+}
+
+/* "optim.<state>.<tensor>", malloc'd; NULL when memory runs out. */
+static char *optim_name(const char *state, const char *tensor)
+{
+	size_t len = strlen(OPTIM_PREFIX) + strlen(state) + 1 + strlen(tensor) + 1;
+	char *s = malloc(len);
+	if (s)
+		snprintf(s, len, OPTIM_PREFIX "%s.%s", state, tensor);
+	return s;
+}
+
+/* ---- saving ------------------------------------------------------------- */
+
+int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
+		       const char *const *meta, ims_error *err)
+{
+	RETURN_IF(!path || !m, err, IMS_EINVAL,
+		  "cannot save a checkpoint: no path or no model");
+	/* host memory on the CPU backend, borrowed as it is (file comment) */
+	size_t np;
+	const float *params = nn_model_params(m, &np);
+	const float *buffers = nn_model_buffers(m, NULL);
+	const int64_t *counters = nn_model_counters(m, NULL);
+	RETURN_IF(opt && nn_optim_param_count(opt) != np, err, IMS_EINVAL,
+		  "cannot save checkpoint '%s': the optimiser has %zu parameters, model %s has %zu",
+		  path, nn_optim_param_count(opt), nn_model_name(m), np);
+	for (size_t i = 0; meta && meta[i]; i += 2) {
+		RETURN_IF(!meta[i + 1], err, IMS_EINVAL,
+			  "cannot save checkpoint '%s': metadata key '%s' has no value",
+			  path, meta[i]);
+		RETURN_IF(!strcmp(meta[i], "format"), err, IMS_EINVAL,
+			  "cannot save checkpoint '%s': metadata key 'format' is reserved",
+			  path);
+	}
+
+	st_writer *w = NULL;
+	char *name = NULL;
+	/* borrowed by the writer until st_writer_write returns */
+	int64_t step = opt ? nn_optim_step_count(opt) : 0;
+	int rc = st_writer_create(&w, err);
+	if (rc < 0)
+		return rc;
+	GOTO_IF_ERR(add_fail, rc,
+		    st_writer_set_metadata(w, "format", CKPT_FORMAT, err));
+	for (size_t i = 0; meta && meta[i]; i += 2)
+		GOTO_IF_ERR(add_fail, rc,
+			    st_writer_set_metadata(w, meta[i], meta[i + 1], err));
+
+	const int nt = nn_model_tensor_count(m);
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *ti = nn_model_tensor(m, i);
+		const void *data;
+		int dtype = ST_F32;
+		switch (ti->kind) {
+		case NN_TENSOR_RUNNING:
+			data = buffers + ti->offset;
+			break;
+		case NN_TENSOR_COUNTER:
+			data = counters + ti->offset;
+			dtype = ST_I64;
+			break;
+		default:
+			data = params + ti->offset;
+			break;
+		}
+		GOTO_IF_ERR(add_fail, rc, st_writer_add(w, ti->name, dtype, ti->ndim,
+							ti->shape, data, err));
+	}
+	for (size_t s = 0; opt && s < nn_optim_state_count(opt); s++) {
+		const float *state = nn_optim_state(opt, s);
+		for (int i = 0; i < nt; i++) {
+			const nn_tensor_info *ti = nn_model_tensor(m, i);
+			if (!trained(ti->kind))
+				continue;
+			name = optim_name(nn_optim_state_name(opt, s), ti->name);
+			if (!name)
+				GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+					  "cannot save checkpoint '%s': out of memory",
+					  path);
+			GOTO_IF_ERR(add_fail, rc,
+				    st_writer_add(w, name, ST_F32, ti->ndim, ti->shape,
+						  state + ti->offset, err));
+			free(name);
+			name = NULL;
+		}
+	}
+	if (opt)
+		GOTO_IF_ERR(add_fail, rc, st_writer_add(w, OPTIM_PREFIX "step",
+							ST_I64, 0, NULL, &step, err));
+	/* its messages name the file already */
+	GOTO_IF_ERR(out, rc, st_writer_write(w, path, err));
+	goto out;
+add_fail:
+	ims_fail_context(err, "cannot save checkpoint '%s'", path);
+out:
+	free(name);
+	st_writer_free(w);
+	return rc;
+}
+
+/* ---- fine-tuning initialisation ----------------------------------------- */
+
+void nn_load_report_release(nn_load_report *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->n_missing; i++)
+		free(r->missing[i]);
+	for (int i = 0; i < r->n_unexpected; i++)
+		free(r->unexpected[i]);
+	for (int i = 0; i < r->n_reinit; i++)
+		free(r->reinit[i]);
+	free(r->missing);
+	free(r->unexpected);
+	free(r->reinit);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Appends a copy of name to list (sized for every entry beforehand). */
+static int report_add(char **list, int *n, const char *name)
+{
+	char *s = strdup(name);
+	if (!s)
+		return -1;
+	list[(*n)++] = s;
+	return 0;
+}
+
+/*
+ * Reads counter tensor t (numel == n) into out. Integer types convert as
+ * st_tensor_to_i64 does; a float type (a state_dict cast to float wholesale
+ * on export) is taken when every value is a whole number.
+ */
+static int read_counter(const st_tensor *t, int64_t *out, size_t n,
+			const char *path, ims_error *err)
+{
+	if (int_dtype(t->dtype)) {
+		int rc = st_tensor_to_i64(t, out, n, err);
+		if (rc < 0)
+			ims_fail_context(err, "cannot load '%s'", path);
+		return rc;
+	}
+	float *v = malloc((n ? n : 1) * sizeof(float));
+	RETURN_IF(!v, err, IMS_ENOMEM, "cannot load '%s': out of memory", path);
+	int rc = st_tensor_to_f32(t, v, n, err);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!isfinite(v[i]) || v[i] != floorf(v[i]) || fabsf(v[i]) >= 0x1p62f)
+			rc = ims_fail(err, IMS_EINVAL,
+				      "cannot load '%s': counter '%s' holds %g, not a whole number",
+				      path, t->name, (double)v[i]);
+		else
+			out[i] = (int64_t)v[i];
+	}
+	free(v);
+	return rc;
+}
+
+enum { LOAD_NONE, LOAD_COPY, LOAD_REINIT };
+
+int nn_checkpoint_load_init(const char *path, nn_model *m,
+			    nn_load_report *report, ims_error *err)
+{
+	if (report)
+		memset(report, 0, sizeof(*report));
+	RETURN_IF(!path || !m, err, IMS_EINVAL,
+		  "cannot load weights: no path or no model");
+	st_file *f = NULL;
+	int rc = st_open(path, &f, err);
+	if (rc < 0)
+		return rc;
+
+	const int nt = nn_model_tensor_count(m);
+	const size_t nf = st_count(f);
+	size_t ncounters;
+	int64_t *counters = nn_model_counters(m, &ncounters);
+	nn_load_report r = {0};
+	const st_tensor **src = calloc((size_t)nt + 1, sizeof(*src));
+	int *action = calloc((size_t)nt + 1, sizeof(*action));
+	int64_t *cval = calloc(ncounters + 1, sizeof(*cval));
+	r.missing = calloc((size_t)nt + 1, sizeof(char *));
+	r.reinit = calloc((size_t)nt + 1, sizeof(char *));
+	r.unexpected = calloc(nf + 1, sizeof(char *));
+	if (!src || !action || !cval || !r.missing || !r.reinit || !r.unexpected)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot load '%s': out of memory",
+			  path);
+
+	/* Pass 1: decide and check everything; the model is not touched. */
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *ti = nn_model_tensor(m, i);
+		const st_tensor *t = st_find(f, ti->name);
+		if (!t) {
+			if (report_add(r.missing, &r.n_missing, ti->name))
+				goto oom;
+			continue;
+		}
+		if (!same_shape(t, ti)) {
+			if (!ti->head) {
+				rc = shape_fail(err, "cannot load", path, ti->name, t, ti);
+				goto out;
+			}
+			action[i] = LOAD_REINIT;
+			if (report_add(r.reinit, &r.n_reinit, ti->name))
+				goto oom;
+			continue;
+		}
+		if (ti->kind == NN_TENSOR_COUNTER) {
+			if (!int_dtype(t->dtype) && !float_dtype(t->dtype))
+				GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
+					  "cannot load '%s': tensor '%s' has dtype %s, the model needs an integer",
+					  path, ti->name, st_dtype_name(t->dtype));
+			GOTO_IF_ERR(out, rc, read_counter(t, cval + ti->offset,
+							  ti->count, path, err));
+		} else if (!float_dtype(t->dtype)) {
+			GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
+				  "cannot load '%s': tensor '%s' has dtype %s, the model needs a float type",
+				  path, ti->name, st_dtype_name(t->dtype));
+		}
+		src[i] = t;
+		action[i] = LOAD_COPY;
+	}
+	for (size_t k = 0; k < nf; k++) {
+		const char *name = st_tensor_at(f, k)->name;
+		if (strncmp(name, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) != 0 &&
+		    nn_model_find(m, name) < 0 &&
+		    report_add(r.unexpected, &r.n_unexpected, name))
+			goto oom;
+	}
+
+	/* Pass 2: write. Conversions cannot fail now (dtype and element count
+	 * were checked). */
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *ti = nn_model_tensor(m, i);
+		if (action[i] != LOAD_COPY)
+			continue;
+		r.loaded++;
+		if (ti->kind == NN_TENSOR_COUNTER)
+			memcpy(counters + ti->offset, cval + ti->offset,
+			       ti->count * sizeof(int64_t));
+		else
+			GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(m, ti),
+							      ti->count, err));
+	}
+	if (report) {
+		*report = r;
+		memset(&r, 0, sizeof(r));
+	}
+	rc = 0;
+	goto out;
+oom:
+	rc = ims_fail(err, IMS_ENOMEM, "cannot load '%s': out of memory", path);
+out:
+	nn_load_report_release(&r);
+	free(src);
+	free(action);
+	free(cval);
+	st_close(f);
+	return rc;
+}
+
+/* ---- resuming ----------------------------------------------------------- */
+
+/* The tensor called name, F32 (or I64 for counters) with ti's shape. */
+static int resume_find(const st_file *f, const char *name,
+		       const nn_tensor_info *ti, const st_tensor **out,
+		       ims_error *err)
+{
+	const char *path = st_path(f);
+	const int want = ti->kind == NN_TENSOR_COUNTER ? ST_I64 : ST_F32;
+	const st_tensor *t = st_find(f, name);
+	RETURN_IF(!t, err, IMS_EINVAL,
+		  "cannot resume from '%s': tensor '%s' is missing", path, name);
+	if (!same_shape(t, ti))
+		return shape_fail(err, "cannot resume from", path, name, t, ti);
+	RETURN_IF(t->dtype != want, err, IMS_EINVAL,
+		  "cannot resume from '%s': tensor '%s' has dtype %s, a checkpoint stores %s",
+		  path, name, st_dtype_name(t->dtype), st_dtype_name(want));
+	*out = t;
+	return 0;
+}
+
+/* 1 when name is "optim.<a state of opt>.<a trained tensor of m>". */
+static int optim_tensor_known(nn_model *m, const nn_optim *opt,
+			      const char *name)
+{
+	const char *rest = name + strlen(OPTIM_PREFIX);
+	for (size_t s = 0; s < nn_optim_state_count(opt); s++) {
+		const char *sn = nn_optim_state_name(opt, s);
+		size_t len = strlen(sn);
+		if (strncmp(rest, sn, len) != 0 || rest[len] != '.')
+			continue;
+		int i = nn_model_find(m, rest + len + 1);
+		return i >= 0 && trained(nn_model_tensor(m, i)->kind);
+	}
+	return 0;
+}
+
+int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
+			      st_file **file_out, ims_error *err)
+{
+	if (file_out)
+		*file_out = NULL;
+	RETURN_IF(!path || !m, err, IMS_EINVAL,
+		  "cannot resume: no checkpoint path or no model");
+	size_t np;
+	nn_model_params(m, &np);
+	RETURN_IF(opt && nn_optim_param_count(opt) != np, err, IMS_EINVAL,
+		  "cannot resume from '%s': the optimiser has %zu parameters, model %s has %zu",
+		  path, nn_optim_param_count(opt), nn_model_name(m), np);
+	st_file *f = NULL;
+	int rc = st_open(path, &f, err);
+	if (rc < 0)
+		return rc;
+
+	const int nt = nn_model_tensor_count(m);
+	const size_t ns = opt ? nn_optim_state_count(opt) : 0;
+	int64_t *counters = nn_model_counters(m, NULL);
+	int64_t step = 0;
+	char *name = NULL;
+	/* src[i] model tensor i; src[(1 + s) nt + i] its state buffer s */
+	const st_tensor **src = calloc((1 + ns) * (size_t)nt + 1, sizeof(*src));
+	if (!src)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+			  "cannot resume from '%s': out of memory", path);
+
+	const char *format = st_metadata_get(f, "format");
+	if (format && strcmp(format, CKPT_FORMAT) != 0)
+		GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
+			  "cannot resume from '%s': its format is '%s', this build reads '%s' (use the imshard that wrote it)",
+			  path, format, CKPT_FORMAT);
+
+	/* Pass 1: find and check everything; nothing is written. */
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *ti = nn_model_tensor(m, i);
+		GOTO_IF_ERR(out, rc, resume_find(f, ti->name, ti, &src[i], err));
+		for (size_t s = 0; s < ns && trained(ti->kind); s++) {
+			name = optim_name(nn_optim_state_name(opt, s), ti->name);
+			if (!name)
+				GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+					  "cannot resume from '%s': out of memory", path);
+			GOTO_IF_ERR(out, rc, resume_find(f, name, ti,
+							 &src[(1 + s) * nt + i], err));
+			free(name);
+			name = NULL;
+		}
+	}
+	if (opt) {
+		const st_tensor *t = st_find(f, OPTIM_PREFIX "step");
+		if (!t)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot resume from '%s': tensor '" OPTIM_PREFIX
+				  "step' is missing", path);
+		if (t->dtype != ST_I64 || t->ndim != 0)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot resume from '%s': tensor '" OPTIM_PREFIX
+				  "step' is not an I64 scalar", path);
+		GOTO_IF_ERR(out, rc, st_tensor_to_i64(t, &step, 1, err));
+		if (step < 0)
+			GOTO_FAIL(out, rc, err, IMS_ECORRUPT,
+				  "cannot resume from '%s': the step count is %lld",
+				  path, (long long)step);
+	}
+	/* Anything else means the file was written for another model or
+	 * optimiser. */
+	for (size_t k = 0; k < st_count(f); k++) {
+		const char *fname = st_tensor_at(f, k)->name;
+		if (strncmp(fname, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) == 0) {
+			if (opt && strcmp(fname, OPTIM_PREFIX "step") != 0 &&
+			    !optim_tensor_known(m, opt, fname))
+				GOTO_FAIL(out, rc, err, IMS_EINVAL,
+					  "cannot resume from '%s': tensor '%s' is not state of this optimiser",
+					  path, fname);
+		} else if (nn_model_find(m, fname) < 0) {
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "cannot resume from '%s': tensor '%s' is not in model %s",
+				  path, fname, nn_model_name(m));
+		}
+	}
+
+	/* Pass 2: restore. Dtypes and counts are checked, so the copies cannot
+	 * fail. */
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *ti = nn_model_tensor(m, i);
+		if (ti->kind == NN_TENSOR_COUNTER) {
+			GOTO_IF_ERR(out, rc, st_tensor_to_i64(src[i], counters + ti->offset,
+							      ti->count, err));
+			continue;
+		}
+		GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(m, ti),
+						      ti->count, err));
+		for (size_t s = 0; s < ns && trained(ti->kind); s++)
+			GOTO_IF_ERR(out, rc,
+				    st_tensor_to_f32(src[(1 + s) * nt + i],
+						     nn_optim_state(opt, s) + ti->offset,
+						     ti->count, err));
+	}
+	if (opt)
+		GOTO_IF_ERR(out, rc, nn_optim_set_step_count(opt, step, err));
+	if (file_out) {
+		*file_out = f;
+		f = NULL;
+	}
+	rc = 0;
+out:
+	free(name);
+	free(src);
+	st_close(f);
+	return rc;
+}

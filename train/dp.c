@@ -1,0 +1,198 @@
+/*
+ * dp.c - communication between ranks: MPI for CPU tensors and bootstrap,
+ * one rank without it.
+ *
+ * MPI is initialised only when a launcher started this process (mpirun
+ * sets OMPI_COMM_WORLD_SIZE, PMI launchers PMI_SIZE or PMIX_RANK): a plain
+ * `imshard-train` is one rank and needs no MPI at run time. A build without
+ * MPI refuses to run as one rank of several, since each process would
+ * silently train alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train.h"
+
+#ifdef IMSHARD_HAVE_MPI
+#include <mpi.h>
+#endif
+
+struct dp_comm {
+	int rank, world;
+	int mpi; /* 1: MPI initialised by dp_init */
+};
+
+/* World size a launcher announced, 0 when none did. */
+static int launched_world(void)
+{
+	const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+	if (!v)
+		v = getenv("PMI_SIZE");
+	if (!v && getenv("PMIX_RANK"))
+		v = "1";
+	return v ? atoi(v) : 0;
+}
+
+#ifdef IMSHARD_HAVE_MPI
+#define MPI_CHECK(err, call)                                                   \
+	do {                                                                   \
+		int mrc_ = (call);                                             \
+		if (mrc_ != MPI_SUCCESS) {                                     \
+			char mmsg_[MPI_MAX_ERROR_STRING];                      \
+			int mlen_ = 0;                                         \
+			MPI_Error_string(mrc_, mmsg_, &mlen_);                 \
+			return ims_fail((err), IMS_EIO, "%s:%d: %s: %s",       \
+					__FILE__, __LINE__, #call, mmsg_);     \
+		}                                                              \
+	} while (0)
+
+/* MPI counts are int: large buffers go in pieces of 2^30 elements. */
+#define DP_CHUNK ((size_t)1 << 30)
+#endif
+
+int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
+{
+	RETURN_IF(!out, err, IMS_EINVAL, "cannot start ranks: no output");
+	*out = NULL;
+	dp_comm *c = calloc(1, sizeof(*c));
+	RETURN_IF(!c, err, IMS_ENOMEM, "cannot start ranks: out of memory");
+	c->world = 1;
+	int lw = launched_world();
+#ifdef IMSHARD_HAVE_MPI
+	if (lw > 0) {
+		int provided = 0;
+		int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+		if (rc != MPI_SUCCESS) {
+			free(c);
+			return ims_fail(err, IMS_EIO,
+					"cannot initialise MPI (error %d)", rc);
+		}
+		/* errors come back as codes, so a failure is reported as
+		 * imshard's message instead of aborting the job */
+		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+		MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+		c->mpi = 1;
+	}
+#else
+	(void)argc;
+	(void)argv;
+	if (lw > 1) {
+		free(c);
+		return ims_fail(err, IMS_EUNSUPPORTED,
+				"cannot run as one of %d ranks: this build has no MPI "
+				"(install libopenmpi-dev and rebuild with "
+				"-DIMSHARD_WITH_MPI=ON)",
+				lw);
+	}
+#endif
+	*out = c;
+	return 0;
+}
+
+int dp_rank(const dp_comm *c) { return c ? c->rank : 0; }
+int dp_world(const dp_comm *c) { return c ? c->world : 1; }
+
+int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
+		 ims_error *err)
+{
+	if (!c || c->world == 1)
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	for (size_t off = 0; off < bytes; off += DP_CHUNK) {
+		size_t n = bytes - off < DP_CHUNK ? bytes - off : DP_CHUNK;
+		MPI_CHECK(err, MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
+					 MPI_COMM_WORLD));
+	}
+#else
+	(void)buf;
+	(void)bytes;
+	(void)root;
+	(void)err;
+#endif
+	return 0;
+}
+
+int dp_allreduce_sum_f32(dp_comm *c, float *buf, size_t count, ims_error *err)
+{
+	if (!c || c->world == 1)
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	for (size_t off = 0; off < count; off += DP_CHUNK) {
+		size_t n = count - off < DP_CHUNK ? count - off : DP_CHUNK;
+		MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n,
+					     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+	}
+#else
+	(void)buf;
+	(void)count;
+	(void)err;
+#endif
+	return 0;
+}
+
+int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
+			 ims_error *err)
+{
+	if (!c || c->world == 1)
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE,
+				     MPI_SUM, MPI_COMM_WORLD));
+#else
+	(void)buf;
+	(void)count;
+	(void)err;
+#endif
+	return 0;
+}
+
+int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
+		     double *all, ims_error *err)
+{
+	if (!c || c->world == 1) {
+		memmove(all, mine, count * sizeof(double));
+		return 0;
+	}
+#ifdef IMSHARD_HAVE_MPI
+	MPI_CHECK(err, MPI_Allgather(mine, (int)count, MPI_DOUBLE, all,
+				     (int)count, MPI_DOUBLE, MPI_COMM_WORLD));
+#else
+	(void)err;
+#endif
+	return 0;
+}
+
+int dp_barrier(dp_comm *c, ims_error *err)
+{
+	if (!c || c->world == 1)
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	MPI_CHECK(err, MPI_Barrier(MPI_COMM_WORLD));
+#else
+	(void)err;
+#endif
+	return 0;
+}
+
+void dp_abort(dp_comm *c, int code)
+{
+#ifdef IMSHARD_HAVE_MPI
+	if (c && c->mpi && c->world > 1)
+		MPI_Abort(MPI_COMM_WORLD, code);
+#else
+	(void)c;
+	(void)code;
+#endif
+}
+
+void dp_finalize(dp_comm *c)
+{
+	if (!c)
+		return;
+#ifdef IMSHARD_HAVE_MPI
+	if (c->mpi)
+		MPI_Finalize();
+#endif
+	free(c);
+}

@@ -1,0 +1,732 @@
+/*
+ * model.c - a model's graph, storage, initialisation, forward and backward.
+ *
+ * Storage is four blocks per model (parameters, their gradients, float
+ * buffers, int64 counters) so that data parallelism averages gradients in
+ * one allreduce and a checkpoint is a walk over the tensor list. Node
+ * outputs and output gradients are separate allocations of max_batch
+ * samples. All device work goes through ctx->be, so the same graph runs on
+ * any backend.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model_internal.h"
+
+/* ---- building ------------------------------------------------------------ */
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	int n = *cap ? *cap * 2 : 64;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, (size_t)n * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static int build_fail(nn_model *m, int code, const char *fmt, const char *a)
+{
+	if (!m->build_rc)
+		m->build_rc = ims_fail(m->build_err, code, fmt, a);
+	return -1;
+}
+
+static int new_node(nn_model *m, nn_op op, int in0)
+{
+	if (m->build_rc)
+		return -1;
+	if (in0 < -1 || in0 >= m->n_nodes)
+		return build_fail(m, IMS_EINVAL, "cannot build %s: bad node", m->name);
+	if (grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1,
+		 sizeof(nn_node)))
+		return build_fail(m, IMS_ENOMEM, "cannot build %s: out of memory",
+				  m->name);
+	nn_node *nd = &m->nodes[m->n_nodes];
+	memset(nd, 0, sizeof(*nd));
+	nd->op = op;
+	nd->in0 = in0;
+	nd->in1 = -1;
+	nd->wt = nd->bt = nd->rm = nd->rv = nd->nbt = -1;
+	if (in0 < 0) {
+		nd->c = 3;
+		nd->h = m->in_h;
+		nd->w = m->in_w;
+	} else {
+		nd->c = m->nodes[in0].c;
+		nd->h = m->nodes[in0].h;
+		nd->w = m->nodes[in0].w;
+	}
+	return m->n_nodes++;
+}
+
+static int new_tensor(nn_model *m, const char *prefix, const char *suffix,
+		      nn_tensor_kind kind, int ndim, const int64_t *shape,
+		      nn_init init, int fan_in, int fan_out)
+{
+	if (m->build_rc)
+		return -1;
+	int n = m->n_tensors;
+	if (grow((void **)&m->tensors, &m->cap_tensors, n + 1,
+		 sizeof(nn_tensor_info)))
+		return build_fail(m, IMS_ENOMEM, "cannot build %s: out of memory",
+				  m->name);
+	/* the side arrays follow the tensor array's capacity */
+	void *a = realloc(m->inits, (size_t)m->cap_tensors * sizeof(nn_init));
+	if (a)
+		m->inits = a;
+	void *b = realloc(m->fan_in, (size_t)m->cap_tensors * sizeof(int));
+	if (b)
+		m->fan_in = b;
+	void *c = realloc(m->fan_out, (size_t)m->cap_tensors * sizeof(int));
+	if (c)
+		m->fan_out = c;
+	size_t len = strlen(prefix) + strlen(suffix) + 2;
+	char *name = malloc(len);
+	if (!a || !b || !c || !name) {
+		free(name);
+		return build_fail(m, IMS_ENOMEM, "cannot build %s: out of memory",
+				  m->name);
+	}
+	snprintf(name, len, "%s.%s", prefix, suffix);
+	nn_tensor_info *t = &m->tensors[n];
+	memset(t, 0, sizeof(*t));
+	t->name = name;
+	t->kind = kind;
+	t->ndim = ndim;
+	t->count = 1;
+	for (int i = 0; i < ndim; i++) {
+		t->shape[i] = shape[i];
+		t->count *= (size_t)shape[i];
+	}
+	switch (kind) {
+	case NN_TENSOR_RUNNING:
+		t->offset = m->n_buffers;
+		m->n_buffers += t->count;
+		break;
+	case NN_TENSOR_COUNTER:
+		t->offset = m->n_counters;
+		m->n_counters += t->count;
+		break;
+	default:
+		/* 16-float alignment keeps every tensor on its own cache
+		 * lines; the padding is never read. */
+		t->offset = m->n_params;
+		m->n_params += (t->count + 15) & ~(size_t)15;
+		break;
+	}
+	m->inits[n] = init;
+	m->fan_in[n] = fan_in;
+	m->fan_out[n] = fan_out;
+	m->n_tensors++;
+	return n;
+}
+
+int nn_b_conv(nn_model *m, const char *name, int in, int c_out, int k,
+	      int stride, int pad, int bias, nn_init winit)
+{
+	int id = new_node(m, NN_OP_CONV, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	if (nn_conv_desc_init(&nd->conv, m->max_batch, nd->c, nd->h, nd->w,
+			      c_out, k, stride, pad, 1, 1, bias, m->build_err) < 0) {
+		m->build_rc = m->build_err->code;
+		ims_fail_context(m->build_err, "cannot build %s: layer '%s'",
+				 m->name, name);
+		return -1;
+	}
+	int64_t ws[4] = {c_out, nd->c, k, k};
+	int fan_in = nd->c * k * k, fan_out = c_out * k * k;
+	m->macs += (double)c_out * nd->conv.h_out * nd->conv.w_out * fan_in;
+	nd->wt = new_tensor(m, name, "weight", NN_TENSOR_WEIGHT, 4, ws, winit,
+			    fan_in, fan_out);
+	if (bias) {
+		int64_t bs[1] = {c_out};
+		nd->bt = new_tensor(m, name, "bias", NN_TENSOR_BIAS, 1, bs,
+				    winit == NN_INIT_UNIFORM_FAN_IN
+					    ? NN_INIT_UNIFORM_FAN_IN
+					    : NN_INIT_ZERO,
+				    fan_in, fan_out);
+	}
+	nd->c = c_out;
+	nd->h = nd->conv.h_out;
+	nd->w = nd->conv.w_out;
+	return m->build_rc ? -1 : id;
+}
+
+int nn_b_bn(nn_model *m, const char *name, int in)
+{
+	int id = new_node(m, NN_OP_BN, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	nd->bn.n = m->max_batch;
+	nd->bn.c = nd->c;
+	nd->bn.h = nd->h;
+	nd->bn.w = nd->w;
+	nd->bn.eps = 1e-5f;
+	nd->bn.momentum = 0.1f;
+	int64_t s[1] = {nd->c};
+	nd->wt = new_tensor(m, name, "weight", NN_TENSOR_NORM, 1, s,
+			    NN_INIT_ONE, 0, 0);
+	nd->bt = new_tensor(m, name, "bias", NN_TENSOR_NORM, 1, s,
+			    NN_INIT_ZERO, 0, 0);
+	nd->rm = new_tensor(m, name, "running_mean", NN_TENSOR_RUNNING, 1, s,
+			    NN_INIT_ZERO, 0, 0);
+	nd->rv = new_tensor(m, name, "running_var", NN_TENSOR_RUNNING, 1, s,
+			    NN_INIT_ONE, 0, 0);
+	nd->nbt = new_tensor(m, name, "num_batches_tracked", NN_TENSOR_COUNTER,
+			     0, NULL, NN_INIT_ZERO, 0, 0);
+	return m->build_rc ? -1 : id;
+}
+
+int nn_b_relu(nn_model *m, int in)
+{
+	return new_node(m, NN_OP_RELU, in);
+}
+
+int nn_b_maxpool(nn_model *m, int in, int k, int stride, int pad)
+{
+	int id = new_node(m, NN_OP_MAXPOOL, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	if (nn_pool_desc_init(&nd->pool, m->max_batch, nd->c, nd->h, nd->w, k,
+			      stride, pad, m->build_err) < 0) {
+		m->build_rc = m->build_err->code;
+		ims_fail_context(m->build_err, "cannot build %s for %dx%d inputs",
+				 m->name, m->in_w, m->in_h);
+		return -1;
+	}
+	nd->h = nd->pool.h_out;
+	nd->w = nd->pool.w_out;
+	return id;
+}
+
+int nn_b_adaptive_avgpool(nn_model *m, int in, int h, int w)
+{
+	int id = new_node(m, NN_OP_AVGPOOL, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	if (nn_pool_desc_init_adaptive(&nd->pool, m->max_batch, nd->c, nd->h,
+				       nd->w, h, w, m->build_err) < 0) {
+		m->build_rc = m->build_err->code;
+		ims_fail_context(m->build_err, "cannot build %s", m->name);
+		return -1;
+	}
+	nd->h = h;
+	nd->w = w;
+	return id;
+}
+
+int nn_b_flatten(nn_model *m, int in)
+{
+	int id = new_node(m, NN_OP_FLATTEN, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	nd->c = nd->c * nd->h * nd->w;
+	nd->h = nd->w = 1;
+	return id;
+}
+
+int nn_b_linear(nn_model *m, const char *name, int in, int out,
+		nn_init winit, nn_init binit)
+{
+	int id = new_node(m, NN_OP_LINEAR, in);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	if (nd->h != 1 || nd->w != 1)
+		return build_fail(m, IMS_EINVAL,
+				  "cannot build layer '%s': input is not flat", name);
+	nd->lin.n = m->max_batch;
+	nd->lin.in = nd->c;
+	nd->lin.out = out;
+	nd->lin.bias = 1;
+	m->macs += (double)nd->c * out;
+	int64_t ws[2] = {out, nd->c}, bs[1] = {out};
+	nd->wt = new_tensor(m, name, "weight", NN_TENSOR_WEIGHT, 2, ws, winit,
+			    nd->c, out);
+	nd->bt = new_tensor(m, name, "bias", NN_TENSOR_BIAS, 1, bs, binit,
+			    nd->c, out);
+	nd->c = out;
+	return m->build_rc ? -1 : id;
+}
+
+int nn_b_dropout(nn_model *m, int in, float p)
+{
+	int id = new_node(m, NN_OP_DROPOUT, in);
+	if (id >= 0)
+		m->nodes[id].drop_p = p;
+	return id;
+}
+
+int nn_b_add(nn_model *m, int a, int b)
+{
+	int id = new_node(m, NN_OP_ADD, a);
+	if (id < 0)
+		return -1;
+	nn_node *nd = &m->nodes[id];
+	if (b < 0 || b >= id || m->nodes[b].c != nd->c ||
+	    m->nodes[b].h != nd->h || m->nodes[b].w != nd->w)
+		return build_fail(m, IMS_EINVAL,
+				  "cannot build %s: residual shapes differ", m->name);
+	nd->in1 = b;
+	return id;
+}
+
+/* ---- storage and initialisation ----------------------------------------- */
+
+static double normal(ims_rng *r)
+{
+	/* Box-Muller; 1 - u keeps the log's argument in (0, 1]. */
+	double u = 1.0 - ims_rng_uniform(r), v = ims_rng_uniform(r);
+	return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
+{
+	nn_ctx *ctx = m->ctx;
+	float *hp = calloc(m->n_params ? m->n_params : 1, sizeof(float));
+	float *hb = calloc(m->n_buffers ? m->n_buffers : 1, sizeof(float));
+	int rc = 0;
+	if (!hp || !hb) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot initialise %s: out of memory",
+			      m->name);
+		goto out;
+	}
+	for (int i = 0; i < m->n_tensors; i++) {
+		const nn_tensor_info *t = &m->tensors[i];
+		if (t->kind == NN_TENSOR_COUNTER)
+			continue;
+		float *v = (t->kind == NN_TENSOR_RUNNING ? hb : hp) + t->offset;
+		/* one stream per tensor: a model's tensors do not shift when
+		 * another tensor changes size (e.g. the head's class count) */
+		ims_rng r;
+		ims_rng_seed(&r, seed, ims_hash64(0x696e6974, (uint64_t)i));
+		double bound = m->fan_in[i] > 0 ? 1.0 / sqrt(m->fan_in[i]) : 0;
+		double sd = m->fan_out[i] > 0 ? sqrt(2.0 / m->fan_out[i]) : 0;
+		for (size_t k = 0; k < t->count; k++) {
+			switch (m->inits[i]) {
+			case NN_INIT_ZERO:
+				v[k] = 0;
+				break;
+			case NN_INIT_ONE:
+				v[k] = 1;
+				break;
+			case NN_INIT_KAIMING_FAN_OUT:
+				v[k] = (float)(sd * normal(&r));
+				break;
+			case NN_INIT_UNIFORM_FAN_IN:
+				v[k] = (float)(bound * (2 * ims_rng_uniform(&r) - 1));
+				break;
+			case NN_INIT_NORMAL_001:
+				v[k] = (float)(0.01 * normal(&r));
+				break;
+			}
+		}
+	}
+	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, m->params, hp,
+						m->n_params * sizeof(float), err));
+	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, m->buffers, hb,
+						m->n_buffers * sizeof(float), err));
+	memset(m->counters, 0, (m->n_counters ? m->n_counters : 1) * sizeof(int64_t));
+out:
+	free(hp);
+	free(hb);
+	return rc;
+}
+
+static void *dev_alloc(nn_model *m, size_t bytes, int *fail)
+{
+	void *p = m->ctx->be->alloc(m->ctx, bytes ? bytes : 1);
+	if (!p)
+		*fail = 1;
+	return p;
+}
+
+static int allocate(nn_model *m, ims_error *err)
+{
+	int fail = 0;
+	size_t nb = (size_t)m->max_batch;
+	m->params = dev_alloc(m, m->n_params * sizeof(float), &fail);
+	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
+	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
+	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
+	if (!m->counters)
+		fail = 1;
+	for (int i = 0; i < m->n_nodes && !fail; i++) {
+		nn_node *nd = &m->nodes[i];
+		size_t per = (size_t)nd->c * nd->h * nd->w;
+		if (nd->op == NN_OP_FLATTEN) {
+			/* no architecture flattens the model input itself */
+			RETURN_IF(nd->in0 < 0, err, IMS_EINVAL,
+				  "cannot build %s: flatten of the input", m->name);
+			nd->y = m->nodes[nd->in0].y;
+			nd->dy = m->nodes[nd->in0].dy;
+			continue;
+		}
+		nd->y = dev_alloc(m, nb * per * sizeof(float), &fail);
+		nd->dy = dev_alloc(m, nb * per * sizeof(float), &fail);
+		if (nd->op == NN_OP_BN) {
+			nd->save_mean = dev_alloc(m, (size_t)nd->c * sizeof(float), &fail);
+			nd->save_invstd = dev_alloc(m, (size_t)nd->c * sizeof(float), &fail);
+		} else if (nd->op == NN_OP_MAXPOOL) {
+			nd->argmax = dev_alloc(m, nb * per * sizeof(int32_t), &fail);
+		} else if (nd->op == NN_OP_DROPOUT) {
+			nd->mask = dev_alloc(m, nb * per, &fail);
+		}
+	}
+	RETURN_IF(fail, err, IMS_ENOMEM,
+		  "cannot allocate %s for batches of %d: out of memory",
+		  m->name, m->max_batch);
+	return 0;
+}
+
+const char *const *nn_model_names(void)
+{
+	return nn_models_known;
+}
+
+int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
+		    int in_w, int max_batch, uint64_t seed, nn_model **out,
+		    ims_error *err)
+{
+	RETURN_IF(!ctx || !name || !out, err, IMS_EINVAL,
+		  "cannot build a model: missing argument");
+	*out = NULL;
+	RETURN_IF(classes < 1, err, IMS_EINVAL,
+		  "cannot build '%s': %d classes", name, classes);
+	RETURN_IF(in_h < 1 || in_w < 1 || in_h > 8192 || in_w > 8192, err,
+		  IMS_EINVAL, "cannot build '%s' for %dx%d inputs", name, in_w,
+		  in_h);
+	RETURN_IF(max_batch < 1 || max_batch > 65536, err, IMS_EINVAL,
+		  "cannot build '%s' for batches of %d", name, max_batch);
+	RETURN_IF(strlen(name) >= sizeof(((nn_model *)0)->name), err,
+		  IMS_EINVAL, "unknown model '%s'", name);
+	nn_model *m = calloc(1, sizeof(*m));
+	RETURN_IF(!m, err, IMS_ENOMEM, "cannot build '%s': out of memory", name);
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->classes = classes;
+	m->in_h = in_h;
+	m->in_w = in_w;
+	m->max_batch = max_batch;
+	m->ctx = ctx;
+	ims_error local;
+	m->build_err = err ? err : &local;
+	int rc = nn_models_build(m, name, m->build_err);
+	if (!rc && m->build_rc)
+		rc = m->build_rc;
+	if (!rc) {
+		/* The head is the last layer, a linear one: what fine-tuning
+		 * re-initialises and --freeze-backbone trains alone. */
+		nn_node *last = &m->nodes[m->n_nodes - 1];
+		if (last->op != NN_OP_LINEAR)
+			rc = ims_fail(m->build_err, IMS_EINVAL,
+				      "cannot build %s: it does not end in a linear layer",
+				      name);
+		else {
+			last->head = 1;
+			m->tensors[last->wt].head = 1;
+			m->tensors[last->bt].head = 1;
+		}
+	}
+	if (!rc)
+		rc = allocate(m, err);
+	if (!rc)
+		rc = init_weights(m, seed, err);
+	m->build_err = NULL;
+	if (rc) {
+		nn_model_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+void nn_model_free(nn_model *m)
+{
+	if (!m)
+		return;
+	nn_ctx *ctx = m->ctx;
+	for (int i = 0; i < m->n_nodes; i++) {
+		nn_node *nd = &m->nodes[i];
+		if (nd->op != NN_OP_FLATTEN) {
+			ctx->be->free(ctx, nd->y);
+			ctx->be->free(ctx, nd->dy);
+		}
+		ctx->be->free(ctx, nd->save_mean);
+		ctx->be->free(ctx, nd->save_invstd);
+		ctx->be->free(ctx, nd->argmax);
+		ctx->be->free(ctx, nd->mask);
+	}
+	for (int i = 0; i < m->n_tensors; i++)
+		free((char *)m->tensors[i].name);
+	ctx->be->free(ctx, m->params);
+	ctx->be->free(ctx, m->grads);
+	ctx->be->free(ctx, m->buffers);
+	free(m->counters);
+	free(m->nodes);
+	free(m->tensors);
+	free(m->inits);
+	free(m->fan_in);
+	free(m->fan_out);
+	free(m);
+}
+
+const char *nn_model_name(const nn_model *m) { return m->name; }
+void nn_model_freeze_bn(nn_model *m, int on) { m->frozen_bn = on != 0; }
+int nn_model_classes(const nn_model *m) { return m->classes; }
+int nn_model_tensor_count(const nn_model *m) { return m->n_tensors; }
+double nn_model_macs(const nn_model *m) { return m->macs; }
+
+const nn_tensor_info *nn_model_tensor(const nn_model *m, int i)
+{
+	return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+
+int nn_model_find(const nn_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_tensors; i++)
+		if (!strcmp(m->tensors[i].name, name))
+			return i;
+	return -1;
+}
+
+float *nn_model_params(nn_model *m, size_t *count)
+{
+	if (count)
+		*count = m->n_params;
+	return m->params;
+}
+
+float *nn_model_grads(nn_model *m, size_t *count)
+{
+	if (count)
+		*count = m->n_params;
+	return m->grads;
+}
+
+float *nn_model_buffers(nn_model *m, size_t *count)
+{
+	if (count)
+		*count = m->n_buffers;
+	return m->buffers;
+}
+
+int64_t *nn_model_counters(nn_model *m, size_t *count)
+{
+	if (count)
+		*count = m->n_counters;
+	return m->counters;
+}
+
+/* ---- forward and backward ------------------------------------------------ */
+
+static float *tensor_ptr(nn_model *m, float *base, int t)
+{
+	return t < 0 ? NULL : base + m->tensors[t].offset;
+}
+
+int nn_model_forward(nn_model *m, const float *x, int n, int train,
+		     uint64_t dropout_seed, const float **logits,
+		     ims_error *err)
+{
+	RETURN_IF(n < 1 || n > m->max_batch, err, IMS_EINVAL,
+		  "cannot run %s on a batch of %d: built for 1..%d", m->name,
+		  n, m->max_batch);
+	nn_ctx *ctx = m->ctx;
+	const nn_backend *be = ctx->be;
+	for (int i = 0; i < m->n_nodes; i++) {
+		nn_node *nd = &m->nodes[i];
+		const float *in = nd->in0 < 0 ? x : m->nodes[nd->in0].y;
+		size_t count = (size_t)n * nd->c * nd->h * nd->w;
+		float *w = tensor_ptr(m, m->params, nd->wt);
+		float *b = tensor_ptr(m, m->params, nd->bt);
+		switch (nd->op) {
+		case NN_OP_CONV: {
+			nn_conv_desc d = nd->conv;
+			d.n = n;
+			FORWARD_IF_ERR(be->conv_forward(ctx, &d, in, w, b, nd->y, err));
+			break;
+		}
+		case NN_OP_BN: {
+			nn_bn_desc d = nd->bn;
+			d.n = n;
+			float *rm = tensor_ptr(m, m->buffers, nd->rm);
+			float *rv = tensor_ptr(m, m->buffers, nd->rv);
+			if (train && !m->frozen_bn) {
+				FORWARD_IF_ERR(be->bn_forward_train(
+					ctx, &d, in, w, b, rm, rv, nd->save_mean,
+					nd->save_invstd, nd->y, err));
+				m->counters[m->tensors[nd->nbt].offset]++;
+			} else {
+				FORWARD_IF_ERR(be->bn_forward_eval(ctx, &d, in, w, b,
+								   rm, rv, nd->y, err));
+			}
+			break;
+		}
+		case NN_OP_RELU:
+			FORWARD_IF_ERR(be->relu_forward(ctx, count, in, nd->y, err));
+			break;
+		case NN_OP_MAXPOOL: {
+			nn_pool_desc d = nd->pool;
+			d.n = n;
+			FORWARD_IF_ERR(be->maxpool_forward(ctx, &d, in, nd->y,
+							   nd->argmax, err));
+			break;
+		}
+		case NN_OP_AVGPOOL: {
+			nn_pool_desc d = nd->pool;
+			d.n = n;
+			FORWARD_IF_ERR(be->avgpool_forward(ctx, &d, in, nd->y, err));
+			break;
+		}
+		case NN_OP_LINEAR: {
+			nn_linear_desc d = nd->lin;
+			d.n = n;
+			FORWARD_IF_ERR(be->linear_forward(ctx, &d, in, w, b, nd->y, err));
+			break;
+		}
+		case NN_OP_DROPOUT:
+			/* p = 0 copies: evaluation runs the same node */
+			FORWARD_IF_ERR(be->dropout_forward(
+				ctx, count, train ? nd->drop_p : 0.0f,
+				ims_hash64(dropout_seed, (uint64_t)i), in, nd->y,
+				nd->mask, err));
+			break;
+		case NN_OP_FLATTEN:
+			break;
+		case NN_OP_ADD:
+			FORWARD_IF_ERR(be->add_forward(ctx, count, in,
+						       m->nodes[nd->in1].y, nd->y, err));
+			break;
+		}
+	}
+	m->last_n = n;
+	m->last_train = train;
+	m->last_x = x;
+	*logits = m->nodes[m->n_nodes - 1].y;
+	return 0;
+}
+
+int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
+		      ims_error *err)
+{
+	RETURN_IF(!m->last_train || m->last_n < 1, err, IMS_EINVAL,
+		  "cannot run %s backward: no training forward pass before it",
+		  m->name);
+	nn_ctx *ctx = m->ctx;
+	const nn_backend *be = ctx->be;
+	const int n = m->last_n;
+	/* Gradients accumulate into node outputs' gradients (an output can
+	 * feed two nodes), so they start at zero; flatten shares its
+	 * input's. Parameter gradients are overwritten by their layer, except
+	 * a frozen backbone's, which stay zero. */
+	for (int i = 0; i < m->n_nodes; i++) {
+		nn_node *nd = &m->nodes[i];
+		if (nd->op == NN_OP_FLATTEN || (head_only && !nd->head))
+			continue;
+		FORWARD_IF_ERR(be->zero(ctx, nd->dy,
+					(size_t)n * nd->c * nd->h * nd->w * sizeof(float),
+					err));
+	}
+	if (head_only)
+		FORWARD_IF_ERR(be->zero(ctx, m->grads, m->n_params * sizeof(float), err));
+	nn_node *last = &m->nodes[m->n_nodes - 1];
+	FORWARD_IF_ERR(be->accumulate(ctx, (size_t)n * last->c, dlogits,
+				      last->dy, err));
+	for (int i = m->n_nodes - 1; i >= 0; i--) {
+		nn_node *nd = &m->nodes[i];
+		if (head_only && !nd->head)
+			break;
+		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
+		const float *in = src ? src->y : m->last_x;
+		/* no gradient for the model input, nor into a frozen backbone */
+		float *dx = src && (!head_only || src->head) ? src->dy : NULL;
+		size_t count = (size_t)n * nd->c * nd->h * nd->w;
+		float *w = tensor_ptr(m, m->params, nd->wt);
+		float *dw = tensor_ptr(m, m->grads, nd->wt);
+		float *db = tensor_ptr(m, m->grads, nd->bt);
+		switch (nd->op) {
+		case NN_OP_CONV: {
+			nn_conv_desc d = nd->conv;
+			d.n = n;
+			FORWARD_IF_ERR(be->conv_backward(ctx, &d, in, w, nd->dy, dx,
+							 dw, db, err));
+			break;
+		}
+		case NN_OP_BN: {
+			nn_bn_desc d = nd->bn;
+			d.n = n;
+			if (m->frozen_bn)
+				FORWARD_IF_ERR(be->bn_backward_frozen(
+					ctx, &d, in, w,
+					tensor_ptr(m, m->buffers, nd->rm),
+					tensor_ptr(m, m->buffers, nd->rv), nd->dy, dx,
+					dw, db, err));
+			else
+				FORWARD_IF_ERR(be->bn_backward(ctx, &d, in, w,
+							       nd->save_mean,
+							       nd->save_invstd, nd->dy,
+							       dx, dw, db, err));
+			break;
+		}
+		case NN_OP_RELU:
+			if (dx)
+				FORWARD_IF_ERR(be->relu_backward(ctx, count, nd->y,
+								 nd->dy, dx, err));
+			break;
+		case NN_OP_MAXPOOL: {
+			nn_pool_desc d = nd->pool;
+			d.n = n;
+			if (dx)
+				FORWARD_IF_ERR(be->maxpool_backward(ctx, &d, nd->argmax,
+								    nd->dy, dx, err));
+			break;
+		}
+		case NN_OP_AVGPOOL: {
+			nn_pool_desc d = nd->pool;
+			d.n = n;
+			if (dx)
+				FORWARD_IF_ERR(be->avgpool_backward(ctx, &d, nd->dy,
+								    dx, err));
+			break;
+		}
+		case NN_OP_LINEAR: {
+			nn_linear_desc d = nd->lin;
+			d.n = n;
+			FORWARD_IF_ERR(be->linear_backward(ctx, &d, in, w, nd->dy,
+							   dx, dw, db, err));
+			break;
+		}
+		case NN_OP_DROPOUT:
+			if (dx)
+				FORWARD_IF_ERR(be->dropout_backward(ctx, count, nd->drop_p,
+								    nd->mask, nd->dy,
+								    dx, err));
+			break;
+		case NN_OP_FLATTEN:
+			break;
+		case NN_OP_ADD:
+			if (dx)
+				FORWARD_IF_ERR(be->accumulate(ctx, count, nd->dy, dx, err));
+			const nn_node *src1 = &m->nodes[nd->in1];
+			if (!head_only || src1->head)
+				FORWARD_IF_ERR(be->accumulate(ctx, count, nd->dy,
+							      src1->dy, err));
+			break;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,309 @@
+/*
+ * nn_internal.h - the layer kernels of imshard's network library and the
+ * backend table that dispatches them. Private to train/ and its tests; the
+ * trainer's public interface is train/train.h.
+ *
+ * Conventions, the same for every layer:
+ *   - Activations are float, NCHW, contiguous. Dense activations are
+ *     [N, F] (an NCHW tensor with H = W = 1 reads the same).
+ *   - Weights use PyTorch's layouts so torchvision state_dict tensors load
+ *     unchanged: conv [C_out, C_in/groups, KH, KW], linear [out, in].
+ *   - Backward ACCUMULATES into dx (dx += ...), because in a residual graph
+ *     one activation feeds two layers; the model zeroes activation
+ *     gradients before a backward pass. Parameter gradients (dw, db,
+ *     dgamma, dbeta) are OVERWRITTEN: each parameter is used once per step.
+ *     Any of dx, dw, db may be NULL to skip computing it (first layer,
+ *     frozen layers).
+ *   - Every function returns 0 or a negative IMS_E* code with a message in
+ *     err; they only fail on an inconsistent descriptor or out of memory.
+ *   - Results are deterministic: the same inputs and ctx->threads give the
+ *     same bits. Reductions the kernels do themselves (batch-norm
+ *     statistics, bias gradients, loss sums) use a fixed order that does
+ *     not depend on the thread count either; GEMMs inside the BLAS may.
+ *
+ * Threads: a nn_ctx is used by one thread at a time; kernels parallelise
+ * internally with OpenMP (ctx->threads) and the BLAS.
+ */
+#ifndef IMSHARD_NN_INTERNAL_H
+#define IMSHARD_NN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct nn_backend nn_backend;
+
+typedef struct nn_ctx {
+	const nn_backend *be; /* kernels of this context's device */
+	int threads;          /* OpenMP (and BLAS) threads, >= 1 */
+	float *scratch;       /* workspace owned by the context */
+	size_t scratch_floats;
+	void *dev;            /* backend private state (streams, handles) */
+} nn_ctx;
+
+/* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
+int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
+/* Frees the workspace and backend state. ctx may be NULL. */
+void nn_ctx_release(nn_ctx *ctx);
+/*
+ * Returns a workspace of at least n floats (64-byte aligned), owned by ctx
+ * and valid until the next call or nn_ctx_release; NULL with err set when
+ * memory runs out. Contents are undefined.
+ */
+float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err);
+
+/* ---- convolution (layers/conv.c) --------------------------------------- */
+
+typedef struct nn_conv_desc {
+	int n, c_in, h_in, w_in;
+	int c_out, h_out, w_out;
+	int kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+	int groups;
+	int bias; /* 1: a bias vector of c_out follows the weights */
+} nn_conv_desc;
+
+/*
+ * Fills d for a square kernel k, stride, padding and dilation (PyTorch's
+ * Conv2d arithmetic: h_out = (h_in + 2 pad - dil (k - 1) - 1) / stride + 1).
+ * Fails when a size is < 1, c_in or c_out is not a multiple of groups, or
+ * the output would be empty.
+ */
+int nn_conv_desc_init(nn_conv_desc *d, int n, int c_in, int h_in, int w_in,
+		      int c_out, int k, int stride, int pad, int dil,
+		      int groups, int bias, ims_error *err);
+/* y[N, C_out, H_out, W_out] = conv(x, w) + b (b NULL when !d->bias). */
+int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
+			const float *w, const float *b, float *y,
+			ims_error *err);
+int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
+			 const float *w, const float *dy, float *dx,
+			 float *dw, float *db, ims_error *err);
+
+/* ---- linear (layers/linear.c) ------------------------------------------ */
+
+typedef struct nn_linear_desc {
+	int n, in, out;
+	int bias;
+} nn_linear_desc;
+
+/* y[N, out] = x[N, in] w[out, in]^T + b[out] */
+int nn_cpu_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
+			  const float *x, const float *w, const float *b,
+			  float *y, ims_error *err);
+int nn_cpu_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
+			   const float *x, const float *w, const float *dy,
+			   float *dx, float *dw, float *db, ims_error *err);
+
+/* ---- batch normalisation (layers/batchnorm.c) -------------------------- */
+
+typedef struct nn_bn_desc {
+	int n, c, h, w;
+	float eps;      /* torchvision: 1e-5 */
+	float momentum; /* torchvision: 0.1; running = (1-m) running + m batch */
+} nn_bn_desc;
+
+/*
+ * Training mode: normalises with the batch statistics over (N, H, W),
+ * updates running_mean/running_var in place (the running variance takes
+ * the unbiased batch variance, as PyTorch does) and saves the batch mean
+ * and 1/sqrt(var + eps) (biased var) for the backward pass.
+ */
+int nn_cpu_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			    const float *gamma, const float *beta,
+			    float *running_mean, float *running_var,
+			    float *save_mean, float *save_invstd, float *y,
+			    ims_error *err);
+/* Evaluation mode: normalises with the running statistics. */
+int nn_cpu_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			   const float *gamma, const float *beta,
+			   const float *running_mean,
+			   const float *running_var, float *y, ims_error *err);
+/* Backward of the training-mode forward. */
+int nn_cpu_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+		       const float *gamma, const float *save_mean,
+		       const float *save_invstd, const float *dy, float *dx,
+		       float *dgamma, float *dbeta, ims_error *err);
+
+/*
+ * Backward of the evaluation-mode forward used in training ("frozen"
+ * batch norm: running statistics are constants, not updated): dx +=
+ * dy gamma / sqrt(var + eps), dgamma = sum dy xhat, dbeta = sum dy.
+ */
+int nn_cpu_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			      const float *gamma, const float *running_mean,
+			      const float *running_var, const float *dy,
+			      float *dx, float *dgamma, float *dbeta,
+			      ims_error *err);
+
+/* ---- ReLU (layers/relu.c) ---------------------------------------------- */
+
+int nn_cpu_relu_forward(nn_ctx *ctx, size_t count, const float *x, float *y,
+			ims_error *err);
+/* dx += dy where y > 0 (y is the forward output). */
+int nn_cpu_relu_backward(nn_ctx *ctx, size_t count, const float *y,
+			 const float *dy, float *dx, ims_error *err);
+
+/* ---- pooling (layers/maxpool.c, layers/avgpool.c) ---------------------- */
+
+typedef struct nn_pool_desc {
+	int n, c, h_in, w_in, h_out, w_out;
+	int kh, kw, stride_h, stride_w, pad_h, pad_w;
+	int adaptive; /* 1: PyTorch AdaptiveAvgPool2d windows, k/stride/pad unused */
+} nn_pool_desc;
+
+/*
+ * Fixed windows, PyTorch's MaxPool2d / AvgPool2d arithmetic with
+ * ceil_mode=False: h_out = (h_in + 2 pad - k) / stride + 1. Fails when
+ * pad > k / 2 (as PyTorch does) or the output is empty.
+ */
+int nn_pool_desc_init(nn_pool_desc *d, int n, int c, int h_in, int w_in,
+		      int k, int stride, int pad, ims_error *err);
+/*
+ * Adaptive average pooling to (h_out, w_out): window i spans
+ * [floor(i h_in / h_out), ceil((i + 1) h_in / h_out)).
+ */
+int nn_pool_desc_init_adaptive(nn_pool_desc *d, int n, int c, int h_in,
+			       int w_in, int h_out, int w_out,
+			       ims_error *err);
+
+/*
+ * Max pooling. Padding counts as -infinity. argmax (N*C*H_out*W_out
+ * int32, caller-owned) records the winning input offset within its plane
+ * for the backward pass; ties go to the first in row-major order.
+ */
+int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
+			   float *y, int32_t *argmax, ims_error *err);
+int nn_cpu_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			    const int32_t *argmax, const float *dy, float *dx,
+			    ims_error *err);
+/*
+ * Average pooling, fixed (count_include_pad=True, PyTorch's default) or
+ * adaptive windows.
+ */
+int nn_cpu_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
+			   float *y, ims_error *err);
+int nn_cpu_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			    const float *dy, float *dx, ims_error *err);
+
+/* ---- dropout (layers/dropout.c) ---------------------------------------- */
+
+/*
+ * Inverted dropout: y = x * keep / (1 - p). Whether element i is kept is a
+ * pure function of (seed, i) (a counter-based hash), so it does not depend
+ * on thread count; mask (count bytes, caller-owned) records it. p in [0, 1).
+ */
+int nn_cpu_dropout_forward(nn_ctx *ctx, size_t count, float p, uint64_t seed,
+			   const float *x, float *y, uint8_t *mask,
+			   ims_error *err);
+int nn_cpu_dropout_backward(nn_ctx *ctx, size_t count, float p,
+			    const uint8_t *mask, const float *dy, float *dx,
+			    ims_error *err);
+
+/* ---- element-wise: residual add, flatten (layers/add.c) ----- */
+
+/* y = a + b */
+int nn_cpu_add_forward(nn_ctx *ctx, size_t count, const float *a,
+		       const float *b, float *y, ims_error *err);
+/*
+ * dx += dy: the backward of add (called once per input), of flatten
+ * (a reshaping view) and of any identity.
+ */
+int nn_cpu_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
+		      ims_error *err);
+
+/* ---- softmax cross-entropy (layers/softmax_xent.c) --------------------- */
+
+/*
+ * Softmax cross-entropy of logits[N, K] against integer labels, with label
+ * smoothing s (PyTorch's CrossEntropyLoss(label_smoothing=s): target
+ * (1 - s) one-hot + s / K). *loss_sum gets the SUM of per-sample losses
+ * (double, so ranks can sum and divide). When dlogits is not NULL it is
+ * OVERWRITTEN with scale * d(loss_sum)/d(logits), so scale = 1/N gives the
+ * gradient of the mean. A label outside [0, K) fails with IMS_EINVAL.
+ */
+int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
+			const int32_t *labels, float smoothing, float scale,
+			double *loss_sum, float *dlogits, ims_error *err);
+/*
+ * Counts samples whose label is among the top `topk` logits (ties counted
+ * against the sample: a label tied with the k-th logit is a miss only when
+ * other classes at that value come first in index order). Samples with
+ * skip[i] != 0 are not counted (skip may be NULL).
+ */
+int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
+		    int topk, const uint8_t *skip);
+
+/* ---- backend table ----------------------------------------------------- */
+
+/*
+ * The kernels of one device. Model code calls these and nothing else, so a
+ * CUDA backend slots in by filling the same table with device kernels;
+ * pointers then address device memory.
+ */
+struct nn_backend {
+	const char *name; /* "cpu", "cuda" */
+	int (*conv_forward)(nn_ctx *, const nn_conv_desc *, const float *,
+			    const float *, const float *, float *, ims_error *);
+	int (*conv_backward)(nn_ctx *, const nn_conv_desc *, const float *,
+			     const float *, const float *, float *, float *,
+			     float *, ims_error *);
+	int (*linear_forward)(nn_ctx *, const nn_linear_desc *, const float *,
+			      const float *, const float *, float *,
+			      ims_error *);
+	int (*linear_backward)(nn_ctx *, const nn_linear_desc *, const float *,
+			       const float *, const float *, float *, float *,
+			       float *, ims_error *);
+	int (*bn_forward_train)(nn_ctx *, const nn_bn_desc *, const float *,
+				const float *, const float *, float *, float *,
+				float *, float *, float *, ims_error *);
+	int (*bn_forward_eval)(nn_ctx *, const nn_bn_desc *, const float *,
+			       const float *, const float *, const float *,
+			       const float *, float *, ims_error *);
+	int (*bn_backward)(nn_ctx *, const nn_bn_desc *, const float *,
+			   const float *, const float *, const float *,
+			   const float *, float *, float *, float *,
+			   ims_error *);
+	int (*bn_backward_frozen)(nn_ctx *, const nn_bn_desc *, const float *,
+				  const float *, const float *, const float *,
+				  const float *, float *, float *, float *,
+				  ims_error *);
+	int (*relu_forward)(nn_ctx *, size_t, const float *, float *,
+			    ims_error *);
+	int (*relu_backward)(nn_ctx *, size_t, const float *, const float *,
+			     float *, ims_error *);
+	int (*maxpool_forward)(nn_ctx *, const nn_pool_desc *, const float *,
+			       float *, int32_t *, ims_error *);
+	int (*maxpool_backward)(nn_ctx *, const nn_pool_desc *,
+				const int32_t *, const float *, float *,
+				ims_error *);
+	int (*avgpool_forward)(nn_ctx *, const nn_pool_desc *, const float *,
+			       float *, ims_error *);
+	int (*avgpool_backward)(nn_ctx *, const nn_pool_desc *, const float *,
+				float *, ims_error *);
+	int (*dropout_forward)(nn_ctx *, size_t, float, uint64_t, const float *,
+			       float *, uint8_t *, ims_error *);
+	int (*dropout_backward)(nn_ctx *, size_t, float, const uint8_t *,
+				const float *, float *, ims_error *);
+	int (*add_forward)(nn_ctx *, size_t, const float *, const float *,
+			   float *, ims_error *);
+	int (*accumulate)(nn_ctx *, size_t, const float *, float *,
+			  ims_error *);
+	int (*softmax_xent)(nn_ctx *, int, int, const float *, const int32_t *,
+			    float, float, double *, float *, ims_error *);
+	/* Device memory: zeroed allocation (NULL when out of memory), free
+	 * (NULL accepted), set to zero, and copies in and out of host memory. */
+	void *(*alloc)(nn_ctx *, size_t bytes);
+	void (*free)(nn_ctx *, void *);
+	int (*zero)(nn_ctx *, void *, size_t bytes, ims_error *);
+	int (*to_device)(nn_ctx *, void *dst, const void *src, size_t bytes,
+			 ims_error *);
+	int (*to_host)(nn_ctx *, void *dst, const void *src, size_t bytes,
+		       ims_error *);
+};
+
+extern const nn_backend nn_backend_cpu;
+
+#endif

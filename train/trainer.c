@@ -1,0 +1,783 @@
+/*
+ * trainer.c - the data-parallel training loop behind imshard-train.
+ *
+ * Every rank runs this same loop on its share of each epoch: load a batch
+ * (augment/ loader), forward, loss, backward, allreduce-average the
+ * gradient block, optimiser step. Ranks start from rank 0's weights and
+ * apply identical updates, so they stay identical by construction; the
+ * loader gives every rank the same number of batches, so no rank waits in
+ * an allreduce for work another rank does not have.
+ *
+ * Time is split per step into data wait (blocked on the loader), compute
+ * (forward, backward, optimiser) and communication (allreduces); a rank's
+ * busy time is its compute time, and the summary compares ranks by it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "augment/augment.h"
+#include "recordio/recordio.h"
+#include "train/nn_internal.h"
+#include "train/train.h"
+
+void nn_train_opts_init(nn_train_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->model = "convnet7";
+	o->device = "cpu";
+	o->epochs = 1;
+	o->batch_size = 32;
+	o->lr = 0.1;
+	o->optimizer = NN_OPTIM_SGD;
+	o->momentum = 0.9;
+	o->weight_decay = 1e-4;
+	o->schedule = NN_LR_COSINE;
+	o->size = 224;
+	o->augment = "flip";
+	o->precision = "fp32";
+	o->seed = 1;
+	o->log_every = 10;
+	o->mean[0] = 123.675f;
+	o->mean[1] = 116.28f;
+	o->mean[2] = 103.53f;
+	o->std[0] = 58.395f;
+	o->std[1] = 57.12f;
+	o->std[2] = 57.375f;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+typedef struct run {
+	const nn_train_opts *o;
+	dp_comm *comm;
+	int rank, world;
+	nn_ctx ctx;
+	int ctx_ok;
+	aug_loader *train, *val;
+	nn_model *m;
+	nn_optim *opt;
+	nn_optim_segment *segs;
+	size_t nsegs;
+	nn_lr_schedule lr;
+	int classes;
+	uint64_t steps_per_epoch;
+	int metrics_fd;
+	char ckpt_path[4096];
+	float *dlogits;
+	int32_t *labels;
+} run;
+
+/* One JSON line appended with a single write(): ranks share the file and
+ * O_APPEND keeps each line whole. */
+static void metrics_line(run *r, cJSON *obj)
+{
+	if (r->metrics_fd < 0) {
+		cJSON_Delete(obj);
+		return;
+	}
+	char *s = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	if (!s)
+		return;
+	size_t n = strlen(s);
+	char *line = malloc(n + 2);
+	if (line) {
+		memcpy(line, s, n);
+		line[n] = '\n';
+		ssize_t w = write(r->metrics_fd, line, n + 1);
+		(void)w; /* metrics are best effort; training goes on */
+		free(line);
+	}
+	free(s);
+}
+
+static int log_path(const nn_train_opts *o, const char *file, char *out,
+		    size_t len, ims_error *err)
+{
+	return ims_path_join(out, len, o->log_dir, file, err);
+}
+
+static int check_opts(const nn_train_opts *o, ims_error *err)
+{
+	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
+		  "cannot train: no training split (--train)");
+	RETURN_IF(!o->val_manifest, err, IMS_EINVAL,
+		  "cannot train: no validation split (--val)");
+	RETURN_IF(strcmp(o->device, "cpu") && strcmp(o->device, "cuda"), err,
+		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
+		  o->device);
+	RETURN_IF(!strcmp(o->device, "cuda"), err, IMS_EUNSUPPORTED,
+		  "cannot train on cuda: this build has no CUDA training backend "
+		  "yet; use --device cpu");
+	RETURN_IF(strcmp(o->precision, "fp32") &&
+			  strcmp(o->precision, "bf16") &&
+			  strcmp(o->precision, "fp16"),
+		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
+		  o->precision);
+	RETURN_IF(strcmp(o->precision, "fp32"), err, IMS_EUNSUPPORTED,
+		  "cannot train in %s on the cpu: the CPU backend computes in fp32",
+		  o->precision);
+	RETURN_IF(o->epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
+		  o->epochs);
+	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
+		  "cannot train with batches of %d", o->batch_size);
+	RETURN_IF(!(o->lr > 0) || !isfinite(o->lr), err, IMS_EINVAL,
+		  "cannot train with learning rate %g", o->lr);
+	RETURN_IF(o->warmup_epochs < 0 || o->warmup_epochs > o->epochs, err,
+		  IMS_EINVAL, "cannot warm up for %g of %d epochs",
+		  o->warmup_epochs, o->epochs);
+	RETURN_IF(o->label_smoothing < 0 || o->label_smoothing >= 1, err,
+		  IMS_EINVAL, "label smoothing %g is outside [0, 1)",
+		  o->label_smoothing);
+	RETURN_IF(o->resume && !o->checkpoint_dir, err, IMS_EINVAL,
+		  "cannot resume without --checkpoint-dir");
+	RETURN_IF(o->resume && o->init, err, IMS_EINVAL,
+		  "--resume and --init exclude each other: a resumed run "
+		  "continues from its checkpoint");
+	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
+		  "--freeze-backbone needs --init weights to freeze");
+	return 0;
+}
+
+/* The class lists of both splits must agree: labels are indices. */
+static int load_classes(run *r, ims_error *err)
+{
+	rio_manifest a = {0}, b = {0};
+	int rc = rio_manifest_load(r->o->train_manifest, &a, err);
+	if (rc)
+		return rc;
+	rc = rio_manifest_load(r->o->val_manifest, &b, err);
+	if (rc) {
+		rio_manifest_release(&a);
+		return rc;
+	}
+	if (a.n_classes != b.n_classes) {
+		rc = ims_fail(err, IMS_EINVAL,
+			      "cannot train: '%s' has %zu classes but '%s' has %zu "
+			      "(pack both splits from one class list)",
+			      r->o->train_manifest, a.n_classes,
+			      r->o->val_manifest, b.n_classes);
+	} else {
+		for (size_t i = 0; i < a.n_classes && !rc; i++)
+			if (strcmp(a.classes[i], b.classes[i]))
+				rc = ims_fail(err, IMS_EINVAL,
+					      "cannot train: class %zu is '%s' in '%s' "
+					      "but '%s' in '%s'",
+					      i, a.classes[i], r->o->train_manifest,
+					      b.classes[i], r->o->val_manifest);
+	}
+	if (!rc && a.n_classes < 2)
+		rc = ims_fail(err, IMS_EINVAL,
+			      "cannot train on '%s': it has %zu class",
+			      r->o->train_manifest, a.n_classes);
+	r->classes = (int)a.n_classes;
+	rio_manifest_release(&a);
+	rio_manifest_release(&b);
+	return rc;
+}
+
+static int open_loaders(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	aug_loader_opts lo;
+	aug_loader_opts_init(&lo, 1);
+	lo.manifest = o->train_manifest;
+	lo.rank = r->rank;
+	lo.world = r->world;
+	lo.seed = o->seed;
+	lo.batch_size = o->batch_size;
+	lo.threads = o->threads;
+	lo.quiet = r->rank != 0 || o->quiet;
+	lo.shard_owning = o->shard_owning;
+	lo.transform.out_w = lo.transform.out_h = o->size;
+	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
+					   &lo.transform, err));
+	memcpy(lo.transform.mean, o->mean, sizeof(o->mean));
+	memcpy(lo.transform.std, o->std, sizeof(o->std));
+	FORWARD_IF_ERR(aug_loader_open(&lo, &r->train, err));
+
+	aug_loader_opts vo;
+	aug_loader_opts_init(&vo, 0);
+	vo.manifest = o->val_manifest;
+	vo.rank = r->rank;
+	vo.world = r->world;
+	vo.seed = o->seed;
+	vo.batch_size = o->batch_size;
+	vo.threads = o->threads;
+	vo.quiet = 1;
+	/* every record once: ranks pad to equal shares, padded samples are
+	 * flagged and left out of the metric; a short last batch is kept */
+	vo.drop_remainder = 0;
+	vo.drop_last = 0;
+	vo.transform.out_w = vo.transform.out_h = o->size;
+	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
+	memcpy(vo.transform.std, o->std, sizeof(o->std));
+	FORWARD_IF_ERR(aug_loader_open(&vo, &r->val, err));
+	r->steps_per_epoch = aug_loader_batches_per_epoch(r->train);
+	return 0;
+}
+
+static int setup_optim(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	int nt = nn_model_tensor_count(r->m);
+	r->segs = calloc((size_t)nt, sizeof(*r->segs));
+	RETURN_IF(!r->segs, err, IMS_ENOMEM, "cannot train: out of memory");
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *t = nn_model_tensor(r->m, i);
+		if (t->kind == NN_TENSOR_RUNNING || t->kind == NN_TENSOR_COUNTER)
+			continue;
+		nn_optim_segment *s = &r->segs[r->nsegs++];
+		s->offset = t->offset;
+		s->count = t->count;
+		s->decay = t->kind == NN_TENSOR_WEIGHT || !o->no_bn_bias_decay;
+		s->trainable = !o->freeze_backbone || t->head;
+	}
+	nn_optim_opts oo;
+	nn_optim_opts_init(&oo, o->optimizer);
+	if (o->optimizer == NN_OPTIM_SGD) {
+		oo.momentum = o->momentum;
+		oo.nesterov = o->nesterov;
+	}
+	oo.weight_decay = o->weight_decay;
+	oo.threads = r->ctx.threads;
+	size_t np;
+	nn_model_params(r->m, &np);
+	FORWARD_IF_ERR(nn_optim_create(&oo, np, &r->opt, err));
+
+	/* the schedule spans --epochs; --max-steps only stops early, so a
+	 * run stopped and resumed follows the uninterrupted run's rates */
+	uint64_t total = (uint64_t)o->epochs * r->steps_per_epoch;
+	nn_lr_opts lo;
+	nn_lr_opts_init(&lo);
+	lo.base_lr = o->lr;
+	lo.world = r->world;
+	lo.no_scaling = o->no_lr_scaling;
+	lo.warmup_steps = (int64_t)llround(o->warmup_epochs *
+					   (double)r->steps_per_epoch);
+	lo.decay = o->schedule;
+	if (o->schedule == NN_LR_STEP) {
+		/* x0.1 at half and three quarters of the run */
+		lo.gamma = 0.1;
+		lo.milestones[0] = (int64_t)(total / 2 > 0 ? total / 2 : 1);
+		lo.milestones[1] = (int64_t)(total * 3 / 4 > (uint64_t)lo.milestones[0]
+						     ? total * 3 / 4
+						     : (uint64_t)lo.milestones[0] + 1);
+		lo.n_milestones = 2;
+	} else if (o->schedule == NN_LR_COSINE) {
+		lo.total_steps = (int64_t)total > lo.warmup_steps
+					 ? (int64_t)total
+					 : lo.warmup_steps + 1;
+	}
+	return nn_lr_schedule_init(&r->lr, &lo, err);
+}
+
+/* Sum over ranks of a few doubles (loss, hits, counts). */
+static int reduce(run *r, double *v, size_t n, double *comm_s, ims_error *err)
+{
+	double t0 = ims_now();
+	int rc = dp_allreduce_sum_f64(r->comm, v, n, err);
+	*comm_s += ims_now() - t0;
+	return rc;
+}
+
+static int top_hits(const float *logits, int n, int k, const int32_t *labels,
+		    const uint8_t *skip, int topk)
+{
+	return nn_topk_correct(n, k, logits, labels, topk, skip);
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+static int validate(run *r, nn_train_result *res, int epoch, uint64_t step,
+		    double wall0, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	/* Ranks normalised with their own batches' statistics; evaluate one
+	 * model: the average of the ranks' running statistics. */
+	size_t nb;
+	float *buf = nn_model_buffers(r->m, &nb);
+	double dummy = 0;
+	if (r->world > 1) {
+		double t0 = ims_now();
+		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->comm, buf, nb, err));
+		for (size_t i = 0; i < nb; i++)
+			buf[i] /= (float)r->world;
+		dummy += ims_now() - t0;
+	}
+	FORWARD_IF_ERR(aug_loader_start_epoch(r->val, 0, err));
+	double sums[4] = {0, 0, 0, 0}; /* loss, top1, top5, records */
+	for (;;) {
+		aug_batch b;
+		int rc = aug_loader_next(r->val, &b, err);
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			break;
+		const float *logits;
+		FORWARD_IF_ERR(nn_model_forward(r->m, b.data, b.count, 0, 0,
+						&logits, err));
+		for (int i = 0; i < b.count; i++) {
+			if (b.padded[i])
+				continue;
+			double l;
+			FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, 1, r->classes,
+							   logits + (size_t)i * r->classes,
+							   b.labels + i, 0, 1, &l, NULL,
+							   err));
+			sums[0] += l;
+			sums[3] += 1;
+		}
+		sums[1] += top_hits(logits, b.count, r->classes, b.labels,
+				    b.padded, 1);
+		sums[2] += top_hits(logits, b.count, r->classes, b.labels,
+				    b.padded, r->classes < 5 ? r->classes : 5);
+	}
+	FORWARD_IF_ERR(reduce(r, sums, 4, &dummy, err));
+	double top1 = sums[3] > 0 ? sums[1] / sums[3] : 0;
+	double top5 = sums[3] > 0 ? sums[2] / sums[3] : 0;
+	double wall = ims_now() - wall0;
+	res->val_top1 = top1;
+	res->val_top5 = top5;
+	res->val_records = (uint64_t)sums[3];
+	if (top1 > res->best_top1 || res->best_epoch < 0) {
+		res->best_top1 = top1;
+		res->best_epoch = epoch;
+		res->best_wall_s = wall;
+	}
+	if (r->rank == 0) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "type", "val");
+		cJSON_AddNumberToObject(j, "epoch", epoch);
+		cJSON_AddNumberToObject(j, "step", (double)step);
+		cJSON_AddNumberToObject(j, "loss", sums[3] > 0 ? sums[0] / sums[3] : 0);
+		cJSON_AddNumberToObject(j, "top1", top1);
+		cJSON_AddNumberToObject(j, "top5", top5);
+		cJSON_AddNumberToObject(j, "records", sums[3]);
+		cJSON_AddNumberToObject(j, "wall_s", wall);
+		metrics_line(r, j);
+		if (!o->quiet)
+			fprintf(stderr,
+				"imshard-train: epoch %d validation: top-1 %.2f%%, "
+				"top-5 %.2f%%, loss %.4f (%.0f records)\n",
+				epoch + 1, 100 * top1, 100 * top5,
+				sums[3] > 0 ? sums[0] / sums[3] : 0, sums[3]);
+	}
+	return 0;
+}
+
+/* ---- checkpoints --------------------------------------------------------- */
+
+static int save_checkpoint(run *r, int epoch, uint64_t epoch_step,
+			   uint64_t step, ims_error *err)
+{
+	if (!r->o->checkpoint_dir || r->rank != 0)
+		return 0;
+	char e[32], es[32], s[32], w[32], seed[32], cls[32], size[32];
+	snprintf(e, sizeof(e), "%d", epoch);
+	snprintf(es, sizeof(es), "%llu", (unsigned long long)epoch_step);
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)step);
+	snprintf(w, sizeof(w), "%d", r->world);
+	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)r->o->seed);
+	snprintf(cls, sizeof(cls), "%d", r->classes);
+	snprintf(size, sizeof(size), "%d", r->o->size);
+	const char *meta[] = {"epoch", e, "epoch_step", es, "step", s,
+			      "world", w, "seed", seed, "model", r->o->model,
+			      "classes", cls, "size", size, NULL};
+	return nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
+}
+
+static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)
+{
+	const char *s = st_metadata_get(f, key);
+	char *end;
+	errno = 0;
+	unsigned long long x = s ? strtoull(s, &end, 10) : 0;
+	RETURN_IF(!s || errno || *end || end == s, err, IMS_ECORRUPT,
+		  "cannot resume from '%s': no valid '%s' in its metadata",
+		  st_path(f), key);
+	*v = x;
+	return 0;
+}
+
+/* Restores the run's state; epoch and epoch_step say where to go on. */
+static int resume(run *r, int *epoch, uint64_t *epoch_step, uint64_t *step,
+		  ims_error *err)
+{
+	st_file *f = NULL;
+	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
+						 err));
+	uint64_t e = 0, es = 0, s = 0, cls = 0, size = 0;
+	int rc = meta_u64(f, "epoch", &e, err);
+	if (!rc)
+		rc = meta_u64(f, "epoch_step", &es, err);
+	if (!rc)
+		rc = meta_u64(f, "step", &s, err);
+	if (!rc)
+		rc = meta_u64(f, "classes", &cls, err);
+	if (!rc)
+		rc = meta_u64(f, "size", &size, err);
+	const char *model = rc ? NULL : st_metadata_get(f, "model");
+	if (!rc && (!model || strcmp(model, r->o->model) ||
+		    cls != (uint64_t)r->classes || size != (uint64_t)r->o->size))
+		rc = ims_fail(err, IMS_EINVAL,
+			      "cannot resume from '%s': it holds %s for %llu classes "
+			      "at %llu px, this run trains %s for %d classes at %d px",
+			      r->ckpt_path, model ? model : "?",
+			      (unsigned long long)cls, (unsigned long long)size,
+			      r->o->model, r->classes, r->o->size);
+	st_close(f);
+	if (rc)
+		return rc;
+	*epoch = (int)e;
+	*epoch_step = es;
+	*step = s;
+	return 0;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static int train_step(run *r, const aug_batch *b, uint64_t step,
+		      double times[3], double sums[3], ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	double t0 = ims_now();
+	const float *logits;
+	FORWARD_IF_ERR(nn_model_forward(r->m, b->data, b->count, 1,
+					ims_hash64(o->seed, step), &logits, err));
+	double loss = 0;
+	FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, b->count, r->classes, logits,
+					   b->labels, o->label_smoothing,
+					   1.0f / (float)b->count, &loss,
+					   r->dlogits, err));
+	double hits = top_hits(logits, b->count, r->classes, b->labels, NULL, 1);
+	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
+					 err));
+	double t1 = ims_now();
+	times[1] += t1 - t0;
+
+	/* gradients: sum over ranks, then the mean (each rank's loss is
+	 * already the mean over its batch, all batches the same size) */
+	size_t np;
+	float *g = nn_model_grads(r->m, &np);
+	double c0 = ims_now();
+	if (r->world > 1) {
+		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->comm, g, np, err));
+		const float inv = 1.0f / (float)r->world;
+		for (size_t i = 0; i < np; i++)
+			g[i] *= inv;
+	}
+	double stats[3] = {loss, hits, b->count};
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->comm, stats, 3, err));
+	times[2] += ims_now() - c0;
+	RETURN_IF(!isfinite(stats[0]), err, IMS_EINVAL,
+		  "loss is %s at step %llu: stopping (lower --lr or check the "
+		  "data; the last checkpoint written before this step is kept)",
+		  isnan(stats[0]) ? "NaN" : "infinite",
+		  (unsigned long long)step + 1);
+
+	double t2 = ims_now();
+	float *p = nn_model_params(r->m, NULL);
+	FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
+				     nn_lr_at(&r->lr, (int64_t)step), err));
+	times[1] += ims_now() - t2;
+	sums[0] += stats[0];
+	sums[1] += stats[1];
+	sums[2] += stats[2];
+	return 0;
+}
+
+static void log_interval(run *r, int epoch, uint64_t step, double times[3],
+			 double sums[3], int steps, double span, uint64_t images)
+{
+	if (steps == 0)
+		return;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "type", "train");
+	cJSON_AddNumberToObject(j, "rank", r->rank);
+	cJSON_AddNumberToObject(j, "epoch", epoch);
+	cJSON_AddNumberToObject(j, "step", (double)step);
+	cJSON_AddNumberToObject(j, "loss", sums[2] > 0 ? sums[0] / sums[2] : 0);
+	cJSON_AddNumberToObject(j, "accuracy", sums[2] > 0 ? sums[1] / sums[2] : 0);
+	cJSON_AddNumberToObject(j, "lr", nn_lr_at(&r->lr, (int64_t)step - 1));
+	cJSON_AddNumberToObject(j, "images_per_s", span > 0 ? images / span : 0);
+	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * times[0] / steps);
+	cJSON_AddNumberToObject(j, "compute_ms", 1e3 * times[1] / steps);
+	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * times[2] / steps);
+	metrics_line(r, j);
+	if (r->rank == 0 && !r->o->quiet)
+		fprintf(stderr,
+			"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
+			"lr %.4g %.0f img/s (wait %.0f ms, compute %.0f ms, comm %.0f ms "
+			"per step)\n",
+			epoch + 1, (unsigned long long)step,
+			(unsigned long long)(r->steps_per_epoch * (uint64_t)r->o->epochs),
+			sums[2] > 0 ? sums[0] / sums[2] : 0,
+			sums[2] > 0 ? 100 * sums[1] / sums[2] : 0,
+			nn_lr_at(&r->lr, (int64_t)step - 1),
+			span > 0 ? images * r->world / span : 0,
+			1e3 * times[0] / steps, 1e3 * times[1] / steps,
+			1e3 * times[2] / steps);
+}
+
+static int write_summary(run *r, nn_train_result *res, double busy,
+			 ims_error *err)
+{
+	double *all = calloc((size_t)r->world, sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot summarise: out of memory");
+	int rc = dp_allgather_f64(r->comm, &busy, 1, all, err);
+	double mx = 0, mn = INFINITY;
+	for (int i = 0; !rc && i < r->world; i++) {
+		mx = all[i] > mx ? all[i] : mx;
+		mn = all[i] < mn ? all[i] : mn;
+	}
+	res->busy_ratio = mn > 0 ? mx / mn : 1;
+	if (rc || r->rank != 0 || !r->o->log_dir) {
+		free(all);
+		return rc;
+	}
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "world", r->world);
+	cJSON_AddStringToObject(j, "model", r->o->model);
+	cJSON_AddStringToObject(j, "device", r->o->device);
+	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "batch_per_rank", r->o->batch_size);
+	cJSON_AddNumberToObject(j, "global_batch", (double)r->o->batch_size * r->world);
+	cJSON_AddNumberToObject(j, "lr_per_rank", r->o->lr);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
+	cJSON_AddNumberToObject(j, "steps", (double)res->steps);
+	cJSON_AddNumberToObject(j, "images", (double)res->images);
+	cJSON_AddNumberToObject(j, "wall_s", res->wall_s);
+	cJSON_AddNumberToObject(j, "train_s", res->train_s);
+	cJSON_AddNumberToObject(j, "startup_s", res->startup_s);
+	cJSON_AddNumberToObject(j, "images_per_s", res->images_per_s);
+	cJSON *b = cJSON_AddArrayToObject(j, "busy_s");
+	for (int i = 0; i < r->world; i++)
+		cJSON_AddItemToArray(b, cJSON_CreateNumber(all[i]));
+	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
+	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
+	cJSON_AddNumberToObject(j, "stall_fraction",
+				res->train_s > 0 ? res->wait_s / res->train_s : 0);
+	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
+	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
+	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
+	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch + 1);
+	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	free(all);
+	char *text = cJSON_Print(j);
+	cJSON_Delete(j);
+	RETURN_IF(!text, err, IMS_ENOMEM, "cannot summarise: out of memory");
+	char path[4096];
+	rc = log_path(r->o, "summary.json", path, sizeof(path), err);
+	if (!rc) {
+		size_t n = strlen(text);
+		text[n] = '\n'; /* replaces the terminator: written by length */
+		rc = ims_write_file_atomic(path, text, n + 1, err);
+	}
+	free(text);
+	return rc;
+}
+
+int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
+		 ims_error *err)
+{
+	FORWARD_IF_ERR(check_opts(o, err));
+	double start = ims_now();
+	run r;
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.comm = comm;
+	r.rank = dp_rank(comm);
+	r.world = dp_world(comm);
+	r.metrics_fd = -1;
+	memset(res, 0, sizeof(*res));
+	res->best_epoch = -1;
+	int rc = 0;
+
+	GOTO_IF_ERR(out, rc, load_classes(&r, err));
+	GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
+	r.ctx_ok = 1;
+	GOTO_IF_ERR(out, rc, open_loaders(&r, err));
+	GOTO_IF_ERR(out, rc, nn_model_create(&r.ctx, o->model, r.classes, o->size,
+					     o->size, o->batch_size, o->seed, &r.m,
+					     err));
+	nn_model_freeze_bn(r.m, o->freeze_bn);
+	if (o->init) {
+		nn_load_report rep;
+		memset(&rep, 0, sizeof(rep));
+		GOTO_IF_ERR(out, rc, nn_checkpoint_load_init(o->init, r.m, &rep, err));
+		if (r.rank == 0 && !o->quiet) {
+			fprintf(stderr, "imshard-train: loaded %d tensors from '%s'\n",
+				rep.loaded, o->init);
+			for (int i = 0; i < rep.n_reinit; i++)
+				fprintf(stderr,
+					"imshard-train: head '%s' has another shape in "
+					"'%s': re-initialised\n",
+					rep.reinit[i], o->init);
+			for (int i = 0; i < rep.n_missing; i++)
+				fprintf(stderr,
+					"imshard-train: '%s' is not in '%s': kept as "
+					"initialised\n",
+					rep.missing[i], o->init);
+			for (int i = 0; i < rep.n_unexpected; i++)
+				fprintf(stderr,
+					"imshard-train: '%s' in '%s' is not a tensor of "
+					"%s: ignored\n",
+					rep.unexpected[i], o->init, o->model);
+		}
+		nn_load_report_release(&rep);
+	}
+	/* Every rank starts from rank 0's weights and statistics. */
+	size_t np, nb;
+	float *params = nn_model_params(r.m, &np);
+	float *bufs = nn_model_buffers(r.m, &nb);
+	GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
+	GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
+	GOTO_IF_ERR(out, rc, setup_optim(&r, err));
+
+	r.dlogits = calloc((size_t)o->batch_size * r.classes, sizeof(float));
+	if (!r.dlogits)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot train: out of memory");
+	if (o->log_dir) {
+		GOTO_IF_ERR(out, rc, ims_mkdir_p(o->log_dir, err));
+		char path[4096];
+		GOTO_IF_ERR(out, rc, log_path(o, "metrics.jsonl", path, sizeof(path), err));
+		/* rank 0 starts the file afresh unless resuming; the others
+		 * wait for that before appending */
+		if (r.rank == 0 && !o->resume) {
+			int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd >= 0)
+				close(fd);
+		}
+		GOTO_IF_ERR(out, rc, dp_barrier(comm, err));
+		r.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (r.metrics_fd < 0)
+			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot open '%s': %s", path,
+				  strerror(errno));
+	}
+	int epoch0 = 0;
+	uint64_t skip = 0, step = 0;
+	if (o->checkpoint_dir) {
+		if (r.rank == 0)
+			GOTO_IF_ERR(out, rc, ims_mkdir_p(o->checkpoint_dir, err));
+		GOTO_IF_ERR(out, rc, ims_path_join(r.ckpt_path, sizeof(r.ckpt_path),
+						   o->checkpoint_dir,
+						   "checkpoint.safetensors", err));
+		if (o->resume) {
+			/* every rank reads the same file: no broadcast needed */
+			GOTO_IF_ERR(out, rc, resume(&r, &epoch0, &skip, &step, err));
+			if (r.rank == 0 && !o->quiet)
+				fprintf(stderr,
+					"imshard-train: resuming from '%s' at epoch %d, "
+					"step %llu\n",
+					r.ckpt_path, epoch0 + 1, (unsigned long long)step);
+		}
+	}
+	if (r.rank == 0 && !o->quiet) {
+		uint64_t per, pad, drop;
+		aug_loader_share(r.train, &per, &pad, &drop);
+		fprintf(stderr,
+			"imshard-train: %s, %d classes, %d rank%s x batch %d, %llu "
+			"steps per epoch (%llu records per rank, %llu dropped so ranks "
+			"are equal); lr %g per rank, %g with %d rank%s (%s)\n",
+			o->model, r.classes, r.world, r.world > 1 ? "s" : "",
+			o->batch_size, (unsigned long long)r.steps_per_epoch,
+			(unsigned long long)per, (unsigned long long)drop, o->lr,
+			nn_lr_peak(&r.lr), r.world, r.world > 1 ? "s" : "",
+			o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+	}
+
+	double t_start = ims_now();
+	res->startup_s = t_start - start;
+	double busy = 0;
+	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
+	int stop = step >= max_steps;
+	for (int epoch = epoch0; epoch < o->epochs && !stop; epoch++) {
+		GOTO_IF_ERR(out, rc, aug_loader_start_epoch(r.train, (uint64_t)epoch, err));
+		double times[3] = {0, 0, 0}, sums[3] = {0, 0, 0};
+		int in_interval = 0;
+		uint64_t interval_images = 0;
+		double interval_t0 = ims_now();
+		uint64_t done = 0; /* steps of this epoch trained (or replayed) */
+		for (uint64_t s = 0; s < r.steps_per_epoch; s++) {
+			aug_batch b;
+			double w0 = ims_now();
+			rc = aug_loader_next(r.train, &b, err);
+			if (rc == 1) {
+				rc = 0;
+				break;
+			}
+			if (rc < 0)
+				goto out;
+			/* a resumed epoch replays the batches it already
+			 * trained on without training: same order after */
+			done = s + 1;
+			if (epoch == epoch0 && s < skip)
+				continue;
+			times[0] += ims_now() - w0;
+			GOTO_IF_ERR(out, rc, train_step(&r, &b, step, times, sums, err));
+			step++;
+			in_interval++;
+			interval_images += (uint64_t)b.count;
+			res->images += (uint64_t)b.count * (uint64_t)r.world;
+			res->steps = step;
+			if (o->log_every > 0 && step % (uint64_t)o->log_every == 0) {
+				log_interval(&r, epoch, step, times, sums, in_interval,
+					     ims_now() - interval_t0, interval_images);
+				busy += times[1];
+				res->wait_s += times[0];
+				times[0] = times[1] = times[2] = 0;
+				sums[0] = sums[1] = sums[2] = 0;
+				in_interval = 0;
+				interval_images = 0;
+				interval_t0 = ims_now();
+			}
+			if (o->checkpoint_every > 0 &&
+			    step % (uint64_t)o->checkpoint_every == 0)
+				GOTO_IF_ERR(out, rc, save_checkpoint(&r, epoch, s + 1,
+								     step, err));
+			if (step >= max_steps) {
+				stop = 1;
+				break;
+			}
+		}
+		log_interval(&r, epoch, step, times, sums, in_interval,
+			     ims_now() - interval_t0, interval_images);
+		busy += times[1];
+		res->wait_s += times[0];
+		GOTO_IF_ERR(out, rc, validate(&r, res, epoch, step, t_start, err));
+		res->epochs_done = epoch + 1;
+		/* the end of an epoch resumes at the start of the next; a
+		 * stop inside one resumes after its last trained step */
+		int whole = done >= r.steps_per_epoch;
+		GOTO_IF_ERR(out, rc, save_checkpoint(&r, whole ? epoch + 1 : epoch,
+						     whole ? 0 : done, step, err));
+	}
+	double t_end = ims_now();
+	res->train_s = t_end - t_start;
+	res->wall_s = t_end - start;
+	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
+	res->busy_s = busy;
+	GOTO_IF_ERR(out, rc, write_summary(&r, res, busy, err));
+out:
+	if (r.metrics_fd >= 0)
+		close(r.metrics_fd);
+	aug_loader_close(r.train);
+	aug_loader_close(r.val);
+	nn_optim_free(r.opt);
+	nn_model_free(r.m);
+	free(r.segs);
+	free(r.dlogits);
+	if (r.ctx_ok)
+		nn_ctx_release(&r.ctx);
+	return rc;
+}
