@@ -389,10 +389,34 @@ static int save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)r->o->seed);
 	snprintf(cls, sizeof(cls), "%d", r->classes);
 	snprintf(size, sizeof(size), "%d", r->o->size);
+	/* the options that shaped the run, for a person reading the file;
+	 * resuming checks model, classes and size itself */
+	const nn_train_opts *o = r->o;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "train", o->train_manifest);
+	cJSON_AddStringToObject(j, "val", o->val_manifest);
+	cJSON_AddNumberToObject(j, "epochs", o->epochs);
+	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
+	cJSON_AddNumberToObject(j, "lr", o->lr);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddNumberToObject(j, "optimizer", o->optimizer);
+	cJSON_AddNumberToObject(j, "momentum", o->momentum);
+	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
+	cJSON_AddNumberToObject(j, "warmup_epochs", o->warmup_epochs);
+	cJSON_AddNumberToObject(j, "schedule", o->schedule);
+	cJSON_AddStringToObject(j, "augment", o->augment ? o->augment : "none");
+	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
+	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
+	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
+	char *opts = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	RETURN_IF(!opts, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	const char *meta[] = {"epoch", e, "epoch_step", es, "step", s,
 			      "world", w, "seed", seed, "model", r->o->model,
-			      "classes", cls, "size", size, NULL};
-	return nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
+			      "classes", cls, "size", size, "options", opts, NULL};
+	int rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
+	free(opts);
+	return rc;
 }
 
 static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)

@@ -98,6 +98,15 @@ checks=$((checks + 1))
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
 contains "$T/err" "cannot resume"
 
+# --- a diverging run stops at the step, the checkpoint before it is kept
+expect 1 fit --lr 1e6 --epochs 3 --checkpoint-dir "$T/nan" --checkpoint-every 1
+contains "$T/err" "loss is"
+contains "$T/err" "at step"
+exists "$T/nan/checkpoint.safetensors"
+bad_step=$(sed -n 's/.*at step \([0-9]*\).*/\1/p' "$T/err")
+kept_step=$(python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; print(json.loads(d[8:8+n])["__metadata__"]["step"])' "$T/nan/checkpoint.safetensors")
+same "$kept_step" "$((bad_step - 1))" "checkpoint kept from the step before the NaN"
+
 # --- N ranks = 1 rank on the same global batch ---------------------------
 if command -v mpirun >/dev/null; then
   common=(--train "$tr" --val "$va" --model resnet18 --size 16 --threads 1 --max-steps 3 --no-lr-scaling --lr 0.05 --quiet)
