@@ -52,9 +52,16 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "imshard: %s: ", cmd->name);
+	/* a binary of its own (imshard-train) is named whole; a subcommand
+	 * after the program */
+	int binary = strncmp(cmd->name, "imshard", 7) == 0;
+	if (binary)
+		fprintf(stderr, "imshard: ");
+	else
+		fprintf(stderr, "imshard: %s: ", cmd->name);
 	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, " (see 'imshard %s --help')\n", cmd->name);
+	fprintf(stderr, " (see '%s%s --help')\n", binary ? "" : "imshard ",
+		cmd->name);
 	va_end(ap);
 	return CLI_EXIT_USAGE;
 }

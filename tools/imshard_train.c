@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "train/train.h"
@@ -49,6 +50,10 @@ static const cli_command command = {
 	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
 	"A NaN or infinite loss stops training with an error naming the step;\n"
 	"the checkpoint written before it is kept.\n\n"
+	"OpenBLAS falls back to generic SSE kernels on CPU models newer than its\n"
+	"release; imshard-train then restarts itself once with OPENBLAS_CORETYPE\n"
+	"naming the kernels the CPU supports (SkylakeX, Haswell), several times\n"
+	"faster. Set OPENBLAS_CORETYPE yourself to choose.\n\n"
 	"Examples:\n"
 	"  imshard-train --train out/train.json --val out/val.json --model convnet7 \\\n"
 	"      --size 32 --epochs 10 --batch-size 64 --lr 0.05 --log-dir runs/a\n"
@@ -78,11 +83,30 @@ static int parse_triple(const char *s, float out[3])
 	return 0;
 }
 
+/*
+ * OpenBLAS picks its kernels when it loads, before main; when it fell back
+ * to generic SSE kernels on a CPU it does not know, run again with the
+ * kernels the CPU supports (several times faster GEMMs). Once only: the
+ * variable set here stops a second re-execution.
+ */
+static void pick_blas_kernels(char **argv)
+{
+	const char *better = nn_blas_better_core();
+	if (!better || getenv("IMSHARD_BLAS_PICKED"))
+		return;
+	/* remembers what OpenBLAS chose, for the log line after parsing */
+	setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
+	setenv("OPENBLAS_CORETYPE", better, 1);
+	execv("/proc/self/exe", argv);
+	/* exec failed: go on with the kernels we have */
+}
+
 int main(int argc, char **argv)
 {
 	dp_comm *comm = NULL;
 	ims_error err;
 	ims_error_clear(&err);
+	pick_blas_kernels(argv);
 	/* MPI first: it may rewrite argv, and every rank parses the same */
 	if (dp_init(&argc, &argv, &comm, &err) < 0) {
 		cli_error("%s", err.msg);
@@ -202,6 +226,13 @@ int main(int argc, char **argv)
 	if (o.resume && o.init)
 		USAGE("--resume and --init exclude each other");
 #undef USAGE
+
+	const char *picked = getenv("IMSHARD_BLAS_PICKED");
+	if (picked && !o.quiet && dp_rank(comm) == 0)
+		fprintf(stderr,
+			"imshard-train: OpenBLAS kernels '%s' (it chose its generic '%s' "
+			"for this CPU; set OPENBLAS_CORETYPE to choose)\n",
+			nn_blas_core(), picked);
 
 	nn_train_result res;
 	rc = nn_train_run(&o, comm, &res, &err);

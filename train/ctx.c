@@ -1,8 +1,10 @@
 /*
  * ctx.c - the compute context: thread count, workspace, backend.
  */
+#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "train/nn_internal.h"
 
@@ -46,4 +48,30 @@ float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err)
 	ctx->scratch = p;
 	ctx->scratch_floats = want;
 	return ctx->scratch;
+}
+
+const char *nn_blas_core(void)
+{
+	const char *c = openblas_get_corename();
+	return c ? c : "unknown";
+}
+
+const char *nn_blas_better_core(void)
+{
+	if (getenv("OPENBLAS_CORETYPE"))
+		return NULL; /* the user chose */
+	/* OpenBLAS's fallbacks for a CPU model it does not know */
+	const char *c = nn_blas_core();
+	if (strcasecmp(c, "prescott") && strcasecmp(c, "core2") &&
+	    strcasecmp(c, "katmai") && strcasecmp(c, "unknown"))
+		return NULL;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+		return "SkylakeX";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "Haswell";
+#endif
+	return NULL;
 }

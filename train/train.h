@@ -410,6 +410,21 @@ double nn_lr_peak(const nn_lr_schedule *s);
 /* The rate of step (steps below 0 count as 0). */
 double nn_lr_at(const nn_lr_schedule *s, int64_t step);
 
+/* ---- the BLAS (ctx.c) ---------------------------------------------------- */
+
+/* The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott"...). */
+const char *nn_blas_core(void);
+/*
+ * When OpenBLAS did not recognise this CPU and fell back to a generic SSE
+ * kernel set (it does for CPU models newer than its release; its SSE3
+ * "Prescott" sgemm runs about a fifth of the AVX-512 one), the kernel set
+ * the CPU's features allow ("SkylakeX", "Haswell"); NULL when OpenBLAS
+ * chose well or OPENBLAS_CORETYPE is set. OpenBLAS reads
+ * OPENBLAS_CORETYPE when it loads, so a program acts on this by setting it
+ * and re-executing itself (imshard-train does).
+ */
+const char *nn_blas_better_core(void);
+
 /* ---- models (model.c, models.c) ---------------------------------------- */
 
 typedef struct nn_ctx nn_ctx; /* compute context (train/nn_internal.h) */
