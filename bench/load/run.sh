@@ -19,7 +19,7 @@
 #   BATCH        batch size for the loader and the Python baseline [64]
 #   SIZE         output side [224]
 #   LOAD_ARGS    how long bench-load runs [--epochs 1 --seconds 0]; e.g. '--seconds 20'
-#   PY_LIMIT     Python baselines on the first N list entries only, 0 = all [600]
+#   PY_LIMIT     Python baselines on the first N list entries only, 0 = all [0]
 #   WORK         scratch folder for list, packed split, logs, results [/tmp/imshard-bench-load-work]
 #   RESULTS      JSON written at the end [$WORK/results.json]
 #   PYTHON       interpreter with Pillow and numpy [/usr/bin/python3]
@@ -52,7 +52,7 @@ ROUNDS=${ROUNDS:-5}
 BATCH=${BATCH:-64}
 SIZE=${SIZE:-224}
 LOAD_ARGS=${LOAD_ARGS:---epochs 1 --seconds 0}
-PY_LIMIT=${PY_LIMIT:-600}
+PY_LIMIT=${PY_LIMIT:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-load-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
