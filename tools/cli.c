@@ -465,3 +465,25 @@ int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
 	o->check_decode = f->check_decode;
 	return 0;
 }
+
+/* Three comma-separated finite numbers ("123.7,116.3,103.5"). */
+int cli_parse_triple(const char *s, float out[3])
+{
+	const char *p = s;
+	for (int c = 0; c < 3; c++) {
+		char *end;
+		errno = 0;
+		double v = strtod(p, &end);
+		if (errno || end == p || !isfinite(v) || fabs(v) > 1e30)
+			return -1;
+		out[c] = (float)v;
+		if (c < 2) {
+			if (*end != ',')
+				return -1;
+			p = end + 1;
+		} else if (*end) {
+			return -1;
+		}
+	}
+	return 0;
+}

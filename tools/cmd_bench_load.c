@@ -53,28 +53,6 @@ static const cli_command command = {
 	"Exit status: 0 success, 1 the split cannot be loaded (or interrupted),\n"
 	"2 bad usage."};
 
-/* Three comma-separated finite numbers ("123.7,116.3,103.5"). */
-static int parse_triple(const char *s, float out[3])
-{
-	const char *p = s;
-	for (int c = 0; c < 3; c++) {
-		char *end;
-		errno = 0;
-		double v = strtod(p, &end);
-		if (errno || end == p || !isfinite(v) || fabs(v) > 1e30)
-			return -1;
-		out[c] = (float)v;
-		if (c < 2) {
-			if (*end != ',')
-				return -1;
-			p = end + 1;
-		} else if (*end) {
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static float half_to_float(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h >> 15) << 31;
@@ -316,10 +294,10 @@ int cmd_bench_load(int argc, char **argv)
 			return cli_usage_error(&command, "--dtype must be u8, f32, f16 or bf16, got '%s'", dtype);
 		tr->dtype = (aug_dtype)d;
 	}
-	if (mean_s && parse_triple(mean_s, tr->mean) < 0)
+	if (mean_s && cli_parse_triple(mean_s, tr->mean) < 0)
 		return cli_usage_error(&command, "--mean expects three numbers R,G,B, got '%s'", mean_s);
 	if (std_s) {
-		if (parse_triple(std_s, tr->std) < 0)
+		if (cli_parse_triple(std_s, tr->std) < 0)
 			return cli_usage_error(&command, "--std expects three numbers R,G,B, got '%s'", std_s);
 		if (!(tr->std[0] > 0 && tr->std[1] > 0 && tr->std[2] > 0))
 			return cli_usage_error(&command, "--std values must be greater than 0, got '%s'", std_s);

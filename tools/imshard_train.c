@@ -63,26 +63,6 @@ static const cli_command command = {
 	"      --init resnet50.safetensors --freeze-backbone --lr 0.01\n\n"
 	"Exit status: 0 success, 1 training failed, 2 bad usage."};
 
-static int parse_triple(const char *s, float out[3])
-{
-	const char *p = s;
-	for (int c = 0; c < 3; c++) {
-		char *end;
-		double v = strtod(p, &end);
-		if (end == p || !isfinite(v) || fabs(v) > 1e30)
-			return -1;
-		out[c] = (float)v;
-		if (c < 2) {
-			if (*end != ',')
-				return -1;
-			p = end + 1;
-		} else if (*end) {
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /*
  * OpenBLAS picks its kernels when it loads, before main; when it fell back
  * to generic SSE kernels on a CPU it does not know, run again with the
@@ -205,9 +185,9 @@ int main(int argc, char **argv)
 		else
 			USAGE("--schedule must be cosine, step or constant, got '%s'", schedule);
 	}
-	if (mean && parse_triple(mean, o.mean))
+	if (mean && cli_parse_triple(mean, o.mean))
 		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
-	if (std && parse_triple(std, o.std))
+	if (std && cli_parse_triple(std, o.std))
 		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
 	for (int c = 0; c < 3; c++)
 		if (!(o.std[c] > 0))
