@@ -25,6 +25,6 @@ python3 - "$out/run/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print("demo: best validation top-1 %.1f%% (epoch %d), %.0f images/s, %.1f s of training"
-      % (100 * s["best_val_top1"], s["best_epoch"], s["images_per_s"], s["train_s"]))
+      % (100 * s["best_val_top1"], s["best_epoch"] + 1, s["images_per_s"], s["train_s"]))
 sys.exit(0 if s["best_val_top1"] >= 0.9 else 1)
 PY

@@ -594,7 +594,7 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
 	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
 	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
-	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch + 1);
+	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
 	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
 	free(all);
 	char *text = cJSON_Print(j);

@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# bench/train/run.sh - the training benchmark: imshard-train on the CPU for
+# convnet7 at 32x32 and resnet18 at 112x112 with 1 and 2 threads (images/s
+# and the step split: data wait, compute, communication), the model FLOP
+# rate as a fraction of OpenBLAS's own sgemm rate on the same threads
+# (measured by model_flops in the same round), PyTorch on the same model,
+# batch and threads where torch imports, and 2-rank MPI scaling (1 thread
+# per rank, against 1 rank of 1 thread on the same global work),
+# interleaved round by round.
+#
+#     bench/train/run.sh
+#     CORETYPE=SkylakeX bench/train/run.sh      # OpenBLAS's AVX-512 kernels
+#
+# Builds nothing: build imshard, imshard-train and model_flops first (see
+# bench/train/README.md). Settings come from the environment (defaults in
+# brackets; relative paths are taken from the repository root):
+#   IMSHARD        imshard binary [build/tools/imshard]
+#   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
+#   MODEL_FLOPS    model_flops binary [build/bench/model_flops]
+#   DATA           sample images and packed splits, made when absent [/tmp/imshard-bench-train-data]
+#   PER_CLASS      sample images per class, 10 classes [200]
+#   VAL_PER_CLASS  validation images per class (of the 20% held out) [6]
+#   ONLY           run only these contenders, e.g. 'mpi_np1 mpi_np2' (names
+#                  as in the results; default all)
+#   ROUNDS         interleaved rounds; even rounds run the contenders in
+#                  reverse order (ABBA), so drift does not favour one [3]
+#   BATCH          batch size per rank, every contender [32]
+#   C7_STEPS, C7_LOG_EVERY    convnet7 (--size 32) steps and metrics interval [25, 5]
+#   R18_STEPS, R18_LOG_EVERY  resnet18 (--size 112) steps and metrics interval [8, 2]
+#                  rates and the step split come from the metrics intervals
+#                  after the first (warm-up) one
+#   SGEMM_N        sgemm side: C = A B, all N x N [2048]
+#   SGEMM_SECONDS  sgemm timing per run [2]
+#   MPI            1: run the MPI pair, 0: skip it [1]
+#   MPI_MODEL, MPI_SIZE  model and input side of the MPI pair [convnet7, 32]
+#   MPI_STEPS      steps of the 2-rank run; the 1-rank run does twice as
+#                  many of the same per-rank batch (equal global work) [20]
+#   MPI_LOG_EVERY  metrics interval of the MPI pair [4]
+#   MPIRUN         launcher [mpirun]
+#   CORETYPE       OPENBLAS_CORETYPE for every contender, e.g. SkylakeX;
+#                  empty: OpenBLAS's own choice (Prescott on this CPU) []
+#   TORCH          auto: PyTorch contenders when torch imports, 1: also
+#                  pip-install torch and torchvision into TORCH_LIB first
+#                  when it does not, 0: none [auto]
+#   TORCH_PYTHON   interpreter for torch [python3]
+#   TORCH_LIB      pip --target folder, added to PYTHONPATH when present [/tmp/imshard-torchlib]
+#   TORCH_SECONDS  timed seconds per torch run (after 2 warm-up steps, at
+#                  least 3 steps) [4]
+#   WORK           scratch folder for logs and results [/tmp/imshard-bench-train-work]
+#   RESULTS        JSON written at the end [$WORK/results.json]
+#   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
+#
+# Every run is timed by GNU time (-f '%e %M %U %S': peak RSS KiB, CPU
+# seconds; for the MPI run the CPU of mpirun and both ranks, and the
+# largest single process's peak RSS, not the sum);
+# bash's clock around the whole run is logged as wall_s. The CPU the rest
+# of the machine burnt meanwhile (from /proc/stat) is logged as bg_cores.
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+
+for arg in "$@"; do
+	case "$arg" in
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
+IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
+MODEL_FLOPS=$(abspath "${MODEL_FLOPS:-build/bench/model_flops}")
+DATA=$(abspath "${DATA:-/tmp/imshard-bench-train-data}")
+PER_CLASS=${PER_CLASS:-200}
+VAL_PER_CLASS=${VAL_PER_CLASS:-6}
+ONLY=${ONLY:-}
+ROUNDS=${ROUNDS:-3}
+BATCH=${BATCH:-32}
+C7_STEPS=${C7_STEPS:-25}
+C7_LOG_EVERY=${C7_LOG_EVERY:-5}
+R18_STEPS=${R18_STEPS:-8}
+R18_LOG_EVERY=${R18_LOG_EVERY:-2}
+SGEMM_N=${SGEMM_N:-2048}
+SGEMM_SECONDS=${SGEMM_SECONDS:-2}
+MPI=${MPI:-1}
+MPI_MODEL=${MPI_MODEL:-convnet7}
+MPI_SIZE=${MPI_SIZE:-32}
+MPI_STEPS=${MPI_STEPS:-20}
+MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
+MPIRUN=${MPIRUN:-mpirun}
+CORETYPE=${CORETYPE:-}
+TORCH=${TORCH:-auto}
+TORCH_PYTHON=${TORCH_PYTHON:-python3}
+TORCH_LIB=$(abspath "${TORCH_LIB:-/tmp/imshard-torchlib}")
+TORCH_SECONDS=${TORCH_SECONDS:-4}
+WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-work}")
+RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
+PYTHON=${PYTHON:-/usr/bin/python3}
+TIME=/usr/bin/time
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+# --- setup ------------------------------------------------------------------
+# GNU time is installed here when missing and apt-get can run (root);
+# otherwise the script stops and says what to install.
+if ! { [ -x "$TIME" ] && "$TIME" --version 2>&1 | grep -q GNU; }; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "run.sh: installing time (apt-get)" >&2
+		apt-get install -y time >&2 || die "apt-get install time failed"
+	else
+		die "missing GNU time (apt-get install time)"
+	fi
+fi
+[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
+[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
+[ -x "$MODEL_FLOPS" ] || die "cannot find model_flops at '$MODEL_FLOPS' (cmake --build build --target model_flops, or set MODEL_FLOPS)"
+case "$TORCH" in auto | 0 | 1) ;; *) die "TORCH must be auto, 0 or 1, got '$TORCH'" ;; esac
+if [ "$MPI" = 1 ]; then
+	command -v "$MPIRUN" >/dev/null || die "cannot find '$MPIRUN' (install openmpi-bin, set MPIRUN, or MPI=0)"
+fi
+if [ -n "$CORETYPE" ]; then
+	export OPENBLAS_CORETYPE=$CORETYPE
+else
+	unset OPENBLAS_CORETYPE
+fi
+# mpirun refuses root without these (containers run as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+mkdir -p "$WORK/logs"
+rm -rf "${WORK:?}/logs"/*
+
+# --- data -------------------------------------------------------------------
+# The sample images are 64-400 px a side; the loader resizes them to --size.
+stamp="$DATA/.data-pc$PER_CLASS-val$VAL_PER_CLASS"
+if [ ! -e "$stamp" ]; then
+	# another size made by this script: replace it
+	if compgen -G "$DATA/.data-pc*" >/dev/null; then
+		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
+	fi
+	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
+		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
+	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
+	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 \
+		--per-class-val "$VAL_PER_CLASS" --quiet
+	touch "$stamp"
+fi
+train_json="$DATA/packed/train.json"
+val_json="$DATA/packed/val.json"
+{ [ -s "$train_json" ] && [ -s "$val_json" ]; } || die "no packed splits in '$DATA/packed'"
+n_train=$(grep -c . "$DATA/packed/train.lst")
+n_val=$(grep -c . "$DATA/packed/val.lst")
+steps_per_epoch=$((n_train / BATCH))
+for s in "$C7_STEPS" "$R18_STEPS" $((2 * MPI_STEPS)); do
+	[ "$s" -le "$steps_per_epoch" ] ||
+		die "$s steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
+done
+cat "$DATA/packed"/*.mdb >/dev/null
+echo "run.sh: $n_train training and $n_val validation images in '$DATA/packed'" >&2
+
+# --- torch ------------------------------------------------------------------
+torch_env=(env)
+[ -d "$TORCH_LIB" ] && torch_env=(env PYTHONPATH="$TORCH_LIB${PYTHONPATH:+:$PYTHONPATH}")
+torch_ok() { "${torch_env[@]}" "$TORCH_PYTHON" -c 'import torch' >/dev/null 2>&1; }
+torch_version=""
+if [ "$TORCH" != 0 ]; then
+	if ! torch_ok && [ "$TORCH" = 1 ]; then
+		echo "run.sh: installing torch and torchvision into '$TORCH_LIB' (pip)" >&2
+		"$TORCH_PYTHON" -m pip install --quiet --target "$TORCH_LIB" torch torchvision \
+			--index-url https://download.pytorch.org/whl/cpu >&2 ||
+			"$TORCH_PYTHON" -m pip install --quiet --target "$TORCH_LIB" torch torchvision >&2 ||
+			echo "run.sh: pip could not install torch" >&2
+		torch_env=(env PYTHONPATH="$TORCH_LIB${PYTHONPATH:+:$PYTHONPATH}")
+	fi
+	if torch_ok; then
+		torch_version=$("${torch_env[@]}" "$TORCH_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+		echo "run.sh: PyTorch $torch_version found: torch contenders on" >&2
+	else
+		echo "run.sh: PyTorch does not import with '$TORCH_PYTHON' (TORCH=1 installs it into TORCH_LIB): torch contenders skipped" >&2
+	fi
+fi
+
+# --- model FLOPs --------------------------------------------------------------
+flops_txt="$WORK/model_flops.txt"
+models=(convnet7:32 resnet18:112)
+[ "$MPI" = 1 ] && models+=("$MPI_MODEL:$MPI_SIZE")
+"$MODEL_FLOPS" "${models[@]}" >"$flops_txt" || die "model_flops failed"
+
+# --- contenders ---------------------------------------------------------------
+# train ARGS...: imshard-train on the packed splits with the common flags.
+# --lr only has to keep the loss finite for a few steps: it does not change
+# the work.
+train_cmd() {
+	cmd+=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --epochs 1
+		--batch-size "$BATCH" --lr 0.01 "$@")
+}
+set_cmd() {
+	local name=$1 logdir=$2
+	cmd=()
+	case "$name" in
+	sgemm_t1 | sgemm_t2)
+		cmd=("$MODEL_FLOPS" --sgemm-threads "${name#sgemm_t}" --n "$SGEMM_N" --seconds "$SGEMM_SECONDS") ;;
+	convnet7_t1 | convnet7_t2)
+		train_cmd --model convnet7 --size 32 --threads "${name#convnet7_t}" \
+			--max-steps "$C7_STEPS" --log-every "$C7_LOG_EVERY" --log-dir "$logdir" ;;
+	resnet18_t1 | resnet18_t2)
+		train_cmd --model resnet18 --size 112 --threads "${name#resnet18_t}" \
+			--max-steps "$R18_STEPS" --log-every "$R18_LOG_EVERY" --log-dir "$logdir" ;;
+	torch_convnet7_t1 | torch_convnet7_t2 | torch_resnet18_t1 | torch_resnet18_t2)
+		local t=${name##*_t} rest=${name#torch_} model size
+		model=${rest%_t*}
+		size=32
+		[ "$model" = resnet18 ] && size=112
+		cmd=("${torch_env[@]}" OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t"
+			"$TORCH_PYTHON" "$here/torch_step.py" --model "$model" --size "$size"
+			--batch "$BATCH" --threads "$t" --warmup 2 --steps 3 --seconds "$TORCH_SECONDS") ;;
+	mpi_np1)
+		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
+			--max-steps $((2 * MPI_STEPS)) --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
+	mpi_np2)
+		# --bind-to none: the 1-rank run is not pinned either, and each
+		# rank's loader thread may use whatever core is free.
+		cmd=("$MPIRUN" -np 2 --oversubscribe --bind-to none)
+		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
+			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
+	*) die "unknown contender '$name'" ;;
+	esac
+}
+
+runs="$WORK/runs.tsv"
+printf '# round\tcontender\twall_s\tmaxrss_kib\trc\tcpu_s\tbg_cores\tlog\tlogdir\n' >"$runs"
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+CLK_TCK=$(getconf CLK_TCK)
+
+# measure ROUND NAME: one contender under GNU time; a row in runs.tsv.
+measure() {
+	local round=$1 name=$2
+	local log="$WORK/logs/$round-$name.log" tf="$WORK/logs/$round-$name.time"
+	local logdir="$WORK/logs/$round-$name.d"
+	set_cmd "$name" "$logdir"
+	printf '%s %s: %s\n' "$round" "$name" "${cmd[*]}" >>"$WORK/logs/commands.txt"
+	local rc=0 busy0 busy1 t0 t1 wall rss usr sys cpu bg
+	busy0=$(busy_ticks)
+	t0=$EPOCHREALTIME
+	"$TIME" -f '%e %M %U %S' -o "$tf" "${cmd[@]}" >"$log" 2>"$log.err" || rc=$?
+	t1=$EPOCHREALTIME
+	busy1=$(busy_ticks)
+	read -r wall rss usr sys < <(tail -n1 "$tf")
+	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
+	cpu=$(awk -v u="$usr" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+	bg=$(awk -v a="$busy0" -v b="$busy1" -v hz="$CLK_TCK" -v c="$cpu" -v w="$wall" \
+		'BEGIN { x = ((b - a) / hz - c) / (w > 0 ? w : 1); printf "%.2f", x < 0 ? 0 : x }')
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$wall" "$rss" "$rc" "$cpu" "$bg" "$log" "$logdir" >>"$runs"
+	if [ "$rc" -ne 0 ]; then
+		echo "run.sh: $round/$name failed (exit $rc); last lines of $log.err:" >&2
+		tail -n5 "$log.err" >&2
+	fi
+	printf '  %-18s %7.2f s wall %7.1f MiB  bg %4s cores  %s\n' "$name" "$wall" \
+		"$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" "$bg" \
+		"$(tr '\n' ' ' <"$log" | cut -c1-100)" >&2
+}
+
+contenders=()
+for t in 1 2; do
+	contenders+=("sgemm_t$t" "convnet7_t$t")
+	[ -n "$torch_version" ] && contenders+=("torch_convnet7_t$t")
+	contenders+=("resnet18_t$t")
+	[ -n "$torch_version" ] && contenders+=("torch_resnet18_t$t")
+done
+[ "$MPI" = 1 ] && contenders+=(mpi_np1 mpi_np2)
+if [ -n "$ONLY" ]; then
+	picked=()
+	for c in "${contenders[@]}"; do
+		case " $ONLY " in *" $c "*) picked+=("$c") ;; esac
+	done
+	[ ${#picked[@]} -gt 0 ] || die "ONLY='$ONLY' names none of: ${contenders[*]}"
+	contenders=("${picked[@]}")
+fi
+
+echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}" >&2
+for ((r = 1; r <= ROUNDS; r++)); do
+	echo "run.sh: round $r of $ROUNDS" >&2
+	order=("${contenders[@]}")
+	if ((r % 2 == 0)); then
+		order=()
+		for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
+	fi
+	for c in "${order[@]}"; do
+		measure "$r" "$c"
+	done
+done
+
+# --- report -------------------------------------------------------------------
+version=$("$IMSHARD" --version 2>&1 | head -n1)
+cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MODEL_FLOPS="$MODEL_FLOPS" \
+	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
+	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
+	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
+	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
+cmdline=${cmdline% }
+commands=$(for c in "${contenders[@]}"; do
+	set_cmd "$c" "LOGDIR"
+	printf '%s\t%s\n' "$c" "${cmd[*]}"
+done)
+META_COMMAND=$cmdline META_VERSION="$version" META_ROUNDS="$ROUNDS" META_BATCH="$BATCH" \
+META_TRAIN_IMAGES="$n_train" META_VAL_IMAGES="$n_val" META_CORETYPE="$CORETYPE" \
+META_TORCH="$torch_version" META_MPI_MODEL="$MPI_MODEL:$MPI_SIZE" META_MPI_STEPS="$MPI_STEPS" \
+META_C7_LOG_EVERY="$C7_LOG_EVERY" META_R18_LOG_EVERY="$R18_LOG_EVERY" META_MPI_LOG_EVERY="$MPI_LOG_EVERY" \
+META_COMMANDS="$commands" \
+	"$PYTHON" "$here/summarize.py" "$runs" "$flops_txt" "$RESULTS"
