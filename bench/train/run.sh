@@ -37,6 +37,10 @@
 #                  many of the same per-rank batch (equal global work) [20]
 #   MPI_LOG_EVERY  metrics interval of the MPI pair [4]
 #   MPIRUN         launcher [mpirun]
+#   MPI_PIN        1: one core per rank: the 1-rank run under taskset -c 0,
+#                  the 2 ranks with --bind-to core, so each rank's loader
+#                  threads share its core (the 1-rank run cannot borrow
+#                  the idle second core); 0: nothing pinned [0]
 #   CORETYPE       OPENBLAS_CORETYPE for every contender, e.g. SkylakeX;
 #                  empty: OpenBLAS's own choice (Prescott on this CPU) []
 #   TORCH          auto: PyTorch contenders when torch imports, 1: also
@@ -90,6 +94,7 @@ MPI_SIZE=${MPI_SIZE:-32}
 MPI_STEPS=${MPI_STEPS:-20}
 MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
 MPIRUN=${MPIRUN:-mpirun}
+MPI_PIN=${MPI_PIN:-0}
 CORETYPE=${CORETYPE:-}
 TORCH=${TORCH:-auto}
 TORCH_PYTHON=${TORCH_PYTHON:-python3}
@@ -216,12 +221,14 @@ set_cmd() {
 			"$TORCH_PYTHON" "$here/torch_step.py" --model "$model" --size "$size"
 			--batch "$BATCH" --threads "$t" --warmup 2 --steps 3 --seconds "$TORCH_SECONDS") ;;
 	mpi_np1)
+		[ "$MPI_PIN" = 1 ] && cmd=(taskset -c 0)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps $((2 * MPI_STEPS)) --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
 	mpi_np2)
 		# --bind-to none: the 1-rank run is not pinned either, and each
 		# rank's loader thread may use whatever core is free.
 		cmd=("$MPIRUN" -np 2 --oversubscribe --bind-to none)
+		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
 	*) die "unknown contender '$name'" ;;
@@ -297,7 +304,7 @@ cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MOD
 	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
 	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
 	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
-	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
 	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
 cmdline=${cmdline% }
 commands=$(for c in "${contenders[@]}"; do
