@@ -162,6 +162,13 @@ typedef struct nn_pool_desc {
 int nn_pool_desc_init(nn_pool_desc *d, int n, int c, int h_in, int w_in,
 		      int k, int stride, int pad, ims_error *err);
 /*
+ * Checks a fixed-window descriptor, also one made or edited by hand
+ * (rectangular windows): the rules of nn_pool_desc_init and outputs that
+ * match its arithmetic. Both pools use it (layers/maxpool.c).
+ */
+int nn_pool_check_fixed(const nn_pool_desc *d, const char *what,
+			ims_error *err);
+/*
  * Adaptive average pooling to (h_out, w_out): window i spans
  * [floor(i h_in / h_out), ceil((i + 1) h_in / h_out)).
  */

@@ -32,35 +32,6 @@ static int check_planes(const nn_pool_desc *d, const char *what,
 	return 0;
 }
 
-/* The same rules as nn_pool_desc_init (maxpool.c), for hand-made or
- * rectangular descriptors. */
-static int check_fixed(const nn_pool_desc *d, const char *what,
-		       ims_error *err)
-{
-	RETURN_IF(d->kh < 1 || d->kw < 1, err, IMS_EINVAL,
-		  "cannot %s: window %dx%d is empty", what, d->kh, d->kw);
-	RETURN_IF(d->stride_h < 1 || d->stride_w < 1, err, IMS_EINVAL,
-		  "cannot %s: stride %dx%d must be >= 1", what, d->stride_h,
-		  d->stride_w);
-	RETURN_IF(d->pad_h < 0 || d->pad_w < 0 || d->pad_h > d->kh / 2 ||
-			  d->pad_w > d->kw / 2,
-		  err, IMS_EINVAL,
-		  "cannot %s: padding %dx%d is negative or exceeds half the %dx%d window",
-		  what, d->pad_h, d->pad_w, d->kh, d->kw);
-	long long hp = (long long)d->h_in + 2LL * d->pad_h;
-	long long wp = (long long)d->w_in + 2LL * d->pad_w;
-	RETURN_IF(hp < d->kh || wp < d->kw, err, IMS_EINVAL,
-		  "cannot %s: the %dx%d window does not fit the %dx%d input "
-		  "padded by %dx%d (empty output)",
-		  what, d->kh, d->kw, d->h_in, d->w_in, d->pad_h, d->pad_w);
-	long long ho = (hp - d->kh) / d->stride_h + 1;
-	long long wo = (wp - d->kw) / d->stride_w + 1;
-	RETURN_IF(d->h_out != ho || d->w_out != wo, err, IMS_EINVAL,
-		  "cannot %s: output %dx%d does not match the window arithmetic (%lldx%lld)",
-		  what, d->h_out, d->w_out, ho, wo);
-	return 0;
-}
-
 static int check_adaptive(const nn_pool_desc *d, const char *what,
 			  ims_error *err)
 {
@@ -74,7 +45,7 @@ static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
 	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
 	FORWARD_IF_ERR(check_planes(d, what, err));
 	return d->adaptive ? check_adaptive(d, what, err)
-			   : check_fixed(d, what, err);
+			   : nn_pool_check_fixed(d, what, err);
 }
 
 int nn_pool_desc_init_adaptive(nn_pool_desc *d, int n, int c, int h_in,

@@ -63,12 +63,9 @@ static int out_size(int in, int k, int stride, int pad)
 	return (int)(((long long)in + 2LL * pad - k) / stride + 1);
 }
 
-static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
+int nn_pool_check_fixed(const nn_pool_desc *d, const char *what,
+			ims_error *err)
 {
-	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
-	RETURN_IF(d->adaptive, err, IMS_EINVAL,
-		  "cannot %s: adaptive windows are only supported for average pooling",
-		  what);
 	FORWARD_IF_ERR(check_window(d, what, err));
 	int ho = out_size(d->h_in, d->kh, d->stride_h, d->pad_h);
 	int wo = out_size(d->w_in, d->kw, d->stride_w, d->pad_w);
@@ -76,6 +73,15 @@ static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
 		  "cannot %s: output %dx%d does not match the window arithmetic (%dx%d)",
 		  what, d->h_out, d->w_out, ho, wo);
 	return 0;
+}
+
+static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
+{
+	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
+	RETURN_IF(d->adaptive, err, IMS_EINVAL,
+		  "cannot %s: adaptive windows are only supported for average pooling",
+		  what);
+	return nn_pool_check_fixed(d, what, err);
 }
 
 int nn_pool_desc_init(nn_pool_desc *d, int n, int c, int h_in, int w_in,
