@@ -73,6 +73,9 @@ typedef struct run {
 	char ckpt_path[4096];
 	float *dlogits;
 	int32_t *labels;
+	double t_start;             /* training clock's zero (after start-up) */
+	double wait_s, compute_s, comm_s; /* this rank's step time split */
+	double val_s, ckpt_s;       /* validation and checkpoint time */
 } run;
 
 /* One JSON line appended with a single write(): ranks share the file and
@@ -297,8 +300,22 @@ static int top_hits(const float *logits, int n, int k, const int32_t *labels,
 
 /* ---- validation ---------------------------------------------------------- */
 
+static int validate_timed(run *r, nn_train_result *res, int epoch,
+			  uint64_t step, double wall0, ims_error *err);
+
+/* Validation's own time goes to the summary, so a report can tell it from
+ * training when it compares wall times. */
 static int validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		    double wall0, ims_error *err)
+{
+	double t0 = ims_now();
+	int rc = validate_timed(r, res, epoch, step, wall0, err);
+	r->val_s += ims_now() - t0;
+	return rc;
+}
+
+static int validate_timed(run *r, nn_train_result *res, int epoch,
+			  uint64_t step, double wall0, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	/* Ranks normalised with their own batches' statistics; evaluate one
@@ -313,6 +330,7 @@ static int validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 			buf[i] /= (float)r->world;
 		dummy += ims_now() - t0;
 	}
+	double t_val = ims_now();
 	FORWARD_IF_ERR(aug_loader_start_epoch(r->val, 0, err));
 	double sums[4] = {0, 0, 0, 0}; /* loss, top1, top5, records */
 	for (;;) {
@@ -363,6 +381,7 @@ static int validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		cJSON_AddNumberToObject(j, "top5", top5);
 		cJSON_AddNumberToObject(j, "records", sums[3]);
 		cJSON_AddNumberToObject(j, "wall_s", wall);
+		cJSON_AddNumberToObject(j, "val_s", ims_now() - t_val);
 		metrics_line(r, j);
 		if (!o->quiet)
 			fprintf(stderr,
@@ -375,6 +394,48 @@ static int validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 }
 
 /* ---- checkpoints --------------------------------------------------------- */
+
+/* The options that shaped a run, as the checkpoint metadata and
+ * summary.json record them. NULL when out of memory. */
+static cJSON *options_json(const run *r)
+{
+	const nn_train_opts *o = r->o;
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
+		return NULL;
+	cJSON_AddStringToObject(j, "train", o->train_manifest);
+	cJSON_AddStringToObject(j, "val", o->val_manifest);
+	cJSON_AddNumberToObject(j, "epochs", o->epochs);
+	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
+	cJSON_AddNumberToObject(j, "lr", o->lr);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddStringToObject(j, "model", o->model);
+	cJSON_AddNumberToObject(j, "size", o->size);
+	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "world", r->world);
+	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+	cJSON_AddStringToObject(j, "optimizer",
+				o->optimizer == NN_OPTIM_ADAM    ? "adam"
+				: o->optimizer == NN_OPTIM_ADAMW ? "adamw"
+								 : "sgd");
+	cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
+	cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
+	cJSON_AddStringToObject(j, "precision", o->precision ? o->precision : "fp32");
+	cJSON_AddNumberToObject(j, "max_steps", (double)o->max_steps);
+	cJSON_AddNumberToObject(j, "momentum", o->momentum);
+	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
+	cJSON_AddNumberToObject(j, "warmup_epochs", o->warmup_epochs);
+	cJSON_AddStringToObject(j, "schedule",
+				o->schedule == NN_LR_STEP       ? "step"
+				: o->schedule == NN_LR_CONSTANT ? "constant"
+								: "cosine");
+	cJSON_AddBoolToObject(j, "no_lr_scaling", o->no_lr_scaling);
+	cJSON_AddStringToObject(j, "augment", o->augment ? o->augment : "none");
+	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
+	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
+	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
+	return j;
+}
 
 static int save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 			   uint64_t step, ims_error *err)
@@ -391,30 +452,17 @@ static int save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 	snprintf(size, sizeof(size), "%d", r->o->size);
 	/* the options that shaped the run, for a person reading the file;
 	 * resuming checks model, classes and size itself */
-	const nn_train_opts *o = r->o;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "train", o->train_manifest);
-	cJSON_AddStringToObject(j, "val", o->val_manifest);
-	cJSON_AddNumberToObject(j, "epochs", o->epochs);
-	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
-	cJSON_AddNumberToObject(j, "lr", o->lr);
-	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
-	cJSON_AddNumberToObject(j, "optimizer", o->optimizer);
-	cJSON_AddNumberToObject(j, "momentum", o->momentum);
-	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
-	cJSON_AddNumberToObject(j, "warmup_epochs", o->warmup_epochs);
-	cJSON_AddNumberToObject(j, "schedule", o->schedule);
-	cJSON_AddStringToObject(j, "augment", o->augment ? o->augment : "none");
-	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
-	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
-	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
+	cJSON *j = options_json(r);
+	RETURN_IF(!j, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	char *opts = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	RETURN_IF(!opts, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	const char *meta[] = {"epoch", e, "epoch_step", es, "step", s,
 			      "world", w, "seed", seed, "model", r->o->model,
 			      "classes", cls, "size", size, "options", opts, NULL};
+	double t0 = ims_now();
 	int rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
+	r->ckpt_s += ims_now() - t0;
 	free(opts);
 	return rc;
 }
@@ -536,6 +584,8 @@ static void log_interval(run *r, int epoch, uint64_t step, double times[3],
 	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * times[0] / steps);
 	cJSON_AddNumberToObject(j, "compute_ms", 1e3 * times[1] / steps);
 	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * times[2] / steps);
+	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
+	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->t_start);
 	metrics_line(r, j);
 	if (r->rank == 0 && !r->o->quiet)
 		fprintf(stderr,
@@ -555,13 +605,15 @@ static void log_interval(run *r, int epoch, uint64_t step, double times[3],
 static int write_summary(run *r, nn_train_result *res, double busy,
 			 ims_error *err)
 {
-	double *all = calloc((size_t)r->world, sizeof(double));
+	/* per rank: compute (busy), data wait, communication */
+	double mine[3] = {busy, res->wait_s, r->comm_s};
+	double *all = calloc((size_t)r->world * 3, sizeof(double));
 	RETURN_IF(!all, err, IMS_ENOMEM, "cannot summarise: out of memory");
-	int rc = dp_allgather_f64(r->comm, &busy, 1, all, err);
+	int rc = dp_allgather_f64(r->comm, mine, 3, all, err);
 	double mx = 0, mn = INFINITY;
 	for (int i = 0; !rc && i < r->world; i++) {
-		mx = all[i] > mx ? all[i] : mx;
-		mn = all[i] < mn ? all[i] : mn;
+		mx = all[3 * i] > mx ? all[3 * i] : mx;
+		mn = all[3 * i] < mn ? all[3 * i] : mn;
 	}
 	res->busy_ratio = mn > 0 ? mx / mn : 1;
 	if (rc || r->rank != 0 || !r->o->log_dir) {
@@ -584,9 +636,13 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 	cJSON_AddNumberToObject(j, "train_s", res->train_s);
 	cJSON_AddNumberToObject(j, "startup_s", res->startup_s);
 	cJSON_AddNumberToObject(j, "images_per_s", res->images_per_s);
-	cJSON *b = cJSON_AddArrayToObject(j, "busy_s");
-	for (int i = 0; i < r->world; i++)
-		cJSON_AddItemToArray(b, cJSON_CreateNumber(all[i]));
+	static const char *const split[3] = {"busy_s", "data_wait_s_per_rank",
+					     "comm_s_per_rank"};
+	for (int k = 0; k < 3; k++) {
+		cJSON *b = cJSON_AddArrayToObject(j, split[k]);
+		for (int i = 0; i < r->world; i++)
+			cJSON_AddItemToArray(b, cJSON_CreateNumber(all[3 * i + k]));
+	}
 	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
 	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
 	cJSON_AddNumberToObject(j, "stall_fraction",
@@ -596,6 +652,11 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
 	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
 	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	cJSON_AddNumberToObject(j, "val_s", r->val_s);
+	cJSON_AddNumberToObject(j, "checkpoint_s", r->ckpt_s);
+	cJSON *opts = options_json(r);
+	if (opts)
+		cJSON_AddItemToObject(j, "options", opts);
 	free(all);
 	char *text = cJSON_Print(j);
 	cJSON_Delete(j);
@@ -721,6 +782,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	}
 
 	double t_start = ims_now();
+	r.t_start = t_start;
 	res->startup_s = t_start - start;
 	double busy = 0;
 	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
@@ -759,6 +821,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 					     ims_now() - interval_t0, interval_images);
 				busy += times[1];
 				res->wait_s += times[0];
+				r.comm_s += times[2];
 				times[0] = times[1] = times[2] = 0;
 				sums[0] = sums[1] = sums[2] = 0;
 				in_interval = 0;
@@ -778,6 +841,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 			     ims_now() - interval_t0, interval_images);
 		busy += times[1];
 		res->wait_s += times[0];
+		r.comm_s += times[2];
 		GOTO_IF_ERR(out, rc, validate(&r, res, epoch, step, t_start, err));
 		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
