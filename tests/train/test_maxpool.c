@@ -194,6 +194,74 @@ static void test_reference_and_gradients(void)
 	}
 }
 
+/* The documented scan over arbitrary values: row-major, strict >, a NaN
+ * wins (the last one), -infinity loses to nothing but keeps the first
+ * real element. */
+static void ref_scan(const nn_pool_desc *d, const float *x, float *y,
+		     int32_t *am)
+{
+	for (int p = 0; p < d->n * d->c; p++)
+		for (int oh = 0; oh < d->h_out; oh++)
+			for (int ow = 0; ow < d->w_out; ow++) {
+				float best = -INFINITY;
+				int arg = -1;
+				for (int i = 0; i < d->kh; i++)
+					for (int j = 0; j < d->kw; j++) {
+						int ih = oh * d->stride_h - d->pad_h + i;
+						int iw = ow * d->stride_w - d->pad_w + j;
+						if (ih < 0 || ih >= d->h_in || iw < 0 ||
+						    iw >= d->w_in)
+							continue;
+						float v = x[(size_t)p * d->h_in * d->w_in +
+							    ih * d->w_in + iw];
+						if (arg < 0)
+							arg = ih * d->w_in + iw;
+						if (v > best || isnan(v))
+							best = v, arg = ih * d->w_in + iw;
+					}
+				size_t o = ((size_t)p * d->h_out + oh) * d->w_out + ow;
+				y[o] = best;
+				am[o] = arg;
+			}
+}
+
+/* Ties, NaNs and -infinity everywhere, odd planes (the 2x2 window drops
+ * the last row and column), on the 2x2 stride-2 path and the generic one:
+ * both follow the documented scan exactly. */
+static void test_special_values(void)
+{
+	static const int cases[][7] = {
+		{2, 3, 7, 5, 2, 2, 0}, {1, 2, 8, 8, 2, 2, 0},
+		{2, 2, 7, 9, 3, 2, 1}, {1, 1, 6, 6, 3, 1, 1},
+	};
+	static const float pool[5] = {-INFINITY, NAN, 0.0f, 1.0f, 2.0f};
+	ims_rng r;
+	ims_rng_seed(&r, 99, 1);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const int *c = cases[k];
+		nn_pool_desc d;
+		CHECK_OK(nn_pool_desc_init(&d, c[0], c[1], c[2], c[3], c[4], c[5],
+					   c[6], &err), &err);
+		size_t nx = (size_t)c[0] * c[1] * c[2] * c[3];
+		size_t ny = (size_t)c[0] * c[1] * d.h_out * d.w_out;
+		for (int round = 0; round < 20; round++) {
+			float *x = nn_test_alloc(nx), *y = nn_test_alloc(ny);
+			float *yr = nn_test_alloc(ny);
+			int32_t *am = calloc(ny, sizeof(int32_t));
+			int32_t *amr = calloc(ny, sizeof(int32_t));
+			for (size_t i = 0; i < nx; i++)
+				x[i] = pool[ims_rng_below(&r, round < 10 ? 5 : 3)];
+			CHECK_OK(nn_cpu_maxpool_forward(&ctx1, &d, x, y, am, &err),
+				 &err);
+			ref_scan(&d, x, yr, amr);
+			CHECK_MEM(am, amr, ny * sizeof(int32_t));
+			for (size_t i = 0; i < ny; i++)
+				CHECK(isnan(y[i]) ? isnan(yr[i]) : y[i] == yr[i]);
+			free(x), free(y), free(yr), free(am), free(amr);
+		}
+	}
+}
+
 static void test_threads(void)
 {
 	nn_pool_desc d;
@@ -283,6 +351,7 @@ int main(void)
 	test_known();
 	test_ties();
 	test_reference_and_gradients();
+	test_special_values();
 	test_threads();
 	test_errors();
 	nn_ctx_release(&ctx1);

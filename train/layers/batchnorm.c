@@ -58,6 +58,95 @@ static double *scratch_doubles(nn_ctx *ctx, size_t n, ims_error *err)
 	return (double *)nn_ctx_scratch(ctx, 2 * n, err);
 }
 
+/*
+ * Plane sums go in BN_LANES interleaved double accumulators combined in a
+ * fixed tree at the end. One accumulator makes every add wait for the
+ * previous one (4 cycles each); independent lanes let the compiler
+ * vectorise, and the result still depends on the data alone.
+ */
+#define BN_LANES 8
+
+static double lanes_total(const double *a, double tail)
+{
+	return (((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) +
+	       tail;
+}
+
+/* sum x */
+static double plane_sum(const float *restrict x, size_t n)
+{
+	double a[BN_LANES] = {0}, tail = 0;
+	size_t i = 0;
+	for (; i + BN_LANES <= n; i += BN_LANES)
+		for (int k = 0; k < BN_LANES; k++)
+			a[k] += x[i + k];
+	for (; i < n; i++)
+		tail += x[i];
+	return lanes_total(a, tail);
+}
+
+/* sum (x - mu)^2 */
+static double plane_sq_dev(const float *restrict x, size_t n, double mu)
+{
+	double a[BN_LANES] = {0}, tail = 0;
+	size_t i = 0;
+	for (; i + BN_LANES <= n; i += BN_LANES)
+		for (int k = 0; k < BN_LANES; k++) {
+			double t = x[i + k] - mu;
+			a[k] += t * t;
+		}
+	for (; i < n; i++) {
+		double t = x[i] - mu;
+		tail += t * t;
+	}
+	return lanes_total(a, tail);
+}
+
+/* out = {sum dy, sum dy (x - mu), sum (x - mu)}, x - mu in float as the
+ * backward formula has it */
+static void plane_grad_sums(const float *restrict x, const float *restrict dy,
+			    size_t n, float mu, double out[3])
+{
+	double s[BN_LANES] = {0}, sdx[BN_LANES] = {0}, sx[BN_LANES] = {0};
+	double ts = 0, tsdx = 0, tsx = 0;
+	size_t i = 0;
+	for (; i + BN_LANES <= n; i += BN_LANES)
+		for (int k = 0; k < BN_LANES; k++) {
+			double t = x[i + k] - mu;
+			s[k] += dy[i + k];
+			sdx[k] += dy[i + k] * t;
+			sx[k] += t;
+		}
+	for (; i < n; i++) {
+		double t = x[i] - mu;
+		ts += dy[i];
+		tsdx += dy[i] * t;
+		tsx += t;
+	}
+	out[0] = lanes_total(s, ts);
+	out[1] = lanes_total(sdx, tsdx);
+	out[2] = lanes_total(sx, tsx);
+}
+
+/* out = {sum dy, sum dy (x - mu)} in double throughout */
+static void plane_frozen_sums(const float *restrict x, const float *restrict dy,
+			      size_t n, float mu, double out[2])
+{
+	double s[BN_LANES] = {0}, sx[BN_LANES] = {0}, ts = 0, tsx = 0;
+	size_t i = 0;
+	for (; i + BN_LANES <= n; i += BN_LANES)
+		for (int k = 0; k < BN_LANES; k++) {
+			s[k] += dy[i + k];
+			sx[k] += (double)dy[i + k] * (double)(x[i + k] - mu);
+		}
+	for (; i < n; i++) {
+		ts += dy[i];
+		tsx += (double)dy[i] * (double)(x[i] - mu);
+	}
+	out[0] = lanes_total(s, ts);
+	out[1] = lanes_total(sx, tsx);
+}
+
 int nn_cpu_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 			    const float *gamma, const float *beta,
 			    float *running_mean, float *running_var,
@@ -87,11 +176,7 @@ int nn_cpu_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
-		const float *xp = x + p * hw;
-		double s = 0;
-		for (size_t i = 0; i < hw; i++)
-			s += xp[i];
-		part[p] = s;
+		part[p] = plane_sum(x + p * hw, hw);
 	}
 	for (int c = 0; c < C; c++) {
 		double s = 0;
@@ -102,14 +187,7 @@ int nn_cpu_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
-		const float *xp = x + p * hw;
-		const double mu = mean[p % C];
-		double s = 0;
-		for (size_t i = 0; i < hw; i++) {
-			double t = xp[i] - mu;
-			s += t * t;
-		}
-		part[p] = s;
+		part[p] = plane_sq_dev(x + p * hw, hw, mean[p % C]);
 	}
 	const double mom = d->momentum;
 	for (int c = 0; c < C; c++) {
@@ -203,19 +281,8 @@ int nn_cpu_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
-		const float mu = save_mean[p % C];
-		const float *xp = x + p * hw;
-		const float *dyp = dy + p * hw;
-		double s = 0, sdx = 0, sx = 0;
-		for (size_t i = 0; i < hw; i++) {
-			double t = xp[i] - mu;
-			s += dyp[i];
-			sdx += dyp[i] * t;
-			sx += t;
-		}
-		part[3 * p] = s;
-		part[3 * p + 1] = sdx;
-		part[3 * p + 2] = sx;
+		plane_grad_sums(x + p * hw, dy + p * hw, hw, save_mean[p % C],
+				part + 3 * p);
 	}
 	for (int c = 0; c < C; c++) {
 		double s = 0, sdx = 0, sx = 0;
@@ -287,13 +354,8 @@ int nn_cpu_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		const float mu = running_mean[c];
 		const float g = (float)((double)gamma[c] * invstd);
 		const float *xp = x + p * hw, *dyp = dy + p * hw;
-		double s = 0, sx = 0;
-		for (size_t i = 0; i < hw; i++) {
-			s += dyp[i];
-			sx += (double)dyp[i] * (double)(xp[i] - mu);
-		}
-		part[2 * p] = s;
-		part[2 * p + 1] = sx * invstd;
+		plane_frozen_sums(xp, dyp, hw, mu, part + 2 * p);
+		part[2 * p + 1] *= invstd;
 		if (dx) {
 			float *dxp = dx + p * hw;
 			for (size_t i = 0; i < hw; i++)

@@ -99,6 +99,39 @@ int nn_pool_desc_init(nn_pool_desc *d, int n, int c, int h_in, int w_in,
 	return 0;
 }
 
+/*
+ * The scan's step: v wins over *best when greater or NaN. Selects rather
+ * than branches: which element of a window wins is a coin toss, and the
+ * mispredicted branches made the pooling cost as much as a convolution.
+ */
+static inline void take(float v, int32_t at, float *best, int32_t *arg)
+{
+	const int win = v > *best || v != v;
+	*best = win ? v : *best;
+	*arg = win ? at : *arg;
+}
+
+/* The 2x2 stride-2 unpadded window (VGG's, convnet7's), in the generic
+ * scan's order: (0,0), (0,1), (1,0), (1,1). */
+static void pool2x2(const float *restrict xp, int wi, int ho, int wo,
+		    float *restrict yp, int32_t *restrict ap)
+{
+	for (int oh = 0; oh < ho; oh++) {
+		const float *r0 = xp + (size_t)(2 * oh) * wi;
+		const float *r1 = r0 + wi;
+		const int32_t base = 2 * oh * wi;
+		for (int ow = 0; ow < wo; ow++) {
+			float best = r0[2 * ow];
+			int32_t arg = base + 2 * ow;
+			take(r0[2 * ow + 1], base + 2 * ow + 1, &best, &arg);
+			take(r1[2 * ow], base + wi + 2 * ow, &best, &arg);
+			take(r1[2 * ow + 1], base + wi + 2 * ow + 1, &best, &arg);
+			yp[(size_t)oh * wo + ow] = best;
+			ap[(size_t)oh * wo + ow] = arg;
+		}
+	}
+}
+
 int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 			   float *y, int32_t *argmax, ims_error *err)
 {
@@ -113,6 +146,11 @@ int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 		const float *xp = x + p * in_plane;
 		float *yp = y + p * out_plane;
 		int32_t *ap = argmax + p * out_plane;
+		if (d->kh == 2 && d->kw == 2 && d->stride_h == 2 &&
+		    d->stride_w == 2 && d->pad_h == 0 && d->pad_w == 0) {
+			pool2x2(xp, wi, ho, wo, yp, ap);
+			continue;
+		}
 		for (int oh = 0; oh < ho; oh++) {
 			int hs = oh * d->stride_h - d->pad_h;
 			int he = hs + d->kh < hi ? hs + d->kh : hi;
@@ -124,13 +162,9 @@ int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 				float best = -INFINITY;
 				int32_t arg = hs * wi + ws;
 				for (int ih = hs; ih < he; ih++)
-					for (int iw = ws; iw < we; iw++) {
-						float v = xp[ih * wi + iw];
-						if (v > best || isnan(v)) {
-							best = v;
-							arg = ih * wi + iw;
-						}
-					}
+					for (int iw = ws; iw < we; iw++)
+						take(xp[ih * wi + iw], ih * wi + iw,
+						     &best, &arg);
 				yp[oh * wo + ow] = best;
 				ap[oh * wo + ow] = arg;
 			}
