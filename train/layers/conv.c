@@ -328,30 +328,38 @@ static inline void im2col_row(float *restrict t, const float *restrict srow,
 static void im2col(const nn_conv_desc *d, const conv_plan *p, const float *x,
 		   size_t cols, int c0, int c1, float *col)
 {
+	/* Everything the loops read, in locals: the row copies are memcpy,
+	 * which may write anything as far as the compiler knows, so fields
+	 * read through d and p were reloaded after every copy. */
 	const int wo = d->w_out, ho = d->h_out, sw = d->stride_w;
-	const int i0 = (int)((size_t)c0 / p->hw_out);
-	const int rem0 = c0 - (int)((size_t)i0 * p->hw_out);
+	const int sh = d->stride_h, h_in = d->h_in, w_in = d->w_in;
+	const int kw = d->kw, kk = p->kk, k_rows = p->k_rows;
+	const int dil_h = d->dil_h, dil_w = d->dil_w;
+	const int pad_h = d->pad_h, pad_w = d->pad_w;
+	const size_t hw_in = p->hw_in, hw_out = p->hw_out;
+	const int i0 = (int)((size_t)c0 / hw_out);
+	const int rem0 = c0 - (int)((size_t)i0 * hw_out);
 	const int oh0 = rem0 / wo, a0 = rem0 % wo;
-	const size_t img_in = (size_t)d->c_in * p->hw_in;
-	for (int r = 0; r < p->k_rows; r++) {
-		const int c = r / p->kk, ki = r % p->kk / d->kw, kj = r % d->kw;
-		const int off_h = ki * d->dil_h - d->pad_h;
-		const int off_w = kj * d->dil_w - d->pad_w;
+	const size_t img_in = (size_t)d->c_in * hw_in;
+	for (int r = 0; r < k_rows; r++) {
+		const int c = r / kk, ki = r % kk / kw, kj = r % kw;
+		const int off_h = ki * dil_h - pad_h;
+		const int off_w = kj * dil_w - pad_w;
 		int oh_lo, oh_hi, ow_lo, ow_hi;
-		valid_range(off_h, d->stride_h, d->h_in, ho, &oh_lo, &oh_hi);
-		valid_range(off_w, sw, d->w_in, wo, &ow_lo, &ow_hi);
+		valid_range(off_h, sh, h_in, ho, &oh_lo, &oh_hi);
+		valid_range(off_w, sw, w_in, wo, &ow_lo, &ow_hi);
 		/* t[ow] is column (i, oh, ow) of this row of col */
 		float *t = col + (size_t)r * cols + (c0 - a0);
-		size_t plane = ((size_t)i0 * d->c_in + c) * p->hw_in;
+		const float *plane = x + ((size_t)i0 * d->c_in + c) * hw_in;
 		int oh = oh0, a = a0;
 		for (int pos = c0; pos < c1;) {
 			const int b = wo - a < c1 - pos ? wo : a + (c1 - pos);
 			if (oh < oh_lo || oh >= oh_hi) {
 				zero_run(t + a, b - a);
 			} else {
-				const int ih = oh * d->stride_h + off_h;
-				im2col_row(t, x + plane + (size_t)ih * d->w_in,
-					   a, b, ow_lo, ow_hi, sw, off_w);
+				const int ih = oh * sh + off_h;
+				im2col_row(t, plane + (size_t)ih * w_in, a, b,
+					   ow_lo, ow_hi, sw, off_w);
 			}
 			pos += b - a;
 			t += wo;
