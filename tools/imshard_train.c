@@ -133,6 +133,7 @@ int main(int argc, char **argv)
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
 		{"shard-owning", 0, CLI_FLAG, &o.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
+		{"synthetic", 0, CLI_FLAG, &o.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no progress lines", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];

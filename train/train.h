@@ -589,6 +589,8 @@ typedef struct nn_train_opts {
 	int log_every;            /* --log-every steps (10) */
 	int shard_owning;         /* --shard-owning */
 	int freeze_bn;            /* --freeze-bn */
+	int synthetic;            /* --synthetic: a fixed random batch per rank
+				     instead of --train's records */
 	int quiet;                /* --quiet */
 } nn_train_opts;
 

@@ -76,6 +76,11 @@ typedef struct run {
 	double t_start;             /* training clock's zero (after start-up) */
 	double wait_s, compute_s, comm_s; /* this rank's step time split */
 	double val_s, ckpt_s;       /* validation and checkpoint time */
+	/* --synthetic: the one batch every step trains on */
+	float *synth_x;
+	int32_t *synth_labels;
+	uint8_t *synth_padded;
+	uint64_t *synth_indices;
 } run;
 
 /* One JSON line appended with a single write(): ranks share the file and
@@ -225,6 +230,42 @@ static int open_loaders(run *r, ims_error *err)
 	memcpy(vo.transform.std, o->std, sizeof(o->std));
 	FORWARD_IF_ERR(aug_loader_open(&vo, &r->val, err));
 	r->steps_per_epoch = aug_loader_batches_per_epoch(r->train);
+	return 0;
+}
+
+/*
+ * --synthetic: one batch of standard-normal pixels (Box-Muller over the
+ * counter-based generator, so the same for a rank whatever the threads)
+ * and uniform labels, from (seed, rank). The train loader is opened for
+ * its class list and epoch length but never started, so no decoding
+ * competes with the compute threads.
+ */
+static int make_synthetic(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	const size_t n = (size_t)o->batch_size;
+	const size_t per = (size_t)3 * o->size * o->size;
+	r->synth_x = malloc(n * per * sizeof(float));
+	r->synth_labels = malloc(n * sizeof(int32_t));
+	r->synth_padded = calloc(n, 1);
+	r->synth_indices = malloc(n * sizeof(uint64_t));
+	RETURN_IF(!r->synth_x || !r->synth_labels || !r->synth_padded ||
+			  !r->synth_indices,
+		  err, IMS_ENOMEM, "cannot make a synthetic batch of %zu: out of memory",
+		  n);
+	ims_rng g;
+	ims_rng_seed(&g, o->seed, 0x53594e54ull + (uint64_t)r->rank);
+	for (size_t i = 0; i < n * per; i += 2) {
+		double u1 = ims_rng_uniform(&g), u2 = ims_rng_uniform(&g);
+		double rad = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300));
+		r->synth_x[i] = (float)(rad * cos(2 * M_PI * u2));
+		if (i + 1 < n * per)
+			r->synth_x[i + 1] = (float)(rad * sin(2 * M_PI * u2));
+	}
+	for (size_t i = 0; i < n; i++) {
+		r->synth_labels[i] = (int32_t)ims_rng_below(&g, (uint64_t)r->classes);
+		r->synth_indices[i] = i;
+	}
 	return 0;
 }
 
@@ -434,6 +475,7 @@ static cJSON *options_json(const run *r)
 	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
 	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
 	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
+	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
 	return j;
 }
 
@@ -692,6 +734,8 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
 	r.ctx_ok = 1;
 	GOTO_IF_ERR(out, rc, open_loaders(&r, err));
+	if (o->synthetic)
+		GOTO_IF_ERR(out, rc, make_synthetic(&r, err));
 	GOTO_IF_ERR(out, rc, nn_model_create(&r.ctx, o->model, r.classes, o->size,
 					     o->size, o->batch_size, o->seed, &r.m,
 					     err));
@@ -779,6 +823,12 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 			(unsigned long long)per, (unsigned long long)drop, o->lr,
 			nn_lr_peak(&r.lr), r.world, r.world > 1 ? "s" : "",
 			o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+		if (o->synthetic)
+			fprintf(stderr,
+				"imshard-train: --synthetic: every step trains on one "
+				"fixed random batch per rank (nothing decoded); "
+				"validation reads %s\n",
+				o->val_manifest);
 	}
 
 	double t_start = ims_now();
@@ -788,7 +838,9 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
 	int stop = step >= max_steps;
 	for (int epoch = epoch0; epoch < o->epochs && !stop; epoch++) {
-		GOTO_IF_ERR(out, rc, aug_loader_start_epoch(r.train, (uint64_t)epoch, err));
+		if (!o->synthetic)
+			GOTO_IF_ERR(out, rc, aug_loader_start_epoch(r.train,
+								    (uint64_t)epoch, err));
 		double times[3] = {0, 0, 0}, sums[3] = {0, 0, 0};
 		int in_interval = 0;
 		uint64_t interval_images = 0;
@@ -797,7 +849,18 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		for (uint64_t s = 0; s < r.steps_per_epoch; s++) {
 			aug_batch b;
 			double w0 = ims_now();
-			rc = aug_loader_next(r.train, &b, err);
+			if (o->synthetic) {
+				b = (aug_batch){.data = r.synth_x,
+						.labels = r.synth_labels,
+						.indices = r.synth_indices,
+						.padded = r.synth_padded,
+						.count = o->batch_size,
+						.epoch = (uint64_t)epoch,
+						.step = s};
+				rc = 0;
+			} else {
+				rc = aug_loader_next(r.train, &b, err);
+			}
 			if (rc == 1) {
 				rc = 0;
 				break;
@@ -865,6 +928,10 @@ out:
 	nn_model_free(r.m);
 	free(r.segs);
 	free(r.dlogits);
+	free(r.synth_x);
+	free(r.synth_labels);
+	free(r.synth_padded);
+	free(r.synth_indices);
 	if (r.ctx_ok)
 		nn_ctx_release(&r.ctx);
 	return rc;

@@ -41,6 +41,10 @@
 #                  the 2 ranks with --bind-to core, so each rank's loader
 #                  threads share its core (the 1-rank run cannot borrow
 #                  the idle second core); 0: nothing pinned [0]
+#   INPUT          loader: imshard-train reads and decodes the packed
+#                  split (its loader threads share the cores); synthetic:
+#                  --synthetic, one fixed random batch per rank, nothing
+#                  decoded, as torch_step.py's input [loader]
 #   CORETYPE       OPENBLAS_CORETYPE for every contender, e.g. SkylakeX;
 #                  empty: OpenBLAS's own choice (Prescott on this CPU) []
 #   TORCH          auto: PyTorch contenders when torch imports, 1: also
@@ -95,6 +99,8 @@ MPI_STEPS=${MPI_STEPS:-20}
 MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
 MPIRUN=${MPIRUN:-mpirun}
 MPI_PIN=${MPI_PIN:-0}
+INPUT=${INPUT:-loader}
+case "$INPUT" in loader | synthetic) ;; *) echo "run.sh: INPUT must be loader or synthetic, got '$INPUT'" >&2; exit 2 ;; esac
 CORETYPE=${CORETYPE:-}
 TORCH=${TORCH:-auto}
 TORCH_PYTHON=${TORCH_PYTHON:-python3}
@@ -199,6 +205,8 @@ models=(convnet7:32 resnet18:112)
 train_cmd() {
 	cmd+=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --epochs 1
 		--batch-size "$BATCH" --lr 0.01 "$@")
+	[ "$INPUT" = synthetic ] && cmd+=(--synthetic)
+	return 0
 }
 set_cmd() {
 	local name=$1 logdir=$2
@@ -304,7 +312,7 @@ cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MOD
 	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
 	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
 	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
-	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" INPUT="$INPUT" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
 	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
 cmdline=${cmdline% }
 commands=$(for c in "${contenders[@]}"; do
@@ -313,7 +321,7 @@ commands=$(for c in "${contenders[@]}"; do
 done)
 META_COMMAND=$cmdline META_VERSION="$version" META_ROUNDS="$ROUNDS" META_BATCH="$BATCH" \
 META_TRAIN_IMAGES="$n_train" META_VAL_IMAGES="$n_val" META_CORETYPE="$CORETYPE" \
-META_TORCH="$torch_version" META_MPI_MODEL="$MPI_MODEL:$MPI_SIZE" META_MPI_STEPS="$MPI_STEPS" \
+META_TORCH="$torch_version" META_INPUT="$INPUT" META_MPI_MODEL="$MPI_MODEL:$MPI_SIZE" META_MPI_STEPS="$MPI_STEPS" \
 META_C7_LOG_EVERY="$C7_LOG_EVERY" META_R18_LOG_EVERY="$R18_LOG_EVERY" META_MPI_LOG_EVERY="$MPI_LOG_EVERY" \
 META_COMMANDS="$commands" \
 	"$PYTHON" "$here/summarize.py" "$runs" "$flops_txt" "$RESULTS"

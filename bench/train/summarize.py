@@ -269,7 +269,7 @@ def main():
         "rounds": int(e.get("META_ROUNDS", 0)), "batch_per_rank": batch,
         "train_images": int(e.get("META_TRAIN_IMAGES", 0)), "val_images": int(e.get("META_VAL_IMAGES", 0)),
         "openblas_coretype_env": e.get("META_CORETYPE") or None, "openblas_corename": corenames,
-        "torch": e.get("META_TORCH") or None,
+        "torch": e.get("META_TORCH") or None, "input": e.get("META_INPUT") or "loader",
         "mpi_model": e.get("META_MPI_MODEL"), "mpi_steps_2_ranks": int(e.get("META_MPI_STEPS", 0)),
         "model_flops": flops,
         "flops_convention": "training FLOPs per image = 3 x 2 x forward MACs (nn_model_macs: "
@@ -290,10 +290,12 @@ def main():
 
     print("command: %s" % meta["command"])
     print("imshard: %s; %s, %d cores; OpenBLAS core %s%s; torch %s; %d rounds; batch %d; "
-          "%d training images"
+          "%d training images; imshard-train input: %s"
           % (meta["version"], cpu, meta["cores"], "/".join(corenames) or "?",
              " (OPENBLAS_CORETYPE=%s)" % meta["openblas_coretype_env"] if meta["openblas_coretype_env"] else "",
-             meta["torch"] or "not run", meta["rounds"], batch, meta["train_images"]))
+             meta["torch"] or "not run", meta["rounds"], batch, meta["train_images"],
+             "--synthetic (a fixed random batch, nothing decoded)" if meta["input"] == "synthetic"
+             else "the loader (decoding the packed split)"))
     print("model FLOPs per training image (3 x 2 x forward MACs): %s" % ", ".join(
         "%s %.3f GFLOP" % (k, v["train_flops"] / 1e9) for k, v in flops.items()))
     print()
