@@ -100,34 +100,47 @@ int nn_pool_desc_init(nn_pool_desc *d, int n, int c, int h_in, int w_in,
 }
 
 /*
- * The scan's step: v wins over *best when greater or NaN. Selects rather
- * than branches: which element of a window wins is a coin toss, and the
- * mispredicted branches made the pooling cost as much as a convolution.
+ * One output row of one plane. The window offsets are the outer loops and
+ * the outputs the inner one, so each inner pass is a vector of
+ * independent selects (v wins over the row's running best when greater or
+ * NaN) with loads at a constant stride; scanning window by window instead
+ * made every output a chain of dependent compares. Offsets still come in
+ * row-major order for each output, so the result is the scan's: ties to
+ * the first element, the last NaN, and for a window of -infinity its first
+ * real element. STRIDE is a constant in the calls below (1, 2) so the
+ * loads vectorise; 0 means "use sw".
  */
-static inline void take(float v, int32_t at, float *best, int32_t *arg)
+static inline void pool_row(const nn_pool_desc *d, const float *restrict xp,
+			    int oh, float *restrict yr, int32_t *restrict ar,
+			    const int stride)
 {
-	const int win = v > *best || v != v;
-	*best = win ? v : *best;
-	*arg = win ? at : *arg;
-}
-
-/* The 2x2 stride-2 unpadded window (VGG's, convnet7's), in the generic
- * scan's order: (0,0), (0,1), (1,0), (1,1). */
-static void pool2x2(const float *restrict xp, int wi, int ho, int wo,
-		    float *restrict yp, int32_t *restrict ap)
-{
-	for (int oh = 0; oh < ho; oh++) {
-		const float *r0 = xp + (size_t)(2 * oh) * wi;
-		const float *r1 = r0 + wi;
-		const int32_t base = 2 * oh * wi;
-		for (int ow = 0; ow < wo; ow++) {
-			float best = r0[2 * ow];
-			int32_t arg = base + 2 * ow;
-			take(r0[2 * ow + 1], base + 2 * ow + 1, &best, &arg);
-			take(r1[2 * ow], base + wi + 2 * ow, &best, &arg);
-			take(r1[2 * ow + 1], base + wi + 2 * ow + 1, &best, &arg);
-			yp[(size_t)oh * wo + ow] = best;
-			ap[(size_t)oh * wo + ow] = arg;
+	const int wi = d->w_in, hi = d->h_in, wo = d->w_out;
+	const int sw = stride ? stride : d->stride_w;
+	const int pw = d->pad_w, kw = d->kw;
+	int hs = oh * d->stride_h - d->pad_h;
+	const int he = hs + d->kh < hi ? hs + d->kh : hi;
+	hs = hs < 0 ? 0 : hs;
+	for (int ow = 0; ow < wo; ow++) {
+		const int ws = ow * sw - pw;
+		yr[ow] = -INFINITY;
+		ar[ow] = hs * wi + (ws < 0 ? 0 : ws);
+	}
+	for (int ih = hs; ih < he; ih++) {
+		const float *restrict row = xp + (size_t)ih * wi;
+		for (int kj = 0; kj < kw; kj++) {
+			/* outputs whose column ow * sw - pw + kj is inside */
+			const int off = kj - pw;
+			int lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+			int hi_ow = wi - 1 - off < 0 ? 0 : (wi - 1 - off) / sw + 1;
+			if (hi_ow > wo)
+				hi_ow = wo;
+			const int32_t base = ih * wi + off;
+			for (int ow = lo; ow < hi_ow; ow++) {
+				const float v = row[ow * sw + off];
+				const int win = v > yr[ow] || v != v;
+				yr[ow] = win ? v : yr[ow];
+				ar[ow] = win ? base + ow * sw : ar[ow];
+			}
 		}
 	}
 }
@@ -144,30 +157,15 @@ int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
 		const float *xp = x + p * in_plane;
-		float *yp = y + p * out_plane;
-		int32_t *ap = argmax + p * out_plane;
-		if (d->kh == 2 && d->kw == 2 && d->stride_h == 2 &&
-		    d->stride_w == 2 && d->pad_h == 0 && d->pad_w == 0) {
-			pool2x2(xp, wi, ho, wo, yp, ap);
-			continue;
-		}
 		for (int oh = 0; oh < ho; oh++) {
-			int hs = oh * d->stride_h - d->pad_h;
-			int he = hs + d->kh < hi ? hs + d->kh : hi;
-			hs = hs < 0 ? 0 : hs;
-			for (int ow = 0; ow < wo; ow++) {
-				int ws = ow * d->stride_w - d->pad_w;
-				int we = ws + d->kw < wi ? ws + d->kw : wi;
-				ws = ws < 0 ? 0 : ws;
-				float best = -INFINITY;
-				int32_t arg = hs * wi + ws;
-				for (int ih = hs; ih < he; ih++)
-					for (int iw = ws; iw < we; iw++)
-						take(xp[ih * wi + iw], ih * wi + iw,
-						     &best, &arg);
-				yp[oh * wo + ow] = best;
-				ap[oh * wo + ow] = arg;
-			}
+			float *yr = y + p * out_plane + (size_t)oh * wo;
+			int32_t *ar = argmax + p * out_plane + (size_t)oh * wo;
+			if (d->stride_w == 2)
+				pool_row(d, xp, oh, yr, ar, 2);
+			else if (d->stride_w == 1)
+				pool_row(d, xp, oh, yr, ar, 1);
+			else
+				pool_row(d, xp, oh, yr, ar, 0);
 		}
 	}
 	return 0;
