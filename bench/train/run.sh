@@ -31,7 +31,9 @@
 #                  after the first (warm-up) one
 #   SGEMM_N        sgemm side: C = A B, all N x N [2048]
 #   SGEMM_SECONDS  sgemm timing per run [2]
-#   MPI            1: run the MPI pair, 0: skip it [1]
+#   MPI            1: run the MPI pair (and mpi_indep: two independent
+#                  1-rank runs of the 2-rank run's per-rank work at once,
+#                  the machine's ceiling for the pair), 0: skip them [1]
 #   MPI_MODEL, MPI_SIZE  model and input side of the MPI pair [convnet7, 32]
 #   MPI_STEPS      steps of the 2-rank run; the 1-rank run does twice as
 #                  many of the same per-rank batch (equal global work) [20]
@@ -239,6 +241,22 @@ set_cmd() {
 		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
+	mpi_indep)
+		# Two independent single-rank runs at once, each the 2-rank run's
+		# per-rank work, no communication: what two compute streams on
+		# the two cores can do at all (the ceiling of any data-parallel
+		# efficiency on this machine).
+		local a=() b=()
+		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
+			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY"
+		a=("${cmd[@]}" --log-dir "$logdir")
+		b=("${cmd[@]}" --log-dir "$logdir.b")
+		if [ "$MPI_PIN" = 1 ]; then
+			a=(taskset -c 0 "${a[@]}")
+			b=(taskset -c 1 "${b[@]}")
+		fi
+		cmd=(bash -c '"${@:2:$1}" & p=$!; "${@:$(($1 + 2))}"; r=$?; wait $p && exit $r' \
+			pair "${#a[@]}" "${a[@]}" "${b[@]}") ;;
 	*) die "unknown contender '$name'" ;;
 	esac
 }
@@ -283,7 +301,7 @@ for t in 1 2; do
 	contenders+=("resnet18_t$t")
 	[ -n "$torch_version" ] && contenders+=("torch_resnet18_t$t")
 done
-[ "$MPI" = 1 ] && contenders+=(mpi_np1 mpi_np2)
+[ "$MPI" = 1 ] && contenders+=(mpi_np1 mpi_np2 mpi_indep)
 if [ -n "$ONLY" ]; then
 	picked=()
 	for c in "${contenders[@]}"; do

@@ -34,6 +34,8 @@ def label(name):
         return "MPI pair: 1 rank x 1 thread"
     if name == "mpi_np2":
         return "MPI pair: 2 ranks x 1 thread"
+    if name == "mpi_indep":
+        return "MPI pair's ceiling: 2 independent 1-rank runs at once"
     m, t = name.rsplit("_t", 1)
     return "imshard-train %s, %s thread%s" % (m, t, "s" if t != "1" else "")
 
@@ -161,6 +163,14 @@ def main():
                 model = n.rsplit("_t", 1)[0] if not n.startswith("mpi_") else None
                 warm = int(e.get(LOG_EVERY_META[model] if model else "META_MPI_LOG_EVERY", 1))
                 out = parse_train(r["logdir"], warm, batch)
+                if out and n == "mpi_indep":
+                    # two single-rank runs: images/s add up
+                    b = parse_train(r["logdir"] + ".b", warm, batch)
+                    out = None if not b else dict(
+                        out, images_per_s=out["images_per_s"] + b["images_per_s"],
+                        per_rank=out["per_rank"] + b["per_rank"],
+                        summary=dict(out["summary"], train_s=max(out["summary"]["train_s"] or 0,
+                                                                 b["summary"]["train_s"] or 0)))
                 if out:
                     r["value"] = out["images_per_s"]
                     r["train"] = out
@@ -246,6 +256,12 @@ def main():
         ratio("scaling_%s" % model, "%s %dpx: T2 / T1 (images/s)" % (model, size), None,
               lambda rnd, m=model: val(m + "_t2", rnd) / val(m + "_t1", rnd))
     ratio("scaling_sgemm", "sgemm: T2 / T1", None, lambda rnd: val("sgemm_t2", rnd) / val("sgemm_t1", rnd))
+    if "mpi_indep" in per:
+        ratio("mpi_ceiling", "two independent 1-rank runs at once / (2 x 1 rank alone): the pair's ceiling",
+              None, lambda rnd: val("mpi_indep", rnd) / val("mpi_np1", rnd) / 2)
+        ratio("mpi_ceiling_time", "the same by train_s: 1 rank alone / the slower of the two / 2",
+              None, lambda rnd: train("mpi_np1", rnd)["summary"]["train_s"] /
+              train("mpi_indep", rnd)["summary"]["train_s"] / 2)
     if "mpi_np2" in per:
         ratio("mpi_efficiency_speed", "MPI 2 ranks: speedup_speed / 2 (steady images/s)", 0.9,
               lambda rnd: val("mpi_np2", rnd) / val("mpi_np1", rnd) / 2)
