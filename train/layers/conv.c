@@ -325,9 +325,14 @@ static inline void im2col_row(float *restrict t, const float *restrict srow,
  * segments of one output row, with counters rather than divisions (a
  * 4x4 plane has segments of four floats).
  */
+static int im2col_s1(const nn_conv_desc *d, const conv_plan *p, const float *x,
+		     size_t cols, int c0, int c1, float *col);
+
 static void im2col(const nn_conv_desc *d, const conv_plan *p, const float *x,
 		   size_t cols, int c0, int c1, float *col)
 {
+	if (im2col_s1(d, p, x, cols, c0, c1, col))
+		return;
 	/* Everything the loops read, in locals: the row copies are memcpy,
 	 * which may write anything as far as the compiler knows, so fields
 	 * read through d and p were reloaded after every copy. */
@@ -370,6 +375,64 @@ static void im2col(const nn_conv_desc *d, const conv_plan *p, const float *x,
 			}
 		}
 	}
+}
+
+/* Floats of the zero-bordered plane im2col_s1 keeps on the stack (64 KiB:
+ * planes up to 126x126 with a border of 1). */
+#define S1_PLANE_MAX 16384
+
+/*
+ * im2col for stride 1 (any kernel, padding, dilation), the 3x3 layers of
+ * every model here. Each input plane is first copied into a plane with a
+ * zero border of the padding's width; every output row of every col row
+ * is then one plain copy from it at a fixed offset, with no bounds or zero
+ * runs to work out. The generic walk spent more on that bookkeeping than
+ * on the copies for rows of 4 to 28 floats. Loops go channel, image,
+ * kernel offset, so a padded plane is built once for its KH*KW rows.
+ */
+static int im2col_s1(const nn_conv_desc *d, const conv_plan *p, const float *x,
+		     size_t cols, int c0, int c1, float *col)
+{
+	const int wo = d->w_out, h_in = d->h_in, w_in = d->w_in;
+	const int pad_h = d->pad_h, pad_w = d->pad_w;
+	const int wp = w_in + 2 * pad_w, hp = h_in + 2 * pad_h;
+	if (d->stride_h != 1 || d->stride_w != 1 ||
+	    (long long)hp * wp > S1_PLANE_MAX)
+		return 0;
+	float padded[S1_PLANE_MAX] __attribute__((aligned(64)));
+	memset(padded, 0, (size_t)hp * wp * sizeof(float));
+	const int kw = d->kw, kk = p->kk, c_in = d->c_in;
+	const int dil_h = d->dil_h, dil_w = d->dil_w;
+	const size_t hw_in = p->hw_in, hw_out = p->hw_out;
+	const int i0 = (int)((size_t)c0 / hw_out);
+	const int i1 = (int)((size_t)(c1 - 1) / hw_out);
+	for (int c = 0; c < c_in; c++) {
+		for (int i = i0; i <= i1; i++) {
+			/* this image's columns within [c0, c1) */
+			const size_t first = (size_t)i * hw_out;
+			const int lo = (size_t)c0 > first ? (int)((size_t)c0 - first) : 0;
+			const int hi = (size_t)c1 < first + hw_out
+					       ? (int)((size_t)c1 - first)
+					       : (int)hw_out;
+			const float *src = x + ((size_t)i * c_in + c) * hw_in;
+			for (int h = 0; h < h_in; h++)
+				copy_run(padded + (size_t)(h + pad_h) * wp + pad_w,
+					 src + (size_t)h * w_in, w_in);
+			for (int kr = 0; kr < kk; kr++) {
+				const float *base = padded +
+						    (size_t)(kr / kw) * dil_h * wp +
+						    (size_t)(kr % kw) * dil_w;
+				float *t = col + (size_t)(c * kk + kr) * cols + first;
+				int oh = lo / wo, ow = lo % wo;
+				for (int o = lo; o < hi; oh++, ow = 0) {
+					const int n = wo - ow < hi - o ? wo - ow : hi - o;
+					copy_run(t + o, base + (size_t)oh * wp + ow, n);
+					o += n;
+				}
+			}
+		}
+	}
+	return 1;
 }
 
 /* drow[ow*sw + off_w] += s[ow] for ow in the valid range [lo, hi). */
