@@ -620,6 +620,28 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	return 0;
 }
 
+/* The node whose buffer node i's y and dy are (flatten aliases its input). */
+static int owner(const nn_model *m, int i)
+{
+	while (i >= 0 && m->nodes[i].op == NN_OP_FLATTEN)
+		i = m->nodes[i].in0;
+	return i;
+}
+
+/*
+ * Before a kernel writes a gradient into node i's dy: the first writer in
+ * a pass overwrites (ctx->dx_overwrite), later ones add. No-op for the
+ * model input (i < 0) and when nothing is written (dx NULL).
+ */
+static void begin_dx(nn_model *m, int i, const float *dx)
+{
+	m->ctx->dx_overwrite = 0;
+	if (!dx || (i = owner(m, i)) < 0)
+		return;
+	m->ctx->dx_overwrite = !m->nodes[i].dy_set;
+	m->nodes[i].dy_set = 1;
+}
+
 int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		      ims_error *err)
 {
@@ -630,26 +652,31 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	const nn_backend *be = ctx->be;
 	const int n = m->last_n;
 	/* Gradients accumulate into node outputs' gradients (an output can
-	 * feed two nodes), so they start at zero; flatten shares its
-	 * input's. Parameter gradients are overwritten by their layer, except
-	 * a frozen backbone's, which stay zero. */
-	for (int i = 0; i < m->n_nodes; i++) {
-		nn_node *nd = &m->nodes[i];
-		if (nd->op == NN_OP_FLATTEN || (head_only && !nd->head))
-			continue;
-		FORWARD_IF_ERR(be->zero(ctx, nd->dy,
-					(size_t)n * nd->c * nd->h * nd->w * sizeof(float),
-					err));
-	}
+	 * feed two nodes): the first writer of each overwrites it instead, so
+	 * nothing is zeroed first; flatten shares its input's. Parameter
+	 * gradients are overwritten by their layer, except a frozen
+	 * backbone's, which stay zero. */
+	for (int i = 0; i < m->n_nodes; i++)
+		m->nodes[i].dy_set = 0;
 	if (head_only)
 		FORWARD_IF_ERR(be->zero(ctx, m->grads, m->n_params * sizeof(float), err));
 	nn_node *last = &m->nodes[m->n_nodes - 1];
-	FORWARD_IF_ERR(be->accumulate(ctx, (size_t)n * last->c, dlogits,
-				      last->dy, err));
+	begin_dx(m, m->n_nodes - 1, last->dy);
+	int rc = be->accumulate(ctx, (size_t)n * last->c, dlogits, last->dy, err);
+	ctx->dx_overwrite = 0;
+	FORWARD_IF_ERR(rc);
 	for (int i = m->n_nodes - 1; i >= 0; i--) {
 		nn_node *nd = &m->nodes[i];
 		if (head_only && !nd->head)
 			break;
+		if (nd->op != NN_OP_FLATTEN && !m->nodes[owner(m, i)].dy_set) {
+			/* an output nothing downstream used: its gradient is 0 */
+			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
+						(size_t)n * nd->c * nd->h * nd->w *
+							sizeof(float),
+						err));
+			m->nodes[owner(m, i)].dy_set = 1;
+		}
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
 		const float *in = src ? src->y : m->last_x;
 		/* no gradient for the model input, nor into a frozen backbone */
@@ -658,75 +685,78 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		float *w = tensor_ptr(m, m->params, nd->wt);
 		float *dw = tensor_ptr(m, m->grads, nd->wt);
 		float *db = tensor_ptr(m, m->grads, nd->bt);
+		int rc = 0;
+		if (nd->op != NN_OP_FLATTEN)
+			begin_dx(m, nd->in0, dx);
 		switch (nd->op) {
 		case NN_OP_CONV: {
 			nn_conv_desc d = nd->conv;
 			d.n = n;
-			FORWARD_IF_ERR(be->conv_backward(ctx, &d, in, w, nd->dy, dx,
-							 dw, db, err));
+			rc = be->conv_backward(ctx, &d, in, w, nd->dy, dx, dw, db, err);
 			break;
 		}
 		case NN_OP_BN: {
 			nn_bn_desc d = nd->bn;
 			d.n = n;
 			if (m->frozen_bn)
-				FORWARD_IF_ERR(be->bn_backward_frozen(
-					ctx, &d, in, w,
-					tensor_ptr(m, m->buffers, nd->rm),
-					tensor_ptr(m, m->buffers, nd->rv), nd->dy, dx,
-					dw, db, err));
+				rc = be->bn_backward_frozen(
+					ctx, &d, in, w, tensor_ptr(m, m->buffers, nd->rm),
+					tensor_ptr(m, m->buffers, nd->rv), nd->dy, dx, dw,
+					db, err);
 			else
-				FORWARD_IF_ERR(be->bn_backward(ctx, &d, in, w,
-							       nd->save_mean,
-							       nd->save_invstd, nd->dy,
-							       dx, dw, db, err));
+				rc = be->bn_backward(ctx, &d, in, w, nd->save_mean,
+						     nd->save_invstd, nd->dy, dx, dw,
+						     db, err);
 			break;
 		}
 		case NN_OP_RELU:
 			if (dx)
-				FORWARD_IF_ERR(be->relu_backward(ctx, count, nd->y,
-								 nd->dy, dx, err));
+				rc = be->relu_backward(ctx, count, nd->y, nd->dy, dx,
+						       err);
 			break;
 		case NN_OP_MAXPOOL: {
 			nn_pool_desc d = nd->pool;
 			d.n = n;
 			if (dx)
-				FORWARD_IF_ERR(be->maxpool_backward(ctx, &d, nd->argmax,
-								    nd->dy, dx, err));
+				rc = be->maxpool_backward(ctx, &d, nd->argmax, nd->dy,
+							  dx, err);
 			break;
 		}
 		case NN_OP_AVGPOOL: {
 			nn_pool_desc d = nd->pool;
 			d.n = n;
 			if (dx)
-				FORWARD_IF_ERR(be->avgpool_backward(ctx, &d, nd->dy,
-								    dx, err));
+				rc = be->avgpool_backward(ctx, &d, nd->dy, dx, err);
 			break;
 		}
 		case NN_OP_LINEAR: {
 			nn_linear_desc d = nd->lin;
 			d.n = n;
-			FORWARD_IF_ERR(be->linear_backward(ctx, &d, in, w, nd->dy,
-							   dx, dw, db, err));
+			rc = be->linear_backward(ctx, &d, in, w, nd->dy, dx, dw, db,
+						 err);
 			break;
 		}
 		case NN_OP_DROPOUT:
 			if (dx)
-				FORWARD_IF_ERR(be->dropout_backward(ctx, count, nd->drop_p,
-								    nd->mask, nd->dy,
-								    dx, err));
+				rc = be->dropout_backward(ctx, count, nd->drop_p,
+							  nd->mask, nd->dy, dx, err);
 			break;
 		case NN_OP_FLATTEN:
 			break;
-		case NN_OP_ADD:
+		case NN_OP_ADD: {
 			if (dx)
-				FORWARD_IF_ERR(be->accumulate(ctx, count, nd->dy, dx, err));
+				rc = be->accumulate(ctx, count, nd->dy, dx, err);
 			const nn_node *src1 = &m->nodes[nd->in1];
-			if (!head_only || src1->head)
-				FORWARD_IF_ERR(be->accumulate(ctx, count, nd->dy,
-							      src1->dy, err));
+			float *dx1 = !head_only || src1->head ? src1->dy : NULL;
+			if (!rc && dx1) {
+				begin_dx(m, nd->in1, dx1);
+				rc = be->accumulate(ctx, count, nd->dy, dx1, err);
+			}
 			break;
 		}
+		}
+		ctx->dx_overwrite = 0;
+		FORWARD_IF_ERR(rc);
 	}
 	return 0;
 }

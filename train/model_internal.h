@@ -54,6 +54,7 @@ typedef struct nn_node {
 	int32_t *argmax;
 	uint8_t *mask;
 	int head;
+	int dy_set;    /* backward: dy written in this pass (flatten: see its input) */
 } nn_node;
 
 struct nn_model {

@@ -9,8 +9,9 @@
  *   - Weights use PyTorch's layouts so torchvision state_dict tensors load
  *     unchanged: conv [C_out, C_in/groups, KH, KW], linear [out, in].
  *   - Backward ACCUMULATES into dx (dx += ...), because in a residual graph
- *     one activation feeds two layers; the model zeroes activation
- *     gradients before a backward pass. Parameter gradients (dw, db,
+ *     one activation feeds two layers; with ctx->dx_overwrite set it
+ *     overwrites dx instead (the model sets it for the first writer of
+ *     each activation gradient in a pass). Parameter gradients (dw, db,
  *     dgamma, dbeta) are OVERWRITTEN: each parameter is used once per step.
  *     Any of dx, dw, db may be NULL to skip computing it (first layer,
  *     frozen layers).
@@ -42,6 +43,12 @@ typedef struct nn_ctx {
 	float *scratch;       /* workspace owned by the context */
 	size_t scratch_floats;
 	void *dev;            /* backend private state (streams, handles) */
+	/* 1: backward kernels OVERWRITE dx (dx = ...) instead of adding to
+	 * it. The model sets it for the first gradient written into each
+	 * activation in a pass, so activation gradients need no zeroing
+	 * (a pass over every activation's size); 0 (the default) is the
+	 * accumulating convention below. */
+	int dx_overwrite;
 } nn_ctx;
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */

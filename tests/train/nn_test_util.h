@@ -12,9 +12,11 @@
 #define IMSHARD_NN_TEST_UTIL_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "train/nn_internal.h"
 #include "test.h"
 
 /* Fills v[0..n) with uniform values in [lo, hi) from (seed, stream). */
@@ -35,6 +37,40 @@ static inline float *nn_test_alloc(size_t n)
 		exit(1);
 	}
 	return p;
+}
+
+/* Runs one backward kernel writing n floats of dx: 0 or an error code. */
+typedef int (*nn_test_dx_fn)(nn_ctx *ctx, void *ud, float *dx);
+
+/*
+ * The overwrite convention (ctx->dx_overwrite): the kernel run over a dx
+ * full of NaN with the flag set must give what it adds into a zeroed dx
+ * without it, element for element (== so that -0 and +0 agree), on ctx's
+ * threads. Returns the number of differing elements (printing the first).
+ * The flag is left clear.
+ */
+static inline int nn_test_overwrite(const char *what, nn_ctx *ctx,
+				    nn_test_dx_fn fn, void *ud, size_t n)
+{
+	float *add = nn_test_alloc(n), *over = nn_test_alloc(n);
+	for (size_t i = 0; i < n; i++)
+		over[i] = NAN;
+	ctx->dx_overwrite = 0;
+	int rc = fn(ctx, ud, add);
+	ctx->dx_overwrite = 1;
+	int rc2 = fn(ctx, ud, over);
+	ctx->dx_overwrite = 0;
+	int bad = rc || rc2 ? (int)n : 0;
+	for (size_t i = 0; !rc && !rc2 && i < n; i++)
+		if (!(add[i] == over[i])) {
+			if (!bad)
+				fprintf(stderr, "%s: dx[%zu] overwritten %g, added %g\n",
+					what, i, (double)over[i], (double)add[i]);
+			bad++;
+		}
+	free(add);
+	free(over);
+	return bad;
 }
 
 /* Recomputes the forward output into y from the current inputs. */

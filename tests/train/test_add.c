@@ -85,6 +85,21 @@ static void test_threads(void)
 		free(y[k]), free(dx[k]);
 }
 
+/* ctx->dx_overwrite: dx = dy over garbage, the same as dx += dy into 0. */
+static int acc_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	return nn_cpu_accumulate(ctx, 70001, ud, dx, &err);
+}
+
+static void test_overwrite(void)
+{
+	float *dy = nn_test_alloc(70001);
+	nn_test_fill(dy, 70001, 3, -1, 1);
+	CHECK_EQ_INT(nn_test_overwrite("accumulate", &ctx1, acc_dx, dy, 70001), 0);
+	CHECK_EQ_INT(nn_test_overwrite("accumulate", &ctx2, acc_dx, dy, 70001), 0);
+	free(dy);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -92,6 +107,7 @@ int main(void)
 	test_values();
 	test_gradient();
 	test_threads();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

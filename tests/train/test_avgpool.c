@@ -249,6 +249,43 @@ static void test_errors(void)
 		     IMS_EINVAL);
 }
 
+/* ctx->dx_overwrite: each plane is cleared before the scatter. */
+typedef struct pool_dx_case {
+	nn_pool_desc d;
+	int32_t *am;
+	float *dy;
+} pool_dx_case;
+
+static int avg_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	pool_dx_case *c = ud;
+	return nn_cpu_avgpool_backward(ctx, &c->d, c->dy, dx, &err);
+}
+
+static void test_overwrite(void)
+{
+	static const int cases[][7] = {
+		{4, 8, 32, 32, 2, 2, 0}, {3, 16, 28, 28, 3, 2, 1}, {2, 3, 7, 9, 3, 1, 1},
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const int *q = cases[k];
+		pool_dx_case c;
+		CHECK_OK(nn_pool_desc_init(&c.d, q[0], q[1], q[2], q[3], q[4], q[5],
+					   q[6], &err), &err);
+		size_t nx = (size_t)q[0] * q[1] * q[2] * q[3];
+		size_t ny = (size_t)q[0] * q[1] * c.d.h_out * c.d.w_out;
+		float *x = nn_test_alloc(nx), *y = nn_test_alloc(ny);
+		c.am = calloc(ny, sizeof(int32_t));
+		c.dy = nn_test_alloc(ny);
+		nn_test_fill(x, nx, 10 + k, -1, 1);
+		nn_test_fill(c.dy, ny, 20 + k, -1, 1);
+		(void)y;
+		CHECK_EQ_INT(nn_test_overwrite("avgpool", &ctx1, avg_dx, &c, nx), 0);
+		CHECK_EQ_INT(nn_test_overwrite("avgpool", &ctx2, avg_dx, &c, nx), 0);
+		free(x), free(y), free(c.am), free(c.dy);
+	}
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -257,6 +294,7 @@ int main(void)
 	test_reference_and_gradients();
 	test_threads();
 	test_errors();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -403,6 +403,47 @@ static void test_errors(void)
 					     si, y, &err), IMS_EINVAL);
 }
 
+/* ctx->dx_overwrite, batch statistics and frozen ones. */
+typedef struct bn_dx_case {
+	nn_bn_desc d;
+	int frozen;
+	float *x, *g, *b, *rm, *rv, *sm, *si, *dy, *dg, *dbeta;
+} bn_dx_case;
+
+static int bn_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	bn_dx_case *c = ud;
+	if (c->frozen)
+		return nn_cpu_bn_backward_frozen(ctx, &c->d, c->x, c->g, c->rm, c->rv,
+						 c->dy, dx, c->dg, c->dbeta, &err);
+	return nn_cpu_bn_backward(ctx, &c->d, c->x, c->g, c->sm, c->si, c->dy, dx,
+				  c->dg, c->dbeta, &err);
+}
+
+static void test_overwrite(void)
+{
+	bn_dx_case c = {.d = {.n = 8, .c = 16, .h = 17, .w = 15, .eps = 1e-5f,
+			      .momentum = 0.1f}};
+	size_t n = (size_t)8 * 16 * 17 * 15;
+	c.x = nn_test_alloc(n), c.dy = nn_test_alloc(n);
+	float *y = nn_test_alloc(n);
+	c.g = nn_test_alloc(16), c.b = nn_test_alloc(16), c.rm = nn_test_alloc(16);
+	c.rv = nn_test_alloc(16), c.sm = nn_test_alloc(16), c.si = nn_test_alloc(16);
+	c.dg = nn_test_alloc(16), c.dbeta = nn_test_alloc(16);
+	nn_test_fill(c.x, n, 30, -2, 3);
+	nn_test_fill(c.dy, n, 31, -1, 1);
+	nn_test_fill(c.g, 16, 32, 0.5f, 1.5f);
+	nn_test_fill(c.rv, 16, 33, 0.5f, 2);
+	CHECK_OK(nn_cpu_bn_forward_train(&ctx1, &c.d, c.x, c.g, c.b, c.rm, c.rv,
+					 c.sm, c.si, y, &err), &err);
+	for (c.frozen = 0; c.frozen < 2; c.frozen++) {
+		CHECK_EQ_INT(nn_test_overwrite("batchnorm", &ctx1, bn_dx, &c, n), 0);
+		CHECK_EQ_INT(nn_test_overwrite("batchnorm", &ctx2, bn_dx, &c, n), 0);
+	}
+	free(c.x), free(c.dy), free(y), free(c.g), free(c.b), free(c.rm);
+	free(c.rv), free(c.sm), free(c.si), free(c.dg), free(c.dbeta);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -414,6 +455,7 @@ int main(void)
 	test_frozen_gradients();
 	test_threads();
 	test_errors();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -524,6 +524,47 @@ static void test_errors(void)
 		    IMS_EINVAL);
 }
 
+/* ctx->dx_overwrite: col2im clears the planes it fills, the in-place 1x1
+ * GEMM runs with beta 0; one-image and several-image blocks, groups. */
+typedef struct conv_dx_case {
+	nn_conv_desc d;
+	float *x, *w, *dy, *dw, *db;
+} conv_dx_case;
+
+static int conv_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	conv_dx_case *c = ud;
+	return nn_cpu_conv_backward(ctx, &c->d, c->x, c->w, c->dy, dx, c->dw, c->db,
+				    &err);
+}
+
+static void test_overwrite(void)
+{
+	const nn_conv_desc cases[] = {
+		make_desc(37, 4, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+		make_desc(3, 8, 34, 34, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+		make_desc(2, 12, 40, 30, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1),
+		make_desc(40, 32, 5, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0),
+		make_desc(6, 16, 12, 12, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0),
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		conv_dx_case c = {.d = cases[k]};
+		const nn_conv_desc *d = &c.d;
+		size_t nx = (size_t)d->n * d->c_in * d->h_in * d->w_in;
+		size_t nw = (size_t)d->c_out * (d->c_in / d->groups) * d->kh * d->kw;
+		size_t ny = (size_t)d->n * d->c_out * d->h_out * d->w_out;
+		c.x = nn_test_alloc(nx), c.w = nn_test_alloc(nw);
+		c.dy = nn_test_alloc(ny), c.dw = nn_test_alloc(nw);
+		c.db = nn_test_alloc((size_t)d->c_out);
+		nn_test_fill(c.x, nx, 40 + k, -1, 1);
+		nn_test_fill(c.w, nw, 50 + k, -1, 1);
+		nn_test_fill(c.dy, ny, 60 + k, -1, 1);
+		CHECK_EQ_INT(nn_test_overwrite("conv", &ctx1, conv_dx, &c, nx), 0);
+		CHECK_EQ_INT(nn_test_overwrite("conv", &ctx2, conv_dx, &c, nx), 0);
+		free(c.x), free(c.w), free(c.dy), free(c.dw), free(c.db);
+	}
+}
+
 int main(void)
 {
 	if (nn_ctx_init_cpu(&ctx1, 1, &err) || nn_ctx_init_cpu(&ctx2, 2, &err)) {
@@ -534,6 +575,7 @@ int main(void)
 	test_cases();
 	test_threads();
 	test_errors();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

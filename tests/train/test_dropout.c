@@ -170,6 +170,37 @@ static void test_errors(void)
 	CHECK(strstr(err.msg, "no mask") != NULL);
 }
 
+/* ctx->dx_overwrite: dropped elements are written 0, not left alone. */
+typedef struct drop_ow_case {
+	size_t n;
+	float p;
+	uint8_t *mask;
+	float *dy;
+} drop_ow_case;
+
+static int drop_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	drop_ow_case *c = ud;
+	return nn_cpu_dropout_backward(ctx, c->n, c->p, c->mask, c->dy, dx, &err);
+}
+
+static void test_overwrite(void)
+{
+	const size_t n = 100001;
+	float *x = nn_test_alloc(n), *y = nn_test_alloc(n);
+	drop_ow_case c = {.n = n, .mask = malloc(n), .dy = nn_test_alloc(n)};
+	nn_test_fill(x, n, 4, -1, 1);
+	nn_test_fill(c.dy, n, 5, -1, 1);
+	for (int k = 0; k < 2; k++) {
+		c.p = k ? 0.3f : 0.0f;
+		CHECK_OK(nn_cpu_dropout_forward(&ctx1, n, c.p, 9, x, y, c.mask, &err),
+			 &err);
+		CHECK_EQ_INT(nn_test_overwrite("dropout", &ctx1, drop_dx, &c, n), 0);
+		CHECK_EQ_INT(nn_test_overwrite("dropout", &ctx2, drop_dx, &c, n), 0);
+	}
+	free(x), free(y), free(c.mask), free(c.dy);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -179,6 +210,7 @@ int main(void)
 	test_threads();
 	test_gradient();
 	test_errors();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

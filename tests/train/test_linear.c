@@ -296,6 +296,33 @@ static void test_errors(void)
 	}
 }
 
+/* ctx->dx_overwrite: the dx GEMM with beta 0 over garbage. */
+typedef struct lin_dx_case {
+	nn_linear_desc d;
+	float *x, *w, *dy, *dw, *db;
+} lin_dx_case;
+
+static int lin_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	lin_dx_case *c = ud;
+	return nn_cpu_linear_backward(ctx, &c->d, c->x, c->w, c->dy, dx, c->dw,
+				      c->db, &err);
+}
+
+static void test_overwrite(void)
+{
+	lin_dx_case c = {.d = {.n = 32, .in = 129, .out = 301, .bias = 1}};
+	size_t nx = 32 * 129, nw = 129 * 301, ny = 32 * 301;
+	c.x = nn_test_alloc(nx), c.w = nn_test_alloc(nw), c.dy = nn_test_alloc(ny);
+	c.dw = nn_test_alloc(nw), c.db = nn_test_alloc(301);
+	nn_test_fill(c.x, nx, 6, -1, 1);
+	nn_test_fill(c.w, nw, 7, -1, 1);
+	nn_test_fill(c.dy, ny, 8, -1, 1);
+	CHECK_EQ_INT(nn_test_overwrite("linear", &ctx1, lin_dx, &c, nx), 0);
+	CHECK_EQ_INT(nn_test_overwrite("linear", &ctx2, lin_dx, &c, nx), 0);
+	free(c.x), free(c.w), free(c.dy), free(c.dw), free(c.db);
+}
+
 int main(void)
 {
 	if (nn_ctx_init_cpu(&ctx1, 1, &err) || nn_ctx_init_cpu(&ctx2, 2, &err)) {
@@ -306,6 +333,7 @@ int main(void)
 	test_cases();
 	test_threads();
 	test_errors();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -82,6 +82,30 @@ static void test_threads(void)
 		free(y[k]), free(dx[k]);
 }
 
+/* ctx->dx_overwrite: dx = mask dy over garbage, the same as dx += into 0. */
+typedef struct relu_ow_case {
+	size_t n;
+	float *y, *dy;
+} relu_ow_case;
+
+static int relu_dx(nn_ctx *ctx, void *ud, float *dx)
+{
+	relu_ow_case *c = ud;
+	return nn_cpu_relu_backward(ctx, c->n, c->y, c->dy, dx, &err);
+}
+
+static void test_overwrite(void)
+{
+	relu_ow_case c = {.n = 100003};
+	c.y = nn_test_alloc(c.n);
+	c.dy = nn_test_alloc(c.n);
+	nn_test_fill(c.y, c.n, 1, -1, 1);
+	nn_test_fill(c.dy, c.n, 2, -1, 1);
+	CHECK_EQ_INT(nn_test_overwrite("relu", &ctx1, relu_dx, &c, c.n), 0);
+	CHECK_EQ_INT(nn_test_overwrite("relu", &ctx2, relu_dx, &c, c.n), 0);
+	free(c.y), free(c.dy);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -89,6 +113,7 @@ int main(void)
 	test_values();
 	test_gradient();
 	test_threads();
+	test_overwrite();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -6,6 +6,8 @@
  * per input), flatten and the shortcut of a residual block. Element-wise,
  * so y may alias a or b.
  */
+#include <string.h>
+
 #include "train/nn_internal.h"
 
 /* Below this many elements a loop stays on one thread: forking costs more. */
@@ -29,6 +31,10 @@ int nn_cpu_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
 	if (!dx)
 		return 0;
 	const int nt = count < ADD_PAR_MIN ? 1 : ctx->threads;
+	if (ctx->dx_overwrite) {
+		memcpy(dx, dy, count * sizeof(float));
+		return 0;
+	}
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t i = 0; i < count; i++)
 		dx[i] += dy[i];

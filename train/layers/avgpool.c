@@ -13,6 +13,8 @@
  * dx plane by plane (one thread per plane), so overlapping windows add up
  * in the same order on any thread count.
  */
+#include <string.h>
+
 #include "train/nn_internal.h"
 
 /* Below this many elements a loop stays on one thread: forking costs more. */
@@ -128,6 +130,8 @@ int nn_cpu_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 	for (size_t p = 0; p < planes; p++) {
 		const float *dyp = dy + p * out_plane;
 		float *dxp = dx + p * in_plane;
+		if (ctx->dx_overwrite)
+			memset(dxp, 0, in_plane * sizeof(float));
 		for (int oh = 0; oh < ho; oh++) {
 			int hs, he, ws, we;
 			int lh = span(d, oh, hi, ho, d->kh, d->stride_h,

@@ -302,6 +302,7 @@ int nn_cpu_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	}
 	if (!dx)
 		return 0;
+	const int ow = ctx->dx_overwrite;
 
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
@@ -315,9 +316,14 @@ int nn_cpu_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		const float *xp = x + p * hw;
 		const float *dyp = dy + p * hw;
 		float *dxp = dx + p * hw;
-		for (size_t i = 0; i < hw; i++)
-			dxp[i] += k * (dyp[i] - mean_dy -
-				       ((xp[i] - mu) - dmu) * coef_x);
+		if (ow)
+			for (size_t i = 0; i < hw; i++)
+				dxp[i] = k * (dyp[i] - mean_dy -
+					      ((xp[i] - mu) - dmu) * coef_x);
+		else
+			for (size_t i = 0; i < hw; i++)
+				dxp[i] += k * (dyp[i] - mean_dy -
+					       ((xp[i] - mu) - dmu) * coef_x);
 	}
 	return 0;
 }
@@ -346,6 +352,7 @@ int nn_cpu_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	if (!part)
 		return IMS_ENOMEM;
 	const int nt = threads_for(ctx, planes * hw);
+	const int ow = ctx->dx_overwrite;
 
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t p = 0; p < planes; p++) {
@@ -356,7 +363,11 @@ int nn_cpu_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		const float *xp = x + p * hw, *dyp = dy + p * hw;
 		plane_frozen_sums(xp, dyp, hw, mu, part + 2 * p);
 		part[2 * p + 1] *= invstd;
-		if (dx) {
+		if (dx && ow) {
+			float *dxp = dx + p * hw;
+			for (size_t i = 0; i < hw; i++)
+				dxp[i] = dyp[i] * g;
+		} else if (dx) {
 			float *dxp = dx + p * hw;
 			for (size_t i = 0; i < hw; i++)
 				dxp[i] += dyp[i] * g;

@@ -450,21 +450,26 @@ static inline void col2im_row(float *restrict drow, const float *restrict s,
 }
 
 /*
- * dx += col2im(col) for the block of `imgs` images at dx; called by the
- * whole team. A thread owns whole channels (all of the block's images),
+ * dx += col2im(col) (dx = with overwrite) for the block of `imgs` images
+ * at dx; called by the whole team. A thread owns whole channels (all of the block's images),
  * so every dx element gets its KH*KW terms in the same order whatever the
  * threads. Images are the inner loop so that each col row is read in
  * order: reading it a plane at a time strides across the rows and misses
  * the cache on every 64 bytes.
  */
 static void col2im_add(const nn_conv_desc *d, const conv_plan *p,
-		       const float *col, int imgs, float *dx)
+		       const float *col, int imgs, int overwrite, float *dx)
 {
 	const size_t cols = (size_t)imgs * p->hw_out;
 	const size_t img_in = (size_t)d->c_in * p->hw_in;
 	const int wo = d->w_out, sw = d->stride_w;
 #pragma omp for schedule(static)
 	for (int c = 0; c < d->c_in; c++) {
+		/* the first writer zeroes the planes it is about to fill: they
+		 * are in cache for the adds that follow */
+		for (int i = 0; overwrite && i < imgs; i++)
+			memset(dx + (size_t)i * img_in + (size_t)c * p->hw_in, 0,
+			       p->hw_in * sizeof(float));
 		for (int kr = 0; kr < p->kk; kr++) {
 			const int ki = kr / d->kw, kj = kr % d->kw;
 			const int off_h = ki * d->dil_h - d->pad_h;
@@ -587,7 +592,7 @@ static void block_dw(const nn_conv_desc *d, const conv_plan *p,
  */
 static void block_dcol(const nn_conv_desc *d, const conv_plan *p,
 		       const float *w, const float *g_out, int cols, int c0,
-		       int c1, int inplace, float *dst)
+		       int c1, int inplace, int overwrite, float *dst)
 {
 	const int rows = inplace ? p->cg_in : p->kg;
 	for (int g = 0; g < d->groups; g++)
@@ -595,7 +600,7 @@ static void block_dcol(const nn_conv_desc *d, const conv_plan *p,
 			    c1 - c0, p->cg_out, 1.0f,
 			    w + (size_t)g * p->cg_out * p->kg, p->kg,
 			    g_out + (size_t)g * p->cg_out * cols + c0, cols,
-			    inplace ? 1.0f : 0.0f,
+			    inplace && !overwrite ? 1.0f : 0.0f,
 			    dst + (size_t)g * rows * cols + c0, cols);
 }
 
@@ -684,6 +689,7 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	 * in place; otherwise col holds the im2col of x for dw, then is
 	 * overwritten by dcol for dx. */
 	const int inplace = p.direct && p.imgs == 1;
+	const int ow = ctx->dx_overwrite;
 	float *col, *stage;
 	FORWARD_IF_ERR(carve(ctx, d, &p, !inplace, &col, &stage, err));
 	const size_t img_in = (size_t)d->c_in * p.hw_in;
@@ -717,11 +723,11 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			}
 			if (dx && c0 < c1)
 				block_dcol(d, &p, w, g_out, cols, c0, c1,
-					   inplace, inplace ? dxb : col);
+					   inplace, ow, inplace ? dxb : col);
 			if (dx && !inplace) {
 				/* col2im reads every column */
 #pragma omp barrier
-				col2im_add(d, &p, col, imgs, dxb);
+				col2im_add(d, &p, col, imgs, ow, dxb);
 			}
 			/* col and stage are reused by the next block */
 #pragma omp barrier

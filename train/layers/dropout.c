@@ -62,17 +62,17 @@ int nn_cpu_dropout_backward(nn_ctx *ctx, size_t count, float p,
 	if (!dx)
 		return 0;
 	const int nt = count < DROPOUT_PAR_MIN ? 1 : ctx->threads;
+	const int ow = ctx->dx_overwrite;
 	if (p == 0.0f) {
 #pragma omp parallel for num_threads(nt) schedule(static)
 		for (size_t i = 0; i < count; i++)
-			dx[i] += dy[i];
+			dx[i] = (ow ? 0.0f : dx[i]) + dy[i];
 		return 0;
 	}
 	RETURN_IF(!mask, err, IMS_EINVAL, "cannot %s: no mask", what);
 	const float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t i = 0; i < count; i++)
-		if (mask[i])
-			dx[i] += dy[i] * scale;
+		dx[i] = (ow ? 0.0f : dx[i]) + (mask[i] ? dy[i] * scale : 0.0f);
 	return 0;
 }

@@ -144,7 +144,8 @@ int nn_cpu_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 		if (dx && lo < hi)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
 				    d->n, hi - lo, d->out, 1.0f, dy, d->out,
-				    w + lo, d->in, 1.0f, dx + lo, d->in);
+				    w + lo, d->in, ctx->dx_overwrite ? 0.0f : 1.0f,
+				    dx + lo, d->in);
 		split(d->out, t, team, &lo, &hi);
 		if (dw && lo < hi)
 			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,

@@ -14,6 +14,7 @@
  * the same order on any thread count.
  */
 #include <math.h>
+#include <string.h>
 
 #include "train/nn_internal.h"
 
@@ -241,6 +242,8 @@ int nn_cpu_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 		const int32_t *ap = argmax + p * out_plane;
 		const float *dyp = dy + p * out_plane;
 		float *dxp = dx + p * in_plane;
+		if (ctx->dx_overwrite)
+			memset(dxp, 0, in_plane * sizeof(float));
 		for (size_t i = 0; i < out_plane; i++)
 			dxp[ap[i]] += dyp[i];
 	}
