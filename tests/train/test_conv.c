@@ -369,7 +369,7 @@ static void test_cases(void)
 		 make_desc(1, 2, 3, 3, 2, 2, 2, 1, 3, 3, 2, 1, 1, 1, 1)},
 		{"1x1 output",
 		 make_desc(4, 3, 3, 3, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1)},
-		/* stride 1 builds col from a zero-bordered copy of each plane
+		/* strides 1 and 2 build col from a zero-bordered copy of each plane
 		 * held on the stack; a plane too large for it takes the
 		 * generic walk */
 		{"stride 1, padded plane too large for the stack copy",

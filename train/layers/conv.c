@@ -325,13 +325,13 @@ static inline void im2col_row(float *restrict t, const float *restrict srow,
  * segments of one output row, with counters rather than divisions (a
  * 4x4 plane has segments of four floats).
  */
-static int im2col_s1(const nn_conv_desc *d, const conv_plan *p, const float *x,
-		     size_t cols, int c0, int c1, float *col);
+static int im2col_padded(const nn_conv_desc *d, const conv_plan *p,
+			 const float *x, size_t cols, int c0, int c1, float *col);
 
 static void im2col(const nn_conv_desc *d, const conv_plan *p, const float *x,
 		   size_t cols, int c0, int c1, float *col)
 {
-	if (im2col_s1(d, p, x, cols, c0, c1, col))
+	if (im2col_padded(d, p, x, cols, c0, c1, col))
 		return;
 	/* Everything the loops read, in locals: the row copies are memcpy,
 	 * which may write anything as far as the compiler knows, so fields
@@ -377,29 +377,38 @@ static void im2col(const nn_conv_desc *d, const conv_plan *p, const float *x,
 	}
 }
 
-/* Floats of the zero-bordered plane im2col_s1 keeps on the stack (64 KiB:
- * planes up to 126x126 with a border of 1). */
-#define S1_PLANE_MAX 16384
+/* Floats of the zero-bordered plane im2col_padded keeps on the stack
+ * (64 KiB: planes up to 126x126 with a border of 1). */
+#define PADDED_PLANE_MAX 16384
+
+/* t[j] = s[2 j], j < n: the stride-2 row copy (stems, downsamples). */
+static inline void copy_run_s2(float *restrict t, const float *restrict s, int n)
+{
+	for (int j = 0; j < n; j++)
+		t[j] = s[2 * j];
+}
 
 /*
- * im2col for stride 1 (any kernel, padding, dilation), the 3x3 layers of
- * every model here. Each input plane is first copied into a plane with a
- * zero border of the padding's width; every output row of every col row
- * is then one plain copy from it at a fixed offset, with no bounds or zero
- * runs to work out. The generic walk spent more on that bookkeeping than
- * on the copies for rows of 4 to 28 floats. Loops go channel, image,
- * kernel offset, so a padded plane is built once for its KH*KW rows.
+ * im2col for strides 1 and 2 (any kernel, padding, dilation): every layer
+ * of the models here. Each input plane is first copied into a plane with
+ * a zero border of the padding's width; every output row of every col row
+ * is then one plain (or stride-2) copy from it at a fixed offset, with no
+ * bounds or zero runs to work out. The generic walk spent more on that
+ * bookkeeping than on the copies for rows of 4 to 28 floats. Loops go
+ * channel, image, kernel offset, so a padded plane is built once for its
+ * KH*KW rows. Returns 0 (nothing done) for other strides and planes too
+ * large for the stack copy.
  */
-static int im2col_s1(const nn_conv_desc *d, const conv_plan *p, const float *x,
-		     size_t cols, int c0, int c1, float *col)
+static int im2col_padded(const nn_conv_desc *d, const conv_plan *p,
+			 const float *x, size_t cols, int c0, int c1, float *col)
 {
 	const int wo = d->w_out, h_in = d->h_in, w_in = d->w_in;
 	const int pad_h = d->pad_h, pad_w = d->pad_w;
 	const int wp = w_in + 2 * pad_w, hp = h_in + 2 * pad_h;
-	if (d->stride_h != 1 || d->stride_w != 1 ||
-	    (long long)hp * wp > S1_PLANE_MAX)
+	const int sh = d->stride_h, sw = d->stride_w;
+	if (sh > 2 || sw > 2 || (long long)hp * wp > PADDED_PLANE_MAX)
 		return 0;
-	float padded[S1_PLANE_MAX] __attribute__((aligned(64)));
+	float padded[PADDED_PLANE_MAX] __attribute__((aligned(64)));
 	memset(padded, 0, (size_t)hp * wp * sizeof(float));
 	const int kw = d->kw, kk = p->kk, c_in = d->c_in;
 	const int dil_h = d->dil_h, dil_w = d->dil_w;
@@ -426,7 +435,12 @@ static int im2col_s1(const nn_conv_desc *d, const conv_plan *p, const float *x,
 				int oh = lo / wo, ow = lo % wo;
 				for (int o = lo; o < hi; oh++, ow = 0) {
 					const int n = wo - ow < hi - o ? wo - ow : hi - o;
-					copy_run(t + o, base + (size_t)oh * wp + ow, n);
+					const float *from = base + (size_t)oh * sh * wp +
+							    (size_t)ow * sw;
+					if (sw == 1)
+						copy_run(t + o, from, n);
+					else
+						copy_run_s2(t + o, from, n);
 					o += n;
 				}
 			}
