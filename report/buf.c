@@ -167,8 +167,10 @@ const char *rep_fmt(char *buf, size_t len, double v)
 	/* 3 significant digits, but never an exponent for the sizes a run
 	 * has (images/s in the thousands, fractions down to 1e-4) */
 	double a = fabs(v);
-	if (a == 0 || (a == round(a) && a < 1e15))
-		snprintf(buf, len, "%.0f", v); /* counts: batch 32, not 32.00 */
+	/* counts print as counts (batch 32, not 32.00), also when the
+	 * arithmetic that made them left a last-bit error */
+	if (a == 0 || (fabs(a - round(a)) < 1e-9 * a && a < 1e15))
+		snprintf(buf, len, "%.0f", v);
 	else if (a >= 1000)
 		snprintf(buf, len, "%.0f", v);
 	else if (a >= 100)

@@ -278,12 +278,13 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 	const rep_stats *st = &r->stats[g->members[a]];
 	const rep_stats *bs = &r->stats[g->baseline];
 	char n1[NUM], n2[NUM], n3[NUM], n4[NUM];
+	/* one buffer per number of a call: arguments are all formatted first */
 	rb_printf(b, "<li><b>Steady steps</b> (speedup_speed): %s images/s per rank "
-		     "at %d ranks against %s at 1 rank, so speedup_speed = %d &times; %s / %s = %s, "
-		     "efficiency %s.",
-		  fmt(n1, st->speed), st->world, fmt(n2, bs->speed), st->world,
-		  fmt(n3, st->speed), fmt(n4, bs->speed), fmt(n1, c->speedup_speed),
-		  fmt(n2, c->eff_speed));
+		     "at %d ranks against %s at 1 rank, ",
+		  fmt(n1, st->speed), st->world, fmt(n2, bs->speed));
+	rb_printf(b, "so speedup_speed = %d &times; %s / %s = %s, efficiency %s.", st->world,
+		  fmt(n1, st->speed), fmt(n2, bs->speed), fmt(n3, c->speedup_speed),
+		  fmt(n4, c->eff_speed));
 	if (!c->has_per_image) {
 		rb_puts(b, " (The step's parts per image need the batch size from summary.json.)</li>\n");
 		return;

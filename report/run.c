@@ -358,10 +358,19 @@ static int read_metrics(rep_run *run, const char *path, ims_error *err)
 
 /* ---- summary.json -------------------------------------------------------------- */
 
-static char *dup_string(const cJSON *o, const char *key)
+/* A string of the summary: *out NULL (with a diagnostic when present but
+ * not a string). 0 or IMS_ENOMEM. */
+static int sum_string(rep_run *run, const char *file, const cJSON *o,
+		      const char *key, char **out)
 {
+	*out = NULL;
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v))
+		return diag(run, file, 0, "'%s' is not a string", key);
+	*out = strdup(v->valuestring);
+	return *out ? 0 : IMS_ENOMEM;
 }
 
 /* A number of the summary: NAN (with a diagnostic) when bad. */
@@ -483,8 +492,8 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 		world = NAN;
 	}
 	s->world = isnan(world) ? 0 : (int)world;
-	s->model = dup_string(o, "model");
-	s->device = dup_string(o, "device");
+	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "model", &s->model));
+	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "device", &s->device));
 	/* best_epoch is -1 to the trainer until a validation ran */
 	static const struct {
 		const char *key;

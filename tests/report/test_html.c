@@ -1,0 +1,220 @@
+/*
+ * test_html.c - the page (report/html.c) from fixture runs: every chart is
+ * there with drawn marks, the scaling explanation carries the computed
+ * numbers, a run without summary.json and GPU lines are shown, skipped
+ * lines are named, and nothing on the page reaches outside it.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "rep_test_util.h"
+
+static char tmp[4096];
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The <svg> element with this id, as a new string (NULL if absent). */
+static char *chart(const char *page, const char *id)
+{
+	char key[128];
+	snprintf(key, sizeof(key), "id=\"%s\"", id);
+	const char *at = strstr(page, key);
+	if (!at)
+		return NULL;
+	const char *start = at;
+	while (start > page && strncmp(start, "<svg", 4) != 0)
+		start--;
+	const char *end = strstr(at, "</svg>");
+	return end ? strndup(start, (size_t)(end - start + 6)) : NULL;
+}
+
+/* A chart exists, is of its kind and has at least `marks` data marks. */
+static void check_chart(const char *page, const char *id, const char *kind,
+			size_t marks)
+{
+	char *c = chart(page, id);
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "  no chart '%s'\n", id);
+		return;
+	}
+	char k[96];
+	snprintf(k, sizeof(k), "data-chart=\"%s\"", kind);
+	CHECK(strstr(c, k) != NULL);
+	size_t n = count(c, "class=\"mark\"");
+	CHECK(n >= marks);
+	if (n < marks)
+		fprintf(stderr, "  chart '%s' has %zu marks, want %zu\n", id, n, marks);
+	CHECK(strstr(c, "nan") == NULL && strstr(c, "inf\"") == NULL);
+	free(c);
+}
+
+static char *render(rep_report *r, const char *const *subs, size_t n, double target)
+{
+	rep_opts o = {"Fixture <runs>", target};
+	rep_report_init(r, &o);
+	ims_error err;
+	for (size_t i = 0; i < n; i++) {
+		char dir[4200];
+		rep_test_sub(dir, sizeof(dir), tmp, subs[i]);
+		CHECK_OK(rep_report_add_run(r, dir, &err), &err);
+	}
+	CHECK_OK(rep_report_analyze(r, &err), &err);
+	char *page = NULL;
+	size_t len = 0;
+	CHECK_OK(rep_report_html(r, &page, &len, &err), &err);
+	CHECK(page && strlen(page) == len);
+	return page;
+}
+
+static void test_scaling_page(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "a");
+	rep_test_run_a(dir);
+	rep_test_sub(dir, sizeof(dir), tmp, "b");
+	rep_test_run_b(dir);
+	rep_test_sub(dir, sizeof(dir), tmp, "e");
+	rep_test_run_e(dir);
+	const char *subs[3] = {"a", "b", "e"};
+	rep_report r;
+	char *page = render(&r, subs, 3, 0.55);
+	if (!page)
+		return;
+	CHECK_EQ_U64(r.n_groups, 2);
+	/* self-contained: no script, no fetch, no stylesheet link */
+	CHECK(strstr(page, "<script") == NULL);
+	CHECK(strstr(page, "src=") == NULL);
+	CHECK(strstr(page, "<link") == NULL);
+	CHECK(strstr(page, "@import") == NULL && strstr(page, "url(") == NULL);
+	CHECK(count(page, "http") == count(page, "xmlns=\"http://www.w3.org/2000/svg\""));
+	CHECK(strstr(page, "@media print") != NULL);
+	CHECK(strstr(page, "<title>Fixture &lt;runs&gt;</title>") != NULL);
+	CHECK_EQ_U64(count(page, "<svg"), count(page, "</svg>"));
+	CHECK_EQ_U64(count(page, "<section"), count(page, "</section>"));
+	CHECK_EQ_U64(count(page, "<table"), count(page, "</table>"));
+
+	/* per run */
+	static const char *const kinds[] = {"loss-epoch", "accuracy-epoch", "loss-time",
+					    "accuracy-time", "throughput", "stall",
+					    "breakdown"};
+	for (int run = 0; run < 3; run++)
+		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			char id[64];
+			snprintf(id, sizeof(id), "r%d-%s", run, kinds[k]);
+			check_chart(page, id, kinds[k], 1);
+		}
+	CHECK(strstr(page, "id=\"r0-gpu-util\"") == NULL);
+	/* across runs and per group */
+	check_chart(page, "g0-speedup", "speedup", 4);
+	check_chart(page, "g0-efficiency", "efficiency", 4);
+	check_chart(page, "g0-decomposition", "decomposition", 14);
+	check_chart(page, "g1-speedup", "speedup", 4);
+	check_chart(page, "all-val-epoch", "val-epoch", 4);
+	check_chart(page, "all-val-time", "val-time", 4);
+	check_chart(page, "all-acc-batch", "acc-batch", 3);
+	check_chart(page, "all-acc-world", "acc-world", 3);
+	/* the breakdown calls out the ratio: 2.4 / 1.8 */
+	char *bd = chart(page, "r1-breakdown");
+	CHECK(bd && strstr(bd, "busy max/min 1.33: rank 1 computed 2.40 s, rank 0 1.80 s"));
+	free(bd);
+
+	/* the figures, as computed, in the table and the explanation */
+	CHECK(strstr(page, "Scaling at the same batch per rank") != NULL);
+	CHECK(strstr(page, "Scaling at the same global batch") != NULL);
+	CHECK(strstr(page, "<td>1.40</td><td>0.700</td><td>1.25</td><td>0.625</td>") != NULL);
+	CHECK(strstr(page, "speedup_speed = 2 &times; 70 / 100 = 1.40") != NULL);
+	CHECK(strstr(page, "It trained 300 images and the baseline 150") != NULL);
+	CHECK(strstr(page, "this run would have taken 3.57 s; it took 4 s") != NULL);
+	CHECK(strstr(page, "communication 0.445 s here against 0 s at 1 rank (did not shrink") != NULL);
+	CHECK(strstr(page, "max/min 1.33") != NULL);
+	CHECK(strstr(page, "went to waiting for rank 1") != NULL);
+	CHECK(strstr(page, "Hence speedup_time 1.25 &lt; speedup_speed 1.40") != NULL);
+	/* strong scaling: b against e, per image (300 vs 200 images) */
+	CHECK(strstr(page, "<td>1.40</td><td>0.700</td><td>0.938</td><td>0.469</td>") != NULL);
+	/* time to the target */
+	CHECK(strstr(page, "Time to 55.0% validation top-1") != NULL);
+	CHECK(strstr(page, "not reached (best 50.0%)") != NULL);
+	CHECK(strstr(page, "<td>2</td><td>3.90 s</td><td>4.20 s</td>") != NULL);
+	free(page);
+	rep_report_release(&r);
+}
+
+static void test_partial_runs(void)
+{
+	char dir[4200];
+	/* died: no summary, a truncated last line, GPU lines */
+	rep_test_sub(dir, sizeof(dir), tmp, "died");
+	rep_test_write(dir, "metrics.jsonl",
+		"{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":5,\"loss\":2.3,\"accuracy\":0.1,\"lr\":0.1,\"images_per_s\":50,\"data_wait_ms\":2,\"compute_ms\":150,\"comm_ms\":0,\"steps\":5,\"wall_s\":1.0}\n"
+		"{\"type\":\"gpu\",\"rank\":0,\"device\":0,\"wall_s\":0.5,\"util\":80,\"mem_used_mib\":5000,\"mem_total_mib\":16000}\n"
+		"{\"type\":\"gpu\",\"rank\":0,\"device\":0,\"wall_s\":1.0,\"util\":95,\"mem_used_mib\":5200,\"mem_total_mib\":16000}\n"
+		"{\"type\":\"gpu\",\"rank\":1,\"device\":1,\"wall_s\":0.5,\"util\":10,\"mem_used_mib\":3000,\"mem_total_mib\":16000}\n"
+		"{\"type\":\"gpu\",\"rank\":1,\"device\":1,\"wall_s\":1.0,\"util\":15,\"mem_used_mib\":3100,\"mem_total_mib\":16000}\n"
+		"{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2.0,\"accuracy\":0.2,\"lr\":0.1,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":95,\"comm_ms\":0,\"steps\":5,\"wall_s\":1.5}\n"
+		"{\"type\":\"train\",\"rank\":1,\"epoch\":0,\"step\":10,\"lo",
+		NULL, 0);
+	/* old: no steps, no wall_s */
+	rep_test_sub(dir, sizeof(dir), tmp, "old");
+	rep_test_write(dir, "metrics.jsonl",
+		"{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":5,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n"
+		"{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":1.9,\"accuracy\":0.55,\"images_per_s\":110,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n"
+		"{\"type\":\"val\",\"epoch\":0,\"step\":10,\"top1\":0.4}\n",
+		NULL, 0);
+	const char *subs[2] = {"died", "old"};
+	rep_report r;
+	char *page = render(&r, subs, 2, -1);
+	if (!page)
+		return;
+	CHECK_EQ_U64(r.n_groups, 0);
+	CHECK(strstr(page, "No two runs are the same job") != NULL);
+	CHECK(strstr(page, "No summary.json: the run did not finish") != NULL);
+	CHECK(strstr(page, "no summary.json: the run did not finish") != NULL);
+	check_chart(page, "r0-gpu-util", "gpu-util", 2); /* a line per GPU */
+	check_chart(page, "r0-gpu-mem", "gpu-mem", 2);
+	CHECK(strstr(page, "rank 1 GPU 1") != NULL);
+	CHECK(strstr(page, "GPU memory per GPU (of 16000 MiB)") != NULL);
+	check_chart(page, "r0-loss-epoch", "loss-epoch", 1);
+	check_chart(page, "r0-throughput", "throughput", 1);
+	/* the truncated line is named with its file and line */
+	char want[4300];
+	snprintf(want, sizeof(want), "%s/died/metrics.jsonl:7: truncated line", tmp);
+	CHECK(strstr(page, want) != NULL);
+	CHECK(strstr(page, "id=\"diagnostics\"") != NULL);
+	/* old logs: curves against epoch, none against time, said so */
+	check_chart(page, "r1-loss-epoch", "loss-epoch", 1); /* its val line has no loss */
+	CHECK(strstr(page, "id=\"r1-loss-time\"") == NULL);
+	CHECK(strstr(page, "lack \"wall_s\"") != NULL);
+	CHECK(strstr(page, "lack \"steps\"") != NULL);
+	CHECK(strstr(page, "No wall_s in the logs: no curves against time.") != NULL);
+	/* "died" has no val line, "old" one without wall_s */
+	CHECK(strstr(page, "No val line has wall_s") != NULL);
+	CHECK_EQ_U64(count(page, "<svg"), count(page, "</svg>"));
+	free(page);
+	rep_report_release(&r);
+
+	/* not analysed: refused */
+	rep_report_init(&r, NULL);
+	char *p = NULL;
+	size_t len;
+	ims_error err;
+	CHECK_EQ_INT(rep_report_html(&r, &p, &len, &err), IMS_EINVAL);
+	CHECK(p == NULL);
+	rep_report_release(&r);
+}
+
+int main(void)
+{
+	rep_test_tmpdir(tmp, sizeof(tmp), "test_html");
+	test_scaling_page();
+	test_partial_runs();
+	if (!test_failures_)
+		rep_test_rm_tree(tmp);
+	return TEST_EXIT();
+}
