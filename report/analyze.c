@@ -324,7 +324,8 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 	for (size_t i = 0; i < run->n_train; i++)
 		o[i] = (ord){run->train[i].rank, run->train[i].step,
 			     run->train[i].line, i};
-	qsort(o, run->n_train, sizeof(*o), cmp_ord);
+	if (run->n_train)
+		qsort(o, run->n_train, sizeof(*o), cmp_ord);
 	size_t at = 0;
 	int ranks_with_speed = 0;
 	double speed_sum = 0;
@@ -537,12 +538,14 @@ int rep_groups_compute(const rep_stats *stats, size_t n, rep_group **groups,
 {
 	*groups = NULL;
 	*n_groups = 0;
-	size_t *idx = n ? malloc(n * sizeof(*idx)) : NULL;
-	unsigned char *taken = n ? calloc(n, 1) : NULL;
-	rep_group *g = n ? calloc(2 * n, sizeof(*g)) : NULL;
+	if (!n)
+		return 0;
+	size_t *idx = malloc(n * sizeof(*idx));
+	unsigned char *taken = calloc(n, 1);
+	rep_group *g = calloc(2 * n, sizeof(*g));
 	size_t ng = 0;
 	int rc = 0;
-	if (n && (!idx || !taken || !g))
+	if (!idx || !taken || !g)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot group runs: out of memory");
 	for (int mode = 0; mode < 2; mode++) {
 		memset(taken, 0, n);
