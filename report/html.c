@@ -178,7 +178,7 @@ static void head(rep_buf *b, const rep_report *r)
 	rb_puts(b, "<a href=\"#runs\">runs</a>");
 	if (r->n_groups)
 		rb_puts(b, "<a href=\"#scaling\">scaling</a>");
-	if (r->n_runs > 1)
+	if (r->n_runs > 1 || r->opts.target_acc >= 0)
 		rb_puts(b, "<a href=\"#accuracy\">accuracy across runs</a>");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		rb_printf(b, "<a href=\"#run-%zu\">", i);
@@ -310,11 +310,18 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 			ord[j - 1] = tmp;
 		}
 	rb_puts(b, ":");
-	for (int i = 0; i < 4; i++) {
+	/* a part under 1% of the step at both sizes is left out; under 0.1%
+	 * it reads as ~0 (a 1-rank allreduce of a few numbers, say) */
+	for (int i = 0, said = 0; i < 4; i++) {
 		int k = ord[i];
-		rb_printf(b, "%s %s %s ms (%s at 1 rank, %s%s)", i ? "," : "", part[k],
-			  fmt(n1, c->per_image_ms[k]), fmt(n2, c->base_per_image_ms[k]),
-			  d[k] >= 0 ? "+" : "", fmt(n3, d[k]));
+		double here = c->per_image_ms[k], base = c->base_per_image_ms[k];
+		if (fmax(here, base) < 0.01 * fmax(t, bt))
+			continue;
+		rb_printf(b, "%s %s %s ms (%s at 1 rank, %s%s)", said ? "," : "", part[k],
+			  fabs(here) < 1e-3 * t ? "~0" : fmt(n1, here),
+			  fabs(base) < 1e-3 * bt ? "~0" : fmt(n2, base),
+			  d[k] >= 0 ? "+" : "&minus;", fmt(n3, fabs(d[k])));
+		said = 1;
 	}
 	rb_puts(b, ".");
 	double dc = c->base_per_image_ms[1] > 0
@@ -407,57 +414,81 @@ static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
 		rb_puts(b, " (The split of train_s needs steps and batch sizes in the logs.)</li>\n");
 		return;
 	}
+	double extra = st->train_s - c->ideal_s;
 	rb_printf(b, " Had every part of train_s shrunk by speedup_speed (%s), this run would "
-		     "have taken %s; it took %s.",
-		  fmt(n1, c->speedup_speed), fmt_s(n2, c->ideal_s), fmt_s(n3, st->train_s));
-	/* terms by their excess, largest first; steady ones are listed too,
-	 * since they differ when the mean over ranks hides uneven ones */
-	int ord[REP_N_TERMS];
-	for (int k = 0; k < REP_N_TERMS; k++)
-		ord[k] = k;
-	for (int i = 1; i < REP_N_TERMS; i++)
-		for (int j = i; j > 0 && c->excess[ord[j]] > c->excess[ord[j - 1]]; j--) {
+		     "have taken %s; it took %s, %s %s.",
+		  fmt(n1, c->speedup_speed), fmt_s(n2, c->ideal_s), fmt_s(n3, st->train_s),
+		  fmt_s(n4, fabs(extra)), extra >= 0 ? "more" : "less");
+	/* The gap is the sum of the parts' excesses. The steady parts are
+	 * taken together: speedup_speed is their own rate, so only their
+	 * sum says something here (their split is the bullet above). */
+	double se = 0, sb = 0, sw = 0;
+	for (int k = 0; k <= REP_T_OTHER; k++) {
+		se += c->excess[k];
+		sb += c->base_terms[k];
+		sw += c->terms[k];
+	}
+	int ord[REP_N_TERMS - REP_T_WARMUP];
+	int n = 0;
+	for (int k = REP_T_WARMUP; k < REP_N_TERMS; k++)
+		ord[n++] = k;
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && fabs(c->excess[ord[j]]) > fabs(c->excess[ord[j - 1]]); j--) {
 			int t = ord[j];
 			ord[j] = ord[j - 1];
 			ord[j - 1] = t;
 		}
-	double extra = st->train_s - c->ideal_s;
+	/* under 2% of the gap (and under 1 ms) is not worth a word */
+	double small = fmax(0.02 * fabs(extra), 1e-3);
 	int said = 0;
-	for (int i = 0; i < REP_N_TERMS; i++) {
+	for (int i = 0; i < n; i++) {
 		int k = ord[i];
-		/* under 2% of the difference (or 1 ms) is not worth a word */
-		if (!(c->excess[k] > fmax(0.02 * fabs(extra), 1e-3)))
+		if (!(fabs(c->excess[k]) >= small))
 			continue;
-		rb_printf(b, "%s %s %s here against %s at 1 rank (%s, +%s over the ideal)",
-			  said ? ";" : " The difference is mostly:", rep_term_names[k],
+		rb_printf(b, "%s %s %s here, %s at 1 rank (%s): %s%s",
+			  said ? ";" : " Outside the steady steps:", rep_term_names[k],
 			  fmt_s(n1, c->terms[k]), fmt_s(n2, c->base_terms[k]),
-			  shrank(c->base_terms[k], c->terms[k]) ? "shrank less" : "did not shrink",
-			  fmt_s(n3, c->excess[k]));
+			  c->excess[k] < 0           ? "shrank more than the steps"
+			  : shrank(c->base_terms[k], c->terms[k]) ? "shrank less than the steps"
+								  : "did not shrink",
+			  c->excess[k] >= 0 ? "+" : "&minus;", fmt_s(n3, fabs(c->excess[k])));
 		said = 1;
 	}
 	if (said)
 		rb_puts(b, ".");
-	for (int i = REP_N_TERMS - 1, any = 0; i >= 0; i--) {
-		int k = ord[i];
-		if (!(c->excess[k] < -fmax(0.02 * fabs(extra), 1e-3)))
-			continue;
-		rb_printf(b, "%s %s %s against %s (&minus;%s)",
-			  any ? ";" : " Shrinking more than speedup_speed:", rep_term_names[k],
-			  fmt_s(n1, c->terms[k]), fmt_s(n2, c->base_terms[k]),
-			  fmt_s(n3, -c->excess[k]));
-		any = 1;
-		if (i == 0 || !(c->excess[ord[i - 1]] < -fmax(0.02 * fabs(extra), 1e-3)))
-			rb_puts(b, ".");
+	else
+		rb_puts(b, " Outside the steady steps nothing moved the figure by more than 2%.");
+	if (isfinite(c->steady_speedup_time) && fabs(se) >= small) {
+		char n5[NUM];
+		rb_printf(b, " The steady steps took %s here, %s at 1 rank, a time speedup of %s "
+			     "against speedup_speed %s: %s%s",
+			  fmt_s(n1, sw), fmt_s(n2, sb), fmt(n3, c->steady_speedup_time),
+			  fmt(n4, c->speedup_speed), se >= 0 ? "+" : "&minus;", fmt_s(n5, fabs(se)));
+		/* speed is per image, the steady time leaves out each run's
+		 * first interval, which holds more of a rank's images at W */
+		rb_puts(b, " (the warm-up intervals left out of both hold different shares of "
+			   "the runs' images).");
 	}
-	if (isfinite(c->steady_speedup_time))
-		rb_printf(b, " The steady steps alone give a time speedup of %s.",
-			  fmt(n1, c->steady_speedup_time));
 	rb_printf(b, " Hence speedup_time %s %s speedup_speed %s.</li>\n",
 		  fmt(n1, c->speedup_time),
 		  c->speedup_time < c->speedup_speed - 0.005   ? "&lt;"
 		  : c->speedup_time > c->speedup_speed + 0.005 ? "&gt;"
 							       : "&asymp;",
 		  fmt(n2, c->speedup_speed));
+}
+
+/* One row of the terms table. */
+static void term_row(rep_buf *b, const char *name, int sub, double base,
+		     double here, double ideal, double excess)
+{
+	rb_puts(b, sub ? "<tr><td class=\"l\">&nbsp;&nbsp;&nbsp;" : "<tr><th class=\"l\">");
+	rb_html(b, name);
+	rb_puts(b, sub ? "</td>" : "</th>");
+	td_s(b, base);
+	td_s(b, here);
+	td_s(b, ideal);
+	td_s(b, excess);
+	rb_puts(b, "</tr>\n");
 }
 
 static void terms_table(rep_buf *b, const rep_compare *c, int world)
@@ -467,26 +498,25 @@ static void terms_table(rep_buf *b, const rep_compare *c, int world)
 	rb_printf(b, "<table><tr><th class=\"l\">part of train_s</th><th>1 rank%s</th><th>%d ranks</th>"
 		     "<th>ideal (1 rank / speedup_speed)</th><th>excess</th></tr>\n",
 		  c->time_per_image ? " (per image, scaled)" : "", world);
-	double sb = 0, sw = 0, si = 0, se = 0;
+	double tot[4] = {0, 0, 0, 0}, steady[4] = {0, 0, 0, 0};
 	for (int k = 0; k < REP_N_TERMS; k++) {
-		rb_puts(b, "<tr>");
-		td(b, "l", rep_term_names[k]);
-		td_s(b, c->base_terms[k]);
-		td_s(b, c->terms[k]);
-		td_s(b, c->base_terms[k] / c->speedup_speed);
-		td_s(b, c->excess[k]);
-		rb_puts(b, "</tr>\n");
-		sb += c->base_terms[k];
-		sw += c->terms[k];
-		si += c->base_terms[k] / c->speedup_speed;
-		se += c->excess[k];
+		double v[4] = {c->base_terms[k], c->terms[k],
+			       c->base_terms[k] / c->speedup_speed, c->excess[k]};
+		for (int i = 0; i < 4; i++) {
+			tot[i] += v[i];
+			if (k <= REP_T_OTHER)
+				steady[i] += v[i];
+		}
 	}
-	rb_puts(b, "<tr><th class=\"l\">train_s</th>");
-	td_s(b, sb);
-	td_s(b, sw);
-	td_s(b, si);
-	td_s(b, se);
-	rb_puts(b, "</tr></table>\n");
+	term_row(b, "steady steps", 0, steady[0], steady[1], steady[2], steady[3]);
+	for (int k = 0; k < REP_N_TERMS; k++) {
+		if (k == REP_T_WARMUP)
+			rb_puts(b, "<tr><th class=\"l\" colspan=\"5\">outside the steady steps</th></tr>\n");
+		term_row(b, rep_term_names[k], 1, c->base_terms[k], c->terms[k],
+			 c->base_terms[k] / c->speedup_speed, c->excess[k]);
+	}
+	term_row(b, "train_s", 0, tot[0], tot[1], tot[2], tot[3]);
+	rb_puts(b, "</table>\n");
 }
 
 static void group_charts(rep_buf *b, const rep_report *r, const rep_group *g,

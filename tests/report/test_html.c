@@ -131,8 +131,13 @@ static void test_scaling_page(void)
 	CHECK(strstr(page, "<td>1.40</td><td>0.700</td><td>1.25</td><td>0.625</td>") != NULL);
 	CHECK(strstr(page, "speedup_speed = 2 &times; 70 / 100 = 1.40") != NULL);
 	CHECK(strstr(page, "It trained 300 images and the baseline 150") != NULL);
-	CHECK(strstr(page, "this run would have taken 3.57 s; it took 4 s") != NULL);
-	CHECK(strstr(page, "communication 0.445 s here against 0 s at 1 rank (did not shrink") != NULL);
+	CHECK(strstr(page, "this run would have taken 3.57 s; it took 4 s, 0.429 s more") != NULL);
+	CHECK(strstr(page, "rest 0.892 s here, 0.400 s at 1 rank (did not shrink): +0.606 s") != NULL);
+	CHECK(strstr(page, "validation 0.300 s here, 0.400 s at 1 rank (shrank less than the steps): +14.29 ms") != NULL);
+	CHECK(strstr(page, "warm-up interval 1.25 s here, 2 s at 1 rank (shrank more than the steps): &minus;0.179 s") != NULL);
+	CHECK(strstr(page, "a time speedup of 1.37 against speedup_speed 1.40: +29.76 ms") != NULL);
+	/* why speedup_speed is below 2: per image, communication appeared */
+	CHECK(strstr(page, "communication 4.45 ms (~0 at 1 rank, +4.45)") != NULL);
 	CHECK(strstr(page, "max/min 1.33") != NULL);
 	CHECK(strstr(page, "went to waiting for rank 1") != NULL);
 	CHECK(strstr(page, "Hence speedup_time 1.25 &lt; speedup_speed 1.40") != NULL);
