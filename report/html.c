@@ -23,8 +23,9 @@ static const char css[] =
 	"h1{font-size:1.6em;margin-bottom:.2em}"
 	"h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}"
 	"h3{margin-top:1.4em}h4{margin:.8em 0 .3em}"
-	"table{border-collapse:collapse;font-size:.85em;margin:.5em 0}"
-	"th,td{border:1px solid #ddd;padding:.2em .5em;text-align:right;vertical-align:top}"
+	"table{border-collapse:collapse;font-size:.8em;margin:.5em 0;display:block;"
+	"overflow-x:auto;max-width:100%}"
+	"th,td{border:1px solid #ddd;padding:.2em .4em;text-align:right;vertical-align:top}"
 	"th{background:#f4f4f4}.l{text-align:left}"
 	".figs{display:flex;flex-wrap:wrap;gap:10px;margin:.6em 0}"
 	"svg.chart{max-width:100%;height:auto;border:1px solid #eee}"
@@ -35,6 +36,7 @@ static const char css[] =
 	"nav a{margin-right:1em}"
 	"@media print{body{max-width:none;margin:0;padding:0}nav{display:none}"
 	"svg.chart,table,.why{break-inside:avoid}a{color:inherit;text-decoration:none}"
+	".figs{gap:2mm}svg.chart{width:48%;height:auto}"
 	"h2{break-after:avoid}}"
 	"@page{size:A4;margin:12mm}";
 
@@ -226,7 +228,7 @@ static void runs_table(rep_buf *b, const rep_report *r)
 		td_num(b, st->speed);
 		td_pct(b, st->final_top1);
 		snprintf(t, sizeof(t), "%s (%s)", fmt_pct(n1, st->best_top1),
-			 isfinite(st->best_epoch) ? fmt(n2, st->best_epoch) : "n/a");
+			 isfinite(st->best_epoch) ? fmt(n2, st->best_epoch + 1) : "n/a");
 		td(b, NULL, t);
 		td_pct(b, st->stall_fraction);
 		td_num(b, st->busy_ratio);

@@ -143,6 +143,8 @@ static void test_scaling_page(void)
 	CHECK(strstr(page, "Hence speedup_time 1.25 &lt; speedup_speed 1.40") != NULL);
 	/* strong scaling: b against e, per image (300 vs 200 images) */
 	CHECK(strstr(page, "<td>1.40</td><td>0.700</td><td>0.938</td><td>0.469</td>") != NULL);
+	/* best top-1 with its epoch counted from 1, as the page says */
+	CHECK(strstr(page, "<td>60.0% (2)</td>") != NULL);
 	/* time to the target */
 	CHECK(strstr(page, "Time to 55.0% validation top-1") != NULL);
 	CHECK(strstr(page, "not reached (best 50.0%)") != NULL);
