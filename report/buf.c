@@ -1,6 +1,6 @@
 /*
  * buf.c - the growing text buffer the page and the CSV files are built in,
- * with the escaping and number formats they need.
+ * with the escaping, number formats and table cells they need.
  */
 #include "report_internal.h"
 
@@ -209,4 +209,40 @@ const char *rep_fmt_pct(char *buf, size_t len, double v)
 	else
 		snprintf(buf, len, "%.1f%%", 100 * v);
 	return buf;
+}
+
+void rb_td(rep_buf *b, int left, const char *text)
+{
+	rb_puts(b, left ? "<td class=\"l\">" : "<td>");
+	rb_html(b, text);
+	rb_puts(b, "</td>");
+}
+
+void rb_td_num(rep_buf *b, double v)
+{
+	char n[REP_NUM];
+	rb_td(b, 0, rep_fmt(n, sizeof(n), v));
+}
+
+void rb_td_s(rep_buf *b, double v)
+{
+	char n[REP_NUM];
+	rb_td(b, 0, rep_fmt_s(n, sizeof(n), v));
+}
+
+void rb_td_pct(rep_buf *b, double v)
+{
+	char n[REP_NUM];
+	rb_td(b, 0, rep_fmt_pct(n, sizeof(n), v));
+}
+
+void rb_th_row(rep_buf *b, const char *const *cols)
+{
+	rb_puts(b, "<tr>");
+	for (; *cols; cols++) {
+		rb_puts(b, "<th>");
+		rb_html(b, *cols);
+		rb_puts(b, "</th>");
+	}
+	rb_puts(b, "</tr>\n");
 }

@@ -40,6 +40,13 @@ void rb_csv_num(rep_buf *b, double v);
  * an allocation failure. */
 char *rb_take(rep_buf *b, size_t *len);
 
+/* Table cells and a header row, text escaped (left: left-aligned). */
+void rb_td(rep_buf *b, int left, const char *text);
+void rb_td_num(rep_buf *b, double v);  /* rep_fmt */
+void rb_td_s(rep_buf *b, double v);    /* rep_fmt_s */
+void rb_td_pct(rep_buf *b, double v);  /* rep_fmt_pct */
+void rb_th_row(rep_buf *b, const char *const *cols); /* NULL-terminated */
+
 /* A number for people: 3 significant digits ("1.91", "0.0302", "2516"),
  * "n/a" when not finite. Returns buf. */
 const char *rep_fmt(char *buf, size_t len, double v);
@@ -47,6 +54,26 @@ const char *rep_fmt(char *buf, size_t len, double v);
 const char *rep_fmt_s(char *buf, size_t len, double v);
 /* Percent of a fraction: "3.0%". */
 const char *rep_fmt_pct(char *buf, size_t len, double v);
+
+/* The formats above into a REP_NUM-byte buffer: one buffer per number in
+ * a call, since every argument is formatted before the call runs. */
+#define REP_NUM 48
+static inline const char *rep_fmt_n(char *buf, double v)
+{
+	return rep_fmt(buf, REP_NUM, v);
+}
+static inline const char *rep_fmt_s_n(char *buf, double v)
+{
+	return rep_fmt_s(buf, REP_NUM, v);
+}
+static inline const char *rep_fmt_pct_n(char *buf, double v)
+{
+	return rep_fmt_pct(buf, REP_NUM, v);
+}
+static inline const char *rep_ranks_word(int w)
+{
+	return w == 1 ? "rank" : "ranks";
+}
 
 /* ---- svg.c: charts ------------------------------------------------------ */
 
@@ -102,5 +129,11 @@ size_t svg_stacked_bars(rep_buf *b, const svg_bars *c);
 
 /* The palette's colour for an index (wraps around). */
 const char *svg_color(int i);
+
+/* ---- explain.c: the scaling section of the page -------------------------- */
+
+/* Appends the scaling section (groups, charts, explanations), or a note
+ * that no runs form a group when there are several runs. */
+void rep_html_scaling(rep_buf *b, const rep_report *r);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * test_buf.c - the text buffer and number formats (report/buf.c): long
- * appends, HTML escaping, CSV quoting, the people-facing number formats.
+ * appends, HTML escaping, CSV quoting, the people-facing number formats,
+ * table cells.
  */
 #include <math.h>
 
@@ -98,9 +99,29 @@ static void test_formats(void)
 	CHECK_EQ_STR(rep_fmt_pct(n, sizeof(n), NAN), "n/a");
 }
 
+static void test_cells(void)
+{
+	rep_buf b;
+	rb_init(&b);
+	static const char *const cols[] = {"a<b", "c", NULL};
+	rb_th_row(&b, cols);
+	rb_td(&b, 1, "x&y");
+	rb_td_num(&b, 1.914);
+	rb_td_s(&b, 0.0578);
+	rb_td_pct(&b, NAN);
+	CHECK_EQ_STR(b.p, "<tr><th>a&lt;b</th><th>c</th></tr>\n<td class=\"l\">x&amp;y</td>"
+			  "<td>1.91</td><td>57.80 ms</td><td>n/a</td>");
+	rb_free(&b);
+	char n[REP_NUM];
+	CHECK_EQ_STR(rep_fmt_n(n, 0.5), "0.500");
+	CHECK_EQ_STR(rep_ranks_word(1), "rank");
+	CHECK_EQ_STR(rep_ranks_word(2), "ranks");
+}
+
 int main(void)
 {
 	test_append();
+	test_cells();
 	test_escape();
 	test_formats();
 	return TEST_EXIT();
