@@ -52,44 +52,48 @@ static int label_runs(rep_report *r)
 		if (!r->runs[i].label)
 			return IMS_ENOMEM;
 	}
-	for (size_t i = 0; i < r->n_runs; i++) {
-		int clash = 0;
-		char *mine = base_name(r->runs[i].dir);
-		if (!mine)
-			return IMS_ENOMEM;
-		for (size_t j = 0; j < r->n_runs && !clash; j++) {
-			if (j == i)
-				continue;
-			char *other = base_name(r->runs[j].dir);
-			if (!other) {
-				free(mine);
-				return IMS_ENOMEM;
-			}
-			clash = strcmp(mine, other) == 0;
-			free(other);
-		}
-		free(mine);
-		if (clash) {
-			char *full = strdup(r->runs[i].dir);
-			if (!full)
-				return IMS_ENOMEM;
+	/* decided on the names alone, before any is replaced by its path */
+	unsigned char *clash = calloc(r->n_runs ? r->n_runs : 1, 1);
+	if (!clash)
+		return IMS_ENOMEM;
+	for (size_t i = 0; i < r->n_runs; i++)
+		for (size_t j = i + 1; j < r->n_runs; j++)
+			if (strcmp(r->runs[i].label, r->runs[j].label) == 0)
+				clash[i] = clash[j] = 1;
+	int rc = 0;
+	for (size_t i = 0; i < r->n_runs && !rc; i++) {
+		if (!clash[i])
+			continue;
+		char *full = strdup(r->runs[i].dir);
+		if (!full)
+			rc = IMS_ENOMEM;
+		else {
 			free(r->runs[i].label);
 			r->runs[i].label = full;
 		}
 	}
-	for (size_t i = 1; i < r->n_runs; i++) {
-		int same = 0;
+	free(clash);
+	/* count the earlier equal labels first, then rename: renaming as we
+	 * go would make a third copy "#2" again */
+	int *same = calloc(r->n_runs ? r->n_runs : 1, sizeof(int));
+	if (!same)
+		return IMS_ENOMEM;
+	for (size_t i = 1; i < r->n_runs; i++)
 		for (size_t j = 0; j < i; j++)
-			same += strcmp(r->runs[i].label, r->runs[j].label) == 0;
-		if (!same)
+			same[i] += strcmp(r->runs[i].label, r->runs[j].label) == 0;
+	for (size_t i = 1; i < r->n_runs && !rc; i++) {
+		if (!same[i])
 			continue;
 		char *l;
-		if (asprintf(&l, "%s #%d", r->runs[i].label, same + 1) < 0)
-			return IMS_ENOMEM;
+		if (asprintf(&l, "%s #%d", r->runs[i].label, same[i] + 1) < 0) {
+			rc = IMS_ENOMEM;
+			break;
+		}
 		free(r->runs[i].label);
 		r->runs[i].label = l;
 	}
-	return 0;
+	free(same);
+	return rc;
 }
 
 int rep_report_analyze(rep_report *r, ims_error *err)

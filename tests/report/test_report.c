@@ -36,8 +36,9 @@ int main(void)
 	CHECK(strstr(err.msg, "none") != NULL);
 	CHECK_OK(rep_report_add_run(&r, x2, &err), &err);
 	CHECK_OK(rep_report_add_run(&r, y1, &err), &err);
-	CHECK_OK(rep_report_add_run(&r, y1, &err), &err); /* the same twice */
-	CHECK_EQ_U64(r.n_runs, 4);
+	CHECK_OK(rep_report_add_run(&r, y1, &err), &err); /* the same thrice */
+	CHECK_OK(rep_report_add_run(&r, y1, &err), &err);
+	CHECK_EQ_U64(r.n_runs, 5);
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
 	/* "run" twice: the paths as given; "solo" twice: numbered */
 	CHECK_EQ_STR(r.runs[0].label, x1);
@@ -46,11 +47,13 @@ int main(void)
 	char want[4300];
 	snprintf(want, sizeof(want), "%s #2", y1);
 	CHECK_EQ_STR(r.runs[3].label, want);
+	snprintf(want, sizeof(want), "%s #3", y1);
+	CHECK_EQ_STR(r.runs[4].label, want);
 	CHECK_EQ_STR(r.title, "imshard run report");
 	CHECK_EQ_INT(rep_report_analyze(&r, &err), IMS_EINVAL);
 	CHECK_EQ_INT(rep_report_add_run(&r, x1, &err), IMS_EINVAL);
 	CHECK_EQ_INT(r.stats[1].world, 2);
-	/* weak a+b; strong b with both copies of e (the first is the baseline) */
+	/* weak a+b; strong b with the copies of e (the first is the baseline) */
 	CHECK_EQ_U64(r.n_groups, 2);
 
 	char page[4300];
