@@ -127,8 +127,9 @@ typedef struct rep_run {
 
 /*
  * Reads DIR/metrics.jsonl and DIR/summary.json into run (zeroed first).
- * Returns 0, or IMS_ENOTFOUND ("DIR: no metrics.jsonl"), IMS_EIO or
- * IMS_ENOMEM with err filled; run is released on failure.
+ * Returns 0, or with err filled: IMS_ENOTFOUND (no such folder, or
+ * "DIR: no metrics.jsonl"), IMS_EINVAL (DIR is not a folder), IMS_EIO
+ * (unreadable) or IMS_ENOMEM; run is released on failure.
  */
 int rep_run_load(rep_run *run, const char *dir, ims_error *err);
 void rep_run_release(rep_run *run);
