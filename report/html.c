@@ -497,6 +497,21 @@ static size_t rank_lines(const rep_run *run, int rank, const rep_train_line **ou
 
 #define MAX_RANK_SERIES 8 /* more ranks: mean, min and max over ranks */
 
+/* Where one train line sits on the time (or epoch) axis, its images/s,
+ * and its loader stall in percent of the interval's step time (from the
+ * rate when the batch is known, else the logged parts stand for the step). */
+static void line_point(const rep_train_line *l, const rep_stats *st, int timed,
+		       double *x, double *ips, double *stall)
+{
+	double B = st->batch_per_rank;
+	*x = timed ? l->wall_s : rep_epoch_position(st, l->epoch, l->step);
+	*ips = l->images_per_s;
+	double step = isfinite(B) && l->images_per_s > 0
+			      ? 1e3 * B / l->images_per_s
+			      : l->data_wait_ms + l->compute_ms + l->comm_ms;
+	*stall = step > 0 ? 100 * fmin(l->data_wait_ms / step, 1) : NAN;
+}
+
 static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
 			   size_t i)
 {
@@ -505,82 +520,74 @@ static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
 		return;
 	int W = st->world;
 	int timed = !(run->missing & REP_MISSING_WALL);
+	int per_rank = W <= MAX_RANK_SERIES;
 	const rep_train_line **l = malloc(n * sizeof(*l));
-	double *x = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
-	double *stall = malloc(n * sizeof(double));
-	int nser = W <= MAX_RANK_SERIES ? W : 3;
+	/* per line; with many ranks, per step: columns 0-2 images/s (mean,
+	 * slowest, fastest), 3-4 stall (mean, worst) */
+	double *x = malloc(n * sizeof(double));
+	double *col[5];
+	int ok = l && x;
+	for (int k = 0; k < 5; k++)
+		ok &= (col[k] = malloc(n * sizeof(double))) != NULL;
+	int nser = per_rank ? W : 3;
 	svg_series *s = calloc((size_t)nser, sizeof(*s));
 	svg_series *sst = calloc((size_t)nser, sizeof(*sst));
 	char (*names)[32] = calloc((size_t)nser, sizeof(*names));
-	if (!l || !x || !y || !stall || !s || !sst || !names) {
+	if (!ok || !s || !sst || !names) {
 		b->oom = 1;
 		goto out;
 	}
-	double B = st->batch_per_rank;
-	if (W <= MAX_RANK_SERIES) {
+	size_t ns = 0, nst = 0;
+	if (per_rank) {
 		size_t at = 0;
 		for (int r = 0; r < W; r++) {
 			size_t k = rank_lines(run, r, l);
-			for (size_t j = 0; j < k; j++) {
-				x[at + j] = timed ? l[j]->wall_s
-						  : rep_epoch_position(st, l[j]->epoch, l[j]->step);
-				y[at + j] = l[j]->images_per_s;
-				/* the interval's step time: from the rate when the batch
-				 * is known, else the logged parts stand for it */
-				double step = isfinite(B) && l[j]->images_per_s > 0
-						      ? 1e3 * B / l[j]->images_per_s
-						      : l[j]->data_wait_ms + l[j]->compute_ms +
-								l[j]->comm_ms;
-				stall[at + j] = step > 0 ? 100 * fmin(l[j]->data_wait_ms / step, 1) : NAN;
-			}
+			for (size_t j = 0; j < k; j++)
+				line_point(l[j], st, timed, &x[at + j], &col[0][at + j],
+					   &col[3][at + j]);
 			snprintf(names[r], sizeof(names[r]), "rank %d", r);
-			s[r] = (svg_series){names[r], x + at, y + at, k, SVG_LINE, r};
-			sst[r] = (svg_series){names[r], x + at, stall + at, k, SVG_LINE, r};
+			s[r] = (svg_series){names[r], x + at, col[0] + at, k, SVG_LINE, r};
+			sst[r] = (svg_series){names[r], x + at, col[3] + at, k, SVG_LINE, r};
 			at += k;
 		}
+		ns = nst = (size_t)W;
 	} else {
-		/* many ranks: per step, the mean, slowest and fastest rank */
+		/* many ranks: per step, the mean and the extremes over ranks */
 		for (size_t j = 0; j < n; j++)
 			l[j] = &run->train[j];
 		qsort(l, n, sizeof(*l), cmp_line_step);
 		size_t m = 0;
-		/* x, y and stall hold the mean, slowest and fastest here */
-		double *mean = x, *lo = y, *hi = stall;
-		double *xs = malloc(n * sizeof(double));
-		if (!xs) {
-			b->oom = 1;
-			goto out;
-		}
 		for (size_t j = 0; j < n;) {
 			size_t e = j;
-			double sum = 0, mn = INFINITY, mx = -INFINITY, xsum = 0;
+			double xs = 0, sum = 0, mn = INFINITY, mx = -INFINITY;
+			double ssum = 0, smax = -INFINITY;
 			for (; e < n && l[e]->step == l[j]->step; e++) {
-				sum += l[e]->images_per_s;
-				mn = fmin(mn, l[e]->images_per_s);
-				mx = fmax(mx, l[e]->images_per_s);
-				xsum += timed ? l[e]->wall_s
-					      : rep_epoch_position(st, l[e]->epoch, l[e]->step);
+				double px, ips, stall;
+				line_point(l[e], st, timed, &px, &ips, &stall);
+				xs += px;
+				sum += ips;
+				mn = fmin(mn, ips);
+				mx = fmax(mx, ips);
+				ssum += stall;
+				smax = fmax(smax, stall);
 			}
-			xs[m] = xsum / (double)(e - j);
-			mean[m] = sum / (double)(e - j);
-			lo[m] = mn;
-			hi[m] = mx;
+			double k = (double)(e - j);
+			x[m] = xs / k;
+			col[0][m] = sum / k;
+			col[1][m] = mn;
+			col[2][m] = mx;
+			col[3][m] = ssum / k;
+			col[4][m] = smax;
 			m++;
 			j = e;
 		}
-		char id[64];
-		snprintf(id, sizeof(id), "r%zu-throughput", i);
-		svg_series agg[3] = {{"mean over ranks", xs, mean, m, SVG_LINE, 0},
-				     {"slowest rank", xs, lo, m, SVG_LINE, 3},
-				     {"fastest rank", xs, hi, m, SVG_LINE, 2}};
-		svg_chart c = {id, "throughput", "Images/s per rank over time",
-			       timed ? "seconds of training (after start-up)" : "epoch",
-			       "images/s per rank", 0, 1, 0, NAN};
-		rb_puts(b, "<div class=\"figs\">");
-		svg_line_chart(b, &c, agg, 3);
-		rb_puts(b, "</div>\n");
-		free(xs);
-		goto out;
+		s[0] = (svg_series){"mean over ranks", x, col[0], m, SVG_LINE, 0};
+		s[1] = (svg_series){"slowest rank", x, col[1], m, SVG_LINE, 3};
+		s[2] = (svg_series){"fastest rank", x, col[2], m, SVG_LINE, 2};
+		sst[0] = (svg_series){"mean over ranks", x, col[3], m, SVG_LINE, 0};
+		sst[1] = (svg_series){"worst rank", x, col[4], m, SVG_LINE, 3};
+		ns = 3;
+		nst = 2;
 	}
 	char id[64];
 	rb_puts(b, "<div class=\"figs\">");
@@ -588,18 +595,18 @@ static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
 	svg_chart c = {id, "throughput", "Images/s per rank over time",
 		       timed ? "seconds of training (after start-up)" : "epoch",
 		       "images/s per rank", 0, 1, 0, NAN};
-	svg_line_chart(b, &c, s, (size_t)W);
+	svg_line_chart(b, &c, s, ns);
 	snprintf(id, sizeof(id), "r%zu-stall", i);
 	svg_chart c2 = {id, "stall", "Loader stall: data wait / step time",
 			timed ? "seconds of training (after start-up)" : "epoch",
 			"data wait (% of step)", 0, 1, 0, NAN};
-	svg_line_chart(b, &c2, sst, (size_t)W);
+	svg_line_chart(b, &c2, sst, nst);
 	rb_puts(b, "</div>\n");
 out:
 	free(l);
 	free(x);
-	free(y);
-	free(stall);
+	for (int k = 0; k < 5; k++)
+		free(col[k]); /* each set, to memory or NULL */
 	free(s);
 	free(sst);
 	free(names);

@@ -197,11 +197,48 @@ static void test_partial_runs(void)
 	rep_report_release(&r);
 }
 
+/* Ten ranks: the per-step mean and extremes instead of a line per rank. */
+static void test_many_ranks(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "ten");
+	char *text = calloc(1, 1 << 16);
+	size_t n = 0;
+	for (int step = 5; step <= 15; step += 5)
+		for (int r = 0; r < 10; r++)
+			n += (size_t)snprintf(text + n, (1 << 16) - n,
+				"{\"type\":\"train\",\"rank\":%d,\"epoch\":0,\"step\":%d,\"loss\":2,"
+				"\"accuracy\":0.5,\"images_per_s\":%d,\"data_wait_ms\":%d,\"compute_ms\":90,"
+				"\"comm_ms\":5,\"steps\":5,\"wall_s\":%g}\n",
+				r, step, 100 + 10 * r, r, step / 5.0);
+	rep_test_write(dir, "metrics.jsonl", text, NULL, 0);
+	free(text);
+	const char *subs[1] = {"ten"};
+	rep_report r;
+	char *page = render(&r, subs, 1, -1);
+	if (!page)
+		return;
+	CHECK_EQ_INT(r.stats[0].world, 10);
+	check_chart(page, "r0-throughput", "throughput", 3);
+	check_chart(page, "r0-stall", "stall", 2);
+	check_chart(page, "r0-breakdown", "breakdown", 29); /* 3 parts x 10, rank 0 waited 0 */
+	char *c = chart(page, "r0-throughput");
+	CHECK(c && strstr(c, "slowest rank") && strstr(c, "fastest rank") && !strstr(c, "rank 9"));
+	free(c);
+	c = chart(page, "r0-stall");
+	CHECK(c && strstr(c, "worst rank"));
+	free(c);
+	CHECK(strstr(page, "<tr><td>9</td>") != NULL); /* the rank table has every rank */
+	free(page);
+	rep_report_release(&r);
+}
+
 int main(void)
 {
 	rep_test_tmpdir(tmp, sizeof(tmp), "test_html");
 	test_scaling_page();
 	test_partial_runs();
+	test_many_ranks();
 	if (!test_failures_)
 		rep_test_rm_tree(tmp);
 	return TEST_EXIT();
