@@ -183,5 +183,6 @@ int cmd_extract(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_bench_load(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const struct subcommand commands[] = {
 	{"convert", cmd_convert, "convert a downloaded dataset (ImageNet, CIFAR-10, ...) into splits"},
 	{"bench-load", cmd_bench_load, "measure how fast a split loads into augmented batches"},
 	{"sample", cmd_sample, "write the built-in sample image dataset"},
+	{"report", cmd_report, "draw imshard-train runs as an HTML report (curves, balance, speedup)"},
 	{NULL, NULL, NULL}};
 
 static void usage(FILE *f)

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# bench/scaling/run.sh - the scaling benchmark as a report: imshard-train
+# (convnet7, CPU, 1 thread per rank) on the sample data at world sizes 1
+# and 2 and at two batch sizes per rank, the same epochs (so the same
+# images) for every run, then `imshard report` over the runs: speedup and
+# efficiency both ways (at the same batch per rank and at the same global
+# batch), why they differ, time to a target accuracy, accuracy against
+# batch and world size. Rounds are interleaved (even rounds in reverse
+# order); each round gets its own report, and the table at the end gives
+# every round's figures.
+#
+#     bench/scaling/run.sh
+#     ROUNDS=3 bench/scaling/run.sh
+#
+# Builds nothing: build imshard and imshard-train first. Settings come from
+# the environment (defaults in brackets; relative paths are taken from the
+# repository root):
+#   IMSHARD        imshard binary [build/tools/imshard]
+#   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
+#   DATA           sample images and packed splits, made when absent [/tmp/imshard-bench-scaling-data]
+#   PER_CLASS      sample images per class, 10 classes, 20% held out [100]
+#   MODEL, SIZE    model and input side [convnet7, 32]
+#   EPOCHS         epochs of every run [4]
+#   BATCHES        batch sizes per rank [16 32]
+#   WORLDS         world sizes [1 2]
+#   LR32           learning rate per 32 images of global batch; each run
+#                  gets --lr LR32 x batch / 32 per rank, and imshard-train's
+#                  linear scaling multiplies by the world size, so the peak
+#                  rate follows the global batch [0.05]
+#   LOG_EVERY      metrics interval in steps [5]
+#   TARGET         --target-acc of the report [0.6]
+#   ROUNDS         interleaved rounds [1]
+#   MPIRUN         launcher [mpirun]
+#   MPI_PIN        1: one core per rank (the 1-rank runs under taskset -c 0,
+#                  the 2 ranks with --bind-to core), 0: nothing pinned [0]
+#   WORK           logs, reports and CSV [/tmp/imshard-bench-scaling-work]
+#   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
+#
+# Output: WORK/rN/<run>/ (each run's --log-dir), WORK/rN/report.html and
+# WORK/rN/csv/ (that round's report), WORK/report.html (the last round's),
+# and the table on stdout (progress on stderr).
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+
+for arg in "$@"; do
+	case "$arg" in
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
+IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
+DATA=$(abspath "${DATA:-/tmp/imshard-bench-scaling-data}")
+PER_CLASS=${PER_CLASS:-100}
+MODEL=${MODEL:-convnet7}
+SIZE=${SIZE:-32}
+EPOCHS=${EPOCHS:-4}
+BATCHES=${BATCHES:-16 32}
+WORLDS=${WORLDS:-1 2}
+LR32=${LR32:-0.05}
+LOG_EVERY=${LOG_EVERY:-5}
+TARGET=${TARGET:-0.6}
+ROUNDS=${ROUNDS:-1}
+MPIRUN=${MPIRUN:-mpirun}
+MPI_PIN=${MPI_PIN:-0}
+WORK=$(abspath "${WORK:-/tmp/imshard-bench-scaling-work}")
+PYTHON=${PYTHON:-/usr/bin/python3}
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
+[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
+for w in $WORLDS; do
+	[ "$w" = 1 ] || command -v "$MPIRUN" >/dev/null ||
+		die "cannot find '$MPIRUN' for world $w (install openmpi-bin, set MPIRUN, or WORLDS=1)"
+done
+# mpirun refuses root without these (containers run as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# --- data -----------------------------------------------------------------------
+stamp="$DATA/.data-pc$PER_CLASS"
+if [ ! -e "$stamp" ]; then
+	if compgen -G "$DATA/.data-pc*" >/dev/null; then
+		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
+	fi
+	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
+		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
+	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
+	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 --quiet
+	touch "$stamp"
+fi
+train_json="$DATA/packed/train.json"
+val_json="$DATA/packed/val.json"
+{ [ -s "$train_json" ] && [ -s "$val_json" ]; } || die "no packed splits in '$DATA/packed'"
+cat "$DATA/packed"/*.mdb >/dev/null
+echo "run.sh: $(grep -c . "$DATA/packed/train.lst") training and $(grep -c . "$DATA/packed/val.lst") validation images in '$DATA/packed'" >&2
+
+# --- runs -------------------------------------------------------------------------
+runs=()
+for b in $BATCHES; do
+	for w in $WORLDS; do runs+=("w${w}_b$b"); done
+done
+
+# train NAME LOGDIR: one run, named w<world>_b<batch per rank>.
+train() {
+	local name=$1 logdir=$2 w b lr
+	w=${name#w}
+	w=${w%%_*}
+	b=${name##*_b}
+	lr=$(awk -v l="$LR32" -v b="$b" 'BEGIN { printf "%.6g", l * b / 32 }')
+	local cmd=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model "$MODEL"
+		--size "$SIZE" --epochs "$EPOCHS" --batch-size "$b" --lr "$lr" --threads 1
+		--log-every "$LOG_EVERY" --log-dir "$logdir" --quiet)
+	if [ "$w" = 1 ]; then
+		[ "$MPI_PIN" = 1 ] && cmd=(taskset -c 0 "${cmd[@]}")
+	elif [ "$MPI_PIN" = 1 ]; then
+		cmd=("$MPIRUN" -np "$w" --bind-to core --map-by core "${cmd[@]}")
+	else
+		# --bind-to none: the 1-rank runs are not pinned either
+		cmd=("$MPIRUN" -np "$w" --oversubscribe --bind-to none "${cmd[@]}")
+	fi
+	printf '%s\n' "${cmd[*]}" >>"$WORK/commands.txt"
+	rm -rf "$logdir"
+	"${cmd[@]}" >"$logdir.log" 2>&1 || { cat "$logdir.log" >&2; die "$name failed"; }
+}
+
+mkdir -p "$WORK"
+rm -rf "${WORK:?}"/r[0-9]* "$WORK/commands.txt"
+echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); runs: ${runs[*]}" >&2
+for ((r = 1; r <= ROUNDS; r++)); do
+	order=("${runs[@]}")
+	if ((r % 2 == 0)); then
+		order=()
+		for ((i = ${#runs[@]} - 1; i >= 0; i--)); do order+=("${runs[i]}"); done
+	fi
+	mkdir -p "$WORK/r$r"
+	for name in "${order[@]}"; do
+		echo "run.sh: round $r: $name" >&2
+		train "$name" "$WORK/r$r/$name"
+	done
+	dirs=()
+	for name in "${runs[@]}"; do dirs+=("$WORK/r$r/$name"); done
+	"$IMSHARD" report "${dirs[@]}" -o "$WORK/r$r/report.html" --csv "$WORK/r$r/csv" \
+		--target-acc "$TARGET" --title "imshard scaling: $MODEL on the sample data, round $r" \
+		>"$WORK/r$r/report.txt"
+	cp "$WORK/r$r/report.html" "$WORK/report.html"
+done
+
+"$PYTHON" "$here/summarize.py" "$WORK" "$ROUNDS"
+echo "run.sh: reports in $WORK/r*/report.html (the last also as $WORK/report.html)" >&2

@@ -1,0 +1,139 @@
+/*
+ * report_internal.h - what the report library's files share and nobody
+ * else needs: a growing text buffer, the SVG charts, number formatting.
+ */
+#ifndef IMSHARD_REPORT_INTERNAL_H
+#define IMSHARD_REPORT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "report/report.h"
+
+/* ---- buf.c: text buffer ------------------------------------------------- */
+
+/*
+ * A growing NUL-terminated buffer. Allocation failure is sticky (oom set,
+ * later appends do nothing), so a page is built without checking every
+ * append and checked once at the end.
+ */
+typedef struct rep_buf {
+	char *p;
+	size_t len, cap;
+	int oom;
+} rep_buf;
+
+void rb_init(rep_buf *b);
+void rb_free(rep_buf *b);
+void rb_puts(rep_buf *b, const char *s);
+void rb_putn(rep_buf *b, const char *s, size_t n);
+void rb_printf(rep_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void rb_vprintf(rep_buf *b, const char *fmt, va_list ap);
+/* s with & < > " ' escaped for HTML text and attribute values. */
+void rb_html(rep_buf *b, const char *s);
+/* s as one CSV field: quoted (with "" inside) when it holds , " CR or LF. */
+void rb_csv(rep_buf *b, const char *s);
+/* A number for CSV: %.10g, empty when not finite. */
+void rb_csv_num(rep_buf *b, double v);
+/* Moves the text out (the caller frees it); b is left empty. NULL after
+ * an allocation failure. */
+char *rb_take(rep_buf *b, size_t *len);
+
+/* Table cells and a header row, text escaped (left: left-aligned). */
+void rb_td(rep_buf *b, int left, const char *text);
+void rb_td_num(rep_buf *b, double v);  /* rep_fmt */
+void rb_td_s(rep_buf *b, double v);    /* rep_fmt_s */
+void rb_td_pct(rep_buf *b, double v);  /* rep_fmt_pct */
+void rb_th_row(rep_buf *b, const char *const *cols); /* NULL-terminated */
+
+/* A number for people: 3 significant digits ("1.91", "0.0302", "2516"),
+ * "n/a" when not finite. Returns buf. */
+const char *rep_fmt(char *buf, size_t len, double v);
+/* Seconds: "1.91 s", "12.3 ms" under 0.1 s, "n/a". */
+const char *rep_fmt_s(char *buf, size_t len, double v);
+/* Percent of a fraction: "3.0%". */
+const char *rep_fmt_pct(char *buf, size_t len, double v);
+
+/* The formats above into a REP_NUM-byte buffer: one buffer per number in
+ * a call, since every argument is formatted before the call runs. */
+#define REP_NUM 48
+static inline const char *rep_fmt_n(char *buf, double v)
+{
+	return rep_fmt(buf, REP_NUM, v);
+}
+static inline const char *rep_fmt_s_n(char *buf, double v)
+{
+	return rep_fmt_s(buf, REP_NUM, v);
+}
+static inline const char *rep_fmt_pct_n(char *buf, double v)
+{
+	return rep_fmt_pct(buf, REP_NUM, v);
+}
+static inline const char *rep_ranks_word(int w)
+{
+	return w == 1 ? "rank" : "ranks";
+}
+
+/* ---- svg.c: charts ------------------------------------------------------ */
+
+#define SVG_MAX_POINTS 600 /* longer series are drawn as bucket means */
+
+enum {
+	SVG_LINE = 1,     /* joined by a line */
+	SVG_MARKERS = 2,  /* a dot per point */
+	SVG_DASHED = 4    /* the line dashed (references: ideal speedup) */
+};
+
+typedef struct svg_series {
+	const char *name;     /* legend text; NULL: not in the legend */
+	const double *x, *y;  /* n points; non-finite points are gaps */
+	size_t n;
+	int style;            /* SVG_* bits; 0 means SVG_LINE */
+	int color;            /* palette index */
+} svg_series;
+
+typedef struct svg_chart {
+	const char *id;       /* unique in the page */
+	const char *kind;     /* the data-chart attribute: what it draws */
+	const char *title, *xlabel, *ylabel;
+	int x_log2;           /* x on a log2 axis (x <= 0 are gaps) */
+	int y_zero;           /* include 0 in the y range */
+	int x_integer;        /* x ticks at integers only (epochs, world sizes) */
+	double y_max_at_least; /* the y range reaches at least this (NAN: none) */
+} svg_chart;
+
+/*
+ * Appends an <svg class="chart" data-chart=KIND id=ID> line chart.
+ * Returns the number of points drawn; 0 means no finite point, and then
+ * nothing is appended.
+ */
+size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
+		      size_t n_series);
+
+typedef struct svg_bars {
+	const char *id, *kind, *title, *ylabel;
+	const char *const *categories; /* one per bar */
+	size_t n_cat;
+	const char *const *segments;   /* stacked parts, bottom first */
+	const int *colors;             /* palette index per segment */
+	size_t n_seg;
+	const double *values;          /* n_cat x n_seg, row-major; <= 0
+					  and non-finite draw nothing */
+	const char *callout;           /* a line under the title, or NULL */
+} svg_bars;
+
+/* Appends a stacked bar chart. Returns the number of bar segments drawn; 0
+ * means nothing is appended. */
+size_t svg_stacked_bars(rep_buf *b, const svg_bars *c);
+
+/* The palette's colour for an index (wraps around). */
+const char *svg_color(int i);
+
+/* ---- explain.c: the scaling section of the page -------------------------- */
+
+/* Appends the scaling section (groups, charts, explanations), or a note
+ * that no runs form a group when there are several runs. */
+void rep_html_scaling(rep_buf *b, const rep_report *r);
+
+#endif

@@ -1,0 +1,655 @@
+/*
+ * run.c - reads a run folder (an imshard-train --log-dir): metrics.jsonl
+ * line by line and summary.json, checking every field's type and range.
+ *
+ * The logs are appended by several processes and may end mid-line when a
+ * run dies, so nothing in them is trusted: a bad line becomes a diagnostic
+ * "FILE:LINE: why" and is skipped, and the load goes on.
+ */
+#define _GNU_SOURCE
+#include "report_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Plausibility bounds: well beyond any real run, small enough that sums
+ * and chart ranges of many values stay finite. */
+#define BIG 1e15
+#define MAX_EPOCH 1e7
+#define MAX_OPTIONS 200
+
+/* ---- diagnostics ----------------------------------------------------------- */
+
+static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
+		...) __attribute__((format(printf, 4, 5)));
+
+/* Records "FILE:LINE: why" (or "FILE: why" for line 0). Returns 0 or
+ * IMS_ENOMEM. Past REP_MAX_DIAGS only the count grows. */
+static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
+		...)
+{
+	run->n_diags_total++;
+	if (run->n_diags >= REP_MAX_DIAGS)
+		return 0;
+	if (!run->diags) {
+		run->diags = calloc(REP_MAX_DIAGS, sizeof(*run->diags));
+		if (!run->diags)
+			return IMS_ENOMEM;
+	}
+	char why[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	char *msg;
+	int n = line ? asprintf(&msg, "%s:%zu: %s", file, line, why)
+		     : asprintf(&msg, "%s: %s", file, why);
+	if (n < 0)
+		return IMS_ENOMEM;
+	run->diags[run->n_diags++] = msg;
+	return 0;
+}
+
+/* ---- fields ------------------------------------------------------------------ */
+
+enum { F_OK = 1, F_ABSENT = 0, F_BAD = -1 };
+
+/*
+ * Reads number key of o into *out within [lo, hi] (integral when integer).
+ * F_ABSENT when the key is missing; F_BAD with why filled when it is not a
+ * number in range.
+ */
+static int num_field(const cJSON *o, const char *key, double lo, double hi,
+		     int integer, double *out, char *why, size_t why_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		return F_ABSENT;
+	if (cJSON_IsNull(v)) {
+		snprintf(why, why_len, "'%s' is null (NaN or infinite when written)", key);
+		return F_BAD;
+	}
+	if (!cJSON_IsNumber(v)) {
+		snprintf(why, why_len, "'%s' is not a number", key);
+		return F_BAD;
+	}
+	double d = v->valuedouble;
+	if (!isfinite(d)) {
+		snprintf(why, why_len, "'%s' is not finite", key);
+		return F_BAD;
+	}
+	if (d < lo || d > hi) {
+		snprintf(why, why_len, "'%s' is %g, outside %g..%g", key, d, lo, hi);
+		return F_BAD;
+	}
+	if (integer && d != floor(d)) {
+		snprintf(why, why_len, "'%s' is %g, not a whole number", key, d);
+		return F_BAD;
+	}
+	*out = d;
+	return F_OK;
+}
+
+/* A field list: one table per line type, checked in order. */
+typedef struct field {
+	const char *key;
+	double lo, hi;
+	int integer, required;
+	size_t offset; /* of a double in the scratch struct */
+} field;
+
+typedef struct scratch {
+	double rank, epoch, step, steps, loss, accuracy, lr, ips, wait, compute,
+		comm, wall, top1, top5, records, val_s, device, util, mem, mem_total;
+} scratch;
+
+#define F(k, lo, hi, i, r, m) {k, lo, hi, i, r, offsetof(scratch, m)}
+
+static const field train_fields[] = {
+	F("rank", 0, REP_MAX_RANKS - 1, 1, 1, rank),
+	F("epoch", 0, MAX_EPOCH, 1, 1, epoch),
+	F("step", 0, BIG, 1, 1, step),
+	F("loss", 0, BIG, 0, 1, loss),
+	F("accuracy", 0, 1, 0, 1, accuracy),
+	F("images_per_s", 0, BIG, 0, 1, ips),
+	F("data_wait_ms", 0, BIG, 0, 1, wait),
+	F("compute_ms", 0, BIG, 0, 1, compute),
+	F("comm_ms", 0, BIG, 0, 1, comm),
+	F("lr", 0, BIG, 0, 0, lr),
+	F("steps", 1, 1e9, 1, 0, steps),
+	F("wall_s", 0, BIG, 0, 0, wall),
+	{NULL, 0, 0, 0, 0, 0}};
+
+static const field val_fields[] = {
+	F("epoch", 0, MAX_EPOCH, 1, 1, epoch),
+	F("step", 0, BIG, 1, 1, step),
+	F("top1", 0, 1, 0, 1, top1),
+	F("top5", 0, 1, 0, 0, top5),
+	F("loss", 0, BIG, 0, 0, loss),
+	F("records", 0, BIG, 1, 0, records),
+	F("wall_s", 0, BIG, 0, 0, wall),
+	F("val_s", 0, BIG, 0, 0, val_s),
+	{NULL, 0, 0, 0, 0, 0}};
+
+static const field gpu_fields[] = {
+	F("rank", 0, REP_MAX_RANKS - 1, 1, 1, rank),
+	F("device", 0, 1e6, 1, 1, device),
+	F("wall_s", 0, BIG, 0, 1, wall),
+	F("util", 0, 100, 0, 1, util),
+	F("mem_used_mib", 0, BIG, 0, 1, mem),
+	F("mem_total_mib", 0, BIG, 0, 0, mem_total),
+	{NULL, 0, 0, 0, 0, 0}};
+
+#undef F
+
+/*
+ * Fills sc from o by the table: absent optional fields become NAN. Returns
+ * 0, or -1 with why filled for the first bad or missing required field.
+ */
+static int read_fields(const cJSON *o, const field *f, scratch *sc, char *why,
+		       size_t why_len, const char *type)
+{
+	for (; f->key; f++) {
+		double *dst = (double *)((char *)sc + f->offset);
+		*dst = NAN;
+		int rc = num_field(o, f->key, f->lo, f->hi, f->integer, dst, why,
+				   why_len);
+		if (rc == F_BAD)
+			return -1;
+		if (rc == F_ABSENT && f->required) {
+			snprintf(why, why_len, "%s line lacks '%s'", type, f->key);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- growing arrays ----------------------------------------------------------- */
+
+static int push(void **arr, size_t *n, size_t *cap, size_t size)
+{
+	if (*n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	void *p = realloc(*arr, c * size);
+	if (!p)
+		return IMS_ENOMEM;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+typedef struct caps {
+	size_t train, val, gpu;
+} caps;
+
+/* ---- metrics.jsonl ---------------------------------------------------------- */
+
+/* One line (without its newline). 0, or IMS_ENOMEM. */
+static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
+		      const char *text, size_t len, int last_unterminated)
+{
+	size_t i = 0;
+	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r'))
+		i++;
+	if (i == len)
+		return 0; /* blank: nothing was meant */
+	if (len > REP_MAX_LINE)
+		return diag(run, file, ln, "line is longer than %d bytes", REP_MAX_LINE);
+	if (memchr(text, '\0', len))
+		return diag(run, file, ln, "line holds a NUL byte");
+	const char *end = NULL;
+	cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!o)
+		return diag(run, file, ln, "%s",
+			    last_unterminated
+				    ? "truncated line (the file ends inside it)"
+				    : "not valid JSON (truncated or damaged line?)");
+	int rc = 0;
+	/* two appenders' lines run together parse as the first alone */
+	for (; end && end < text + len; end++)
+		if (*end != ' ' && *end != '\t' && *end != '\r') {
+			rc = diag(run, file, ln,
+				  "text after the JSON object (two lines run together?)");
+			goto out;
+		}
+	char why[256];
+	scratch sc;
+	if (!cJSON_IsObject(o)) {
+		rc = diag(run, file, ln, "not a JSON object");
+		goto out;
+	}
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+	if (!cJSON_IsString(t)) {
+		rc = diag(run, file, ln, "no \"type\" string");
+		goto out;
+	}
+	if (strcmp(t->valuestring, "train") == 0) {
+		if (read_fields(o, train_fields, &sc, why, sizeof(why), "train") < 0) {
+			rc = diag(run, file, ln, "%s", why);
+			goto out;
+		}
+		if (push((void **)&run->train, &run->n_train, &cap->train,
+			 sizeof(*run->train))) {
+			rc = IMS_ENOMEM;
+			goto out;
+		}
+		rep_train_line *l = &run->train[run->n_train++];
+		l->rank = (int)sc.rank;
+		l->epoch = (int)sc.epoch;
+		l->step = (int64_t)sc.step;
+		l->steps = isnan(sc.steps) ? 0 : (int)sc.steps;
+		l->loss = sc.loss;
+		l->accuracy = sc.accuracy;
+		l->lr = sc.lr;
+		l->images_per_s = sc.ips;
+		l->data_wait_ms = sc.wait;
+		l->compute_ms = sc.compute;
+		l->comm_ms = sc.comm;
+		l->wall_s = sc.wall;
+		l->line = ln;
+		if (isnan(sc.steps))
+			run->missing |= REP_MISSING_STEPS;
+		if (isnan(sc.wall))
+			run->missing |= REP_MISSING_WALL;
+	} else if (strcmp(t->valuestring, "val") == 0) {
+		if (read_fields(o, val_fields, &sc, why, sizeof(why), "val") < 0) {
+			rc = diag(run, file, ln, "%s", why);
+			goto out;
+		}
+		if (!isnan(sc.top5) && sc.top5 < sc.top1) {
+			rc = diag(run, file, ln, "'top5' %g is below 'top1' %g",
+				  sc.top5, sc.top1);
+			goto out;
+		}
+		if (push((void **)&run->val, &run->n_val, &cap->val, sizeof(*run->val))) {
+			rc = IMS_ENOMEM;
+			goto out;
+		}
+		rep_val_line *l = &run->val[run->n_val++];
+		l->epoch = (int)sc.epoch;
+		l->step = (int64_t)sc.step;
+		l->loss = sc.loss;
+		l->top1 = sc.top1;
+		l->top5 = sc.top5;
+		l->records = sc.records;
+		l->wall_s = sc.wall;
+		l->val_s = sc.val_s;
+		l->line = ln;
+		if (isnan(sc.wall))
+			run->missing |= REP_MISSING_VAL_WALL;
+		if (isnan(sc.val_s))
+			run->missing |= REP_MISSING_VAL_S;
+	} else if (strcmp(t->valuestring, "gpu") == 0) {
+		if (read_fields(o, gpu_fields, &sc, why, sizeof(why), "gpu") < 0) {
+			rc = diag(run, file, ln, "%s", why);
+			goto out;
+		}
+		if (!isnan(sc.mem_total) && sc.mem > sc.mem_total) {
+			rc = diag(run, file, ln,
+				  "'mem_used_mib' %g exceeds 'mem_total_mib' %g",
+				  sc.mem, sc.mem_total);
+			goto out;
+		}
+		if (push((void **)&run->gpu, &run->n_gpu, &cap->gpu, sizeof(*run->gpu))) {
+			rc = IMS_ENOMEM;
+			goto out;
+		}
+		rep_gpu_line *l = &run->gpu[run->n_gpu++];
+		l->rank = (int)sc.rank;
+		l->device = (int)sc.device;
+		l->wall_s = sc.wall;
+		l->util = sc.util;
+		l->mem_used_mib = sc.mem;
+		l->mem_total_mib = sc.mem_total;
+		l->line = ln;
+	} else {
+		char name[40];
+		snprintf(name, sizeof(name), "%s", t->valuestring);
+		rc = diag(run, file, ln, "unknown line type '%s'%s", name,
+			  strlen(t->valuestring) >= sizeof(name) ? "..." : "");
+	}
+out:
+	cJSON_Delete(o);
+	return rc;
+}
+
+static int read_metrics(rep_run *run, const char *path, ims_error *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		if (errno == ENOENT)
+			return ims_fail(err, IMS_ENOTFOUND, "%s: no metrics.jsonl",
+					run->dir);
+		return ims_fail(err, IMS_EIO, "cannot open '%s': %s", path,
+				strerror(errno));
+	}
+	caps cap = {0, 0, 0};
+	char *line = NULL;
+	size_t linecap = 0;
+	ssize_t n;
+	int rc = 0;
+	errno = 0;
+	while ((n = getline(&line, &linecap, f)) >= 0) {
+		run->lines++;
+		size_t len = (size_t)n;
+		int terminated = len > 0 && line[len - 1] == '\n';
+		if (terminated)
+			len--;
+		rc = parse_line(run, &cap, path, run->lines, line, len, !terminated);
+		if (rc < 0)
+			break;
+		errno = 0;
+	}
+	if (!rc && ferror(f))
+		rc = ims_fail(err, IMS_EIO, "cannot read '%s': %s", path,
+			      strerror(errno ? errno : EIO));
+	else if (rc == IMS_ENOMEM)
+		ims_fail(err, rc, "cannot read '%s': out of memory", path);
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/* ---- summary.json -------------------------------------------------------------- */
+
+/* A string of the summary: *out NULL (with a diagnostic when present but
+ * not a string). 0 or IMS_ENOMEM. */
+static int sum_string(rep_run *run, const char *file, const cJSON *o,
+		      const char *key, char **out)
+{
+	*out = NULL;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v))
+		return diag(run, file, 0, "'%s' is not a string", key);
+	*out = strdup(v->valuestring);
+	return *out ? 0 : IMS_ENOMEM;
+}
+
+/* A number of the summary: NAN (with a diagnostic) when bad. */
+static int sum_num(rep_run *run, const char *file, const cJSON *o,
+		   const char *key, double lo, double hi, double *out)
+{
+	char why[256];
+	*out = NAN;
+	if (num_field(o, key, lo, hi, 0, out, why, sizeof(why)) == F_BAD) {
+		*out = NAN;
+		return diag(run, file, 0, "%s", why);
+	}
+	return 0;
+}
+
+/* A per-rank array: world non-negative numbers, else NULL (diagnosed). */
+static int sum_array(rep_run *run, const char *file, const cJSON *o,
+		     const char *key, int world, double **out)
+{
+	*out = NULL;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!a)
+		return 0;
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != world)
+		return diag(run, file, 0, "'%s' is not an array of %d numbers (one per rank)",
+			    key, world);
+	double *v = malloc(sizeof(double) * (size_t)world);
+	if (!v)
+		return IMS_ENOMEM;
+	int i = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, a)
+	{
+		if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
+		    e->valuedouble < 0 || e->valuedouble > BIG) {
+			free(v);
+			return diag(run, file, 0, "'%s'[%d] is not a number of seconds",
+				    key, i);
+		}
+		v[i++] = e->valuedouble;
+	}
+	*out = v;
+	return 0;
+}
+
+static int read_options(rep_run *run, const char *file, const cJSON *o)
+{
+	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(o, "options");
+	if (!opts)
+		return 0;
+	if (!cJSON_IsObject(opts))
+		return diag(run, file, 0, "'options' is not an object");
+	int n = cJSON_GetArraySize(opts);
+	if (n > MAX_OPTIONS) {
+		FORWARD_IF_ERR(diag(run, file, 0, "'options' has %d entries: the first %d are kept",
+				    n, MAX_OPTIONS));
+		n = MAX_OPTIONS;
+	}
+	rep_summary *s = &run->sum;
+	s->options = calloc((size_t)(n ? n : 1), sizeof(*s->options));
+	if (!s->options)
+		return IMS_ENOMEM;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, opts)
+	{
+		if (s->n_options >= (size_t)n)
+			break;
+		char *value = NULL;
+		if (cJSON_IsString(e))
+			value = strdup(e->valuestring);
+		else if (cJSON_IsBool(e))
+			value = strdup(cJSON_IsTrue(e) ? "true" : "false");
+		else if (cJSON_IsNumber(e)) {
+			if (asprintf(&value, "%.15g", e->valuedouble) < 0)
+				value = NULL;
+		} else
+			value = cJSON_PrintUnformatted(e);
+		char *key = strdup(e->string ? e->string : "");
+		if (!value || !key) {
+			free(value);
+			free(key);
+			return IMS_ENOMEM;
+		}
+		s->options[s->n_options].key = key;
+		s->options[s->n_options].value = value;
+		s->n_options++;
+	}
+	return 0;
+}
+
+static int read_summary(rep_run *run, const char *path, ims_error *err)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	ims_error e;
+	struct stat st;
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return 0; /* the run died or is still going: said on the page */
+	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
+		if (e.code == IMS_ENOMEM)
+			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
+		return diag(run, path, 0, "%s", e.msg);
+	}
+	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
+	free(data);
+	if (!o)
+		return diag(run, path, 0, "not valid JSON (truncated?): ignored");
+	int rc = 0;
+	if (!cJSON_IsObject(o)) {
+		rc = diag(run, path, 0, "not a JSON object: ignored");
+		goto out;
+	}
+	run->has_summary = 1;
+	rep_summary *s = &run->sum;
+	double world = NAN;
+	GOTO_IF_ERR(out, rc, sum_num(run, path, o, "world", 1, REP_MAX_RANKS, &world));
+	if (!isnan(world) && world != floor(world)) {
+		GOTO_IF_ERR(out, rc, diag(run, path, 0, "'world' is not a whole number"));
+		world = NAN;
+	}
+	s->world = isnan(world) ? 0 : (int)world;
+	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "model", &s->model));
+	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "device", &s->device));
+	/* best_epoch is -1 to the trainer until a validation ran */
+	static const struct {
+		const char *key;
+		size_t off;
+		double lo, hi;
+	} nums[] = {
+#define N(k, lo, hi) {#k, offsetof(rep_summary, k), lo, hi}
+		N(threads, 1, 1e6), N(batch_per_rank, 1, 1e9),
+		N(global_batch, 1, 1e12), N(lr_per_rank, 0, BIG),
+		N(lr_peak, 0, BIG), N(epochs, 0, MAX_EPOCH), N(steps, 0, BIG),
+		N(images, 0, BIG), N(wall_s, 0, BIG), N(train_s, 0, BIG),
+		N(startup_s, 0, BIG), N(images_per_s, 0, BIG),
+		N(busy_max_min_ratio, 0, BIG), N(data_wait_s, 0, BIG),
+		N(stall_fraction, 0, 1), N(val_top1, 0, 1), N(val_top5, 0, 1),
+		N(best_val_top1, 0, 1), N(best_epoch, -1, MAX_EPOCH),
+		N(best_wall_s, 0, BIG), N(val_s, 0, BIG), N(checkpoint_s, 0, BIG),
+#undef N
+	};
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		GOTO_IF_ERR(out, rc, sum_num(run, path, o, nums[i].key, nums[i].lo,
+					     nums[i].hi,
+					     (double *)((char *)s + nums[i].off)));
+	if (s->best_epoch < 0)
+		s->best_epoch = NAN;
+	if (s->world > 0) {
+		GOTO_IF_ERR(out, rc, sum_array(run, path, o, "busy_s", s->world, &s->busy_s));
+		GOTO_IF_ERR(out, rc, sum_array(run, path, o, "data_wait_s_per_rank",
+					       s->world, &s->data_wait_s_per_rank));
+		GOTO_IF_ERR(out, rc, sum_array(run, path, o, "comm_s_per_rank", s->world,
+					       &s->comm_s_per_rank));
+	}
+	GOTO_IF_ERR(out, rc, read_options(run, path, o));
+out:
+	cJSON_Delete(o);
+	if (rc == IMS_ENOMEM)
+		ims_fail(err, rc, "cannot read '%s': out of memory", path);
+	return rc;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+/* Lines of ranks the summary says do not exist are dropped (named). */
+static int check_ranks(rep_run *run, const char *file)
+{
+	int hi = -1;
+	for (size_t i = 0; i < run->n_train; i++)
+		hi = run->train[i].rank > hi ? run->train[i].rank : hi;
+	for (size_t i = 0; i < run->n_gpu; i++)
+		hi = run->gpu[i].rank > hi ? run->gpu[i].rank : hi;
+	if (!run->sum.world) {
+		run->world = hi + 1 > 0 ? hi + 1 : 1;
+		return 0;
+	}
+	run->world = run->sum.world;
+	size_t k = 0;
+	for (size_t i = 0; i < run->n_train; i++) {
+		if (run->train[i].rank < run->world) {
+			run->train[k++] = run->train[i];
+			continue;
+		}
+		FORWARD_IF_ERR(diag(run, file, run->train[i].line,
+				    "rank %d, but summary.json says world %d",
+				    run->train[i].rank, run->world));
+	}
+	run->n_train = k;
+	k = 0;
+	for (size_t i = 0; i < run->n_gpu; i++) {
+		if (run->gpu[i].rank < run->world) {
+			run->gpu[k++] = run->gpu[i];
+			continue;
+		}
+		FORWARD_IF_ERR(diag(run, file, run->gpu[i].line,
+				    "rank %d, but summary.json says world %d",
+				    run->gpu[i].rank, run->world));
+	}
+	run->n_gpu = k;
+	return 0;
+}
+
+/* Every summary number starts absent. */
+static void summary_init(rep_summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	double *nums[] = {&s->threads, &s->batch_per_rank, &s->global_batch,
+			  &s->lr_per_rank, &s->lr_peak, &s->epochs, &s->steps,
+			  &s->images, &s->wall_s, &s->train_s, &s->startup_s,
+			  &s->images_per_s, &s->busy_max_min_ratio, &s->data_wait_s,
+			  &s->stall_fraction, &s->val_top1, &s->val_top5,
+			  &s->best_val_top1, &s->best_epoch, &s->best_wall_s,
+			  &s->val_s, &s->checkpoint_s};
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		*nums[i] = NAN;
+}
+
+int rep_run_load(rep_run *run, const char *dir, ims_error *err)
+{
+	memset(run, 0, sizeof(*run));
+	summary_init(&run->sum);
+	run->dir = strdup(dir);
+	RETURN_IF(!run->dir, err, IMS_ENOMEM, "out of memory");
+	struct stat st;
+	int rc = 0;
+	if (stat(dir, &st) != 0)
+		GOTO_FAIL(fail, rc, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
+			  "cannot open run folder '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+			  "'%s' is not a folder (give imshard-train's --log-dir)", dir);
+	char metrics[4096], summary[4096];
+	GOTO_IF_ERR(fail, rc, ims_path_join(metrics, sizeof(metrics), dir,
+					    "metrics.jsonl", err));
+	GOTO_IF_ERR(fail, rc, ims_path_join(summary, sizeof(summary), dir,
+					    "summary.json", err));
+	GOTO_IF_ERR(fail, rc, read_metrics(run, metrics, err));
+	GOTO_IF_ERR(fail, rc, read_summary(run, summary, err));
+	rc = check_ranks(run, metrics);
+	if (rc < 0)
+		GOTO_FAIL(fail, rc, err, rc, "cannot read '%s': out of memory", metrics);
+	/* wall_s restarts when a resumed run appends to the same file */
+	double last = -1;
+	for (size_t i = 0; i < run->n_train; i++) {
+		const rep_train_line *l = &run->train[i];
+		if (l->rank != 0 || isnan(l->wall_s))
+			continue;
+		if (l->wall_s < last)
+			run->wall_goes_back = 1;
+		last = l->wall_s;
+	}
+	return 0;
+fail:
+	rep_run_release(run);
+	return rc;
+}
+
+void rep_run_release(rep_run *run)
+{
+	if (!run)
+		return;
+	free(run->dir);
+	free(run->label);
+	free(run->train);
+	free(run->val);
+	free(run->gpu);
+	for (size_t i = 0; i < run->n_diags; i++)
+		free(run->diags[i]);
+	free(run->diags);
+	rep_summary *s = &run->sum;
+	free(s->model);
+	free(s->device);
+	free(s->busy_s);
+	free(s->data_wait_s_per_rank);
+	free(s->comm_s_per_rank);
+	for (size_t i = 0; i < s->n_options; i++) {
+		free(s->options[i].key);
+		free(s->options[i].value);
+	}
+	free(s->options);
+	memset(run, 0, sizeof(*run));
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# imshard report: usage errors exit 2 with one line, a RUNDIR that is not a
+# run folder exits 1 with one line, skipped lines are named FILE:LINE on
+# stderr without failing, and the page and CSV files of two fixture runs
+# (1 and 2 ranks, figures worked out by hand) carry the computed speedups.
+source "$IMS_TESTLIB"
+
+# --- the fixture runs (the values of tests/report/rep_test_util.h) --------
+opts() { # WORLD BATCH LR SEED
+  printf '"options":{"train":"p/train.json","val":"p/val.json","epochs":2,"batch_size":%s,"lr":%s,"model":"convnet7","size":32,"threads":1,"world":%s,"seed":%s,"optimizer":"sgd","device":"cpu","precision":"fp32","augment":"flip"}' "$2" "$3" "$1" "$4"
+}
+train() { # RANK EPOCH STEP IPS WAIT COMPUTE COMM WALL
+  printf '{"type":"train","rank":%s,"epoch":%s,"step":%s,"loss":2,"accuracy":0.3,"lr":0.1,"images_per_s":%s,"data_wait_ms":%s,"compute_ms":%s,"comm_ms":%s,"steps":5,"wall_s":%s}\n' "$@"
+}
+mkdir -p "$T/a" "$T/b"
+{
+  train 0 0 5 50 2 150 0 1.0
+  train 0 0 10 100 1 95 0 1.5
+  train 0 0 15 100 1 95 0 2.0
+  echo '{"type":"val","epoch":0,"step":15,"loss":1.7,"top1":0.5,"top5":0.9,"records":40,"wall_s":2.2,"val_s":0.15}'
+} >"$T/a/metrics.jsonl"
+echo "{\"world\":1,\"model\":\"convnet7\",\"device\":\"cpu\",\"threads\":1,\"batch_per_rank\":10,\"global_batch\":10,\"images\":150,\"train_s\":2.5,\"startup_s\":0.1,\"busy_s\":[1.7],\"data_wait_s_per_rank\":[0.02],\"comm_s_per_rank\":[0],\"stall_fraction\":0.008,\"val_top1\":0.5,\"val_s\":0.2,\"checkpoint_s\":0.1,$(opts 1 10 0.1 1)}" >"$T/a/summary.json"
+{
+  train 0 0 5 40 2 150 50 1.25
+  train 1 0 5 40 2 160 40 1.25
+  train 1 0 10 60 1 100 60 2.1
+  train 0 0 10 80 1 95 29 2.1
+  echo '{"type":"val","epoch":0,"step":10,"loss":1.9,"top1":0.3,"top5":0.8,"records":40,"wall_s":2.3,"val_s":0.14}'
+  train 0 1 15 80 1 95 29 3.2
+  train 1 1 15 60 1 100 60 3.2
+  echo '{"type":"val","epoch":1,"step":15,"loss":1.5,"top1":0.6,"top5":0.95,"records":40,"wall_s":3.9,"val_s":0.14}'
+} >"$T/b/metrics.jsonl"
+echo "{\"world\":2,\"model\":\"convnet7\",\"device\":\"cpu\",\"threads\":1,\"batch_per_rank\":10,\"global_batch\":20,\"images\":300,\"train_s\":4.0,\"startup_s\":0.3,\"busy_s\":[1.8,2.4],\"data_wait_s_per_rank\":[0.02,0.021],\"comm_s_per_rank\":[0.54,0.8],\"stall_fraction\":0.005,\"val_top1\":0.6,\"val_s\":0.3,\"checkpoint_s\":0.1,$(opts 2 10 0.2 7)}" >"$T/b/summary.json"
+
+# --- usage: exit 2, one line ------------------------------------------------
+expect 2 "$IMSHARD" report
+one_line "$T/err"
+contains "$T/err" "missing arguments"
+expect 2 "$IMSHARD" report "$T/a"
+one_line "$T/err"
+contains "$T/err" "imshard: report: -o report.html is required"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --no-such-flag
+one_line "$T/err"
+contains "$T/err" "unknown option '--no-such-flag'"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --target-acc 90
+one_line "$T/err"
+contains "$T/err" "--target-acc must be between 0 and 1"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --target-acc x
+one_line "$T/err"
+expect 2 "$IMSHARD" report "$T/a" -o
+one_line "$T/err"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --title ""
+one_line "$T/err"
+absent "$T/r.html"
+expect 0 "$IMSHARD" report --help
+for o in --output --target-acc --csv --title --quiet; do contains "$T/out" "$o"; done
+contains "$T/out" "speedup_time"
+expect 0 "$IMSHARD" --help
+contains "$T/out" "report"
+
+# --- not a run: exit 1, one line, nothing written ----------------------------
+mkdir -p "$T/empty"
+expect 1 "$IMSHARD" report "$T/a" "$T/empty" -o "$T/r.html"
+one_line "$T/err"
+contains "$T/err" "imshard: report: $T/empty: no metrics.jsonl"
+absent "$T/r.html"
+expect 1 "$IMSHARD" report "$T/nowhere" -o "$T/r.html"
+one_line "$T/err"
+contains "$T/err" "nowhere"
+expect 1 "$IMSHARD" report "$T/a/summary.json" -o "$T/r.html"
+one_line "$T/err"
+contains "$T/err" "is not a folder"
+: >"$T/blocker"
+expect 1 "$IMSHARD" report "$T/a" -o "$T/blocker/r.html"
+one_line "$T/err"
+expect 1 "$IMSHARD" report "$T/a" -o "$T/ok.html" --csv "$T/blocker/csv"
+one_line "$T/err"
+
+# --- the two fixture runs -----------------------------------------------------
+expect 0 "$IMSHARD" report "$T/a" "$T/b" -o "$T/page/report.html" --csv "$T/csv" --target-acc 0.55 --title "Fixture"
+exists "$T/page/report.html"
+same "$(cat "$T/err")" "" "no warnings for clean logs"
+contains "$T/out" "b (2 ranks) vs a, same batch per rank: speedup_speed 1.4 (efficiency 0.7), speedup_time 1.25 (efficiency 0.625) per image"
+contains "$T/out" "b: top-1 0.55 reached after 2 epochs, 3.900 s"
+contains "$T/out" "a: top-1 0.55 not reached (best 0.5)"
+for f in runs train val gpu ranks terms scaling skipped; do exists "$T/csv/$f.csv"; done
+/usr/bin/python3 - "$T/csv" "$T/page/report.html" <<'PY' || fail "CSV or page figures"
+import csv, sys, re
+d, page = sys.argv[1], open(sys.argv[2]).read()
+rows = list(csv.DictReader(open(d + "/scaling.csv")))
+b = [r for r in rows if r["run"] == "b"][0]
+assert abs(float(b["speedup_speed"]) - 1.4) < 1e-9, b
+assert abs(float(b["efficiency_speed"]) - 0.7) < 1e-9, b
+assert abs(float(b["speedup_time"]) - 1.25) < 1e-9, b
+assert b["time_per_image"] == "1" and b["baseline"] == "a", b
+runs = {r["run"]: r for r in csv.DictReader(open(d + "/runs.csv"))}
+assert abs(float(runs["b"]["busy_max_min"]) - 4 / 3) < 1e-6, runs["b"]
+assert abs(float(runs["b"]["speed_per_rank"]) - 70) < 1e-9
+assert len(list(csv.DictReader(open(d + "/train.csv")))) == 3 + 6
+assert "<title>Fixture</title>" in page
+for kind in ("speedup", "efficiency", "decomposition", "loss-epoch", "breakdown", "val-epoch"):
+    assert 'data-chart="%s"' % kind in page, kind
+assert "<script" not in page
+PY
+checks=$((checks + 1))
+
+# --- malformed lines: named, skipped, the page still made --------------------
+cp -r "$T/b" "$T/c"
+printf '{"type":"train","rank":0,"epoch":1,"step":20,"loss":"high"}\n{"type":"train","rank":1,"ep' >>"$T/c/metrics.jsonl"
+rm "$T/c/summary.json"
+expect 0 "$IMSHARD" report "$T/a" "$T/c" -o "$T/r2.html"
+contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:9: 'loss' is not a number (skipped)"
+contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:10: truncated line"
+contains "$T/r2.html" "$T/c/metrics.jsonl:9: &#39;loss&#39; is not a number"
+contains "$T/r2.html" "no summary.json: the run did not finish"
+expect 0 "$IMSHARD" report "$T/a" "$T/c" -o "$T/r3.html" --quiet
+same "$(cat "$T/out" "$T/err")" "" "--quiet prints nothing"
+exists "$T/r3.html"
+# many bad lines: the first few on stderr, the count of the rest
+mkdir -p "$T/junk"
+for i in $(seq 1 40); do echo "not json $i"; done >"$T/junk/metrics.jsonl"
+expect 0 "$IMSHARD" report "$T/junk" -o "$T/r4.html"
+same "$(wc -l <"$T/err")" 21 "20 named lines and a count"
+contains "$T/err" "20 more skipped lines"
+finish

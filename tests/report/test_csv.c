@@ -1,0 +1,113 @@
+/*
+ * test_csv.c - the CSV files (report/csv.c): every file with its header,
+ * one row per line or run, the computed figures in scaling.csv, unknown
+ * values as empty fields, fields with commas quoted.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "rep_test_util.h"
+
+static char tmp[4096];
+
+static char *slurp(const char *dir, const char *name)
+{
+	char p[4300];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "rb");
+	if (!f)
+		return NULL;
+	char *s = calloc(1, 1 << 20);
+	size_t n = fread(s, 1, (1 << 20) - 1, f);
+	s[n] = '\0';
+	fclose(f);
+	return s;
+}
+
+static size_t lines(const char *s)
+{
+	size_t n = 0;
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+int main(void)
+{
+	rep_test_tmpdir(tmp, sizeof(tmp), "test_csv");
+	char a[4200], b[4200], out[4200];
+	/* a comma in a folder name must be quoted in every file */
+	rep_test_sub(a, sizeof(a), tmp, "a,1");
+	rep_test_sub(b, sizeof(b), tmp, "b");
+	rep_test_sub(out, sizeof(out), tmp, "csv/deeper");
+	rep_test_run_a(a);
+	rep_test_run_b(b);
+	rep_report r;
+	rep_opts o = {NULL, 0.55};
+	rep_report_init(&r, &o);
+	ims_error err;
+	CHECK_OK(rep_report_add_run(&r, a, &err), &err);
+	CHECK_OK(rep_report_add_run(&r, b, &err), &err);
+	CHECK_EQ_INT(rep_report_write_csv(&r, out, &err), IMS_EINVAL); /* not analysed */
+	CHECK_OK(rep_report_analyze(&r, &err), &err);
+	CHECK_OK(rep_report_write_csv(&r, out, &err), &err);
+
+	char *s = slurp(out, "runs.csv");
+	CHECK(s && strncmp(s, "run,dir,world,model,", 20) == 0);
+	CHECK_EQ_U64(lines(s), 3);
+	CHECK(s && strstr(s, "\n\"a,1\",\"") != NULL);
+	/* run b: target 0.55 reached after 2 epochs at 3.9 s */
+	CHECK(s && strstr(s, ",1,2,3.9,1,0\n") != NULL);
+	/* run a: not reached, the epoch and time fields empty */
+	CHECK(s && strstr(s, ",0,,,1,0\n") != NULL);
+	free(s);
+
+	s = slurp(out, "train.csv");
+	CHECK(s && strncmp(s, "run,rank,epoch,step,epoch_position,steps,wall_s,", 48) == 0);
+	CHECK_EQ_U64(lines(s), 1 + 3 + 6);
+	/* b's rank 1 at step 5: position 0.5 of epoch 0 (ends at step 10) */
+	CHECK(s && strstr(s, "\nb,1,0,5,0.5,5,1.25,2.3,0.1,0.2,40,2,160,40\n") != NULL);
+	free(s);
+
+	s = slurp(out, "val.csv");
+	CHECK_EQ_U64(lines(s), 1 + 1 + 2);
+	CHECK(s && strstr(s, "\nb,1,15,3.9,0.14,1.5,0.6,0.95,40\n") != NULL);
+	free(s);
+
+	s = slurp(out, "gpu.csv");
+	CHECK(s && strcmp(s, "run,rank,device,wall_s,util,mem_used_mib,mem_total_mib\n") == 0);
+	free(s);
+
+	s = slurp(out, "ranks.csv");
+	CHECK_EQ_U64(lines(s), 1 + 1 + 2);
+	CHECK(s && strstr(s, "\nb,1,3,1,60,") != NULL);
+	free(s);
+
+	s = slurp(out, "terms.csv");
+	CHECK_EQ_U64(lines(s), 1 + 2 * REP_N_TERMS);
+	CHECK(s && strstr(s, "\nb,communication,0.445\n") != NULL);
+	CHECK(s && strstr(s, "\nb,warm-up interval,1.25\n") != NULL);
+	free(s);
+
+	s = slurp(out, "scaling.csv");
+	CHECK(s && strncmp(s, "group,mode,key,run,world,", 25) == 0);
+	CHECK_EQ_U64(lines(s), 1 + 2); /* one group: a and b at the same batch per rank */
+	CHECK(s && strstr(s, ",b,2,10,20,300,4,70,140,\"a,1\",1.4,0.7,1.25,0.625,1,") != NULL);
+	CHECK(s && strstr(s, "0,batch_per_rank,") != NULL);
+	free(s);
+
+	s = slurp(out, "skipped.csv");
+	CHECK(s && strcmp(s, "run,diagnostic\n") == 0);
+	free(s);
+
+	/* a folder that cannot be made */
+	char blocked[4300];
+	rep_test_write(tmp, "file", "x", blocked, sizeof(blocked));
+	strcat(blocked, "/csv");
+	CHECK(rep_report_write_csv(&r, blocked, &err) < 0);
+	CHECK(strstr(err.msg, "file") != NULL);
+	rep_report_release(&r);
+	if (!test_failures_)
+		rep_test_rm_tree(tmp);
+	return TEST_EXIT();
+}

@@ -1,0 +1,324 @@
+/*
+ * test_run.c - reading run folders (report/run.c): every kind of bad line
+ * is skipped and named with its file and line; a missing or damaged
+ * summary.json still loads what metrics.jsonl holds; GPU lines; old logs
+ * without steps/wall_s; the folder errors that do fail.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "rep_test_util.h"
+
+static char tmp[4096];
+
+/* Whether some diagnostic holds text. */
+static int has_diag(const rep_run *r, const char *text)
+{
+	for (size_t i = 0; i < r->n_diags; i++)
+		if (strstr(r->diags[i], text))
+			return 1;
+	return 0;
+}
+
+/* Whether some diagnostic names file:line and holds text. */
+static int diag_at(const rep_run *r, const char *file, size_t line,
+		   const char *text)
+{
+	char where[4200];
+	snprintf(where, sizeof(where), "%s:%zu: ", file, line);
+	for (size_t i = 0; i < r->n_diags; i++)
+		if (strncmp(r->diags[i], where, strlen(where)) == 0 &&
+		    strstr(r->diags[i], text))
+			return 1;
+	return 0;
+}
+
+#define GOOD_TRAIN(rank, step)                                                  \
+	"{\"type\":\"train\",\"rank\":" #rank ",\"epoch\":0,\"step\":" #step     \
+	",\"loss\":2,\"accuracy\":0.5,\"lr\":0.1,\"images_per_s\":100,"          \
+	"\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,\"wall_s\":1}\n"
+
+static void test_bad_lines(void)
+{
+	char dir[4200], mpath[4300];
+	rep_test_sub(dir, sizeof(dir), tmp, "bad");
+	/* line numbers are the point: keep one line per entry */
+	static char big[REP_MAX_LINE + 100];
+	memset(big, ' ', sizeof(big) - 1);
+	memcpy(big, "{\"type\":\"val\"", 13);
+	big[sizeof(big) - 3] = '}';
+	big[sizeof(big) - 2] = '\n';
+	big[sizeof(big) - 1] = '\0';
+	char *text = NULL;
+	if (asprintf(&text,
+		     GOOD_TRAIN(0, 5)                                        /* 1 */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"ste\n"    /* 2 truncated */
+		     "[1,2,3]\n"                                             /* 3 */
+		     "{\"rank\":0}\n"                                        /* 4 no type */
+		     "{\"type\":\"eval\",\"epoch\":0}\n"                     /* 5 unknown */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 6 no loss */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":\"2\",\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 7 string */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":null,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 8 null */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":NaN,\"accuracy\":0.5}\n" /* 9 NaN literal */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":1e400,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 10 inf */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":-3,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 11 negative */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":1.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 12 accuracy > 1 */
+		     "{\"type\":\"train\",\"rank\":0.5,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 13 fractional rank */
+		     "{\"type\":\"train\",\"rank\":99999999,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n" /* 14 huge rank */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,\"wall_s\":1}{\"type\":\"val\"}\n" /* 15 run together */
+		     "\n"                                                    /* 16 blank: fine */
+		     "   \t \n"                                              /* 17 blank */
+		     "{\"type\":\"val\",\"epoch\":0,\"step\":10,\"top1\":0.9,\"top5\":0.5}\n" /* 18 top5 < top1 */
+		     "%s"                                                    /* 19 too long */
+		     "{\"type\":\"gpu\",\"rank\":0,\"device\":0,\"wall_s\":1,\"util\":140,\"mem_used_mib\":1}\n" /* 20 util > 100 */
+		     "{\"type\":\"gpu\",\"rank\":0,\"device\":0,\"wall_s\":1,\"util\":40,\"mem_used_mib\":90,\"mem_total_mib\":80}\n" /* 21 used > total */
+		     "{\"type\":7}\n"                                        /* 22 type not a string */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":0}\n" /* 23 steps 0 */
+		     GOOD_TRAIN(1, 5)                                        /* 24 */
+		     "{\"type\":\"val\",\"epoch\":0,\"step\":10,\"top1\":0.5,\"top5\":0.9,\"loss\":1,\"records\":8,\"wall_s\":2,\"val_s\":0.1}\n" /* 25 */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":1,\"step\":15,\"loss\":2",  /* 26 cut, no newline */
+		     big) < 0)
+		exit(1);
+	rep_test_write(dir, "metrics.jsonl", text, mpath, sizeof(mpath));
+	free(text);
+	/* a NUL byte inside a line, appended by hand (asprintf stops at it) */
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_INT(r.lines, 26);
+	CHECK_EQ_U64(r.n_train, 2);
+	CHECK_EQ_U64(r.n_val, 1);
+	CHECK_EQ_U64(r.n_gpu, 0);
+	CHECK_EQ_U64(r.n_diags_total, 21);
+	CHECK_EQ_U64(r.n_diags, 21);
+	CHECK(!r.has_summary);
+	CHECK_EQ_INT(r.world, 2); /* no summary: 1 + the highest rank */
+	CHECK(diag_at(&r, mpath, 2, "not valid JSON"));
+	CHECK(diag_at(&r, mpath, 3, "not a JSON object"));
+	CHECK(diag_at(&r, mpath, 4, "no \"type\" string"));
+	CHECK(diag_at(&r, mpath, 5, "unknown line type 'eval'"));
+	CHECK(diag_at(&r, mpath, 6, "train line lacks 'loss'"));
+	CHECK(diag_at(&r, mpath, 7, "'loss' is not a number"));
+	CHECK(diag_at(&r, mpath, 8, "'loss' is null"));
+	CHECK(diag_at(&r, mpath, 9, "not valid JSON"));
+	CHECK(diag_at(&r, mpath, 10, "'loss'"));
+	CHECK(diag_at(&r, mpath, 11, "'images_per_s' is -3"));
+	CHECK(diag_at(&r, mpath, 12, "'accuracy' is 1.5"));
+	CHECK(diag_at(&r, mpath, 13, "'rank' is 0.5, not a whole number"));
+	CHECK(diag_at(&r, mpath, 14, "'rank' is 1e+08"));
+	CHECK(diag_at(&r, mpath, 15, "two lines run together"));
+	CHECK(diag_at(&r, mpath, 18, "'top5' 0.5 is below 'top1' 0.9"));
+	CHECK(diag_at(&r, mpath, 19, "longer than"));
+	CHECK(diag_at(&r, mpath, 20, "'util' is 140"));
+	CHECK(diag_at(&r, mpath, 21, "exceeds 'mem_total_mib'"));
+	CHECK(diag_at(&r, mpath, 22, "no \"type\" string"));
+	CHECK(diag_at(&r, mpath, 23, "'steps' is 0"));
+	CHECK(diag_at(&r, mpath, 26, "truncated line"));
+	CHECK(!has_diag(&r, ":16:"));
+	CHECK(!has_diag(&r, ":17:"));
+	CHECK(!has_diag(&r, ":24:"));
+	/* what was kept is what the good lines say */
+	CHECK_EQ_INT(r.train[0].rank, 0);
+	CHECK_EQ_INT(r.train[1].rank, 1);
+	CHECK_EQ_INT(r.train[0].steps, 5);
+	CHECK_NEAR(r.train[0].images_per_s, 100, 0);
+	CHECK_EQ_U64(r.train[1].line, 24);
+	CHECK_NEAR(r.val[0].val_s, 0.1, 1e-12);
+	CHECK_NEAR(r.val[0].records, 8, 0);
+	CHECK_EQ_INT(r.missing, 0);
+	rep_run_release(&r);
+
+	/* a NUL byte in a line */
+	FILE *f = fopen(mpath, "ab");
+	fputs("\n{\"type\":\"val\",\"epoch\":0,", f);
+	fputc('\0', f);
+	fputs("\"step\":1,\"top1\":0.5}\n", f);
+	fclose(f);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	/* line 26 now ends with the added newline: damaged, not cut */
+	CHECK(diag_at(&r, mpath, 26, "not valid JSON"));
+	CHECK(diag_at(&r, mpath, 27, "NUL byte"));
+	rep_run_release(&r);
+}
+
+static void test_many_bad_lines(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "many");
+	size_t n = 150;
+	char *text = calloc(n, 8);
+	for (size_t i = 0; i < n; i++)
+		strcat(text, "{oops\n");
+	rep_test_write(dir, "metrics.jsonl", text, NULL, 0);
+	free(text);
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.n_diags, REP_MAX_DIAGS);
+	CHECK_EQ_U64(r.n_diags_total, 150);
+	CHECK_EQ_U64(r.n_train, 0);
+	CHECK_EQ_INT(r.world, 1);
+	rep_run_release(&r);
+}
+
+static void test_summary(void)
+{
+	char dir[4200], spath[4300];
+	rep_test_sub(dir, sizeof(dir), tmp, "sum");
+	rep_test_run_b(dir);
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK(r.has_summary);
+	CHECK_EQ_INT(r.sum.world, 2);
+	CHECK_EQ_INT(r.world, 2);
+	CHECK_EQ_STR(r.sum.model, "convnet7");
+	CHECK_NEAR(r.sum.train_s, 4.0, 0);
+	CHECK_NEAR(r.sum.images, 300, 0);
+	CHECK(r.sum.busy_s && r.sum.comm_s_per_rank && r.sum.data_wait_s_per_rank);
+	if (r.sum.busy_s)
+		CHECK_NEAR(r.sum.busy_s[1], 2.4, 0);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	/* options as text: numbers, strings, booleans */
+	int found = 0;
+	for (size_t i = 0; i < r.sum.n_options; i++) {
+		if (strcmp(r.sum.options[i].key, "lr") == 0)
+			found += strcmp(r.sum.options[i].value, "0.2") == 0;
+		if (strcmp(r.sum.options[i].key, "nesterov") == 0)
+			found += strcmp(r.sum.options[i].value, "false") == 0;
+		if (strcmp(r.sum.options[i].key, "train") == 0)
+			found += strcmp(r.sum.options[i].value, "p/train.json") == 0;
+	}
+	CHECK_EQ_INT(found, 3);
+	CHECK_EQ_U64(r.n_train, 6);
+	CHECK_EQ_U64(r.n_val, 2);
+	rep_run_release(&r);
+
+	/* wrong types, a short per-rank array, a rank beyond world */
+	rep_test_write(dir, "summary.json",
+		       "{\"world\":2,\"train_s\":\"4\",\"images\":-5,\"busy_s\":[1],"
+		       "\"comm_s_per_rank\":[1,\"x\"],\"data_wait_s_per_rank\":[0.1,0.2],"
+		       "\"best_epoch\":-1,\"options\":[1],\"model\":7}\n",
+		       spath, sizeof(spath));
+	char mpath[4300];
+	rep_test_write(dir, "metrics.jsonl", GOOD_TRAIN(0, 5) GOOD_TRAIN(3, 5) GOOD_TRAIN(1, 5),
+		       mpath, sizeof(mpath));
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK(r.has_summary);
+	CHECK(isnan(r.sum.train_s));
+	CHECK(isnan(r.sum.images));
+	CHECK(isnan(r.sum.best_epoch));
+	CHECK(!r.sum.busy_s);
+	CHECK(!r.sum.comm_s_per_rank);
+	CHECK(r.sum.data_wait_s_per_rank != NULL);
+	CHECK(!r.sum.model);
+	CHECK(has_diag(&r, "summary.json: 'model' is not a string"));
+	CHECK_EQ_U64(r.sum.n_options, 0);
+	CHECK(has_diag(&r, "summary.json: 'train_s' is not a number"));
+	CHECK(has_diag(&r, "summary.json: 'images' is -5"));
+	CHECK(has_diag(&r, "summary.json: 'busy_s' is not an array of 2 numbers"));
+	CHECK(has_diag(&r, "summary.json: 'comm_s_per_rank'[1] is not a number"));
+	CHECK(has_diag(&r, "summary.json: 'options' is not an object"));
+	CHECK(diag_at(&r, mpath, 2, "rank 3, but summary.json says world 2"));
+	CHECK_EQ_U64(r.n_train, 2);
+	rep_run_release(&r);
+
+	/* not JSON at all: as if absent, and said */
+	rep_test_write(dir, "summary.json", "{\"world\":2,\"train_s\":4.0", NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK(!r.has_summary);
+	CHECK(has_diag(&r, "summary.json: not valid JSON"));
+	CHECK_EQ_INT(r.world, 4); /* from the lines: ranks 0, 3, 1 */
+	rep_run_release(&r);
+
+	/* absent: not a diagnostic, the page says it */
+	remove(spath);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK(!r.has_summary);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK(isnan(r.sum.train_s));
+	rep_run_release(&r);
+}
+
+static void test_old_and_gpu(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "old");
+	rep_test_write(dir, "metrics.jsonl",
+		"{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":5,\"loss\":2,\"accuracy\":0.5,\"lr\":0.1,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5}\n"
+		"{\"type\":\"val\",\"epoch\":0,\"step\":5,\"loss\":1.5,\"top1\":0.4,\"top5\":0.9,\"records\":8}\n"
+		"{\"type\":\"gpu\",\"rank\":0,\"device\":0,\"wall_s\":0.5,\"util\":87.5,\"mem_used_mib\":5000,\"mem_total_mib\":81920}\n"
+		"{\"type\":\"gpu\",\"rank\":1,\"device\":1,\"wall_s\":0.5,\"util\":12,\"mem_used_mib\":3000}\n",
+		NULL, 0);
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_INT(r.missing, REP_MISSING_STEPS | REP_MISSING_WALL |
+					REP_MISSING_VAL_WALL | REP_MISSING_VAL_S);
+	CHECK_EQ_INT(r.train[0].steps, 0);
+	CHECK(isnan(r.train[0].wall_s));
+	CHECK_EQ_U64(r.n_gpu, 2);
+	CHECK_NEAR(r.gpu[0].util, 87.5, 0);
+	CHECK_NEAR(r.gpu[0].mem_total_mib, 81920, 0);
+	CHECK(isnan(r.gpu[1].mem_total_mib));
+	CHECK_EQ_INT(r.gpu[1].device, 1);
+	CHECK_EQ_INT(r.world, 2); /* a GPU line of rank 1 counts too */
+	CHECK(!r.wall_goes_back);
+	rep_run_release(&r);
+
+	/* a resumed run appended to the same file */
+	rep_test_write(dir, "metrics.jsonl", GOOD_TRAIN(0, 5)
+		       "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,\"wall_s\":0.4}\n",
+		       NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK(r.wall_goes_back);
+	rep_run_release(&r);
+
+	/* empty file: a run with nothing yet */
+	rep_test_write(dir, "metrics.jsonl", "", NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.lines, 0);
+	CHECK_EQ_U64(r.n_train + r.n_val + r.n_gpu + r.n_diags_total, 0);
+	rep_run_release(&r);
+}
+
+static void test_folder_errors(void)
+{
+	char dir[4200], file[4300];
+	rep_run r;
+	ims_error err;
+	rep_test_sub(dir, sizeof(dir), tmp, "nothing-here");
+	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_ENOTFOUND);
+	CHECK(strstr(err.msg, "nothing-here") != NULL);
+	rep_test_sub(dir, sizeof(dir), tmp, "no-metrics");
+	rep_test_write(dir, "summary.json", "{}", NULL, 0);
+	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_ENOTFOUND);
+	char want[4300];
+	snprintf(want, sizeof(want), "%s: no metrics.jsonl", dir);
+	CHECK(strstr(err.msg, want) == err.msg);
+	rep_test_write(dir, "plain", "x", file, sizeof(file));
+	CHECK_EQ_INT(rep_run_load(&r, file, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "is not a folder") != NULL);
+	/* metrics.jsonl that is a folder: a read error, not a crash */
+	char sub[4400];
+	snprintf(sub, sizeof(sub), "%s/metrics.jsonl", dir);
+	mkdir(sub, 0755);
+	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_EIO);
+	/* release of a zeroed run is fine */
+	memset(&r, 0, sizeof(r));
+	rep_run_release(&r);
+	rep_run_release(NULL);
+}
+
+int main(void)
+{
+	rep_test_tmpdir(tmp, sizeof(tmp), "test_run");
+	test_bad_lines();
+	test_many_bad_lines();
+	test_summary();
+	test_old_and_gpu();
+	test_folder_errors();
+	if (!test_failures_)
+		rep_test_rm_tree(tmp);
+	return TEST_EXIT();
+}

@@ -1,0 +1,166 @@
+/*
+ * cmd_report.c - `imshard report`: one HTML page (and optionally CSV files)
+ * from imshard-train log folders. The work is report/'s.
+ */
+#define _GNU_SOURCE
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report/report.h"
+
+/* Warnings printed for skipped lines; the page lists them all. */
+#define SHOWN_DIAGS 20
+#define MAX_RUNS 1000
+
+static const cli_command command = {
+	"report",
+	"imshard report RUNDIR... -o report.html [options]",
+	"Draws imshard-train runs (their --log-dir folders) as one self-contained\n"
+	"HTML page: loss and accuracy against epoch and wall time, images/s per\n"
+	"rank, the per-rank step-time split with the busy max/min ratio, loader\n"
+	"stalls, GPU use when logged, the options; and across runs, speedup and\n"
+	"efficiency against world size both ways, explained, time to a target\n"
+	"accuracy and final accuracy against batch size and world size.",
+	"Each RUNDIR holds metrics.jsonl (required) and summary.json (absent when\n"
+	"the run died: what metrics.jsonl holds is still drawn, and the page says\n"
+	"the run has no summary). Malformed or truncated lines are skipped and\n"
+	"named as FILE:LINE on stderr and on the page.\n"
+	"\n"
+	"Runs that are the same job at different world sizes (same options but\n"
+	"world, lr, seed, epochs and other options that do not change the work of\n"
+	"a step; same batch per rank, or same global batch) are compared with the\n"
+	"1-rank run: speedup_speed = W x steady images/s per rank at W / that at\n"
+	"1 rank, speedup_time = train_s(1) / train_s(W) (per image when the runs\n"
+	"trained different image counts), efficiency = speedup / W; the page\n"
+	"takes train_s apart to say why the two differ. docs/TRAINING.md\n"
+	"(\"Reports\") has every definition and the CSV columns.\n"
+	"\n"
+	"The page uses no script, font or URL outside itself: it opens offline\n"
+	"and prints. Output files are written atomically; the folder of -o is\n"
+	"created when missing. A summary line per scaling comparison goes to\n"
+	"stdout unless --quiet.\n"
+	"\n"
+	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
+	"metrics.jsonl or a write failure, 2 bad usage.\n"
+	"\n"
+	"Example:\n"
+	"  imshard report runs/np1 runs/np2 -o report.html --target-acc 0.9 --csv csv/"};
+
+/* mkdir -p of the folder that will hold path. */
+static int make_parent(const char *path, ims_error *err)
+{
+	char *copy = strdup(path);
+	if (!copy)
+		return ims_fail(err, IMS_ENOMEM, "out of memory");
+	int rc = ims_mkdir_p(dirname(copy), err);
+	free(copy);
+	return rc;
+}
+
+static void print_summary(const rep_report *r)
+{
+	for (size_t g = 0; g < r->n_groups; g++) {
+		const rep_group *gr = &r->groups[g];
+		if (gr->baseline < 0) {
+			printf("no 1-rank run to compare with for %s\n", gr->key);
+			continue;
+		}
+		for (size_t a = 0; a < gr->n_members; a++) {
+			if ((long)gr->members[a] == gr->baseline)
+				continue;
+			const rep_compare *c = &gr->cmp[a];
+			printf("%s (%d ranks) vs %s, same %s: speedup_speed %.3g "
+			       "(efficiency %.3g), speedup_time %.3g (efficiency %.3g)%s\n",
+			       r->runs[gr->members[a]].label, r->stats[gr->members[a]].world,
+			       r->runs[gr->baseline].label,
+			       gr->mode == REP_SCALE_RANK_BATCH ? "batch per rank" : "global batch",
+			       c->speedup_speed, c->eff_speed, c->speedup_time, c->eff_time,
+			       c->time_per_image ? " per image" : "");
+		}
+	}
+	if (r->opts.target_acc >= 0)
+		for (size_t i = 0; i < r->n_runs; i++) {
+			const rep_stats *s = &r->stats[i];
+			if (s->target_reached)
+				printf("%s: top-1 %.4g reached after %g epochs, %.3f s\n",
+				       r->runs[i].label, r->opts.target_acc, s->target_epochs,
+				       s->target_wall_s);
+			else
+				printf("%s: top-1 %.4g not reached (best %.4g)\n", r->runs[i].label,
+				       r->opts.target_acc, s->best_top1);
+		}
+}
+
+int cmd_report(int argc, char **argv)
+{
+	const char *out = NULL, *csv = NULL, *title = NULL;
+	double target = -1;
+	int quiet = 0;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &out, "report.html", "the page to write (required)", 0, 0},
+		{"target-acc", 0, CLI_DOUBLE, &target, "A",
+		 "report time and epochs to validation top-1 >= A (a fraction, 0..1)", 0, 1},
+		{"csv", 0, CLI_STRING, &csv, "DIR",
+		 "also write the series as CSV files into DIR (created when missing)", 0, 0},
+		{"title", 0, CLI_STRING, &title, "T", "the page's title (default \"imshard run report\")", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no summary lines and no warnings on stderr", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char **pos = calloc(MAX_RUNS, sizeof(*pos));
+	if (!pos) {
+		cli_error("report: out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	int np;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 1, MAX_RUNS, &np);
+	if (rc) {
+		free(pos);
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+	if (!out) {
+		free(pos);
+		return cli_usage_error(&command, "-o report.html is required");
+	}
+	rep_opts o = {title, target};
+	rep_report r;
+	rep_report_init(&r, &o);
+	ims_error err;
+	int status = CLI_EXIT_FAIL;
+	for (int i = 0; i < np; i++)
+		if (rep_report_add_run(&r, pos[i], &err) < 0) {
+			cli_error("report: %s", err.msg);
+			goto done;
+		}
+	if (rep_report_analyze(&r, &err) < 0) {
+		cli_error("report: %s", err.msg);
+		goto done;
+	}
+	size_t shown = 0, total = 0;
+	for (size_t i = 0; i < r.n_runs; i++) {
+		const rep_run *run = &r.runs[i];
+		total += run->n_diags_total;
+		for (size_t k = 0; k < run->n_diags && shown < SHOWN_DIAGS; k++, shown++)
+			cli_warn(quiet, "report: %s (skipped)", run->diags[k]);
+	}
+	if (total > shown)
+		cli_warn(quiet, "report: %zu more skipped lines (listed in the report)",
+			 total - shown);
+	if (make_parent(out, &err) < 0 || rep_report_write_html(&r, out, &err) < 0) {
+		cli_error("report: %s", err.msg);
+		goto done;
+	}
+	if (csv && rep_report_write_csv(&r, csv, &err) < 0) {
+		cli_error("report: %s", err.msg);
+		goto done;
+	}
+	if (!quiet)
+		print_summary(&r);
+	status = CLI_EXIT_OK;
+done:
+	rep_report_release(&r);
+	free(pos);
+	return status;
+}
