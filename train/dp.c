@@ -196,3 +196,137 @@ void dp_finalize(dp_comm *c)
 #endif
 	free(c);
 }
+
+/* ---- gradient buckets ---------------------------------------------------- */
+
+struct dp_buckets {
+	dp_comm *c;
+	float *buf;
+	size_t count, size; /* elements; bucket k is [count - (k+1) size, count - k size) */
+	int n, started;     /* buckets, how many are in flight or done */
+	double seconds;     /* inside MPI since the last take */
+#ifdef IMSHARD_HAVE_MPI
+	MPI_Request *req;
+#endif
+};
+
+int dp_buckets_create(dp_comm *c, float *buf, size_t count,
+		      size_t bucket_floats, dp_buckets **out, ims_error *err)
+{
+	RETURN_IF(!out || (!buf && count), err, IMS_EINVAL,
+		  "cannot set up gradient buckets: no buffer");
+	dp_buckets *b = calloc(1, sizeof(*b));
+	RETURN_IF(!b, err, IMS_ENOMEM, "cannot set up gradient buckets: out of memory");
+	b->c = c;
+	b->buf = buf;
+	b->count = count;
+	/* a bucket fits one MPI count */
+	b->size = bucket_floats < 1 ? 1 : bucket_floats;
+	if (b->size > (size_t)1 << 30)
+		b->size = (size_t)1 << 30;
+	b->n = count ? (int)((count + b->size - 1) / b->size) : 0;
+#ifdef IMSHARD_HAVE_MPI
+	b->req = calloc((size_t)(b->n ? b->n : 1), sizeof(MPI_Request));
+	if (!b->req) {
+		free(b);
+		return ims_fail(err, IMS_ENOMEM,
+				"cannot set up gradient buckets: out of memory");
+	}
+#endif
+	*out = b;
+	return 0;
+}
+
+static int active(const dp_buckets *b)
+{
+	return b->c && b->c->world > 1 && b->n > 0;
+}
+
+#ifdef IMSHARD_HAVE_MPI
+static int start_bucket(dp_buckets *b, int k, ims_error *err)
+{
+	size_t hi = b->count - (size_t)k * b->size;
+	size_t lo = hi > b->size ? hi - b->size : 0;
+	MPI_CHECK(err, MPI_Iallreduce(MPI_IN_PLACE, b->buf + lo, (int)(hi - lo),
+				      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+				      &b->req[k]));
+	return 0;
+}
+#endif
+
+int dp_buckets_ready(dp_buckets *b, size_t ready, ims_error *err)
+{
+	if (!active(b))
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	double t0 = ims_now();
+	int rc = 0;
+	/* bucket k is complete once ready reaches its lower end */
+	while (!rc && b->started < b->n) {
+		size_t hi = b->count - (size_t)b->started * b->size;
+		size_t lo = hi > b->size ? hi - b->size : 0;
+		if (ready > lo)
+			break;
+		rc = start_bucket(b, b->started, err);
+		b->started++;
+	}
+	if (!rc && b->started > 0) {
+		/* shared-memory and TCP transports move data only inside MPI
+		 * calls: a test between layers lets the started ones advance */
+		int flag;
+		int mrc = MPI_Testall(b->started, b->req, &flag, MPI_STATUSES_IGNORE);
+		if (mrc != MPI_SUCCESS)
+			rc = ims_fail(err, IMS_EIO, "gradient allreduce failed (MPI error %d)",
+				      mrc);
+	}
+	b->seconds += ims_now() - t0;
+	return rc;
+#else
+	(void)ready;
+	(void)err;
+	return 0;
+#endif
+}
+
+int dp_buckets_finish(dp_buckets *b, ims_error *err)
+{
+	if (!active(b))
+		return 0;
+#ifdef IMSHARD_HAVE_MPI
+	double t0 = ims_now();
+	int rc = 0;
+	while (!rc && b->started < b->n)
+		rc = start_bucket(b, b->started++, err);
+	if (!rc) {
+		int mrc = MPI_Waitall(b->started, b->req, MPI_STATUSES_IGNORE);
+		if (mrc != MPI_SUCCESS)
+			rc = ims_fail(err, IMS_EIO, "gradient allreduce failed (MPI error %d)",
+				      mrc);
+	}
+	b->started = 0;
+	b->seconds += ims_now() - t0;
+	return rc;
+#else
+	(void)err;
+	return 0;
+#endif
+}
+
+double dp_buckets_take_seconds(dp_buckets *b)
+{
+	if (!b)
+		return 0;
+	double s = b->seconds;
+	b->seconds = 0;
+	return s;
+}
+
+void dp_buckets_free(dp_buckets *b)
+{
+	if (!b)
+		return;
+#ifdef IMSHARD_HAVE_MPI
+	free(b->req);
+#endif
+	free(b);
+}

@@ -620,6 +620,33 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	return 0;
 }
 
+void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud)
+{
+	m->grad_hook = fn;
+	m->grad_hook_ud = ud;
+}
+
+/*
+ * Where the final gradients start once nodes i.. have run backward: the
+ * end of the highest parameter tensor of the nodes before i (theirs are
+ * still to come). Parameters are laid out in node order, so this is node
+ * i's own first parameter, but nothing here depends on that.
+ */
+static size_t grads_ready_from(const nn_model *m, int i)
+{
+	size_t end = 0;
+	for (int j = 0; j < i; j++) {
+		const nn_node *nd = &m->nodes[j];
+		const int t[2] = {nd->wt, nd->bt};
+		for (int k = 0; k < 2; k++)
+			if (t[k] >= 0) {
+				size_t e = m->tensors[t[k]].offset + m->tensors[t[k]].count;
+				end = e > end ? e : end;
+			}
+	}
+	return end;
+}
+
 /* The node whose buffer node i's y and dy are (flatten aliases its input). */
 static int owner(const nn_model *m, int i)
 {
@@ -757,6 +784,9 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		}
 		ctx->dx_overwrite = 0;
 		FORWARD_IF_ERR(rc);
+		if (m->grad_hook && (nd->wt >= 0 || nd->bt >= 0))
+			FORWARD_IF_ERR(m->grad_hook(m->grad_hook_ud,
+						    grads_ready_from(m, i), err));
 	}
 	return 0;
 }

@@ -74,6 +74,8 @@ struct nn_model {
 	const float *last_x;    /* its input, read again by backward */
 	int frozen_bn;          /* batch norm on running statistics in training */
 	double macs;
+	nn_grad_ready_fn grad_hook; /* nn_model_set_grad_hook */
+	void *grad_hook_ud;
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
 };

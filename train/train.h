@@ -510,6 +510,15 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		      ims_error *err);
 /*
+ * Called by nn_model_backward as gradients become final: grads[ready ..
+ * n_params) will not change again in this pass (ready falls as backward
+ * goes from the last layer to the first), so they can be sent while the
+ * rest of backward runs. A non-zero return stops the pass with that code.
+ */
+typedef int (*nn_grad_ready_fn)(void *ud, size_t ready, ims_error *err);
+/* Sets (or with fn NULL clears) the model's gradient-ready hook. */
+void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
+/*
  * on = 1: batch norm uses its running statistics in training too and
  * leaves them unchanged (PyTorch's FrozenBatchNorm2d; fine-tuning with
  * small batches). Samples then do not interact within a batch, which makes
@@ -544,6 +553,28 @@ int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 int dp_allreduce_sum_f32(dp_comm *c, float *buf, size_t count, ims_error *err);
 int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
 			 ims_error *err);
+/*
+ * Gradient buckets: an in-place sum over ranks of buf[0 .. count), sent in
+ * buckets of about bucket_floats from the top down as backward finishes
+ * them (non-blocking allreduces, progressed between layers), so the
+ * communication overlaps the rest of backward. Per step: dp_buckets_ready
+ * as gradients become final (from nn_model_backward's hook), then
+ * dp_buckets_finish, after which buf holds the sums. With one rank both
+ * do nothing. b is owned by the caller: dp_buckets_free.
+ */
+typedef struct dp_buckets dp_buckets;
+int dp_buckets_create(dp_comm *c, float *buf, size_t count,
+		      size_t bucket_floats, dp_buckets **out, ims_error *err);
+/* buf[ready .. count) is final: starts the buckets it completes and lets
+ * those in flight progress. */
+int dp_buckets_ready(dp_buckets *b, size_t ready, ims_error *err);
+/* Starts the rest and waits for every bucket. */
+int dp_buckets_finish(dp_buckets *b, ims_error *err);
+/* Seconds spent inside MPI calls since the last call of this (the
+ * communication time of a step whose collectives overlap its compute). */
+double dp_buckets_take_seconds(dp_buckets *b);
+void dp_buckets_free(dp_buckets *b);
+
 /* all[r * count + i] = rank r's mine[i]. */
 int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
 		     double *all, ims_error *err);
@@ -587,6 +618,7 @@ typedef struct nn_train_opts {
 	uint64_t seed;            /* --seed (1) */
 	int64_t max_steps;        /* --max-steps (0 = no limit) */
 	int log_every;            /* --log-every steps (10) */
+	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1) */
 	int shard_owning;         /* --shard-owning */
 	int freeze_bn;            /* --freeze-bn */
 	int synthetic;            /* --synthetic: a fixed random batch per rank

@@ -45,6 +45,7 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->precision = "fp32";
 	o->seed = 1;
 	o->log_every = 10;
+	o->bucket_mb = 1;
 	o->mean[0] = 123.675f;
 	o->mean[1] = 116.28f;
 	o->mean[2] = 103.53f;
@@ -81,6 +82,7 @@ typedef struct run {
 	int32_t *synth_labels;
 	uint8_t *synth_padded;
 	uint64_t *synth_indices;
+	dp_buckets *buckets;        /* gradient allreduce overlapping backward */
 } run;
 
 /* One JSON line appended with a single write(): ranks share the file and
@@ -152,6 +154,9 @@ static int check_opts(const nn_train_opts *o, ims_error *err)
 		  "continues from its checkpoint");
 	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
 		  "--freeze-backbone needs --init weights to freeze");
+	RETURN_IF(!(o->bucket_mb > 0) || o->bucket_mb > 1024, err, IMS_EINVAL,
+		  "gradient buckets of %g MiB: use more than 0 and at most 1024",
+		  o->bucket_mb);
 	return 0;
 }
 
@@ -476,6 +481,7 @@ static cJSON *options_json(const run *r)
 	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
 	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
 	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
+	cJSON_AddNumberToObject(j, "bucket_mb", o->bucket_mb);
 	return j;
 }
 
@@ -559,6 +565,33 @@ static int resume(run *r, int *epoch, uint64_t *epoch_step, uint64_t *step,
 
 /* ---- the loop ------------------------------------------------------------ */
 
+/* nn_model_backward's hook: send what backward has finished. */
+static int grads_ready(void *ud, size_t ready, ims_error *err)
+{
+	run *r = ud;
+	return dp_buckets_ready(r->buckets, ready, err);
+}
+
+/*
+ * With several ranks, gradients are summed in buckets of --bucket-mb from
+ * the last layer's down, each started as soon as backward has finished it
+ * and progressed between layers, so most of the allreduce overlaps the
+ * rest of backward.
+ */
+static int setup_buckets(run *r, ims_error *err)
+{
+	if (r->world < 2)
+		return 0;
+	size_t np;
+	float *g = nn_model_grads(r->m, &np);
+	double floats = r->o->bucket_mb * 1048576.0 / sizeof(float);
+	FORWARD_IF_ERR(dp_buckets_create(r->comm, g, np,
+					 floats < 1 ? 1 : (size_t)floats,
+					 &r->buckets, err));
+	nn_model_set_grad_hook(r->m, grads_ready, r);
+	return 0;
+}
+
 static int train_step(run *r, const aug_batch *b, uint64_t step,
 		      double times[3], double sums[3], ims_error *err)
 {
@@ -576,7 +609,10 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
 					 err));
 	double t1 = ims_now();
-	times[1] += t1 - t0;
+	/* time inside MPI during backward is communication */
+	const double in_backward = dp_buckets_take_seconds(r->buckets);
+	times[1] += t1 - t0 - in_backward;
+	times[2] += in_backward;
 
 	/* gradients: sum over ranks, then the mean (each rank's loss is
 	 * already the mean over its batch, all batches the same size) */
@@ -584,7 +620,8 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
 	if (r->world > 1) {
-		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->comm, g, np, err));
+		FORWARD_IF_ERR(dp_buckets_finish(r->buckets, err));
+		(void)dp_buckets_take_seconds(r->buckets);
 		const float inv = 1.0f / (float)r->world;
 		for (size_t i = 0; i < np; i++)
 			g[i] *= inv;
@@ -772,6 +809,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
 	GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
 	GOTO_IF_ERR(out, rc, setup_optim(&r, err));
+	GOTO_IF_ERR(out, rc, setup_buckets(&r, err));
 
 	r.dlogits = calloc((size_t)o->batch_size * r.classes, sizeof(float));
 	if (!r.dlogits)
@@ -932,6 +970,7 @@ out:
 	free(r.synth_labels);
 	free(r.synth_padded);
 	free(r.synth_indices);
+	dp_buckets_free(r.buckets);
 	if (r.ctx_ok)
 		nn_ctx_release(&r.ctx);
 	return rc;

@@ -38,6 +38,8 @@
 #   MPI_STEPS      steps of the 2-rank run; the 1-rank run does twice as
 #                  many of the same per-rank batch (equal global work) [20]
 #   MPI_LOG_EVERY  metrics interval of the MPI pair [4]
+#   BUCKET_MB      --bucket-mb of the 2-rank run: gradients summed in
+#                  buckets of this many MiB as backward finishes them [1]
 #   MPIRUN         launcher [mpirun]
 #   MPI_PIN        1: one core per rank: the 1-rank run under taskset -c 0,
 #                  the 2 ranks with --bind-to core, so each rank's loader
@@ -101,6 +103,7 @@ MPI_STEPS=${MPI_STEPS:-20}
 MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
 MPIRUN=${MPIRUN:-mpirun}
 MPI_PIN=${MPI_PIN:-0}
+BUCKET_MB=${BUCKET_MB:-1}
 INPUT=${INPUT:-loader}
 case "$INPUT" in loader | synthetic) ;; *) echo "run.sh: INPUT must be loader or synthetic, got '$INPUT'" >&2; exit 2 ;; esac
 CORETYPE=${CORETYPE:-}
@@ -240,7 +243,8 @@ set_cmd() {
 		cmd=("$MPIRUN" -np 2 --oversubscribe --bind-to none)
 		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
-			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
+			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" \
+			--bucket-mb "$BUCKET_MB" ;;
 	mpi_indep)
 		# Two independent single-rank runs at once, each the 2-rank run's
 		# per-rank work, no communication: what two compute streams on
@@ -330,7 +334,7 @@ cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MOD
 	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
 	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
 	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
-	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" INPUT="$INPUT" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" BUCKET_MB="$BUCKET_MB" INPUT="$INPUT" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
 	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
 cmdline=${cmdline% }
 commands=$(for c in "${contenders[@]}"; do
