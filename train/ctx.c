@@ -17,8 +17,6 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	ctx->threads = threads > 0 ? threads : omp_get_max_threads();
 	ctx->scratch = NULL;
 	ctx->scratch_floats = 0;
-	ctx->aux = NULL;
-	ctx->aux_floats = 0;
 	ctx->dev = NULL;
 	ctx->dx_overwrite = 0;
 	return 0;
@@ -31,16 +29,12 @@ void nn_ctx_release(nn_ctx *ctx)
 	free(ctx->scratch);
 	ctx->scratch = NULL;
 	ctx->scratch_floats = 0;
-	free(ctx->aux);
-	ctx->aux = NULL;
-	ctx->aux_floats = 0;
 }
 
-/* Grows *buf (of *have floats) to at least n, 64-byte aligned. */
-static float *grow(float **buf, size_t *have, size_t n, ims_error *err)
+float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err)
 {
-	if (n <= *have)
-		return *buf;
+	if (n <= ctx->scratch_floats)
+		return ctx->scratch;
 	/* Grow by half again so a sequence of slightly larger requests does
 	 * not reallocate every time. */
 	size_t want = n + n / 2;
@@ -51,20 +45,10 @@ static float *grow(float **buf, size_t *have, size_t n, ims_error *err)
 			 "cannot allocate a %zu-float workspace: out of memory", n);
 		return NULL;
 	}
-	free(*buf);
-	*buf = p;
-	*have = want;
-	return *buf;
-}
-
-float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err)
-{
-	return grow(&ctx->scratch, &ctx->scratch_floats, n, err);
-}
-
-float *nn_ctx_aux(nn_ctx *ctx, size_t n, ims_error *err)
-{
-	return grow(&ctx->aux, &ctx->aux_floats, n, err);
+	free(ctx->scratch);
+	ctx->scratch = p;
+	ctx->scratch_floats = want;
+	return ctx->scratch;
 }
 
 const char *nn_blas_core(void)

@@ -42,9 +42,6 @@ typedef struct nn_ctx {
 	int threads;          /* OpenMP (and BLAS) threads, >= 1 */
 	float *scratch;       /* workspace owned by the context */
 	size_t scratch_floats;
-	float *aux;           /* a second one, for what must outlive scratch
-				 calls within one kernel */
-	size_t aux_floats;
 	void *dev;            /* backend private state (streams, handles) */
 	/* 1: backward kernels OVERWRITE dx (dx = ...) instead of adding to
 	 * it. The model sets it for the first gradient written into each
@@ -64,8 +61,6 @@ void nn_ctx_release(nn_ctx *ctx);
  * memory runs out. Contents are undefined.
  */
 float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err);
-/* The same for the second workspace, independent of the first. */
-float *nn_ctx_aux(nn_ctx *ctx, size_t n, ims_error *err);
 
 /* ---- convolution (layers/conv.c) --------------------------------------- */
 
