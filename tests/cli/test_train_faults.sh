@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# imshard-train under faults: a rank killed mid-training ends the job
+# (every other rank exits, non-zero, naming the lost rank) well within 60
+# s; a run killed with SIGKILL at random points, checkpoints being written
+# every step, always leaves a checkpoint that resumes, and resuming after
+# the kills ends with the bytes of an uninterrupted run.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+fit() { "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet "$@"; }
+
+# wait_for CMD...: polls CMD every 0.05 s for up to 60 s; 1 if it never held.
+wait_for() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    "$@" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# pids of imshard-train processes whose arguments hold TAG (the run's own
+# scratch folder, so nothing else on the machine matches)
+train_pids() { pgrep -f "imshard-train.*$1" || true; }
+
+# --- a rank killed: the others do not wait forever -----------------------
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  # long enough never to finish on its own within the test
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$IMSHARD_TRAIN" \
+    --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 \
+    --batch-size 4 --epochs 100000 --quiet --log-dir "$T/dead" >"$T/dead.out" 2>&1 &
+  job=$!
+  checks=$((checks + 1))
+  wait_for test -s "$T/dead/metrics.jsonl" || fail "the 2-rank run never logged a step"
+  victim=""
+  for p in $(train_pids "$T/dead"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+      victim=$p
+    fi
+  done
+  checks=$((checks + 1))
+  [ -n "$victim" ] || fail "no rank 1 process found"
+  t0=$SECONDS
+  [ -n "$victim" ] && kill -9 "$victim"
+  wait "$job"
+  rc=$?
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "the job ended with $rc after rank 1 was killed (124: still running after 120 s)"
+  checks=$((checks + 1))
+  [ "$took" -le 60 ] || fail "the job took $took s to end after rank 1 was killed"
+  contains "$T/dead.out" "rank 1"
+  checks=$((checks + 1))
+  [ -z "$(train_pids "$T/dead")" ] || fail "ranks still running after the job ended"
+fi
+
+# --- SIGKILL at random points, then resume = uninterrupted ---------------
+# A checkpoint every step, so many kills land while one is being written.
+common=(--epochs 6 --seed 7 --checkpoint-every 1)
+expect 0 fit "${common[@]}" --checkpoint-dir "$T/full"
+killed=0
+for kill_no in 1 2 3 4; do
+  fit "${common[@]}" --checkpoint-dir "$T/part" $([ -e "$T/part/checkpoint.safetensors" ] && echo --resume) \
+    >"$T/kill.out" 2>&1 &
+  pid=$!
+  # after the first checkpoint of this attempt exists, a random 0-150 ms
+  wait_for test -e "$T/part/checkpoint.safetensors" || fail "no checkpoint was ever written"
+  sleep "0.$(printf '%03d' $((RANDOM % 150)))"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  [ $? = 137 ] && killed=$((killed + 1))
+  # whatever the moment, the checkpoint left behind is whole: a complete
+  # safetensors file (the reader checks the header and every tensor's
+  # extent), which the next attempt resumes from
+  cp "$T/part/checkpoint.safetensors" "$T/probe.safetensors"
+  expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/probe.safetensors" "$T/probe.safetensors"
+done
+# the kills must have interrupted runs, or this tests nothing
+same "$((killed >= 3))" 1 "runs killed mid-way: $killed of 4"
+expect 0 fit "${common[@]}" --checkpoint-dir "$T/part" --resume
+cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
+  fail "the run resumed after 4 kills ends with other bytes than the uninterrupted run"
+checks=$((checks + 1))
+finish
