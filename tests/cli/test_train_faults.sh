@@ -9,7 +9,8 @@ source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
-fit() { "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet "$@"; }
+fit_cmd=("$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet)
+fit() { "${fit_cmd[@]}" "$@"; }
 
 # wait_for CMD...: polls CMD every 0.05 s for up to 60 s; 1 if it never held.
 wait_for() {
@@ -56,17 +57,26 @@ if command -v mpirun >/dev/null; then
   [ -z "$(train_pids "$T/dead")" ] || fail "ranks still running after the job ended"
 fi
 
+# progressed MTIME PID: the checkpoint changed since MTIME, or PID ended
+progressed() {
+  [ "$(stat -c %y "$T/part/checkpoint.safetensors" 2>/dev/null)" != "$1" ] || ! kill -0 "$2" 2>/dev/null
+}
+
 # --- SIGKILL at random points, then resume = uninterrupted ---------------
 # A checkpoint every step, so many kills land while one is being written.
-common=(--epochs 6 --seed 7 --checkpoint-every 1)
+common=(--epochs 20 --seed 7 --checkpoint-every 1)
 expect 0 fit "${common[@]}" --checkpoint-dir "$T/full"
 killed=0
 for kill_no in 1 2 3 4; do
-  fit "${common[@]}" --checkpoint-dir "$T/part" $([ -e "$T/part/checkpoint.safetensors" ] && echo --resume) \
-    >"$T/kill.out" 2>&1 &
+  before=$(stat -c %y "$T/part/checkpoint.safetensors" 2>/dev/null)
+  # the binary itself in the background (a function would run in a
+  # subshell, and SIGKILL would reach the subshell, not the trainer)
+  "${fit_cmd[@]}" "${common[@]}" --checkpoint-dir "$T/part" \
+    $([ -e "$T/part/checkpoint.safetensors" ] && echo --resume) >"$T/kill.out" 2>&1 &
   pid=$!
-  # after the first checkpoint of this attempt exists, a random 0-150 ms
-  wait_for test -e "$T/part/checkpoint.safetensors" || fail "no checkpoint was ever written"
+  # once this attempt has written a checkpoint of its own (or ended), a
+  # random 0-150 ms more
+  wait_for progressed "$before" "$pid" || fail "attempt $kill_no never wrote a checkpoint"
   sleep "0.$(printf '%03d' $((RANDOM % 150)))"
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
