@@ -131,6 +131,7 @@ int main(int argc, char **argv)
 		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
+		{"collective-timeout", 0, CLI_DOUBLE, &o.collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it (1)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},

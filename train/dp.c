@@ -8,8 +8,13 @@
  * MPI refuses to run as one rank of several, since each process would
  * silently train alone.
  */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "train/train.h"
 
@@ -20,7 +25,69 @@
 struct dp_comm {
 	int rank, world;
 	int mpi; /* 1: MPI initialised by dp_init */
+	/* collective timeout: the watchdog thread ends the process when a
+	 * blocking collective has waited longer than timeout_s */
+	double timeout_s;
+	int64_t waiting_since_ns; /* atomic; 0 when in no blocking collective */
+	int watching, stop;
+	pthread_t watchdog;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
 };
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Around every blocking collective: what the watchdog looks at. */
+static void wait_begin(dp_comm *c)
+{
+	__atomic_store_n(&c->waiting_since_ns, mono_ns(), __ATOMIC_RELEASE);
+}
+
+static void wait_end(dp_comm *c)
+{
+	__atomic_store_n(&c->waiting_since_ns, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * A peer that died is noticed by mpirun, which ends the job; a peer that
+ * hangs alive (stopped, deadlocked, its node unreachable) is not, and the
+ * other ranks would wait in their next collective forever. Nothing here may
+ * call MPI (the library is initialised for one thread), so a rank past the
+ * timeout says why and exits; mpirun then ends the others.
+ */
+static void *watch(void *arg)
+{
+	dp_comm *c = arg;
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mu, &until);
+		int64_t since = __atomic_load_n(&c->waiting_since_ns, __ATOMIC_ACQUIRE);
+		if (!c->stop && since && (mono_ns() - since) / 1e9 > c->timeout_s) {
+			fprintf(stderr,
+				"imshard-train: rank %d: waited more than %g s for "
+				"the other ranks in a collective "
+				"(--collective-timeout): a rank died or hangs; "
+				"ending this rank so the job ends\n",
+				c->rank, c->timeout_s);
+			fflush(stderr);
+			_exit(1);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
 
 /* World size a launcher announced, 0 when none did. */
 static int launched_world(void)
@@ -101,8 +168,11 @@ int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 #ifdef IMSHARD_HAVE_MPI
 	for (size_t off = 0; off < bytes; off += DP_CHUNK) {
 		size_t n = bytes - off < DP_CHUNK ? bytes - off : DP_CHUNK;
-		MPI_CHECK(err, MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
-					 MPI_COMM_WORLD));
+		wait_begin(c);
+		int mrc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
+				    MPI_COMM_WORLD);
+		wait_end(c);
+		MPI_CHECK(err, mrc);
 	}
 #else
 	(void)buf;
@@ -120,8 +190,11 @@ int dp_allreduce_sum_f32(dp_comm *c, float *buf, size_t count, ims_error *err)
 #ifdef IMSHARD_HAVE_MPI
 	for (size_t off = 0; off < count; off += DP_CHUNK) {
 		size_t n = count - off < DP_CHUNK ? count - off : DP_CHUNK;
-		MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n,
-					     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+		wait_begin(c);
+		int mrc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT,
+					MPI_SUM, MPI_COMM_WORLD);
+		wait_end(c);
+		MPI_CHECK(err, mrc);
 	}
 #else
 	(void)buf;
@@ -137,8 +210,11 @@ int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
 	if (!c || c->world == 1)
 		return 0;
 #ifdef IMSHARD_HAVE_MPI
-	MPI_CHECK(err, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE,
-				     MPI_SUM, MPI_COMM_WORLD));
+	wait_begin(c);
+	int mrc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE,
+				MPI_SUM, MPI_COMM_WORLD);
+	wait_end(c);
+	MPI_CHECK(err, mrc);
 #else
 	(void)buf;
 	(void)count;
@@ -155,8 +231,11 @@ int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
 		return 0;
 	}
 #ifdef IMSHARD_HAVE_MPI
-	MPI_CHECK(err, MPI_Allgather(mine, (int)count, MPI_DOUBLE, all,
-				     (int)count, MPI_DOUBLE, MPI_COMM_WORLD));
+	wait_begin(c);
+	int mrc = MPI_Allgather(mine, (int)count, MPI_DOUBLE, all, (int)count,
+				MPI_DOUBLE, MPI_COMM_WORLD);
+	wait_end(c);
+	MPI_CHECK(err, mrc);
 #else
 	(void)err;
 #endif
@@ -168,7 +247,10 @@ int dp_barrier(dp_comm *c, ims_error *err)
 	if (!c || c->world == 1)
 		return 0;
 #ifdef IMSHARD_HAVE_MPI
-	MPI_CHECK(err, MPI_Barrier(MPI_COMM_WORLD));
+	wait_begin(c);
+	int mrc = MPI_Barrier(MPI_COMM_WORLD);
+	wait_end(c);
+	MPI_CHECK(err, mrc);
 #else
 	(void)err;
 #endif
@@ -186,10 +268,43 @@ void dp_abort(dp_comm *c, int code)
 #endif
 }
 
+int dp_set_timeout(dp_comm *c, double seconds, ims_error *err)
+{
+	RETURN_IF(!(seconds >= 0), err, IMS_EINVAL,
+		  "collective timeout %g s: use 0 (none) or more", seconds);
+	if (!c || c->world == 1 || seconds == 0 || c->watching) {
+		if (c)
+			c->timeout_s = seconds;
+		return 0;
+	}
+	c->timeout_s = seconds;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	int rc = pthread_create(&c->watchdog, NULL, watch, c);
+	if (rc) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		return ims_fail(err, IMS_EIO,
+				"cannot start the collective watchdog: %s",
+				strerror(rc));
+	}
+	c->watching = 1;
+	return 0;
+}
+
 void dp_finalize(dp_comm *c)
 {
 	if (!c)
 		return;
+	if (c->watching) {
+		pthread_mutex_lock(&c->mu);
+		c->stop = 1;
+		pthread_cond_signal(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		pthread_join(c->watchdog, NULL);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+	}
 #ifdef IMSHARD_HAVE_MPI
 	if (c->mpi)
 		MPI_Finalize();
@@ -298,7 +413,9 @@ int dp_buckets_finish(dp_buckets *b, ims_error *err)
 	while (!rc && b->started < b->n)
 		rc = start_bucket(b, b->started++, err);
 	if (!rc) {
+		wait_begin(b->c);
 		int mrc = MPI_Waitall(b->started, b->req, MPI_STATUSES_IGNORE);
+		wait_end(b->c);
 		if (mrc != MPI_SUCCESS)
 			rc = ims_fail(err, IMS_EIO, "gradient allreduce failed (MPI error %d)",
 				      mrc);

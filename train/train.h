@@ -579,6 +579,14 @@ void dp_buckets_free(dp_buckets *b);
 int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
 		     double *all, ims_error *err);
 int dp_barrier(dp_comm *c, ims_error *err);
+/*
+ * seconds > 0 with several ranks: a watchdog thread ends this process
+ * (exit status 1, a line on stderr naming the rank) when one blocking
+ * collective has waited longer than that, so a job whose rank hangs alive
+ * ends instead of waiting forever (mpirun ends a job whose rank died by
+ * itself). 0: no limit. IMS_EINVAL for a negative value.
+ */
+int dp_set_timeout(dp_comm *c, double seconds, ims_error *err);
 /* Ends every rank of the job at once (after a fatal error on one rank,
  * the others would wait forever in the next collective). */
 void dp_abort(dp_comm *c, int code);
@@ -619,6 +627,7 @@ typedef struct nn_train_opts {
 	int64_t max_steps;        /* --max-steps (0 = no limit) */
 	int log_every;            /* --log-every steps (10) */
 	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1) */
+	double collective_timeout; /* --collective-timeout seconds (600; 0 = none) */
 	int shard_owning;         /* --shard-owning */
 	int freeze_bn;            /* --freeze-bn */
 	int synthetic;            /* --synthetic: a fixed random batch per rank

@@ -46,6 +46,7 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->seed = 1;
 	o->log_every = 10;
 	o->bucket_mb = 1;
+	o->collective_timeout = 600;
 	o->mean[0] = 123.675f;
 	o->mean[1] = 116.28f;
 	o->mean[2] = 103.53f;
@@ -767,6 +768,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	res->best_epoch = -1;
 	int rc = 0;
 
+	GOTO_IF_ERR(out, rc, dp_set_timeout(comm, o->collective_timeout, err));
 	GOTO_IF_ERR(out, rc, load_classes(&r, err));
 	GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
 	r.ctx_ok = 1;

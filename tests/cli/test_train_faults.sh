@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # imshard-train under faults: a rank killed mid-training ends the job
 # (every other rank exits, non-zero, naming the lost rank) well within 60
-# s; a run killed with SIGKILL at random points, checkpoints being written
+# s; a rank that hangs alive (SIGSTOP) ends it through the other rank's
+# --collective-timeout; a run killed with SIGKILL at random points, checkpoints being written
 # every step, always leaves a checkpoint that resumes, and resuming after
 # the kills ends with the bytes of an uninterrupted run.
 source "$IMS_TESTLIB"
@@ -61,6 +62,35 @@ fi
 progressed() {
   [ "$(stat -c %y "$T/part/checkpoint.safetensors" 2>/dev/null)" != "$1" ] || ! kill -0 "$2" 2>/dev/null
 }
+
+# --- a rank that hangs alive: the collective timeout ends the job --------
+if command -v mpirun >/dev/null; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$IMSHARD_TRAIN" \
+    --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 \
+    --batch-size 4 --epochs 100000 --quiet --log-dir "$T/hang" --collective-timeout 3 \
+    >"$T/hang.out" 2>&1 &
+  job=$!
+  checks=$((checks + 1))
+  wait_for test -s "$T/hang/metrics.jsonl" || fail "the 2-rank run never logged a step"
+  stopped=""
+  for p in $(train_pids "$T/hang"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+      kill -STOP "$p" && stopped=$p
+    fi
+  done
+  checks=$((checks + 1))
+  [ -n "$stopped" ] || fail "no rank 1 process found"
+  t0=$SECONDS
+  wait "$job"
+  rc=$?
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "the job ended with $rc with rank 1 stopped (124: still waiting after 120 s)"
+  checks=$((checks + 1))
+  [ "$took" -le 60 ] || fail "the job took $took s to end with rank 1 stopped"
+  contains "$T/hang.out" "rank 0: waited more than 3 s for the other ranks"
+  [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+fi
 
 # --- SIGKILL at random points, then resume = uninterrupted ---------------
 # A checkpoint every step, so many kills land while one is being written.
