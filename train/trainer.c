@@ -84,6 +84,7 @@ typedef struct run {
 	uint8_t *synth_padded;
 	uint64_t *synth_indices;
 	dp_buckets *buckets;        /* gradient allreduce overlapping backward */
+	uint64_t nan_step;          /* fault injection: poison this step's batch (0: none) */
 } run;
 
 /* One JSON line appended with a single write(): ranks share the file and
@@ -593,10 +594,35 @@ static int setup_buckets(run *r, ims_error *err)
 	return 0;
 }
 
+/*
+ * Fault injection for tests of what a bad batch does to a run: with
+ * IMSHARD_INJECT_NAN_STEP=N (from 1), the first pixel of step N's batch is
+ * made NaN, on every rank or only on rank IMSHARD_INJECT_NAN_RANK.
+ */
+static int fault_injection(run *r, ims_error *err)
+{
+	const char *s = getenv("IMSHARD_INJECT_NAN_STEP");
+	if (!s)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
+		  IMS_EINVAL, "IMSHARD_INJECT_NAN_STEP must be a step number from 1, got '%s'",
+		  s);
+	const char *rank = getenv("IMSHARD_INJECT_NAN_RANK");
+	if (rank && atoi(rank) != r->rank)
+		return 0;
+	r->nan_step = n;
+	return 0;
+}
+
 static int train_step(run *r, const aug_batch *b, uint64_t step,
 		      double times[3], double sums[3], ims_error *err)
 {
 	const nn_train_opts *o = r->o;
+	if (step + 1 == r->nan_step && b->count > 0)
+		((float *)b->data)[0] = NAN;
 	double t0 = ims_now();
 	const float *logits;
 	FORWARD_IF_ERR(nn_model_forward(r->m, b->data, b->count, 1,
@@ -769,6 +795,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	int rc = 0;
 
 	GOTO_IF_ERR(out, rc, dp_set_timeout(comm, o->collective_timeout, err));
+	GOTO_IF_ERR(out, rc, fault_injection(&r, err));
 	GOTO_IF_ERR(out, rc, load_classes(&r, err));
 	GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
 	r.ctx_ok = 1;

@@ -2,7 +2,8 @@
 # imshard-train under faults: a rank killed mid-training ends the job
 # (every other rank exits, non-zero, naming the lost rank) well within 60
 # s; a rank that hangs alive (SIGSTOP) ends it through the other rank's
-# --collective-timeout; a run killed with SIGKILL at random points, checkpoints being written
+# --collective-timeout; a NaN injected into a batch stops the run (every
+# rank) at that step with the checkpoint before it kept; a run killed with SIGKILL at random points, checkpoints being written
 # every step, always leaves a checkpoint that resumes, and resuming after
 # the kills ends with the bytes of an uninterrupted run.
 source "$IMS_TESTLIB"
@@ -90,6 +91,27 @@ if command -v mpirun >/dev/null; then
   [ "$took" -le 60 ] || fail "the job took $took s to end with rank 1 stopped"
   contains "$T/hang.out" "rank 0: waited more than 3 s for the other ranks"
   [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+fi
+
+# --- a NaN injected into one batch ---------------------------------------
+# IMSHARD_INJECT_NAN_STEP=N makes a pixel of step N's batch NaN: the run
+# stops at that step, naming it, and keeps the checkpoint of the step before.
+run env IMSHARD_INJECT_NAN_STEP=4 "${fit_cmd[@]}" --epochs 3 --checkpoint-dir "$T/nan" --checkpoint-every 1
+same "$rc" 1 "exit status of a run fed a NaN"
+one_line "$T/err"
+contains "$T/err" "loss is NaN at step 4"
+kept_step=$(python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; print(json.loads(d[8:8+n])["__metadata__"]["step"])' "$T/nan/checkpoint.safetensors")
+same "$kept_step" 3 "checkpoint kept from the step before the NaN"
+run env IMSHARD_INJECT_NAN_STEP=0 "${fit_cmd[@]}" --epochs 1
+same "$rc" 1 "exit status with a bad IMSHARD_INJECT_NAN_STEP"
+contains "$T/err" "IMSHARD_INJECT_NAN_STEP must be a step number"
+# on one rank of two: every rank stops at that step
+if command -v mpirun >/dev/null; then
+  run env IMSHARD_INJECT_NAN_STEP=2 IMSHARD_INJECT_NAN_RANK=1 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    timeout 120 mpirun -np 2 "${fit_cmd[@]}" --epochs 3
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "2 ranks with a NaN on rank 1 exited $rc"
+  contains "$T/err" "loss is NaN at step 2"
 fi
 
 # --- SIGKILL at random points, then resume = uninterrupted ---------------
