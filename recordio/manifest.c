@@ -130,11 +130,16 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 	}
 	i = 0;
 	cJSON_ArrayForEach(it, counts) {
-		RETURN_IF(!cJSON_IsNumber(it) || it->valuedouble < 0, err,
-			  IMS_ECORRUPT, "manifest '%s': class count %zu is invalid",
-			  path, i);
+		/* range first: converting a double beyond uint64 is undefined */
+		RETURN_IF(!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+				  it->valuedouble > 9007199254740992.0 ||
+				  it->valuedouble != (double)(uint64_t)it->valuedouble,
+			  err, IMS_ECORRUPT,
+			  "manifest '%s': class count %zu is invalid", path, i);
 		m->class_counts[i] = (uint64_t)it->valuedouble;
-		total += m->class_counts[i];
+		RETURN_IF(__builtin_add_overflow(total, m->class_counts[i], &total),
+			  err, IMS_ECORRUPT,
+			  "manifest '%s': class counts add up to more than 2^64", path);
 		i++;
 	}
 	RETURN_IF(total != m->records, err, IMS_ECORRUPT,

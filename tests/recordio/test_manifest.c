@@ -79,6 +79,11 @@ int main(void)
 	expect_bad(dir, "\"format_version\":1", "\"format_version\":9", "version 9");
 	expect_bad(dir, "\"class_counts\":[2,3]", "\"class_counts\":[2,2]", "add up");
 	expect_bad(dir, "\"class_counts\":[2,3]", "\"class_counts\":[5]", "class counts");
+	/* found by fuzz_manifest: a count past uint64 was converted (UB) */
+	expect_bad(dir, "\"class_counts\":[2,3]", "\"class_counts\":[2,3e103]",
+		   "class count 1 is invalid");
+	expect_bad(dir, "\"class_counts\":[2,3]", "\"class_counts\":[2.5,2.5]",
+		   "class count 0 is invalid");
 	expect_bad(dir, "\"first\":2", "\"first\":3", "starts at record 3");
 	expect_bad(dir, "\"records\":5", "\"records\":6", "");
 	expect_bad(dir, "train-00001-of-00002.mdb", "../etc/passwd", "file name");

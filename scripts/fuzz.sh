@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (tests/fuzz, clang with ASan + UBSan into
+# build-fuzz), makes their seed corpora from the project's own outputs and
+# runs each for SECONDS (default 10). Exits non-zero when a harness finds a
+# crash, a leak or undefined behaviour; the input is left in
+# build-fuzz/findings/ (turn it into a regression test).
+#   scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
+bash scripts/setup.sh
+command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+
+dir=build-fuzz
+CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OFF \
+  -DIMSHARD_SANITIZE=address,undefined -DIMSHARD_WERROR=OFF
+
+# --- seed corpora -----------------------------------------------------------
+seeds="$dir/seeds"
+rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,inat,cifar}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+im=build/tools/imshard
+[ -x "$im" ] || im="$dir/tools/imshard"
+[ -x "$im" ] || cmake --build "$dir" --target imshard -j"$(nproc)" >/dev/null
+"$im" sample "$work/s" --classes 3 --per-class 4 --quiet
+"$im" list "$work/s" -o "$work/s" --quiet
+"$im" pack "$work/s_train.lst" "$work/s" -o "$work/p/train" --quiet
+cp "$work/p/train.json" "$seeds/manifest/"
+cp "$work/s_train.lst" "$seeds/lst/"
+cp "$work/s.classes" "$seeds/lst/"
+find "$work/s" -type f \( -name '*.jpg' -o -name '*.png' \) | head -6 | while read -r f; do
+  cp "$f" "$seeds/decode/"
+done
+/usr/bin/python3 - "$work/p" "$seeds" <<'PY'
+import glob, json, os, struct, sys
+import lmdb
+p, seeds = sys.argv[1], sys.argv[2]
+for shard in sorted(glob.glob(os.path.join(p, "*.mdb"))):
+    env = lmdb.open(shard, subdir=False, readonly=True, lock=False)
+    with env.begin() as t:
+        for i, (k, v) in enumerate(t.cursor()):
+            if i >= 4:
+                break
+            open(os.path.join(seeds, "record", "r%d" % i), "wb").write(bytes(v))
+# iNat 2017: two images, two categories
+coco = {"images": [{"id": 1, "file_name": "train_val_images/A/a/1.jpg", "width": 8, "height": 8},
+                   {"id": 2, "file_name": "train_val_images/B/b/2.jpg", "width": 8, "height": 8}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 0}, {"id": 2, "image_id": 2, "category_id": 1}],
+        "categories": [{"id": 0, "name": "a", "supercategory": "A"}, {"id": 1, "name": "b", "supercategory": "B"}]}
+open(os.path.join(seeds, "inat", "coco.json"), "w").write(json.dumps(coco))
+# CIFAR-10: two records of a batch; and the class names
+rec = lambda label: bytes([label]) + bytes(range(256)) * 12
+open(os.path.join(seeds, "cifar", "batch"), "wb").write(rec(3) + rec(7))
+open(os.path.join(seeds, "cifar", "meta"), "w").write("\n".join("c%d" % i for i in range(10)) + "\n")
+PY
+
+# --- runs ------------------------------------------------------------------
+find_dir="$dir/findings"
+mkdir -p "$find_dir"
+status=0
+for h in record manifest lst decode inat cifar; do
+  corpus="$dir/corpus/$h"
+  mkdir -p "$corpus"
+  echo "== fuzz_$h for ${secs} s"
+  if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$dir/tests/fuzz/fuzz_$h" "$corpus" "$seeds/$h" -max_total_time="$secs" -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="$find_dir/$h-" -print_final_stats=1 \
+    >"$dir/fuzz_$h.log" 2>&1; then
+    echo "fuzz.sh: fuzz_$h found a problem (input in $find_dir, log in $dir/fuzz_$h.log):" >&2
+    grep -E "ERROR|SUMMARY|runtime error" "$dir/fuzz_$h.log" | head -5 >&2
+    status=1
+  fi
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$dir/fuzz_$h.log" | sed 's/^/  /'
+done
+exit $status
