@@ -5,6 +5,8 @@
 # crash, a leak or undefined behaviour; the input is left in
 # build-fuzz/findings/ (turn it into a regression test).
 #   scripts/fuzz.sh [SECONDS]
+# FUZZ_SEED=N fixes libFuzzer's random seed (CI: the same inputs every run,
+# so a run fails only on a change; unset: a new seed each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -67,6 +69,7 @@ for h in record manifest lst decode inat cifar; do
   if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$dir/tests/fuzz/fuzz_$h" "$corpus" "$seeds/$h" -max_total_time="$secs" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$find_dir/$h-" -print_final_stats=1 \
+    ${FUZZ_SEED:+-seed="$FUZZ_SEED"} \
     >"$dir/fuzz_$h.log" 2>&1; then
     echo "fuzz.sh: fuzz_$h found a problem (input in $find_dir, log in $dir/fuzz_$h.log):" >&2
     grep -E "ERROR|SUMMARY|runtime error" "$dir/fuzz_$h.log" | head -5 >&2

@@ -2,7 +2,7 @@
 # The whole test suite: installs dependencies, builds with -Werror, runs
 # every test; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
 # and runs every test again; then runs each libFuzzer harness for 10 s
-# (scripts/fuzz.sh). GPU tests are skipped (not passed) without a GPU.
+# from a fixed seed (scripts/fuzz.sh; bench/fuzz runs them longer). GPU tests are skipped (not passed) without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,4 +20,4 @@ echo "== tests under ASan + UBSan"
   ctest --output-on-failure -j"$jobs" -LE slow)
 
 echo "== fuzzing (libFuzzer, 10 s per harness)"
-bash scripts/fuzz.sh 10
+FUZZ_SEED=1 bash scripts/fuzz.sh 10
