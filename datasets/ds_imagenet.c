@@ -272,8 +272,13 @@ static int read_text(ctx *c, const char *path, char **buf)
 	size_t len;
 	FORWARD_IF_ERR(ims_read_file(path, &data, &len, TEXT_LIMIT, c->err));
 	data[len] = 0; /* ims_read_file leaves a spare byte */
-	RETURN_IF(memchr(data, 0, len) != NULL, c->err, IMS_EFORMAT,
-		  "cannot read '%s': not a text file (holds a NUL byte)", path);
+	if (memchr(data, 0, len) != NULL) {
+		/* found by fuzz_imagenet: this buffer leaked */
+		free(data);
+		return ims_fail(c->err, IMS_EFORMAT,
+				"cannot read '%s': not a text file (holds a NUL byte)",
+				path);
+	}
 	*buf = (char *)data;
 	return 0;
 }

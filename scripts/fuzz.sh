@@ -20,7 +20,7 @@ CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OF
 
 # --- seed corpora -----------------------------------------------------------
 seeds="$dir/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,inat,cifar}
+rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,inat,cifar,imagenet}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 im=build/tools/imshard
@@ -56,13 +56,18 @@ open(os.path.join(seeds, "inat", "coco.json"), "w").write(json.dumps(coco))
 rec = lambda label: bytes([label]) + bytes(range(256)) * 12
 open(os.path.join(seeds, "cifar", "batch"), "wb").write(rec(3) + rec(7))
 open(os.path.join(seeds, "cifar", "meta"), "w").write("\n".join("c%d" % i for i in range(10)) + "\n")
+# ImageNet (Kaggle): the first byte picks the file the rest becomes
+open(os.path.join(seeds, "imagenet", "mapping"), "wb").write(b"\x00n01440764 tench, Tinca tinca\nn01443537 goldfish\n")
+open(os.path.join(seeds, "imagenet", "solution"), "wb").write(
+    b"\x01ImageId,PredictionString\nILSVRC2012_val_00000001,n01440764 1 2 3 4\n"
+    b"ILSVRC2012_val_00000002,n01443537 5 6 7 8\n")
 PY
 
 # --- runs ------------------------------------------------------------------
 find_dir="$dir/findings"
 mkdir -p "$find_dir"
 status=0
-for h in record manifest lst decode inat cifar; do
+for h in record manifest lst decode inat cifar imagenet; do
   corpus="$dir/corpus/$h"
   mkdir -p "$corpus"
   echo "== fuzz_$h for ${secs} s"
