@@ -20,7 +20,7 @@ CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OF
 
 # --- seed corpora -----------------------------------------------------------
 seeds="$dir/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,inat,cifar,imagenet}
+rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,augment,inat,cifar,imagenet}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 im=build/tools/imshard
@@ -34,6 +34,7 @@ cp "$work/s_train.lst" "$seeds/lst/"
 cp "$work/s.classes" "$seeds/lst/"
 find "$work/s" -type f \( -name '*.jpg' -o -name '*.png' \) | head -6 | while read -r f; do
   cp "$f" "$seeds/decode/"
+  cp "$f" "$seeds/augment/"
 done
 /usr/bin/python3 - "$work/p" "$seeds" <<'PY'
 import glob, json, os, struct, sys
@@ -67,7 +68,7 @@ PY
 find_dir="$dir/findings"
 mkdir -p "$find_dir"
 status=0
-for h in record manifest lst decode inat cifar imagenet; do
+for h in record manifest lst decode augment inat cifar imagenet; do
   corpus="$dir/corpus/$h"
   mkdir -p "$corpus"
   echo "== fuzz_$h for ${secs} s"
