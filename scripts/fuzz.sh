@@ -20,7 +20,7 @@ CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OF
 
 # --- seed corpora -----------------------------------------------------------
 seeds="$dir/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,augment,inat,cifar,imagenet}
+rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,augment,inat,cifar,imagenet,imagenet_devkit}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 im=build/tools/imshard
@@ -62,13 +62,16 @@ open(os.path.join(seeds, "imagenet", "mapping"), "wb").write(b"\x00n01440764 ten
 open(os.path.join(seeds, "imagenet", "solution"), "wb").write(
     b"\x01ImageId,PredictionString\nILSVRC2012_val_00000001,n01440764 1 2 3 4\n"
     b"ILSVRC2012_val_00000002,n01443537 5 6 7 8\n")
+# ImageNet (devkit): map_clsloc.txt or the validation ground truth
+open(os.path.join(seeds, "imagenet_devkit", "mapping"), "wb").write(b"\x00n01440764 1 tench\nn01443537 2 goldfish\n")
+open(os.path.join(seeds, "imagenet_devkit", "truth"), "wb").write(b"\x011\n2\n")
 PY
 
 # --- runs ------------------------------------------------------------------
 find_dir="$dir/findings"
 mkdir -p "$find_dir"
 status=0
-for h in record manifest lst decode augment inat cifar imagenet; do
+for h in record manifest lst decode augment inat cifar imagenet imagenet_devkit; do
   corpus="$dir/corpus/$h"
   mkdir -p "$corpus"
   echo "== fuzz_$h for ${secs} s"
