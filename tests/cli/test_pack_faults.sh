@@ -2,8 +2,9 @@
 # Packing when the disk fills up (a file-size limit stands in for a full
 # filesystem): one clear line, exit 1, and nothing left that looks like a
 # split (no manifest, no shard, no partial file); the same command then
-# succeeds once there is room. An output folder that is a file is refused
-# before anything is read.
+# succeeds once there is room. Inputs removed while the pack runs are
+# packed or skipped and named, never half-read into the split. An output
+# folder that is a file is refused before anything is read.
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 40 --seed 2 --quiet
@@ -24,6 +25,32 @@ checks=$((checks + 1))
 # with room, the same command gives a complete, verifiable split
 expect 0 "$IMSHARD" "${args[@]}" -o "$T/full/train"
 expect 0 "$IMSHARD" verify "$T/full/train.json"
+
+# inputs that vanish while the pack runs: whatever the timing, each listed
+# file is either packed or skipped and named; the split is complete and
+# verifies, and records + skipped = rows listed
+expect 0 "$IMSHARD" sample "$T/v" --classes 4 --per-class 150 --seed 4 --quiet
+expect 0 "$IMSHARD" list "$T/v" -o "$T/v" --no-shuffle --quiet
+rows=$(grep -c . "$T/v_train.lst")
+"$IMSHARD" pack "$T/v_train.lst" "$T/v" -o "$T/vout/train" --threads 1 --encoding jpeg --quality 95 \
+  >"$T/vanish.out" 2>"$T/vanish.err" &
+job=$!
+# remove every third listed file, from the end of the list backwards, as
+# the pack works through it from the start
+awk -F'\t' 'NR % 3 == 0 { print $NF }' "$T/v_train.lst" | tac | while read -r f; do
+  rm -f "$T/v/$f"
+done
+wait "$job"
+rc=$?
+same "$rc" 0 "pack while inputs vanish"
+expect 0 "$IMSHARD" verify "$T/vout/train.json"
+records=$(json "$T/vout/train.json" 'j["records"]')
+skipped=0
+[ -e "$T/vout/train.errors.tsv" ] && skipped=$(($(grep -c . "$T/vout/train.errors.tsv") - 1))
+same "$((records + skipped))" "$rows" "records $records + skipped $skipped = rows listed"
+checks=$((checks + 1))
+[ "$skipped" -eq 0 ] || [ "$(grep -c "No such file" "$T/vout/train.errors.tsv")" -eq "$skipped" ] ||
+  fail "a skipped file is not named as missing: $(head -3 "$T/vout/train.errors.tsv")"
 
 # an output folder that is a file
 : >"$T/afile"
