@@ -3,8 +3,9 @@
 # filesystem): one clear line, exit 1, and nothing left that looks like a
 # split (no manifest, no shard, no partial file); the same command then
 # succeeds once there is room. Inputs removed while the pack runs are
-# packed or skipped and named, never half-read into the split. An output
-# folder that is a file is refused before anything is read.
+# packed or skipped and named, never half-read into the split. A
+# read-only output folder and an output folder that is a file are refused
+# with one line.
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 40 --seed 2 --quiet
@@ -51,6 +52,20 @@ same "$((records + skipped))" "$rows" "records $records + skipped $skipped = row
 checks=$((checks + 1))
 [ "$skipped" -eq 0 ] || [ "$(grep -c "No such file" "$T/vout/train.errors.tsv")" -eq "$skipped" ] ||
   fail "a skipped file is not named as missing: $(head -3 "$T/vout/train.errors.tsv")"
+
+# a read-only output folder (a read-only tmpfs: permissions would not stop
+# root); checked where this process may mount, said and passed over where not
+mkdir -p "$T/ro"
+if mount -t tmpfs -o ro,size=1m tmpfs "$T/ro" 2>/dev/null; then
+  trap 'umount "$T/ro" 2>/dev/null' EXIT
+  expect 1 "$IMSHARD" "${args[@]}" -o "$T/ro/train"
+  one_line "$T/err"
+  contains "$T/err" "Read-only file system"
+  umount "$T/ro"
+  trap - EXIT
+else
+  echo "note: cannot mount a read-only tmpfs here: the read-only output check is not run" >&2
+fi
 
 # an output folder that is a file
 : >"$T/afile"
