@@ -1,67 +1,25 @@
 /* fuzz_imagenet.c - ImageNet's label files through the adapter, Kaggle
- * layout: the input is LOC_synset_mapping.txt and LOC_val_solution.csv of
- * a root that has two train classes and two val images (empty files: the
- * adapter never reads pixels). The input's first byte picks which of the
- * two files gets it; the other gets a valid one. */
-#include <sys/stat.h>
+ * layout: the input is LOC_synset_mapping.txt (first byte even) or
+ * LOC_val_solution.csv (odd); see fuzz_imagenet_util.h. */
+#include "fuzz_imagenet_util.h"
 
-#include "datasets/datasets.h"
-#include "fuzz_util.h"
-
-static void touch(const char *rel)
-{
-	char path[700];
-	fuzz_file(rel, (const uint8_t *)"", 0, path, sizeof(path));
-}
-
-static void make_root(void)
-{
-	static const char *dirs[] = {"ILSVRC", "ILSVRC/Data", "ILSVRC/Data/CLS-LOC",
-				     "ILSVRC/Data/CLS-LOC/train",
-				     "ILSVRC/Data/CLS-LOC/train/n01440764",
-				     "ILSVRC/Data/CLS-LOC/train/n01443537",
-				     "ILSVRC/Data/CLS-LOC/val"};
-	char path[700];
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", fuzz_dir(), dirs[i]);
-		mkdir(path, 0755);
-	}
-	touch("ILSVRC/Data/CLS-LOC/train/n01440764/n01440764_1.JPEG");
-	touch("ILSVRC/Data/CLS-LOC/train/n01443537/n01443537_1.JPEG");
-	touch("ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_00000001.JPEG");
-	touch("ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_00000002.JPEG");
-}
-
-static const char mapping[] =
-	"n01440764 tench, Tinca tinca\nn01443537 goldfish, Carassius auratus\n";
-static const char solution[] =
-	"ImageId,PredictionString\n"
-	"ILSVRC2012_val_00000001,n01440764 1 2 3 4\n"
-	"ILSVRC2012_val_00000002,n01443537 5 6 7 8\n";
+static const char *const dirs[] = {
+	"ILSVRC", "ILSVRC/Data", "ILSVRC/Data/CLS-LOC", "ILSVRC/Data/CLS-LOC/train",
+	"ILSVRC/Data/CLS-LOC/train/n01440764", "ILSVRC/Data/CLS-LOC/train/n01443537",
+	"ILSVRC/Data/CLS-LOC/val", NULL};
+static const char *const files[] = {
+	"ILSVRC/Data/CLS-LOC/train/n01440764/n01440764_1.JPEG",
+	"ILSVRC/Data/CLS-LOC/train/n01443537/n01443537_1.JPEG",
+	"ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_00000001.JPEG",
+	"ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_00000002.JPEG", NULL};
+static const fuzz_imagenet_layout kaggle = {
+	dirs, files, {"LOC_synset_mapping.txt", "LOC_val_solution.csv"},
+	{"n01440764 tench, Tinca tinca\nn01443537 goldfish, Carassius auratus\n",
+	 "ImageId,PredictionString\n"
+	 "ILSVRC2012_val_00000001,n01440764 1 2 3 4\n"
+	 "ILSVRC2012_val_00000002,n01443537 5 6 7 8\n"}};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int made;
-	if (!made) {
-		make_root();
-		made = 1;
-	}
-	if (size < 1)
-		return 0;
-	char path[700];
-	const int which = data[0] & 1;
-	fuzz_file("LOC_synset_mapping.txt",
-		  which ? (const uint8_t *)mapping : data + 1,
-		  which ? sizeof(mapping) - 1 : size - 1, path, sizeof(path));
-	fuzz_file("LOC_val_solution.csv",
-		  which ? data + 1 : (const uint8_t *)solution,
-		  which ? size - 1 : sizeof(solution) - 1, path, sizeof(path));
-	ds_convert_opts o;
-	ds_convert_opts_init(&o);
-	ds_dataset d;
-	memset(&d, 0, sizeof(d));
-	ims_error err;
-	ds_adapter_imagenet.load(fuzz_dir(), &o, &d, &err);
-	ds_dataset_release(&d);
-	return 0;
+	return fuzz_imagenet_run(&kaggle, data, size);
 }
