@@ -49,6 +49,9 @@ typedef struct nn_ctx {
 	 * (a pass over every activation's size); 0 (the default) is the
 	 * accumulating convention below. */
 	int dx_overwrite;
+	/* 1: every convolution takes im2col + GEMM, none Winograd (the
+	 * tests compare the two; 0, the default, picks per layer) */
+	int no_winograd;
 } nn_ctx;
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */

@@ -392,6 +392,16 @@ static void test_cases(void)
 		 make_desc(40, 32, 5, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0)},
 		{"threaded depthwise",
 		 make_desc(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32, 1)},
+		/* 3x3 stride 1 padding 1 with >= 16 channels: Winograd for y
+		 * and dx (odd planes drop a tile's last row/column; a 1x1
+		 * plane is one tile with one output) */
+		{"Winograd, odd planes",
+		 make_desc(3, 16, 7, 9, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1)},
+		{"Winograd, 1x1 planes",
+		 make_desc(4, 24, 1, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0)},
+		/* 2 threads x 1100 tiles: blocks of 512 cut across images */
+		{"Winograd, several tile blocks",
+		 make_desc(60, 16, 12, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1)},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		run_case(&cases[i], &ctx1, 100 + i * 10);
@@ -546,6 +556,7 @@ static void test_overwrite(void)
 		make_desc(2, 12, 40, 30, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1),
 		make_desc(40, 32, 5, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0),
 		make_desc(6, 16, 12, 12, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0),
+		make_desc(5, 16, 9, 7, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0),
 	};
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		conv_dx_case c = {.d = cases[k]};

@@ -1,6 +1,7 @@
 /*
  * conv.c - 2-D convolution (PyTorch's Conv2d), CPU reference kernels:
- * im2col + sgemm, col2im for the input gradient.
+ * im2col + sgemm, col2im for the input gradient. 3x3 stride-1 layers
+ * take Winograd's F(2x2, 3x3) for y and dx instead (conv_winograd.c).
  *
  * Shapes: x [N, C_in, H, W], w [C_out, C_in/G, KH, KW], y [N, C_out, Ho, Wo].
  * The column matrix col [C_in*KH*KW, cols] has one row per (c, ki, kj) and
@@ -39,7 +40,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "train/nn_internal.h"
+#include "train/conv_winograd.h"
 
 /* Output positions (GEMM columns) per thread in a block of images... */
 #define CONV_COLS 1024
@@ -628,10 +629,12 @@ int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 		  !x ? "input" : !w ? "weights" : !y ? "output" : "bias");
 	conv_plan p;
 	make_plan(d, ctx->threads, &p);
+	const float *bias = d->bias ? b : NULL;
+	if (!ctx->no_winograd && nn_wino_eligible(d))
+		return nn_wino_forward(ctx, d, p.nt, x, w, bias, y, err);
 	float *col, *stage;
 	FORWARD_IF_ERR(carve(ctx, d, &p, !(p.direct && p.imgs == 1), &col,
 			     &stage, err));
-	const float *bias = d->bias ? b : NULL;
 	const size_t img_in = (size_t)d->c_in * p.hw_in;
 	const size_t img_out = (size_t)d->c_out * p.hw_out;
 	set_blas_threads(1);
@@ -693,6 +696,15 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	RETURN_IF(!dy || (dw && !x) || (dx && !w), err, IMS_EINVAL,
 		  "cannot run a convolution backward: missing %s",
 		  !dy ? "output gradient" : dw && !x ? "input" : "weights");
+	if (dx && !ctx->no_winograd && nn_wino_eligible(d)) {
+		/* dw and db by im2col, dx by Winograd */
+		FORWARD_IF_ERR(nn_cpu_conv_backward(ctx, d, x, w, dy, NULL, dw,
+						    db, err));
+		conv_plan p;
+		make_plan(d, ctx->threads, &p);
+		return nn_wino_backward_data(ctx, d, p.nt, w, dy,
+					     ctx->dx_overwrite, dx, err);
+	}
 	conv_plan p;
 	make_plan(d, ctx->threads, &p);
 	if (db)

@@ -1,0 +1,392 @@
+/*
+ * conv_winograd.c - 3x3, stride-1, padding-1 convolutions by Winograd's
+ * minimal filtering F(2x2, 3x3): the forward pass and the input gradient
+ * of conv.c's commonest layer (every 3x3 layer of resnet18/34, vgg16 and
+ * convnet7 but the strided ones).
+ *
+ * Each 2x2 block of outputs (a tile) comes from the 4x4 input patch under
+ * it. With the transforms of Lavin and Gray (2016),
+ *   y_tile = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A,
+ * the sum over input channels is, for each of the 16 positions xi of the
+ * 4x4 transformed tile, one matrix product
+ *   M_xi [K, tiles] = U_xi [K, C] V_xi [C, tiles],
+ * 16 GEMMs of depth C where im2col needs one of depth 9C with 2.25 times
+ * the multiply-adds. The transforms are adds and subtracts (G has halves),
+ * and cost O(C + K) per tile against the GEMMs' O(C K).
+ *
+ * The input gradient of such a convolution is the same convolution of dy
+ * with each kernel turned 180 degrees and the channel roles swapped
+ * (dx_c = sum_k dy_k * rot180(w_kc), padding 1), so both passes share
+ * wino_run. The weight gradient stays with im2col (conv.c).
+ *
+ * Blocking and threads: tiles are numbered image by image, row by row; a
+ * thread takes a fixed contiguous share and works through it in blocks of
+ * WINO_TILES: input transform into V, 16 GEMMs into M, output transform
+ * into y. V and M of one block are a few MiB, reused at once from cache.
+ * Every output is produced by one thread in an order fixed by the shape
+ * and the thread count (determinism as in nn_internal.h).
+ *
+ * Accuracy: the transforms only add, subtract and halve, so the result is
+ * the direct sum up to a few float roundings per term; the layer tests
+ * hold it to the same bound as the im2col path (1e-5 of the sum of
+ * |terms|).
+ */
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "train/conv_winograd.h"
+
+/* Tiles per block; the GEMMs are K x WINO_TILES x C. */
+#define WINO_TILES 512
+/* Below this many input (or output) channels im2col's deeper GEMM wins:
+ * the transforms cost as much as what they save. */
+#define WINO_MIN_CHANNELS 16
+/* The zero-bordered plane each thread copies an input plane into. */
+#define WINO_PLANE_MAX 16384
+/*
+ * The 16 matrices of U, V and M lie WINO_SKEW floats more than their size
+ * apart. The transforms read or write all 16 at once, and at sizes that
+ * are multiples of 4 KiB those 16 streams fall in one L1 set, which holds
+ * 8 lines (a 2-3x slowdown of the transforms without the skew).
+ */
+#define WINO_SKEW 16
+
+/* Floats between matrices xi and xi + 1 of a [16, rows, cols] stack. */
+static size_t xi_stride(size_t rows, size_t cols)
+{
+	return rows * cols + WINO_SKEW;
+}
+
+int nn_wino_eligible(const nn_conv_desc *d)
+{
+	const long long ph = 2LL * ((d->h_out + 1) / 2) + 2;
+	const long long pw = 2LL * ((d->w_out + 1) / 2) + 2;
+	return d->kh == 3 && d->kw == 3 && d->stride_h == 1 &&
+	       d->stride_w == 1 && d->pad_h == 1 && d->pad_w == 1 &&
+	       d->dil_h == 1 && d->dil_w == 1 && d->groups == 1 &&
+	       d->c_in >= WINO_MIN_CHANNELS && d->c_out >= WINO_MIN_CHANNELS &&
+	       ph * pw <= WINO_PLANE_MAX;
+}
+
+/* Kernels per side of the blocks transform_kernels works in. */
+#define WINO_KBLOCK 16
+
+/*
+ * U [16, K, C] from kernels g(k, c) read at g + k * ks + c * cs, turned
+ * 180 degrees when `flip`: U_xi = (G g G^T)_xi with
+ *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
+ * In blocks of 16 x 16 kernels, so that U is written a whole 64-byte row
+ * at a time whether g is read along k or (for dx: transposed) along c.
+ */
+static void transform_kernels(int k_n, int c_n, const float *g, size_t ks,
+			      size_t cs, int flip, int nt, float *u)
+{
+	const size_t kc = xi_stride((size_t)k_n, (size_t)c_n);
+	const int kb_n = (k_n + WINO_KBLOCK - 1) / WINO_KBLOCK;
+	const int cb_n = (c_n + WINO_KBLOCK - 1) / WINO_KBLOCK;
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (int kb = 0; kb < kb_n; kb++) {
+		float blk[16][WINO_KBLOCK][WINO_KBLOCK];
+		const int k0 = kb * WINO_KBLOCK;
+		const int kn = k_n - k0 < WINO_KBLOCK ? k_n - k0 : WINO_KBLOCK;
+		for (int cb = 0; cb < cb_n; cb++) {
+			const int c0 = cb * WINO_KBLOCK;
+			const int cn = c_n - c0 < WINO_KBLOCK ? c_n - c0
+							      : WINO_KBLOCK;
+			for (int kk = 0; kk < kn; kk++) {
+				for (int cc = 0; cc < cn; cc++) {
+					const float *src = g + (size_t)(k0 + kk) * ks +
+							   (size_t)(c0 + cc) * cs;
+					float f[3][3];
+					for (int i = 0; i < 9; i++)
+						f[i / 3][i % 3] = flip ? src[8 - i] : src[i];
+					float t[4][3]; /* G f */
+					for (int j = 0; j < 3; j++) {
+						t[0][j] = f[0][j];
+						t[1][j] = 0.5f * (f[0][j] + f[1][j] + f[2][j]);
+						t[2][j] = 0.5f * (f[0][j] - f[1][j] + f[2][j]);
+						t[3][j] = f[2][j];
+					}
+					for (int i = 0; i < 4; i++) { /* (G f) G^T */
+						blk[4 * i + 0][kk][cc] = t[i][0];
+						blk[4 * i + 1][kk][cc] =
+							0.5f * (t[i][0] + t[i][1] + t[i][2]);
+						blk[4 * i + 2][kk][cc] =
+							0.5f * (t[i][0] - t[i][1] + t[i][2]);
+						blk[4 * i + 3][kk][cc] = t[i][2];
+					}
+				}
+			}
+			for (int xi = 0; xi < 16; xi++)
+				for (int kk = 0; kk < kn; kk++) {
+					float *dst = u + (size_t)xi * kc +
+						     (size_t)(k0 + kk) * c_n + c0;
+					/* a fixed size compiles to vector
+					 * moves, not a call */
+					if (cn == WINO_KBLOCK)
+						memcpy(dst, blk[xi][kk],
+						       sizeof(blk[xi][kk]));
+					else
+						memcpy(dst, blk[xi][kk],
+						       (size_t)cn * sizeof(float));
+				}
+		}
+	}
+}
+
+typedef struct wino_shape {
+	int n, c_in, c_out, h, w;
+	int th, tw;      /* tiles per column and row */
+	size_t tiles;    /* per image: th * tw */
+	int ph, pw;      /* the zero-bordered plane: 2 th + 2 by 2 tw + 2 */
+} wino_shape;
+
+/*
+ * V [16, C, ldv] columns [0, t1 - t0) from tiles [t0, t1) of x: one
+ * zero-bordered copy of each plane the block touches, then B^T d B of
+ * each 4x4 patch, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+ */
+static void input_transform(const wino_shape *s, const float *x, size_t t0,
+			    size_t t1, float *v, size_t ldv, float *plane)
+{
+	const size_t hw = (size_t)s->h * s->w;
+	const size_t cstride = xi_stride((size_t)s->c_in, ldv);
+	const int pw = s->pw;
+	memset(plane, 0, (size_t)s->ph * pw * sizeof(float));
+	for (int c = 0; c < s->c_in; c++) {
+		for (size_t t = t0; t < t1;) {
+			const size_t img = t / s->tiles;
+			const size_t end = (img + 1) * s->tiles < t1
+						   ? (img + 1) * s->tiles
+						   : t1;
+			const float *src = x + (img * s->c_in + c) * hw;
+			for (int r = 0; r < s->h; r++)
+				memcpy(plane + (size_t)(r + 1) * pw + 1,
+				       src + (size_t)r * s->w,
+				       (size_t)s->w * sizeof(float));
+			/* tiles [t, end) of this image, a tile row at a time */
+			size_t local = t - img * s->tiles;
+			float *col = v + (size_t)c * ldv + (t - t0);
+			while (t < end) {
+				const int ty = (int)(local / s->tw);
+				const int tx0 = (int)(local % s->tw);
+				int nx = s->tw - tx0;
+				if ((size_t)nx > end - t)
+					nx = (int)(end - t);
+				const float *p0 = plane + (size_t)(2 * ty) * pw;
+				const float *p1 = p0 + pw, *p2 = p1 + pw,
+					    *p3 = p2 + pw;
+				for (int j = 0; j < nx; j++) {
+					const int o = 2 * (tx0 + j);
+					float b[4][4];
+					for (int q = 0; q < 4; q++) {
+						/* B^T d: rows */
+						b[0][q] = p0[o + q] - p2[o + q];
+						b[1][q] = p1[o + q] + p2[o + q];
+						b[2][q] = p2[o + q] - p1[o + q];
+						b[3][q] = p1[o + q] - p3[o + q];
+					}
+					for (int i = 0; i < 4; i++) {
+						/* (B^T d) B: columns */
+						float *out = col + (size_t)(4 * i) * cstride + j;
+						out[0] = b[i][0] - b[i][2];
+						out[cstride] = b[i][1] + b[i][2];
+						out[2 * cstride] = b[i][2] - b[i][1];
+						out[3 * cstride] = b[i][1] - b[i][3];
+					}
+				}
+				col += nx;
+				t += (size_t)nx;
+				local += (size_t)nx;
+			}
+		}
+	}
+}
+
+/*
+ * y tiles [t0, t1) from M [16, K, ldm] by A^T m A,
+ * A^T = [1 1 1 0; 0 1 -1 -1], plus the bias; the last row and column of
+ * a tile are dropped where the output has an odd size. accumulate: y +=.
+ */
+static void output_transform(const wino_shape *s, const float *m, size_t ldm,
+			     size_t t0, size_t t1, const float *bias,
+			     int accumulate, float *y)
+{
+	const size_t hw = (size_t)s->h * s->w;
+	const size_t kstride = xi_stride((size_t)s->c_out, ldm);
+	for (int k = 0; k < s->c_out; k++) {
+		const float bk = bias ? bias[k] : 0.0f;
+		const float *row = m + (size_t)k * ldm;
+		for (size_t t = t0; t < t1;) {
+			const size_t img = t / s->tiles;
+			size_t local = t - img * s->tiles;
+			const int ty = (int)(local / s->tw);
+			const int tx0 = (int)(local % s->tw);
+			int nx = s->tw - tx0;
+			if ((size_t)nx > t1 - t)
+				nx = (int)(t1 - t);
+			float *y0 = y + (img * s->c_out + k) * hw +
+				    (size_t)(2 * ty) * s->w;
+			/* an odd height: the last tile row has one output row */
+			float *y1 = 2 * ty + 1 < s->h ? y0 + s->w : NULL;
+			const float *mm = row + (t - t0);
+			for (int j = 0; j < nx; j++) {
+				float a[4][2];
+				for (int q = 0; q < 4; q++) {
+					/* m A: columns */
+					const float *c = mm + (size_t)(4 * q) * kstride + j;
+					a[q][0] = c[0] + c[kstride] + c[2 * kstride];
+					a[q][1] = c[kstride] - c[2 * kstride] -
+						  c[3 * kstride];
+				}
+				const float r00 = a[0][0] + a[1][0] + a[2][0] + bk;
+				const float r01 = a[0][1] + a[1][1] + a[2][1] + bk;
+				const float r10 = a[1][0] - a[2][0] - a[3][0] + bk;
+				const float r11 = a[1][1] - a[2][1] - a[3][1] + bk;
+				const int ox = 2 * (tx0 + j);
+				const int two = ox + 1 < s->w;
+				if (accumulate) {
+					y0[ox] += r00;
+					if (two)
+						y0[ox + 1] += r01;
+					if (y1) {
+						y1[ox] += r10;
+						if (two)
+							y1[ox + 1] += r11;
+					}
+				} else {
+					y0[ox] = r00;
+					if (two)
+						y0[ox + 1] = r01;
+					if (y1) {
+						y1[ox] = r10;
+						if (two)
+							y1[ox + 1] = r11;
+					}
+				}
+			}
+			t += (size_t)nx;
+		}
+	}
+}
+
+/* Rounds a float count up to 64 bytes, so carved buffers stay aligned. */
+static size_t round16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+/* One thread's V, M and bordered plane. */
+static size_t wino_thread_floats(const wino_shape *s)
+{
+	return round16(16 * xi_stride((size_t)s->c_in, WINO_TILES)) +
+	       round16(16 * xi_stride((size_t)s->c_out, WINO_TILES)) +
+	       round16((size_t)s->ph * s->pw);
+}
+
+/* Thread t's share [*lo, *hi) of n tiles. */
+static void split_tiles(size_t n, int t, int nt, size_t *lo, size_t *hi)
+{
+	*lo = n * (size_t)t / (size_t)nt;
+	*hi = n * (size_t)(t + 1) / (size_t)nt;
+}
+
+/*
+ * out [N, K, H, W] (= or +=) the padding-1 3x3 convolution of in
+ * [N, C, H, W] with the transformed kernels u [16, K, C], plus bias.
+ */
+static int wino_run(nn_ctx *ctx, const wino_shape *s, int nt, const float *u,
+		    const float *in, const float *bias, int accumulate,
+		    float *out, float *ws)
+{
+	const size_t total = (size_t)s->n * s->tiles;
+	const size_t sv = xi_stride((size_t)s->c_in, WINO_TILES);
+	const size_t sm = xi_stride((size_t)s->c_out, WINO_TILES);
+	const size_t su = xi_stride((size_t)s->c_out, (size_t)s->c_in);
+	const size_t per_thread = wino_thread_floats(s);
+	(void)ctx;
+	openblas_set_num_threads(1);
+#pragma omp parallel num_threads(nt)
+	{
+		const int t = omp_get_thread_num(), team = omp_get_num_threads();
+		float *v = ws + (size_t)t * per_thread;
+		float *m = v + round16(16 * sv);
+		float *plane = m + round16(16 * sm);
+		size_t lo, hi;
+		split_tiles(total, t, team, &lo, &hi);
+		for (size_t b0 = lo; b0 < hi; b0 += WINO_TILES) {
+			const size_t b1 = hi - b0 < WINO_TILES ? hi : b0 + WINO_TILES;
+			const int nb = (int)(b1 - b0);
+			input_transform(s, in, b0, b1, v, WINO_TILES, plane);
+			for (int xi = 0; xi < 16; xi++)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans,
+					    CblasNoTrans, s->c_out, nb, s->c_in,
+					    1.0f, u + (size_t)xi * su, s->c_in,
+					    v + (size_t)xi * sv, WINO_TILES, 0.0f,
+					    m + (size_t)xi * sm, WINO_TILES);
+			output_transform(s, m, WINO_TILES, b0, b1, bias,
+					 accumulate, out);
+		}
+	}
+	return 0;
+}
+
+static size_t u_floats(const wino_shape *s)
+{
+	return round16(16 * xi_stride((size_t)s->c_out, (size_t)s->c_in));
+}
+
+/* The workspace: u, then each thread's V, M and bordered plane. */
+static int carve(nn_ctx *ctx, const wino_shape *s, int nt, float **ws,
+		 ims_error *err)
+{
+	*ws = nn_ctx_scratch(ctx, u_floats(s) + (size_t)nt * wino_thread_floats(s),
+			     err);
+	if (!*ws)
+		return ims_fail_context(err, "cannot run a convolution");
+	return 0;
+}
+
+static void make_shape(const nn_conv_desc *d, int transposed, wino_shape *s)
+{
+	s->n = d->n;
+	s->c_in = transposed ? d->c_out : d->c_in;
+	s->c_out = transposed ? d->c_in : d->c_out;
+	s->h = d->h_out;
+	s->w = d->w_out;
+	s->th = (s->h + 1) / 2;
+	s->tw = (s->w + 1) / 2;
+	s->tiles = (size_t)s->th * s->tw;
+	s->ph = 2 * s->th + 2;
+	s->pw = 2 * s->tw + 2;
+}
+
+int nn_wino_forward(nn_ctx *ctx, const nn_conv_desc *d, int nt,
+		    const float *x, const float *w, const float *b, float *y,
+		    ims_error *err)
+{
+	wino_shape s;
+	make_shape(d, 0, &s);
+	float *ws;
+	FORWARD_IF_ERR(carve(ctx, &s, nt, &ws, err));
+	const size_t nu = u_floats(&s);
+	/* w [K, C, 3, 3]: kernel (k, c) at k 9C + 9c */
+	transform_kernels(s.c_out, s.c_in, w, (size_t)9 * s.c_in, 9, 0, nt, ws);
+	return wino_run(ctx, &s, nt, ws, x, b, 0, y, ws + nu);
+}
+
+int nn_wino_backward_data(nn_ctx *ctx, const nn_conv_desc *d, int nt,
+			  const float *w, const float *dy, int overwrite,
+			  float *dx, ims_error *err)
+{
+	wino_shape s;
+	make_shape(d, 1, &s);
+	float *ws;
+	FORWARD_IF_ERR(carve(ctx, &s, nt, &ws, err));
+	const size_t nu = u_floats(&s);
+	/* output channel c of dx, input channel k of dy: rot180(w[k][c]) */
+	transform_kernels(s.c_out, s.c_in, w, 9, (size_t)9 * d->c_in, 1, nt,
+			  ws);
+	return wino_run(ctx, &s, nt, ws, dy, NULL, !overwrite, dx, ws + nu);
+}
