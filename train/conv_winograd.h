@@ -21,5 +21,9 @@ int nn_wino_forward(nn_ctx *ctx, const nn_conv_desc *d, int nt,
 int nn_wino_backward_data(nn_ctx *ctx, const nn_conv_desc *d, int nt,
 			  const float *w, const float *dy, int overwrite,
 			  float *dx, ims_error *err);
+/* dw = the weight gradient of conv(x, w) for dy (overwritten). */
+int nn_wino_backward_weights(nn_ctx *ctx, const nn_conv_desc *d, int nt,
+			     const float *x, const float *dy, float *dw,
+			     ims_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * conv.c - 2-D convolution (PyTorch's Conv2d), CPU reference kernels:
  * im2col + sgemm, col2im for the input gradient. 3x3 stride-1 layers
- * take Winograd's F(2x2, 3x3) for y and dx instead (conv_winograd.c).
+ * take Winograd's minimal filtering instead (conv_winograd.c).
  *
  * Shapes: x [N, C_in, H, W], w [C_out, C_in/G, KH, KW], y [N, C_out, Ho, Wo].
  * The column matrix col [C_in*KH*KW, cols] has one row per (c, ki, kj) and
@@ -696,19 +696,18 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	RETURN_IF(!dy || (dw && !x) || (dx && !w), err, IMS_EINVAL,
 		  "cannot run a convolution backward: missing %s",
 		  !dy ? "output gradient" : dw && !x ? "input" : "weights");
-	if (dx && !ctx->no_winograd && nn_wino_eligible(d)) {
-		/* dw and db by im2col, dx by Winograd */
-		FORWARD_IF_ERR(nn_cpu_conv_backward(ctx, d, x, w, dy, NULL, dw,
-						    db, err));
-		conv_plan p;
-		make_plan(d, ctx->threads, &p);
-		return nn_wino_backward_data(ctx, d, p.nt, w, dy,
-					     ctx->dx_overwrite, dx, err);
-	}
 	conv_plan p;
 	make_plan(d, ctx->threads, &p);
 	if (db)
 		bias_grad(d, &p, dy, db);
+	if ((dx || dw) && !ctx->no_winograd && nn_wino_eligible(d)) {
+		if (dw)
+			FORWARD_IF_ERR(nn_wino_backward_weights(ctx, d, p.nt, x,
+								dy, dw, err));
+		return dx ? nn_wino_backward_data(ctx, d, p.nt, w, dy,
+						  ctx->dx_overwrite, dx, err)
+			  : 0;
+	}
 	if (!dx && !dw)
 		return 0;
 	/* With one image per block a 1x1 convolution reads x and writes dx

@@ -362,6 +362,177 @@ static void make_shape(const nn_conv_desc *d, int transposed, wino_shape *s)
 	s->pw = 2 * s->tw + 2;
 }
 
+/*
+ * The dy side of the weight gradient: DY [16, K, ldd] columns
+ * [0, t1 - t0) from tiles [t0, t1) of dy, G dy G^T of each 2x2 tile with
+ *   G = [1 0; 1/2 1/2; 1/2 -1/2; 0 -1]
+ * (F(3x3, 2x2)'s G with its last row negated, which pairs it with the
+ * forward pass's B^T; see nn_wino_backward_weights). Tiles hanging over an
+ * odd plane read zeros from a bordered copy.
+ */
+static void dy_transform(const wino_shape *s, const float *dy, size_t t0,
+			 size_t t1, float *dt, size_t ldd, float *plane)
+{
+	const size_t hw = (size_t)s->h * s->w;
+	const size_t kstride = xi_stride((size_t)s->c_out, ldd);
+	const int pw = 2 * s->tw;
+	memset(plane, 0, (size_t)2 * s->th * pw * sizeof(float));
+	for (int k = 0; k < s->c_out; k++) {
+		for (size_t t = t0; t < t1;) {
+			const size_t img = t / s->tiles;
+			const size_t end = (img + 1) * s->tiles < t1
+						   ? (img + 1) * s->tiles
+						   : t1;
+			const float *src = dy + (img * s->c_out + k) * hw;
+			for (int r = 0; r < s->h; r++)
+				memcpy(plane + (size_t)r * pw, src + (size_t)r * s->w,
+				       (size_t)s->w * sizeof(float));
+			size_t local = t - img * s->tiles;
+			float *col = dt + (size_t)k * ldd + (t - t0);
+			while (t < end) {
+				const int ty = (int)(local / s->tw);
+				const int tx0 = (int)(local % s->tw);
+				int nx = s->tw - tx0;
+				if ((size_t)nx > end - t)
+					nx = (int)(end - t);
+				const float *p0 = plane + (size_t)(2 * ty) * pw;
+				const float *p1 = p0 + pw;
+				for (int j = 0; j < nx; j++) {
+					const int o = 2 * (tx0 + j);
+					float g[4][2];
+					for (int q = 0; q < 2; q++) {
+						/* G dy: rows */
+						g[0][q] = p0[o + q];
+						g[1][q] = 0.5f * (p0[o + q] + p1[o + q]);
+						g[2][q] = 0.5f * (p0[o + q] - p1[o + q]);
+						g[3][q] = -p1[o + q];
+					}
+					for (int i = 0; i < 4; i++) {
+						/* (G dy) G^T: columns */
+						float *out = col + (size_t)(4 * i) * kstride + j;
+						out[0] = g[i][0];
+						out[kstride] = 0.5f * (g[i][0] + g[i][1]);
+						out[2 * kstride] = 0.5f * (g[i][0] - g[i][1]);
+						out[3 * kstride] = -g[i][1];
+					}
+				}
+				col += nx;
+				t += (size_t)nx;
+				local += (size_t)nx;
+			}
+		}
+	}
+}
+
+/* Floats of the V and DY blocks of the weight gradient, both together. */
+#define WINO_DW_BLOCK_FLOATS (4u << 20)
+
+/*
+ * dw [K, C, 3, 3] = the weight gradient. Per 4x4 input patch d and 2x2
+ * output-gradient tile g, the patch's contribution to the 3x3 kernel
+ * gradient is a correlation of d with g, F(3x3, 2x2):
+ *   A^T [(G g G^T) .* (B^T d B)] A,  A^T = [1 1 1 0; 0 1 -1 0; 0 1 1 1],
+ * so summed over tiles it is 16 GEMMs DW_xi [K, C] = DY_xi [K, tiles]
+ * V_xi [C, tiles]^T (depth: the tiles) and one transform of the sums.
+ * F(3x3, 2x2)'s B^T differs from the forward pass's in the sign of its
+ * last row; negating G's last row instead leaves every product the same
+ * and lets V come from input_transform.
+ * Tiles go in blocks: every thread transforms a share of a block, then
+ * each thread multiplies its own xi over the whole block (so each DW_xi
+ * is summed by one thread in block order, whatever the thread count).
+ */
+static int wino_weights(const wino_shape *s, int nt, const float *x,
+			const float *dy, float *dw, float *ws)
+{
+	const size_t total = (size_t)s->n * s->tiles;
+	size_t tb = WINO_DW_BLOCK_FLOATS / (16 * (size_t)(s->c_in + s->c_out));
+	if (tb < WINO_TILES)
+		tb = WINO_TILES;
+	if (tb > total)
+		tb = total;
+	const size_t sv = xi_stride((size_t)s->c_in, tb);
+	const size_t sd = xi_stride((size_t)s->c_out, tb);
+	const size_t sw = xi_stride((size_t)s->c_out, (size_t)s->c_in);
+	float *v = ws, *dt = v + round16(16 * sv), *acc = dt + round16(16 * sd);
+	float *planes = acc + round16(16 * sw);
+	const size_t plane_floats = round16((size_t)s->ph * s->pw);
+	openblas_set_num_threads(1);
+#pragma omp parallel num_threads(nt)
+	{
+		const int t = omp_get_thread_num(), team = omp_get_num_threads();
+		float *plane = planes + (size_t)t * plane_floats;
+		const int xi0 = 16 * t / team, xi1 = 16 * (t + 1) / team;
+		for (size_t b0 = 0; b0 < total; b0 += tb) {
+			const size_t nb = total - b0 < tb ? total - b0 : tb;
+			size_t lo, hi;
+			split_tiles(nb, t, team, &lo, &hi);
+			if (lo < hi) {
+				input_transform(s, x, b0 + lo, b0 + hi, v + lo, tb,
+						plane);
+				dy_transform(s, dy, b0 + lo, b0 + hi, dt + lo, tb,
+					     plane);
+			}
+#pragma omp barrier
+			for (int xi = xi0; xi < xi1; xi++)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+					    s->c_out, s->c_in, (int)nb, 1.0f,
+					    dt + (size_t)xi * sd, (int)tb,
+					    v + (size_t)xi * sv, (int)tb,
+					    b0 ? 1.0f : 0.0f, acc + (size_t)xi * sw,
+					    s->c_in);
+			/* v and dt are refilled by the next block */
+#pragma omp barrier
+		}
+		/* dw = A^T DW A, kernel by kernel */
+#pragma omp for schedule(static)
+		for (int k = 0; k < s->c_out; k++) {
+			for (int c = 0; c < s->c_in; c++) {
+				const float *m = acc + (size_t)k * s->c_in + c;
+				float a[3][4];
+				for (int j = 0; j < 4; j++) {
+					/* A^T m: rows */
+					const float m0 = m[(size_t)j * sw];
+					const float m1 = m[(size_t)(4 + j) * sw];
+					const float m2 = m[(size_t)(8 + j) * sw];
+					const float m3 = m[(size_t)(12 + j) * sw];
+					a[0][j] = m0 + m1 + m2;
+					a[1][j] = m1 - m2;
+					a[2][j] = m1 + m2 + m3;
+				}
+				float *o = dw + ((size_t)k * s->c_in + c) * 9;
+				for (int r = 0; r < 3; r++) { /* (A^T m) A */
+					o[3 * r + 0] = a[r][0] + a[r][1] + a[r][2];
+					o[3 * r + 1] = a[r][1] - a[r][2];
+					o[3 * r + 2] = a[r][1] + a[r][2] + a[r][3];
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+int nn_wino_backward_weights(nn_ctx *ctx, const nn_conv_desc *d, int nt,
+			     const float *x, const float *dy, float *dw,
+			     ims_error *err)
+{
+	wino_shape s;
+	make_shape(d, 0, &s);
+	const size_t total = (size_t)s.n * s.tiles;
+	size_t tb = WINO_DW_BLOCK_FLOATS / (16 * (size_t)(s.c_in + s.c_out));
+	if (tb < WINO_TILES)
+		tb = WINO_TILES;
+	if (tb > total)
+		tb = total;
+	const size_t n = round16(16 * xi_stride((size_t)s.c_in, tb)) +
+			 round16(16 * xi_stride((size_t)s.c_out, tb)) +
+			 u_floats(&s) +
+			 (size_t)nt * round16((size_t)s.ph * s.pw);
+	float *ws = nn_ctx_scratch(ctx, n, err);
+	if (!ws)
+		return ims_fail_context(err, "cannot run a convolution backward");
+	return wino_weights(&s, nt, x, dy, dw, ws);
+}
+
 int nn_wino_forward(nn_ctx *ctx, const nn_conv_desc *d, int nt,
 		    const float *x, const float *w, const float *b, float *y,
 		    ims_error *err)
