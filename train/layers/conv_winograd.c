@@ -95,28 +95,35 @@ static void transform_kernels(int k_n, int c_n, const float *g, size_t ks,
 			const int cn = c_n - c0 < WINO_KBLOCK ? c_n - c0
 							      : WINO_KBLOCK;
 			for (int kk = 0; kk < kn; kk++) {
-				for (int cc = 0; cc < cn; cc++) {
+				/* gather 16 kernels, then transform them
+				 * side by side (the cc loops vectorise) */
+				float f[9][WINO_KBLOCK], t[4][3][WINO_KBLOCK];
+				for (int cc = 0; cc < WINO_KBLOCK; cc++) {
 					const float *src = g + (size_t)(k0 + kk) * ks +
-							   (size_t)(c0 + cc) * cs;
-					float f[3][3];
+							   (size_t)(c0 + (cc < cn ? cc : 0)) * cs;
 					for (int i = 0; i < 9; i++)
-						f[i / 3][i % 3] = flip ? src[8 - i] : src[i];
-					float t[4][3]; /* G f */
-					for (int j = 0; j < 3; j++) {
-						t[0][j] = f[0][j];
-						t[1][j] = 0.5f * (f[0][j] + f[1][j] + f[2][j]);
-						t[2][j] = 0.5f * (f[0][j] - f[1][j] + f[2][j]);
-						t[3][j] = f[2][j];
-					}
-					for (int i = 0; i < 4; i++) { /* (G f) G^T */
-						blk[4 * i + 0][kk][cc] = t[i][0];
-						blk[4 * i + 1][kk][cc] =
-							0.5f * (t[i][0] + t[i][1] + t[i][2]);
-						blk[4 * i + 2][kk][cc] =
-							0.5f * (t[i][0] - t[i][1] + t[i][2]);
-						blk[4 * i + 3][kk][cc] = t[i][2];
-					}
+						f[i][cc] = src[flip ? 8 - i : i];
 				}
+				for (int j = 0; j < 3; j++) /* G f */
+					for (int cc = 0; cc < WINO_KBLOCK; cc++) {
+						t[0][j][cc] = f[j][cc];
+						t[1][j][cc] = 0.5f * (f[j][cc] + f[3 + j][cc] +
+								      f[6 + j][cc]);
+						t[2][j][cc] = 0.5f * (f[j][cc] - f[3 + j][cc] +
+								      f[6 + j][cc]);
+						t[3][j][cc] = f[6 + j][cc];
+					}
+				for (int i = 0; i < 4; i++) /* (G f) G^T */
+					for (int cc = 0; cc < WINO_KBLOCK; cc++) {
+						blk[4 * i + 0][kk][cc] = t[i][0][cc];
+						blk[4 * i + 1][kk][cc] =
+							0.5f * (t[i][0][cc] + t[i][1][cc] +
+								t[i][2][cc]);
+						blk[4 * i + 2][kk][cc] =
+							0.5f * (t[i][0][cc] - t[i][1][cc] +
+								t[i][2][cc]);
+						blk[4 * i + 3][kk][cc] = t[i][2][cc];
+					}
 			}
 			for (int xi = 0; xi < 16; xi++)
 				for (int kk = 0; kk < kn; kk++) {
