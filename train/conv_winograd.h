@@ -13,6 +13,13 @@
  * in and out, and planes small enough for its per-thread bordered copy.
  */
 int nn_wino_eligible(const nn_conv_desc *d);
+/*
+ * Whether conv.c takes this path: for y and dx, an eligible layer with
+ * enough tiles for each of nt threads; for dw, one with at least 64
+ * channels in and out. Below those im2col was faster (conv_winograd.c).
+ */
+int nn_wino_use_data(const nn_conv_desc *d, int nt);
+int nn_wino_use_weights(const nn_conv_desc *d);
 /* y = conv(x, w) + b (b may be NULL) on nt threads. */
 int nn_wino_forward(nn_ctx *ctx, const nn_conv_desc *d, int nt,
 		    const float *x, const float *w, const float *b, float *y,

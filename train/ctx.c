@@ -19,7 +19,7 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	ctx->scratch_floats = 0;
 	ctx->dev = NULL;
 	ctx->dx_overwrite = 0;
-	ctx->no_winograd = 0;
+	ctx->winograd = NN_WINO_AUTO;
 	return 0;
 }
 

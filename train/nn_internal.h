@@ -49,10 +49,14 @@ typedef struct nn_ctx {
 	 * (a pass over every activation's size); 0 (the default) is the
 	 * accumulating convention below. */
 	int dx_overwrite;
-	/* 1: every convolution takes im2col + GEMM, none Winograd (the
-	 * tests compare the two; 0, the default, picks per layer) */
-	int no_winograd;
+	/* Which convolutions take Winograd's algorithm: NN_WINO_AUTO (0,
+	 * the default: those where it was measured faster), NN_WINO_OFF
+	 * (none: im2col + GEMM) or NN_WINO_ALL (every one it can compute,
+	 * so that tests reach it with small shapes). */
+	int winograd;
 } nn_ctx;
+
+enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
 int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);

@@ -392,9 +392,9 @@ static void test_cases(void)
 		 make_desc(40, 32, 5, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0)},
 		{"threaded depthwise",
 		 make_desc(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32, 1)},
-		/* 3x3 stride 1 padding 1 with >= 16 channels: Winograd for y
-		 * and dx (odd planes drop a tile's last row/column; a 1x1
-		 * plane is one tile with one output) */
+		/* 3x3 stride 1 padding 1 with >= 16 channels: Winograd's
+		 * (odd planes drop a tile's last row/column; a 1x1 plane is
+		 * one tile with one output) */
 		{"Winograd, odd planes",
 		 make_desc(3, 16, 7, 9, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1)},
 		{"Winograd, 1x1 planes",
@@ -583,6 +583,15 @@ int main(void)
 		return 1;
 	}
 	test_hand();
+	/* both paths against the definition: im2col everywhere, then
+	 * Winograd wherever it applies (3x3, stride 1, padding 1, >= 16
+	 * channels; the default picks it only for large enough layers) */
+	for (int wino = 0; wino < 2; wino++) {
+		ctx1.winograd = ctx2.winograd = wino ? NN_WINO_ALL : NN_WINO_OFF;
+		test_cases();
+		test_overwrite();
+	}
+	ctx1.winograd = ctx2.winograd = NN_WINO_AUTO;
 	test_cases();
 	test_threads();
 	test_errors();

@@ -1,7 +1,7 @@
 /*
  * test_conv_winograd.c - the Winograd path of the convolution
  * (train/layers/conv_winograd.c): which layers take it, and its y, dx
- * and dw against the im2col path (ctx->no_winograd) on the shapes the
+ * and dw against the im2col path (ctx->winograd) on the shapes the
  * models use and the edges of its tiling. test_conv.c holds both paths
  * to the definition.
  */
@@ -51,6 +51,24 @@ static void test_eligible(void)
 	CHECK(nn_wino_eligible(&d));
 	d = desc(1, 16, 127, 127, 16, 3, 1, 1, 1, 1); /* 130^2 > 16384 */
 	CHECK(!nn_wino_eligible(&d));
+
+	/* what the default (NN_WINO_AUTO) picks: y and dx need 256 tiles
+	 * a thread, dw 64 channels each side */
+	d = desc(32, 512, 4, 4, 512, 3, 1, 1, 1, 1); /* 128 tiles */
+	CHECK(!nn_wino_use_data(&d, 1));
+	CHECK(nn_wino_use_weights(&d));
+	d = desc(32, 256, 7, 7, 256, 3, 1, 1, 1, 1); /* 512 tiles */
+	CHECK(nn_wino_use_data(&d, 1));
+	CHECK(nn_wino_use_data(&d, 2));
+	CHECK(!nn_wino_use_data(&d, 3));
+	d = desc(32, 32, 16, 16, 64, 3, 1, 1, 1, 1);
+	CHECK(nn_wino_use_data(&d, 2));
+	CHECK(!nn_wino_use_weights(&d));
+	d = desc(32, 64, 16, 16, 32, 3, 1, 1, 1, 1);
+	CHECK(!nn_wino_use_weights(&d));
+	d = desc(32, 64, 28, 28, 64, 3, 2, 1, 1, 1); /* not eligible */
+	CHECK(!nn_wino_use_data(&d, 1));
+	CHECK(!nn_wino_use_weights(&d));
 }
 
 /* Largest |a - b| over the largest |b|. */
@@ -90,13 +108,13 @@ static void compare_paths(const char *name, nn_ctx *ctx, const nn_conv_desc *d,
 		dw[k] = nn_test_alloc(nw);
 		for (size_t i = 0; i < nx; i++)
 			dx[k][i] = 0.5f;
-		ctx->no_winograd = k;
+		ctx->winograd = k ? NN_WINO_OFF : NN_WINO_ALL;
 		CHECK_OK(nn_cpu_conv_forward(ctx, &db, x, w, b, y[k], &err), &err);
 		CHECK_OK(nn_cpu_conv_backward(ctx, d, x, w, dy, dx[k], dw[k], NULL,
 					      &err),
 			 &err);
 	}
-	ctx->no_winograd = 0;
+	ctx->winograd = NN_WINO_ALL;
 	double ry = rel_diff(y[0], y[1], ny), rx = rel_diff(dx[0], dx[1], nx);
 	double rw = rel_diff(dw[0], dw[1], nw);
 	if (!(ry < 2e-5 && rx < 2e-5 && rw < 2e-5))
@@ -180,6 +198,7 @@ int main(void)
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
+	ctx1.winograd = ctx2.winograd = NN_WINO_ALL;
 	test_eligible();
 	test_paths();
 	test_overwrite();

@@ -619,6 +619,21 @@ static void block_dcol(const nn_conv_desc *d, const conv_plan *p,
 			    dst + (size_t)g * rows * cols + c0, cols);
 }
 
+/* Whether y and dx, and dw, take the Winograd path (ctx->winograd). */
+static int wino_data(const nn_ctx *ctx, const nn_conv_desc *d, int nt)
+{
+	return ctx->winograd == NN_WINO_ALL    ? nn_wino_eligible(d)
+	       : ctx->winograd == NN_WINO_AUTO ? nn_wino_use_data(d, nt)
+					       : 0;
+}
+
+static int wino_weights(const nn_ctx *ctx, const nn_conv_desc *d)
+{
+	return ctx->winograd == NN_WINO_ALL    ? nn_wino_eligible(d)
+	       : ctx->winograd == NN_WINO_AUTO ? nn_wino_use_weights(d)
+					       : 0;
+}
+
 int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			const float *w, const float *b, float *y,
 			ims_error *err)
@@ -630,7 +645,7 @@ int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	conv_plan p;
 	make_plan(d, ctx->threads, &p);
 	const float *bias = d->bias ? b : NULL;
-	if (!ctx->no_winograd && nn_wino_eligible(d))
+	if (wino_data(ctx, d, p.nt))
 		return nn_wino_forward(ctx, d, p.nt, x, w, bias, y, err);
 	float *col, *stage;
 	FORWARD_IF_ERR(carve(ctx, d, &p, !(p.direct && p.imgs == 1), &col,
@@ -700,13 +715,17 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	make_plan(d, ctx->threads, &p);
 	if (db)
 		bias_grad(d, &p, dy, db);
-	if ((dx || dw) && !ctx->no_winograd && nn_wino_eligible(d)) {
-		if (dw)
-			FORWARD_IF_ERR(nn_wino_backward_weights(ctx, d, p.nt, x,
-								dy, dw, err));
-		return dx ? nn_wino_backward_data(ctx, d, p.nt, w, dy,
-						  ctx->dx_overwrite, dx, err)
-			  : 0;
+	/* each of dw and dx by Winograd where it is faster; what is left
+	 * by im2col below */
+	if (dw && wino_weights(ctx, d)) {
+		FORWARD_IF_ERR(nn_wino_backward_weights(ctx, d, p.nt, x, dy, dw,
+							err));
+		dw = NULL;
+	}
+	if (dx && wino_data(ctx, d, p.nt)) {
+		FORWARD_IF_ERR(nn_wino_backward_data(ctx, d, p.nt, w, dy,
+						     ctx->dx_overwrite, dx, err));
+		dx = NULL;
 	}
 	if (!dx && !dw)
 		return 0;

@@ -42,6 +42,17 @@
 /* Below this many input (or output) channels im2col's deeper GEMM wins:
  * the transforms cost as much as what they save. */
 #define WINO_MIN_CHANNELS 16
+/*
+ * y and dx: each thread multiplies all of U (16 K C floats, packed again
+ * by every GEMM) by its share of the tiles, so with few tiles the
+ * packing and the kernel transform outweigh the multiply-adds saved.
+ * Measured on resnet18's 4x4 stage (512 channels): 128 tiles a thread
+ * 10% slower than im2col, 512 tiles 20% faster (1 thread, AVX-512).
+ */
+#define WINO_MIN_TILES_PER_THREAD 256
+/* dw: with 32 input channels the 16 GEMMs (K x 32 each) lost to im2col
+ * (convnet7's 16x16 stage, 3.97 against 3.48 ms); from 64 they win. */
+#define WINO_DW_MIN_CHANNELS 64
 /* The zero-bordered plane each thread copies an input plane into. */
 #define WINO_PLANE_MAX 16384
 /*
@@ -56,6 +67,24 @@
 static size_t xi_stride(size_t rows, size_t cols)
 {
 	return rows * cols + WINO_SKEW;
+}
+
+static long long tiles_total(const nn_conv_desc *d)
+{
+	return (long long)d->n * ((d->h_out + 1) / 2) * ((d->w_out + 1) / 2);
+}
+
+int nn_wino_use_data(const nn_conv_desc *d, int nt)
+{
+	return nn_wino_eligible(d) &&
+	       tiles_total(d) >=
+		       (long long)WINO_MIN_TILES_PER_THREAD * (nt < 1 ? 1 : nt);
+}
+
+int nn_wino_use_weights(const nn_conv_desc *d)
+{
+	return nn_wino_eligible(d) && d->c_in >= WINO_DW_MIN_CHANNELS &&
+	       d->c_out >= WINO_DW_MIN_CHANNELS;
 }
 
 int nn_wino_eligible(const nn_conv_desc *d)
