@@ -49,6 +49,11 @@
 #                  split (its loader threads share the cores); synthetic:
 #                  --synthetic, one fixed random batch per rank, nothing
 #                  decoded, as torch_step.py's input [loader]
+#   PRIO           N: every contender runs under chrt -f N (real-time
+#                  FIFO priority; needs root), and those with one thread
+#                  (the _t1 contenders) under taskset -c 1 as well, so
+#                  that other work on a shared machine cannot preempt
+#                  them; empty: normal priority, nothing pinned []
 #   CORETYPE       OPENBLAS_CORETYPE for every contender, e.g. SkylakeX;
 #                  empty: OpenBLAS's own choice (Prescott on this CPU) []
 #   TORCH          auto: PyTorch contenders when torch imports, 1: also
@@ -107,6 +112,8 @@ BUCKET_MB=${BUCKET_MB:-1}
 INPUT=${INPUT:-loader}
 case "$INPUT" in loader | synthetic) ;; *) echo "run.sh: INPUT must be loader or synthetic, got '$INPUT'" >&2; exit 2 ;; esac
 CORETYPE=${CORETYPE:-}
+PRIO=${PRIO:-}
+case "$PRIO" in "" | [1-9] | [1-9][0-9]) ;; *) echo "run.sh: PRIO must be empty or 1-99, got '$PRIO'" >&2; exit 2 ;; esac
 TORCH=${TORCH:-auto}
 TORCH_PYTHON=${TORCH_PYTHON:-python3}
 TORCH_LIB=$(abspath "${TORCH_LIB:-/tmp/imshard-torchlib}")
@@ -276,6 +283,12 @@ measure() {
 	local log="$WORK/logs/$round-$name.log" tf="$WORK/logs/$round-$name.time"
 	local logdir="$WORK/logs/$round-$name.d"
 	set_cmd "$name" "$logdir"
+	if [ -n "$PRIO" ]; then
+		case "$name" in
+		*_t1) cmd=(chrt -f "$PRIO" taskset -c 1 "${cmd[@]}") ;;
+		*) cmd=(chrt -f "$PRIO" "${cmd[@]}") ;;
+		esac
+	fi
 	printf '%s %s: %s\n' "$round" "$name" "${cmd[*]}" >>"$WORK/logs/commands.txt"
 	local rc=0 busy0 busy1 t0 t1 wall rss usr sys cpu bg
 	busy0=$(busy_ticks)
@@ -334,7 +347,7 @@ cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MOD
 	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
 	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
 	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
-	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" BUCKET_MB="$BUCKET_MB" INPUT="$INPUT" CORETYPE="$CORETYPE" TORCH="$TORCH" ONLY="$ONLY" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" BUCKET_MB="$BUCKET_MB" INPUT="$INPUT" CORETYPE="$CORETYPE" PRIO="$PRIO" TORCH="$TORCH" ONLY="$ONLY" \
 	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
 cmdline=${cmdline% }
 commands=$(for c in "${contenders[@]}"; do
