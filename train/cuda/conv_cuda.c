@@ -7,11 +7,14 @@
  * cuDNN's heuristics (cudnnGet*Algorithm_v7, which runs nothing on the
  * device) rank its algorithms once; we take the best one that is
  * deterministic (the interface promises the same bits for the same
- * inputs), needs at most NN_CUDA_WS_MAX of workspace, and computes in
- * plain fp32 (CUDNN_FMA_MATH: no TF32 rounding on Ampere and later) -
- * failing that, one with cuDNN's default math. The choice and its
- * workspace size are cached in the context; the workspace itself is the
- * context's, grown to the largest need seen.
+ * inputs) and needs at most NN_CUDA_WS_MAX of workspace, preferring
+ * those it ranks as plain fp32 (CUDNN_FMA_MATH). Every call runs with
+ * CUDNN_FMA_MATH set on the descriptor whatever the ranking said (as
+ * PyTorch does with TF32 off), so no algorithm rounds inputs to TF32 on
+ * Ampere and later; one that cannot run that way fails with cuDNN's
+ * message. The choice and its workspace size (asked with FMA math set)
+ * are cached in the context; the workspace itself is the context's,
+ * grown to the largest need seen.
  *
  * Blending: forward writes y (beta 0), then adds the bias (cudnnAddTensor);
  * backward-data adds into dx (beta 1) or overwrites it with
@@ -68,8 +71,8 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, ims_error *err)
 
 /*
  * The index of the first usable entry of perf[0..count): status success,
- * deterministic, workspace within bounds, and on the first pass FMA math
- * only, on the second cuDNN's default math; -1 when none.
+ * deterministic, workspace within bounds; on the first pass ranked as FMA
+ * math, on the second any math but fp16 conversion; -1 when none.
  */
 #define PICK_ALGO(perf, count, pick)                                           \
 	do {                                                                   \
@@ -80,9 +83,9 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, ims_error *err)
 				    (perf)[i_].determinism ==                  \
 					    CUDNN_DETERMINISTIC &&             \
 				    (perf)[i_].memory <= NN_CUDA_WS_MAX &&     \
-				    (perf)[i_].mathType ==                     \
-					    (pass_ ? CUDNN_DEFAULT_MATH        \
-						   : CUDNN_FMA_MATH))          \
+				    ((perf)[i_].mathType == CUDNN_FMA_MATH ||  \
+				     (pass_ && (perf)[i_].mathType !=          \
+						       CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) \
 					(pick) = i_;                           \
 	} while (0)
 
@@ -115,17 +118,12 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d,
 	if (pick < 0)
 		return no_algo(err, "forward", d);
 	a->fwd = fwd[pick].algo;
-	a->fwd_math = fwd[pick].mathType;
-	CUDNN_CHECK(err, what,
-		    cudnnSetConvolutionMathType(dev->conv_desc, a->fwd_math));
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolutionForwardWorkspaceSize(
 			    h, dev->x_desc, dev->w_desc, dev->conv_desc,
 			    dev->y_desc, a->fwd, &a->fwd_bytes));
 
 	cudnnConvolutionBwdDataAlgoPerf_t data[ALGO_SLOTS];
-	CUDNN_CHECK(err, what, cudnnSetConvolutionMathType(dev->conv_desc,
-							   CUDNN_FMA_MATH));
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolutionBackwardDataAlgorithm_v7(
 			    h, dev->w_desc, dev->y_desc, dev->conv_desc,
@@ -134,17 +132,12 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d,
 	if (pick < 0)
 		return no_algo(err, "backward-data", d);
 	a->bwd_data = data[pick].algo;
-	a->data_math = data[pick].mathType;
-	CUDNN_CHECK(err, what,
-		    cudnnSetConvolutionMathType(dev->conv_desc, a->data_math));
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolutionBackwardDataWorkspaceSize(
 			    h, dev->w_desc, dev->y_desc, dev->conv_desc,
 			    dev->x_desc, a->bwd_data, &a->data_bytes));
 
 	cudnnConvolutionBwdFilterAlgoPerf_t filt[ALGO_SLOTS];
-	CUDNN_CHECK(err, what, cudnnSetConvolutionMathType(dev->conv_desc,
-							   CUDNN_FMA_MATH));
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 			    h, dev->x_desc, dev->y_desc, dev->conv_desc,
@@ -153,9 +146,6 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d,
 	if (pick < 0)
 		return no_algo(err, "backward-filter", d);
 	a->bwd_filter = filt[pick].algo;
-	a->filter_math = filt[pick].mathType;
-	CUDNN_CHECK(err, what,
-		    cudnnSetConvolutionMathType(dev->conv_desc, a->filter_math));
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolutionBackwardFilterWorkspaceSize(
 			    h, dev->x_desc, dev->y_desc, dev->conv_desc,
@@ -222,8 +212,6 @@ int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	FORWARD_IF_ERR(algos_for(dev, d, &a, err));
 	FORWARD_IF_ERR(workspace(ctx, a->fwd_bytes, &ws, err));
 	CUDNN_CHECK(err, what,
-		    cudnnSetConvolutionMathType(dev->conv_desc, a->fwd_math));
-	CUDNN_CHECK(err, what,
 		    cudnnConvolutionForward(dev->cudnn, &one, dev->x_desc, x,
 					    dev->w_desc, w, dev->conv_desc,
 					    a->fwd, ws, a->fwd_bytes, &zero,
@@ -273,9 +261,6 @@ int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	FORWARD_IF_ERR(workspace(ctx, need, &ws, err));
 	if (dw) {
 		CUDNN_CHECK(err, what,
-			    cudnnSetConvolutionMathType(dev->conv_desc,
-							a->filter_math));
-		CUDNN_CHECK(err, what,
 			    cudnnConvolutionBackwardFilter(
 				    dev->cudnn, &one, dev->x_desc, x,
 				    dev->y_desc, dy, dev->conv_desc,
@@ -283,9 +268,6 @@ int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 				    dev->w_desc, dw));
 	}
 	if (dx) {
-		CUDNN_CHECK(err, what,
-			    cudnnSetConvolutionMathType(dev->conv_desc,
-							a->data_math));
 		CUDNN_CHECK(err, what,
 			    cudnnConvolutionBackwardData(
 				    dev->cudnn, &one, dev->w_desc, w,

@@ -24,13 +24,12 @@
 #include "train/nn_internal.h"
 
 /* The algorithms chosen for one convolution shape (batch size included),
- * and the workspace each needs. */
+ * and the workspace each needs; all run with CUDNN_FMA_MATH. */
 typedef struct nn_cuda_conv_algo {
 	nn_conv_desc key;
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-	cudnnMathType_t fwd_math, data_math, filter_math;
 	size_t fwd_bytes, data_bytes, filter_bytes;
 } nn_cuda_conv_algo;
 
