@@ -27,6 +27,9 @@ void nn_ctx_release(nn_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	if (ctx->be && ctx->be->release)
+		ctx->be->release(ctx);
+	ctx->dev = NULL;
 	free(ctx->scratch);
 	ctx->scratch = NULL;
 	ctx->scratch_floats = 0;

@@ -60,6 +60,18 @@ enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
 int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
+/*
+ * Sets up a CUDA context on device `device` (0-based, of those visible):
+ * a stream, cuDNN and cuBLAS handles bound to it, and a device workspace
+ * (train/cuda/). ctx->be then addresses device memory: model storage,
+ * activations and the inputs of every kernel are device pointers, except
+ * where a function says otherwise (softmax_xent's loss_sum); ctx->threads
+ * is 1. Fails with IMS_EUNSUPPORTED and one line that
+ * says what to do when no CUDA device is usable (no GPU, no driver) or
+ * the build has no CUDA backend; ctx is then left as nn_ctx_release
+ * accepts it. Every call on the context must come from one thread.
+ */
+int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
 /* Frees the workspace and backend state. ctx may be NULL. */
 void nn_ctx_release(nn_ctx *ctx);
 /*
@@ -88,6 +100,10 @@ typedef struct nn_conv_desc {
 int nn_conv_desc_init(nn_conv_desc *d, int n, int c_in, int h_in, int w_in,
 		      int c_out, int k, int stride, int pad, int dil,
 		      int groups, int bias, ims_error *err);
+/* Checks a descriptor (also one made or edited by hand) as every
+ * backend's kernels do; `what` starts the message ("run a convolution"). */
+int nn_conv_check_desc(const nn_conv_desc *d, const char *what,
+		       ims_error *err);
 /* y[N, C_out, H_out, W_out] = conv(x, w) + b (b NULL when !d->bias). */
 int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			const float *w, const float *b, float *y,
@@ -103,6 +119,9 @@ typedef struct nn_linear_desc {
 	int bias;
 } nn_linear_desc;
 
+/* Checks a descriptor as every backend's kernels do. */
+int nn_linear_check_desc(const nn_linear_desc *d, const char *what,
+			 ims_error *err);
 /* y[N, out] = x[N, in] w[out, in]^T + b[out] */
 int nn_cpu_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
 			  const float *x, const float *w, const float *b,
@@ -119,6 +138,8 @@ typedef struct nn_bn_desc {
 	float momentum; /* torchvision: 0.1; running = (1-m) running + m batch */
 } nn_bn_desc;
 
+/* Checks the shape and eps as every backend's kernels do. */
+int nn_bn_check_desc(const nn_bn_desc *d, const char *what, ims_error *err);
 /*
  * Training mode: normalises with the batch statistics over (N, H, W),
  * updates running_mean/running_var in place (the running variance takes
@@ -190,6 +211,12 @@ int nn_pool_desc_init_adaptive(nn_pool_desc *d, int n, int c, int h_in,
 			       int w_in, int h_out, int w_out,
 			       ims_error *err);
 
+/* The checks of each pool's kernels: max pooling takes fixed windows
+ * only, average pooling fixed or adaptive ones. */
+int nn_maxpool_check_desc(const nn_pool_desc *d, const char *what,
+			  ims_error *err);
+int nn_avgpool_check_desc(const nn_pool_desc *d, const char *what,
+			  ims_error *err);
 /*
  * Max pooling. Padding counts as -infinity. argmax (N*C*H_out*W_out
  * int32, caller-owned) records the winning input offset within its plane
@@ -244,6 +271,8 @@ int nn_cpu_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
  * (double, so ranks can sum and divide). When dlogits is not NULL it is
  * OVERWRITTEN with scale * d(loss_sum)/d(logits), so scale = 1/N gives the
  * gradient of the mean. A label outside [0, K) fails with IMS_EINVAL.
+ * On a device backend logits, labels and dlogits are device pointers and
+ * loss_sum a host one (the call waits for the device to finish).
  */
 int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			const int32_t *labels, float smoothing, float scale,
@@ -323,6 +352,9 @@ struct nn_backend {
 			 ims_error *);
 	int (*to_host)(nn_ctx *, void *dst, const void *src, size_t bytes,
 		       ims_error *);
+	/* Frees ctx->dev (streams, handles, workspace); NULL when the
+	 * backend keeps no state. Called by nn_ctx_release. */
+	void (*release)(nn_ctx *);
 };
 
 extern const nn_backend nn_backend_cpu;

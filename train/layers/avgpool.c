@@ -42,7 +42,7 @@ static int check_adaptive(const nn_pool_desc *d, const char *what,
 	return 0;
 }
 
-static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
+int nn_avgpool_check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
 {
 	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
 	FORWARD_IF_ERR(check_planes(d, what, err));
@@ -60,7 +60,7 @@ int nn_pool_desc_init_adaptive(nn_pool_desc *d, int n, int c, int h_in,
 		.n = n, .c = c, .h_in = h_in, .w_in = w_in,
 		.h_out = h_out, .w_out = w_out, .adaptive = 1,
 	};
-	return check_desc(d, what, err);
+	return nn_avgpool_check_desc(d, what, err);
 }
 
 /*
@@ -84,7 +84,7 @@ static inline int span(const nn_pool_desc *d, int o, int in, int out, int k,
 int nn_cpu_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 			   float *y, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "average-pool", err));
+	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "average-pool", err));
 	const int hi = d->h_in, wi = d->w_in, ho = d->h_out, wo = d->w_out;
 	const size_t in_plane = (size_t)hi * wi, out_plane = (size_t)ho * wo;
 	const size_t planes = (size_t)d->n * d->c;
@@ -117,7 +117,7 @@ int nn_cpu_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 int nn_cpu_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			    const float *dy, float *dx, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "backpropagate average-pool", err));
+	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "backpropagate average-pool", err));
 	if (!dx)
 		return 0;
 	const int hi = d->h_in, wi = d->w_in, ho = d->h_out, wo = d->w_out;

@@ -44,6 +44,12 @@ static int check_eps(const nn_bn_desc *d, const char *what, ims_error *err)
 	return 0;
 }
 
+int nn_bn_check_desc(const nn_bn_desc *d, const char *what, ims_error *err)
+{
+	FORWARD_IF_ERR(check_shape(d, what, err));
+	return check_eps(d, what, err);
+}
+
 static int threads_for(const nn_ctx *ctx, size_t elems)
 {
 	return elems < BN_PAR_MIN ? 1 : ctx->threads;

@@ -78,7 +78,7 @@ static long long out_size(int in, int k, int stride, int pad, int dil)
 	return span < 0 ? 0 : span / stride + 1;
 }
 
-static int check_desc(const nn_conv_desc *d, const char *what, ims_error *err)
+int nn_conv_check_desc(const nn_conv_desc *d, const char *what, ims_error *err)
 {
 	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
 	RETURN_IF(d->n < 1 || d->c_in < 1 || d->h_in < 1 || d->w_in < 1 ||
@@ -162,7 +162,7 @@ int nn_conv_desc_init(nn_conv_desc *d, int n, int c_in, int h_in, int w_in,
 		.pad_h = pad, .pad_w = pad, .dil_h = dil, .dil_w = dil,
 		.groups = groups, .bias = bias,
 	};
-	return check_desc(d, "set up a convolution", err);
+	return nn_conv_check_desc(d, "set up a convolution", err);
 }
 
 /* ---- plan and workspace ------------------------------------------------ */
@@ -638,7 +638,7 @@ int nn_cpu_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			const float *w, const float *b, float *y,
 			ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "run a convolution", err));
+	FORWARD_IF_ERR(nn_conv_check_desc(d, "run a convolution", err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
 		  "cannot run a convolution: missing %s",
 		  !x ? "input" : !w ? "weights" : !y ? "output" : "bias");
@@ -705,7 +705,7 @@ int nn_cpu_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			 const float *w, const float *dy, float *dx,
 			 float *dw, float *db, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "run a convolution backward", err));
+	FORWARD_IF_ERR(nn_conv_check_desc(d, "run a convolution backward", err));
 	if (!d->bias)
 		db = NULL;
 	RETURN_IF(!dy || (dw && !x) || (dx && !w), err, IMS_EINVAL,

@@ -25,7 +25,7 @@
 /* Thread slices start at multiples of this many floats (64 bytes). */
 #define LINEAR_ALIGN 16
 
-static int check_desc(const nn_linear_desc *d, const char *what,
+int nn_linear_check_desc(const nn_linear_desc *d, const char *what,
 		      ims_error *err)
 {
 	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
@@ -70,7 +70,7 @@ int nn_cpu_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
 			  const float *x, const float *w, const float *b,
 			  float *y, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "run a linear layer", err));
+	FORWARD_IF_ERR(nn_linear_check_desc(d, "run a linear layer", err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
 		  "cannot run a linear layer: missing %s",
 		  !x ? "input" : !w ? "weights" : !y ? "output" : "bias");
@@ -123,7 +123,7 @@ int nn_cpu_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 			   const float *x, const float *w, const float *dy,
 			   float *dx, float *dw, float *db, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "run a linear layer backward", err));
+	FORWARD_IF_ERR(nn_linear_check_desc(d, "run a linear layer backward", err));
 	if (!d->bias)
 		db = NULL;
 	RETURN_IF(!dy || (dw && !x) || (dx && !w), err, IMS_EINVAL,

@@ -76,7 +76,7 @@ int nn_pool_check_fixed(const nn_pool_desc *d, const char *what,
 	return 0;
 }
 
-static int check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
+int nn_maxpool_check_desc(const nn_pool_desc *d, const char *what, ims_error *err)
 {
 	RETURN_IF(!d, err, IMS_EINVAL, "cannot %s: no descriptor", what);
 	RETURN_IF(d->adaptive, err, IMS_EINVAL,
@@ -179,7 +179,7 @@ static void pool2x2(const float *restrict xp, int wi, int ho, int wo,
 int nn_cpu_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d, const float *x,
 			   float *y, int32_t *argmax, ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "max-pool", err));
+	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "max-pool", err));
 	const int hi = d->h_in, wi = d->w_in, ho = d->h_out, wo = d->w_out;
 	const size_t in_plane = (size_t)hi * wi, out_plane = (size_t)ho * wo;
 	const size_t planes = (size_t)d->n * d->c;
@@ -212,7 +212,7 @@ int nn_cpu_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			    const int32_t *argmax, const float *dy, float *dx,
 			    ims_error *err)
 {
-	FORWARD_IF_ERR(check_desc(d, "backpropagate max-pool", err));
+	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "backpropagate max-pool", err));
 	if (!dx)
 		return 0;
 	const size_t in_plane = (size_t)d->h_in * d->w_in;

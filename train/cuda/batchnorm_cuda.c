@@ -1,0 +1,145 @@
+/*
+ * batchnorm_cuda.c - 2-D batch normalisation on the device: cuDNN's
+ * spatial batch norm (training forward, inference forward, training
+ * backward) and an own kernel for the frozen backward (reduce.cu), which
+ * cuDNN does not have.
+ *
+ * cuDNN's semantics are the CPU's (train/layers/batchnorm.c): statistics
+ * per channel over (N, H, W); running = (1 - momentum) running + momentum
+ * batch, the running variance taking the unbiased batch variance; the
+ * saved statistics are the batch mean and 1/sqrt(var + eps) of the biased
+ * variance, so either backend's backward takes the other's. cuDNN computes
+ * the statistics in fp32, the CPU in double with a centring correction:
+ * they agree to about 1e-6 relative unless |mean| >> std.
+ *
+ * Blending: the forwards overwrite y; the backward adds into dx (data
+ * beta 1) or overwrites it with ctx->dx_overwrite (beta 0, dx not read),
+ * and overwrites dgamma and dbeta (parameter beta 0). cuDNN always writes
+ * all three, so a NULL one is pointed at workspace.
+ */
+#include "train/cuda/cuda_internal.h"
+#include "train/cuda/cuda_kernels.h"
+
+/* x_desc: the activation; bn_desc: its 1xCx1x1 parameter shape. */
+static int set_descs(nn_cuda_dev *dev, const nn_bn_desc *d, ims_error *err)
+{
+	static const char what[] = "describe a batch norm to cuDNN";
+	CUDNN_CHECK(err, what,
+		    cudnnSetTensor4dDescriptor(dev->x_desc, CUDNN_TENSOR_NCHW,
+					       CUDNN_DATA_FLOAT, d->n, d->c,
+					       d->h, d->w));
+	CUDNN_CHECK(err, what,
+		    cudnnDeriveBNTensorDescriptor(dev->bn_desc, dev->x_desc,
+						  CUDNN_BATCHNORM_SPATIAL));
+	return 0;
+}
+
+int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			     const float *gamma, const float *beta,
+			     float *running_mean, float *running_var,
+			     float *save_mean, float *save_invstd, float *y,
+			     ims_error *err)
+{
+	static const char what[] = "batch-normalise (training)";
+	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
+	RETURN_IF(!(d->momentum >= 0.0f && d->momentum <= 1.0f), err,
+		  IMS_EINVAL, "cannot %s: momentum %g is outside [0, 1]", what,
+		  (double)d->momentum);
+	const size_t m = (size_t)d->n * d->h * d->w;
+	RETURN_IF(m < 2, err, IMS_EINVAL,
+		  "cannot %s: expected more than 1 value per channel, got "
+		  "N=%d, H=%d, W=%d",
+		  what, d->n, d->h, d->w);
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	const float one = 1.0f, zero = 0.0f;
+	FORWARD_IF_ERR(set_descs(dev, d, err));
+	CUDNN_CHECK(err, "batch-normalise (training) on cuda",
+		    cudnnBatchNormalizationForwardTraining(
+			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+			    dev->x_desc, x, dev->x_desc, y, dev->bn_desc, gamma,
+			    beta, (double)d->momentum, running_mean,
+			    running_var, (double)d->eps, save_mean,
+			    save_invstd));
+	return 0;
+}
+
+int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			    const float *gamma, const float *beta,
+			    const float *running_mean,
+			    const float *running_var, float *y, ims_error *err)
+{
+	static const char what[] = "batch-normalise (evaluation)";
+	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	const float one = 1.0f, zero = 0.0f;
+	FORWARD_IF_ERR(set_descs(dev, d, err));
+	CUDNN_CHECK(err, "batch-normalise (evaluation) on cuda",
+		    cudnnBatchNormalizationForwardInference(
+			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+			    dev->x_desc, x, dev->x_desc, y, dev->bn_desc, gamma,
+			    beta, running_mean, running_var, (double)d->eps));
+	return 0;
+}
+
+int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			const float *gamma, const float *save_mean,
+			const float *save_invstd, const float *dy, float *dx,
+			float *dgamma, float *dbeta, ims_error *err)
+{
+	static const char what[] = "backpropagate batch-norm";
+	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
+	if (!dx && !dgamma && !dbeta)
+		return 0;
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	/* stand-ins for the outputs the caller does not want */
+	const size_t count = (size_t)d->n * d->c * d->h * d->w;
+	const size_t dx_bytes = dx ? 0 : nn_cuda_round256(count * sizeof(float));
+	const size_t c_bytes = nn_cuda_round256((size_t)d->c * sizeof(float));
+	const size_t need = dx_bytes + (dgamma ? 0 : c_bytes) +
+			    (dbeta ? 0 : c_bytes);
+	if (need) {
+		char *ws = nn_cuda_workspace(ctx, need, err);
+		if (!ws)
+			return ims_fail_context(err, "cannot %s", what);
+		if (!dx)
+			dx = (float *)ws;
+		ws += dx_bytes;
+		if (!dgamma) {
+			dgamma = (float *)ws;
+			ws += c_bytes;
+		}
+		if (!dbeta)
+			dbeta = (float *)ws;
+	}
+	const float one = 1.0f, zero = 0.0f;
+	/* a stand-in dx is never read: beta 0 */
+	const float *data_beta = dx_bytes || ctx->dx_overwrite ? &zero : &one;
+	FORWARD_IF_ERR(set_descs(dev, d, err));
+	CUDNN_CHECK(err, "backpropagate batch-norm on cuda",
+		    cudnnBatchNormalizationBackward(
+			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one,
+			    data_beta, &one, &zero, dev->x_desc, x,
+			    dev->x_desc, dy, dev->x_desc, dx, dev->bn_desc,
+			    gamma, dgamma, dbeta, (double)d->eps, save_mean,
+			    save_invstd));
+	return 0;
+}
+
+int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
+			       const float *x, const float *gamma,
+			       const float *running_mean,
+			       const float *running_var, const float *dy,
+			       float *dx, float *dgamma, float *dbeta,
+			       ims_error *err)
+{
+	static const char what[] = "backpropagate frozen batch-norm";
+	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
+	if (!dx && !dgamma && !dbeta)
+		return 0;
+	CUDA_CHECK(err, "backpropagate frozen batch-norm on cuda",
+		   nn_cuda_k_bn_frozen_backward(
+			   nn_cuda_dev_of(ctx)->stream, d, x, gamma,
+			   running_mean, running_var, dy, dx, dgamma, dbeta,
+			   ctx->dx_overwrite));
+	return 0;
+}

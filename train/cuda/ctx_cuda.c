@@ -1,0 +1,312 @@
+/*
+ * ctx_cuda.c - the CUDA backend: context setup and teardown, device
+ * memory, the workspace, error reports, and the backend table.
+ *
+ * Setting up fails with one line that says what to do when no device can
+ * be used: no driver, no GPU visible, a device index out of range. That
+ * line is what `imshard-train --device cuda` prints on a machine without
+ * a GPU, so it names the way out (--device cpu).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/cuda/cuda_internal.h"
+#include "train/cuda/cuda_kernels.h"
+
+/* ---- error reports --------------------------------------------------- */
+
+/* The file name from the last '/' on: messages name train/cuda/x.c as x.c */
+static const char *base_name(const char *file)
+{
+	const char *s = strrchr(file, '/');
+	return s ? s + 1 : file;
+}
+
+int nn_cuda_fail_rt(ims_error *err, cudaError_t e, const char *what,
+		    const char *file, int line)
+{
+	return ims_fail(err,
+			e == cudaErrorMemoryAllocation ? IMS_ENOMEM : IMS_EIO,
+			"cannot %s: CUDA error %s (%s) at %s:%d", what,
+			cudaGetErrorName(e), cudaGetErrorString(e),
+			base_name(file), line);
+}
+
+int nn_cuda_fail_dnn(ims_error *err, cudnnStatus_t s, const char *what,
+		     const char *file, int line)
+{
+	return ims_fail(err,
+			s == CUDNN_STATUS_ALLOC_FAILED ? IMS_ENOMEM : IMS_EIO,
+			"cannot %s: cuDNN error %s at %s:%d", what,
+			cudnnGetErrorString(s), base_name(file), line);
+}
+
+int nn_cuda_fail_blas(ims_error *err, cublasStatus_t s, const char *what,
+		      const char *file, int line)
+{
+	return ims_fail(err,
+			s == CUBLAS_STATUS_ALLOC_FAILED ? IMS_ENOMEM : IMS_EIO,
+			"cannot %s: cuBLAS error %s (%s) at %s:%d", what,
+			cublasGetStatusName(s), cublasGetStatusString(s),
+			base_name(file), line);
+}
+
+/* ---- workspace --------------------------------------------------------- */
+
+void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (bytes <= dev->ws_bytes && dev->ws)
+		return dev->ws;
+	/* whole MiB, so a run of slightly larger requests does not grow it
+	 * every time; cudaFree waits for queued work that may still use the
+	 * old buffer */
+	size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+	if (dev->ws) {
+		cudaError_t e = cudaFree(dev->ws);
+		dev->ws = NULL;
+		dev->ws_bytes = 0;
+		if (e != cudaSuccess) {
+			nn_cuda_fail_rt(err, e, "free the device workspace",
+					__FILE__, __LINE__);
+			return NULL;
+		}
+	}
+	void *p = NULL;
+	cudaError_t e = cudaMalloc(&p, want);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError(); /* clear the sticky-free error */
+		ims_fail(err, e == cudaErrorMemoryAllocation ? IMS_ENOMEM : IMS_EIO,
+			 "cannot allocate a %zu-byte device workspace: %s", want,
+			 cudaGetErrorString(e));
+		return NULL;
+	}
+	dev->ws = p;
+	dev->ws_bytes = want;
+	return p;
+}
+
+/* ---- device memory ------------------------------------------------------- */
+
+static void *cuda_alloc(nn_ctx *ctx, size_t bytes)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	void *p = NULL;
+	if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	/* zeroed, as the table promises; ordered before any later use on the
+	 * stream */
+	if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, dev->stream) != cudaSuccess) {
+		(void)cudaGetLastError();
+		cudaFree(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void cuda_free(nn_ctx *ctx, void *p)
+{
+	(void)ctx;
+	if (p)
+		cudaFree(p); /* waits for the device; nothing to report */
+}
+
+static int cuda_zero(nn_ctx *ctx, void *p, size_t bytes, ims_error *err)
+{
+	if (!bytes)
+		return 0;
+	CUDA_CHECK(err, "zero device memory",
+		   cudaMemsetAsync(p, 0, bytes, nn_cuda_dev_of(ctx)->stream));
+	return 0;
+}
+
+/* Both copies wait for the stream: the host buffer may be reused, or read,
+ * as soon as they return. */
+static int cuda_to_device(nn_ctx *ctx, void *dst, const void *src,
+			  size_t bytes, ims_error *err)
+{
+	cudaStream_t s = nn_cuda_dev_of(ctx)->stream;
+	if (!bytes)
+		return 0;
+	CUDA_CHECK(err, "copy to the device",
+		   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+	CUDA_CHECK(err, "copy to the device", cudaStreamSynchronize(s));
+	return 0;
+}
+
+static int cuda_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+			ims_error *err)
+{
+	cudaStream_t s = nn_cuda_dev_of(ctx)->stream;
+	if (!bytes)
+		return 0;
+	CUDA_CHECK(err, "copy from the device",
+		   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+	CUDA_CHECK(err, "copy from the device", cudaStreamSynchronize(s));
+	return 0;
+}
+
+/* ---- setup and teardown -------------------------------------------------- */
+
+static void cuda_release(nn_ctx *ctx)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (!dev)
+		return;
+	if (dev->stream)
+		cudaStreamSynchronize(dev->stream);
+	if (dev->ws)
+		cudaFree(dev->ws);
+	nn_cuda_conv_release(dev);
+	if (dev->x_desc)
+		cudnnDestroyTensorDescriptor(dev->x_desc);
+	if (dev->y_desc)
+		cudnnDestroyTensorDescriptor(dev->y_desc);
+	if (dev->bias_desc)
+		cudnnDestroyTensorDescriptor(dev->bias_desc);
+	if (dev->bn_desc)
+		cudnnDestroyTensorDescriptor(dev->bn_desc);
+	if (dev->w_desc)
+		cudnnDestroyFilterDescriptor(dev->w_desc);
+	if (dev->conv_desc)
+		cudnnDestroyConvolutionDescriptor(dev->conv_desc);
+	if (dev->cublas)
+		cublasDestroy(dev->cublas);
+	if (dev->cudnn)
+		cudnnDestroy(dev->cudnn);
+	if (dev->stream)
+		cudaStreamDestroy(dev->stream);
+	free(dev);
+	ctx->dev = NULL;
+}
+
+const nn_backend nn_backend_cuda = {
+	.name = "cuda",
+	.conv_forward = nn_cuda_conv_forward,
+	.conv_backward = nn_cuda_conv_backward,
+	.linear_forward = nn_cuda_linear_forward,
+	.linear_backward = nn_cuda_linear_backward,
+	.bn_forward_train = nn_cuda_bn_forward_train,
+	.bn_forward_eval = nn_cuda_bn_forward_eval,
+	.bn_backward = nn_cuda_bn_backward,
+	.bn_backward_frozen = nn_cuda_bn_backward_frozen,
+	.relu_forward = nn_cuda_relu_forward,
+	.relu_backward = nn_cuda_relu_backward,
+	.maxpool_forward = nn_cuda_maxpool_forward,
+	.maxpool_backward = nn_cuda_maxpool_backward,
+	.avgpool_forward = nn_cuda_avgpool_forward,
+	.avgpool_backward = nn_cuda_avgpool_backward,
+	.dropout_forward = nn_cuda_dropout_forward,
+	.dropout_backward = nn_cuda_dropout_backward,
+	.add_forward = nn_cuda_add_forward,
+	.accumulate = nn_cuda_accumulate,
+	.softmax_xent = nn_cuda_softmax_xent,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.zero = cuda_zero,
+	.to_device = cuda_to_device,
+	.to_host = cuda_to_host,
+	.release = cuda_release,
+};
+
+/* Binds the libraries to the stream and makes the reusable descriptors. */
+static int setup_handles(nn_cuda_dev *dev, ims_error *err)
+{
+	static const char what[] = "set up the cuda backend";
+	CUDNN_CHECK(err, what, cudnnSetStream(dev->cudnn, dev->stream));
+	CUBLAS_CHECK(err, what, cublasSetStream(dev->cublas, dev->stream));
+	/* fp32 GEMMs with fp32 products: the default math mode never rounds
+	 * inputs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would), and the CPU
+	 * parity tests hold the backend to 1e-4 relative */
+	CUBLAS_CHECK(err, what,
+		     cublasSetMathMode(dev->cublas, CUBLAS_DEFAULT_MATH));
+	CUBLAS_CHECK(err, what,
+		     cublasSetPointerMode(dev->cublas, CUBLAS_POINTER_MODE_HOST));
+	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->x_desc));
+	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->y_desc));
+	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->bias_desc));
+	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->bn_desc));
+	CUDNN_CHECK(err, what, cudnnCreateFilterDescriptor(&dev->w_desc));
+	CUDNN_CHECK(err, what,
+		    cudnnCreateConvolutionDescriptor(&dev->conv_desc));
+	return 0;
+}
+
+/* The one line for "no usable device": what failed, and the way out. */
+static int no_device(ims_error *err, const char *why, cudaError_t e)
+{
+	(void)cudaGetLastError();
+	if (e != cudaSuccess)
+		return ims_fail(err, IMS_EUNSUPPORTED,
+				"cannot use --device cuda: %s (%s: %s); use "
+				"--device cpu",
+				why, cudaGetErrorName(e), cudaGetErrorString(e));
+	return ims_fail(err, IMS_EUNSUPPORTED,
+			"cannot use --device cuda: %s; use --device cpu", why);
+}
+
+int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
+{
+	static const char what[] = "set up the cuda backend";
+	RETURN_IF(!ctx, err, IMS_EINVAL, "cannot %s: no context", what);
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->be = NULL; /* no kernels until the device is ready */
+	ctx->threads = 1;
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e == cudaErrorInsufficientDriver)
+		return no_device(err,
+				 "no CUDA driver is loaded, or it is older than "
+				 "this build's CUDA runtime",
+				 e);
+	if (e == cudaErrorNoDevice)
+		return no_device(err, "no CUDA device is visible", e);
+	if (e != cudaSuccess)
+		return no_device(err, "the CUDA runtime cannot start", e);
+	if (count < 1)
+		return no_device(err, "no CUDA device is visible", cudaSuccess);
+	if (device < 0 || device >= count) {
+		char why[96];
+		snprintf(why, sizeof(why), "device %d does not exist (%d visible)",
+			 device, count);
+		return no_device(err, why, cudaSuccess);
+	}
+	e = cudaSetDevice(device);
+	if (e != cudaSuccess)
+		return no_device(err, "the CUDA device cannot be selected", e);
+
+	nn_cuda_dev *dev = calloc(1, sizeof(*dev));
+	RETURN_IF(!dev, err, IMS_ENOMEM, "cannot %s: out of memory", what);
+	dev->device = device;
+	ctx->dev = dev;
+	ctx->be = &nn_backend_cuda;
+	int rc = 0;
+	cudaError_t ce = cudaStreamCreateWithFlags(&dev->stream,
+						   cudaStreamNonBlocking);
+	if (ce != cudaSuccess) {
+		dev->stream = NULL;
+		rc = nn_cuda_fail_rt(err, ce, what, __FILE__, __LINE__);
+		goto fail;
+	}
+	cudnnStatus_t ds = cudnnCreate(&dev->cudnn);
+	if (ds != CUDNN_STATUS_SUCCESS) {
+		dev->cudnn = NULL;
+		rc = nn_cuda_fail_dnn(err, ds, what, __FILE__, __LINE__);
+		goto fail;
+	}
+	cublasStatus_t bs = cublasCreate(&dev->cublas);
+	if (bs != CUBLAS_STATUS_SUCCESS) {
+		dev->cublas = NULL;
+		rc = nn_cuda_fail_blas(err, bs, what, __FILE__, __LINE__);
+		goto fail;
+	}
+	GOTO_IF_ERR(fail, rc, setup_handles(dev, err));
+	return 0;
+fail:
+	nn_ctx_release(ctx);
+	ctx->be = NULL;
+	return rc;
+}

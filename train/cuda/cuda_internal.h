@@ -1,0 +1,179 @@
+/*
+ * cuda_internal.h - the CUDA backend's private state and check macros,
+ * shared by its C translation units (ctx_cuda.c and the cuDNN and cuBLAS
+ * callers). Kernels live in .cu files behind cuda_kernels.h.
+ *
+ * Caveats:
+ *  - One nn_cuda_dev per context, used by one host thread at a time. All
+ *    work is queued on dev->stream; cuDNN and cuBLAS are bound to it, so
+ *    the order of calls is the order of execution and a call returning
+ *    does not mean the device has finished (to_host, zero-copy readers
+ *    and softmax_xent wait).
+ *  - The workspace is one device buffer reused by every call. Calls are
+ *    ordered on one stream, so a later call may reuse it while an earlier
+ *    one is still queued; growing it frees the old buffer, which cudaFree
+ *    does only after the device is idle.
+ */
+#ifndef IMSHARD_CUDA_INTERNAL_H
+#define IMSHARD_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "train/nn_internal.h"
+
+/* The algorithms chosen for one convolution shape (batch size included),
+ * and the workspace each needs; all run with CUDNN_FMA_MATH. */
+typedef struct nn_cuda_conv_algo {
+	nn_conv_desc key;
+	cudnnConvolutionFwdAlgo_t fwd;
+	cudnnConvolutionBwdDataAlgo_t bwd_data;
+	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	size_t fwd_bytes, data_bytes, filter_bytes;
+} nn_cuda_conv_algo;
+
+typedef struct nn_cuda_dev {
+	int device;
+	cudaStream_t stream;
+	cudnnHandle_t cudnn;
+	cublasHandle_t cublas;
+	/* descriptors set before each use (setting allocates nothing) */
+	cudnnTensorDescriptor_t x_desc, y_desc, bias_desc, bn_desc;
+	cudnnFilterDescriptor_t w_desc;
+	cudnnConvolutionDescriptor_t conv_desc;
+	/* the workspace: cuDNN's, and the kernels' scratch */
+	void *ws;
+	size_t ws_bytes;
+	/* conv algorithm cache, one entry per shape seen */
+	nn_cuda_conv_algo *algos;
+	int n_algos, cap_algos;
+} nn_cuda_dev;
+
+/* The most workspace a convolution algorithm may ask for: faster ones
+ * that want more are passed over. */
+#define NN_CUDA_WS_MAX ((size_t)1 << 30)
+
+extern const nn_backend nn_backend_cuda;
+
+static inline nn_cuda_dev *nn_cuda_dev_of(nn_ctx *ctx)
+{
+	return (nn_cuda_dev *)ctx->dev;
+}
+
+/*
+ * Turn a failed CUDA runtime, cuDNN or cuBLAS status into an ims_error:
+ * "cannot WHAT: LIBRARY error NAME (message) at FILE:LINE". Out of
+ * memory maps to IMS_ENOMEM, everything else to IMS_EIO. Return the code.
+ */
+int nn_cuda_fail_rt(ims_error *err, cudaError_t e, const char *what,
+		    const char *file, int line);
+int nn_cuda_fail_dnn(ims_error *err, cudnnStatus_t s, const char *what,
+		     const char *file, int line);
+int nn_cuda_fail_blas(ims_error *err, cublasStatus_t s, const char *what,
+		      const char *file, int line);
+
+/* Return from the calling function when a call fails. */
+#define CUDA_CHECK(err, what, call)                                            \
+	do {                                                                   \
+		cudaError_t cuda_e_ = (call);                                  \
+		if (cuda_e_ != cudaSuccess)                                    \
+			return nn_cuda_fail_rt((err), cuda_e_, (what),         \
+					       __FILE__, __LINE__);            \
+	} while (0)
+
+#define CUDNN_CHECK(err, what, call)                                           \
+	do {                                                                   \
+		cudnnStatus_t cudnn_s_ = (call);                               \
+		if (cudnn_s_ != CUDNN_STATUS_SUCCESS)                          \
+			return nn_cuda_fail_dnn((err), cudnn_s_, (what),       \
+						__FILE__, __LINE__);           \
+	} while (0)
+
+#define CUBLAS_CHECK(err, what, call)                                          \
+	do {                                                                   \
+		cublasStatus_t cublas_s_ = (call);                             \
+		if (cublas_s_ != CUBLAS_STATUS_SUCCESS)                        \
+			return nn_cuda_fail_blas((err), cublas_s_, (what),     \
+						 __FILE__, __LINE__);          \
+	} while (0)
+
+/*
+ * At least `bytes` of device workspace (256-byte aligned), valid until the
+ * next call; NULL with err set when device memory runs out.
+ */
+void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err);
+
+/* Rounds a byte count up to 256, so carved workspace pieces stay aligned
+ * for any type. */
+static inline size_t nn_cuda_round256(size_t n)
+{
+	return (n + 255) & ~(size_t)255;
+}
+
+/* The layer entries of the backend table (one file per family). */
+int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
+			 const float *w, const float *b, float *y,
+			 ims_error *err);
+int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
+			  const float *w, const float *dy, float *dx,
+			  float *dw, float *db, ims_error *err);
+void nn_cuda_conv_release(nn_cuda_dev *dev);
+
+int nn_cuda_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
+			   const float *x, const float *w, const float *b,
+			   float *y, ims_error *err);
+int nn_cuda_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
+			    const float *x, const float *w, const float *dy,
+			    float *dx, float *dw, float *db, ims_error *err);
+
+int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			     const float *gamma, const float *beta,
+			     float *running_mean, float *running_var,
+			     float *save_mean, float *save_invstd, float *y,
+			     ims_error *err);
+int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			    const float *gamma, const float *beta,
+			    const float *running_mean,
+			    const float *running_var, float *y, ims_error *err);
+int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			const float *gamma, const float *save_mean,
+			const float *save_invstd, const float *dy, float *dx,
+			float *dgamma, float *dbeta, ims_error *err);
+int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
+			       const float *x, const float *gamma,
+			       const float *running_mean,
+			       const float *running_var, const float *dy,
+			       float *dx, float *dgamma, float *dbeta,
+			       ims_error *err);
+
+/* layers_cuda.c: the layers that are own kernels only */
+int nn_cuda_relu_forward(nn_ctx *ctx, size_t count, const float *x, float *y,
+			 ims_error *err);
+int nn_cuda_relu_backward(nn_ctx *ctx, size_t count, const float *y,
+			  const float *dy, float *dx, ims_error *err);
+int nn_cuda_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+			    const float *x, float *y, int32_t *argmax,
+			    ims_error *err);
+int nn_cuda_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			     const int32_t *argmax, const float *dy,
+			     float *dx, ims_error *err);
+int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+			    const float *x, float *y, ims_error *err);
+int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			     const float *dy, float *dx, ims_error *err);
+int nn_cuda_dropout_forward(nn_ctx *ctx, size_t count, float p,
+			    uint64_t seed, const float *x, float *y,
+			    uint8_t *mask, ims_error *err);
+int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
+			     const uint8_t *mask, const float *dy, float *dx,
+			     ims_error *err);
+int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const float *a,
+			const float *b, float *y, ims_error *err);
+int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
+		       ims_error *err);
+int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
+			 const int32_t *labels, float smoothing, float scale,
+			 double *loss_sum, float *dlogits, ims_error *err);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * cuda_kernels.h - the CUDA backend's own kernels (what neither cuDNN nor
+ * cuBLAS has), as plain C launchers exported from the .cu files beside
+ * this header. Each queues its kernels on `stream` and returns
+ * cudaGetLastError() (cudaSuccess when queued); none waits for the device
+ * except nn_cuda_k_xent, which reads its result back. Pointers are device
+ * memory. A count of 0 launches nothing.
+ *
+ * Semantics are those of the CPU reference kernels in train/layers/ (see
+ * nn_internal.h): `overwrite` is ctx->dx_overwrite (dx = ... instead of
+ * dx += ...). The gathers that replace the CPU's scatters (pooling
+ * backward) add each input's terms in the CPU's order, so they give the
+ * CPU's bits; reductions run in double with a fixed order, so results do
+ * not depend on scheduling.
+ */
+#ifndef IMSHARD_CUDA_KERNELS_H
+#define IMSHARD_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/nn_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* elementwise.cu */
+cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, size_t count,
+				   const float *x, float *y);
+cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, size_t count,
+				    const float *y, const float *dy, float *dx,
+				    int overwrite);
+cudaError_t nn_cuda_k_add(cudaStream_t s, size_t count, const float *a,
+			  const float *b, float *y);
+/* dx += dy */
+cudaError_t nn_cuda_k_accumulate(cudaStream_t s, size_t count,
+				 const float *dy, float *dx);
+/* keep i when p == 0 or the top 53 bits of ims_hash64(seed, i) / 2^53
+ * >= p; y = keep ? x * scale : 0 (y = x when p == 0); mask may be NULL */
+cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, size_t count, float p,
+				      float scale, uint64_t seed,
+				      const float *x, float *y, uint8_t *mask);
+/* dx (+)= mask ? dy * scale : 0; mask NULL means all kept with scale 1 */
+cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s, size_t count,
+				       float scale, const uint8_t *mask,
+				       const float *dy, float *dx,
+				       int overwrite);
+/* y[i, o] = b[o] for i < n, o < out (the bias a GEMM then adds to) */
+cudaError_t nn_cuda_k_fill_rows(cudaStream_t s, int n, int out,
+				const float *b, float *y);
+
+/* reduce.cu */
+/* db[c] = sum over n < N, j < hw of dy[(n C + c) hw + j], in double */
+cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int n, int c, size_t hw,
+				  const float *dy, float *db);
+/* nn_cpu_bn_backward_frozen; dx, dgamma, dbeta may be NULL */
+cudaError_t nn_cuda_k_bn_frozen_backward(cudaStream_t s, const nn_bn_desc *d,
+					 const float *x, const float *gamma,
+					 const float *running_mean,
+					 const float *running_var,
+					 const float *dy, float *dx,
+					 float *dgamma, float *dbeta,
+					 int overwrite);
+
+/* pool.cu; descriptors already checked */
+cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, const nn_pool_desc *d,
+				      const float *x, float *y,
+				      int32_t *argmax);
+cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s, const nn_pool_desc *d,
+				       const int32_t *argmax, const float *dy,
+				       float *dx, int overwrite);
+cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s, const nn_pool_desc *d,
+				      const float *x, float *y);
+cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s, const nn_pool_desc *d,
+				       const float *dy, float *dx,
+				       int overwrite);
+
+/* softmax_xent.cu */
+/* What nn_cuda_k_xent reads back: the first sample whose label is outside
+ * [0, K) (-1 when none) with that label, and the loss sum. */
+typedef struct nn_cuda_xent_result {
+	double loss_sum;
+	int32_t bad_sample;
+	int32_t bad_label;
+} nn_cuda_xent_result;
+/*
+ * Bytes of workspace nn_cuda_k_xent needs for n samples (per-sample
+ * losses and the result).
+ */
+size_t nn_cuda_k_xent_workspace(int n);
+/*
+ * nn_cpu_softmax_xent's computation: checks the labels first (nothing is
+ * written to dlogits when one is bad), per-sample losses in double, their
+ * sum in index order. Waits for the stream and fills *out.
+ */
+cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k, const float *logits,
+			   const int32_t *labels, float smoothing, float scale,
+			   float *dlogits, void *workspace,
+			   nn_cuda_xent_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * pool.cu - max and average pooling (fixed windows, and adaptive ones for
+ * the average), forward and backward.
+ *
+ * Forward: one thread per output, scanning its window in row-major order
+ * as the CPU does (train/layers/maxpool.c, avgpool.c): for max pooling a
+ * value wins when greater than the best so far or NaN, so ties go to the
+ * first element, the last NaN is recorded, and a window of -infinity
+ * records its first real element; argmax is the offset within the (n, c)
+ * input plane. Average sums run in double in the same order.
+ *
+ * Backward: the CPU scatters each output gradient into dx in output
+ * order; here one thread per input element gathers the outputs whose
+ * window covers it, in that same order, so each dx element gets the same
+ * additions in the same order (the CPU's bits) and no two threads write
+ * one element. A max-pool output whose argmax is not inside its window
+ * (a corrupt argmax; the CPU refuses one outside the plane) adds nothing.
+ */
+#include <math.h>
+
+#include "train/cuda/cuda_kernels.h"
+#include "train/cuda/cuda_launch.cuh"
+
+/* The fields of nn_pool_desc the kernels read, by value. */
+typedef struct pool_args {
+	int h_in, w_in, h_out, w_out;
+	int kh, kw, sh, sw, ph, pw;
+	int adaptive;
+} pool_args;
+
+static pool_args args_of(const nn_pool_desc *d)
+{
+	pool_args a = {d->h_in,     d->w_in,     d->h_out, d->w_out,
+		       d->kh,       d->kw,       d->stride_h, d->stride_w,
+		       d->pad_h,    d->pad_w,    d->adaptive};
+	return a;
+}
+
+/* Input span [*s, *e) of output o along one axis and the length the
+ * average divides by (avgpool.c's span). */
+__device__ static inline int span(int adaptive, int o, int in, int out, int k,
+				  int stride, int pad, int *s, int *e)
+{
+	if (adaptive) {
+		*s = (int)((long long)o * in / out);
+		*e = (int)(((long long)(o + 1) * in + out - 1) / out);
+		return *e - *s;
+	}
+	int a = o * stride - pad;
+	*s = a < 0 ? 0 : a;
+	*e = a + k < in ? a + k : in;
+	return k;
+}
+
+/* The fixed-window outputs along one axis whose window covers input i:
+ * o * stride - pad <= i < o * stride - pad + k, o in [0, out). */
+__device__ static inline void covering(int i, int k, int stride, int pad,
+				       int out, int *lo, int *hi)
+{
+	const int first = i + pad - k + 1; /* o * stride >= first */
+	*lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+	const int last = (i + pad) / stride; /* o * stride <= i + pad */
+	*hi = last + 1 < out ? last + 1 : out;
+}
+
+__global__ static void maxpool_forward(pool_args a, size_t total,
+				       const float *x, float *y,
+				       int32_t *argmax)
+{
+	const size_t in_plane = (size_t)a.h_in * a.w_in;
+	NN_CUDA_FOR_EACH(i, total)
+	{
+		const int ow = (int)(i % (size_t)a.w_out);
+		const size_t t = i / (size_t)a.w_out;
+		const int oh = (int)(t % (size_t)a.h_out);
+		const float *xp = x + t / (size_t)a.h_out * in_plane;
+		int hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
+		const int he = hs + a.kh < a.h_in ? hs + a.kh : a.h_in;
+		const int we = ws + a.kw < a.w_in ? ws + a.kw : a.w_in;
+		hs = hs < 0 ? 0 : hs;
+		ws = ws < 0 ? 0 : ws;
+		float best = -INFINITY;
+		int32_t arg = hs * a.w_in + ws;
+		for (int ih = hs; ih < he; ih++)
+			for (int iw = ws; iw < we; iw++) {
+				const float v = xp[(size_t)ih * a.w_in + iw];
+				if (v > best || v != v) {
+					best = v;
+					arg = ih * a.w_in + iw;
+				}
+			}
+		y[i] = best;
+		argmax[i] = arg;
+	}
+}
+
+__global__ static void maxpool_backward(pool_args a, size_t total,
+					const int32_t *argmax, const float *dy,
+					float *dx, int overwrite)
+{
+	const size_t out_plane = (size_t)a.h_out * a.w_out;
+	NN_CUDA_FOR_EACH(i, total)
+	{
+		const int iw = (int)(i % (size_t)a.w_in);
+		const size_t t = i / (size_t)a.w_in;
+		const int ih = (int)(t % (size_t)a.h_in);
+		const size_t p = t / (size_t)a.h_in;
+		const int32_t me = ih * a.w_in + iw;
+		const int32_t *ap = argmax + p * out_plane;
+		const float *dyp = dy + p * out_plane;
+		int oh0, oh1, ow0, ow1;
+		covering(ih, a.kh, a.sh, a.ph, a.h_out, &oh0, &oh1);
+		covering(iw, a.kw, a.sw, a.pw, a.w_out, &ow0, &ow1);
+		float acc = overwrite ? 0.0f : dx[i];
+		for (int oh = oh0; oh < oh1; oh++)
+			for (int ow = ow0; ow < ow1; ow++) {
+				const size_t o = (size_t)oh * a.w_out + ow;
+				if (ap[o] == me)
+					acc += dyp[o];
+			}
+		dx[i] = acc;
+	}
+}
+
+__global__ static void avgpool_forward(pool_args a, size_t total,
+				       const float *x, float *y)
+{
+	const size_t in_plane = (size_t)a.h_in * a.w_in;
+	NN_CUDA_FOR_EACH(i, total)
+	{
+		const int ow = (int)(i % (size_t)a.w_out);
+		const size_t t = i / (size_t)a.w_out;
+		const int oh = (int)(t % (size_t)a.h_out);
+		const float *xp = x + t / (size_t)a.h_out * in_plane;
+		int hs, he, ws, we;
+		const int lh = span(a.adaptive, oh, a.h_in, a.h_out, a.kh, a.sh,
+				    a.ph, &hs, &he);
+		const int lw = span(a.adaptive, ow, a.w_in, a.w_out, a.kw, a.sw,
+				    a.pw, &ws, &we);
+		double s = 0;
+		for (int ih = hs; ih < he; ih++)
+			for (int iw = ws; iw < we; iw++)
+				s += xp[(size_t)ih * a.w_in + iw];
+		y[i] = (float)(s / ((double)lh * lw));
+	}
+}
+
+/* The outputs along one axis whose window covers input i: a range for
+ * fixed windows; adaptive ones are tested one by one (outputs are few). */
+__device__ static inline void avg_covering(const pool_args &a, int horiz,
+					   int i, int *lo, int *hi)
+{
+	const int out = horiz ? a.w_out : a.h_out;
+	if (a.adaptive) {
+		*lo = 0;
+		*hi = out;
+		return;
+	}
+	if (horiz)
+		covering(i, a.kw, a.sw, a.pw, out, lo, hi);
+	else
+		covering(i, a.kh, a.sh, a.ph, out, lo, hi);
+}
+
+__global__ static void avgpool_backward(pool_args a, size_t total,
+					const float *dy, float *dx,
+					int overwrite)
+{
+	const size_t out_plane = (size_t)a.h_out * a.w_out;
+	NN_CUDA_FOR_EACH(i, total)
+	{
+		const int iw = (int)(i % (size_t)a.w_in);
+		const size_t t = i / (size_t)a.w_in;
+		const int ih = (int)(t % (size_t)a.h_in);
+		const float *dyp = dy + t / (size_t)a.h_in * out_plane;
+		int oh0, oh1, ow0, ow1;
+		avg_covering(a, 0, ih, &oh0, &oh1);
+		avg_covering(a, 1, iw, &ow0, &ow1);
+		float acc = overwrite ? 0.0f : dx[i];
+		for (int oh = oh0; oh < oh1; oh++) {
+			int hs, he;
+			const int lh = span(a.adaptive, oh, a.h_in, a.h_out,
+					    a.kh, a.sh, a.ph, &hs, &he);
+			if (ih < hs || ih >= he)
+				continue;
+			for (int ow = ow0; ow < ow1; ow++) {
+				int ws, we;
+				const int lw = span(a.adaptive, ow, a.w_in,
+						    a.w_out, a.kw, a.sw, a.pw,
+						    &ws, &we);
+				if (iw < ws || iw >= we)
+					continue;
+				acc += (float)(dyp[(size_t)oh * a.w_out + ow] /
+					       ((double)lh * lw));
+			}
+		}
+		dx[i] = acc;
+	}
+}
+
+static size_t planes_of(const nn_pool_desc *d)
+{
+	return (size_t)d->n * (size_t)d->c;
+}
+
+extern "C" cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s,
+						 const nn_pool_desc *d,
+						 const float *x, float *y,
+						 int32_t *argmax)
+{
+	const size_t total = planes_of(d) * d->h_out * d->w_out;
+	if (total)
+		maxpool_forward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
+				  s>>>(args_of(d), total, x, y, argmax);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s,
+						  const nn_pool_desc *d,
+						  const int32_t *argmax,
+						  const float *dy, float *dx,
+						  int overwrite)
+{
+	const size_t total = planes_of(d) * d->h_in * d->w_in;
+	if (total)
+		maxpool_backward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
+				   s>>>(args_of(d), total, argmax, dy, dx,
+					overwrite);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s,
+						 const nn_pool_desc *d,
+						 const float *x, float *y)
+{
+	const size_t total = planes_of(d) * d->h_out * d->w_out;
+	if (total)
+		avgpool_forward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
+				  s>>>(args_of(d), total, x, y);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s,
+						  const nn_pool_desc *d,
+						  const float *dy, float *dx,
+						  int overwrite)
+{
+	const size_t total = planes_of(d) * d->h_in * d->w_in;
+	if (total)
+		avgpool_backward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
+				   s>>>(args_of(d), total, dy, dx, overwrite);
+	return cudaGetLastError();
+}
