@@ -179,17 +179,64 @@ typedef struct wino_shape {
 } wino_shape;
 
 /*
- * V [16, C, ldv] columns [0, t1 - t0) from tiles [t0, t1) of x: one
- * zero-bordered copy of each plane the block touches, then B^T d B of
- * each 4x4 patch, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+ * One row of nx tiles of input_transform: e_r / o_r are the even / odd
+ * columns of the four plane rows under the tiles, q[xi] where matrix xi
+ * of V takes them.
+ */
+static void tile_row_transform(const float *restrict e0,
+			       const float *restrict e1,
+			       const float *restrict e2,
+			       const float *restrict e3,
+			       const float *restrict o0,
+			       const float *restrict o1,
+			       const float *restrict o2,
+			       const float *restrict o3, int nx, float *const *q)
+{
+	float *restrict q0 = q[0], *restrict q1 = q[1], *restrict q2 = q[2];
+	float *restrict q3 = q[3], *restrict q4 = q[4], *restrict q5 = q[5];
+	float *restrict q6 = q[6], *restrict q7 = q[7], *restrict q8 = q[8];
+	float *restrict q9 = q[9], *restrict q10 = q[10], *restrict q11 = q[11];
+	float *restrict q12 = q[12], *restrict q13 = q[13];
+	float *restrict q14 = q[14], *restrict q15 = q[15];
+#pragma omp simd
+	for (int j = 0; j < nx; j++) {
+		/* B^T d: rows, for the tile's columns 0 (a), 1 (b), 2 (c),
+		 * 3 (d) */
+		const float a0 = e0[j] - e2[j], a1 = e1[j] + e2[j];
+		const float a2 = e2[j] - e1[j], a3 = e1[j] - e3[j];
+		const float b0 = o0[j] - o2[j], b1 = o1[j] + o2[j];
+		const float b2 = o2[j] - o1[j], b3 = o1[j] - o3[j];
+		const float c0 = e0[j + 1] - e2[j + 1], c1 = e1[j + 1] + e2[j + 1];
+		const float c2 = e2[j + 1] - e1[j + 1], c3 = e1[j + 1] - e3[j + 1];
+		const float d0 = o0[j + 1] - o2[j + 1], d1 = o1[j + 1] + o2[j + 1];
+		const float d2 = o2[j + 1] - o1[j + 1], d3 = o1[j + 1] - o3[j + 1];
+		/* (B^T d) B: columns */
+		q0[j] = a0 - c0, q1[j] = b0 + c0, q2[j] = c0 - b0, q3[j] = b0 - d0;
+		q4[j] = a1 - c1, q5[j] = b1 + c1, q6[j] = c1 - b1, q7[j] = b1 - d1;
+		q8[j] = a2 - c2, q9[j] = b2 + c2, q10[j] = c2 - b2, q11[j] = b2 - d2;
+		q12[j] = a3 - c3, q13[j] = b3 + c3, q14[j] = c3 - b3;
+		q15[j] = b3 - d3;
+	}
+}
+
+/*
+ * V [16, C, ldv] columns [0, t1 - t0) from tiles [t0, t1) of x: B^T d B of
+ * each 4x4 patch d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+ * Each plane the block touches is first copied into a zero-bordered
+ * plane split by column parity (even and odd columns of the bordered
+ * plane side by side), so that tile j's four columns are even[j], odd[j],
+ * even[j + 1], odd[j + 1]: every load and store of the tile loop then
+ * runs along j, and the loop vectorises.
  */
 static void input_transform(const wino_shape *s, const float *x, size_t t0,
 			    size_t t1, float *v, size_t ldv, float *plane)
 {
 	const size_t hw = (size_t)s->h * s->w;
-	const size_t cstride = xi_stride((size_t)s->c_in, ldv);
-	const int pw = s->pw;
-	memset(plane, 0, (size_t)s->ph * pw * sizeof(float));
+	const size_t cs = xi_stride((size_t)s->c_in, ldv);
+	const int ew = s->tw + 1; /* columns of each parity: pw / 2 */
+	const int w = s->w;
+	float *pe = plane, *po = plane + (size_t)s->ph * ew;
+	memset(plane, 0, (size_t)s->ph * s->pw * sizeof(float));
 	for (int c = 0; c < s->c_in; c++) {
 		for (size_t t = t0; t < t1;) {
 			const size_t img = t / s->tiles;
@@ -197,11 +244,16 @@ static void input_transform(const wino_shape *s, const float *x, size_t t0,
 						   ? (img + 1) * s->tiles
 						   : t1;
 			const float *src = x + (img * s->c_in + c) * hw;
-			for (int r = 0; r < s->h; r++)
-				memcpy(plane + (size_t)(r + 1) * pw + 1,
-				       src + (size_t)r * s->w,
-				       (size_t)s->w * sizeof(float));
-			/* tiles [t, end) of this image, a tile row at a time */
+			/* bordered column q + 1 holds input column q */
+			for (int r = 0; r < s->h; r++) {
+				const float *sr = src + (size_t)r * w;
+				float *er = pe + (size_t)(r + 1) * ew;
+				float *orow = po + (size_t)(r + 1) * ew;
+				for (int k = 0; 2 * k < w; k++)
+					orow[k] = sr[2 * k];
+				for (int k = 1; 2 * k - 1 < w; k++)
+					er[k] = sr[2 * k - 1];
+			}
 			size_t local = t - img * s->tiles;
 			float *col = v + (size_t)c * ldv + (t - t0);
 			while (t < end) {
@@ -210,28 +262,15 @@ static void input_transform(const wino_shape *s, const float *x, size_t t0,
 				int nx = s->tw - tx0;
 				if ((size_t)nx > end - t)
 					nx = (int)(end - t);
-				const float *p0 = plane + (size_t)(2 * ty) * pw;
-				const float *p1 = p0 + pw, *p2 = p1 + pw,
-					    *p3 = p2 + pw;
-				for (int j = 0; j < nx; j++) {
-					const int o = 2 * (tx0 + j);
-					float b[4][4];
-					for (int q = 0; q < 4; q++) {
-						/* B^T d: rows */
-						b[0][q] = p0[o + q] - p2[o + q];
-						b[1][q] = p1[o + q] + p2[o + q];
-						b[2][q] = p2[o + q] - p1[o + q];
-						b[3][q] = p1[o + q] - p3[o + q];
-					}
-					for (int i = 0; i < 4; i++) {
-						/* (B^T d) B: columns */
-						float *out = col + (size_t)(4 * i) * cstride + j;
-						out[0] = b[i][0] - b[i][2];
-						out[cstride] = b[i][1] + b[i][2];
-						out[2 * cstride] = b[i][2] - b[i][1];
-						out[3 * cstride] = b[i][1] - b[i][3];
-					}
-				}
+				const size_t r0 = (size_t)(2 * ty) * ew + tx0;
+				const float *e0 = pe + r0, *e1 = e0 + ew,
+					    *e2 = e1 + ew, *e3 = e2 + ew;
+				const float *o0 = po + r0, *o1 = o0 + ew,
+					    *o2 = o1 + ew, *o3 = o2 + ew;
+				float *q[16];
+				for (int i = 0; i < 16; i++)
+					q[i] = col + (size_t)i * cs;
+				tile_row_transform(e0, e1, e2, e3, o0, o1, o2, o3, nx, q);
 				col += nx;
 				t += (size_t)nx;
 				local += (size_t)nx;
