@@ -6,14 +6,14 @@ source "$IMS_TESTLIB"
 expect 2 "$IMSHARD"
 contains "$T/err" "usage: imshard <command>"
 expect 0 "$IMSHARD" --help
-for c in list subset pack info verify extract sample convert bench-load; do contains "$T/out" "  $c "; done
+for c in list subset pack info verify extract sample convert bench-load report; do contains "$T/out" "  $c "; done
 expect 0 "$IMSHARD" --version
 contains "$T/out" "imshard 0."
 expect 2 "$IMSHARD" frobnicate
 one_line "$T/err"
 contains "$T/err" "unknown command 'frobnicate'"
 
-for c in list subset pack info verify extract sample convert bench-load; do
+for c in list subset pack info verify extract sample convert bench-load report; do
   expect 0 "$IMSHARD" $c --help
   contains "$T/out" "usage: imshard $c"
   expect 2 "$IMSHARD" $c --no-such-flag
@@ -22,4 +22,27 @@ for c in list subset pack info verify extract sample convert bench-load; do
   expect 2 "$IMSHARD" $c
   one_line "$T/err"
 done
+
+# Out-of-range and malformed values: exit 2 and one line naming the flag,
+# before any input is read (none of these paths exist).
+while IFS='|' read -r flag args; do
+  # shellcheck disable=SC2086
+  expect 2 "$IMSHARD" $args
+  one_line "$T/err"
+  contains "$T/err" "$flag"
+done <<'EOF'
+--train-ratio|list nodir -o x --train-ratio 1.5
+--train-ratio|list nodir -o x --train-ratio abc
+--per-class|subset no.lst -o y.lst --per-class 0
+--shards|pack no.lst nodir -o p --shards 0
+--quality|pack no.lst nodir -o p --quality 101
+--shard-size|pack no.lst nodir -o p --shard-size 0
+--classes|sample z --classes 18
+--per-class|sample z --per-class 0
+--seed|sample z --seed -1
+--val-ratio|convert folder nodir -o c --val-ratio 1.5
+--size|bench-load no.json --size 4
+--threads|verify no.json --threads 0
+--target-acc|report nodir -o r.html --target-acc 1.5
+EOF
 finish
