@@ -33,6 +33,7 @@
  */
 #include <cblas.h>
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "train/conv_winograd.h"
@@ -179,6 +180,30 @@ typedef struct wino_shape {
 } wino_shape;
 
 /*
+ * Tiles are numbered image by image, row by row. A run is the longest
+ * stretch from tile t (before `end`) that stays in one tile row of one
+ * image: the transforms work a run at a time.
+ */
+typedef struct tile_run {
+	size_t img;   /* image */
+	int ty, tx0;  /* tile row, first tile column */
+	int n;        /* tiles */
+} tile_run;
+
+static tile_run tile_run_at(const wino_shape *s, size_t t, size_t end)
+{
+	tile_run r;
+	r.img = t / s->tiles;
+	const size_t local = t - r.img * s->tiles;
+	r.ty = (int)(local / (size_t)s->tw);
+	r.tx0 = (int)(local % (size_t)s->tw);
+	r.n = s->tw - r.tx0;
+	if ((size_t)r.n > end - t)
+		r.n = (int)(end - t);
+	return r;
+}
+
+/*
  * One row of nx tiles of input_transform: e_r / o_r are the even / odd
  * columns of the four plane rows under the tiles, q[xi] where matrix xi
  * of V takes them.
@@ -238,43 +263,34 @@ static void input_transform(const wino_shape *s, const float *x, size_t t0,
 	float *pe = plane, *po = plane + (size_t)s->ph * ew;
 	memset(plane, 0, (size_t)s->ph * s->pw * sizeof(float));
 	for (int c = 0; c < s->c_in; c++) {
+		size_t img = SIZE_MAX; /* whose plane is in pe/po */
+		float *col = v + (size_t)c * ldv;
 		for (size_t t = t0; t < t1;) {
-			const size_t img = t / s->tiles;
-			const size_t end = (img + 1) * s->tiles < t1
-						   ? (img + 1) * s->tiles
-						   : t1;
-			const float *src = x + (img * s->c_in + c) * hw;
-			/* bordered column q + 1 holds input column q */
-			for (int r = 0; r < s->h; r++) {
-				const float *sr = src + (size_t)r * w;
-				float *er = pe + (size_t)(r + 1) * ew;
-				float *orow = po + (size_t)(r + 1) * ew;
-				for (int k = 0; 2 * k < w; k++)
-					orow[k] = sr[2 * k];
-				for (int k = 1; 2 * k - 1 < w; k++)
-					er[k] = sr[2 * k - 1];
+			const tile_run run = tile_run_at(s, t, t1);
+			if (run.img != img) {
+				/* bordered column q + 1 holds input column q */
+				img = run.img;
+				const float *src = x + (img * s->c_in + c) * hw;
+				for (int r = 0; r < s->h; r++) {
+					const float *sr = src + (size_t)r * w;
+					float *er = pe + (size_t)(r + 1) * ew;
+					float *orow = po + (size_t)(r + 1) * ew;
+					for (int k = 0; 2 * k < w; k++)
+						orow[k] = sr[2 * k];
+					for (int k = 1; 2 * k - 1 < w; k++)
+						er[k] = sr[2 * k - 1];
+				}
 			}
-			size_t local = t - img * s->tiles;
-			float *col = v + (size_t)c * ldv + (t - t0);
-			while (t < end) {
-				const int ty = (int)(local / s->tw);
-				const int tx0 = (int)(local % s->tw);
-				int nx = s->tw - tx0;
-				if ((size_t)nx > end - t)
-					nx = (int)(end - t);
-				const size_t r0 = (size_t)(2 * ty) * ew + tx0;
-				const float *e0 = pe + r0, *e1 = e0 + ew,
-					    *e2 = e1 + ew, *e3 = e2 + ew;
-				const float *o0 = po + r0, *o1 = o0 + ew,
-					    *o2 = o1 + ew, *o3 = o2 + ew;
-				float *q[16];
-				for (int i = 0; i < 16; i++)
-					q[i] = col + (size_t)i * cs;
-				tile_row_transform(e0, e1, e2, e3, o0, o1, o2, o3, nx, q);
-				col += nx;
-				t += (size_t)nx;
-				local += (size_t)nx;
-			}
+			const size_t r0 = (size_t)(2 * run.ty) * ew + run.tx0;
+			const float *e0 = pe + r0, *e1 = e0 + ew, *e2 = e1 + ew,
+				    *e3 = e2 + ew;
+			const float *o0 = po + r0, *o1 = o0 + ew, *o2 = o1 + ew,
+				    *o3 = o2 + ew;
+			float *q[16];
+			for (int i = 0; i < 16; i++)
+				q[i] = col + (t - t0) + (size_t)i * cs;
+			tile_row_transform(e0, e1, e2, e3, o0, o1, o2, o3, run.n, q);
+			t += (size_t)run.n;
 		}
 	}
 }
@@ -294,14 +310,9 @@ static void output_transform(const wino_shape *s, const float *m, size_t ldm,
 		const float bk = bias ? bias[k] : 0.0f;
 		const float *row = m + (size_t)k * ldm;
 		for (size_t t = t0; t < t1;) {
-			const size_t img = t / s->tiles;
-			size_t local = t - img * s->tiles;
-			const int ty = (int)(local / s->tw);
-			const int tx0 = (int)(local % s->tw);
-			int nx = s->tw - tx0;
-			if ((size_t)nx > t1 - t)
-				nx = (int)(t1 - t);
-			float *y0 = y + (img * s->c_out + k) * hw +
+			const tile_run run = tile_run_at(s, t, t1);
+			const int ty = run.ty, tx0 = run.tx0, nx = run.n;
+			float *y0 = y + (run.img * s->c_out + k) * hw +
 				    (size_t)(2 * ty) * s->w;
 			/* an odd height: the last tile row has one output row */
 			float *y1 = 2 * ty + 1 < s->h ? y0 + s->w : NULL;
@@ -453,48 +464,41 @@ static void dy_transform(const wino_shape *s, const float *dy, size_t t0,
 	const int pw = 2 * s->tw;
 	memset(plane, 0, (size_t)2 * s->th * pw * sizeof(float));
 	for (int k = 0; k < s->c_out; k++) {
+		size_t img = SIZE_MAX; /* whose plane is in plane */
+		float *col = dt + (size_t)k * ldd;
 		for (size_t t = t0; t < t1;) {
-			const size_t img = t / s->tiles;
-			const size_t end = (img + 1) * s->tiles < t1
-						   ? (img + 1) * s->tiles
-						   : t1;
-			const float *src = dy + (img * s->c_out + k) * hw;
-			for (int r = 0; r < s->h; r++)
-				memcpy(plane + (size_t)r * pw, src + (size_t)r * s->w,
-				       (size_t)s->w * sizeof(float));
-			size_t local = t - img * s->tiles;
-			float *col = dt + (size_t)k * ldd + (t - t0);
-			while (t < end) {
-				const int ty = (int)(local / s->tw);
-				const int tx0 = (int)(local % s->tw);
-				int nx = s->tw - tx0;
-				if ((size_t)nx > end - t)
-					nx = (int)(end - t);
-				const float *p0 = plane + (size_t)(2 * ty) * pw;
-				const float *p1 = p0 + pw;
-				for (int j = 0; j < nx; j++) {
-					const int o = 2 * (tx0 + j);
-					float g[4][2];
-					for (int q = 0; q < 2; q++) {
-						/* G dy: rows */
-						g[0][q] = p0[o + q];
-						g[1][q] = 0.5f * (p0[o + q] + p1[o + q]);
-						g[2][q] = 0.5f * (p0[o + q] - p1[o + q]);
-						g[3][q] = -p1[o + q];
-					}
-					for (int i = 0; i < 4; i++) {
-						/* (G dy) G^T: columns */
-						float *out = col + (size_t)(4 * i) * kstride + j;
-						out[0] = g[i][0];
-						out[kstride] = 0.5f * (g[i][0] + g[i][1]);
-						out[2 * kstride] = 0.5f * (g[i][0] - g[i][1]);
-						out[3 * kstride] = -g[i][1];
-					}
-				}
-				col += nx;
-				t += (size_t)nx;
-				local += (size_t)nx;
+			const tile_run run = tile_run_at(s, t, t1);
+			if (run.img != img) {
+				img = run.img;
+				const float *src = dy + (img * s->c_out + k) * hw;
+				for (int r = 0; r < s->h; r++)
+					memcpy(plane + (size_t)r * pw,
+					       src + (size_t)r * s->w,
+					       (size_t)s->w * sizeof(float));
 			}
+			const float *p0 = plane + (size_t)(2 * run.ty) * pw;
+			const float *p1 = p0 + pw;
+			float *base = col + (t - t0);
+			for (int j = 0; j < run.n; j++) {
+				const int o = 2 * (run.tx0 + j);
+				float g[4][2];
+				for (int q = 0; q < 2; q++) {
+					/* G dy: rows */
+					g[0][q] = p0[o + q];
+					g[1][q] = 0.5f * (p0[o + q] + p1[o + q]);
+					g[2][q] = 0.5f * (p0[o + q] - p1[o + q]);
+					g[3][q] = -p1[o + q];
+				}
+				for (int i = 0; i < 4; i++) {
+					/* (G dy) G^T: columns */
+					float *out = base + (size_t)(4 * i) * kstride + j;
+					out[0] = g[i][0];
+					out[kstride] = 0.5f * (g[i][0] + g[i][1]);
+					out[2 * kstride] = 0.5f * (g[i][0] - g[i][1]);
+					out[3 * kstride] = -g[i][1];
+				}
+			}
+			t += (size_t)run.n;
 		}
 	}
 }
