@@ -95,6 +95,8 @@ enum {
 	LM_TXNID = LM_META + 128,
 	LM_META_END = LM_META + 136
 };
+_Static_assert(sizeof(size_t) == 8 && sizeof(void *) == 8,
+	       "the offsets above are LMDB's layout on a 64-bit host");
 #define LM_MAGIC_VALUE 0xBEEFC0DEu
 #define LM_DATA_VERSION 1
 #define LM_MIN_PSIZE 512

@@ -1,6 +1,6 @@
 /* test_reader.c - zero-copy views, refusal of shards that disagree with
- * their manifest, and of damaged shards (each case below is a crash that
- * fuzz_shard found in LMDB before the reader checked the file). */
+ * their manifest, and of damaged shards (most cases are crashes that
+ * fuzz_shard found inside LMDB before the reader checked shards). */
 #include "rio_test_util.h"
 #include "test.h"
 
