@@ -4,13 +4,18 @@
 # runs each for SECONDS (default 10). Exits non-zero when a harness finds a
 # crash, a leak or undefined behaviour; the input is left in
 # build-fuzz/findings/ (turn it into a regression test).
-#   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh [SECONDS [HARNESS...]]   (HARNESS: shard for fuzz_shard, ...)
 # FUZZ_SEED=N fixes libFuzzer's random seed (CI: the same inputs every run,
 # so a run fails only on a change; unset: a new seed each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
+all="record manifest shard lst decode augment inat cifar imagenet imagenet_devkit"
+harnesses=${*:2}
+for h in $harnesses; do
+  case " $all " in *" $h "*) ;; *) echo "fuzz.sh: no harness '$h' (one of: $all)" >&2; exit 2 ;; esac
+done
 bash scripts/setup.sh
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 
@@ -20,9 +25,14 @@ CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OF
 
 # --- seed corpora -----------------------------------------------------------
 seeds="$dir/seeds"
-rm -rf "$seeds" && mkdir -p "$seeds"/{record,manifest,lst,decode,augment,inat,cifar,imagenet,imagenet_devkit}
+rm -rf "$seeds" && for h in $all; do mkdir -p "$seeds/$h"; done
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The harnesses write each input to a file (fuzz_util.h): give them a
+# folder in RAM when there is one, removed with the rest at exit.
+shm=/dev/shm
+[ -d "$shm" ] && [ -w "$shm" ] || shm=$work
+scratch=$(mktemp -d "$shm/imshard-fuzz.XXXXXX")
+trap 'rm -rf "$work" "$scratch"' EXIT
 im=build/tools/imshard
 [ -x "$im" ] || im="$dir/tools/imshard"
 [ -x "$im" ] || cmake --build "$dir" --target imshard -j"$(nproc)" >/dev/null
@@ -30,6 +40,13 @@ im=build/tools/imshard
 "$im" list "$work/s" -o "$work/s" --quiet
 "$im" pack "$work/s_train.lst" "$work/s" -o "$work/p/train" --quiet
 cp "$work/p/train.json" "$seeds/manifest/"
+# Shards: the pack above (one leaf page, every image on overflow pages) and
+# 120 raw 4x4 images (values inside the leaves, four leaves under a branch).
+"$im" sample "$work/t" --classes 3 --per-class 40 --quiet
+"$im" list "$work/t" -o "$work/t" --quiet
+"$im" pack "$work/t_train.lst" "$work/t" -o "$work/q/train" --encoding raw --resize 4 --quiet
+cp "$work"/p/train-00000-of-00001.mdb "$seeds/shard/keep.mdb"
+cp "$work"/q/train-00000-of-00001.mdb "$seeds/shard/raw.mdb"
 cp "$work/s_train.lst" "$seeds/lst/"
 cp "$work/s.classes" "$seeds/lst/"
 find "$work/s" -type f \( -name '*.jpg' -o -name '*.png' \) | head -6 | while read -r f; do
@@ -71,11 +88,11 @@ PY
 find_dir="$dir/findings"
 mkdir -p "$find_dir"
 status=0
-for h in record manifest lst decode augment inat cifar imagenet imagenet_devkit; do
+for h in ${harnesses:-$all}; do
   corpus="$dir/corpus/$h"
   mkdir -p "$corpus"
   echo "== fuzz_$h for ${secs} s"
-  if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  if ! TMPDIR=$scratch ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$dir/tests/fuzz/fuzz_$h" "$corpus" "$seeds/$h" -max_total_time="$secs" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$find_dir/$h-" -print_final_stats=1 \
     ${FUZZ_SEED:+-seed="$FUZZ_SEED"} \

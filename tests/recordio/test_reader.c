@@ -1,5 +1,6 @@
-/* test_reader.c - zero-copy views and refusal of shards that disagree with
- * their manifest. */
+/* test_reader.c - zero-copy views, refusal of shards that disagree with
+ * their manifest, and of damaged shards (most cases are crashes that
+ * fuzz_shard found inside LMDB before the reader checked shards). */
 #include "rio_test_util.h"
 #include "test.h"
 
@@ -57,6 +58,263 @@ static int open_fails(const char *manifest, int code, const char *needle)
 		return 0;
 	}
 	return 1;
+}
+
+/* ---- damaged shards ------------------------------------------------------
+ * A real shard (400 records: values inside the leaves and on overflow
+ * pages, 29 leaves under one branch page) with bytes patched where LMDB
+ * would trust them. Offsets are LMDB 0.9's on a 64-bit host (mdb.c). */
+
+typedef struct lm_file {
+	uint8_t *b;
+	size_t len;
+	uint32_t psize;
+	uint8_t *meta; /* the meta page LMDB uses */
+} lm_file;
+
+static uint16_t g16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+static uint64_t g64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+static void s16(uint8_t *p, unsigned v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static void s32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> 8 * i);
+}
+static void s64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> 8 * i);
+}
+
+static void lm_parse(lm_file *f)
+{
+	f->psize = (uint32_t)(g64(f->b + 40) & 0xffffffffu);
+	uint8_t *m0 = f->b + 16, *m1 = f->b + f->psize + 16;
+	f->meta = g64(m0 + 128) < g64(m1 + 128) ? m1 : m0;
+}
+static uint64_t lm_root(const lm_file *f)
+{
+	return g64(f->meta + 112);
+}
+static uint8_t *lm_page(const lm_file *f, uint64_t pgno)
+{
+	return f->b + pgno * f->psize;
+}
+static unsigned lm_nkeys(const uint8_t *pg)
+{
+	return (g16(pg + 12) - 16u) / 2;
+}
+static uint8_t *lm_node(uint8_t *pg, unsigned i)
+{
+	return pg + g16(pg + 16 + 2 * i);
+}
+static uint64_t lm_child(const uint8_t *node)
+{
+	return g16(node) | (uint64_t)g16(node + 2) << 16 |
+	       (uint64_t)g16(node + 4) << 32;
+}
+
+/* Writes f (patched by the caller) over the shard and checks that opening
+ * the split fails with code and a message naming the shard and cause.
+ * The comments on the cases say what the reader did before it checked
+ * shards itself. */
+static void damaged_fails(const char *manifest, const char *shard,
+			  const lm_file *f, int code, const char *cause)
+{
+	ims_error e;
+	CHECK_OK(ims_write_file_atomic(shard, f->b, f->len, &e), &e);
+	rio_reader *r;
+	int rc = rio_reader_open(manifest, &r, &e);
+	if (rc == 0) {
+		/* a reader that let it through: what reading it does */
+		rio_cursor *c;
+		rio_record rec;
+		ims_error e2;
+		if (rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &e2) == 0) {
+			for (uint64_t i = 0; i < rio_reader_count(r); i++)
+				rio_cursor_get(c, i, &rec, &e2);
+			rio_cursor_close(c);
+		}
+		rio_reader_close(r);
+	}
+	const char *name = strrchr(shard, '/') + 1;
+	if (rc != code || !strstr(e.msg, name) || !strstr(e.msg, cause)) {
+		fprintf(stderr, "damaged shard (%s): open gave %d '%s', wanted %d with '%s'\n",
+			cause, rc, rc ? e.msg : "", code, cause);
+		CHECK(0);
+	}
+}
+
+/* Reads every record by cursor steps and by lookups, checking payloads. */
+static void read_all(const char *manifest, uint64_t n)
+{
+	ims_error e;
+	rio_reader *r;
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	if (!r)
+		return;
+	rio_cursor *c;
+	CHECK_OK(rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &e), &e);
+	rio_record rec;
+	for (uint64_t i = 0; i < n; i++)
+		CHECK_OK(rio_cursor_get(c, i, &rec, &e), &e);
+	for (uint64_t i = n; i-- > 0;)
+		CHECK_OK(rio_cursor_get(c, i, &rec, &e), &e);
+	rio_cursor_close(c);
+	rio_reader_close(r);
+}
+
+static void damaged_shards(const char *dir)
+{
+	ims_error e;
+	char manifest[4200], shard[4200];
+	write_split(dir, 400, 0);
+	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
+	snprintf(shard, sizeof(shard), "%s/s-00000-of-00001.mdb", dir);
+	read_all(manifest, 400);
+	uint8_t *orig;
+	size_t len;
+	CHECK_OK(ims_read_file(shard, &orig, &len, 0, &e), &e);
+	lm_file f = {malloc(len + 64), len, 0, NULL};
+	CHECK(f.b != NULL);
+	if (!f.b)
+		return;
+#define RESET() (memcpy(f.b, orig, len), f.len = len, lm_parse(&f))
+	RESET();
+	uint64_t root = lm_root(&f), pages = len / f.psize;
+	uint8_t *rp = lm_page(&f, root);
+	CHECK_EQ_INT(g16(rp + 10) & 3, 1); /* the root is a branch page */
+	unsigned nl = lm_nkeys(rp);
+	uint64_t first_leaf = lm_child(lm_node(rp, 0));
+	uint64_t last_leaf = lm_child(lm_node(rp, nl - 1));
+	/* the last leaf sits near the end, so a node 64 KB past it is past
+	 * the file: where the cases below crashed */
+	CHECK(last_leaf + 65536 / f.psize >= pages);
+	uint8_t *leaf, *node;
+
+	/* A leaf node flagged F_DUPDATA: LMDB opened a sub-cursor that a
+	 * database without MDB_DUPSORT does not have (SIGSEGV). */
+	RESET();
+	leaf = lm_page(&f, first_leaf);
+	s16(lm_node(leaf, 0) + 4, 0x04);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "node 0 has flags 0x4");
+
+	/* A node offset outside its page: LMDB read the node 64 KB on, past
+	 * the end of the file (SIGBUS). */
+	RESET();
+	leaf = lm_page(&f, last_leaf);
+	s16(leaf + 16 + 2 * (lm_nkeys(leaf) - 1), 0xfff8);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "lies outside the page");
+
+	/* A free-space bound past the page: as many node offsets as that
+	 * implies, read from the nodes themselves (SIGBUS). */
+	RESET();
+	s16(lm_page(&f, last_leaf) + 12, 0xfff0);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "free space");
+
+	/* A root page number of 1 (a meta page): LMDB asserts (abort). */
+	RESET();
+	s64(f.meta + 112, 1);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "root page 1");
+
+	/* Meta pages that disagree on the page size: LMDB located the second
+	 * meta page 32 MB into a 2.4 MB file (SIGBUS). */
+	RESET();
+	s32(f.meta + 24, 32u << 20);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "disagree on the page size");
+
+	/* A meta page counting pages past the end of the file, and a value on
+	 * one of them: the shard opened, LMDB mapped the meta page's 1 GB and
+	 * handed back a value in the pages past the end (SIGBUS on reading
+	 * record 399). */
+	RESET();
+	s64(f.meta + 120, pages + 100);
+	leaf = lm_page(&f, last_leaf);
+	node = lm_node(leaf, lm_nkeys(leaf) - 1);
+	CHECK_EQ_INT(g16(node + 4), 1); /* the last record is on overflow pages */
+	s64(node + 16, pages + 50);
+	char counts[64];
+	snprintf(counts, sizeof(counts), "counts %llu pages",
+		 (unsigned long long)pages + 101);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, counts);
+
+	/* A value running past the end of the file (its size enlarged): now
+	 * refused at open from the node alone, without reading the value
+	 * (before, the record failed its length check when read). */
+	RESET();
+	node = lm_node(lm_page(&f, last_leaf), lm_nkeys(lm_page(&f, last_leaf)) - 1);
+	s16(node + 2, g16(node + 2) + 1);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "runs past the file");
+
+	/* A leaf page that is not one (overflow flags): LMDB failed the first
+	 * lookup and the reader leaked its cursor (LeakSanitizer; fuzz_shard's
+	 * second finding). */
+	RESET();
+	s16(lm_page(&f, first_leaf) + 10, 0x04);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "where a leaf page belongs");
+
+	/* A branch that points back at itself: a cycle (LMDB gave up at its
+	 * cursor's depth limit, and the cursor leaked as above). */
+	RESET();
+	rp = lm_page(&f, root);
+	node = lm_node(rp, nl - 1);
+	s16(node, (unsigned)(root & 0xffff));
+	s16(node + 2, (unsigned)(root >> 16 & 0xffff));
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "reached before");
+
+	/* A branch key out of place: the shard opened and lookups missed
+	 * records that are in it; now refused rather than losing them. */
+	RESET();
+	node = lm_node(lm_page(&f, root), nl / 2);
+	uint64_t sep = 0;
+	for (int i = 0; i < 8; i++)
+		sep = sep << 8 | node[8 + i];
+	CHECK(sep > 10);
+	sep -= 5; /* below keys of the subtree on its left */
+	for (int i = 7; i >= 0; i--, sep >>= 8)
+		node[8 + i] = (uint8_t)sep;
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "bad key");
+
+	/* Bytes inserted into the file, moving every page after them: the
+	 * shape of fuzz_shard's first crash (23 bytes into a smaller shard had
+	 * LMDB read nodes of a garbage branch page past the end: SIGBUS; here
+	 * LMDB finds the root the wrong type, and the cursor leaked). */
+	RESET();
+	memmove(f.b + 2 * f.psize + 23, f.b + 2 * f.psize, len - 2 * f.psize);
+	memset(f.b + 2 * f.psize, 0xab, 23);
+	f.len = len + 23;
+	char from[64], to[64];
+	snprintf(from, sizeof(from), "\"bytes\":\t%zu", len);
+	snprintf(to, sizeof(to), "\"bytes\":\t%zu", len + 23);
+	edit_manifest(manifest, from, to);
+	damaged_fails(manifest, shard, &f, IMS_ECORRUPT, "not a whole number");
+	edit_manifest(manifest, to, from);
+
+	/* Not an LMDB file at all: a format error, not damage. */
+	RESET();
+	memset(f.b, 0, 2 * f.psize);
+	damaged_fails(manifest, shard, &f, IMS_EFORMAT, "not an LMDB file");
+
+	/* The shard as written reads in full again. */
+	RESET();
+	CHECK_OK(ims_write_file_atomic(shard, f.b, f.len, &e), &e);
+	read_all(manifest, 400);
+#undef RESET
+	free(f.b);
+	free(orig);
 }
 
 int main(void)
@@ -150,5 +408,8 @@ int main(void)
 	snprintf(manifest, sizeof(manifest), "%s/none.json", dir);
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
+
+	tmp_dir(dir, sizeof(dir), "reader-damaged");
+	damaged_shards(dir);
 	return TEST_EXIT();
 }
