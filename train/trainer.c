@@ -33,6 +33,7 @@
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
+#include "train/dp_nccl.h"
 #include "train/gpumon.h"
 #include "train/nn_internal.h"
 #include "train/train.h"
@@ -103,6 +104,7 @@ typedef struct run {
 	float *synth_dev_x;         /* --synthetic: the batch, on the device */
 	int32_t *synth_dev_labels;
 	int device;                 /* this rank's GPU (CUDA ordinal) */
+	dp_nccl *nccl;              /* several ranks on a device: NCCL */
 	nn_gpumon *gpumon;          /* NVML, NULL when absent: no gpu lines */
 } run;
 
@@ -483,7 +485,9 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 	size_t nb;
 	float *buf = nn_model_buffers(r->m, &nb);
 	double dummy = 0;
-	if (r->world > 1) {
+	if (r->nccl) {
+		FORWARD_IF_ERR(dp_nccl_allreduce_avg(r->nccl, buf, nb, err));
+	} else if (r->world > 1) {
 		double t0 = ims_now();
 		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->comm, buf, nb, err));
 		for (size_t i = 0; i < nb; i++)
@@ -697,6 +701,12 @@ static int grads_ready(void *ud, size_t ready, ims_error *err)
 	return dp_buckets_ready(r->buckets, ready, err);
 }
 
+static int grads_ready_nccl(void *ud, size_t ready, ims_error *err)
+{
+	run *r = ud;
+	return dp_nccl_ready(r->nccl, ready, err);
+}
+
 /*
  * With several ranks, gradients are summed in buckets of --bucket-mb from
  * the last layer's down, each started as soon as backward has finished it
@@ -710,6 +720,13 @@ static int setup_buckets(run *r, ims_error *err)
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
 	double floats = r->o->bucket_mb * 1048576.0 / sizeof(float);
+	if (r->nccl) {
+		/* on the device: NCCL on its own stream (dp_nccl.h) */
+		FORWARD_IF_ERR(dp_nccl_buckets(r->nccl, g, np,
+					       floats < 1 ? 1 : (size_t)floats, err));
+		nn_model_set_grad_hook(r->m, grads_ready_nccl, r);
+		return 0;
+	}
 	FORWARD_IF_ERR(dp_buckets_create(r->comm, g, np,
 					 floats < 1 ? 1 : (size_t)floats,
 					 &r->buckets, err));
@@ -781,7 +798,11 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
-	if (r->world > 1) {
+	if (r->nccl) {
+		/* ncclAvg: the mean, on the device */
+		FORWARD_IF_ERR(dp_nccl_finish(r->nccl, err));
+		(void)dp_nccl_take_seconds(r->nccl);
+	} else if (r->world > 1) {
 		FORWARD_IF_ERR(dp_buckets_finish(r->buckets, err));
 		(void)dp_buckets_take_seconds(r->buckets);
 		const float inv = 1.0f / (float)r->world;
@@ -933,14 +954,15 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 }
 
 /*
- * --device cuda runs one rank: several are refused (NCCL is not wired in
- * yet) before anything starts.
+ * --device cuda with several ranks needs NCCL in the build: refused
+ * before anything starts otherwise.
  */
 static int check_cuda(int world, ims_error *err)
 {
-	RETURN_IF(world > 1, err, IMS_EUNSUPPORTED,
-		  "cannot train on cuda with %d ranks: multi-rank CUDA training "
-		  "(NCCL) is not built yet; run one rank or use --device cpu",
+	RETURN_IF(world > 1 && !dp_nccl_available(), err, IMS_EUNSUPPORTED,
+		  "cannot train on cuda with %d ranks: this build has no NCCL "
+		  "(configured without it, MPI or the CUDA backend); run one "
+		  "rank or use --device cpu",
 		  world);
 	return 0;
 }
@@ -1028,8 +1050,16 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	size_t np, nb;
 	float *params = nn_model_params(r.m, &np);
 	float *bufs = nn_model_buffers(r.m, &nb);
-	GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
-	GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
+	if (r.world > 1 && r.ctx.be->stage_create) {
+		/* one GPU per rank: NCCL, its id sent over MPI */
+		GOTO_IF_ERR(out, rc, dp_nccl_create(comm, &r.ctx, o->collective_timeout,
+						    &r.nccl, err));
+		GOTO_IF_ERR(out, rc, dp_nccl_broadcast(r.nccl, params, np, 0, err));
+		GOTO_IF_ERR(out, rc, dp_nccl_broadcast(r.nccl, bufs, nb, 0, err));
+	} else {
+		GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
+		GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
+	}
 	GOTO_IF_ERR(out, rc, setup_optim(&r, err));
 	GOTO_IF_ERR(out, rc, setup_buckets(&r, err));
 
@@ -1202,6 +1232,7 @@ out:
 	}
 	free(r.host_logits);
 	nn_gpumon_close(r.gpumon);
+	dp_nccl_free(r.nccl);
 	if (r.hctx_ok)
 		nn_ctx_release(&r.hctx);
 	free(r.synth_x);
