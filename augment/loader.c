@@ -126,7 +126,10 @@ static void *alloc_batch(aug_loader *l, size_t bytes)
 {
 	void *p = NULL;
 	if (l->pinned) {
-		if (l->cuda.host_alloc(&p, bytes, 0) == 0)
+		/* cudaHostAllocPortable (1): pinned for every CUDA context,
+		 * so the copy engine of whichever GPU this rank trains on
+		 * reads it directly */
+		if (l->cuda.host_alloc(&p, bytes, 1) == 0)
 			return p;
 		return NULL;
 	}

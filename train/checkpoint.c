@@ -9,12 +9,13 @@
  * writes any of them, so a failed load leaves the model and the optimiser
  * as they were.
  *
- * Model storage is device memory through the model's ctx. Only the CPU
- * backend exists so far, whose device memory is host memory, so this file
- * reads and writes nn_model_params/buffers in place. TODO(cuda backend):
- * copy to host (ctx->be->to_host) before saving and to the device after
- * loading; the CUDA backend's issue adds that.
+ * Model storage (and the optimiser's state) is device memory through the
+ * model's ctx. On the CPU backend that is host memory, read and written
+ * in place; on a device backend this file works on host copies (a
+ * host_view: to_host before, to_device after a load), so the files are
+ * the same whichever device wrote them.
  */
+#include "train/nn_internal.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -48,12 +49,100 @@ static int int_dtype(int dtype)
 	}
 }
 
-/* Where tensor ti lives in the model's storage. */
-static float *float_ptr(nn_model *m, const nn_tensor_info *ti)
+/*
+ * Host-memory views of a model's parameters and buffers and an optimiser's
+ * state: the storage itself on the CPU backend, copies (read from the
+ * device when the view opens) on a device backend.
+ */
+typedef struct host_view {
+	nn_ctx *ctx;
+	int copied;         /* 1: the pointers below are malloc'd copies */
+	size_t np, nb, ns;
+	float *params, *buffers;
+	float *state[2];
+	float *dev_params, *dev_buffers, *dev_state[2];
+} host_view;
+
+static void view_close(host_view *v)
 {
-	float *base = ti->kind == NN_TENSOR_RUNNING ? nn_model_buffers(m, NULL)
-						    : nn_model_params(m, NULL);
-	return base + ti->offset;
+	if (v->copied) {
+		free(v->params);
+		free(v->buffers);
+		for (size_t s = 0; s < v->ns; s++)
+			free(v->state[s]);
+	}
+	memset(v, 0, sizeof(*v));
+}
+
+static int view_open(host_view *v, nn_model *m, nn_optim *opt,
+		     const char *path, ims_error *err)
+{
+	memset(v, 0, sizeof(*v));
+	v->ctx = nn_model_ctx(m);
+	v->dev_params = nn_model_params(m, &v->np);
+	v->dev_buffers = nn_model_buffers(m, &v->nb);
+	v->ns = opt ? nn_optim_state_count(opt) : 0;
+	if (v->ns > 2)
+		v->ns = 2;
+	for (size_t s = 0; s < v->ns; s++)
+		v->dev_state[s] = nn_optim_state(opt, s);
+	if (v->ctx->be == &nn_backend_cpu) {
+		v->params = v->dev_params;
+		v->buffers = v->dev_buffers;
+		for (size_t s = 0; s < v->ns; s++)
+			v->state[s] = v->dev_state[s];
+		return 0;
+	}
+	v->copied = 1;
+	const nn_backend *be = v->ctx->be;
+	v->params = malloc((v->np ? v->np : 1) * sizeof(float));
+	v->buffers = malloc((v->nb ? v->nb : 1) * sizeof(float));
+	int oom = !v->params || !v->buffers;
+	for (size_t s = 0; s < v->ns; s++) {
+		v->state[s] = malloc((v->np ? v->np : 1) * sizeof(float));
+		oom |= !v->state[s];
+	}
+	int rc = 0;
+	if (oom) {
+		rc = ims_fail(err, IMS_ENOMEM,
+			      "cannot stage '%s' through host memory: out of memory",
+			      path);
+		goto fail;
+	}
+	GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->params, v->dev_params,
+					  v->np * sizeof(float), err));
+	GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->buffers, v->dev_buffers,
+					  v->nb * sizeof(float), err));
+	for (size_t s = 0; s < v->ns; s++)
+		GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->state[s], v->dev_state[s],
+						  v->np * sizeof(float), err));
+	return 0;
+fail:
+	view_close(v);
+	return rc;
+}
+
+/* Writes a view's copies back to the device (nothing on the CPU). */
+static int view_commit(host_view *v, ims_error *err)
+{
+	if (!v->copied)
+		return 0;
+	const nn_backend *be = v->ctx->be;
+	FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_params, v->params,
+				     v->np * sizeof(float), err));
+	FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_buffers, v->buffers,
+				     v->nb * sizeof(float), err));
+	for (size_t s = 0; s < v->ns; s++)
+		FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_state[s], v->state[s],
+					     v->np * sizeof(float), err));
+	return 0;
+}
+
+/* Where tensor ti lives in the view of the model's storage. */
+static float *float_ptr(const host_view *v, const nn_tensor_info *ti)
+{
+	return (ti->kind == NN_TENSOR_RUNNING ? v->buffers : v->params) +
+	       ti->offset;
 }
 
 /* "[64, 3, 7, 7]" ("[]" for a scalar) into out; cut short when it does not
@@ -110,10 +199,8 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 {
 	RETURN_IF(!path || !m, err, IMS_EINVAL,
 		  "cannot save a checkpoint: no path or no model");
-	/* host memory on the CPU backend, borrowed as it is (file comment) */
 	size_t np;
-	const float *params = nn_model_params(m, &np);
-	const float *buffers = nn_model_buffers(m, NULL);
+	nn_model_params(m, &np);
 	const int64_t *counters = nn_model_counters(m, NULL);
 	RETURN_IF(opt && nn_optim_param_count(opt) != np, err, IMS_EINVAL,
 		  "cannot save checkpoint '%s': the optimiser has %zu parameters, model %s has %zu",
@@ -129,11 +216,19 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 
 	st_writer *w = NULL;
 	char *name = NULL;
-	/* borrowed by the writer until st_writer_write returns */
+	/* borrowed by the writer until st_writer_write returns, as is the
+	 * view (host memory on the CPU backend, copies on a device) */
 	int64_t step = opt ? nn_optim_step_count(opt) : 0;
-	int rc = st_writer_create(&w, err);
+	host_view v;
+	int rc = view_open(&v, m, opt, path, err);
 	if (rc < 0)
 		return rc;
+	const float *params = v.params, *buffers = v.buffers;
+	rc = st_writer_create(&w, err);
+	if (rc < 0) {
+		view_close(&v);
+		return rc;
+	}
 	GOTO_IF_ERR(add_fail, rc,
 		    st_writer_set_metadata(w, "format", CKPT_FORMAT, err));
 	for (size_t i = 0; meta && meta[i]; i += 2)
@@ -161,7 +256,7 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 							ti->shape, data, err));
 	}
 	for (size_t s = 0; opt && s < nn_optim_state_count(opt); s++) {
-		const float *state = nn_optim_state(opt, s);
+		const float *state = v.state[s];
 		for (int i = 0; i < nt; i++) {
 			const nn_tensor_info *ti = nn_model_tensor(m, i);
 			if (!trained(ti->kind))
@@ -189,6 +284,7 @@ add_fail:
 out:
 	free(name);
 	st_writer_free(w);
+	view_close(&v);
 	return rc;
 }
 
@@ -268,6 +364,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 	size_t ncounters;
 	int64_t *counters = nn_model_counters(m, &ncounters);
 	nn_load_report r = {0};
+	host_view v = {0};
 	const st_tensor **src = calloc((size_t)nt + 1, sizeof(*src));
 	int *action = calloc((size_t)nt + 1, sizeof(*action));
 	int64_t *cval = calloc(ncounters + 1, sizeof(*cval));
@@ -322,6 +419,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 
 	/* Pass 2: write. Conversions cannot fail now (dtype and element count
 	 * were checked). */
+	GOTO_IF_ERR(out, rc, view_open(&v, m, NULL, path, err));
 	for (int i = 0; i < nt; i++) {
 		const nn_tensor_info *ti = nn_model_tensor(m, i);
 		if (action[i] != LOAD_COPY)
@@ -331,9 +429,10 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 			memcpy(counters + ti->offset, cval + ti->offset,
 			       ti->count * sizeof(int64_t));
 		else
-			GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(m, ti),
+			GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(&v, ti),
 							      ti->count, err));
 	}
+	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (report) {
 		*report = r;
 		memset(&r, 0, sizeof(r));
@@ -343,6 +442,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 oom:
 	rc = ims_fail(err, IMS_ENOMEM, "cannot load '%s': out of memory", path);
 out:
+	view_close(&v);
 	nn_load_report_release(&r);
 	free(src);
 	free(action);
@@ -410,6 +510,7 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 	int64_t *counters = nn_model_counters(m, NULL);
 	int64_t step = 0;
 	char *name = NULL;
+	host_view v = {0};
 	/* src[i] model tensor i; src[(1 + s) nt + i] its state buffer s */
 	const st_tensor **src = calloc((1 + ns) * (size_t)nt + 1, sizeof(*src));
 	if (!src)
@@ -472,6 +573,7 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 
 	/* Pass 2: restore. Dtypes and counts are checked, so the copies cannot
 	 * fail. */
+	GOTO_IF_ERR(out, rc, view_open(&v, m, opt, path, err));
 	for (int i = 0; i < nt; i++) {
 		const nn_tensor_info *ti = nn_model_tensor(m, i);
 		if (ti->kind == NN_TENSOR_COUNTER) {
@@ -479,14 +581,15 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 							      ti->count, err));
 			continue;
 		}
-		GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(m, ti),
+		GOTO_IF_ERR(out, rc, st_tensor_to_f32(src[i], float_ptr(&v, ti),
 						      ti->count, err));
 		for (size_t s = 0; s < ns && trained(ti->kind); s++)
 			GOTO_IF_ERR(out, rc,
 				    st_tensor_to_f32(src[(1 + s) * nt + i],
-						     nn_optim_state(opt, s) + ti->offset,
+						     v.state[s] + ti->offset,
 						     ti->count, err));
 	}
+	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (opt)
 		GOTO_IF_ERR(out, rc, nn_optim_set_step_count(opt, step, err));
 	if (file_out) {
@@ -495,6 +598,7 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 	}
 	rc = 0;
 out:
+	view_close(&v);
 	free(name);
 	free(src);
 	st_close(f);

@@ -524,6 +524,11 @@ float *nn_model_buffers(nn_model *m, size_t *count)
 	return m->buffers;
 }
 
+nn_ctx *nn_model_ctx(nn_model *m)
+{
+	return m->ctx;
+}
+
 int64_t *nn_model_counters(nn_model *m, size_t *count)
 {
 	if (count)

@@ -286,6 +286,27 @@ int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
 		    int topk, const uint8_t *skip);
 
+/* ---- optimiser updates (train/optim.c's per-element math) -------------- */
+
+/* Adam's per-step scalars, computed once per step in double as PyTorch's
+ * adam.py does in Python, then rounded where a tensor op takes them
+ * (train/optim.c fills them; device kernels read them). */
+typedef struct nn_adam_scalars {
+	float w1;          /* 1 - beta1: lerp weight */
+	float beta2;       /* exp_avg_sq.mul_(beta2) */
+	float w2;          /* addcmul_ value 1 - beta2 */
+	float neg_step;    /* addcdiv_ value -lr / (1 - beta1^t) */
+	float bc2_sqrt;    /* sqrt(1 - beta2^t) */
+	float eps;
+	float decay_mul;   /* AdamW: 1 - lr wd */
+} nn_adam_scalars;
+
+/* ---- input staging (device backends) ------------------------------------ */
+
+/* Two device slots for a batch and its labels, filled from host memory on
+ * a copy stream (train/cuda/stage_cuda.c). */
+typedef struct nn_stage nn_stage;
+
 /* ---- backend table ----------------------------------------------------- */
 
 /*
@@ -355,6 +376,53 @@ struct nn_backend {
 	/* Frees ctx->dev (streams, handles, workspace); NULL when the
 	 * backend keeps no state. Called by nn_ctx_release. */
 	void (*release)(nn_ctx *);
+
+	/* ---- device-only entries: NULL on the CPU backend, whose callers
+	 * then run their host code (train/optim.c's OpenMP loops; batches
+	 * read in place). ---- */
+
+	/* One SGD update of n elements, train/optim.c's sgd_run on the
+	 * device: d = g (+ wd p); momentum: buf = first ? d : buf mom + d,
+	 * d = nesterov ? d + mom buf : buf; p = p + neg_lr d. buf is NULL
+	 * without momentum. Queued; does not wait. */
+	int (*sgd_update)(nn_ctx *, float *p, const float *g, float *buf,
+			  size_t n, float wd, float mom, int first,
+			  int nesterov, float neg_lr, ims_error *);
+	/* One Adam(W) update of n elements, train/optim.c's adam_run on the
+	 * device (l2: Adam's L2 penalty, 0 for none; decoupled: AdamW's
+	 * p *= decay_mul). Queued; does not wait. */
+	int (*adam_update)(nn_ctx *, float *p, const float *g, float *m,
+			   float *v, size_t n, const nn_adam_scalars *s,
+			   float l2, int decoupled, ims_error *);
+	/*
+	 * Input staging, double-buffered. stage_create makes two device
+	 * slots of x_bytes (batch) and label_bytes (labels) each, a copy
+	 * stream and events. stage_put queues the copy of host x and labels
+	 * (pinned memory copies asynchronously; pageable memory works but is
+	 * staged by the driver) into slot (0 or 1) on the copy stream, after
+	 * the work that last used the slot (stage_done) has finished on the
+	 * device. stage_get blocks the host until the slot's copy is done
+	 * (the host batch may be reused after it returns), makes the compute
+	 * stream wait for it too, and gives the slot's device pointers.
+	 * stage_done marks the slot free once the compute work queued so far
+	 * has run (call it after the step that reads the slot is queued).
+	 * stage_free accepts NULL.
+	 */
+	int (*stage_create)(nn_ctx *, size_t x_bytes, size_t label_bytes,
+			    nn_stage **out, ims_error *);
+	int (*stage_put)(nn_stage *, int slot, const void *x, size_t x_bytes,
+			 const int32_t *labels, size_t label_bytes,
+			 ims_error *);
+	int (*stage_get)(nn_stage *, int slot, float **x, int32_t **labels,
+			 ims_error *);
+	int (*stage_done)(nn_stage *, int slot, ims_error *);
+	void (*stage_free)(nn_stage *);
+	/* Blocks the host until every piece of work queued on the context
+	 * has run; reports an asynchronous device error. */
+	int (*sync)(nn_ctx *, ims_error *);
+	/* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes),
+	 * which NVML finds it by (train/gpumon.h). */
+	int (*pci_bus_id)(nn_ctx *, char *buf, int len, ims_error *);
 };
 
 extern const nn_backend nn_backend_cpu;

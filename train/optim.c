@@ -8,7 +8,13 @@
  * float where a tensor operation would take them as a float scalar.
  * Everything is element-wise, so splitting a segment across OpenMP threads
  * cannot change a bit.
+ *
+ * With opts.ctx on a device backend the state lives in device memory and
+ * each segment's update is the backend's sgd_update / adam_update kernel
+ * (train/cuda/optim.cu, the same per-element operations); the checks, the
+ * step count and the per-step scalars stay here, shared by both.
  */
+#include "train/nn_internal.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -27,7 +33,15 @@ struct nn_optim {
 	size_t nstate;
 	const char *names[2];
 	float *state[2];
+	nn_ctx *ctx; /* NULL: host memory and the loops below */
 };
+
+/* The context whose kernels update the parameters, or NULL for the host
+ * loops (the CPU backend has no update entries). */
+static nn_ctx *device_ctx(const nn_optim_opts *o)
+{
+	return o->ctx && o->ctx->be && o->ctx->be->sgd_update ? o->ctx : NULL;
+}
 
 void nn_optim_opts_init(nn_optim_opts *o, int kind)
 {
@@ -85,6 +99,7 @@ int nn_optim_create(const nn_optim_opts *o, size_t count, nn_optim **out,
 	RETURN_IF(!opt, err, IMS_ENOMEM, "cannot create an optimiser: out of memory");
 	opt->o = *o;
 	opt->count = count;
+	opt->ctx = device_ctx(o);
 	if (o->kind == NN_OPTIM_SGD && o->momentum > 0) {
 		opt->nstate = 1;
 		opt->names[0] = "momentum_buffer";
@@ -94,7 +109,9 @@ int nn_optim_create(const nn_optim_opts *o, size_t count, nn_optim **out,
 		opt->names[1] = "exp_avg_sq";
 	}
 	for (size_t i = 0; i < opt->nstate; i++) {
-		opt->state[i] = calloc(count ? count : 1, sizeof(float));
+		opt->state[i] = opt->ctx ? opt->ctx->be->alloc(opt->ctx,
+							      (count ? count : 1) * sizeof(float))
+					 : calloc(count ? count : 1, sizeof(float));
 		if (!opt->state[i]) {
 			nn_optim_free(opt);
 			return ims_fail(err, IMS_ENOMEM,
@@ -110,8 +127,12 @@ void nn_optim_free(nn_optim *opt)
 {
 	if (!opt)
 		return;
-	for (size_t i = 0; i < opt->nstate; i++)
-		free(opt->state[i]);
+	for (size_t i = 0; i < opt->nstate; i++) {
+		if (opt->ctx)
+			opt->ctx->be->free(opt->ctx, opt->state[i]);
+		else
+			free(opt->state[i]);
+	}
 	free(opt);
 }
 
@@ -137,17 +158,10 @@ static void sgd_run(const nn_optim *opt, float *restrict p,
 	}
 }
 
-/* Adam's per-step scalars, computed once per step in double as adam.py
- * does in Python, then rounded where a tensor op takes them. */
-typedef struct adam_scalars {
-	float w1;          /* 1 - beta1: lerp weight */
-	float beta2;       /* exp_avg_sq.mul_(beta2) */
-	float w2;          /* addcmul_ value 1 - beta2 */
-	float neg_step;    /* addcdiv_ value -lr / (1 - beta1^t) */
-	float bc2_sqrt;    /* sqrt(1 - beta2^t) */
-	float eps;
-	float decay_mul;   /* AdamW: 1 - lr wd */
-} adam_scalars;
+/* Adam's per-step scalars (nn_internal.h): computed once per step in
+ * double as adam.py does in Python, then rounded where a tensor op takes
+ * them. */
+typedef nn_adam_scalars adam_scalars;
 
 /* ATen's lerp for float: exact at weight 0 and 1 from either side. */
 static inline float lerp(float self, float end, float w)
@@ -229,6 +243,16 @@ int nn_optim_step(nn_optim *opt, float *params, const float *grads,
 			const nn_optim_segment *s = &segs[i];
 			if (!s->trainable || !s->count)
 				continue;
+			if (opt->ctx) {
+				FORWARD_IF_ERR(opt->ctx->be->sgd_update(
+					opt->ctx, params + s->offset,
+					grads + s->offset,
+					opt->nstate ? opt->state[0] + s->offset : NULL,
+					s->count,
+					s->decay ? (float)o->weight_decay : 0.0f, mom,
+					t == 1, o->nesterov, (float)-lr, err));
+				continue;
+			}
 			sgd_run(opt, params + s->offset, grads + s->offset,
 				opt->nstate ? opt->state[0] + s->offset : NULL,
 				s->count, s->decay ? (float)o->weight_decay : 0.0f,
@@ -252,6 +276,16 @@ int nn_optim_step(nn_optim *opt, float *params, const float *grads,
 			if (!s->trainable || !s->count)
 				continue;
 			const int decay = s->decay && o->weight_decay != 0;
+			if (opt->ctx) {
+				FORWARD_IF_ERR(opt->ctx->be->adam_update(
+					opt->ctx, params + s->offset,
+					grads + s->offset,
+					opt->state[0] + s->offset,
+					opt->state[1] + s->offset, s->count, &sc,
+					decay && !adamw ? (float)o->weight_decay : 0.0f,
+					decay && adamw, err));
+				continue;
+			}
 			adam_run(params + s->offset, grads + s->offset,
 				 opt->state[0] + s->offset, opt->state[1] + s->offset,
 				 s->count, &sc,

@@ -241,6 +241,8 @@ typedef enum nn_optim_kind {
 	NN_OPTIM_ADAMW
 } nn_optim_kind;
 
+typedef struct nn_ctx nn_ctx; /* compute context (train/nn_internal.h) */
+
 /* Caller-owned options. Fields that do not apply to kind are ignored. */
 typedef struct nn_optim_opts {
 	int kind;            /* nn_optim_kind */
@@ -251,6 +253,11 @@ typedef struct nn_optim_opts {
 	double beta2;        /* Adam(W): in [0, 1) */
 	double eps;          /* Adam(W): >= 0 */
 	int threads;         /* OpenMP threads for a step; 0 = OpenMP's default */
+	nn_ctx *ctx;         /* NULL or a CPU context: state in host memory,
+				updated by OpenMP loops; a device context
+				(the CUDA backend): state in its device
+				memory, params and grads device pointers,
+				updates queued on its stream (same math) */
 } nn_optim_opts;
 
 /*
@@ -316,7 +323,9 @@ size_t nn_optim_param_count(const nn_optim *opt);
  * AdamW ("exp_avg", "exp_avg_sq"), the names of PyTorch's state_dict.
  * nn_optim_state_name: the name of buffer i, NULL when i is out of range.
  * nn_optim_state: buffer i, nn_optim_param_count floats laid out like the
- * parameters, owned by opt, writable; NULL when i is out of range.
+ * parameters, owned by opt, writable (device memory when opts.ctx is a
+ * device context: copy through its to_host/to_device); NULL when i is out
+ * of range.
  * nn_optim_state_find: the buffer called name, or NULL.
  */
 size_t nn_optim_state_count(const nn_optim *opt);
@@ -427,7 +436,6 @@ const char *nn_blas_better_core(void);
 
 /* ---- models (model.c, models.c) ---------------------------------------- */
 
-typedef struct nn_ctx nn_ctx; /* compute context (train/nn_internal.h) */
 typedef struct nn_model nn_model;
 
 /* What a named tensor of a model is, which decides how it is trained. */
@@ -490,6 +498,9 @@ float *nn_model_params(nn_model *m, size_t *count);
 float *nn_model_grads(nn_model *m, size_t *count);
 float *nn_model_buffers(nn_model *m, size_t *count);
 int64_t *nn_model_counters(nn_model *m, size_t *count);
+/* The context the model was made with (its backend addresses the
+ * storage above). */
+nn_ctx *nn_model_ctx(nn_model *m);
 
 /*
  * Forward pass of n <= max_batch samples x (device memory, N x 3 x H x W

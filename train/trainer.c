@@ -11,6 +11,14 @@
  * Time is split per step into data wait (blocked on the loader), compute
  * (forward, backward, optimiser) and communication (allreduces); a rank's
  * busy time is its compute time, and the summary compares ranks by it.
+ *
+ * On a device backend (--device cuda) the model, its gradients and the
+ * optimiser's state live in device memory; each batch is copied to one of
+ * two device slots on a copy stream (the backend's stage_* entries), so
+ * the copy overlaps the previous step's backward and update still running
+ * on the device, and data wait also counts the host blocked on that copy.
+ * The loss comes back with softmax_xent, the logits once per step for the
+ * accuracy; validation reads its logits back and scores them on the host.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +33,8 @@
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
+#include "train/dp_nccl.h"
+#include "train/gpumon.h"
 #include "train/nn_internal.h"
 #include "train/train.h"
 
@@ -85,6 +95,17 @@ typedef struct run {
 	uint64_t *synth_indices;
 	dp_buckets *buckets;        /* gradient allreduce overlapping backward */
 	uint64_t nan_step;          /* fault injection: poison this step's batch (0: none) */
+	/* device backends only (stage != NULL) */
+	nn_stage *stage;            /* batches copied to the device */
+	int slot;                   /* the slot the next batch goes to */
+	float *host_logits;         /* logits read back, batch x classes */
+	nn_ctx hctx;                /* host context: validation's loss */
+	int hctx_ok;
+	float *synth_dev_x;         /* --synthetic: the batch, on the device */
+	int32_t *synth_dev_labels;
+	int device;                 /* this rank's GPU (CUDA ordinal) */
+	dp_nccl *nccl;              /* several ranks on a device: NCCL */
+	nn_gpumon *gpumon;          /* NVML, NULL when absent: no gpu lines */
 } run;
 
 /* One JSON line appended with a single write(): ranks share the file and
@@ -298,6 +319,7 @@ static int setup_optim(run *r, ims_error *err)
 	}
 	oo.weight_decay = o->weight_decay;
 	oo.threads = r->ctx.threads;
+	oo.ctx = &r->ctx; /* state on its device; the CPU's stays on the host */
 	size_t np;
 	nn_model_params(r->m, &np);
 	FORWARD_IF_ERR(nn_optim_create(&oo, np, &r->opt, err));
@@ -344,6 +366,100 @@ static int top_hits(const float *logits, int n, int k, const int32_t *labels,
 	return nn_topk_correct(n, k, logits, labels, topk, skip);
 }
 
+/* ---- inputs on the device --------------------------------------------------- */
+
+/*
+ * Where the kernels read batch b: in place on the CPU backend (nothing
+ * changes); on a device, the --synthetic batch's device copy, or the
+ * next staging slot, its copy queued and waited for (*slot says which,
+ * to hand to stage_done once the step is queued; -1 when none). The host
+ * batch may be reused when this returns. *wait_s (may be NULL) gets the
+ * time blocked on the copy.
+ */
+static int stage_inputs(run *r, const aug_batch *b, const float **x,
+			const int32_t **labels, int *slot, double *wait_s,
+			ims_error *err)
+{
+	*slot = -1;
+	if (!r->stage)
+		return 0;
+	if (b->data == r->synth_x && r->synth_dev_x) {
+		*x = r->synth_dev_x;
+		*labels = r->synth_dev_labels;
+		return 0;
+	}
+	const nn_backend *be = r->ctx.be;
+	const size_t per = (size_t)3 * r->o->size * r->o->size * sizeof(float);
+	float *dx;
+	int32_t *dl;
+	*slot = r->slot;
+	r->slot ^= 1;
+	FORWARD_IF_ERR(be->stage_put(r->stage, *slot, b->data, per * (size_t)b->count,
+				     b->labels, sizeof(int32_t) * (size_t)b->count,
+				     err));
+	double t0 = ims_now();
+	FORWARD_IF_ERR(be->stage_get(r->stage, *slot, &dx, &dl, err));
+	if (wait_s)
+		*wait_s += ims_now() - t0;
+	*x = dx;
+	*labels = dl;
+	return 0;
+}
+
+/* On a device: copies n rows of logits to the host (waits for the
+ * device) and points *logits at them. */
+static int read_logits(run *r, const float **logits, int n, ims_error *err)
+{
+	FORWARD_IF_ERR(r->ctx.be->to_host(&r->ctx, r->host_logits, *logits,
+					  (size_t)n * r->classes * sizeof(float),
+					  err));
+	*logits = r->host_logits;
+	return 0;
+}
+
+/*
+ * A device run's buffers: the staging slots, logits read back, dlogits
+ * in device memory, --synthetic's batch copied once, and a host context
+ * for validation's per-sample loss. Nothing on the CPU backend.
+ */
+static int setup_device(run *r, ims_error *err)
+{
+	const nn_backend *be = r->ctx.be;
+	if (!be->stage_create)
+		return 0;
+	const nn_train_opts *o = r->o;
+	const size_t n = (size_t)o->batch_size;
+	const size_t x_bytes = n * 3 * (size_t)o->size * o->size * sizeof(float);
+	FORWARD_IF_ERR(be->stage_create(&r->ctx, x_bytes, n * sizeof(int32_t),
+					&r->stage, err));
+	r->host_logits = malloc(n * (size_t)r->classes * sizeof(float));
+	RETURN_IF(!r->host_logits, err, IMS_ENOMEM, "cannot train: out of memory");
+	FORWARD_IF_ERR(nn_ctx_init_cpu(&r->hctx, 1, err));
+	r->hctx_ok = 1;
+	char pci[64] = "";
+	if (be->pci_bus_id)
+		FORWARD_IF_ERR(be->pci_bus_id(&r->ctx, pci, (int)sizeof(pci), err));
+	const char *why = NULL;
+	r->gpumon = nn_gpumon_open(NULL, pci, r->device, &why);
+	if (!r->gpumon && !o->quiet)
+		fprintf(stderr,
+			"imshard-train: rank %d: no gpu lines in metrics.jsonl: %s\n",
+			r->rank, why ? why : "NVML is unusable");
+	if (o->synthetic) {
+		r->synth_dev_x = be->alloc(&r->ctx, x_bytes);
+		r->synth_dev_labels = be->alloc(&r->ctx, n * sizeof(int32_t));
+		RETURN_IF(!r->synth_dev_x || !r->synth_dev_labels, err, IMS_ENOMEM,
+			  "cannot copy the synthetic batch to the %s: out of device memory",
+			  be->name);
+		FORWARD_IF_ERR(be->to_device(&r->ctx, r->synth_dev_x, r->synth_x,
+					     x_bytes, err));
+		FORWARD_IF_ERR(be->to_device(&r->ctx, r->synth_dev_labels,
+					     r->synth_labels, n * sizeof(int32_t),
+					     err));
+	}
+	return 0;
+}
+
 /* ---- validation ---------------------------------------------------------- */
 
 static int validate_timed(run *r, nn_train_result *res, int epoch,
@@ -369,7 +485,9 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 	size_t nb;
 	float *buf = nn_model_buffers(r->m, &nb);
 	double dummy = 0;
-	if (r->world > 1) {
+	if (r->nccl) {
+		FORWARD_IF_ERR(dp_nccl_allreduce_avg(r->nccl, buf, nb, err));
+	} else if (r->world > 1) {
 		double t0 = ims_now();
 		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->comm, buf, nb, err));
 		for (size_t i = 0; i < nb; i++)
@@ -387,13 +505,24 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 		if (rc == 1)
 			break;
 		const float *logits;
-		FORWARD_IF_ERR(nn_model_forward(r->m, b.data, b.count, 0, 0,
-						&logits, err));
+		const float *x = b.data;
+		const int32_t *labels = b.labels;
+		int slot = -1;
+		FORWARD_IF_ERR(stage_inputs(r, &b, &x, &labels, &slot, NULL, err));
+		FORWARD_IF_ERR(nn_model_forward(r->m, x, b.count, 0, 0, &logits,
+						err));
+		/* scored on the host: on a device, from logits read back */
+		nn_ctx *lctx = &r->ctx;
+		if (r->stage) {
+			FORWARD_IF_ERR(read_logits(r, &logits, b.count, err));
+			FORWARD_IF_ERR(r->ctx.be->stage_done(r->stage, slot, err));
+			lctx = &r->hctx;
+		}
 		for (int i = 0; i < b.count; i++) {
 			if (b.padded[i])
 				continue;
 			double l;
-			FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, 1, r->classes,
+			FORWARD_IF_ERR(lctx->be->softmax_xent(lctx, 1, r->classes,
 							   logits + (size_t)i * r->classes,
 							   b.labels + i, 0, 1, &l, NULL,
 							   err));
@@ -572,6 +701,12 @@ static int grads_ready(void *ud, size_t ready, ims_error *err)
 	return dp_buckets_ready(r->buckets, ready, err);
 }
 
+static int grads_ready_nccl(void *ud, size_t ready, ims_error *err)
+{
+	run *r = ud;
+	return dp_nccl_ready(r->nccl, ready, err);
+}
+
 /*
  * With several ranks, gradients are summed in buckets of --bucket-mb from
  * the last layer's down, each started as soon as backward has finished it
@@ -585,6 +720,13 @@ static int setup_buckets(run *r, ims_error *err)
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
 	double floats = r->o->bucket_mb * 1048576.0 / sizeof(float);
+	if (r->nccl) {
+		/* on the device: NCCL on its own stream (dp_nccl.h) */
+		FORWARD_IF_ERR(dp_nccl_buckets(r->nccl, g, np,
+					       floats < 1 ? 1 : (size_t)floats, err));
+		nn_model_set_grad_hook(r->m, grads_ready_nccl, r);
+		return 0;
+	}
 	FORWARD_IF_ERR(dp_buckets_create(r->comm, g, np,
 					 floats < 1 ? 1 : (size_t)floats,
 					 &r->buckets, err));
@@ -619,17 +761,29 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 		      double times[3], double sums[3], ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (step + 1 == r->nan_step && b->count > 0)
+	if (step + 1 == r->nan_step && b->count > 0) {
 		((float *)b->data)[0] = NAN;
+		/* the synthetic batch's device copy is poisoned too */
+		if (r->synth_dev_x && b->data == r->synth_x)
+			FORWARD_IF_ERR(r->ctx.be->to_device(&r->ctx, r->synth_dev_x,
+							    r->synth_x, sizeof(float),
+							    err));
+	}
+	const float *x = b->data;
+	const int32_t *labels = b->labels;
+	int slot = -1;
+	FORWARD_IF_ERR(stage_inputs(r, b, &x, &labels, &slot, &times[0], err));
 	double t0 = ims_now();
 	const float *logits;
-	FORWARD_IF_ERR(nn_model_forward(r->m, b->data, b->count, 1,
+	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 1,
 					ims_hash64(o->seed, step), &logits, err));
 	double loss = 0;
 	FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, b->count, r->classes, logits,
-					   b->labels, o->label_smoothing,
+					   labels, o->label_smoothing,
 					   1.0f / (float)b->count, &loss,
 					   r->dlogits, err));
+	if (r->stage)
+		FORWARD_IF_ERR(read_logits(r, &logits, b->count, err));
 	double hits = top_hits(logits, b->count, r->classes, b->labels, NULL, 1);
 	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
 					 err));
@@ -644,7 +798,11 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
-	if (r->world > 1) {
+	if (r->nccl) {
+		/* ncclAvg: the mean, on the device */
+		FORWARD_IF_ERR(dp_nccl_finish(r->nccl, err));
+		(void)dp_nccl_take_seconds(r->nccl);
+	} else if (r->world > 1) {
 		FORWARD_IF_ERR(dp_buckets_finish(r->buckets, err));
 		(void)dp_buckets_take_seconds(r->buckets);
 		const float inv = 1.0f / (float)r->world;
@@ -664,11 +822,29 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	float *p = nn_model_params(r->m, NULL);
 	FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
 				     nn_lr_at(&r->lr, (int64_t)step), err));
+	if (slot >= 0)
+		FORWARD_IF_ERR(r->ctx.be->stage_done(r->stage, slot, err));
 	times[1] += ims_now() - t2;
 	sums[0] += stats[0];
 	sums[1] += stats[1];
 	sums[2] += stats[2];
 	return 0;
+}
+
+/* The rank's GPU now (NVML), after each train line; nothing without it. */
+static void gpu_line(run *r)
+{
+	nn_gpu_sample s;
+	char line[512];
+	if (!r->gpumon || r->metrics_fd < 0 || nn_gpumon_sample(r->gpumon, &s))
+		return;
+	int n = nn_gpu_line(line, sizeof(line) - 1, r->rank, r->device,
+			    ims_now() - r->t_start, &s);
+	if (n < 0)
+		return;
+	line[n] = '\n';
+	ssize_t w = write(r->metrics_fd, line, (size_t)n + 1);
+	(void)w; /* best effort, as metrics_line */
 }
 
 static void log_interval(run *r, int epoch, uint64_t step, double times[3],
@@ -691,6 +867,7 @@ static void log_interval(run *r, int epoch, uint64_t step, double times[3],
 	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
 	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->t_start);
 	metrics_line(r, j);
+	gpu_line(r);
 	if (r->rank == 0 && !r->o->quiet)
 		fprintf(stderr,
 			"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
@@ -777,26 +954,32 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 }
 
 /*
- * --device cuda: the CUDA backend's layer kernels exist (train/cuda/), but
- * the loop below still keeps the model where the optimiser, checkpoints
- * and batches can reach it with host pointers. So cuda is refused, with
- * the reason that applies first: several ranks (NCCL is not wired in
- * yet), no usable device (nn_ctx_init_cuda's one line: no driver, no GPU,
- * a build without the backend), or the loop itself.
+ * --device cuda with several ranks needs NCCL in the build: refused
+ * before anything starts otherwise.
  */
 static int check_cuda(int world, ims_error *err)
 {
-	RETURN_IF(world > 1, err, IMS_EUNSUPPORTED,
-		  "cannot train on cuda with %d ranks: multi-rank CUDA training "
-		  "(NCCL) is not built yet; run one rank or use --device cpu",
+	RETURN_IF(world > 1 && !dp_nccl_available(), err, IMS_EUNSUPPORTED,
+		  "cannot train on cuda with %d ranks: this build has no NCCL "
+		  "(configured without it, MPI or the CUDA backend); run one "
+		  "rank or use --device cpu",
 		  world);
-	nn_ctx probe;
-	FORWARD_IF_ERR(nn_ctx_init_cuda(&probe, 0, err));
-	nn_ctx_release(&probe);
-	return ims_fail(err, IMS_EUNSUPPORTED,
-			"cannot train on cuda yet: the CUDA backend's kernels "
-			"are built but the training loop does not run on the "
-			"device; use --device cpu");
+	return 0;
+}
+
+/* The GPU of this process: its node-local rank under a launcher (one
+ * process per GPU), else 0. */
+static int local_device(void)
+{
+	static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
+					   "MPI_LOCALRANKID", "SLURM_LOCALID",
+					   NULL};
+	for (int i = 0; vars[i]; i++) {
+		const char *s = getenv(vars[i]);
+		if (s && *s)
+			return atoi(s);
+	}
+	return 0;
 }
 
 int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
@@ -817,11 +1000,20 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	res->best_epoch = -1;
 	int rc = 0;
 
+	if (!strcmp(o->device, "cuda")) {
+		/* no usable GPU: nn_ctx_init_cuda's one line (no driver, no
+		 * device, a build without the backend) before anything else */
+		r.device = local_device();
+		GOTO_IF_ERR(out, rc, nn_ctx_init_cuda(&r.ctx, r.device, err));
+		r.ctx_ok = 1;
+	}
 	GOTO_IF_ERR(out, rc, dp_set_timeout(comm, o->collective_timeout, err));
 	GOTO_IF_ERR(out, rc, fault_injection(&r, err));
 	GOTO_IF_ERR(out, rc, load_classes(&r, err));
-	GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
-	r.ctx_ok = 1;
+	if (!r.ctx_ok) {
+		GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
+		r.ctx_ok = 1;
+	}
 	GOTO_IF_ERR(out, rc, open_loaders(&r, err));
 	if (o->synthetic)
 		GOTO_IF_ERR(out, rc, make_synthetic(&r, err));
@@ -858,12 +1050,23 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	size_t np, nb;
 	float *params = nn_model_params(r.m, &np);
 	float *bufs = nn_model_buffers(r.m, &nb);
-	GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
-	GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
+	if (r.world > 1 && r.ctx.be->stage_create) {
+		/* one GPU per rank: NCCL, its id sent over MPI */
+		GOTO_IF_ERR(out, rc, dp_nccl_create(comm, &r.ctx, o->collective_timeout,
+						    &r.nccl, err));
+		GOTO_IF_ERR(out, rc, dp_nccl_broadcast(r.nccl, params, np, 0, err));
+		GOTO_IF_ERR(out, rc, dp_nccl_broadcast(r.nccl, bufs, nb, 0, err));
+	} else {
+		GOTO_IF_ERR(out, rc, dp_broadcast(comm, params, np * sizeof(float), 0, err));
+		GOTO_IF_ERR(out, rc, dp_broadcast(comm, bufs, nb * sizeof(float), 0, err));
+	}
 	GOTO_IF_ERR(out, rc, setup_optim(&r, err));
 	GOTO_IF_ERR(out, rc, setup_buckets(&r, err));
 
-	r.dlogits = calloc((size_t)o->batch_size * r.classes, sizeof(float));
+	GOTO_IF_ERR(out, rc, setup_device(&r, err));
+	r.dlogits = r.stage ? r.ctx.be->alloc(&r.ctx, (size_t)o->batch_size *
+							  r.classes * sizeof(float))
+			    : calloc((size_t)o->batch_size * r.classes, sizeof(float));
 	if (!r.dlogits)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot train: out of memory");
 	if (o->log_dir) {
@@ -1003,6 +1206,8 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		GOTO_IF_ERR(out, rc, save_checkpoint(&r, whole ? epoch + 1 : epoch,
 						     whole ? 0 : done, step, err));
 	}
+	if (r.ctx.be->sync) /* the device's queued work counts */
+		GOTO_IF_ERR(out, rc, r.ctx.be->sync(&r.ctx, err));
 	double t_end = ims_now();
 	res->train_s = t_end - t_start;
 	res->wall_s = t_end - start;
@@ -1017,7 +1222,19 @@ out:
 	nn_optim_free(r.opt);
 	nn_model_free(r.m);
 	free(r.segs);
-	free(r.dlogits);
+	if (r.stage) {
+		r.ctx.be->free(&r.ctx, r.dlogits);
+		r.ctx.be->free(&r.ctx, r.synth_dev_x);
+		r.ctx.be->free(&r.ctx, r.synth_dev_labels);
+		r.ctx.be->stage_free(r.stage);
+	} else {
+		free(r.dlogits);
+	}
+	free(r.host_logits);
+	nn_gpumon_close(r.gpumon);
+	dp_nccl_free(r.nccl);
+	if (r.hctx_ok)
+		nn_ctx_release(&r.hctx);
 	free(r.synth_x);
 	free(r.synth_labels);
 	free(r.synth_padded);

@@ -210,6 +210,15 @@ const nn_backend nn_backend_cuda = {
 	.to_device = cuda_to_device,
 	.to_host = cuda_to_host,
 	.release = cuda_release,
+	.sgd_update = nn_cuda_sgd_update,
+	.adam_update = nn_cuda_adam_update,
+	.stage_create = nn_cuda_stage_create,
+	.stage_put = nn_cuda_stage_put,
+	.stage_get = nn_cuda_stage_get,
+	.stage_done = nn_cuda_stage_done,
+	.stage_free = nn_cuda_stage_free,
+	.sync = nn_cuda_sync,
+	.pci_bus_id = nn_cuda_pci_bus_id,
 };
 
 /* Binds the libraries to the stream and makes the reusable descriptors. */

@@ -176,4 +176,23 @@ int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			 const int32_t *labels, float smoothing, float scale,
 			 double *loss_sum, float *dlogits, ims_error *err);
 
+/* train_cuda.c: the optimiser updates, input staging and sync entries
+ * (nn_internal.h's backend table says what each does) */
+int nn_cuda_sgd_update(nn_ctx *ctx, float *p, const float *g, float *buf,
+		       size_t n, float wd, float mom, int first, int nesterov,
+		       float neg_lr, ims_error *err);
+int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
+			float *v, size_t n, const nn_adam_scalars *s, float l2,
+			int decoupled, ims_error *err);
+int nn_cuda_sync(nn_ctx *ctx, ims_error *err);
+int nn_cuda_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
+int nn_cuda_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,
+			 nn_stage **out, ims_error *err);
+int nn_cuda_stage_put(nn_stage *s, int slot, const void *x, size_t x_bytes,
+		      const int32_t *labels, size_t label_bytes, ims_error *err);
+int nn_cuda_stage_get(nn_stage *s, int slot, float **x, int32_t **labels,
+		      ims_error *err);
+int nn_cuda_stage_done(nn_stage *s, int slot, ims_error *err);
+void nn_cuda_stage_free(nn_stage *s);
+
 #endif

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# bench/train-gpu/run.sh - imshard-train --device cuda against PyTorch on
+# one GPU: images/s and GPU memory for resnet50, resnet18 and convnet7
+# (224x224 by default), imshard from synthetic input (--synthetic) and
+# from packed shards (its loader), PyTorch (torchvision, channels_last,
+# SGD momentum, same batch) in fp32 and with autocast bf16, interleaved
+# round by round. imshard computes in fp32 only (--precision bf16 is not
+# built yet): its rows are fp32; PyTorch's bf16 row is for reference.
+#
+#     bench/train-gpu/run.sh
+#     MODELS='resnet50:224' BATCH=128 ROUNDS=3 bench/train-gpu/run.sh
+#
+# Fails at once with one line where no GPU is present (nvidia-smi lists
+# none) or imshard-train cannot train on it (a build without the CUDA
+# backend, a driver too old). Builds nothing: build imshard and
+# imshard-train first. Settings come from the environment (defaults in
+# brackets; relative paths are taken from the repository root):
+#   IMSHARD        imshard binary [build/tools/imshard]
+#   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
+#   MODELS         model:size list [resnet50:224 resnet18:224 convnet7:224]
+#   BATCH          batch size, every contender [64]
+#   STEPS          imshard steps per run (--max-steps) [30]
+#   LOG_EVERY      metrics interval; rates come from the intervals after
+#                  the first (warm-up) one [5]
+#   ROUNDS         interleaved rounds; even rounds run the contenders in
+#                  reverse order (ABBA) [3]
+#   THREADS        loader threads of imshard-train (--threads) [all cores]
+#   DATA           sample images and packed splits, made when absent
+#                  [/tmp/imshard-bench-train-gpu-data]
+#   PER_CLASS      sample images per class, 10 classes; the training split
+#                  (80%) must hold STEPS x BATCH images [300]
+#   ONLY           run only these contenders (names as in the results,
+#                  e.g. 'resnet50_syn torch_resnet50_fp32')
+#   TORCH          auto: torch contenders when torch imports with a GPU;
+#                  0: none [auto]
+#   TORCH_PYTHON   interpreter for torch [python3]
+#   TORCH_SECONDS  timed seconds per torch run, after 5 warm-up steps [5]
+#   WORK           scratch folder for logs and results [/tmp/imshard-bench-train-gpu-work]
+#   RESULTS        JSON written at the end [$WORK/results.json]
+#   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+
+for arg in "$@"; do
+	case "$arg" in
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
+IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
+MODELS=${MODELS:-resnet50:224 resnet18:224 convnet7:224}
+BATCH=${BATCH:-64}
+STEPS=${STEPS:-30}
+LOG_EVERY=${LOG_EVERY:-5}
+ROUNDS=${ROUNDS:-3}
+THREADS=${THREADS:-$(nproc)}
+DATA=$(abspath "${DATA:-/tmp/imshard-bench-train-gpu-data}")
+PER_CLASS=${PER_CLASS:-300}
+ONLY=${ONLY:-}
+TORCH=${TORCH:-auto}
+TORCH_PYTHON=${TORCH_PYTHON:-python3}
+TORCH_SECONDS=${TORCH_SECONDS:-5}
+WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-gpu-work}")
+RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
+PYTHON=${PYTHON:-/usr/bin/python3}
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
+[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
+case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
+
+# --- a GPU, or one line ------------------------------------------------------
+command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ||
+	die "no GPU: nvidia-smi lists none (bench/train-gpu needs a CUDA GPU; bench/train measures the CPU)"
+gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1)
+
+mkdir -p "$WORK/logs"
+rm -rf "${WORK:?}/logs"/*
+
+# --- data ---------------------------------------------------------------------
+stamp="$DATA/.data-pc$PER_CLASS"
+if [ ! -e "$stamp" ]; then
+	if compgen -G "$DATA/.data-pc*" >/dev/null; then
+		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
+	fi
+	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
+		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
+	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
+	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 \
+		--per-class-val 4 --quiet
+	touch "$stamp"
+fi
+train_json="$DATA/packed/train.json"
+val_json="$DATA/packed/val.json"
+n_train=$(grep -c . "$DATA/packed/train.lst")
+[ $((STEPS * BATCH)) -le "$n_train" ] ||
+	die "$STEPS steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
+cat "$DATA/packed"/*.mdb >/dev/null
+
+# imshard-train must train on the GPU: its one line otherwise
+probe="$WORK/logs/probe"
+"$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model convnet7 --size 32 \
+	--batch-size 8 --max-steps 1 --device cuda --quiet >"$probe.out" 2>"$probe.err" ||
+	die "imshard-train cannot train on the GPU: $(head -n1 "$probe.err")"
+
+torch_ok=0
+if [ "$TORCH" = auto ]; then
+	if "$TORCH_PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+		torch_ok=1
+	else
+		echo "run.sh: torch with a GPU (and torchvision) does not import with '$TORCH_PYTHON': torch contenders skipped" >&2
+	fi
+fi
+
+# --- contenders -----------------------------------------------------------------
+# NAME: <model>_syn | <model>_loader | torch_<model>_fp32 | torch_<model>_bf16
+size_of() { local m; for m in $MODELS; do [ "${m%%:*}" = "$1" ] && echo "${m#*:}"; done; }
+set_cmd() {
+	local name=$1 logdir=$2 model size
+	case "$name" in
+	torch_*)
+		model=${name#torch_}; model=${model%_*}; size=$(size_of "$model")
+		cmd=("$TORCH_PYTHON" "$here/torch_gpu.py" --model "$model" --size "$size"
+			--batch "$BATCH" --precision "${name##*_}" --warmup 5 --steps 10
+			--seconds "$TORCH_SECONDS") ;;
+	*_syn | *_loader)
+		model=${name%_*}; size=$(size_of "$model")
+		cmd=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --device cuda
+			--model "$model" --size "$size" --batch-size "$BATCH" --lr 0.01 --epochs 1
+			--threads "$THREADS" --max-steps "$STEPS" --log-every "$LOG_EVERY"
+			--log-dir "$logdir" --quiet)
+		[ "${name##*_}" = syn ] && cmd+=(--synthetic)
+		return 0 ;;
+	*) die "unknown contender '$name'" ;;
+	esac
+}
+
+contenders=()
+for m in $MODELS; do
+	model=${m%%:*}
+	contenders+=("${model}_syn" "${model}_loader")
+	[ "$torch_ok" = 1 ] && contenders+=("torch_${model}_fp32" "torch_${model}_bf16")
+done
+if [ -n "$ONLY" ]; then
+	picked=()
+	for c in "${contenders[@]}"; do
+		case " $ONLY " in *" $c "*) picked+=("$c") ;; esac
+	done
+	[ ${#picked[@]} -gt 0 ] || die "ONLY='$ONLY' names none of: ${contenders[*]}"
+	contenders=("${picked[@]}")
+fi
+
+runs="$WORK/runs.tsv"
+printf '# round\tcontender\twall_s\trc\tlog\tlogdir\n' >"$runs"
+echo "run.sh: $gpu_name; $n_train training images; contenders: ${contenders[*]}" >&2
+for ((r = 1; r <= ROUNDS; r++)); do
+	echo "run.sh: round $r of $ROUNDS" >&2
+	order=("${contenders[@]}")
+	if ((r % 2 == 0)); then
+		order=()
+		for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
+	fi
+	for c in "${order[@]}"; do
+		log="$WORK/logs/$r-$c.log"
+		logdir="$WORK/logs/$r-$c.d"
+		set_cmd "$c" "$logdir"
+		printf '%s %s: %s\n' "$r" "$c" "${cmd[*]}" >>"$WORK/logs/commands.txt"
+		rc=0
+		t0=$EPOCHREALTIME
+		"${cmd[@]}" >"$log" 2>"$log.err" || rc=$?
+		t1=$EPOCHREALTIME
+		wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$wall" "$rc" "$log" "$logdir" >>"$runs"
+		[ "$rc" = 0 ] || { echo "run.sh: $r/$c failed (exit $rc):" >&2; tail -n3 "$log.err" >&2; }
+		printf '  %-26s %8.2f s  %s\n' "$c" "$wall" "$(tr '\n' ' ' <"$log" | cut -c1-90)" >&2
+	done
+done
+
+version=$("$IMSHARD" --version 2>&1 | head -n1)
+META_GPU="$gpu_name" META_VERSION="$version" META_BATCH="$BATCH" META_ROUNDS="$ROUNDS" \
+META_MODELS="$MODELS" META_STEPS="$STEPS" META_LOG_EVERY="$LOG_EVERY" \
+	"$PYTHON" "$here/summarize.py" "$runs" "$RESULTS"

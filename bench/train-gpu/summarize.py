@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""bench/train-gpu's summary: reads run.sh's runs.tsv, each imshard run's
+metrics.jsonl and each torch run's output line, prints a table and writes
+RESULTS (JSON).
+
+    summarize.py RUNS_TSV RESULTS_JSON
+
+Per contender, over rounds: median images/s (imshard: the mean of the
+train lines after the first interval, which holds start-up and cuDNN's
+algorithm choice; torch: its timed steps), imshard's median data wait per
+step, and GPU memory: imshard's largest mem_used_mib of its gpu lines
+(NVML: the whole device, CUDA context and workspaces included; absent
+when NVML is not there), torch's max_memory_allocated (tensors only).
+Ratios: imshard / torch fp32 per model, synthetic and loader input.
+Standard library only.
+"""
+import json
+import os
+import statistics
+import sys
+
+
+def imshard_run(logdir):
+    rates, waits, mem = [], [], None
+    path = os.path.join(logdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return None
+    train = []
+    with open(path) as f:
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if j.get("type") == "train":
+                train.append(j)
+            elif j.get("type") == "gpu":
+                mem = max(mem or 0, j.get("mem_used_mib", 0))
+    for j in train[1:] or train:
+        rates.append(j["images_per_s"])
+        waits.append(j["data_wait_ms"])
+    if not rates:
+        return None
+    return {"images_per_s": sum(rates) / len(rates),
+            "data_wait_ms": sum(waits) / len(waits), "gpu_mem_mib": mem}
+
+
+def torch_run(log):
+    with open(log) as f:
+        text = f.read().split()
+    kv = dict(t.split("=", 1) for t in text if "=" in t)
+    if "images_per_s" not in kv:
+        return None
+    return {"images_per_s": float(kv["images_per_s"]),
+            "gpu_mem_mib": float(kv["max_mem_mib"]), "torch": kv.get("torch")}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    runs = {}
+    with open(sys.argv[1]) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            rnd, name, wall, rc, log, logdir = line.rstrip("\n").split("\t")
+            r = None
+            if rc == "0":
+                r = torch_run(log) if name.startswith("torch_") else imshard_run(logdir)
+            runs.setdefault(name, []).append(r)
+    out = {"meta": {k[5:].lower(): v for k, v in os.environ.items() if k.startswith("META_")},
+           "contenders": {}}
+    print("%-26s %12s %12s %12s %6s" % ("contender", "images/s", "wait ms", "GPU MiB", "runs"))
+    for name, rs in runs.items():
+        ok = [r for r in rs if r]
+        c = {"runs": len(rs), "failed": len(rs) - len(ok),
+             "images_per_s": med([r["images_per_s"] for r in ok]),
+             "images_per_s_rounds": [r["images_per_s"] if r else None for r in rs],
+             "data_wait_ms": med([r.get("data_wait_ms") for r in ok]),
+             "gpu_mem_mib": max([r["gpu_mem_mib"] for r in ok if r.get("gpu_mem_mib")] or [0]) or None}
+        out["contenders"][name] = c
+        fmt = lambda v, f: (f % v) if v is not None else "-"
+        print("%-26s %12s %12s %12s %6s" % (name, fmt(c["images_per_s"], "%.1f"),
+                                          fmt(c["data_wait_ms"], "%.1f"),
+                                          fmt(c["gpu_mem_mib"], "%.0f"),
+                                          "%d/%d" % (len(ok), len(rs))))
+    ratios = {}
+    for name, c in out["contenders"].items():
+        if name.startswith("torch_") or c["images_per_s"] is None:
+            continue
+        model = name.rsplit("_", 1)[0]
+        t = out["contenders"].get("torch_%s_fp32" % model)
+        if t and t["images_per_s"]:
+            ratios["%s / torch_%s_fp32" % (name, model)] = c["images_per_s"] / t["images_per_s"]
+    out["ratios"] = ratios
+    for k, v in ratios.items():
+        print("%-48s %.3f" % (k, v))
+    with open(sys.argv[2], "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/train-gpu: the same model and batch as
+imshard-train --device cuda, on one GPU, synthetic input, timing what one
+training step does (forward, cross-entropy, backward, SGD step with
+momentum 0.9 and weight decay 1e-4; batch norm in training mode).
+
+    torch_gpu.py --model convnet7|resnet18|resnet50 --size PX --batch B
+                 --precision fp32|bf16 [--classes 10] [--steps N]
+                 [--warmup W] [--seconds S] [--no-channels-last]
+
+fp32: plain fp32 with TF32 off (torch.backends.cuda.matmul.allow_tf32 and
+cudnn.allow_tf32 False), as imshard computes; bf16: autocast(bfloat16),
+the usual mixed-precision recipe (weights and optimiser in fp32). The
+model and input are channels_last unless --no-channels-last. Runs W
+untimed steps, then N timed steps (more while fewer than S seconds have
+passed), synchronising the device before reading the clock, and prints
+one line
+    model=... size=... batch=... precision=... steps=... seconds=...
+    images_per_s=... step_ms=... max_mem_mib=... torch=... gpu=...
+max_mem_mib is torch.cuda.max_memory_allocated (tensors only, not the
+CUDA context or the caching allocator's reserve).
+Exit status: 0; 1 when torch is missing or sees no GPU; 2 on bad usage.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, choices=["convnet7", "resnet18", "resnet50"])
+    ap.add_argument("--size", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--precision", required=True, choices=["fp32", "bf16"])
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--no-channels-last", action="store_true")
+    a = ap.parse_args()
+    try:
+        import torch
+        from torch import nn
+    except ImportError as e:
+        print("torch_gpu.py: cannot import torch: %s" % e, file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available():
+        print("torch_gpu.py: torch %s sees no CUDA GPU" % torch.__version__, file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(1)
+    dev = torch.device("cuda")
+    if a.model == "convnet7":
+        from torch_step import convnet7
+        model = convnet7(nn, a.classes)
+    else:
+        import torchvision
+        model = getattr(torchvision.models, a.model)(num_classes=a.classes)
+    fmt = torch.contiguous_format if a.no_channels_last else torch.channels_last
+    model = model.to(dev, memory_format=fmt).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(a.batch, 3, a.size, a.size, device=dev).contiguous(memory_format=fmt)
+    y = torch.randint(0, a.classes, (a.batch,), device=dev)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        step()
+        n += 1
+        if n >= a.steps:
+            torch.cuda.synchronize()
+            if time.perf_counter() - t0 >= a.seconds:
+                break
+    dt = time.perf_counter() - t0
+    print("model=%s size=%d batch=%d precision=%s steps=%d seconds=%.3f images_per_s=%.3f "
+          "step_ms=%.3f max_mem_mib=%.1f torch=%s gpu=%s"
+          % (a.model, a.size, a.batch, a.precision, n, dt, n * a.batch / dt, 1e3 * dt / n,
+             torch.cuda.max_memory_allocated() / 1048576.0, torch.__version__,
+             torch.cuda.get_device_name().replace(" ", "_")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+/*
+ * test_nccl.c - dp_nccl on CUDA devices, one GPU per rank: the bucketed
+ * gradient allreduce (small buckets, released by a falling `ready` as
+ * backward would) equals a plain allreduce of the whole buffer, both
+ * equal the mean of every rank's data computed on the host (within 1e-6
+ * relative: NCCL's ncclAvg may scale before or after summing), and a
+ * broadcast gives rank 0's bits everywhere. Run as one process (world
+ * size 1 through the NCCL path: the mean is the data itself, bit for
+ * bit) and under mpirun -np 2 (test_nccl_np2: two GPUs; the two
+ * allreduces must then agree bit for bit too, as a sum of two is
+ * commutative).
+ *
+ * Exits 77 (skipped) without NCCL in the build, without a usable GPU, or
+ * with fewer GPUs than ranks.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "train/dp_nccl.h"
+#include "train/nn_internal.h"
+#include "train/train.h"
+
+static void fill(float *v, size_t n, int rank)
+{
+	ims_rng r;
+	ims_rng_seed(&r, 99, (uint64_t)rank);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)(2 * ims_rng_uniform(&r) - 1);
+}
+
+static int local_rank(void)
+{
+	const char *s = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	return s ? atoi(s) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	ims_error err;
+	dp_comm *c = NULL;
+	CHECK_OK(dp_init(&argc, &argv, &c, &err), &err);
+	const int rank = dp_rank(c), world = dp_world(c);
+	nn_ctx gpu;
+	if (!dp_nccl_available() || nn_ctx_init_cuda(&gpu, local_rank(), &err)) {
+		printf("skipped: %s\n",
+		       dp_nccl_available() ? err.msg : "this build has no NCCL");
+		dp_finalize(c);
+		return TEST_SKIP;
+	}
+	dp_nccl *n = NULL;
+	CHECK_OK(dp_nccl_create(c, &gpu, 60, &n, &err), &err);
+	const size_t count = 1000003;
+	float *host = malloc(count * sizeof(float));
+	float *want = calloc(count, sizeof(float));
+	float *a = malloc(count * sizeof(float)), *b = malloc(count * sizeof(float));
+	CHECK(host && want && a && b);
+	for (int r = 0; r < world; r++) {
+		fill(host, count, r);
+		for (size_t i = 0; i < count; i++)
+			want[i] += host[i];
+	}
+	for (size_t i = 0; i < count; i++)
+		want[i] /= (float)world;
+	fill(host, count, rank);
+	float *d1 = gpu.be->alloc(&gpu, count * sizeof(float));
+	float *d2 = gpu.be->alloc(&gpu, count * sizeof(float));
+	CHECK(d1 && d2);
+	CHECK_OK(gpu.be->to_device(&gpu, d1, host, count * sizeof(float), &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, d2, host, count * sizeof(float), &err), &err);
+
+	/* plain */
+	CHECK_OK(dp_nccl_allreduce_avg(n, d1, count, &err), &err);
+	/* bucketed: 4099-float buckets, backward releasing 10007 at a time,
+	 * two steps in a row (the buckets start over) */
+	CHECK_OK(dp_nccl_buckets(n, d2, count, 4099, &err), &err);
+	for (int step = 0; step < 2; step++) {
+		if (step == 1)
+			CHECK_OK(gpu.be->to_device(&gpu, d2, host,
+						   count * sizeof(float), &err),
+				 &err);
+		for (size_t ready = count; ready > 10007; ready -= 10007)
+			CHECK_OK(dp_nccl_ready(n, ready, &err), &err);
+		CHECK_OK(dp_nccl_finish(n, &err), &err);
+	}
+	CHECK_OK(gpu.be->to_host(&gpu, a, d1, count * sizeof(float), &err), &err);
+	CHECK_OK(gpu.be->to_host(&gpu, b, d2, count * sizeof(float), &err), &err);
+	size_t bad = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (world <= 2 && memcmp(&a[i], &b[i], sizeof(float)) && bad++ == 0)
+			printf("rank %d: [%zu] plain %.9g bucketed %.9g\n", rank, i,
+			       a[i], b[i]);
+		if (fabsf(a[i] - want[i]) > 1e-6f * fmaxf(1.0f, fabsf(want[i])) &&
+		    bad++ == 0)
+			printf("rank %d: [%zu] allreduce %.9g host mean %.9g\n", rank,
+			       i, a[i], want[i]);
+		if (world == 1 && memcmp(&a[i], &host[i], sizeof(float)) &&
+		    bad++ == 0)
+			printf("world 1: [%zu] changed: %.9g to %.9g\n", i, host[i],
+			       a[i]);
+	}
+	CHECK_EQ_U64(bad, 0);
+
+	/* broadcast: rank 0's data everywhere */
+	CHECK_OK(gpu.be->to_device(&gpu, d1, host, count * sizeof(float), &err), &err);
+	CHECK_OK(dp_nccl_broadcast(n, d1, count, 0, &err), &err);
+	CHECK_OK(gpu.be->to_host(&gpu, a, d1, count * sizeof(float), &err), &err);
+	fill(want, count, 0);
+	CHECK(memcmp(a, want, count * sizeof(float)) == 0);
+	printf("rank %d of %d: bucketed == plain allreduce, broadcast ok\n", rank,
+	       world);
+
+	gpu.be->free(&gpu, d1);
+	gpu.be->free(&gpu, d2);
+	dp_nccl_free(n);
+	nn_ctx_release(&gpu);
+	free(host);
+	free(want);
+	free(a);
+	free(b);
+	int fails = TEST_EXIT();
+	dp_finalize(c);
+	return fails;
+}
