@@ -26,6 +26,18 @@ wait_for() {
 # pids of imshard-train processes whose arguments hold TAG (the run's own
 # scratch folder, so nothing else on the machine matches)
 train_pids() { pgrep -f "imshard-train.*$1" || true; }
+# rank1 TAG: sets rank1_pid to the rank-1 process of the run tagged TAG;
+# false while there is none (retried: under load a rank can still be
+# starting when the other has logged)
+rank1() {
+  rank1_pid=""
+  for p in $(train_pids "$1"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+      rank1_pid=$p
+    fi
+  done
+  [ -n "$rank1_pid" ]
+}
 
 # --- a rank killed: the others do not wait forever -----------------------
 if command -v mpirun >/dev/null; then
@@ -37,14 +49,10 @@ if command -v mpirun >/dev/null; then
   job=$!
   checks=$((checks + 1))
   wait_for test -s "$T/dead/metrics.jsonl" || fail "the 2-rank run never logged a step"
-  victim=""
-  for p in $(train_pids "$T/dead"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-      victim=$p
-    fi
-  done
+  wait_for rank1 "$T/dead"
+  victim=$rank1_pid
   checks=$((checks + 1))
-  [ -n "$victim" ] || fail "no rank 1 process found"
+  [ -n "$victim" ] || fail "no rank 1 process found: $(tail -n 3 "$T/dead.out" | tr '\n' ' ')"
   t0=$SECONDS
   [ -n "$victim" ] && kill -9 "$victim"
   wait "$job"
@@ -74,13 +82,9 @@ if command -v mpirun >/dev/null; then
   checks=$((checks + 1))
   wait_for test -s "$T/hang/metrics.jsonl" || fail "the 2-rank run never logged a step"
   stopped=""
-  for p in $(train_pids "$T/hang"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-      kill -STOP "$p" && stopped=$p
-    fi
-  done
+  wait_for rank1 "$T/hang" && kill -STOP "$rank1_pid" && stopped=$rank1_pid
   checks=$((checks + 1))
-  [ -n "$stopped" ] || fail "no rank 1 process found"
+  [ -n "$stopped" ] || fail "no rank 1 process found: $(tail -n 3 "$T/hang.out" | tr '\n' ' ')"
   t0=$SECONDS
   wait "$job"
   rc=$?
