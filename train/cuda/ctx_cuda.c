@@ -48,7 +48,8 @@ int nn_cuda_fail_blas(ims_error *err, cublasStatus_t s, const char *what,
 	return ims_fail(err,
 			s == CUBLAS_STATUS_ALLOC_FAILED ? IMS_ENOMEM : IMS_EIO,
 			"cannot %s: cuBLAS error %s (%s) at %s:%d", what,
-			cublasGetStatusName(s), cublasGetStatusString(s),
+			nn_cublas() ? nn_cublas()->status_name(s) : "?",
+			nn_cublas() ? nn_cublas()->status_string(s) : "?",
 			base_name(file), line);
 }
 
@@ -174,7 +175,7 @@ static void cuda_release(nn_ctx *ctx)
 	if (dev->conv_desc)
 		cudnnDestroyConvolutionDescriptor(dev->conv_desc);
 	if (dev->cublas)
-		cublasDestroy(dev->cublas);
+		nn_cublas()->destroy(dev->cublas);
 	if (dev->cudnn)
 		cudnnDestroy(dev->cudnn);
 	if (dev->stream)
@@ -226,14 +227,16 @@ static int setup_handles(nn_cuda_dev *dev, ims_error *err)
 {
 	static const char what[] = "set up the cuda backend";
 	CUDNN_CHECK(err, what, cudnnSetStream(dev->cudnn, dev->stream));
-	CUBLAS_CHECK(err, what, cublasSetStream(dev->cublas, dev->stream));
+	CUBLAS_CHECK(err, what, nn_cublas()->set_stream(dev->cublas, dev->stream));
 	/* fp32 GEMMs with fp32 products: the default math mode never rounds
 	 * inputs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would), and the CPU
 	 * parity tests hold the backend to 1e-4 relative */
 	CUBLAS_CHECK(err, what,
-		     cublasSetMathMode(dev->cublas, CUBLAS_DEFAULT_MATH));
+		     nn_cublas()->set_math_mode(dev->cublas,
+						CUBLAS_DEFAULT_MATH));
 	CUBLAS_CHECK(err, what,
-		     cublasSetPointerMode(dev->cublas, CUBLAS_POINTER_MODE_HOST));
+		     nn_cublas()->set_pointer_mode(
+			     dev->cublas, CUBLAS_POINTER_MODE_HOST));
 	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->x_desc));
 	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->y_desc));
 	CUDNN_CHECK(err, what, cudnnCreateTensorDescriptor(&dev->bias_desc));
@@ -306,7 +309,9 @@ int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
 		rc = nn_cuda_fail_dnn(err, ds, what, __FILE__, __LINE__);
 		goto fail;
 	}
-	cublasStatus_t bs = cublasCreate(&dev->cublas);
+	const nn_cublas_api *blas;
+	GOTO_IF_ERR(fail, rc, nn_cublas_load(&blas, err));
+	cublasStatus_t bs = blas->create(&dev->cublas);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
 		dev->cublas = NULL;
 		rc = nn_cuda_fail_blas(err, bs, what, __FILE__, __LINE__);

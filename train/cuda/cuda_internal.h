@@ -18,6 +18,8 @@
 #define IMSHARD_CUDA_INTERNAL_H
 
 #include <cublas_v2.h>
+
+#include "train/cuda/cublas_dl.h"
 #include <cuda_runtime.h>
 #include <cudnn.h>
 

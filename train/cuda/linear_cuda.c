@@ -33,7 +33,7 @@ int nn_cuda_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
 		CUDA_CHECK(err, what,
 			   nn_cuda_k_fill_rows(dev->stream, d->n, d->out, b, y));
 	CUBLAS_CHECK(err, what,
-		     cublasSgemm(dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, d->out,
+		     nn_cublas()->sgemm(dev->cublas, CUBLAS_OP_T, CUBLAS_OP_N, d->out,
 				 d->n, d->in, &one, w, d->in, x, d->in,
 				 d->bias ? &one : &zero, y, d->out));
 	return 0;
@@ -59,14 +59,14 @@ int nn_cuda_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 						 dy, db));
 	if (dx)
 		CUBLAS_CHECK(err, what,
-			     cublasSgemm(dev->cublas, CUBLAS_OP_N, CUBLAS_OP_N,
+			     nn_cublas()->sgemm(dev->cublas, CUBLAS_OP_N, CUBLAS_OP_N,
 					 d->in, d->n, d->out, &one, w, d->in,
 					 dy, d->out,
 					 ctx->dx_overwrite ? &zero : &one, dx,
 					 d->in));
 	if (dw)
 		CUBLAS_CHECK(err, what,
-			     cublasSgemm(dev->cublas, CUBLAS_OP_N, CUBLAS_OP_T,
+			     nn_cublas()->sgemm(dev->cublas, CUBLAS_OP_N, CUBLAS_OP_T,
 					 d->in, d->out, d->n, &one, x, d->in,
 					 dy, d->out, &zero, dw, d->in));
 	return 0;
