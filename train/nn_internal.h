@@ -274,6 +274,9 @@ int nn_cpu_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
  * On a device backend logits, labels and dlogits are device pointers and
  * loss_sum a host one (the call waits for the device to finish).
  */
+/* The shape and smoothing checks every backend's softmax_xent makes
+ * first (n, k >= 1; smoothing in [0, 1]). */
+int nn_xent_check(int n, int k, float smoothing, ims_error *err);
 int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			const int32_t *labels, float smoothing, float scale,
 			double *loss_sum, float *dlogits, ims_error *err);

@@ -150,12 +150,7 @@ int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			 double *loss_sum, float *dlogits, ims_error *err)
 {
 	static const char what[] = "compute the cross-entropy loss";
-	RETURN_IF(n < 1 || k < 1, err, IMS_EINVAL,
-		  "cannot %s: invalid shape %dx%d (samples and classes must be >= 1)",
-		  what, n, k);
-	RETURN_IF(!(smoothing >= 0.0f && smoothing <= 1.0f), err, IMS_EINVAL,
-		  "cannot %s: label smoothing %g is outside [0, 1]", what,
-		  (double)smoothing);
+	FORWARD_IF_ERR(nn_xent_check(n, k, smoothing, err));
 	void *ws = nn_cuda_workspace(ctx, nn_cuda_k_xent_workspace(n), err);
 	if (!ws)
 		return ims_fail_context(err, "cannot %s", what);

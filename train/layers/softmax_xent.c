@@ -20,9 +20,7 @@
 /* Below this many logits a loop stays on one thread: forking costs more. */
 #define XENT_PAR_MIN 32768
 
-int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
-			const int32_t *labels, float smoothing, float scale,
-			double *loss_sum, float *dlogits, ims_error *err)
+int nn_xent_check(int n, int k, float smoothing, ims_error *err)
 {
 	static const char what[] = "compute the cross-entropy loss";
 	RETURN_IF(n < 1 || k < 1, err, IMS_EINVAL,
@@ -31,6 +29,15 @@ int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 	RETURN_IF(!(smoothing >= 0.0f && smoothing <= 1.0f), err, IMS_EINVAL,
 		  "cannot %s: label smoothing %g is outside [0, 1]", what,
 		  (double)smoothing);
+	return 0;
+}
+
+int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
+			const int32_t *labels, float smoothing, float scale,
+			double *loss_sum, float *dlogits, ims_error *err)
+{
+	static const char what[] = "compute the cross-entropy loss";
+	FORWARD_IF_ERR(nn_xent_check(n, k, smoothing, err));
 	/* All labels first, so a bad one leaves the outputs untouched. */
 	for (int i = 0; i < n; i++)
 		RETURN_IF(labels[i] < 0 || labels[i] >= k, err, IMS_EINVAL,
