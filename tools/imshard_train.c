@@ -133,7 +133,7 @@ int main(int argc, char **argv)
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
 		{"collective-timeout", 0, CLI_DOUBLE, &o.collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
-		{"bucket-mb", 0, CLI_DOUBLE, &o.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it (1 on cpu, 25 on cuda)", 0.001, 1024},
+		{"bucket-mb", 0, CLI_DOUBLE, &o.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
 		{"synthetic", 0, CLI_FLAG, &o.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
@@ -203,10 +203,12 @@ int main(int argc, char **argv)
 		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o.model);
 	if (strcmp(o.device, "cpu") && strcmp(o.device, "cuda"))
 		USAGE("--device must be cpu or cuda, got '%s'", o.device);
-	/* NCCL on GPUs moves large buckets best (PyTorch DDP's 25 MB);
-	 * MPI on CPUs small ones, to overlap more of a slower backward */
+	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
+	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
+	 * gains little, and one blocking allreduce after backward measured
+	 * cheaper than 1 MiB non-blocking buckets (docs/TRAINING.md). */
 	if (o.bucket_mb == 0)
-		o.bucket_mb = strcmp(o.device, "cuda") ? 1 : 25;
+		o.bucket_mb = strcmp(o.device, "cuda") ? 1024 : 25;
 	if (o.freeze_backbone && !o.init)
 		USAGE("--freeze-backbone needs --init");
 	if (o.resume && !o.checkpoint_dir)

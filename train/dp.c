@@ -371,7 +371,7 @@ static int start_bucket(dp_buckets *b, int k, ims_error *err)
 
 int dp_buckets_ready(dp_buckets *b, size_t ready, ims_error *err)
 {
-	if (!active(b))
+	if (!active(b) || b->n == 1) /* one bucket: all of it in finish */
 		return 0;
 #ifdef IMSHARD_HAVE_MPI
 	double t0 = ims_now();
@@ -410,6 +410,15 @@ int dp_buckets_finish(dp_buckets *b, ims_error *err)
 #ifdef IMSHARD_HAVE_MPI
 	double t0 = ims_now();
 	int rc = 0;
+	if (b->n == 1) {
+		/* One bucket is complete only when backward is, so there is
+		 * nothing to overlap, and OpenMPI's blocking allreduce is 2.6x
+		 * faster than its non-blocking one (4 MiB over 2 ranks of one
+		 * machine: 0.54 against 1.42 ms). */
+		rc = dp_allreduce_sum_f32(b->c, b->buf, b->count, err);
+		b->seconds += ims_now() - t0;
+		return rc;
+	}
 	while (!rc && b->started < b->n)
 		rc = start_bucket(b, b->started++, err);
 	if (!rc) {

@@ -568,7 +568,8 @@ int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
  * Gradient buckets: an in-place sum over ranks of buf[0 .. count), sent in
  * buckets of about bucket_floats from the top down as backward finishes
  * them (non-blocking allreduces, progressed between layers), so the
- * communication overlaps the rest of backward. Per step: dp_buckets_ready
+ * communication overlaps the rest of backward; a single bucket is one
+ * blocking allreduce in dp_buckets_finish. Per step: dp_buckets_ready
  * as gradients become final (from nn_model_backward's hook), then
  * dp_buckets_finish, after which buf holds the sums. With one rank both
  * do nothing. b is owned by the caller: dp_buckets_free.
@@ -637,7 +638,7 @@ typedef struct nn_train_opts {
 	uint64_t seed;            /* --seed (1) */
 	int64_t max_steps;        /* --max-steps (0 = no limit) */
 	int log_every;            /* --log-every steps (10) */
-	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1) */
+	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1024) */
 	double collective_timeout; /* --collective-timeout seconds (600; 0 = none) */
 	int shard_owning;         /* --shard-owning */
 	int freeze_bn;            /* --freeze-bn */

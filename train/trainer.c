@@ -55,7 +55,7 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->precision = "fp32";
 	o->seed = 1;
 	o->log_every = 10;
-	o->bucket_mb = 1;
+	o->bucket_mb = 1024;
 	o->collective_timeout = 600;
 	o->mean[0] = 123.675f;
 	o->mean[1] = 116.28f;
@@ -778,9 +778,14 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 1,
 					ims_hash64(o->seed, step), &logits, err));
 	double loss = 0;
+	/* The gradient of the mean loss over the global batch: each rank's
+	 * share is scaled by 1 / (batch x ranks) here, so the allreduce's sum
+	 * is already the mean and no pass over the gradients divides it (every
+	 * rank's batch has the same size). NCCL averages on the device. */
+	const float ranks = r->nccl ? 1.0f : (float)r->world;
 	FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, b->count, r->classes, logits,
 					   labels, o->label_smoothing,
-					   1.0f / (float)b->count, &loss,
+					   1.0f / ((float)b->count * ranks), &loss,
 					   r->dlogits, err));
 	if (r->stage)
 		FORWARD_IF_ERR(read_logits(r, &logits, b->count, err));
@@ -793,10 +798,9 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	times[1] += t1 - t0 - in_backward;
 	times[2] += in_backward;
 
-	/* gradients: sum over ranks, then the mean (each rank's loss is
-	 * already the mean over its batch, all batches the same size) */
-	size_t np;
-	float *g = nn_model_grads(r->m, &np);
+	/* gradients: the sum over ranks is the global batch's mean (the loss
+	 * gradient was scaled above) */
+	float *g = nn_model_grads(r->m, NULL);
 	double c0 = ims_now();
 	if (r->nccl) {
 		/* ncclAvg: the mean, on the device */
@@ -805,9 +809,6 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	} else if (r->world > 1) {
 		FORWARD_IF_ERR(dp_buckets_finish(r->buckets, err));
 		(void)dp_buckets_take_seconds(r->buckets);
-		const float inv = 1.0f / (float)r->world;
-		for (size_t i = 0; i < np; i++)
-			g[i] *= inv;
 	}
 	double stats[3] = {loss, hits, b->count};
 	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->comm, stats, 3, err));

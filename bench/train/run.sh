@@ -39,7 +39,12 @@
 #                  many of the same per-rank batch (equal global work) [20]
 #   MPI_LOG_EVERY  metrics interval of the MPI pair [4]
 #   BUCKET_MB      --bucket-mb of the 2-rank run: gradients summed in
-#                  buckets of this many MiB as backward finishes them [1]
+#                  buckets of this many MiB as backward finishes them;
+#                  empty: the trainer's default (one bucket on the CPU) []
+#   BUCKET_MB_ALT  when set, one more contender, mpi_np2_alt: the 2-rank
+#                  run again with --bucket-mb BUCKET_MB_ALT, interleaved
+#                  with the others, so two bucket sizes are compared in
+#                  one run (e.g. 1024: one bucket, summed after backward) []
 #   MPIRUN         launcher [mpirun]
 #   MPI_PIN        1: one core per rank: the 1-rank run under taskset -c 0,
 #                  the 2 ranks with --bind-to core, so each rank's loader
@@ -108,7 +113,8 @@ MPI_STEPS=${MPI_STEPS:-20}
 MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
 MPIRUN=${MPIRUN:-mpirun}
 MPI_PIN=${MPI_PIN:-0}
-BUCKET_MB=${BUCKET_MB:-1}
+BUCKET_MB=${BUCKET_MB:-}
+BUCKET_MB_ALT=${BUCKET_MB_ALT:-}
 INPUT=${INPUT:-loader}
 case "$INPUT" in loader | synthetic) ;; *) echo "run.sh: INPUT must be loader or synthetic, got '$INPUT'" >&2; exit 2 ;; esac
 CORETYPE=${CORETYPE:-}
@@ -244,14 +250,17 @@ set_cmd() {
 		[ "$MPI_PIN" = 1 ] && cmd=(taskset -c 0)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps $((2 * MPI_STEPS)) --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
-	mpi_np2)
+	mpi_np2 | mpi_np2_alt)
+		local mb=$BUCKET_MB
+		[ "$name" = mpi_np2_alt ] && mb=$BUCKET_MB_ALT
 		# --bind-to none: the 1-rank run is not pinned either, and each
 		# rank's loader thread may use whatever core is free.
 		cmd=("$MPIRUN" -np 2 --oversubscribe --bind-to none)
 		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
-			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" \
-			--bucket-mb "$BUCKET_MB" ;;
+			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir"
+		[ -n "$mb" ] && cmd+=(--bucket-mb "$mb")
+		;;
 	mpi_indep)
 		# Two independent single-rank runs at once, each the 2-rank run's
 		# per-rank work, no communication: what two compute streams on
@@ -318,7 +327,11 @@ for t in 1 2; do
 	contenders+=("resnet18_t$t")
 	[ -n "$torch_version" ] && contenders+=("torch_resnet18_t$t")
 done
-[ "$MPI" = 1 ] && contenders+=(mpi_np1 mpi_np2 mpi_indep)
+if [ "$MPI" = 1 ]; then
+	contenders+=(mpi_np1 mpi_np2)
+	[ -n "$BUCKET_MB_ALT" ] && contenders+=(mpi_np2_alt)
+	contenders+=(mpi_indep)
+fi
 if [ -n "$ONLY" ]; then
 	picked=()
 	for c in "${contenders[@]}"; do
@@ -347,7 +360,7 @@ cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MOD
 	DATA="$DATA" PER_CLASS="$PER_CLASS" VAL_PER_CLASS="$VAL_PER_CLASS" ROUNDS="$ROUNDS" BATCH="$BATCH" \
 	C7_STEPS="$C7_STEPS" C7_LOG_EVERY="$C7_LOG_EVERY" R18_STEPS="$R18_STEPS" R18_LOG_EVERY="$R18_LOG_EVERY" \
 	SGEMM_N="$SGEMM_N" SGEMM_SECONDS="$SGEMM_SECONDS" MPI="$MPI" MPI_MODEL="$MPI_MODEL" MPI_SIZE="$MPI_SIZE" \
-	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" BUCKET_MB="$BUCKET_MB" INPUT="$INPUT" CORETYPE="$CORETYPE" PRIO="$PRIO" TORCH="$TORCH" ONLY="$ONLY" \
+	MPI_STEPS="$MPI_STEPS" MPI_LOG_EVERY="$MPI_LOG_EVERY" MPI_PIN="$MPI_PIN" BUCKET_MB="$BUCKET_MB" BUCKET_MB_ALT="$BUCKET_MB_ALT" INPUT="$INPUT" CORETYPE="$CORETYPE" PRIO="$PRIO" TORCH="$TORCH" ONLY="$ONLY" \
 	TORCH_SECONDS="$TORCH_SECONDS" WORK="$WORK" RESULTS="$RESULTS" bench/train/run.sh)
 cmdline=${cmdline% }
 commands=$(for c in "${contenders[@]}"; do
@@ -357,6 +370,7 @@ done)
 META_COMMAND=$cmdline META_VERSION="$version" META_ROUNDS="$ROUNDS" META_BATCH="$BATCH" \
 META_TRAIN_IMAGES="$n_train" META_VAL_IMAGES="$n_val" META_CORETYPE="$CORETYPE" \
 META_TORCH="$torch_version" META_INPUT="$INPUT" META_MPI_MODEL="$MPI_MODEL:$MPI_SIZE" META_MPI_STEPS="$MPI_STEPS" \
+META_BUCKET_MB="$BUCKET_MB" META_BUCKET_MB_ALT="$BUCKET_MB_ALT" \
 META_C7_LOG_EVERY="$C7_LOG_EVERY" META_R18_LOG_EVERY="$R18_LOG_EVERY" META_MPI_LOG_EVERY="$MPI_LOG_EVERY" \
 META_COMMANDS="$commands" \
 	"$PYTHON" "$here/summarize.py" "$runs" "$flops_txt" "$RESULTS"
