@@ -259,8 +259,7 @@ set_cmd() {
 		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir"
-		[ -n "$mb" ] && cmd+=(--bucket-mb "$mb")
-		;;
+		if [ -n "$mb" ]; then cmd+=(--bucket-mb "$mb"); fi ;;
 	mpi_indep)
 		# Two independent single-rank runs at once, each the 2-rank run's
 		# per-rank work, no communication: what two compute streams on
