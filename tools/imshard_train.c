@@ -50,8 +50,10 @@ static const cli_command command = {
 	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
 	"A NaN or infinite loss stops training with an error naming the step;\n"
 	"the checkpoint written before it is kept.\n\n"
-	"--precision bf16 or fp16 (--device cuda) is mixed precision: fp32\n"
-	"weights, gradients and optimiser state. fp16 multiplies the loss\n"
+	"--precision bf16 or fp16 (--device cuda) is mixed precision:\n"
+	"convolutions and linear layers compute on tensor cores from 16-bit\n"
+	"copies with fp32 sums; weights, gradients, optimiser state and\n"
+	"activations stay fp32. fp16 multiplies the loss\n"
 	"gradient by a scale S (65536 at first); a step whose gradients overflow\n"
 	"is skipped and S halved, S doubles after 2000 good steps (at most\n"
 	"2^24). metrics.jsonl and summary.json give loss_scale and\n"
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
 		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
-		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32). bf16/fp16: --device cuda only; convolutions and linear layers compute on tensor cores from 16-bit copies with fp32 sums, everything stored (weights, gradients, optimiser state, activations) stays fp32; fp16 adds dynamic loss scaling and skips steps whose gradients overflow", 0, 0},
+		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
 		{"init", 0, CLI_STRING, &o.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
