@@ -182,6 +182,23 @@ cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
 checks=$((checks + 1))
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
 contains "$T/err" "cannot resume"
+# fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
+# count is refused on resume with one line
+meta() { python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; m=json.loads(d[8:8+n])["__metadata__"]; print(m.get("skipped_steps"), m.get("loss_scale"), m.get("loss_scale_good_steps"))' "$1"; }
+same "$(meta "$T/part/checkpoint.safetensors")" "0 None None" "fp32 checkpoint's loss-scale metadata"
+python3 - "$T/part/checkpoint.safetensors" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+h["__metadata__"]["skipped_steps"] = "x1"
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + d[8 + n:])
+PY
+expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume
+one_line "$T/err"
+contains "$T/err" "skipped_steps 'x1' is not a count"
 
 # --- a diverging run stops at the step, the checkpoint before it is kept
 expect 1 fit --lr 1e6 --epochs 3 --checkpoint-dir "$T/nan" --checkpoint-every 1
