@@ -50,6 +50,14 @@ static const cli_command command = {
 	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
 	"A NaN or infinite loss stops training with an error naming the step;\n"
 	"the checkpoint written before it is kept.\n\n"
+	"--precision bf16 or fp16 (--device cuda) is mixed precision:\n"
+	"convolutions and linear layers compute on tensor cores from 16-bit\n"
+	"copies with fp32 sums; weights, gradients, optimiser state and\n"
+	"activations stay fp32. fp16 multiplies the loss\n"
+	"gradient by a scale S (65536 at first); a step whose gradients overflow\n"
+	"is skipped and S halved, S doubles after 2000 good steps (at most\n"
+	"2^24). metrics.jsonl and summary.json give loss_scale and\n"
+	"skipped_steps; checkpoints keep them.\n\n"
 	"OpenBLAS falls back to generic SSE kernels on CPU models newer than its\n"
 	"release; imshard-train then restarts itself once with OPENBLAS_CORETYPE\n"
 	"naming the kernels the CPU supports (SkylakeX, Haswell), several times\n"
@@ -122,7 +130,7 @@ int main(int argc, char **argv)
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
 		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
-		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32; the CPU computes in fp32)", 0, 0},
+		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
 		{"init", 0, CLI_STRING, &o.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
@@ -203,6 +211,9 @@ int main(int argc, char **argv)
 		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o.model);
 	if (strcmp(o.device, "cpu") && strcmp(o.device, "cuda"))
 		USAGE("--device must be cpu or cuda, got '%s'", o.device);
+	if (strcmp(o.precision, "fp32") && strcmp(o.precision, "bf16") &&
+	    strcmp(o.precision, "fp16"))
+		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o.precision);
 	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
 	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
 	 * gains little, and one blocking allreduce after backward measured

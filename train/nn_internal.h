@@ -54,9 +54,17 @@ typedef struct nn_ctx {
 	 * (none: im2col + GEMM) or NN_WINO_ALL (every one it can compute,
 	 * so that tests reach it with small shapes). */
 	int winograd;
+	/* What convolutions and linear layers compute in: NN_PREC_FP32 (0,
+	 * the default), or NN_PREC_BF16 / NN_PREC_FP16 (mixed precision:
+	 * their inputs and weights rounded to 16 bits, products summed in
+	 * fp32, results stored fp32; everything else stays fp32). Only the
+	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
+	 * and the trainer refuses 16-bit precisions there. */
+	int precision;
 } nn_ctx;
 
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
+enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
 int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
@@ -420,6 +428,12 @@ struct nn_backend {
 			 ims_error *);
 	int (*stage_done)(nn_stage *, int slot, ims_error *);
 	void (*stage_free)(nn_stage *);
+	/* fp16 loss scaling's gradient check (train/loss_scale.h): sets
+	 * *found_inf to 1 when any of g[0..n) is Inf or NaN, else 0, and
+	 * multiplies every g[i] by inv (the 1/S that unscales them). One
+	 * pass on the device; waits for it to read the flag back. */
+	int (*unscale_check)(nn_ctx *, float *g, size_t n, float inv,
+			     int *found_inf, ims_error *);
 	/* Blocks the host until every piece of work queued on the context
 	 * has run; reports an asynchronous device error. */
 	int (*sync)(nn_ctx *, ims_error *);

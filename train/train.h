@@ -628,7 +628,8 @@ typedef struct nn_train_opts {
 	float mean[3], std[3];    /* --mean, --std (ImageNet's) */
 	float label_smoothing;    /* --label-smoothing (0) */
 	int threads;              /* --threads (0 = all cores) */
-	const char *precision;    /* --precision fp32|bf16|fp16 (fp32) */
+	const char *precision;    /* --precision fp32|bf16|fp16 (fp32; 16-bit
+				     ones on --device cuda only) */
 	const char *init;         /* --init weights.safetensors */
 	int freeze_backbone;      /* --freeze-backbone */
 	const char *checkpoint_dir; /* --checkpoint-dir */
@@ -664,6 +665,9 @@ typedef struct nn_train_result {
 	double best_top1;
 	int best_epoch;            /* from 0; -1 before any validation */
 	double best_wall_s;        /* train_s clock when best_top1 was reached */
+	double loss_scale;         /* fp16's loss scale at the end (1 otherwise) */
+	uint64_t skipped_steps;    /* fp16 steps skipped for overflowed
+				      gradients, a resumed run's included */
 } nn_train_result;
 
 /*
@@ -675,7 +679,10 @@ typedef struct nn_train_result {
  * fails returns the error; the caller should dp_abort so the others do not
  * wait forever. Errors: IMS_EINVAL (options, class lists of the splits
  * disagree, NaN/Inf loss), IMS_EUNSUPPORTED (device or precision this
- * build lacks), the loader's, checkpoints', MPI's.
+ * build lacks; bf16 and fp16 on the cpu), the loader's, checkpoints',
+ * MPI's. --precision fp16 scales the loss gradient and skips steps whose
+ * gradients overflow (train/loss_scale.h); a NaN or Inf loss still ends
+ * the run in every precision.
  */
 int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		 ims_error *err);

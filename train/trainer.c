@@ -19,6 +19,15 @@
  * on the device, and data wait also counts the host blocked on that copy.
  * The loss comes back with softmax_xent, the logits once per step for the
  * accuracy; validation reads its logits back and scores them on the host.
+ *
+ * Mixed precision (--precision bf16|fp16, cuda only): the context's
+ * precision makes convolutions and linear layers compute on 16-bit copies
+ * (train/cuda/); parameters, gradients, optimiser state and activations
+ * stay fp32. fp16 adds dynamic loss scaling (train/loss_scale.h): the
+ * loss gradient is multiplied by S, and after the gradient allreduce one
+ * device pass unscales the gradients and looks for Inf/NaN; the flag is
+ * summed over ranks with the step's statistics, so every rank skips the
+ * same steps.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +44,7 @@
 #include "recordio/recordio.h"
 #include "train/dp_nccl.h"
 #include "train/gpumon.h"
+#include "train/loss_scale.h"
 #include "train/nn_internal.h"
 #include "train/train.h"
 
@@ -95,6 +105,8 @@ typedef struct run {
 	uint64_t *synth_indices;
 	dp_buckets *buckets;        /* gradient allreduce overlapping backward */
 	uint64_t nan_step;          /* fault injection: poison this step's batch (0: none) */
+	uint64_t inf_step;          /* fault injection: an Inf gradient at this step (0: none) */
+	nn_loss_scale scaler;       /* fp16's loss scale; disabled otherwise */
 	/* device backends only (stage != NULL) */
 	nn_stage *stage;            /* batches copied to the device */
 	int slot;                   /* the slot the next batch goes to */
@@ -152,9 +164,10 @@ static int check_opts(const nn_train_opts *o, ims_error *err)
 			  strcmp(o->precision, "fp16"),
 		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
 		  o->precision);
-	RETURN_IF(strcmp(o->precision, "fp32"), err, IMS_EUNSUPPORTED,
-		  "cannot train in %s on the %s: the backends compute in fp32 "
-		  "only (mixed precision is not built yet)",
+	RETURN_IF(strcmp(o->precision, "fp32") && strcmp(o->device, "cuda"),
+		  err, IMS_EUNSUPPORTED,
+		  "cannot train with --precision %s on the %s: mixed precision "
+		  "is a --device cuda option (the cpu computes in fp32)",
 		  o->precision, o->device);
 	RETURN_IF(o->epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
 		  o->epochs);
@@ -634,9 +647,18 @@ static int save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 	char *opts = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	RETURN_IF(!opts, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
+	/* the skipped count in every precision, then fp16's scale and
+	 * good-step count; without fp16 the NULL key ends the list before
+	 * them (an fp16 run resumed from it must not start from S = 1) */
+	char ls[NN_LOSS_SCALE_META_LEN], lg[NN_LOSS_SCALE_META_LEN];
+	char sk[NN_LOSS_SCALE_META_LEN];
+	nn_loss_scale_format(&r->scaler, ls, lg, sk);
 	const char *meta[] = {"epoch", e, "epoch_step", es, "step", s,
 			      "world", w, "seed", seed, "model", r->o->model,
-			      "classes", cls, "size", size, "options", opts, NULL};
+			      "classes", cls, "size", size, "options", opts,
+			      "skipped_steps", sk,
+			      r->scaler.enabled ? "loss_scale" : NULL, ls,
+			      "loss_scale_good_steps", lg, NULL};
 	double t0 = ims_now();
 	int rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
 	r->ckpt_s += ims_now() - t0;
@@ -683,6 +705,12 @@ static int resume(run *r, int *epoch, uint64_t *epoch_step, uint64_t *step,
 			      r->ckpt_path, model ? model : "?",
 			      (unsigned long long)cls, (unsigned long long)size,
 			      r->o->model, r->classes, r->o->size);
+	if (!rc)
+		rc = nn_loss_scale_restore(&r->scaler,
+					   st_metadata_get(f, "loss_scale"),
+					   st_metadata_get(f, "loss_scale_good_steps"),
+					   st_metadata_get(f, "skipped_steps"),
+					   r->ckpt_path, err);
 	st_close(f);
 	if (rc)
 		return rc;
@@ -757,6 +785,33 @@ static int fault_injection(run *r, ims_error *err)
 	return 0;
 }
 
+/*
+ * Fault injection for tests of fp16's loss scaling: with
+ * IMSHARD_INJECT_INF_GRAD_STEP=N (from 1), after step N's gradient
+ * allreduce the last gradient element (the head's, trained in every mode)
+ * is set to +Inf on every rank, as an overflow in backward would leave
+ * it: the step must be skipped and the scale halved. fp16 only: the other
+ * precisions check no gradients.
+ */
+static int inf_injection(run *r, ims_error *err)
+{
+	const char *s = getenv("IMSHARD_INJECT_INF_GRAD_STEP");
+	if (!s)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
+		  IMS_EINVAL,
+		  "IMSHARD_INJECT_INF_GRAD_STEP must be a step number from 1, got '%s'",
+		  s);
+	RETURN_IF(!r->scaler.enabled, err, IMS_EINVAL,
+		  "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16 (only "
+		  "fp16 checks gradients for overflow)");
+	r->inf_step = n;
+	return 0;
+}
+
 static int train_step(run *r, const aug_batch *b, uint64_t step,
 		      double times[3], double sums[3], ims_error *err)
 {
@@ -781,11 +836,13 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	/* The gradient of the mean loss over the global batch: each rank's
 	 * share is scaled by 1 / (batch x ranks) here, so the allreduce's sum
 	 * is already the mean and no pass over the gradients divides it (every
-	 * rank's batch has the same size). NCCL averages on the device. */
+	 * rank's batch has the same size; NCCL averages on the device). fp16
+	 * multiplies it by the loss scale S (1 otherwise, bit for bit). */
 	const float ranks = r->nccl ? 1.0f : (float)r->world;
+	const float scale = nn_loss_scale_value(&r->scaler);
 	FORWARD_IF_ERR(r->ctx.be->softmax_xent(&r->ctx, b->count, r->classes, logits,
 					   labels, o->label_smoothing,
-					   1.0f / ((float)b->count * ranks), &loss,
+					   scale / ((float)b->count * ranks), &loss,
 					   r->dlogits, err));
 	if (r->stage)
 		FORWARD_IF_ERR(read_logits(r, &logits, b->count, err));
@@ -800,7 +857,8 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 
 	/* gradients: the sum over ranks is the global batch's mean (the loss
 	 * gradient was scaled above) */
-	float *g = nn_model_grads(r->m, NULL);
+	size_t np;
+	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
 	if (r->nccl) {
 		/* ncclAvg: the mean, on the device */
@@ -810,9 +868,29 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 		FORWARD_IF_ERR(dp_buckets_finish(r->buckets, err));
 		(void)dp_buckets_take_seconds(r->buckets);
 	}
-	double stats[3] = {loss, hits, b->count};
-	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->comm, stats, 3, err));
-	times[2] += ims_now() - c0;
+	double c1 = ims_now();
+	times[2] += c1 - c0;
+	/* fp16: unscale the (allreduced, so identical) gradients and look
+	 * for an overflow, in one pass on the device */
+	int found_inf = 0;
+	if (r->scaler.enabled) {
+		RETURN_IF(!r->ctx.be->unscale_check, err, IMS_EUNSUPPORTED,
+			  "cannot train with --precision fp16 on the %s",
+			  r->ctx.be->name);
+		if (step + 1 == r->inf_step) {
+			const float inf = INFINITY;
+			FORWARD_IF_ERR(r->ctx.be->to_device(&r->ctx, g + np - 1, &inf,
+							    sizeof(inf), err));
+		}
+		FORWARD_IF_ERR(r->ctx.be->unscale_check(&r->ctx, g, np, 1.0f / scale,
+							&found_inf, err));
+	}
+	double c2 = ims_now();
+	times[1] += c2 - c1;
+	/* the overflow flag summed too: every rank decides alike */
+	double stats[4] = {loss, hits, b->count, found_inf};
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->comm, stats, 4, err));
+	times[2] += ims_now() - c2;
 	RETURN_IF(!isfinite(stats[0]), err, IMS_EINVAL,
 		  "loss is %s at step %llu: stopping (lower --lr or check the "
 		  "data; the last checkpoint written before this step is kept)",
@@ -821,8 +899,16 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 
 	double t2 = ims_now();
 	float *p = nn_model_params(r->m, NULL);
-	FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
-				     nn_lr_at(&r->lr, (int64_t)step), err));
+	if (nn_loss_scale_update(&r->scaler, stats[3] > 0)) {
+		FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
+					     nn_lr_at(&r->lr, (int64_t)step), err));
+	} else if (r->rank == 0 && !o->quiet) {
+		fprintf(stderr,
+			"imshard-train: step %llu: fp16 gradients overflowed at loss "
+			"scale %g: step skipped, scale now %g\n",
+			(unsigned long long)step + 1, (double)scale,
+			(double)nn_loss_scale_value(&r->scaler));
+	}
 	if (slot >= 0)
 		FORWARD_IF_ERR(r->ctx.be->stage_done(r->stage, slot, err));
 	times[1] += ims_now() - t2;
@@ -867,6 +953,9 @@ static void log_interval(run *r, int epoch, uint64_t step, double times[3],
 	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * times[2] / steps);
 	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
 	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->t_start);
+	/* fp16's loss scale now and steps skipped so far (1 and 0 otherwise) */
+	cJSON_AddNumberToObject(j, "loss_scale", nn_loss_scale_value(&r->scaler));
+	cJSON_AddNumberToObject(j, "skipped_steps", (double)r->scaler.skipped);
 	metrics_line(r, j);
 	gpu_line(r);
 	if (r->rank == 0 && !r->o->quiet)
@@ -936,6 +1025,8 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
 	cJSON_AddNumberToObject(j, "val_s", r->val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->ckpt_s);
+	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
+	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
 	cJSON *opts = options_json(r);
 	if (opts)
 		cJSON_AddItemToObject(j, "options", opts);
@@ -1007,9 +1098,14 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		r.device = local_device();
 		GOTO_IF_ERR(out, rc, nn_ctx_init_cuda(&r.ctx, r.device, err));
 		r.ctx_ok = 1;
+		r.ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
+				  : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
+								  : NN_PREC_FP32;
 	}
+	nn_loss_scale_init(&r.scaler, !strcmp(o->precision, "fp16"));
 	GOTO_IF_ERR(out, rc, dp_set_timeout(comm, o->collective_timeout, err));
 	GOTO_IF_ERR(out, rc, fault_injection(&r, err));
+	GOTO_IF_ERR(out, rc, inf_injection(&r, err));
 	GOTO_IF_ERR(out, rc, load_classes(&r, err));
 	if (!r.ctx_ok) {
 		GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
@@ -1214,6 +1310,8 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	res->wall_s = t_end - start;
 	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
 	res->busy_s = busy;
+	res->loss_scale = nn_loss_scale_value(&r.scaler);
+	res->skipped_steps = r.scaler.skipped;
 	GOTO_IF_ERR(out, rc, write_summary(&r, res, busy, err));
 out:
 	if (r.metrics_fd >= 0)

@@ -4,8 +4,9 @@
 # (224x224 by default), imshard from synthetic input (--synthetic) and
 # from packed shards (its loader), PyTorch (torchvision, channels_last,
 # SGD momentum, same batch) in fp32 and with autocast bf16, interleaved
-# round by round. imshard computes in fp32 only (--precision bf16 is not
-# built yet): its rows are fp32; PyTorch's bf16 row is for reference.
+# round by round. imshard runs in PRECISION (bf16 by default: mixed
+# precision, set fp32 for the plain-fp32 reference); the ratios are
+# printed against both PyTorch rows.
 #
 #     bench/train-gpu/run.sh
 #     MODELS='resnet50:224' BATCH=128 ROUNDS=3 bench/train-gpu/run.sh
@@ -19,6 +20,7 @@
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
 #   MODELS         model:size list [resnet50:224 resnet18:224 convnet7:224]
 #   BATCH          batch size, every contender [64]
+#   PRECISION      imshard-train's --precision: fp32, bf16 or fp16 [bf16]
 #   STEPS          imshard steps per run (--max-steps) [30]
 #   LOG_EVERY      metrics interval; rates come from the intervals after
 #                  the first (warm-up) one [5]
@@ -56,6 +58,7 @@ IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
 MODELS=${MODELS:-resnet50:224 resnet18:224 convnet7:224}
 BATCH=${BATCH:-64}
+PRECISION=${PRECISION:-bf16}
 STEPS=${STEPS:-30}
 LOG_EVERY=${LOG_EVERY:-5}
 ROUNDS=${ROUNDS:-3}
@@ -75,6 +78,7 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 [ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
 [ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
+case "$PRECISION" in fp32 | bf16 | fp16) ;; *) die "PRECISION must be fp32, bf16 or fp16, got '$PRECISION'" ;; esac
 
 # --- a GPU, or one line ------------------------------------------------------
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ||
@@ -107,7 +111,8 @@ cat "$DATA/packed"/*.mdb >/dev/null
 # imshard-train must train on the GPU: its one line otherwise
 probe="$WORK/logs/probe"
 "$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model convnet7 --size 32 \
-	--batch-size 8 --max-steps 1 --device cuda --quiet >"$probe.out" 2>"$probe.err" ||
+	--batch-size 8 --max-steps 1 --device cuda --precision "$PRECISION" --quiet \
+	>"$probe.out" 2>"$probe.err" ||
 	die "imshard-train cannot train on the GPU: $(head -n1 "$probe.err")"
 
 torch_ok=0
@@ -134,6 +139,7 @@ set_cmd() {
 		model=${name%_*}; size=$(size_of "$model")
 		cmd=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --device cuda
 			--model "$model" --size "$size" --batch-size "$BATCH" --lr 0.01 --epochs 1
+			--precision "$PRECISION"
 			--threads "$THREADS" --max-steps "$STEPS" --log-every "$LOG_EVERY"
 			--log-dir "$logdir" --quiet)
 		[ "${name##*_}" = syn ] && cmd+=(--synthetic)
@@ -185,5 +191,6 @@ done
 
 version=$("$IMSHARD" --version 2>&1 | head -n1)
 META_GPU="$gpu_name" META_VERSION="$version" META_BATCH="$BATCH" META_ROUNDS="$ROUNDS" \
+META_PRECISION="$PRECISION" \
 META_MODELS="$MODELS" META_STEPS="$STEPS" META_LOG_EVERY="$LOG_EVERY" \
 	"$PYTHON" "$here/summarize.py" "$runs" "$RESULTS"

@@ -11,7 +11,8 @@ algorithm choice; torch: its timed steps), imshard's median data wait per
 step, and GPU memory: imshard's largest mem_used_mib of its gpu lines
 (NVML: the whole device, CUDA context and workspaces included; absent
 when NVML is not there), torch's max_memory_allocated (tensors only).
-Ratios: imshard / torch fp32 per model, synthetic and loader input.
+Ratios: imshard (in run.sh's PRECISION) / torch fp32 and / torch bf16
+(autocast) per model, synthetic and loader input.
 Standard library only.
 """
 import json
@@ -95,9 +96,10 @@ def main():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
         model = name.rsplit("_", 1)[0]
-        t = out["contenders"].get("torch_%s_fp32" % model)
-        if t and t["images_per_s"]:
-            ratios["%s / torch_%s_fp32" % (name, model)] = c["images_per_s"] / t["images_per_s"]
+        for prec in ("fp32", "bf16"):
+            t = out["contenders"].get("torch_%s_%s" % (model, prec))
+            if t and t["images_per_s"]:
+                ratios["%s / torch_%s_%s" % (name, model, prec)] = c["images_per_s"] / t["images_per_s"]
     out["ratios"] = ratios
     for k, v in ratios.items():
         print("%-48s %.3f" % (k, v))

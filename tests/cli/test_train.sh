@@ -61,13 +61,58 @@ contains "$T/err" "has 4 classes but"
 # test checks what).
 if fit --device cuda --max-steps 1 >"$T/out" 2>"$T/err"; then
   echo "--device cuda trained: a GPU is present"
+  # mixed precision: bf16 trains without loss scaling; fp16 with one
+  # injected Inf gradient (step 3) skips that step and halves the scale
+  # (steps 1-2 may overflow on their own at S = 65536: compared with the
+  # line before, not with fixed values)
+  expect 0 fit --device cuda --precision bf16 --max-steps 3 --log-every 1 --log-dir "$T/bf16"
+  same "$(json "$T/bf16/summary.json" '(j["loss_scale"], j["skipped_steps"], j["options"]["precision"])')" "(1, 0, 'bf16')" "bf16 summary"
+  export IMSHARD_INJECT_INF_GRAD_STEP=3
+  expect 0 fit --device cuda --precision fp16 --max-steps 3 --log-every 1 --log-dir "$T/fp16" --checkpoint-dir "$T/fp16ck"
+  unset IMSHARD_INJECT_INF_GRAD_STEP
+  python3 - "$T/fp16/metrics.jsonl" "$T/fp16/summary.json" >"$T/m" 2>&1 <<'PY'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+s = json.load(open(sys.argv[2]))
+assert [l["step"] for l in t] == [1, 2, 3], t
+a, b = t[1], t[2]
+assert b["skipped_steps"] == a["skipped_steps"] + 1, t
+assert b["loss_scale"] == max(a["loss_scale"] / 2, 1), t
+assert (s["loss_scale"], s["skipped_steps"]) == (b["loss_scale"], b["skipped_steps"]), s
+print("ok")
+PY
+  contains "$T/m" "ok"
+  # the scaler's state comes back with --resume
+  scale=$(json "$T/fp16/summary.json" 'j["loss_scale"]')
+  skipped=$(json "$T/fp16/summary.json" 'j["skipped_steps"]')
+  expect 0 fit --device cuda --precision fp16 --max-steps 4 --log-every 1 --log-dir "$T/fp16" --checkpoint-dir "$T/fp16ck" --resume
+  same "$(python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "\"train\"" in x][-1]; print(l["step"], l["skipped_steps"] >= '"$skipped"', l["loss_scale"] <= '"$scale"')' "$T/fp16/metrics.jsonl")" "4 True True" "fp16 resumed from the saved scale"
 else
   one_line "$T/err"
   contains "$T/err" "use --device cpu"
   contains "$T/err" "cannot use --device cuda: "
+  # 16-bit precisions are accepted for cuda: the same no-GPU line
+  expect 1 fit --device cuda --precision bf16
+  one_line "$T/err"
+  contains "$T/err" "cannot use --device cuda: "
 fi
+# mixed precision is a cuda option: one line naming the flag
 expect 1 fit --precision bf16
 one_line "$T/err"
+contains "$T/err" "--precision bf16"
+contains "$T/err" "--device cuda"
+expect 1 fit --precision fp16
+one_line "$T/err"
+contains "$T/err" "--precision fp16"
+expect 2 fit --precision fp8
+one_line "$T/err"
+contains "$T/err" "--precision must be fp32, bf16 or fp16, got 'fp8'"
+# the overflow injection is for fp16 alone
+export IMSHARD_INJECT_INF_GRAD_STEP=1
+expect 1 fit --max-steps 1
+unset IMSHARD_INJECT_INF_GRAD_STEP
+one_line "$T/err"
+contains "$T/err" "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16"
 expect 1 fit --init "$T/none.safetensors"
 contains "$T/err" "none.safetensors"
 
@@ -76,7 +121,8 @@ expect 0 fit --epochs 2 --log-dir "$T/run" --log-every 2
 contains "$T/out" "validation top-1"
 exists "$T/run/metrics.jsonl"
 exists "$T/run/summary.json"
-same "$(json "$T/run/summary.json" 'sorted(k for k in "world busy_s data_wait_s_per_rank comm_s_per_rank busy_max_min_ratio wall_s train_s startup_s images_per_s best_val_top1 best_epoch best_wall_s lr_per_rank lr_peak val_s checkpoint_s options".split() if k not in j)')" "[]" "summary keys"
+same "$(json "$T/run/summary.json" 'sorted(k for k in "world busy_s data_wait_s_per_rank comm_s_per_rank busy_max_min_ratio wall_s train_s startup_s images_per_s best_val_top1 best_epoch best_wall_s lr_per_rank lr_peak val_s checkpoint_s loss_scale skipped_steps options".split() if k not in j)')" "[]" "summary keys"
+same "$(json "$T/run/summary.json" '(j["loss_scale"], j["skipped_steps"])')" "(1, 0)" "fp32: no loss scaling"
 same "$(json "$T/run/summary.json" '(j["options"]["model"], j["options"]["optimizer"], j["options"]["schedule"], j["options"]["synthetic"])')" "('convnet7', 'sgd', 'cosine', False)" "summary options"
 same "$(json "$T/run/summary.json" '(j["world"], j["epochs"], j["steps"])')" "(1, 2, $((2 * (train_records / 8))))" "summary counts"
 python3 - "$T/run/metrics.jsonl" "$val_records" >"$T/m" 2>&1 <<'PY'
@@ -84,8 +130,9 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 train = [l for l in lines if l["type"] == "train"]
 val = [l for l in lines if l["type"] == "val"]
-keys = "rank epoch step loss accuracy lr images_per_s data_wait_ms compute_ms comm_ms steps wall_s".split()
+keys = "rank epoch step loss accuracy lr images_per_s data_wait_ms compute_ms comm_ms steps wall_s loss_scale skipped_steps".split()
 assert train and all(all(k in l for k in keys) for l in train), "train keys"
+assert all(l["loss_scale"] == 1 and l["skipped_steps"] == 0 for l in train), "fp32: no loss scaling"
 assert [v["epoch"] for v in val] == [0, 1], "one val line per epoch"
 assert all(v["records"] == int(sys.argv[2]) for v in val), "val counts every record once"
 assert all(0 <= v["top1"] <= v["top5"] <= 1 for v in val), "top1 <= top5"
@@ -135,6 +182,23 @@ cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
 checks=$((checks + 1))
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
 contains "$T/err" "cannot resume"
+# fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
+# count is refused on resume with one line
+meta() { python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; m=json.loads(d[8:8+n])["__metadata__"]; print(m.get("skipped_steps"), m.get("loss_scale"), m.get("loss_scale_good_steps"))' "$1"; }
+same "$(meta "$T/part/checkpoint.safetensors")" "0 None None" "fp32 checkpoint's loss-scale metadata"
+python3 - "$T/part/checkpoint.safetensors" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+h["__metadata__"]["skipped_steps"] = "x1"
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + d[8 + n:])
+PY
+expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume
+one_line "$T/err"
+contains "$T/err" "skipped_steps 'x1' is not a count"
 
 # --- a diverging run stops at the step, the checkpoint before it is kept
 expect 1 fit --lr 1e6 --epochs 3 --checkpoint-dir "$T/nan" --checkpoint-every 1

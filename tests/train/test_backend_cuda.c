@@ -19,6 +19,14 @@
  *  - Overwrite mode (ctx->dx_overwrite) runs over a dx full of NaN; the
  *    result must match the CPU's overwrite result under the same rules,
  *    so a NaN read from dx shows up as a failure.
+ *  - Mixed precision (ctx->precision bf16 / fp16: convolution and linear
+ *    on 16-bit copies, fp32 sums) against the CPU's fp32: y, dx
+ *    (accumulated and overwritten), dw and db by the relative error of
+ *    the tensor's norm, |gpu - cpu|_2 <= TOL |cpu|_2, with TOL_BF16 =
+ *    1e-2 and TOL_FP16 = 2e-3: inputs and result are each rounded once to
+ *    8 (bf16) or 11 (fp16) significant bits, a relative error of at most
+ *    2^-9 (2^-12) per rounding, about 2e-3 (3e-4) for the norm; the
+ *    tolerances leave 5x of that.
  */
 #include <math.h>
 #include <stdint.h>
@@ -30,6 +38,8 @@
 
 #define RTOL 1e-4
 #define FLOOR 1e-2
+#define TOL_BF16 1e-2
+#define TOL_FP16 2e-3
 
 static nn_ctx cpu, gpu;
 static ims_error err;
@@ -289,6 +299,225 @@ static void test_conv(void)
 	CHECK_EQ_INT(gpu.be->conv_forward(&gpu, &d, g, g, NULL, g, &err),
 		     IMS_EINVAL);
 	dfree(g);
+}
+
+/* ---- mixed precision: convolution and linear in bf16 / fp16 ---------- */
+
+/* |got - want|_2 <= tol |want|_2, the device tensor d read back */
+static void near_norm_dev(const char *what, const float *want, float *d,
+			  size_t n, double tol)
+{
+	float *got = down(d, n);
+	double diff = 0, norm = 0;
+	for (size_t i = 0; i < n; i++) {
+		double e = (double)got[i] - (double)want[i];
+		diff += e * e;
+		norm += (double)want[i] * (double)want[i];
+	}
+	diff = sqrt(diff);
+	norm = sqrt(norm);
+	test_checks_++;
+	if (!(diff <= tol * norm)) {
+		fprintf(stderr, "%s: |cuda - cpu| %.3g, |cpu| %.3g: %.3g relative, "
+			"tolerance %.3g\n", what, diff, norm,
+			norm > 0 ? diff / norm : diff, tol);
+		test_failures_++;
+	}
+	free(got);
+}
+
+static const char *prec_name(int prec)
+{
+	return prec == NN_PREC_BF16 ? "bf16" : "fp16";
+}
+
+static void conv_half_case(int prec, int n, int c_in, int hw, int c_out, int k,
+			   int stride, int pad, int groups, int bias)
+{
+	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
+	char what[160], name[200];
+	snprintf(what, sizeof(what), "%s conv n%d c%d->%d %dx%d k%d s%d p%d g%d b%d",
+		 prec_name(prec), n, c_in, c_out, hw, hw, k, stride, pad, groups,
+		 bias);
+	nn_conv_desc d;
+	CHECK_OK(nn_conv_desc_init(&d, n, c_in, hw, hw, c_out, k, stride, pad, 1,
+				   groups, bias, &err),
+		 &err);
+	const size_t nx = (size_t)n * c_in * hw * hw;
+	const size_t ny = (size_t)n * c_out * d.h_out * d.w_out;
+	const size_t nw = (size_t)c_out * (c_in / groups) * k * k;
+	float *x = nn_test_alloc(nx), *w = nn_test_alloc(nw);
+	float *b = nn_test_alloc(c_out), *dy = nn_test_alloc(ny);
+	float *dx0 = nn_test_alloc(nx);
+	nn_test_fill(x, nx, 41, -1, 1);
+	nn_test_fill(w, nw, 42, -0.5f, 0.5f);
+	nn_test_fill(b, c_out, 43, -1, 1);
+	nn_test_fill(dy, ny, 44, -1, 1);
+	nn_test_fill(dx0, nx, 45, -1, 1);
+	float *y = nn_test_alloc(ny), *dxa = host_copy(dx0, nx);
+	float *dxo = filled(nx, NAN), *dw = nn_test_alloc(nw);
+	float *db = nn_test_alloc(c_out);
+	CHECK_OK(nn_cpu_conv_forward(&cpu, &d, x, w, bias ? b : NULL, y, &err),
+		 &err);
+	CHECK_OK(nn_cpu_conv_backward(&cpu, &d, x, w, dy, dxa, dw,
+				      bias ? db : NULL, &err),
+		 &err);
+	cpu.dx_overwrite = 1;
+	CHECK_OK(nn_cpu_conv_backward(&cpu, &d, x, w, dy, dxo, NULL, NULL, &err),
+		 &err);
+	cpu.dx_overwrite = 0;
+
+	float *gx = up(x, nx), *gw = up(w, nw), *gb = up(b, c_out);
+	float *gdy = up(dy, ny), *gy = up(NULL, ny), *gdx = up(dx0, nx);
+	float *gdw = up(NULL, nw), *gdb = up(NULL, c_out);
+	gpu.precision = prec;
+	CHECK_OK(gpu.be->conv_forward(&gpu, &d, gx, gw, bias ? gb : NULL, gy,
+				      &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s y", what);
+	near_norm_dev(name, y, gy, ny, tol);
+	CHECK_OK(gpu.be->conv_backward(&gpu, &d, gx, gw, gdy, gdx, gdw,
+				       bias ? gdb : NULL, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
+	near_norm_dev(name, dxa, gdx, nx, tol);
+	snprintf(name, sizeof(name), "%s dw", what);
+	near_norm_dev(name, dw, gdw, nw, tol);
+	if (bias) {
+		snprintf(name, sizeof(name), "%s db", what);
+		near_norm_dev(name, db, gdb, c_out, tol);
+	}
+	float *nan_x = filled(nx, NAN);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, nan_x, nx * sizeof(float), &err),
+		 &err);
+	gpu.dx_overwrite = 1;
+	CHECK_OK(gpu.be->conv_backward(&gpu, &d, gx, gw, gdy, gdx, NULL, NULL,
+				       &err),
+		 &err);
+	gpu.dx_overwrite = 0;
+	snprintf(name, sizeof(name), "%s dx (overwritten)", what);
+	near_norm_dev(name, dxo, gdx, nx, tol);
+	gpu.precision = NN_PREC_FP32;
+
+	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);
+	dfree(gdw), dfree(gdb);
+	free(x), free(w), free(b), free(dy), free(dx0), free(y), free(dxa);
+	free(dxo), free(dw), free(db), free(nan_x);
+}
+
+static void linear_half_case(int prec, int n, int in, int out, int bias)
+{
+	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
+	char what[96], name[160];
+	snprintf(what, sizeof(what), "%s linear n%d %d->%d b%d", prec_name(prec),
+		 n, in, out, bias);
+	nn_linear_desc d = {n, in, out, bias};
+	const size_t nx = (size_t)n * in, ny = (size_t)n * out;
+	const size_t nw = (size_t)out * in;
+	float *x = nn_test_alloc(nx), *w = nn_test_alloc(nw);
+	float *b = nn_test_alloc(out), *dy = nn_test_alloc(ny);
+	float *dx0 = nn_test_alloc(nx);
+	nn_test_fill(x, nx, 51, -1, 1);
+	nn_test_fill(w, nw, 52, -0.5f, 0.5f);
+	nn_test_fill(b, out, 53, -1, 1);
+	nn_test_fill(dy, ny, 54, -1, 1);
+	nn_test_fill(dx0, nx, 55, -1, 1);
+	float *y = nn_test_alloc(ny), *dxa = host_copy(dx0, nx);
+	float *dxo = filled(nx, NAN), *dw = nn_test_alloc(nw);
+	float *db = nn_test_alloc(out);
+	CHECK_OK(nn_cpu_linear_forward(&cpu, &d, x, w, b, y, &err), &err);
+	CHECK_OK(nn_cpu_linear_backward(&cpu, &d, x, w, dy, dxa, dw, db, &err),
+		 &err);
+	cpu.dx_overwrite = 1;
+	CHECK_OK(nn_cpu_linear_backward(&cpu, &d, x, w, dy, dxo, NULL, NULL,
+					&err),
+		 &err);
+	cpu.dx_overwrite = 0;
+
+	float *gx = up(x, nx), *gw = up(w, nw), *gb = up(b, out);
+	float *gdy = up(dy, ny), *gy = up(NULL, ny), *gdx = up(dx0, nx);
+	float *gdw = up(NULL, nw), *gdb = up(NULL, out);
+	gpu.precision = prec;
+	CHECK_OK(gpu.be->linear_forward(&gpu, &d, gx, gw, gb, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s y", what);
+	near_norm_dev(name, y, gy, ny, tol);
+	CHECK_OK(gpu.be->linear_backward(&gpu, &d, gx, gw, gdy, gdx, gdw, gdb,
+					 &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
+	near_norm_dev(name, dxa, gdx, nx, tol);
+	snprintf(name, sizeof(name), "%s dw", what);
+	near_norm_dev(name, dw, gdw, nw, tol);
+	if (bias) {
+		snprintf(name, sizeof(name), "%s db", what);
+		near_norm_dev(name, db, gdb, out, tol);
+	}
+	float *nan_x = filled(nx, NAN);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, nan_x, nx * sizeof(float), &err),
+		 &err);
+	gpu.dx_overwrite = 1;
+	CHECK_OK(gpu.be->linear_backward(&gpu, &d, gx, gw, gdy, gdx, NULL, NULL,
+					 &err),
+		 &err);
+	gpu.dx_overwrite = 0;
+	snprintf(name, sizeof(name), "%s dx (overwritten)", what);
+	near_norm_dev(name, dxo, gdx, nx, tol);
+	gpu.precision = NN_PREC_FP32;
+	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);
+	dfree(gdw), dfree(gdb);
+	free(x), free(w), free(b), free(dy), free(dx0), free(y), free(dxa);
+	free(dxo), free(dw), free(db), free(nan_x);
+}
+
+/* fp16's gradient check: unscaled values and the flag, against the host */
+static void unscale_case(size_t n, size_t bad_at, float bad)
+{
+	float *g = nn_test_alloc(n);
+	nn_test_fill(g, n, 61, -65536, 65536);
+	if (bad_at < n)
+		g[bad_at] = bad;
+	float *dg = up(g, n);
+	int found = -1;
+	CHECK_OK(gpu.be->unscale_check(&gpu, dg, n, 1.0f / 65536, &found, &err),
+		 &err);
+	CHECK_EQ_INT(found, bad_at < n);
+	for (size_t i = 0; i < n; i++)
+		g[i] *= 1.0f / 65536; /* a power of two: exact on both sides */
+	float *back = down(dg, n);
+	same_floats("unscaled gradients", g, back, n);
+	free(back);
+	dfree(dg);
+	free(g);
+}
+
+static void test_mixed(void)
+{
+	for (int prec = NN_PREC_BF16; prec <= NN_PREC_FP16; prec++) {
+		/* prec, n, c_in, hw, c_out, k, stride, pad, groups, bias */
+		conv_half_case(prec, 2, 3, 9, 4, 3, 1, 1, 1, 1);   /* 3 channels in */
+		conv_half_case(prec, 3, 8, 8, 16, 3, 2, 1, 1, 0);  /* stride 2 */
+		conv_half_case(prec, 2, 16, 7, 32, 1, 1, 0, 1, 1); /* 1x1 */
+		conv_half_case(prec, 2, 3, 23, 8, 7, 2, 3, 1, 0);  /* 7x7 stem */
+		conv_half_case(prec, 2, 8, 9, 8, 3, 2, 1, 8, 0);   /* depthwise */
+		conv_half_case(prec, 4, 64, 14, 64, 3, 1, 1, 1, 0); /* tensor-core sized */
+		/* prec, n, in, out, bias */
+		linear_half_case(prec, 4, 7, 5, 1);
+		linear_half_case(prec, 32, 512, 10, 1);
+		linear_half_case(prec, 64, 256, 128, 0);
+	}
+	/* an unknown precision fails with one line, nothing run */
+	nn_linear_desc d = {1, 1, 1, 0};
+	float *g = up(NULL, 4);
+	gpu.precision = 7;
+	CHECK_EQ_INT(gpu.be->linear_forward(&gpu, &d, g, g, NULL, g, &err),
+		     IMS_EINVAL);
+	gpu.precision = NN_PREC_FP32;
+	dfree(g);
+	unscale_case(100003, 100003, 0);      /* all finite */
+	unscale_case(100003, 77777, INFINITY);
+	unscale_case(100003, 5, -INFINITY);
+	unscale_case(100003, 100002, NAN);
+	unscale_case(0, 0, 0);
 }
 
 /* ---- linear ------------------------------------------------------------- */
@@ -847,6 +1076,7 @@ int main(void)
 	test_elementwise();
 	test_pool();
 	test_xent();
+	test_mixed();
 	nn_ctx_release(&gpu);
 	nn_ctx_release(&cpu);
 	return TEST_EXIT();

@@ -32,7 +32,8 @@ int main(void)
 	CHECK(mapped("libcublas"));
 	if (api) {
 		CHECK(api->create && api->destroy && api->set_stream &&
-		      api->set_math_mode && api->set_pointer_mode && api->sgemm);
+		      api->set_math_mode && api->set_pointer_mode && api->sgemm &&
+		      api->gemm_ex);
 		CHECK_EQ_STR(api->status_name(CUBLAS_STATUS_SUCCESS),
 			     "CUBLAS_STATUS_SUCCESS");
 		CHECK(api->status_string(CUBLAS_STATUS_ALLOC_FAILED) != NULL);

@@ -218,6 +218,7 @@ const nn_backend nn_backend_cuda = {
 	.stage_get = nn_cuda_stage_get,
 	.stage_done = nn_cuda_stage_done,
 	.stage_free = nn_cuda_stage_free,
+	.unscale_check = nn_cuda_unscale_check,
 	.sync = nn_cuda_sync,
 	.pci_bus_id = nn_cuda_pci_bus_id,
 };

@@ -2,7 +2,7 @@
  * cublas_dl.h - cuBLAS, loaded when the CUDA backend starts rather than
  * linked. Linking it pulls in cuBLASLt, whose load alone cost every CPU
  * run of imshard-train ~150 MiB of resident memory and ~0.1-0.2 s of
- * start-up; the backend calls eight functions of it.
+ * start-up; the backend calls nine functions of it.
  */
 #ifndef IMSHARD_CUBLAS_DL_H
 #define IMSHARD_CUBLAS_DL_H
@@ -21,6 +21,13 @@ typedef struct nn_cublas_api {
 				cublasOperation_t, int, int, int, const float *,
 				const float *, int, const float *, int,
 				const float *, float *, int);
+	/* mixed precision's linear layers: 16-bit A and B, fp32 C */
+	cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t,
+				  cublasOperation_t, int, int, int,
+				  const void *, const void *, cudaDataType, int,
+				  const void *, cudaDataType, int, const void *,
+				  void *, cudaDataType, int, cublasComputeType_t,
+				  cublasGemmAlgo_t);
 	const char *(*status_name)(cublasStatus_t);
 	const char *(*status_string)(cublasStatus_t);
 } nn_cublas_api;

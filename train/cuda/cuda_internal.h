@@ -25,13 +25,17 @@
 
 #include "train/nn_internal.h"
 
-/* The algorithms chosen for one convolution shape (batch size included),
- * and the workspace each needs; all run with CUDNN_FMA_MATH. */
+/* The algorithms chosen for one convolution shape (batch size included)
+ * in one precision, the math type each runs with (CUDNN_FMA_MATH in fp32;
+ * in 16 bits the one cuDNN ranked it with, tensor cores preferred) and
+ * the workspace each needs. */
 typedef struct nn_cuda_conv_algo {
 	nn_conv_desc key;
+	int precision; /* NN_PREC_*: part of the key */
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	cudnnMathType_t fwd_math, data_math, filter_math;
 	size_t fwd_bytes, data_bytes, filter_bytes;
 } nn_cuda_conv_algo;
 
@@ -113,6 +117,25 @@ static inline size_t nn_cuda_round256(size_t n)
 	return (n + 255) & ~(size_t)255;
 }
 
+/* Whether ctx computes convolutions and linear layers in 16 bits
+ * (nn_ctx.precision); an unknown value fails in the layers, not here. */
+static inline int nn_cuda_is_half(const nn_ctx *ctx)
+{
+	return ctx->precision != NN_PREC_FP32;
+}
+
+/* Fails with one line when ctx->precision is none of NN_PREC_*. */
+static inline int nn_cuda_check_precision(const nn_ctx *ctx, const char *what,
+					  ims_error *err)
+{
+	RETURN_IF(ctx->precision != NN_PREC_FP32 &&
+			  ctx->precision != NN_PREC_BF16 &&
+			  ctx->precision != NN_PREC_FP16,
+		  err, IMS_EINVAL, "cannot %s: unknown precision %d", what,
+		  ctx->precision);
+	return 0;
+}
+
 /* The layer entries of the backend table (one file per family). */
 int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 			 const float *w, const float *b, float *y,
@@ -186,6 +209,8 @@ int nn_cuda_sgd_update(nn_ctx *ctx, float *p, const float *g, float *buf,
 int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
 			float *v, size_t n, const nn_adam_scalars *s, float l2,
 			int decoupled, ims_error *err);
+int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
+			  int *found_inf, ims_error *err);
 int nn_cuda_sync(nn_ctx *ctx, ims_error *err);
 int nn_cuda_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
 int nn_cuda_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,

@@ -109,6 +109,20 @@ cudaError_t nn_cuda_k_adam(cudaStream_t s, float *p, const float *g, float *m,
 			   float *v, size_t n, const nn_adam_scalars *c,
 			   float l2, int decoupled);
 
+/* half.cu: mixed precision (ctx->precision NN_PREC_BF16 or NN_PREC_FP16;
+ * any other value fails with cudaErrorInvalidValue) */
+/* y[i] = x[i] rounded to the 16-bit type (nearest even; beyond its range
+ * +-Inf); y holds count 16-bit values */
+cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision, size_t count,
+			      const float *x, void *y);
+/* y[i] = (float)x[i], or y[i] += (float)x[i] with add */
+cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision, size_t count,
+				const void *x, float *y, int add);
+/* *found = 0, then for every i: *found = 1 if g[i] is Inf or NaN, and
+ * g[i] *= inv (rounded once) */
+cudaError_t nn_cuda_k_unscale_check(cudaStream_t s, size_t count, float *g,
+				    float inv, int *found);
+
 #ifdef __cplusplus
 }
 #endif

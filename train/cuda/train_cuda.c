@@ -1,6 +1,7 @@
 /*
  * train_cuda.c - what the training loop needs of the CUDA backend beyond
- * the layers: the optimiser updates (optim.cu's kernels), input staging
+ * the layers: the optimiser updates (optim.cu's kernels), fp16's gradient
+ * check (half.cu), input staging
  * (batches copied to the device on a copy stream, double-buffered) and a
  * full synchronisation.
  *
@@ -35,6 +36,27 @@ int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
 	CUDA_CHECK(err, "run the adam update on cuda",
 		   nn_cuda_k_adam(nn_cuda_dev_of(ctx)->stream, p, g, m, v, n, s,
 				  l2, decoupled));
+	return 0;
+}
+
+/* The flag lives in the workspace: every use of it is queued on the
+ * one stream before this, and it is read back before returning. */
+int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
+			  int *found_inf, ims_error *err)
+{
+	static const char what[] = "check the gradients on cuda";
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	int *flag = nn_cuda_workspace(ctx, sizeof(int), err);
+	if (!flag)
+		return ims_fail_context(err, "cannot %s", what);
+	int found = 0;
+	CUDA_CHECK(err, what,
+		   nn_cuda_k_unscale_check(dev->stream, n, g, inv, flag));
+	CUDA_CHECK(err, what,
+		   cudaMemcpyAsync(&found, flag, sizeof(int),
+				   cudaMemcpyDeviceToHost, dev->stream));
+	CUDA_CHECK(err, what, cudaStreamSynchronize(dev->stream));
+	*found_inf = found != 0;
 	return 0;
 }
 

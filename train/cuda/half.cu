@@ -1,0 +1,107 @@
+/*
+ * half.cu - the kernels of mixed precision (--precision bf16 / fp16):
+ * fp32 tensors rounded into 16-bit copies for cuDNN and cuBLAS, 16-bit
+ * results widened back into the fp32 tensors the rest of the graph
+ * keeps, and fp16's gradient check (loss scaling, train/loss_scale.h).
+ *
+ * Rounding is to nearest even (__float2bfloat16_rn, __float2half_rn);
+ * a value beyond the 16-bit range becomes +-Inf (fp16 above 65504), which
+ * is what the gradient check then finds. Widening is exact.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "train/cuda/cuda_kernels.h"
+#include "train/cuda/cuda_launch.cuh"
+
+__global__ static void to_bf16(size_t count, const float *x,
+			       __nv_bfloat16 *y)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ static void to_fp16(size_t count, const float *x, __half *y)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	y[i] = __float2half_rn(x[i]);
+}
+
+__global__ static void from_bf16(size_t count, const __nv_bfloat16 *x,
+				 float *y, int add)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	{
+		const float v = __bfloat162float(x[i]);
+		y[i] = add ? y[i] + v : v;
+	}
+}
+
+__global__ static void from_fp16(size_t count, const __half *x, float *y,
+				 int add)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	{
+		const float v = __half2float(x[i]);
+		y[i] = add ? y[i] + v : v;
+	}
+}
+
+/* Every thread that sees a non-finite value writes the same 1, so the
+ * unordered stores need no atomics. */
+__global__ static void unscale_check(size_t count, float *g, float inv,
+				     int *found)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	{
+		const float v = g[i];
+		if (!isfinite(v))
+			*found = 1;
+		g[i] = __fmul_rn(v, inv);
+	}
+}
+
+extern "C" cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision,
+					 size_t count, const float *x, void *y)
+{
+	if (!count)
+		return cudaSuccess;
+	if (precision == NN_PREC_BF16)
+		to_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, x, (__nv_bfloat16 *)y);
+	else if (precision == NN_PREC_FP16)
+		to_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, x, (__half *)y);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision,
+					   size_t count, const void *x,
+					   float *y, int add)
+{
+	if (!count)
+		return cudaSuccess;
+	if (precision == NN_PREC_BF16)
+		from_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, (const __nv_bfloat16 *)x, y, add);
+	else if (precision == NN_PREC_FP16)
+		from_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, (const __half *)x, y, add);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_unscale_check(cudaStream_t s, size_t count,
+					       float *g, float inv,
+					       int *found)
+{
+	cudaError_t e = cudaMemsetAsync(found, 0, sizeof(int), s);
+	if (e != cudaSuccess || !count)
+		return e;
+	unscale_check<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+		count, g, inv, found);
+	return cudaGetLastError();
+}

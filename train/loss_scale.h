@@ -1,0 +1,86 @@
+/*
+ * loss_scale.h - dynamic loss scaling for --precision fp16: the host-side
+ * state machine that decides, step by step, the scale S the loss gradient
+ * is multiplied by and whether a step's gradients may be applied.
+ *
+ * fp16 keeps 5 exponent bits: small gradients rounded to fp16 flush to
+ * zero. The loss gradient is multiplied by S so they stay in range, and
+ * the gradients are divided by S again (in fp32) before the optimiser
+ * reads them. Too large an S overflows to Inf or NaN somewhere in
+ * backward; that step is then skipped and S halved. The rules (PyTorch's
+ * GradScaler defaults):
+ *   - S starts at NN_LOSS_SCALE_INIT (2^16);
+ *   - a step whose gradients hold an Inf or NaN is skipped (weights and
+ *     optimiser state unchanged; the trainer still counts the step), S is
+ *     halved down to NN_LOSS_SCALE_MIN (1), and the count of good steps
+ *     restarts;
+ *   - after NN_LOSS_SCALE_INTERVAL (2000) good steps in a row S doubles,
+ *     up to NN_LOSS_SCALE_MAX (2^24), and the count restarts.
+ * A disabled scaler (bf16, fp32) keeps S = 1 and applies every step.
+ * S is always a power of two, so scaling and unscaling are exact.
+ *
+ * Caveats: plain data, no allocation, no threads. With several ranks,
+ * every rank must feed update() the same found_inf (the trainer checks the
+ * allreduced gradients and sums the flag over ranks), so their scalers
+ * stay identical.
+ */
+#ifndef IMSHARD_LOSS_SCALE_H
+#define IMSHARD_LOSS_SCALE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+#define NN_LOSS_SCALE_INIT 65536.0f
+#define NN_LOSS_SCALE_MIN 1.0f
+#define NN_LOSS_SCALE_MAX 16777216.0f
+#define NN_LOSS_SCALE_INTERVAL 2000u
+
+typedef struct nn_loss_scale {
+	int enabled;      /* 1: fp16's dynamic scaling; 0: S stays 1 */
+	float scale;      /* S */
+	uint32_t good;    /* good steps in a row since S last changed */
+	uint64_t skipped; /* steps skipped for overflow, in all */
+} nn_loss_scale;
+
+/* Starts a scaler: enabled, S = NN_LOSS_SCALE_INIT; disabled, S = 1. */
+void nn_loss_scale_init(nn_loss_scale *s, int enabled);
+
+/* The S to multiply this step's loss gradient by. */
+float nn_loss_scale_value(const nn_loss_scale *s);
+
+/*
+ * Records one step's outcome: found_inf != 0 when its (allreduced,
+ * unscaled) gradients held an Inf or NaN. Returns 1 when the step's
+ * gradients are to be applied, 0 when the step is skipped (found_inf on
+ * an enabled scaler). A disabled scaler returns 1 and changes nothing.
+ */
+int nn_loss_scale_update(nn_loss_scale *s, int found_inf);
+
+/*
+ * The state as checkpoint metadata values (decimal strings, each buffer
+ * NN_LOSS_SCALE_META_LEN bytes): S, the good-step count, the skipped
+ * count. A disabled scaler writes "1" and "0" for the first two.
+ */
+#define NN_LOSS_SCALE_META_LEN 32
+void nn_loss_scale_format(const nn_loss_scale *s, char *scale, char *good,
+			  char *skipped);
+
+/*
+ * Restores what nn_loss_scale_format wrote, into a scaler set up by
+ * nn_loss_scale_init for this run. Any value may be NULL (a checkpoint
+ * without it: that part keeps its initial value). skipped is always
+ * restored; scale and good only on an enabled scaler and only both
+ * together (a checkpoint of an fp32 or bf16 run carries S = 1, which an
+ * fp16 run must not start from: its writer leaves them out). Fails with
+ * IMS_ECORRUPT and one line naming `path` when a value is not a decimal
+ * integer, S is not a power of two in [NN_LOSS_SCALE_MIN,
+ * NN_LOSS_SCALE_MAX] or good is not below NN_LOSS_SCALE_INTERVAL; s is
+ * then unchanged.
+ */
+int nn_loss_scale_restore(nn_loss_scale *s, const char *scale,
+			  const char *good, const char *skipped,
+			  const char *path, ims_error *err);
+
+#endif
