@@ -44,11 +44,19 @@ int main(int argc, char **argv)
 	CHECK_OK(dp_init(&argc, &argv, &c, &err), &err);
 	const int rank = dp_rank(c), world = dp_world(c);
 	nn_ctx gpu;
-	if (!dp_nccl_available() || nn_ctx_init_cuda(&gpu, local_rank(), &err)) {
-		printf("skipped: %s\n",
-		       dp_nccl_available() ? err.msg : "this build has no NCCL");
+	if (!dp_nccl_available()) {
+		printf("skipped: this build has no NCCL\n");
 		dp_finalize(c);
 		return TEST_SKIP;
+	}
+	int rc = nn_ctx_init_cuda(&gpu, local_rank(), &err);
+	if (rc) {
+		/* only "no usable device" skips: a GPU whose setup fails
+		 * (cuDNN, a stream, memory) is a failure to report */
+		printf("%s: %s\n", rc == IMS_EUNSUPPORTED ? "skipped" : "failed",
+		       err.msg);
+		dp_finalize(c);
+		return rc == IMS_EUNSUPPORTED ? TEST_SKIP : 1;
 	}
 	dp_nccl *n = NULL;
 	CHECK_OK(dp_nccl_create(c, &gpu, 60, &n, &err), &err);
