@@ -50,13 +50,22 @@ int main(int argc, char **argv)
 		return TEST_SKIP;
 	}
 	int rc = nn_ctx_init_cuda(&gpu, local_rank(), &err);
-	if (rc) {
-		/* only "no usable device" skips: a GPU whose setup fails
-		 * (cuDNN, a stream, memory) is a failure to report */
-		printf("%s: %s\n", rc == IMS_EUNSUPPORTED ? "skipped" : "failed",
-		       err.msg);
+	/* Every rank decides alike: with fewer GPUs than ranks (one GPU, two
+	 * ranks) one rank has no device, and if it left alone the others
+	 * would wait for it in NCCL's set-up. Only "no usable device"
+	 * skips: a GPU whose setup fails (cuDNN, a stream, memory) is a
+	 * failure to report. */
+	double why[2] = {rc == IMS_EUNSUPPORTED, rc && rc != IMS_EUNSUPPORTED};
+	CHECK_OK(dp_allreduce_sum_f64(c, why, 2, &err), &err);
+	if (why[0] > 0 || why[1] > 0) {
+		if (rc)
+			printf("%s: rank %d: %s\n",
+			       rc == IMS_EUNSUPPORTED ? "skipped" : "failed", rank,
+			       err.msg);
+		else
+			nn_ctx_release(&gpu);
 		dp_finalize(c);
-		return rc == IMS_EUNSUPPORTED ? TEST_SKIP : 1;
+		return why[1] > 0 ? 1 : TEST_SKIP;
 	}
 	dp_nccl *n = NULL;
 	CHECK_OK(dp_nccl_create(c, &gpu, 60, &n, &err), &err);
