@@ -443,5 +443,9 @@ struct nn_backend {
 };
 
 extern const nn_backend nn_backend_cpu;
+/* The CPU backend plus input staging in host memory, so that the device
+ * training loop runs without a device (tests only: IMSHARD_TEST_HOST_STAGE
+ * in train/trainer.c). */
+const nn_backend *nn_backend_cpu_host_staged(void);
 
 #endif

@@ -110,6 +110,12 @@ typedef struct run {
 	/* device backends only (stage != NULL) */
 	nn_stage *stage;            /* batches copied to the device */
 	int slot;                   /* the slot the next batch goes to */
+	/* the next batch, taken from the loader while this step computes,
+	 * its copy queued in slot ahead_slot (-1: none taken); the loader
+	 * then reuses the current batch's memory, so its labels are kept */
+	aug_batch ahead;
+	int ahead_taken, ahead_rc, ahead_slot;
+	int32_t *held_labels;
 	float *host_logits;         /* logits read back, batch x classes */
 	nn_ctx hctx;                /* host context: validation's loss */
 	int hctx_ok;
@@ -381,13 +387,23 @@ static int top_hits(const float *logits, int n, int k, const int32_t *labels,
 
 /* ---- inputs on the device --------------------------------------------------- */
 
+/* Queues the copy of batch b into staging slot `slot`. */
+static int stage_put(run *r, int slot, const aug_batch *b, ims_error *err)
+{
+	const size_t per = (size_t)3 * r->o->size * r->o->size * sizeof(float);
+	return r->ctx.be->stage_put(r->stage, slot, b->data, per * (size_t)b->count,
+				    b->labels, sizeof(int32_t) * (size_t)b->count,
+				    err);
+}
+
 /*
  * Where the kernels read batch b: in place on the CPU backend (nothing
- * changes); on a device, the --synthetic batch's device copy, or the
- * next staging slot, its copy queued and waited for (*slot says which,
- * to hand to stage_done once the step is queued; -1 when none). The host
- * batch may be reused when this returns. *wait_s (may be NULL) gets the
- * time blocked on the copy.
+ * changes); on a device, the --synthetic batch's device copy, the slot
+ * its copy was queued in during the previous step (take_ahead), or the
+ * next staging slot, its copy queued now; waited for either way (*slot
+ * says which, to hand to stage_done once the step is queued; -1 when
+ * none). The host batch may be reused when this returns. *wait_s (may be
+ * NULL) gets the time blocked on the copy.
  */
 static int stage_inputs(run *r, const aug_batch *b, const float **x,
 			const int32_t **labels, int *slot, double *wait_s,
@@ -402,14 +418,17 @@ static int stage_inputs(run *r, const aug_batch *b, const float **x,
 		return 0;
 	}
 	const nn_backend *be = r->ctx.be;
-	const size_t per = (size_t)3 * r->o->size * r->o->size * sizeof(float);
 	float *dx;
 	int32_t *dl;
-	*slot = r->slot;
-	r->slot ^= 1;
-	FORWARD_IF_ERR(be->stage_put(r->stage, *slot, b->data, per * (size_t)b->count,
-				     b->labels, sizeof(int32_t) * (size_t)b->count,
-				     err));
+	if (r->ahead_slot >= 0) {
+		/* its copy was queued during the previous step */
+		*slot = r->ahead_slot;
+		r->ahead_slot = -1;
+	} else {
+		*slot = r->slot;
+		r->slot ^= 1;
+		FORWARD_IF_ERR(stage_put(r, *slot, b, err));
+	}
 	double t0 = ims_now();
 	FORWARD_IF_ERR(be->stage_get(r->stage, *slot, &dx, &dl, err));
 	if (wait_s)
@@ -446,7 +465,9 @@ static int setup_device(run *r, ims_error *err)
 	FORWARD_IF_ERR(be->stage_create(&r->ctx, x_bytes, n * sizeof(int32_t),
 					&r->stage, err));
 	r->host_logits = malloc(n * (size_t)r->classes * sizeof(float));
-	RETURN_IF(!r->host_logits, err, IMS_ENOMEM, "cannot train: out of memory");
+	r->held_labels = malloc(n * sizeof(int32_t));
+	RETURN_IF(!r->host_logits || !r->held_labels, err, IMS_ENOMEM,
+		  "cannot train: out of memory");
 	FORWARD_IF_ERR(nn_ctx_init_cpu(&r->hctx, 1, err));
 	r->hctx_ok = 1;
 	char pci[64] = "";
@@ -812,18 +833,59 @@ static int inf_injection(run *r, ims_error *err)
 	return 0;
 }
 
-static int train_step(run *r, const aug_batch *b, uint64_t step,
+/* IMSHARD_INJECT_NAN_STEP: poisons batch b when it is step `step`'s
+ * (from 0), before its copy to a device is queued. */
+static int poison(run *r, const aug_batch *b, uint64_t step, ims_error *err)
+{
+	if (step + 1 != r->nan_step || b->count < 1)
+		return 0;
+	((float *)b->data)[0] = NAN;
+	/* the synthetic batch's device copy is poisoned too */
+	if (r->synth_dev_x && b->data == r->synth_x)
+		FORWARD_IF_ERR(r->ctx.be->to_device(&r->ctx, r->synth_dev_x,
+						    r->synth_x, sizeof(float), err));
+	return 0;
+}
+
+/*
+ * On a device, with the loader's input: takes the next batch (step
+ * next_step's) from the loader and queues its copy into the other
+ * staging slot, while the device still computes this step, so the copy
+ * overlaps compute instead of following it. The loader reuses batch b's
+ * memory once it hands out the next, so b's labels, still needed on the
+ * host, are kept first. The loader's wait counts as data wait.
+ */
+static int take_ahead(run *r, const aug_batch *b, uint64_t next_step,
+		      double *wait_s, ims_error *err)
+{
+	memcpy(r->held_labels, b->labels, sizeof(int32_t) * (size_t)b->count);
+	double t0 = ims_now();
+	int rc = aug_loader_next(r->train, &r->ahead, err);
+	*wait_s += ims_now() - t0;
+	if (rc < 0)
+		return rc;
+	r->ahead_taken = 1;
+	r->ahead_rc = rc;
+	if (rc == 1) /* the epoch ended early: nothing to copy */
+		return 0;
+	FORWARD_IF_ERR(poison(r, &r->ahead, next_step, err));
+	r->ahead_slot = r->slot;
+	r->slot ^= 1;
+	return stage_put(r, r->ahead_slot, &r->ahead, err);
+}
+
+/*
+ * One training step on batch b. ahead: the loop trains another batch of
+ * this epoch after this one, which a device run may take from the loader
+ * during this step (take_ahead).
+ */
+static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		      double times[3], double sums[3], ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (step + 1 == r->nan_step && b->count > 0) {
-		((float *)b->data)[0] = NAN;
-		/* the synthetic batch's device copy is poisoned too */
-		if (r->synth_dev_x && b->data == r->synth_x)
-			FORWARD_IF_ERR(r->ctx.be->to_device(&r->ctx, r->synth_dev_x,
-							    r->synth_x, sizeof(float),
-							    err));
-	}
+	/* a batch taken ahead was poisoned before its copy was queued */
+	if (r->ahead_slot < 0)
+		FORWARD_IF_ERR(poison(r, b, step, err));
 	const float *x = b->data;
 	const int32_t *labels = b->labels;
 	int slot = -1;
@@ -832,6 +894,15 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 	const float *logits;
 	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 1,
 					ims_hash64(o->seed, step), &logits, err));
+	/* forward is queued on the device; the loss below waits for it */
+	const int32_t *host_labels = b->labels;
+	if (ahead && r->stage && !o->synthetic) {
+		double w = 0;
+		FORWARD_IF_ERR(take_ahead(r, b, step + 1, &w, err));
+		times[0] += w;
+		t0 += w; /* not compute */
+		host_labels = r->held_labels;
+	}
 	double loss = 0;
 	/* The gradient of the mean loss over the global batch: each rank's
 	 * share is scaled by 1 / (batch x ranks) here, so the allreduce's sum
@@ -846,7 +917,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step,
 					   r->dlogits, err));
 	if (r->stage)
 		FORWARD_IF_ERR(read_logits(r, &logits, b->count, err));
-	double hits = top_hits(logits, b->count, r->classes, b->labels, NULL, 1);
+	double hits = top_hits(logits, b->count, r->classes, host_labels, NULL, 1);
 	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
 					 err));
 	double t1 = ims_now();
@@ -1088,6 +1159,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	r.rank = dp_rank(comm);
 	r.world = dp_world(comm);
 	r.metrics_fd = -1;
+	r.ahead_slot = -1;
 	memset(res, 0, sizeof(*res));
 	res->best_epoch = -1;
 	int rc = 0;
@@ -1110,6 +1182,14 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	if (!r.ctx_ok) {
 		GOTO_IF_ERR(out, rc, nn_ctx_init_cpu(&r.ctx, o->threads, err));
 		r.ctx_ok = 1;
+		/* tests: the device loop's host side on the CPU (backend_cpu.c),
+		 * one rank (several would take the GPU's NCCL path) */
+		if (getenv("IMSHARD_TEST_HOST_STAGE")) {
+			if (r.world > 1)
+				GOTO_FAIL(out, rc, err, IMS_EINVAL,
+					  "IMSHARD_TEST_HOST_STAGE is for one rank");
+			r.ctx.be = nn_backend_cpu_host_staged();
+		}
 	}
 	GOTO_IF_ERR(out, rc, open_loaders(&r, err));
 	if (o->synthetic)
@@ -1248,6 +1328,11 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 						.epoch = (uint64_t)epoch,
 						.step = s};
 				rc = 0;
+			} else if (r.ahead_taken) {
+				/* taken during the previous step */
+				b = r.ahead;
+				rc = r.ahead_rc;
+				r.ahead_taken = 0;
 			} else {
 				rc = aug_loader_next(r.train, &b, err);
 			}
@@ -1263,7 +1348,11 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 			if (epoch == epoch0 && s < skip)
 				continue;
 			times[0] += ims_now() - w0;
-			GOTO_IF_ERR(out, rc, train_step(&r, &b, step, times, sums, err));
+			/* another batch of this epoch follows this one */
+			const int ahead = s + 1 < r.steps_per_epoch &&
+					  step + 1 < max_steps;
+			GOTO_IF_ERR(out, rc, train_step(&r, &b, step, ahead, times,
+							sums, err));
 			step++;
 			in_interval++;
 			interval_images += (uint64_t)b.count;
@@ -1330,6 +1419,7 @@ out:
 		free(r.dlogits);
 	}
 	free(r.host_logits);
+	free(r.held_labels);
 	nn_gpumon_close(r.gpumon);
 	dp_nccl_free(r.nccl);
 	if (r.hctx_ok)

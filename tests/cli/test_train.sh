@@ -173,6 +173,41 @@ if command -v mpirun >/dev/null; then
   fi
 fi
 
+# --- the device loop's host side, on the CPU --------------------------------
+# IMSHARD_TEST_HOST_STAGE runs the loop a GPU run takes (batches staged
+# into two slots, the next taken from the loader while a step runs, its
+# labels kept, logits read back, validation's loss on a host context) with
+# host memory as the "device": it must train exactly as the plain loop.
+hs() { IMSHARD_TEST_HOST_STAGE=1 fit "$@"; }
+expect 0 fit --epochs 2 --seed 9 --checkpoint-dir "$T/hs0" --log-dir "$T/hs0" --log-every 1
+expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs1" --log-dir "$T/hs1" --log-every 1
+cmp -s "$T/hs0/checkpoint.safetensors" "$T/hs1/checkpoint.safetensors" ||
+  fail "the staged loop's checkpoint differs from the plain loop's"
+checks=$((checks + 1))
+# loss and accuracy of every step, and the validation lines
+hs_lines() { python3 -c 'import json,sys
+for l in map(json.loads, open(sys.argv[1])):
+    if l["type"] in ("train", "val"):
+        print(l["type"], l.get("step"), l.get("loss"), l.get("accuracy"), l.get("top1"), l.get("top5"))' "$1"; }
+same "$(hs_lines "$T/hs1/metrics.jsonl")" "$(hs_lines "$T/hs0/metrics.jsonl")" "staged loop's metrics"
+same "$(hs_lines "$T/hs1/metrics.jsonl" | grep -c '^train')" "$(hs_lines "$T/hs0/metrics.jsonl" | grep -c '^train')" "staged loop's step count"
+# resumed in the middle of an epoch, and --max-steps ending mid-epoch
+expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --max-steps 5
+expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --resume
+cmp -s "$T/hs0/checkpoint.safetensors" "$T/hs2/checkpoint.safetensors" ||
+  fail "the staged loop resumed mid-epoch ends with other bytes"
+checks=$((checks + 1))
+# a NaN in a batch taken ahead is still in its copy: the run stops there
+run env IMSHARD_INJECT_NAN_STEP=4 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 2
+same "$rc" 1 "staged loop fed a NaN at step 4"
+contains "$T/err" "loss is NaN at step 4"
+# the synthetic batch's device copy
+expect 0 fit --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs3"
+expect 0 hs --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs4"
+cmp -s "$T/hs3/checkpoint.safetensors" "$T/hs4/checkpoint.safetensors" ||
+  fail "the staged loop's synthetic run differs from the plain loop's"
+checks=$((checks + 1))
+
 # --- resume inside an epoch = uninterrupted, byte for byte ---------------
 expect 0 fit --epochs 2 --checkpoint-dir "$T/full" --seed 5
 expect 0 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --max-steps 3
