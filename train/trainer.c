@@ -788,17 +788,29 @@ static int setup_buckets(run *r, ims_error *err)
  * IMSHARD_INJECT_NAN_STEP=N (from 1), the first pixel of step N's batch is
  * made NaN, on every rank or only on rank IMSHARD_INJECT_NAN_RANK.
  */
-static int fault_injection(run *r, ims_error *err)
+/* *step = the step number (from 1) in environment variable name, 0 when
+ * it is unset. */
+static int env_step(const char *name, uint64_t *step, ims_error *err)
 {
-	const char *s = getenv("IMSHARD_INJECT_NAN_STEP");
+	*step = 0;
+	const char *s = getenv(name);
 	if (!s)
 		return 0;
 	char *end;
 	errno = 0;
 	unsigned long long n = strtoull(s, &end, 10);
 	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
-		  IMS_EINVAL, "IMSHARD_INJECT_NAN_STEP must be a step number from 1, got '%s'",
-		  s);
+		  IMS_EINVAL, "%s must be a step number from 1, got '%s'", name, s);
+	*step = n;
+	return 0;
+}
+
+static int fault_injection(run *r, ims_error *err)
+{
+	uint64_t n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_NAN_STEP", &n, err));
+	if (!n)
+		return 0;
 	const char *rank = getenv("IMSHARD_INJECT_NAN_RANK");
 	if (rank && atoi(rank) != r->rank)
 		return 0;
@@ -816,16 +828,10 @@ static int fault_injection(run *r, ims_error *err)
  */
 static int inf_injection(run *r, ims_error *err)
 {
-	const char *s = getenv("IMSHARD_INJECT_INF_GRAD_STEP");
-	if (!s)
+	uint64_t n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_INF_GRAD_STEP", &n, err));
+	if (!n)
 		return 0;
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
-		  IMS_EINVAL,
-		  "IMSHARD_INJECT_INF_GRAD_STEP must be a step number from 1, got '%s'",
-		  s);
 	RETURN_IF(!r->scaler.enabled, err, IMS_EINVAL,
 		  "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16 (only "
 		  "fp16 checks gradients for overflow)");

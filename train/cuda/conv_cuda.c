@@ -106,10 +106,12 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 
 /*
  * The index of the first usable entry of perf[0..count): status success,
- * deterministic, workspace within bounds; on the first pass ranked as FMA
- * math, on the second any math but fp16 conversion; -1 when none.
+ * deterministic, workspace within bounds; on the first pass ranked with
+ * math type `first` (FMA in fp32, tensor-op math in 16 bits), on the
+ * second any math but ALLOW_CONVERSION (a conversion of fp32 data to 16
+ * bits in fp32, and 16-bit data needs none); -1 when none.
  */
-#define PICK_ALGO(perf, count, pick)                                           \
+#define PICK_ALGO(perf, count, first, pick)                                    \
 	do {                                                                   \
 		(pick) = -1;                                                   \
 		for (int pass_ = 0; pass_ < 2 && (pick) < 0; pass_++)          \
@@ -118,38 +120,10 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 				    (perf)[i_].determinism ==                  \
 					    CUDNN_DETERMINISTIC &&             \
 				    (perf)[i_].memory <= NN_CUDA_WS_MAX &&     \
-				    ((perf)[i_].mathType == CUDNN_FMA_MATH ||  \
+				    ((perf)[i_].mathType == (first) ||         \
 				     (pass_ && (perf)[i_].mathType !=          \
 						       CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) \
 					(pick) = i_;                           \
-	} while (0)
-
-/*
- * The same for 16-bit tensors: status success, deterministic, workspace
- * within bounds; on the first pass ranked as tensor-op math, on the
- * second any math but ALLOW_CONVERSION (the data is 16-bit already).
- */
-#define PICK_ALGO_HALF(perf, count, pick)                                      \
-	do {                                                                   \
-		(pick) = -1;                                                   \
-		for (int pass_ = 0; pass_ < 2 && (pick) < 0; pass_++)          \
-			for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)     \
-				if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && \
-				    (perf)[i_].determinism ==                  \
-					    CUDNN_DETERMINISTIC &&             \
-				    (perf)[i_].memory <= NN_CUDA_WS_MAX &&     \
-				    ((perf)[i_].mathType == CUDNN_TENSOR_OP_MATH || \
-				     (pass_ && (perf)[i_].mathType !=          \
-						       CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) \
-					(pick) = i_;                           \
-	} while (0)
-
-#define PICK(half, perf, count, pick)                                          \
-	do {                                                                   \
-		if (half)                                                      \
-			PICK_ALGO_HALF(perf, count, pick);                     \
-		else                                                           \
-			PICK_ALGO(perf, count, pick);                          \
 	} while (0)
 
 static int no_algo(ims_error *err, const char *dir, const nn_conv_desc *d,
@@ -200,7 +174,7 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 		    cudnnGetConvolutionForwardAlgorithm_v7(
 			    h, dev->x_desc, dev->w_desc, dev->conv_desc,
 			    dev->y_desc, ALGO_SLOTS, &got, fwd));
-	PICK(half, fwd, got, pick);
+	PICK_ALGO(fwd, got, rank_math, pick);
 	if (pick < 0)
 		return no_algo(err, "forward", d, precision);
 	a->fwd = fwd[pick].algo;
@@ -217,7 +191,7 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 		    cudnnGetConvolutionBackwardDataAlgorithm_v7(
 			    h, dev->w_desc, dev->y_desc, dev->conv_desc,
 			    dev->x_desc, ALGO_SLOTS, &got, data));
-	PICK(half, data, got, pick);
+	PICK_ALGO(data, got, rank_math, pick);
 	if (pick < 0)
 		return no_algo(err, "backward-data", d, precision);
 	a->bwd_data = data[pick].algo;
@@ -234,7 +208,7 @@ static int choose(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 		    cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 			    h, dev->x_desc, dev->y_desc, dev->conv_desc,
 			    dev->w_desc, ALGO_SLOTS, &got, filt));
-	PICK(half, filt, got, pick);
+	PICK_ALGO(filt, got, rank_math, pick);
 	if (pick < 0)
 		return no_algo(err, "backward-filter", d, precision);
 	a->bwd_filter = filt[pick].algo;
