@@ -17,8 +17,9 @@
 #   IMSHARD        imshard binary [build/tools/imshard]
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
 #   MODEL_FLOPS    model_flops binary [build/bench/model_flops]
-#   DATA           sample images and packed splits, made when absent [/tmp/imshard-bench-train-data]
-#   PER_CLASS      sample images per class, 10 classes [200]
+#   DATA           sample images and packed splits, made when absent
+#                  [/tmp/imshard-bench-train-data-pcPER_CLASS]
+#   PER_CLASS      sample images per class, 10 classes (80% train) [1000]
 #   VAL_PER_CLASS  validation images per class (of the 20% held out) [6]
 #   ONLY           run only these contenders, e.g. 'mpi_np1 mpi_np2' (names
 #                  as in the results; default all)
@@ -36,8 +37,12 @@
 #                  the machine's ceiling for the pair), 0: skip them [1]
 #   MPI_MODEL, MPI_SIZE  model and input side of the MPI pair [convnet7, 32]
 #   MPI_STEPS      steps of the 2-rank run; the 1-rank run does twice as
-#                  many of the same per-rank batch (equal global work) [20]
-#   MPI_LOG_EVERY  metrics interval of the MPI pair [4]
+#                  many of the same per-rank batch (equal global work);
+#                  runs of 20 steps measured 0.72-0.74 where 100 gave
+#                  0.92-0.94 minutes apart (their first ~20 steps are
+#                  slower, and the shorter run has more of them in its
+#                  steady intervals) [100]
+#   MPI_LOG_EVERY  metrics interval of the MPI pair [10]
 #   BUCKET_MB      --bucket-mb of the 2-rank run: gradients summed in
 #                  buckets of this many MiB as backward finishes them;
 #                  empty: the trainer's default (one bucket on the CPU) []
@@ -49,7 +54,10 @@
 #   MPI_PIN        1: one core per rank: the 1-rank run under taskset -c 0,
 #                  the 2 ranks with --bind-to core, so each rank's loader
 #                  threads share its core (the 1-rank run cannot borrow
-#                  the idle second core); 0: nothing pinned [0]
+#                  the idle second core for its decoding, which made an
+#                  unpinned baseline a 1-rank run on 2 cores: its
+#                  ceiling with the loader was 0.83); 0: nothing
+#                  pinned [1]
 #   INPUT          loader: imshard-train reads and decodes the packed
 #                  split (its loader threads share the cores); synthetic:
 #                  --synthetic, one fixed random batch per rank, nothing
@@ -94,8 +102,8 @@ done
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
 MODEL_FLOPS=$(abspath "${MODEL_FLOPS:-build/bench/model_flops}")
-DATA=$(abspath "${DATA:-/tmp/imshard-bench-train-data}")
-PER_CLASS=${PER_CLASS:-200}
+PER_CLASS=${PER_CLASS:-1000}
+DATA=$(abspath "${DATA:-/tmp/imshard-bench-train-data-pc$PER_CLASS}")
 VAL_PER_CLASS=${VAL_PER_CLASS:-6}
 ONLY=${ONLY:-}
 ROUNDS=${ROUNDS:-3}
@@ -109,10 +117,10 @@ SGEMM_SECONDS=${SGEMM_SECONDS:-2}
 MPI=${MPI:-1}
 MPI_MODEL=${MPI_MODEL:-convnet7}
 MPI_SIZE=${MPI_SIZE:-32}
-MPI_STEPS=${MPI_STEPS:-20}
-MPI_LOG_EVERY=${MPI_LOG_EVERY:-4}
+MPI_STEPS=${MPI_STEPS:-100}
+MPI_LOG_EVERY=${MPI_LOG_EVERY:-10}
 MPIRUN=${MPIRUN:-mpirun}
-MPI_PIN=${MPI_PIN:-0}
+MPI_PIN=${MPI_PIN:-1}
 BUCKET_MB=${BUCKET_MB:-}
 BUCKET_MB_ALT=${BUCKET_MB_ALT:-}
 INPUT=${INPUT:-loader}
