@@ -479,8 +479,10 @@ int aug_warp(const aug_image *src, const aug_plan *p,
  *
  * Reads a packed split for one rank and hands out batches of augmented
  * samples, prepared ahead of the consumer by OpenMP workers into a ring of
- * buffers (pinned with cudaHostAlloc when a CUDA device is present, page-
- * aligned host memory otherwise; said once on stderr unless quiet).
+ * buffers: page-aligned host memory, or the caller's (opts.host: a
+ * trainer on a GPU passes its pinned allocator, so batches copy to the
+ * device asynchronously); which one is said once on stderr unless quiet.
+ * The loader itself knows nothing of devices.
  *
  * Each epoch, every rank takes its share of a (seed, epoch) permutation
  * (rio_partition): shares are disjoint, cover the split and have the same
@@ -498,6 +500,23 @@ int aug_warp(const aug_image *src, const aug_plan *p,
  * ------------------------------------------------------------------------ */
 
 typedef struct aug_loader aug_loader;
+
+/*
+ * Host memory for the batch ring, from the caller. alloc returns bytes of
+ * memory for one batch (NULL when out of memory: aug_loader_open then
+ * fails with IMS_ENOMEM); free gives back what alloc returned, never
+ * NULL; both get ud, and are called from the thread that opens and closes
+ * the loader. The memory is written by the loader's workers and read by
+ * the consumer; nothing else touches it. name describes it for the log
+ * line ("pinned memory (cudaHostAlloc)"; NULL: "memory from the caller's
+ * allocator"). alloc NULL (the default) is page-aligned host memory.
+ */
+typedef struct aug_host_alloc {
+	void *(*alloc)(void *ud, size_t bytes);
+	void (*free)(void *ud, void *p);
+	void *ud;
+	const char *name;
+} aug_host_alloc;
 
 typedef struct aug_loader_opts {
 	const char *manifest;   /* NAME.json of the split */
@@ -521,7 +540,8 @@ typedef struct aug_loader_opts {
 				   rank then uses as many records as the rank
 				   owning the fewest, the rest dropped and
 				   reported */
-	int no_pinned;          /* never try cudaHostAlloc */
+	aug_host_alloc host;    /* batch memory (default: page-aligned host
+				   memory) */
 	int quiet;              /* no log line about memory */
 } aug_loader_opts;
 
@@ -579,7 +599,9 @@ typedef struct aug_loader_stats {
 	double augment_seconds;     /* ... warping */
 	double produce_seconds;     /* wall time spent filling batches (not waiting
 				       for a free slot) */
-	int pinned;                 /* 1 when the ring is cudaHostAlloc'd */
+	int pinned;                 /* 1 when the ring is the caller's memory
+				       (opts.host: pinned, for a trainer on a
+				       device), 0 for page-aligned host memory */
 } aug_loader_stats;
 
 void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *s);

@@ -9,8 +9,6 @@
  * previous one back. Everything a sample looks like comes from (seed,
  * epoch, record index), never from which thread or rank made it.
  */
-#define _GNU_SOURCE
-#include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,13 +43,6 @@ typedef struct worker {
 	double read_s, decode_s, augment_s;
 } worker;
 
-/* cudaHostAlloc, found at run time so no build needs CUDA to load. */
-typedef struct cuda_api {
-	void *lib;
-	int (*host_alloc)(void **p, size_t bytes, unsigned flags);
-	int (*free_host)(void *p);
-} cuda_api;
-
 struct aug_loader {
 	aug_loader_opts o;
 	char *manifest;
@@ -67,8 +58,6 @@ struct aug_loader {
 
 	int k;
 	slot *ring;
-	cuda_api cuda;
-	int pinned;
 	worker *workers;
 
 	pthread_mutex_t mu;
@@ -96,43 +85,15 @@ void aug_loader_opts_init(aug_loader_opts *o, int train)
 	aug_transform_opts_init(&o->transform, train);
 }
 
-static int load_cuda(cuda_api *c, char *why, size_t whylen)
-{
-	const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-			       "libcudart.so.11.0"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !c->lib; i++)
-		c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-	if (!c->lib) {
-		snprintf(why, whylen, "no CUDA runtime library");
-		return -1;
-	}
-	int (*count)(int *) = (int (*)(int *))dlsym(c->lib, "cudaGetDeviceCount");
-	c->host_alloc = (int (*)(void **, size_t, unsigned))dlsym(c->lib, "cudaHostAlloc");
-	c->free_host = (int (*)(void *))dlsym(c->lib, "cudaFreeHost");
-	int devices = 0;
-	if (!count || !c->host_alloc || !c->free_host) {
-		snprintf(why, whylen, "the CUDA runtime lacks cudaHostAlloc");
-	} else if (count(&devices) != 0 || devices == 0) {
-		snprintf(why, whylen, "no CUDA device");
-	} else {
-		return 0;
-	}
-	dlclose(c->lib);
-	memset(c, 0, sizeof(*c));
-	return -1;
-}
-
+/* The ring's memory: the caller's allocator, else page-aligned host
+ * memory (whole pages, so the batch of one slot shares none with
+ * another's). */
 static void *alloc_batch(aug_loader *l, size_t bytes)
 {
+	const aug_host_alloc *h = &l->o.host;
+	if (h->alloc)
+		return h->alloc(h->ud, bytes);
 	void *p = NULL;
-	if (l->pinned) {
-		/* cudaHostAllocPortable (1): pinned for every CUDA context,
-		 * so the copy engine of whichever GPU this rank trains on
-		 * reads it directly */
-		if (l->cuda.host_alloc(&p, bytes, 1) == 0)
-			return p;
-		return NULL;
-	}
 	if (posix_memalign(&p, 4096, bytes) != 0)
 		return NULL;
 	return p;
@@ -142,8 +103,8 @@ static void free_batch(aug_loader *l, void *p)
 {
 	if (!p)
 		return;
-	if (l->pinned)
-		l->cuda.free_host(p);
+	if (l->o.host.alloc)
+		l->o.host.free(l->o.host.ud, p);
 	else
 		free(p);
 }
@@ -237,13 +198,15 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		GOTO_IF_ERR(fail, rc, aug_codec_create(&l->workers[t].codec, err));
 	}
 
-	char why[128] = "not asked for";
-	l->pinned = !o->no_pinned && load_cuda(&l->cuda, why, sizeof(why)) == 0;
-	l->stats.pinned = l->pinned;
+	if (o->host.alloc && !o->host.free)
+		GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+			  "cannot open loader: a host allocator without its free");
+	l->stats.pinned = o->host.alloc != NULL;
 	if (!o->quiet)
-		fprintf(stderr, l->pinned ? "imshard: loader: batches in pinned memory (cudaHostAlloc)\n" :
-					    "imshard: loader: batches in page-aligned host memory (%s)\n",
-			why);
+		fprintf(stderr, "imshard: loader: batches in %s\n",
+			!o->host.alloc ? "page-aligned host memory"
+			: o->host.name ? o->host.name
+				       : "memory from the caller's allocator");
 	l->k = o->prefetch > 0 ? o->prefetch : 3;
 	l->ring = calloc((size_t)l->k, sizeof(slot));
 	if (!l->ring)
@@ -543,8 +506,6 @@ void aug_loader_close(aug_loader *l)
 			aug_image_release(&l->workers[t].img);
 		}
 	free(l->workers);
-	if (l->cuda.lib)
-		dlclose(l->cuda.lib);
 	rio_reader_close(l->reader);
 	free(l->share);
 	free(l->share_pad);

@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "augment/augment.h"
-#include "cli.h"
+#include "imshard.h"
 
 static const cli_command command = {
 	"bench-load",
@@ -32,8 +32,9 @@ static const cli_command command = {
 	"stall fraction (wait / wall: near 0 means the loader keeps up with a\n"
 	"consumer that does nothing, so a real training step will not starve;\n"
 	"near 1 means the loader is the bottleneck); bad records replaced (and\n"
-	"the last one, with why); whether the batch ring is pinned (cudaHostAlloc)\n"
-	"memory; the records this rank uses per epoch and how many are padded or\n"
+	"the last one, with why); the batch ring's memory (page-aligned host\n"
+	"memory: pinned memory is imshard-train's, on a GPU, so \"pinned\" is\n"
+	"false); the records this rank uses per epoch and how many are padded or\n"
 	"dropped across ranks so every rank gets the same number of batches.\n\n"
 	"With --json one JSON object is printed instead, with the keys images,\n"
 	"seconds, images_per_s, batches, wait_seconds, read_seconds,\n"
@@ -239,7 +240,10 @@ int cmd_bench_load(int argc, char **argv)
 		{"shard-owning", 0, CLI_FLAG, &shard_owning, NULL,
 		 "each rank reads only the shards s with\n"
 		 "s % W == R (node-local data)", 0, 0},
-		{"no-pinned", 0, CLI_FLAG, &no_pinned, NULL, "never cudaHostAlloc the batch ring", 0, 0},
+		{"no-pinned", 0, CLI_FLAG, &no_pinned, NULL,
+		 "accepted for old scripts: the batch ring is always\n"
+		 "page-aligned host memory here (pinned memory is\n"
+		 "imshard-train's, on a GPU)", 0, 0},
 		{"dump", 0, CLI_STRING, &dump_help, "N DIR",
 		 "write the first N samples as PNG files\n"
 		 "DIR/sample_<k>_label<L>.png (DIR is created)", 0, 0},
@@ -322,7 +326,7 @@ int cmd_bench_load(int argc, char **argv)
 		threads = omp_get_num_procs(); /* what the loader's 0 means */
 	lo.prefetch = prefetch;
 	lo.shard_owning = shard_owning;
-	lo.no_pinned = no_pinned;
+	(void)no_pinned; /* the loader's default memory is never pinned */
 	lo.quiet = quiet || json;
 
 	aug_loader *l = NULL;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "datasets/datasets.h"
 #include "pack/pack.h"
 #include "recordio/recordio.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "augment/augment.h"
-#include "cli.h"
+#include "imshard.h"
 #include "recordio/recordio.h"
 
 static const cli_command command = {

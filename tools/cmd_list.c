@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "datasets/datasets.h"
 
 static const cli_command list_cmd = {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "datasets/datasets.h"
 #include "pack/pack.h"
 

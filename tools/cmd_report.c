@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "report/report.h"
 
 /* Warnings printed for skipped lines; the page lists them all. */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "datasets/datasets.h"
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)

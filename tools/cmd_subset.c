@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "imshard.h"
 #include "datasets/datasets.h"
 
 static const cli_command subset_cmd = {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "imshard.h"
 
 struct subcommand {
 	const char *name;

@@ -1,9 +1,12 @@
 /*
  * imshard_train.c - `imshard-train`: data-parallel training from packed
  * splits. One process per device; run under `mpirun -np N` for N ranks or
- * alone for one. Parses flags into nn_train_opts and runs nn_train_run;
- * the loop lives in train/trainer.c.
+ * alone for one. Parses flags into nn_train_opts, reads the tests' fault
+ * injection from the environment into nn_train_hooks, runs nn_train_run
+ * (the loop is train/loop/, behind train/train.h) and prints what its
+ * events report.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +73,181 @@ static const cli_command command = {
 	"  imshard-train --train t.json --val v.json --model resnet50 \\\n"
 	"      --init resnet50.safetensors --freeze-backbone --lr 0.01\n\n"
 	"Exit status: 0 success, 1 training failed, 2 bad usage."};
+
+/* ---- what the loop reports, as lines on stderr ---------------------------- */
+
+/* Rank 0 prints the run's lines (every rank gets the same events); a
+ * warning is its rank's own; --quiet prints none. */
+typedef struct printer {
+	const nn_train_opts *o;
+	int rank;
+} printer;
+
+static int printing(const printer *p)
+{
+	return p->rank == 0 && !p->o->quiet;
+}
+
+static void on_started(void *ctx, const nn_train_plan *p)
+{
+	const printer *pr = ctx;
+	const nn_train_opts *o = pr->o;
+	if (!printing(pr))
+		return;
+	fprintf(stderr,
+		"imshard-train: %s, %d classes, %d rank%s x batch %d, %llu "
+		"steps per epoch (%llu records per rank, %llu dropped so ranks "
+		"are equal); lr %g per rank, %g with %d rank%s (%s)\n",
+		o->model, p->classes, p->world, p->world > 1 ? "s" : "",
+		o->batch_size, (unsigned long long)p->steps_per_epoch,
+		(unsigned long long)p->records_per_rank,
+		(unsigned long long)p->dropped, o->lr, p->lr_peak, p->world,
+		p->world > 1 ? "s" : "",
+		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+	if (o->synthetic)
+		fprintf(stderr,
+			"imshard-train: --synthetic: every step trains on one "
+			"fixed random batch per rank (nothing decoded); "
+			"validation reads %s\n",
+			o->val_manifest);
+}
+
+static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
+{
+	const printer *pr = ctx;
+	if (!printing(pr))
+		return;
+	fprintf(stderr, "imshard-train: loaded %d tensors from '%s'\n", r->loaded,
+		path);
+	for (int i = 0; i < r->n_reinit; i++)
+		fprintf(stderr,
+			"imshard-train: head '%s' has another shape in '%s': "
+			"re-initialised\n",
+			r->reinit[i], path);
+	for (int i = 0; i < r->n_missing; i++)
+		fprintf(stderr,
+			"imshard-train: '%s' is not in '%s': kept as initialised\n",
+			r->missing[i], path);
+	for (int i = 0; i < r->n_unexpected; i++)
+		fprintf(stderr,
+			"imshard-train: '%s' in '%s' is not a tensor of %s: "
+			"ignored\n",
+			r->unexpected[i], path, pr->o->model);
+}
+
+static void on_resumed(void *ctx, const char *path, int epoch, uint64_t step)
+{
+	if (printing(ctx))
+		fprintf(stderr,
+			"imshard-train: resuming from '%s' at epoch %d, step %llu\n",
+			path, epoch + 1, (unsigned long long)step);
+}
+
+static void on_progress(void *ctx, const nn_train_progress *p)
+{
+	if (!printing(ctx))
+		return;
+	fprintf(stderr,
+		"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
+		"lr %.4g %.0f img/s (wait %.0f ms, compute %.0f ms, comm %.0f ms "
+		"per step)\n",
+		p->epoch + 1, (unsigned long long)p->step,
+		(unsigned long long)p->total_steps,
+		p->samples > 0 ? p->loss_sum / p->samples : 0,
+		p->samples > 0 ? 100 * p->correct / p->samples : 0, p->lr,
+		p->seconds > 0 ? p->images * p->world / p->seconds : 0,
+		1e3 * p->wait_s / p->steps, 1e3 * p->compute_s / p->steps,
+		1e3 * p->comm_s / p->steps);
+}
+
+static void on_validated(void *ctx, const nn_train_validation *v)
+{
+	if (printing(ctx))
+		fprintf(stderr,
+			"imshard-train: epoch %d validation: top-1 %.2f%%, "
+			"top-5 %.2f%%, loss %.4f (%.0f records)\n",
+			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
+			(double)v->records);
+}
+
+static void on_step_skipped(void *ctx, uint64_t step, double scale,
+			    double new_scale)
+{
+	if (printing(ctx))
+		fprintf(stderr,
+			"imshard-train: step %llu: fp16 gradients overflowed at "
+			"loss scale %g: step skipped, scale now %g\n",
+			(unsigned long long)step, scale, new_scale);
+}
+
+static void on_warning(void *ctx, const char *msg)
+{
+	const printer *pr = ctx;
+	if (!pr->o->quiet)
+		fprintf(stderr, "imshard-train: %s\n", msg);
+}
+
+/* ---- fault injection for tests (docs/TRAINING.md) ------------------------ */
+
+/* *step = the step number (from 1) in environment variable name, 0 when
+ * it is unset. */
+static int env_step(const char *name, uint64_t *step, ims_error *err)
+{
+	*step = 0;
+	const char *s = getenv(name);
+	if (!s)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
+		  IMS_EINVAL, "%s must be a step number from 1, got '%s'", name, s);
+	*step = n;
+	return 0;
+}
+
+/*
+ * The hooks the tests set through the environment, read here and nowhere
+ * in the loop: IMSHARD_INJECT_NAN_STEP=N makes the first pixel of step
+ * N's batch NaN (on every rank, or only on rank IMSHARD_INJECT_NAN_RANK);
+ * IMSHARD_INJECT_INF_GRAD_STEP=N (fp16) an Inf gradient after step N's
+ * allreduce; IMSHARD_TEST_HOST_STAGE runs the device loop on the CPU (one
+ * rank).
+ */
+static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
+		      int world, ims_error *err)
+{
+	memset(h, 0, sizeof(*h));
+	uint64_t n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_NAN_STEP", &n, err));
+	const char *only = getenv("IMSHARD_INJECT_NAN_RANK");
+	if (!only || atoi(only) == rank)
+		h->nan_step = n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_INF_GRAD_STEP", &n, err));
+	RETURN_IF(n && strcmp(o->precision, "fp16"), err, IMS_EINVAL,
+		  "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16 (only "
+		  "fp16 checks gradients for overflow)");
+	h->inf_grad_step = n;
+	if (getenv("IMSHARD_TEST_HOST_STAGE")) {
+		RETURN_IF(world > 1, err, IMS_EINVAL,
+			  "IMSHARD_TEST_HOST_STAGE is for one rank");
+		h->host_stage = 1;
+	}
+	return 0;
+}
+
+/* A run-time failure: one line (naming the rank when there are several),
+ * the other ranks ended (they would wait in their next collective). */
+static int fail_run(dp_comm *comm, const ims_error *err)
+{
+	if (dp_world(comm) > 1)
+		fprintf(stderr, "imshard: rank %d: %s\n", dp_rank(comm), err->msg);
+	else
+		cli_error("%s", err->msg);
+	dp_abort(comm, CLI_EXIT_FAIL);
+	dp_finalize(comm);
+	return CLI_EXIT_FAIL;
+}
 
 /*
  * OpenBLAS picks its kernels when it loads, before main; when it fell back
@@ -235,18 +413,25 @@ int main(int argc, char **argv)
 			"for this CPU; set OPENBLAS_CORETYPE to choose)\n",
 			nn_blas_core(), picked);
 
+	nn_train_hooks hooks;
+	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &err) < 0)
+		return fail_run(comm, &err);
+	printer pr = {&o, dp_rank(comm)};
+	const nn_train_events events = {
+		.started = on_started,
+		.initialised = on_initialised,
+		.resumed = on_resumed,
+		.progress = on_progress,
+		.validated = on_validated,
+		.step_skipped = on_step_skipped,
+		.warning = on_warning,
+		.ctx = &pr,
+	};
+	o.events = &events;
+	o.hooks = &hooks;
 	nn_train_result res;
-	rc = nn_train_run(&o, comm, &res, &err);
-	if (rc < 0) {
-		if (dp_world(comm) > 1)
-			fprintf(stderr, "imshard: rank %d: %s\n", dp_rank(comm), err.msg);
-		else
-			cli_error("%s", err.msg);
-		/* the other ranks would wait in their next collective */
-		dp_abort(comm, CLI_EXIT_FAIL);
-		dp_finalize(comm);
-		return CLI_EXIT_FAIL;
-	}
+	if (nn_train_run(&o, comm, &res, &err) < 0)
+		return fail_run(comm, &err);
 	if (dp_rank(comm) == 0)
 		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu records); best "
 		       "top-1 %.2f%% at epoch %d; %.1f images/s over %d rank%s "

@@ -81,7 +81,7 @@ const nn_backend nn_backend_cpu = {
  * With this table the CPU backend runs it too, its "device" being host
  * memory and its copies memcpy, so tests can hold the loop to the plain
  * CPU loop's results bit for bit on a machine without a GPU
- * (IMSHARD_TEST_HOST_STAGE, train/trainer.c).
+ * (nn_ctx_init_cpu_staged; imshard-train's IMSHARD_TEST_HOST_STAGE).
  */
 typedef struct host_stage {
 	void *x[2];
@@ -160,6 +160,17 @@ static int host_stage_done(nn_stage *st, int slot, ims_error *err)
 	return 0;
 }
 
+/* The batches' host memory, taken through the same entries a device's
+ * pinned memory is: page-aligned as the loader's own default. */
+static void *host_batch_alloc(nn_ctx *ctx, size_t bytes)
+{
+	(void)ctx;
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, bytes ? bytes : 1))
+		return NULL;
+	return p;
+}
+
 const nn_backend *nn_backend_cpu_host_staged(void)
 {
 	static nn_backend b;
@@ -170,6 +181,9 @@ const nn_backend *nn_backend_cpu_host_staged(void)
 		b.stage_get = host_stage_get;
 		b.stage_done = host_stage_done;
 		b.stage_free = host_stage_free;
+		b.host_alloc = host_batch_alloc;
+		b.host_free = cpu_free;
+		b.host_memory = "page-aligned host memory (staged as for a device)";
 		b.name = "cpu";
 	}
 	return &b;

@@ -15,8 +15,7 @@
  * host_view: to_host before, to_device after a load), so the files are
  * the same whichever device wrote them.
  */
-#include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/checkpoint.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -86,7 +85,7 @@ static int view_open(host_view *v, nn_model *m, nn_optim *opt,
 		v->ns = 2;
 	for (size_t s = 0; s < v->ns; s++)
 		v->dev_state[s] = nn_optim_state(opt, s);
-	if (v->ctx->be == &nn_backend_cpu) {
+	if (nn_ctx_on_host(v->ctx)) {
 		v->params = v->dev_params;
 		v->buffers = v->dev_buffers;
 		for (size_t s = 0; s < v->ns; s++)
@@ -94,7 +93,6 @@ static int view_open(host_view *v, nn_model *m, nn_optim *opt,
 		return 0;
 	}
 	v->copied = 1;
-	const nn_backend *be = v->ctx->be;
 	v->params = malloc((v->np ? v->np : 1) * sizeof(float));
 	v->buffers = malloc((v->nb ? v->nb : 1) * sizeof(float));
 	int oom = !v->params || !v->buffers;
@@ -109,13 +107,13 @@ static int view_open(host_view *v, nn_model *m, nn_optim *opt,
 			      path);
 		goto fail;
 	}
-	GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->params, v->dev_params,
-					  v->np * sizeof(float), err));
-	GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->buffers, v->dev_buffers,
-					  v->nb * sizeof(float), err));
+	GOTO_IF_ERR(fail, rc, nn_ctx_to_host(v->ctx, v->params, v->dev_params,
+					     v->np * sizeof(float), err));
+	GOTO_IF_ERR(fail, rc, nn_ctx_to_host(v->ctx, v->buffers, v->dev_buffers,
+					     v->nb * sizeof(float), err));
 	for (size_t s = 0; s < v->ns; s++)
-		GOTO_IF_ERR(fail, rc, be->to_host(v->ctx, v->state[s], v->dev_state[s],
-						  v->np * sizeof(float), err));
+		GOTO_IF_ERR(fail, rc, nn_ctx_to_host(v->ctx, v->state[s], v->dev_state[s],
+						     v->np * sizeof(float), err));
 	return 0;
 fail:
 	view_close(v);
@@ -127,14 +125,13 @@ static int view_commit(host_view *v, ims_error *err)
 {
 	if (!v->copied)
 		return 0;
-	const nn_backend *be = v->ctx->be;
-	FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_params, v->params,
-				     v->np * sizeof(float), err));
-	FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_buffers, v->buffers,
-				     v->nb * sizeof(float), err));
+	FORWARD_IF_ERR(nn_ctx_to_device(v->ctx, v->dev_params, v->params,
+				        v->np * sizeof(float), err));
+	FORWARD_IF_ERR(nn_ctx_to_device(v->ctx, v->dev_buffers, v->buffers,
+				        v->nb * sizeof(float), err));
 	for (size_t s = 0; s < v->ns; s++)
-		FORWARD_IF_ERR(be->to_device(v->ctx, v->dev_state[s], v->state[s],
-					     v->np * sizeof(float), err));
+		FORWARD_IF_ERR(nn_ctx_to_device(v->ctx, v->dev_state[s], v->state[s],
+					        v->np * sizeof(float), err));
 	return 0;
 }
 

@@ -15,7 +15,7 @@
 #define IMSHARD_MODEL_INTERNAL_H
 
 #include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 typedef enum nn_op {
 	NN_OP_CONV,

@@ -1,7 +1,8 @@
 /*
  * nn_internal.h - the layer kernels of imshard's network library and the
- * backend table that dispatches them. Private to train/ and its tests; the
- * trainer's public interface is train/train.h.
+ * backend table that dispatches them. Private to the network library
+ * (train/ itself, train/layers/, train/cuda/) and its tests; its public
+ * interface, the context (nn_ctx) included, is train/nn.h.
  *
  * Conventions, the same for every layer:
  *   - Activations are float, NCHW, contiguous. Dense activations are
@@ -32,62 +33,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
-
-/* ---- context ----------------------------------------------------------- */
-
-typedef struct nn_backend nn_backend;
-
-typedef struct nn_ctx {
-	const nn_backend *be; /* kernels of this context's device */
-	int threads;          /* OpenMP (and BLAS) threads, >= 1 */
-	float *scratch;       /* workspace owned by the context */
-	size_t scratch_floats;
-	void *dev;            /* backend private state (streams, handles) */
-	/* 1: backward kernels OVERWRITE dx (dx = ...) instead of adding to
-	 * it. The model sets it for the first gradient written into each
-	 * activation in a pass, so activation gradients need no zeroing
-	 * (a pass over every activation's size); 0 (the default) is the
-	 * accumulating convention below. */
-	int dx_overwrite;
-	/* Which convolutions take Winograd's algorithm: NN_WINO_AUTO (0,
-	 * the default: those where it was measured faster), NN_WINO_OFF
-	 * (none: im2col + GEMM) or NN_WINO_ALL (every one it can compute,
-	 * so that tests reach it with small shapes). */
-	int winograd;
-	/* What convolutions and linear layers compute in: NN_PREC_FP32 (0,
-	 * the default), or NN_PREC_BF16 / NN_PREC_FP16 (mixed precision:
-	 * their inputs and weights rounded to 16 bits, products summed in
-	 * fp32, results stored fp32; everything else stays fp32). Only the
-	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
-	 * and the trainer refuses 16-bit precisions there. */
-	int precision;
-} nn_ctx;
-
-enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
-enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
-
-/* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
-int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
-/*
- * Sets up a CUDA context on device `device` (0-based, of those visible):
- * a stream, cuDNN and cuBLAS handles bound to it, and a device workspace
- * (train/cuda/). ctx->be then addresses device memory: model storage,
- * activations and the inputs of every kernel are device pointers, except
- * where a function says otherwise (softmax_xent's loss_sum); ctx->threads
- * is 1. Fails with IMS_EUNSUPPORTED and one line that
- * says what to do when no CUDA device is usable (no GPU, no driver) or
- * the build has no CUDA backend; ctx is then left as nn_ctx_release
- * accepts it. Every call on the context must come from one thread.
- */
-int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
-/* Frees the workspace and backend state. ctx may be NULL. */
-void nn_ctx_release(nn_ctx *ctx);
-/*
- * Returns a workspace of at least n floats (64-byte aligned), owned by ctx
- * and valid until the next call or nn_ctx_release; NULL with err set when
- * memory runs out. Contents are undefined.
- */
-float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err);
+#include "train/nn.h"
 
 /* ---- convolution (layers/conv.c) --------------------------------------- */
 
@@ -288,14 +234,7 @@ int nn_xent_check(int n, int k, float smoothing, ims_error *err);
 int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			const int32_t *labels, float smoothing, float scale,
 			double *loss_sum, float *dlogits, ims_error *err);
-/*
- * Counts samples whose label is among the top `topk` logits (ties counted
- * against the sample: a label tied with the k-th logit is a miss only when
- * other classes at that value come first in index order). Samples with
- * skip[i] != 0 are not counted (skip may be NULL).
- */
-int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
-		    int topk, const uint8_t *skip);
+/* nn_topk_correct, the host's score of logits, is public (train/nn.h). */
 
 /* ---- optimiser updates (train/optim.c's per-element math) -------------- */
 
@@ -311,12 +250,6 @@ typedef struct nn_adam_scalars {
 	float eps;
 	float decay_mul;   /* AdamW: 1 - lr wd */
 } nn_adam_scalars;
-
-/* ---- input staging (device backends) ------------------------------------ */
-
-/* Two device slots for a batch and its labels, filled from host memory on
- * a copy stream (train/cuda/stage_cuda.c). */
-typedef struct nn_stage nn_stage;
 
 /* ---- backend table ----------------------------------------------------- */
 
@@ -417,7 +350,7 @@ struct nn_backend {
 	 * stream wait for it too, and gives the slot's device pointers.
 	 * stage_done marks the slot free once the compute work queued so far
 	 * has run (call it after the step that reads the slot is queued).
-	 * stage_free accepts NULL.
+	 * stage_free accepts NULL. (Slots live in train/cuda/train_cuda.c.)
 	 */
 	int (*stage_create)(nn_ctx *, size_t x_bytes, size_t label_bytes,
 			    nn_stage **out, ims_error *);
@@ -428,6 +361,13 @@ struct nn_backend {
 			 ims_error *);
 	int (*stage_done)(nn_stage *, int slot, ims_error *);
 	void (*stage_free)(nn_stage *);
+	/* Host memory for the batches stage_put copies from (the loader's
+	 * ring): page-locked on a device, so copies run asynchronously on
+	 * the copy engine; NULL when out of memory. host_memory names it
+	 * for the log ("pinned memory (cudaHostAlloc)"). */
+	void *(*host_alloc)(nn_ctx *, size_t bytes);
+	void (*host_free)(nn_ctx *, void *);
+	const char *host_memory;
 	/* fp16 loss scaling's gradient check (train/loss_scale.h): sets
 	 * *found_inf to 1 when any of g[0..n) is Inf or NaN, else 0, and
 	 * multiplies every g[i] by inv (the 1/S that unscales them). One
@@ -444,8 +384,7 @@ struct nn_backend {
 
 extern const nn_backend nn_backend_cpu;
 /* The CPU backend plus input staging in host memory, so that the device
- * training loop runs without a device (tests only: IMSHARD_TEST_HOST_STAGE
- * in train/trainer.c). */
+ * training loop runs without a device (nn_ctx_init_cpu_staged). */
 const nn_backend *nn_backend_cpu_host_staged(void);
 
 #endif

@@ -15,7 +15,7 @@
  * step count and the per-step scalars stay here, shared by both.
  */
 #include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 #include <math.h>
 #include <omp.h>

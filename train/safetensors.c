@@ -16,7 +16,7 @@
  * checkpoint that may hold hundreds of megabytes of optimiser state).
  */
 #define _GNU_SOURCE
-#include "train/train.h"
+#include "train/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * size, linear warmup, then constant, step (milestone) or cosine decay.
  * The formulas are in train.h; this file only evaluates them.
  */
-#include "train/train.h"
+#include "train/nn.h"
 
 #include <math.h>
 #include <string.h>

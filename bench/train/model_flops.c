@@ -39,8 +39,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 /* OpenBLAS extensions (declared in its cblas.h; repeated here so that a
  * cblas.h without them still compiles and fails at link time instead). */

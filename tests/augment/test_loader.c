@@ -268,7 +268,6 @@ static void base_opts(aug_loader_opts *o, const char *manifest, int train,
 	o->seed = 11;
 	o->threads = 2;
 	o->quiet = 1;
-	o->no_pinned = 1;
 	o->transform.out_w = side;
 	o->transform.out_h = side;
 }

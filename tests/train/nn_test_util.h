@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "common/common.h"
-#include "train/nn_internal.h"
+#include "train/nn.h"
 #include "test.h"
 
 /* Fills v[0..n) with uniform values in [lo, hi) from (seed, stream). */

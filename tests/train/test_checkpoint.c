@@ -14,7 +14,7 @@
 #include "nn_test_util.h"
 #include "test.h"
 #include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/checkpoint.h"
 
 static nn_ctx ctx;
 static char dir[4096];

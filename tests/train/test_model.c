@@ -9,8 +9,7 @@
 
 #include "nn_test_util.h"
 #include "test.h"
-#include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 typedef struct fixture {
 	nn_model *m;
@@ -161,8 +160,8 @@ static void training_lowers_loss(nn_ctx *ctx)
 		const float *logits;
 		double loss;
 		CHECK_OK(nn_model_forward(m, x, n, 1, (uint64_t)step, &logits, &err), &err);
-		CHECK_OK(nn_cpu_softmax_xent(ctx, n, k, logits, labels, 0, 1.0f / n,
-					     &loss, dl, &err),
+		CHECK_OK(nn_softmax_xent(ctx, n, k, logits, labels, 0, 1.0f / n,
+					 &loss, dl, &err),
 			 &err);
 		CHECK_OK(nn_model_backward(m, dl, 0, &err), &err);
 		for (size_t i = 0; i < np; i++)

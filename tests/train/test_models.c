@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "test.h"
-#include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 typedef struct expect {
 	const char *name;

@@ -19,9 +19,8 @@
 #include <string.h>
 
 #include "test.h"
-#include "train/dp_nccl.h"
+#include "train/dp.h"
 #include "train/nn_internal.h"
-#include "train/train.h"
 
 static void fill(float *v, size_t n, int rank)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "test.h"
-#include "train/train.h"
+#include "train/nn.h"
 
 #define N 8
 #define STEPS 5

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "train/train.h"
+#include "train/safetensors.h"
 
 static char dir[4096];
 

@@ -48,7 +48,7 @@
 #include "test.h"
 #include "train/loss_scale.h"
 #include "train/nn_internal.h"
-#include "train/train.h"
+#include "train/checkpoint.h"
 
 #define TOL_BF16 5e-2
 

@@ -1,5 +1,5 @@
 /*
- * nccl_cuda.c - dp_nccl.h with NCCL: the communicator, its stream, and
+ * nccl_cuda.c - dp.h's NCCL part: the communicator, its stream, and
  * the polled waits that turn a dead or hung peer into an error.
  *
  * Ordering: before a collective, an event is recorded on the compute
@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "train/cuda/cuda_internal.h"
-#include "train/dp_nccl.h"
+#include "train/dp.h"
 
 struct dp_nccl {
 	ncclComm_t comm;

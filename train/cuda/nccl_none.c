@@ -1,8 +1,8 @@
 /*
- * nccl_none.c - dp_nccl.h in a build without NCCL (or without the CUDA
+ * nccl_none.c - dp.h's NCCL part in a build without NCCL (or without the CUDA
  * backend or MPI): it exists so callers need no #ifdef, and says so.
  */
-#include "train/dp_nccl.h"
+#include "train/dp.h"
 
 int dp_nccl_available(void)
 {

@@ -195,3 +195,21 @@ int nn_cuda_stage_done(nn_stage *s, int slot, ims_error *err)
 	s->used[slot] = 1;
 	return 0;
 }
+
+/* Pinned host memory for the loader's batches: cudaHostAllocPortable, so
+ * it is page-locked for every CUDA context, not only this one's device. */
+void *nn_cuda_host_alloc(nn_ctx *ctx, size_t bytes)
+{
+	(void)ctx;
+	void *p = NULL;
+	if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess)
+		return NULL;
+	return p;
+}
+
+void nn_cuda_host_free(nn_ctx *ctx, void *p)
+{
+	(void)ctx;
+	if (p)
+		cudaFreeHost(p);
+}

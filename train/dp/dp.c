@@ -1,39 +1,20 @@
 /*
- * dp.c - communication between ranks: MPI for CPU tensors and bootstrap,
- * one rank without it.
+ * dp.c - the ranks of a data-parallel job: joining, one-rank shortcuts,
+ * the collective watchdog, and gradient buckets' bookkeeping. Bytes move
+ * in the transport (dp_mpi.c, or dp_none.c without MPI).
  *
- * MPI is initialised only when a launcher started this process (mpirun
- * sets OMPI_COMM_WORLD_SIZE, PMI launchers PMI_SIZE or PMIX_RANK): a plain
- * `imshard-train` is one rank and needs no MPI at run time. A build without
- * MPI refuses to run as one rank of several, since each process would
- * silently train alone.
+ * MPI is initialised only when a launcher started this process: a plain
+ * `imshard-train` is one rank and needs no MPI at run time. A build
+ * without MPI refuses to run as one rank of several, since each process
+ * would silently train alone.
  */
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "train/train.h"
-
-#ifdef IMSHARD_HAVE_MPI
-#include <mpi.h>
-#endif
-
-struct dp_comm {
-	int rank, world;
-	int mpi; /* 1: MPI initialised by dp_init */
-	/* collective timeout: the watchdog thread ends the process when a
-	 * blocking collective has waited longer than timeout_s */
-	double timeout_s;
-	int64_t waiting_since_ns; /* atomic; 0 when in no blocking collective */
-	int watching, stop;
-	pthread_t watchdog;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-};
+#include "train/dp/dp_internal.h"
 
 static int64_t mono_ns(void)
 {
@@ -42,13 +23,12 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Around every blocking collective: what the watchdog looks at. */
-static void wait_begin(dp_comm *c)
+void dp_wait_begin(dp_comm *c)
 {
 	__atomic_store_n(&c->waiting_since_ns, mono_ns(), __ATOMIC_RELEASE);
 }
 
-static void wait_end(dp_comm *c)
+void dp_wait_end(dp_comm *c)
 {
 	__atomic_store_n(&c->waiting_since_ns, 0, __ATOMIC_RELEASE);
 }
@@ -100,22 +80,19 @@ static int launched_world(void)
 	return v ? atoi(v) : 0;
 }
 
-#ifdef IMSHARD_HAVE_MPI
-#define MPI_CHECK(err, call)                                                   \
-	do {                                                                   \
-		int mrc_ = (call);                                             \
-		if (mrc_ != MPI_SUCCESS) {                                     \
-			char mmsg_[MPI_MAX_ERROR_STRING];                      \
-			int mlen_ = 0;                                         \
-			MPI_Error_string(mrc_, mmsg_, &mlen_);                 \
-			return ims_fail((err), IMS_EIO, "%s:%d: %s: %s",       \
-					__FILE__, __LINE__, #call, mmsg_);     \
-		}                                                              \
-	} while (0)
-
-/* MPI counts are int: large buffers go in pieces of 2^30 elements. */
-#define DP_CHUNK ((size_t)1 << 30)
-#endif
+/* The node-local rank a launcher announced, 0 when none did. */
+static int launched_local_rank(void)
+{
+	static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
+					   "MPI_LOCALRANKID", "SLURM_LOCALID",
+					   NULL};
+	for (int i = 0; vars[i]; i++) {
+		const char *s = getenv(vars[i]);
+		if (s && *s)
+			return atoi(s);
+	}
+	return 0;
+}
 
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 {
@@ -124,84 +101,33 @@ int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 	dp_comm *c = calloc(1, sizeof(*c));
 	RETURN_IF(!c, err, IMS_ENOMEM, "cannot start ranks: out of memory");
 	c->world = 1;
-	int lw = launched_world();
-#ifdef IMSHARD_HAVE_MPI
-	if (lw > 0) {
-		int provided = 0;
-		int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-		if (rc != MPI_SUCCESS) {
-			free(c);
-			return ims_fail(err, IMS_EIO,
-					"cannot initialise MPI (error %d)", rc);
-		}
-		/* errors come back as codes, so a failure is reported as
-		 * imshard's message instead of aborting the job */
-		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-		MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-		MPI_Comm_size(MPI_COMM_WORLD, &c->world);
-		c->mpi = 1;
-	}
-#else
-	(void)argc;
-	(void)argv;
-	if (lw > 1) {
+	int rc = dp_mpi_init(c, launched_world(), argc, argv, err);
+	if (rc) {
 		free(c);
-		return ims_fail(err, IMS_EUNSUPPORTED,
-				"cannot run as one of %d ranks: this build has no MPI "
-				"(install libopenmpi-dev and rebuild with "
-				"-DIMSHARD_WITH_MPI=ON)",
-				lw);
+		return rc;
 	}
-#endif
+	c->local = launched_local_rank();
 	*out = c;
 	return 0;
 }
 
 int dp_rank(const dp_comm *c) { return c ? c->rank : 0; }
 int dp_world(const dp_comm *c) { return c ? c->world : 1; }
+int dp_local_rank(const dp_comm *c) { return c ? c->local : 0; }
 
 int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 		 ims_error *err)
 {
 	if (!c || c->world == 1)
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
-	for (size_t off = 0; off < bytes; off += DP_CHUNK) {
-		size_t n = bytes - off < DP_CHUNK ? bytes - off : DP_CHUNK;
-		wait_begin(c);
-		int mrc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
-				    MPI_COMM_WORLD);
-		wait_end(c);
-		MPI_CHECK(err, mrc);
-	}
-#else
-	(void)buf;
-	(void)bytes;
-	(void)root;
-	(void)err;
-#endif
-	return 0;
+	return dp_mpi_broadcast(c, buf, bytes, root, err);
 }
 
 int dp_allreduce_sum_f32(dp_comm *c, float *buf, size_t count, ims_error *err)
 {
 	if (!c || c->world == 1)
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
-	for (size_t off = 0; off < count; off += DP_CHUNK) {
-		size_t n = count - off < DP_CHUNK ? count - off : DP_CHUNK;
-		wait_begin(c);
-		int mrc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT,
-					MPI_SUM, MPI_COMM_WORLD);
-		wait_end(c);
-		MPI_CHECK(err, mrc);
-	}
-#else
-	(void)buf;
-	(void)count;
-	(void)err;
-#endif
-	return 0;
+	return dp_mpi_allreduce_f32(c, buf, count, err);
 }
 
 int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
@@ -209,18 +135,7 @@ int dp_allreduce_sum_f64(dp_comm *c, double *buf, size_t count,
 {
 	if (!c || c->world == 1)
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
-	wait_begin(c);
-	int mrc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE,
-				MPI_SUM, MPI_COMM_WORLD);
-	wait_end(c);
-	MPI_CHECK(err, mrc);
-#else
-	(void)buf;
-	(void)count;
-	(void)err;
-#endif
-	return 0;
+	return dp_mpi_allreduce_f64(c, buf, count, err);
 }
 
 int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
@@ -230,42 +145,20 @@ int dp_allgather_f64(dp_comm *c, const double *mine, size_t count,
 		memmove(all, mine, count * sizeof(double));
 		return 0;
 	}
-#ifdef IMSHARD_HAVE_MPI
-	wait_begin(c);
-	int mrc = MPI_Allgather(mine, (int)count, MPI_DOUBLE, all, (int)count,
-				MPI_DOUBLE, MPI_COMM_WORLD);
-	wait_end(c);
-	MPI_CHECK(err, mrc);
-#else
-	(void)err;
-#endif
-	return 0;
+	return dp_mpi_allgather_f64(c, mine, count, all, err);
 }
 
 int dp_barrier(dp_comm *c, ims_error *err)
 {
 	if (!c || c->world == 1)
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
-	wait_begin(c);
-	int mrc = MPI_Barrier(MPI_COMM_WORLD);
-	wait_end(c);
-	MPI_CHECK(err, mrc);
-#else
-	(void)err;
-#endif
-	return 0;
+	return dp_mpi_barrier(c, err);
 }
 
 void dp_abort(dp_comm *c, int code)
 {
-#ifdef IMSHARD_HAVE_MPI
 	if (c && c->mpi && c->world > 1)
-		MPI_Abort(MPI_COMM_WORLD, code);
-#else
-	(void)c;
-	(void)code;
-#endif
+		dp_mpi_abort(c, code);
 }
 
 int dp_set_timeout(dp_comm *c, double seconds, ims_error *err)
@@ -305,25 +198,12 @@ void dp_finalize(dp_comm *c)
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mu);
 	}
-#ifdef IMSHARD_HAVE_MPI
 	if (c->mpi)
-		MPI_Finalize();
-#endif
+		dp_mpi_finalize(c);
 	free(c);
 }
 
 /* ---- gradient buckets ---------------------------------------------------- */
-
-struct dp_buckets {
-	dp_comm *c;
-	float *buf;
-	size_t count, size; /* elements; bucket k is [count - (k+1) size, count - k size) */
-	int n, started;     /* buckets, how many are in flight or done */
-	double seconds;     /* inside MPI since the last take */
-#ifdef IMSHARD_HAVE_MPI
-	MPI_Request *req;
-#endif
-};
 
 int dp_buckets_create(dp_comm *c, float *buf, size_t count,
 		      size_t bucket_floats, dp_buckets **out, ims_error *err)
@@ -340,14 +220,11 @@ int dp_buckets_create(dp_comm *c, float *buf, size_t count,
 	if (b->size > (size_t)1 << 30)
 		b->size = (size_t)1 << 30;
 	b->n = count ? (int)((count + b->size - 1) / b->size) : 0;
-#ifdef IMSHARD_HAVE_MPI
-	b->req = calloc((size_t)(b->n ? b->n : 1), sizeof(MPI_Request));
-	if (!b->req) {
+	int rc = dp_mpi_buckets_init(b, err);
+	if (rc) {
 		free(b);
-		return ims_fail(err, IMS_ENOMEM,
-				"cannot set up gradient buckets: out of memory");
+		return rc;
 	}
-#endif
 	*out = b;
 	return 0;
 }
@@ -357,57 +234,45 @@ static int active(const dp_buckets *b)
 	return b->c && b->c->world > 1 && b->n > 0;
 }
 
-#ifdef IMSHARD_HAVE_MPI
+/* Bucket k's range: [lo, hi), from the top of the buffer down. */
+static void bucket_range(const dp_buckets *b, int k, size_t *lo, size_t *hi)
+{
+	*hi = b->count - (size_t)k * b->size;
+	*lo = *hi > b->size ? *hi - b->size : 0;
+}
+
 static int start_bucket(dp_buckets *b, int k, ims_error *err)
 {
-	size_t hi = b->count - (size_t)k * b->size;
-	size_t lo = hi > b->size ? hi - b->size : 0;
-	MPI_CHECK(err, MPI_Iallreduce(MPI_IN_PLACE, b->buf + lo, (int)(hi - lo),
-				      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-				      &b->req[k]));
-	return 0;
+	size_t lo, hi;
+	bucket_range(b, k, &lo, &hi);
+	return dp_mpi_bucket_start(b, k, lo, hi, err);
 }
-#endif
 
 int dp_buckets_ready(dp_buckets *b, size_t ready, ims_error *err)
 {
 	if (!active(b) || b->n == 1) /* one bucket: all of it in finish */
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
 	double t0 = ims_now();
 	int rc = 0;
 	/* bucket k is complete once ready reaches its lower end */
 	while (!rc && b->started < b->n) {
-		size_t hi = b->count - (size_t)b->started * b->size;
-		size_t lo = hi > b->size ? hi - b->size : 0;
+		size_t lo, hi;
+		bucket_range(b, b->started, &lo, &hi);
 		if (ready > lo)
 			break;
 		rc = start_bucket(b, b->started, err);
 		b->started++;
 	}
-	if (!rc && b->started > 0) {
-		/* shared-memory and TCP transports move data only inside MPI
-		 * calls: a test between layers lets the started ones advance */
-		int flag;
-		int mrc = MPI_Testall(b->started, b->req, &flag, MPI_STATUSES_IGNORE);
-		if (mrc != MPI_SUCCESS)
-			rc = ims_fail(err, IMS_EIO, "gradient allreduce failed (MPI error %d)",
-				      mrc);
-	}
+	if (!rc && b->started > 0)
+		rc = dp_mpi_buckets_test(b, err);
 	b->seconds += ims_now() - t0;
 	return rc;
-#else
-	(void)ready;
-	(void)err;
-	return 0;
-#endif
 }
 
 int dp_buckets_finish(dp_buckets *b, ims_error *err)
 {
 	if (!active(b))
 		return 0;
-#ifdef IMSHARD_HAVE_MPI
 	double t0 = ims_now();
 	int rc = 0;
 	if (b->n == 1) {
@@ -422,20 +287,13 @@ int dp_buckets_finish(dp_buckets *b, ims_error *err)
 	while (!rc && b->started < b->n)
 		rc = start_bucket(b, b->started++, err);
 	if (!rc) {
-		wait_begin(b->c);
-		int mrc = MPI_Waitall(b->started, b->req, MPI_STATUSES_IGNORE);
-		wait_end(b->c);
-		if (mrc != MPI_SUCCESS)
-			rc = ims_fail(err, IMS_EIO, "gradient allreduce failed (MPI error %d)",
-				      mrc);
+		dp_wait_begin(b->c);
+		rc = dp_mpi_buckets_wait(b, err);
+		dp_wait_end(b->c);
 	}
 	b->started = 0;
 	b->seconds += ims_now() - t0;
 	return rc;
-#else
-	(void)err;
-	return 0;
-#endif
 }
 
 double dp_buckets_take_seconds(dp_buckets *b)
@@ -451,8 +309,6 @@ void dp_buckets_free(dp_buckets *b)
 {
 	if (!b)
 		return;
-#ifdef IMSHARD_HAVE_MPI
-	free(b->req);
-#endif
+	dp_mpi_buckets_release(b);
 	free(b);
 }

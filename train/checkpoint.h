@@ -1,0 +1,119 @@
+/*
+ * checkpoint.h - checkpoints and weight loading over safetensors files
+ * (train/safetensors.h), for the models of train/nn.h. A checkpoint holds,
+ * in this order:
+ *   - every tensor of the model under its torchvision state_dict name, in
+ *     nn_model_tensor order: trained tensors and running statistics as F32
+ *     with the tensor's shape, counters (num_batches_tracked) as I64
+ *     scalars. PyTorch loads such a file with
+ *     model.load_state_dict(safetensors.torch.load_file(path), strict=False)
+ *     (strict=False, or drop the "optim." keys first);
+ *   - when an optimiser is saved, each of its state buffers sliced per
+ *     trained tensor as "optim.<state>.<tensor>" (F32, the tensor's shape;
+ *     e.g. "optim.exp_avg.fc.weight") and "optim.step" (I64 scalar);
+ *   - metadata "format": "imshard-checkpoint-1" and the caller's entries.
+ *
+ * Caveats:
+ *   - The model and optimiser are used by one thread at a time; these
+ *     functions read or write them, so no step may run meanwhile.
+ *   - Loading checks every tensor it will use before writing any: on error
+ *     the model (and optimiser) are exactly as they were.
+ *   - Model and optimiser storage is read and written in place on the CPU
+ *     backend (its device memory is host memory); on a device it is copied
+ *     whole through host memory (nn_ctx_to_host / nn_ctx_to_device), so a
+ *     checkpoint written on a GPU loads on the CPU and back.
+ */
+#ifndef IMSHARD_CHECKPOINT_H
+#define IMSHARD_CHECKPOINT_H
+
+#include "common/common.h"
+#include "train/nn.h"
+#include "train/safetensors.h"
+
+/*
+ * Writes the model m and, when opt is not NULL, its optimiser (made for
+ * nn_model_params' count) to path, atomically (st_writer_write: readers see
+ * the old file or the whole new one). meta is NULL or a NULL-terminated
+ * list of key, value, key, value, ... strings (UTF-8) stored as metadata;
+ * the key "format" is reserved. Nothing is kept after the call.
+ * Errors: IMS_EINVAL (optimiser size differs from the model's, a key
+ * without a value, "format" in meta, invalid UTF-8), IMS_EIO (message
+ * names the file), IMS_ENOMEM.
+ */
+int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
+		       const char *const *meta, ims_error *err);
+
+/*
+ * What nn_checkpoint_load_init did, tensor names listed in model order
+ * (unexpected: file order). Caller-owned; the strings and arrays are owned
+ * by the report and freed by nn_load_report_release.
+ */
+typedef struct nn_load_report {
+	int loaded;        /* model tensors taken from the file */
+	char **missing;    /* model tensors absent from the file: kept as
+			      they were (the model's initialisation) */
+	int n_missing;
+	char **unexpected; /* file tensors the model lacks ("optim.*" are
+			      not listed) */
+	int n_unexpected;
+	char **reinit;     /* head tensors whose shape differs in the file
+			      (another class count): kept as they were */
+	int n_reinit;
+} nn_load_report;
+
+/* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
+ * fine. */
+void nn_load_report_release(nn_load_report *r);
+
+/*
+ * Initialises m from the weights in the safetensors file at path, for
+ * fine-tuning (--init): a checkpoint of nn_checkpoint_save or torchvision
+ * weights exported with safetensors.torch.save_file(model.state_dict()).
+ * Each model tensor is looked up by name:
+ *   - same shape: loaded. Floats from F32, F16, BF16 (exact) or F64
+ *     (rounded); counters from any integer type, or from a float type
+ *     when every value is a whole number;
+ *   - other shape, tensor in the head (nn_tensor_info.head): left as it
+ *     is, listed in report->reinit;
+ *   - other shape elsewhere: IMS_EINVAL, "cannot load 'PATH': tensor
+ *     'layer1.0.conv1.weight' has shape [64, 3, 3, 3] in the file, the
+ *     model needs [64, 64, 3, 3]";
+ *   - absent: left as it is, listed in report->missing.
+ * File tensors the model lacks are listed in report->unexpected, except
+ * "optim.*" ones. The optimiser's state is never read. report may be NULL;
+ * otherwise it is overwritten (release an earlier one first) and, on
+ * error, left empty.
+ * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
+ * IMS_ELIMIT), IMS_EINVAL (shape mismatch outside the head, a fractional
+ * float counter), IMS_EUNSUPPORTED (a float tensor stored as an integer or
+ * F8 type, a counter stored as F8), IMS_ELIMIT (a U64 counter above
+ * INT64_MAX), IMS_ENOMEM; m is then unchanged.
+ */
+int nn_checkpoint_load_init(const char *path, nn_model *m,
+			    nn_load_report *report, ims_error *err);
+
+/*
+ * Restores m and, when opt is not NULL, opt exactly (bit for bit) from the
+ * checkpoint at path, for --resume: parameters, running statistics,
+ * counters, optimiser state and step count, so the next step gives the
+ * same bits as an uninterrupted run. The file must hold every model tensor
+ * with the model's shape and the checkpoint's dtype (F32, counters I64),
+ * and with opt every "optim.<state>.<tensor>" of opt's states and the
+ * model's trained tensors plus "optim.step"; it must hold nothing else
+ * (other model tensors, or with opt other "optim." state: the file was
+ * written for another model or optimiser kind; Adam and AdamW state have
+ * the same names and are not told apart). With opt NULL the file's
+ * optimiser tensors are ignored. Metadata "format", when present, must be
+ * "imshard-checkpoint-1".
+ * file_out may be NULL; otherwise on success *file_out receives the open
+ * file, for st_metadata_get and the like; the caller st_closes it. On
+ * error *file_out is NULL.
+ * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
+ * IMS_ELIMIT), IMS_EINVAL (message names the missing, misshapen, mistyped
+ * or extra tensor; optimiser size differs from the model's),
+ * IMS_ECORRUPT (negative step count), IMS_EUNSUPPORTED (another format
+ * version), IMS_ENOMEM; m and opt are then unchanged.
+ */
+int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
+			      st_file **file_out, ims_error *err);
+#endif

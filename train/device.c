@@ -1,0 +1,137 @@
+/*
+ * device.c - nn.h's device entry points: memory, copies, staging, the
+ * loss and fp16's gradient check, each dispatched to the context's
+ * backend table (train/nn_internal.h), so callers outside the network
+ * library never see the table. Entries a backend leaves NULL (the CPU's
+ * device-only ones) get the CPU's meaning here: nothing to wait for, no
+ * staging, no special host memory.
+ */
+#include <string.h>
+
+#include "train/nn_internal.h"
+
+const char *nn_ctx_device(const nn_ctx *ctx)
+{
+	return ctx->be->name;
+}
+
+int nn_ctx_on_host(const nn_ctx *ctx)
+{
+	return !strcmp(ctx->be->name, "cpu");
+}
+
+void *nn_ctx_alloc(nn_ctx *ctx, size_t bytes)
+{
+	return ctx->be->alloc(ctx, bytes);
+}
+
+void nn_ctx_free(nn_ctx *ctx, void *p)
+{
+	ctx->be->free(ctx, p);
+}
+
+int nn_ctx_to_device(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		     ims_error *err)
+{
+	return ctx->be->to_device(ctx, dst, src, bytes, err);
+}
+
+int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		   ims_error *err)
+{
+	return ctx->be->to_host(ctx, dst, src, bytes, err);
+}
+
+int nn_ctx_sync(nn_ctx *ctx, ims_error *err)
+{
+	return ctx->be->sync ? ctx->be->sync(ctx, err) : 0;
+}
+
+int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)
+{
+	if (ctx->be->pci_bus_id)
+		return ctx->be->pci_bus_id(ctx, buf, len, err);
+	if (len > 0)
+		buf[0] = '\0';
+	return 0;
+}
+
+int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err)
+{
+	FORWARD_IF_ERR(nn_ctx_init_cpu(ctx, threads, err));
+	ctx->be = nn_backend_cpu_host_staged();
+	return 0;
+}
+
+int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
+		    const int32_t *labels, float smoothing, float scale,
+		    double *loss_sum, float *dlogits, ims_error *err)
+{
+	return ctx->be->softmax_xent(ctx, n, k, logits, labels, smoothing, scale,
+				     loss_sum, dlogits, err);
+}
+
+int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
+		     int *found_inf, ims_error *err)
+{
+	RETURN_IF(!ctx->be->unscale_check, err, IMS_EUNSUPPORTED,
+		  "cannot train with --precision fp16 on the %s", ctx->be->name);
+	return ctx->be->unscale_check(ctx, g, n, inv, found_inf, err);
+}
+
+/* ---- staging ------------------------------------------------------------- */
+
+int nn_ctx_has_staging(const nn_ctx *ctx)
+{
+	return ctx->be->stage_create != NULL;
+}
+
+int nn_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,
+		    nn_stage **out, ims_error *err)
+{
+	*out = NULL;
+	RETURN_IF(!ctx->be->stage_create, err, IMS_EUNSUPPORTED,
+		  "cannot stage batches on the %s: its kernels read host memory",
+		  ctx->be->name);
+	return ctx->be->stage_create(ctx, x_bytes, label_bytes, out, err);
+}
+
+int nn_stage_put(nn_ctx *ctx, nn_stage *s, int slot, const void *x,
+		 size_t x_bytes, const int32_t *labels, size_t label_bytes,
+		 ims_error *err)
+{
+	return ctx->be->stage_put(s, slot, x, x_bytes, labels, label_bytes, err);
+}
+
+int nn_stage_get(nn_ctx *ctx, nn_stage *s, int slot, float **x,
+		 int32_t **labels, ims_error *err)
+{
+	return ctx->be->stage_get(s, slot, x, labels, err);
+}
+
+int nn_stage_done(nn_ctx *ctx, nn_stage *s, int slot, ims_error *err)
+{
+	return ctx->be->stage_done(s, slot, err);
+}
+
+void nn_stage_free(nn_ctx *ctx, nn_stage *s)
+{
+	if (s && ctx->be->stage_free)
+		ctx->be->stage_free(s);
+}
+
+void *nn_ctx_host_alloc(nn_ctx *ctx, size_t bytes)
+{
+	return ctx->be->host_alloc ? ctx->be->host_alloc(ctx, bytes) : NULL;
+}
+
+void nn_ctx_host_free(nn_ctx *ctx, void *p)
+{
+	if (p && ctx->be->host_free)
+		ctx->be->host_free(ctx, p);
+}
+
+const char *nn_ctx_host_memory(const nn_ctx *ctx)
+{
+	return ctx->be->host_alloc ? ctx->be->host_memory : NULL;
+}

@@ -1,0 +1,154 @@
+/*
+ * loop_internal.h - the training loop's state and the functions its files
+ * share (train/train.h is the public side). Each file has one job:
+ *   trainer.c   nn_train_run: set-up, the epochs, the end of the run
+ *   setup.c     options, classes, loaders, the --synthetic batch, model,
+ *               optimiser and schedule, gradient buckets
+ *   step.c      one step (next batch, forward, loss, backward,
+ *               allreduce, update) and one epoch of them
+ *   stage.c     batches on a device: staging slots, the next batch taken
+ *               ahead, logits read back, the loader's pinned memory
+ *   validate.c  validation
+ *   resume.c    checkpoint glue: saving, resuming
+ *   metrics.c   metrics.jsonl, summary.json and the progress events
+ */
+#ifndef IMSHARD_LOOP_INTERNAL_H
+#define IMSHARD_LOOP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "augment/augment.h"
+#include "train/gpumon.h"
+#include "train/loss_scale.h"
+#include "train/train.h"
+
+/* The ranks: MPI for host tensors and statistics, NCCL for a device's. */
+typedef struct loop_ranks {
+	dp_comm *comm;
+	int rank, world;
+	dp_buckets *buckets; /* gradients over MPI, overlapping backward */
+	dp_nccl *nccl;       /* several ranks on devices */
+} loop_ranks;
+
+/* Where batches come from. */
+typedef struct loop_data {
+	aug_loader *train, *val;
+	int classes;
+	uint64_t steps_per_epoch;
+	/* --synthetic: the one batch every step trains on (host), and its
+	 * device copy on a staging backend */
+	float *synth_x;
+	int32_t *synth_labels;
+	uint8_t *synth_padded;
+	uint64_t *synth_indices;
+	float *synth_dev_x;
+	int32_t *synth_dev_labels;
+} loop_data;
+
+/* A device run's batches (stage.c); all NULL / -1 on the CPU backend. */
+typedef struct loop_stage {
+	nn_stage *stage;     /* batches copied to the device */
+	int slot;            /* the slot the next batch goes to */
+	/* the next batch, taken from the loader while this step computes,
+	 * its copy queued in slot ahead_slot (-1: none taken); the loader
+	 * then reuses the current batch's memory, so its labels are kept */
+	aug_batch ahead;
+	int ahead_taken, ahead_rc, ahead_slot;
+	int32_t *held_labels;
+	float *host_logits;  /* logits read back, batch x classes */
+	nn_ctx hctx;         /* host context: validation's loss */
+	int hctx_ok;
+} loop_stage;
+
+/* What the run writes and tells (metrics.c). */
+typedef struct loop_log {
+	nn_train_events ev;  /* the caller's, or all NULL */
+	int metrics_fd;      /* LOGDIR/metrics.jsonl, -1 without --log-dir */
+	nn_gpumon *gpumon;   /* NVML, NULL when absent: no gpu lines */
+	int device;          /* this rank's GPU (CUDA ordinal) */
+	double t_start;      /* training clock's zero (after start-up) */
+	double busy_s, comm_s; /* this rank's compute and communication */
+	double val_s, ckpt_s;  /* validation and checkpoint time */
+} loop_log;
+
+typedef struct run {
+	const nn_train_opts *o;
+	nn_train_hooks hooks;  /* the caller's, or all zero */
+	loop_ranks dp;
+	nn_ctx ctx;
+	int ctx_ok;
+	nn_model *m;
+	nn_optim *opt;
+	nn_optim_segment *segs;
+	size_t nsegs;
+	nn_lr_schedule lr;
+	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
+	float *dlogits;        /* the loss gradient, device memory */
+	char ckpt_path[4096];
+	loop_data data;
+	loop_stage st;
+	loop_log log;
+} run;
+
+/* Steps between two progress reports: time split and loss sums. */
+typedef struct loop_interval {
+	double wait_s, compute_s, comm_s;
+	double loss_sum, correct, samples; /* all ranks' */
+	int steps;
+	uint64_t images;                   /* this rank's */
+	double t0;
+} loop_interval;
+
+/* setup.c */
+int loop_check_opts(const nn_train_opts *o, int world, ims_error *err);
+int loop_open_context(run *r, ims_error *err);
+int loop_load_classes(run *r, ims_error *err);
+int loop_open_loaders(run *r, ims_error *err);
+int loop_make_synthetic(run *r, ims_error *err);
+int loop_make_model(run *r, ims_error *err);
+int loop_setup_optim(run *r, ims_error *err);
+int loop_setup_buckets(run *r, ims_error *err);
+void loop_free_data(run *r);
+
+/* stage.c */
+int loop_setup_device(run *r, ims_error *err);
+void loop_free_device(run *r);
+void loop_host_memory(run *r, aug_loader_opts *lo);
+int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
+		      const int32_t **labels, int *slot, double *wait_s,
+		      ims_error *err);
+int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
+		    double *wait_s, ims_error *err);
+int loop_read_logits(run *r, const float **logits, int n, ims_error *err);
+int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
+
+/* step.c */
+int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
+		     uint64_t *step, uint64_t max_steps, int *stop,
+		     uint64_t *done, ims_error *err);
+
+/* validate.c */
+int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
+		  double wall0, ims_error *err);
+
+/* resume.c */
+int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,
+			  uint64_t *step, ims_error *err);
+int loop_save_checkpoint(run *r, int epoch, uint64_t epoch_step,
+			 uint64_t step, ims_error *err);
+
+/* metrics.c */
+int loop_open_metrics(run *r, ims_error *err);
+void loop_close_metrics(run *r);
+void loop_report_start(run *r);
+void loop_report_interval(run *r, int epoch, uint64_t step,
+			  const loop_interval *iv);
+void loop_report_validation(run *r, const nn_train_validation *v,
+			    double wall_s);
+void loop_warn(run *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+struct cJSON *loop_options_json(const run *r);
+int loop_write_summary(run *r, nn_train_result *res, ims_error *err);
+
+#endif

@@ -1,0 +1,323 @@
+/*
+ * metrics.c - what a run writes and tells: LOGDIR/metrics.jsonl (a train
+ * line per rank per --log-every steps, a gpu line beside it where NVML
+ * is, a val line per epoch from rank 0), LOGDIR/summary.json at the end
+ * (rank 0), and the events of train/train.h that a program prints.
+ * Metrics are best effort: a line that cannot be written is dropped and
+ * training goes on.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "train/loop/loop_internal.h"
+
+/* One JSON line appended with a single write(): ranks share the file and
+ * O_APPEND keeps each line whole. */
+static void metrics_line(run *r, cJSON *obj)
+{
+	if (r->log.metrics_fd < 0) {
+		cJSON_Delete(obj);
+		return;
+	}
+	char *s = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	if (!s)
+		return;
+	size_t n = strlen(s);
+	char *line = malloc(n + 2);
+	if (line) {
+		memcpy(line, s, n);
+		line[n] = '\n';
+		ssize_t w = write(r->log.metrics_fd, line, n + 1);
+		(void)w; /* metrics are best effort; training goes on */
+		free(line);
+	}
+	free(s);
+}
+
+static int log_path(const nn_train_opts *o, const char *file, char *out,
+		    size_t len, ims_error *err)
+{
+	return ims_path_join(out, len, o->log_dir, file, err);
+}
+
+/* --log-dir: rank 0 starts metrics.jsonl afresh unless resuming; the
+ * others wait for that before appending. */
+int loop_open_metrics(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (!o->log_dir)
+		return 0;
+	FORWARD_IF_ERR(ims_mkdir_p(o->log_dir, err));
+	char path[4096];
+	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(path), err));
+	if (r->dp.rank == 0 && !o->resume) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+	}
+	FORWARD_IF_ERR(dp_barrier(r->dp.comm, err));
+	r->log.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	RETURN_IF(r->log.metrics_fd < 0, err, IMS_EIO, "cannot open '%s': %s",
+		  path, strerror(errno));
+	return 0;
+}
+
+void loop_close_metrics(run *r)
+{
+	if (r->log.metrics_fd >= 0)
+		close(r->log.metrics_fd);
+	r->log.metrics_fd = -1;
+}
+
+void loop_warn(run *r, const char *fmt, ...)
+{
+	if (!r->log.ev.warning)
+		return;
+	char msg[IMS_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r->log.ev.warning(r->log.ev.ctx, msg);
+}
+
+void loop_report_start(run *r)
+{
+	if (!r->log.ev.started)
+		return;
+	nn_train_plan p = {
+		.classes = r->data.classes,
+		.world = r->dp.world,
+		.threads = r->ctx.threads,
+		.steps_per_epoch = r->data.steps_per_epoch,
+		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
+		.lr_peak = nn_lr_peak(&r->lr),
+	};
+	aug_loader_share(r->data.train, &p.records_per_rank, NULL, &p.dropped);
+	r->log.ev.started(r->log.ev.ctx, &p);
+}
+
+/* The rank's GPU now (NVML), after each train line; nothing without it. */
+static void gpu_line(run *r)
+{
+	nn_gpu_sample s;
+	char line[512];
+	if (!r->log.gpumon || r->log.metrics_fd < 0 ||
+	    nn_gpumon_sample(r->log.gpumon, &s))
+		return;
+	int n = nn_gpu_line(line, sizeof(line) - 1, r->dp.rank, r->log.device,
+			    ims_now() - r->log.t_start, &s);
+	if (n < 0)
+		return;
+	line[n] = '\n';
+	ssize_t w = write(r->log.metrics_fd, line, (size_t)n + 1);
+	(void)w; /* best effort, as metrics_line */
+}
+
+/* The train line of the steps since the last one, and the progress
+ * event; nothing for an interval without steps. */
+void loop_report_interval(run *r, int epoch, uint64_t step,
+			  const loop_interval *iv)
+{
+	if (iv->steps == 0)
+		return;
+	const double span = ims_now() - iv->t0;
+	const int steps = iv->steps;
+	nn_train_progress p = {
+		.rank = r->dp.rank,
+		.world = r->dp.world,
+		.epoch = epoch,
+		.step = step,
+		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
+		.steps = steps,
+		.images = iv->images,
+		.seconds = span,
+		.loss_sum = iv->loss_sum,
+		.correct = iv->correct,
+		.samples = iv->samples,
+		.lr = nn_lr_at(&r->lr, (int64_t)step - 1),
+		.wait_s = iv->wait_s,
+		.compute_s = iv->compute_s,
+		.comm_s = iv->comm_s,
+		.loss_scale = nn_loss_scale_value(&r->scaler),
+		.skipped_steps = r->scaler.skipped,
+	};
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "type", "train");
+	cJSON_AddNumberToObject(j, "rank", p.rank);
+	cJSON_AddNumberToObject(j, "epoch", epoch);
+	cJSON_AddNumberToObject(j, "step", (double)step);
+	cJSON_AddNumberToObject(j, "loss", p.samples > 0 ? p.loss_sum / p.samples : 0);
+	cJSON_AddNumberToObject(j, "accuracy", p.samples > 0 ? p.correct / p.samples : 0);
+	cJSON_AddNumberToObject(j, "lr", p.lr);
+	cJSON_AddNumberToObject(j, "images_per_s", span > 0 ? p.images / span : 0);
+	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * p.wait_s / steps);
+	cJSON_AddNumberToObject(j, "compute_ms", 1e3 * p.compute_s / steps);
+	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * p.comm_s / steps);
+	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
+	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->log.t_start);
+	/* fp16's loss scale now and steps skipped so far (1 and 0 otherwise) */
+	cJSON_AddNumberToObject(j, "loss_scale", p.loss_scale);
+	cJSON_AddNumberToObject(j, "skipped_steps", (double)p.skipped_steps);
+	metrics_line(r, j);
+	gpu_line(r);
+	if (r->log.ev.progress)
+		r->log.ev.progress(r->log.ev.ctx, &p);
+}
+
+/* The val line (rank 0; wall: the training clock) and the event. */
+void loop_report_validation(run *r, const nn_train_validation *v,
+			    double wall_s)
+{
+	if (r->dp.rank == 0) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "type", "val");
+		cJSON_AddNumberToObject(j, "epoch", v->epoch);
+		cJSON_AddNumberToObject(j, "step", (double)v->step);
+		cJSON_AddNumberToObject(j, "loss", v->loss);
+		cJSON_AddNumberToObject(j, "top1", v->top1);
+		cJSON_AddNumberToObject(j, "top5", v->top5);
+		cJSON_AddNumberToObject(j, "records", (double)v->records);
+		cJSON_AddNumberToObject(j, "wall_s", wall_s);
+		cJSON_AddNumberToObject(j, "val_s", v->seconds);
+		metrics_line(r, j);
+	}
+	if (r->log.ev.validated)
+		r->log.ev.validated(r->log.ev.ctx, v);
+}
+
+/* The options that shaped a run, as the checkpoint metadata and
+ * summary.json record them. NULL when out of memory. */
+cJSON *loop_options_json(const run *r)
+{
+	const nn_train_opts *o = r->o;
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
+		return NULL;
+	cJSON_AddStringToObject(j, "train", o->train_manifest);
+	cJSON_AddStringToObject(j, "val", o->val_manifest);
+	cJSON_AddNumberToObject(j, "epochs", o->epochs);
+	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
+	cJSON_AddNumberToObject(j, "lr", o->lr);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddStringToObject(j, "model", o->model);
+	cJSON_AddNumberToObject(j, "size", o->size);
+	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "world", r->dp.world);
+	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+	cJSON_AddStringToObject(j, "optimizer",
+				o->optimizer == NN_OPTIM_ADAM    ? "adam"
+				: o->optimizer == NN_OPTIM_ADAMW ? "adamw"
+								 : "sgd");
+	cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
+	cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
+	cJSON_AddStringToObject(j, "precision", o->precision ? o->precision : "fp32");
+	cJSON_AddNumberToObject(j, "max_steps", (double)o->max_steps);
+	cJSON_AddNumberToObject(j, "momentum", o->momentum);
+	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
+	cJSON_AddNumberToObject(j, "warmup_epochs", o->warmup_epochs);
+	cJSON_AddStringToObject(j, "schedule",
+				o->schedule == NN_LR_STEP       ? "step"
+				: o->schedule == NN_LR_CONSTANT ? "constant"
+								: "cosine");
+	cJSON_AddBoolToObject(j, "no_lr_scaling", o->no_lr_scaling);
+	cJSON_AddStringToObject(j, "augment", o->augment ? o->augment : "none");
+	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
+	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
+	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
+	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
+	cJSON_AddNumberToObject(j, "bucket_mb", o->bucket_mb);
+	return j;
+}
+
+/* summary.json's object: the run's totals, every rank's time split
+ * (all[3 * rank + {busy, wait, comm}]) and the options. */
+static cJSON *summary_json(const run *r, const nn_train_result *res,
+			   const double *all)
+{
+	const nn_train_opts *o = r->o;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "world", r->dp.world);
+	cJSON_AddStringToObject(j, "model", o->model);
+	cJSON_AddStringToObject(j, "device", o->device);
+	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "batch_per_rank", o->batch_size);
+	cJSON_AddNumberToObject(j, "global_batch", (double)o->batch_size * r->dp.world);
+	cJSON_AddNumberToObject(j, "lr_per_rank", o->lr);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
+	cJSON_AddNumberToObject(j, "steps", (double)res->steps);
+	cJSON_AddNumberToObject(j, "images", (double)res->images);
+	cJSON_AddNumberToObject(j, "wall_s", res->wall_s);
+	cJSON_AddNumberToObject(j, "train_s", res->train_s);
+	cJSON_AddNumberToObject(j, "startup_s", res->startup_s);
+	cJSON_AddNumberToObject(j, "images_per_s", res->images_per_s);
+	static const char *const split[3] = {"busy_s", "data_wait_s_per_rank",
+					     "comm_s_per_rank"};
+	for (int k = 0; k < 3; k++) {
+		cJSON *b = cJSON_AddArrayToObject(j, split[k]);
+		for (int i = 0; i < r->dp.world; i++)
+			cJSON_AddItemToArray(b, cJSON_CreateNumber(all[3 * i + k]));
+	}
+	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
+	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
+	cJSON_AddNumberToObject(j, "stall_fraction",
+				res->train_s > 0 ? res->wait_s / res->train_s : 0);
+	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
+	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
+	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
+	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
+	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
+	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
+	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
+	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	cJSON *opts = loop_options_json(r);
+	if (opts)
+		cJSON_AddItemToObject(j, "options", opts);
+	return j;
+}
+
+/* Every rank's busy time gathered (for res->busy_ratio), then rank 0
+ * writes LOGDIR/summary.json atomically. */
+int loop_write_summary(run *r, nn_train_result *res, ims_error *err)
+{
+	/* per rank: compute (busy), data wait, communication */
+	double mine[3] = {r->log.busy_s, res->wait_s, r->log.comm_s};
+	double *all = calloc((size_t)r->dp.world * 3, sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot summarise: out of memory");
+	int rc = dp_allgather_f64(r->dp.comm, mine, 3, all, err);
+	double mx = 0, mn = INFINITY;
+	for (int i = 0; !rc && i < r->dp.world; i++) {
+		mx = all[3 * i] > mx ? all[3 * i] : mx;
+		mn = all[3 * i] < mn ? all[3 * i] : mn;
+	}
+	res->busy_ratio = mn > 0 ? mx / mn : 1;
+	if (rc || r->dp.rank != 0 || !r->o->log_dir) {
+		free(all);
+		return rc;
+	}
+	cJSON *j = summary_json(r, res, all);
+	free(all);
+	char *text = cJSON_Print(j);
+	cJSON_Delete(j);
+	RETURN_IF(!text, err, IMS_ENOMEM, "cannot summarise: out of memory");
+	char path[4096];
+	rc = log_path(r->o, "summary.json", path, sizeof(path), err);
+	if (!rc) {
+		size_t n = strlen(text);
+		text[n] = '\n'; /* replaces the terminator: written by length */
+		rc = ims_write_file_atomic(path, text, n + 1, err);
+	}
+	free(text);
+	return rc;
+}

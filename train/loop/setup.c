@@ -1,0 +1,368 @@
+/*
+ * setup.c - what a run needs before its first step: checked options, the
+ * compute context, the splits' classes, the loaders (or the --synthetic
+ * batch), the model with rank 0's weights on every rank, the optimiser
+ * and its schedule, and the gradient buckets.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recordio/recordio.h"
+#include "train/loop/loop_internal.h"
+
+int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
+{
+	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
+		  "cannot train: no training split (--train)");
+	RETURN_IF(!o->val_manifest, err, IMS_EINVAL,
+		  "cannot train: no validation split (--val)");
+	RETURN_IF(strcmp(o->device, "cpu") && strcmp(o->device, "cuda"), err,
+		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
+		  o->device);
+	RETURN_IF(strcmp(o->precision, "fp32") &&
+			  strcmp(o->precision, "bf16") &&
+			  strcmp(o->precision, "fp16"),
+		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
+		  o->precision);
+	RETURN_IF(strcmp(o->precision, "fp32") && strcmp(o->device, "cuda"),
+		  err, IMS_EUNSUPPORTED,
+		  "cannot train with --precision %s on the %s: mixed precision "
+		  "is a --device cuda option (the cpu computes in fp32)",
+		  o->precision, o->device);
+	RETURN_IF(o->epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
+		  o->epochs);
+	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
+		  "cannot train with batches of %d", o->batch_size);
+	RETURN_IF(!(o->lr > 0) || !isfinite(o->lr), err, IMS_EINVAL,
+		  "cannot train with learning rate %g", o->lr);
+	RETURN_IF(o->warmup_epochs < 0 || o->warmup_epochs > o->epochs, err,
+		  IMS_EINVAL, "cannot warm up for %g of %d epochs",
+		  o->warmup_epochs, o->epochs);
+	RETURN_IF(o->label_smoothing < 0 || o->label_smoothing >= 1, err,
+		  IMS_EINVAL, "label smoothing %g is outside [0, 1)",
+		  o->label_smoothing);
+	RETURN_IF(o->resume && !o->checkpoint_dir, err, IMS_EINVAL,
+		  "cannot resume without --checkpoint-dir");
+	RETURN_IF(o->resume && o->init, err, IMS_EINVAL,
+		  "--resume and --init exclude each other: a resumed run "
+		  "continues from its checkpoint");
+	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
+		  "--freeze-backbone needs --init weights to freeze");
+	RETURN_IF(!(o->bucket_mb > 0) || o->bucket_mb > 1024, err, IMS_EINVAL,
+		  "gradient buckets of %g MiB: use more than 0 and at most 1024",
+		  o->bucket_mb);
+	/* several ranks on cuda need NCCL in the build: refused before
+	 * anything starts */
+	RETURN_IF(!strcmp(o->device, "cuda") && world > 1 && !dp_nccl_available(),
+		  err, IMS_EUNSUPPORTED,
+		  "cannot train on cuda with %d ranks: this build has no NCCL "
+		  "(configured without it, MPI or the CUDA backend); run one "
+		  "rank or use --device cpu",
+		  world);
+	return 0;
+}
+
+/* The class lists of both splits must agree: labels are indices. */
+int loop_load_classes(run *r, ims_error *err)
+{
+	rio_manifest a = {0}, b = {0};
+	int rc = rio_manifest_load(r->o->train_manifest, &a, err);
+	if (rc)
+		return rc;
+	rc = rio_manifest_load(r->o->val_manifest, &b, err);
+	if (rc) {
+		rio_manifest_release(&a);
+		return rc;
+	}
+	if (a.n_classes != b.n_classes) {
+		rc = ims_fail(err, IMS_EINVAL,
+			      "cannot train: '%s' has %zu classes but '%s' has %zu "
+			      "(pack both splits from one class list)",
+			      r->o->train_manifest, a.n_classes,
+			      r->o->val_manifest, b.n_classes);
+	} else {
+		for (size_t i = 0; i < a.n_classes && !rc; i++)
+			if (strcmp(a.classes[i], b.classes[i]))
+				rc = ims_fail(err, IMS_EINVAL,
+					      "cannot train: class %zu is '%s' in '%s' "
+					      "but '%s' in '%s'",
+					      i, a.classes[i], r->o->train_manifest,
+					      b.classes[i], r->o->val_manifest);
+	}
+	if (!rc && a.n_classes < 2)
+		rc = ims_fail(err, IMS_EINVAL,
+			      "cannot train on '%s': it has %zu class",
+			      r->o->train_manifest, a.n_classes);
+	r->data.classes = (int)a.n_classes;
+	rio_manifest_release(&a);
+	rio_manifest_release(&b);
+	return rc;
+}
+
+/*
+ * The compute context, the loss scaler and the collective timeout, then
+ * the classes: --device cuda first, so that a host without a usable GPU
+ * hears nn_ctx_init_cuda's one line (no driver, no device, a build
+ * without the backend) before anything else is read.
+ */
+int loop_open_context(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (!strcmp(o->device, "cuda")) {
+		r->log.device = dp_local_rank(r->dp.comm);
+		FORWARD_IF_ERR(nn_ctx_init_cuda(&r->ctx, r->log.device, err));
+		r->ctx_ok = 1;
+		r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
+				   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
+								   : NN_PREC_FP32;
+	}
+	nn_loss_scale_init(&r->scaler, !strcmp(o->precision, "fp16"));
+	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->collective_timeout, err));
+	RETURN_IF(r->hooks.inf_grad_step && !r->scaler.enabled, err, IMS_EINVAL,
+		  "cannot inject an infinite gradient without --precision fp16 "
+		  "(only fp16 checks gradients for overflow)");
+	FORWARD_IF_ERR(loop_load_classes(r, err));
+	if (r->ctx_ok)
+		return 0;
+	if (r->hooks.host_stage) {
+		/* the device loop's host side on the CPU, one rank (several
+		 * would take the GPU's NCCL path) */
+		RETURN_IF(r->dp.world > 1, err, IMS_EINVAL,
+			  "cannot stage batches on the host with %d ranks: the "
+			  "host-staging hook is for one rank",
+			  r->dp.world);
+		FORWARD_IF_ERR(nn_ctx_init_cpu_staged(&r->ctx, o->threads, err));
+	} else {
+		FORWARD_IF_ERR(nn_ctx_init_cpu(&r->ctx, o->threads, err));
+	}
+	r->ctx_ok = 1;
+	return 0;
+}
+
+int loop_open_loaders(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	aug_loader_opts lo;
+	aug_loader_opts_init(&lo, 1);
+	lo.manifest = o->train_manifest;
+	lo.rank = r->dp.rank;
+	lo.world = r->dp.world;
+	lo.seed = o->seed;
+	lo.batch_size = o->batch_size;
+	lo.threads = o->threads;
+	lo.quiet = r->dp.rank != 0 || o->quiet;
+	lo.shard_owning = o->shard_owning;
+	loop_host_memory(r, &lo);
+	lo.transform.out_w = lo.transform.out_h = o->size;
+	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
+					   &lo.transform, err));
+	memcpy(lo.transform.mean, o->mean, sizeof(o->mean));
+	memcpy(lo.transform.std, o->std, sizeof(o->std));
+	FORWARD_IF_ERR(aug_loader_open(&lo, &r->data.train, err));
+
+	aug_loader_opts vo;
+	aug_loader_opts_init(&vo, 0);
+	vo.manifest = o->val_manifest;
+	vo.rank = r->dp.rank;
+	vo.world = r->dp.world;
+	vo.seed = o->seed;
+	vo.batch_size = o->batch_size;
+	vo.threads = o->threads;
+	vo.quiet = 1;
+	loop_host_memory(r, &vo);
+	/* every record once: ranks pad to equal shares, padded samples are
+	 * flagged and left out of the metric; a short last batch is kept */
+	vo.drop_remainder = 0;
+	vo.drop_last = 0;
+	vo.transform.out_w = vo.transform.out_h = o->size;
+	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
+	memcpy(vo.transform.std, o->std, sizeof(o->std));
+	FORWARD_IF_ERR(aug_loader_open(&vo, &r->data.val, err));
+	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
+	return 0;
+}
+
+/*
+ * --synthetic: one batch of standard-normal pixels (Box-Muller over the
+ * counter-based generator, so the same for a rank whatever the threads)
+ * and uniform labels, from (seed, rank). The train loader is opened for
+ * its class list and epoch length but never started, so no decoding
+ * competes with the compute threads.
+ */
+int loop_make_synthetic(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	loop_data *d = &r->data;
+	const size_t n = (size_t)o->batch_size;
+	const size_t per = (size_t)3 * o->size * o->size;
+	d->synth_x = malloc(n * per * sizeof(float));
+	d->synth_labels = malloc(n * sizeof(int32_t));
+	d->synth_padded = calloc(n, 1);
+	d->synth_indices = malloc(n * sizeof(uint64_t));
+	RETURN_IF(!d->synth_x || !d->synth_labels || !d->synth_padded ||
+			  !d->synth_indices,
+		  err, IMS_ENOMEM, "cannot make a synthetic batch of %zu: out of memory",
+		  n);
+	ims_rng g;
+	ims_rng_seed(&g, o->seed, 0x53594e54ull + (uint64_t)r->dp.rank);
+	for (size_t i = 0; i < n * per; i += 2) {
+		double u1 = ims_rng_uniform(&g), u2 = ims_rng_uniform(&g);
+		double rad = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300));
+		d->synth_x[i] = (float)(rad * cos(2 * M_PI * u2));
+		if (i + 1 < n * per)
+			d->synth_x[i + 1] = (float)(rad * sin(2 * M_PI * u2));
+	}
+	for (size_t i = 0; i < n; i++) {
+		d->synth_labels[i] = (int32_t)ims_rng_below(&g, (uint64_t)d->classes);
+		d->synth_indices[i] = i;
+	}
+	return 0;
+}
+
+void loop_free_data(run *r)
+{
+	loop_data *d = &r->data;
+	aug_loader_close(d->train);
+	aug_loader_close(d->val);
+	free(d->synth_x);
+	free(d->synth_labels);
+	free(d->synth_padded);
+	free(d->synth_indices);
+}
+
+/*
+ * The model, from --init's weights when given, and the same on every
+ * rank: rank 0's parameters and running statistics broadcast (over NCCL
+ * between devices, its id sent over MPI).
+ */
+int loop_make_model(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	FORWARD_IF_ERR(nn_model_create(&r->ctx, o->model, r->data.classes, o->size,
+				       o->size, o->batch_size, o->seed, &r->m, err));
+	nn_model_freeze_bn(r->m, o->freeze_bn);
+	if (o->init) {
+		nn_load_report rep;
+		memset(&rep, 0, sizeof(rep));
+		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m, &rep, err));
+		if (r->log.ev.initialised)
+			r->log.ev.initialised(r->log.ev.ctx, o->init, &rep);
+		nn_load_report_release(&rep);
+	}
+	size_t np, nb;
+	float *params = nn_model_params(r->m, &np);
+	float *bufs = nn_model_buffers(r->m, &nb);
+	if (r->dp.world > 1 && nn_ctx_has_staging(&r->ctx)) {
+		FORWARD_IF_ERR(dp_nccl_create(r->dp.comm, &r->ctx, o->collective_timeout,
+					      &r->dp.nccl, err));
+		FORWARD_IF_ERR(dp_nccl_broadcast(r->dp.nccl, params, np, 0, err));
+		return dp_nccl_broadcast(r->dp.nccl, bufs, nb, 0, err);
+	}
+	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, params, np * sizeof(float), 0, err));
+	return dp_broadcast(r->dp.comm, bufs, nb * sizeof(float), 0, err);
+}
+
+/* The learning-rate schedule over --epochs. */
+static int setup_schedule(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	/* the schedule spans --epochs; --max-steps only stops early, so a
+	 * run stopped and resumed follows the uninterrupted run's rates */
+	uint64_t total = (uint64_t)o->epochs * r->data.steps_per_epoch;
+	nn_lr_opts lo;
+	nn_lr_opts_init(&lo);
+	lo.base_lr = o->lr;
+	lo.world = r->dp.world;
+	lo.no_scaling = o->no_lr_scaling;
+	lo.warmup_steps = (int64_t)llround(o->warmup_epochs *
+					   (double)r->data.steps_per_epoch);
+	lo.decay = o->schedule;
+	if (o->schedule == NN_LR_STEP) {
+		/* x0.1 at half and three quarters of the run */
+		lo.gamma = 0.1;
+		lo.milestones[0] = (int64_t)(total / 2 > 0 ? total / 2 : 1);
+		lo.milestones[1] = (int64_t)(total * 3 / 4 > (uint64_t)lo.milestones[0]
+						     ? total * 3 / 4
+						     : (uint64_t)lo.milestones[0] + 1);
+		lo.n_milestones = 2;
+	} else if (o->schedule == NN_LR_COSINE) {
+		lo.total_steps = (int64_t)total > lo.warmup_steps
+					 ? (int64_t)total
+					 : lo.warmup_steps + 1;
+	}
+	return nn_lr_schedule_init(&r->lr, &lo, err);
+}
+
+/* The optimiser over the trained tensors (frozen ones kept as they are),
+ * and its schedule. */
+int loop_setup_optim(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	int nt = nn_model_tensor_count(r->m);
+	r->segs = calloc((size_t)nt, sizeof(*r->segs));
+	RETURN_IF(!r->segs, err, IMS_ENOMEM, "cannot train: out of memory");
+	for (int i = 0; i < nt; i++) {
+		const nn_tensor_info *t = nn_model_tensor(r->m, i);
+		if (t->kind == NN_TENSOR_RUNNING || t->kind == NN_TENSOR_COUNTER)
+			continue;
+		nn_optim_segment *s = &r->segs[r->nsegs++];
+		s->offset = t->offset;
+		s->count = t->count;
+		s->decay = t->kind == NN_TENSOR_WEIGHT || !o->no_bn_bias_decay;
+		s->trainable = !o->freeze_backbone || t->head;
+	}
+	nn_optim_opts oo;
+	nn_optim_opts_init(&oo, o->optimizer);
+	if (o->optimizer == NN_OPTIM_SGD) {
+		oo.momentum = o->momentum;
+		oo.nesterov = o->nesterov;
+	}
+	oo.weight_decay = o->weight_decay;
+	oo.threads = r->ctx.threads;
+	oo.ctx = &r->ctx; /* state on its device; the CPU's stays on the host */
+	size_t np;
+	nn_model_params(r->m, &np);
+	FORWARD_IF_ERR(nn_optim_create(&oo, np, &r->opt, err));
+	return setup_schedule(r, err);
+}
+
+/* nn_model_backward's hook: send what backward has finished. */
+static int grads_ready(void *ud, size_t ready, ims_error *err)
+{
+	run *r = ud;
+	return dp_buckets_ready(r->dp.buckets, ready, err);
+}
+
+static int grads_ready_nccl(void *ud, size_t ready, ims_error *err)
+{
+	run *r = ud;
+	return dp_nccl_ready(r->dp.nccl, ready, err);
+}
+
+/*
+ * With several ranks, gradients are summed in buckets of --bucket-mb from
+ * the last layer's down, each started as soon as backward has finished it
+ * and progressed between layers, so most of the allreduce overlaps the
+ * rest of backward.
+ */
+int loop_setup_buckets(run *r, ims_error *err)
+{
+	if (r->dp.world < 2)
+		return 0;
+	size_t np;
+	float *g = nn_model_grads(r->m, &np);
+	double floats = r->o->bucket_mb * 1048576.0 / sizeof(float);
+	if (r->dp.nccl) {
+		/* on the device: NCCL on its own stream (train/dp.h) */
+		FORWARD_IF_ERR(dp_nccl_buckets(r->dp.nccl, g, np,
+					       floats < 1 ? 1 : (size_t)floats, err));
+		nn_model_set_grad_hook(r->m, grads_ready_nccl, r);
+		return 0;
+	}
+	FORWARD_IF_ERR(dp_buckets_create(r->dp.comm, g, np,
+					 floats < 1 ? 1 : (size_t)floats,
+					 &r->dp.buckets, err));
+	nn_model_set_grad_hook(r->m, grads_ready, r);
+	return 0;
+}

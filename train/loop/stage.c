@@ -1,0 +1,212 @@
+/*
+ * stage.c - batches on a device (--device cuda, or the CPU twin of
+ * nn_ctx_init_cpu_staged). The model, its gradients and the optimiser's
+ * state live in device memory; each batch is copied from the loader's
+ * pinned ring into one of two device slots on a copy stream, and the next
+ * batch is taken from the loader and its copy queued while the current
+ * step still computes, so the copy overlaps compute instead of following
+ * it. Data wait counts the host blocked on the loader and on that copy.
+ * The loss comes back with the softmax; the logits once per step for the
+ * accuracy; validation scores logits read back on a host context.
+ *
+ * On the CPU backend none of this exists: kernels read the loader's batch
+ * in place and every function here returns at once.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "train/loop/loop_internal.h"
+
+static void *host_alloc(void *ud, size_t bytes)
+{
+	return nn_ctx_host_alloc(ud, bytes);
+}
+
+static void host_free(void *ud, void *p)
+{
+	nn_ctx_host_free(ud, p);
+}
+
+/* The loader's ring in the backend's host memory for batches (pinned on
+ * a device, so copies run on the copy engine); its default page-aligned
+ * memory on the CPU backend, whose kernels need nothing more. */
+void loop_host_memory(run *r, aug_loader_opts *lo)
+{
+	const char *what = nn_ctx_host_memory(&r->ctx);
+	if (!what)
+		return;
+	lo->host.alloc = host_alloc;
+	lo->host.free = host_free;
+	lo->host.ud = &r->ctx;
+	lo->host.name = what;
+}
+
+/*
+ * A device run's buffers: the staging slots, logits read back, a host
+ * context for validation's per-sample loss, the GPU monitor, and
+ * --synthetic's batch copied once; then the loss gradient (device memory
+ * on every backend).
+ */
+int loop_setup_device(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	const size_t n = (size_t)o->batch_size;
+	const size_t x_bytes = n * 3 * (size_t)o->size * o->size * sizeof(float);
+	loop_stage *st = &r->st;
+	if (nn_ctx_has_staging(&r->ctx)) {
+		FORWARD_IF_ERR(nn_stage_create(&r->ctx, x_bytes, n * sizeof(int32_t),
+					       &st->stage, err));
+		st->host_logits = malloc(n * (size_t)r->data.classes * sizeof(float));
+		st->held_labels = malloc(n * sizeof(int32_t));
+		RETURN_IF(!st->host_logits || !st->held_labels, err, IMS_ENOMEM,
+			  "cannot train: out of memory");
+		FORWARD_IF_ERR(nn_ctx_init_cpu(&st->hctx, 1, err));
+		st->hctx_ok = 1;
+		char pci[64] = "";
+		FORWARD_IF_ERR(nn_ctx_pci_bus_id(&r->ctx, pci, (int)sizeof(pci), err));
+		const char *why = NULL;
+		r->log.gpumon = nn_gpumon_open(NULL, pci, r->log.device, &why);
+		if (!r->log.gpumon)
+			loop_warn(r, "rank %d: no gpu lines in metrics.jsonl: %s",
+				  r->dp.rank, why ? why : "NVML is unusable");
+		if (o->synthetic) {
+			loop_data *d = &r->data;
+			d->synth_dev_x = nn_ctx_alloc(&r->ctx, x_bytes);
+			d->synth_dev_labels = nn_ctx_alloc(&r->ctx, n * sizeof(int32_t));
+			RETURN_IF(!d->synth_dev_x || !d->synth_dev_labels, err,
+				  IMS_ENOMEM,
+				  "cannot copy the synthetic batch to the %s: out of "
+				  "device memory",
+				  nn_ctx_device(&r->ctx));
+			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, d->synth_dev_x,
+							d->synth_x, x_bytes, err));
+			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, d->synth_dev_labels,
+							d->synth_labels,
+							n * sizeof(int32_t), err));
+		}
+	}
+	r->dlogits = nn_ctx_alloc(&r->ctx, n * (size_t)r->data.classes * sizeof(float));
+	RETURN_IF(!r->dlogits, err, IMS_ENOMEM, "cannot train: out of memory");
+	return 0;
+}
+
+void loop_free_device(run *r)
+{
+	loop_stage *st = &r->st;
+	if (!r->ctx_ok)
+		return;
+	nn_ctx_free(&r->ctx, r->dlogits);
+	nn_ctx_free(&r->ctx, r->data.synth_dev_x);
+	nn_ctx_free(&r->ctx, r->data.synth_dev_labels);
+	nn_stage_free(&r->ctx, st->stage);
+	free(st->host_logits);
+	free(st->held_labels);
+	nn_gpumon_close(r->log.gpumon);
+	if (st->hctx_ok)
+		nn_ctx_release(&st->hctx);
+}
+
+/* Queues the copy of batch b into staging slot `slot`. */
+static int stage_put(run *r, int slot, const aug_batch *b, ims_error *err)
+{
+	const size_t per = (size_t)3 * r->o->size * r->o->size * sizeof(float);
+	return nn_stage_put(&r->ctx, r->st.stage, slot, b->data,
+			    per * (size_t)b->count, b->labels,
+			    sizeof(int32_t) * (size_t)b->count, err);
+}
+
+/*
+ * Where the kernels read batch b: in place on the CPU backend (nothing
+ * changes); on a device, the --synthetic batch's device copy, the slot
+ * its copy was queued in during the previous step (loop_take_ahead), or
+ * the next staging slot, its copy queued now; waited for either way
+ * (*slot says which, to hand to nn_stage_done once the step is queued; -1
+ * when none). The host batch may be reused when this returns. *wait_s
+ * (may be NULL) gets the time blocked on the copy.
+ */
+int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
+		      const int32_t **labels, int *slot, double *wait_s,
+		      ims_error *err)
+{
+	loop_stage *st = &r->st;
+	*slot = -1;
+	if (!st->stage)
+		return 0;
+	if (b->data == r->data.synth_x && r->data.synth_dev_x) {
+		*x = r->data.synth_dev_x;
+		*labels = r->data.synth_dev_labels;
+		return 0;
+	}
+	float *dx;
+	int32_t *dl;
+	if (st->ahead_slot >= 0) {
+		/* its copy was queued during the previous step */
+		*slot = st->ahead_slot;
+		st->ahead_slot = -1;
+	} else {
+		*slot = st->slot;
+		st->slot ^= 1;
+		FORWARD_IF_ERR(stage_put(r, *slot, b, err));
+	}
+	double t0 = ims_now();
+	FORWARD_IF_ERR(nn_stage_get(&r->ctx, st->stage, *slot, &dx, &dl, err));
+	if (wait_s)
+		*wait_s += ims_now() - t0;
+	*x = dx;
+	*labels = dl;
+	return 0;
+}
+
+/* On a device: copies n rows of logits to the host (waits for the
+ * device) and points *logits at them. */
+int loop_read_logits(run *r, const float **logits, int n, ims_error *err)
+{
+	FORWARD_IF_ERR(nn_ctx_to_host(&r->ctx, r->st.host_logits, *logits,
+				      (size_t)n * r->data.classes * sizeof(float),
+				      err));
+	*logits = r->st.host_logits;
+	return 0;
+}
+
+/* The nan_step hook: poisons batch b when it is step `step`'s (from 0),
+ * before its copy to a device is queued. */
+int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err)
+{
+	if (step + 1 != r->hooks.nan_step || b->count < 1)
+		return 0;
+	((float *)b->data)[0] = NAN;
+	/* the synthetic batch's device copy is poisoned too */
+	if (r->data.synth_dev_x && b->data == r->data.synth_x)
+		FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, r->data.synth_dev_x,
+						r->data.synth_x, sizeof(float), err));
+	return 0;
+}
+
+/*
+ * On a device, with the loader's input: takes the next batch (step
+ * next_step's) from the loader and queues its copy into the other
+ * staging slot, while the device still computes this step, so the copy
+ * overlaps compute instead of following it. The loader reuses batch b's
+ * memory once it hands out the next, so b's labels, still needed on the
+ * host, are kept first. The loader's wait counts as data wait.
+ */
+int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
+		    double *wait_s, ims_error *err)
+{
+	loop_stage *st = &r->st;
+	memcpy(st->held_labels, b->labels, sizeof(int32_t) * (size_t)b->count);
+	double t0 = ims_now();
+	int rc = aug_loader_next(r->data.train, &st->ahead, err);
+	*wait_s += ims_now() - t0;
+	if (rc < 0)
+		return rc;
+	st->ahead_taken = 1;
+	st->ahead_rc = rc;
+	if (rc == 1) /* the epoch ended early: nothing to copy */
+		return 0;
+	FORWARD_IF_ERR(loop_poison(r, &st->ahead, next_step, err));
+	st->ahead_slot = st->slot;
+	st->slot ^= 1;
+	return stage_put(r, st->ahead_slot, &st->ahead, err);
+}

@@ -1,0 +1,270 @@
+/*
+ * step.c - one training step and one epoch of them.
+ *
+ * A step: next batch (onto the device), forward, loss, backward (its
+ * gradients sent to the other ranks in buckets as they become final),
+ * allreduce, update. Its time is split into data wait (blocked on the
+ * loader or on the batch's copy), compute (forward, backward, optimiser)
+ * and communication (allreduces); a rank's busy time is its compute time,
+ * and the summary compares ranks by it.
+ *
+ * Mixed precision (--precision bf16|fp16, cuda only): the context's
+ * precision makes convolutions and linear layers compute on 16-bit copies
+ * (train/cuda/); parameters, gradients, optimiser state and activations
+ * stay fp32. fp16 adds dynamic loss scaling (train/loss_scale.h): the
+ * loss gradient is multiplied by S, and after the gradient allreduce one
+ * device pass unscales the gradients and looks for Inf/NaN; the flag is
+ * summed over ranks with the step's statistics, so every rank skips the
+ * same steps.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "train/loop/loop_internal.h"
+
+/* What a step reads and what it learnt. */
+typedef struct step_io {
+	const float *x;             /* the batch where the kernels read it */
+	const int32_t *labels;      /* ... and its labels */
+	const int32_t *host_labels; /* the labels on the host */
+	int slot;                   /* staging slot to release, or -1 */
+	const float *logits;
+	double stats[4];            /* loss sum, top-1 hits, samples,
+				       overflow flag: summed over ranks */
+} step_io;
+
+/*
+ * The loss of the global batch and its gradient. Each rank's share is
+ * scaled by 1 / (batch x ranks), so the gradient allreduce's sum is
+ * already the mean and no pass over the gradients divides it (every
+ * rank's batch has the same size; NCCL averages on the device). fp16
+ * multiplies it by the loss scale S (1 otherwise, bit for bit). The top-1
+ * hits are scored on the host (from logits read back on a device).
+ */
+static int step_loss(run *r, const aug_batch *b, step_io *io, ims_error *err)
+{
+	const float ranks = r->dp.nccl ? 1.0f : (float)r->dp.world;
+	const float scale = nn_loss_scale_value(&r->scaler);
+	double loss = 0;
+	FORWARD_IF_ERR(nn_softmax_xent(&r->ctx, b->count, r->data.classes,
+				       io->logits, io->labels,
+				       r->o->label_smoothing,
+				       scale / ((float)b->count * ranks), &loss,
+				       r->dlogits, err));
+	if (r->st.stage)
+		FORWARD_IF_ERR(loop_read_logits(r, &io->logits, b->count, err));
+	io->stats[0] = loss;
+	io->stats[1] = nn_topk_correct(b->count, r->data.classes, io->logits,
+				       io->host_labels, 1, NULL);
+	io->stats[2] = b->count;
+	return 0;
+}
+
+/*
+ * The gradients summed over ranks (the rest of the buckets backward
+ * started), fp16's overflow check on the identical sums, and the step's
+ * statistics summed with the overflow flag, so every rank decides alike.
+ * A NaN or infinite loss ends the run here.
+ */
+static int step_allreduce(run *r, uint64_t step, step_io *io,
+			  loop_interval *iv, ims_error *err)
+{
+	size_t np;
+	float *g = nn_model_grads(r->m, &np);
+	double c0 = ims_now();
+	if (r->dp.nccl) {
+		/* ncclAvg: the mean, on the device */
+		FORWARD_IF_ERR(dp_nccl_finish(r->dp.nccl, err));
+		(void)dp_nccl_take_seconds(r->dp.nccl);
+	} else if (r->dp.world > 1) {
+		FORWARD_IF_ERR(dp_buckets_finish(r->dp.buckets, err));
+		(void)dp_buckets_take_seconds(r->dp.buckets);
+	}
+	double c1 = ims_now();
+	iv->comm_s += c1 - c0;
+	int found_inf = 0;
+	if (r->scaler.enabled) {
+		if (step + 1 == r->hooks.inf_grad_step) {
+			const float inf = INFINITY;
+			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, g + np - 1, &inf,
+							sizeof(inf), err));
+		}
+		FORWARD_IF_ERR(nn_unscale_check(&r->ctx, g, np,
+						1.0f / nn_loss_scale_value(&r->scaler),
+						&found_inf, err));
+	}
+	double c2 = ims_now();
+	iv->compute_s += c2 - c1;
+	io->stats[3] = found_inf;
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 4, err));
+	iv->comm_s += ims_now() - c2;
+	RETURN_IF(!isfinite(io->stats[0]), err, IMS_EINVAL,
+		  "loss is %s at step %llu: stopping (lower --lr or check the "
+		  "data; the last checkpoint written before this step is kept)",
+		  isnan(io->stats[0]) ? "NaN" : "infinite",
+		  (unsigned long long)step + 1);
+	return 0;
+}
+
+/* The optimiser's update at the step's rate, unless fp16's gradients
+ * overflowed (the step is then skipped and the scale halved). */
+static int step_update(run *r, uint64_t step, const step_io *io,
+		       loop_interval *iv, ims_error *err)
+{
+	double t0 = ims_now();
+	const float scale = nn_loss_scale_value(&r->scaler);
+	float *p = nn_model_params(r->m, NULL);
+	float *g = nn_model_grads(r->m, NULL);
+	if (nn_loss_scale_update(&r->scaler, io->stats[3] > 0)) {
+		FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
+					     nn_lr_at(&r->lr, (int64_t)step), err));
+	} else if (r->log.ev.step_skipped) {
+		r->log.ev.step_skipped(r->log.ev.ctx, step + 1, scale,
+				       nn_loss_scale_value(&r->scaler));
+	}
+	if (io->slot >= 0)
+		FORWARD_IF_ERR(nn_stage_done(&r->ctx, r->st.stage, io->slot, err));
+	iv->compute_s += ims_now() - t0;
+	return 0;
+}
+
+/*
+ * One training step on batch b. ahead: the loop trains another batch of
+ * this epoch after this one, which a device run takes from the loader
+ * during this step (loop_take_ahead).
+ */
+static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
+		      loop_interval *iv, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	step_io io = {.x = b->data, .labels = b->labels,
+		      .host_labels = b->labels, .slot = -1};
+	/* next batch, on the device: a batch taken ahead was poisoned
+	 * before its copy was queued */
+	if (r->st.ahead_slot < 0)
+		FORWARD_IF_ERR(loop_poison(r, b, step, err));
+	FORWARD_IF_ERR(loop_stage_inputs(r, b, &io.x, &io.labels, &io.slot,
+					 &iv->wait_s, err));
+	double t0 = ims_now();
+	/* forward (queued on a device; the loss below waits for it) */
+	FORWARD_IF_ERR(nn_model_forward(r->m, io.x, b->count, 1,
+					ims_hash64(o->seed, step), &io.logits,
+					err));
+	if (ahead && r->st.stage && !o->synthetic) {
+		double w = 0;
+		FORWARD_IF_ERR(loop_take_ahead(r, b, step + 1, &w, err));
+		iv->wait_s += w;
+		t0 += w; /* not compute */
+		io.host_labels = r->st.held_labels;
+	}
+	/* loss */
+	FORWARD_IF_ERR(step_loss(r, b, &io, err));
+	/* backward; time inside MPI during it is communication */
+	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
+					 err));
+	const double t1 = ims_now();
+	const double in_backward = dp_buckets_take_seconds(r->dp.buckets);
+	iv->compute_s += t1 - t0 - in_backward;
+	iv->comm_s += in_backward;
+	/* allreduce */
+	FORWARD_IF_ERR(step_allreduce(r, step, &io, iv, err));
+	/* update */
+	FORWARD_IF_ERR(step_update(r, step, &io, iv, err));
+	iv->loss_sum += io.stats[0];
+	iv->correct += io.stats[1];
+	iv->samples += io.stats[2];
+	return 0;
+}
+
+/* The batch of step s of this epoch: the --synthetic one, the one taken
+ * ahead during the previous step, or the loader's next. 1 when the epoch
+ * has no more. */
+static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
+		      ims_error *err)
+{
+	loop_data *d = &r->data;
+	if (r->o->synthetic) {
+		*b = (aug_batch){.data = d->synth_x,
+				 .labels = d->synth_labels,
+				 .indices = d->synth_indices,
+				 .padded = d->synth_padded,
+				 .count = r->o->batch_size,
+				 .epoch = (uint64_t)epoch,
+				 .step = s};
+		return 0;
+	}
+	if (r->st.ahead_taken) {
+		*b = r->st.ahead;
+		r->st.ahead_taken = 0;
+		return r->st.ahead_rc;
+	}
+	return aug_loader_next(d->train, b, err);
+}
+
+/* Reports the interval and adds its times to the run's. */
+static void close_interval(run *r, nn_train_result *res, int epoch,
+			   uint64_t step, loop_interval *iv)
+{
+	loop_report_interval(r, epoch, step, iv);
+	r->log.busy_s += iv->compute_s;
+	res->wait_s += iv->wait_s;
+	r->log.comm_s += iv->comm_s;
+	memset(iv, 0, sizeof(*iv));
+	iv->t0 = ims_now();
+}
+
+/*
+ * The steps of one epoch, from *step on; a resumed epoch (skip > 0)
+ * replays the batches it already trained on without training, so the
+ * order after them is the uninterrupted run's. *stop is set when
+ * max_steps is reached, and *done to the steps of this epoch trained or
+ * replayed. Reports the epoch's last interval; checkpoints every
+ * --checkpoint-every steps.
+ */
+int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
+		     uint64_t *step, uint64_t max_steps, int *stop,
+		     uint64_t *done, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (!o->synthetic)
+		FORWARD_IF_ERR(aug_loader_start_epoch(r->data.train,
+						      (uint64_t)epoch, err));
+	loop_interval iv;
+	memset(&iv, 0, sizeof(iv));
+	iv.t0 = ims_now();
+	*done = 0;
+	for (uint64_t s = 0; s < r->data.steps_per_epoch; s++) {
+		aug_batch b;
+		double w0 = ims_now();
+		int rc = next_batch(r, epoch, s, &b, err);
+		if (rc == 1)
+			break;
+		if (rc < 0)
+			return rc;
+		*done = s + 1;
+		if (s < skip)
+			continue;
+		iv.wait_s += ims_now() - w0;
+		/* another batch of this epoch follows this one */
+		const int ahead = s + 1 < r->data.steps_per_epoch &&
+				  *step + 1 < max_steps;
+		FORWARD_IF_ERR(train_step(r, &b, *step, ahead, &iv, err));
+		++*step;
+		iv.steps++;
+		iv.images += (uint64_t)b.count;
+		res->images += (uint64_t)b.count * (uint64_t)r->dp.world;
+		res->steps = *step;
+		if (o->log_every > 0 && *step % (uint64_t)o->log_every == 0)
+			close_interval(r, res, epoch, *step, &iv);
+		if (o->checkpoint_every > 0 &&
+		    *step % (uint64_t)o->checkpoint_every == 0)
+			FORWARD_IF_ERR(loop_save_checkpoint(r, epoch, s + 1, *step,
+							    err));
+		if (*step >= max_steps) {
+			*stop = 1;
+			break;
+		}
+	}
+	close_interval(r, res, epoch, *step, &iv);
+	return 0;
+}

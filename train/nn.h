@@ -1,0 +1,563 @@
+/*
+ * nn.h - imshard's network library: the compute context and its device
+ * memory, models with torchvision's tensor names, losses and scores,
+ * optimisers, learning-rate schedules, and batches staged onto a device.
+ * It knows nothing of record files or image decoding (recordio/,
+ * augment/): callers hand it float batches.
+ *
+ * Inside, models call layer kernels through a backend table, one per
+ * device (the CPU's reference kernels in train/layers/, CUDA's in
+ * train/cuda/); the table and the kernels are private to this library
+ * and its tests (train/nn_internal.h). Everything a caller does with a
+ * device (memory, copies, staging, the loss) goes through the functions
+ * below, which dispatch to the context's table.
+ *
+ * Caveats:
+ *   - No global state: device, threads and workspace live in the nn_ctx
+ *     passed to each call; a model keeps the context it was made with.
+ *   - A context, and every model and optimiser made with it, is used by
+ *     one thread at a time; kernels parallelise inside (OpenMP and the
+ *     BLAS on the CPU, the context's stream on a device).
+ *   - "Device memory" is the context's: host memory on the CPU backend,
+ *     GPU memory on the CUDA backend. Pointers into it are only read or
+ *     written through this library (nn_ctx_to_host, nn_ctx_to_device...).
+ *   - Every function that can fail returns 0 or a negative IMS_E* code
+ *     (common/common.h) and fills the ims_error it is given.
+ */
+#ifndef IMSHARD_NN_H
+#define IMSHARD_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- the compute context (ctx.c, device.c) ----------------------------- */
+
+typedef struct nn_backend nn_backend;
+
+typedef struct nn_ctx {
+	const nn_backend *be; /* kernels of this context's device */
+	int threads;          /* OpenMP (and BLAS) threads, >= 1 */
+	float *scratch;       /* workspace owned by the context */
+	size_t scratch_floats;
+	void *dev;            /* backend private state (streams, handles) */
+	/* 1: backward kernels OVERWRITE dx (dx = ...) instead of adding to
+	 * it. The model sets it for the first gradient written into each
+	 * activation in a pass, so activation gradients need no zeroing
+	 * (a pass over every activation's size); 0 (the default) is the
+	 * accumulating convention (train/nn_internal.h). */
+	int dx_overwrite;
+	/* Which convolutions take Winograd's algorithm: NN_WINO_AUTO (0,
+	 * the default: those where it was measured faster), NN_WINO_OFF
+	 * (none: im2col + GEMM) or NN_WINO_ALL (every one it can compute,
+	 * so that tests reach it with small shapes). */
+	int winograd;
+	/* What convolutions and linear layers compute in: NN_PREC_FP32 (0,
+	 * the default), or NN_PREC_BF16 / NN_PREC_FP16 (mixed precision:
+	 * their inputs and weights rounded to 16 bits, products summed in
+	 * fp32, results stored fp32; everything else stays fp32). Only the
+	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
+	 * and the trainer refuses 16-bit precisions there. */
+	int precision;
+} nn_ctx;
+
+enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
+enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
+
+/* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
+int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
+/*
+ * Sets up a CUDA context on device `device` (0-based, of those visible):
+ * a stream, cuDNN and cuBLAS handles bound to it, and a device workspace
+ * (train/cuda/). ctx->be then addresses device memory: model storage,
+ * activations and the inputs of every kernel are device pointers, except
+ * where a function says otherwise (softmax_xent's loss_sum); ctx->threads
+ * is 1. Fails with IMS_EUNSUPPORTED and one line that
+ * says what to do when no CUDA device is usable (no GPU, no driver) or
+ * the build has no CUDA backend; ctx is then left as nn_ctx_release
+ * accepts it. Every call on the context must come from one thread.
+ */
+int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
+/* Frees the workspace and backend state. ctx may be NULL. */
+void nn_ctx_release(nn_ctx *ctx);
+/*
+ * Returns a workspace of at least n floats (64-byte aligned), owned by ctx
+ * and valid until the next call or nn_ctx_release; NULL with err set when
+ * memory runs out. Contents are undefined.
+ */
+float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err);
+
+/* The backend's name: "cpu" or "cuda". */
+const char *nn_ctx_device(const nn_ctx *ctx);
+/* 1 when the context's device memory is host memory read in place (the
+ * cpu backend): callers may then skip copies. */
+int nn_ctx_on_host(const nn_ctx *ctx);
+
+/*
+ * Device memory of ctx. nn_ctx_alloc: zeroed, 64-byte aligned on the CPU;
+ * NULL when out of memory. nn_ctx_free accepts NULL. The copies move
+ * bytes between host memory and device memory; on a device they wait for
+ * the work queued before them. Errors: the device's (IMS_EIO).
+ */
+void *nn_ctx_alloc(nn_ctx *ctx, size_t bytes);
+void nn_ctx_free(nn_ctx *ctx, void *p);
+int nn_ctx_to_device(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		     ims_error *err);
+int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		   ims_error *err);
+/* Blocks until every piece of work queued on ctx has run; reports an
+ * asynchronous device error. Nothing to wait for on the CPU: 0. */
+int nn_ctx_sync(nn_ctx *ctx, ims_error *err);
+/* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes), by which
+ * NVML finds it (train/gpumon.h); "" on the CPU. */
+int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
+
+/*
+ * A CPU context whose backend also stages batches as a device does (two
+ * slots, a copy queued per batch, host memory for batches through
+ * nn_ctx_host_alloc), its "device" memory being host memory and its
+ * copies memcpy: the CPU twin of a device run, so the training loop's
+ * device path is tested on a machine without a GPU. Same arguments and
+ * errors as nn_ctx_init_cpu.
+ */
+int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err);
+
+/* ---- the BLAS (ctx.c) ---------------------------------------------------- */
+
+/* The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott"...). */
+const char *nn_blas_core(void);
+/*
+ * When OpenBLAS did not recognise this CPU and fell back to a generic SSE
+ * kernel set (it does for CPU models newer than its release; its SSE3
+ * "Prescott" sgemm runs about a fifth of the AVX-512 one), the kernel set
+ * the CPU's features allow ("SkylakeX", "Haswell"); NULL when OpenBLAS
+ * chose well or OPENBLAS_CORETYPE is set. OpenBLAS reads
+ * OPENBLAS_CORETYPE when it loads, so a program acts on this by setting it
+ * and re-executing itself (imshard-train does).
+ */
+const char *nn_blas_better_core(void);
+
+/* ---- models (model.c, models.c) ---------------------------------------- */
+
+typedef struct nn_model nn_model;
+
+/* What a named tensor of a model is, which decides how it is trained. */
+typedef enum nn_tensor_kind {
+	NN_TENSOR_WEIGHT,     /* conv/linear weight: trained, weight decay */
+	NN_TENSOR_BIAS,       /* conv/linear bias: trained, decay optional */
+	NN_TENSOR_NORM,       /* batch-norm weight/bias: trained, decay optional */
+	NN_TENSOR_RUNNING,    /* batch-norm running_mean/var: a float buffer */
+	NN_TENSOR_COUNTER     /* batch-norm num_batches_tracked: an int64 */
+} nn_tensor_kind;
+
+typedef struct nn_tensor_info {
+	const char *name;     /* torchvision state_dict name, e.g. "layer1.0.conv1.weight" */
+	nn_tensor_kind kind;
+	int ndim;             /* 0 (counters) to 4 */
+	int64_t shape[4];
+	size_t offset;        /* in nn_model_params (trained kinds), nn_model_buffers
+				 (NN_TENSOR_RUNNING) or nn_model_counters (NN_TENSOR_COUNTER) */
+	size_t count;         /* elements */
+	int head;             /* 1: part of the classifier head (the last linear layer) */
+} nn_tensor_info;
+
+/* Names of the models nn_model_create knows, NULL-terminated. */
+const char *const *nn_model_names(void);
+
+/*
+ * Builds model `name` (convnet7, resnet18, resnet50, vgg16) for `classes`
+ * classes and 3 x in_h x in_w inputs, with activations for batches of up to
+ * max_batch, in ctx's device memory, and initialises its weights from seed
+ * as torchvision does (kaiming-normal convolutions, batch norm 1/0, linear
+ * layers per model). Tensor names and shapes equal torchvision's
+ * state_dict() for the same model and class count (convnet7 is imshard's
+ * own: features.* and classifier.*, see docs). The model keeps ctx's
+ * backend; use it with that ctx only.
+ * Errors: IMS_EINVAL (unknown name, classes < 1, input too small for the
+ * model's downsampling), IMS_ENOMEM.
+ */
+int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
+		    int in_w, int max_batch, uint64_t seed, nn_model **out,
+		    ims_error *err);
+/* Frees the model and its device memory. m may be NULL. */
+void nn_model_free(nn_model *m);
+
+const char *nn_model_name(const nn_model *m);
+int nn_model_classes(const nn_model *m);
+/* Named tensors in state_dict order. */
+int nn_model_tensor_count(const nn_model *m);
+const nn_tensor_info *nn_model_tensor(const nn_model *m, int i);
+/* Index of the tensor called name, or -1. */
+int nn_model_find(const nn_model *m, const char *name);
+
+/*
+ * The model's storage, all in ctx's device memory and owned by the model:
+ * trained parameters (one contiguous block, so an allreduce of the
+ * gradients is one call), their gradients (same layout), float buffers
+ * (running statistics) and int64 counters (host memory: the host counts
+ * the steps). Counts are in elements.
+ */
+float *nn_model_params(nn_model *m, size_t *count);
+float *nn_model_grads(nn_model *m, size_t *count);
+float *nn_model_buffers(nn_model *m, size_t *count);
+int64_t *nn_model_counters(nn_model *m, size_t *count);
+/* The context the model was made with (its backend addresses the
+ * storage above). */
+nn_ctx *nn_model_ctx(nn_model *m);
+
+/*
+ * Forward pass of n <= max_batch samples x (device memory, N x 3 x H x W
+ * float). train = 1 uses batch statistics (and updates the running ones)
+ * and dropout drawn from dropout_seed; train = 0 is evaluation mode.
+ * *logits (n x classes, device memory owned by the model) stays valid until
+ * the next forward.
+ */
+int nn_model_forward(nn_model *m, const float *x, int n, int train,
+		     uint64_t dropout_seed, const float **logits,
+		     ims_error *err);
+/*
+ * Backward pass of the last training forward, from dlogits (n x classes,
+ * device memory), which reads that forward's x again (keep it unchanged
+ * until then): overwrites nn_model_grads. head_only = 1 stops after the
+ * head (a frozen backbone gets no gradient; its entries are left zero).
+ */
+int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
+		      ims_error *err);
+/*
+ * Called by nn_model_backward as gradients become final: grads[ready ..
+ * n_params) will not change again in this pass (ready falls as backward
+ * goes from the last layer to the first), so they can be sent while the
+ * rest of backward runs. A non-zero return stops the pass with that code.
+ */
+typedef int (*nn_grad_ready_fn)(void *ud, size_t ready, ims_error *err);
+/* Sets (or with fn NULL clears) the model's gradient-ready hook. */
+void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
+/*
+ * on = 1: batch norm uses its running statistics in training too and
+ * leaves them unchanged (PyTorch's FrozenBatchNorm2d; fine-tuning with
+ * small batches). Samples then do not interact within a batch, which makes
+ * N-rank training equal to 1-rank training on the same global batch.
+ */
+void nn_model_freeze_bn(nn_model *m, int on);
+/* Multiply-accumulate count of one forward pass of one sample (x2 = FLOPs). */
+double nn_model_macs(const nn_model *m);
+
+
+/* ---- loss and scores (layers/softmax_xent.c, device.c) ------------------ */
+
+/*
+ * Softmax cross-entropy of logits[N, K] against integer labels, with label
+ * smoothing s (PyTorch's CrossEntropyLoss(label_smoothing=s): target
+ * (1 - s) one-hot + s / K), on ctx's device: logits, labels and dlogits
+ * are device memory, loss_sum host memory (the call waits for the
+ * device). *loss_sum gets the SUM of per-sample losses (double, so ranks
+ * can sum and divide). When dlogits is not NULL it is OVERWRITTEN with
+ * scale * d(loss_sum)/d(logits), so scale = 1/N gives the gradient of the
+ * mean. Errors: IMS_EINVAL (n or k < 1, s outside [0, 1], a label outside
+ * [0, K)).
+ */
+int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
+		    const int32_t *labels, float smoothing, float scale,
+		    double *loss_sum, float *dlogits, ims_error *err);
+
+/*
+ * Counts samples whose label is among the top `topk` logits (ties counted
+ * against the sample: a label tied with the k-th logit is a miss only when
+ * other classes at that value come first in index order). Samples with
+ * skip[i] != 0 are not counted (skip may be NULL). Host memory; any
+ * thread.
+ */
+int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
+		    int topk, const uint8_t *skip);
+
+/*
+ * fp16 loss scaling's gradient check (train/loss_scale.h): sets
+ * *found_inf to 1 when any of g[0..n) (device memory) is Inf or NaN, else
+ * 0, and multiplies every g[i] by inv (the 1/S that unscales them), in
+ * one pass on the device; waits to read the flag. IMS_EUNSUPPORTED on a
+ * backend without it (the CPU: fp16 is a device precision).
+ */
+int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
+		     int *found_inf, ims_error *err);
+
+/* ---- optimisers (optim.c) ----------------------------------------------- */
+
+/*
+ * SGD (with momentum, optionally Nesterov), Adam and AdamW over one
+ * contiguous float buffer of parameters, with PyTorch's torch.optim
+ * semantics (dampening 0, no amsgrad, no maximize). For element i, with
+ * g = grads[i], p = params[i], lr the step's rate and wd the weight decay
+ * (0 in segments with decay == 0):
+ *
+ *   SGD:   d = g + wd p
+ *          momentum > 0: buf = d on the first step, else
+ *                        buf = momentum buf + d;
+ *                        d = nesterov ? d + momentum buf : buf
+ *          p = p - lr d
+ *   Adam:  g = g + wd p                                (L2 penalty)
+ *   AdamW: p = p (1 - lr wd)                           (decoupled decay)
+ *   both:  m = m + (1 - beta1) (g - m)                 (lerp, as PyTorch)
+ *          v = beta2 v + (1 - beta2) g g
+ *          p = p - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ *
+ * t is the step number counting from 1. The arithmetic is float per
+ * element in PyTorch's order of operations, with the per-step scalars
+ * (bias corrections, step size, 1 - lr wd) computed in double as PyTorch's
+ * Python code does; PyTorch's vectorised CPU kernels fuse some of these
+ * into FMAs, so results agree with it to rounding, not bit for bit. The
+ * same inputs give the same bits whatever the thread count.
+ *
+ * One step count serves all parameters. PyTorch counts per parameter, so a
+ * segment frozen for some steps and trained later gets Adam's bias
+ * corrections for the global step here (SGD is unaffected: a momentum
+ * buffer never updated is zero, and momentum * 0 + d == d).
+ *
+ * Caveats: an nn_optim is used by one thread at a time; nn_optim_step
+ * parallelises inside with OpenMP (element-wise, no reductions).
+ */
+
+typedef enum nn_optim_kind {
+	NN_OPTIM_SGD = 1,
+	NN_OPTIM_ADAM,
+	NN_OPTIM_ADAMW
+} nn_optim_kind;
+
+/* Caller-owned options. Fields that do not apply to kind are ignored. */
+typedef struct nn_optim_opts {
+	int kind;            /* nn_optim_kind */
+	double momentum;     /* SGD: >= 0; 0 = plain SGD, no state */
+	int nesterov;        /* SGD: 1 = Nesterov momentum (needs momentum) */
+	double weight_decay; /* >= 0; L2 for SGD and Adam, decoupled for AdamW */
+	double beta1;        /* Adam(W): in [0, 1) */
+	double beta2;        /* Adam(W): in [0, 1) */
+	double eps;          /* Adam(W): >= 0 */
+	int threads;         /* OpenMP threads for a step; 0 = OpenMP's default */
+	nn_ctx *ctx;         /* NULL or a CPU context: state in host memory,
+				updated by OpenMP loops; a device context
+				(the CUDA backend): state in its device
+				memory, params and grads device pointers,
+				updates queued on its stream (same math) */
+} nn_optim_opts;
+
+/*
+ * Fills o with PyTorch's defaults for kind: momentum 0, nesterov 0,
+ * weight_decay 0 (0.01 for AdamW), beta1 0.9, beta2 0.999, eps 1e-8,
+ * threads 0. An unknown kind is stored as given and refused by
+ * nn_optim_create.
+ */
+void nn_optim_opts_init(nn_optim_opts *o, int kind);
+
+/* A run of parameters params[offset .. offset+count) and how to treat it. */
+typedef struct nn_optim_segment {
+	size_t offset;
+	size_t count;
+	int decay;     /* 1: weight decay applies; 0: not (batch-norm scales
+			  and shifts, biases) */
+	int trainable; /* 1: updated; 0: frozen: parameters and optimiser
+			  state left untouched, gradients not read */
+} nn_optim_segment;
+
+typedef struct nn_optim nn_optim;
+
+/*
+ * Makes an optimiser for count parameters into *out, with its state
+ * buffers zeroed and the step count 0. Errors (IMS_EINVAL, message names
+ * the option): unknown kind, momentum or weight_decay negative or not
+ * finite, nesterov without momentum, beta1 or beta2 outside [0, 1), eps
+ * negative, threads negative; IMS_ENOMEM.
+ */
+int nn_optim_create(const nn_optim_opts *o, size_t count, nn_optim **out,
+		    ims_error *err);
+
+/* Frees opt and its state. opt may be NULL. */
+void nn_optim_free(nn_optim *opt);
+
+/*
+ * One update of params (count floats, in place) from grads (count floats,
+ * read only) at learning rate lr (>= 0, finite), then the step count goes
+ * up by one. segs lists the runs to update, in increasing offset order and
+ * not overlapping; parameters outside every segment are left alone like
+ * frozen ones. segs == NULL (nsegs must then be 0) means one segment over
+ * the whole buffer, trainable, with decay. Everything is checked before
+ * anything changes: on error params, state and step count are untouched.
+ * Errors: IMS_EINVAL (bad lr, NULL buffers, a segment past the end or
+ * overlapping or out of order, with its index).
+ */
+int nn_optim_step(nn_optim *opt, float *params, const float *grads,
+		  const nn_optim_segment *segs, size_t nsegs, double lr,
+		  ims_error *err);
+
+/* The options opt was made with (a copy it owns) and its parameter count. */
+const nn_optim_opts *nn_optim_options(const nn_optim *opt);
+size_t nn_optim_param_count(const nn_optim *opt);
+
+/*
+ * State for checkpoints. A checkpoint saves every state buffer under its
+ * name with the step count, and restores them by writing into the same
+ * buffers and calling nn_optim_set_step_count; the next step then gives
+ * the same bits as an uninterrupted run.
+ *
+ * nn_optim_state_count: number of state buffers: 0 for SGD without
+ * momentum, 1 for SGD with momentum ("momentum_buffer"), 2 for Adam and
+ * AdamW ("exp_avg", "exp_avg_sq"), the names of PyTorch's state_dict.
+ * nn_optim_state_name: the name of buffer i, NULL when i is out of range.
+ * nn_optim_state: buffer i, nn_optim_param_count floats laid out like the
+ * parameters, owned by opt, writable (device memory when opts.ctx is a
+ * device context: copy through its to_host/to_device); NULL when i is out
+ * of range.
+ * nn_optim_state_find: the buffer called name, or NULL.
+ */
+size_t nn_optim_state_count(const nn_optim *opt);
+const char *nn_optim_state_name(const nn_optim *opt, size_t i);
+float *nn_optim_state(nn_optim *opt, size_t i);
+float *nn_optim_state_find(nn_optim *opt, const char *name);
+
+/* Steps taken (PyTorch's state "step"). The setter refuses negative
+ * counts (IMS_EINVAL). */
+int64_t nn_optim_step_count(const nn_optim *opt);
+int nn_optim_set_step_count(nn_optim *opt, int64_t steps, ims_error *err);
+
+/* ---- learning-rate schedules (schedule.c) ------------------------------- */
+
+/*
+ * The learning rate of each optimiser step. Every rate in nn_lr_opts is
+ * for ONE rank; unless no_scaling is set, the schedule multiplies all of
+ * them by the world size (the linear scaling rule, Goyal et al. 2017), so
+ * the peak rate is base_lr * world. Steps count optimiser updates from 0.
+ *
+ *   lr(step) = warm(step) * decay(step), where
+ *   warm(step)  = (step + 1) / warmup_steps   for step < warmup_steps
+ *                 1                           afterwards (and when
+ *                                             warmup_steps is 0)
+ * so the first step already moves, and the last warmup step
+ * (warmup_steps - 1) and the first one after it both run at the peak.
+ *   NN_LR_CONSTANT: decay(step) = peak
+ *   NN_LR_STEP:     decay(step) = peak * gamma^k, k the number of
+ *                   milestones <= step. Milestones are absolute step
+ *                   numbers, counted from step 0 like the warmup (not
+ *                   after it), as in torch's MultiStepLR and the ImageNet
+ *                   recipe "5 warmup epochs, x0.1 at epochs 30, 60, 80"
+ *                   (the caller converts epochs to steps).
+ *   NN_LR_COSINE:   decay(step) = min + (peak - min) (1 + cos(pi q)) / 2,
+ *                   q = (step - warmup_steps) / (total_steps -
+ *                   warmup_steps) clamped to [0, 1]: peak through the
+ *                   warmup, min (scaled like the peak) from total_steps on.
+ * Computed in double.
+ *
+ * Caveats: plain data, no handle; any thread may call these.
+ */
+
+typedef enum nn_lr_decay {
+	NN_LR_CONSTANT = 1,
+	NN_LR_STEP,
+	NN_LR_COSINE
+} nn_lr_decay;
+
+#define NN_LR_MAX_MILESTONES 16
+
+typedef struct nn_lr_opts {
+	double base_lr;        /* for one rank; >= 0 */
+	int world;             /* ranks, >= 1 */
+	int no_scaling;        /* 1: do not multiply by world */
+	int64_t warmup_steps;  /* >= 0; 0 = no warmup */
+	int decay;             /* nn_lr_decay */
+	/* NN_LR_STEP */
+	double gamma;                                /* in (0, 1] */
+	int64_t milestones[NN_LR_MAX_MILESTONES];    /* strictly increasing, >= 1 */
+	int n_milestones;                            /* 1 .. NN_LR_MAX_MILESTONES */
+	/* NN_LR_COSINE */
+	int64_t total_steps;   /* > warmup_steps */
+	double min_lr;         /* for one rank; in [0, base_lr] */
+} nn_lr_opts;
+
+/* Fills o with: base_lr 0.1, world 1, scaling on, no warmup,
+ * NN_LR_CONSTANT, gamma 0.1, no milestones, total_steps 0, min_lr 0. */
+void nn_lr_opts_init(nn_lr_opts *o);
+
+/* A validated schedule; caller-owned plain data. */
+typedef struct nn_lr_schedule {
+	nn_lr_opts opts; /* copy of the options */
+	double scale;    /* world, or 1 with no_scaling */
+} nn_lr_schedule;
+
+/*
+ * Checks o and fills s from it. Errors (IMS_EINVAL, the message names the
+ * option and its value): base_lr negative or not finite, world < 1,
+ * warmup_steps < 0, unknown decay; NN_LR_STEP: gamma outside (0, 1],
+ * n_milestones outside 1..NN_LR_MAX_MILESTONES, milestones not strictly
+ * increasing from >= 1; NN_LR_COSINE: total_steps <= warmup_steps, min_lr
+ * outside [0, base_lr].
+ */
+int nn_lr_schedule_init(nn_lr_schedule *s, const nn_lr_opts *o,
+			ims_error *err);
+
+/* The scaled peak rate: base_lr * scale. The trainer logs it beside
+ * opts.base_lr. */
+double nn_lr_peak(const nn_lr_schedule *s);
+
+/* The rate of step (steps below 0 count as 0). */
+double nn_lr_at(const nn_lr_schedule *s, int64_t step);
+
+
+/* ---- batches onto a device (device.c) ------------------------------------ */
+
+/*
+ * A device run copies each batch from host memory into one of two device
+ * slots on a copy stream, so the copy of the next batch overlaps the step
+ * that computes on the current one. On the CPU backend there is no
+ * staging (kernels read the host batch in place): nn_ctx_has_staging says
+ * 0 and nn_stage_create fails with IMS_EUNSUPPORTED.
+ *
+ * Caveats: a stage is used with the context it was made for, by that
+ * context's thread. A slot's host batch may be reused once nn_stage_get
+ * returned for it; the slot itself once nn_stage_done was called after
+ * the last work that reads it was queued.
+ */
+typedef struct nn_stage nn_stage;
+
+/* 1 when ctx's backend stages batches (a device, or the staged CPU twin). */
+int nn_ctx_has_staging(const nn_ctx *ctx);
+
+/*
+ * Makes two device slots of x_bytes (batch) and label_bytes (labels) each,
+ * a copy stream and its events. Errors: IMS_EUNSUPPORTED (no staging on
+ * this backend), IMS_ENOMEM, the device's.
+ */
+int nn_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,
+		    nn_stage **out, ims_error *err);
+/* Queues the copy of host x and labels into slot (0 or 1) after the work
+ * that last used the slot (nn_stage_done) has finished on the device; does
+ * not wait. Pinned host memory (nn_ctx_host_alloc) copies asynchronously,
+ * pageable memory through the driver. */
+int nn_stage_put(nn_ctx *ctx, nn_stage *s, int slot, const void *x,
+		 size_t x_bytes, const int32_t *labels, size_t label_bytes,
+		 ims_error *err);
+/* Blocks until the slot's copy is done (the host batch may then be
+ * reused), makes the compute stream wait for it, and gives the slot's
+ * device pointers. IMS_EINVAL when no copy was queued into the slot. */
+int nn_stage_get(nn_ctx *ctx, nn_stage *s, int slot, float **x,
+		 int32_t **labels, ims_error *err);
+/* The slot is free once the compute work queued so far has run: call it
+ * after the step that reads the slot is queued. */
+int nn_stage_done(nn_ctx *ctx, nn_stage *s, int slot, ims_error *err);
+/* Frees the slots and streams. s may be NULL. */
+void nn_stage_free(nn_ctx *ctx, nn_stage *s);
+
+/*
+ * Host memory for the batches a staging backend copies from: on the CUDA
+ * backend page-locked memory (cudaHostAlloc, portable: pinned for every
+ * CUDA context, so the copy engine of whichever GPU a rank uses reads it
+ * directly), on the staged CPU twin page-aligned host memory;
+ * nn_ctx_host_alloc returns NULL on the plain CPU backend (batches need no
+ * special memory there) and when out of memory. nn_ctx_host_free takes
+ * what nn_ctx_host_alloc gave (NULL accepted) and must be called before
+ * nn_ctx_release. nn_ctx_host_memory describes that memory for a log
+ * line ("pinned memory (cudaHostAlloc)"), or is NULL when the backend has
+ * none.
+ */
+void *nn_ctx_host_alloc(nn_ctx *ctx, size_t bytes);
+void nn_ctx_host_free(nn_ctx *ctx, void *p);
+const char *nn_ctx_host_memory(const nn_ctx *ctx);
+
+#endif
