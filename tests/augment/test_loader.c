@@ -3,11 +3,14 @@
  * augment.h: batches identical whatever the thread count, deterministic
  * from (seed, epoch), equal and disjoint rank shares, shard-owning mode,
  * bad records replaced and named, decode parity with the packer, DCT
- * scaling within tolerance, a golden hash, dtypes/layouts, and errors.
+ * scaling within tolerance, a golden hash, dtypes/layouts, the caller's
+ * batch memory (and no CUDA runtime of the loader's own), and errors.
  *
  * Splits are built here: the sample dataset (ds_sample_write) packed with
  * pack_run, plus hand-made lists pointing at make_images fixtures.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -842,6 +845,126 @@ static void test_raw(void)
 	}
 }
 
+/* ---- the batch ring's memory ---------------------------------------------- */
+
+/*
+ * The loader knows nothing of devices: it must not load a CUDA runtime
+ * itself (a trainer on a GPU hands it pinned memory; one on the CPU must
+ * not get pinned memory behind its back). Every dlopen of this process
+ * passes here (the loader is linked in statically) and is counted when it
+ * names libcudart.
+ */
+static int g_cudart_opens;
+
+void *dlopen(const char *file, int mode)
+{
+	static void *(*real)(const char *, int);
+	if (!real)
+		real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+	if (file && strstr(file, "cudart"))
+		g_cudart_opens++;
+	return real ? real(file, mode) : NULL;
+}
+
+/* An allocator that records what it gave out; fails from call fail_at
+ * (from 1) on when fail_at > 0. */
+typedef struct counting_alloc {
+	int allocs, frees, fail_at;
+	size_t bytes;
+	void *given[16];
+	int n_given;
+} counting_alloc;
+
+static void *count_alloc(void *ud, size_t bytes)
+{
+	counting_alloc *c = ud;
+	c->allocs++;
+	c->bytes = bytes;
+	if (c->fail_at > 0 && c->allocs >= c->fail_at)
+		return NULL;
+	void *p = NULL;
+	if (posix_memalign(&p, 64, bytes))
+		return NULL;
+	if (c->n_given < 16)
+		c->given[c->n_given++] = p;
+	return p;
+}
+
+static void count_free(void *ud, void *p)
+{
+	counting_alloc *c = ud;
+	c->frees++;
+	free(p);
+}
+
+static int was_given(const counting_alloc *c, const void *p)
+{
+	for (int i = 0; i < c->n_given; i++)
+		if (c->given[i] == p)
+			return 1;
+	return 0;
+}
+
+static void test_host_memory(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	epoch_out def, mine;
+
+	/* the default ring: page-aligned host memory, and no CUDA runtime */
+	g_cudart_opens = 0;
+	base_opts(&o, g_main, 1, 8, 32);
+	o.prefetch = 2;
+	run_epoch(&o, 0, &def);
+	CHECK_EQ_INT(def.stats.pinned, 0);
+	CHECK_EQ_INT(g_cudart_opens, 0);
+
+	/* the caller's memory: one allocation per ring slot of a whole
+	 * batch, the batches handed out from it, all given back on close,
+	 * and the same samples as the default ring's */
+	counting_alloc c;
+	memset(&c, 0, sizeof(c));
+	o.host = (aug_host_alloc){count_alloc, count_free, &c, "test memory"};
+	run_epoch(&o, 0, &mine);
+	CHECK_EQ_INT(mine.stats.pinned, 1);
+	CHECK_EQ_INT(c.allocs, 2);
+	CHECK_EQ_INT(c.frees, 2);
+	CHECK_EQ_U64(c.bytes, 8 * mine.sb);
+	CHECK(same_epoch(&def, &mine));
+	epoch_free(&def);
+	epoch_free(&mine);
+
+	memset(&c, 0, sizeof(c));
+	aug_loader *l = NULL;
+	int rc = aug_loader_open(&o, &l, &err);
+	CHECK_OK(rc, &err);
+	if (!rc) {
+		CHECK_OK(aug_loader_start_epoch(l, 3, &err), &err);
+		for (int i = 0; i < 5; i++) {
+			aug_batch b;
+			CHECK_OK(aug_loader_next(l, &b, &err), &err);
+			CHECK(was_given(&c, b.data));
+		}
+		aug_loader_close(l);
+		CHECK_EQ_INT(c.frees, c.allocs);
+	}
+
+	/* out of the caller's memory: IMS_ENOMEM, nothing kept */
+	memset(&c, 0, sizeof(c));
+	c.fail_at = 2;
+	l = NULL;
+	err.msg[0] = 0;
+	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_ENOMEM);
+	CHECK(l == NULL && err.msg[0] != 0);
+	CHECK_EQ_INT(c.frees, 1);
+
+	/* an allocator without its free is refused */
+	o.host.free = NULL;
+	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_EINVAL);
+	CHECK(l == NULL);
+	CHECK_EQ_INT(g_cudart_opens, 0);
+}
+
 static void test_errors(void)
 {
 	ims_error err = {0};
@@ -927,6 +1050,7 @@ int main(void)
 	test_golden();
 	test_dtypes();
 	test_raw();
+	test_host_memory();
 	int rc = TEST_EXIT();
 	if (rc == 0) {
 		char cmd[4200];

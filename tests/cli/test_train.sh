@@ -191,6 +191,14 @@ for l in map(json.loads, open(sys.argv[1])):
         print(l["type"], l.get("step"), l.get("loss"), l.get("accuracy"), l.get("top1"), l.get("top5"))' "$1"; }
 same "$(hs_lines "$T/hs1/metrics.jsonl")" "$(hs_lines "$T/hs0/metrics.jsonl")" "staged loop's metrics"
 same "$(hs_lines "$T/hs1/metrics.jsonl" | grep -c '^train')" "$(hs_lines "$T/hs0/metrics.jsonl" | grep -c '^train')" "staged loop's step count"
+# the loader's batches are in the backend's host memory for batches (a
+# GPU's pinned memory), passed through the loader's allocator callbacks,
+# only on a device run (here its CPU twin); a cpu run keeps the loader's
+# own page-aligned memory, and the loader loads no CUDA runtime itself
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory" "cpu run's batch memory"
+expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory (staged as for a device)" "staged run's batch memory"
 # resumed in the middle of an epoch, and --max-steps ending mid-epoch
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --max-steps 5
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --resume
