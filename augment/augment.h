@@ -2,7 +2,7 @@
  * augment.h - image decoding, encoding and resampling for imshard.
  *
  * This is the one place that understands image bytes. The packer uses it to
- * check, decode, resize and re-encode source files; the loader (later) uses
+ * check, decode, resize and re-encode source files; the loader (below) uses
  * the same decoder, so a record decodes identically at pack and load time.
  *
  * Caveats:
