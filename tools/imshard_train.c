@@ -267,6 +267,134 @@ static void pick_blas_kernels(char **argv)
 	/* exec failed: go on with the kernels we have */
 }
 
+/*
+ * Fills o from the command line: 0, CLI_EXIT_USAGE after a one-line error,
+ * or -1 after --help.
+ */
+static int parse_flags(int argc, char **argv, nn_train_opts *o)
+{
+	nn_train_opts_init(o);
+	o->bucket_mb = 0; /* not given: set by device below */
+	const char *optimizer = NULL, *schedule = NULL, *mean = NULL, *std = NULL;
+	double smoothing = 0;
+	int epochs = o->epochs, batch = o->batch_size, size = o->size;
+	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
+	int log_every = o->log_every, threads = 0;
+	const cli_opt opts[] = {
+		{"train", 0, CLI_STRING, &o->train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
+		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (required)", 0, 0},
+		{"model", 0, CLI_STRING, &o->model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
+		{"device", 0, CLI_STRING, &o->device, "DEV", "cpu or cuda (cpu)", 0, 0},
+		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
+		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
+		{"lr", 0, CLI_DOUBLE, &o->lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
+		{"no-lr-scaling", 0, CLI_FLAG, &o->no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
+		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
+		{"momentum", 0, CLI_DOUBLE, &o->momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
+		{"nesterov", 0, CLI_FLAG, &o->nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
+		{"weight-decay", 0, CLI_DOUBLE, &o->weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
+		{"no-bn-bias-decay", 0, CLI_FLAG, &o->no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
+		{"warmup-epochs", 0, CLI_DOUBLE, &o->warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
+		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
+		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
+		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip)", 0, 0},
+		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
+		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
+		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
+		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
+		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
+		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
+		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
+		{"checkpoint-dir", 0, CLI_STRING, &o->checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
+		{"resume", 0, CLI_FLAG, &o->resume, NULL, "continue from DIR's checkpoint", 0, 0},
+		{"checkpoint-every", 0, CLI_U64, &ckpt_every, "N", "also checkpoint every N steps (0: epoch ends only)", 0, 0},
+		{"log-dir", 0, CLI_STRING, &o->log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
+		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
+		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
+		{"collective-timeout", 0, CLI_DOUBLE, &o->collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
+		{"bucket-mb", 0, CLI_DOUBLE, &o->bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
+		{"shard-owning", 0, CLI_FLAG, &o->shard_owning, NULL, "each rank reads only its own shards", 0, 0},
+		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
+		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[1];
+	int np = 0;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 0, 0, &np);
+	if (rc)
+		return rc;
+#define USAGE(...) return cli_usage_error(&command, __VA_ARGS__)
+	if (!o->train_manifest || !o->val_manifest)
+		USAGE("--train and --val are required");
+	o->epochs = epochs;
+	o->batch_size = batch;
+	o->size = size;
+	o->seed = seed;
+	o->max_steps = (int64_t)max_steps;
+	o->checkpoint_every = (int64_t)ckpt_every;
+	o->log_every = log_every;
+	o->threads = threads;
+	o->label_smoothing = (float)smoothing;
+	if (optimizer) {
+		if (!strcmp(optimizer, "sgd"))
+			o->optimizer = NN_OPTIM_SGD;
+		else if (!strcmp(optimizer, "adam"))
+			o->optimizer = NN_OPTIM_ADAM;
+		else if (!strcmp(optimizer, "adamw"))
+			o->optimizer = NN_OPTIM_ADAMW;
+		else
+			USAGE("--optimizer must be sgd, adam or adamw, got '%s'", optimizer);
+		if (o->optimizer != NN_OPTIM_SGD && o->weight_decay == 1e-4)
+			o->weight_decay = o->optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
+	}
+	if (o->nesterov && o->optimizer != NN_OPTIM_SGD)
+		USAGE("--nesterov is for --optimizer sgd");
+	if (o->nesterov && o->momentum <= 0)
+		USAGE("--nesterov needs --momentum above 0");
+	if (schedule) {
+		if (!strcmp(schedule, "cosine"))
+			o->schedule = NN_LR_COSINE;
+		else if (!strcmp(schedule, "step"))
+			o->schedule = NN_LR_STEP;
+		else if (!strcmp(schedule, "constant"))
+			o->schedule = NN_LR_CONSTANT;
+		else
+			USAGE("--schedule must be cosine, step or constant, got '%s'", schedule);
+	}
+	if (mean && cli_parse_triple(mean, o->mean))
+		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
+	if (std && cli_parse_triple(std, o->std))
+		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
+	for (int c = 0; c < 3; c++)
+		if (!(o->std[c] > 0))
+			USAGE("--std values must be above 0");
+	int known = 0;
+	for (const char *const *n = nn_model_names(); *n; n++)
+		known |= !strcmp(*n, o->model);
+	if (!known)
+		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o->model);
+	if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+		USAGE("--device must be cpu or cuda, got '%s'", o->device);
+	if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") &&
+	    strcmp(o->precision, "fp16"))
+		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o->precision);
+	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
+	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
+	 * gains little, and one blocking allreduce after backward measured
+	 * cheaper than 1 MiB non-blocking buckets (docs/TRAINING.md). */
+	if (o->bucket_mb == 0)
+		o->bucket_mb = strcmp(o->device, "cuda") ? 1024 : 25;
+	if (o->freeze_backbone && !o->init)
+		USAGE("--freeze-backbone needs --init");
+	if (o->resume && !o->checkpoint_dir)
+		USAGE("--resume needs --checkpoint-dir");
+	if (o->resume && o->init)
+		USAGE("--resume and --init exclude each other");
+#undef USAGE
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	dp_comm *comm = NULL;
@@ -279,132 +407,11 @@ int main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	nn_train_opts o;
-	nn_train_opts_init(&o);
-	o.bucket_mb = 0; /* not given: set by device below */
-	const char *optimizer = NULL, *schedule = NULL, *mean = NULL, *std = NULL;
-	double smoothing = 0;
-	int epochs = o.epochs, batch = o.batch_size, size = o.size;
-	uint64_t seed = o.seed, max_steps = 0, ckpt_every = 0;
-	int log_every = o.log_every, threads = 0;
-	const cli_opt opts[] = {
-		{"train", 0, CLI_STRING, &o.train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
-		{"val", 0, CLI_STRING, &o.val_manifest, "VAL.json", "validation split manifest (required)", 0, 0},
-		{"model", 0, CLI_STRING, &o.model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
-		{"device", 0, CLI_STRING, &o.device, "DEV", "cpu or cuda (cpu)", 0, 0},
-		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
-		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
-		{"lr", 0, CLI_DOUBLE, &o.lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
-		{"no-lr-scaling", 0, CLI_FLAG, &o.no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
-		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
-		{"momentum", 0, CLI_DOUBLE, &o.momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
-		{"nesterov", 0, CLI_FLAG, &o.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
-		{"weight-decay", 0, CLI_DOUBLE, &o.weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
-		{"no-bn-bias-decay", 0, CLI_FLAG, &o.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
-		{"warmup-epochs", 0, CLI_DOUBLE, &o.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
-		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
-		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
-		{"augment", 0, CLI_STRING, &o.augment, "SPEC", "training augmentation (flip)", 0, 0},
-		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
-		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
-		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
-		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
-		{"precision", 0, CLI_STRING, &o.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
-		{"init", 0, CLI_STRING, &o.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
-		{"freeze-backbone", 0, CLI_FLAG, &o.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
-		{"checkpoint-dir", 0, CLI_STRING, &o.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
-		{"resume", 0, CLI_FLAG, &o.resume, NULL, "continue from DIR's checkpoint", 0, 0},
-		{"checkpoint-every", 0, CLI_U64, &ckpt_every, "N", "also checkpoint every N steps (0: epoch ends only)", 0, 0},
-		{"log-dir", 0, CLI_STRING, &o.log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
-		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
-		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
-		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
-		{"collective-timeout", 0, CLI_DOUBLE, &o.collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
-		{"bucket-mb", 0, CLI_DOUBLE, &o.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
-		{"shard-owning", 0, CLI_FLAG, &o.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
-		{"freeze-bn", 0, CLI_FLAG, &o.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
-		{"synthetic", 0, CLI_FLAG, &o.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
-		{"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no progress lines", 0, 0},
-		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
-	const char *pos[1];
-	int np = 0;
-	int rc = cli_parse(&command, opts, argc, argv, pos, 0, 0, &np);
+	int rc = parse_flags(argc, argv, &o);
 	if (rc) {
 		dp_finalize(comm);
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
-#define USAGE(...)                                                             \
-	do {                                                                   \
-		rc = cli_usage_error(&command, __VA_ARGS__);                   \
-		dp_finalize(comm);                                             \
-		return rc;                                                     \
-	} while (0)
-	if (!o.train_manifest || !o.val_manifest)
-		USAGE("--train and --val are required");
-	o.epochs = epochs;
-	o.batch_size = batch;
-	o.size = size;
-	o.seed = seed;
-	o.max_steps = (int64_t)max_steps;
-	o.checkpoint_every = (int64_t)ckpt_every;
-	o.log_every = log_every;
-	o.threads = threads;
-	o.label_smoothing = (float)smoothing;
-	if (optimizer) {
-		if (!strcmp(optimizer, "sgd"))
-			o.optimizer = NN_OPTIM_SGD;
-		else if (!strcmp(optimizer, "adam"))
-			o.optimizer = NN_OPTIM_ADAM;
-		else if (!strcmp(optimizer, "adamw"))
-			o.optimizer = NN_OPTIM_ADAMW;
-		else
-			USAGE("--optimizer must be sgd, adam or adamw, got '%s'", optimizer);
-		if (o.optimizer != NN_OPTIM_SGD && o.weight_decay == 1e-4)
-			o.weight_decay = o.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
-	}
-	if (o.nesterov && o.optimizer != NN_OPTIM_SGD)
-		USAGE("--nesterov is for --optimizer sgd");
-	if (o.nesterov && o.momentum <= 0)
-		USAGE("--nesterov needs --momentum above 0");
-	if (schedule) {
-		if (!strcmp(schedule, "cosine"))
-			o.schedule = NN_LR_COSINE;
-		else if (!strcmp(schedule, "step"))
-			o.schedule = NN_LR_STEP;
-		else if (!strcmp(schedule, "constant"))
-			o.schedule = NN_LR_CONSTANT;
-		else
-			USAGE("--schedule must be cosine, step or constant, got '%s'", schedule);
-	}
-	if (mean && cli_parse_triple(mean, o.mean))
-		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
-	if (std && cli_parse_triple(std, o.std))
-		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
-	for (int c = 0; c < 3; c++)
-		if (!(o.std[c] > 0))
-			USAGE("--std values must be above 0");
-	int known = 0;
-	for (const char *const *n = nn_model_names(); *n; n++)
-		known |= !strcmp(*n, o.model);
-	if (!known)
-		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o.model);
-	if (strcmp(o.device, "cpu") && strcmp(o.device, "cuda"))
-		USAGE("--device must be cpu or cuda, got '%s'", o.device);
-	if (strcmp(o.precision, "fp32") && strcmp(o.precision, "bf16") &&
-	    strcmp(o.precision, "fp16"))
-		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o.precision);
-	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
-	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
-	 * gains little, and one blocking allreduce after backward measured
-	 * cheaper than 1 MiB non-blocking buckets (docs/TRAINING.md). */
-	if (o.bucket_mb == 0)
-		o.bucket_mb = strcmp(o.device, "cuda") ? 1024 : 25;
-	if (o.freeze_backbone && !o.init)
-		USAGE("--freeze-backbone needs --init");
-	if (o.resume && !o.checkpoint_dir)
-		USAGE("--resume needs --checkpoint-dir");
-	if (o.resume && o.init)
-		USAGE("--resume and --init exclude each other");
-#undef USAGE
 
 	const char *picked = getenv("IMSHARD_BLAS_PICKED");
 	if (picked && !o.quiet && dp_rank(comm) == 0)
