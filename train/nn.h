@@ -36,6 +36,12 @@
 
 typedef struct nn_backend nn_backend;
 
+/*
+ * A device and how to compute on it, caller-owned (nn_ctx_init_* /
+ * nn_ctx_release). Callers read threads and may set winograd and
+ * precision before making a model; be, scratch, dev and dx_overwrite are
+ * the library's own.
+ */
 typedef struct nn_ctx {
 	const nn_backend *be; /* kernels of this context's device */
 	int threads;          /* OpenMP (and BLAS) threads, >= 1 */
@@ -65,18 +71,19 @@ typedef struct nn_ctx {
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
 
-/* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
+/* Sets up a CPU context with `threads` threads (0 = OpenMP's default).
+ * Errors: IMS_EINVAL (no ctx, threads negative). */
 int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
 /*
  * Sets up a CUDA context on device `device` (0-based, of those visible):
  * a stream, cuDNN and cuBLAS handles bound to it, and a device workspace
  * (train/cuda/). ctx->be then addresses device memory: model storage,
  * activations and the inputs of every kernel are device pointers, except
- * where a function says otherwise (softmax_xent's loss_sum); ctx->threads
- * is 1. Fails with IMS_EUNSUPPORTED and one line that
- * says what to do when no CUDA device is usable (no GPU, no driver) or
- * the build has no CUDA backend; ctx is then left as nn_ctx_release
- * accepts it. Every call on the context must come from one thread.
+ * where a function says otherwise (nn_softmax_xent's loss_sum);
+ * ctx->threads is 1. Fails with IMS_EUNSUPPORTED and one line that says
+ * what to do when no CUDA device is usable (no GPU, no driver) or the
+ * build has no CUDA backend; ctx is then left as nn_ctx_release accepts
+ * it. Every call on the context must come from one thread.
  */
 int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
 /* Frees the workspace and backend state. ctx may be NULL. */
@@ -242,7 +249,6 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
 void nn_model_freeze_bn(nn_model *m, int on);
 /* Multiply-accumulate count of one forward pass of one sample (x2 = FLOPs). */
 double nn_model_macs(const nn_model *m);
-
 
 /* ---- loss and scores (layers/softmax_xent.c, device.c) ------------------ */
 
