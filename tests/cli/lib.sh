@@ -1,7 +1,7 @@
 # lib.sh - helpers for imshard's CLI tests (sourced by tests/cli/test_*.sh).
 #
 # Env from CTest: IMSHARD (binary), IMS_FIXTURES (make_images binary),
-# IMS_TMP (scratch), IMS_SRC (source tree).
+# IMS_TMP (scratch), IMS_SRC (source tree), IMS_MPI (1: built with MPI).
 set -uo pipefail
 
 : "${IMSHARD:?IMSHARD must point at the imshard binary}"
@@ -9,6 +9,13 @@ set -uo pipefail
 T=$(mktemp -d "$IMS_TMP/cli-XXXXXX")
 failures=0
 checks=0
+
+# have_mpi: several ranks can be run here: mpirun is on PATH and the
+# binaries were built with MPI (a build without it refuses to run as one
+# of several ranks, which test_train.sh checks).
+have_mpi() {
+  [ "${IMS_MPI:-1}" = 1 ] && command -v mpirun >/dev/null
+}
 
 fail() {
   echo "FAIL: $*" >&2

@@ -3,12 +3,12 @@
 # ranks (mpirun) on the sample data, rendered into a report that headless
 # Chromium opens: its screenshot is a non-blank PNG, and in the page as
 # Chromium laid it out every expected chart is present with drawn marks of
-# non-zero size. Skipped (77) without mpirun or Chromium (scripts/setup.sh
-# installs Debian's chromium).
+# non-zero size. Skipped (77) without mpirun (or MPI in the build) or
+# Chromium (scripts/setup.sh installs Debian's chromium).
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
-command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+have_mpi || { echo "skip: no mpirun, or a build without MPI"; exit 77; }
 browser=""
 for b in chromium chromium-browser google-chrome; do
   command -v "$b" >/dev/null && { browser=$(command -v "$b"); break; }

@@ -157,7 +157,7 @@ PY
 contains "$T/m" "ok"
 
 # validation with 3 ranks: uneven shares, each record counted once
-if command -v mpirun >/dev/null; then
+if have_mpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   expect 0 mpi -np 3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 4 --max-steps 2 --log-dir "$T/run3" --quiet
   same "$(json "$T/run3/summary.json" 'j["world"]')" 3 "world 3"
@@ -171,6 +171,12 @@ if command -v mpirun >/dev/null; then
   if [ "$rc" != 0 ]; then
     grep -qF "cannot train on cuda with 2 ranks" "$T/err" || contains "$T/err" "cannot use --device cuda: "
   fi
+elif command -v mpirun >/dev/null; then
+  # a build without MPI started as several ranks refuses (each process
+  # would train alone), every rank with one line
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --quiet
+  same "$(grep -c '^imshard: cannot run as one of 2 ranks: this build has no MPI' "$T/err")" 2 "no-MPI build under mpirun"
 fi
 
 # --- the device loop's host side, on the CPU --------------------------------
@@ -253,7 +259,7 @@ kept_step=$(python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read();
 same "$kept_step" "$((bad_step - 1))" "checkpoint kept from the step before the NaN"
 
 # --- N ranks = 1 rank on the same global batch ---------------------------
-if command -v mpirun >/dev/null; then
+if have_mpi; then
   common=(--train "$tr" --val "$va" --model resnet18 --size 16 --threads 1 --max-steps 3 --no-lr-scaling --lr 0.05 --quiet)
   expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 8 --freeze-bn --checkpoint-dir "$T/r1"
   expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 4 --freeze-bn --checkpoint-dir "$T/r2"

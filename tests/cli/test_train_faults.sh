@@ -40,7 +40,7 @@ rank1() {
 }
 
 # --- a rank killed: the others do not wait forever -----------------------
-if command -v mpirun >/dev/null; then
+if have_mpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   # long enough never to finish on its own within the test
   ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$IMSHARD_TRAIN" \
@@ -73,7 +73,7 @@ progressed() {
 }
 
 # --- a rank that hangs alive: the collective timeout ends the job --------
-if command -v mpirun >/dev/null; then
+if have_mpi; then
   ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$IMSHARD_TRAIN" \
     --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 \
     --batch-size 4 --epochs 100000 --quiet --log-dir "$T/hang" --collective-timeout 3 \
@@ -110,7 +110,7 @@ run env IMSHARD_INJECT_NAN_STEP=0 "${fit_cmd[@]}" --epochs 1
 same "$rc" 1 "exit status with a bad IMSHARD_INJECT_NAN_STEP"
 contains "$T/err" "IMSHARD_INJECT_NAN_STEP must be a step number"
 # on one rank of two: every rank stops at that step
-if command -v mpirun >/dev/null; then
+if have_mpi; then
   run env IMSHARD_INJECT_NAN_STEP=2 IMSHARD_INJECT_NAN_RANK=1 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
     timeout 120 mpirun -np 2 "${fit_cmd[@]}" --epochs 3
   checks=$((checks + 1))
