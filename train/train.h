@@ -9,10 +9,12 @@
  * Ranks start from rank 0's weights and apply identical updates, so they
  * stay identical; the loader gives every rank the same number of batches.
  *
- * The library prints nothing: what a person would read (the run's shape,
+ * The loop prints nothing: what a person would read (the run's shape,
  * progress, validation, skipped fp16 steps, what --init loaded) comes
- * through nn_train_events, and the program decides what to print. Tests
- * inject faults through nn_train_hooks, which the program fills.
+ * through nn_train_events, and the program decides what to print (only
+ * the loader, on rank 0 unless o->quiet, says once on stderr where its
+ * batches live). Tests inject faults through nn_train_hooks, which the
+ * program fills; the loop reads no environment variable.
  *
  * Caveats:
  *   - One thread per process calls nn_train_run; it runs OpenMP teams
