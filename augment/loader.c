@@ -11,11 +11,14 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "augment.h"
 #include "augment_internal.h"
@@ -75,6 +78,7 @@ struct aug_loader {
 	pthread_cond_t cv;
 	pthread_t producer;
 	int running, stop;
+	int stopped; /* aug_loader_stop was called */
 	uint64_t epoch;
 	uint64_t *share;
 	uint8_t *share_pad;
@@ -426,9 +430,13 @@ static void stop_producer(aug_loader *l)
 
 int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 {
+	RETURN_IF(l->stopped, err, IMS_EINVAL, "cannot start an epoch: the loader was stopped");
 	stop_producer(l);
+	/* Batches the caller still holds (hold mode) stay untouched until
+	 * given back: the producer waits for them like for any busy slot. */
 	for (int i = 0; i < l->k; i++)
-		l->ring[i].state = SLOT_FREE;
+		if (l->ring[i].state != SLOT_HELD || !l->o.hold_batches)
+			l->ring[i].state = SLOT_FREE;
 	l->held = -1;
 	l->next_step = 0;
 	l->epoch = epoch;
@@ -465,10 +473,31 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 	return 0;
 }
 
-int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
+/* Slot i's deadline-bounded wait for FULL; 0 when full, 1 on timeout. */
+static int wait_full(aug_loader *l, slot *s, double timeout_s)
 {
-	RETURN_IF(!l->running && l->next_step == 0, err, IMS_EINVAL,
-		  "no epoch started (call aug_loader_start_epoch first)");
+	if (timeout_s < 0) {
+		while (s->state != SLOT_FULL)
+			pthread_cond_wait(&l->cv, &l->mu);
+		return 0;
+	}
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	double ns = (double)until.tv_nsec + timeout_s * 1e9;
+	until.tv_sec += (time_t)(ns / 1e9);
+	until.tv_nsec = (long)fmod(ns, 1e9);
+	while (s->state != SLOT_FULL)
+		if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
+			return s->state == SLOT_FULL ? 0 : 1;
+	return 0;
+}
+
+int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
+			  ims_error *err)
+{
+	RETURN_IF(!l->running, err, IMS_EINVAL,
+		  l->stopped ? "the loader was stopped" :
+			       "no epoch started (call aug_loader_start_epoch first)");
 	pthread_mutex_lock(&l->mu);
 	if (l->held >= 0) {
 		l->ring[l->held].state = SLOT_FREE;
@@ -481,11 +510,22 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 	}
 	int i = (int)(l->next_step % (uint64_t)l->k);
 	slot *s = &l->ring[i];
+	if (s->state == SLOT_HELD) {
+		/* Only in hold mode: the producer would wait for this slot
+		 * forever, and so would we. */
+		pthread_mutex_unlock(&l->mu);
+		return ims_fail(err, IMS_ELIMIT,
+				"cannot take the next batch: all %d batches of the ring are still held (give one back, or copy batches out)",
+				l->k);
+	}
 	double t0 = ims_now();
-	while (s->state != SLOT_FULL)
-		pthread_cond_wait(&l->cv, &l->mu);
+	int timed_out = wait_full(l, s, timeout_s);
 	double waited = ims_now() - t0;
 	l->stats.wait_seconds += waited;
+	if (timed_out) {
+		pthread_mutex_unlock(&l->mu);
+		return 2;
+	}
 	if (s->rc < 0) {
 		int rc = s->rc;
 		if (err)
@@ -494,7 +534,8 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 		return rc;
 	}
 	s->state = SLOT_HELD;
-	l->held = i;
+	if (!l->o.hold_batches)
+		l->held = i;
 	l->next_step++;
 	pthread_mutex_unlock(&l->mu);
 	b->data = s->data;
@@ -506,6 +547,38 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 	b->step = s->step;
 	b->wait_seconds = waited;
 	return 0;
+}
+
+int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
+{
+	return aug_loader_next_timed(l, b, -1.0, err);
+}
+
+int aug_loader_release(aug_loader *l, const aug_batch *b, ims_error *err)
+{
+	RETURN_IF(!l || !b, err, IMS_EINVAL, "cannot give a batch back: no loader or batch");
+	RETURN_IF(!l->o.hold_batches, err, IMS_EINVAL,
+		  "cannot give a batch back: the loader was not opened with hold_batches");
+	pthread_mutex_lock(&l->mu);
+	for (int i = 0; i < l->k; i++) {
+		slot *s = &l->ring[i];
+		if (s->data == b->data && s->state == SLOT_HELD) {
+			s->state = SLOT_FREE;
+			pthread_cond_broadcast(&l->cv);
+			pthread_mutex_unlock(&l->mu);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ims_fail(err, IMS_EINVAL, "cannot give a batch back: it is not a held batch of this loader");
+}
+
+void aug_loader_stop(aug_loader *l)
+{
+	if (!l)
+		return;
+	stop_producer(l);
+	l->stopped = 1;
 }
 
 void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *st)

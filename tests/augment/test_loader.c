@@ -913,6 +913,123 @@ static void test_errors(void)
 	aug_loader_close(NULL);
 }
 
+
+/* hold_batches: batches stay valid until given back, in any order; with
+ * every slot held next() fails at once instead of waiting forever; the
+ * batches are the ones the default mode gives; a held batch survives a new
+ * epoch and aug_loader_stop. next_timed returns 2 or a batch. */
+static void test_hold(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, g_main, 1, 8, 32);
+	epoch_out ref;
+	run_epoch(&o, 3, &ref);
+	o.hold_batches = 1;
+	o.prefetch = 3;
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 3, &err), &err);
+	aug_batch b[3];
+	size_t sb = aug_sample_bytes(&o.transform);
+	size_t bytes = sb * (size_t)o.batch_size;
+	for (int i = 0; i < 3; i++) {
+		int rc = 2;
+		while (rc == 2)
+			rc = aug_loader_next_timed(l, &b[i], 0.01, &err);
+		CHECK_OK(rc, &err);
+		CHECK_EQ_U64(b[i].step, (uint64_t)i);
+	}
+	/* all three slots held: an error naming the cause, not a hang */
+	aug_batch x;
+	int rc = aug_loader_next(l, &x, &err);
+	CHECK_EQ_INT(rc, IMS_ELIMIT);
+	CHECK(strstr(err.msg, "still held") != NULL);
+	/* held memory was not overwritten meanwhile */
+	for (int i = 0; i < 3; i++)
+		CHECK(memcmp(b[i].data, ref.data + (size_t)i * bytes, bytes) == 0);
+	/* give back the middle one: the next batch (step 3) reuses slot 0,
+	 * still held, so it fails; after giving back slot 0 it comes */
+	CHECK_OK(aug_loader_release(l, &b[1], &err), &err);
+	CHECK_EQ_INT(aug_loader_release(l, &b[1], &err), IMS_EINVAL);
+	CHECK_EQ_INT(aug_loader_next(l, &x, &err), IMS_ELIMIT);
+	CHECK_OK(aug_loader_release(l, &b[0], &err), &err);
+	CHECK_OK(aug_loader_next(l, &b[0], &err), &err);
+	CHECK_EQ_U64(b[0].step, 3);
+	CHECK(memcmp(b[0].data, ref.data + 3 * bytes, bytes) == 0);
+	CHECK(memcmp(b[2].data, ref.data + 2 * bytes, bytes) == 0);
+	/* a new epoch keeps held batches intact (b[2], in slot 2) */
+	CHECK_OK(aug_loader_release(l, &b[0], &err), &err);
+	uint8_t *copy = malloc(bytes);
+	memcpy(copy, b[2].data, bytes);
+	CHECK_OK(aug_loader_start_epoch(l, 4, &err), &err);
+	aug_batch y;
+	CHECK_OK(aug_loader_next(l, &y, &err), &err);
+	CHECK(memcmp(b[2].data, copy, bytes) == 0);
+	/* stop: threads gone, held memory readable, next fails */
+	aug_loader_stop(l);
+	aug_loader_stop(l);
+	CHECK(memcmp(b[2].data, copy, bytes) == 0);
+	CHECK_EQ_INT(aug_loader_next(l, &x, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "stopped") != NULL);
+	CHECK_EQ_INT(aug_loader_start_epoch(l, 5, &err), IMS_EINVAL);
+	CHECK_OK(aug_loader_release(l, &b[2], &err), &err);
+	free(copy);
+	aug_loader_close(l);
+	epoch_free(&ref);
+
+	/* release without hold mode is refused */
+	o.hold_batches = 0;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (l) {
+		CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+		CHECK_OK(aug_loader_next(l, &x, &err), &err);
+		CHECK_EQ_INT(aug_loader_release(l, &x, &err), IMS_EINVAL);
+		aug_loader_close(l);
+	}
+}
+
+static int count_batch(void *ctx, const aug_batch *b, ims_error *err)
+{
+	(void)err;
+	uint64_t *seen = ctx;
+	*seen += (uint64_t)b->count;
+	return 0;
+}
+
+/* aug_bench_run: one whole epoch is every batch of the epoch; the limits
+ * are checked; a failing callback stops the run with its code. */
+static void test_bench_run(void)
+{
+	ims_error err = {0};
+	aug_bench_opts bo;
+	aug_bench_opts_init(&bo);
+	base_opts(&bo.loader, g_main, 1, 8, 32);
+	bo.epochs = 2;
+	bo.seconds = 0;
+	uint64_t seen = 0;
+	bo.on_batch = count_batch;
+	bo.ctx = &seen;
+	aug_bench_result r;
+	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
+	CHECK_EQ_U64(r.batches_per_epoch, MAIN_N / 8);
+	CHECK_EQ_U64(r.batches, 2 * (MAIN_N / 8));
+	CHECK_EQ_U64(r.images, 2 * (MAIN_N / 8) * 8);
+	CHECK_EQ_U64(seen, r.images);
+	CHECK_EQ_U64(r.epochs_done, 2);
+	CHECK_EQ_INT(r.threads, 2);
+	CHECK(r.images_per_s > 0 && r.interrupted == 0);
+	bo.epochs = 0;
+	CHECK_EQ_INT(aug_bench_run(&bo, &r, &err), IMS_EINVAL);
+	volatile int cancel = 1;
+	bo.epochs = 1;
+	bo.cancel = &cancel;
+	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
+	CHECK(r.interrupted && r.batches == 1);
+}
+
 int main(void)
 {
 	setup();
@@ -928,6 +1045,8 @@ int main(void)
 	test_golden();
 	test_dtypes();
 	test_raw();
+	test_hold();
+	test_bench_run();
 	int rc = TEST_EXIT();
 	if (rc == 0) {
 		char cmd[4200];
