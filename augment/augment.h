@@ -138,6 +138,13 @@ int aug_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	       const aug_decode_opts *opts, aug_image *out,
 	       aug_image_info *info, ims_error *err);
 
+/* Raw pixels (w x h, 1, 3 or 4 channels interleaved, rows packed, as
+ * RIO_ENC_RAW records hold them) as 3-channel RGB in out: grey replicated,
+ * alpha composited over white as aug_decode's RGB mode does. Errors:
+ * IMS_EINVAL, IMS_ENOMEM. */
+int aug_raw_to_rgb(const uint8_t *px, int w, int h, int channels, aug_image *out,
+		   ims_error *err);
+
 /* A growable byte buffer owned by the caller; release with aug_buf_release.
  * A zeroed aug_buf is empty. */
 typedef struct aug_buf {
