@@ -387,19 +387,42 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* A free slot, or NULL (l->mu held). Any free one: with hold_batches the
+ * caller may keep any slot for long, and the others must go on turning. */
+static slot *free_slot(aug_loader *l)
+{
+	for (int i = 0; i < l->k; i++)
+		if (l->ring[i].state == SLOT_FREE)
+			return &l->ring[i];
+	return NULL;
+}
+
+/* The slot being filled with, or holding, batch `step`; NULL when the
+ * producer has not taken one for it yet (l->mu held). */
+static slot *slot_of_step(aug_loader *l, uint64_t step)
+{
+	for (int i = 0; i < l->k; i++) {
+		slot *s = &l->ring[i];
+		if ((s->state == SLOT_FILLING || s->state == SLOT_FULL) && s->step == step)
+			return s;
+	}
+	return NULL;
+}
+
 static void *produce(void *arg)
 {
 	aug_loader *l = arg;
 	for (uint64_t step = 0; step < l->batches; step++) {
-		slot *s = &l->ring[step % (uint64_t)l->k];
+		slot *s;
 		pthread_mutex_lock(&l->mu);
-		while (s->state != SLOT_FREE && !l->stop)
+		while (!(s = free_slot(l)) && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
 		if (l->stop) {
 			pthread_mutex_unlock(&l->mu);
 			break;
 		}
 		s->state = SLOT_FILLING;
+		s->step = step;
 		pthread_mutex_unlock(&l->mu);
 		double t0 = ims_now();
 		fill(l, s, step);
@@ -473,25 +496,6 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 	return 0;
 }
 
-/* Slot i's deadline-bounded wait for FULL; 0 when full, 1 on timeout. */
-static int wait_full(aug_loader *l, slot *s, double timeout_s)
-{
-	if (timeout_s < 0) {
-		while (s->state != SLOT_FULL)
-			pthread_cond_wait(&l->cv, &l->mu);
-		return 0;
-	}
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	double ns = (double)until.tv_nsec + timeout_s * 1e9;
-	until.tv_sec += (time_t)(ns / 1e9);
-	until.tv_nsec = (long)fmod(ns, 1e9);
-	while (s->state != SLOT_FULL)
-		if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
-			return s->state == SLOT_FULL ? 0 : 1;
-	return 0;
-}
-
 int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 			  ims_error *err)
 {
@@ -508,18 +512,34 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 		pthread_mutex_unlock(&l->mu);
 		return 1;
 	}
-	int i = (int)(l->next_step % (uint64_t)l->k);
-	slot *s = &l->ring[i];
-	if (s->state == SLOT_HELD) {
-		/* Only in hold mode: the producer would wait for this slot
-		 * forever, and so would we. */
-		pthread_mutex_unlock(&l->mu);
-		return ims_fail(err, IMS_ELIMIT,
-				"cannot take the next batch: all %d batches of the ring are still held (give one back, or copy batches out)",
-				l->k);
-	}
 	double t0 = ims_now();
-	int timed_out = wait_full(l, s, timeout_s);
+	int timed_out = 0;
+	slot *s;
+	struct timespec until;
+	if (timeout_s >= 0) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		double ns = (double)until.tv_nsec + timeout_s * 1e9;
+		until.tv_sec += (time_t)(ns / 1e9);
+		until.tv_nsec = (long)fmod(ns, 1e9);
+	}
+	while (!(s = slot_of_step(l, l->next_step)) || s->state != SLOT_FULL) {
+		if (!s && !free_slot(l)) {
+			/* Only in hold mode: every slot is held, so the producer
+			 * cannot start this batch, and we would wait forever. */
+			l->stats.wait_seconds += ims_now() - t0;
+			pthread_mutex_unlock(&l->mu);
+			return ims_fail(err, IMS_ELIMIT,
+					"cannot take the next batch: all %d batches of the ring are still held (give one back, or copy batches out)",
+					l->k);
+		}
+		if (timeout_s < 0) {
+			pthread_cond_wait(&l->cv, &l->mu);
+		} else if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT) {
+			s = slot_of_step(l, l->next_step);
+			timed_out = !s || s->state != SLOT_FULL;
+			break;
+		}
+	}
 	double waited = ims_now() - t0;
 	l->stats.wait_seconds += waited;
 	if (timed_out) {
@@ -535,7 +555,7 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 	}
 	s->state = SLOT_HELD;
 	if (!l->o.hold_batches)
-		l->held = i;
+		l->held = (int)(s - l->ring);
 	l->next_step++;
 	pthread_mutex_unlock(&l->mu);
 	b->data = s->data;

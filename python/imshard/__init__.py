@@ -174,7 +174,8 @@ class Batch(tuple):
     """(images, labels), with the batch's other facts as attributes:
     indices (global record indices, uint64), padded (bool: a repeated record
     that makes rank shares equal; leave it out of metrics), epoch, step,
-    wait_seconds (how long taking it blocked)."""
+    wait_seconds (how long taking it blocked), address (of the images in
+    the loader's ring; a copy=True batch's images are elsewhere)."""
 
     def __new__(cls, images, labels, **attrs):
         b = super().__new__(cls, (images, labels))
@@ -287,22 +288,17 @@ class Loader:
 
     def _make(self, t):
         mem, labels, indices, padded, count, epoch, step, wait = t
-        images = self._wrap(mem)
+        images, address = self._wrap(mem), mem.address
         del mem
         return Batch(images, np.frombuffer(labels, np.int32).astype(np.int64),
                      indices=np.frombuffer(indices, np.uint64),
                      padded=np.frombuffer(padded, np.uint8).astype(bool),
-                     epoch=epoch, step=step, wait_seconds=wait)
+                     epoch=epoch, step=step, wait_seconds=wait, address=address)
 
     def epoch(self, epoch):
-        """Batches of one given epoch (a generator)."""
+        """An iterator over the batches of one given epoch."""
         self._c.start_epoch(epoch)
-        while True:
-            t = self._c.next()
-            if t is None:
-                break
-            yield self._make(t)
-        self._report_bad()
+        return _EpochIterator(self)
 
     def __iter__(self):
         e = self._next_epoch
@@ -313,7 +309,7 @@ class Loader:
         st = self._c.stats()
         if st["bad_records"] > self._bad_said:
             warnings.warn("imshard: %d bad records replaced so far; the last: %s"
-                          % (st["bad_records"], st["last_bad"]), stacklevel=3)
+                          % (st["bad_records"], st["last_bad"]), stacklevel=4)
             self._bad_said = st["bad_records"]
 
     def close(self):
@@ -339,6 +335,27 @@ class Loader:
     def __repr__(self):
         return ("imshard.Loader(%r, batch_size=%d, size=%d, rank %d of %d, %d batches per epoch)"
                 % (self.manifest, self.batch_size, self.size, self.rank, self.world, len(self)))
+
+
+class _EpochIterator:
+    """Batches of the epoch the loader started; keeps no reference to a
+    batch it handed out (a generator frame would, holding a ring slot)."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._loader is None:
+            raise StopIteration
+        t = self._loader._c.next()
+        if t is None:
+            loader, self._loader = self._loader, None
+            loader._report_bad()
+            raise StopIteration
+        return self._loader._make(t)
 
 
 def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, augment=None,

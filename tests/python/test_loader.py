@@ -138,6 +138,14 @@ def test_stale_batches_cannot_be_reused(sample):
     assert loader._c.exported == 0
     rest = [b[0].copy() for b in loader.epoch(0)]
     assert all(np.array_equal(a, b) for a, b in zip(rest, ref))
+    # the last batch of an epoch kept while the next epoch runs (a loop
+    # variable that outlives its loop): the others slots carry on
+    for last in loader.epoch(0):
+        pass
+    copy = last[0].copy()
+    assert sum(1 for _ in loader.epoch(1)) == len(ref)
+    assert np.array_equal(last[0], copy)
+    del last
     # copy=True: a whole epoch can be kept
     kept = list(imshard.Loader(m, 5, 24, prefetch=2, threads=2, copy=True).epoch(0))
     assert len(kept) == len(ref) and all(np.array_equal(a[0], b) for a, b in zip(kept, ref))
