@@ -207,7 +207,8 @@ class Loader:
 
     The rule for those views: a batch's ring slot is not reused while any
     array (or tensor) viewing it is alive, so a view can never show another
-    batch's pixels. The ring has `prefetch` slots: keeping that many batches
+    batch's pixels. The ring has prefetch + 1 slots (`prefetch` batches
+    made ahead of the one a loop holds): keeping prefetch + 1 batches
     alive and asking for another raises imshard.Error (it names copy=True);
     copy=True hands out copies and never holds the ring.
 

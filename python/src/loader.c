@@ -176,6 +176,9 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	if (loader_opts_from(args, kw, &s->o, &s->manifest, NULL, NULL) < 0)
 		return -1;
 	s->o.hold_batches = 1;
+	/* One slot more than the batches prepared ahead: the batch a loop
+	 * variable still holds while the next is asked for. */
+	s->o.prefetch += 1;
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;

@@ -120,7 +120,7 @@ def test_stale_batches_cannot_be_reused(sample):
     m = sample["train"]
     ref = [b[0].copy() for b in imshard.Loader(m, 5, 24, prefetch=3, threads=2,
                                                 copy=True).epoch(0)]
-    loader = imshard.Loader(m, 5, 24, prefetch=3, threads=2)
+    loader = imshard.Loader(m, 5, 24, prefetch=2, threads=2)  # 3 slots
     it = loader.epoch(0)
     held = [next(it) for _ in range(3)]
     assert loader._c.exported == 3
@@ -146,8 +146,13 @@ def test_stale_batches_cannot_be_reused(sample):
     assert sum(1 for _ in loader.epoch(1)) == len(ref)
     assert np.array_equal(last[0], copy)
     del last
+    # prefetch=1: one batch ahead of the one the loop variable holds
+    one = imshard.Loader(m, 5, 24, prefetch=1, threads=2)
+    for e in range(2):
+        assert sum(1 for _ in one.epoch(e)) == len(ref)
+    one.close()
     # copy=True: a whole epoch can be kept
-    kept = list(imshard.Loader(m, 5, 24, prefetch=2, threads=2, copy=True).epoch(0))
+    kept = list(imshard.Loader(m, 5, 24, prefetch=1, threads=2, copy=True).epoch(0))
     assert len(kept) == len(ref) and all(np.array_equal(a[0], b) for a, b in zip(kept, ref))
     loader.close()
 
@@ -190,8 +195,8 @@ def test_loader_killed_mid_epoch_leaks_no_thread(sample, how):
 
 
 def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
-    # batches of 64 at 384 px on one thread take long enough to be
-    # interrupted while next() waits
+    # epoch after epoch of batches of 64 at 384 px on one thread: the
+    # consumer spends nearly all its time waiting in next()
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
         import sys, time, imshard
@@ -199,8 +204,9 @@ def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
         print("ready", flush=True)
         t0 = time.time()
         try:
-            for x in l:
-                pass
+            for e in range(100000):
+                for x in l.epoch(e):
+                    pass
             print("finished", flush=True)
         except KeyboardInterrupt:
             print("interrupted %.2f" % (time.time() - t0), flush=True)
