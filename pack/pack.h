@@ -105,6 +105,120 @@ typedef struct pack_report {
 int pack_run(const ds_list *list, const pack_opts *opts, pack_report *report,
 	     ims_error *err);
 
+/* ------------------------------------------------------------------------
+ * Convert: a dataset as downloaded, in its own layout, into packed splits
+ * (convert.c). The workflow of `imshard convert`: the adapter reads the
+ * layout into lists (datasets.h), each split is subsetted when asked, its
+ * list and the class names are written, and every split is packed through
+ * pack_run. The tool only parses arguments and prints what the callbacks
+ * and the report say.
+ *
+ * Caveats: as pack_run (OpenMP inside; call from one thread). Callbacks are
+ * called from the calling thread, except opts->pack's progress and skipped
+ * callbacks, which pack_run calls as it documents.
+ * ------------------------------------------------------------------------ */
+
+/* The splits a subset can be asked for, in this order in
+ * pack_convert_opts.subset. */
+enum { PACK_SPLIT_TRAIN, PACK_SPLIT_VAL, PACK_SPLIT_TEST, PACK_N_SUBSET_SPLITS };
+
+/* "train", "val", "test". */
+const char *pack_subset_split_name(int split);
+
+/* A class-balanced subset of one split: per_class rows of every class, or
+ * total rows divided evenly across the classes (ds_subset). Both 0 takes
+ * the whole split; both set is IMS_EINVAL. */
+typedef struct pack_subset {
+	size_t per_class;
+	size_t total;
+} pack_subset;
+
+/* A class that had fewer rows than its subset wanted. */
+typedef struct pack_short_class {
+	const char *name; /* class name, or "?" when the list has none */
+	size_t label;
+	size_t available, wanted;
+} pack_short_class;
+
+/* One split, as written. */
+typedef struct pack_convert_split {
+	char name[16];        /* "train" */
+	uint64_t records;     /* records packed */
+	uint64_t skipped;     /* files skipped (see errors) */
+	size_t classes;       /* classes in the manifest */
+	uint64_t fewest, most;/* records of the smallest and largest class */
+	double seconds;       /* packing wall time */
+	char manifest[4096];  /* OUTDIR/<split>.json */
+	char errors[4096];    /* OUTDIR/<split>.errors.tsv, or "" when none */
+} pack_convert_split;
+
+/* Where a failed convert stopped. */
+typedef enum pack_convert_stage {
+	PACK_CONVERT_OPTIONS = 0, /* options that do not fit the dataset (a
+				     usage error: a subset of a split the
+				     dataset does not have) */
+	PACK_CONVERT_LOAD,        /* the adapter could not read the layout */
+	PACK_CONVERT_SUBSET,      /* a subset could not be taken */
+	PACK_CONVERT_WRITE,       /* writing lists, class names or shards */
+	PACK_CONVERT_DONE         /* success */
+} pack_convert_stage;
+
+typedef struct pack_convert_report {
+	int n_splits;
+	pack_convert_split splits[DS_MAX_SPLITS]; /* the splits written */
+	pack_convert_stage stage;  /* PACK_CONVERT_DONE on success */
+	char failed_split[16];     /* the split at fault, or "" */
+	/* When a subset failed for short classes: each of them (names owned
+	 * by the report; free with pack_convert_report_release). */
+	pack_short_class *refused;
+	size_t n_refused;
+} pack_convert_report;
+
+/* Frees what the report owns (the refused classes). NULL is fine. */
+void pack_convert_report_release(pack_convert_report *r);
+
+typedef struct pack_convert_opts {
+	const ds_adapter *adapter;
+	const char *root;          /* the dataset, as downloaded */
+	const char *out_dir;       /* OUTDIR: splits, lists and classes.txt */
+	ds_convert_opts dataset;   /* the adapter's options; dataset.seed
+				      also draws the subsets */
+	pack_subset subset[PACK_N_SUBSET_SPLITS];
+	int allow_short;           /* a short class gives all it has */
+	/* Every split's packing options. root, out_dir, name, source and
+	 * read_row are set per split; force also allows replacing the lists
+	 * and classes.txt of an earlier convert. */
+	pack_opts pack;
+	/* Things the adapter ignored or worked around, one line each. */
+	void (*note)(void *ctx, const char *msg);
+	/* allow_short: the classes of split that gave all they had. */
+	void (*short_classes)(void *ctx, const char *split,
+			      const pack_short_class *c, size_t n);
+	/* Packing of a split starts (rows to pack) and ends (as written). */
+	void (*split_begin)(void *ctx, const char *split, uint64_t rows);
+	void (*split_end)(void *ctx, const pack_convert_split *s);
+	void *ctx;
+} pack_convert_opts;
+
+/* Fills o with the defaults: no subsets, ds_convert_opts_init and
+ * pack_opts_init's values, no callbacks. */
+void pack_convert_opts_init(pack_convert_opts *o);
+
+/*
+ * Converts the dataset under opts->root with opts->adapter into
+ * opts->out_dir: <split>.json with its shards, <split>.lst (the rows
+ * packed) and classes.txt (line i = label i). Refuses (IMS_EEXIST) before
+ * writing anything when a split it would write exists, unless
+ * opts->pack.force. report (required) says what was written, or where it
+ * stopped.
+ * Errors: the adapter's (the file at fault named), ds_subset's
+ * (IMS_ENOTFOUND for short classes, listed in report->refused),
+ * pack_run's, IMS_EINVAL (a subset of a split the dataset lacks, or bad
+ * options), IMS_EINTR (opts->pack.cancel).
+ */
+int pack_convert(const pack_convert_opts *opts, pack_convert_report *report,
+		 ims_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,260 @@
+/*
+ * convert.c - a downloaded dataset into packed splits: adapter -> subsets
+ * -> lists and class names -> pack_run for each split.
+ *
+ * The adapter (datasets/ds_<name>.c) reads the layout into one list per
+ * split; everything after that is the same for every dataset, so it lives
+ * here rather than in each tool that converts.
+ */
+#define _GNU_SOURCE
+#include "pack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "recordio/recordio.h"
+
+static const char *const subset_split_names[PACK_N_SUBSET_SPLITS] = {
+	"train", "val", "test"};
+
+const char *pack_subset_split_name(int split)
+{
+	if (split < 0 || split >= PACK_N_SUBSET_SPLITS)
+		return "?";
+	return subset_split_names[split];
+}
+
+void pack_convert_opts_init(pack_convert_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	ds_convert_opts_init(&o->dataset);
+	pack_opts_init(&o->pack);
+}
+
+void pack_convert_report_release(pack_convert_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_refused; i++)
+		free((char *)r->refused[i].name);
+	free(r->refused);
+	r->refused = NULL;
+	r->n_refused = 0;
+}
+
+static int subset_index(const char *split)
+{
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
+		if (strcmp(split, subset_split_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static int cancelled(const pack_convert_opts *o)
+{
+	return o->pack.cancel && *o->pack.cancel;
+}
+
+/* The short classes of a subset report, named from the list's classes.
+ * names are borrowed when own is 0, copied otherwise. */
+static pack_short_class *short_classes(const ds_list *l,
+				       const ds_subset_report *r, int own,
+				       size_t *n)
+{
+	*n = 0;
+	pack_short_class *c = calloc(r->short_classes ? r->short_classes : 1,
+				     sizeof(*c));
+	if (!c)
+		return NULL;
+	for (size_t k = 0; k < r->n_classes && *n < r->short_classes; k++) {
+		if (!r->available || r->available[k] >= r->wanted[k])
+			continue;
+		const char *name = k < l->n_classes ? l->classes[k] : "?";
+		c[*n].name = own ? strdup(name) : name;
+		c[*n].label = k;
+		c[*n].available = r->available[k];
+		c[*n].wanted = r->wanted[k];
+		if (!c[*n].name) {
+			for (size_t i = 0; i < *n; i++)
+				free((char *)c[i].name);
+			free(c);
+			*n = 0;
+			return NULL;
+		}
+		(*n)++;
+	}
+	return c;
+}
+
+/* Takes split sp's subset, when one was asked for, in place. */
+static int take_subset(const pack_convert_opts *o, ds_split_list *sp,
+		       pack_convert_report *rep, ims_error *err)
+{
+	int i = subset_index(sp->name);
+	if (i < 0 || (!o->subset[i].per_class && !o->subset[i].total))
+		return 0;
+	ds_subset_report r;
+	memset(&r, 0, sizeof(r));
+	ds_list sub;
+	ds_list_init(&sub);
+	int rc = ds_subset(&sp->list, o->subset[i].per_class,
+			   o->subset[i].total, o->dataset.seed, o->allow_short,
+			   &sub, &r, err);
+	if (rc < 0) {
+		ims_fail_context(err, "%s", sp->name);
+		if (r.short_classes)
+			rep->refused = short_classes(&sp->list, &r, 1,
+						     &rep->n_refused);
+		goto out;
+	}
+	if (r.short_classes && o->short_classes) {
+		size_t n;
+		pack_short_class *c = short_classes(&sp->list, &r, 0, &n);
+		if (c)
+			o->short_classes(o->ctx, sp->name, c, n);
+		free(c);
+	}
+	ds_list_release(&sp->list);
+	sp->list = sub;
+	ds_list_init(&sub);
+out:
+	ds_subset_report_release(&r);
+	ds_list_release(&sub);
+	return rc;
+}
+
+/* Records of the smallest and largest class of a written split. */
+static int summarize(const char *manifest, pack_convert_split *s,
+		     ims_error *err)
+{
+	rio_manifest m;
+	FORWARD_IF_ERR(rio_manifest_load(manifest, &m, err));
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (size_t c = 0; c < m.n_classes; c++) {
+		lo = m.class_counts[c] < lo ? m.class_counts[c] : lo;
+		hi = m.class_counts[c] > hi ? m.class_counts[c] : hi;
+	}
+	s->records = m.records;
+	s->classes = m.n_classes;
+	s->fewest = m.n_classes ? lo : 0;
+	s->most = hi;
+	rio_manifest_release(&m);
+	return 0;
+}
+
+static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
+		      const ds_split_list *sp, pack_convert_split *out,
+		      ims_error *err)
+{
+	RETURN_IF(sp->list.count == 0, err, IMS_EINVAL, "split '%s' is empty",
+		  sp->name);
+	char lst[4200];
+	snprintf(lst, sizeof(lst), "%s/%s.lst", o->out_dir, sp->name);
+	pack_opts po = o->pack;
+	po.root = o->root;
+	po.out_dir = o->out_dir;
+	po.name = sp->name;
+	po.source = lst;
+	po.read_row = d->rows_are_records ? o->adapter->read_row : NULL;
+	if (o->split_begin)
+		o->split_begin(o->ctx, sp->name, sp->list.count);
+	pack_report pr;
+	int rc = pack_run(&sp->list, &po, &pr, err);
+	if (rc < 0) {
+		if (rc != IMS_EINTR)
+			ims_fail_context(err, "%s", sp->name);
+		return rc;
+	}
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", sp->name);
+	out->skipped = pr.skipped;
+	out->seconds = pr.seconds;
+	snprintf(out->manifest, sizeof(out->manifest), "%s", pr.manifest);
+	snprintf(out->errors, sizeof(out->errors), "%s", pr.errors);
+	FORWARD_IF_ERR(summarize(pr.manifest, out, err));
+	if (o->split_end)
+		o->split_end(o->ctx, out);
+	return 0;
+}
+
+int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
+		 ims_error *err)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->stage = PACK_CONVERT_OPTIONS;
+	RETURN_IF(!o->adapter || !o->root || !o->out_dir, err, IMS_EINVAL,
+		  "cannot convert: adapter, dataset root and output folder are required");
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
+		RETURN_IF(o->subset[i].per_class && o->subset[i].total, err,
+			  IMS_EINVAL, "give --per-class-%s or --%s-total, not both",
+			  subset_split_names[i], subset_split_names[i]);
+
+	ds_dataset d;
+	memset(&d, 0, sizeof(d));
+	int rc = 0;
+	rep->stage = PACK_CONVERT_LOAD;
+	GOTO_IF_ERR(out, rc, o->adapter->load(o->root, &o->dataset, &d, err));
+	d.adapter = o->adapter;
+	for (size_t i = 0; i < d.n_notes && o->note; i++)
+		o->note(o->ctx, d.notes[i]);
+	if (d.n_splits == 0)
+		GOTO_FAIL(out, rc, err, IMS_ENOTFOUND,
+			  "the %s adapter found no split under '%s'", o->adapter->name,
+			  o->root);
+	rep->stage = PACK_CONVERT_OPTIONS;
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
+		int found = 0;
+		for (int s = 0; s < d.n_splits; s++)
+			found |= strcmp(d.splits[s].name, subset_split_names[i]) == 0;
+		if ((o->subset[i].per_class || o->subset[i].total) && !found)
+			GOTO_FAIL(out, rc, err, IMS_EINVAL,
+				  "--per-class-%s/--%s-total: %s has no %s split",
+				  subset_split_names[i], subset_split_names[i],
+				  o->adapter->name, subset_split_names[i]);
+	}
+
+	/* Refuse before writing anything, rather than after the first split. */
+	rep->stage = PACK_CONVERT_WRITE;
+	GOTO_IF_ERR(out, rc, ims_mkdir_p(o->out_dir, err));
+	for (int s = 0; s < d.n_splits && !o->pack.force; s++) {
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s.json", o->out_dir, d.splits[s].name);
+		if (access(p, F_OK) == 0)
+			GOTO_FAIL(out, rc, err, IMS_EEXIST,
+				  "split '%s' already exists; use --force to replace it", p);
+	}
+
+	/* Subsets, then lists and class names on disk. */
+	for (int s = 0; s < d.n_splits; s++) {
+		ds_split_list *sp = &d.splits[s];
+		rep->stage = PACK_CONVERT_SUBSET;
+		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
+		GOTO_IF_ERR(out, rc, take_subset(o, sp, rep, err));
+		rep->stage = PACK_CONVERT_WRITE;
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s.lst", o->out_dir, sp->name);
+		GOTO_IF_ERR(out, rc, ds_list_write(p, &sp->list, err));
+	}
+	rep->failed_split[0] = '\0';
+	{
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/classes.txt", o->out_dir);
+		GOTO_IF_ERR(out, rc, ds_classes_write(p, &d.splits[0].list, err));
+	}
+
+	for (int s = 0; s < d.n_splits; s++) {
+		ds_split_list *sp = &d.splits[s];
+		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
+		if (cancelled(o))
+			GOTO_FAIL(out, rc, err, IMS_EINTR, "interrupted");
+		GOTO_IF_ERR(out, rc, pack_split(o, &d, sp, &rep->splits[rep->n_splits], err));
+		rep->n_splits++;
+	}
+	rep->failed_split[0] = '\0';
+	rep->stage = PACK_CONVERT_DONE;
+out:
+	ds_dataset_release(&d);
+	return rc;
+}
