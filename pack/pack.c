@@ -59,6 +59,7 @@ void pack_opts_init(pack_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->max_errors = -1;
+	o->max_label = DS_LABEL_AUTO;
 }
 
 /* One row's outcome, filled by a worker, consumed by the writer thread. */
@@ -430,6 +431,15 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 	RETURN_IF((uint64_t)o->shards > list->count, err, IMS_EINVAL,
 		  "cannot make %d shards from a list of %zu images", o->shards,
 		  list->count);
+	/* Before anything is sized by the labels (class names, counts, the
+	 * manifest): a stray huge label would otherwise cost memory for every
+	 * class up to it. */
+	size_t bad = SIZE_MAX;
+	int rc = ds_list_check_labels(list, 0, o->max_label, &bad, err);
+	if (rc < 0 && bad != SIZE_MAX)
+		return ims_fail_context(err, "cannot pack row %zu ('%s')", bad,
+					list->items[bad].path);
+	FORWARD_IF_ERR(rc);
 	struct stat st;
 	RETURN_IF(stat(o->root, &st) != 0, err, IMS_ENOTFOUND,
 		  "cannot open image root '%s': %s", o->root, strerror(errno));

@@ -66,6 +66,12 @@ typedef struct pack_opts {
 	void (*skipped)(void *ctx, uint64_t row, const char *path, const char *why);
 	void *ctx;
 	uint64_t initial_map_size; /* tests only: forces map growth (0 = default) */
+	/* The largest label accepted (ds_list_check_labels): DS_LABEL_AUTO
+	 * (the default) bounds labels by the list's class names, or by its
+	 * distinct labels when it has none; 0..DS_LABEL_CEILING accepts
+	 * labels up to that (a sparse label space). A row past it fails the
+	 * run before anything is written. */
+	int64_t max_label;
 	/* Rows that are records inside a dataset's own files (CIFAR-10
 	 * batches) are read with this instead of opening root/path: it gives
 	 * raw pixels (see ds_adapter.read_row). With it, keep and raw store
@@ -75,7 +81,8 @@ typedef struct pack_opts {
 			size_t *cap, ds_pixels *px, ims_error *err);
 } pack_opts;
 
-/* Fills o with the defaults above (all zero except max_errors = -1). */
+/* Fills o with the defaults above (all zero except max_errors = -1 and
+ * max_label = DS_LABEL_AUTO). */
 void pack_opts_init(pack_opts *o);
 
 typedef struct pack_report {
@@ -98,9 +105,12 @@ typedef struct pack_report {
  * last: on any failure, interruption, or when every file was skipped, no
  * manifest exists and rerunning the same call starts afresh. Classes come
  * from list->classes (or "0".."K-1" when the list has none).
+ * Nothing is left behind by a failed run: no lock, shard or temporary file
+ * (only NAME.errors.tsv, which names the files that were skipped).
  * Errors: IMS_EEXIST (split exists, no force), IMS_ELIMIT (more than
  * max_errors files skipped), IMS_EINTR (cancelled), IMS_EFORMAT (no
- * file could be packed), IMS_EINVAL (bad options), IMS_EIO/IMS_ELMDB.
+ * file could be packed), IMS_EINVAL (bad options, or a label past
+ * max_label: the row is named), IMS_EIO/IMS_ELMDB.
  */
 int pack_run(const ds_list *list, const pack_opts *opts, pack_report *report,
 	     ims_error *err);

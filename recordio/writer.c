@@ -671,6 +671,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	rio_manifest old;
 	memset(&old, 0, sizeof(old));
 	char **finals = NULL;
+	size_t renamed = 0; /* shards given their final names */
 	char manifest[4096];
 	if (manifest_path)
 		*manifest_path = NULL;
@@ -741,6 +742,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		if (rename(w->done[i].path, finals[i]) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
 				  w->done[i].path, finals[i], strerror(errno));
+		renamed = i + 1;
 		struct stat st;
 		if (stat(finals[i], &st) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat '%s': %s",
@@ -772,6 +774,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	}
 	w->n_done = 0;
 out:
+	/* A failure after the renames: the final-named shards are no split
+	 * (no manifest), and abort knows them only by their working names. */
+	for (size_t i = 0; rc < 0 && i < renamed; i++)
+		unlink(finals[i]);
 	if (finals)
 		for (size_t i = 0; i < m.n_shards; i++)
 			free(finals[i]);

@@ -36,6 +36,13 @@ static const cli_command command = {
 	"Class names come from --classes, or from the list's PREFIX.classes file\n"
 	"as written by 'imshard list' (LIST 'data_train.lst' -> 'data.classes'),\n"
 	"or are the label numbers.\n\n"
+	"Labels are class ids, bounded before anything is sized by them: with\n"
+	"class names, every label must have one; without, labels stay below 1024\n"
+	"or 16 times the number of distinct labels in the list, whichever is\n"
+	"larger. A sparse label space needs --max-label N (or --classes FILE\n"
+	"naming every class); labels above 1048575 are refused. A label must be\n"
+	"an integer ('3' or im2rec's '3.000000'; '1e2', '3.5' and '-1' are\n"
+	"refused, naming the list's line).\n\n"
 	"Interrupting (Ctrl-C, kill) leaves no manifest; rerunning the same command\n"
 	"removes the leftovers and packs afresh. An existing split is never\n"
 	"replaced without --force.\n\n"
@@ -44,7 +51,7 @@ static const cli_command command = {
 int cmd_pack(int argc, char **argv)
 {
 	const char *out = NULL, *classes = NULL;
-	int quiet = 0;
+	int quiet = 0, max_label = DS_LABEL_AUTO;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
@@ -53,6 +60,9 @@ int cmd_pack(int argc, char **argv)
 		CLI_PACK_OPTIONS(&pf),
 		{"classes", 0, CLI_STRING, &classes, "FILE",
 		 "class names, one per line, line i = label i", 0, 0},
+		{"max-label", 0, CLI_INT, &max_label, "N",
+		 "accept labels up to N (a sparse label space;\n"
+		 "default: see below)", 0, DS_LABEL_CEILING},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress, no summary, no per-file warnings", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[2];
@@ -81,11 +91,7 @@ int cmd_pack(int argc, char **argv)
 	ims_error err;
 	ds_list list;
 	ds_list_init(&list);
-	if (ds_list_read(pos[0], &list, &err) < 0) {
-		cli_error("%s", err.msg);
-		ds_list_release(&list);
-		return CLI_EXIT_FAIL;
-	}
+	/* Class names first: they bound the labels the list may hold. */
 	char cpath[4200];
 	int have_default = ds_classes_path_for_list(pos[0], cpath, sizeof(cpath), NULL) == 0 &&
 			   access(cpath, R_OK) == 0;
@@ -97,12 +103,21 @@ int cmd_pack(int argc, char **argv)
 			return CLI_EXIT_FAIL;
 		}
 	}
+	ds_list_read_opts ro;
+	ds_list_read_opts_init(&ro);
+	ro.max_label = max_label;
+	if (ds_list_read_with(pos[0], &ro, &list, &err) < 0) {
+		cli_error("%s", err.msg);
+		ds_list_release(&list);
+		return CLI_EXIT_FAIL;
+	}
 
 	cli_pack_ui u;
 	o.root = pos[1];
 	o.out_dir = dir;
 	o.name = namebuf;
 	o.source = pos[0];
+	o.max_label = max_label;
 	cli_catch_signals();
 	o.cancel = cli_interrupt_flag();
 	o.progress = cli_pack_ui_progress;

@@ -11,7 +11,7 @@ exists "$T/s_train.lst"
 # --help documents every option.
 expect 0 "$IMSHARD" pack --help
 for o in --output --shards --shard-size --encoding --resize --max-size --center-crop \
-  --quality --threads --max-errors --classes --check-decode --force --quiet; do
+  --quality --threads --max-errors --classes --max-label --check-decode --force --quiet; do
   contains "$T/out" "$o"
 done
 
@@ -168,4 +168,57 @@ printf 'garbage line\n' >"$T/bad.lst"
 expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "line 1"
+
+# Labels are class ids, bounded before anything is sized by them. One
+# label 99999999 once grew a pack to 24 GB until it was killed, leaving
+# y.lock and a final-named shard: it runs under a memory limit here so
+# that, unfixed, it fails instead of taking the machine down.
+f0=$(sed -n 1p "$T/s_train.lst" | cut -f3)
+f1=$(sed -n 2p "$T/s_train.lst" | cut -f3)
+mkdir -p "$T/lab"
+printf '0\t99999999\t%s\n' "$f0" >"$T/lab/h.lst"
+run bash -c 'ulimit -v 4000000; exec "$@"' _ "$IMSHARD" pack "$T/lab/h.lst" "$T/s" -o "$T/lab/o/y"
+same "$rc" 1 "(huge label)"
+one_line "$T/err"
+contains "$T/err" "cannot read list '$T/lab/h.lst': line 1: label 99999999 is far beyond the 1 distinct label"
+contains "$T/err" "--max-label N"
+absent "$T/lab/o"
+# Not integers: refused with the line, never rounded ('1e2' was 100).
+for l in 1e2 3.5 0x10 -1 2147483648; do
+  printf '0\t0\t%s\n1\t%s\t%s\n' "$f0" "$l" "$f1" >"$T/lab/bad.lst"
+  expect 1 "$IMSHARD" pack "$T/lab/bad.lst" "$T/s" -o "$T/lab/o/b"
+  one_line "$T/err"
+  contains "$T/err" "line 2: label '$l'"
+done
+printf '0\t0\t%s\n1\t\t%s\n' "$f0" "$f1" >"$T/lab/bad.lst"
+expect 1 "$IMSHARD" pack "$T/lab/bad.lst" "$T/s" -o "$T/lab/o/b"
+contains "$T/err" "line 2: label column 1 is empty"
+absent "$T/lab/o"
+# im2rec's float labels are integers.
+printf '0\t0.000000\t%s\n1\t3.000000\t%s\n' "$f0" "$f1" >"$T/lab/f.lst"
+expect 0 "$IMSHARD" pack "$T/lab/f.lst" "$T/s" -o "$T/lab/o/f" --quiet
+same "$(json "$T/lab/o/f.json" 'j["class_counts"]')" "[1, 0, 0, 1]"
+# A sparse label space is declared with --max-label.
+printf '0\t0\t%s\n1\t5000\t%s\n' "$f0" "$f1" >"$T/lab/sparse.lst"
+expect 1 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp"
+contains "$T/err" "line 2: label 5000 is far beyond the 2 distinct labels"
+absent "$T/lab/o/sp.json"
+expect 0 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp" --max-label 5000 --quiet
+same "$(json "$T/lab/o/sp.json" '(len(j["classes"]), j["classes"][5000], j["class_counts"][5000])')" "(5001, '5000', 1)"
+expect 1 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp2" --max-label 4999
+contains "$T/err" "line 2: label 5000 is above --max-label 4999"
+expect 2 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp2" --max-label 1048576
+one_line "$T/err"
+# With class names every label needs one (names of another list are
+# caught, not padded with numbers).
+printf 'a\nb\n' >"$T/lab/two.classes"
+printf '0\t0\t%s\n1\t2\t%s\n' "$f0" "$f1" >"$T/lab/named.lst"
+expect 1 "$IMSHARD" pack "$T/lab/named.lst" "$T/s" -o "$T/lab/o/n" --classes "$T/lab/two.classes"
+contains "$T/err" "line 2: label 2 has no class name: the class names give 2 (labels 0 to 1)"
+expect 0 "$IMSHARD" pack "$T/lab/named.lst" "$T/s" -o "$T/lab/o/n" --classes "$T/lab/two.classes" \
+  --max-label 2 --quiet
+same "$(json "$T/lab/o/n.json" 'j["classes"]')" "['a', 'b', '2']"
+checks=$((checks + 1))
+[ -z "$(ls "$T/lab/o" | grep -vE '^(f|sp|n)(\.json|-0000.-of-0000.\.mdb)$')" ] ||
+  fail "failed packs left files: $(ls "$T/lab/o")"
 finish
