@@ -539,6 +539,12 @@ typedef struct aug_loader_opts {
 				   With every ring slot held, aug_loader_next
 				   fails (IMS_ELIMIT) instead of waiting
 				   forever. 0: the default described above */
+	/* Warnings the caller should show, one line each, called from
+	 * aug_loader_open (may be NULL): shard-owning mode on a split whose
+	 * manifest says its records are not shuffled (each rank would read
+	 * whole shards of a list that may be sorted by class). */
+	void (*event)(void *ctx, const char *msg);
+	void *event_ctx;
 } aug_loader_opts;
 
 /* Defaults: batch 32, prefetch 3, transform for `train`, drop_remainder

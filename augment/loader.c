@@ -210,6 +210,19 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		for (size_t s = (size_t)o->rank; s < m->n_shards; s += (size_t)o->world)
 			for (uint64_t i = 0; i < m->shards[s].records; i++)
 				l->owned[k++] = m->shards[s].first + i;
+		/* Whole shards per rank are a fair sample of the classes only
+		 * when the records were shuffled before packing. */
+		if (m->order == RIO_ORDER_LIST && o->event) {
+			char msg[IMS_ERRMSG_MAX];
+			snprintf(msg, sizeof(msg),
+				 "shard-owning mode on '%s', whose records are not shuffled "
+				 "(packed in list order, perhaps sorted by class): each rank "
+				 "reads whole shards, so ranks may see different classes; "
+				 "pack it shuffled ('imshard convert' does by default, "
+				 "'imshard pack --shuffle')",
+				 o->manifest);
+			o->event(o->event_ctx, msg);
+		}
 	} else {
 		rio_remainder mode = o->drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
 		if (l->n < w)

@@ -158,6 +158,7 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	po.name = sp->name;
 	po.source = lst;
 	po.read_row = d->rows_are_records ? o->adapter->read_row : NULL;
+	po.order = o->no_shuffle ? PACK_ORDER_LIST : PACK_ORDER_SHUFFLED;
 	if (o->split_begin)
 		o->split_begin(o->ctx, sp->name, sp->list.count);
 	pack_report pr;
@@ -232,6 +233,10 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 		rep->stage = PACK_CONVERT_SUBSET;
 		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
 		GOTO_IF_ERR(out, rc, take_subset(o, sp, rep, err));
+		/* After the subset, so that a subset is the same whether or
+		 * not the records are shuffled. */
+		if (!o->no_shuffle)
+			ds_list_shuffle(&sp->list, o->dataset.seed);
 		rep->stage = PACK_CONVERT_WRITE;
 		char p[4200];
 		snprintf(p, sizeof(p), "%s/%s.lst", o->out_dir, sp->name);

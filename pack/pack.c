@@ -414,6 +414,8 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 		  "root, output folder and name are required");
 	RETURN_IF(o->encoding < PACK_KEEP || o->encoding > PACK_RAW, err, IMS_EINVAL,
 		  "unknown encoding %d", (int)o->encoding);
+	RETURN_IF(o->order < PACK_ORDER_AUTO || o->order > PACK_ORDER_SHUFFLED, err,
+		  IMS_EINVAL, "unknown order %d", (int)o->order);
 	RETURN_IF(o->encoding == PACK_KEEP &&
 			  (o->resize || o->max_size || o->center_crop),
 		  err, IMS_EINVAL,
@@ -448,6 +450,32 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 	return 0;
 }
 
+int pack_list_order(const ds_list *l, pack_order *order, const char **why,
+		    ims_error *err)
+{
+	int in_order = 1;
+	size_t runs = l->count ? 1 : 0;
+	for (size_t i = 1; i < l->count; i++) {
+		in_order &= l->items[i].index > l->items[i - 1].index;
+		runs += l->items[i].label != l->items[i - 1].label;
+	}
+	const char *w = "rows in index order";
+	*order = PACK_ORDER_LIST;
+	if (!in_order) {
+		size_t distinct = 0;
+		FORWARD_IF_ERR(ds_list_distinct_labels(l, &distinct, err));
+		if (distinct > 1 && runs == distinct) {
+			w = "rows grouped by class";
+		} else {
+			w = "rows out of index order";
+			*order = PACK_ORDER_SHUFFLED;
+		}
+	}
+	if (why)
+		*why = w;
+	return 0;
+}
+
 int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	     ims_error *err)
 {
@@ -455,6 +483,9 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	rep->listed = list->count;
 	double t0 = ims_now();
 	FORWARD_IF_ERR(check_opts(list, o, err));
+	rep->order = o->order;
+	if (o->order == PACK_ORDER_AUTO)
+		FORWARD_IF_ERR(pack_list_order(list, &rep->order, &rep->order_why, err));
 
 	job j;
 	memset(&j, 0, sizeof(j));
@@ -495,6 +526,8 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	wo.force = o->force;
 	wo.initial_map_size = o->initial_map_size;
 	GOTO_IF_ERR(out, rc, rio_writer_open(&wo, &k.w, err));
+	rio_writer_set_order(k.w, rep->order == PACK_ORDER_SHUFFLED ? RIO_ORDER_SHUFFLED :
+								      RIO_ORDER_LIST);
 	int plen = snprintf(k.errors_path, sizeof(k.errors_path), "%s/%s.errors.tsv",
 			    o->out_dir, o->name);
 	if (plen < 0 || (size_t)plen >= sizeof(k.errors_path))

@@ -40,6 +40,26 @@ typedef enum pack_encoding {
 const char *pack_encoding_name(pack_encoding e);
 int pack_encoding_parse(const char *s);
 
+/* Whether the records are shuffled, as the manifest records it
+ * ("shuffled"): readers that take whole shards (the loader's shard-owning
+ * mode) see one class at a time in a split sorted by class. */
+typedef enum pack_order {
+	PACK_ORDER_AUTO = 0,     /* inferred from the list: pack_list_order */
+	PACK_ORDER_LIST = 1,     /* the caller says: in list order, not shuffled */
+	PACK_ORDER_SHUFFLED = 2  /* the caller says: the rows are shuffled */
+} pack_order;
+
+/*
+ * What a list's own rows say about its order, when nobody said: shuffled
+ * when its index column is out of order and its labels are not grouped by
+ * class (the lists `imshard list` and im2rec shuffle are numbered in sorted
+ * order first, then shuffled); in list order otherwise. *why (may be NULL)
+ * gets a static phrase for messages ("rows in index order", "rows grouped
+ * by class", "rows out of index order"). IMS_ENOMEM.
+ */
+int pack_list_order(const ds_list *l, pack_order *order, const char **why,
+		    ims_error *err);
+
 typedef struct pack_opts {
 	const char *root;      /* list paths are relative to this folder */
 	const char *out_dir;   /* output folder */
@@ -79,6 +99,7 @@ typedef struct pack_opts {
 	 * encode them, after any resize. NULL for ordinary image files. */
 	int (*read_row)(const char *root, const ds_entry *e, uint8_t **data,
 			size_t *cap, ds_pixels *px, ims_error *err);
+	pack_order order;      /* recorded in the manifest; AUTO infers it */
 } pack_opts;
 
 /* Fills o with the defaults above (all zero except max_errors = -1 and
@@ -95,6 +116,9 @@ typedef struct pack_report {
 	double seconds;       /* wall time */
 	char manifest[4096];  /* path of NAME.json, when written */
 	char errors[4096];    /* path of NAME.errors.tsv, or "" when none */
+	pack_order order;     /* what the manifest records (LIST or SHUFFLED) */
+	const char *order_why;/* when inferred (opts order AUTO): why, as
+				 pack_list_order says; NULL otherwise */
 } pack_report;
 
 /*
@@ -195,6 +219,12 @@ typedef struct pack_convert_opts {
 				      also draws the subsets */
 	pack_subset subset[PACK_N_SUBSET_SPLITS];
 	int allow_short;           /* a short class gives all it has */
+	/* 0 (default): each split's rows are shuffled with dataset.seed after
+	 * any subset, so that records (and every shard) mix the classes; the
+	 * manifests record "shuffled": true. 1: rows stay in the adapter's
+	 * order (sorted by class for most layouts), recorded as not
+	 * shuffled. The .lst written is the packed order either way. */
+	int no_shuffle;
 	/* Every split's packing options. root, out_dir, name, source and
 	 * read_row are set per split; force also allows replacing the lists
 	 * and classes.txt of an earlier convert. */

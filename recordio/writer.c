@@ -63,6 +63,7 @@ struct rio_writer {
 	int force;
 	int lock_fd;
 	char *lock_path;
+	int order; /* RIO_ORDER_*, for the manifest */
 
 	/* Current shard; env is NULL between shards. */
 	MDB_env *env;
@@ -535,6 +536,11 @@ fail:
 	return rc;
 }
 
+void rio_writer_set_order(rio_writer *w, int order)
+{
+	w->order = order;
+}
+
 uint64_t rio_writer_count(const rio_writer *w)
 {
 	return w->count;
@@ -712,6 +718,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.records = w->count;
 	m.n_extra_labels = w->n_extra < 0 ? 0 : (unsigned)w->n_extra;
 	m.skipped = meta->skipped;
+	m.order = w->order;
 	m.errors_file = meta->errors_file ? strdup(meta->errors_file) : NULL;
 	m.created_by = strdup("imshard " IMS_VERSION_STRING);
 	char when[32];

@@ -166,6 +166,12 @@ static double share(double part, double total)
 	return total > 0 ? 100.0 * part / total : 0.0;
 }
 
+/* The loader's warnings (ctx: the quiet flag). */
+static void on_loader_event(void *ctx, const char *msg)
+{
+	cli_warn(*(const int *)ctx, "bench-load: %s", msg);
+}
+
 int cmd_bench_load(int argc, char **argv)
 {
 	int batch = 32, size = 0, val = 0, threads = 0, rank = 0, world = 1;
@@ -306,6 +312,8 @@ int cmd_bench_load(int argc, char **argv)
 	lo->shard_owning = shard_owning;
 	lo->no_pinned = no_pinned;
 	lo->quiet = quiet || json;
+	lo->event = on_loader_event;
+	lo->event_ctx = &quiet;
 
 	cli_catch_signals();
 	cli_progress prog;

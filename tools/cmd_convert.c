@@ -39,6 +39,12 @@ static const cli_command command = {
 	"chosen with --seed, so the same seed gives the same subset. A class with\n"
 	"fewer images is an error unless --allow-short. Splits never share an\n"
 	"image.\n\n"
+	"Records are shuffled by default, with --seed, after any subset: every\n"
+	"shard then mixes the classes (readers that take whole shards, such as\n"
+	"--shard-owning, need that). The manifests record it (\"shuffled\": true);\n"
+	"OUTDIR/<split>.lst lists the rows in the order packed. --no-shuffle\n"
+	"keeps the dataset's order (sorted by class for most layouts), recorded\n"
+	"as not shuffled.\n\n"
 	"Pack options apply to every split (see 'imshard pack --help'). Each split\n"
 	"is published atomically by its own manifest; existing splits are not\n"
 	"replaced without --force.\n\n"
@@ -138,14 +144,16 @@ int cmd_convert(int argc, char **argv)
 {
 	const char *out = NULL, *label = NULL, *keep = NULL, *exts = NULL;
 	double val_ratio = -1, test_ratio = 0;
-	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0;
+	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0, no_shuffle = 0;
 	uint64_t seed = 0;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
 	split_size sizes[PACK_N_SUBSET_SPLITS] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required)", 0, 0},
-		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits and subsets (default 0)", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits, subsets and shuffle (default 0)", 0, 0},
+		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
+		 "keep each split in the dataset's list order (sorted\nby class for most) instead of shuffling it", 0, 0},
 		{"val-ratio", 0, CLI_DOUBLE, &val_ratio, "R",
 		 "folder, caltech256, fruits: stratified validation share\n(caltech256 default 0.2; fruits takes it from train)", 0, 0.99},
 		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R", "folder: stratified test share", 0, 0.99},
@@ -224,6 +232,7 @@ int cmd_convert(int argc, char **argv)
 		co.subset[i].total = (size_t)sizes[i].total;
 	}
 	co.allow_short = allow_short;
+	co.no_shuffle = no_shuffle;
 	convert_ui u;
 	memset(&u, 0, sizeof(u));
 	u.quiet = quiet;
@@ -256,8 +265,10 @@ int cmd_convert(int argc, char **argv)
 				rep.refused[i].available, rep.refused[i].wanted);
 		status = rep.stage == PACK_CONVERT_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	} else if (!quiet) {
-		fprintf(stderr, "imshard: convert: wrote %d split%s, classes.txt and lists to '%s'\n",
-			rep.n_splits, rep.n_splits == 1 ? "" : "s", out);
+		fprintf(stderr, "imshard: convert: wrote %d split%s, classes.txt and lists to '%s' (%s)\n",
+			rep.n_splits, rep.n_splits == 1 ? "" : "s", out,
+			no_shuffle ? "records in the dataset's order, not shuffled" :
+				     "records shuffled with --seed");
 	}
 	pack_convert_report_release(&rep);
 	return status;

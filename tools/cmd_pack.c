@@ -43,6 +43,13 @@ static const cli_command command = {
 	"naming every class); labels above 1048575 are refused. A label must be\n"
 	"an integer ('3' or im2rec's '3.000000'; '1e2', '3.5' and '-1' are\n"
 	"refused, naming the list's line).\n\n"
+	"Order: the manifest records whether the records are shuffled, which\n"
+	"readers that take whole shards (--shard-owning) need. --shuffle shuffles\n"
+	"the rows with --seed; --order says what the list is. Otherwise it comes\n"
+	"from the rows: shuffled when the index column is out of order and the\n"
+	"labels are not grouped by class (shuffled lists of 'imshard list' and\n"
+	"im2rec are numbered first, then shuffled), not shuffled otherwise. The\n"
+	"summary says which and why.\n\n"
 	"Interrupting (Ctrl-C, kill) leaves no manifest; rerunning the same command\n"
 	"removes the leftovers and packs afresh. An existing split is never\n"
 	"replaced without --force.\n\n"
@@ -50,8 +57,9 @@ static const cli_command command = {
 
 int cmd_pack(int argc, char **argv)
 {
-	const char *out = NULL, *classes = NULL;
-	int quiet = 0, max_label = DS_LABEL_AUTO;
+	const char *out = NULL, *classes = NULL, *order = NULL;
+	int quiet = 0, max_label = DS_LABEL_AUTO, shuffle = 0;
+	uint64_t seed = 0;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
@@ -60,6 +68,12 @@ int cmd_pack(int argc, char **argv)
 		CLI_PACK_OPTIONS(&pf),
 		{"classes", 0, CLI_STRING, &classes, "FILE",
 		 "class names, one per line, line i = label i", 0, 0},
+		{"shuffle", 0, CLI_FLAG, &shuffle, NULL,
+		 "shuffle the rows with --seed before packing", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of --shuffle (default 0)", 0, 0},
+		{"order", 0, CLI_STRING, &order, "ORDER",
+		 "what the manifest records: shuffled, list (not\n"
+		 "shuffled) or auto (default: from the rows, see below)", 0, 0},
 		{"max-label", 0, CLI_INT, &max_label, "N",
 		 "accept labels up to N (a sparse label space;\n"
 		 "default: see below)", 0, DS_LABEL_CEILING},
@@ -72,6 +86,18 @@ int cmd_pack(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!out)
 		return cli_usage_error(&command, "-o OUTDIR/NAME is required");
+	pack_order ord = PACK_ORDER_AUTO;
+	if (order && strcmp(order, "auto") != 0) {
+		if (strcmp(order, "list") == 0)
+			ord = PACK_ORDER_LIST;
+		else if (strcmp(order, "shuffled") == 0)
+			ord = PACK_ORDER_SHUFFLED;
+		else
+			return cli_usage_error(&command, "--order must be auto, list or shuffled, got '%s'",
+					       order);
+	}
+	if (shuffle && ord == PACK_ORDER_LIST)
+		return cli_usage_error(&command, "--shuffle shuffles the rows: --order list contradicts it");
 	pack_opts o;
 	rc = cli_pack_flags_apply(&command, &pf, &o);
 	if (rc)
@@ -112,8 +138,14 @@ int cmd_pack(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
+	if (shuffle) {
+		ds_list_shuffle(&list, seed);
+		ord = PACK_ORDER_SHUFFLED;
+	}
+
 	cli_pack_ui u;
 	o.root = pos[1];
+	o.order = ord;
 	o.out_dir = dir;
 	o.name = namebuf;
 	o.source = pos[0];
@@ -148,6 +180,15 @@ int cmd_pack(int argc, char **argv)
 		if (rep.skipped)
 			fprintf(stderr, "imshard: %llu skipped, listed in '%s'\n",
 				(unsigned long long)rep.skipped, rep.errors);
+		if (shuffle)
+			fprintf(stderr, "imshard: records shuffled with --seed %llu\n",
+				(unsigned long long)seed);
+		else if (rep.order_why && rep.order == PACK_ORDER_SHUFFLED)
+			fprintf(stderr, "imshard: recorded as shuffled: %s (--order list if it is not shuffled)\n",
+				rep.order_why);
+		else if (rep.order_why)
+			fprintf(stderr, "imshard: recorded as not shuffled: %s (--shuffle shuffles them)\n",
+				rep.order_why);
 		fprintf(stderr, "imshard: wrote '%s'\n", rep.manifest);
 	}
 	return CLI_EXIT_OK;

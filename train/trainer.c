@@ -237,6 +237,14 @@ static int load_classes(run *r, ims_error *err)
 	return rc;
 }
 
+/* The loader's warnings, said once by rank 0. */
+static void loader_event(void *ctx, const char *msg)
+{
+	const run *r = ctx;
+	if (r->rank == 0 && !r->o->quiet)
+		fprintf(stderr, "imshard-train: warning: %s\n", msg);
+}
+
 static int open_loaders(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -250,6 +258,8 @@ static int open_loaders(run *r, ims_error *err)
 	lo.threads = o->threads;
 	lo.quiet = r->rank != 0 || o->quiet;
 	lo.shard_owning = o->shard_owning;
+	lo.event = loader_event;
+	lo.event_ctx = r;
 	lo.transform.out_w = lo.transform.out_h = o->size;
 	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
 					   &lo.transform, err));

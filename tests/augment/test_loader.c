@@ -560,6 +560,73 @@ static void test_shard_owning(void)
 	rio_manifest_release(&m);
 }
 
+static void count_event(void *ctx, const char *msg)
+{
+	CHECK(strstr(msg, "whose records are not shuffled") != NULL);
+	(*(int *)ctx)++;
+}
+
+/* Events of opening rank 0 of 2 on a manifest; the loader is closed. */
+static int owning_events(const char *manifest, int shard_owning)
+{
+	ims_error err = {0};
+	int n = 0;
+	aug_loader_opts o;
+	base_opts(&o, manifest, 1, 4, 32);
+	o.world = 2;
+	o.shard_owning = shard_owning;
+	o.event = count_event;
+	o.event_ctx = &n;
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	aug_loader_close(l);
+	return n;
+}
+
+/* A copy of g_main's manifest beside it with "shuffled" replaced. */
+static void manifest_with(const char *name, const char *shuffled, char *out)
+{
+	uint8_t *text;
+	size_t len;
+	ims_error err;
+	CHECK_OK(ims_read_file(g_main, &text, &len, 0, &err), &err);
+	char *p = strstr((char *)text, "\"shuffled\":\tfalse,");
+	CHECK(p != NULL);
+	snprintf(out, 4200, "%s/%s", g_tmp, name);
+	FILE *f = fopen(out, "w");
+	CHECK(f != NULL);
+	if (p && f) {
+		fwrite(text, 1, (size_t)(p - (char *)text), f);
+		fputs(shuffled, f);
+		fputs(p + strlen("\"shuffled\":\tfalse,"), f);
+	}
+	if (f)
+		fclose(f);
+	free(text);
+}
+
+/* Shard-owning mode on records in list order (g_main: a sorted folder
+ * scan, recorded as not shuffled) warns once through the event callback;
+ * on shuffled records, records of unknown order or without shard-owning
+ * it does not. */
+static void test_owning_warning(void)
+{
+	CHECK_EQ_INT(owning_events(g_main, 1), 1);
+	CHECK_EQ_INT(owning_events(g_main, 0), 0);
+	char other[4200];
+	manifest_with("main_shuffled.json", "\"shuffled\":\ttrue,", other);
+	CHECK_EQ_INT(owning_events(other, 1), 0);
+	manifest_with("main_unknown.json", "", other);
+	CHECK_EQ_INT(owning_events(other, 1), 0);
+	manifest_with("main_bad.json", "\"shuffled\":\t1,", other);
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, other, 1, 4, 32);
+	aug_loader *l = NULL;
+	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_ECORRUPT);
+	CHECK(strstr(err.msg, "\"shuffled\" is not true or false") != NULL);
+}
+
 static void test_validation(void)
 {
 	aug_loader_opts o;
@@ -1049,6 +1116,7 @@ int main(void)
 	test_determinism();
 	test_partitions();
 	test_shard_owning();
+	test_owning_warning();
 	test_validation();
 	test_bad_records();
 	test_colour_spaces();

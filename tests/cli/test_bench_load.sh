@@ -54,6 +54,21 @@ same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["dropped"])')" "(5
 expect 0 "$IMSHARD" bench-load "$m" --val --epochs 1 --batch 5 --size 64 --rank 1 --world 5 --json --quiet
 same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["padded"])')" "(10, 10, 2)" "val rank 1 of 5"
 
+# --shard-owning reads whole shards per rank: on records packed in list
+# order (perhaps sorted by class) the loader warns, once; not on shuffled
+# ones, nor without --shard-owning.
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/listed" --shards 4 --order list --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/mixed" --shards 4 --shuffle --quiet
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+contains "$T/err" "warning: bench-load: shard-owning mode on '$T/p/listed.json', whose records are not shuffled"
+same "$(grep -c 'shard-owning mode' "$T/err")" 1 "(warned once)"
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+lacks "$T/err" "shard-owning"
+expect 0 "$IMSHARD" bench-load "$T/p/mixed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+lacks "$T/err" "shard-owning"
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --quiet
+lacks "$T/err" "shard-owning"
+
 # Two epochs: twice the images; a time limit ends a run without --epochs.
 expect 0 bl --epochs 2 --json --quiet
 same "$(json "$T/out" 'j["images"]')" 96 "two epochs"

@@ -5,7 +5,7 @@
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" convert --help
-for o in --output --seed --val-ratio --test-ratio --no-clutter --label --classes --recursive \
+for o in --output --seed --no-shuffle --val-ratio --test-ratio --no-clutter --label --classes --recursive \
   --exts --per-class-train --per-class-val --per-class-test --train-total --val-total \
   --allow-short --encoding --resize --max-size --center-crop --quality --shards --shard-size \
   --threads --max-errors --check-decode --force --quiet; do
@@ -59,6 +59,32 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o3" --val-ratio 0.25 --seed 6 \
   --per-class-train 10 --per-class-val 4 --quiet
 checks=$((checks + 1))
 cmp -s "$T/o/train.lst" "$T/o3/train.lst" && fail "another seed gave the same list"
+
+# Records are shuffled by default with --seed (every shard mixes the
+# classes), the manifests say so, and <split>.lst is the order packed;
+# --no-shuffle keeps the dataset's order (sorted by class), said too.
+runs() { cut -f2 "$1" | uniq | wc -l; }
+labels_in_records() {
+  /usr/bin/python3 -c 'import lmdb,struct,sys,json,os
+m=json.load(open(sys.argv[1])); d=os.path.dirname(sys.argv[1])
+for s in m["shards"]:
+  e=lmdb.open(os.path.join(d,s["path"]),subdir=False,readonly=True,lock=False)
+  for k,v in e.begin().cursor(): print(struct.unpack_from("<i",v,12)[0])' "$1"
+}
+same "$(json "$T/o/train.json" 'j["shuffled"]')" True
+same "$(json "$T/o/val.json" 'j["shuffled"]')" True
+checks=$((checks + 1))
+[ "$(runs "$T/o/train.lst")" -gt 8 ] || fail "train.lst is grouped by class: $(runs "$T/o/train.lst") label runs"
+same "$(labels_in_records "$T/o/train.json" | paste -sd,)" "$(cut -f2 "$T/o/train.lst" | paste -sd,)" "(records in .lst order)"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/ns" --val-ratio 0.25 --seed 5 \
+  --per-class-train 10 --per-class-val 4 --no-shuffle
+contains "$T/err" "not shuffled"
+same "$(json "$T/ns/train.json" 'j["shuffled"]')" False
+same "$(runs "$T/ns/train.lst")" 4
+same "$(labels_in_records "$T/ns/train.json" | paste -sd,)" "$(cut -f2 "$T/ns/train.lst" | paste -sd,)"
+# The same rows either way: shuffling comes after the subset.
+same "$(sort "$T/ns/train.lst" | md5sum)" "$(sort "$T/o/train.lst" | md5sum)" "(same subset)"
+same "$(sort "$T/ns/val.lst" | md5sum)" "$(sort "$T/o/val.lst" | md5sum)" "(same subset)"
 
 # Too few images per class: an error naming the classes, unless --allow-short.
 expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/short" --val-ratio 0.25 --per-class-val 6

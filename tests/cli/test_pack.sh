@@ -11,7 +11,8 @@ exists "$T/s_train.lst"
 # --help documents every option.
 expect 0 "$IMSHARD" pack --help
 for o in --output --shards --shard-size --encoding --resize --max-size --center-crop \
-  --quality --threads --max-errors --classes --max-label --check-decode --force --quiet; do
+  --quality --threads --max-errors --classes --max-label --shuffle --seed --order \
+  --check-decode --force --quiet; do
   contains "$T/out" "$o"
 done
 
@@ -168,6 +169,39 @@ printf 'garbage line\n' >"$T/bad.lst"
 expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "line 1"
+
+# Order: the manifest records whether records are shuffled. Said by the
+# caller (--shuffle, --order), or read from the rows: the lists that
+# 'imshard list' shuffles (numbered first) count as shuffled, its
+# --no-shuffle lists and class-grouped lists as not.
+same "$(json "$T/k1/train.json" 'j["shuffled"]')" False "(--no-shuffle list)"
+expect 0 "$IMSHARD" list "$T/s" -o "$T/sh" --seed 4 --quiet
+expect 0 "$IMSHARD" pack "$T/sh_train.lst" "$T/s" -o "$T/ord/a"
+contains "$T/err" "recorded as shuffled: rows out of index order"
+same "$(json "$T/ord/a.json" 'j["shuffled"]')" True "(imshard list's shuffled list)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/b"
+contains "$T/err" "recorded as not shuffled: rows in index order (--shuffle shuffles them)"
+sort -t$'\t' -k2,2n -k1,1nr "$T/sh_train.lst" >"$T/ord/grouped.lst"
+expect 0 "$IMSHARD" pack "$T/ord/grouped.lst" "$T/s" -o "$T/ord/g" --classes "$T/s.classes"
+contains "$T/err" "recorded as not shuffled: rows grouped by class"
+same "$(json "$T/ord/g.json" 'j["shuffled"]')" False "(grouped by class)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c" --shuffle --seed 9
+contains "$T/err" "records shuffled with --seed 9"
+same "$(json "$T/ord/c.json" 'j["shuffled"]')" True "(--shuffle)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c2" --shuffle --seed 9 --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c3" --shuffle --seed 10 --quiet
+checks=$((checks + 2))
+cmp -s "$T/ord/c-00000-of-00001.mdb" "$T/ord/c2-00000-of-00001.mdb" || fail "--shuffle --seed 9 twice differs"
+cmp -s "$T/ord/c-00000-of-00001.mdb" "$T/ord/c3-00000-of-00001.mdb" && fail "--seed 10 shuffled as --seed 9"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/d" --order shuffled --quiet
+same "$(json "$T/ord/d.json" 'j["shuffled"]')" True "(--order shuffled)"
+expect 0 "$IMSHARD" pack "$T/sh_train.lst" "$T/s" -o "$T/ord/e" --order list --quiet
+same "$(json "$T/ord/e.json" 'j["shuffled"]')" False "(--order list)"
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/x" --order random
+one_line "$T/err"
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/x" --shuffle --order list
+one_line "$T/err"
+absent "$T/ord/x.json"
 
 # Labels are class ids, bounded before anything is sized by them. One
 # label 99999999 once grew a pack to 24 GB until it was killed, leaving
