@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pack_internal.h"
 #include "recordio/recordio.h"
 
 static const char *const subset_split_names[PACK_N_SUBSET_SPLITS] = {
@@ -145,8 +146,8 @@ static int summarize(const char *manifest, pack_convert_split *s,
 }
 
 static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
-		      const ds_split_list *sp, pack_convert_split *out,
-		      ims_error *err)
+		      const ds_split_list *sp, const char *stage,
+		      pack_convert_split *out, ims_error *err)
 {
 	RETURN_IF(sp->list.count == 0, err, IMS_EINVAL, "split '%s' is empty",
 		  sp->name);
@@ -154,9 +155,10 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	snprintf(lst, sizeof(lst), "%s/%s.lst", o->out_dir, sp->name);
 	pack_opts po = o->pack;
 	po.root = o->root;
-	po.out_dir = o->out_dir;
+	po.out_dir = stage;
 	po.name = sp->name;
-	po.source = lst;
+	po.source = lst; /* where it will be */
+	po.force = 0;    /* the staging folder starts empty */
 	po.read_row = d->rows_are_records ? o->adapter->read_row : NULL;
 	po.order = o->no_shuffle ? PACK_ORDER_LIST : PACK_ORDER_SHUFFLED;
 	if (o->split_begin)
@@ -172,11 +174,100 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	snprintf(out->name, sizeof(out->name), "%s", sp->name);
 	out->skipped = pr.skipped;
 	out->seconds = pr.seconds;
-	snprintf(out->manifest, sizeof(out->manifest), "%s", pr.manifest);
-	snprintf(out->errors, sizeof(out->errors), "%s", pr.errors);
 	FORWARD_IF_ERR(summarize(pr.manifest, out, err));
+	/* Reported where they will be once the convert is done. */
+	snprintf(out->manifest, sizeof(out->manifest), "%s/%s.json", o->out_dir,
+		 sp->name);
+	if (pr.errors[0])
+		snprintf(out->errors, sizeof(out->errors), "%s/%s.errors.tsv",
+			 o->out_dir, sp->name);
 	if (o->split_end)
 		o->split_end(o->ctx, out);
+	return 0;
+}
+
+/* The managed splits of out that exist (have a manifest), as "train, val"
+ * into buf; their number. */
+static int old_splits(const char *out, char *buf, size_t len)
+{
+	int n = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s.json", out, pack_managed_splits[i]);
+		if (access(p, F_OK) != 0)
+			continue;
+		int w = snprintf(buf + used, len - used, "%s%s", n ? ", " : "",
+				 pack_managed_splits[i]);
+		if (w > 0 && used + (size_t)w < len)
+			used += (size_t)w;
+		n++;
+	}
+	return n;
+}
+
+/* Refuses (without force) to replace or remove an existing split; a
+ * split this run would remove is named first, as the less expected. */
+static int check_replace(const pack_convert_opts *o, const ds_dataset *d,
+			 ims_error *err)
+{
+	for (int pass = 0; pass < 2 && !o->pack.force; pass++) {
+		for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
+			const char *name = pack_managed_splits[i];
+			char p[4200];
+			snprintf(p, sizeof(p), "%s/%s.json", o->out_dir, name);
+			int written = 0;
+			for (int s = 0; s < d->n_splits; s++)
+				written |= strcmp(d->splits[s].name, name) == 0;
+			if (written != pass || access(p, F_OK) != 0)
+				continue;
+			if (written)
+				return ims_fail(err, IMS_EEXIST,
+						"split '%s' already exists; use --force to replace it",
+						p);
+			return ims_fail(err, IMS_EEXIST,
+					"split '%s' of an earlier convert would be removed "
+					"(this run writes no %s split, and splits of two "
+					"converts must not mix); use --force to remove it",
+					p, name);
+		}
+	}
+	return 0;
+}
+
+/* Writes every split into the staging folder: subsets, shuffle, lists,
+ * class names, shards and manifests. */
+static int stage_splits(const pack_convert_opts *o, ds_dataset *d,
+			const char *stage, pack_convert_report *rep,
+			ims_error *err)
+{
+	for (int s = 0; s < d->n_splits; s++) {
+		ds_split_list *sp = &d->splits[s];
+		rep->stage = PACK_CONVERT_SUBSET;
+		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
+		FORWARD_IF_ERR(take_subset(o, sp, rep, err));
+		/* After the subset, so that a subset is the same whether or
+		 * not the records are shuffled. */
+		if (!o->no_shuffle)
+			ds_list_shuffle(&sp->list, o->dataset.seed);
+		rep->stage = PACK_CONVERT_WRITE;
+		char p[4400];
+		snprintf(p, sizeof(p), "%s/%s.lst", stage, sp->name);
+		FORWARD_IF_ERR(ds_list_write(p, &sp->list, err));
+	}
+	rep->failed_split[0] = '\0';
+	char p[4400];
+	snprintf(p, sizeof(p), "%s/classes.txt", stage);
+	FORWARD_IF_ERR(ds_classes_write(p, &d->splits[0].list, err));
+	for (int s = 0; s < d->n_splits; s++) {
+		ds_split_list *sp = &d->splits[s];
+		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
+		RETURN_IF(cancelled(o), err, IMS_EINTR, "interrupted");
+		FORWARD_IF_ERR(pack_split(o, d, sp, stage, &rep->splits[rep->n_splits], err));
+		rep->n_splits++;
+	}
+	rep->failed_split[0] = '\0';
 	return 0;
 }
 
@@ -194,7 +285,9 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 
 	ds_dataset d;
 	memset(&d, 0, sizeof(d));
-	int rc = 0;
+	rio_lock *locks[PACK_N_SUBSET_SPLITS] = {NULL};
+	int rc = 0, staged = 0, touching = 0;
+	char stage[4200];
 	rep->stage = PACK_CONVERT_LOAD;
 	GOTO_IF_ERR(out, rc, o->adapter->load(o->root, &o->dataset, &d, err));
 	d.adapter = o->adapter;
@@ -216,50 +309,49 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 				  o->adapter->name, subset_split_names[i]);
 	}
 
-	/* Refuse before writing anything, rather than after the first split. */
+	/* The splits' locks, for the whole run: no pack writes them while
+	 * they are staged and switched, and no other convert shares the
+	 * staging folder. Then what an interrupted convert left is finished
+	 * or discarded, and replacing is refused before anything is written. */
 	rep->stage = PACK_CONVERT_WRITE;
 	GOTO_IF_ERR(out, rc, ims_mkdir_p(o->out_dir, err));
-	for (int s = 0; s < d.n_splits && !o->pack.force; s++) {
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.json", o->out_dir, d.splits[s].name);
-		if (access(p, F_OK) == 0)
-			GOTO_FAIL(out, rc, err, IMS_EEXIST,
-				  "split '%s' already exists; use --force to replace it", p);
-	}
-
-	/* Subsets, then lists and class names on disk. */
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		rep->stage = PACK_CONVERT_SUBSET;
-		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
-		GOTO_IF_ERR(out, rc, take_subset(o, sp, rep, err));
-		/* After the subset, so that a subset is the same whether or
-		 * not the records are shuffled. */
-		if (!o->no_shuffle)
-			ds_list_shuffle(&sp->list, o->dataset.seed);
-		rep->stage = PACK_CONVERT_WRITE;
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.lst", o->out_dir, sp->name);
-		GOTO_IF_ERR(out, rc, ds_list_write(p, &sp->list, err));
-	}
-	rep->failed_split[0] = '\0';
-	{
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/classes.txt", o->out_dir);
-		GOTO_IF_ERR(out, rc, ds_classes_write(p, &d.splits[0].list, err));
-	}
-
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
-		if (cancelled(o))
-			GOTO_FAIL(out, rc, err, IMS_EINTR, "interrupted");
-		GOTO_IF_ERR(out, rc, pack_split(o, &d, sp, &rep->splits[rep->n_splits], err));
-		rep->n_splits++;
-	}
-	rep->failed_split[0] = '\0';
+	touching = 1;
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
+		GOTO_IF_ERR(out, rc, rio_lock_take(o->out_dir, pack_managed_splits[i],
+						   &locks[i], err));
+	GOTO_IF_ERR(out, rc, pack_stage_recover(o->out_dir, o->switch_step, o->ctx,
+						NULL, err));
+	touching = 0; /* the refusal says what to do itself */
+	GOTO_IF_ERR(out, rc, check_replace(o, &d, err));
+	touching = 1;
+	GOTO_IF_ERR(out, rc, pack_stage_create(o->out_dir, stage, sizeof(stage), err));
+	staged = 1;
+	GOTO_IF_ERR(out, rc, stage_splits(o, &d, stage, rep, err));
+	if (cancelled(o))
+		GOTO_FAIL(out, rc, err, IMS_EINTR, "interrupted");
+	staged = 2; /* committed: from here the switch is finished, not undone */
+	GOTO_IF_ERR(out, rc, pack_stage_switch(o->out_dir, o->switch_step, o->ctx, err));
 	rep->stage = PACK_CONVERT_DONE;
 out:
+	if (rc < 0 && staged == 1)
+		pack_stage_discard(o->out_dir);
+	if (rc < 0 && touching && staged < 2) {
+		char kept[64];
+		if (old_splits(o->out_dir, kept, sizeof(kept)))
+			snprintf(rep->outcome, sizeof(rep->outcome),
+				 "nothing was replaced: '%s' keeps its earlier splits %s",
+				 o->out_dir, kept);
+		else
+			snprintf(rep->outcome, sizeof(rep->outcome),
+				 "nothing was written to '%s'", o->out_dir);
+		if (err && rc != IMS_EINTR) {
+			char why[IMS_ERRMSG_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			ims_fail(err, rc, "%s; %s", why, rep->outcome);
+		}
+	}
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
+		rio_lock_release(locks[i]);
 	ds_dataset_release(&d);
 	return rc;
 }

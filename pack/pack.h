@@ -202,6 +202,10 @@ typedef struct pack_convert_report {
 	pack_convert_split splits[DS_MAX_SPLITS]; /* the splits written */
 	pack_convert_stage stage;  /* PACK_CONVERT_DONE on success */
 	char failed_split[16];     /* the split at fault, or "" */
+	/* On failure: what became of OUTDIR ("nothing was replaced: 'out'
+	 * keeps its earlier splits train, val"); also in the error message,
+	 * except after IMS_EINTR. */
+	char outcome[4400];
 	/* When a subset failed for short classes: each of them (names owned
 	 * by the report; free with pack_convert_report_release). */
 	pack_short_class *refused;
@@ -238,6 +242,9 @@ typedef struct pack_convert_opts {
 	void (*split_begin)(void *ctx, const char *split, uint64_t rows);
 	void (*split_end)(void *ctx, const pack_convert_split *s);
 	void *ctx;
+	/* Tests only: called with ctx before each step of the switch (see
+	 * pack_convert), numbered from 0. */
+	void (*switch_step)(void *ctx, int step);
 } pack_convert_opts;
 
 /* Fills o with the defaults: no subsets, ds_convert_opts_init and
@@ -247,10 +254,25 @@ void pack_convert_opts_init(pack_convert_opts *o);
 /*
  * Converts the dataset under opts->root with opts->adapter into
  * opts->out_dir: <split>.json with its shards, <split>.lst (the rows
- * packed) and classes.txt (line i = label i). Refuses (IMS_EEXIST) before
- * writing anything when a split it would write exists, unless
- * opts->pack.force. report (required) says what was written, or where it
- * stopped.
+ * packed) and classes.txt (line i = label i).
+ *
+ * All or nothing: OUTDIR's splits train, val and test (their manifests,
+ * shards, lists and errors files) and classes.txt are replaced together
+ * or not at all. Everything is written into OUTDIR/.imshard-convert
+ * first; only when every split is complete are the old files removed
+ * (manifests first) and the new ones moved in (manifests last). The
+ * splits' locks (OUTDIR/<split>.lock) are held throughout, so a split
+ * being packed by another process fails the convert before anything is
+ * written. A failure or kill before the switch leaves OUTDIR as it was
+ * (the staging folder is removed then, or by the next convert); during
+ * the switch, OUTDIR holds some of the new splits and none of the old,
+ * and the next convert into OUTDIR finishes the switch. Nothing is
+ * written outside OUTDIR. Refuses (IMS_EEXIST) before writing anything
+ * when a split exists, unless opts->pack.force (which also removes a
+ * split of an earlier convert that this one does not write).
+ *
+ * report (required) says what was written, or where it stopped and what
+ * was kept.
  * Errors: the adapter's (the file at fault named), ds_subset's
  * (IMS_ENOTFOUND for short classes, listed in report->refused),
  * pack_run's, IMS_EINVAL (a subset of a split the dataset lacks, or bad

@@ -212,6 +212,20 @@ typedef struct rio_writer_meta {
 	const char *options_json;      /* JSON object text, or NULL */
 } rio_writer_meta;
 
+/*
+ * A split's lock: dir/name.lock, held (flock) by a writer for as long as it
+ * writes the split. Take it to change a split's files by other means (a
+ * convert replacing its splits from a staging folder), so that no writer
+ * works on them meanwhile. IMS_EEXIST when another process holds it (the
+ * message names the lock file); IMS_EIO, IMS_ENOMEM. The lock is a
+ * process's: do not share it across fork.
+ */
+typedef struct rio_lock rio_lock;
+int rio_lock_take(const char *dir, const char *name, rio_lock **out,
+		  ims_error *err);
+/* Releases the lock, removing its file, and frees l. NULL is fine. */
+void rio_lock_release(rio_lock *l);
+
 /* Records in the manifest whether the records were shuffled (RIO_ORDER_*;
  * the default, RIO_ORDER_UNKNOWN, records nothing). */
 void rio_writer_set_order(rio_writer *w, int order);

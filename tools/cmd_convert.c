@@ -45,9 +45,16 @@ static const cli_command command = {
 	"OUTDIR/<split>.lst lists the rows in the order packed. --no-shuffle\n"
 	"keeps the dataset's order (sorted by class for most layouts), recorded\n"
 	"as not shuffled.\n\n"
-	"Pack options apply to every split (see 'imshard pack --help'). Each split\n"
-	"is published atomically by its own manifest; existing splits are not\n"
-	"replaced without --force.\n\n"
+	"Pack options apply to every split (see 'imshard pack --help').\n\n"
+	"All or nothing: every split (manifests, shards, lists) and classes.txt\n"
+	"is written into OUTDIR/.imshard-convert first, then switched in\n"
+	"together. On a failure or interruption OUTDIR keeps its earlier splits,\n"
+	"all of them (the error says which). Existing splits are not replaced\n"
+	"without --force, which also removes a split of an earlier convert that\n"
+	"this one does not write (train, val and test are a set). The run holds\n"
+	"the splits' locks (OUTDIR/<split>.lock): a split being packed by\n"
+	"another process stops it before anything is written. Nothing is\n"
+	"written outside OUTDIR; until the switch it needs room for both sets.\n\n"
 	"Exit status: 0 converted, 1 failed (the message names the file at fault),\n"
 	"2 bad usage."};
 
@@ -254,8 +261,11 @@ int cmd_convert(int argc, char **argv)
 		cli_pack_ui_finish(&u.pack);
 	int status = CLI_EXIT_OK;
 	if (rc == IMS_EINTR) {
-		cli_error("convert: interrupted while packing '%s'; no manifest was written for it (rerun with --force)",
-			  rep.failed_split);
+		if (rep.failed_split[0])
+			cli_error("convert: interrupted while packing '%s'; %s", rep.failed_split,
+				  rep.outcome);
+		else
+			cli_error("convert: interrupted; %s", rep.outcome);
 		status = CLI_EXIT_FAIL;
 	} else if (rc < 0) {
 		cli_error("convert: %s", err.msg);

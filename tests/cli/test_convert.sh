@@ -101,6 +101,68 @@ same "$(json "$T/o/train.json" 'j["records"]')" 40
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25 --force --quiet
 same "$(json "$T/o/train.json" 'j["records"]')" 60
 
+# All or nothing: when one split cannot be written (here its lock is held
+# by another process) the folder keeps every earlier split, unchanged, and
+# the error says so; nothing is staged or left behind.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --per-class-train 10 \
+  --per-class-val 4 --quiet
+(cd "$T/aon" && md5sum train.json val.json train.lst val.lst classes.txt train-*.mdb val-*.mdb) >"$T/aon.md5"
+/usr/bin/python3 -c 'import fcntl,sys,time
+f=open(sys.argv[1],"a"); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(60)' \
+  "$T/aon/val.lock" >"$T/held" &
+holder=$!
+for _ in $(seq 100); do grep -q held "$T/held" && break; sleep 0.05; done
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --seed 8 --force
+one_line "$T/err"
+contains "$T/err" "another process is writing it (lock '$T/aon/val.lock'); nothing was replaced: '$T/aon' keeps its earlier splits train, val"
+kill "$holder"; wait "$holder" 2>/dev/null
+checks=$((checks + 1))
+(cd "$T/aon" && md5sum -c --quiet "$T/aon.md5") || fail "a failed convert changed the earlier splits"
+absent "$T/aon/.imshard-convert"
+# Train, val and test are one set: a run that writes no test split does
+# not leave an earlier one beside its own (--force removes it).
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25 --test-ratio 0.25 --quiet
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25
+one_line "$T/err"
+contains "$T/err" "split '$T/set/test.json' of an earlier convert would be removed"
+exists "$T/set/test.json"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25 --force --quiet
+absent "$T/set/test.json"
+absent "$T/set/test.lst"
+checks=$((checks + 1))
+ls "$T/set" | grep -q '^test-' && fail "test shards left beside the new splits"
+
+# A kill at any moment leaves the old set or the new set, never both
+# mixed; the next convert clears what is left and finishes.
+expect 0 "$IMSHARD" sample "$T/big" --classes 4 --per-class 40 --seed 1 --quiet
+old_opts=(--val-ratio 0.25 --per-class-train 20 --per-class-val 5 --no-shuffle)
+new_opts=(--val-ratio 0.25 --per-class-train 25 --per-class-val 8 --test-ratio 0.1 --seed 4)
+gen_of() { # manifest -> old, new, none or odd
+  [ -e "$1" ] || { echo none; return; }
+  case "$(json "$1" 'j["records"]')" in
+    80|20) echo old ;; 100|32|16) echo new ;; *) echo odd ;;
+  esac
+}
+for i in $(seq 8); do
+  rm -rf "$T/kill"
+  expect 0 "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${old_opts[@]}" --quiet
+  "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${new_opts[@]}" --force --quiet \
+    --encoding jpeg --resize 48 --threads 1 --shards 3 2>/dev/null &
+  victim=$!
+  sleep "0.$(printf '%02d' $((RANDOM % 50)))"
+  kill -9 "$victim" 2>/dev/null; wait "$victim" 2>/dev/null
+  gens=$(for sp in train val test; do gen_of "$T/kill/$sp.json"; done | grep -v none | sort -u | paste -sd,)
+  checks=$((checks + 1))
+  case "$gens" in old|new|"") ;; *) fail "kill $i left splits of two converts: $gens" ;; esac
+  for sp in train val test; do
+    [ -e "$T/kill/$sp.json" ] && expect 0 "$IMSHARD" verify "$T/kill/$sp.json"
+  done
+  [ "$gens" = old ] && same "$(gen_of "$T/kill/val.json")" old "(kill $i: the old set is whole)"
+  expect 0 "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${new_opts[@]}" --force --quiet
+  same "$(for sp in train val test; do gen_of "$T/kill/$sp.json"; done | paste -sd,)" "new,new,new" "(kill $i, then again)"
+  absent "$T/kill/.imshard-convert"
+done
+
 # One packing path: convert's records equal list + pack of its own list.
 expect 0 "$IMSHARD" pack "$T/o/train.lst" "$T/s" -o "$T/p/train" --classes "$T/o/classes.txt" --quiet
 for f in $(cd "$T/o" && ls train-*.mdb); do
