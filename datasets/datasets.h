@@ -81,8 +81,10 @@ int ds_list_copy_classes(ds_list *dst, const ds_list *src, ims_error *err);
  * INT32_MAX: ds_list_read_with applies the label bound. The index is a non-negative integer. Every row must have the
  * same number of label columns. Blank lines, a trailing CR and a UTF-8
  * byte order mark are ignored. Paths may contain spaces and any non-ASCII
- * bytes (only TAB separates columns) but must be relative and free of
- * `..` components, so that packing stays inside ROOT. Errors (IMS_EFORMAT;
+ * bytes (only TAB separates columns) and must be free of `..` components,
+ * so that packing stays inside ROOT; they are relative to ROOT, or
+ * absolute (im2rec's lists often are): whether those lie under ROOT is
+ * checked by ds_list_read_with (opts->root) and by pack_run. Errors (IMS_EFORMAT;
  * IMS_ENOTFOUND/IMS_EIO when the file cannot be read) name the file and
  * line; on error l keeps only the rows it had before. Does not touch
  * l->classes.
@@ -96,22 +98,33 @@ typedef struct ds_list_read_opts {
 	 * them, so read the classes file first), DS_LABEL_ANY, or the largest
 	 * label accepted (0..DS_LABEL_CEILING). */
 	int64_t max_label;
+	/* When set, an absolute path must lie under this folder (as given,
+	 * or as resolved by realpath), else the line is refused. NULL:
+	 * absolute paths are taken as they are. */
+	const char *root;
 } ds_list_read_opts;
 
-/* Defaults: max_label DS_LABEL_AUTO. */
+/* Defaults: max_label DS_LABEL_AUTO, root NULL. */
 void ds_list_read_opts_init(ds_list_read_opts *o);
 
-/* ds_list_read, then the label bound over the whole list (rows read
- * before included): a label past it is IMS_EFORMAT naming the file and
- * line ("cannot read list 'h.lst': line 1: label 99999999 is far beyond
- * ..."), and the rows read are dropped. o may be NULL (defaults). */
+/* ds_list_read, then the rows' paths against o->root and the label bound
+ * over the whole list (rows read before included): a row that fails is
+ * IMS_EFORMAT naming the file and line ("cannot read list 'h.lst': line
+ * 1: label 99999999 is far beyond ..."), and the rows read are dropped.
+ * o may be NULL (defaults). */
 int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 		      ds_list *l, ims_error *err);
 
+/* Checks that rows first .. count-1 with an absolute path lie under root
+ * (as given or as resolved; see ds_list_read_opts.root). root NULL checks
+ * nothing. 0, or IMS_EINVAL with the row in *bad_row (may be NULL). */
+int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
+			size_t *bad_row, ims_error *err);
+
 /* Writes l as an im2rec list (integer first label, extra labels as %f),
  * atomically (temporary file + rename). Refuses (IMS_EINVAL, nothing
- * written) rows that ds_list_read would reject: absolute paths, `..`
- * components, paths holding TAB or line breaks, non-finite labels. */
+ * written) rows that ds_list_read would reject: `..` components, paths
+ * holding TAB or line breaks, non-finite labels. */
 int ds_list_write(const char *path, const ds_list *l, ims_error *err);
 
 /* Reads/writes class names, one per line, line i = label i. Reading

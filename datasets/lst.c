@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,11 @@ void ds_list_class_counts(const ds_list *l, size_t *counts)
 
 /* ---- path rules shared by reading and writing ---------------------------- */
 
+/* Paths are relative to ROOT, or absolute and under it (im2rec users have
+ * lists of absolute paths); never with a '..' component, which could climb
+ * out of ROOT either way. Whether an absolute path lies under ROOT is
+ * known only with ROOT: ds_list_check_paths. */
+
 static const char EMPTY_PATH[] = "empty path";
 
 /* Returns NULL when a list path is acceptable, else why not. */
@@ -181,9 +187,6 @@ static const char *bad_path_reason(const char *p, size_t len)
 		k++;
 	if (k == len)
 		return EMPTY_PATH;
-	if (p[0] == '/')
-		return "is absolute; list paths must be relative to ROOT so packing "
-		       "stays inside it";
 	/* A '..' component anywhere: "..", "../x", "x/..", "x/../y". */
 	for (size_t i = 0; i + 1 < len; i++) {
 		if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
@@ -192,6 +195,55 @@ static const char *bad_path_reason(const char *p, size_t len)
 			       "ROOT";
 	}
 	return NULL;
+}
+
+/* root without trailing slashes into out ("/" gives ""). */
+static void strip_slashes(const char *root, char *out, size_t len)
+{
+	snprintf(out, len, "%s", root);
+	size_t n = strlen(out);
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+}
+
+/* Does absolute path p lie under the folder base (no trailing slash)? */
+static int lies_under(const char *p, const char *base)
+{
+	size_t n = strlen(base);
+	return strncmp(p, base, n) == 0 && p[n] == '/' && p[n + 1] != '\0';
+}
+
+int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
+			size_t *bad_row, ims_error *err)
+{
+	if (!root)
+		return 0;
+	/* ROOT as given (when absolute) and as resolved: a list may use either
+	 * form of a folder reached through a link. */
+	char given[4096] = "", real[4096] = "";
+	int have_given = root[0] == '/', have_real = 0;
+	if (have_given)
+		strip_slashes(root, given, sizeof(given));
+	char *r = realpath(root, NULL);
+	if (r) {
+		strip_slashes(r, real, sizeof(real));
+		have_real = 1;
+		free(r);
+	}
+	for (size_t i = first; i < l->count; i++) {
+		const char *p = l->items[i].path;
+		if (p[0] != '/')
+			continue;
+		if ((have_given && lies_under(p, given)) || (have_real && lies_under(p, real)))
+			continue;
+		if (bad_row)
+			*bad_row = i;
+		return ims_fail(err, IMS_EINVAL,
+				"path '%s' is not under ROOT '%s' (an absolute path "
+				"must lie under ROOT)",
+				p, root);
+	}
+	return 0;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -555,7 +607,9 @@ int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 	size_t *lines = NULL;
 	FORWARD_IF_ERR(read_list(path, l, &lines, err));
 	size_t bad = SIZE_MAX;
-	int rc = ds_list_check_labels(l, first, o->max_label, &bad, err);
+	int rc = ds_list_check_paths(l, first, o->root, &bad, err);
+	if (rc == 0)
+		rc = ds_list_check_labels(l, first, o->max_label, &bad, err);
 	if (rc < 0) {
 		if (rc == IMS_EINVAL && bad != SIZE_MAX && err) {
 			line_ctx c = {path, lines[bad - first], err};

@@ -297,6 +297,9 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 		GOTO_FAIL(out, rc, err, IMS_ENOTFOUND,
 			  "the %s adapter found no split under '%s'", o->adapter->name,
 			  o->root);
+	/* Every split has the dataset's class names: refuse names a manifest
+	 * cannot hold before anything is written. */
+	GOTO_IF_ERR(out, rc, pack_check_names(&d.splits[0].list, NULL, err));
 	rep->stage = PACK_CONVERT_OPTIONS;
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
 		int found = 0;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "augment/augment.h"
+#include "pack_internal.h"
 #include "recordio/recordio.h"
 
 /* Source files above this size are refused as absurd for one image. */
@@ -388,9 +389,15 @@ static char *options_json(const job *j)
 	cJSON *r = cJSON_CreateObject();
 	if (!r)
 		return NULL;
+	/* Informative paths: bytes that are not UTF-8 are written as \xHH so
+	 * that the manifest stays UTF-8 JSON. */
+	char e[8192];
 	if (o->source)
-		cJSON_AddStringToObject(r, "list", o->source);
-	cJSON_AddStringToObject(r, "root", o->root ? o->root : "");
+		cJSON_AddStringToObject(r, "list", ims_utf8_valid(o->source, NULL) ? o->source :
+						   ims_escape(o->source, e, sizeof(e)));
+	cJSON_AddStringToObject(r, "root", !o->root ? "" :
+					   ims_utf8_valid(o->root, NULL) ? o->root :
+					   ims_escape(o->root, e, sizeof(e)));
 	cJSON_AddStringToObject(r, "encoding", pack_encoding_name(o->encoding));
 	cJSON_AddNumberToObject(r, "resize", o->resize);
 	cJSON_AddNumberToObject(r, "max_size", o->max_size);
@@ -406,6 +413,19 @@ static char *options_json(const job *j)
 	char *s = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
 	return s;
+}
+
+int pack_check_names(const ds_list *list, const char *split, ims_error *err)
+{
+	char e[600];
+	RETURN_IF(split && !ims_utf8_valid(split, NULL), err, IMS_EINVAL,
+		  "split name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md); choose another -o NAME",
+		  ims_escape(split, e, sizeof(e)));
+	for (size_t c = 0; c < list->n_classes; c++)
+		RETURN_IF(!ims_utf8_valid(list->classes[c], NULL), err, IMS_EINVAL,
+			  "class %zu's name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md): rename it (a class folder: e.g. convmv -f latin1 -t utf8 --notest), or give UTF-8 names with --classes FILE",
+			  c, ims_escape(list->classes[c], e, sizeof(e)));
+	return 0;
 }
 
 static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
@@ -433,6 +453,13 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 	RETURN_IF((uint64_t)o->shards > list->count, err, IMS_EINVAL,
 		  "cannot make %d shards from a list of %zu images", o->shards,
 		  list->count);
+	FORWARD_IF_ERR(pack_check_names(list, o->name, err));
+	size_t bad_path = SIZE_MAX;
+	int prc = ds_list_check_paths(list, 0, o->read_row ? NULL : o->root,
+				      &bad_path, err);
+	if (prc < 0 && bad_path != SIZE_MAX)
+		return ims_fail_context(err, "cannot pack row %zu", bad_path);
+	FORWARD_IF_ERR(prc);
 	/* Before anything is sized by the labels (class names, counts, the
 	 * manifest): a stray huge label would otherwise cost memory for every
 	 * class up to it. */

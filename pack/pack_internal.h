@@ -13,6 +13,10 @@
 /* The split names a convert owns in OUTDIR (with classes.txt). */
 extern const char *const pack_managed_splits[PACK_N_SUBSET_SPLITS];
 
+/* Refuses (IMS_EINVAL) a split name or class name that is not UTF-8: a
+ * manifest is UTF-8 JSON. split may be NULL. */
+int pack_check_names(const ds_list *list, const char *split, ims_error *err);
+
 /* Called before each step of a switch (tests stop a process there). */
 typedef void (*pack_step_fn)(void *ctx, int step);
 

@@ -110,7 +110,7 @@ static void on_short_classes(void *ctx, const char *split,
 	cli_warn(0, "convert: %s: %zu classes had fewer images than wanted and gave all they had:",
 		 split, n);
 	for (size_t i = 0; i < n; i++)
-		fprintf(stderr, "imshard:   '%s' (label %zu): %zu of %zu wanted\n",
+		cli_say("  '%s' (label %zu): %zu of %zu wanted",
 			c[i].name, c[i].label, c[i].available, c[i].wanted);
 }
 
@@ -129,8 +129,7 @@ static void on_split_end(void *ctx, const pack_convert_split *s)
 	u->packing = 0;
 	if (u->quiet)
 		return;
-	fprintf(stderr,
-		"imshard: convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s\n",
+	cli_say("convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s",
 		s->name, (unsigned long long)s->records, s->classes,
 		(unsigned long long)s->fewest, (unsigned long long)s->most,
 		(unsigned long long)s->skipped, s->skipped ? " (see '" : "",
@@ -270,12 +269,12 @@ int cmd_convert(int argc, char **argv)
 	} else if (rc < 0) {
 		cli_error("convert: %s", err.msg);
 		for (size_t i = 0; i < rep.n_refused; i++)
-			fprintf(stderr, "imshard:   '%s' (label %zu): %zu images, %zu wanted\n",
+			cli_say("  '%s' (label %zu): %zu images, %zu wanted",
 				rep.refused[i].name, rep.refused[i].label,
 				rep.refused[i].available, rep.refused[i].wanted);
 		status = rep.stage == PACK_CONVERT_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	} else if (!quiet) {
-		fprintf(stderr, "imshard: convert: wrote %d split%s, classes.txt and lists to '%s' (%s)\n",
+		cli_say("convert: wrote %d split%s, classes.txt and lists to '%s' (%s)",
 			rep.n_splits, rep.n_splits == 1 ? "" : "s", out,
 			no_shuffle ? "records in the dataset's order, not shuffled" :
 				     "records shuffled with --seed");

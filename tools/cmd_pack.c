@@ -132,6 +132,7 @@ int cmd_pack(int argc, char **argv)
 	ds_list_read_opts ro;
 	ds_list_read_opts_init(&ro);
 	ro.max_label = max_label;
+	ro.root = pos[1];
 	if (ds_list_read_with(pos[0], &ro, &list, &err) < 0) {
 		cli_error("%s", err.msg);
 		ds_list_release(&list);
@@ -172,24 +173,23 @@ int cmd_pack(int argc, char **argv)
 		cli_format_bytes((double)rep.bytes_in, in, sizeof(in));
 		cli_format_bytes((double)rep.bytes_out, outb, sizeof(outb));
 		double s = rep.seconds > 0 ? rep.seconds : 1e-9;
-		fprintf(stderr,
-			"imshard: packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s\n",
+		cli_say("packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s",
 			(unsigned long long)rep.packed, (unsigned long long)rep.listed,
 			rep.shards, rep.shards == 1 ? "" : "s", in, outb, rep.seconds,
 			(double)rep.packed / s, (double)rep.bytes_in / s / 1e6);
 		if (rep.skipped)
-			fprintf(stderr, "imshard: %llu skipped, listed in '%s'\n",
+			cli_say("%llu skipped, listed in '%s'",
 				(unsigned long long)rep.skipped, rep.errors);
 		if (shuffle)
-			fprintf(stderr, "imshard: records shuffled with --seed %llu\n",
+			cli_say("records shuffled with --seed %llu",
 				(unsigned long long)seed);
 		else if (rep.order_why && rep.order == PACK_ORDER_SHUFFLED)
-			fprintf(stderr, "imshard: recorded as shuffled: %s (--order list if it is not shuffled)\n",
+			cli_say("recorded as shuffled: %s (--order list if it is not shuffled)",
 				rep.order_why);
 		else if (rep.order_why)
-			fprintf(stderr, "imshard: recorded as not shuffled: %s (--shuffle shuffles them)\n",
+			cli_say("recorded as not shuffled: %s (--shuffle shuffles them)",
 				rep.order_why);
-		fprintf(stderr, "imshard: wrote '%s'\n", rep.manifest);
+		cli_say("wrote '%s'", rep.manifest);
 	}
 	return CLI_EXIT_OK;
 }

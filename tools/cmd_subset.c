@@ -209,7 +209,7 @@ int cmd_subset(int argc, char **argv)
 		for (size_t c = 0; c < rep.n_classes; c++) {
 			char name[300];
 			if (rep.available[c] < rep.wanted[c])
-				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+				cli_say("  %s: %zu rows, %zu wanted",
 					class_label(&in, c, name, sizeof(name)),
 					rep.available[c], rep.wanted[c]);
 		}
@@ -223,7 +223,7 @@ int cmd_subset(int argc, char **argv)
 		for (size_t c = 0; c < rep.n_classes && !quiet; c++) {
 			char name[300];
 			if (rep.available[c] < rep.wanted[c])
-				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+				cli_say("  %s: %zu rows, %zu wanted",
 					class_label(&in, c, name, sizeof(name)),
 					rep.available[c], rep.wanted[c]);
 		}

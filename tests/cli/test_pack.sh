@@ -203,12 +203,75 @@ expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/x" --shuffle --order
 one_line "$T/err"
 absent "$T/ord/x.json"
 
+f0=$(sed -n 1p "$T/s_train.lst" | cut -f3)
+f1=$(sed -n 2p "$T/s_train.lst" | cut -f3)
+
+# Absolute paths in a list (im2rec users have such lists) are packed when
+# they lie under ROOT, also with ROOT /; outside ROOT, or climbing out of it
+# with '..', they are refused with the line.
+mkdir -p "$T/abs"
+awk -F'\t' -v r="$T/s" 'NR <= 6 {print $1 "\t" $2 "\t" r "/" $3}' "$T/s_train.lst" >"$T/abs/a.lst"
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" "$T/s" -o "$T/abs/o/a" --quiet
+same "$(json "$T/abs/o/a.json" 'j["records"]')" 6
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" "$T/s/" -o "$T/abs/o/b" --quiet
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" / -o "$T/abs/o/c" --quiet
+checks=$((checks + 1))
+cmp -s "$T/abs/o/a-00000-of-00001.mdb" "$T/abs/o/c-00000-of-00001.mdb" || fail "ROOT / packed other bytes"
+expect 1 "$IMSHARD" pack "$T/abs/a.lst" "$T/odd" -o "$T/abs/o/d"
+one_line "$T/err"
+contains "$T/err" "a.lst': line 1: path '$T/s/"
+contains "$T/err" "' is not under ROOT '$T/odd'"
+printf '0\t0\t%s/../s/%s\n' "$T/s" "$f0" >"$T/abs/up.lst"
+expect 1 "$IMSHARD" pack "$T/abs/up.lst" / -o "$T/abs/o/e"
+contains "$T/err" "has a '..' component"
+absent "$T/abs/o/d.json"
+absent "$T/abs/o/e.json"
+
+# Names are printed escaped: a file named with ESC and other control bytes
+# never reaches the terminal raw (it could clear or retitle it).
+esc=$'bad\e[2J\e]0;owned\a.jpg'
+mkdir -p "$T/esc/c"
+printf 'not an image' >"$T/esc/c/$esc"
+cp "$T/s/$f0" "$T/esc/c/good.jpg"
+printf '0\t0\tc/good.jpg\n1\t0\tc/%s\n' "$esc" >"$T/esc/l.lst"
+expect 0 "$IMSHARD" pack "$T/esc/l.lst" "$T/esc" -o "$T/esc/o/x"
+contains "$T/err" "skipped 'c/bad\x1b[2J\x1b]0;owned\x07.jpg' (row 1)"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "an ESC byte reached stderr"
+printf '0\t0\tc/%s/../x.jpg\n' "$esc" >"$T/esc/up.lst"
+expect 1 "$IMSHARD" pack "$T/esc/up.lst" "$T/esc" -o "$T/esc/o/y"
+one_line "$T/err"
+contains "$T/err" "path 'c/bad\x1b[2J"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "an ESC byte reached stderr"
+
+# Manifests are UTF-8 JSON (docs/FORMAT.md): a class name that is not
+# UTF-8 (a Latin-1 folder name) is refused, named with its bytes escaped,
+# before anything is written; UTF-8 names from --classes pack, and a ROOT
+# path that is not UTF-8 is kept escaped in the informative options, so
+# Python's json reads every manifest.
+lat=$'caf\xe9'
+mkdir -p "$T/lat/r"$'\xff'"/$lat" "$T/lat/r"$'\xff'"/tea"
+cp "$T/s/$f0" "$T/lat/r"$'\xff'"/$lat/a.jpg"
+cp "$T/s/$f1" "$T/lat/r"$'\xff'"/tea/b.jpg"
+expect 0 "$IMSHARD" list "$T/lat/r"$'\xff' -o "$T/lat/l" --no-shuffle --quiet
+expect 1 "$IMSHARD" pack "$T/lat/l_train.lst" "$T/lat/r"$'\xff' -o "$T/lat/o/x"
+one_line "$T/err"
+contains "$T/err" "class 0's name 'caf\xe9' is not UTF-8"
+absent "$T/lat/o"
+printf 'café\ntea\n' >"$T/lat/utf8.classes"
+expect 0 "$IMSHARD" pack "$T/lat/l_train.lst" "$T/lat/r"$'\xff' -o "$T/lat/o/x" --classes "$T/lat/utf8.classes" --quiet
+same "$(/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1], encoding="utf-8")); print(j["classes"][0], j["options"]["root"].endswith("r\\xff"))' "$T/lat/o/x.json")" "café True"
+expect 1 "$IMSHARD" convert folder "$T/lat/r"$'\xff' -o "$T/lat/c"
+one_line "$T/err"
+contains "$T/err" "'caf\xe9' is not UTF-8"
+absent "$T/lat/c/train.json"
+absent "$T/lat/c/.imshard-convert"
+
 # Labels are class ids, bounded before anything is sized by them. One
 # label 99999999 once grew a pack to 24 GB until it was killed, leaving
 # y.lock and a final-named shard: it runs under a memory limit here so
 # that, unfixed, it fails instead of taking the machine down.
-f0=$(sed -n 1p "$T/s_train.lst" | cut -f3)
-f1=$(sed -n 2p "$T/s_train.lst" | cut -f3)
 mkdir -p "$T/lab"
 printf '0\t99999999\t%s\n' "$f0" >"$T/lab/h.lst"
 run bash -c 'ulimit -v 4000000; exec "$@"' _ "$IMSHARD" pack "$T/lab/h.lst" "$T/s" -o "$T/lab/o/y"
