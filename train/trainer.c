@@ -241,8 +241,10 @@ static int load_classes(run *r, ims_error *err)
 static void loader_event(void *ctx, const char *msg)
 {
 	const run *r = ctx;
+	char safe[4 * IMS_ERRMSG_MAX];
 	if (r->rank == 0 && !r->o->quiet)
-		fprintf(stderr, "imshard-train: warning: %s\n", msg);
+		fprintf(stderr, "imshard-train: warning: %s\n",
+			ims_escape(msg, safe, sizeof(safe)));
 }
 
 static int open_loaders(run *r, ims_error *err)
