@@ -17,16 +17,6 @@
 #include "pack_internal.h"
 #include "recordio/recordio.h"
 
-static const char *const subset_split_names[PACK_N_SUBSET_SPLITS] = {
-	"train", "val", "test"};
-
-const char *pack_subset_split_name(int split)
-{
-	if (split < 0 || split >= PACK_N_SUBSET_SPLITS)
-		return "?";
-	return subset_split_names[split];
-}
-
 void pack_convert_opts_init(pack_convert_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -48,7 +38,7 @@ void pack_convert_report_release(pack_convert_report *r)
 static int subset_index(const char *split)
 {
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
-		if (strcmp(split, subset_split_names[i]) == 0)
+		if (strcmp(split, pack_managed_splits[i]) == 0)
 			return i;
 	return -1;
 }
@@ -281,7 +271,7 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
 		RETURN_IF(o->subset[i].per_class && o->subset[i].total, err,
 			  IMS_EINVAL, "give --per-class-%s or --%s-total, not both",
-			  subset_split_names[i], subset_split_names[i]);
+			  pack_managed_splits[i], pack_managed_splits[i]);
 
 	ds_dataset d;
 	memset(&d, 0, sizeof(d));
@@ -304,12 +294,12 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
 		int found = 0;
 		for (int s = 0; s < d.n_splits; s++)
-			found |= strcmp(d.splits[s].name, subset_split_names[i]) == 0;
+			found |= strcmp(d.splits[s].name, pack_managed_splits[i]) == 0;
 		if ((o->subset[i].per_class || o->subset[i].total) && !found)
 			GOTO_FAIL(out, rc, err, IMS_EINVAL,
 				  "--per-class-%s/--%s-total: %s has no %s split",
-				  subset_split_names[i], subset_split_names[i],
-				  o->adapter->name, subset_split_names[i]);
+				  pack_managed_splits[i], pack_managed_splits[i],
+				  o->adapter->name, pack_managed_splits[i]);
 	}
 
 	/* The splits' locks, for the whole run: no pack writes them while

@@ -152,12 +152,9 @@ int pack_run(const ds_list *list, const pack_opts *opts, pack_report *report,
  * callbacks, which pack_run calls as it documents.
  * ------------------------------------------------------------------------ */
 
-/* The splits a subset can be asked for, in this order in
- * pack_convert_opts.subset. */
+/* The splits a subset can be asked for ("train", "val", "test"), in this
+ * order in pack_convert_opts.subset. */
 enum { PACK_SPLIT_TRAIN, PACK_SPLIT_VAL, PACK_SPLIT_TEST, PACK_N_SUBSET_SPLITS };
-
-/* "train", "val", "test". */
-const char *pack_subset_split_name(int split);
 
 /* A class-balanced subset of one split: per_class rows of every class, or
  * total rows divided evenly across the classes (ds_subset). Both 0 takes

@@ -10,7 +10,8 @@
 /* Inside OUTDIR: where a convert writes everything before the switch. */
 #define PACK_STAGE_NAME ".imshard-convert"
 
-/* The split names a convert owns in OUTDIR (with classes.txt). */
+/* The split names a convert owns in OUTDIR (with classes.txt), in the
+ * order of pack_convert_opts.subset: "train", "val", "test". */
 extern const char *const pack_managed_splits[PACK_N_SUBSET_SPLITS];
 
 /* Refuses (IMS_EINVAL) a split name or class name that is not UTF-8: a

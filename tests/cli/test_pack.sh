@@ -274,7 +274,7 @@ absent "$T/lat/c/.imshard-convert"
 # that, unfixed, it fails instead of taking the machine down.
 mkdir -p "$T/lab"
 printf '0\t99999999\t%s\n' "$f0" >"$T/lab/h.lst"
-run bash -c 'ulimit -v 4000000; exec "$@"' _ "$IMSHARD" pack "$T/lab/h.lst" "$T/s" -o "$T/lab/o/y"
+run bash -c "$(memcap) exec \"\$@\"" _ "$IMSHARD" pack "$T/lab/h.lst" "$T/s" -o "$T/lab/o/y"
 same "$rc" 1 "(huge label)"
 one_line "$T/err"
 contains "$T/err" "cannot read list '$T/lab/h.lst': line 1: label 99999999 is far beyond the 1 distinct label"
