@@ -162,7 +162,11 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	}
 	memset(out, 0, sizeof(*out));
 	snprintf(out->name, sizeof(out->name), "%s", sp->name);
+	out->listed = pr.listed;
 	out->skipped = pr.skipped;
+	out->bytes_in = pr.bytes_in;
+	out->bytes_out = pr.bytes_out;
+	out->shards = pr.shards;
 	out->seconds = pr.seconds;
 	FORWARD_IF_ERR(summarize(pr.manifest, out, err));
 	/* Reported where they will be once the convert is done. */
@@ -330,14 +334,17 @@ out:
 		pack_stage_discard(o->out_dir);
 	if (rc < 0 && touching && staged < 2) {
 		char kept[64];
-		if (old_splits(o->out_dir, kept, sizeof(kept)))
+		int n = old_splits(o->out_dir, kept, sizeof(kept));
+		if (n)
 			snprintf(rep->outcome, sizeof(rep->outcome),
 				 "nothing was replaced: '%s' keeps its earlier splits %s",
 				 o->out_dir, kept);
 		else
 			snprintf(rep->outcome, sizeof(rep->outcome),
-				 "nothing was written to '%s'", o->out_dir);
-		if (err && rc != IMS_EINTR) {
+				 "no split was written to '%s'", o->out_dir);
+		/* The message says what was kept; with nothing to keep it is
+		 * the cause alone. */
+		if (err && rc != IMS_EINTR && n) {
 			char why[IMS_ERRMSG_MAX];
 			snprintf(why, sizeof(why), "%s", err->msg);
 			ims_fail(err, rc, "%s; %s", why, rep->outcome);

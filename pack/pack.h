@@ -174,8 +174,12 @@ typedef struct pack_short_class {
 /* One split, as written. */
 typedef struct pack_convert_split {
 	char name[16];        /* "train" */
+	uint64_t listed;      /* rows of its list (after any subset) */
 	uint64_t records;     /* records packed */
 	uint64_t skipped;     /* files skipped (see errors) */
+	uint64_t bytes_in;    /* source bytes read */
+	uint64_t bytes_out;   /* payload bytes written */
+	int shards;           /* shards written */
 	size_t classes;       /* classes in the manifest */
 	uint64_t fewest, most;/* records of the smallest and largest class */
 	double seconds;       /* packing wall time */
@@ -200,8 +204,9 @@ typedef struct pack_convert_report {
 	pack_convert_stage stage;  /* PACK_CONVERT_DONE on success */
 	char failed_split[16];     /* the split at fault, or "" */
 	/* On failure: what became of OUTDIR ("nothing was replaced: 'out'
-	 * keeps its earlier splits train, val"); also in the error message,
-	 * except after IMS_EINTR. */
+	 * keeps its earlier splits train, val", or "no split was written to
+	 * 'out'"); the former also ends the error message, except after
+	 * IMS_EINTR. */
 	char outcome[4400];
 	/* When a subset failed for short classes: each of them (names owned
 	 * by the report; free with pack_convert_report_release). */

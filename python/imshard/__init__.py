@@ -460,13 +460,16 @@ _ONLY_FOR = (("val_ratio", "folder,caltech256,fruits"), ("test_ratio", "folder")
 def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=False,
             label=None, classes=None, recursive=False, exts=None, seed=0,
             per_class_train=None, per_class_val=None, per_class_test=None,
-            train_total=None, val_total=None, allow_short=False, **options):
+            train_total=None, val_total=None, allow_short=False, shuffle=True, **options):
     """Converts a dataset as downloaded into packed splits, as `imshard
     convert DATASET ROOT -o OUT`: OUT/<split>.json with shards,
     OUT/<split>.lst and OUT/classes.txt. dataset: folder, caltech256,
     fruits, inat2017, cifar10 or imagenet (docs/datasets.md). The options
     are the command's (per_class_train=N for --per-class-train N, ...) plus
     the pack options; classes is inat2017's list of class names to keep.
+    Records are shuffled with seed (shuffle=False keeps the dataset's
+    order, as --no-shuffle), and OUT's splits are replaced all or nothing,
+    as the command does (docs/datasets.md).
 
     Returns {'splits': {name: pack report}, 'notes': [...adapter notes],
     'short': {split: [(class, taken, wanted)]}}; notes and short classes are
@@ -493,7 +496,7 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
                            test_ratio=test_ratio, no_clutter=bool(no_clutter), label=label,
                            keep_classes=classes, recursive=bool(recursive), exts=exts,
                            seed=seed, per_class=per_class, totals=totals,
-                           allow_short=bool(allow_short), **kw)
+                           allow_short=bool(allow_short), shuffle=bool(shuffle), **kw)
     for note in res["notes"]:
         warnings.warn("imshard: convert: note: " + note, stacklevel=2)
     for split, rows in res["short"].items():

@@ -1,9 +1,7 @@
 /*
  * pack.c - imshard._imshard.pack and .convert: lists into packed splits
  * through pack_run, the one packing path, and a dataset as downloaded
- * through its adapter (datasets.h), the class-balanced subsets, the lists
- * and classes.txt, then pack_run per split: the steps `imshard convert`
- * takes, with the same library calls.
+ * through pack_convert, the workflow `imshard convert` runs.
  *
  * Ctrl-C: pack_run may call back from its worker threads, where Python
  * cannot look for signals, so while it runs on the main thread SIGINT sets
@@ -366,47 +364,167 @@ static int size_for(PyObject *d, const char *name, long *out)
 	return 0;
 }
 
+/* What pack_convert's callbacks report, collected without the GIL and
+ * turned into Python objects after. */
+typedef struct convert_log {
+	skip_log skips[DS_MAX_SPLITS]; /* per split, in packing order */
+	int cur;                       /* split being packed, -1 before */
+	char **notes;
+	size_t n_notes;
+	char short_split[DS_MAX_SPLITS][16];
+	pack_short_class *shorts[DS_MAX_SPLITS]; /* names copied */
+	size_t n_short[DS_MAX_SPLITS];
+	int n_short_splits;
+	int oom;
+} convert_log;
+
+static void log_note(void *ctx, const char *msg)
+{
+	convert_log *c = ctx;
+	char **n = realloc(c->notes, (c->n_notes + 1) * sizeof(char *));
+	if (!n || !(n[c->n_notes] = strdup(msg))) {
+		if (n)
+			c->notes = n;
+		c->oom = 1;
+		return;
+	}
+	c->notes = n;
+	c->n_notes++;
+}
+
+static pack_short_class *copy_shorts(const pack_short_class *c, size_t n)
+{
+	pack_short_class *d = calloc(n ? n : 1, sizeof(*d));
+	for (size_t i = 0; d && i < n; i++) {
+		d[i] = c[i];
+		if (!(d[i].name = strdup(c[i].name))) {
+			for (size_t k = 0; k < i; k++)
+				free((char *)d[k].name);
+			free(d);
+			return NULL;
+		}
+	}
+	return d;
+}
+
+static void log_shorts(void *ctx, const char *split, const pack_short_class *c, size_t n)
+{
+	convert_log *l = ctx;
+	if (l->n_short_splits == DS_MAX_SPLITS)
+		return;
+	int k = l->n_short_splits;
+	if (!(l->shorts[k] = copy_shorts(c, n))) {
+		l->oom = 1;
+		return;
+	}
+	snprintf(l->short_split[k], sizeof(l->short_split[k]), "%s", split);
+	l->n_short[k] = n;
+	l->n_short_splits++;
+}
+
+static void log_split_begin(void *ctx, const char *split, uint64_t rows)
+{
+	(void)split;
+	(void)rows;
+	convert_log *l = ctx;
+	if (l->cur + 1 < DS_MAX_SPLITS)
+		l->cur++;
+}
+
+static void log_skipped(void *ctx, uint64_t row, const char *path, const char *why)
+{
+	convert_log *l = ctx;
+	if (l->cur >= 0)
+		on_skipped(&l->skips[l->cur], row, path, why);
+}
+
+static void convert_log_release(convert_log *l)
+{
+	for (int i = 0; i < DS_MAX_SPLITS; i++) {
+		skip_log_release(&l->skips[i]);
+		for (size_t k = 0; k < l->n_short[i]; k++)
+			free((char *)l->shorts[i][k].name);
+		free(l->shorts[i]);
+	}
+	for (size_t i = 0; i < l->n_notes; i++)
+		free(l->notes[i]);
+	free(l->notes);
+	memset(l, 0, sizeof(*l));
+}
+
+/* {split: [(class, taken or available, wanted)]} */
+static int add_shorts(PyObject *shorts, const char *split, const pack_short_class *c, size_t n)
+{
+	PyObject *sl = PyList_New(0);
+	for (size_t i = 0; sl && i < n; i++) {
+		PyObject *t = Py_BuildValue("(snn)", c[i].name, (Py_ssize_t)c[i].available,
+					    (Py_ssize_t)c[i].wanted);
+		if (!t || PyList_Append(sl, t) < 0)
+			Py_CLEAR(sl);
+		Py_XDECREF(t);
+	}
+	int rc = sl ? PyDict_SetItemString(shorts, split, sl) : -1;
+	Py_XDECREF(sl);
+	return rc;
+}
+
+static PyObject *split_dict(const pack_convert_split *r, const skip_log *s)
+{
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:d,s:N,s:N,s:N}", "listed",
+			     (unsigned long long)r->listed, "packed", (unsigned long long)r->records,
+			     "skipped", (unsigned long long)r->skipped, "bytes_in",
+			     (unsigned long long)r->bytes_in, "bytes_out",
+			     (unsigned long long)r->bytes_out, "shards", r->shards, "seconds",
+			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
+			     "errors_file",
+			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
+			     "skipped_files", skip_list(s));
+}
+
 /*
  * convert(dataset, root, out, val_ratio, test_ratio, no_clutter, label,
  * keep_classes, recursive, exts, seed, per_class, totals, allow_short,
- * **pack options) -> {"splits": {name: report}, "notes": [...],
- * "short": {split: [(class, taken, wanted)]}}. The Python layer checks
- * which options apply to which dataset before calling.
+ * shuffle, **pack options) -> {"splits": {name: report}, "notes": [...],
+ * "short": {split: [(class, taken, wanted)]}}: pack_convert, the workflow
+ * of `imshard convert` (all or nothing, records shuffled unless shuffle is
+ * false). The Python layer checks which options apply to which dataset
+ * before calling.
  */
 PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
 	static char *names[] = {"dataset", "root", "out", "val_ratio", "test_ratio", "no_clutter",
 				"label", "keep_classes", "recursive", "exts", "seed", "per_class",
-				"totals", "allow_short", PACK_KWS, NULL};
+				"totals", "allow_short", "shuffle", PACK_KWS, NULL};
 	const char *dataset, *label = NULL, *keep = NULL, *exts = NULL;
 	PyObject *root, *out, *per_class = Py_None, *totals = Py_None;
 	double val_ratio = -1, test_ratio = 0;
-	int no_clutter = 0, recursive = 0, allow_short = 0;
+	int no_clutter = 0, recursive = 0, allow_short = 0, shuffle = 1;
 	unsigned long long seed = 0;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&|ddpzzpzKOOpziKiipiiLppp", names, &dataset,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&|ddpzzpzKOOppziKiipiiLppp", names, &dataset,
 					 PyUnicode_FSConverter, &root, PyUnicode_FSConverter, &out,
 					 &val_ratio, &test_ratio, &no_clutter, &label, &keep,
 					 &recursive, &exts, &seed, &per_class, &totals, &allow_short,
-					 &a.encoding, &a.shards, &a.shard_size, &a.resize, &a.max_size,
-					 &a.center_crop, &a.quality, &a.threads, &a.max_errors,
-					 &a.check_decode, &a.force, &a.main))
+					 &shuffle, &a.encoding, &a.shards, &a.shard_size, &a.resize,
+					 &a.max_size, &a.center_crop, &a.quality, &a.threads,
+					 &a.max_errors, &a.check_decode, &a.force, &a.main))
 		return NULL;
 	PyObject *res = NULL, *splits = PyDict_New(), *notes = PyList_New(0), *shorts = PyDict_New();
 	const char *rootp = PyBytes_AS_STRING(root), *outp = PyBytes_AS_STRING(out);
-	ds_dataset d;
-	memset(&d, 0, sizeof(d));
-	ds_list sub;
-	ds_list_init(&sub);
 	ims_error err;
 	ims_error_clear(&err);
-	pack_opts po;
-	int rc = 0;
-	if (!splits || !notes || !shorts || pack_args_apply(&a, &po) < 0)
+	convert_log log;
+	memset(&log, 0, sizeof(log));
+	log.cur = -1;
+	pack_convert_report rep;
+	memset(&rep, 0, sizeof(rep));
+	pack_convert_opts co;
+	pack_convert_opts_init(&co);
+	if (!splits || !notes || !shorts || pack_args_apply(&a, &co.pack) < 0)
 		goto out;
-	const ds_adapter *ad = ds_adapter_find(dataset);
-	if (!ad) {
+	co.adapter = ds_adapter_find(dataset);
+	if (!co.adapter) {
 		ims_py_arg_error("unknown dataset '%s' (folder, caltech256, fruits, inat2017, cifar10, imagenet)",
 				 dataset);
 		goto out;
@@ -418,156 +536,70 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 		ims_py_raise(IMS_ENOTFOUND, &err);
 		goto out;
 	}
-	ds_convert_opts co;
-	ds_convert_opts_init(&co);
-	co.val_ratio = val_ratio;
-	co.test_ratio = test_ratio;
-	co.no_clutter = no_clutter;
-	co.label = label;
-	co.keep_classes = keep;
-	co.recursive = recursive;
-	co.exts = exts;
-	co.seed = seed;
+	static const char *known[PACK_N_SUBSET_SPLITS] = {"train", "val", "test"};
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
+		long pc, tot;
+		if (size_for(per_class, known[i], &pc) < 0 || size_for(totals, known[i], &tot) < 0)
+			goto out;
+		if (pc && tot) {
+			ims_py_arg_error("give per_class or totals for '%s', not both", known[i]);
+			goto out;
+		}
+		co.subset[i].per_class = (size_t)pc;
+		co.subset[i].total = (size_t)tot;
+	}
+	co.root = rootp;
+	co.out_dir = outp;
+	co.dataset.val_ratio = val_ratio;
+	co.dataset.test_ratio = test_ratio;
+	co.dataset.no_clutter = no_clutter;
+	co.dataset.label = label;
+	co.dataset.keep_classes = keep;
+	co.dataset.recursive = recursive;
+	co.dataset.exts = exts;
+	co.dataset.seed = seed;
+	co.allow_short = allow_short;
+	co.no_shuffle = !shuffle;
+	co.note = log_note;
+	co.short_classes = log_shorts;
+	co.split_begin = log_split_begin;
+	co.ctx = &log;
+	co.pack.skipped = log_skipped;
+	co.pack.ctx = &log;
+	co.pack.cancel = &g_cancel;
+	sig_guard g;
+	guard_begin(&g, a.main);
+	int rc;
 	Py_BEGIN_ALLOW_THREADS
-	rc = ad->load(rootp, &co, &d, &err);
+	rc = pack_convert(&co, &rep, &err);
 	Py_END_ALLOW_THREADS
-	if (rc < 0) {
-		ims_py_raise(rc, &err);
+	if (guard_end(&g) < 0)
+		goto out;
+	if (log.oom) {
+		PyErr_NoMemory();
 		goto out;
 	}
-	d.adapter = ad;
-	for (size_t i = 0; i < d.n_notes; i++) {
-		PyObject *n = PyUnicode_FromString(d.notes[i]);
+	for (size_t i = 0; i < log.n_notes; i++) {
+		PyObject *n = PyUnicode_FromString(log.notes[i]);
 		if (!n || PyList_Append(notes, n) < 0) {
 			Py_XDECREF(n);
 			goto out;
 		}
 		Py_DECREF(n);
 	}
-	if (d.n_splits == 0) {
-		ims_fail(&err, IMS_ENOTFOUND, "the %s adapter found no split under '%s'", ad->name, rootp);
-		ims_py_raise(IMS_ENOTFOUND, &err);
+	for (int i = 0; i < log.n_short_splits; i++)
+		if (add_shorts(shorts, log.short_split[i], log.shorts[i], log.n_short[i]) < 0)
+			goto out;
+	if (rc < 0) {
+		if (rep.stage == PACK_CONVERT_OPTIONS)
+			ims_py_arg_error("%s", err.msg);
+		else
+			ims_py_raise(rc, &err);
 		goto out;
 	}
-	static const char *known[] = {"train", "val", "test"};
-	for (int i = 0; i < 3; i++) {
-		long pc, tot;
-		if (size_for(per_class, known[i], &pc) < 0 || size_for(totals, known[i], &tot) < 0)
-			goto out;
-		int found = 0;
-		for (int s = 0; s < d.n_splits; s++)
-			found |= strcmp(d.splits[s].name, known[i]) == 0;
-		if ((pc || tot) && !found) {
-			ims_py_arg_error("per_class/totals for '%s': %s has no %s split", known[i], ad->name,
-					 known[i]);
-			goto out;
-		}
-		if (pc && tot) {
-			ims_py_arg_error("give per_class or totals for '%s', not both", known[i]);
-			goto out;
-		}
-	}
-	if (ims_mkdir_p(outp, &err) < 0) {
-		ims_py_raise(err.code, &err);
-		goto out;
-	}
-	for (int s = 0; s < d.n_splits && !a.force; s++) {
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.json", outp, d.splits[s].name);
-		if (access(p, F_OK) == 0) {
-			ims_fail(&err, IMS_EEXIST, "split '%s' already exists; use force=True to replace it", p);
-			ims_py_raise(IMS_EEXIST, &err);
-			goto out;
-		}
-	}
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		long pc, tot;
-		size_for(per_class, sp->name, &pc);
-		size_for(totals, sp->name, &tot);
-		if (pc || tot) {
-			ds_subset_report r;
-			memset(&r, 0, sizeof(r));
-			ds_list_release(&sub);
-			ds_list_init(&sub);
-			rc = ds_subset(&sp->list, (size_t)pc, (size_t)tot, seed, allow_short, &sub, &r, &err);
-			PyObject *sl = PyList_New(0);
-			for (size_t c = 0; sl && c < r.n_classes; c++)
-				if (r.taken && (rc < 0 ? r.available[c] < r.wanted[c] : r.taken[c] < r.wanted[c])) {
-					PyObject *t = Py_BuildValue(
-						"(snn)", c < sp->list.n_classes ? sp->list.classes[c] : "?",
-						(Py_ssize_t)(rc < 0 ? r.available[c] : r.taken[c]),
-						(Py_ssize_t)r.wanted[c]);
-					if (!t || PyList_Append(sl, t) < 0)
-						Py_CLEAR(sl);
-					Py_XDECREF(t);
-				}
-			ds_subset_report_release(&r);
-			if (!sl || PyDict_SetItemString(shorts, sp->name, sl) < 0) {
-				Py_XDECREF(sl);
-				goto out;
-			}
-			Py_DECREF(sl);
-			if (rc < 0) {
-				ims_fail_context(&err, "%s", sp->name);
-				ims_py_raise(rc, &err);
-				goto out;
-			}
-			ds_list_release(&sp->list);
-			sp->list = sub;
-			ds_list_init(&sub);
-		}
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.lst", outp, sp->name);
-		if (ds_list_write(p, &sp->list, &err) < 0) {
-			ims_py_raise(err.code, &err);
-			goto out;
-		}
-	}
-	{
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/classes.txt", outp);
-		if (ds_classes_write(p, &d.splits[0].list, &err) < 0) {
-			ims_py_raise(err.code, &err);
-			goto out;
-		}
-	}
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		if (sp->list.count == 0) {
-			ims_fail(&err, IMS_EINVAL, "split '%s' is empty", sp->name);
-			ims_py_raise(IMS_EINVAL, &err);
-			goto out;
-		}
-		pack_opts o = po;
-		o.root = rootp;
-		o.out_dir = outp;
-		o.name = sp->name;
-		char lst[4200];
-		snprintf(lst, sizeof(lst), "%s/%s.lst", outp, sp->name);
-		o.source = lst;
-		if (d.rows_are_records)
-			o.read_row = ad->read_row;
-		skip_log sk = {0};
-		pack_report rep;
-		rc = run_pack(&sp->list, &o, &rep, &sk, a.main, &err);
-		if (rc < 0) {
-			skip_log_release(&sk);
-			if (rc != IMS_EINTR && PyErr_ExceptionMatches(ims_py_error)) {
-				/* name the split, as the command does */
-				PyObject *t, *v, *tb;
-				PyErr_Fetch(&t, &v, &tb);
-				ims_fail_context(&err, "%s", sp->name);
-				Py_XDECREF(t);
-				Py_XDECREF(v);
-				Py_XDECREF(tb);
-				ims_py_raise(rc, &err);
-			}
-			goto out;
-		}
-		PyObject *r = report_dict(&rep, &sk);
-		skip_log_release(&sk);
-		if (!r || PyDict_SetItemString(splits, sp->name, r) < 0) {
+	for (int s = 0; s < rep.n_splits; s++) {
+		PyObject *r = split_dict(&rep.splits[s], &log.skips[s]);
+		if (!r || PyDict_SetItemString(splits, rep.splits[s].name, r) < 0) {
 			Py_XDECREF(r);
 			goto out;
 		}
@@ -580,7 +612,7 @@ out:
 	Py_XDECREF(shorts);
 	Py_DECREF(root);
 	Py_DECREF(out);
-	ds_list_release(&sub);
-	ds_dataset_release(&d);
+	convert_log_release(&log);
+	pack_convert_report_release(&rep);
 	return res;
 }

@@ -102,3 +102,23 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
     with pytest.raises(imshard.Error) as e:
         imshard.convert("folder", sample["img"], tmp_path / "py2", per_class_train=1000)
     assert p.stderr.splitlines()[0] == "imshard: convert: " + str(e.value)
+
+
+def test_convert_shuffle_and_all_or_nothing(sample, imshard_bin, tmp_path):
+    import json
+    args = ["--val-ratio", "0.25", "--seed", "3", "--no-shuffle"]
+    run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli", "-q", *args)
+    imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25, seed=3,
+                    shuffle=False)
+    for name in ("train", "val"):
+        same_split(tmp_path / "cli", tmp_path / "py", name)
+        assert json.load(open(tmp_path / "py" / (name + ".json")))["shuffled"] is False
+    before = open(tmp_path / "py" / "train.json", "rb").read()
+    # A failure (too few images for the subset) replaces nothing.
+    with pytest.raises(imshard.Error, match="keeps its earlier splits train, val"):
+        imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25,
+                        per_class_val=1000, force=True)
+    assert open(tmp_path / "py" / "train.json", "rb").read() == before
+    assert not os.path.exists(tmp_path / "py" / ".imshard-convert")
+    imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25, force=True)
+    assert json.load(open(tmp_path / "py" / "train.json"))["shuffled"] is True
