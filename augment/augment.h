@@ -138,6 +138,13 @@ int aug_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	       const aug_decode_opts *opts, aug_image *out,
 	       aug_image_info *info, ims_error *err);
 
+/* Raw pixels (w x h, 1, 3 or 4 channels interleaved, rows packed, as
+ * RIO_ENC_RAW records hold them) as 3-channel RGB in out: grey replicated,
+ * alpha composited over white as aug_decode's RGB mode does. Errors:
+ * IMS_EINVAL, IMS_ENOMEM. */
+int aug_raw_to_rgb(const uint8_t *px, int w, int h, int channels, aug_image *out,
+		   ims_error *err);
+
 /* A growable byte buffer owned by the caller; release with aug_buf_release.
  * A zeroed aug_buf is empty. */
 typedef struct aug_buf {
@@ -496,7 +503,8 @@ int aug_warp(const aug_image *src, const aug_plan *p,
  *
  * Caveats: an aug_loader is used by one consumer thread; it runs its own
  * producer thread and OpenMP team. A batch's memory is reused once the
- * next aug_loader_next call returns. Do not fork with a loader open.
+ * next aug_loader_next call returns (with hold_batches: once it is given
+ * back). Do not fork with a loader open.
  * ------------------------------------------------------------------------ */
 
 typedef struct aug_loader aug_loader;
@@ -543,6 +551,20 @@ typedef struct aug_loader_opts {
 	aug_host_alloc host;    /* batch memory (default: page-aligned host
 				   memory) */
 	int quiet;              /* no log line about memory */
+	int hold_batches;       /* 1: a batch stays the caller's until given
+				   back with aug_loader_release (any order),
+				   not merely until the next aug_loader_next;
+				   for consumers that keep several batches
+				   alive (language bindings' zero-copy views).
+				   With every ring slot held, aug_loader_next
+				   fails (IMS_ELIMIT) instead of waiting
+				   forever. 0: the default described above */
+	/* Warnings the caller should show, one line each, called from
+	 * aug_loader_open (may be NULL): shard-owning mode on a split whose
+	 * manifest says its records are not shuffled (each rank would read
+	 * whole shards of a list that may be sorted by class). */
+	void (*event)(void *ctx, const char *msg);
+	void *event_ctx;
 } aug_loader_opts;
 
 /* Defaults: batch 32, prefetch 3, transform for `train`, drop_remainder
@@ -585,9 +607,38 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err);
 /*
  * The next batch of the current epoch into *b: returns 0, 1 when the epoch
  * is over (b untouched), or a negative code (a record that could not be
- * replaced, or no epoch started).
+ * replaced, no epoch started, the loader stopped, or, with hold_batches,
+ * IMS_ELIMIT when every batch of the ring is still held).
  */
 int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err);
+
+/*
+ * aug_loader_next that waits at most timeout_s seconds for the batch to be
+ * ready (< 0: no limit) and returns 2 when it was not (nothing taken; call
+ * again). For consumers that must react to something else while waiting,
+ * such as an interpreter checking for Ctrl-C between calls.
+ */
+int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
+			  ims_error *err);
+
+/*
+ * Gives a batch taken in hold_batches mode back to the loader, which may
+ * then refill its memory: b (as aug_loader_next filled it) and its arrays
+ * must not be used afterwards. Any order; also after aug_loader_stop or a
+ * new aug_loader_start_epoch (a held batch survives both). Errors:
+ * IMS_EINVAL (not opened with hold_batches, or b is not a held batch).
+ */
+int aug_loader_release(aug_loader *l, const aug_batch *b, ims_error *err);
+
+/*
+ * Stops the producer thread for good (joined when this returns; its
+ * OpenMP workers, told to exit as it ends, are gone moments later) while every batch handed out stays readable
+ * until aug_loader_close: for a consumer that must end the threads now but
+ * free the memory only once its last view of a batch is gone. Afterwards
+ * aug_loader_next and aug_loader_start_epoch fail (IMS_EINVAL). Takes as
+ * long as the batch being filled. NULL is fine; twice is harmless.
+ */
+void aug_loader_stop(aug_loader *l);
 
 typedef struct aug_loader_stats {
 	uint64_t images, batches;   /* produced since open */
@@ -608,6 +659,73 @@ void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *s);
 
 /* Stops the producer and frees everything. NULL is fine. */
 void aug_loader_close(aug_loader *l);
+
+
+/* ---- measuring the loader (augment/bench.c) ----------------------------
+ *
+ * The measuring loop of `imshard bench-load`, as a library call so every
+ * front end (the command line, language bindings) measures the same way:
+ * open a loader, take its batches as fast as they come from epoch 0 on
+ * until a time or epoch limit, report throughput and where the time went.
+ * ------------------------------------------------------------------------ */
+
+typedef struct aug_bench_opts {
+	aug_loader_opts loader; /* what to load (aug_loader_opts_init first) */
+	int epochs;             /* stop after this many epochs (0 = no limit) */
+	double seconds;         /* stop once this much measured wall time has
+				   passed (0 = no limit); at least one of the
+				   two limits must be set (IMS_EINVAL) */
+	volatile int *cancel;   /* when it becomes non-zero, stop after the
+				   current batch (reported as interrupted) */
+	/* Called with every batch taken, on the calling thread, before the
+	 * next is taken; its time is left out of the measurement. A negative
+	 * return stops the run with that code (fill err). May be NULL. */
+	int (*on_batch)(void *ctx, const aug_batch *b, ims_error *err);
+	/* Called after every batch with the batches taken so far and the
+	 * total when an epoch limit sets one (else 0). May be NULL. */
+	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
+	void *ctx;
+} aug_bench_opts;
+
+/* Defaults: the training loader (aug_loader_opts_init(&loader, 1)), no
+ * epoch limit, 10 seconds. */
+void aug_bench_opts_init(aug_bench_opts *o);
+
+typedef struct aug_bench_result {
+	uint64_t images, batches;
+	uint64_t epochs_done;       /* whole epochs */
+	double epochs;              /* batches / batches per epoch */
+	double seconds;             /* measured wall time (on_batch excluded) */
+	double images_per_s;
+	double stall_fraction;      /* consumer wait / wall time */
+	uint64_t batches_per_epoch;
+	uint64_t records_per_rank;  /* per epoch */
+	uint64_t padded, dropped;   /* across ranks, per epoch */
+	int threads;                /* workers used (0 resolved to the cores) */
+	int interrupted;            /* stopped by *cancel */
+	aug_loader_stats stats;     /* the loader's, at the end */
+} aug_bench_result;
+
+/*
+ * Runs the measurement. Returns 0 (also when interrupted: *r holds what
+ * was measured, r->interrupted is 1), or a negative code: the loader's
+ * (open, start, a batch that could not be made) or on_batch's; *r then
+ * holds what was measured before the failure.
+ * Threads: runs the loader's threads; call from one thread.
+ */
+int aug_bench_run(const aug_bench_opts *o, aug_bench_result *r, ims_error *err);
+
+/*
+ * One loader sample (o's layout and dtype, aug_sample_bytes(o) bytes at
+ * sample) as 8-bit RGB HWC in out (allocated o->out_w x o->out_h x 3):
+ * normalisation undone (value * std + mean; u8 is taken as it is),
+ * rounded to nearest and clamped to 0..255, NaN to 0. For looking at what
+ * a network is fed. Errors: IMS_EINVAL (bad options), IMS_ENOMEM.
+ */
+int aug_sample_to_rgb8(const void *sample, const aug_transform_opts *o,
+		       aug_image *out, ims_error *err);
+
+/* ---- end of measuring the loader ---- */
 
 #ifdef __cplusplus
 }

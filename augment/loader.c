@@ -9,11 +9,14 @@
  * previous one back. Everything a sample looks like comes from (seed,
  * epoch, record index), never from which thread or rank made it.
  */
+#include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "augment.h"
 #include "augment_internal.h"
@@ -64,6 +67,7 @@ struct aug_loader {
 	pthread_cond_t cv;
 	pthread_t producer;
 	int running, stop;
+	int stopped; /* aug_loader_stop was called */
 	uint64_t epoch;
 	uint64_t *share;
 	uint8_t *share_pad;
@@ -167,6 +171,19 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		for (size_t s = (size_t)o->rank; s < m->n_shards; s += (size_t)o->world)
 			for (uint64_t i = 0; i < m->shards[s].records; i++)
 				l->owned[k++] = m->shards[s].first + i;
+		/* Whole shards per rank are a fair sample of the classes only
+		 * when the records were shuffled before packing. */
+		if (m->order == RIO_ORDER_LIST && o->event) {
+			char msg[IMS_ERRMSG_MAX];
+			snprintf(msg, sizeof(msg),
+				 "shard-owning mode on '%s', whose records are not shuffled "
+				 "(packed in list order, perhaps sorted by class): each rank "
+				 "reads whole shards, so ranks may see different classes; "
+				 "pack it shuffled ('imshard convert' does by default, "
+				 "'imshard pack --shuffle')",
+				 o->manifest);
+			o->event(o->event_ctx, msg);
+		}
 	} else {
 		rio_remainder mode = o->drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
 		if (l->n < w)
@@ -346,19 +363,42 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* A free slot, or NULL (l->mu held). Any free one: with hold_batches the
+ * caller may keep any slot for long, and the others must go on turning. */
+static slot *free_slot(aug_loader *l)
+{
+	for (int i = 0; i < l->k; i++)
+		if (l->ring[i].state == SLOT_FREE)
+			return &l->ring[i];
+	return NULL;
+}
+
+/* The slot being filled with, or holding, batch `step`; NULL when the
+ * producer has not taken one for it yet (l->mu held). */
+static slot *slot_of_step(aug_loader *l, uint64_t step)
+{
+	for (int i = 0; i < l->k; i++) {
+		slot *s = &l->ring[i];
+		if ((s->state == SLOT_FILLING || s->state == SLOT_FULL) && s->step == step)
+			return s;
+	}
+	return NULL;
+}
+
 static void *produce(void *arg)
 {
 	aug_loader *l = arg;
 	for (uint64_t step = 0; step < l->batches; step++) {
-		slot *s = &l->ring[step % (uint64_t)l->k];
+		slot *s;
 		pthread_mutex_lock(&l->mu);
-		while (s->state != SLOT_FREE && !l->stop)
+		while (!(s = free_slot(l)) && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
 		if (l->stop) {
 			pthread_mutex_unlock(&l->mu);
 			break;
 		}
 		s->state = SLOT_FILLING;
+		s->step = step;
 		pthread_mutex_unlock(&l->mu);
 		double t0 = ims_now();
 		fill(l, s, step);
@@ -389,9 +429,13 @@ static void stop_producer(aug_loader *l)
 
 int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 {
+	RETURN_IF(l->stopped, err, IMS_EINVAL, "cannot start an epoch: the loader was stopped");
 	stop_producer(l);
+	/* Batches the caller still holds (hold mode) stay untouched until
+	 * given back: the producer waits for them like for any busy slot. */
 	for (int i = 0; i < l->k; i++)
-		l->ring[i].state = SLOT_FREE;
+		if (l->ring[i].state != SLOT_HELD || !l->o.hold_batches)
+			l->ring[i].state = SLOT_FREE;
 	l->held = -1;
 	l->next_step = 0;
 	l->epoch = epoch;
@@ -428,10 +472,12 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 	return 0;
 }
 
-int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
+int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
+			  ims_error *err)
 {
-	RETURN_IF(!l->running && l->next_step == 0, err, IMS_EINVAL,
-		  "no epoch started (call aug_loader_start_epoch first)");
+	RETURN_IF(!l->running, err, IMS_EINVAL,
+		  l->stopped ? "the loader was stopped" :
+			       "no epoch started (call aug_loader_start_epoch first)");
 	pthread_mutex_lock(&l->mu);
 	if (l->held >= 0) {
 		l->ring[l->held].state = SLOT_FREE;
@@ -442,13 +488,40 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 		pthread_mutex_unlock(&l->mu);
 		return 1;
 	}
-	int i = (int)(l->next_step % (uint64_t)l->k);
-	slot *s = &l->ring[i];
 	double t0 = ims_now();
-	while (s->state != SLOT_FULL)
-		pthread_cond_wait(&l->cv, &l->mu);
+	int timed_out = 0;
+	slot *s;
+	struct timespec until;
+	if (timeout_s >= 0) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		double ns = (double)until.tv_nsec + timeout_s * 1e9;
+		until.tv_sec += (time_t)(ns / 1e9);
+		until.tv_nsec = (long)fmod(ns, 1e9);
+	}
+	while (!(s = slot_of_step(l, l->next_step)) || s->state != SLOT_FULL) {
+		if (!s && !free_slot(l)) {
+			/* Only in hold mode: every slot is held, so the producer
+			 * cannot start this batch, and we would wait forever. */
+			l->stats.wait_seconds += ims_now() - t0;
+			pthread_mutex_unlock(&l->mu);
+			return ims_fail(err, IMS_ELIMIT,
+					"cannot take the next batch: all %d batches of the ring are still held (give one back, or copy batches out)",
+					l->k);
+		}
+		if (timeout_s < 0) {
+			pthread_cond_wait(&l->cv, &l->mu);
+		} else if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT) {
+			s = slot_of_step(l, l->next_step);
+			timed_out = !s || s->state != SLOT_FULL;
+			break;
+		}
+	}
 	double waited = ims_now() - t0;
 	l->stats.wait_seconds += waited;
+	if (timed_out) {
+		pthread_mutex_unlock(&l->mu);
+		return 2;
+	}
 	if (s->rc < 0) {
 		int rc = s->rc;
 		if (err)
@@ -457,7 +530,8 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 		return rc;
 	}
 	s->state = SLOT_HELD;
-	l->held = i;
+	if (!l->o.hold_batches)
+		l->held = (int)(s - l->ring);
 	l->next_step++;
 	pthread_mutex_unlock(&l->mu);
 	b->data = s->data;
@@ -469,6 +543,38 @@ int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
 	b->step = s->step;
 	b->wait_seconds = waited;
 	return 0;
+}
+
+int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err)
+{
+	return aug_loader_next_timed(l, b, -1.0, err);
+}
+
+int aug_loader_release(aug_loader *l, const aug_batch *b, ims_error *err)
+{
+	RETURN_IF(!l || !b, err, IMS_EINVAL, "cannot give a batch back: no loader or batch");
+	RETURN_IF(!l->o.hold_batches, err, IMS_EINVAL,
+		  "cannot give a batch back: the loader was not opened with hold_batches");
+	pthread_mutex_lock(&l->mu);
+	for (int i = 0; i < l->k; i++) {
+		slot *s = &l->ring[i];
+		if (s->data == b->data && s->state == SLOT_HELD) {
+			s->state = SLOT_FREE;
+			pthread_cond_broadcast(&l->cv);
+			pthread_mutex_unlock(&l->mu);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ims_fail(err, IMS_EINVAL, "cannot give a batch back: it is not a held batch of this loader");
+}
+
+void aug_loader_stop(aug_loader *l)
+{
+	if (!l)
+		return;
+	stop_producer(l);
+	l->stopped = 1;
 }
 
 void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *st)

@@ -230,6 +230,26 @@ void aug_composite_row(const uint8_t *s, uint8_t *d, int n, int channels)
 	}
 }
 
+int aug_raw_to_rgb(const uint8_t *px, int w, int h, int channels, aug_image *out,
+		   ims_error *err)
+{
+	RETURN_IF(!px || !out || w < 1 || h < 1 || (channels != 1 && channels != 3 && channels != 4),
+		  err, IMS_EINVAL, "cannot convert raw pixels: %dx%d with %d channels", w, h, channels);
+	FORWARD_IF_ERR(aug_image_alloc(out, w, h, 3, err));
+	for (int y = 0; y < h; y++) {
+		const uint8_t *s = px + (size_t)y * (size_t)w * (size_t)channels;
+		uint8_t *d = out->pixels + (size_t)y * out->stride;
+		if (channels == 4)
+			aug_composite_row(s, d, w, 3);
+		else if (channels == 3)
+			memcpy(d, s, (size_t)w * 3);
+		else
+			for (int x = 0; x < w; x++)
+				d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = s[x];
+	}
+	return 0;
+}
+
 int aug_png_decode(aug_codec *c, const uint8_t *buf, size_t len,
 		   const aug_image_info *info, int channels, aug_image *dst,
 		   ims_error *err)

@@ -172,6 +172,25 @@ int ims_mkdir_p(const char *path, ims_error *err);
 int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 		  ims_error *err);
 
+/*
+ * Text from the outside (file and folder names, class names) on its way to
+ * a terminal or a UTF-8 file (text.c).
+ *
+ * ims_utf8_valid: 1 when s is well-formed UTF-8 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF), else 0 with the offset of the first
+ * bad byte in *bad (may be NULL).
+ *
+ * ims_escape: s made safe to print: every byte of a control character
+ * (C0, DEL, and C1 U+0080..U+009F, which terminals read as escape
+ * sequences: ESC is how a file name could rewrite the screen) and every
+ * byte that is not part of well-formed UTF-8 is written as \xHH; the rest
+ * (printable ASCII, valid UTF-8 text such as 'Anas x platyrhynchos') is
+ * kept. Writes at most len bytes into buf, NUL-terminated, cutting the
+ * text with "..." when it does not fit; returns buf.
+ */
+int ims_utf8_valid(const char *s, size_t *bad);
+const char *ims_escape(const char *s, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,24 +72,59 @@ int ds_list_add_class(ds_list *l, const char *name, int32_t *label,
 int ds_list_copy_classes(ds_list *dst, const ds_list *src, ims_error *err);
 
 /*
- * Reads an im2rec list, appending its rows to l. Accepts integer or float
- * label columns (`3`, `3.0`, `3.000000`); the first label must be a
- * non-negative integer value, the rest become extra labels (finite
- * numbers). The index is a non-negative integer. Every row must have the
+ * Reads an im2rec list, appending its rows to l. The first label is a
+ * class id: decimal digits, optionally with a fraction of zeros (`3`,
+ * `3.0`, `3.000000`, as im2rec's %f writes it), at most INT32_MAX;
+ * negative values, exponents (`1e2`), fractions (`3.5`), hex and words are
+ * refused. The other label columns become extra labels (finite decimal
+ * numbers, exponents allowed). Labels are not bounded here beyond
+ * INT32_MAX: ds_list_read_with applies the label bound. The index is a non-negative integer. Every row must have the
  * same number of label columns. Blank lines, a trailing CR and a UTF-8
  * byte order mark are ignored. Paths may contain spaces and any non-ASCII
- * bytes (only TAB separates columns) but must be relative and free of
- * `..` components, so that packing stays inside ROOT. Errors (IMS_EFORMAT;
+ * bytes (only TAB separates columns) and must be free of `..` components,
+ * so that packing stays inside ROOT; they are relative to ROOT, or
+ * absolute (im2rec's lists often are): whether those lie under ROOT is
+ * checked by ds_list_read_with (opts->root) and by pack_run. Errors (IMS_EFORMAT;
  * IMS_ENOTFOUND/IMS_EIO when the file cannot be read) name the file and
  * line; on error l keeps only the rows it had before. Does not touch
  * l->classes.
  */
 int ds_list_read(const char *path, ds_list *l, ims_error *err);
 
+/* What ds_list_read_with checks beyond ds_list_read. */
+typedef struct ds_list_read_opts {
+	/* Labels: DS_LABEL_AUTO (the default; bound as described under
+	 * "How large a label may be", using l's class names when it has
+	 * them, so read the classes file first), DS_LABEL_ANY, or the largest
+	 * label accepted (0..DS_LABEL_CEILING). */
+	int64_t max_label;
+	/* When set, an absolute path must lie under this folder (as given,
+	 * or as resolved by realpath), else the line is refused. NULL:
+	 * absolute paths are taken as they are. */
+	const char *root;
+} ds_list_read_opts;
+
+/* Defaults: max_label DS_LABEL_AUTO, root NULL. */
+void ds_list_read_opts_init(ds_list_read_opts *o);
+
+/* ds_list_read, then the rows' paths against o->root and the label bound
+ * over the whole list (rows read before included): a row that fails is
+ * IMS_EFORMAT naming the file and line ("cannot read list 'h.lst': line
+ * 1: label 99999999 is far beyond ..."), and the rows read are dropped.
+ * o may be NULL (defaults). */
+int ds_list_read_with(const char *path, const ds_list_read_opts *o,
+		      ds_list *l, ims_error *err);
+
+/* Checks that rows first .. count-1 with an absolute path lie under root
+ * (as given or as resolved; see ds_list_read_opts.root). root NULL checks
+ * nothing. 0, or IMS_EINVAL with the row in *bad_row (may be NULL). */
+int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
+			size_t *bad_row, ims_error *err);
+
 /* Writes l as an im2rec list (integer first label, extra labels as %f),
  * atomically (temporary file + rename). Refuses (IMS_EINVAL, nothing
- * written) rows that ds_list_read would reject: absolute paths, `..`
- * components, paths holding TAB or line breaks, non-finite labels. */
+ * written) rows that ds_list_read would reject: `..` components, paths
+ * holding TAB or line breaks, non-finite labels. */
 int ds_list_write(const char *path, const ds_list *l, ims_error *err);
 
 /* Reads/writes class names, one per line, line i = label i. Reading
@@ -205,6 +240,69 @@ int ds_subset(const ds_list *in, size_t per_class, size_t total,
 
 /* Number of classes: max(n_classes, max label + 1). */
 size_t ds_list_num_classes(const ds_list *l);
+
+/* ------------------------------------------------------------------------
+ * How large a label may be (labels.c).
+ *
+ * A label is a class id, and what follows a list sizes itself by the
+ * largest one: the manifest names a class for every label up to it, the
+ * trainer's last layer has that many outputs. So a list's labels are
+ * bounded before anything is allocated for them:
+ *  - with max_label N (0..DS_LABEL_CEILING; `--max-label N`): labels up
+ *    to N;
+ *  - else, when the list has class names: labels 0 .. n_classes-1 (a
+ *    label without a name means the names belong to another list);
+ *  - else: labels below max(DS_LABEL_FREE, DS_LABEL_SPREAD x the number
+ *    of distinct labels in the list), so a list that uses a few hundred
+ *    of ImageNet's 1,000 labels passes, and one stray 99999999 does not.
+ * Never above DS_LABEL_CEILING. Counting distinct labels takes memory per
+ * row (a hash set), never per possible label.
+ * ------------------------------------------------------------------------ */
+
+#define DS_LABEL_FREE 1024       /* labels below this need no declaration */
+#define DS_LABEL_SPREAD 16       /* ... nor labels below 16 x distinct labels */
+/* The largest label accepted at all: about a million classes, far more
+ * than any image classification dataset (ImageNet-21k: 21,841), while a
+ * manifest naming them all stays under ~30 MB. */
+#define DS_LABEL_CEILING 1048575
+#define DS_LABEL_AUTO (-1)       /* max_label: the rule above */
+#define DS_LABEL_ANY (-2)        /* max_label: any label in 0..INT32_MAX */
+
+/* Why a bound is what it is (for the message). */
+typedef enum ds_bound_why {
+	DS_BOUND_ANY,       /* DS_LABEL_ANY */
+	DS_BOUND_MAX_LABEL, /* the caller's max_label */
+	DS_BOUND_CLASSES,   /* the list's class names */
+	DS_BOUND_SPREAD,    /* distinct labels of the list */
+	DS_BOUND_CEILING    /* DS_LABEL_CEILING */
+} ds_bound_why;
+
+typedef struct ds_label_bound {
+	int64_t limit;      /* the largest label accepted */
+	ds_bound_why why;
+	size_t n_classes;   /* the list's class names */
+	size_t distinct;    /* distinct labels (DS_BOUND_SPREAD only) */
+} ds_label_bound;
+
+/* Distinct non-negative labels of l's rows. IMS_ENOMEM. */
+int ds_list_distinct_labels(const ds_list *l, size_t *distinct,
+			    ims_error *err);
+
+/* The bound for l's labels under max_label (DS_LABEL_AUTO, DS_LABEL_ANY or
+ * 0..DS_LABEL_CEILING; IMS_EINVAL otherwise). IMS_ENOMEM. */
+int ds_label_limit(const ds_list *l, int64_t max_label, ds_label_bound *b,
+		   ims_error *err);
+
+/* Fills err with why label is past b ("label 99999999 is far beyond the
+ * 1 distinct label of the list ..."), without naming a row: callers
+ * prefix the file and line or the row. Returns IMS_EINVAL. */
+int ds_label_refuse(const ds_label_bound *b, int32_t label, ims_error *err);
+
+/* Checks the labels of rows first .. count-1 against the bound for the
+ * whole list under max_label. 0, or IMS_EINVAL with the first bad row in
+ * *bad_row (may be NULL) and ds_label_refuse's message; IMS_ENOMEM. */
+int ds_list_check_labels(const ds_list *l, size_t first, int64_t max_label,
+			 size_t *bad_row, ims_error *err);
 
 /* Rows per label; counts must hold ds_list_num_classes(l) entries. */
 void ds_list_class_counts(const ds_list *l, size_t *counts);

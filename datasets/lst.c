@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,11 @@ void ds_list_class_counts(const ds_list *l, size_t *counts)
 
 /* ---- path rules shared by reading and writing ---------------------------- */
 
+/* Paths are relative to ROOT, or absolute and under it (im2rec users have
+ * lists of absolute paths); never with a '..' component, which could climb
+ * out of ROOT either way. Whether an absolute path lies under ROOT is
+ * known only with ROOT: ds_list_check_paths. */
+
 static const char EMPTY_PATH[] = "empty path";
 
 /* Returns NULL when a list path is acceptable, else why not. */
@@ -181,9 +187,6 @@ static const char *bad_path_reason(const char *p, size_t len)
 		k++;
 	if (k == len)
 		return EMPTY_PATH;
-	if (p[0] == '/')
-		return "is absolute; list paths must be relative to ROOT so packing "
-		       "stays inside it";
 	/* A '..' component anywhere: "..", "../x", "x/..", "x/../y". */
 	for (size_t i = 0; i + 1 < len; i++) {
 		if (p[i] == '.' && p[i + 1] == '.' && (i == 0 || p[i - 1] == '/') &&
@@ -192,6 +195,55 @@ static const char *bad_path_reason(const char *p, size_t len)
 			       "ROOT";
 	}
 	return NULL;
+}
+
+/* root without trailing slashes into out ("/" gives ""). */
+static void strip_slashes(const char *root, char *out, size_t len)
+{
+	snprintf(out, len, "%s", root);
+	size_t n = strlen(out);
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+}
+
+/* Does absolute path p lie under the folder base (no trailing slash)? */
+static int lies_under(const char *p, const char *base)
+{
+	size_t n = strlen(base);
+	return strncmp(p, base, n) == 0 && p[n] == '/' && p[n + 1] != '\0';
+}
+
+int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
+			size_t *bad_row, ims_error *err)
+{
+	if (!root)
+		return 0;
+	/* ROOT as given (when absolute) and as resolved: a list may use either
+	 * form of a folder reached through a link. */
+	char given[4096] = "", real[4096] = "";
+	int have_given = root[0] == '/', have_real = 0;
+	if (have_given)
+		strip_slashes(root, given, sizeof(given));
+	char *r = realpath(root, NULL);
+	if (r) {
+		strip_slashes(r, real, sizeof(real));
+		have_real = 1;
+		free(r);
+	}
+	for (size_t i = first; i < l->count; i++) {
+		const char *p = l->items[i].path;
+		if (p[0] != '/')
+			continue;
+		if ((have_given && lies_under(p, given)) || (have_real && lies_under(p, real)))
+			continue;
+		if (bad_row)
+			*bad_row = i;
+		return ims_fail(err, IMS_EINVAL,
+				"path '%s' is not under ROOT '%s' (an absolute path "
+				"must lie under ROOT)",
+				p, root);
+	}
+	return 0;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -319,7 +371,12 @@ static int parse_number(const line_ctx *c, char *b, char *e, int col,
 	return 0;
 }
 
-/* First label: fast path for plain digits, else an integral decimal. */
+/*
+ * First label: a class id, written as decimal digits with at most a
+ * fraction of zeros (`3`, `3.000000`: im2rec writes labels with %f).
+ * Checked on the text rather than on strtod's value: `1e2` would be 100
+ * and `3.00000000000000000001` would round to 3, both silently.
+ */
 static int parse_label(const line_ctx *c, char *b, char *e, int32_t *out)
 {
 	char *tb = b, *te = e;
@@ -338,20 +395,43 @@ static int parse_label(const line_ctx *c, char *b, char *e, int32_t *out)
 	}
 	double d;
 	FORWARD_IF_ERR(parse_number(c, b, e, 1, &d));
-	if (d < 0)
+	char *p = tb;
+	if (*p == '-')
 		return line_fail(c, IMS_EFORMAT, "label '%.*s' is negative", shown,
 				 tb);
-	if (d != floor(d))
-		return line_fail(c, IMS_EFORMAT, "label '%.*s' is not an integer",
+	if (memchr(tb, 'e', (size_t)n) || memchr(tb, 'E', (size_t)n))
+		return line_fail(c, IMS_EFORMAT,
+				 "label '%.*s' has an exponent; a label is a class "
+				 "id written as an integer",
 				 shown, tb);
-	if (d > (double)INT32_MAX)
+	if (*p == '+')
+		p++;
+	int64_t v = 0;
+	int big = 0;
+	for (; p < te && *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (*p - '0');
+		if (v > INT32_MAX) {
+			big = 1;
+			v = INT32_MAX;
+		}
+	}
+	if (p < te && *p == '.')
+		for (p++; p < te; p++)
+			if (*p != '0')
+				return line_fail(c, IMS_EFORMAT,
+						 "label '%.*s' is not an integer",
+						 shown, tb);
+	if (big)
 		return line_fail(c, IMS_EFORMAT, "label '%.*s' is too large", shown,
 				 tb);
-	*out = (int32_t)d;
+	*out = (int32_t)v;
 	return 0;
 }
 
-int ds_list_read(const char *path, ds_list *l, ims_error *err)
+/* Reads rows into l; when lines is not NULL, *lines gets the line number
+ * of every row appended (malloc'd, the caller frees). */
+static int read_list(const char *path, ds_list *l, size_t **lines,
+		     ims_error *err)
 {
 	uint8_t *data = NULL;
 	size_t len = 0;
@@ -374,10 +454,16 @@ int ds_list_read(const char *path, ds_list *l, ims_error *err)
 		goto out;
 	}
 
-	size_t lines = 1;
+	size_t n_lines = 1;
 	for (char *p = buf; (p = memchr(p, '\n', (size_t)(end - p))); p++)
-		lines++;
-	GOTO_IF_ERR(out, rc, ds_list_reserve(l, l->count + lines, err));
+		n_lines++;
+	GOTO_IF_ERR(out, rc, ds_list_reserve(l, l->count + n_lines, err));
+	if (lines) {
+		*lines = malloc(n_lines * sizeof(size_t));
+		if (!*lines)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+				  "cannot read list '%s': out of memory", path);
+	}
 
 	char *p = buf;
 	if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
@@ -467,6 +553,8 @@ int ds_list_read(const char *path, ds_list *l, ims_error *err)
 		*le = '\0'; /* in place: ds_list_append copies the path */
 		GOTO_IF_ERR(out, rc,
 			    ds_list_append(l, index, label, extra, n_extra, pb, err));
+		if (lines)
+			(*lines)[l->count - 1 - start_count] = c.line;
 		p = next;
 	}
 	rc = 0;
@@ -477,8 +565,61 @@ out:
 			free(l->items[i].extra);
 		}
 		l->count = start_count;
+		if (lines) {
+			free(*lines);
+			*lines = NULL;
+		}
 	}
 	free(data);
+	return rc;
+}
+
+int ds_list_read(const char *path, ds_list *l, ims_error *err)
+{
+	return read_list(path, l, NULL, err);
+}
+
+void ds_list_read_opts_init(ds_list_read_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_label = DS_LABEL_AUTO;
+}
+
+/* Drops rows first .. count-1 of l. */
+static void drop_rows(ds_list *l, size_t first)
+{
+	for (size_t i = first; i < l->count; i++) {
+		free(l->items[i].path);
+		free(l->items[i].extra);
+	}
+	l->count = first;
+}
+
+int ds_list_read_with(const char *path, const ds_list_read_opts *o,
+		      ds_list *l, ims_error *err)
+{
+	ds_list_read_opts defaults;
+	if (!o) {
+		ds_list_read_opts_init(&defaults);
+		o = &defaults;
+	}
+	size_t first = l->count;
+	size_t *lines = NULL;
+	FORWARD_IF_ERR(read_list(path, l, &lines, err));
+	size_t bad = SIZE_MAX;
+	int rc = ds_list_check_paths(l, first, o->root, &bad, err);
+	if (rc == 0)
+		rc = ds_list_check_labels(l, first, o->max_label, &bad, err);
+	if (rc < 0) {
+		if (rc == IMS_EINVAL && bad != SIZE_MAX && err) {
+			line_ctx c = {path, lines[bad - first], err};
+			char why[IMS_ERRMSG_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			rc = line_fail(&c, IMS_EFORMAT, "%s", why);
+		}
+		drop_rows(l, first);
+	}
+	free(lines);
 	return rc;
 }
 

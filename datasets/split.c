@@ -38,10 +38,16 @@ static void by_class_release(by_class *b)
 static int group_by_class(const ds_list *in, by_class *b, ims_error *err)
 {
 	memset(b, 0, sizeof(*b));
+	/* The groups are indexed by label: bound it first, so one stray
+	 * label cannot size them (labels.c). */
 	for (size_t i = 0; i < in->count; i++)
-		RETURN_IF(in->items[i].label < 0, err, IMS_EINVAL,
-			  "cannot group rows: row %zu ('%s') has label %d", i,
-			  in->items[i].path ? in->items[i].path : "", (int)in->items[i].label);
+		RETURN_IF(in->items[i].label < 0 ||
+				  in->items[i].label > DS_LABEL_CEILING,
+			  err, IMS_EINVAL,
+			  "cannot group rows: row %zu ('%s') has label %d, not in "
+			  "0..%d",
+			  i, in->items[i].path ? in->items[i].path : "",
+			  (int)in->items[i].label, DS_LABEL_CEILING);
 	b->k = ds_list_num_classes(in);
 	b->start = calloc(b->k + 1, sizeof(size_t));
 	b->rows = malloc((in->count ? in->count : 1) * sizeof(size_t));

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "augment/augment.h"
+#include "pack_internal.h"
 #include "recordio/recordio.h"
 
 /* Source files above this size are refused as absurd for one image. */
@@ -59,6 +60,7 @@ void pack_opts_init(pack_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->max_errors = -1;
+	o->max_label = DS_LABEL_AUTO;
 }
 
 /* One row's outcome, filled by a worker, consumed by the writer thread. */
@@ -387,9 +389,15 @@ static char *options_json(const job *j)
 	cJSON *r = cJSON_CreateObject();
 	if (!r)
 		return NULL;
+	/* Informative paths: bytes that are not UTF-8 are written as \xHH so
+	 * that the manifest stays UTF-8 JSON. */
+	char e[8192];
 	if (o->source)
-		cJSON_AddStringToObject(r, "list", o->source);
-	cJSON_AddStringToObject(r, "root", o->root ? o->root : "");
+		cJSON_AddStringToObject(r, "list", ims_utf8_valid(o->source, NULL) ? o->source :
+						   ims_escape(o->source, e, sizeof(e)));
+	cJSON_AddStringToObject(r, "root", !o->root ? "" :
+					   ims_utf8_valid(o->root, NULL) ? o->root :
+					   ims_escape(o->root, e, sizeof(e)));
 	cJSON_AddStringToObject(r, "encoding", pack_encoding_name(o->encoding));
 	cJSON_AddNumberToObject(r, "resize", o->resize);
 	cJSON_AddNumberToObject(r, "max_size", o->max_size);
@@ -407,12 +415,27 @@ static char *options_json(const job *j)
 	return s;
 }
 
+int pack_check_names(const ds_list *list, const char *split, ims_error *err)
+{
+	char e[600];
+	RETURN_IF(split && !ims_utf8_valid(split, NULL), err, IMS_EINVAL,
+		  "split name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md); choose another -o NAME",
+		  ims_escape(split, e, sizeof(e)));
+	for (size_t c = 0; c < list->n_classes; c++)
+		RETURN_IF(!ims_utf8_valid(list->classes[c], NULL), err, IMS_EINVAL,
+			  "class %zu's name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md): rename it (a class folder: e.g. convmv -f latin1 -t utf8 --notest), or give UTF-8 names with --classes FILE",
+			  c, ims_escape(list->classes[c], e, sizeof(e)));
+	return 0;
+}
+
 static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 {
 	RETURN_IF(!o->root || !o->out_dir || !o->name, err, IMS_EINVAL,
 		  "root, output folder and name are required");
 	RETURN_IF(o->encoding < PACK_KEEP || o->encoding > PACK_RAW, err, IMS_EINVAL,
 		  "unknown encoding %d", (int)o->encoding);
+	RETURN_IF(o->order < PACK_ORDER_AUTO || o->order > PACK_ORDER_SHUFFLED, err,
+		  IMS_EINVAL, "unknown order %d", (int)o->order);
 	RETURN_IF(o->encoding == PACK_KEEP &&
 			  (o->resize || o->max_size || o->center_crop),
 		  err, IMS_EINVAL,
@@ -430,11 +453,53 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 	RETURN_IF((uint64_t)o->shards > list->count, err, IMS_EINVAL,
 		  "cannot make %d shards from a list of %zu images", o->shards,
 		  list->count);
+	FORWARD_IF_ERR(pack_check_names(list, o->name, err));
+	size_t bad_path = SIZE_MAX;
+	int prc = ds_list_check_paths(list, 0, o->read_row ? NULL : o->root,
+				      &bad_path, err);
+	if (prc < 0 && bad_path != SIZE_MAX)
+		return ims_fail_context(err, "cannot pack row %zu", bad_path);
+	FORWARD_IF_ERR(prc);
+	/* Before anything is sized by the labels (class names, counts, the
+	 * manifest): a stray huge label would otherwise cost memory for every
+	 * class up to it. */
+	size_t bad = SIZE_MAX;
+	int rc = ds_list_check_labels(list, 0, o->max_label, &bad, err);
+	if (rc < 0 && bad != SIZE_MAX)
+		return ims_fail_context(err, "cannot pack row %zu ('%s')", bad,
+					list->items[bad].path);
+	FORWARD_IF_ERR(rc);
 	struct stat st;
 	RETURN_IF(stat(o->root, &st) != 0, err, IMS_ENOTFOUND,
 		  "cannot open image root '%s': %s", o->root, strerror(errno));
 	RETURN_IF(!S_ISDIR(st.st_mode), err, IMS_EINVAL,
 		  "image root '%s' is not a folder", o->root);
+	return 0;
+}
+
+int pack_list_order(const ds_list *l, pack_order *order, const char **why,
+		    ims_error *err)
+{
+	int in_order = 1;
+	size_t runs = l->count ? 1 : 0;
+	for (size_t i = 1; i < l->count; i++) {
+		in_order &= l->items[i].index > l->items[i - 1].index;
+		runs += l->items[i].label != l->items[i - 1].label;
+	}
+	const char *w = "rows in index order";
+	*order = PACK_ORDER_LIST;
+	if (!in_order) {
+		size_t distinct = 0;
+		FORWARD_IF_ERR(ds_list_distinct_labels(l, &distinct, err));
+		if (distinct > 1 && runs == distinct) {
+			w = "rows grouped by class";
+		} else {
+			w = "rows out of index order";
+			*order = PACK_ORDER_SHUFFLED;
+		}
+	}
+	if (why)
+		*why = w;
 	return 0;
 }
 
@@ -445,6 +510,9 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	rep->listed = list->count;
 	double t0 = ims_now();
 	FORWARD_IF_ERR(check_opts(list, o, err));
+	rep->order = o->order;
+	if (o->order == PACK_ORDER_AUTO)
+		FORWARD_IF_ERR(pack_list_order(list, &rep->order, &rep->order_why, err));
 
 	job j;
 	memset(&j, 0, sizeof(j));
@@ -485,6 +553,8 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	wo.force = o->force;
 	wo.initial_map_size = o->initial_map_size;
 	GOTO_IF_ERR(out, rc, rio_writer_open(&wo, &k.w, err));
+	rio_writer_set_order(k.w, rep->order == PACK_ORDER_SHUFFLED ? RIO_ORDER_SHUFFLED :
+								      RIO_ORDER_LIST);
 	int plen = snprintf(k.errors_path, sizeof(k.errors_path), "%s/%s.errors.tsv",
 			    o->out_dir, o->name);
 	if (plen < 0 || (size_t)plen >= sizeof(k.errors_path))

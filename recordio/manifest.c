@@ -99,6 +99,12 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 	FORWARD_IF_ERR(get_str(root, "created_by", &m->created_by, 0, path, err));
 	FORWARD_IF_ERR(get_str(root, "created_at", &m->created_at, 0, path, err));
 
+	const cJSON *shuffled = cJSON_GetObjectItemCaseSensitive(root, "shuffled");
+	RETURN_IF(shuffled && !cJSON_IsBool(shuffled), err, IMS_ECORRUPT,
+		  "manifest '%s': \"shuffled\" is not true or false", path);
+	m->order = !shuffled ? RIO_ORDER_UNKNOWN :
+		   cJSON_IsTrue(shuffled) ? RIO_ORDER_SHUFFLED : RIO_ORDER_LIST;
+
 	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(root, "options");
 	if (cJSON_IsObject(opts)) {
 		m->options_json = cJSON_PrintUnformatted(opts);
@@ -240,6 +246,8 @@ char *rio_manifest_to_json(const rio_manifest *m)
 		cJSON_AddNumberToObject(o, "digest", (double)s->digest);
 		cJSON_AddItemToArray(shards, o);
 	}
+	if (m->order == RIO_ORDER_SHUFFLED || m->order == RIO_ORDER_LIST)
+		cJSON_AddBoolToObject(root, "shuffled", m->order == RIO_ORDER_SHUFFLED);
 	cJSON_AddNumberToObject(root, "skipped", (double)m->skipped);
 	if (m->errors_file)
 		cJSON_AddStringToObject(root, "errors_file", m->errors_file);

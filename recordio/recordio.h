@@ -115,6 +115,16 @@ typedef struct rio_shard_info {
 	uint32_t digest;  /* CRC-32C over the headers of its records, in order */
 } rio_shard_info;
 
+/* Record order of a split, the manifest's optional "shuffled" key: whether
+ * the records were shuffled before packing, or lie in the order of a list
+ * that may be sorted by class (which matters to readers that take whole
+ * shards, such as the loader's shard-owning mode). */
+enum {
+	RIO_ORDER_UNKNOWN = 0,  /* not recorded ("shuffled" absent) */
+	RIO_ORDER_LIST = 1,     /* "shuffled": false */
+	RIO_ORDER_SHUFFLED = 2  /* "shuffled": true */
+};
+
 typedef struct rio_manifest {
 	int format_version;
 	char *name;          /* split name: NAME of NAME.json */
@@ -131,6 +141,7 @@ typedef struct rio_manifest {
 	char *created_by;    /* "imshard 0.1.0" */
 	char *created_at;    /* ISO 8601 UTC */
 	char *options_json;  /* the packer's options as a JSON object text, or NULL */
+	int order;           /* RIO_ORDER_* */
 } rio_manifest;
 
 /* Loads and validates a manifest (consistent counts, shard ranges
@@ -200,6 +211,24 @@ typedef struct rio_writer_meta {
 	const char *errors_file;       /* file name in dir, or NULL */
 	const char *options_json;      /* JSON object text, or NULL */
 } rio_writer_meta;
+
+/*
+ * A split's lock: dir/name.lock, held (flock) by a writer for as long as it
+ * writes the split. Take it to change a split's files by other means (a
+ * convert replacing its splits from a staging folder), so that no writer
+ * works on them meanwhile. IMS_EEXIST when another process holds it (the
+ * message names the lock file); IMS_EIO, IMS_ENOMEM. The lock is a
+ * process's: do not share it across fork.
+ */
+typedef struct rio_lock rio_lock;
+int rio_lock_take(const char *dir, const char *name, rio_lock **out,
+		  ims_error *err);
+/* Releases the lock, removing its file, and frees l. NULL is fine. */
+void rio_lock_release(rio_lock *l);
+
+/* Records in the manifest whether the records were shuffled (RIO_ORDER_*;
+ * the default, RIO_ORDER_UNKNOWN, records nothing). */
+void rio_writer_set_order(rio_writer *w, int order);
 
 /*
  * Finishes: commits, syncs and compacts every shard, gives them their final

@@ -63,6 +63,7 @@ struct rio_writer {
 	int force;
 	int lock_fd;
 	char *lock_path;
+	int order; /* RIO_ORDER_*, for the manifest */
 
 	/* Current shard; env is NULL between shards. */
 	MDB_env *env;
@@ -171,34 +172,41 @@ static int remove_leftovers(const char *dir, const char *name, int finals,
 	return rc;
 }
 
-static int take_lock(rio_writer *w, ims_error *err)
+/* Takes split dir/name's lock file lock_path; its descriptor in *fd. */
+static int lock_split(const char *dir, const char *name, const char *lock_path,
+		      int *fd_out, ims_error *err)
 {
 	for (int tries = 0; tries < 10; tries++) {
-		int fd = open(w->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		RETURN_IF(fd < 0, err, IMS_EIO, "cannot create lock file '%s': %s",
-			  w->lock_path, strerror(errno));
+			  lock_path, strerror(errno));
 		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 			int e = errno;
 			close(fd);
 			if (e == EWOULDBLOCK)
 				return ims_fail(err, IMS_EEXIST,
 						"cannot write split '%s/%s': another process is writing it (lock '%s')",
-						w->dir, w->name, w->lock_path);
+						dir, name, lock_path);
 			return ims_fail(err, IMS_EIO, "cannot lock '%s': %s",
-					w->lock_path, strerror(e));
+					lock_path, strerror(e));
 		}
 		/* The previous holder may have unlinked the file after we
 		 * opened it; only a lock on the file still at the path counts. */
 		struct stat a, b;
-		if (fstat(fd, &a) == 0 && stat(w->lock_path, &b) == 0 &&
+		if (fstat(fd, &a) == 0 && stat(lock_path, &b) == 0 &&
 		    a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-			w->lock_fd = fd;
+			*fd_out = fd;
 			return 0;
 		}
 		close(fd);
 	}
 	return ims_fail(err, IMS_EIO, "cannot lock '%s': it keeps being replaced",
-			w->lock_path);
+			lock_path);
+}
+
+static int take_lock(rio_writer *w, ims_error *err)
+{
+	return lock_split(w->dir, w->name, w->lock_path, &w->lock_fd, err);
 }
 
 static void release_lock(rio_writer *w)
@@ -208,6 +216,42 @@ static void release_lock(rio_writer *w)
 		close(w->lock_fd);
 		w->lock_fd = -1;
 	}
+}
+
+struct rio_lock {
+	int fd;
+	char *path;
+};
+
+int rio_lock_take(const char *dir, const char *name, rio_lock **out,
+		  ims_error *err)
+{
+	*out = NULL;
+	RETURN_IF(!dir || !name || !name[0] || strchr(name, '/'), err, IMS_EINVAL,
+		  "cannot lock a split: bad folder or name");
+	rio_lock *l = calloc(1, sizeof(*l));
+	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
+	l->fd = -1;
+	l->path = xasprintf("%s/%s.lock", dir[0] ? dir : ".", name);
+	int rc = l->path ? lock_split(dir, name, l->path, &l->fd, err) :
+			   ims_fail(err, IMS_ENOMEM, "out of memory");
+	if (rc < 0) {
+		free(l->path);
+		free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+void rio_lock_release(rio_lock *l)
+{
+	if (!l)
+		return;
+	unlink(l->path);
+	close(l->fd);
+	free(l->path);
+	free(l);
 }
 
 static int reserve_space(rio_writer *w, ims_error *err);
@@ -535,6 +579,11 @@ fail:
 	return rc;
 }
 
+void rio_writer_set_order(rio_writer *w, int order)
+{
+	w->order = order;
+}
+
 uint64_t rio_writer_count(const rio_writer *w)
 {
 	return w->count;
@@ -671,6 +720,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	rio_manifest old;
 	memset(&old, 0, sizeof(old));
 	char **finals = NULL;
+	size_t renamed = 0; /* shards given their final names */
 	char manifest[4096];
 	if (manifest_path)
 		*manifest_path = NULL;
@@ -711,6 +761,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.records = w->count;
 	m.n_extra_labels = w->n_extra < 0 ? 0 : (unsigned)w->n_extra;
 	m.skipped = meta->skipped;
+	m.order = w->order;
 	m.errors_file = meta->errors_file ? strdup(meta->errors_file) : NULL;
 	m.created_by = strdup("imshard " IMS_VERSION_STRING);
 	char when[32];
@@ -741,6 +792,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		if (rename(w->done[i].path, finals[i]) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
 				  w->done[i].path, finals[i], strerror(errno));
+		renamed = i + 1;
 		struct stat st;
 		if (stat(finals[i], &st) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat '%s': %s",
@@ -772,6 +824,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	}
 	w->n_done = 0;
 out:
+	/* A failure after the renames: the final-named shards are no split
+	 * (no manifest), and abort knows them only by their working names. */
+	for (size_t i = 0; rc < 0 && i < renamed; i++)
+		unlink(finals[i]);
 	if (finals)
 		for (size_t i = 0; i < m.n_shards; i++)
 			free(finals[i]);

@@ -10,6 +10,7 @@ packages=(
   liblmdb-dev lmdb-utils libcjson-dev
   libomp-dev libopenblas-dev libopenmpi-dev openmpi-bin
   python3 python3-lmdb python3-pil
+  python3-dev python3-venv python3-pip python3-numpy python3-pytest  # the Python package (python/) and its tests
   clang libclang-rt-14-dev
   chromium  # headless, for the report's end-to-end test (tests/cli/test_report_e2e.sh)
 )

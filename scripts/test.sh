@@ -3,6 +3,9 @@
 # every test; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
 # and runs every test again; then runs each libFuzzer harness for 10 s
 # from a fixed seed (scripts/fuzz.sh; bench/fuzz runs them longer). GPU tests are skipped (not passed) without a GPU.
+# The Python package is installed into a virtual environment from the
+# working tree (pip install ./python, as a user would) and its tests run
+# with pytest against the build's tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,6 +15,16 @@ echo "== build (RelWithDebInfo, -Wall -Wextra -Werror)"
 bash scripts/build.sh build
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== Python package (pip install ./python into build/python-venv) and tests/python"
+# Debian's python3 with its numpy and pytest (--system-site-packages);
+# scikit-build-core comes from PyPI into pip's isolated build environment.
+py=${PYTHON:-/usr/bin/python3}
+rm -rf build/python-venv
+"$py" -m venv --system-site-packages build/python-venv
+build/python-venv/bin/pip install --quiet --disable-pip-version-check ./python
+IMSHARD="$PWD/build/tools/imshard" MAKE_IMAGES="$PWD/build/tests/fixtures/make_images" \
+  build/python-venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 echo "== build (ASan + UBSan)"
 bash scripts/build.sh build-asan -DIMSHARD_SANITIZE=address,undefined

@@ -12,11 +12,25 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Messages carry names from the outside (files, folders, classes): a file
+ * named with an ESC byte must not drive the terminal, so the whole line
+ * goes out through ims_escape. */
 static void vsay(const char *prefix, const char *fmt, va_list ap)
 {
+	char text[4 * IMS_ERRMSG_MAX];
+	vsnprintf(text, sizeof(text), fmt, ap);
+	char safe[4 * sizeof(text)];
 	fputs(prefix, stderr);
-	vfprintf(stderr, fmt, ap);
+	fputs(ims_escape(text, safe, sizeof(safe)), stderr);
 	fputc('\n', stderr);
+}
+
+void cli_say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsay("imshard: ", fmt, ap);
+	va_end(ap);
 }
 
 void cli_error(const char *fmt, ...)
@@ -54,11 +68,13 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 	/* a binary of its own (imshard-train) is named whole; a subcommand
 	 * after the program */
 	int binary = strncmp(cmd->name, "imshard", 7) == 0;
+	char text[4 * IMS_ERRMSG_MAX], safe[16 * IMS_ERRMSG_MAX];
+	vsnprintf(text, sizeof(text), fmt, ap);
 	if (binary)
 		fprintf(stderr, "imshard: ");
 	else
 		fprintf(stderr, "imshard: %s: ", cmd->name);
-	vfprintf(stderr, fmt, ap);
+	fputs(ims_escape(text, safe, sizeof(safe)), stderr);
 	fprintf(stderr, " (see '%s%s --help')\n", binary ? "" : "imshard ",
 		cmd->name);
 	va_end(ap);

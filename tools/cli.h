@@ -74,6 +74,10 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 void cli_warn(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints `imshard: <msg>` to stderr unless quiet (informational). */
 void cli_info(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints `imshard: <msg>` to stderr. Every cli_ message is escaped as a
+ * whole (ims_escape): control characters and bytes that are not UTF-8 in
+ * a name print as \xHH, never raw to the terminal. */
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parses a decimal integer or a seed; returns 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);

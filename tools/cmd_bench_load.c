@@ -6,8 +6,6 @@
  * PNG files so a person can check what the network would see.
  */
 #include <errno.h>
-#include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +42,10 @@ static const cli_command command = {
 	"--dump N DIR writes the first N samples the loader produced as\n"
 	"DIR/sample_<k>_label<L>.png (k from 0): normalisation undone\n"
 	"(value * std + mean), converted to 8-bit RGB and clamped to 0..255. The\n"
-	"time spent writing them is not counted in the measurement.\n\n"
+	"time spent writing them is not counted in the measurement. With\n"
+	"--dump-format raw they are DIR/sample_<k>_label<L>.bin instead: the\n"
+	"sample's bytes (size x size x 3 elements) exactly as the loader wrote them into the\n"
+	"batch (--layout, --dtype, host byte order), to compare bit for bit.\n\n"
 	"Ctrl-C stops early; what was measured so far is reported and the exit\n"
 	"status is 1.\n\n"
 	"Examples:\n"
@@ -54,94 +55,61 @@ static const cli_command command = {
 	"Exit status: 0 success, 1 the split cannot be loaded (or interrupted),\n"
 	"2 bad usage."};
 
-static float half_to_float(uint16_t h)
+typedef struct dump_ctx {
+	const aug_transform_opts *tr;
+	size_t sample_bytes;
+	const char *dir;
+	int raw;          /* --dump-format raw */
+	int want, done;
+	aug_image img;
+	aug_buf png;
+	cli_progress *prog;
+} dump_ctx;
+
+/* One sample as DIR/sample_<k>_label<L>.png (8-bit RGB) or .bin (the
+ * loader's bytes as they are). */
+static int dump_sample(dump_ctx *d, const uint8_t *s, int label, ims_error *err)
 {
-	uint32_t sign = (uint32_t)(h >> 15) << 31;
-	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-	if (e == 0) {
-		if (m == 0) {
-			bits = sign;
-		} else { /* subnormal: normalise */
-			int shift = 0;
-			while (!(m & 0x400)) {
-				m <<= 1;
-				shift++;
-			}
-			m &= 0x3ff;
-			bits = sign | ((uint32_t)(127 - 15 + 1 - shift) << 23) | (m << 13);
-		}
-	} else if (e == 31) {
-		bits = sign | 0x7f800000u | (m << 13);
+	const void *bytes;
+	size_t len;
+	if (d->raw) {
+		bytes = s;
+		len = d->sample_bytes;
 	} else {
-		bits = sign | ((e - 15 + 127) << 23) | (m << 13);
+		if (aug_sample_to_rgb8(s, d->tr, &d->img, err) < 0 ||
+		    aug_encode_png(NULL, &d->img, &d->png, err) < 0)
+			return -1;
+		bytes = d->png.data;
+		len = d->png.len;
 	}
-	float f;
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-/* Element i of a sample in tr's dtype, as a float in pixel units (the
- * normalisation undone; u8 was never normalised). */
-static float sample_value(const uint8_t *s, size_t i, const aug_transform_opts *tr,
-			  int c)
-{
-	float v;
-	switch (tr->dtype) {
-	case AUG_DTYPE_U8:
-		return s[i];
-	case AUG_DTYPE_F32:
-		memcpy(&v, s + 4 * i, 4);
-		break;
-	case AUG_DTYPE_F16: {
-		uint16_t h;
-		memcpy(&h, s + 2 * i, 2);
-		v = half_to_float(h);
-		break;
-	}
-	default: { /* BF16 */
-		uint16_t h;
-		memcpy(&h, s + 2 * i, 2);
-		uint32_t bits = (uint32_t)h << 16;
-		memcpy(&v, &bits, 4);
-		break;
-	}
-	}
-	return v * tr->std[c] + tr->mean[c];
-}
-
-/* One sample (tr's layout and dtype) as 8-bit RGB HWC in img, then PNG. */
-static int dump_sample(const uint8_t *s, const aug_transform_opts *tr,
-		       const char *dir, int k, int label, aug_image *img,
-		       aug_buf *png, ims_error *err)
-{
-	int w = tr->out_w, h = tr->out_h;
-	if (aug_image_alloc(img, w, h, 3, err) < 0)
-		return -1;
-	size_t plane = (size_t)w * (size_t)h;
-	for (int y = 0; y < h; y++)
-		for (int x = 0; x < w; x++)
-			for (int c = 0; c < 3; c++) {
-				size_t px = (size_t)y * (size_t)w + (size_t)x;
-				size_t i = tr->layout == AUG_LAYOUT_NCHW ?
-						   (size_t)c * plane + px :
-						   px * 3 + (size_t)c;
-				float v = sample_value(s, i, tr, c);
-				long q = isnan(v) ? 0 : lrintf(fminf(fmaxf(v, 0.0f), 255.0f));
-				img->pixels[(size_t)y * img->stride + (size_t)x * 3 + (size_t)c] =
-					(uint8_t)q;
-			}
-	if (aug_encode_png(NULL, img, png, err) < 0)
-		return -1;
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/sample_%d_label%d.png", dir, k, label);
+	snprintf(path, sizeof(path), "%s/sample_%d_label%d.%s", d->dir, d->done, label,
+		 d->raw ? "bin" : "png");
 	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(png->data, 1, png->len, f) != png->len || fclose(f) != 0) {
+	if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) {
 		int e = errno;
 		if (f)
 			fclose(f);
 		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path, strerror(e));
 	}
 	return 0;
+}
+
+static int on_batch(void *ctx, const aug_batch *b, ims_error *err)
+{
+	dump_ctx *d = ctx;
+	for (int i = 0; i < b->count && d->done < d->want; i++, d->done++)
+		if (dump_sample(d, (const uint8_t *)b->data + (size_t)i * d->sample_bytes,
+				b->labels[i], err) < 0)
+			return IMS_EIO;
+	return 0;
+}
+
+static void on_progress(void *ctx, uint64_t batches, uint64_t total)
+{
+	dump_ctx *d = ctx;
+	d->prog->total = total;
+	cli_progress_update(d->prog, batches);
 }
 
 /*
@@ -199,6 +167,12 @@ static double share(double part, double total)
 	return total > 0 ? 100.0 * part / total : 0.0;
 }
 
+/* The loader's warnings (ctx: the quiet flag). */
+static void on_loader_event(void *ctx, const char *msg)
+{
+	cli_warn(*(const int *)ctx, "bench-load: %s", msg);
+}
+
 int cmd_bench_load(int argc, char **argv)
 {
 	int batch = 32, size = 0, val = 0, threads = 0, rank = 0, world = 1;
@@ -208,6 +182,7 @@ int cmd_bench_load(int argc, char **argv)
 	double seconds = 10.0;
 	const char *augment = NULL, *layout = NULL, *dtype = NULL;
 	const char *mean_s = NULL, *std_s = NULL, *dump_help = NULL;
+	const char *dump_format = NULL;
 	const cli_opt opts[] = {
 		{"batch", 'b', CLI_INT, &batch, "B", "samples per batch, per rank (default 32)", 1, 65536},
 		{"size", 0, CLI_INT, &size, "PX", "PX x PX samples, 8..4096 (default 224)", 8, AUG_MAX_OUT_SIDE},
@@ -247,6 +222,10 @@ int cmd_bench_load(int argc, char **argv)
 		{"dump", 0, CLI_STRING, &dump_help, "N DIR",
 		 "write the first N samples as PNG files\n"
 		 "DIR/sample_<k>_label<L>.png (DIR is created)", 0, 0},
+		{"dump-format", 0, CLI_STRING, &dump_format, "F",
+		 "png (default): 8-bit pictures, normalisation\n"
+		 "undone; raw: DIR/sample_<k>_label<L>.bin, each\n"
+		 "sample's bytes exactly as the loader made them", 0, 0},
 		{"json", 0, CLI_FLAG, &json, NULL, "print the results as one JSON object", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress line or loader notes", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -269,10 +248,21 @@ int cmd_bench_load(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (dump_help) /* only reachable as --dump=...: one value */
 		return cli_usage_error(&command, "--dump needs two values (N DIR)");
+	int dump_raw = 0;
+	if (dump_format) {
+		if (strcmp(dump_format, "raw") == 0)
+			dump_raw = 1;
+		else if (strcmp(dump_format, "png") != 0)
+			return cli_usage_error(&command, "--dump-format must be png or raw, got '%s'", dump_format);
+		if (!dump_n)
+			return cli_usage_error(&command, "--dump-format needs --dump N DIR");
+	}
 
-	aug_loader_opts lo;
-	aug_loader_opts_init(&lo, !val);
-	aug_transform_opts *tr = &lo.transform;
+	aug_bench_opts bo;
+	aug_bench_opts_init(&bo);
+	aug_loader_opts *lo = &bo.loader;
+	aug_loader_opts_init(lo, !val);
+	aug_transform_opts *tr = &lo->transform;
 	aug_transform_opts_init(tr, !val);
 	ims_error err;
 	ims_error_clear(&err);
@@ -315,98 +305,51 @@ int cmd_bench_load(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
-	lo.manifest = pos[0];
-	lo.rank = rank;
-	lo.world = world;
-	lo.seed = seed;
-	lo.batch_size = batch;
-	lo.train = !val;
-	lo.threads = threads;
-	if (threads <= 0)
-		threads = omp_get_num_procs(); /* what the loader's 0 means */
-	lo.prefetch = prefetch;
-	lo.shard_owning = shard_owning;
+	lo->manifest = pos[0];
+	lo->rank = rank;
+	lo->world = world;
+	lo->seed = seed;
+	lo->batch_size = batch;
+	lo->train = !val;
+	lo->threads = threads;
+	lo->prefetch = prefetch;
+	lo->shard_owning = shard_owning;
 	(void)no_pinned; /* the loader's default memory is never pinned */
-	lo.quiet = quiet || json;
-
-	aug_loader *l = NULL;
-	if (aug_loader_open(&lo, &l, &err) < 0) {
-		cli_error("bench-load: %s", err.msg);
-		return CLI_EXIT_FAIL;
-	}
-	uint64_t per_epoch = aug_loader_batches_per_epoch(l);
-	uint64_t per_rank = 0, padded = 0, dropped = 0;
-	aug_loader_share(l, &per_rank, &padded, &dropped);
-	size_t sample_bytes = aug_sample_bytes(tr);
+	lo->quiet = quiet || json;
+	lo->event = on_loader_event;
+	lo->event_ctx = &quiet;
 
 	cli_catch_signals();
 	cli_progress prog;
-	cli_progress_start(&prog, "bench-load", epochs ? per_epoch * (uint64_t)epochs : 0,
-			   quiet || json);
-	aug_image img = {0};
-	aug_buf png = {0};
-	uint64_t images = 0, batches = 0, epochs_done = 0;
-	int dumped = 0, failed = 0, stop = 0;
-	double dump_seconds = 0;
-	double t0 = ims_now();
-	for (uint64_t e = 0; !stop && !failed; e++) {
-		if (aug_loader_start_epoch(l, e, &err) < 0) {
-			failed = 1;
-			break;
-		}
-		uint64_t in_epoch = 0;
-		for (;;) {
-			aug_batch b;
-			int r = aug_loader_next(l, &b, &err);
-			if (r < 0) {
-				failed = 1;
-				break;
-			}
-			if (r == 1)
-				break;
-			images += (uint64_t)b.count;
-			batches++;
-			in_epoch++;
-			if (dumped < dump_n) {
-				double d0 = ims_now();
-				for (int i = 0; i < b.count && dumped < dump_n && !failed; i++, dumped++)
-					if (dump_sample((const uint8_t *)b.data + (size_t)i * sample_bytes,
-							tr, dump_dir, dumped, b.labels[i], &img,
-							&png, &err) < 0)
-						failed = 1;
-				dump_seconds += ims_now() - d0;
-				if (failed)
-					break;
-			}
-			cli_progress_update(&prog, batches);
-			if (cli_interrupted() ||
-			    (seconds > 0 && ims_now() - t0 - dump_seconds >= seconds)) {
-				stop = 1;
-				break;
-			}
-		}
-		if (failed || stop)
-			break;
-		epochs_done++;
-		if ((epochs && epochs_done >= (uint64_t)epochs) || in_epoch == 0)
-			break;
-	}
-	double wall = ims_now() - t0 - dump_seconds;
+	dump_ctx d = {tr, aug_sample_bytes(tr), dump_dir, dump_raw, dump_n, 0, {0}, {0}, &prog};
+	bo.epochs = epochs;
+	bo.seconds = seconds;
+	bo.cancel = cli_interrupt_flag();
+	bo.on_batch = dump_n ? on_batch : NULL;
+	bo.progress = on_progress;
+	bo.ctx = &d;
+	/* the total is known once the loader is open: on_progress sets it */
+	cli_progress_start(&prog, "bench-load", 0, quiet || json);
+	aug_bench_result res;
+	rc = aug_bench_run(&bo, &res, &err);
 	cli_progress_finish(&prog);
-	aug_loader_stats st;
-	aug_loader_get_stats(l, &st);
-	aug_image_release(&img);
-	aug_buf_release(&png);
-	aug_loader_close(l);
-	if (failed) {
+	aug_image_release(&d.img);
+	aug_buf_release(&d.png);
+	if (rc < 0) {
 		cli_error("bench-load: %s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
+	const aug_loader_stats st = res.stats;
+	uint64_t images = res.images, batches = res.batches, per_epoch = res.batches_per_epoch;
+	uint64_t per_rank = res.records_per_rank, padded = res.padded, dropped = res.dropped;
+	double wall = res.seconds;
+	threads = res.threads;
+	int dumped = d.done;
 
-	double ips = wall > 0 ? (double)images / wall : 0;
+	double ips = res.images_per_s;
 	double work = st.read_seconds + st.decode_seconds + st.augment_seconds;
-	double stall = wall > 0 ? st.wait_seconds / wall : 0;
-	double epochs_f = per_epoch ? (double)batches / (double)per_epoch : 0;
+	double stall = res.stall_fraction;
+	double epochs_f = res.epochs;
 	if (json) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j, "images", (double)images);
@@ -469,7 +412,7 @@ int cmd_bench_load(int argc, char **argv)
 		if (dump_n)
 			printf("  wrote %d sample%s to '%s'\n", dumped, dumped == 1 ? "" : "s", dump_dir);
 	}
-	if (cli_interrupted()) {
+	if (res.interrupted) {
 		cli_error("bench-load: interrupted after %llu batches",
 			  (unsigned long long)batches);
 		return CLI_EXIT_FAIL;

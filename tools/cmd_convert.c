@@ -2,20 +2,18 @@
  * cmd_convert.c - `imshard convert`: a downloaded dataset, in its own
  * layout, into packed splits in one command.
  *
- * The adapter (datasets/ds_<name>.c) reads the layout into lists; this
- * command subsets them, writes the lists and class names, and packs each
- * split through pack_run, the one packing path.
+ * The workflow (adapter -> subsets -> lists -> pack each split) is
+ * pack_convert's (pack/pack.h); this command parses options and prints
+ * what its callbacks and report say.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "imshard.h"
 #include "datasets/datasets.h"
 #include "pack/pack.h"
-#include "recordio/recordio.h"
 
 static const cli_command command = {
 	"convert",
@@ -41,9 +39,22 @@ static const cli_command command = {
 	"chosen with --seed, so the same seed gives the same subset. A class with\n"
 	"fewer images is an error unless --allow-short. Splits never share an\n"
 	"image.\n\n"
-	"Pack options apply to every split (see 'imshard pack --help'). Each split\n"
-	"is published atomically by its own manifest; existing splits are not\n"
-	"replaced without --force.\n\n"
+	"Records are shuffled by default, with --seed, after any subset: every\n"
+	"shard then mixes the classes (readers that take whole shards, such as\n"
+	"--shard-owning, need that). The manifests record it (\"shuffled\": true);\n"
+	"OUTDIR/<split>.lst lists the rows in the order packed. --no-shuffle\n"
+	"keeps the dataset's order (sorted by class for most layouts), recorded\n"
+	"as not shuffled.\n\n"
+	"Pack options apply to every split (see 'imshard pack --help').\n\n"
+	"All or nothing: every split (manifests, shards, lists) and classes.txt\n"
+	"is written into OUTDIR/.imshard-convert first, then switched in\n"
+	"together. On a failure or interruption OUTDIR keeps its earlier splits,\n"
+	"all of them (the error says which). Existing splits are not replaced\n"
+	"without --force, which also removes a split of an earlier convert that\n"
+	"this one does not write (train, val and test are a set). The run holds\n"
+	"the splits' locks (OUTDIR/<split>.lock): a split being packed by\n"
+	"another process stops it before anything is written. Nothing is\n"
+	"written outside OUTDIR; until the switch it needs room for both sets.\n\n"
 	"Exit status: 0 converted, 1 failed (the message names the file at fault),\n"
 	"2 bad usage."};
 
@@ -76,18 +87,79 @@ typedef struct split_size {
 	int total;
 } split_size;
 
+/* What the command shows while converting: pack's progress line and
+ * skipped files, per split, and a summary line per split. */
+typedef struct convert_ui {
+	cli_pack_ui pack;
+	int quiet;
+	int packing; /* between split_begin and split_end */
+	char label[64];
+} convert_ui;
+
+static void on_note(void *ctx, const char *msg)
+{
+	cli_info(((convert_ui *)ctx)->quiet, "note: %s", msg);
+}
+
+static void on_short_classes(void *ctx, const char *split,
+			     const pack_short_class *c, size_t n)
+{
+	convert_ui *u = ctx;
+	if (u->quiet)
+		return;
+	cli_warn(0, "convert: %s: %zu classes had fewer images than wanted and gave all they had:",
+		 split, n);
+	for (size_t i = 0; i < n; i++)
+		cli_say("  '%s' (label %zu): %zu of %zu wanted",
+			c[i].name, c[i].label, c[i].available, c[i].wanted);
+}
+
+static void on_split_begin(void *ctx, const char *split, uint64_t rows)
+{
+	convert_ui *u = ctx;
+	snprintf(u->label, sizeof(u->label), "convert %s", split);
+	cli_pack_ui_start(&u->pack, u->label, rows, u->quiet);
+	u->packing = 1;
+}
+
+static void on_split_end(void *ctx, const pack_convert_split *s)
+{
+	convert_ui *u = ctx;
+	cli_pack_ui_finish(&u->pack);
+	u->packing = 0;
+	if (u->quiet)
+		return;
+	cli_say("convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s",
+		s->name, (unsigned long long)s->records, s->classes,
+		(unsigned long long)s->fewest, (unsigned long long)s->most,
+		(unsigned long long)s->skipped, s->skipped ? " (see '" : "",
+		s->skipped ? s->errors : "", s->skipped ? "')" : "", s->seconds);
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	cli_pack_ui_progress(&((convert_ui *)ctx)->pack, done, total);
+}
+
+static void on_skipped(void *ctx, uint64_t row, const char *path, const char *why)
+{
+	cli_pack_ui_skipped(&((convert_ui *)ctx)->pack, row, path, why);
+}
+
 int cmd_convert(int argc, char **argv)
 {
 	const char *out = NULL, *label = NULL, *keep = NULL, *exts = NULL;
 	double val_ratio = -1, test_ratio = 0;
-	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0;
+	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0, no_shuffle = 0;
 	uint64_t seed = 0;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
-	split_size sizes[3] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
+	split_size sizes[PACK_N_SUBSET_SPLITS] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required)", 0, 0},
-		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits and subsets (default 0)", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits, subsets and shuffle (default 0)", 0, 0},
+		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
+		 "keep each split in the dataset's list order (sorted\nby class for most) instead of shuffling it", 0, 0},
 		{"val-ratio", 0, CLI_DOUBLE, &val_ratio, "R",
 		 "folder, caltech256, fruits: stratified validation share\n(caltech256 default 0.2; fruits takes it from train)", 0, 0.99},
 		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R", "folder: stratified test share", 0, 0.99},
@@ -133,12 +205,13 @@ int cmd_convert(int argc, char **argv)
 		return cli_usage_error(&command, "--label must be species or supercategory, got '%s'", label);
 	if (val_ratio >= 0 && test_ratio > 0 && val_ratio + test_ratio >= 1)
 		return cli_usage_error(&command, "--val-ratio plus --test-ratio must be below 1");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
 		if (sizes[i].per_class && sizes[i].total)
 			return cli_usage_error(&command, "give --per-class-%s or --%s-total, not both",
 					       sizes[i].split, sizes[i].split);
-	pack_opts po;
-	rc = cli_pack_flags_apply(&command, &pf, &po);
+	pack_convert_opts co;
+	pack_convert_opts_init(&co);
+	rc = cli_pack_flags_apply(&command, &pf, &co.pack);
 	if (rc)
 		return rc;
 
@@ -149,171 +222,63 @@ int cmd_convert(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
-	ds_convert_opts co;
-	ds_convert_opts_init(&co);
-	co.val_ratio = val_ratio;
-	co.test_ratio = test_ratio;
-	co.no_clutter = no_clutter;
-	co.label = label;
-	co.keep_classes = keep;
-	co.recursive = recursive;
-	co.exts = exts;
-	co.seed = seed;
-	ds_dataset d;
-	memset(&d, 0, sizeof(d));
-	ims_error err;
-	int status = CLI_EXIT_FAIL;
-	ds_list sub;
-	ds_list_init(&sub);
-	if (ad->load(pos[1], &co, &d, &err) < 0) {
-		cli_error("convert: %s", err.msg);
-		goto done;
+	co.adapter = ad;
+	co.root = pos[1];
+	co.out_dir = out;
+	co.dataset.val_ratio = val_ratio;
+	co.dataset.test_ratio = test_ratio;
+	co.dataset.no_clutter = no_clutter;
+	co.dataset.label = label;
+	co.dataset.keep_classes = keep;
+	co.dataset.recursive = recursive;
+	co.dataset.exts = exts;
+	co.dataset.seed = seed;
+	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
+		co.subset[i].per_class = (size_t)sizes[i].per_class;
+		co.subset[i].total = (size_t)sizes[i].total;
 	}
-	d.adapter = ad;
-	for (size_t i = 0; i < d.n_notes; i++)
-		cli_info(quiet, "note: %s", d.notes[i]);
-	if (d.n_splits == 0) {
-		cli_error("convert: the %s adapter found no split under '%s'", ad->name, pos[1]);
-		goto done;
-	}
-	for (int i = 0; i < 3; i++) {
-		int found = 0;
-		for (int s = 0; s < d.n_splits; s++)
-			found |= strcmp(d.splits[s].name, sizes[i].split) == 0;
-		if ((sizes[i].per_class || sizes[i].total) && !found) {
-			cli_error("convert: --per-class-%s/--%s-total: %s has no %s split", sizes[i].split,
-				  sizes[i].split, ad->name, sizes[i].split);
-			status = CLI_EXIT_USAGE;
-			goto done;
-		}
-	}
-	/* Refuse before writing anything, rather than after the first split. */
-	if (ims_mkdir_p(out, &err) < 0) {
-		cli_error("convert: %s", err.msg);
-		goto done;
-	}
-	for (int s = 0; s < d.n_splits && !pf.force; s++) {
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.json", out, d.splits[s].name);
-		if (access(p, F_OK) == 0) {
-			cli_error("convert: split '%s' already exists; use --force to replace it", p);
-			goto done;
-		}
-	}
-
-	/* Subsets, then lists and class names on disk. */
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		for (int i = 0; i < 3; i++) {
-			if (strcmp(sp->name, sizes[i].split) || (!sizes[i].per_class && !sizes[i].total))
-				continue;
-			ds_subset_report r;
-			memset(&r, 0, sizeof(r));
-			ds_list_release(&sub);
-			ds_list_init(&sub);
-			int src = ds_subset(&sp->list, (size_t)sizes[i].per_class,
-					    (size_t)sizes[i].total, seed, allow_short, &sub, &r, &err);
-			if (src < 0) {
-				cli_error("convert: %s: %s", sp->name, err.msg);
-				for (size_t c = 0; c < r.n_classes; c++)
-					if (r.available && r.available[c] < r.wanted[c])
-						fprintf(stderr, "imshard:   '%s' (label %zu): %zu images, %zu wanted\n",
-							c < sp->list.n_classes ? sp->list.classes[c] : "?", c,
-							r.available[c], r.wanted[c]);
-				ds_subset_report_release(&r);
-				goto done;
-			}
-			if (r.short_classes && !quiet) {
-				cli_warn(quiet, "convert: %s: %zu classes had fewer images than wanted and gave all they had:",
-					 sp->name, r.short_classes);
-				for (size_t c = 0; c < r.n_classes; c++)
-					if (r.taken[c] < r.wanted[c])
-						fprintf(stderr, "imshard:   '%s' (label %zu): %zu of %zu wanted\n",
-							c < sp->list.n_classes ? sp->list.classes[c] : "?", c,
-							r.taken[c], r.wanted[c]);
-			}
-			ds_subset_report_release(&r);
-			ds_list_release(&sp->list);
-			sp->list = sub;
-			ds_list_init(&sub);
-		}
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/%s.lst", out, sp->name);
-		if (ds_list_write(p, &sp->list, &err) < 0) {
-			cli_error("convert: %s", err.msg);
-			goto done;
-		}
-	}
-	{
-		char p[4200];
-		snprintf(p, sizeof(p), "%s/classes.txt", out);
-		if (ds_classes_write(p, &d.splits[0].list, &err) < 0) {
-			cli_error("convert: %s", err.msg);
-			goto done;
-		}
-	}
-
+	co.allow_short = allow_short;
+	co.no_shuffle = no_shuffle;
+	convert_ui u;
+	memset(&u, 0, sizeof(u));
+	u.quiet = quiet;
 	cli_catch_signals();
-	for (int s = 0; s < d.n_splits; s++) {
-		ds_split_list *sp = &d.splits[s];
-		if (sp->list.count == 0) {
-			cli_error("convert: split '%s' is empty", sp->name);
-			goto done;
-		}
-		cli_pack_ui u;
-		pack_opts o = po;
-		o.root = pos[1];
-		o.out_dir = out;
-		o.name = sp->name;
-		char lst[4200];
-		snprintf(lst, sizeof(lst), "%s/%s.lst", out, sp->name);
-		o.source = lst;
-		o.cancel = cli_interrupt_flag();
-		o.progress = cli_pack_ui_progress;
-		o.skipped = cli_pack_ui_skipped;
-		o.ctx = &u;
-		if (d.rows_are_records)
-			o.read_row = ad->read_row;
-		char label_buf[64];
-		snprintf(label_buf, sizeof(label_buf), "convert %s", sp->name);
-		cli_pack_ui_start(&u, label_buf, sp->list.count, quiet);
-		pack_report rep;
-		rc = pack_run(&sp->list, &o, &rep, &err);
-		cli_pack_ui_finish(&u);
-		if (rc < 0) {
-			if (rc == IMS_EINTR)
-				cli_error("convert: interrupted while packing '%s'; no manifest was written for it (rerun with --force)",
-					  sp->name);
-			else
-				cli_error("convert: %s: %s", sp->name, err.msg);
-			goto done;
-		}
-		rio_manifest m;
-		if (rio_manifest_load(rep.manifest, &m, &err) < 0) {
-			cli_error("convert: %s", err.msg);
-			goto done;
-		}
-		uint64_t lo = UINT64_MAX, hi = 0;
-		for (size_t c = 0; c < m.n_classes; c++) {
-			lo = m.class_counts[c] < lo ? m.class_counts[c] : lo;
-			hi = m.class_counts[c] > hi ? m.class_counts[c] : hi;
-		}
-		if (!quiet) {
-			fprintf(stderr,
-				"imshard: convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s\n",
-				sp->name, (unsigned long long)m.records, m.n_classes,
-				(unsigned long long)(m.n_classes ? lo : 0), (unsigned long long)hi,
-				(unsigned long long)rep.skipped, rep.skipped ? " (see '" : "",
-				rep.skipped ? rep.errors : "", rep.skipped ? "')" : "", rep.seconds);
-		}
-		rio_manifest_release(&m);
+	co.pack.cancel = cli_interrupt_flag();
+	co.pack.progress = on_progress;
+	co.pack.skipped = on_skipped;
+	co.pack.ctx = &u;
+	co.note = on_note;
+	co.short_classes = on_short_classes;
+	co.split_begin = on_split_begin;
+	co.split_end = on_split_end;
+	co.ctx = &u;
+
+	pack_convert_report rep;
+	ims_error err;
+	rc = pack_convert(&co, &rep, &err);
+	if (u.packing)
+		cli_pack_ui_finish(&u.pack);
+	int status = CLI_EXIT_OK;
+	if (rc == IMS_EINTR) {
+		if (rep.failed_split[0])
+			cli_error("convert: interrupted while packing '%s'; %s", rep.failed_split,
+				  rep.outcome);
+		else
+			cli_error("convert: interrupted; %s", rep.outcome);
+		status = CLI_EXIT_FAIL;
+	} else if (rc < 0) {
+		cli_error("convert: %s", err.msg);
+		for (size_t i = 0; i < rep.n_refused; i++)
+			cli_say("  '%s' (label %zu): %zu images, %zu wanted",
+				rep.refused[i].name, rep.refused[i].label,
+				rep.refused[i].available, rep.refused[i].wanted);
+		status = rep.stage == PACK_CONVERT_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+	} else if (!quiet) {
+		cli_say("convert: wrote %d split%s, classes.txt and lists to '%s' (%s)",
+			rep.n_splits, rep.n_splits == 1 ? "" : "s", out,
+			no_shuffle ? "records in the dataset's order, not shuffled" :
+				     "records shuffled with --seed");
 	}
-	if (!quiet)
-		fprintf(stderr, "imshard: convert: wrote %d split%s, classes.txt and lists to '%s'\n",
-			d.n_splits, d.n_splits == 1 ? "" : "s", out);
-	status = CLI_EXIT_OK;
-done:
-	ds_list_release(&sub);
-	ds_dataset_release(&d);
+	pack_convert_report_release(&rep);
 	return status;
 }

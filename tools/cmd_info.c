@@ -70,8 +70,9 @@ int cmd_info(int argc, char **argv)
 		printf("%s\n", text);
 		free(text);
 	} else {
-		char b[32];
-		printf("split:      %s (%s)\n", m.name, pos[0]);
+		char b[32], e1[1024], e2[4096];
+		printf("split:      %s (%s)\n", ims_escape(m.name, e1, sizeof(e1)),
+		       ims_escape(pos[0], e2, sizeof(e2)));
 		printf("records:    %llu\n", (unsigned long long)m.records);
 		printf("encoding:   %s\n", m.encoding);
 		printf("format:     version %d\n", m.format_version);
@@ -83,7 +84,8 @@ int cmd_info(int argc, char **argv)
 		if (m.skipped)
 			printf("skipped:    %llu source files (see %s)\n",
 			       (unsigned long long)m.skipped,
-			       m.errors_file ? m.errors_file : "the errors file");
+			       m.errors_file ? ims_escape(m.errors_file, e2, sizeof(e2)) :
+					       "the errors file");
 		if (m.created_at)
 			printf("created:    %s by %s\n", m.created_at,
 			       m.created_by ? m.created_by : "?");
@@ -99,14 +101,14 @@ int cmd_info(int argc, char **argv)
 		printf("\n");
 		size_t show = m.n_classes <= 30 ? m.n_classes : 20;
 		for (size_t i = 0; i < show; i++)
-			printf("  %5zu  %-40s %llu\n", i, m.classes[i],
+			printf("  %5zu  %-40s %llu\n", i, ims_escape(m.classes[i], e2, sizeof(e2)),
 			       (unsigned long long)m.class_counts[i]);
 		if (show < m.n_classes)
 			printf("  ... %zu more (see --json)\n", m.n_classes - show);
 		printf("shards:\n");
 		size_t sshow = m.n_shards <= 30 ? m.n_shards : 20;
 		for (size_t i = 0; i < sshow; i++)
-			printf("  %s  records %llu..%llu  %s\n", m.shards[i].file,
+			printf("  %s  records %llu..%llu  %s\n", ims_escape(m.shards[i].file, e2, sizeof(e2)),
 			       (unsigned long long)m.shards[i].first,
 			       (unsigned long long)(m.shards[i].first + m.shards[i].records -
 						    (m.shards[i].records ? 1 : 0)),

@@ -36,6 +36,20 @@ static const cli_command command = {
 	"Class names come from --classes, or from the list's PREFIX.classes file\n"
 	"as written by 'imshard list' (LIST 'data_train.lst' -> 'data.classes'),\n"
 	"or are the label numbers.\n\n"
+	"Labels are class ids, bounded before anything is sized by them: with\n"
+	"class names, every label must have one; without, labels stay below 1024\n"
+	"or 16 times the number of distinct labels in the list, whichever is\n"
+	"larger. A sparse label space needs --max-label N (or --classes FILE\n"
+	"naming every class); labels above 1048575 are refused. A label must be\n"
+	"an integer ('3' or im2rec's '3.000000'; '1e2', '3.5' and '-1' are\n"
+	"refused, naming the list's line).\n\n"
+	"Order: the manifest records whether the records are shuffled, which\n"
+	"readers that take whole shards (--shard-owning) need. --shuffle shuffles\n"
+	"the rows with --seed; --order says what the list is. Otherwise it comes\n"
+	"from the rows: shuffled when the index column is out of order and the\n"
+	"labels are not grouped by class (shuffled lists of 'imshard list' and\n"
+	"im2rec are numbered first, then shuffled), not shuffled otherwise. The\n"
+	"summary says which and why.\n\n"
 	"Interrupting (Ctrl-C, kill) leaves no manifest; rerunning the same command\n"
 	"removes the leftovers and packs afresh. An existing split is never\n"
 	"replaced without --force.\n\n"
@@ -43,8 +57,9 @@ static const cli_command command = {
 
 int cmd_pack(int argc, char **argv)
 {
-	const char *out = NULL, *classes = NULL;
-	int quiet = 0;
+	const char *out = NULL, *classes = NULL, *order = NULL;
+	int quiet = 0, max_label = DS_LABEL_AUTO, shuffle = 0;
+	uint64_t seed = 0;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
@@ -53,6 +68,15 @@ int cmd_pack(int argc, char **argv)
 		CLI_PACK_OPTIONS(&pf),
 		{"classes", 0, CLI_STRING, &classes, "FILE",
 		 "class names, one per line, line i = label i", 0, 0},
+		{"shuffle", 0, CLI_FLAG, &shuffle, NULL,
+		 "shuffle the rows with --seed before packing", 0, 0},
+		{"seed", 0, CLI_U64, &seed, "S", "seed of --shuffle (default 0)", 0, 0},
+		{"order", 0, CLI_STRING, &order, "ORDER",
+		 "what the manifest records: shuffled, list (not\n"
+		 "shuffled) or auto (default: from the rows, see below)", 0, 0},
+		{"max-label", 0, CLI_INT, &max_label, "N",
+		 "accept labels up to N (a sparse label space;\n"
+		 "default: see below)", 0, DS_LABEL_CEILING},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress, no summary, no per-file warnings", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[2];
@@ -62,6 +86,18 @@ int cmd_pack(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!out)
 		return cli_usage_error(&command, "-o OUTDIR/NAME is required");
+	pack_order ord = PACK_ORDER_AUTO;
+	if (order && strcmp(order, "auto") != 0) {
+		if (strcmp(order, "list") == 0)
+			ord = PACK_ORDER_LIST;
+		else if (strcmp(order, "shuffled") == 0)
+			ord = PACK_ORDER_SHUFFLED;
+		else
+			return cli_usage_error(&command, "--order must be auto, list or shuffled, got '%s'",
+					       order);
+	}
+	if (shuffle && ord == PACK_ORDER_LIST)
+		return cli_usage_error(&command, "--shuffle shuffles the rows: --order list contradicts it");
 	pack_opts o;
 	rc = cli_pack_flags_apply(&command, &pf, &o);
 	if (rc)
@@ -81,11 +117,7 @@ int cmd_pack(int argc, char **argv)
 	ims_error err;
 	ds_list list;
 	ds_list_init(&list);
-	if (ds_list_read(pos[0], &list, &err) < 0) {
-		cli_error("%s", err.msg);
-		ds_list_release(&list);
-		return CLI_EXIT_FAIL;
-	}
+	/* Class names first: they bound the labels the list may hold. */
 	char cpath[4200];
 	int have_default = ds_classes_path_for_list(pos[0], cpath, sizeof(cpath), NULL) == 0 &&
 			   access(cpath, R_OK) == 0;
@@ -97,12 +129,28 @@ int cmd_pack(int argc, char **argv)
 			return CLI_EXIT_FAIL;
 		}
 	}
+	ds_list_read_opts ro;
+	ds_list_read_opts_init(&ro);
+	ro.max_label = max_label;
+	ro.root = pos[1];
+	if (ds_list_read_with(pos[0], &ro, &list, &err) < 0) {
+		cli_error("%s", err.msg);
+		ds_list_release(&list);
+		return CLI_EXIT_FAIL;
+	}
+
+	if (shuffle) {
+		ds_list_shuffle(&list, seed);
+		ord = PACK_ORDER_SHUFFLED;
+	}
 
 	cli_pack_ui u;
 	o.root = pos[1];
+	o.order = ord;
 	o.out_dir = dir;
 	o.name = namebuf;
 	o.source = pos[0];
+	o.max_label = max_label;
 	cli_catch_signals();
 	o.cancel = cli_interrupt_flag();
 	o.progress = cli_pack_ui_progress;
@@ -125,15 +173,23 @@ int cmd_pack(int argc, char **argv)
 		cli_format_bytes((double)rep.bytes_in, in, sizeof(in));
 		cli_format_bytes((double)rep.bytes_out, outb, sizeof(outb));
 		double s = rep.seconds > 0 ? rep.seconds : 1e-9;
-		fprintf(stderr,
-			"imshard: packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s\n",
+		cli_say("packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s",
 			(unsigned long long)rep.packed, (unsigned long long)rep.listed,
 			rep.shards, rep.shards == 1 ? "" : "s", in, outb, rep.seconds,
 			(double)rep.packed / s, (double)rep.bytes_in / s / 1e6);
 		if (rep.skipped)
-			fprintf(stderr, "imshard: %llu skipped, listed in '%s'\n",
+			cli_say("%llu skipped, listed in '%s'",
 				(unsigned long long)rep.skipped, rep.errors);
-		fprintf(stderr, "imshard: wrote '%s'\n", rep.manifest);
+		if (shuffle)
+			cli_say("records shuffled with --seed %llu",
+				(unsigned long long)seed);
+		else if (rep.order_why && rep.order == PACK_ORDER_SHUFFLED)
+			cli_say("recorded as shuffled: %s (--order list if it is not shuffled)",
+				rep.order_why);
+		else if (rep.order_why)
+			cli_say("recorded as not shuffled: %s (--shuffle shuffles them)",
+				rep.order_why);
+		cli_say("wrote '%s'", rep.manifest);
 	}
 	return CLI_EXIT_OK;
 }

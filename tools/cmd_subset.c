@@ -37,6 +37,12 @@ static const cli_command subset_cmd = {
 	"When one is found it is copied beside OUT.lst under the same rule\n"
 	"(out/small_train.lst -> out/small.classes) and used in messages.\n"
 	"\n"
+	"Labels are class ids: with a classes file every label must have a name;\n"
+	"without one, labels stay below 1024 or 16 times the number of distinct\n"
+	"labels in the list, whichever is larger. --max-label N accepts labels up\n"
+	"to N instead (a sparse label space; at most 1048575). A label that is\n"
+	"not an integer ('1e2', '3.5', '-1') is refused with the list's line.\n"
+	"\n"
 	"examples:\n"
 	"  imshard subset lists/inat_train.lst -o lists/inat10_train.lst --per-class 500\n"
 	"  imshard subset lists/inat_val.lst -o lists/inat10_val.lst --total 800 --seed 1\n"
@@ -105,7 +111,7 @@ int cmd_subset(int argc, char **argv)
 {
 	const char *output = NULL, *classes_file = NULL;
 	uint64_t per_class = NOT_GIVEN, total = NOT_GIVEN, seed = 0;
-	int allow_short = 0, quiet = 0;
+	int allow_short = 0, quiet = 0, max_label = DS_LABEL_AUTO;
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &output, "OUT.lst",
 		 "write the subset to OUT.lst (required)", 0, 0},
@@ -123,6 +129,9 @@ int cmd_subset(int argc, char **argv)
 		{"classes", 0, CLI_STRING, &classes_file, "FILE",
 		 "class names, one per line (default: the classes\n"
 		 "file beside IN.lst, see below)", 0, 0},
+		{"max-label", 0, CLI_INT, &max_label, "N",
+		 "accept labels up to N (a sparse label space;\n"
+		 "default: see below)", 0, DS_LABEL_CEILING},
 		{"quiet", 0, CLI_FLAG, &quiet, NULL,
 		 "print nothing but errors", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -156,18 +165,23 @@ int cmd_subset(int argc, char **argv)
 	char *src_classes = NULL, *dst_classes = NULL;
 	int status = CLI_EXIT_FAIL;
 
-	if (ds_list_read(in_path, &in, &err) < 0) {
+	/* With a classes file, its names bound the labels (checked below,
+	 * naming the file); without, the list's own distinct labels do. */
+	src_classes = find_classes(in_path, classes_file, &err);
+	ds_list_read_opts ro;
+	ds_list_read_opts_init(&ro);
+	ro.max_label = max_label >= 0 ? max_label : src_classes ? DS_LABEL_CEILING : DS_LABEL_AUTO;
+	if (ds_list_read_with(in_path, &ro, &in, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto done;
 	}
-	src_classes = find_classes(in_path, classes_file, &err);
 	if (src_classes) {
 		if (ds_classes_read(src_classes, &in, &err) < 0) {
 			cli_error("%s", err.msg);
 			goto done;
 		}
 		size_t k = ds_list_num_classes(&in);
-		if (k > in.n_classes) {
+		if (k > in.n_classes && max_label < 0) {
 			cli_error("cannot use classes '%s': it names %zu classes but "
 				  "'%s' has label %zu (pass the right file with "
 				  "--classes)",
@@ -195,7 +209,7 @@ int cmd_subset(int argc, char **argv)
 		for (size_t c = 0; c < rep.n_classes; c++) {
 			char name[300];
 			if (rep.available[c] < rep.wanted[c])
-				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+				cli_say("  %s: %zu rows, %zu wanted",
 					class_label(&in, c, name, sizeof(name)),
 					rep.available[c], rep.wanted[c]);
 		}
@@ -209,7 +223,7 @@ int cmd_subset(int argc, char **argv)
 		for (size_t c = 0; c < rep.n_classes && !quiet; c++) {
 			char name[300];
 			if (rep.available[c] < rep.wanted[c])
-				fprintf(stderr, "imshard:   %s: %zu rows, %zu wanted\n",
+				cli_say("  %s: %zu rows, %zu wanted",
 					class_label(&in, c, name, sizeof(name)),
 					rep.available[c], rep.wanted[c]);
 		}

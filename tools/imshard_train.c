@@ -77,7 +77,7 @@ static const cli_command command = {
 /* ---- what the loop reports, as lines on stderr ---------------------------- */
 
 /* Rank 0 prints the run's lines (every rank gets the same events); a
- * warning is its rank's own; --quiet prints none. */
+ * rank note is its rank's own; --quiet prints none. */
 typedef struct printer {
 	const nn_train_opts *o;
 	int rank;
@@ -181,6 +181,14 @@ static void on_step_skipped(void *ctx, uint64_t step, double scale,
 }
 
 static void on_warning(void *ctx, const char *msg)
+{
+	char safe[4 * IMS_ERRMSG_MAX];
+	if (printing(ctx))
+		fprintf(stderr, "imshard-train: warning: %s\n",
+			ims_escape(msg, safe, sizeof(safe)));
+}
+
+static void on_rank_note(void *ctx, const char *msg)
 {
 	const printer *pr = ctx;
 	if (!pr->o->quiet)
@@ -432,6 +440,7 @@ int main(int argc, char **argv)
 		.validated = on_validated,
 		.step_skipped = on_step_skipped,
 		.warning = on_warning,
+		.rank_note = on_rank_note,
 		.ctx = &pr,
 	};
 	o.events = &events;

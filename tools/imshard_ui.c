@@ -113,8 +113,7 @@ void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *
 	if (!u->quiet && u->skipped < CLI_NAMED_SKIPS) {
 		if (u->progress.tty && u->progress.drawn)
 			fputs("\r\033[K", stderr);
-		fprintf(stderr, "imshard: skipped '%s' (row %llu): %s\n", path,
-			(unsigned long long)row, why);
+		cli_say("skipped '%s' (row %llu): %s", path, (unsigned long long)row, why);
 	}
 	u->skipped++;
 }

@@ -87,10 +87,10 @@ typedef struct nn_train_validation {
  * Callbacks for what happens during a run (NULL members are skipped), in
  * this order: initialised (--init) and resumed (--resume), then started,
  * then progress and validated through the epochs, with step_skipped
- * (fp16) and warning where they happen. Every rank calls them: started,
- * initialised, resumed, validated and step_skipped carry the same values
- * on every rank (a program prints rank 0's); progress carries the rank's
- * own times; a warning concerns its rank alone.
+ * (fp16), warning and rank_note where they happen. Every rank calls them:
+ * all but progress and rank_note carry the same values on every rank (a
+ * program prints rank 0's); progress carries the rank's own times; a
+ * rank_note concerns its rank alone.
  */
 typedef struct nn_train_events {
 	void (*started)(void *ctx, const nn_train_plan *p);
@@ -106,9 +106,14 @@ typedef struct nn_train_events {
 	 * `scale`; the step was skipped and the scale is now new_scale */
 	void (*step_skipped)(void *ctx, uint64_t step, double scale,
 			     double new_scale);
+	/* a doubt about the run's input or settings that does not stop it
+	 * (the loader's: shard-owning mode on records in list order); one
+	 * line without a newline, the same on every rank; names in it are
+	 * raw bytes from outside (escape before printing) */
+	void (*warning)(void *ctx, const char *msg);
 	/* something this rank goes on without (NVML missing: no gpu lines);
 	 * one line naming the rank, without a newline */
-	void (*warning)(void *ctx, const char *msg);
+	void (*rank_note)(void *ctx, const char *msg);
 	void *ctx;
 } nn_train_events;
 

@@ -562,6 +562,73 @@ static void test_shard_owning(void)
 	rio_manifest_release(&m);
 }
 
+static void count_event(void *ctx, const char *msg)
+{
+	CHECK(strstr(msg, "whose records are not shuffled") != NULL);
+	(*(int *)ctx)++;
+}
+
+/* Events of opening rank 0 of 2 on a manifest; the loader is closed. */
+static int owning_events(const char *manifest, int shard_owning)
+{
+	ims_error err = {0};
+	int n = 0;
+	aug_loader_opts o;
+	base_opts(&o, manifest, 1, 4, 32);
+	o.world = 2;
+	o.shard_owning = shard_owning;
+	o.event = count_event;
+	o.event_ctx = &n;
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	aug_loader_close(l);
+	return n;
+}
+
+/* A copy of g_main's manifest beside it with "shuffled" replaced. */
+static void manifest_with(const char *name, const char *shuffled, char *out)
+{
+	uint8_t *text;
+	size_t len;
+	ims_error err;
+	CHECK_OK(ims_read_file(g_main, &text, &len, 0, &err), &err);
+	char *p = strstr((char *)text, "\"shuffled\":\tfalse,");
+	CHECK(p != NULL);
+	snprintf(out, 4200, "%s/%s", g_tmp, name);
+	FILE *f = fopen(out, "w");
+	CHECK(f != NULL);
+	if (p && f) {
+		fwrite(text, 1, (size_t)(p - (char *)text), f);
+		fputs(shuffled, f);
+		fputs(p + strlen("\"shuffled\":\tfalse,"), f);
+	}
+	if (f)
+		fclose(f);
+	free(text);
+}
+
+/* Shard-owning mode on records in list order (g_main: a sorted folder
+ * scan, recorded as not shuffled) warns once through the event callback;
+ * on shuffled records, records of unknown order or without shard-owning
+ * it does not. */
+static void test_owning_warning(void)
+{
+	CHECK_EQ_INT(owning_events(g_main, 1), 1);
+	CHECK_EQ_INT(owning_events(g_main, 0), 0);
+	char other[4200];
+	manifest_with("main_shuffled.json", "\"shuffled\":\ttrue,", other);
+	CHECK_EQ_INT(owning_events(other, 1), 0);
+	manifest_with("main_unknown.json", "", other);
+	CHECK_EQ_INT(owning_events(other, 1), 0);
+	manifest_with("main_bad.json", "\"shuffled\":\t1,", other);
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, other, 1, 4, 32);
+	aug_loader *l = NULL;
+	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_ECORRUPT);
+	CHECK(strstr(err.msg, "\"shuffled\" is not true or false") != NULL);
+}
+
 static void test_validation(void)
 {
 	aug_loader_opts o;
@@ -1035,6 +1102,134 @@ static void test_errors(void)
 	aug_loader_close(NULL);
 }
 
+
+/* hold_batches: batches stay valid until given back, in any order; with
+ * every slot held next() fails at once instead of waiting forever; the
+ * batches are the ones the default mode gives; a held batch survives a new
+ * epoch and aug_loader_stop. next_timed returns 2 or a batch. */
+static void test_hold(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, g_main, 1, 8, 32);
+	epoch_out ref;
+	run_epoch(&o, 3, &ref);
+	o.hold_batches = 1;
+	o.prefetch = 3;
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 3, &err), &err);
+	aug_batch b[3];
+	size_t sb = aug_sample_bytes(&o.transform);
+	size_t bytes = sb * (size_t)o.batch_size;
+	for (int i = 0; i < 3; i++) {
+		int rc = 2;
+		while (rc == 2)
+			rc = aug_loader_next_timed(l, &b[i], 0.01, &err);
+		CHECK_OK(rc, &err);
+		CHECK_EQ_U64(b[i].step, (uint64_t)i);
+	}
+	/* all three slots held: an error naming the cause, not a hang */
+	aug_batch x;
+	int rc = aug_loader_next(l, &x, &err);
+	CHECK_EQ_INT(rc, IMS_ELIMIT);
+	CHECK(strstr(err.msg, "still held") != NULL);
+	/* held memory was not overwritten meanwhile */
+	for (int i = 0; i < 3; i++)
+		CHECK(memcmp(b[i].data, ref.data + (size_t)i * bytes, bytes) == 0);
+	/* give back the middle one: the next batch (step 3) is made in its
+	 * slot while the others stay untouched */
+	CHECK_OK(aug_loader_release(l, &b[1], &err), &err);
+	CHECK_EQ_INT(aug_loader_release(l, &b[1], &err), IMS_EINVAL);
+	CHECK_OK(aug_loader_next(l, &b[1], &err), &err);
+	CHECK_EQ_U64(b[1].step, 3);
+	CHECK(memcmp(b[1].data, ref.data + 3 * bytes, bytes) == 0);
+	CHECK(memcmp(b[0].data, ref.data, bytes) == 0);
+	CHECK(memcmp(b[2].data, ref.data + 2 * bytes, bytes) == 0);
+	CHECK_EQ_INT(aug_loader_next(l, &x, &err), IMS_ELIMIT);
+	/* a new epoch keeps held batches intact: b[2] stays held through it,
+	 * the epoch turns in the two other slots */
+	CHECK_OK(aug_loader_release(l, &b[0], &err), &err);
+	CHECK_OK(aug_loader_release(l, &b[1], &err), &err);
+	uint8_t *copy = malloc(bytes);
+	memcpy(copy, b[2].data, bytes);
+	CHECK_OK(aug_loader_start_epoch(l, 4, &err), &err);
+	aug_batch y;
+	uint64_t steps = 0;
+	while ((rc = aug_loader_next(l, &y, &err)) == 0) {
+		CHECK_EQ_U64(y.step, steps);
+		steps++;
+		CHECK_OK(aug_loader_release(l, &y, &err), &err);
+	}
+	CHECK_EQ_INT(rc, 1);
+	CHECK_EQ_U64(steps, (uint64_t)(MAIN_N / 8));
+	CHECK(memcmp(b[2].data, copy, bytes) == 0);
+	CHECK_OK(aug_loader_start_epoch(l, 4, &err), &err);
+	CHECK_OK(aug_loader_next(l, &y, &err), &err);
+	/* stop: threads gone, held memory readable, next fails */
+	aug_loader_stop(l);
+	aug_loader_stop(l);
+	CHECK(memcmp(b[2].data, copy, bytes) == 0);
+	CHECK_EQ_INT(aug_loader_next(l, &x, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "stopped") != NULL);
+	CHECK_EQ_INT(aug_loader_start_epoch(l, 5, &err), IMS_EINVAL);
+	CHECK_OK(aug_loader_release(l, &b[2], &err), &err);
+	free(copy);
+	aug_loader_close(l);
+	epoch_free(&ref);
+
+	/* release without hold mode is refused */
+	o.hold_batches = 0;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (l) {
+		CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+		CHECK_OK(aug_loader_next(l, &x, &err), &err);
+		CHECK_EQ_INT(aug_loader_release(l, &x, &err), IMS_EINVAL);
+		aug_loader_close(l);
+	}
+}
+
+static int count_batch(void *ctx, const aug_batch *b, ims_error *err)
+{
+	(void)err;
+	uint64_t *seen = ctx;
+	*seen += (uint64_t)b->count;
+	return 0;
+}
+
+/* aug_bench_run: one whole epoch is every batch of the epoch; the limits
+ * are checked; a failing callback stops the run with its code. */
+static void test_bench_run(void)
+{
+	ims_error err = {0};
+	aug_bench_opts bo;
+	aug_bench_opts_init(&bo);
+	base_opts(&bo.loader, g_main, 1, 8, 32);
+	bo.epochs = 2;
+	bo.seconds = 0;
+	uint64_t seen = 0;
+	bo.on_batch = count_batch;
+	bo.ctx = &seen;
+	aug_bench_result r;
+	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
+	CHECK_EQ_U64(r.batches_per_epoch, MAIN_N / 8);
+	CHECK_EQ_U64(r.batches, 2 * (MAIN_N / 8));
+	CHECK_EQ_U64(r.images, 2 * (MAIN_N / 8) * 8);
+	CHECK_EQ_U64(seen, r.images);
+	CHECK_EQ_U64(r.epochs_done, 2);
+	CHECK_EQ_INT(r.threads, 2);
+	CHECK(r.images_per_s > 0 && r.interrupted == 0);
+	bo.epochs = 0;
+	CHECK_EQ_INT(aug_bench_run(&bo, &r, &err), IMS_EINVAL);
+	volatile int cancel = 1;
+	bo.epochs = 1;
+	bo.cancel = &cancel;
+	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
+	CHECK(r.interrupted && r.batches == 1);
+}
+
 int main(void)
 {
 	setup();
@@ -1043,6 +1238,7 @@ int main(void)
 	test_determinism();
 	test_partitions();
 	test_shard_owning();
+	test_owning_warning();
 	test_validation();
 	test_bad_records();
 	test_colour_spaces();
@@ -1051,6 +1247,8 @@ int main(void)
 	test_dtypes();
 	test_raw();
 	test_host_memory();
+	test_hold();
+	test_bench_run();
 	int rc = TEST_EXIT();
 	if (rc == 0) {
 		char cmd[4200];

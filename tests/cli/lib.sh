@@ -81,6 +81,18 @@ json() {
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
 }
 
+# memcap: shell words that cap a command's memory at about 4 GB, for tests
+# whose unfixed failure was to exhaust it. AddressSanitizer builds reserve
+# terabytes of address space, so there a cap on single allocations stands
+# in for ulimit -v.
+memcap() {
+  if ldd "$IMSHARD" 2>/dev/null | grep -q libasan; then
+    echo 'export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1:max_allocation_size_mb=4000";'
+  else
+    echo 'ulimit -v 4000000;'
+  fi
+}
+
 finish() {
   echo "$checks checks, $failures failed"
   if [ "$failures" = 0 ]; then

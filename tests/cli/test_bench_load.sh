@@ -54,6 +54,21 @@ same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["dropped"])')" "(5
 expect 0 "$IMSHARD" bench-load "$m" --val --epochs 1 --batch 5 --size 64 --rank 1 --world 5 --json --quiet
 same "$(json "$T/out" '(j["images"], j["records_per_rank"], j["padded"])')" "(10, 10, 2)" "val rank 1 of 5"
 
+# --shard-owning reads whole shards per rank: on records packed in list
+# order (perhaps sorted by class) the loader warns, once; not on shuffled
+# ones, nor without --shard-owning.
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/listed" --shards 4 --order list --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/p/mixed" --shards 4 --shuffle --quiet
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+contains "$T/err" "warning: bench-load: shard-owning mode on '$T/p/listed.json', whose records are not shuffled"
+same "$(grep -c 'shard-owning mode' "$T/err")" 1 "(warned once)"
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+lacks "$T/err" "shard-owning"
+expect 0 "$IMSHARD" bench-load "$T/p/mixed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --json
+lacks "$T/err" "shard-owning"
+expect 0 "$IMSHARD" bench-load "$T/p/listed.json" --shard-owning --rank 1 --world 2 --epochs 1 --batch 4 --size 32 --quiet
+lacks "$T/err" "shard-owning"
+
 # Two epochs: twice the images; a time limit ends a run without --epochs.
 expect 0 bl --epochs 2 --json --quiet
 same "$(json "$T/out" 'j["images"]')" 96 "two epochs"
@@ -100,11 +115,34 @@ same "$(close_to "$T/d1" "$T/d2" 2>&1)" True "f16 nhwc dump matches f32"
 same "$(close_to "$T/d1" "$T/d3" 2>&1)" True "bf16 dump matches f32"
 same "$(close_to "$T/d1" "$T/d4" 2>&1)" True "u8 dump matches f32"
 
+# --dump-format raw: the loader's own bytes. u8 NHWC samples are exactly
+# the pixels of the u8 PNG dump (u8 is never normalised); f32 NCHW samples
+# are 64*64*3 floats whose rounded values are the f32 PNG dump's pixels.
+expect 0 bl --dump 4 "$T/d5" --dtype u8 --layout nhwc --dump-format raw --quiet
+same "$(ls "$T/d5" | grep -cE '^sample_[0-3]_label[0-3]\.bin$')" 4 "raw dump names"
+expect 0 bl --dump 4 "$T/d6" --dump-format raw --quiet
+raw_ok() {
+  /usr/bin/python3 -c '
+import os, struct, sys
+from PIL import Image
+png8, u8, png32, f32 = sys.argv[1:5]
+pixels = lambda d, n: bytes(v for p in Image.open(os.path.join(d, n)).getdata() for v in p)
+for n in sorted(os.listdir(png8)):
+    b = n[:-4] + ".bin"
+    assert open(os.path.join(u8, b), "rb").read() == pixels(png8, n), (n, "u8 raw differs from the png")
+    f = struct.unpack("<%df" % (64 * 64 * 3), open(os.path.join(f32, b), "rb").read())
+    hwc = bytes(min(255, max(0, round(f[c * 4096 + i]))) for i in range(4096) for c in range(3))
+    assert hwc == pixels(png32, n), (n, "f32 raw differs from the png")
+print("ok")' "$@"
+}
+same "$(raw_ok "$T/d4" "$T/d5" "$T/d1" "$T/d6" 2>&1)" ok "raw dumps equal the PNG dumps"
+
 # Bad options: exit 2, one line.
 for bad in "--batch 0" "--rank 2 --world 2" "--dtype f64" "--layout chw" \
 	   "--mean 1,2" "--std 1,0,1" "--size 4" "--size 5000" "--threads 0" \
 	   "--threads 2000" "--augment bogus" "--dump 0 $T/d9" "--dump 2" \
-	   "--seconds 0" "--mean 1,2,x" "--dump 2 --json"; do
+	   "--seconds 0" "--mean 1,2,x" "--dump 2 --json" \
+	   "--dump-format raw" "--dump 2 $T/d9 --dump-format jpeg"; do
   # shellcheck disable=SC2086
   expect 2 "$IMSHARD" bench-load "$m" $bad
   one_line "$T/err"
@@ -124,7 +162,7 @@ one_line "$T/err"
 # --help documents every option.
 expect 0 "$IMSHARD" bench-load --help
 for o in batch size augment val threads rank world seed epochs seconds layout \
-	 dtype mean std prefetch shard-owning no-pinned dump json quiet help; do
+	 dtype mean std prefetch shard-owning no-pinned dump dump-format json quiet help; do
   contains "$T/out" "--$o"
 done
 contains "$T/out" "usage: imshard bench-load MANIFEST.json"

@@ -5,7 +5,7 @@
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" convert --help
-for o in --output --seed --val-ratio --test-ratio --no-clutter --label --classes --recursive \
+for o in --output --seed --no-shuffle --val-ratio --test-ratio --no-clutter --label --classes --recursive \
   --exts --per-class-train --per-class-val --per-class-test --train-total --val-total \
   --allow-short --encoding --resize --max-size --center-crop --quality --shards --shard-size \
   --threads --max-errors --check-decode --force --quiet; do
@@ -60,6 +60,32 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o3" --val-ratio 0.25 --seed 6 \
 checks=$((checks + 1))
 cmp -s "$T/o/train.lst" "$T/o3/train.lst" && fail "another seed gave the same list"
 
+# Records are shuffled by default with --seed (every shard mixes the
+# classes), the manifests say so, and <split>.lst is the order packed;
+# --no-shuffle keeps the dataset's order (sorted by class), said too.
+runs() { cut -f2 "$1" | uniq | wc -l; }
+labels_in_records() {
+  /usr/bin/python3 -c 'import lmdb,struct,sys,json,os
+m=json.load(open(sys.argv[1])); d=os.path.dirname(sys.argv[1])
+for s in m["shards"]:
+  e=lmdb.open(os.path.join(d,s["path"]),subdir=False,readonly=True,lock=False)
+  for k,v in e.begin().cursor(): print(struct.unpack_from("<i",v,12)[0])' "$1"
+}
+same "$(json "$T/o/train.json" 'j["shuffled"]')" True
+same "$(json "$T/o/val.json" 'j["shuffled"]')" True
+checks=$((checks + 1))
+[ "$(runs "$T/o/train.lst")" -gt 8 ] || fail "train.lst is grouped by class: $(runs "$T/o/train.lst") label runs"
+same "$(labels_in_records "$T/o/train.json" | paste -sd,)" "$(cut -f2 "$T/o/train.lst" | paste -sd,)" "(records in .lst order)"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/ns" --val-ratio 0.25 --seed 5 \
+  --per-class-train 10 --per-class-val 4 --no-shuffle
+contains "$T/err" "not shuffled"
+same "$(json "$T/ns/train.json" 'j["shuffled"]')" False
+same "$(runs "$T/ns/train.lst")" 4
+same "$(labels_in_records "$T/ns/train.json" | paste -sd,)" "$(cut -f2 "$T/ns/train.lst" | paste -sd,)"
+# The same rows either way: shuffling comes after the subset.
+same "$(sort "$T/ns/train.lst" | md5sum)" "$(sort "$T/o/train.lst" | md5sum)" "(same subset)"
+same "$(sort "$T/ns/val.lst" | md5sum)" "$(sort "$T/o/val.lst" | md5sum)" "(same subset)"
+
 # Too few images per class: an error naming the classes, unless --allow-short.
 expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/short" --val-ratio 0.25 --per-class-val 6
 contains "$T/err" "fewer"
@@ -74,6 +100,68 @@ contains "$T/err" "--force"
 same "$(json "$T/o/train.json" 'j["records"]')" 40
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25 --force --quiet
 same "$(json "$T/o/train.json" 'j["records"]')" 60
+
+# All or nothing: when one split cannot be written (here its lock is held
+# by another process) the folder keeps every earlier split, unchanged, and
+# the error says so; nothing is staged or left behind.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --per-class-train 10 \
+  --per-class-val 4 --quiet
+(cd "$T/aon" && md5sum train.json val.json train.lst val.lst classes.txt train-*.mdb val-*.mdb) >"$T/aon.md5"
+/usr/bin/python3 -c 'import fcntl,sys,time
+f=open(sys.argv[1],"a"); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(60)' \
+  "$T/aon/val.lock" >"$T/held" &
+holder=$!
+for _ in $(seq 100); do grep -q held "$T/held" && break; sleep 0.05; done
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --seed 8 --force
+one_line "$T/err"
+contains "$T/err" "another process is writing it (lock '$T/aon/val.lock'); nothing was replaced: '$T/aon' keeps its earlier splits train, val"
+kill "$holder"; wait "$holder" 2>/dev/null
+checks=$((checks + 1))
+(cd "$T/aon" && md5sum -c --quiet "$T/aon.md5") || fail "a failed convert changed the earlier splits"
+absent "$T/aon/.imshard-convert"
+# Train, val and test are one set: a run that writes no test split does
+# not leave an earlier one beside its own (--force removes it).
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25 --test-ratio 0.25 --quiet
+expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25
+one_line "$T/err"
+contains "$T/err" "split '$T/set/test.json' of an earlier convert would be removed"
+exists "$T/set/test.json"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/set" --val-ratio 0.25 --force --quiet
+absent "$T/set/test.json"
+absent "$T/set/test.lst"
+checks=$((checks + 1))
+ls "$T/set" | grep -q '^test-' && fail "test shards left beside the new splits"
+
+# A kill at any moment leaves the old set or the new set, never both
+# mixed; the next convert clears what is left and finishes.
+expect 0 "$IMSHARD" sample "$T/big" --classes 4 --per-class 40 --seed 1 --quiet
+old_opts=(--val-ratio 0.25 --per-class-train 20 --per-class-val 5 --no-shuffle)
+new_opts=(--val-ratio 0.25 --per-class-train 25 --per-class-val 8 --test-ratio 0.1 --seed 4)
+gen_of() { # manifest -> old, new, none or odd
+  [ -e "$1" ] || { echo none; return; }
+  case "$(json "$1" 'j["records"]')" in
+    80|20) echo old ;; 100|32|16) echo new ;; *) echo odd ;;
+  esac
+}
+for i in $(seq 8); do
+  rm -rf "$T/kill"
+  expect 0 "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${old_opts[@]}" --quiet
+  "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${new_opts[@]}" --force --quiet \
+    --encoding jpeg --resize 48 --threads 1 --shards 3 2>/dev/null &
+  victim=$!
+  sleep "0.$(printf '%02d' $((RANDOM % 50)))"
+  kill -9 "$victim" 2>/dev/null; wait "$victim" 2>/dev/null
+  gens=$(for sp in train val test; do gen_of "$T/kill/$sp.json"; done | grep -v none | sort -u | paste -sd,)
+  checks=$((checks + 1))
+  case "$gens" in old|new|"") ;; *) fail "kill $i left splits of two converts: $gens" ;; esac
+  for sp in train val test; do
+    [ -e "$T/kill/$sp.json" ] && expect 0 "$IMSHARD" verify "$T/kill/$sp.json"
+  done
+  [ "$gens" = old ] && same "$(gen_of "$T/kill/val.json")" old "(kill $i: the old set is whole)"
+  expect 0 "$IMSHARD" convert folder "$T/big" -o "$T/kill" "${new_opts[@]}" --force --quiet
+  same "$(for sp in train val test; do gen_of "$T/kill/$sp.json"; done | paste -sd,)" "new,new,new" "(kill $i, then again)"
+  absent "$T/kill/.imshard-convert"
+done
 
 # One packing path: convert's records equal list + pack of its own list.
 expect 0 "$IMSHARD" pack "$T/o/train.lst" "$T/s" -o "$T/p/train" --classes "$T/o/classes.txt" --quiet

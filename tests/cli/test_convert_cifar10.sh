@@ -32,8 +32,9 @@ records() { /usr/bin/python3 -c "$rec" "$@"; }
 gen "$T/c"
 N=20 # records per batch
 
-# Default: keep, i.e. raw pixels as they are.
-expect 0 "$IMSHARD" convert cifar10 "$T/c" -o "$T/o"
+# Default: keep, i.e. raw pixels as they are (--no-shuffle: records in
+# the batches' order, so record i is row i of the batches).
+expect 0 "$IMSHARD" convert cifar10 "$T/c" -o "$T/o" --no-shuffle
 contains "$T/err" "convert: train: 100 records, 10 classes, 10 to 10 per class, 0 skipped"
 contains "$T/err" "convert: test: 20 records, 10 classes, 2 to 2 per class, 0 skipped"
 same "$(json "$T/o/train.json" 'j["records"]')" 100
@@ -60,7 +61,7 @@ expect 0 "$IMSHARD" verify "$T/o/train.json"
 expect 0 "$IMSHARD" verify "$T/o/test.json" --decode
 
 # ROOT may be the batches folder itself; --encoding raw stores the same.
-expect 0 "$IMSHARD" convert cifar10 "$T/c/cifar-10-batches-bin" -o "$T/flat" --encoding raw --quiet
+expect 0 "$IMSHARD" convert cifar10 "$T/c/cifar-10-batches-bin" -o "$T/flat" --encoding raw --no-shuffle --quiet
 same "$(sed -n 1p "$T/flat/train.lst")" "$(printf '0\t1\tdata_batch_1.bin#0')"
 same "$(records "$T/flat/train.json" 'p == expected(i) and enc == 3')" "[True]"
 

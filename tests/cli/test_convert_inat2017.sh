@@ -59,8 +59,9 @@ expect 1 "$IMSHARD" convert inat2017 "$T/inat" -o "$T/o2" --label supercategory 
 one_line "$T/err"
 
 # Species labels (the default): every image, label = category id, the
-# UTF-8 names kept; index = the JSON's image id, rows in JSON order.
-expect 0 "$IMSHARD" convert inat2017 "$T/inat" -o "$T/s" --quiet
+# UTF-8 names kept; index = the JSON's image id, rows in JSON order
+# (--no-shuffle: the adapter's order as it is).
+expect 0 "$IMSHARD" convert inat2017 "$T/inat" -o "$T/s" --no-shuffle --quiet
 same "$(json "$T/s/train.json" 'j["records"]')" 53
 same "$(json "$T/s/val.json" 'j["records"]')" 29
 same "$(wc -l <"$T/s/classes.txt")" 17

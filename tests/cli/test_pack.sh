@@ -11,7 +11,8 @@ exists "$T/s_train.lst"
 # --help documents every option.
 expect 0 "$IMSHARD" pack --help
 for o in --output --shards --shard-size --encoding --resize --max-size --center-crop \
-  --quality --threads --max-errors --classes --check-decode --force --quiet; do
+  --quality --threads --max-errors --classes --max-label --shuffle --seed --order \
+  --check-decode --force --quiet; do
   contains "$T/out" "$o"
 done
 
@@ -168,4 +169,153 @@ printf 'garbage line\n' >"$T/bad.lst"
 expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "line 1"
+
+# Order: the manifest records whether records are shuffled. Said by the
+# caller (--shuffle, --order), or read from the rows: the lists that
+# 'imshard list' shuffles (numbered first) count as shuffled, its
+# --no-shuffle lists and class-grouped lists as not.
+same "$(json "$T/k1/train.json" 'j["shuffled"]')" False "(--no-shuffle list)"
+expect 0 "$IMSHARD" list "$T/s" -o "$T/sh" --seed 4 --quiet
+expect 0 "$IMSHARD" pack "$T/sh_train.lst" "$T/s" -o "$T/ord/a"
+contains "$T/err" "recorded as shuffled: rows out of index order"
+same "$(json "$T/ord/a.json" 'j["shuffled"]')" True "(imshard list's shuffled list)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/b"
+contains "$T/err" "recorded as not shuffled: rows in index order (--shuffle shuffles them)"
+sort -t$'\t' -k2,2n -k1,1nr "$T/sh_train.lst" >"$T/ord/grouped.lst"
+expect 0 "$IMSHARD" pack "$T/ord/grouped.lst" "$T/s" -o "$T/ord/g" --classes "$T/s.classes"
+contains "$T/err" "recorded as not shuffled: rows grouped by class"
+same "$(json "$T/ord/g.json" 'j["shuffled"]')" False "(grouped by class)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c" --shuffle --seed 9
+contains "$T/err" "records shuffled with --seed 9"
+same "$(json "$T/ord/c.json" 'j["shuffled"]')" True "(--shuffle)"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c2" --shuffle --seed 9 --quiet
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/c3" --shuffle --seed 10 --quiet
+checks=$((checks + 2))
+cmp -s "$T/ord/c-00000-of-00001.mdb" "$T/ord/c2-00000-of-00001.mdb" || fail "--shuffle --seed 9 twice differs"
+cmp -s "$T/ord/c-00000-of-00001.mdb" "$T/ord/c3-00000-of-00001.mdb" && fail "--seed 10 shuffled as --seed 9"
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/d" --order shuffled --quiet
+same "$(json "$T/ord/d.json" 'j["shuffled"]')" True "(--order shuffled)"
+expect 0 "$IMSHARD" pack "$T/sh_train.lst" "$T/s" -o "$T/ord/e" --order list --quiet
+same "$(json "$T/ord/e.json" 'j["shuffled"]')" False "(--order list)"
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/x" --order random
+one_line "$T/err"
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ord/x" --shuffle --order list
+one_line "$T/err"
+absent "$T/ord/x.json"
+
+f0=$(sed -n 1p "$T/s_train.lst" | cut -f3)
+f1=$(sed -n 2p "$T/s_train.lst" | cut -f3)
+
+# Absolute paths in a list (im2rec users have such lists) are packed when
+# they lie under ROOT, also with ROOT /; outside ROOT, or climbing out of it
+# with '..', they are refused with the line.
+mkdir -p "$T/abs"
+awk -F'\t' -v r="$T/s" 'NR <= 6 {print $1 "\t" $2 "\t" r "/" $3}' "$T/s_train.lst" >"$T/abs/a.lst"
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" "$T/s" -o "$T/abs/o/a" --quiet
+same "$(json "$T/abs/o/a.json" 'j["records"]')" 6
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" "$T/s/" -o "$T/abs/o/b" --quiet
+expect 0 "$IMSHARD" pack "$T/abs/a.lst" / -o "$T/abs/o/c" --quiet
+checks=$((checks + 1))
+cmp -s "$T/abs/o/a-00000-of-00001.mdb" "$T/abs/o/c-00000-of-00001.mdb" || fail "ROOT / packed other bytes"
+expect 1 "$IMSHARD" pack "$T/abs/a.lst" "$T/odd" -o "$T/abs/o/d"
+one_line "$T/err"
+contains "$T/err" "a.lst': line 1: path '$T/s/"
+contains "$T/err" "' is not under ROOT '$T/odd'"
+printf '0\t0\t%s/../s/%s\n' "$T/s" "$f0" >"$T/abs/up.lst"
+expect 1 "$IMSHARD" pack "$T/abs/up.lst" / -o "$T/abs/o/e"
+contains "$T/err" "has a '..' component"
+absent "$T/abs/o/d.json"
+absent "$T/abs/o/e.json"
+
+# Names are printed escaped: a file named with ESC and other control bytes
+# never reaches the terminal raw (it could clear or retitle it).
+esc=$'bad\e[2J\e]0;owned\a.jpg'
+mkdir -p "$T/esc/c"
+printf 'not an image' >"$T/esc/c/$esc"
+cp "$T/s/$f0" "$T/esc/c/good.jpg"
+printf '0\t0\tc/good.jpg\n1\t0\tc/%s\n' "$esc" >"$T/esc/l.lst"
+expect 0 "$IMSHARD" pack "$T/esc/l.lst" "$T/esc" -o "$T/esc/o/x"
+contains "$T/err" "skipped 'c/bad\x1b[2J\x1b]0;owned\x07.jpg' (row 1)"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "an ESC byte reached stderr"
+printf '0\t0\tc/%s/../x.jpg\n' "$esc" >"$T/esc/up.lst"
+expect 1 "$IMSHARD" pack "$T/esc/up.lst" "$T/esc" -o "$T/esc/o/y"
+one_line "$T/err"
+contains "$T/err" "path 'c/bad\x1b[2J"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "an ESC byte reached stderr"
+
+# Manifests are UTF-8 JSON (docs/FORMAT.md): a class name that is not
+# UTF-8 (a Latin-1 folder name) is refused, named with its bytes escaped,
+# before anything is written; UTF-8 names from --classes pack, and a ROOT
+# path that is not UTF-8 is kept escaped in the informative options, so
+# Python's json reads every manifest.
+lat=$'caf\xe9'
+mkdir -p "$T/lat/r"$'\xff'"/$lat" "$T/lat/r"$'\xff'"/tea"
+cp "$T/s/$f0" "$T/lat/r"$'\xff'"/$lat/a.jpg"
+cp "$T/s/$f1" "$T/lat/r"$'\xff'"/tea/b.jpg"
+expect 0 "$IMSHARD" list "$T/lat/r"$'\xff' -o "$T/lat/l" --no-shuffle --quiet
+expect 1 "$IMSHARD" pack "$T/lat/l_train.lst" "$T/lat/r"$'\xff' -o "$T/lat/o/x"
+one_line "$T/err"
+contains "$T/err" "class 0's name 'caf\xe9' is not UTF-8"
+absent "$T/lat/o"
+printf 'café\ntea\n' >"$T/lat/utf8.classes"
+expect 0 "$IMSHARD" pack "$T/lat/l_train.lst" "$T/lat/r"$'\xff' -o "$T/lat/o/x" --classes "$T/lat/utf8.classes" --quiet
+same "$(/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1], encoding="utf-8")); print(j["classes"][0], j["options"]["root"].endswith("r\\xff"))' "$T/lat/o/x.json")" "café True"
+expect 1 "$IMSHARD" convert folder "$T/lat/r"$'\xff' -o "$T/lat/c"
+one_line "$T/err"
+contains "$T/err" "'caf\xe9' is not UTF-8"
+absent "$T/lat/c/train.json"
+absent "$T/lat/c/.imshard-convert"
+
+# Labels are class ids, bounded before anything is sized by them. One
+# label 99999999 once grew a pack to 24 GB until it was killed, leaving
+# y.lock and a final-named shard: it runs under a memory limit here so
+# that, unfixed, it fails instead of taking the machine down.
+mkdir -p "$T/lab"
+printf '0\t99999999\t%s\n' "$f0" >"$T/lab/h.lst"
+run bash -c "$(memcap) exec \"\$@\"" _ "$IMSHARD" pack "$T/lab/h.lst" "$T/s" -o "$T/lab/o/y"
+same "$rc" 1 "(huge label)"
+one_line "$T/err"
+contains "$T/err" "cannot read list '$T/lab/h.lst': line 1: label 99999999 is far beyond the 1 distinct label"
+contains "$T/err" "--max-label N"
+absent "$T/lab/o"
+# Not integers: refused with the line, never rounded ('1e2' was 100).
+for l in 1e2 3.5 0x10 -1 2147483648; do
+  printf '0\t0\t%s\n1\t%s\t%s\n' "$f0" "$l" "$f1" >"$T/lab/bad.lst"
+  expect 1 "$IMSHARD" pack "$T/lab/bad.lst" "$T/s" -o "$T/lab/o/b"
+  one_line "$T/err"
+  contains "$T/err" "line 2: label '$l'"
+done
+printf '0\t0\t%s\n1\t\t%s\n' "$f0" "$f1" >"$T/lab/bad.lst"
+expect 1 "$IMSHARD" pack "$T/lab/bad.lst" "$T/s" -o "$T/lab/o/b"
+contains "$T/err" "line 2: label column 1 is empty"
+absent "$T/lab/o"
+# im2rec's float labels are integers.
+printf '0\t0.000000\t%s\n1\t3.000000\t%s\n' "$f0" "$f1" >"$T/lab/f.lst"
+expect 0 "$IMSHARD" pack "$T/lab/f.lst" "$T/s" -o "$T/lab/o/f" --quiet
+same "$(json "$T/lab/o/f.json" 'j["class_counts"]')" "[1, 0, 0, 1]"
+# A sparse label space is declared with --max-label.
+printf '0\t0\t%s\n1\t5000\t%s\n' "$f0" "$f1" >"$T/lab/sparse.lst"
+expect 1 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp"
+contains "$T/err" "line 2: label 5000 is far beyond the 2 distinct labels"
+absent "$T/lab/o/sp.json"
+expect 0 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp" --max-label 5000 --quiet
+same "$(json "$T/lab/o/sp.json" '(len(j["classes"]), j["classes"][5000], j["class_counts"][5000])')" "(5001, '5000', 1)"
+expect 1 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp2" --max-label 4999
+contains "$T/err" "line 2: label 5000 is above --max-label 4999"
+expect 2 "$IMSHARD" pack "$T/lab/sparse.lst" "$T/s" -o "$T/lab/o/sp2" --max-label 1048576
+one_line "$T/err"
+# With class names every label needs one (names of another list are
+# caught, not padded with numbers).
+printf 'a\nb\n' >"$T/lab/two.classes"
+printf '0\t0\t%s\n1\t2\t%s\n' "$f0" "$f1" >"$T/lab/named.lst"
+expect 1 "$IMSHARD" pack "$T/lab/named.lst" "$T/s" -o "$T/lab/o/n" --classes "$T/lab/two.classes"
+contains "$T/err" "line 2: label 2 has no class name: the class names give 2 (labels 0 to 1)"
+expect 0 "$IMSHARD" pack "$T/lab/named.lst" "$T/s" -o "$T/lab/o/n" --classes "$T/lab/two.classes" \
+  --max-label 2 --quiet
+same "$(json "$T/lab/o/n.json" 'j["classes"]')" "['a', 'b', '2']"
+checks=$((checks + 1))
+[ -z "$(ls "$T/lab/o" | grep -vE '^(f|sp|n)(\.json|-0000.-of-0000.\.mdb)$')" ] ||
+  fail "failed packs left files: $(ls "$T/lab/o")"
 finish

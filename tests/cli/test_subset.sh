@@ -229,6 +229,39 @@ usage_error "$IN" "$IN" -o "$T/u/x.lst" --per-class 3
 usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --seed x
 [ ! -e "$T/u" ] || fail "usage error created outputs"
 
+# ---- labels are bounded class ids ---------------------------------------------
+# A label of 2147483647 once sized subset's per-class arrays to 16 GB; run
+# under a memory limit so that, unfixed, it fails instead.
+mkdir -p "$T/lab"
+printf '0\t2147483647\ta.jpg\n1\t0\tb.jpg\n' >"$T/lab/h.lst"
+set +e
+if ldd "$IMSHARD" 2>/dev/null | grep -q libasan; then # ASan reserves terabytes: cap allocations instead
+	cap='export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1:max_allocation_size_mb=4000"'
+else
+	cap='ulimit -v 4000000'
+fi
+(eval "$cap"; exec "$IMSHARD" subset "$T/lab/h.lst" -o "$T/lab/o/h.lst" --per-class 1) \
+	>"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+expect_stderr "cannot read list '$T/lab/h.lst': line 1: label 2147483647 is far beyond the 2 distinct labels"
+[ "$(wc -l <"$T/stderr")" -eq 1 ] || fail "not one line: $(cat "$T/stderr")"
+[ ! -e "$T/lab/o" ] || fail "output written for a huge label"
+printf '0\t1e2\ta.jpg\n' >"$T/lab/e.lst"
+run subset "$T/lab/e.lst" -o "$T/lab/o/e.lst" --per-class 1
+expect_rc 1
+expect_stderr "line 1: label '1e2' has an exponent"
+# Sparse labels with --max-label: each label present is a class.
+printf '0\t0\ta.jpg\n1\t0\tb.jpg\n2\t3000\tc.jpg\n3\t3000\td.jpg\n' >"$T/lab/sp.lst"
+run subset "$T/lab/sp.lst" -o "$T/lab/o/sp.lst" --per-class 1 --max-label 3000 --allow-short --quiet
+expect_rc 0
+expect_eq "sparse rows" "$(cut -f2 "$T/lab/o/sp.lst" | sort -n | paste -sd,)" "0,3000"
+run subset "$T/lab/sp.lst" -o "$T/lab/o/sp.lst" --per-class 1 --max-label 2999
+expect_rc 1
+expect_stderr "line 3: label 3000 is above --max-label 2999"
+grep -qF -- "--max-label" <("$IMSHARD" subset --help) || fail "--help lacks --max-label"
+
 if [ "$failures" -ne 0 ]; then
 	echo "test_subset.sh: $failures failure(s)" >&2
 	exit 1

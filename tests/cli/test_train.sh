@@ -56,6 +56,18 @@ expect 0 "$IMSHARD" convert folder "$T/s3" -o "$T/p3" --val-ratio 0.5 --quiet
 expect 1 fit --val "$T/p3/val.json"
 one_line "$T/err"
 contains "$T/err" "has 4 classes but"
+# --shard-owning on records packed in list order (sorted by class): one
+# warning; none on the shuffled records convert writes by default.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/pns" --val-ratio 0.25 --seed 3 --no-shuffle --shards 2 --quiet
+expect 0 "$IMSHARD_TRAIN" --train "$T/pns/train.json" --val "$T/pns/val.json" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --shard-owning --max-steps 1 --epochs 1
+contains "$T/err" "imshard-train: warning: shard-owning mode on '$T/pns/train.json', whose records are not shuffled"
+same "$(grep -c 'shard-owning mode' "$T/err")" 1 "(warned once)"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/psh" --val-ratio 0.25 --seed 3 --shards 2 --quiet
+expect 0 "$IMSHARD_TRAIN" --train "$T/psh/train.json" --val "$T/psh/val.json" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --shard-owning --max-steps 1 --epochs 1
+lacks "$T/err" "shard-owning"
+
 # --device cuda: without a GPU (or a CUDA backend) nn_ctx_init_cuda's one
 # line, which names the way out; with one, it trains (tests/train's gpu
 # test checks what).

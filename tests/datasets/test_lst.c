@@ -328,11 +328,17 @@ static void test_malformed(void)
 	BAD("5\t0x10\tp.jpg", "label '0x10' is not a number");
 	BAD("5\t1e999\tp.jpg", "'1e999' is not a finite number");
 	BAD("5\t3000000000\tp.jpg", "label '3000000000' is too large");
+	BAD("5\t2147483648.000000\tp.jpg", "label '2147483648.000000' is too large");
+	/* Written so that strtod's value would pass silently. */
+	BAD("5\t1e2\tp.jpg", "label '1e2' has an exponent");
+	BAD("5\t1.5E1\tp.jpg", "label '1.5E1' has an exponent");
+	BAD("5\t3.00000000000000000001\tp.jpg", "label '3.00000000000000000001' is not an integer");
+	BAD("5\t-0\tp.jpg", "label '-0' is negative");
 	BAD("5\t\tp.jpg", "label column 1 is empty");
 	BAD("5\t1\t0.5\tp.jpg", "2 label columns, but line 1 has 1");
 	BAD("5\t1\t", "empty path");
 	BAD("5\t1\t   ", "empty path");
-	BAD("5\t1\t/data/imagenet/x.JPEG", "path '/data/imagenet/x.JPEG' is absolute");
+	BAD("5\t1\t/data/imagenet/../x.JPEG", "path '/data/imagenet/../x.JPEG' has a '..' component");
 	BAD("5\t1\t../x.jpg", "path '../x.jpg' has a '..' component");
 	BAD("5\t1\ta/../../etc/passwd", "'..' component");
 	BAD("5\t1\ta/..", "'..' component");
@@ -386,7 +392,7 @@ static void test_write_refuses(void)
 	ds_list l;
 	ds_list_init(&l);
 	const char *p = tmp_path("refused.lst");
-	const char *bad[] = {"/abs/x.jpg", "a/../b.jpg", "tab\there.jpg", "new\nline.jpg", ""};
+	const char *bad[] = {"/abs/../x.jpg", "a/../b.jpg", "tab\there.jpg", "new\nline.jpg", ""};
 	for (int i = 0; i < 5; i++) {
 		ds_list_release(&l);
 		CHECK_OK(ds_list_append(&l, 0, 0, NULL, 0, "fine.jpg", &err), &err);
@@ -519,6 +525,159 @@ static void test_many_rows(void)
 	ds_list_release(&b);
 }
 
+/* Writes text to a fresh list file and reads it with max_label into l
+ * (which may hold rows and classes already). */
+static int read_with(const char *text, int64_t max_label, ds_list *l,
+		     ims_error *err)
+{
+	static int n;
+	char name[64];
+	snprintf(name, sizeof(name), "bound%02d.lst", n++);
+	const char *p = tmp_path(name);
+	write_text(p, text, strlen(text));
+	ds_list_read_opts o;
+	ds_list_read_opts_init(&o);
+	o.max_label = max_label;
+	return ds_list_read_with(p, &o, l, err);
+}
+
+/* Labels are class ids: bounded by the class names, or the list's own
+ * distinct labels, or --max-label; never past DS_LABEL_CEILING. */
+static void test_label_bound(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	/* The reproduction: one row, label 99999999. */
+	CHECK_EQ_INT(read_with("0\t99999999\tcircle/circle_0000.jpg\n",
+			       DS_LABEL_AUTO, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "bound00.lst': line 1: label 99999999 is far beyond "
+			      "the 1 distinct label of the list") != NULL);
+	CHECK(strstr(err.msg, "--max-label N") != NULL);
+	CHECK_EQ_INT(l.count, 0);
+	/* The line named is the row's line (blank lines counted). */
+	CHECK_EQ_INT(read_with("0\t1\ta.jpg\n\n1\t2\tb.jpg\n2\t2147483647\tc.jpg\n",
+			       DS_LABEL_AUTO, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 4: label 2147483647 is far beyond the 3 "
+			      "distinct labels") != NULL);
+	/* Below 1024 needs no declaration, however few labels are used. */
+	CHECK_OK(read_with("0\t0\ta.jpg\n1\t1023\tb.jpg\n", DS_LABEL_AUTO, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 2);
+	ds_list_release(&l);
+	CHECK_EQ_INT(read_with("0\t0\ta.jpg\n1\t1024\tb.jpg\n", DS_LABEL_AUTO, &l, &err),
+		     IMS_EFORMAT);
+	CHECK(strstr(err.msg, "labels stay below 1024") != NULL);
+	/* Past 1024: 16 x the distinct labels. 100 labels 0..98 and 1599. */
+	char big[4096];
+	size_t len = 0;
+	for (int i = 0; i < 99; i++)
+		len += (size_t)snprintf(big + len, sizeof(big) - len, "%d\t%d\tx%d.jpg\n", i, i, i);
+	snprintf(big + len, sizeof(big) - len, "99\t1599\tlast.jpg\n");
+	CHECK_OK(read_with(big, DS_LABEL_AUTO, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 100);
+	size_t distinct = 0;
+	CHECK_OK(ds_list_distinct_labels(&l, &distinct, &err), &err);
+	CHECK_EQ_U64(distinct, 100);
+	ds_list_release(&l);
+	snprintf(big + len, sizeof(big) - len, "99\t1600\tlast.jpg\n");
+	CHECK_EQ_INT(read_with(big, DS_LABEL_AUTO, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 100: label 1600 is far beyond the 100 distinct labels") != NULL);
+	/* --max-label: up to N, and only N. */
+	CHECK_OK(read_with("0\t0\ta.jpg\n1\t500000\tb.jpg\n", 500000, &l, &err), &err);
+	ds_list_release(&l);
+	CHECK_EQ_INT(read_with("0\t0\ta.jpg\n1\t7\tb.jpg\n", 6, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 2: label 7 is above --max-label 6") != NULL);
+	CHECK_EQ_INT(read_with("0\t0\ta.jpg\n", DS_LABEL_CEILING + 1LL, &l, &err), IMS_EINVAL);
+	/* Never past the ceiling, whatever the spread. */
+	CHECK_EQ_INT(read_with("0\t1048576\ta.jpg\n", DS_LABEL_CEILING, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "above --max-label 1048575") != NULL);
+	/* Class names bound the labels: each needs one. */
+	CHECK_OK(ds_list_add_class(&l, "cat", NULL, &err), &err);
+	CHECK_OK(ds_list_add_class(&l, "dog", NULL, &err), &err);
+	CHECK_OK(read_with("0\t1\ta.jpg\n", DS_LABEL_AUTO, &l, &err), &err);
+	CHECK_EQ_INT(read_with("1\t0\tb.jpg\n2\t2\tc.jpg\n", DS_LABEL_AUTO, &l, &err),
+		     IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 2: label 2 has no class name: the class names give 2 "
+			      "(labels 0 to 1)") != NULL);
+	CHECK_EQ_INT(l.count, 1); /* the earlier row kept, the new ones dropped */
+	/* ... unless --max-label says more. */
+	CHECK_OK(read_with("1\t0\tb.jpg\n2\t2\tc.jpg\n", 2, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 3);
+	ds_list_release(&l);
+	/* DS_LABEL_ANY (ds_list_read): any int32. */
+	CHECK_OK(read_with("0\t2147483647\ta.jpg\n", DS_LABEL_ANY, &l, &err), &err);
+	size_t bad = 0;
+	CHECK_EQ_INT(ds_list_check_labels(&l, 0, DS_LABEL_AUTO, &bad, &err), IMS_EINVAL);
+	CHECK_EQ_U64(bad, 0);
+	ds_list_release(&l);
+	/* Rows made in memory: the same rule, without lines. */
+	CHECK_OK(ds_list_append(&l, 0, 3, NULL, 0, "a.jpg", &err), &err);
+	CHECK_OK(ds_list_check_labels(&l, 0, DS_LABEL_AUTO, NULL, &err), &err);
+	CHECK_OK(ds_list_append(&l, 1, 4096, NULL, 0, "b.jpg", &err), &err);
+	bad = 0;
+	CHECK_EQ_INT(ds_list_check_labels(&l, 0, DS_LABEL_AUTO, &bad, &err), IMS_EINVAL);
+	CHECK_EQ_U64(bad, 1);
+	ds_list_release(&l);
+	/* Many distinct labels: the set grows past its first size. */
+	for (int i = 0; i < 5000; i++)
+		CHECK_OK(ds_list_append(&l, (uint64_t)i, (i * 7919) % 5000, NULL, 0, "x.jpg", &err), &err);
+	CHECK_OK(ds_list_distinct_labels(&l, &distinct, &err), &err);
+	CHECK_EQ_U64(distinct, 5000);
+	ds_list_release(&l);
+}
+
+/* Absolute paths (im2rec's lists often hold them) are read and written as
+ * they are; with a ROOT they must lie under it, as given or resolved. */
+static void test_absolute_paths(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	char text[8192];
+	snprintf(text, sizeof(text), "0\t0\t%s/img/a.jpg\n1\t0\trel/b.jpg\n", tmpdir);
+	const char *p = tmp_path("abs.lst");
+	write_text(p, text, strlen(text));
+	CHECK_OK(ds_list_read(p, &l, &err), &err);
+	CHECK_EQ_INT(l.count, 2);
+	const char *w = tmp_path("abs_out.lst");
+	CHECK_OK(ds_list_write(w, &l, &err), &err); /* subset keeps them */
+	ds_list_release(&l);
+	ds_list_read_opts o;
+	ds_list_read_opts_init(&o);
+	char root[4200];
+	snprintf(root, sizeof(root), "%s/img/", tmpdir); /* a trailing slash is fine */
+	o.root = root;
+	CHECK_OK(ds_list_read_with(p, &o, &l, &err), &err);
+	ds_list_release(&l);
+	o.root = "/"; /* everything absolute is under / */
+	CHECK_OK(ds_list_read_with(p, &o, &l, &err), &err);
+	ds_list_release(&l);
+	/* Under ROOT reached through a link: either form counts. */
+	char link[4200];
+	snprintf(link, sizeof(link), "%s/img", tmpdir);
+	CHECK(mkdir(link, 0755) == 0);
+	snprintf(link, sizeof(link), "%s/imglink", tmpdir);
+	char target[4200];
+	snprintf(target, sizeof(target), "%s/img", tmpdir);
+	CHECK(symlink(target, link) == 0);
+	o.root = link;
+	CHECK_OK(ds_list_read_with(p, &o, &l, &err), &err);
+	ds_list_release(&l);
+	/* Outside ROOT (a sibling folder whose name starts alike, too). */
+	snprintf(root, sizeof(root), "%s/im", tmpdir);
+	o.root = root;
+	CHECK_EQ_INT(ds_list_read_with(p, &o, &l, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "abs.lst': line 1: path '") != NULL);
+	CHECK(strstr(err.msg, "/img/a.jpg' is not under ROOT") != NULL);
+	CHECK_EQ_INT(l.count, 0);
+	size_t bad = 9;
+	CHECK_OK(ds_list_read(p, &l, &err), &err);
+	CHECK_EQ_INT(ds_list_check_paths(&l, 0, root, &bad, &err), IMS_EINVAL);
+	CHECK_EQ_U64(bad, 0);
+	CHECK_OK(ds_list_check_paths(&l, 0, NULL, NULL, &err), &err);
+	ds_list_release(&l);
+}
+
 int main(void)
 {
 	make_tmpdir();
@@ -530,6 +689,8 @@ int main(void)
 	test_classes();
 	test_classes_path();
 	test_many_rows();
+	test_label_bound();
+	test_absolute_paths();
 	if (!test_failures_)
 		ds_test_rm_tree(tmpdir);
 	return TEST_EXIT();

@@ -1,6 +1,7 @@
 /* test_pack.c - the packing pipeline: list order whatever the thread count,
  * exact shard counts, map growth, skipped rows reported in order,
  * --max-errors, cancellation. */
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,20 @@ static int same_file(const char *a, const char *b)
 	free(x);
 	free(y);
 	return same;
+}
+
+/* Entries of a folder (0 when it does not exist). */
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
 }
 
 typedef struct seen {
@@ -210,6 +225,70 @@ int main(void)
 		o.root = "/no/such/root";
 		CHECK_EQ_INT(pack_run(&l, &o, &rep, &e), IMS_ENOTFOUND);
 		CHECK(strstr(e.msg, "/no/such/root") != NULL);
+	}
+	/* A stray huge label: refused, naming the row, before anything is
+	 * sized by it or written (it once grew a pack to 24 GB). */
+	{
+		ds_list h;
+		ds_list_init(&h);
+		CHECK_OK(ds_list_append(&h, 0, 0, NULL, 0, l.items[0].path, &e), &e);
+		CHECK_OK(ds_list_append(&h, 1, 99999999, NULL, 0, l.items[1].path, &e), &e);
+		pack_report rep;
+		pack_opts o;
+		pack_opts_init(&o);
+		o.root = root;
+		snprintf(a, sizeof(a), "%s/huge", tmp);
+		o.out_dir = a;
+		o.name = "y";
+		CHECK_EQ_INT(pack_run(&h, &o, &rep, &e), IMS_EINVAL);
+		snprintf(b, sizeof(b), "cannot pack row 1 ('%s'): label 99999999 is far beyond the 2 distinct labels",
+			 l.items[1].path);
+		CHECK(strstr(e.msg, b) != NULL);
+		CHECK_EQ_INT(count_entries(a), 0);
+		/* Declared: a sparse label space is packed, its classes named by
+		 * number up to the largest label. */
+		h.items[1].label = 5000;
+		CHECK_EQ_INT(pack_run(&h, &o, &rep, &e), IMS_EINVAL);
+		CHECK(strstr(e.msg, "label 5000 is far beyond") != NULL);
+		o.max_label = 5000;
+		CHECK_OK(pack_run(&h, &o, &rep, &e), &e);
+		rio_manifest m;
+		CHECK_OK(rio_manifest_load(rep.manifest, &m, &e), &e);
+		CHECK_EQ_U64(m.n_classes, 5001);
+		CHECK_EQ_STR(m.classes[5000], "5000");
+		CHECK_EQ_U64(m.class_counts[5000], 1);
+		rio_manifest_release(&m);
+		o.max_label = 4999;
+		o.force = 1;
+		CHECK_EQ_INT(pack_run(&h, &o, &rep, &e), IMS_EINVAL);
+		CHECK(strstr(e.msg, "label 5000 is above --max-label 4999") != NULL);
+		/* With class names, every label needs one. */
+		CHECK_OK(ds_list_add_class(&h, "a", NULL, &e), &e);
+		CHECK_OK(ds_list_add_class(&h, "b", NULL, &e), &e);
+		o.max_label = DS_LABEL_AUTO;
+		CHECK_EQ_INT(pack_run(&h, &o, &rep, &e), IMS_EINVAL);
+		CHECK(strstr(e.msg, "label 5000 has no class name: the class names give 2") != NULL);
+		ds_list_release(&h);
+	}
+	/* A failure after the shards got their final names (the manifest
+	 * cannot be written: a folder sits where its temporary file goes)
+	 * leaves no shard, lock or working file behind. */
+	{
+		pack_report rep;
+		pack_opts o;
+		pack_opts_init(&o);
+		o.root = root;
+		snprintf(a, sizeof(a), "%s/late", tmp);
+		o.out_dir = a;
+		o.name = "y";
+		o.shards = 2;
+		CHECK_OK(ims_mkdir_p(a, &e), &e);
+		char t[4500];
+		snprintf(t, sizeof(t), "%s/y.json.tmp.%d", a, (int)getpid());
+		CHECK(mkdir(t, 0755) == 0);
+		CHECK(pack_run(&l, &o, &rep, &e) < 0);
+		CHECK(rmdir(t) == 0);
+		CHECK_EQ_INT(count_entries(a), 0);
 	}
 	ds_list_release(&mixed);
 	ds_list_release(&l);

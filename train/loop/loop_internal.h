@@ -146,7 +146,7 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 			  const loop_interval *iv);
 void loop_report_validation(run *r, const nn_train_validation *v,
 			    double wall_s);
-void loop_warn(run *r, const char *fmt, ...)
+void loop_rank_note(run *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 struct cJSON *loop_options_json(const run *r);
 int loop_write_summary(run *r, nn_train_result *res, ims_error *err);

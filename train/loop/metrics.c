@@ -78,16 +78,16 @@ void loop_close_metrics(run *r)
 	r->log.metrics_fd = -1;
 }
 
-void loop_warn(run *r, const char *fmt, ...)
+void loop_rank_note(run *r, const char *fmt, ...)
 {
-	if (!r->log.ev.warning)
+	if (!r->log.ev.rank_note)
 		return;
 	char msg[IMS_ERRMSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	r->log.ev.warning(r->log.ev.ctx, msg);
+	r->log.ev.rank_note(r->log.ev.ctx, msg);
 }
 
 void loop_report_start(run *r)

@@ -140,6 +140,15 @@ int loop_open_context(run *r, ims_error *err)
 	return 0;
 }
 
+/* The loader's warnings about the split (aug_loader_opts.event), passed
+ * on as the run's. */
+static void loader_event(void *ctx, const char *msg)
+{
+	run *r = ctx;
+	if (r->log.ev.warning)
+		r->log.ev.warning(r->log.ev.ctx, msg);
+}
+
 int loop_open_loaders(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -153,6 +162,8 @@ int loop_open_loaders(run *r, ims_error *err)
 	lo.threads = o->threads;
 	lo.quiet = r->dp.rank != 0 || o->quiet;
 	lo.shard_owning = o->shard_owning;
+	lo.event = loader_event;
+	lo.event_ctx = r;
 	loop_host_memory(r, &lo);
 	lo.transform.out_w = lo.transform.out_h = o->size;
 	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",

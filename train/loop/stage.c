@@ -68,8 +68,8 @@ int loop_setup_device(run *r, ims_error *err)
 		const char *why = NULL;
 		r->log.gpumon = nn_gpumon_open(NULL, pci, r->log.device, &why);
 		if (!r->log.gpumon)
-			loop_warn(r, "rank %d: no gpu lines in metrics.jsonl: %s",
-				  r->dp.rank, why ? why : "NVML is unusable");
+			loop_rank_note(r, "rank %d: no gpu lines in metrics.jsonl: %s",
+				       r->dp.rank, why ? why : "NVML is unusable");
 		if (o->synthetic) {
 			loop_data *d = &r->data;
 			d->synth_dev_x = nn_ctx_alloc(&r->ctx, x_bytes);

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""bench/python/bench.py - images/s of imshard.Loader against `imshard
+bench-load`, NVIDIA DALI's CPU pipeline and torch DataLoader, interleaved
+round by round, 224 random-resized-crop + flip + normalise to float32 NCHW
+at 1 and 2 threads, each contender in its own process under GNU time for
+its peak RSS. See bench/python/README.md.
+
+    python3 bench/python/bench.py [--rounds 3] [--images 1000] [--batch 64]
+
+Contenders missing here (torch, DALI) are reported as not run, never
+estimated.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MEAN = (123.675, 116.28, 103.53)
+STD = (58.395, 57.12, 57.375)
+
+
+def one_imshard(a):
+    import imshard
+    loader = imshard.Loader(a.manifest, a.batch, 224, augment="flip", threads=a.threads,
+                            rank=0, world=1, seed=1, mean=MEAN, std=STD)
+    t0 = time.perf_counter()
+    n = 0
+    for images, labels in loader:
+        n += len(labels)
+    return n, time.perf_counter() - t0
+
+
+def one_torch(a):
+    import torch
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+    torch.set_num_threads(1)
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([m / 255 for m in MEAN], [s / 255 for s in STD])])
+    ds = ImageFolder(a.corpus, transform=tf)
+    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, drop_last=True,
+                                     num_workers=a.threads, persistent_workers=False)
+    t0 = time.perf_counter()
+    n = 0
+    for images, labels in dl:
+        n += len(labels)
+    return n, time.perf_counter() - t0
+
+
+def one_dali(a):
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.base_iterator import LastBatchPolicy  # noqa: F401
+
+    @pipeline_def(batch_size=a.batch, num_threads=a.threads, device_id=None, seed=1)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=a.corpus, random_shuffle=True, name="r")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB)
+        images = fn.resize(images, resize_x=224, resize_y=224)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          mean=list(MEAN), std=list(STD),
+                                          mirror=fn.random.coin_flip())
+        return images, labels
+
+    p = pipe()
+    p.build()
+    steps = p.epoch_size("r") // a.batch
+    t0 = time.perf_counter()
+    n = 0
+    for _ in range(steps):
+        images, labels = p.run()
+        n += len(labels)
+    return n, time.perf_counter() - t0
+
+
+def measure(cmd, env=None):
+    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
+    r = json.loads(line)
+    r["rss_mib"] = int(rss.group(1)) / 1024 if rss else None
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--work", default="/tmp/imshard-bench-python")
+    ap.add_argument("--imshard", default=os.path.join(ROOT, "build", "tools", "imshard"))
+    ap.add_argument("--torch-path", default="/tmp/imshard-torchlib",
+                    help="a --target folder holding torch and torchvision")
+    ap.add_argument("--dali-path", default="/tmp/imshard-dali",
+                    help="a --target folder holding nvidia-dali")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--manifest", help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        a.threads = a.threads[0]
+        n, secs = {"imshard": one_imshard, "torch": one_torch, "dali": one_dali}[a.one](a)
+        print(json.dumps({"images": n, "seconds": secs, "images_per_s": n / secs}))
+        return
+
+    corpus = os.path.join(a.work, "corpus-%d" % a.images)
+    if not os.path.isdir(corpus):
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pack", "make_corpus.py"),
+                        corpus, "--n", str(a.images), "--seed", "1", "--jobs", "2"], check=True)
+    manifest = os.path.join(a.work, "packed-%d" % a.images, "train.json")
+    if not os.path.exists(manifest):
+        lst = os.path.join(a.work, "corpus-%d" % a.images)
+        subprocess.run([a.imshard, "list", corpus, "-o", lst, "--no-shuffle", "--quiet"], check=True)
+        subprocess.run([a.imshard, "pack", lst + "_train.lst", corpus, "-o", manifest[:-5],
+                        "--encoding", "keep", "--quiet"], check=True)
+    me = [sys.executable, os.path.abspath(__file__), "--batch", str(a.batch),
+          "--manifest", manifest, "--corpus", corpus]
+    env_torch = dict(os.environ, PYTHONPATH=a.torch_path)
+    env_dali = dict(os.environ, PYTHONPATH=a.dali_path)
+    have = {
+        "torch": subprocess.run([sys.executable, "-c", "import torchvision"], env=env_torch,
+                                capture_output=True).returncode == 0,
+        "dali": subprocess.run([sys.executable, "-c", "import nvidia.dali"], env=env_dali,
+                               capture_output=True).returncode == 0,
+    }
+    results = {}
+    for rnd in range(a.rounds):
+        for t in a.threads:
+            runs = {
+                "bench-load": ([a.imshard, "bench-load", manifest, "--batch", str(a.batch),
+                                "--size", "224", "--threads", str(t), "--augment", "flip",
+                                "--epochs", "1", "--seconds", "0", "--seed", "1", "--mean",
+                                ",".join(map(str, MEAN)), "--std", ",".join(map(str, STD)),
+                                "--quiet", "--json"], None),
+                "imshard.Loader": (me + ["--one", "imshard", "--threads", str(t)], None),
+                "torch DataLoader": (me + ["--one", "torch", "--threads", str(t)], env_torch),
+                "DALI CPU": (me + ["--one", "dali", "--threads", str(t)], env_dali),
+            }
+            for name, (cmd, env) in runs.items():
+                if name == "torch DataLoader" and not have["torch"]:
+                    continue
+                if name == "DALI CPU" and not have["dali"]:
+                    continue
+                r = measure(cmd, env)
+                results.setdefault((name, t), []).append(r)
+                print("round %d, %d thread%s, %-16s %s" % (rnd, t, "" if t == 1 else "s", name,
+                      "%.1f images/s, %.0f MiB" % (r["images_per_s"], r["rss_mib"])
+                      if "error" not in r else "failed: " + r["error"]), flush=True)
+    print("\nmedians (images/s, peak RSS MiB) and median in-run ratios of imshard.Loader:")
+    for t in a.threads:
+        base = results.get(("imshard.Loader", t), [])
+        for name in ("bench-load", "imshard.Loader", "torch DataLoader", "DALI CPU"):
+            rs = [r for r in results.get((name, t), []) if "error" not in r]
+            if not rs:
+                print("  %d thr  %-16s not run (%s)" % (t, name, "missing" if (name, t) not in results
+                                                         else "failed"))
+                continue
+            ratio = ""
+            if name != "imshard.Loader" and len(rs) == len(base):
+                ratio = "  imshard.Loader / this = %.2fx" % statistics.median(
+                    b["images_per_s"] / r["images_per_s"] for b, r in zip(base, rs))
+            print("  %d thr  %-16s %8.1f images/s  %6.0f MiB%s" % (
+                t, name, statistics.median(r["images_per_s"] for r in rs),
+                statistics.median(r["rss_mib"] for r in rs), ratio))
+    print("\nhave: torch %s, DALI %s" % (have["torch"], have["dali"]))
+
+
+if __name__ == "__main__":
+    main()

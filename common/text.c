@@ -1,0 +1,90 @@
+/*
+ * text.c - UTF-8 checks and terminal-safe escaping of outside text.
+ *
+ * Names come from file systems and lists, which hold bytes, not text: a
+ * file named with an ESC byte can move the cursor or retitle the terminal
+ * when printed, and a Latin-1 folder name is not valid in a UTF-8 JSON
+ * manifest. One decoder serves both questions.
+ */
+#include "common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0. */
+static size_t utf8_seq(const unsigned char *p)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t n;
+	unsigned cp;
+	if (c >= 0xC2 && c <= 0xDF) {
+		n = 2;
+		cp = c & 0x1F;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		n = 3;
+		cp = c & 0x0F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3F);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+		return 0;
+	return n;
+}
+
+int ims_utf8_valid(const char *s, size_t *bad)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; p[i];) {
+		size_t n = utf8_seq(p + i);
+		if (!n) {
+			if (bad)
+				*bad = i;
+			return 0;
+		}
+		i += n;
+	}
+	return 1;
+}
+
+const char *ims_escape(const char *s, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0, safe = 0; /* safe: a boundary with room for "...\0" */
+	for (size_t i = 0; p[i];) {
+		size_t n = utf8_seq(p + i);
+		int c1 = n == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0;
+		int plain = n > 1 ? !c1 : (n == 1 && p[i] >= 0x20 && p[i] != 0x7F);
+		size_t need = plain ? n : 4;
+		if (o + 4 <= len)
+			safe = o;
+		if (o + need + 1 > len) {
+			o = safe; /* cut between characters, never inside one */
+			if (len >= 4) {
+				memcpy(buf + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		if (plain)
+			memcpy(buf + o, p + i, n);
+		else
+			snprintf(buf + o, 5, "\\x%02x", p[i]);
+		o += need;
+		i += plain ? n : 1;
+	}
+	buf[o] = '\0';
+	return buf;
+}

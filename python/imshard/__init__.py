@@ -1,0 +1,512 @@
+"""imshard for Python: read, pack and load imshard's packed splits at C speed.
+
+    import imshard
+    split = imshard.Split("out/train.json")       # records, decode, verify
+    loader = imshard.Loader("out/train.json", batch_size=64, size=224)
+    for epoch in range(10):
+        loader.set_epoch(epoch)
+        for images, labels in loader:             # NumPy views of the ring
+            ...
+
+Everything runs in imshard's C libraries (the extension imshard._imshard);
+this module adds the Python conventions. docs/PYTHON.md is the manual.
+
+Errors raise imshard.Error (an OSError) with the C library's one-line
+message; bad arguments raise imshard.ArgumentError (an imshard.Error and a
+ValueError).
+"""
+import os
+import sys
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from . import _imshard
+from ._imshard import ArgumentError, Error
+
+__all__ = ["Split", "Record", "Loader", "Batch", "pack", "convert", "bench_load",
+           "decode", "partition", "distributed_rank", "Error", "ArgumentError",
+           "IMAGENET_MEAN", "IMAGENET_STD"]
+__version__ = _imshard.version
+
+#: ImageNet's per-channel mean and std in pixel units (0..255): the Loader's
+#: defaults, the same normalisation as torchvision's ToTensor + Normalize.
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+_said = set()
+
+
+def _say_once(msg):
+    if msg not in _said:
+        _said.add(msg)
+        warnings.warn(msg, stacklevel=3)
+
+
+def distributed_rank():
+    """(rank, world, source): torch.distributed when it is initialised, else
+    the RANK and WORLD_SIZE environment variables (set by torchrun, also
+    LOCAL_RANK), else (0, 1). torch is not imported for this: only looked at
+    when the program already imported torch.distributed."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+    if "RANK" in os.environ or "WORLD_SIZE" in os.environ:
+        try:
+            rank = int(os.environ.get("RANK", "0"))
+            world = int(os.environ.get("WORLD_SIZE", "1"))
+        except ValueError:
+            raise ArgumentError("cannot read the rank from RANK=%r WORLD_SIZE=%r: not integers"
+                                % (os.environ.get("RANK"), os.environ.get("WORLD_SIZE")))
+        return rank, world, "RANK/WORLD_SIZE"
+    return 0, 1, "default (no torch.distributed, no RANK/WORLD_SIZE)"
+
+
+def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False):
+    """Rank `rank`'s share of epoch `epoch` over n records (the C partition
+    every loader and imshard-train use) as a list of record indices."""
+    return _imshard.partition(n, rank, world, epoch, seed, shuffle, pad)
+
+
+def decode(data, apply_orientation=True):
+    """JPEG or PNG bytes to an HxWx3 uint8 array with the C decoder (grey,
+    CMYK/YCCK, palette, alpha over white, 16-bit, EXIF orientation)."""
+    px, h, w = _imshard.decode(data, apply_orientation)
+    return np.frombuffer(px, np.uint8).reshape(h, w, 3)
+
+
+# ---- reading ---------------------------------------------------------------
+
+_RecordBase = namedtuple("Record", "payload label extra encoding width height channels "
+                                  "orientation orig_width orig_height original")
+
+
+class Record(_RecordBase):
+    """One record: payload (the stored bytes), label (int), extra (float
+    labels), encoding ('jpeg', 'png', 'raw'), width/height/channels of the
+    payload as decoded, orientation (EXIF, still to apply), the source's
+    upright orig_width/orig_height, and original (payload is the source
+    file unchanged)."""
+    __slots__ = ()
+
+    @property
+    def size(self):
+        """(width, height) of the upright image the payload decodes to."""
+        if self.orientation >= 5:
+            return (self.height, self.width)
+        return (self.width, self.height)
+
+
+class Split:
+    """A packed split (NAME.json and its shards), opened read-only.
+
+    len(split), split[i] -> Record, split.decode(i) -> HxWx3 uint8 array,
+    split.classes, split.class_counts, split.verify(). Shards are checked
+    when opened; a damaged one raises imshard.Error naming it. Usable from
+    several threads (calls take turns). close() or a with block unmaps.
+    """
+
+    def __init__(self, manifest):
+        self._c = _imshard.Split(manifest)
+        self.path = os.fspath(manifest)
+        self.manifest = self._c.manifest()
+
+    def __len__(self):
+        return len(self._c)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [Record(*self._c.record(k)) for k in range(*i.indices(len(self)))]
+        return Record(*self._c.record(i))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def decode(self, i):
+        """Record i as an HxWx3 uint8 RGB array, upright (EXIF applied), grey
+        replicated, CMYK converted, alpha composited over white: exactly
+        what the C decoder gives the packer and the loader."""
+        px, h, w = self._c.decode(i)
+        return np.frombuffer(px, np.uint8).reshape(h, w, 3)
+
+    @property
+    def classes(self):
+        return list(self.manifest["classes"])
+
+    @property
+    def class_counts(self):
+        """Records per class, label i at position i."""
+        return list(self.manifest["class_counts"])
+
+    def verify(self, decode=False):
+        """Checks what `imshard verify` checks: every record's header and
+        payload CRC-32C, each shard's digest, the class counts (and with
+        decode=True every image decodes). Returns {'records': N} when all is
+        well; raises imshard.Error naming the first problem otherwise (the
+        exception's `problems` lists them all, the first 100 records named)."""
+        checked, problems = self._c.verify(decode)
+        if problems:
+            more = " (and %d more problems)" % (len(problems) - 1) if len(problems) > 1 else ""
+            e = Error(problems[0] + more)
+            e.problems = problems
+            raise e
+        return {"records": checked}
+
+    def close(self):
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "imshard.Split(%r: %d records, %d classes)" % (
+            self.path, self.manifest["records"], len(self.manifest["classes"]))
+
+
+# ---- loading ---------------------------------------------------------------
+
+class Batch(tuple):
+    """(images, labels), with the batch's other facts as attributes:
+    indices (global record indices, uint64), padded (bool: a repeated record
+    that makes rank shares equal; leave it out of metrics), epoch, step,
+    wait_seconds (how long taking it blocked), address (of the images in
+    the loader's ring; a copy=True batch's images are elsewhere)."""
+
+    def __new__(cls, images, labels, **attrs):
+        b = super().__new__(cls, (images, labels))
+        b.__dict__.update(attrs)
+        return b
+
+    @property
+    def images(self):
+        return self[0]
+
+    @property
+    def labels(self):
+        return self[1]
+
+
+_DTYPES = {"uint8": "uint8", "u8": "uint8", "float32": "float32", "f32": "float32",
+           "float16": "float16", "f16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+class Loader:
+    """Augmented batches of one rank's share of a split, made by C threads
+    ahead of the consumer (imshard-train's loader).
+
+    Iterating yields Batch (images, labels) pairs: images is a NumPy array
+    (N, 3, size, size) for layout 'nchw' or (N, size, size, 3) for 'nhwc',
+    of dtype float32 (normalised: (pixel - mean) / std, pixels 0..255),
+    float16, uint8 (not normalised) or bfloat16 (as uint16 bits); labels is
+    int64. The images view the loader's ring without a copy.
+
+    The rule for those views: a batch's ring slot is not reused while any
+    array (or tensor) viewing it is alive, so a view can never show another
+    batch's pixels. The ring has prefetch + 1 slots (`prefetch` batches
+    made ahead of the one a loop holds): keeping prefetch + 1 batches
+    alive and asking for another raises imshard.Error (it names copy=True);
+    copy=True hands out copies and never holds the ring.
+
+    Shares: rank r of world W takes its part of each epoch's (seed, epoch)
+    permutation, as imshard-train's ranks do; every rank gets len(loader)
+    batches. Training (train=True) drops the records that do not divide
+    among the ranks and a final partial batch (drop_last); validation
+    (train=False) keeps every record once: shares are padded with repeated
+    records (flagged in batch.padded) and the last batch may be short.
+    rank/world default to torch.distributed when initialised, else
+    RANK/WORLD_SIZE, else 0/1 (said once through warnings).
+
+    Epochs: set_epoch(e) fixes the next pass's epoch (as DistributedSampler);
+    without it each pass takes the next epoch, from `epoch`.
+
+    Bad records are replaced by the next record of the share and counted in
+    loader.stats['bad_records'] (the last one named in 'last_bad'); the
+    first is reported through warnings when the epoch ends.
+
+    close() (or a with block, or dropping the loader) stops the C threads at
+    once; closing twice is harmless. Ctrl-C interrupts a waiting loader.
+    """
+
+    def __init__(self, manifest, batch_size, size=224, *, augment="flip", train=True,
+                 rank=None, world=None, threads=None, seed=0, layout="nchw",
+                 dtype="float32", mean=IMAGENET_MEAN, std=IMAGENET_STD, prefetch=3,
+                 shard_owning=False, drop_last=None, copy=False, pinned=True, epoch=0):
+        if (rank is None) != (world is None):
+            raise ArgumentError("give both rank and world, or neither")
+        if rank is None:
+            rank, world, source = distributed_rank()
+            _say_once("imshard: loader rank %d of %d, from %s" % (rank, world, source))
+        if dtype not in _DTYPES:
+            raise ArgumentError("dtype must be float32, float16, bfloat16 or uint8, got %r" % (dtype,))
+        self.dtype = _DTYPES[dtype]
+        if threads is None:
+            threads = 0
+        self.copy = bool(copy)
+        self._c = _imshard.Loader(
+            manifest, batch_size, size, augment=augment, train=bool(train), rank=rank,
+            world=world, threads=threads, seed=seed, layout=layout, dtype=self.dtype,
+            mean=mean, std=std, prefetch=prefetch, shard_owning=bool(shard_owning),
+            drop_last=-1 if drop_last is None else int(bool(drop_last)), pinned=bool(pinned))
+        self.info = self._c.info()
+        self.manifest = os.fspath(manifest)
+        self.rank, self.world = rank, world
+        self.batch_size, self.size, self.layout = batch_size, size, layout
+        self.train = bool(train)
+        self._next_epoch = epoch
+        self._bad_said = 0
+
+    def __len__(self):
+        """Batches per epoch, the same on every rank."""
+        return self.info["batches_per_epoch"]
+
+    def set_epoch(self, epoch):
+        """The epoch the next pass over the loader produces."""
+        self._next_epoch = int(epoch)
+
+    @property
+    def stats(self):
+        """The loader's counters: images, batches, bad_records, last_bad,
+        wait/read/decode/augment/produce seconds, pinned."""
+        return self._c.stats()
+
+    @property
+    def share(self):
+        """records_per_rank, padded and dropped (across ranks) per epoch."""
+        return {k: self.info[k] for k in ("records_per_rank", "padded", "dropped")}
+
+    def _wrap(self, mem):
+        images = np.asarray(mem)
+        if self.copy:
+            images = images.copy()
+        if self.dtype == "bfloat16":
+            images = images.view(np.uint16)
+        return images
+
+    def _make(self, t):
+        mem, labels, indices, padded, count, epoch, step, wait = t
+        images, address = self._wrap(mem), mem.address
+        del mem
+        return Batch(images, np.frombuffer(labels, np.int32).astype(np.int64),
+                     indices=np.frombuffer(indices, np.uint64),
+                     padded=np.frombuffer(padded, np.uint8).astype(bool),
+                     epoch=epoch, step=step, wait_seconds=wait, address=address)
+
+    def epoch(self, epoch):
+        """An iterator over the batches of one given epoch."""
+        self._c.start_epoch(epoch)
+        return _EpochIterator(self)
+
+    def __iter__(self):
+        e = self._next_epoch
+        self._next_epoch = e + 1
+        return self.epoch(e)
+
+    def _report_bad(self):
+        st = self._c.stats()
+        if st["bad_records"] > self._bad_said:
+            warnings.warn("imshard: %d bad records replaced so far; the last: %s"
+                          % (st["bad_records"], st["last_bad"]), stacklevel=4)
+            self._bad_said = st["bad_records"]
+
+    def close(self):
+        """Stops the loader's threads now. Batches still viewed stay readable;
+        the ring is freed when the last is dropped. Twice is harmless."""
+        c = getattr(self, "_c", None)
+        if c is not None:
+            c.close()
+
+    @property
+    def closed(self):
+        return self._c.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        return ("imshard.Loader(%r, batch_size=%d, size=%d, rank %d of %d, %d batches per epoch)"
+                % (self.manifest, self.batch_size, self.size, self.rank, self.world, len(self)))
+
+
+class _EpochIterator:
+    """Batches of the epoch the loader started; keeps no reference to a
+    batch it handed out (a generator frame would, holding a ring slot)."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._loader is None:
+            raise StopIteration
+        t = self._loader._c.next()
+        if t is None:
+            loader, self._loader = self._loader, None
+            loader._report_bad()
+            raise StopIteration
+        return self._loader._make(t)
+
+
+def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, augment=None,
+               train=True, rank=0, world=1, threads=0, seed=0, layout="nchw",
+               dtype="float32", mean=None, std=None, prefetch=3, shard_owning=False,
+               pinned=True):
+    """`imshard bench-load` in-process: the same C measuring loop
+    (aug_bench_run), no Python per batch. Defaults as the command's (mean 0,
+    std 1). Returns a dict: images, batches, seconds, images_per_s, epochs,
+    stall_fraction, batches_per_epoch, records_per_rank, padded, dropped,
+    threads, stats."""
+    return _imshard.bench_load(manifest, batch_size, size, augment=augment, train=bool(train),
+                               rank=rank, world=world, threads=threads, seed=seed,
+                               layout=layout, dtype=_DTYPES.get(dtype, dtype), mean=mean,
+                               std=std, prefetch=prefetch, shard_owning=bool(shard_owning),
+                               pinned=bool(pinned), epochs=epochs, seconds=seconds)
+
+
+# ---- packing ---------------------------------------------------------------
+
+_PACK_OPTIONS = ("encoding", "shards", "shard_size", "resize", "max_size", "center_crop",
+                 "quality", "threads", "max_errors", "check_decode", "force")
+
+
+def _pack_kwargs(options):
+    unknown = sorted(set(options) - set(_PACK_OPTIONS))
+    if unknown:
+        raise ArgumentError("unknown pack option %s (known: %s)"
+                            % (", ".join(unknown), ", ".join(_PACK_OPTIONS)))
+    kw = dict(options)
+    if kw.get("max_errors") is None:
+        kw["max_errors"] = -1
+    if kw.get("shard_size") is None:
+        kw["shard_size"] = 0
+    for k in ("center_crop", "check_decode", "force"):
+        if k in kw:
+            kw[k] = bool(kw[k])
+    import threading
+    kw["main_thread"] = threading.current_thread() is threading.main_thread()
+    return kw
+
+
+def _rows(rows):
+    out = []
+    for i, r in enumerate(rows):
+        r = tuple(r)
+        if len(r) == 2:
+            out.append((i, int(r[0]), (), r[1]))
+        elif len(r) == 3:
+            out.append((int(r[0]), int(r[1]), (), r[2]))
+        elif len(r) == 4:
+            out.append((int(r[0]), int(r[1]), tuple(r[2]), r[3]))
+        else:
+            raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
+                                "(index, label, extras, path), got %d fields" % (i, len(r)))
+    return out
+
+
+def _tell_skipped(report, what):
+    if report["skipped"]:
+        warnings.warn("imshard: %s: %d files skipped, listed in '%s'"
+                      % (what, report["skipped"], report["errors_file"]), stacklevel=3)
+
+
+def pack(list_or_rows, root, out, *, classes=None, **options):
+    """Packs images into a split, as `imshard pack LIST ROOT -o OUT`.
+
+    list_or_rows: an im2rec .lst path (its PREFIX.classes is read when
+    present), or rows (label, path), (index, label, path) or (index, label,
+    extras, path) with paths relative to root. out: OUTDIR/NAME (writes
+    NAME.json and NAME-*.mdb). classes: class names (label i = classes[i]).
+    options: encoding ('keep', 'jpeg', 'png', 'raw'), shards, shard_size,
+    resize, max_size, center_crop, quality, threads, max_errors,
+    check_decode, force: the command's flags, checked the same way.
+
+    Returns the report (listed, packed, skipped, bytes_in, bytes_out,
+    shards, seconds, manifest, errors_file, skipped_files: [(row, path,
+    why)]). Skipped files are also reported through warnings.
+    """
+    out = os.fspath(out)
+    if out.endswith(".json"):
+        out = out[:-5]
+    out_dir, name = os.path.split(out)
+    if not name:
+        raise ArgumentError("out needs OUTDIR/NAME, e.g. out/train (got %r)" % (out,))
+    kw = _pack_kwargs(options)
+    if isinstance(list_or_rows, (str, bytes, os.PathLike)):
+        rep = _imshard.pack(list_or_rows, None, classes, root, out_dir or ".", name, **kw)
+    else:
+        rep = _imshard.pack(None, _rows(list_or_rows), classes, root, out_dir or ".", name, **kw)
+    _tell_skipped(rep, "pack")
+    return rep
+
+
+# options only some datasets take, as `imshard convert` checks them
+_ONLY_FOR = (("val_ratio", "folder,caltech256,fruits"), ("test_ratio", "folder"),
+             ("no_clutter", "caltech256"), ("label", "inat2017"), ("classes", "inat2017"),
+             ("recursive", "folder"), ("exts", "folder"))
+
+
+def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=False,
+            label=None, classes=None, recursive=False, exts=None, seed=0,
+            per_class_train=None, per_class_val=None, per_class_test=None,
+            train_total=None, val_total=None, allow_short=False, shuffle=True, **options):
+    """Converts a dataset as downloaded into packed splits, as `imshard
+    convert DATASET ROOT -o OUT`: OUT/<split>.json with shards,
+    OUT/<split>.lst and OUT/classes.txt. dataset: folder, caltech256,
+    fruits, inat2017, cifar10 or imagenet (docs/datasets.md). The options
+    are the command's (per_class_train=N for --per-class-train N, ...) plus
+    the pack options; classes is inat2017's list of class names to keep.
+    Records are shuffled with seed (shuffle=False keeps the dataset's
+    order, as --no-shuffle), and OUT's splits are replaced all or nothing,
+    as the command does (docs/datasets.md).
+
+    Returns {'splits': {name: pack report}, 'notes': [...adapter notes],
+    'short': {split: [(class, taken, wanted)]}}; notes and short classes are
+    also reported through warnings.
+    """
+    given = {"val_ratio": val_ratio is not None, "test_ratio": bool(test_ratio),
+             "no_clutter": bool(no_clutter), "label": label is not None,
+             "classes": classes is not None, "recursive": bool(recursive),
+             "exts": exts is not None}
+    for opt, datasets in _ONLY_FOR:
+        if given[opt] and dataset in [d for d in _ONLY_DATASETS] and dataset not in datasets.split(","):
+            raise ArgumentError("%s applies to %s, not to %s" % (opt, datasets, dataset))
+    if label is not None and label not in ("species", "supercategory"):
+        raise ArgumentError("label must be species or supercategory, got %r" % (label,))
+    if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
+        raise ArgumentError("val_ratio plus test_ratio must be below 1")
+    per_class = {k: v for k, v in (("train", per_class_train), ("val", per_class_val),
+                                   ("test", per_class_test)) if v is not None}
+    totals = {k: v for k, v in (("train", train_total), ("val", val_total)) if v is not None}
+    if isinstance(classes, (list, tuple)):
+        classes = ",".join(classes)
+    kw = _pack_kwargs(options)
+    res = _imshard.convert(dataset, root, out, val_ratio=-1.0 if val_ratio is None else val_ratio,
+                           test_ratio=test_ratio, no_clutter=bool(no_clutter), label=label,
+                           keep_classes=classes, recursive=bool(recursive), exts=exts,
+                           seed=seed, per_class=per_class, totals=totals,
+                           allow_short=bool(allow_short), shuffle=bool(shuffle), **kw)
+    for note in res["notes"]:
+        warnings.warn("imshard: convert: note: " + note, stacklevel=2)
+    for split, rows in res["short"].items():
+        if rows:
+            warnings.warn("imshard: convert: %s: %d classes had fewer images than wanted and "
+                          "gave all they had: %s" % (split, len(rows), ", ".join(
+                              "'%s' %d of %d" % r for r in rows)), stacklevel=2)
+    for split, rep in res["splits"].items():
+        _tell_skipped(rep, "convert " + split)
+    return res
+
+
+_ONLY_DATASETS = ("folder", "caltech256", "fruits", "inat2017", "cifar10", "imagenet")

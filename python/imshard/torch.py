@@ -1,0 +1,76 @@
+"""imshard.torch: the imshard Loader yielding torch.Tensor batches.
+
+    from imshard.torch import Loader
+    loader = Loader("out/train.json", batch_size=64, size=224)   # rank from torchrun
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            images = images.cuda(non_blocking=True)
+            ...
+
+Tensors view the loader's ring without a copy (torch.from_numpy on the
+NumPy view), under the same rule as imshard.Loader: a batch's ring slot is
+reused only once no tensor or array views it. bfloat16 batches come as
+torch.bfloat16. When CUDA is available the ring is page-locked so
+.cuda(non_blocking=True) copies overlap: each ring buffer is registered
+with cudaHostRegister through torch as it is first seen (and unregistered
+on close); the C loader itself knows no device.
+"""
+import torch
+
+import imshard
+
+__all__ = ["Loader"]
+
+
+class Loader(imshard.Loader):
+    """imshard.Loader with torch.Tensor batches: (images, labels) where
+    labels is int64 (for cross_entropy). Takes imshard.Loader's arguments;
+    rank/world default to torch.distributed's when it is initialised."""
+
+    def __init__(self, *args, **kw):
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.init()  # loads the CUDA runtime the C loader looks for
+        super().__init__(*args, **kw)
+        self._cuda = cuda and kw.get("pinned", True)
+        self._registered = {}
+
+    @property
+    def pinned(self):
+        """Whether batches are page-locked (registered with CUDA)."""
+        return bool(self.stats["pinned"] or self._registered)
+
+    def _pin(self, mem):
+        if not self._cuda or self.stats["pinned"] or mem.address in self._registered:
+            return
+        nbytes = self.info["sample_bytes"] * self.batch_size
+        rc = torch.cuda.cudart().cudaHostRegister(mem.address, nbytes, 0)
+        if int(rc) != 0:
+            imshard._say_once("imshard: cannot page-lock the loader's batches "
+                              "(cudaHostRegister: %s); copies will not overlap" % (rc,))
+            self._cuda = False
+            return
+        self._registered[mem.address] = nbytes
+
+    def _wrap(self, mem):
+        self._pin(mem)
+        images = super()._wrap(mem)
+        t = torch.from_numpy(images)
+        if self.dtype == "bfloat16":
+            t = t.view(torch.bfloat16)
+        return t
+
+    def _make(self, t):
+        b = super()._make(t)
+        return imshard.Batch(b[0], torch.from_numpy(b[1]), indices=b.indices,
+                             padded=torch.from_numpy(b.padded), epoch=b.epoch, step=b.step,
+                             wait_seconds=b.wait_seconds, address=b.address)
+
+    def close(self):
+        reg = getattr(self, "_registered", None)
+        if reg:
+            for addr in list(reg):
+                torch.cuda.cudart().cudaHostUnregister(addr)
+            reg.clear()
+        super().close()

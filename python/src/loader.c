@@ -1,0 +1,546 @@
+/*
+ * loader.c - imshard._imshard.Loader (aug_loader in hold_batches mode),
+ * BatchMemory (one batch's images, exported zero-copy through the buffer
+ * protocol), and bench_load (aug_bench_run).
+ *
+ * The rule that keeps a zero-copy view from reading reused memory: a
+ * batch's ring slot goes back to the C loader only when its BatchMemory
+ * is deallocated, that is when no NumPy array or torch tensor views it
+ * any more (they hold the exporter alive). When every slot is still
+ * viewed, next() raises instead of waiting for a slot that never comes
+ * back. Closing the loader stops its threads at once (aug_loader_stop)
+ * and frees the ring when the last view is gone.
+ */
+#include "ext.h"
+
+#include <string.h>
+
+#include "augment/augment.h"
+
+typedef struct {
+	PyObject_HEAD
+	aug_loader *l;
+	aug_loader_opts o;
+	PyObject *manifest;   /* bytes the opts' manifest points into */
+	Py_ssize_t exported;  /* BatchMemory objects alive */
+	int stopped;          /* close() was called */
+	int epoch_running;
+} loader_obj;
+
+typedef struct {
+	PyObject_HEAD
+	loader_obj *owner;    /* strong reference: the ring outlives us */
+	aug_batch b;
+	Py_ssize_t shape[4], strides[4];
+	int released;
+} batch_obj;
+
+/* ---- options ---------------------------------------------------------- */
+
+static int parse_triple(PyObject *o, float out[3], const char *what)
+{
+	if (o == Py_None)
+		return 1;
+	PyObject *seq = PySequence_Fast(o, "");
+	if (!seq || PySequence_Fast_GET_SIZE(seq) != 3) {
+		Py_XDECREF(seq);
+		PyErr_Clear();
+		ims_py_arg_error("%s must be three numbers (R, G, B)", what);
+		return 0;
+	}
+	for (int c = 0; c < 3; c++) {
+		double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, c));
+		if (v == -1.0 && PyErr_Occurred()) {
+			Py_DECREF(seq);
+			PyErr_Clear();
+			ims_py_arg_error("%s must be three numbers (R, G, B)", what);
+			return 0;
+		}
+		out[c] = (float)v;
+	}
+	Py_DECREF(seq);
+	return 1;
+}
+
+static const char *dtype_names[] = {"uint8", "float32", "float16", "bfloat16"};
+
+/*
+ * Fills o from keyword arguments shared by Loader and bench_load; returns
+ * 0 or -1 with an exception. `manifest` receives the bytes object the
+ * options point into (the caller keeps it alive).
+ */
+static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
+			    PyObject **manifest, int *epochs, double *seconds)
+{
+	static char *names[] = {"manifest", "batch_size", "size", "augment", "train", "rank",
+				"world", "threads", "seed", "layout", "dtype", "mean", "std",
+				"prefetch", "shard_owning", "drop_last", "drop_remainder",
+				"pinned", "epochs", "seconds", NULL};
+	int batch = 32, size = 224, train = 1, rank = 0, world = 1, threads = 0;
+	int prefetch = 3, shard_owning = 0, drop_last = -1, drop_rem = -1, pinned = 1;
+	int ep = 0;
+	double secs = 0;
+	unsigned long long seed = 0;
+	const char *augment = NULL, *layout = "nchw", *dtype = "float32";
+	PyObject *mean = Py_None, *std = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|iizpiiiKssOOipiipid", names,
+					 PyUnicode_FSConverter, manifest, &batch, &size, &augment,
+					 &train, &rank, &world, &threads, &seed, &layout, &dtype,
+					 &mean, &std, &prefetch, &shard_owning, &drop_last, &drop_rem,
+					 &pinned, &ep, &secs))
+		return -1;
+	aug_loader_opts_init(o, train);
+	o->manifest = PyBytes_AS_STRING(*manifest);
+	ims_error err;
+	ims_error_clear(&err);
+	if (aug_transform_parse(augment, &o->transform, &err) < 0) {
+		ims_fail_context(&err, "augment");
+		ims_py_raise(IMS_EINVAL, &err);
+		return -1;
+	}
+	if (size < 1 || size > AUG_MAX_OUT_SIDE) {
+		ims_py_arg_error("size must be 1..%d, got %d", AUG_MAX_OUT_SIDE, size);
+		return -1;
+	}
+	o->transform.out_w = o->transform.out_h = size;
+	if (strcmp(layout, "nchw") == 0)
+		o->transform.layout = AUG_LAYOUT_NCHW;
+	else if (strcmp(layout, "nhwc") == 0)
+		o->transform.layout = AUG_LAYOUT_NHWC;
+	else {
+		ims_py_arg_error("layout must be 'nchw' or 'nhwc', got '%s'", layout);
+		return -1;
+	}
+	int d = -1;
+	for (int i = 0; i < 4; i++)
+		if (strcmp(dtype, dtype_names[i]) == 0)
+			d = i;
+	if (d < 0) {
+		ims_py_arg_error("dtype must be uint8, float32, float16 or bfloat16, got '%s'", dtype);
+		return -1;
+	}
+	o->transform.dtype = (aug_dtype)d;
+	if (!parse_triple(mean, o->transform.mean, "mean") ||
+	    !parse_triple(std, o->transform.std, "std"))
+		return -1;
+	if (!(o->transform.std[0] > 0 && o->transform.std[1] > 0 && o->transform.std[2] > 0)) {
+		ims_py_arg_error("std values must be greater than 0");
+		return -1;
+	}
+	if (threads < 0 || prefetch < 1) {
+		ims_py_arg_error("threads must be >= 0 (0 = all cores) and prefetch >= 1");
+		return -1;
+	}
+	o->batch_size = batch;
+	o->rank = rank;
+	o->world = world;
+	o->threads = threads;
+	o->seed = seed;
+	o->prefetch = prefetch;
+	o->shard_owning = shard_owning;
+	if (drop_last >= 0)
+		o->drop_last = drop_last;
+	if (drop_rem >= 0)
+		o->drop_remainder = drop_rem;
+	/* page-locking is the caller's: the C loader knows no device, and
+	 * imshard.torch registers the ring with CUDA itself */
+	(void)pinned;
+	o->quiet = 1;
+	if (epochs)
+		*epochs = ep;
+	if (seconds)
+		*seconds = secs;
+	return 0;
+}
+
+/* ---- Loader ----------------------------------------------------------- */
+
+/* Frees the C loader once it is closed and nothing views its ring. */
+static void loader_maybe_free(loader_obj *s)
+{
+	if (s->l && s->stopped && s->exported == 0) {
+		aug_loader *l = s->l;
+		s->l = NULL;
+		Py_BEGIN_ALLOW_THREADS
+		aug_loader_close(l);
+		Py_END_ALLOW_THREADS
+	}
+}
+
+static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	loader_obj *s = (loader_obj *)self;
+	if (s->l) {
+		PyErr_SetString(ims_py_error, "the loader is already open");
+		return -1;
+	}
+	Py_CLEAR(s->manifest);
+	if (loader_opts_from(args, kw, &s->o, &s->manifest, NULL, NULL) < 0)
+		return -1;
+	s->o.hold_batches = 1;
+	/* One slot more than the batches prepared ahead: the batch a loop
+	 * variable still holds while the next is asked for. */
+	s->o.prefetch += 1;
+	ims_error err;
+	ims_error_clear(&err);
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = aug_loader_open(&s->o, &s->l, &err);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		ims_py_raise(rc, &err);
+		return -1;
+	}
+	s->stopped = 0;
+	return 0;
+}
+
+static int loader_usable(loader_obj *s)
+{
+	if (s->l && !s->stopped)
+		return 1;
+	PyErr_SetString(ims_py_error, "the loader is closed");
+	return 0;
+}
+
+static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
+{
+	loader_obj *s = (loader_obj *)self;
+	unsigned long long e = PyLong_AsUnsignedLongLong(arg);
+	if (PyErr_Occurred() || !loader_usable(s))
+		return NULL;
+	ims_error err;
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = aug_loader_start_epoch(s->l, e, &err);
+	Py_END_ALLOW_THREADS
+	if (rc < 0)
+		return ims_py_raise(rc, &err);
+	s->epoch_running = 1;
+	Py_RETURN_NONE;
+}
+
+/* The seconds next() waits between two checks for Ctrl-C. */
+#define SIGNAL_SLICE 0.05
+
+/* next() -> (BatchMemory, labels bytes (int32), indices bytes (uint64),
+ * padded bytes (uint8), count, epoch, step, wait seconds), or None when
+ * the epoch is over. */
+static PyObject *loader_next(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	loader_obj *s = (loader_obj *)self;
+	if (!loader_usable(s))
+		return NULL;
+	aug_batch b;
+	ims_error err;
+	ims_error_clear(&err);
+	int rc;
+	double waited = 0;
+	for (;;) {
+		double t0 = ims_now();
+		Py_BEGIN_ALLOW_THREADS
+		rc = aug_loader_next_timed(s->l, &b, SIGNAL_SLICE, &err);
+		Py_END_ALLOW_THREADS
+		waited += ims_now() - t0;
+		if (rc != 2)
+			break;
+		if (PyErr_CheckSignals() < 0)
+			return NULL;
+	}
+	if (rc == 1)
+		Py_RETURN_NONE;
+	if (rc < 0) {
+		if (rc == IMS_ELIMIT) {
+			/* every slot is viewed from Python: say what to do */
+			ims_error e2;
+			ims_fail(&e2, IMS_ELIMIT,
+				 "cannot take the next batch: all %d batches of the loader's ring are still in use (arrays or tensors viewing earlier batches are alive); drop them, copy what you keep, or pass copy=True",
+				 s->o.prefetch);
+			return ims_py_raise(rc, &e2);
+		}
+		return ims_py_raise(rc, &err);
+	}
+	batch_obj *m = PyObject_New(batch_obj, &ims_py_batch_type);
+	if (!m) {
+		aug_loader_release(s->l, &b, NULL);
+		return NULL;
+	}
+	Py_INCREF(s);
+	m->owner = s;
+	m->b = b;
+	m->released = 0;
+	s->exported++;
+	const aug_transform_opts *tr = &s->o.transform;
+	Py_ssize_t es = (Py_ssize_t)(aug_sample_bytes(tr) / ((size_t)tr->out_w * tr->out_h * 3));
+	Py_ssize_t h = tr->out_h, w = tr->out_w;
+	m->shape[0] = b.count;
+	if (tr->layout == AUG_LAYOUT_NCHW) {
+		m->shape[1] = 3, m->shape[2] = h, m->shape[3] = w;
+	} else {
+		m->shape[1] = h, m->shape[2] = w, m->shape[3] = 3;
+	}
+	m->strides[3] = es;
+	for (int k = 2; k >= 0; k--)
+		m->strides[k] = m->strides[k + 1] * m->shape[k + 1];
+	return Py_BuildValue("(Ny#y#y#iKKd)", (PyObject *)m, (const char *)b.labels,
+			     (Py_ssize_t)b.count * 4, (const char *)b.indices,
+			     (Py_ssize_t)b.count * 8, (const char *)b.padded, (Py_ssize_t)b.count,
+			     b.count, (unsigned long long)b.epoch, (unsigned long long)b.step, waited);
+}
+
+static PyObject *loader_close(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	loader_obj *s = (loader_obj *)self;
+	if (s->l && !s->stopped) {
+		aug_loader *l = s->l;
+		Py_BEGIN_ALLOW_THREADS
+		aug_loader_stop(l);
+		Py_END_ALLOW_THREADS
+		s->stopped = 1;
+	}
+	loader_maybe_free(s);
+	Py_RETURN_NONE;
+}
+
+static PyObject *loader_info(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	loader_obj *s = (loader_obj *)self;
+	if (!loader_usable(s))
+		return NULL;
+	uint64_t per = 0, pad = 0, drop = 0;
+	aug_loader_share(s->l, &per, &pad, &drop);
+	const aug_transform_opts *tr = &s->o.transform;
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:i,s:i,s:s,s:s,s:i,s:i,s:n}", "batches_per_epoch",
+			     (unsigned long long)aug_loader_batches_per_epoch(s->l),
+			     "records_per_rank", (unsigned long long)per, "padded",
+			     (unsigned long long)pad, "dropped", (unsigned long long)drop, "rank",
+			     s->o.rank, "world", s->o.world, "layout",
+			     tr->layout == AUG_LAYOUT_NHWC ? "nhwc" : "nchw", "dtype",
+			     dtype_names[tr->dtype], "size", tr->out_w, "batch_size", s->o.batch_size,
+			     "sample_bytes", (Py_ssize_t)aug_sample_bytes(tr));
+}
+
+static PyObject *stats_dict(const aug_loader_stats *st)
+{
+	return Py_BuildValue("{s:K,s:K,s:K,s:s,s:d,s:d,s:d,s:d,s:d,s:O}", "images",
+			     (unsigned long long)st->images, "batches",
+			     (unsigned long long)st->batches, "bad_records",
+			     (unsigned long long)st->bad_records, "last_bad", st->last_bad,
+			     "wait_seconds", st->wait_seconds, "read_seconds", st->read_seconds,
+			     "decode_seconds", st->decode_seconds, "augment_seconds",
+			     st->augment_seconds, "produce_seconds", st->produce_seconds, "pinned",
+			     st->pinned ? Py_True : Py_False);
+}
+
+static PyObject *loader_stats(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	loader_obj *s = (loader_obj *)self;
+	if (!s->l) {
+		PyErr_SetString(ims_py_error, "the loader is closed");
+		return NULL;
+	}
+	aug_loader_stats st;
+	aug_loader_get_stats(s->l, &st);
+	return stats_dict(&st);
+}
+
+static PyObject *loader_exported(PyObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromSsize_t(((loader_obj *)self)->exported);
+}
+
+static PyObject *loader_closed(PyObject *self, void *closure)
+{
+	(void)closure;
+	loader_obj *s = (loader_obj *)self;
+	return PyBool_FromLong(!s->l || s->stopped);
+}
+
+static void loader_dealloc(PyObject *self)
+{
+	loader_obj *s = (loader_obj *)self;
+	/* no BatchMemory can be alive: each holds a reference to us */
+	if (s->l) {
+		aug_loader *l = s->l;
+		s->l = NULL;
+		Py_BEGIN_ALLOW_THREADS
+		aug_loader_close(l);
+		Py_END_ALLOW_THREADS
+	}
+	Py_CLEAR(s->manifest);
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef loader_methods[] = {
+	{"start_epoch", loader_start_epoch, METH_O, "start_epoch(e): produce epoch e's batches"},
+	{"next", loader_next, METH_NOARGS, "next() -> batch tuple, or None at the end of the epoch"},
+	{"close", loader_close, METH_NOARGS,
+	 "close(): stop the threads now; the ring is freed once no batch is viewed"},
+	{"info", loader_info, METH_NOARGS, "info() -> dict: shares, shapes"},
+	{"stats", loader_stats, METH_NOARGS, "stats() -> dict (aug_loader_stats)"},
+	{NULL, NULL, 0, NULL}};
+
+static PyGetSetDef loader_getset[] = {
+	{"exported", loader_exported, NULL, "batches whose memory is still viewed", NULL},
+	{"closed", loader_closed, NULL, "whether close() was called", NULL},
+	{NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject ims_py_loader_type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "imshard._imshard.Loader",
+	.tp_basicsize = sizeof(loader_obj),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Loader(manifest, ...): aug_loader, batches held until their memory is dropped.",
+	.tp_new = PyType_GenericNew,
+	.tp_init = loader_init,
+	.tp_dealloc = loader_dealloc,
+	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
+};
+
+/* ---- BatchMemory: one batch's images ------------------------------------ */
+
+static const char *buffer_format(aug_dtype d)
+{
+	switch (d) {
+	case AUG_DTYPE_U8:
+		return "B";
+	case AUG_DTYPE_F32:
+		return "f";
+	case AUG_DTYPE_F16:
+		return "e";
+	default:
+		return "H"; /* bfloat16 bits; the Python side views them */
+	}
+}
+
+static int batch_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+	batch_obj *m = (batch_obj *)self;
+	if (m->released) {
+		PyErr_SetString(PyExc_BufferError, "the batch was given back to the loader");
+		return -1;
+	}
+	const aug_transform_opts *tr = &m->owner->o.transform;
+	view->obj = self;
+	Py_INCREF(self);
+	view->buf = m->b.data;
+	view->len = m->shape[0] * m->strides[0];
+	view->readonly = 0;
+	view->itemsize = m->strides[3];
+	view->format = (flags & PyBUF_FORMAT) ? (char *)buffer_format(tr->dtype) : NULL;
+	view->ndim = 4;
+	view->shape = (flags & PyBUF_ND) ? m->shape : NULL;
+	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? m->strides : NULL;
+	view->suboffsets = NULL;
+	view->internal = NULL;
+	return 0;
+}
+
+static PyBufferProcs batch_buffer = {batch_getbuffer, NULL};
+
+static void batch_dealloc(PyObject *self)
+{
+	batch_obj *m = (batch_obj *)self;
+	loader_obj *s = m->owner;
+	if (s) {
+		if (s->l && !m->released)
+			aug_loader_release(s->l, &m->b, NULL);
+		s->exported--;
+		loader_maybe_free(s);
+		Py_DECREF(s);
+	}
+	PyObject_Free(self);
+}
+
+static PyObject *batch_nbytes(PyObject *self, void *closure)
+{
+	(void)closure;
+	batch_obj *m = (batch_obj *)self;
+	return PyLong_FromSsize_t(m->shape[0] * m->strides[0]);
+}
+
+static PyObject *batch_address(PyObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromVoidPtr(((batch_obj *)self)->b.data);
+}
+
+static PyGetSetDef batch_getset[] = {
+	{"nbytes", batch_nbytes, NULL, "bytes of the batch's images", NULL},
+	{"address", batch_address, NULL, "address of the batch's images in the ring", NULL},
+	{NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject ims_py_batch_type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "imshard._imshard.BatchMemory",
+	.tp_basicsize = sizeof(batch_obj),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "One batch's images in the loader's ring (buffer protocol). The ring slot\n"
+		  "goes back to the loader when this object is deallocated.",
+	.tp_dealloc = batch_dealloc,
+	.tp_as_buffer = &batch_buffer,
+	.tp_getset = batch_getset,
+};
+
+/* ---- bench_load --------------------------------------------------------- */
+
+typedef struct {
+	PyThreadState *ts;
+	volatile int cancel;
+	int signalled;
+} bench_ctx;
+
+/* Between batches: a look for Ctrl-C (with the GIL, briefly). */
+static void bench_progress(void *ctx, uint64_t batches, uint64_t total)
+{
+	(void)batches;
+	(void)total;
+	bench_ctx *c = ctx;
+	PyEval_RestoreThread(c->ts);
+	if (PyErr_CheckSignals() < 0) {
+		c->cancel = 1;
+		c->signalled = 1;
+	}
+	c->ts = PyEval_SaveThread();
+}
+
+PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
+{
+	(void)self;
+	aug_bench_opts bo;
+	aug_bench_opts_init(&bo);
+	PyObject *manifest = NULL;
+	if (loader_opts_from(args, kw, &bo.loader, &manifest, &bo.epochs, &bo.seconds) < 0) {
+		Py_XDECREF(manifest);
+		return NULL;
+	}
+	if (bo.seconds == 0 && bo.epochs == 0)
+		bo.seconds = 10;
+	bench_ctx c = {NULL, 0, 0};
+	bo.cancel = &c.cancel;
+	bo.progress = bench_progress;
+	bo.ctx = &c;
+	aug_bench_result r;
+	ims_error err;
+	ims_error_clear(&err);
+	c.ts = PyEval_SaveThread();
+	int rc = aug_bench_run(&bo, &r, &err);
+	PyEval_RestoreThread(c.ts);
+	Py_DECREF(manifest);
+	if (c.signalled)
+		return NULL; /* the KeyboardInterrupt (or the handler's exception) */
+	if (rc < 0)
+		return ims_py_raise(rc, &err);
+	return Py_BuildValue("{s:K,s:K,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:K,s:i,s:N}", "images",
+			     (unsigned long long)r.images, "batches", (unsigned long long)r.batches,
+			     "seconds", r.seconds, "images_per_s", r.images_per_s, "epochs", r.epochs,
+			     "stall_fraction", r.stall_fraction, "batches_per_epoch",
+			     (unsigned long long)r.batches_per_epoch, "records_per_rank",
+			     (unsigned long long)r.records_per_rank, "padded",
+			     (unsigned long long)r.padded, "dropped", (unsigned long long)r.dropped,
+			     "threads", r.threads, "stats", stats_dict(&r.stats));
+}

@@ -1,0 +1,186 @@
+/*
+ * module.c - imshard._imshard: exceptions, the module table, and the small
+ * stateless calls (rank partition, one-image decode).
+ */
+#include "ext.h"
+
+#include <stdarg.h>
+
+#include "augment/augment.h"
+#include "recordio/recordio.h"
+
+PyObject *ims_py_error;
+PyObject *ims_py_argument_error;
+
+PyObject *ims_py_raise(int code, const ims_error *e)
+{
+	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
+	const char *msg = e && e->msg[0] ? e->msg : ims_strerror(code);
+	PyObject *exc = PyObject_CallFunction(type, "s", msg);
+	if (!exc)
+		return NULL;
+	PyObject *c = PyLong_FromLong(code);
+	PyObject *k = PyUnicode_FromString(ims_strerror(code));
+	if (c && k) {
+		PyObject_SetAttrString(exc, "code", c);
+		PyObject_SetAttrString(exc, "kind", k);
+	}
+	Py_XDECREF(c);
+	Py_XDECREF(k);
+	PyErr_SetObject(type, exc);
+	Py_DECREF(exc);
+	return NULL;
+}
+
+PyObject *ims_py_arg_error(const char *fmt, ...)
+{
+	ims_error e;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	e.code = IMS_EINVAL;
+	return ims_py_raise(IMS_EINVAL, &e);
+}
+
+PyObject *ims_py_fspath(PyObject *o)
+{
+	PyObject *b = NULL;
+	if (!PyUnicode_FSConverter(o, &b))
+		return NULL;
+	return b;
+}
+
+/* partition(n, rank, world, epoch, seed, shuffle, pad) -> list of indices:
+ * rio_partition, the rank share every loader takes. */
+static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
+{
+	(void)self;
+	static char *names[] = {"n", "rank", "world", "epoch", "seed", "shuffle", "pad", NULL};
+	unsigned long long n, epoch = 0, seed = 0;
+	int rank, world, shuffle = 1, pad = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kii|KKpp", names, &n, &rank, &world,
+					 &epoch, &seed, &shuffle, &pad))
+		return NULL;
+	if (world < 1 || rank < 0 || rank >= world)
+		return ims_py_arg_error("rank %d is not in a world of %d", rank, world);
+	rio_remainder mode = pad ? RIO_REMAINDER_PAD : RIO_REMAINDER_DROP;
+	uint64_t per = rio_partition_size(n, world, mode);
+	uint64_t *out = PyMem_Malloc((per ? per : 1) * sizeof(uint64_t));
+	if (!out)
+		return PyErr_NoMemory();
+	ims_error err;
+	int rc = rio_partition(n, rank, world, epoch, seed, shuffle, mode, out, NULL, &err);
+	if (rc < 0) {
+		PyMem_Free(out);
+		return ims_py_raise(rc, &err);
+	}
+	PyObject *list = PyList_New((Py_ssize_t)per);
+	for (uint64_t i = 0; list && i < per; i++) {
+		PyObject *v = PyLong_FromUnsignedLongLong(out[i]);
+		if (!v) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+	}
+	PyMem_Free(out);
+	return list;
+}
+
+/* decode(data, apply_orientation=True) -> (pixels bytes, height, width):
+ * aug_decode to RGB, the decoder the packer and the loader use. */
+static PyObject *py_decode(PyObject *self, PyObject *args, PyObject *kw)
+{
+	(void)self;
+	static char *names[] = {"data", "apply_orientation", NULL};
+	Py_buffer buf;
+	int upright = 1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|p", names, &buf, &upright))
+		return NULL;
+	aug_codec *c = NULL;
+	aug_image img = {0};
+	ims_error err;
+	ims_error_clear(&err);
+	aug_decode_opts o = {AUG_CHANNELS_RGB, 0, 0, upright};
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = aug_codec_create(&c, &err);
+	if (rc == 0)
+		rc = aug_decode(c, buf.buf, (size_t)buf.len, &o, &img, NULL, &err);
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&buf);
+	PyObject *res = NULL;
+	if (rc < 0) {
+		ims_py_raise(rc, &err);
+	} else {
+		PyObject *px = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)img.width * img.height * 3);
+		if (px) {
+			char *d = PyBytes_AS_STRING(px);
+			for (int y = 0; y < img.height; y++)
+				memcpy(d + (size_t)y * (size_t)img.width * 3,
+				       img.pixels + (size_t)y * img.stride, (size_t)img.width * 3);
+			res = Py_BuildValue("(Nii)", px, img.height, img.width);
+		}
+	}
+	aug_image_release(&img);
+	aug_codec_destroy(c);
+	return res;
+}
+
+static PyMethodDef methods[] = {
+	{"partition", (PyCFunction)(void (*)(void))py_partition, METH_VARARGS | METH_KEYWORDS,
+	 "partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False) -> list\n"
+	 "Rank `rank`'s share of an epoch of n records (rio_partition)."},
+	{"decode", (PyCFunction)(void (*)(void))py_decode, METH_VARARGS | METH_KEYWORDS,
+	 "decode(data, apply_orientation=True) -> (bytes, height, width)\n"
+	 "Decodes JPEG or PNG bytes to 8-bit RGB with the C decoder."},
+	{"bench_load", (PyCFunction)(void (*)(void))ims_py_bench_load, METH_VARARGS | METH_KEYWORDS,
+	 "bench_load(manifest, **options) -> dict (aug_bench_run)."},
+	{"pack", (PyCFunction)(void (*)(void))ims_py_pack, METH_VARARGS | METH_KEYWORDS,
+	 "pack(rows, classes, root, out_dir, name, **options) -> dict (pack_run)."},
+	{"convert", (PyCFunction)(void (*)(void))ims_py_convert, METH_VARARGS | METH_KEYWORDS,
+	 "convert(dataset, root, out, **options) -> dict."},
+	{NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_imshard",
+				    "imshard's C libraries (use the imshard package).", -1,
+				    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__imshard(void)
+{
+	PyObject *m = PyModule_Create(&module);
+	if (!m)
+		return NULL;
+	ims_py_error = PyErr_NewExceptionWithDoc(
+		"imshard.Error",
+		"A failure reported by imshard's C libraries; str() is their one-line\n"
+		"message, `code` the negative status code, `kind` its description.",
+		PyExc_OSError, NULL);
+	PyObject *bases = ims_py_error ? PyTuple_Pack(2, ims_py_error, PyExc_ValueError) : NULL;
+	ims_py_argument_error = bases ? PyErr_NewExceptionWithDoc(
+						"imshard.ArgumentError",
+						"A bad argument or option (also a ValueError).",
+						bases, NULL) :
+					NULL;
+	Py_XDECREF(bases);
+	if (!ims_py_argument_error || PyType_Ready(&ims_py_split_type) < 0 ||
+	    PyType_Ready(&ims_py_loader_type) < 0 || PyType_Ready(&ims_py_batch_type) < 0)
+		goto fail;
+	Py_INCREF(ims_py_error);
+	Py_INCREF(ims_py_argument_error);
+	Py_INCREF(&ims_py_split_type);
+	Py_INCREF(&ims_py_loader_type);
+	Py_INCREF(&ims_py_batch_type);
+	if (PyModule_AddObject(m, "Error", ims_py_error) < 0 ||
+	    PyModule_AddObject(m, "ArgumentError", ims_py_argument_error) < 0 ||
+	    PyModule_AddObject(m, "Split", (PyObject *)&ims_py_split_type) < 0 ||
+	    PyModule_AddObject(m, "Loader", (PyObject *)&ims_py_loader_type) < 0 ||
+	    PyModule_AddObject(m, "BatchMemory", (PyObject *)&ims_py_batch_type) < 0 ||
+	    PyModule_AddStringConstant(m, "version", IMS_VERSION_STRING) < 0)
+		goto fail;
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

@@ -1,0 +1,386 @@
+/*
+ * split.c - imshard._imshard.Split: a packed split opened for reading
+ * (rio_reader), its records, their decoded pixels, and a full check.
+ *
+ * One cursor and one codec per Split, used under the GIL's protection
+ * (the GIL is released around reads and decodes, so a Split carries a
+ * mutex of its own: two Python threads using one Split take turns).
+ */
+#include "ext.h"
+
+#include <pthread.h>
+
+#include "augment/augment.h"
+#include "recordio/recordio.h"
+
+typedef struct {
+	PyObject_HEAD
+	rio_reader *reader;
+	rio_cursor *cur;
+	aug_codec *codec;
+	aug_image img;
+	pthread_mutex_t mu;
+	int mu_ready;
+} split_obj;
+
+static void split_free_members(split_obj *s)
+{
+	rio_cursor_close(s->cur);
+	s->cur = NULL;
+	aug_codec_destroy(s->codec);
+	s->codec = NULL;
+	aug_image_release(&s->img);
+	rio_reader_close(s->reader);
+	s->reader = NULL;
+}
+
+static int split_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	split_obj *s = (split_obj *)self;
+	static char *names[] = {"manifest", NULL};
+	PyObject *path;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&", names, PyUnicode_FSConverter, &path))
+		return -1;
+	split_free_members(s);
+	if (!s->mu_ready) {
+		pthread_mutex_init(&s->mu, NULL);
+		s->mu_ready = 1;
+	}
+	ims_error err;
+	ims_error_clear(&err);
+	int rc;
+	const char *p = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS
+	rc = rio_reader_open(p, &s->reader, &err);
+	if (rc == 0)
+		rc = rio_cursor_open(s->reader, RIO_CHECK_PAYLOAD_CRC, &s->cur, &err);
+	if (rc == 0)
+		rc = aug_codec_create(&s->codec, &err);
+	Py_END_ALLOW_THREADS
+	Py_DECREF(path);
+	if (rc < 0) {
+		split_free_members(s);
+		ims_py_raise(rc, &err);
+		return -1;
+	}
+	return 0;
+}
+
+static void split_dealloc(PyObject *self)
+{
+	split_obj *s = (split_obj *)self;
+	split_free_members(s);
+	if (s->mu_ready)
+		pthread_mutex_destroy(&s->mu);
+	Py_TYPE(self)->tp_free(self);
+}
+
+static int split_open(split_obj *s)
+{
+	if (s->reader)
+		return 1;
+	PyErr_SetString(ims_py_error, "the split is not open");
+	return 0;
+}
+
+static Py_ssize_t split_len(PyObject *self)
+{
+	split_obj *s = (split_obj *)self;
+	if (!split_open(s))
+		return -1;
+	return (Py_ssize_t)rio_reader_count(s->reader);
+}
+
+/* Index from a Python int, negative counting from the end. */
+static int split_index(split_obj *s, PyObject *arg, uint64_t *out)
+{
+	long long i = PyLong_AsLongLong(arg);
+	if (i == -1 && PyErr_Occurred())
+		return 0;
+	long long n = (long long)rio_reader_count(s->reader);
+	if (i < 0)
+		i += n;
+	if (i < 0 || i >= n) {
+		PyErr_Format(PyExc_IndexError, "record index %lld out of range (%lld records)",
+			     PyLong_AsLongLong(arg), n);
+		return 0;
+	}
+	*out = (uint64_t)i;
+	return 1;
+}
+
+/* record(i) -> (payload, label, extra, encoding, width, height, channels,
+ * orientation, orig_width, orig_height, original) */
+static PyObject *split_record(PyObject *self, PyObject *arg)
+{
+	split_obj *s = (split_obj *)self;
+	uint64_t i;
+	if (!split_open(s) || !split_index(s, arg, &i))
+		return NULL;
+	rio_record rec;
+	ims_error err;
+	int rc;
+	pthread_mutex_lock(&s->mu);
+	Py_BEGIN_ALLOW_THREADS
+	rc = rio_cursor_get(s->cur, i, &rec, &err);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		pthread_mutex_unlock(&s->mu);
+		return ims_py_raise(rc, &err);
+	}
+	/* the payload points into the map, valid while the cursor is open:
+	 * copied here so the bytes outlive the Split */
+	PyObject *payload = PyBytes_FromStringAndSize((const char *)rec.payload,
+						      (Py_ssize_t)rec.payload_len);
+	pthread_mutex_unlock(&s->mu);
+	PyObject *extra = PyTuple_New(rec.n_extra);
+	for (int k = 0; extra && k < rec.n_extra; k++)
+		PyTuple_SET_ITEM(extra, k, PyFloat_FromDouble(rec.extra[k]));
+	if (!payload || !extra) {
+		Py_XDECREF(payload);
+		Py_XDECREF(extra);
+		return NULL;
+	}
+	return Py_BuildValue("(NiNsIIiiIIO)", payload, (int)rec.label, extra,
+			     rio_encoding_name(rec.encoding), rec.width, rec.height,
+			     (int)rec.channels, (int)rec.orientation, rec.orig_width,
+			     rec.orig_height, (rec.flags & RIO_FLAG_ORIGINAL) ? Py_True : Py_False);
+}
+
+/* Record i decoded to upright RGB into s->img (s->mu held by the caller). */
+static int decode_locked(split_obj *s, uint64_t i, ims_error *err)
+{
+	rio_record rec;
+	FORWARD_IF_ERR(rio_cursor_get(s->cur, i, &rec, err));
+	if (rec.encoding == RIO_ENC_RAW)
+		return aug_raw_to_rgb(rec.payload, (int)rec.width, (int)rec.height, rec.channels,
+				      &s->img, err);
+	aug_decode_opts o = {AUG_CHANNELS_RGB, 0, 0, 1};
+	return aug_decode(s->codec, rec.payload, rec.payload_len, &o, &s->img, NULL, err);
+}
+
+/* decode(i) -> (pixels bytes, height, width) */
+static PyObject *split_decode(PyObject *self, PyObject *arg)
+{
+	split_obj *s = (split_obj *)self;
+	uint64_t i;
+	if (!split_open(s) || !split_index(s, arg, &i))
+		return NULL;
+	ims_error err;
+	ims_error_clear(&err);
+	int rc;
+	pthread_mutex_lock(&s->mu);
+	Py_BEGIN_ALLOW_THREADS
+	rc = decode_locked(s, i, &err);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		pthread_mutex_unlock(&s->mu);
+		ims_fail_context(&err, "record %llu", (unsigned long long)i);
+		return ims_py_raise(rc, &err);
+	}
+	int w = s->img.width, h = s->img.height;
+	PyObject *px = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)w * h * 3);
+	if (px)
+		for (int y = 0; y < h; y++)
+			memcpy(PyBytes_AS_STRING(px) + (size_t)y * (size_t)w * 3,
+			       s->img.pixels + (size_t)y * s->img.stride, (size_t)w * 3);
+	pthread_mutex_unlock(&s->mu);
+	if (!px)
+		return NULL;
+	return Py_BuildValue("(Nii)", px, h, w);
+}
+
+static PyObject *str_or_none(const char *s)
+{
+	if (s)
+		return PyUnicode_DecodeFSDefault(s);
+	Py_RETURN_NONE;
+}
+
+/* manifest() -> dict of the manifest's fields */
+static PyObject *split_manifest(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	split_obj *s = (split_obj *)self;
+	if (!split_open(s))
+		return NULL;
+	const rio_manifest *m = rio_reader_manifest(s->reader);
+	PyObject *classes = PyList_New((Py_ssize_t)m->n_classes);
+	PyObject *counts = PyList_New((Py_ssize_t)m->n_classes);
+	PyObject *shards = PyList_New((Py_ssize_t)m->n_shards);
+	if (!classes || !counts || !shards)
+		goto fail;
+	for (size_t c = 0; c < m->n_classes; c++) {
+		PyList_SET_ITEM(classes, (Py_ssize_t)c, PyUnicode_FromString(m->classes[c]));
+		PyList_SET_ITEM(counts, (Py_ssize_t)c, PyLong_FromUnsignedLongLong(m->class_counts[c]));
+	}
+	for (size_t k = 0; k < m->n_shards; k++) {
+		const rio_shard_info *si = &m->shards[k];
+		PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K}", "path",
+					    PyUnicode_DecodeFSDefault(rio_reader_shard_path(s->reader, k)),
+					    "first", (unsigned long long)si->first, "records",
+					    (unsigned long long)si->records, "bytes",
+					    (unsigned long long)si->bytes);
+		if (!d)
+			goto fail;
+		PyList_SET_ITEM(shards, (Py_ssize_t)k, d);
+	}
+	return Py_BuildValue("{s:i,s:N,s:K,s:N,s:N,s:N,s:I,s:N,s:K,s:N}", "format_version",
+			     m->format_version, "name", str_or_none(m->name), "records",
+			     (unsigned long long)m->records, "encoding", str_or_none(m->encoding),
+			     "classes", classes, "class_counts", counts, "n_extra_labels",
+			     m->n_extra_labels, "shards", shards, "skipped",
+			     (unsigned long long)m->skipped, "created_by", str_or_none(m->created_by));
+fail:
+	Py_XDECREF(classes);
+	Py_XDECREF(counts);
+	Py_XDECREF(shards);
+	return NULL;
+}
+
+#define VERIFY_NAMED 100
+
+/*
+ * verify(decode=False) -> (records checked, list of problems): what
+ * `imshard verify` checks, shard by shard on this thread: every record's
+ * header and payload CRC-32C, each shard's digest (CRC-32C of its
+ * headers, in order) and the class counts against the manifest; with
+ * decode, every image decoded. Problems are one line each (the first
+ * VERIFY_NAMED records named, then counted).
+ */
+static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
+{
+	split_obj *s = (split_obj *)self;
+	static char *names[] = {"decode", NULL};
+	int decode = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", names, &decode) || !split_open(s))
+		return NULL;
+	const rio_manifest *m = rio_reader_manifest(s->reader);
+	size_t nc = m->n_classes;
+	uint64_t *counts = calloc(nc ? nc : 1, sizeof(uint64_t));
+	PyObject *problems = PyList_New(0);
+	if (!counts || !problems) {
+		free(counts);
+		Py_XDECREF(problems);
+		return PyErr_NoMemory();
+	}
+	uint64_t checked = 0, bad_total = 0;
+	int interrupted = 0;
+	pthread_mutex_lock(&s->mu);
+	for (size_t k = 0; k < m->n_shards && !interrupted; k++) {
+		const rio_shard_info *si = &m->shards[k];
+		uint32_t digest = 0;
+		uint64_t bad = 0;
+		for (uint64_t i = si->first; i < si->first + si->records; i++) {
+			ims_error e;
+			ims_error_clear(&e);
+			rio_record rec;
+			int rc;
+			Py_BEGIN_ALLOW_THREADS
+			rc = rio_cursor_get(s->cur, i, &rec, &e);
+			if (rc == 0) {
+				uint8_t hdr[RIO_HEADER_FIXED + 4 * RIO_MAX_EXTRA_LABELS];
+				int h = rio_header_encode(&rec, hdr, NULL);
+				if (h > 0)
+					digest = ims_crc32c(digest, hdr, (size_t)h);
+				if ((size_t)rec.label < nc)
+					counts[rec.label]++;
+				else
+					rc = ims_fail(&e, IMS_ECORRUPT, "record %llu: label %d has no class (%zu classes)",
+						      (unsigned long long)i, (int)rec.label, nc);
+				if (rc == 0 && decode) {
+					rc = decode_locked(s, i, &e);
+					if (rc < 0)
+						ims_fail_context(&e, "record %llu", (unsigned long long)i);
+				}
+			}
+			Py_END_ALLOW_THREADS
+			checked++;
+			if (rc < 0) {
+				bad++;
+				if (++bad_total <= VERIFY_NAMED) {
+					PyObject *line = PyUnicode_FromString(e.msg);
+					if (!line || PyList_Append(problems, line) < 0) {
+						Py_XDECREF(line);
+						interrupted = -1;
+						break;
+					}
+					Py_DECREF(line);
+				}
+			}
+			if ((checked & 255) == 0 && PyErr_CheckSignals() < 0) {
+				interrupted = -1;
+				break;
+			}
+		}
+		if (!interrupted && !bad && digest != si->digest) {
+			PyObject *line = PyUnicode_FromFormat(
+				"shard '%s': digest %08x differs from the manifest's %08x (records replaced or reordered)",
+				si->file, digest, si->digest);
+			if (!line || PyList_Append(problems, line) < 0)
+				interrupted = -1;
+			Py_XDECREF(line);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!interrupted) {
+		if (bad_total > VERIFY_NAMED) {
+			PyObject *line = PyUnicode_FromFormat("%llu more bad records not named",
+							      (unsigned long long)(bad_total - VERIFY_NAMED));
+			if (line)
+				PyList_Append(problems, line);
+			Py_XDECREF(line);
+		}
+		for (size_t c = 0; c < nc && !bad_total; c++)
+			if (counts[c] != m->class_counts[c]) {
+				PyObject *line = PyUnicode_FromFormat(
+					"class '%s' (label %zu): %llu records, the manifest says %llu",
+					m->classes[c], c, (unsigned long long)counts[c],
+					(unsigned long long)m->class_counts[c]);
+				if (line)
+					PyList_Append(problems, line);
+				Py_XDECREF(line);
+			}
+	}
+	free(counts);
+	if (interrupted) {
+		Py_DECREF(problems);
+		return NULL;
+	}
+	return Py_BuildValue("(KN)", (unsigned long long)checked, problems);
+}
+
+static PyObject *split_close(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	split_obj *s = (split_obj *)self;
+	if (s->mu_ready)
+		pthread_mutex_lock(&s->mu);
+	split_free_members(s);
+	if (s->mu_ready)
+		pthread_mutex_unlock(&s->mu);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef split_methods[] = {
+	{"record", split_record, METH_O, "record(i) -> tuple of the record's fields"},
+	{"decode", split_decode, METH_O, "decode(i) -> (RGB bytes, height, width)"},
+	{"manifest", split_manifest, METH_NOARGS, "manifest() -> dict"},
+	{"verify", (PyCFunction)(void (*)(void))split_verify, METH_VARARGS | METH_KEYWORDS,
+	 "verify(decode=False) -> (checked, problems)"},
+	{"close", split_close, METH_NOARGS, "close(): unmaps the shards (twice is harmless)"},
+	{NULL, NULL, 0, NULL}};
+
+static PySequenceMethods split_seq = {.sq_length = split_len};
+
+PyTypeObject ims_py_split_type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "imshard._imshard.Split",
+	.tp_basicsize = sizeof(split_obj),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Split(manifest): a packed split opened read-only (rio_reader).",
+	.tp_new = PyType_GenericNew,
+	.tp_init = split_init,
+	.tp_dealloc = split_dealloc,
+	.tp_methods = split_methods,
+	.tp_as_sequence = &split_seq,
+};

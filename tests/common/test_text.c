@@ -1,0 +1,43 @@
+/* test_text.c - UTF-8 checks and terminal-safe escaping (common/text.c). */
+#include <string.h>
+
+#include "common/common.h"
+#include "test.h"
+
+static void escaped(const char *in, size_t len, const char *want)
+{
+	char buf[256];
+	CHECK(len <= sizeof(buf));
+	CHECK_EQ_STR(ims_escape(in, buf, len), want);
+}
+
+int main(void)
+{
+	size_t bad = 99;
+	CHECK_EQ_INT(ims_utf8_valid("", NULL), 1);
+	CHECK_EQ_INT(ims_utf8_valid("Anas superciliosa \xc3\x97 platyrhynchos", NULL), 1);
+	CHECK_EQ_INT(ims_utf8_valid("\xf0\x9f\x90\xa6 bird", NULL), 1);
+	CHECK_EQ_INT(ims_utf8_valid("caf\xe9", &bad), 0); /* Latin-1 */
+	CHECK_EQ_U64(bad, 3);
+	CHECK_EQ_INT(ims_utf8_valid("\xc0\xaf", &bad), 0); /* overlong '/' */
+	CHECK_EQ_U64(bad, 0);
+	CHECK_EQ_INT(ims_utf8_valid("a\xed\xa0\x80", &bad), 0); /* surrogate */
+	CHECK_EQ_U64(bad, 1);
+	CHECK_EQ_INT(ims_utf8_valid("\xf4\x90\x80\x80", NULL), 0); /* > U+10FFFF */
+	CHECK_EQ_INT(ims_utf8_valid("\xe2\x82", NULL), 0); /* cut short */
+
+	/* Control bytes (C0, DEL, C1) and bad bytes become \xHH; text stays. */
+	escaped("plain/name.jpg", 256, "plain/name.jpg");
+	escaped("a\x1b[2Jb\tc\x7f", 256, "a\\x1b[2Jb\\x09c\\x7f");
+	escaped("csi\xc2\x9b" "1m", 256, "csi\\xc2\\x9b1m");
+	escaped("caf\xe9 \xc3\x97 ok", 256, "caf\\xe9 \xc3\x97 ok");
+	escaped("nbsp\xc2\xa0.", 256, "nbsp\xc2\xa0.");
+	/* Too long: cut between characters, marked with "...". */
+	escaped("abcdefghij", 8, "abcd...");
+	escaped("abcdefg", 8, "abcdefg");
+	escaped("\x1b\x1b\x1b", 9, "\\x1b...");
+	escaped("\xc3\x97\xc3\x97\xc3\x97", 7, "\xc3\x97\xc3\x97\xc3\x97");
+	escaped("\xc3\x97\xc3\x97\xc3\x97", 6, "\xc3\x97...");
+	escaped("anything", 3, "");
+	return TEST_EXIT();
+}

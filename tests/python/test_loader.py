@@ -1,0 +1,265 @@
+"""imshard.Loader against `imshard bench-load` and the C partition: the
+same batches bit for bit, the same rank shares, the ring rule for
+zero-copy batches, no thread left behind, Ctrl-C."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import imshard
+from conftest import run
+
+
+def dumped(d):
+    """{k: (label, bytes)} of a bench-load --dump-format raw folder."""
+    out = {}
+    for f in os.listdir(d):
+        m = re.match(r"sample_(\d+)_label(\d+)\.bin$", f)
+        assert m, f
+        out[int(m.group(1))] = (int(m.group(2)), open(os.path.join(d, f), "rb").read())
+    return out
+
+
+CASES = [
+    # train, rrc + flip + rotate, f32 NCHW, ImageNet mean/std, rank 1 of 2
+    dict(train=True, augment="flip,rotate=10", dtype="float32", layout="nchw", rank=1, world=2,
+         mean=imshard.IMAGENET_MEAN, std=imshard.IMAGENET_STD, seed=7),
+    # train, u8 NHWC, one rank
+    dict(train=True, augment="flip,zoom=0.2", dtype="uint8", layout="nhwc", rank=0, world=1,
+         mean=(0, 0, 0), std=(1, 1, 1), seed=3),
+    # validation, f16, rank 2 of 3 (padded shares, short last batch)
+    dict(train=False, augment=None, dtype="float16", layout="nchw", rank=2, world=3,
+         mean=(10, 20, 30), std=(50, 60, 70), seed=0),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_batches_equal_bench_load_dump(sample, imshard_bin, tmp_path, case):
+    m = sample["train"] if case["train"] else sample["val"]
+    batch, size = 6, 40
+    kw = dict(case)
+    kw.pop("train")
+    loader = imshard.Loader(m, batch, size, train=case["train"], threads=2, **kw)
+    per_epoch = len(loader)
+    n_epoch = sum(len(b[1]) for b in loader.epoch(0))
+    # two epochs dumped: the second is compared with the loader's epoch 1
+    d = tmp_path / "dump"
+    args = [imshard_bin, "bench-load", m, "--batch", batch, "--size", size, "--threads", 1,
+            "--epochs", 2, "--seconds", 0, "--rank", case["rank"], "--world", case["world"],
+            "--seed", case["seed"], "--dtype", {"float32": "f32", "uint8": "u8",
+                                                "float16": "f16"}[case["dtype"]],
+            "--layout", case["layout"], "--mean", ",".join(map(str, case["mean"])),
+            "--std", ",".join(map(str, case["std"])), "--dump", 2 * n_epoch, d,
+            "--dump-format", "raw", "--quiet"]
+    if case["augment"]:
+        args += ["--augment", case["augment"]]
+    if not case["train"]:
+        args += ["--val"]
+    run(*args)
+    ref = dumped(d)
+    assert len(ref) == 2 * n_epoch
+    for epoch in (0, 1):
+        k = epoch * n_epoch
+        steps = 0
+        for b in loader.epoch(epoch):
+            images, labels = b
+            assert images.shape[0] == len(labels) == len(b.indices) == len(b.padded)
+            if case["layout"] == "nchw":
+                assert images.shape[1:] == (3, size, size)
+            else:
+                assert images.shape[1:] == (size, size, 3)
+            assert images.dtype == np.dtype(case["dtype"])
+            assert labels.dtype == np.int64
+            for i in range(len(labels)):
+                lab, raw = ref[k]
+                assert labels[i] == lab, (epoch, k)
+                assert images[i].tobytes() == raw, "sample %d of epoch %d differs" % (k, epoch)
+                k += 1
+            steps += 1
+            del images, b
+        assert steps == per_epoch
+    loader.close()
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_rank_shares_equal_c_partition(sample, train):
+    m = sample["train"] if train else sample["val"]
+    n = len(imshard.Split(m))
+    for world in (1, 2, 3, 4):
+        seen = []
+        lens = set()
+        for rank in range(world):
+            loader = imshard.Loader(m, 4, 16, train=train, rank=rank, world=world, seed=5,
+                                    threads=1, copy=True)
+            for epoch in (0, 2):
+                got = [int(i) for b in loader.epoch(epoch) for i in b.indices]
+                pads = [bool(p) for b in loader.epoch(epoch) for p in b.padded]
+                want = imshard.partition(n, rank, world, epoch, 5, shuffle=train, pad=not train)
+                if train:  # drop_last: whole batches only
+                    want = want[:len(want) // 4 * 4]
+                assert got == want, (world, rank, epoch)
+                # padded flags: positions past the end of the epoch's order
+                assert pads == [rank + k * world >= n for k in range(len(want))]
+                if epoch == 0:
+                    seen += [i for i, p in zip(got, pads) if not p]
+            lens.add(len(loader))
+            loader.close()
+        assert len(lens) == 1, "ranks got different batch counts"
+        assert len(seen) == len(set(seen)), "shares overlap"
+        if not train:
+            assert sorted(seen) == list(range(n)), "validation misses records"
+
+
+def test_stale_batches_cannot_be_reused(sample):
+    m = sample["train"]
+    ref = [b[0].copy() for b in imshard.Loader(m, 5, 24, prefetch=3, threads=2,
+                                                copy=True).epoch(0)]
+    loader = imshard.Loader(m, 5, 24, prefetch=2, threads=2)  # 3 slots
+    it = loader.epoch(0)
+    held = [next(it) for _ in range(3)]
+    assert loader._c.exported == 3
+    with pytest.raises(imshard.Error, match="copy=True"):
+        next(it)
+    time.sleep(0.2)  # the producer would have refilled a slot by now
+    for k, b in enumerate(held):
+        assert np.array_equal(b[0], ref[k]), "a held batch was overwritten"
+    # a view made from a batch keeps its slot, too
+    view = held[0][0][1:3]
+    del held, b
+    assert loader._c.exported == 1
+    assert np.array_equal(view, ref[0][1:3])
+    del view
+    assert loader._c.exported == 0
+    rest = [b[0].copy() for b in loader.epoch(0)]
+    assert all(np.array_equal(a, b) for a, b in zip(rest, ref))
+    # the last batch of an epoch kept while the next epoch runs (a loop
+    # variable that outlives its loop): the others slots carry on
+    for last in loader.epoch(0):
+        pass
+    copy = last[0].copy()
+    assert sum(1 for _ in loader.epoch(1)) == len(ref)
+    assert np.array_equal(last[0], copy)
+    del last
+    # prefetch=1: one batch ahead of the one the loop variable holds
+    one = imshard.Loader(m, 5, 24, prefetch=1, threads=2)
+    for e in range(2):
+        assert sum(1 for _ in one.epoch(e)) == len(ref)
+    one.close()
+    # copy=True: a whole epoch can be kept
+    kept = list(imshard.Loader(m, 5, 24, prefetch=1, threads=2, copy=True).epoch(0))
+    assert len(kept) == len(ref) and all(np.array_equal(a[0], b) for a, b in zip(kept, ref))
+    loader.close()
+
+
+def threads_now():
+    return len(os.listdir("/proc/self/task"))
+
+
+def settle(base, limit=5.0):
+    t0 = time.time()
+    while threads_now() > base and time.time() - t0 < limit:
+        time.sleep(0.02)
+    return threads_now()
+
+
+@pytest.mark.parametrize("how", ["close", "del", "with"])
+def test_loader_killed_mid_epoch_leaks_no_thread(sample, how):
+    base = threads_now()
+    loader = imshard.Loader(sample["train"], 4, 32, threads=2)
+    it = iter(loader)
+    b = next(it)
+    next(it)
+    assert threads_now() > base, "the loader should be running threads"
+    if how == "close":
+        loader.close()
+        loader.close()  # harmless
+        # the batch still held is readable after close, the threads gone
+        assert settle(base) == base
+        assert b[0].shape[0] == 4 and np.isfinite(b[0]).all()
+        with pytest.raises(imshard.Error, match="closed"):
+            next(iter(loader))
+    elif how == "del":
+        del it, loader
+    else:
+        with imshard.Loader(sample["train"], 4, 32, threads=2) as l2:
+            next(iter(l2))
+        loader.close()
+    del b
+    assert settle(base) == base, "threads left behind"
+
+
+def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
+    # epoch after epoch of batches of 64 at 384 px on one thread: the
+    # consumer spends nearly all its time waiting in next()
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time, imshard
+        l = imshard.Loader(sys.argv[1], 64, 384, threads=1, prefetch=1)
+        print("ready", flush=True)
+        t0 = time.time()
+        try:
+            for e in range(100000):
+                for x in l.epoch(e):
+                    pass
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted %.2f" % (time.time() - t0), flush=True)
+    """))
+    p = subprocess.Popen([sys.executable, str(script), sample["train"]], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    took = time.time() - t0
+    assert p.returncode == 0, err
+    assert out.startswith("interrupted"), out + err
+    assert took < 3, "Ctrl-C took %.1f s" % took
+
+
+def test_rank_defaults(sample, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.warns(UserWarning, match="rank 1 of 3, from RANK/WORLD_SIZE"):
+        l = imshard.Loader(sample["val"], 4, 16, train=False, threads=1)
+    assert (l.rank, l.world) == (1, 3)
+    l.close()
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert imshard.distributed_rank()[:2] == (0, 1)
+
+
+def test_bad_records_are_replaced_and_counted(sample, copy_split):
+    m = copy_split(sample["train"])
+    split = imshard.Split(m)
+    # damage one payload byte of a record in the first shard: the record's
+    # CRC no longer matches, the loader replaces it and counts it
+    rec = split[3]
+    split.close()
+    shard = os.path.join(os.path.dirname(m), "train-00000-of-00003.mdb")
+    data = bytearray(open(shard, "rb").read())
+    piece = rec.payload[-200:-168]  # entropy-coded data: unique
+    assert data.count(piece) == 1
+    at = data.find(piece)
+    data[at] ^= 0xFF
+    open(shard, "wb").write(bytes(data))
+    loader = imshard.Loader(m, 4, 16, train=False, threads=2)
+    with pytest.warns(UserWarning, match="bad records replaced"):
+        n = sum(len(b[1]) for b in loader)
+    assert n == len(imshard.Split(m))
+    st = loader.stats
+    assert st["bad_records"] == 1 and "record 3" in st["last_bad"]
+    loader.close()
+
+
+def test_bench_load_in_process(sample):
+    r = imshard.bench_load(sample["train"], 8, 32, epochs=2, seconds=0, threads=2)
+    n = len(imshard.Loader(sample["train"], 8, 32, threads=1))
+    assert r["batches"] == 2 * n and r["images"] == 16 * n and r["images_per_s"] > 0

@@ -1,0 +1,124 @@
+"""imshard.pack and imshard.convert: the same shards, lists and errors as
+the command line, skipped files told and counted."""
+import filecmp
+import os
+import shutil
+
+import pytest
+
+import imshard
+from conftest import run
+
+
+def shards(d, name):
+    return sorted(f for f in os.listdir(d) if f.startswith(name + "-") and f.endswith(".mdb"))
+
+
+def same_split(a_dir, b_dir, name):
+    sa, sb = shards(a_dir, name), shards(b_dir, name)
+    assert sa == sb and sa
+    for f in sa:
+        assert filecmp.cmp(os.path.join(a_dir, f), os.path.join(b_dir, f), shallow=False), f
+
+
+def test_pack_equals_the_command(sample, imshard_bin, tmp_path):
+    lst = sample["dir"] / "packed" / "train.lst"
+    root = sample["img"]
+    run(imshard_bin, "pack", lst, root, "-o", tmp_path / "cli" / "t", "--encoding", "jpeg",
+        "--resize", "48", "--shards", "2", "-q")
+    rep = imshard.pack(lst, root, tmp_path / "py" / "t", encoding="jpeg", resize=48, shards=2)
+    same_split(tmp_path / "cli", tmp_path / "py", "t")
+    assert rep["packed"] == rep["listed"] == len(imshard.Split(tmp_path / "py" / "t.json"))
+    assert rep["skipped"] == 0 and rep["errors_file"] is None
+    # rows from Python instead of a list file: the same records
+    rows = []
+    for line in open(lst):
+        idx, label, path = line.rstrip("\n").split("\t")
+        rows.append((int(idx), int(float(label)), path))
+    classes = [c.strip() for c in open(sample["dir"] / "packed" / "classes.txt")]
+    imshard.pack(rows, root, tmp_path / "rows" / "t", classes=classes, encoding="jpeg",
+                 resize=48, shards=2)
+    same_split(tmp_path / "cli", tmp_path / "rows", "t")
+    assert imshard.Split(tmp_path / "rows" / "t.json").classes == classes
+
+
+def test_pack_errors_as_the_command(sample, imshard_bin, tmp_path):
+    lst = sample["dir"] / "packed" / "val.lst"
+    root = sample["img"]
+    imshard.pack(lst, root, tmp_path / "v")
+    p = run(imshard_bin, "pack", lst, root, "-o", tmp_path / "v", "-q", ok=False)
+    assert p.returncode == 1
+    with pytest.raises(imshard.Error) as e:
+        imshard.pack(lst, root, tmp_path / "v")
+    assert p.stderr.strip() == "imshard: pack: " + str(e.value)
+    assert "already exists" in str(e.value)
+    imshard.pack(lst, root, tmp_path / "v", force=True)
+    for bad in (dict(encoding="webp"), dict(encoding="keep", resize=32), dict(shards=2, shard_size=1 << 20),
+                dict(encoding="png", check_decode=True), dict(colour=True)):
+        with pytest.raises(imshard.ArgumentError):
+            imshard.pack(lst, root, tmp_path / "w", **bad)
+    with pytest.raises(imshard.Error, match="nope.lst"):
+        imshard.pack(tmp_path / "nope.lst", root, tmp_path / "w")
+
+
+def test_skipped_files_are_told_and_counted(sample, tmp_path):
+    root = tmp_path / "img"
+    shutil.copytree(sample["img"], root)
+    good = sorted(os.listdir(root / "circle"))[:3]
+    (root / "circle" / "broken.jpg").write_bytes(b"<html>not an image</html>")
+    rows = [(0, "circle/" + good[0]), (0, "circle/broken.jpg"), (0, "circle/" + good[1]),
+            (0, "circle/missing.jpg"), (0, "circle/" + good[2])]
+    with pytest.warns(UserWarning, match="2 files skipped"):
+        rep = imshard.pack(rows, root, tmp_path / "out" / "s")
+    assert (rep["packed"], rep["skipped"]) == (3, 2)
+    assert [r[1] for r in rep["skipped_files"]] == ["circle/broken.jpg", "circle/missing.jpg"]
+    assert os.path.exists(rep["errors_file"])
+    with pytest.raises(imshard.Error, match="max-errors"):
+        imshard.pack(rows, root, tmp_path / "out" / "s2", max_errors=1)
+    assert not os.path.exists(tmp_path / "out" / "s2.json")
+
+
+def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
+    args = ["--val-ratio", "0.25", "--per-class-train", "10", "--seed", "3", "--shards", "2"]
+    run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli", "-q", *args)
+    res = imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25,
+                          per_class_train=10, seed=3, shards=2)
+    assert sorted(res["splits"]) == ["train", "val"]
+    for name in ("train", "val"):
+        same_split(tmp_path / "cli", tmp_path / "py", name)
+        assert filecmp.cmp(tmp_path / "cli" / (name + ".lst"), tmp_path / "py" / (name + ".lst"),
+                           shallow=False)
+    assert filecmp.cmp(tmp_path / "cli" / "classes.txt", tmp_path / "py" / "classes.txt",
+                       shallow=False)
+    assert res["splits"]["train"]["packed"] == 10 * 5
+    with pytest.raises(imshard.Error, match="already exists"):
+        imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25)
+    with pytest.raises(imshard.ArgumentError, match="no_clutter applies to caltech256"):
+        imshard.convert("folder", sample["img"], tmp_path / "x", no_clutter=True)
+    with pytest.raises(imshard.ArgumentError, match="unknown dataset"):
+        imshard.convert("mnist", sample["img"], tmp_path / "x")
+    p = run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli2",
+            "--per-class-train", "1000", "-q", ok=False)
+    with pytest.raises(imshard.Error) as e:
+        imshard.convert("folder", sample["img"], tmp_path / "py2", per_class_train=1000)
+    assert p.stderr.splitlines()[0] == "imshard: convert: " + str(e.value)
+
+
+def test_convert_shuffle_and_all_or_nothing(sample, imshard_bin, tmp_path):
+    import json
+    args = ["--val-ratio", "0.25", "--seed", "3", "--no-shuffle"]
+    run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli", "-q", *args)
+    imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25, seed=3,
+                    shuffle=False)
+    for name in ("train", "val"):
+        same_split(tmp_path / "cli", tmp_path / "py", name)
+        assert json.load(open(tmp_path / "py" / (name + ".json")))["shuffled"] is False
+    before = open(tmp_path / "py" / "train.json", "rb").read()
+    # A failure (too few images for the subset) replaces nothing.
+    with pytest.raises(imshard.Error, match="keeps its earlier splits train, val"):
+        imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25,
+                        per_class_val=1000, force=True)
+    assert open(tmp_path / "py" / "train.json", "rb").read() == before
+    assert not os.path.exists(tmp_path / "py" / ".imshard-convert")
+    imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25, force=True)
+    assert json.load(open(tmp_path / "py" / "train.json"))["shuffled"] is True

@@ -1,0 +1,176 @@
+"""imshard.Split: records, decode of every fixture kind against the C
+decoder's output reached through the command line, verify, and the errors
+of bad manifests and damaged shards (the C library's message)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import imshard
+from conftest import run
+
+# every odd-but-valid image make_images writes
+KINDS = ["rgb.jpg", "gray.jpg", "cmyk.jpg", "cmyk_adobe.jpg", "ycck.jpg", "progressive.jpg",
+         "odd_sampling.jpg", "exif_after_xmp.jpg", "png_as.JPEG", "rgb.png", "gray.png",
+         "gray1.png", "gray2.png", "gray4.png", "gray16.png", "rgb16.png", "gray_alpha.png",
+         "rgba.png", "rgb_interlaced.png", "rgba_interlaced.png", "palette.png",
+         "palette_trns.png", "exif_6.png"] + ["exif_%d.jpg" % k for k in range(1, 9)]
+
+
+def over_white(c, a):
+    t = c.astype(np.uint32) * a + 255 * (255 - a.astype(np.uint32)) + 128
+    return ((t + (t >> 8)) >> 8).astype(np.uint8)
+
+
+def png_as_rgb(path):
+    """A PNG the C decoder wrote (packed with encoding png), as the C
+    decoder's RGB mode gives it: grey replicated, alpha over white."""
+    from PIL import Image
+    im = Image.open(path)
+    a = np.asarray(im)
+    if im.mode == "L":
+        return np.repeat(a[:, :, None], 3, axis=2)
+    if im.mode == "LA":
+        return np.repeat(over_white(a[:, :, 0], a[:, :, 1])[:, :, None], 3, axis=2)
+    if im.mode == "RGB":
+        return a
+    if im.mode == "RGBA":
+        return np.stack([over_white(a[:, :, c], a[:, :, 3]) for c in range(3)], axis=2)
+    raise AssertionError("unexpected PNG mode %s in %s" % (im.mode, path))
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory, make_images_bin, imshard_bin):
+    d = tmp_path_factory.mktemp("fx")
+    (d / "img").mkdir()
+    run(make_images_bin, d / "img")
+    lst = d / "kinds.lst"
+    lst.write_text("".join("%d\t%d\t%s\n" % (i, i % 3, k) for i, k in enumerate(KINDS)))
+    # keep: the files as they are; png: decoded by the C decoder, stored
+    # losslessly; extracted back to files by the command line
+    run(imshard_bin, "pack", lst, d / "img", "-o", d / "keep", "-q")
+    run(imshard_bin, "pack", lst, d / "img", "-o", d / "png", "--encoding", "png", "-q")
+    run(imshard_bin, "pack", lst, d / "img", "-o", d / "raw", "--encoding", "raw", "-q")
+    run(imshard_bin, "extract", d / "png.json", "-o", d / "extracted")
+    return d
+
+
+def test_decode_of_every_fixture_kind_equals_the_c_decoder(fixtures):
+    keep = imshard.Split(fixtures / "keep.json")
+    raw = imshard.Split(fixtures / "raw.json")
+    assert len(keep) == len(KINDS)
+    files = sorted(f for f in os.listdir(fixtures / "extracted") if f.endswith(".png"))
+    assert len(files) == len(KINDS)
+    for i, kind in enumerate(KINDS):
+        ref = png_as_rgb(fixtures / "extracted" / files[i])
+        got = keep.decode(i)
+        assert got.dtype == np.uint8 and got.shape == ref.shape, (kind, got.shape, ref.shape)
+        assert np.array_equal(got, ref), kind
+        # raw records (pixels as the packer decoded them) give the same
+        assert np.array_equal(raw.decode(i), ref), kind + " (raw)"
+        # and imshard.decode on the file's bytes
+        data = open(fixtures / "img" / kind, "rb").read()
+        assert np.array_equal(imshard.decode(data), ref), kind + " (decode)"
+        rec = keep[i]
+        assert rec.payload == data and rec.original and rec.label == i % 3
+        assert rec.size == (ref.shape[1], ref.shape[0])
+        assert (rec.orig_width, rec.orig_height) == rec.size
+
+
+def test_records_and_manifest(sample):
+    s = imshard.Split(sample["train"])
+    m = json.load(open(sample["train"]))
+    assert len(s) == m["records"] == sum(s.class_counts)
+    assert s.classes == m["classes"]
+    assert s[-1] == s[len(s) - 1]
+    assert len(s[2:5]) == 3
+    with pytest.raises(IndexError):
+        s[len(s)]
+    assert s.verify(decode=True) == {"records": len(s)}
+    s.close()
+    s.close()
+
+
+def cli_message(p, cmd):
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(err) == 1, p.stderr
+    prefix = "imshard: %s: " % cmd
+    assert err[0].startswith(prefix), err[0]
+    return err[0][len(prefix):]
+
+
+def test_bad_manifests_raise_the_c_message(tmp_path, imshard_bin, sample, copy_split):
+    cases = {}
+    cases["missing"] = str(tmp_path / "none.json")
+    (tmp_path / "garbage.json").write_text("{not json")
+    cases["garbage"] = str(tmp_path / "garbage.json")
+    m = json.load(open(sample["val"]))
+    m["records"] += 1
+    bad = copy_split(sample["val"])
+    doc = json.load(open(bad))
+    doc["records"] += 1
+    open(bad, "w").write(json.dumps(doc))
+    cases["counts"] = bad
+    for what, path in cases.items():
+        ref = cli_message(run(imshard_bin, "info", path, ok=False), "info")
+        with pytest.raises(imshard.Error) as e:
+            imshard.Split(path)
+        assert str(e.value) == ref, what
+        ref = cli_message(run(imshard_bin, "bench-load", path, "--quiet", ok=False), "bench-load")
+        with pytest.raises(imshard.Error) as e:
+            imshard.Loader(path, 4, 16)
+        assert str(e.value) == ref, what
+        assert isinstance(e.value, OSError)
+
+
+def test_damaged_shards_raise_the_c_message(tmp_path, imshard_bin, sample, copy_split):
+    m = copy_split(sample["train"])
+    shard = os.path.join(os.path.dirname(m), "train-00001-of-00003.mdb")
+    data = bytearray(open(shard, "rb").read())
+    # a branch/leaf page's header garbled: the reader's page check names it
+    data[4096 * 2 + 10: 4096 * 2 + 16] = b"\xff" * 6
+    open(shard, "wb").write(bytes(data))
+    ref = cli_message(run(imshard_bin, "bench-load", m, "--quiet", ok=False), "bench-load")
+    with pytest.raises(imshard.Error) as e:
+        imshard.Split(m)
+    assert str(e.value) == ref
+    assert "train-00001-of-00003.mdb" in ref
+    # a truncated shard
+    m2 = copy_split(sample["val"])
+    shard = os.path.join(os.path.dirname(m2), "val-00002-of-00003.mdb")
+    os.truncate(shard, os.path.getsize(shard) // 2)
+    ref = cli_message(run(imshard_bin, "bench-load", m2, "--quiet", ok=False), "bench-load")
+    with pytest.raises(imshard.Error) as e:
+        imshard.Loader(m2, 4, 16, train=False)
+    assert str(e.value) == ref
+
+
+def test_verify_names_a_bad_record(tmp_path, imshard_bin, sample, copy_split):
+    m = copy_split(sample["train"])
+    s = imshard.Split(m)
+    piece = s[5].payload[-300:-268]
+    s.close()
+    shard = os.path.join(os.path.dirname(m), "train-00000-of-00003.mdb")
+    data = bytearray(open(shard, "rb").read())
+    assert data.count(piece) == 1
+    data[data.find(piece)] ^= 0x55
+    open(shard, "wb").write(bytes(data))
+    p = run(imshard_bin, "verify", m, ok=False)
+    assert p.returncode == 1
+    with pytest.raises(imshard.Error) as e:
+        imshard.Split(m).verify()
+    assert "record 5" in str(e.value) and "checksum" in str(e.value)
+    assert str(e.value).split(" (and")[0] in p.stderr
+
+
+def test_argument_errors_are_value_errors(sample):
+    with pytest.raises(imshard.ArgumentError) as e:
+        imshard.Loader(sample["train"], 4, 16, layout="chw")
+    assert isinstance(e.value, ValueError) and isinstance(e.value, imshard.Error)
+    for bad in (dict(augment="bogus"), dict(dtype="float64"), dict(std=(1, 0, 1)),
+                dict(rank=2, world=2), dict(batch_size=0), dict(mean=(1, 2))):
+        kw = dict(batch_size=4)
+        kw.update(bad)
+        with pytest.raises(ValueError):
+            imshard.Loader(sample["train"], kw.pop("batch_size"), 16, **kw)
