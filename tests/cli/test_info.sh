@@ -18,7 +18,8 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 for k in ("records", "classes", "class_counts", "shards", "encoding", "format_version"):
     assert k in j, k
-assert j["records"] == 15 and j["format_version"] == 1 and j["encoding"] == "keep"
+assert j["records"] == 15 and j["format_version"] == 2 and j["encoding"] == "keep"
+assert all(len(s["digest"]) == 16 and int(s["digest"], 16) >= 0 for s in j["shards"])
 assert len(j["classes"]) == 3 and j["class_counts"] == [5, 5, 5]
 assert [sorted(s) for s in j["shards"]][0] == ["bytes", "digest", "first", "path", "records"]
 assert sum(s["records"] for s in j["shards"]) == 15
