@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -167,6 +168,10 @@ static inline void ims_store_le32(uint8_t *p, uint32_t v)
 struct stat;
 int ims_open_read(const char *path, int *fd, struct stat *st, ims_error *err);
 
+/* ims_open_read as a stdio stream ("rb"); NULL with the message (and
+ * err->code) filled on failure. */
+FILE *ims_fopen_read(const char *path, ims_error *err);
+
 /* "a FIFO", "a socket", "a folder", "a character device", "a block
  * device", "a symbolic link", "a regular file" or "an unknown kind of
  * file", for a st_mode. */
@@ -196,10 +201,17 @@ int ims_read_file(const char *path, uint8_t **data, size_t *len,
  * temporary name); different paths are fine.
  */
 
-/* Removes dir/NAME.tmp.<pid> for dead pids (NAME = name, or any name when
- * name is NULL). Returns the number removed, or a negative code when dir
- * cannot be read. */
+/* Removes dir/NAME.tmp.<pid> for dead pids (NAME = name). Returns the
+ * number removed, or a negative code when dir cannot be read. */
 int ims_temp_sweep(const char *dir, const char *name, ims_error *err);
+
+/* ims_temp_sweep for every NAME that match(NAME, arg) accepts (nonzero):
+ * for writers of many files in one folder, one pass instead of one per
+ * file. Only names the caller writes should match: the folder may hold
+ * other programs' files. */
+int ims_temp_sweep_matching(const char *dir,
+			    int (*match)(const char *name, void *arg),
+			    void *arg, ims_error *err);
 
 /* ims_temp_sweep for PATH's folder and name. */
 int ims_temp_sweep_for(const char *path, ims_error *err);
@@ -231,9 +243,7 @@ int ims_write_file_atomic(const char *path, const void *data, size_t len,
 
 /* Flags of ims_write_file_atomic_flags. */
 #define IMS_WRITE_NO_SWEEP 0x01 /* the caller swept the folder already
-				   (ims_temp_sweep(dir, NULL)): writers of
-				   many files in one folder sweep it once,
-				   not once per file */
+				   (ims_temp_sweep_matching) */
 
 /* ims_write_file_atomic with flags. */
 int ims_write_file_atomic_flags(const char *path, const void *data,

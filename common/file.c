@@ -83,6 +83,20 @@ int ims_open_read(const char *path, int *fd, struct stat *st_out,
 	return 0;
 }
 
+FILE *ims_fopen_read(const char *path, ims_error *err)
+{
+	int fd;
+	if (ims_open_read(path, &fd, NULL, err) < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "rb");
+	if (!f) {
+		int e = errno;
+		close(fd);
+		ims_fail(err, IMS_ENOMEM, "cannot read '%s': %s", path, strerror(e));
+	}
+	return f;
+}
+
 int ims_read_file(const char *path, uint8_t **data, size_t *len,
 		  size_t max_bytes, ims_error *err)
 {
@@ -146,24 +160,15 @@ int ims_fsync_parent(const char *path, ims_error *err)
 
 /* ---- temporaries -------------------------------------------------------- */
 
-/* The pid of a temporary's name NAME.tmp.<pid> (for name, or any name
- * when name is NULL), or 0 when fname is not one. */
-static long temp_pid(const char *fname, const char *name)
+/* The pid of a temporary's name NAME.tmp.<pid>, with NAME's length in
+ * *name_len, or 0 when fname is not one. */
+static long temp_pid(const char *fname, size_t *name_len)
 {
 	const char *tag = NULL;
-	if (name) {
-		size_t nl = strlen(name);
-		if (strncmp(fname, name, nl) != 0 || strncmp(fname + nl, ".tmp.", 5) != 0)
-			return 0;
-		tag = fname + nl + 5;
-	} else {
-		/* the last ".tmp.": names may hold the tag themselves */
-		for (const char *p = strstr(fname, ".tmp."); p; p = strstr(p + 1, ".tmp."))
-			tag = p + 5;
-		if (!tag || tag == fname + 5)
-			return 0;
-	}
-	if (!*tag || strlen(tag) > 10)
+	/* the last ".tmp.": names may hold the tag themselves */
+	for (const char *p = strstr(fname, ".tmp."); p; p = strstr(p + 1, ".tmp."))
+		tag = p + 5;
+	if (!tag || tag == fname + 5 || !*tag || strlen(tag) > 10)
 		return 0;
 	long pid = 0;
 	for (const char *p = tag; *p; p++) {
@@ -171,10 +176,22 @@ static long temp_pid(const char *fname, const char *name)
 			return 0;
 		pid = pid * 10 + (*p - '0');
 	}
+	*name_len = (size_t)(tag - 5 - fname);
 	return pid;
 }
 
-int ims_temp_sweep(const char *dir, const char *name, ims_error *err)
+typedef struct exact_name {
+	const char *name;
+} exact_name;
+
+static int match_exact(const char *name, void *arg)
+{
+	return strcmp(name, ((exact_name *)arg)->name) == 0;
+}
+
+int ims_temp_sweep_matching(const char *dir,
+			    int (*match)(const char *name, void *arg),
+			    void *arg, ims_error *err)
 {
 	DIR *d = opendir(dir && dir[0] ? dir : ".");
 	RETURN_IF(!d, err, IMS_EIO, "cannot read folder '%s': %s", dir,
@@ -182,12 +199,17 @@ int ims_temp_sweep(const char *dir, const char *name, ims_error *err)
 	long self = (long)getpid();
 	int removed = 0;
 	struct dirent *e;
+	char name[256];
 	while ((e = readdir(d)) != NULL) {
-		long pid = temp_pid(e->d_name, name);
+		size_t nl = 0;
+		long pid = temp_pid(e->d_name, &nl);
+		if (pid <= 0 || pid == self || pid > INT32_MAX || nl >= sizeof(name))
+			continue;
+		memcpy(name, e->d_name, nl);
+		name[nl] = '\0';
 		/* kill(pid, 0) fails with ESRCH only when no such process
 		 * exists (EPERM: it exists, as someone else's). */
-		if (pid <= 0 || pid == self || pid > INT32_MAX ||
-		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (!match(name, arg) || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		/* unlinkat never follows a link: a link is removed, not its
 		 * target */
@@ -196,6 +218,12 @@ int ims_temp_sweep(const char *dir, const char *name, ims_error *err)
 	}
 	closedir(d);
 	return removed;
+}
+
+int ims_temp_sweep(const char *dir, const char *name, ims_error *err)
+{
+	exact_name n = {name};
+	return ims_temp_sweep_matching(dir, match_exact, &n, err);
 }
 
 int ims_temp_sweep_for(const char *path, ims_error *err)

@@ -316,6 +316,8 @@ int cmd_bench_load(int argc, char **argv)
 	lo->event_ctx = &quiet;
 
 	cli_catch_signals();
+	/* A shard truncated under the loader is named, not a silent SIGBUS. */
+	ims_mapguard_install("imshard: bench-load");
 	cli_progress prog;
 	dump_ctx d = {tr, aug_sample_bytes(tr), dump_dir, dump_raw, dump_n, 0, {0}, {0}, &prog};
 	bo.epochs = epochs;

@@ -53,6 +53,10 @@ int cmd_info(int argc, char **argv)
 		if (stat(p, &st) != 0) {
 			cli_error("info: shard '%s' is missing", p);
 			problems++;
+		} else if (!S_ISREG(st.st_mode)) {
+			cli_error("info: shard '%s' is not a regular file (%s)", p,
+				  ims_file_kind(st.st_mode));
+			problems++;
 		} else if ((uint64_t)st.st_size != m.shards[i].bytes) {
 			cli_error("info: shard '%s' is %lld bytes, the manifest says %llu",
 				  p, (long long)st.st_size,

@@ -100,6 +100,9 @@ int main(int argc, char **argv)
 		cli_error("%s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
+	/* A shard truncated under the loader is named, not a silent SIGBUS
+	 * (after MPI, which may install a SIGBUS handler of its own). */
+	ims_mapguard_install("imshard");
 	nn_train_opts o;
 	nn_train_opts_init(&o);
 	o.bucket_mb = 0; /* not given: set by device below */

@@ -1284,8 +1284,11 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	int epoch0 = 0;
 	uint64_t skip = 0, step = 0;
 	if (o->checkpoint_dir) {
-		if (r.rank == 0)
+		if (r.rank == 0) {
 			GOTO_IF_ERR(out, rc, ims_mkdir_p(o->checkpoint_dir, err));
+			/* what a run killed while writing a checkpoint left */
+			ims_temp_sweep(o->checkpoint_dir, "checkpoint.safetensors", NULL);
+		}
 		GOTO_IF_ERR(out, rc, ims_path_join(r.ckpt_path, sizeof(r.ckpt_path),
 						   o->checkpoint_dir,
 						   "checkpoint.safetensors", err));
