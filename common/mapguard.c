@@ -96,16 +96,11 @@ const char *ims_mapguard_find(const void *addr)
 	return NULL;
 }
 
-static void put(const char *s)
+/* Appends s to buf (of len bytes, *at used), cutting what does not fit. */
+static void put(char *buf, size_t len, size_t *at, const char *s)
 {
-	size_t n = strlen(s);
-	while (n > 0) {
-		ssize_t w = write(STDERR_FILENO, s, n);
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
+	while (*s && *at + 1 < len)
+		buf[(*at)++] = *s++;
 }
 
 static void on_sigbus(int sig, siginfo_t *si, void *ctx)
@@ -120,11 +115,17 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 		raise(sig);
 		return;
 	}
+	/* one write: the line stays whole beside other processes' output */
 	const char *prefix = atomic_load(&guard_prefix);
-	put(prefix ? prefix : "imshard");
-	put(": cannot read '");
-	put(path);
-	put("': the file shrank while it was being read (truncated or rewritten in place?); stopping\n");
+	char line[4608];
+	size_t n = 0;
+	put(line, sizeof(line), &n, prefix ? prefix : "imshard");
+	put(line, sizeof(line), &n, ": cannot read '");
+	put(line, sizeof(line) - 128, &n, path); /* room left for the end */
+	put(line, sizeof(line), &n,
+	    "': the file shrank while it was being read (truncated or rewritten in place?); stopping\n");
+	ssize_t w = write(STDERR_FILENO, line, n);
+	(void)w;
 	_exit(1);
 }
 

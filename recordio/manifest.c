@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void rio_manifest_release(rio_manifest *m)
 {
@@ -257,6 +258,12 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 			ims_fail(err, rc,
 				 "cannot open manifest '%s': no such file (a split without a manifest is incomplete; pack it again)",
 				 path);
+		else if (rc == IMS_EFORMAT) { /* a FIFO, a device, a folder */
+			struct stat st;
+			ims_fail(err, rc, "cannot open manifest '%s': not a regular file (%s)",
+				 path, stat(path, &st) == 0 ? ims_file_kind(st.st_mode) :
+							      "gone");
+		}
 		return rc;
 	}
 	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
