@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Temporaries (NAME.tmp.<pid>) are created exclusively and never through a
+# link: a symbolic link planted at the name a command will use leaves the
+# file it points to untouched (before, extract, pack and the trainer
+# wrote through it). Stale temporaries of dead processes are removed by
+# the next writer of that NAME: a checkpoint write killed by SIGTERM
+# leaves checkpoint.safetensors.tmp.<pid>, and the next run sweeps it.
+#
+# A command's temporary carries its pid; `bash -c '...; exec CMD'` plants
+# the link at $$, which the exec'd command keeps.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+
+echo precious >"$T/victim"
+untouched() {
+  checks=$((checks + 1))
+  [ "$(cat "$T/victim")" = precious ] || fail "the link's target was overwritten ($*)"
+}
+# planted DIR NAME CMD...: runs CMD with a link to $T/victim at
+# DIR/NAME.tmp.<CMD's pid>.
+planted() {
+  local dir=$1 name=$2
+  shift 2
+  run bash -c 'ln -s "$1" "$2/$3.tmp.$$" && shift 3 && exec "$@"' _ "$T/victim" "$dir" "$name" "$@"
+}
+# A pid no process has: a reaped child's.
+bash -c 'exit 0' &
+dead=$!
+wait
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 2 --per-class 6 --quiet
+mkdir -p "$T/l"
+planted "$T/l" s_train.lst "$IMSHARD" list "$T/s" -o "$T/l/s" --no-shuffle --quiet
+same "$rc" 0 "list"
+untouched list
+same "$(wc -l <"$T/l/s_train.lst")" 12
+lst="$T/l/s_train.lst"
+
+# pack: the manifest and the errors report.
+mkdir -p "$T/p"
+cp "$lst" "$T/miss.lst"
+printf '12\t0\tno/such.jpg\n' >>"$T/miss.lst"
+echo stale >"$T/p/train.json.tmp.$dead"
+echo stale >"$T/p/train.errors.tsv.tmp.$dead"
+planted "$T/p" train.json "$IMSHARD" pack "$T/miss.lst" "$T/s" -o "$T/p/train" --quiet
+same "$rc" 0 "pack"
+untouched manifest
+expect 0 "$IMSHARD" verify "$T/p/train.json" --quiet
+absent "$T/p/train.json.tmp.$dead"
+absent "$T/p/train.errors.tsv.tmp.$dead"
+planted "$T/p" train.errors.tsv "$IMSHARD" pack "$T/miss.lst" "$T/s" -o "$T/p/train" --force --quiet
+same "$rc" 0 "pack (errors.tsv)"
+untouched errors.tsv
+contains "$T/p/train.errors.tsv" "no/such.jpg"
+same "$(ls "$T/p" | grep -c '\.tmp\.')" 0 "temporaries left in the split's folder"
+
+# extract: each file and the list it writes.
+mkdir -p "$T/x"
+echo stale >"$T/x/00000003.jpg.tmp.$dead"
+echo mine >"$T/x/notes.tmp.$dead" # not extract's: kept
+planted "$T/x" 00000000.jpg "$IMSHARD" extract "$T/p/train.json" -o "$T/x" --quiet
+same "$rc" 0 "extract"
+untouched "extract 00000000.jpg"
+cmp -s "$T/x/00000000.jpg" "$T/s/$(awk -F'\t' 'NR==1 {print $3}' "$lst")" || fail "record 0 extracted wrong"
+absent "$T/x/00000003.jpg.tmp.$dead"
+exists "$T/x/notes.tmp.$dead"
+planted "$T/x" extract.lst "$IMSHARD" extract "$T/p/train.json" -o "$T/x" --quiet
+same "$rc" 0 "extract (list)"
+untouched extract.lst
+same "$(wc -l <"$T/x/extract.lst")" 12
+
+# imshard-train: checkpoints and the summary.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/c" --val-ratio 0.25 --seed 3 --quiet
+mkdir -p "$T/ck" "$T/log"
+# What a SIGTERM during a checkpoint write leaves behind.
+echo half >"$T/ck/checkpoint.safetensors.tmp.$dead"
+fit=("$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model convnet7
+  --size 16 --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --quiet)
+planted "$T/ck" checkpoint.safetensors "${fit[@]}" --log-dir "$T/log"
+same "$rc" 0 "train"
+untouched checkpoint
+absent "$T/ck/checkpoint.safetensors.tmp.$dead"
+exists "$T/ck/checkpoint.safetensors"
+planted "$T/log" summary.json "${fit[@]}" --log-dir "$T/log"
+same "$rc" 0 "train (summary)"
+untouched summary
+same "$(json "$T/log/summary.json" 'j["world"]')" 1 "summary.json written"
+same "$(ls "$T/ck" "$T/log" | grep -c '\.tmp\.')" 0 "temporaries left by training"
+finish
