@@ -51,6 +51,8 @@ def relabel(mpath, index, label):
     with env.begin(write=True) as txn:
         val = bytearray(txn.get(key))
         old = struct.unpack_from("<i", val, 12)[0]
+        if old == label:
+            raise SystemExit("record %d already has label %d" % (index, label))
         hlen = struct.unpack_from("<H", val, 6)[0]
         struct.pack_into("<i", val, 12, label)
         struct.pack_into("<I", val, 44, crc32c(val[48:hlen], crc32c(val[:44])))

@@ -7,7 +7,7 @@
 # blindly the test fails (exit 124) instead of hanging.
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
-t() { timeout 60 "$@"; }
+t() { timeout 30 "$@"; }
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 2 --per-class 6 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet
