@@ -79,7 +79,9 @@ int cmd_info(int argc, char **argv)
 		       ims_escape(pos[0], e2, sizeof(e2)));
 		printf("records:    %llu\n", (unsigned long long)m.records);
 		printf("encoding:   %s\n", m.encoding);
-		printf("format:     version %d\n", m.format_version);
+		printf("format:     version %d%s\n", m.format_version,
+		       m.format_version < 2 ? " (shard digests prove nothing: "
+					      "'imshard verify --rehash' upgrades it)" : "");
 		printf("size:       %s in %zu shard%s\n", cli_format_bytes((double)total, b, sizeof(b)),
 		       m.n_shards, m.n_shards == 1 ? "" : "s");
 		if (m.n_extra_labels)

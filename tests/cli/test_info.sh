@@ -25,6 +25,16 @@ assert [sorted(s) for s in j["shards"]][0] == ["bytes", "digest", "first", "path
 assert sum(s["records"] for s in j["shards"]) == 15
 PY
 
+# A format 1 manifest is described, with what its digests are worth.
+cp "$T/p/train.json" "$T/p2.json"
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" format1 "$T/p/train.json"
+expect 0 "$IMSHARD" info "$T/p/train.json"
+contains "$T/out" "format:     version 1 (shard digests prove nothing: 'imshard verify --rehash' upgrades it)"
+cp "$T/p2.json" "$T/p/train.json"
+expect 0 "$IMSHARD" info "$T/p/train.json"
+contains "$T/out" "format:     version 2"
+lacks "$T/out" "prove nothing"
+
 # A missing shard is reported (exit 1) while the rest is still described.
 mv "$T/p/train-00001-of-00002.mdb" "$T/p/gone"
 expect 1 "$IMSHARD" info "$T/p/train.json"
