@@ -18,8 +18,13 @@
  *    each thread reads through its own rio_cursor. Views returned by a
  *    cursor point into the shard's memory map: no copy is made, and they
  *    stay valid until that cursor is closed (not merely until the next
- *    call), because the shards are opened read-only and never change
- *    while mapped.
+ *    call), because the shards are opened read-only and imshard never
+ *    changes a split that has a manifest while it is read. Another
+ *    program may (truncating or rewriting a shard in place): reads then
+ *    fail with IMS_ECHANGED, checked before each record, and a view read
+ *    after the file shrank faults with SIGBUS, which a program can turn
+ *    into a message naming the shard with ims_mapguard_install (every
+ *    shard map is registered with ims_mapguard while open).
  *  - Readers open shards with MDB_RDONLY|MDB_NOLOCK|MDB_NOTLS: no lock file
  *    is created, read-only media work, and a reader must not run while a
  *    writer rewrites the same split (the writer never touches a split that
@@ -322,9 +327,10 @@ typedef struct rio_cursor rio_cursor;
 
 /*
  * Opens the split described by a manifest: loads it, opens every shard
- * read-only and checks each against the manifest (file present, size and
- * record count as stated); any disagreement is refused with a message
- * saying what differs.
+ * read-only and checks each against the manifest (a regular file, present,
+ * size and record count as stated); any disagreement is refused with a
+ * message saying what differs. A manifest or shard that is a FIFO or
+ * another non-regular file is refused (IMS_EFORMAT), never waited on.
  *
  * A damaged shard file is refused, never read blindly: before LMDB sees a
  * shard, its meta pages and its whole B-tree of branch and leaf pages are
@@ -360,7 +366,10 @@ void rio_cursor_close(rio_cursor *c);
  * increasing order is a sequential walk (no tree descent per record).
  * Errors: IMS_EINVAL (index out of range), IMS_ENOTFOUND (key missing
  * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record: the message
- * names the shard and index).
+ * names the shard and index), IMS_ECHANGED (the shard's size or
+ * modification time is no longer what was checked at open: it was
+ * truncated or rewritten; no record of it can be trusted, so stop rather
+ * than retry). Costs one fstat per call for that check.
  */
 int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 		   ims_error *err);
