@@ -84,14 +84,8 @@ static int dump_sample(dump_ctx *d, const uint8_t *s, int label, ims_error *err)
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/sample_%d_label%d.%s", d->dir, d->done, label,
 		 d->raw ? "bin" : "png");
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) {
-		int e = errno;
-		if (f)
-			fclose(f);
-		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path, strerror(e));
-	}
-	return 0;
+	/* through a temporary of its own, never through a link at the name */
+	return ims_write_file_atomic(path, bytes, len, err);
 }
 
 static int on_batch(void *ctx, const aug_batch *b, ims_error *err)

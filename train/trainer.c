@@ -1271,15 +1271,19 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		/* rank 0 starts the file afresh unless resuming; the others
 		 * wait for that before appending */
 		if (r.rank == 0 && !o->resume) {
-			int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			/* O_NOFOLLOW: a link planted at the name is refused,
+			 * never written through */
+			int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 			if (fd >= 0)
 				close(fd);
 		}
 		GOTO_IF_ERR(out, rc, dp_barrier(comm, err));
-		r.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		r.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+				    0644);
 		if (r.metrics_fd < 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot open '%s': %s", path,
-				  strerror(errno));
+				  errno == ELOOP ? "it is a symbolic link (refused: it would be written through)" :
+						   strerror(errno));
 	}
 	int epoch0 = 0;
 	uint64_t skip = 0, step = 0;

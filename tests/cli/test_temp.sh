@@ -86,4 +86,20 @@ same "$rc" 0 "train (summary)"
 untouched summary
 same "$(json "$T/log/summary.json" 'j["world"]')" 1 "summary.json written"
 same "$(ls "$T/ck" "$T/log" | grep -c '\.tmp\.')" 0 "temporaries left by training"
+# metrics.jsonl is appended to, not renamed: a link at its name is refused.
+mkdir -p "$T/log2"
+ln -s "$T/victim" "$T/log2/metrics.jsonl"
+expect 1 "${fit[@]}" --log-dir "$T/log2"
+one_line "$T/err"
+contains "$T/err" "metrics.jsonl': it is a symbolic link"
+untouched metrics.jsonl
+# bench-load --dump writes its samples the same way.
+# (a link for each label the first sample may have: 2 classes)
+mkdir -p "$T/dump"
+ln -s "$T/victim" "$T/dump/sample_0_label0.png"
+ln -s "$T/victim" "$T/dump/sample_0_label1.png"
+expect 0 "$IMSHARD" bench-load "$T/c/val.json" --val --epochs 1 --batch 2 --size 16 --dump 1 "$T/dump" --quiet
+untouched "bench-load --dump"
+same "$(find "$T/dump" -type f -name 'sample_0_label*.png' -exec head -c 4 {} \; | od -An -tx1 | tr -d ' ')" 89504e47 \
+  "the dumped sample is a PNG file in place of its link"
 finish
