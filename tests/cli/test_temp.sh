@@ -86,6 +86,36 @@ same "$rc" 0 "train (summary)"
 untouched summary
 same "$(json "$T/log/summary.json" 'j["world"]')" 1 "summary.json written"
 same "$(ls "$T/ck" "$T/log" | grep -c '\.tmp\.')" 0 "temporaries left by training"
+# The real thing: SIGTERM while a checkpoint is being written (a resnet18
+# checkpoint, ~90 MB, takes long enough to catch), then the next run.
+rm -rf "$T/ck3"
+caught=0
+for attempt in 1 2 3; do
+  "$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model resnet18 --size 16 \
+    --threads 1 --batch-size 4 --epochs 1000 --checkpoint-dir "$T/ck3" --checkpoint-every 1 \
+    --quiet 2>/dev/null &
+  pid=$!
+  for _ in $(seq 1 3000); do
+    if ls "$T/ck3" 2>/dev/null | grep -q "\.tmp\.$pid\$"; then kill -TERM $pid; caught=1; break; fi
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.005
+  done
+  kill -TERM $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  [ $caught = 1 ] && [ -e "$T/ck3/checkpoint.safetensors.tmp.$pid" ] && break
+  caught=0
+done
+if [ $caught = 1 ]; then
+  expect 0 "$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model convnet7 \
+    --size 16 --threads 1 --batch-size 4 --max-steps 1 --checkpoint-dir "$T/ck3/other" --quiet
+  exists "$T/ck3/checkpoint.safetensors.tmp.$pid" # another folder's run leaves it
+  expect 0 "$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model resnet18 \
+    --size 16 --threads 1 --batch-size 4 --max-steps 1 --checkpoint-dir "$T/ck3" --quiet
+  absent "$T/ck3/checkpoint.safetensors.tmp.$pid"
+else
+  echo "note: no checkpoint write caught by SIGTERM in 3 tries; the planted stale temporary above covers the sweep"
+fi
+
 # metrics.jsonl is appended to, not renamed: a link at its name is refused.
 mkdir -p "$T/log2"
 ln -s "$T/victim" "$T/log2/metrics.jsonl"
