@@ -61,9 +61,18 @@ typedef struct nn_ctx {
 	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
 	 * and the trainer refuses 16-bit precisions there. */
 	int precision;
+	/* How models made on this context place their activations, read by
+	 * nn_model_create: NN_MEMPLAN_ON (0, the default: the memory plan,
+	 * buffers that are never live together share bytes, ReLU and add in
+	 * place), NN_MEMPLAN_OFF (every node's output and gradient its own
+	 * bytes for the whole run, no kernel in place: what the plan is
+	 * tested against) or NN_MEMPLAN_POISON (the plan, and each buffer
+	 * filled with NaN bytes once its last reader has run: tests). */
+	int memory_plan;
 } nn_ctx;
 
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
+enum { NN_MEMPLAN_ON = 0, NN_MEMPLAN_OFF = 1, NN_MEMPLAN_POISON = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default). */
