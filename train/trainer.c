@@ -1116,6 +1116,11 @@ static int write_summary(run *r, nn_train_result *res, double busy,
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	nn_model_memory mem;
+	nn_model_memory_info(r->m, &mem);
+	cJSON_AddNumberToObject(j, "activation_bytes", (double)mem.activation_bytes);
+	cJSON_AddNumberToObject(j, "activation_bytes_per_image",
+				mem.activation_bytes_per_image);
 	cJSON *opts = options_json(r);
 	if (opts)
 		cJSON_AddItemToObject(j, "options", opts);
@@ -1216,6 +1221,10 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 					     o->size, o->batch_size, o->seed, &r.m,
 					     err));
 	nn_model_freeze_bn(r.m, o->freeze_bn);
+	/* a frozen backbone's activations are not kept for a backward that
+	 * never reaches them */
+	if (o->freeze_backbone)
+		GOTO_IF_ERR(out, rc, nn_model_set_use(r.m, NN_USE_TRAIN_HEAD, err));
 	if (o->init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
@@ -1318,6 +1327,13 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 			(unsigned long long)per, (unsigned long long)drop, o->lr,
 			nn_lr_peak(&r.lr), r.world, r.world > 1 ? "s" : "",
 			o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+		nn_model_memory mem;
+		nn_model_memory_info(r.m, &mem);
+		fprintf(stderr,
+			"imshard-train: activations: %.1f MiB planned for batches "
+			"of %d (%.2f MiB per image)\n",
+			(double)mem.activation_bytes / 1048576.0, mem.max_batch,
+			mem.activation_bytes_per_image / 1048576.0);
 		if (o->synthetic)
 			fprintf(stderr,
 				"imshard-train: --synthetic: every step trains on one "
