@@ -507,7 +507,7 @@ nn_ctx *nn_model_ctx(nn_model *m);
  * float). train = 1 uses batch statistics (and updates the running ones)
  * and dropout drawn from dropout_seed; train = 0 is evaluation mode.
  * *logits (n x classes, device memory owned by the model) stays valid until
- * the next forward.
+ * the next forward (or nn_model_set_use), backward included.
  */
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,

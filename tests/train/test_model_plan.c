@@ -440,8 +440,9 @@ static void count_free(nn_ctx *ctx, void *q)
 /*
  * resnet18 at 112 px, batch 32 (bench/train's case): the device memory a
  * model allocates beyond its parameters, gradients and running statistics
- * is its activations, at most 6 MiB per image (planned: 5.1; every output
- * and gradient its own: 16.1; PyTorch keeps 5.9, bench/train/README.md).
+ * is its activations, at most 6 MiB per image (planned: 5.10; every output
+ * and gradient its own: 16.1; PyTorch's autograd saves 5.21 for backward,
+ * bench/train/README.md).
  * A training step allocates nothing more from the backend.
  */
 static void activation_budget(void)
