@@ -606,9 +606,11 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err);
 
 /*
  * The next batch of the current epoch into *b: returns 0, 1 when the epoch
- * is over (b untouched), or a negative code (a record that could not be
- * replaced, no epoch started, the loader stopped, or, with hold_batches,
- * IMS_ELIMIT when every batch of the ring is still held).
+ * is over (b untouched), or a negative code: a record that could not be
+ * replaced; IMS_ECHANGED when a shard changed on disk while being read
+ * (never replaced: all its records are suspect); no epoch started; the
+ * loader stopped; or, with hold_batches, IMS_ELIMIT when every batch of
+ * the ring is still held.
  */
 int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err);
 

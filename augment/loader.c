@@ -332,7 +332,9 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 		int rc = -1;
 		for (int t = 0; t < MAX_TRIES; t++) {
 			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
-			if (rc == 0)
+			/* A shard that changed under the reader is no damaged
+			 * record to replace: every record of it is suspect. */
+			if (rc == 0 || rc == IMS_ECHANGED)
 				break;
 			bad++;
 			ims_fail_context(&e, "record %llu", (unsigned long long)index);
@@ -349,8 +351,9 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			{
 				s->rc = rc;
 				s->err = e;
-				ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
-						 MAX_TRIES);
+				if (rc != IMS_ECHANGED)
+					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
+							 MAX_TRIES);
 			}
 		}
 	}

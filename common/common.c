@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@ const char *ims_strerror(int code)
 	case IMS_EEXIST: return "already exists";
 	case IMS_EINTR: return "interrupted";
 	case IMS_EUNSUPPORTED: return "not supported";
+	case IMS_ECHANGED: return "file changed while being read";
 	default: return "unknown error";
 	}
 }
@@ -79,127 +79,6 @@ double ims_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-int ims_read_file(const char *path, uint8_t **data, size_t *len,
-		  size_t max_bytes, ims_error *err)
-{
-	*data = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	RETURN_IF(fd < 0, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-		  "cannot open '%s': %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return ims_fail(err, IMS_EIO, "cannot stat '%s': %s", path,
-				strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return ims_fail(err, IMS_EFORMAT, "cannot read '%s': not a regular file",
-				path);
-	}
-	size_t size = (size_t)st.st_size;
-	if (max_bytes && size > max_bytes) {
-		close(fd);
-		return ims_fail(err, IMS_ELIMIT,
-				"cannot read '%s': %zu bytes exceeds the limit of %zu",
-				path, size, max_bytes);
-	}
-	/* One spare byte so text parsers can NUL-terminate in place. */
-	uint8_t *buf = malloc(size + 1);
-	if (!buf) {
-		close(fd);
-		return ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory",
-				path);
-	}
-	size_t got = 0;
-	while (got < size) {
-		ssize_t n = read(fd, buf + got, size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return ims_fail(err, IMS_EIO, "cannot read '%s': %s", path,
-					strerror(e));
-		}
-		if (n == 0)
-			break; /* shrank while reading: keep what is there */
-		got += (size_t)n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	*data = buf;
-	*len = got;
-	return 0;
-}
-
-int ims_fsync_parent(const char *path, ims_error *err)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	const char *dir = dirname(tmp);
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	RETURN_IF(fd < 0, err, IMS_EIO, "cannot open folder '%s': %s", dir,
-		  strerror(errno));
-	int rc = 0;
-	if (fsync(fd) != 0 && errno != EINVAL)
-		rc = ims_fail(err, IMS_EIO, "cannot sync folder '%s': %s", dir,
-			      strerror(errno));
-	close(fd);
-	return rc;
-}
-
-int ims_write_file_atomic(const char *path, const void *data, size_t len,
-			  ims_error *err)
-{
-	char tmp[4096];
-	int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	RETURN_IF(n < 0 || (size_t)n >= sizeof(tmp), err, IMS_EINVAL,
-		  "cannot write '%s': path too long", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	RETURN_IF(fd < 0, err, IMS_EIO, "cannot create '%s': %s", tmp,
-		  strerror(errno));
-	const uint8_t *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			int e = errno;
-			close(fd);
-			unlink(tmp);
-			return ims_fail(err, IMS_EIO, "cannot write '%s': %s", tmp,
-					strerror(e));
-		}
-		p += w;
-		left -= (size_t)w;
-	}
-	if (fsync(fd) != 0) {
-		int e = errno;
-		close(fd);
-		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot sync '%s': %s", tmp,
-				strerror(e));
-	}
-	if (close(fd) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot close '%s': %s", tmp,
-				strerror(e));
-	}
-	if (rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot rename '%s' to '%s': %s", tmp,
-				path, strerror(e));
-	}
-	return ims_fsync_parent(path, err);
 }
 
 int ims_mkdir_p(const char *path, ims_error *err)

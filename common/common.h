@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,7 +37,9 @@ enum {
 	IMS_ELMDB = -8,        /* LMDB reported an error */
 	IMS_EEXIST = -9,       /* output exists and would be overwritten */
 	IMS_EINTR = -10,       /* interrupted by a signal or a callback */
-	IMS_EUNSUPPORTED = -11 /* valid but not supported by this build */
+	IMS_EUNSUPPORTED = -11, /* valid but not supported by this build */
+	IMS_ECHANGED = -12     /* a file changed (shrank, was rewritten) while
+				  it was being read: stop, do not retry */
 };
 
 /* Short description of a status code ("corrupt data"). Never NULL. */
@@ -146,23 +149,143 @@ static inline void ims_store_le32(uint8_t *p, uint32_t v)
 /*
  * Files. All return 0 or a negative code with the message filled.
  *
- * ims_read_file reads a whole file into a malloc'd buffer that the caller
- * frees; *len receives its size. Files larger than max_bytes are refused
- * with IMS_ELIMIT (0 = no limit).
+ * Reading opens nothing that is not a regular file: a FIFO would block the
+ * open (or the first read) forever, a device or a folder is never what a
+ * dataset, manifest or checkpoint means.
+ */
+
+/*
+ * Opens path read-only, refusing anything but a regular file (symbolic
+ * links are followed) without ever blocking: path is checked with stat
+ * before the open (so a device is never opened), opened with O_NONBLOCK
+ * (a FIFO swapped in meanwhile cannot block the open), checked again with
+ * fstat, and only then switched to blocking reads. *fd receives the
+ * descriptor (the caller closes it); st (may be NULL) its fstat, also
+ * filled when the file is refused for its type. Errors: IMS_ENOTFOUND
+ * (missing), IMS_EFORMAT ("cannot open 'PATH': not a regular file (a
+ * FIFO)"), IMS_EIO.
+ */
+struct stat;
+int ims_open_read(const char *path, int *fd, struct stat *st, ims_error *err);
+
+/* ims_open_read as a stdio stream ("rb"); NULL with the message (and
+ * err->code) filled on failure. */
+FILE *ims_fopen_read(const char *path, ims_error *err);
+
+/* "a FIFO", "a socket", "a folder", "a character device", "a block
+ * device", "a symbolic link", "a regular file" or "an unknown kind of
+ * file", for a st_mode. */
+const char *ims_file_kind(unsigned mode);
+
+/*
+ * Reads a whole regular file (ims_open_read) into a malloc'd buffer that
+ * the caller frees; *len receives its size. Files larger than max_bytes
+ * are refused with IMS_ELIMIT (0 = no limit).
  */
 int ims_read_file(const char *path, uint8_t **data, size_t *len,
 		  size_t max_bytes, ims_error *err);
 
 /*
- * Writes data to path atomically: path.tmp.<pid> is written, fsynced and
- * renamed over path, then the folder is fsynced. Readers see either the old
- * file or the complete new one.
+ * Temporary files for write-then-rename. The temporary of PATH is
+ * PATH.tmp.<pid>, in PATH's folder so that the rename cannot cross file
+ * systems. It is created with O_CREAT|O_EXCL|O_NOFOLLOW, so it is always
+ * a new file of this process and never reached through a symbolic link
+ * planted at that name (such a link, or any other file already at this
+ * process's temporary name, is removed first: the name is this process's).
+ * Stale temporaries, PATH.tmp.<pid> of processes that no longer exist, are
+ * what a crash or a kill leaves; ims_temp_sweep removes them and every
+ * writer of PATH below calls it. A pid is judged on this machine: two
+ * machines must not write the same PATH in one shared folder.
+ *
+ * Not for two threads writing the same PATH at once (they would share the
+ * temporary name); different paths are fine.
+ */
+
+/* Removes dir/NAME.tmp.<pid> for dead pids (NAME = name). Returns the
+ * number removed, or a negative code when dir cannot be read. */
+int ims_temp_sweep(const char *dir, const char *name, ims_error *err);
+
+/* ims_temp_sweep for every NAME that match(NAME, arg) accepts (nonzero):
+ * for writers of many files in one folder, one pass instead of one per
+ * file. Only names the caller writes should match: the folder may hold
+ * other programs' files. */
+int ims_temp_sweep_matching(const char *dir,
+			    int (*match)(const char *name, void *arg),
+			    void *arg, ims_error *err);
+
+/* ims_temp_sweep for PATH's folder and name. */
+int ims_temp_sweep_for(const char *path, ims_error *err);
+
+/* Creates PATH.tmp.<pid> (its name in tmp, tmplen bytes) for writing;
+ * *fd receives the descriptor. */
+int ims_temp_create(const char *path, char *tmp, size_t tmplen, int *fd,
+		    ims_error *err);
+
+/* Makes a written temporary the file: fsync, close, rename over path, fsync
+ * of the folder. Always closes fd; removes tmp on failure. */
+int ims_temp_publish(int fd, const char *tmp, const char *path, ims_error *err);
+
+/* Abandons a temporary: closes fd (when >= 0) and removes tmp. */
+void ims_temp_discard(int fd, const char *tmp);
+
+/* Writes all of data to fd (retrying short writes and EINTR). Returns 0,
+ * or -1 with errno set. */
+int ims_write_all(int fd, const void *data, size_t len);
+
+/*
+ * Writes data to path atomically: stale temporaries of path are swept,
+ * path.tmp.<pid> is created (as above), written, fsynced and renamed over
+ * path, then the folder is fsynced. Readers see either the old file or the
+ * complete new one.
  */
 int ims_write_file_atomic(const char *path, const void *data, size_t len,
 			  ims_error *err);
 
+/* Flags of ims_write_file_atomic_flags. */
+#define IMS_WRITE_NO_SWEEP 0x01 /* the caller swept the folder already
+				   (ims_temp_sweep_matching) */
+
+/* ims_write_file_atomic with flags. */
+int ims_write_file_atomic_flags(const char *path, const void *data,
+				size_t len, unsigned flags, ims_error *err);
+
 /* fsyncs the folder that holds path (so a rename in it is durable). */
 int ims_fsync_parent(const char *path, ims_error *err);
+
+/*
+ * Mapped files that shrink. Reading a page of a memory map past the end of
+ * its file raises SIGBUS, which by default ends the process without a word;
+ * a shard truncated or rewritten in place while a reader has it mapped does
+ * exactly that. Readers register each file they map (ims_mapguard_add); a
+ * program that wants the fault reported installs the handler
+ * (ims_mapguard_install), which names the file the faulting address lies
+ * in, writes one line and exits with status 1. Libraries only register;
+ * installing is the program's decision.
+ *
+ * The registry is process-wide (a signal handler can reach nothing else):
+ * adding and removing are thread-safe and lock-free, and the handler only
+ * reads it.
+ */
+
+/* Registers [base, base + len) as a map of path (which must stay valid
+ * until ims_mapguard_remove). Returns a handle for ims_mapguard_remove, or
+ * -1 when out of memory (the map is then simply not named). */
+int ims_mapguard_add(const void *base, size_t len, const char *path);
+
+/* Forgets a registration (handle < 0 is ignored). */
+void ims_mapguard_remove(int handle);
+
+/*
+ * Installs the SIGBUS handler. A fault inside a registered map writes
+ * "<prefix>: cannot read 'PATH': the file shrank while it was being read
+ * (truncated or rewritten in place?); stopping" to stderr and calls
+ * _exit(1); any other bus error gets the default action. prefix must stay
+ * valid (a string literal). Returns 0, or IMS_EIO when sigaction fails.
+ */
+int ims_mapguard_install(const char *prefix);
+
+/* The registered path whose map holds addr, or NULL. For tests. */
+const char *ims_mapguard_find(const void *addr);
 
 /* mkdir -p. Existing folders are fine. */
 int ims_mkdir_p(const char *path, ims_error *err);

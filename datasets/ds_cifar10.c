@@ -151,11 +151,8 @@ static ssize_t read_full(int fd, uint8_t *buf, size_t len)
 static int list_batch(const batch *b, uint8_t *buf, ds_list *l, ims_error *err)
 {
 	int rc = 0;
-	int fd = open(b->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ims_fail(err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-				"cannot open CIFAR-10 batch '%s': %s", b->path,
-				strerror(errno));
+	int fd;
+	FORWARD_IF_ERR(ims_open_read(b->path, &fd, NULL, err));
 	char row[PATH_MAX + 32];
 	uint64_t rec = 0;
 	while (rec < b->records) {
@@ -302,11 +299,8 @@ static int cifar10_read_row(const char *root, const ds_entry *e,
 		  "cannot read CIFAR-10 row '%s': bad record number", e->path);
 
 	uint8_t r[CIFAR_RECORD];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ims_fail(err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-				"cannot open CIFAR-10 batch '%s': %s", path,
-				strerror(errno));
+	int fd;
+	FORWARD_IF_ERR(ims_open_read(path, &fd, NULL, err));
 	off_t at = (off_t)(rec * CIFAR_RECORD);
 	size_t got = 0;
 	int saved = 0;

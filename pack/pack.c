@@ -89,15 +89,13 @@ typedef struct job {
 /* Reads a whole file into b, reusing its memory. */
 static int read_into(const char *path, aug_buf *b, ims_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	RETURN_IF(fd < 0, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-		  "cannot open: %s", strerror(errno));
+	/* A FIFO or a device among the images is skipped, never waited on. */
+	int fd;
 	struct stat st;
-	int rc = 0;
-	if (fstat(fd, &st) != 0)
-		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat: %s", strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		GOTO_FAIL(out, rc, err, IMS_EFORMAT, "not a regular file");
+	int rc = ims_open_read(path, &fd, &st, NULL);
+	RETURN_IF(rc == IMS_EFORMAT, err, rc, "not a regular file (%s)",
+		  ims_file_kind(st.st_mode));
+	RETURN_IF(rc < 0, err, rc, "cannot open: %s", strerror(errno));
 	if ((uint64_t)st.st_size > PACK_MAX_FILE_BYTES)
 		GOTO_FAIL(out, rc, err, IMS_ELIMIT, "file of %lld bytes is too large for one image",
 			  (long long)st.st_size);
@@ -329,9 +327,17 @@ static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
 {
 	const ds_entry *e = &j->list->items[row];
 	if (!k->errors) {
-		k->errors = fopen(k->errors_tmp, "w");
-		RETURN_IF(!k->errors, err, IMS_EIO, "cannot create '%s': %s",
-			  k->errors_tmp, strerror(errno));
+		/* NAME.errors.tsv.tmp.<pid>, created afresh, never through a
+		 * link planted at that name */
+		int fd;
+		FORWARD_IF_ERR(ims_temp_create(k->errors_path, k->errors_tmp,
+					       sizeof(k->errors_tmp), &fd, err));
+		k->errors = fdopen(fd, "w");
+		if (!k->errors) {
+			ims_temp_discard(fd, k->errors_tmp);
+			return ims_fail(err, IMS_EIO, "cannot create '%s': %s",
+					k->errors_tmp, strerror(errno));
+		}
 		fputs("row\tindex\tpath\treason\n", k->errors);
 	}
 	fprintf(k->errors, "%llu\t%llu\t", (unsigned long long)row,
@@ -560,7 +566,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	if (plen < 0 || (size_t)plen >= sizeof(k.errors_path))
 		GOTO_FAIL(out, rc, err, IMS_EINVAL, "output path '%s/%s' is too long",
 			  o->out_dir, o->name);
-	snprintf(k.errors_tmp, sizeof(k.errors_tmp), "%s.partial", k.errors_path);
+	ims_temp_sweep_for(k.errors_path, NULL); /* litter of killed packs */
 
 	uint64_t n = list->count;
 	uint64_t next_row = 0; /* next row to claim */

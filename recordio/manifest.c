@@ -4,15 +4,22 @@
  * Loading validates everything a reader relies on (contiguous shard ranges
  * covering 0..records-1, class counts adding up, file names that stay in
  * the manifest's folder), so a hand-edited or damaged manifest is refused
- * with a message instead of producing out-of-range reads later.
+ * with a message instead of producing out-of-range reads later. Shard i of
+ * n must be named NAME-iiiii-of-nnnnn.mdb after the split: the writer has
+ * always named them so, and a manifest pointing at another split's file
+ * (or at its own shards in another order) is refused at once, by every
+ * reader, before any record is read.
  */
 #define _GNU_SOURCE
 #include "recordio.h"
+
+#include <libgen.h>
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void rio_manifest_release(rio_manifest *m)
 {
@@ -71,6 +78,42 @@ static int safe_file_name(const char *s)
 	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
+/* The pack modes a manifest may name (pack/pack.h's encodings). */
+static int known_encoding(const char *e)
+{
+	static const char *const known[] = {"keep", "jpeg", "png", "raw"};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(e, known[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Format 2 writes a digest as 16 lowercase hex digits: JSON numbers are
+ * doubles to most readers, exact only to 2^53. */
+static int parse_digest(const cJSON *it, int version, uint64_t *out)
+{
+	if (version == 1) {
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+		    it->valuedouble > 4294967295.0 ||
+		    it->valuedouble != (double)(uint32_t)it->valuedouble)
+			return -1;
+		*out = (uint32_t)it->valuedouble;
+		return 0;
+	}
+	if (!cJSON_IsString(it) || strlen(it->valuestring) != 16)
+		return -1;
+	uint64_t v = 0;
+	for (const char *p = it->valuestring; *p; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' :
+			*p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+		if (d < 0)
+			return -1;
+		v = v << 4 | (uint64_t)d;
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		 ims_error *err)
 {
@@ -82,13 +125,20 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		  "'%s' is not an imshard manifest (no \"format\": \"imshard\")", path);
 	uint64_t v;
 	FORWARD_IF_ERR(get_u64(root, "format_version", &v, path, err));
-	RETURN_IF(v != RIO_FORMAT_VERSION, err, IMS_EFORMAT,
-		  "manifest '%s' has format version %llu; this build reads version %d (upgrade imshard)",
-		  path, (unsigned long long)v, RIO_FORMAT_VERSION);
+	RETURN_IF(v < RIO_MANIFEST_VERSION_MIN || v > RIO_MANIFEST_VERSION, err,
+		  IMS_EFORMAT,
+		  "manifest '%s' has format version %llu; this build reads versions %d to %d (upgrade imshard)",
+		  path, (unsigned long long)v, RIO_MANIFEST_VERSION_MIN,
+		  RIO_MANIFEST_VERSION);
 	m->format_version = (int)v;
 	FORWARD_IF_ERR(get_str(root, "name", &m->name, 1, path, err));
+	RETURN_IF(!safe_file_name(m->name), err, IMS_ECORRUPT,
+		  "manifest '%s': split name '%s' is not a plain name", path, m->name);
 	FORWARD_IF_ERR(get_u64(root, "records", &m->records, path, err));
 	FORWARD_IF_ERR(get_str(root, "encoding", &m->encoding, 1, path, err));
+	RETURN_IF(!known_encoding(m->encoding), err, IMS_ECORRUPT,
+		  "manifest '%s': encoding '%s' is not keep, jpeg, png or raw",
+		  path, m->encoding);
 	FORWARD_IF_ERR(get_u64(root, "extra_labels", &v, path, err));
 	RETURN_IF(v > RIO_MAX_EXTRA_LABELS, err, IMS_ECORRUPT,
 		  "manifest '%s': %llu extra labels exceed %d", path,
@@ -172,10 +222,18 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		FORWARD_IF_ERR(get_u64(it, "first", &s->first, path, err));
 		FORWARD_IF_ERR(get_u64(it, "records", &s->records, path, err));
 		FORWARD_IF_ERR(get_u64(it, "bytes", &s->bytes, path, err));
-		FORWARD_IF_ERR(get_u64(it, "digest", &v, path, err));
-		RETURN_IF(v > 0xffffffffu, err, IMS_ECORRUPT,
-			  "manifest '%s': shard %zu digest is not a 32-bit value", path, i);
-		s->digest = (uint32_t)v;
+		RETURN_IF(parse_digest(cJSON_GetObjectItemCaseSensitive(it, "digest"),
+				       m->format_version, &s->digest) < 0,
+			  err, IMS_ECORRUPT,
+			  "manifest '%s': shard %zu digest is missing or not %s", path, i,
+			  m->format_version == 1 ? "a 32-bit number" : "16 hex digits");
+		char want[64];
+		snprintf(want, sizeof(want), "-%05zu-of-%05zu.mdb", i, ns);
+		size_t nl = strlen(m->name);
+		RETURN_IF(strncmp(s->file, m->name, nl) != 0 || strcmp(s->file + nl, want) != 0,
+			  err, IMS_ECORRUPT,
+			  "manifest '%s': shard %zu of split '%s' is '%s', not '%s%s' (a shard of another split, or shards renamed?)",
+			  path, i, m->name, s->file, m->name, want);
 		RETURN_IF(s->first != next, err, IMS_ECORRUPT,
 			  "manifest '%s': shard %zu starts at record %llu, expected %llu",
 			  path, i, (unsigned long long)s->first,
@@ -200,6 +258,12 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 			ims_fail(err, rc,
 				 "cannot open manifest '%s': no such file (a split without a manifest is incomplete; pack it again)",
 				 path);
+		else if (rc == IMS_EFORMAT) { /* a FIFO, a device, a folder */
+			struct stat st;
+			ims_fail(err, rc, "cannot open manifest '%s': not a regular file (%s)",
+				 path, stat(path, &st) == 0 ? ims_file_kind(st.st_mode) :
+							      "gone");
+		}
 		return rc;
 	}
 	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
@@ -243,7 +307,13 @@ char *rio_manifest_to_json(const rio_manifest *m)
 		cJSON_AddNumberToObject(o, "first", (double)s->first);
 		cJSON_AddNumberToObject(o, "records", (double)s->records);
 		cJSON_AddNumberToObject(o, "bytes", (double)s->bytes);
-		cJSON_AddNumberToObject(o, "digest", (double)s->digest);
+		if (m->format_version == 1) {
+			cJSON_AddNumberToObject(o, "digest", (double)s->digest);
+		} else {
+			char hex[17];
+			snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->digest);
+			cJSON_AddStringToObject(o, "digest", hex);
+		}
 		cJSON_AddItemToArray(shards, o);
 	}
 	if (m->order == RIO_ORDER_SHUFFLED || m->order == RIO_ORDER_LIST)
@@ -282,5 +352,40 @@ int rio_manifest_save(const char *path, const rio_manifest *m, ims_error *err)
 	withnl[len + 1] = '\0';
 	int rc = ims_write_file_atomic(path, withnl, len + 1, err);
 	free(withnl);
+	return rc;
+}
+
+int rio_manifest_rehash(const char *path, const rio_manifest *expect,
+			const uint64_t *digests, ims_error *err)
+{
+	char dirbuf[4096];
+	int n = snprintf(dirbuf, sizeof(dirbuf), "%s", path);
+	RETURN_IF(n < 0 || (size_t)n >= sizeof(dirbuf), err, IMS_EINVAL,
+		  "cannot rewrite manifest '%s': path too long", path);
+	rio_lock *lock;
+	FORWARD_IF_ERR(rio_lock_take(dirname(dirbuf), expect->name, &lock, err));
+	rio_manifest now;
+	char *a = NULL, *b = NULL;
+	int rc = rio_manifest_load(path, &now, err);
+	if (rc == 0) {
+		a = rio_manifest_to_json(expect);
+		b = rio_manifest_to_json(&now);
+		if (!a || !b)
+			rc = ims_fail(err, IMS_ENOMEM, "out of memory");
+		else if (strcmp(a, b) != 0)
+			rc = ims_fail(err, IMS_ECHANGED,
+				      "manifest '%s' changed while its split was being checked (packed again?); nothing rewritten",
+				      path);
+	}
+	if (rc == 0) {
+		now.format_version = RIO_MANIFEST_VERSION;
+		for (size_t i = 0; i < now.n_shards; i++)
+			now.shards[i].digest = digests[i];
+		rc = rio_manifest_save(path, &now, err);
+	}
+	free(a);
+	free(b);
+	rio_manifest_release(&now);
+	rio_lock_release(lock);
 	return rc;
 }

@@ -31,6 +31,22 @@ const char *rio_encoding_name(int encoding)
 	}
 }
 
+int rio_record_check_mode(const char *mode, const rio_record *rec,
+			  ims_error *err)
+{
+	int kept = (rec->flags & RIO_FLAG_ORIGINAL) != 0;
+	const char *is = rio_encoding_name(rec->encoding);
+	if (strcmp(mode, "keep") == 0)
+		RETURN_IF(!kept, err, IMS_ECORRUPT,
+			  "a re-encoded %s record in a split packed with encoding 'keep'",
+			  is);
+	else
+		RETURN_IF(kept || strcmp(mode, is) != 0, err, IMS_ECORRUPT,
+			  "a %s%s record in a split packed with encoding '%s'",
+			  kept ? "kept " : "", is, mode);
+	return 0;
+}
+
 static uint32_t header_crc(const uint8_t *h, unsigned n_extra)
 {
 	uint32_t crc = ims_crc32c(0, h, 44);
@@ -72,7 +88,7 @@ int rio_header_encode(const rio_record *rec, uint8_t *out, ims_error *err)
 {
 	FORWARD_IF_ERR(check_fields(rec, err));
 	memcpy(out, RIO_MAGIC, 4);
-	ims_store_le16(out + 4, RIO_FORMAT_VERSION);
+	ims_store_le16(out + 4, RIO_RECORD_VERSION);
 	ims_store_le16(out + 6, (uint16_t)rio_header_size(rec->n_extra));
 	out[8] = rec->encoding;
 	out[9] = rec->flags;
@@ -107,9 +123,9 @@ int rio_record_decode(const void *value, size_t len, rio_record *rec,
 		  "record does not start with the magic 'IMSR' (found %02x %02x %02x %02x)",
 		  v[0], v[1], v[2], v[3]);
 	unsigned version = ims_load_le16(v + 4);
-	RETURN_IF(version != RIO_FORMAT_VERSION, err, IMS_EFORMAT,
+	RETURN_IF(version != RIO_RECORD_VERSION, err, IMS_EFORMAT,
 		  "record format version %u is not supported (this build reads %d); upgrade imshard",
-		  version, RIO_FORMAT_VERSION);
+		  version, RIO_RECORD_VERSION);
 	unsigned n_extra = ims_load_le16(v + 16);
 	size_t hlen = ims_load_le16(v + 6);
 	RETURN_IF(n_extra > RIO_MAX_EXTRA_LABELS || hlen != rio_header_size(n_extra),
@@ -122,6 +138,11 @@ int rio_record_decode(const void *value, size_t len, rio_record *rec,
 	RETURN_IF(stored != actual, err, IMS_ECORRUPT,
 		  "header checksum mismatch (stored %08x, computed %08x)", stored,
 		  actual);
+	/* Reserved bytes carry nothing, so a record that differs only there
+	 * would pass every check and still change the shard's digest: they
+	 * must be what the writer wrote. */
+	RETURN_IF(ims_load_le16(v + 18) != 0, err, IMS_ECORRUPT,
+		  "reserved header bytes are %04x, not 0", ims_load_le16(v + 18));
 	rec->encoding = v[8];
 	rec->flags = v[9];
 	rec->channels = v[10];

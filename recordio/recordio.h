@@ -18,8 +18,13 @@
  *    each thread reads through its own rio_cursor. Views returned by a
  *    cursor point into the shard's memory map: no copy is made, and they
  *    stay valid until that cursor is closed (not merely until the next
- *    call), because the shards are opened read-only and never change
- *    while mapped.
+ *    call), because the shards are opened read-only and imshard never
+ *    changes a split that has a manifest while it is read. Another
+ *    program may (truncating or rewriting a shard in place): reads then
+ *    fail with IMS_ECHANGED, checked before each record, and a view read
+ *    after the file shrank faults with SIGBUS, which a program can turn
+ *    into a message naming the shard with ims_mapguard_install (every
+ *    shard map is registered with ims_mapguard while open).
  *  - Readers open shards with MDB_RDONLY|MDB_NOLOCK|MDB_NOTLS: no lock file
  *    is created, read-only media work, and a reader must not run while a
  *    writer rewrites the same split (the writer never touches a split that
@@ -40,7 +45,9 @@ extern "C" {
 
 /* ---- record layout ---------------------------------------------------- */
 
-#define RIO_FORMAT_VERSION 1
+#define RIO_RECORD_VERSION 1       /* a record header's version field */
+#define RIO_MANIFEST_VERSION 2     /* the manifest's format_version written */
+#define RIO_MANIFEST_VERSION_MIN 1 /* oldest read: its digests are weak */
 #define RIO_MAGIC "IMSR"          /* bytes 49 4D 53 52 */
 #define RIO_HEADER_FIXED 48       /* bytes before the extra labels */
 #define RIO_MAX_EXTRA_LABELS 64
@@ -95,7 +102,8 @@ int rio_header_encode(const rio_record *rec, uint8_t *out, ims_error *err);
 /*
  * Parses a stored value (header + payload, len bytes) into rec without
  * copying the payload (rec->payload points into value). Always checks the
- * magic, version, header CRC, lengths and field ranges; with
+ * magic, version, header CRC, lengths, field ranges and the reserved
+ * bytes (0); with
  * RIO_CHECK_PAYLOAD_CRC also the payload's CRC. Errors: IMS_EFORMAT (bad
  * magic or unknown version), IMS_ECORRUPT (anything else).
  */
@@ -105,6 +113,16 @@ int rio_record_decode(const void *value, size_t len, rio_record *rec,
 /* "jpeg", "png", "raw" or "unknown". */
 const char *rio_encoding_name(int encoding);
 
+/*
+ * Whether rec is what a manifest's pack mode says every record of the
+ * split is: "keep" records carry RIO_FLAG_ORIGINAL (JPEG, PNG, or raw
+ * pixels read from the dataset's own files), "jpeg", "png" and "raw"
+ * records have that encoding and not the flag. Returns 0, or IMS_ECORRUPT
+ * with what the record is instead.
+ */
+int rio_record_check_mode(const char *mode, const rio_record *rec,
+			  ims_error *err);
+
 /* ---- manifest ----------------------------------------------------------- */
 
 typedef struct rio_shard_info {
@@ -112,7 +130,10 @@ typedef struct rio_shard_info {
 	uint64_t first;   /* global index of its first record */
 	uint64_t records;
 	uint64_t bytes;   /* file size */
-	uint32_t digest;  /* CRC-32C over the headers of its records, in order */
+	/* Format 2: rio_digest of the shard. Format 1: CRC-32C chained over
+	 * its records' headers, which depends on nothing but the record
+	 * count (each header ends with its own CRC) and proves nothing. */
+	uint64_t digest;
 } rio_shard_info;
 
 /* Record order of a split, the manifest's optional "shuffled" key: whether
@@ -126,10 +147,11 @@ enum {
 };
 
 typedef struct rio_manifest {
-	int format_version;
+	int format_version;  /* RIO_MANIFEST_VERSION_MIN..RIO_MANIFEST_VERSION */
 	char *name;          /* split name: NAME of NAME.json */
 	uint64_t records;
-	char *encoding;      /* pack mode: keep, jpeg, png or raw */
+	char *encoding;      /* pack mode: keep, jpeg, png or raw (others are
+				refused at load) */
 	char **classes;      /* class names, label i = classes[i] */
 	size_t n_classes;
 	uint64_t *class_counts; /* n_classes entries */
@@ -144,20 +166,74 @@ typedef struct rio_manifest {
 	int order;           /* RIO_ORDER_* */
 } rio_manifest;
 
-/* Loads and validates a manifest (consistent counts, shard ranges
- * contiguous from 0, sane names). Fills m; release with
- * rio_manifest_release. */
+/* Loads and validates a manifest (a known format version and encoding,
+ * consistent counts, shard ranges contiguous from 0, shard i of n named
+ * NAME-iiiii-of-nnnnn.mdb after the split's name). Fills m; release with
+ * rio_manifest_release. The file must be a regular file (a FIFO is
+ * refused, not waited on). Format 1 manifests load with their weak
+ * digests (see rio_shard_info). */
 int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err);
 
 /* Frees everything m owns and zeroes it. NULL and zeroed are fine. */
 void rio_manifest_release(rio_manifest *m);
 
-/* The manifest as pretty JSON text (malloc'd, caller frees). NULL when out
- * of memory. */
+/* The manifest as pretty JSON text (malloc'd, caller frees), in the format
+ * m->format_version names (format 2 writes digests as strings of 16 hex
+ * digits, format 1 as numbers). NULL when out of memory. */
 char *rio_manifest_to_json(const rio_manifest *m);
 
-/* Writes m to path atomically (temporary file, fsync, rename). */
+/* Writes m to path atomically (ims_write_file_atomic), as
+ * rio_manifest_to_json gives it. */
 int rio_manifest_save(const char *path, const rio_manifest *m, ims_error *err);
+
+/*
+ * Rewrites the manifest at path as format RIO_MANIFEST_VERSION with new
+ * shard digests (digests[i] for shard i, computed with rio_digest over
+ * every record as it is now), atomically and holding the split's lock (a
+ * pack of the split is refused meanwhile, and this is refused during one:
+ * IMS_EEXIST). expect is the manifest the digests were computed against:
+ * when the file now says anything else (the split was packed again
+ * meanwhile) nothing is written (IMS_ECHANGED). Everything but the
+ * version and the digests is kept.
+ */
+int rio_manifest_rehash(const char *path, const rio_manifest *expect,
+			const uint64_t *digests, ims_error *err);
+
+/* ---- shard digest ------------------------------------------------------ */
+
+/*
+ * A shard's digest (manifest format 2, docs/FORMAT.md): FNV-1a, 64 bits,
+ * over RIO_DIGEST_TAG, the split's name and a NUL, the shard's index in
+ * the split (8 bytes, big-endian), then for each record in key order its
+ * key (8 bytes, big-endian) and its whole stored header (header_len
+ * bytes: every field, the label(s) and the payload's CRC). Nothing fed to
+ * it ends in a checksum of what precedes it, so unlike format 1's chained
+ * CRC it does not collapse to a constant; the split's name and the shard
+ * index tie a shard to its place. Not cryptographic: it catches mistakes
+ * (shards swapped, re-packed, copied from another split), not forgery by
+ * someone who can also edit the manifest.
+ */
+#define RIO_DIGEST_TAG "imshard-digest-2" /* 16 bytes, no NUL */
+
+typedef struct rio_digest {
+	uint64_t h;
+} rio_digest;
+
+/* Starts the digest of shard `shard` (0-based) of split `name`. */
+void rio_digest_begin(rio_digest *d, const char *name, uint64_t shard);
+
+/* Adds one record: its key and its stored header (header_len bytes). */
+void rio_digest_add(rio_digest *d, uint64_t key, const uint8_t *header,
+		    size_t header_len);
+
+/* Adds a record as read (rio_cursor_get): its header is encoded again,
+ * which gives the stored bytes back for any record that decoded. Returns
+ * 0, or a negative code for fields out of range. */
+int rio_digest_add_record(rio_digest *d, uint64_t key, const rio_record *rec,
+			  ims_error *err);
+
+/* The digest so far. */
+uint64_t rio_digest_value(const rio_digest *d);
 
 /* ---- writer ----------------------------------------------------------- */
 
@@ -251,9 +327,10 @@ typedef struct rio_cursor rio_cursor;
 
 /*
  * Opens the split described by a manifest: loads it, opens every shard
- * read-only and checks each against the manifest (file present, size and
- * record count as stated); any disagreement is refused with a message
- * saying what differs.
+ * read-only and checks each against the manifest (a regular file, present,
+ * size and record count as stated); any disagreement is refused with a
+ * message saying what differs. A manifest or shard that is a FIFO or
+ * another non-regular file is refused (IMS_EFORMAT), never waited on.
  *
  * A damaged shard file is refused, never read blindly: before LMDB sees a
  * shard, its meta pages and its whole B-tree of branch and leaf pages are
@@ -289,7 +366,10 @@ void rio_cursor_close(rio_cursor *c);
  * increasing order is a sequential walk (no tree descent per record).
  * Errors: IMS_EINVAL (index out of range), IMS_ENOTFOUND (key missing
  * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record: the message
- * names the shard and index).
+ * names the shard and index), IMS_ECHANGED (the shard's size or
+ * modification time is no longer what was checked at open: it was
+ * truncated or rewritten; no record of it can be trusted, so stop rather
+ * than retry). Costs one fstat per call for that check.
  */
 int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 		   ims_error *err);

@@ -53,7 +53,7 @@
 typedef struct done_shard {
 	char *path; /* the .compact file */
 	uint64_t first, records;
-	uint32_t digest;
+	uint64_t digest;
 } done_shard;
 
 struct rio_writer {
@@ -71,7 +71,7 @@ struct rio_writer {
 	uint64_t map_size;
 	char *work_path;
 	uint64_t shard_first, shard_records, shard_bytes;
-	uint32_t shard_digest;
+	rio_digest shard_digest;
 
 	/* Records of the open transaction batch, concatenated. */
 	uint8_t *buf;
@@ -177,7 +177,8 @@ static int lock_split(const char *dir, const char *name, const char *lock_path,
 		      int *fd_out, ims_error *err)
 {
 	for (int tries = 0; tries < 10; tries++) {
-		int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		/* O_NOFOLLOW: never create or lock a file a link points to */
+		int fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 		RETURN_IF(fd < 0, err, IMS_EIO, "cannot create lock file '%s': %s",
 			  lock_path, strerror(errno));
 		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -321,7 +322,7 @@ static int open_shard(rio_writer *w, ims_error *err)
 	w->shard_first = w->count;
 	w->shard_records = 0;
 	w->shard_bytes = 0;
-	w->shard_digest = 0;
+	rio_digest_begin(&w->shard_digest, w->name, idx);
 	return 0;
 }
 
@@ -529,7 +530,8 @@ static int close_shard(rio_writer *w, ims_error *err)
 		w->done_cap = cap;
 	}
 	w->done[w->n_done++] = (done_shard){compact, w->shard_first,
-					     w->shard_records, w->shard_digest};
+					     w->shard_records,
+					     rio_digest_value(&w->shard_digest)};
 	return 0;
 }
 
@@ -659,7 +661,7 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 	/* An overflow value takes ceil((16-byte page header + value) / page). */
 	w->pending_pages += (vlen + 16 + w->psize - 1) / w->psize;
 	w->buf_len += vlen;
-	w->shard_digest = ims_crc32c(w->shard_digest, dst, hlen);
+	rio_digest_add(&w->shard_digest, w->count, dst, hlen);
 	w->shard_records++;
 	w->shard_bytes += vlen;
 	w->count++;
@@ -755,7 +757,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
 	}
 
-	m.format_version = RIO_FORMAT_VERSION;
+	m.format_version = RIO_MANIFEST_VERSION;
 	m.name = strdup(w->name);
 	m.encoding = strdup(meta->encoding ? meta->encoding : "keep");
 	m.records = w->count;

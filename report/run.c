@@ -321,13 +321,14 @@ out:
 
 static int read_metrics(rep_run *run, const char *path, ims_error *err)
 {
-	FILE *f = fopen(path, "rb");
+	ims_error oe;
+	FILE *f = ims_fopen_read(path, &oe);
+	if (!f && oe.code == IMS_ENOTFOUND)
+		return ims_fail(err, IMS_ENOTFOUND, "%s: no metrics.jsonl", run->dir);
 	if (!f) {
-		if (errno == ENOENT)
-			return ims_fail(err, IMS_ENOTFOUND, "%s: no metrics.jsonl",
-					run->dir);
-		return ims_fail(err, IMS_EIO, "cannot open '%s': %s", path,
-				strerror(errno));
+		if (err)
+			*err = oe;
+		return oe.code;
 	}
 	caps cap = {0, 0, 0};
 	char *line = NULL;

@@ -40,6 +40,12 @@ im=build/tools/imshard
 "$im" list "$work/s" -o "$work/s" --quiet
 "$im" pack "$work/s_train.lst" "$work/s" -o "$work/p/train" --quiet
 cp "$work/p/train.json" "$seeds/manifest/"
+# and the same manifest as format 1 wrote it (32-bit digests as numbers)
+/usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1])); j["format_version"] = 1
+for s in j["shards"]: s["digest"] = int(s["digest"], 16) & 0xFFFFFFFF
+json.dump(j, open(sys.argv[2], "w"), indent=1)' "$work/p/train.json" "$seeds/manifest/format1.json"
 # Shards: the pack above (one leaf page, every image on overflow pages) and
 # 120 raw 4x4 images (values inside the leaves, four leaves under a branch).
 "$im" sample "$work/t" --classes 3 --per-class 40 --quiet

@@ -23,9 +23,27 @@ static const cli_command command = {
 	"Exit status: 0 written, 1 a record is missing or damaged, or a file\n"
 	"cannot be written, 2 bad usage."};
 
+/* The files extract writes: NNNNNNNN.jpg / .png, extract.lst and
+ * extract.classes. */
+static int extract_name(const char *name, void *arg)
+{
+	(void)arg;
+	if (strcmp(name, "extract.lst") == 0 || strcmp(name, "extract.classes") == 0)
+		return 1;
+	size_t n = strlen(name);
+	if (n != 12 || (strcmp(name + 8, ".jpg") && strcmp(name + 8, ".png")))
+		return 0;
+	for (int i = 0; i < 8; i++)
+		if (name[i] < '0' || name[i] > '9')
+			return 0;
+	return 1;
+}
+
+/* Each file through its own temporary (never through a link planted at
+ * its name); the folder's stale temporaries were swept once at the start. */
 static int write_bytes(const char *path, const void *data, size_t len, ims_error *err)
 {
-	return ims_write_file_atomic(path, data, len, err);
+	return ims_write_file_atomic_flags(path, data, len, IMS_WRITE_NO_SWEEP, err);
 }
 
 static const char *ext_of(const rio_record *r)
@@ -73,9 +91,12 @@ int cmd_extract(int argc, char **argv)
 	size_t lst_len = 0;
 	int status = CLI_EXIT_FAIL;
 	uint64_t written = 0;
+	/* A shard truncated under us is named, not a silent SIGBUS. */
+	ims_mapguard_install("imshard: extract");
 	if (rio_reader_open(pos[0], &r, &err) < 0 ||
 	    rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &err) < 0 ||
-	    aug_codec_create(&codec, &err) < 0 || ims_mkdir_p(out, &err) < 0) {
+	    aug_codec_create(&codec, &err) < 0 || ims_mkdir_p(out, &err) < 0 ||
+	    ims_temp_sweep_matching(out, extract_name, NULL, &err) < 0) {
 		cli_error("extract: %s", err.msg);
 		goto done;
 	}

@@ -53,6 +53,10 @@ int cmd_info(int argc, char **argv)
 		if (stat(p, &st) != 0) {
 			cli_error("info: shard '%s' is missing", p);
 			problems++;
+		} else if (!S_ISREG(st.st_mode)) {
+			cli_error("info: shard '%s' is not a regular file (%s)", p,
+				  ims_file_kind(st.st_mode));
+			problems++;
 		} else if ((uint64_t)st.st_size != m.shards[i].bytes) {
 			cli_error("info: shard '%s' is %lld bytes, the manifest says %llu",
 				  p, (long long)st.st_size,
@@ -75,7 +79,9 @@ int cmd_info(int argc, char **argv)
 		       ims_escape(pos[0], e2, sizeof(e2)));
 		printf("records:    %llu\n", (unsigned long long)m.records);
 		printf("encoding:   %s\n", m.encoding);
-		printf("format:     version %d\n", m.format_version);
+		printf("format:     version %d%s\n", m.format_version,
+		       m.format_version < 2 ? " (shard digests prove nothing: "
+					      "'imshard verify --rehash' upgrades it)" : "");
 		printf("size:       %s in %zu shard%s\n", cli_format_bytes((double)total, b, sizeof(b)),
 		       m.n_shards, m.n_shards == 1 ? "" : "s");
 		if (m.n_extra_labels)

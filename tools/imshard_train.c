@@ -104,6 +104,12 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		(unsigned long long)p->dropped, o->lr, p->lr_peak, p->world,
 		p->world > 1 ? "s" : "",
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+	fprintf(stderr,
+		"imshard-train: activations: %.1f MiB planned for batches of %d "
+		"(%.2f MiB per image)\n",
+		(double)p->activations.activation_bytes / 1048576.0,
+		p->activations.max_batch,
+		p->activations.activation_bytes_per_image / 1048576.0);
 	if (o->synthetic)
 		fprintf(stderr,
 			"imshard-train: --synthetic: every step trains on one "
@@ -414,6 +420,9 @@ int main(int argc, char **argv)
 		cli_error("%s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
+	/* A shard truncated under the loader is named, not a silent SIGBUS
+	 * (after MPI, which may install a SIGBUS handler of its own). */
+	ims_mapguard_install("imshard");
 	nn_train_opts o;
 	int rc = parse_flags(argc, argv, &o);
 	if (rc) {

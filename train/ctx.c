@@ -21,6 +21,7 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	ctx->dx_overwrite = 0;
 	ctx->winograd = NN_WINO_AUTO;
 	ctx->precision = NN_PREC_FP32;
+	ctx->memory_plan = NN_MEMPLAN_ON;
 	return 0;
 }
 

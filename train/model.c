@@ -4,9 +4,10 @@
  * Storage is four blocks per model (parameters, their gradients, float
  * buffers, int64 counters) so that data parallelism averages gradients in
  * one allreduce and a checkpoint is a walk over the tensor list. Node
- * outputs and output gradients are separate allocations of max_batch
- * samples. All device work goes through ctx->be, so the same graph runs on
- * any backend.
+ * outputs, their gradients and what backward reads again live in one
+ * arena placed by the memory plan (model_plan.c), bound to the nodes at
+ * the start of each forward. All device work goes through ctx->be, so the
+ * same graph runs on any backend.
  */
 #include <math.h>
 #include <stdio.h>
@@ -358,39 +359,21 @@ static void *dev_alloc(nn_model *m, size_t bytes, int *fail)
 static int allocate(nn_model *m, ims_error *err)
 {
 	int fail = 0;
-	size_t nb = (size_t)m->max_batch;
 	m->params = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
 	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
 	if (!m->counters)
 		fail = 1;
-	for (int i = 0; i < m->n_nodes && !fail; i++) {
-		nn_node *nd = &m->nodes[i];
-		size_t per = (size_t)nd->c * nd->h * nd->w;
-		if (nd->op == NN_OP_FLATTEN) {
-			/* no architecture flattens the model input itself */
-			RETURN_IF(nd->in0 < 0, err, IMS_EINVAL,
-				  "cannot build %s: flatten of the input", m->name);
-			nd->y = m->nodes[nd->in0].y;
-			nd->dy = m->nodes[nd->in0].dy;
-			continue;
-		}
-		nd->y = dev_alloc(m, nb * per * sizeof(float), &fail);
-		nd->dy = dev_alloc(m, nb * per * sizeof(float), &fail);
-		if (nd->op == NN_OP_BN) {
-			nd->save_mean = dev_alloc(m, (size_t)nd->c * sizeof(float), &fail);
-			nd->save_invstd = dev_alloc(m, (size_t)nd->c * sizeof(float), &fail);
-		} else if (nd->op == NN_OP_MAXPOOL) {
-			nd->argmax = dev_alloc(m, nb * per * sizeof(int32_t), &fail);
-		} else if (nd->op == NN_OP_DROPOUT) {
-			nd->mask = dev_alloc(m, nb * per, &fail);
-		}
-	}
 	RETURN_IF(fail, err, IMS_ENOMEM,
 		  "cannot allocate %s for batches of %d: out of memory",
 		  m->name, m->max_batch);
-	return 0;
+	/* no architecture flattens the model input itself */
+	for (int i = 0; i < m->n_nodes; i++)
+		RETURN_IF(m->nodes[i].op == NN_OP_FLATTEN && m->nodes[i].in0 < 0,
+			  err, IMS_EINVAL, "cannot build %s: flatten of the input",
+			  m->name);
+	return nn_mem_create(m, err);
 }
 
 const char *const *nn_model_names(void)
@@ -459,17 +442,7 @@ void nn_model_free(nn_model *m)
 	if (!m)
 		return;
 	nn_ctx *ctx = m->ctx;
-	for (int i = 0; i < m->n_nodes; i++) {
-		nn_node *nd = &m->nodes[i];
-		if (nd->op != NN_OP_FLATTEN) {
-			ctx->be->free(ctx, nd->y);
-			ctx->be->free(ctx, nd->dy);
-		}
-		ctx->be->free(ctx, nd->save_mean);
-		ctx->be->free(ctx, nd->save_invstd);
-		ctx->be->free(ctx, nd->argmax);
-		ctx->be->free(ctx, nd->mask);
-	}
+	nn_mem_release(m);
 	for (int i = 0; i < m->n_tensors; i++)
 		free((char *)m->tensors[i].name);
 	ctx->be->free(ctx, m->params);
@@ -550,8 +523,19 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	RETURN_IF(n < 1 || n > m->max_batch, err, IMS_EINVAL,
 		  "cannot run %s on a batch of %d: built for 1..%d", m->name,
 		  n, m->max_batch);
+	RETURN_IF(train && m->mem.use == NN_USE_EVAL, err, IMS_EINVAL,
+		  "cannot train %s: its memory is planned for evaluation only",
+		  m->name);
+	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
+		  "cannot run %s: its activations could not be allocated", m->name);
 	nn_ctx *ctx = m->ctx;
 	const nn_backend *be = ctx->be;
+	/* a failed pass leaves nothing for backward to read */
+	m->last_n = 0;
+	m->last_train = 0;
+	nn_mem_bind(m, !train ? NN_MODE_EVAL
+		       : m->mem.use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
+							 : NN_MODE_TRAIN);
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
 		const float *in = nd->in0 < 0 ? x : m->nodes[nd->in0].y;
@@ -617,6 +601,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 						       m->nodes[nd->in1].y, nd->y, err));
 			break;
 		}
+		FORWARD_IF_ERR(nn_mem_poison_after(m, i, err));
 	}
 	m->last_n = n;
 	m->last_train = train;
@@ -652,14 +637,6 @@ static size_t grads_ready_from(const nn_model *m, int i)
 	return end;
 }
 
-/* The node whose buffer node i's y and dy are (flatten aliases its input). */
-static int owner(const nn_model *m, int i)
-{
-	while (i >= 0 && m->nodes[i].op == NN_OP_FLATTEN)
-		i = m->nodes[i].in0;
-	return i;
-}
-
 /*
  * Before a kernel writes a gradient into node i's dy: the first writer in
  * a pass overwrites (ctx->dx_overwrite), later ones add. No-op for the
@@ -668,7 +645,7 @@ static int owner(const nn_model *m, int i)
 static void begin_dx(nn_model *m, int i, const float *dx)
 {
 	m->ctx->dx_overwrite = 0;
-	if (!dx || (i = owner(m, i)) < 0)
+	if (!dx || (i = nn_node_owner(m, i)) < 0)
 		return;
 	m->ctx->dx_overwrite = !m->nodes[i].dy_set;
 	m->nodes[i].dy_set = 1;
@@ -680,9 +657,15 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	RETURN_IF(!m->last_train || m->last_n < 1, err, IMS_EINVAL,
 		  "cannot run %s backward: no training forward pass before it",
 		  m->name);
+	RETURN_IF(!head_only && m->mem.mode == NN_MODE_HEAD, err, IMS_EINVAL,
+		  "cannot run %s backward through every layer: its memory is "
+		  "planned for training the head alone",
+		  m->name);
 	nn_ctx *ctx = m->ctx;
 	const nn_backend *be = ctx->be;
 	const int n = m->last_n;
+	/* the plan's steps: the loss gradient, then node i at 2N - i */
+	const int steps_n = m->n_nodes;
 	/* Gradients accumulate into node outputs' gradients (an output can
 	 * feed two nodes): the first writer of each overwrites it instead, so
 	 * nothing is zeroed first; flatten shares its input's. Parameter
@@ -697,17 +680,18 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	int rc = be->accumulate(ctx, (size_t)n * last->c, dlogits, last->dy, err);
 	ctx->dx_overwrite = 0;
 	FORWARD_IF_ERR(rc);
+	FORWARD_IF_ERR(nn_mem_poison_after(m, steps_n, err));
 	for (int i = m->n_nodes - 1; i >= 0; i--) {
 		nn_node *nd = &m->nodes[i];
 		if (head_only && !nd->head)
 			break;
-		if (nd->op != NN_OP_FLATTEN && !m->nodes[owner(m, i)].dy_set) {
+		if (nd->op != NN_OP_FLATTEN && !m->nodes[nn_node_owner(m, i)].dy_set) {
 			/* an output nothing downstream used: its gradient is 0 */
 			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
 						(size_t)n * nd->c * nd->h * nd->w *
 							sizeof(float),
 						err));
-			m->nodes[owner(m, i)].dy_set = 1;
+			m->nodes[nn_node_owner(m, i)].dy_set = 1;
 		}
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
 		const float *in = src ? src->y : m->last_x;
@@ -776,7 +760,9 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		case NN_OP_FLATTEN:
 			break;
 		case NN_OP_ADD: {
-			if (dx)
+			/* dx == dy: the plan made this gradient the first
+			 * input's (model_plan.c), the copy is done */
+			if (dx && dx != nd->dy)
 				rc = be->accumulate(ctx, count, nd->dy, dx, err);
 			const nn_node *src1 = &m->nodes[nd->in1];
 			float *dx1 = !head_only || src1->head ? src1->dy : NULL;
@@ -789,6 +775,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		}
 		ctx->dx_overwrite = 0;
 		FORWARD_IF_ERR(rc);
+		FORWARD_IF_ERR(nn_mem_poison_after(m, 2 * steps_n - i, err));
 		if (m->grad_hook && (nd->wt >= 0 || nd->bt >= 0))
 			FORWARD_IF_ERR(m->grad_hook(m->grad_hook_ud,
 						    grads_ready_from(m, i), err));

@@ -3,8 +3,10 @@
  * (storage, forward, backward) and models.c (the architectures).
  *
  * A model is a list of nodes in topological order; each reads one or two
- * earlier nodes (or the model input, node -1) and owns its output and the
- * gradient of that output, max_batch samples each. Builders append nodes
+ * earlier nodes (or the model input, node -1) and writes its output, whose
+ * gradient backward writes, max_batch samples each. Where those live is
+ * the memory plan's (model_plan.c): one arena, bytes shared by buffers
+ * that are never live together. Builders append nodes
  * and named tensors in torchvision's registration order, so the tensor
  * list is the state_dict order. A builder that fails records the error in
  * the model and returns -1; later builders then do nothing, so an
@@ -14,6 +16,7 @@
 #ifndef IMSHARD_MODEL_INTERNAL_H
 #define IMSHARD_MODEL_INTERNAL_H
 
+#include "train/memplan.h"
 #include "train/nn_internal.h"
 #include "train/nn.h"
 
@@ -42,7 +45,9 @@ typedef struct nn_node {
 	nn_op op;
 	int in0, in1;  /* input nodes, -1 = the model input; in1 for add only */
 	int c, h, w;   /* output shape of one sample */
-	float *y, *dy; /* max_batch samples; flatten aliases its input's */
+	/* Bound from the plan of the pass being run (model_plan.c):
+	 * max_batch samples; flatten aliases its input's. */
+	float *y, *dy;
 	nn_conv_desc conv;
 	nn_bn_desc bn;
 	nn_pool_desc pool;
@@ -50,12 +55,56 @@ typedef struct nn_node {
 	float drop_p;
 	int wt, bt;    /* tensor indices of weight/bias (bn: gamma/beta), -1 */
 	int rm, rv, nbt; /* bn running mean/var and counter tensors */
-	float *save_mean, *save_invstd;
+	float *save_mean, *save_invstd; /* bound like y */
 	int32_t *argmax;
 	uint8_t *mask;
 	int head;
 	int dy_set;    /* backward: dy written in this pass (flatten: see its input) */
 } nn_node;
+
+/* The buffers of a node the plan places: its output, the output's
+ * gradient, max pooling's argmax, dropout's mask, batch norm's saved
+ * mean and 1/std (c floats each). Value v = node * NN_V_KINDS + kind. */
+enum { NN_V_ACT, NN_V_GRAD, NN_V_ARGMAX, NN_V_MASK, NN_V_STATS, NN_V_KINDS };
+
+/* The passes a plan is made for: a training forward with the whole
+ * backward, one whose backward trains the head alone, evaluation. */
+typedef enum nn_plan_mode {
+	NN_MODE_TRAIN,
+	NN_MODE_HEAD,
+	NN_MODE_EVAL,
+	NN_MODES
+} nn_plan_mode;
+
+/*
+ * Where each value lives during one kind of pass. Steps number the
+ * kernels of the pass: forward of node j is step j, the loss gradient
+ * written into the last node's dy step N (N nodes), backward of node j
+ * step 2N - j, and the logits stay live to the last step (N in
+ * evaluation, 2N + 1 in training) so the caller can read them after
+ * backward. Values that share a buffer (an in-place kernel's input and
+ * output) are one group.
+ */
+typedef struct nn_plan {
+	int *group;      /* per value: its buffer in bufs, -1 if the pass has none */
+	nn_mp_buf *bufs; /* per group: bytes, lifetime in steps, offset */
+	int n_bufs;
+	int steps;       /* last step + 1 */
+	size_t bytes;    /* the arena this pass needs */
+} nn_plan;
+
+/* A model's activation memory (model_plan.c). */
+typedef struct nn_model_mem {
+	nn_plan plans[NN_MODES];
+	int kind;             /* ctx->memory_plan at creation: NN_MEMPLAN_* */
+	int use;              /* nn_model_use */
+	int mode;             /* the plan the last forward ran with */
+	void *arena;          /* device memory of arena_bytes */
+	size_t arena_bytes;
+	size_t unplanned_bytes; /* every value its own bytes */
+	void *poison;         /* NN_MEMPLAN_POISON: host bytes of 0xff */
+	size_t poison_bytes;
+} nn_model_mem;
 
 struct nn_model {
 	char name[32];
@@ -78,6 +127,7 @@ struct nn_model {
 	void *grad_hook_ud;
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
+	nn_model_mem mem;
 };
 
 /* Builders: return the new node's index, or -1 after an error (recorded). */
@@ -92,6 +142,25 @@ int nn_b_linear(nn_model *m, const char *name, int in, int out,
 		nn_init winit, nn_init binit);
 int nn_b_dropout(nn_model *m, int in, float p);
 int nn_b_add(nn_model *m, int a, int b);
+
+/* model_plan.c: the memory plan. */
+
+/* The node whose output node i's is (flatten is a view of its input's);
+ * -1 for the model input. */
+int nn_node_owner(const nn_model *m, int i);
+/* Bytes of value v for max_batch samples (0 for a flatten's values). */
+size_t nn_value_bytes(const nn_model *m, int v);
+/* Makes every mode's plan (ctx->memory_plan decides how) and allocates
+ * the arena for m->mem.use. On error nothing is left allocated. */
+int nn_mem_create(nn_model *m, ims_error *err);
+/* Frees plans, arena and poison bytes. */
+void nn_mem_release(nn_model *m);
+/* Points every node's buffers into the arena as plan `mode` places them. */
+void nn_mem_bind(nn_model *m, nn_plan_mode mode);
+/* NN_MEMPLAN_POISON: fills every buffer of the bound plan whose lifetime
+ * ends at `step` with 0xff bytes (NaN as floats), so a later read of a
+ * dead buffer shows. A no-op in the other kinds. */
+int nn_mem_poison_after(nn_model *m, int step, ims_error *err);
 
 /* models.c: appends the named architecture's nodes; 0 or IMS_EINVAL. */
 int nn_models_build(nn_model *m, const char *name, ims_error *err);

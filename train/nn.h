@@ -66,9 +66,18 @@ typedef struct nn_ctx {
 	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
 	 * and the trainer refuses 16-bit precisions there. */
 	int precision;
+	/* How models made on this context place their activations, read by
+	 * nn_model_create: NN_MEMPLAN_ON (0, the default: the memory plan,
+	 * buffers that are never live together share bytes, ReLU and add in
+	 * place), NN_MEMPLAN_OFF (every node's output and gradient its own
+	 * bytes for the whole run, no kernel in place: what the plan is
+	 * tested against) or NN_MEMPLAN_POISON (the plan, and each buffer
+	 * filled with NaN bytes once its last reader has run: tests). */
+	int memory_plan;
 } nn_ctx;
 
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
+enum { NN_MEMPLAN_ON = 0, NN_MEMPLAN_OFF = 1, NN_MEMPLAN_POISON = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default).
@@ -218,7 +227,7 @@ nn_ctx *nn_model_ctx(nn_model *m);
  * float). train = 1 uses batch statistics (and updates the running ones)
  * and dropout drawn from dropout_seed; train = 0 is evaluation mode.
  * *logits (n x classes, device memory owned by the model) stays valid until
- * the next forward.
+ * the next forward (or nn_model_set_use), backward included.
  */
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
@@ -249,6 +258,57 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
 void nn_model_freeze_bn(nn_model *m, int on);
 /* Multiply-accumulate count of one forward pass of one sample (x2 = FLOPs). */
 double nn_model_macs(const nn_model *m);
+
+/* ---- activation memory (model_plan.c) ---------------------------------- */
+/*
+ * A model's activations (node outputs, their gradients, what backward
+ * reads again: max pooling's argmax, dropout's mask, batch norm's
+ * statistics) live in one arena of ctx's device memory, placed by a plan
+ * made once when the model is built for max_batch: a buffer lives from
+ * its first writer to its last reader, and buffers never live together
+ * share bytes; ReLU and residual adds work in place where their input is
+ * read by nothing later. The plan depends on what the model is used for:
+ * evaluation keeps no gradients and frees each output once the next
+ * layer has read it; a backward that trains the head alone keeps only
+ * what the head reads. docs/TRAINING.md, "Activation memory".
+ */
+typedef enum nn_model_use {
+	NN_USE_TRAIN = 0,  /* training forwards with the whole backward, and
+			      evaluation (the default) */
+	NN_USE_TRAIN_HEAD, /* training forwards whose backward is head_only
+			      (a frozen backbone), and evaluation */
+	NN_USE_EVAL        /* evaluation forwards only */
+} nn_model_use;
+
+/*
+ * Says what the model will run, so that its arena holds what those passes
+ * need and no more (NN_USE_TRAIN when built). Reallocates the arena when
+ * the size changes: call it before the first pass, as nothing a pass left
+ * there survives (the last forward's logits, its state for backward).
+ * Then nn_model_forward with train = 1 fails under NN_USE_EVAL, and
+ * nn_model_backward with head_only = 0 under NN_USE_TRAIN_HEAD, with
+ * IMS_EINVAL and a message naming the use.
+ * Errors: IMS_EINVAL (unknown use), IMS_ENOMEM (the model keeps no arena
+ * then: set a smaller use or free it).
+ */
+int nn_model_set_use(nn_model *m, nn_model_use use, ims_error *err);
+
+/* What a model's activations take, in bytes, for batches of max_batch. */
+typedef struct nn_model_memory {
+	int max_batch;
+	int use;                  /* nn_model_use */
+	size_t activation_bytes;  /* the arena allocated now: the largest plan
+				     of the use */
+	double activation_bytes_per_image; /* activation_bytes / max_batch */
+	size_t train_bytes;       /* the plan of a training pass ... */
+	size_t head_bytes;        /* ... of one training the head alone ... */
+	size_t eval_bytes;        /* ... and of evaluation */
+	size_t unplanned_bytes;   /* every output and gradient its own bytes
+				     (no plan), for comparison */
+} nn_model_memory;
+
+/* Fills *out for m. */
+void nn_model_memory_info(const nn_model *m, nn_model_memory *out);
 
 /* ---- loss and scores (layers/softmax_xent.c, device.c) ------------------ */
 

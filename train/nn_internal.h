@@ -16,6 +16,11 @@
  *     dgamma, dbeta) are OVERWRITTEN: each parameter is used once per step.
  *     Any of dx, dw, db may be NULL to skip computing it (first layer,
  *     frozen layers).
+ *   - In place: relu_forward, add_forward and dropout_forward accept an
+ *     output equal to an input, and relu_backward dx equal to dy when
+ *     ctx->dx_overwrite is set; the memory plan (train/model_plan.c)
+ *     runs them so, and every backend's kernels must give the same bits
+ *     in place as out of place.
  *   - Every function returns 0 or a negative IMS_E* code with a message in
  *     err; they only fail on an inconsistent descriptor or out of memory.
  *   - Results are deterministic: the same inputs and ctx->threads give the

@@ -460,22 +460,16 @@ int st_open(const char *path, st_file **out, ims_error *err)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
 			  "cannot read safetensors '%s': out of memory", path);
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		GOTO_FAIL(fail, rc, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-			  "cannot open safetensors '%s': %s", path, strerror(errno));
+	int fd;
 	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		GOTO_FAIL(fail, rc, err, IMS_EIO,
-			  "cannot stat safetensors '%s': %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		GOTO_FAIL(fail, rc, err, IMS_EFORMAT,
-			  "cannot read safetensors '%s': not a regular file", path);
-	}
+	rc = ims_open_read(path, &fd, &st, err);
+	if (rc == IMS_EFORMAT)
+		GOTO_FAIL(fail, rc, err, rc,
+			  "cannot read safetensors '%s': not a regular file (%s)", path,
+			  ims_file_kind(st.st_mode));
+	if (rc < 0)
+		GOTO_FAIL(fail, rc, err, rc, "cannot open safetensors '%s': %s", path,
+			  strerror(errno));
 	if ((uint64_t)st.st_size < 8) {
 		close(fd);
 		GOTO_FAIL(fail, rc, err, IMS_ECORRUPT,
@@ -975,18 +969,17 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	sbuf hdr = {0};
 	RETURN_IF(build_header(w, &hdr) < 0, err, IMS_ENOMEM,
 		  "cannot write safetensors '%s': out of memory", path);
+	/* A checkpoint write killed midway (SIGTERM, SIGKILL) leaves its
+	 * temporary behind: the next writer of this path removes it. */
+	ims_temp_sweep_for(path, NULL);
 	char tmp[4096];
-	int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+	int fd;
+	int rc = ims_temp_create(path, tmp, sizeof(tmp), &fd, err);
+	if (rc < 0) {
 		free(hdr.p);
-		return ims_fail(err, IMS_EINVAL,
-				"cannot write safetensors '%s': path too long", path);
-	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		free(hdr.p);
-		return ims_fail(err, IMS_EIO, "cannot create '%s': %s", tmp,
-				strerror(errno));
+		if (err)
+			ims_fail_context(err, "cannot write safetensors '%s'", path);
+		return rc;
 	}
 	uint8_t len8[8];
 	store_le64(len8, hdr.len);
@@ -994,22 +987,11 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	for (size_t i = 0; ok && i < w->n; i++)
 		ok = write_all(fd, w->t[i].data, (size_t)w->t[i].nbytes) == 0;
 	free(hdr.p);
-	const char *what = "write";
-	if (ok && fsync(fd) != 0)
-		ok = 0, what = "sync";
-	int e = errno;
-	if (close(fd) != 0 && ok)
-		ok = 0, what = "close", e = errno;
 	if (!ok) {
-		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot %s '%s': %s", what, tmp,
+		int e = errno;
+		ims_temp_discard(fd, tmp);
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", tmp,
 				strerror(e));
 	}
-	if (rename(tmp, path) != 0) {
-		e = errno;
-		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot rename '%s' to '%s': %s", tmp,
-				path, strerror(e));
-	}
-	return ims_fsync_parent(path, err);
+	return ims_temp_publish(fd, tmp, path, err);
 }

@@ -48,6 +48,7 @@ typedef struct nn_train_plan {
 	uint64_t dropped;          /* records left out so ranks are equal */
 	double lr_peak;            /* --lr, scaled by the rank count unless
 				      --no-lr-scaling */
+	nn_model_memory activations; /* the model's planned activation memory */
 } nn_train_plan;
 
 /*

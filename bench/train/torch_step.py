@@ -4,8 +4,9 @@ as imshard-train, on synthetic input, timing what one training step does
 (forward, cross-entropy, backward, SGD step with momentum 0.9 and weight
 decay 1e-4, batch norm in training mode, dropout on).
 
-    torch_step.py --model convnet7|resnet18 --size PX --batch B --threads T
-                  [--classes 10] [--steps N] [--warmup W] [--seconds S]
+    torch_step.py --model convnet7|resnet18|resnet50 --size PX --batch B
+                  --threads T [--classes 10] [--steps N] [--warmup W]
+                  [--seconds S] [--memory]
 
 Runs W untimed steps, then N timed steps (more while fewer than S seconds
 have passed), and prints one line
@@ -13,10 +14,24 @@ have passed), and prints one line
     images_per_s=... step_ms=... torch=2.x.y
 convnet7 is written out from docs/TRAINING.md (imshard's own network);
 resnet18 is torchvision's when torchvision imports, otherwise the same
-architecture written out here (torchvision's BasicBlock ResNet-18).
-Exit status: 0, 1 when torch is missing, 2 on bad usage.
+architecture written out here (torchvision's BasicBlock ResNet-18);
+resnet50 needs torchvision.
+
+--memory measures the first step's activations and appends to the line:
+  saved_bytes         what autograd keeps for backward (the tensors its
+                      saved-tensor hooks see, each storage once, the
+                      parameters and the input batch left out)
+  forward_rss_bytes   resident memory after the forward and loss minus
+                      before them (the first step: nothing cached yet)
+  peak_step_rss_bytes the most resident memory seen at the end of any
+                      module's forward or any autograd node's backward in
+                      that step, minus the resident memory before it
+and each of them per image (..._per_image).
+Exit status: 0, 1 when torch (or torchvision for resnet50) is missing,
+2 on bad usage.
 """
 import argparse
+import os
 import sys
 import time
 
@@ -64,9 +79,14 @@ def resnet18_written(nn, classes):
     return nn.Sequential(*layers)
 
 
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, choices=["convnet7", "resnet18"])
+    ap.add_argument("--model", required=True, choices=["convnet7", "resnet18", "resnet50"])
     ap.add_argument("--size", type=int, required=True)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, required=True)
@@ -74,6 +94,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--memory", action="store_true")
     a = ap.parse_args()
     try:
         import torch
@@ -90,6 +111,14 @@ def main():
     impl = "written"
     if a.model == "convnet7":
         model = convnet7(nn, a.classes)
+    elif a.model == "resnet50":
+        try:
+            import torchvision
+        except ImportError as e:
+            print("torch_step.py: resnet50 needs torchvision: %s" % e, file=sys.stderr)
+            return 1
+        model = torchvision.models.resnet50(num_classes=a.classes)
+        impl = "torchvision " + torchvision.__version__
     else:
         try:
             import torchvision
@@ -110,6 +139,9 @@ def main():
         opt.step()
         return loss
 
+    mem = ""
+    if a.memory:
+        mem = " " + measure_memory(torch, model, opt, loss_fn, x, y, a.batch)
     for _ in range(a.warmup):
         step()
     n, t0 = 0, time.perf_counter()
@@ -119,10 +151,58 @@ def main():
     dt = time.perf_counter() - t0
     print("model=%s size=%d batch=%d threads=%d steps=%d seconds=%.3f images_per_s=%.3f "
           "step_ms=%.2f loss=%.4f torch=%s impl=%s mkldnn=%s"
+          "%s"
           % (a.model, a.size, a.batch, torch.get_num_threads(), n, dt, n * a.batch / dt,
              1e3 * dt / n, loss.item(), torch.__version__, impl.replace(" ", "_"),
-             torch.backends.mkldnn.is_available()))
+             torch.backends.mkldnn.is_available(), mem))
     return 0
+
+
+def measure_memory(torch, model, opt, loss_fn, x, y, batch):
+    """One training step with autograd's saved tensors counted and the
+    resident memory sampled at the end of every module's forward and of
+    every autograd node's backward."""
+    skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    skip.add(x.untyped_storage().data_ptr())
+    seen, saved = set(), [0]
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in skip and s.data_ptr() not in seen:
+            seen.add(s.data_ptr())
+            saved[0] += s.nbytes()
+        return t
+
+    peak = [0]
+
+    def sample(*_):
+        peak[0] = max(peak[0], rss_bytes())
+
+    hooks = [m.register_forward_hook(sample) for m in model.modules()]
+    opt.zero_grad(set_to_none=True)
+    r0 = rss_bytes()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn(model(x), y)
+    r1 = rss_bytes()
+    # every backward node of the graph samples when it has run
+    todo, nodes = [loss.grad_fn], set()
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in nodes:
+            continue
+        nodes.add(fn)
+        hooks.append(fn.register_hook(sample))
+        todo.extend(f for f, _ in fn.next_functions)
+    loss.backward()
+    sample()
+    opt.step()
+    for h in hooks:
+        h.remove()
+    fwd, top = r1 - r0, peak[0] - r0
+    return ("saved_bytes=%d saved_bytes_per_image=%d forward_rss_bytes=%d "
+            "forward_rss_bytes_per_image=%d peak_step_rss_bytes=%d "
+            "peak_step_rss_bytes_per_image=%d"
+            % (saved[0], saved[0] // batch, fwd, fwd // batch, top, top // batch))
 
 
 if __name__ == "__main__":

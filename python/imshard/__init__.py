@@ -142,17 +142,21 @@ class Split:
 
     def verify(self, decode=False):
         """Checks what `imshard verify` checks: every record's header and
-        payload CRC-32C, each shard's digest, the class counts (and with
-        decode=True every image decodes). Returns {'records': N} when all is
-        well; raises imshard.Error naming the first problem otherwise (the
-        exception's `problems` lists them all, the first 100 records named)."""
+        payload CRC-32C, each record against the manifest's encoding, each
+        shard's digest, the class counts (and with decode=True every image
+        decodes). Returns {'records': N, 'digests_checked': True} when all
+        is well ('digests_checked' is False for a format 1 manifest, whose
+        digests prove nothing: `imshard verify --rehash` upgrades it);
+        raises imshard.Error naming the first problem otherwise (the
+        exception's `problems` lists them all, the first 100 records
+        named)."""
         checked, problems = self._c.verify(decode)
         if problems:
             more = " (and %d more problems)" % (len(problems) - 1) if len(problems) > 1 else ""
             e = Error(problems[0] + more)
             e.problems = problems
             raise e
-        return {"records": checked}
+        return {"records": checked, "digests_checked": self.manifest["format_version"] >= 2}
 
     def close(self):
         self._c.close()

@@ -243,10 +243,11 @@ fail:
 /*
  * verify(decode=False) -> (records checked, list of problems): what
  * `imshard verify` checks, shard by shard on this thread: every record's
- * header and payload CRC-32C, each shard's digest (CRC-32C of its
- * headers, in order) and the class counts against the manifest; with
- * decode, every image decoded. Problems are one line each (the first
- * VERIFY_NAMED records named, then counted).
+ * header and payload CRC-32C, each record against the manifest's
+ * encoding, each shard's digest (rio_digest; format 1 manifests' digests
+ * prove nothing and are not compared) and the class counts against the
+ * manifest; with decode, every image decoded. Problems are one line each
+ * (the first VERIFY_NAMED records named, then counted).
  */
 static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -269,8 +270,11 @@ static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 	pthread_mutex_lock(&s->mu);
 	for (size_t k = 0; k < m->n_shards && !interrupted; k++) {
 		const rio_shard_info *si = &m->shards[k];
-		uint32_t digest = 0;
-		uint64_t bad = 0;
+		rio_digest dg;
+		rio_digest_begin(&dg, m->name, k);
+		uint64_t bad = 0, mode_bad = 0;
+		char mode_why[IMS_ERRMSG_MAX] = "";
+		int changed = 0;
 		for (uint64_t i = si->first; i < si->first + si->records; i++) {
 			ims_error e;
 			ims_error_clear(&e);
@@ -278,11 +282,14 @@ static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 			int rc;
 			Py_BEGIN_ALLOW_THREADS
 			rc = rio_cursor_get(s->cur, i, &rec, &e);
+			changed = rc == IMS_ECHANGED;
+			if (rc == 0)
+				rc = rio_digest_add_record(&dg, i, &rec, &e);
 			if (rc == 0) {
-				uint8_t hdr[RIO_HEADER_FIXED + 4 * RIO_MAX_EXTRA_LABELS];
-				int h = rio_header_encode(&rec, hdr, NULL);
-				if (h > 0)
-					digest = ims_crc32c(digest, hdr, (size_t)h);
+				ims_error me;
+				if (rio_record_check_mode(m->encoding, &rec, &me) < 0 &&
+				    mode_bad++ == 0)
+					snprintf(mode_why, sizeof(mode_why), "%s", me.msg);
 				if ((size_t)rec.label < nc)
 					counts[rec.label]++;
 				else
@@ -308,15 +315,27 @@ static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 					Py_DECREF(line);
 				}
 			}
+			if (changed) /* every record after this one is suspect */
+				break;
 			if ((checked & 255) == 0 && PyErr_CheckSignals() < 0) {
 				interrupted = -1;
 				break;
 			}
 		}
-		if (!interrupted && !bad && digest != si->digest) {
-			PyObject *line = PyUnicode_FromFormat(
-				"shard '%s': digest %08x differs from the manifest's %08x (records replaced or reordered)",
-				si->file, digest, si->digest);
+		char msg[2 * IMS_ERRMSG_MAX];
+		msg[0] = '\0';
+		if (!interrupted && mode_bad)
+			snprintf(msg, sizeof(msg),
+				 "shard '%s': %llu records do not match the manifest's encoding '%s' (the first is %s)",
+				 si->file, (unsigned long long)mode_bad, m->encoding, mode_why);
+		else if (!interrupted && !bad && m->format_version >= 2 &&
+			 rio_digest_value(&dg) != si->digest)
+			snprintf(msg, sizeof(msg),
+				 "shard '%s': digest %016llx differs from the manifest's %016llx (records replaced, reordered, relabelled or dropped, or a shard of another split)",
+				 si->file, (unsigned long long)rio_digest_value(&dg),
+				 (unsigned long long)si->digest);
+		if (msg[0]) {
+			PyObject *line = PyUnicode_FromString(msg);
 			if (!line || PyList_Append(problems, line) < 0)
 				interrupted = -1;
 			Py_XDECREF(line);

@@ -18,11 +18,22 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 for k in ("records", "classes", "class_counts", "shards", "encoding", "format_version"):
     assert k in j, k
-assert j["records"] == 15 and j["format_version"] == 1 and j["encoding"] == "keep"
+assert j["records"] == 15 and j["format_version"] == 2 and j["encoding"] == "keep"
+assert all(len(s["digest"]) == 16 and int(s["digest"], 16) >= 0 for s in j["shards"])
 assert len(j["classes"]) == 3 and j["class_counts"] == [5, 5, 5]
 assert [sorted(s) for s in j["shards"]][0] == ["bytes", "digest", "first", "path", "records"]
 assert sum(s["records"] for s in j["shards"]) == 15
 PY
+
+# A format 1 manifest is described, with what its digests are worth.
+cp "$T/p/train.json" "$T/p2.json"
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" format1 "$T/p/train.json"
+expect 0 "$IMSHARD" info "$T/p/train.json"
+contains "$T/out" "format:     version 1 (shard digests prove nothing: 'imshard verify --rehash' upgrades it)"
+cp "$T/p2.json" "$T/p/train.json"
+expect 0 "$IMSHARD" info "$T/p/train.json"
+contains "$T/out" "format:     version 2"
+lacks "$T/out" "prove nothing"
 
 # A missing shard is reported (exit 1) while the rest is still described.
 mv "$T/p/train-00001-of-00002.mdb" "$T/p/gone"

@@ -30,4 +30,9 @@ p = sys.argv[1]; f = open(p, "r+b"); data = f.read(); at = data.find(b"IMSR") + 
 f.seek(at); f.write(bytes([data[at] ^ 1]))' "$shard"
 expect 1 /usr/bin/python3 "$reader" "$T/p/keep.json"
 contains "$T/err" "crc"
+# ... and checks the shard digest as FORMAT.md defines it: a label changed
+# with its header CRC fixed up is caught by nothing else.
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" relabel "$T/p/png.json" 3 2
+expect 1 /usr/bin/python3 "$reader" "$T/p/png.json"
+contains "$T/err" "png-00000-of-00002.mdb: digest"
 finish

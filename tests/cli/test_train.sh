@@ -133,7 +133,8 @@ expect 0 fit --epochs 2 --log-dir "$T/run" --log-every 2
 contains "$T/out" "validation top-1"
 exists "$T/run/metrics.jsonl"
 exists "$T/run/summary.json"
-same "$(json "$T/run/summary.json" 'sorted(k for k in "world busy_s data_wait_s_per_rank comm_s_per_rank busy_max_min_ratio wall_s train_s startup_s images_per_s best_val_top1 best_epoch best_wall_s lr_per_rank lr_peak val_s checkpoint_s loss_scale skipped_steps options".split() if k not in j)')" "[]" "summary keys"
+same "$(json "$T/run/summary.json" 'sorted(k for k in "world busy_s data_wait_s_per_rank comm_s_per_rank busy_max_min_ratio wall_s train_s startup_s images_per_s best_val_top1 best_epoch best_wall_s lr_per_rank lr_peak val_s checkpoint_s loss_scale skipped_steps activation_bytes activation_bytes_per_image options".split() if k not in j)')" "[]" "summary keys"
+same "$(json "$T/run/summary.json" 'j["activation_bytes"] > 0 and j["activation_bytes_per_image"] * 8 == j["activation_bytes"]')" "True" "activation bytes per image"
 same "$(json "$T/run/summary.json" '(j["loss_scale"], j["skipped_steps"])')" "(1, 0)" "fp32: no loss scaling"
 same "$(json "$T/run/summary.json" '(j["options"]["model"], j["options"]["optimizer"], j["options"]["schedule"], j["options"]["synthetic"])')" "('convnet7', 'sgd', 'cosine', False)" "summary options"
 same "$(json "$T/run/summary.json" '(j["world"], j["epochs"], j["steps"])')" "(1, 2, $((2 * (train_records / 8))))" "summary counts"
@@ -244,6 +245,13 @@ cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
 checks=$((checks + 1))
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
 contains "$T/err" "cannot resume"
+# --freeze-backbone: the backbone's weights keep their bits, and its
+# activations are not kept for a backward that never reaches them
+expect 0 fit --epochs 1 --init "$T/full/checkpoint.safetensors" --freeze-backbone --log-dir "$T/frozen" --checkpoint-dir "$T/frozen"
+cmp_st "$T/full/checkpoint.safetensors" "$T/frozen/checkpoint.safetensors" --rtol 0 --prefix features.0. >/dev/null ||
+  fail "--freeze-backbone changed the backbone"
+checks=$((checks + 1))
+same "$(json "$T/frozen/summary.json" 'j["activation_bytes"] * 2 < '"$(json "$T/run/summary.json" 'j["activation_bytes"]')")" "True" "head-only training plans less memory"
 # fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
 # count is refused on resume with one line
 meta() { python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; m=json.loads(d[8:8+n])["__metadata__"]; print(m.get("skipped_steps"), m.get("loss_scale"), m.get("loss_scale_good_steps"))' "$1"; }

@@ -51,11 +51,120 @@ cp "$T/manifest.bak" "$T/p/train.json"
 # A manifest with a wrong digest (records replaced) is caught.
 /usr/bin/python3 -c '
 import json, sys
-j = json.load(open(sys.argv[1])); j["shards"][0]["digest"] ^= 1
+j = json.load(open(sys.argv[1])); d = j["shards"][0]["digest"]
+j["shards"][0]["digest"] = "%016x" % (int(d, 16) ^ 1)
 json.dump(j, open(sys.argv[1], "w"))' "$T/p/train.json"
 expect 1 "$IMSHARD" verify "$T/p/train.json"
 contains "$T/err" "digest"
 cp "$T/manifest.bak" "$T/p/train.json"
+
+# --- what the format 1 digest could not see (each passed before format 2) ---
+edit="$IMS_SRC/tests/cli/split_edit.py"
+fresh() { # fresh NAME [pack args]: a clean copy of the split in $T/$1
+  rm -rf "$T/$1"
+  expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/$1/train" --quiet "${@:2}"
+}
+
+# The same list re-packed in another order, copied over the original: same
+# records, same classes, same shard size; only the order differs.
+(head -1 "$T/s_train.lst"; tail -n +2 "$T/s_train.lst" | sort -t$'\t' -k3 -r) |
+  awk -F'\t' -v OFS='\t' '{print NR-1, $2, $3}' >"$T/reordered.lst"
+fresh o
+expect 0 "$IMSHARD" pack "$T/reordered.lst" "$T/s" -o "$T/o2/train" --quiet
+same "$(stat -c %s "$T/o/train-00000-of-00001.mdb")" "$(stat -c %s "$T/o2/train-00000-of-00001.mdb")" \
+  "(the reordered shard must have the original's size, or this case tests nothing)"
+cp "$T/o2/train-00000-of-00001.mdb" "$T/o/train-00000-of-00001.mdb"
+expect 1 "$IMSHARD" verify "$T/o/train.json" --decode
+contains "$T/err" "digest"
+contains "$T/err" "FAILED"
+
+# One label changed, its header CRC and the class counts fixed up to match:
+# only the digest can tell.
+fresh l
+expect 0 /usr/bin/python3 "$edit" relabel "$T/l/train.json" 5 2
+expect 1 "$IMSHARD" verify "$T/l/train.json"
+contains "$T/err" "train-00000-of-00001.mdb': digest"
+
+# The last record dropped, the manifest's counts fixed up to match.
+fresh d
+expect 0 /usr/bin/python3 "$edit" drop-last "$T/d/train.json"
+expect 1 "$IMSHARD" verify "$T/d/train.json"
+contains "$T/err" "digest"
+
+# Two shards swapped (same record counts).
+fresh w --shards 2
+mv "$T/w/train-00000-of-00002.mdb" "$T/w/x"
+mv "$T/w/train-00001-of-00002.mdb" "$T/w/train-00000-of-00002.mdb"
+mv "$T/w/x" "$T/w/train-00001-of-00002.mdb"
+expect 1 "$IMSHARD" verify "$T/w/train.json"
+one_line "$T/err"
+
+# A shard of another split. Copied over a shard of this one, its records
+# differ (the reorder case above) and the digest fails. A manifest that
+# names another split's shard fails at once, before any record is read:
+fresh a
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/a/val" --quiet
+sed -i 's/"train-00000-of-00001.mdb"/"val-00000-of-00001.mdb"/' "$T/a/train.json"
+expect 1 "$IMSHARD" verify "$T/a/train.json"
+one_line "$T/err"
+contains "$T/err" "'val-00000-of-00001.mdb', not 'train-00000-of-00001.mdb'"
+# ... and a whole split renamed into another (manifest name and shard files
+# edited to 'train'): its digests were made for 'val', even though the
+# records are the same list's.
+fresh a
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/a/val" --quiet
+sed 's/"val"/"train"/; s/val-00000-of-00001.mdb/train-00000-of-00001.mdb/' "$T/a/val.json" >"$T/a/train.json"
+cp "$T/a/val-00000-of-00001.mdb" "$T/a/train-00000-of-00001.mdb"
+expect 1 "$IMSHARD" verify "$T/a/train.json"
+contains "$T/err" "digest"
+
+# An encoding no packer writes, and one the records do not match.
+fresh e
+sed -i 's/"encoding":\t"keep"/"encoding": "zzz"/' "$T/e/train.json"
+expect 1 "$IMSHARD" verify "$T/e/train.json"
+one_line "$T/err"
+contains "$T/err" "encoding 'zzz' is not keep, jpeg, png or raw"
+fresh e
+sed -i 's/"encoding":\t"keep"/"encoding": "png"/' "$T/e/train.json"
+expect 1 "$IMSHARD" verify "$T/e/train.json"
+contains "$T/err" "24 of 24 records do not match the manifest's encoding 'png' (record 0: a kept "
+contains "$T/err" "FAILED"
+
+# --- format 1 manifests: read, never called verified by digest, --rehash ---
+fresh v
+cp "$T/v/train.json" "$T/v2.json"
+expect 0 /usr/bin/python3 "$edit" format1 "$T/v/train.json"
+expect 0 "$IMSHARD" verify "$T/v/train.json"
+same "$(grep -c 'format 1 manifest' "$T/err")" 2 "(the warning and the OK line)"
+contains "$T/err" "--rehash"
+contains "$T/err" "shard digests NOT checked"
+lacks "$T/err" "digests match"
+# A damaged format 1 split is not rehashed.
+cp "$T/v/train-00000-of-00001.mdb" "$T/v.bak"
+truncate -s -8192 "$T/v/train-00000-of-00001.mdb"
+cp "$T/v/train.json" "$T/v1.json"
+expect 1 "$IMSHARD" verify "$T/v/train.json" --rehash
+cmp -s "$T/v/train.json" "$T/v1.json" || fail "a failed check rewrote the manifest"
+cp "$T/v.bak" "$T/v/train-00000-of-00001.mdb"
+# Not while a writer holds the split's lock.
+if command -v flock >/dev/null; then
+  flock "$T/v/train.lock" sleep 5 &
+  sleep 0.5
+  expect 1 "$IMSHARD" verify "$T/v/train.json" --rehash
+  contains "$T/err" "another process is writing it"
+  cmp -s "$T/v/train.json" "$T/v1.json" || fail "a locked split's manifest was rewritten"
+  wait
+fi
+expect 0 "$IMSHARD" verify "$T/v/train.json" --rehash
+contains "$T/err" "rewritten with format 2 digests"
+same "$(json "$T/v/train.json" 'j["format_version"]')" 2
+# The digests are the writer's own, and the rest of the manifest is kept.
+same "$(json "$T/v/train.json" 'json.dumps(j, sort_keys=True)')" "$(json "$T/v2.json" 'json.dumps(j, sort_keys=True)')"
+expect 0 "$IMSHARD" verify "$T/v/train.json"
+contains "$T/err" "shard digests match"
+lacks "$T/err" "format 1"
+expect 0 "$IMSHARD" verify "$T/v/train.json" --rehash
+contains "$T/err" "nothing to rewrite"
 
 expect 1 "$IMSHARD" verify "$T/none.json"
 one_line "$T/err"

@@ -3,6 +3,8 @@ decoder's output reached through the command line, verify, and the errors
 of bad manifests and damaged shards (the C library's message)."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -87,7 +89,7 @@ def test_records_and_manifest(sample):
     assert len(s[2:5]) == 3
     with pytest.raises(IndexError):
         s[len(s)]
-    assert s.verify(decode=True) == {"records": len(s)}
+    assert s.verify(decode=True) == {"records": len(s), "digests_checked": True}
     s.close()
     s.close()
 
@@ -162,6 +164,23 @@ def test_verify_names_a_bad_record(tmp_path, imshard_bin, sample, copy_split):
         imshard.Split(m).verify()
     assert "record 5" in str(e.value) and "checksum" in str(e.value)
     assert str(e.value).split(" (and")[0] in p.stderr
+
+
+def test_verify_checks_the_digest(copy_split, sample):
+    """A label changed with its header CRC and the class counts fixed up:
+    only the shard digest tells; a format 1 manifest says its digests were
+    not checked."""
+    edit = os.path.join(os.path.dirname(__file__), "..", "cli", "split_edit.py")
+    m = copy_split(sample["train"])
+    label = imshard.Split(m)[5].label
+    subprocess.run([sys.executable, edit, "relabel", m, "5", str((label + 1) % 5)], check=True)
+    with pytest.raises(imshard.Error) as e:
+        imshard.Split(m).verify()
+    assert "train-00000-of-00003.mdb': digest" in str(e.value)
+    m = copy_split(sample["val"])
+    subprocess.run([sys.executable, edit, "format1", m], check=True)
+    s = imshard.Split(m)
+    assert s.verify() == {"records": len(s), "digests_checked": False}
 
 
 def test_argument_errors_are_value_errors(sample):

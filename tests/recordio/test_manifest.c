@@ -1,5 +1,8 @@
 /* test_manifest.c - manifest round trip and validation of hand-edited or
- * damaged manifests. */
+ * damaged manifests, format 1 and 2, and the rewrite of --rehash. */
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include "rio_test_util.h"
 #include "test.h"
 
@@ -11,6 +14,15 @@ static const char *good =
 	"\"train-00001-of-00002.mdb\",\"first\":2,\"records\":3,\"bytes\":100,"
 	"\"digest\":8}],\"skipped\":1,\"errors_file\":\"train.errors.tsv\"}";
 
+/* format 2: digests are 16 hex digits */
+static const char *good2 =
+	"{\"format\":\"imshard\",\"format_version\":2,\"name\":\"train\",\"records\":5,"
+	"\"encoding\":\"raw\",\"extra_labels\":0,\"classes\":[\"a\",\"b\"],"
+	"\"class_counts\":[2,3],\"shards\":[{\"path\":\"train-00000-of-00002.mdb\","
+	"\"first\":0,\"records\":2,\"bytes\":100,\"digest\":\"fedcba9876543210\"},{\"path\":"
+	"\"train-00001-of-00002.mdb\",\"first\":2,\"records\":3,\"bytes\":100,"
+	"\"digest\":\"0000000000000008\"}],\"skipped\":0,\"errors_file\":null}";
+
 static int load_text(const char *dir, const char *text, rio_manifest *m,
 		     ims_error *e)
 {
@@ -20,10 +32,11 @@ static int load_text(const char *dir, const char *text, rio_manifest *m,
 	return rio_manifest_load(p, m, e);
 }
 
-static void expect_bad(const char *dir, const char *from, const char *to,
-		       const char *needle)
+static void expect_bad_in(const char *base, const char *dir, const char *from,
+			  const char *to, const char *needle)
 {
 	char text[4096];
+	const char *good = base;
 	const char *at = strstr(good, from);
 	CHECK(at != NULL);
 	if (!at)
@@ -39,6 +52,69 @@ static void expect_bad(const char *dir, const char *from, const char *to,
 	else if (!strstr(e.msg, needle))
 		fprintf(stderr, "message '%s' lacks '%s'\n", e.msg, needle);
 	CHECK(rc < 0 && strstr(e.msg, needle) != NULL);
+}
+
+static void expect_bad(const char *dir, const char *from, const char *to,
+		       const char *needle)
+{
+	expect_bad_in(good, dir, from, to, needle);
+}
+
+static void expect_bad2(const char *dir, const char *from, const char *to,
+			const char *needle)
+{
+	expect_bad_in(good2, dir, from, to, needle);
+}
+
+/* rio_manifest_rehash: under the split's lock, only over the manifest the
+ * digests were computed against. */
+static void rehash(const char *dir)
+{
+	ims_error e;
+	rio_manifest m;
+	char p[4200], lock[4200];
+	snprintf(p, sizeof(p), "%s/m.json", dir);
+	snprintf(lock, sizeof(lock), "%s/train.lock", dir);
+	CHECK_OK(load_text(dir, good, &m, &e), &e);
+	uint64_t d[2] = {0x0123456789abcdefull, 42};
+	/* a pack holds the lock: refused, nothing written */
+	int fd = open(lock, O_RDWR | O_CREAT, 0644);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	CHECK_EQ_INT(rio_manifest_rehash(p, &m, d, &e), IMS_EEXIST);
+	close(fd);
+	unlink(lock);
+	rio_manifest now;
+	CHECK_OK(rio_manifest_load(p, &now, &e), &e);
+	CHECK_EQ_INT(now.format_version, 1);
+	rio_manifest_release(&now);
+	/* the file changed since it was checked: refused */
+	rio_manifest other;
+	CHECK_OK(load_text(dir, good, &other, &e), &e);
+	free(other.created_by);
+	other.created_by = strdup("someone else");
+	CHECK_OK(rio_manifest_save(p, &other, &e), &e);
+	CHECK_EQ_INT(rio_manifest_rehash(p, &m, d, &e), IMS_ECHANGED);
+	CHECK(strstr(e.msg, "nothing rewritten") != NULL);
+	rio_manifest_release(&other);
+	/* the same: rewritten as format 2 with the digests, the rest kept,
+	 * and the lock released */
+	CHECK_OK(load_text(dir, good, &other, &e), &e);
+	rio_manifest_release(&other);
+	CHECK_OK(rio_manifest_rehash(p, &m, d, &e), &e);
+	CHECK_OK(rio_manifest_load(p, &now, &e), &e);
+	CHECK_EQ_INT(now.format_version, 2);
+	CHECK_EQ_U64(now.shards[0].digest, 0x0123456789abcdefull);
+	CHECK_EQ_U64(now.shards[1].digest, 42);
+	CHECK_EQ_U64(now.class_counts[1], 3);
+	CHECK_EQ_STR(now.errors_file, "train.errors.tsv");
+	rio_manifest_release(&now);
+	CHECK(access(lock, F_OK) != 0);
+	uint8_t *text;
+	size_t len;
+	CHECK_OK(ims_read_file(p, &text, &len, 0, &e), &e);
+	CHECK(strstr((char *)text, "\"0123456789abcdef\"") != NULL);
+	free(text);
+	rio_manifest_release(&m);
 }
 
 int main(void)
@@ -90,5 +166,46 @@ int main(void)
 	expect_bad(dir, "\"records\":3", "\"records\":-3", "records");
 	expect_bad(dir, "\"shards\":[", "\"shardz\":[", "shards");
 	expect_bad(dir, "\"name\":\"train\",", "", "name");
+	/* format 1 digests are 32-bit numbers */
+	expect_bad(dir, "\"digest\":7", "\"digest\":4294967296", "a 32-bit number");
+	expect_bad(dir, "\"digest\":7", "\"digest\":\"0000000000000007\"", "a 32-bit number");
+
+	/* Format 2. */
+	CHECK_OK(load_text(dir, good2, &m, &e), &e);
+	CHECK_EQ_INT(m.format_version, 2);
+	CHECK_EQ_U64(m.shards[0].digest, 0xfedcba9876543210ull);
+	CHECK_EQ_U64(m.shards[1].digest, 8);
+	CHECK_OK(rio_manifest_save(p, &m, &e), &e);
+	CHECK_OK(rio_manifest_load(p, &m2, &e), &e);
+	CHECK_EQ_U64(m2.shards[0].digest, 0xfedcba9876543210ull); /* past 2^53 */
+	a = rio_manifest_to_json(&m);
+	b = rio_manifest_to_json(&m2);
+	CHECK_EQ_STR(a, b);
+	CHECK(strstr(a, "\"fedcba9876543210\"") != NULL);
+	free(a);
+	free(b);
+	rio_manifest_release(&m2);
+	rio_manifest_release(&m);
+	expect_bad2(dir, "\"digest\":\"0000000000000008\"", "\"digest\":8", "16 hex digits");
+	expect_bad2(dir, "\"0000000000000008\"", "\"000000000000008\"", "16 hex digits");
+	expect_bad2(dir, "\"0000000000000008\"", "\"000000000000000G\"", "16 hex digits");
+	expect_bad2(dir, "\"0000000000000008\"", "\"000000000000000A\"", "16 hex digits");
+	expect_bad2(dir, "\"format_version\":2", "\"format_version\":3",
+		    "format version 3; this build reads versions 1 to 2");
+	/* encodings no packer writes */
+	expect_bad2(dir, "\"raw\"", "\"zzz\"", "encoding 'zzz' is not keep, jpeg, png or raw");
+	expect_bad2(dir, "\"raw\"", "\"\"", "encoding '' is not");
+	/* shards named after another split, out of order, or of another count */
+	expect_bad2(dir, "\"train-00001-of-00002.mdb\"", "\"val-00001-of-00002.mdb\"",
+		    "shard 1 of split 'train' is 'val-00001-of-00002.mdb', not 'train-00001-of-00002.mdb'");
+	expect_bad2(dir, "\"train-00001-of-00002.mdb\"", "\"train-00000-of-00002.mdb\"",
+		    "not 'train-00001-of-00002.mdb'");
+	expect_bad2(dir, "\"train-00001-of-00002.mdb\"", "\"train-00001-of-00003.mdb\"",
+		    "not 'train-00001-of-00002.mdb'");
+	expect_bad2(dir, "\"train-00001-of-00002.mdb\"", "\"trainx-00001-of-00002.mdb\"",
+		    "not 'train-00001-of-00002.mdb'");
+	expect_bad2(dir, "\"name\":\"train\"", "\"name\":\"a/b\"", "not a plain name");
+
+	rehash(dir);
 	return TEST_EXIT();
 }

@@ -1,6 +1,9 @@
 /* test_reader.c - zero-copy views, refusal of shards that disagree with
  * their manifest, and of damaged shards (most cases are crashes that
  * fuzz_shard found inside LMDB before the reader checked shards). */
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "rio_test_util.h"
 #include "test.h"
 
@@ -317,8 +320,128 @@ static void damaged_shards(const char *dir)
 	free(orig);
 }
 
+/* Path of shard 0 of split s in dir (the one shard write_split(.., 0)
+ * makes). */
+static void shard0(const char *dir, char *out, size_t len)
+{
+	snprintf(out, len, "%s/s-00000-of-00001.mdb", dir);
+}
+
+/* Shards that change after they were opened, shards and manifests that
+ * are not regular files, and the digest the writer stored against the one
+ * recomputed from the records. */
+static void changed_shards(const char *dir)
+{
+	ims_error e;
+	char manifest[4200], shard[4200], cmd[16384];
+	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
+	shard0(dir, shard, sizeof(shard));
+	write_split(dir, 200, 0);
+
+	/* The writer's digest is what rio_digest gives over the records as
+	 * read back. */
+	rio_reader *r;
+	rio_cursor *c;
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	CHECK_OK(rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &e), &e);
+	rio_digest d;
+	rio_digest_begin(&d, "s", 0);
+	rio_record rec;
+	for (uint64_t i = 0; i < 200; i++) {
+		CHECK_OK(rio_cursor_get(c, i, &rec, &e), &e);
+		CHECK_OK(rio_digest_add_record(&d, i, &rec, &e), &e);
+	}
+	const rio_manifest *m = rio_reader_manifest(r);
+	CHECK_EQ_INT(m->format_version, RIO_MANIFEST_VERSION);
+	CHECK_EQ_U64(rio_digest_value(&d), m->shards[0].digest);
+	/* ... and depends on the split's name, the shard's place and each
+	 * record's key, header and order */
+	rio_digest_begin(&d, "t", 0);
+	CHECK(rio_digest_value(&d) != m->shards[0].digest);
+
+	/* Truncated while open: the next read says which shard changed,
+	 * before LMDB touches a page past the new end (no SIGBUS). */
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.bak' && truncate -s 8192 '%s'", shard,
+		 shard, shard);
+	CHECK(system(cmd) == 0);
+	int rc = rio_cursor_get(c, 150, &rec, &e);
+	CHECK_EQ_INT(rc, IMS_ECHANGED);
+	CHECK(rc != IMS_ECHANGED || strstr(e.msg, "s-00000-of-00001.mdb' changed while being read") != NULL);
+	rio_cursor_close(c);
+	rio_reader_close(r);
+	snprintf(cmd, sizeof(cmd), "cp '%s.bak' '%s'", shard, shard);
+	CHECK(system(cmd) == 0);
+
+	/* Rewritten in place with the same size (a newer modification time):
+	 * refused too. */
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	CHECK_OK(rio_cursor_open(r, 0, &c, &e), &e);
+	CHECK_OK(rio_cursor_get(c, 0, &rec, &e), &e);
+	snprintf(cmd, sizeof(cmd), "touch -d '+1 hour' '%s'", shard);
+	CHECK(system(cmd) == 0);
+	CHECK_EQ_INT(rio_cursor_get(c, 1, &rec, &e), IMS_ECHANGED);
+	rio_cursor_close(c);
+	rio_reader_close(r);
+
+	/* Truncated between the check and the read of a payload (a decoder
+	 * reading the view): the map is registered with the SIGBUS guard, so
+	 * a program that installed it names the shard and exits 1. */
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	CHECK_OK(rio_cursor_open(r, 0, &c, &e), &e);
+	CHECK_OK(rio_cursor_get(c, 199, &rec, &e), &e);
+	snprintf(cmd, sizeof(cmd), "truncate -s 8192 '%s'", shard);
+	CHECK(system(cmd) == 0);
+	int pfd[2];
+	CHECK_EQ_INT(pipe(pfd), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		dup2(pfd[1], 2);
+		ims_mapguard_install("test_reader");
+		volatile uint8_t v = rec.payload[rec.payload_len - 1];
+		(void)v;
+		_exit(0);
+	}
+	close(pfd[1]);
+	char msg[1024];
+	size_t got = 0;
+	ssize_t n;
+	while (got + 1 < sizeof(msg) && (n = read(pfd[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+		got += (size_t)n; /* the guard writes its line in pieces */
+	msg[got] = '\0';
+	close(pfd[0]);
+	int status = 0;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	char want[4400];
+	snprintf(want, sizeof(want), "test_reader: cannot read '%s': the file shrank", shard);
+	if (strstr(msg, want) != msg)
+		fprintf(stderr, "guard said '%s'\n", msg);
+	CHECK(strstr(msg, want) == msg);
+	rio_cursor_close(c);
+	rio_reader_close(r);
+	/* closed: no longer registered */
+	CHECK(ims_mapguard_find(rec.payload) == NULL);
+	snprintf(cmd, sizeof(cmd), "cp '%s.bak' '%s'", shard, shard);
+	CHECK(system(cmd) == 0);
+
+	/* A FIFO where a shard or the manifest belongs is refused, not
+	 * waited on (the alarm in main turns a hang into a failure). */
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s.real' && mkfifo '%s'", shard, shard, shard);
+	CHECK(system(cmd) == 0);
+	CHECK(open_fails(manifest, IMS_EFORMAT, "s-00000-of-00001.mdb': not a regular file (a FIFO)"));
+	snprintf(cmd, sizeof(cmd), "rm '%s' && mv '%s.real' '%s'", shard, shard, shard);
+	CHECK(system(cmd) == 0);
+	char fifo[4200];
+	snprintf(fifo, sizeof(fifo), "%s/f.json", dir);
+	CHECK_EQ_INT(mkfifo(fifo, 0644), 0);
+	CHECK(open_fails(fifo, IMS_EFORMAT, "f.json': not a regular file (a FIFO)"));
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	rio_reader_close(r);
+}
+
 int main(void)
 {
+	alarm(300); /* a FIFO that blocks an open is a failure, not a hang */
 	ims_error e;
 	char dir[4096], manifest[4200], backup[4200], cmd[9000];
 	tmp_dir(dir, sizeof(dir), "reader");
@@ -411,5 +534,7 @@ int main(void)
 
 	tmp_dir(dir, sizeof(dir), "reader-damaged");
 	damaged_shards(dir);
+	tmp_dir(dir, sizeof(dir), "reader-changed");
+	changed_shards(dir);
 	return TEST_EXIT();
 }

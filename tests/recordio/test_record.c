@@ -85,6 +85,34 @@ int main(void)
 	CHECK_EQ_INT(rio_record_decode(val, sizeof(val), &d, 0, &e), IMS_EFORMAT);
 	CHECK(strstr(e.msg, "version 2") != NULL);
 	ims_store_le16(val + 4, 1);
+	/* Reserved bytes other than 0 are refused even with a header CRC that
+	 * covers them: they would change a shard's digest and mean nothing. */
+	CHECK_OK(rio_record_decode(val, sizeof(val), &d, 0, &e), &e);
+	ims_store_le16(val + 18, 1);
+	uint32_t hc = ims_crc32c(ims_crc32c(0, val, 44), val + 48, 12);
+	ims_store_le32(val + 44, hc);
+	CHECK_EQ_INT(rio_record_decode(val, sizeof(val), &d, 0, &e), IMS_ECORRUPT);
+	CHECK(strstr(e.msg, "reserved") != NULL);
+	ims_store_le16(val + 18, 0);
+	ims_store_le32(val + 44, ims_crc32c(ims_crc32c(0, val, 44), val + 48, 12));
+	CHECK_OK(rio_record_decode(val, sizeof(val), &d, 0, &e), &e);
+
+	/* What each pack mode's records are. */
+	rio_record k = r; /* a kept JPEG */
+	k.encoding = RIO_ENC_JPEG;
+	k.flags = RIO_FLAG_ORIGINAL;
+	CHECK_OK(rio_record_check_mode("keep", &k, &e), &e);
+	CHECK_EQ_INT(rio_record_check_mode("jpeg", &k, &e), IMS_ECORRUPT);
+	CHECK(strstr(e.msg, "a kept jpeg record in a split packed with encoding 'jpeg'") != NULL);
+	k.flags = 0;
+	CHECK_OK(rio_record_check_mode("jpeg", &k, &e), &e);
+	CHECK_EQ_INT(rio_record_check_mode("keep", &k, &e), IMS_ECORRUPT);
+	CHECK_EQ_INT(rio_record_check_mode("png", &k, &e), IMS_ECORRUPT);
+	k.encoding = RIO_ENC_RAW;
+	CHECK_OK(rio_record_check_mode("raw", &k, &e), &e);
+	k.flags = RIO_FLAG_ORIGINAL; /* CIFAR-10's own pixels, kept */
+	CHECK_OK(rio_record_check_mode("keep", &k, &e), &e);
+	CHECK_EQ_INT(rio_record_check_mode("raw", &k, &e), IMS_ECORRUPT);
 
 	/* Out-of-range fields are refused at encode time. */
 	rio_record bad = r;

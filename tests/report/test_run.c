@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <unistd.h>
 
 #include "rep_test_util.h"
 
@@ -299,11 +300,17 @@ static void test_folder_errors(void)
 	rep_test_write(dir, "plain", "x", file, sizeof(file));
 	CHECK_EQ_INT(rep_run_load(&r, file, &err), IMS_EINVAL);
 	CHECK(strstr(err.msg, "is not a folder") != NULL);
-	/* metrics.jsonl that is a folder: a read error, not a crash */
+	/* metrics.jsonl that is a folder (or a FIFO): refused as not a
+	 * regular file, not read (a FIFO would block) */
 	char sub[4400];
 	snprintf(sub, sizeof(sub), "%s/metrics.jsonl", dir);
 	mkdir(sub, 0755);
-	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_EIO);
+	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "not a regular file (a folder)") != NULL);
+	rmdir(sub);
+	CHECK_EQ_INT(mkfifo(sub, 0644), 0);
+	CHECK_EQ_INT(rep_run_load(&r, dir, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "not a regular file (a FIFO)") != NULL);
 	/* release of a zeroed run is fine */
 	memset(&r, 0, sizeof(r));
 	rep_run_release(&r);

@@ -100,6 +100,28 @@ static void test_overwrite(void)
 	free(dy);
 }
 
+/* In place (y == a or y == b), as the memory plan runs it: the
+ * out-of-place bits, past the parallel threshold. */
+static void test_in_place(void)
+{
+	const size_t n = 200003;
+	float *a = nn_test_alloc(n), *b = nn_test_alloc(n), *y = nn_test_alloc(n);
+	float *buf = nn_test_alloc(n);
+	nn_test_fill(a, n, 41, -1, 1);
+	nn_test_fill(b, n, 42, -1, 1);
+	CHECK_OK(nn_cpu_add_forward(&ctx2, n, a, b, y, &err), &err);
+	memcpy(buf, a, n * sizeof(float));
+	CHECK_OK(nn_cpu_add_forward(&ctx2, n, buf, b, buf, &err), &err);
+	CHECK(memcmp(buf, y, n * sizeof(float)) == 0);
+	memcpy(buf, b, n * sizeof(float));
+	CHECK_OK(nn_cpu_add_forward(&ctx2, n, a, buf, buf, &err), &err);
+	CHECK(memcmp(buf, y, n * sizeof(float)) == 0);
+	free(a);
+	free(b);
+	free(y);
+	free(buf);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -108,6 +130,7 @@ int main(void)
 	test_gradient();
 	test_threads();
 	test_overwrite();
+	test_in_place();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -201,6 +201,31 @@ static void test_overwrite(void)
 	free(x), free(y), free(c.mask), free(c.dy);
 }
 
+/* In place (y == x), as the memory plan runs it: the out-of-place bits
+ * and mask, for p = 0 (evaluation) and p = 0.3, past the parallel
+ * threshold. */
+static void test_in_place(void)
+{
+	const size_t n = 200003;
+	float *x = nn_test_alloc(n), *y = nn_test_alloc(n), *buf = nn_test_alloc(n);
+	uint8_t *m1 = malloc(n), *m2 = malloc(n);
+	nn_test_fill(x, n, 51, -1, 1);
+	const float ps[2] = {0.0f, 0.3f};
+	for (int k = 0; k < 2; k++) {
+		CHECK_OK(nn_cpu_dropout_forward(&ctx2, n, ps[k], 9, x, y, m1, &err), &err);
+		memcpy(buf, x, n * sizeof(float));
+		CHECK_OK(nn_cpu_dropout_forward(&ctx2, n, ps[k], 9, buf, buf, m2, &err),
+			 &err);
+		CHECK(memcmp(buf, y, n * sizeof(float)) == 0);
+		CHECK(memcmp(m1, m2, n) == 0);
+	}
+	free(x);
+	free(y);
+	free(buf);
+	free(m1);
+	free(m2);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -211,6 +236,7 @@ int main(void)
 	test_gradient();
 	test_errors();
 	test_overwrite();
+	test_in_place();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

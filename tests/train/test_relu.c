@@ -106,6 +106,36 @@ static void test_overwrite(void)
 	free(c.y), free(c.dy);
 }
 
+/* In place (y == x; dx == dy with dx_overwrite), as the memory plan runs
+ * it: the out-of-place bits, on both thread counts, past the parallel
+ * threshold. */
+static void test_in_place(void)
+{
+	const size_t n = 200003;
+	float *x = nn_test_alloc(n), *y = nn_test_alloc(n), *dy = nn_test_alloc(n);
+	float *dx = nn_test_alloc(n), *buf = nn_test_alloc(n);
+	nn_test_fill(x, n, 31, -1, 1);
+	nn_test_fill(dy, n, 32, -1, 1);
+	nn_ctx *ctxs[2] = {&ctx1, &ctx2};
+	for (int c = 0; c < 2; c++) {
+		CHECK_OK(nn_cpu_relu_forward(ctxs[c], n, x, y, &err), &err);
+		memcpy(buf, x, n * sizeof(float));
+		CHECK_OK(nn_cpu_relu_forward(ctxs[c], n, buf, buf, &err), &err);
+		CHECK(memcmp(buf, y, n * sizeof(float)) == 0);
+		ctxs[c]->dx_overwrite = 1;
+		CHECK_OK(nn_cpu_relu_backward(ctxs[c], n, y, dy, dx, &err), &err);
+		memcpy(buf, dy, n * sizeof(float));
+		CHECK_OK(nn_cpu_relu_backward(ctxs[c], n, y, buf, buf, &err), &err);
+		ctxs[c]->dx_overwrite = 0;
+		CHECK(memcmp(buf, dx, n * sizeof(float)) == 0);
+	}
+	free(x);
+	free(y);
+	free(dy);
+	free(dx);
+	free(buf);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -114,6 +144,7 @@ int main(void)
 	test_gradient();
 	test_threads();
 	test_overwrite();
+	test_in_place();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -33,6 +33,11 @@
  *    and S halves to 512; step 3 applies again.
  *  - A checkpoint saved from the GPU model and optimiser resumes into a
  *    CPU model and optimiser with the GPU's bits (to_host staging).
+ *  - The memory plan on the device: three steps of convnet7 and resnet18
+ *    with the plan (dead buffers poisoned with NaN as they die) give the
+ *    bits of the same steps with every output and gradient in its own
+ *    bytes (ctx->memory_plan, train/model_plan.c), as on the CPU
+ *    (test_model_plan).
  *
  * Without a usable GPU (or in a build without the CUDA backend) it prints
  * one line and exits 77 (skipped).
@@ -328,6 +333,52 @@ static void train_case(const char *model, double tol, int precision)
 	gpu.precision = NN_PREC_FP32;
 }
 
+/* ---- the memory plan on the device ----------------------------------------- */
+
+static void plan_case(const char *model)
+{
+	const int n = 4, size = 32, classes = 10;
+	side a, b;
+	gpu.memory_plan = NN_MEMPLAN_OFF;
+	side_open(&a, &gpu, model, n, size, classes);
+	gpu.memory_plan = NN_MEMPLAN_POISON;
+	side_open(&b, &gpu, model, n, size, classes);
+	gpu.memory_plan = NN_MEMPLAN_ON;
+	size_t np, nb;
+	nn_model_params(a.m, &np);
+	nn_model_buffers(a.m, &nb);
+	size_t per = (size_t)3 * size * size;
+	float *x = nn_test_alloc((size_t)n * per);
+	int32_t labels[4];
+	for (int step = 0; step < 3; step++) {
+		nn_test_fill(x, (size_t)n * per, 400 + (uint64_t)step, -1, 1);
+		for (int i = 0; i < n; i++)
+			labels[i] = (step * 5 + i) % classes;
+		double la = side_step(&a, x, labels, n, size, classes, step);
+		double lb = side_step(&b, x, labels, n, size, classes, step);
+		CHECK(memcmp(&la, &lb, sizeof(la)) == 0);
+	}
+	float *pa = to_host_copy(nn_model_params(a.m, NULL), np * sizeof(float));
+	float *pb = to_host_copy(nn_model_params(b.m, NULL), np * sizeof(float));
+	float *ba = to_host_copy(nn_model_buffers(a.m, NULL), nb * sizeof(float));
+	float *bb = to_host_copy(nn_model_buffers(b.m, NULL), nb * sizeof(float));
+	CHECK(memcmp(pa, pb, np * sizeof(float)) == 0);
+	CHECK(memcmp(ba, bb, nb * sizeof(float)) == 0);
+	nn_model_memory ma, mb;
+	nn_model_memory_info(a.m, &ma);
+	nn_model_memory_info(b.m, &mb);
+	printf("%s on the device: activations %zu bytes planned, %zu unplanned\n",
+	       model, mb.activation_bytes, ma.activation_bytes);
+	CHECK(mb.activation_bytes < ma.activation_bytes);
+	free(pa);
+	free(pb);
+	free(ba);
+	free(bb);
+	free(x);
+	side_close(&a);
+	side_close(&b);
+}
+
 /* ---- fp16 loss scaling ------------------------------------------------------ */
 
 /* |a - b|_2 <= tol |b|_2 */
@@ -477,6 +528,8 @@ int main(void)
 	train_case("convnet7", 2e-3, NN_PREC_FP32);
 	train_case("resnet18", 5e-3, NN_PREC_FP32);
 	train_case("convnet7", TOL_BF16, NN_PREC_BF16);
+	plan_case("convnet7");
+	plan_case("resnet18");
 	test_fp16_scaling();
 	rmdir(dir);
 	nn_ctx_release(&gpu);

@@ -60,14 +60,18 @@ int loop_open_metrics(run *r, ims_error *err)
 	char path[4096];
 	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(path), err));
 	if (r->dp.rank == 0 && !o->resume) {
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* O_NOFOLLOW: a link planted at the name is refused, never
+		 * written through */
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd >= 0)
 			close(fd);
 	}
 	FORWARD_IF_ERR(dp_barrier(r->dp.comm, err));
-	r->log.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	RETURN_IF(r->log.metrics_fd < 0, err, IMS_EIO, "cannot open '%s': %s",
-		  path, strerror(errno));
+	r->log.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+				 0644);
+	RETURN_IF(r->log.metrics_fd < 0, err, IMS_EIO, "cannot open '%s': %s", path,
+		  errno == ELOOP ? "it is a symbolic link (refused: it would be written through)"
+				 : strerror(errno));
 	return 0;
 }
 
@@ -102,6 +106,7 @@ void loop_report_start(run *r)
 		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
 		.lr_peak = nn_lr_peak(&r->lr),
 	};
+	nn_model_memory_info(r->m, &p.activations);
 	aug_loader_share(r->data.train, &p.records_per_rank, NULL, &p.dropped);
 	r->log.ev.started(r->log.ev.ctx, &p);
 }
@@ -281,6 +286,11 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	nn_model_memory mem;
+	nn_model_memory_info(r->m, &mem);
+	cJSON_AddNumberToObject(j, "activation_bytes", (double)mem.activation_bytes);
+	cJSON_AddNumberToObject(j, "activation_bytes_per_image",
+				mem.activation_bytes_per_image);
 	cJSON *opts = loop_options_json(r);
 	if (opts)
 		cJSON_AddItemToObject(j, "options", opts);

@@ -119,8 +119,11 @@ int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,
 	*epoch_step = *step = 0;
 	if (!o->checkpoint_dir)
 		return 0;
-	if (r->dp.rank == 0)
+	if (r->dp.rank == 0) {
 		FORWARD_IF_ERR(ims_mkdir_p(o->checkpoint_dir, err));
+		/* what a run killed while writing a checkpoint left */
+		ims_temp_sweep(o->checkpoint_dir, "checkpoint.safetensors", NULL);
+	}
 	FORWARD_IF_ERR(ims_path_join(r->ckpt_path, sizeof(r->ckpt_path),
 				     o->checkpoint_dir, "checkpoint.safetensors",
 				     err));

@@ -253,6 +253,10 @@ int loop_make_model(run *r, ims_error *err)
 	FORWARD_IF_ERR(nn_model_create(&r->ctx, o->model, r->data.classes, o->size,
 				       o->size, o->batch_size, o->seed, &r->m, err));
 	nn_model_freeze_bn(r->m, o->freeze_bn);
+	/* a frozen backbone's activations are not kept for a backward that
+	 * never reaches them */
+	if (o->freeze_backbone)
+		FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_TRAIN_HEAD, err));
 	if (o->init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
