@@ -22,6 +22,9 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	ctx->winograd = NN_WINO_AUTO;
 	ctx->precision = NN_PREC_FP32;
 	ctx->memory_plan = NN_MEMPLAN_ON;
+	ctx->conv_algo = NN_ALGO_BENCHMARK;
+	ctx->tf32 = 0;
+	ctx->workspace_frozen = 0;
 	return 0;
 }
 
@@ -37,10 +40,33 @@ void nn_ctx_release(nn_ctx *ctx)
 	ctx->scratch_floats = 0;
 }
 
+int nn_ctx_workspace_grow(nn_ctx *ctx, size_t have, size_t want,
+			  const char *which, ims_error *err)
+{
+	RETURN_IF(ctx->workspace_frozen && want > have, err, IMS_ELIMIT,
+		  "cannot grow the %s from %zu to %zu bytes: it was sized "
+		  "before training started, and growing it now could wait on "
+		  "a collective that never ends (a kernel asked for more than "
+		  "planned)",
+		  which, have, want);
+	return 0;
+}
+
+int nn_ctx_freeze_workspace(nn_ctx *ctx, ims_error *err)
+{
+	if (ctx->be && ctx->be->workspace_freeze)
+		FORWARD_IF_ERR(ctx->be->workspace_freeze(ctx, err));
+	ctx->workspace_frozen = 1;
+	return 0;
+}
+
 float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err)
 {
 	if (n <= ctx->scratch_floats)
 		return ctx->scratch;
+	if (nn_ctx_workspace_grow(ctx, ctx->scratch_floats * sizeof(float),
+				  n * sizeof(float), "cpu workspace", err))
+		return NULL;
 	/* Grow by half again so a sequence of slightly larger requests does
 	 * not reallocate every time. */
 	size_t want = n + n / 2;

@@ -6,6 +6,7 @@
  * device-only ones) get the CPU's meaning here: nothing to wait for, no
  * staging, no special host memory.
  */
+#include <math.h>
 #include <string.h>
 
 #include "train/nn_internal.h"
@@ -71,11 +72,27 @@ int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 				     loss_sum, dlogits, err);
 }
 
+/* The CPU's: the device kernel's loop (train/cuda/half.cu), each
+ * product rounded once. */
+static void host_unscale_check(float *g, size_t n, float inv, int *found_inf)
+{
+	int found = 0;
+	for (size_t i = 0; i < n; i++) {
+		found |= !isfinite(g[i]);
+		g[i] *= inv;
+	}
+	*found_inf = found;
+}
+
 int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 		     int *found_inf, ims_error *err)
 {
-	RETURN_IF(!ctx->be->unscale_check, err, IMS_EUNSUPPORTED,
-		  "cannot train with --precision fp16 on the %s", ctx->be->name);
+	if (!ctx->be->unscale_check) {
+		RETURN_IF(!nn_ctx_on_host(ctx), err, IMS_EUNSUPPORTED,
+			  "cannot check fp16 gradients on the %s", ctx->be->name);
+		host_unscale_check(g, n, inv, found_inf);
+		return 0;
+	}
 	return ctx->be->unscale_check(ctx, g, n, inv, found_inf, err);
 }
 

@@ -362,6 +362,12 @@ static int allocate(nn_model *m, ims_error *err)
 	m->params = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
+	if (m->precision != NN_PREC_FP32) {
+		m->params16 = dev_alloc(m, m->n_params * m->act_bytes, &fail);
+		m->logits32 = dev_alloc(m, (size_t)m->max_batch * m->classes *
+						   sizeof(float),
+					&fail);
+	}
 	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
 	if (!m->counters)
 		fail = 1;
@@ -405,6 +411,14 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 	m->in_w = in_w;
 	m->max_batch = max_batch;
 	m->ctx = ctx;
+	m->precision = ctx->precision;
+	m->act_bytes = nn_act_bytes(ctx->precision);
+	if (!m->act_bytes) {
+		free(m);
+		return ims_fail(err, IMS_EINVAL,
+				"cannot build '%s': unknown precision %d", name,
+				ctx->precision);
+	}
 	ims_error local;
 	m->build_err = err ? err : &local;
 	int rc = nn_models_build(m, name, m->build_err);
@@ -448,6 +462,8 @@ void nn_model_free(nn_model *m)
 	ctx->be->free(ctx, m->params);
 	ctx->be->free(ctx, m->grads);
 	ctx->be->free(ctx, m->buffers);
+	ctx->be->free(ctx, m->params16);
+	ctx->be->free(ctx, m->logits32);
 	free(m->counters);
 	free(m->nodes);
 	free(m->tensors);
@@ -516,6 +532,38 @@ static float *tensor_ptr(nn_model *m, float *base, int t)
 	return t < 0 ? NULL : base + m->tensors[t].offset;
 }
 
+/* Convolution and linear weights as the kernels take them: the 16-bit
+ * copy in mixed precision. */
+static const void *weight_ptr(nn_model *m, int t)
+{
+	if (t < 0)
+		return NULL;
+	if (m->precision == NN_PREC_FP32)
+		return m->params + m->tensors[t].offset;
+	return (const char *)m->params16 + m->tensors[t].offset * m->act_bytes;
+}
+
+/*
+ * Mixed precision: the forward pass's 16-bit inputs, made once per pass:
+ * the batch rounded into the plan's input buffer, and every parameter
+ * rounded into the weight copy (one pass over the contiguous block, so
+ * the optimiser's update of the fp32 master weights reaches the next
+ * forward, and no layer rounds its weights itself).
+ */
+static int half_inputs(nn_model *m, const float *x, int n, ims_error *err)
+{
+	nn_ctx *ctx = m->ctx;
+	const nn_node *first = NULL;
+	for (int i = 0; i < m->n_nodes && !first; i++)
+		if (m->nodes[i].in0 < 0)
+			first = &m->nodes[i];
+	if (first)
+		FORWARD_IF_ERR(ctx->be->act_from_f32(
+			ctx, (size_t)n * 3 * m->in_h * m->in_w, x, m->x16, err));
+	return ctx->be->act_from_f32(ctx, m->n_params, m->params, m->params16,
+				     err);
+}
+
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
 		     ims_error *err)
@@ -529,18 +577,29 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
 		  "cannot run %s: its activations could not be allocated", m->name);
 	nn_ctx *ctx = m->ctx;
+	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
+		  "cannot run %s: it was built for precision %d, its context "
+		  "now says %d",
+		  m->name, m->precision, ctx->precision);
 	const nn_backend *be = ctx->be;
+	const int half = m->precision != NN_PREC_FP32;
 	/* a failed pass leaves nothing for backward to read */
 	m->last_n = 0;
 	m->last_train = 0;
 	nn_mem_bind(m, !train ? NN_MODE_EVAL
 		       : m->mem.use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
 							 : NN_MODE_TRAIN);
+	if (half)
+		FORWARD_IF_ERR(half_inputs(m, x, n, err));
+	const void *xin = half ? m->x16 : (const void *)x;
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
-		const float *in = nd->in0 < 0 ? x : m->nodes[nd->in0].y;
+		const void *in = nd->in0 < 0 ? xin : m->nodes[nd->in0].y;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
-		float *w = tensor_ptr(m, m->params, nd->wt);
+		/* gamma for batch norm, the weights' 16-bit copy for
+		 * convolution and linear layers */
+		const void *w = nd->op == NN_OP_BN ? tensor_ptr(m, m->params, nd->wt)
+						   : weight_ptr(m, nd->wt);
 		float *b = tensor_ptr(m, m->params, nd->bt);
 		switch (nd->op) {
 		case NN_OP_CONV: {
@@ -606,7 +665,15 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	m->last_n = n;
 	m->last_train = train;
 	m->last_x = x;
-	*logits = m->nodes[m->n_nodes - 1].y;
+	const nn_node *last = &m->nodes[m->n_nodes - 1];
+	if (half) {
+		/* the loss reads float: the 16-bit logits widened */
+		FORWARD_IF_ERR(be->act_to_f32(ctx, (size_t)n * last->c, last->y,
+					      m->logits32, err));
+		*logits = m->logits32;
+	} else {
+		*logits = last->y;
+	}
 	return 0;
 }
 
@@ -642,7 +709,7 @@ static size_t grads_ready_from(const nn_model *m, int i)
  * a pass overwrites (ctx->dx_overwrite), later ones add. No-op for the
  * model input (i < 0) and when nothing is written (dx NULL).
  */
-static void begin_dx(nn_model *m, int i, const float *dx)
+static void begin_dx(nn_model *m, int i, const void *dx)
 {
 	m->ctx->dx_overwrite = 0;
 	if (!dx || (i = nn_node_owner(m, i)) < 0)
@@ -662,7 +729,12 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		  "planned for training the head alone",
 		  m->name);
 	nn_ctx *ctx = m->ctx;
+	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
+		  "cannot run %s backward: it was built for precision %d, its "
+		  "context now says %d",
+		  m->name, m->precision, ctx->precision);
 	const nn_backend *be = ctx->be;
+	const int half = m->precision != NN_PREC_FP32;
 	const int n = m->last_n;
 	/* the plan's steps: the loss gradient, then node i at 2N - i */
 	const int steps_n = m->n_nodes;
@@ -677,7 +749,12 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		FORWARD_IF_ERR(be->zero(ctx, m->grads, m->n_params * sizeof(float), err));
 	nn_node *last = &m->nodes[m->n_nodes - 1];
 	begin_dx(m, m->n_nodes - 1, last->dy);
-	int rc = be->accumulate(ctx, (size_t)n * last->c, dlogits, last->dy, err);
+	/* the first writer of the logits' gradient overwrites it; in mixed
+	 * precision the float gradient is rounded into it */
+	int rc = half ? be->act_from_f32(ctx, (size_t)n * last->c, dlogits,
+					 last->dy, err)
+		      : be->accumulate(ctx, (size_t)n * last->c, dlogits,
+				       last->dy, err);
 	ctx->dx_overwrite = 0;
 	FORWARD_IF_ERR(rc);
 	FORWARD_IF_ERR(nn_mem_poison_after(m, steps_n, err));
@@ -689,16 +766,18 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 			/* an output nothing downstream used: its gradient is 0 */
 			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
 						(size_t)n * nd->c * nd->h * nd->w *
-							sizeof(float),
+							m->act_bytes,
 						err));
 			m->nodes[nn_node_owner(m, i)].dy_set = 1;
 		}
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
-		const float *in = src ? src->y : m->last_x;
+		const void *in = src ? src->y
+			       : half ? m->x16 : (const void *)m->last_x;
 		/* no gradient for the model input, nor into a frozen backbone */
-		float *dx = src && (!head_only || src->head) ? src->dy : NULL;
+		void *dx = src && (!head_only || src->head) ? src->dy : NULL;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
-		float *w = tensor_ptr(m, m->params, nd->wt);
+		const void *w = nd->op == NN_OP_BN ? tensor_ptr(m, m->params, nd->wt)
+						   : weight_ptr(m, nd->wt);
 		float *dw = tensor_ptr(m, m->grads, nd->wt);
 		float *db = tensor_ptr(m, m->grads, nd->bt);
 		int rc = 0;
@@ -765,7 +844,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 			if (dx && dx != nd->dy)
 				rc = be->accumulate(ctx, count, nd->dy, dx, err);
 			const nn_node *src1 = &m->nodes[nd->in1];
-			float *dx1 = !head_only || src1->head ? src1->dy : NULL;
+			void *dx1 = !head_only || src1->head ? src1->dy : NULL;
 			if (!rc && dx1) {
 				begin_dx(m, nd->in1, dx1);
 				rc = be->accumulate(ctx, count, nd->dy, dx1, err);
@@ -781,4 +860,61 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 						    grads_ready_from(m, i), err));
 	}
 	return 0;
+}
+
+/* ---- plan time ------------------------------------------------------------ */
+
+int nn_model_prepare(nn_model *m, ims_error *err)
+{
+	nn_ctx *ctx = m->ctx;
+	const nn_backend *be = ctx->be;
+	if (!be->conv_prepare)
+		return 0;
+	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
+		  "cannot prepare %s: its activations could not be allocated",
+		  m->name);
+	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
+		  "cannot prepare %s: it was built for precision %d, its "
+		  "context now says %d",
+		  m->name, m->precision, ctx->precision);
+	/* the buffers of the widest pass the use runs: a convolution's
+	 * input, output and both gradients are live together there, so
+	 * they are distinct bytes the choice may overwrite */
+	const nn_plan_mode mode = m->mem.use == NN_USE_EVAL ? NN_MODE_EVAL
+				  : m->mem.use == NN_USE_TRAIN_HEAD
+					  ? NN_MODE_HEAD
+					  : NN_MODE_TRAIN;
+	m->last_n = 0;
+	m->last_train = 0;
+	nn_mem_bind(m, mode);
+	/* fp32 reads the caller's batch, which is not here yet: a stand-in */
+	void *xin = m->x16;
+	if (m->precision == NN_PREC_FP32) {
+		xin = be->alloc(ctx, (size_t)m->max_batch * 3 * m->in_h *
+					     m->in_w * sizeof(float));
+		RETURN_IF(!xin, err, IMS_ENOMEM,
+			  "cannot prepare %s for batches of %d: out of memory",
+			  m->name, m->max_batch);
+	}
+	int rc = 0;
+	for (int i = 0; i < m->n_nodes && !rc; i++) {
+		nn_node *nd = &m->nodes[i];
+		if (nd->op != NN_OP_CONV)
+			continue;
+		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
+		/* backward runs here in this mode: the plan gave it a gradient */
+		const int back = nd->dy != NULL;
+		rc = be->conv_prepare(ctx, &nd->conv, src ? src->y : xin,
+				      weight_ptr(m, nd->wt), nd->y, nd->dy,
+				      back && src ? src->dy : NULL,
+				      back ? tensor_ptr(m, m->grads, nd->wt)
+					   : NULL,
+				      err);
+	}
+	if (m->precision == NN_PREC_FP32)
+		be->free(ctx, xin);
+	FORWARD_IF_ERR(rc);
+	if (be->loss_prepare)
+		FORWARD_IF_ERR(be->loss_prepare(ctx, m->max_batch, m->classes, err));
+	return nn_ctx_freeze_workspace(ctx, err);
 }

@@ -46,8 +46,9 @@ typedef struct nn_node {
 	int in0, in1;  /* input nodes, -1 = the model input; in1 for add only */
 	int c, h, w;   /* output shape of one sample */
 	/* Bound from the plan of the pass being run (model_plan.c):
-	 * max_batch samples; flatten aliases its input's. */
-	float *y, *dy;
+	 * max_batch samples of the activation type (float, or 16-bit values
+	 * in mixed precision); flatten aliases its input's. */
+	void *y, *dy;
 	nn_conv_desc conv;
 	nn_bn_desc bn;
 	nn_pool_desc pool;
@@ -64,8 +65,18 @@ typedef struct nn_node {
 
 /* The buffers of a node the plan places: its output, the output's
  * gradient, max pooling's argmax, dropout's mask, batch norm's saved
- * mean and 1/std (c floats each). Value v = node * NN_V_KINDS + kind. */
-enum { NN_V_ACT, NN_V_GRAD, NN_V_ARGMAX, NN_V_MASK, NN_V_STATS, NN_V_KINDS };
+ * mean and 1/std (c floats each), and, in mixed precision, node 0's
+ * NN_V_INPUT: the model input rounded to 16 bits, which every node that
+ * reads the model input reads. Value v = node * NN_V_KINDS + kind. */
+enum {
+	NN_V_ACT,
+	NN_V_GRAD,
+	NN_V_ARGMAX,
+	NN_V_MASK,
+	NN_V_STATS,
+	NN_V_INPUT,
+	NN_V_KINDS
+};
 
 /* The passes a plan is made for: a training forward with the whole
  * backward, one whose backward trains the head alone, evaluation. */
@@ -123,6 +134,15 @@ struct nn_model {
 	const float *last_x;    /* its input, read again by backward */
 	int frozen_bn;          /* batch norm on running statistics in training */
 	double macs;
+	/* Mixed precision (ctx->precision at creation): activations of
+	 * act_bytes each; in 16 bits the weights' 16-bit copy (made from
+	 * params by each forward, laid out like them), the input's copy
+	 * (bound from the plan) and the logits widened for the loss. */
+	int precision;
+	size_t act_bytes;
+	void *params16;
+	void *x16;
+	float *logits32;
 	nn_grad_ready_fn grad_hook; /* nn_model_set_grad_hook */
 	void *grad_hook_ud;
 	int build_rc;      /* first builder error, 0 if none */

@@ -57,13 +57,18 @@ int nn_node_owner(const nn_model *m, int i)
 size_t nn_value_bytes(const nn_model *m, int v)
 {
 	const nn_node *nd = &m->nodes[v / NN_V_KINDS];
+	if (v % NN_V_KINDS == NN_V_INPUT)
+		return v / NN_V_KINDS == 0 && m->precision != NN_PREC_FP32
+			       ? (size_t)m->max_batch * 3 * m->in_h * m->in_w *
+					 m->act_bytes
+			       : 0;
 	if (nd->op == NN_OP_FLATTEN)
 		return 0;
 	size_t count = (size_t)m->max_batch * nd->c * nd->h * nd->w;
 	switch (v % NN_V_KINDS) {
 	case NN_V_ACT:
 	case NN_V_GRAD:
-		return count * sizeof(float);
+		return count * m->act_bytes;
 	case NN_V_ARGMAX:
 		return nd->op == NN_OP_MAXPOOL ? count * sizeof(int32_t) : 0;
 	case NN_V_MASK:
@@ -109,11 +114,16 @@ static int wants_dx(const nn_model *m, nn_plan_mode mode, int in)
 	return in >= 0 && (mode == NN_MODE_TRAIN || m->nodes[in].head);
 }
 
+/* The model input's 16-bit copy (mixed precision), written before the
+ * first forward kernel. */
+#define VAL_INPUT VAL(0, NN_V_INPUT)
+
 /* The reads and writes of one pass in mode, as model.c makes them. */
 static void walk(const nn_model *m, nn_plan_mode mode, lives *l)
 {
 	const int n = m->n_nodes;
 	const int train = mode != NN_MODE_EVAL;
+	touch(l, VAL_INPUT, step_fwd(0));
 	for (int j = 0; j < n; j++) {
 		const nn_node *nd = &m->nodes[j];
 		if (nd->op == NN_OP_FLATTEN)
@@ -121,6 +131,8 @@ static void walk(const nn_model *m, nn_plan_mode mode, lives *l)
 		const int t = step_fwd(j);
 		if (nd->in0 >= 0)
 			touch(l, VAL(nn_node_owner(m, nd->in0), NN_V_ACT), t);
+		else
+			touch(l, VAL_INPUT, t);
 		if (nd->op == NN_OP_ADD)
 			touch(l, VAL(nn_node_owner(m, nd->in1), NN_V_ACT), t);
 		touch(l, VAL(j, NN_V_ACT), t);
@@ -148,12 +160,10 @@ static void walk(const nn_model *m, nn_plan_mode mode, lives *l)
 		switch (nd->op) {
 		case NN_OP_CONV:
 		case NN_OP_LINEAR:
-			if (src >= 0)
-				touch(l, VAL(src, NN_V_ACT), t);
+			touch(l, src >= 0 ? VAL(src, NN_V_ACT) : VAL_INPUT, t);
 			break;
 		case NN_OP_BN:
-			if (src >= 0)
-				touch(l, VAL(src, NN_V_ACT), t);
+			touch(l, src >= 0 ? VAL(src, NN_V_ACT) : VAL_INPUT, t);
 			touch(l, VAL(j, NN_V_STATS), t);
 			break;
 		case NN_OP_RELU:
@@ -442,6 +452,7 @@ void nn_mem_bind(nn_model *m, nn_plan_mode mode)
 		nd->save_mean = value_ptr(m, p, VAL(j, NN_V_STATS));
 		nd->save_invstd = nd->save_mean ? nd->save_mean + nd->c : NULL;
 	}
+	m->x16 = m->n_nodes ? value_ptr(m, p, VAL_INPUT) : NULL;
 }
 
 int nn_mem_poison_after(nn_model *m, int step, ims_error *err)
@@ -490,4 +501,9 @@ void nn_model_memory_info(const nn_model *m, nn_model_memory *out)
 	out->head_bytes = m->mem.plans[NN_MODE_HEAD].bytes;
 	out->eval_bytes = m->mem.plans[NN_MODE_EVAL].bytes;
 	out->unplanned_bytes = m->mem.unplanned_bytes;
+	out->precision = m->precision;
+	if (m->precision != NN_PREC_FP32)
+		out->weight_copy_bytes = m->n_params * m->act_bytes +
+					 (size_t)m->max_batch * m->classes *
+						 sizeof(float);
 }

@@ -59,12 +59,18 @@ typedef struct nn_ctx {
 	 * (none: im2col + GEMM) or NN_WINO_ALL (every one it can compute,
 	 * so that tests reach it with small shapes). */
 	int winograd;
-	/* What convolutions and linear layers compute in: NN_PREC_FP32 (0,
-	 * the default), or NN_PREC_BF16 / NN_PREC_FP16 (mixed precision:
-	 * their inputs and weights rounded to 16 bits, products summed in
-	 * fp32, results stored fp32; everything else stays fp32). Only the
-	 * cuda backend reads it: the CPU computes in fp32 whatever it says,
-	 * and the trainer refuses 16-bit precisions there. */
+	/* How models made on this context store their activations, read by
+	 * nn_model_create (a model keeps it; the context must not change it
+	 * while the model lives): NN_PREC_FP32 (0, the default), or
+	 * NN_PREC_BF16 / NN_PREC_FP16, mixed precision on either backend:
+	 * every layer output and output gradient stored in 16 bits (half
+	 * the activation memory), convolutions and linear layers computed
+	 * from a 16-bit copy of the weights made once per forward pass,
+	 * every sum and GEMM accumulated in fp32, batch-norm statistics,
+	 * parameters (the master weights), their gradients and the
+	 * optimiser in fp32. The rounding points are listed in
+	 * docs/TRAINING.md ("Mixed precision"); the CPU's graph is the
+	 * reference the device's is tested against. */
 	int precision;
 	/* How models made on this context place their activations, read by
 	 * nn_model_create: NN_MEMPLAN_ON (0, the default: the memory plan,
@@ -74,11 +80,31 @@ typedef struct nn_ctx {
 	 * tested against) or NN_MEMPLAN_POISON (the plan, and each buffer
 	 * filled with NaN bytes once its last reader has run: tests). */
 	int memory_plan;
+	/* How a device picks convolution algorithms, per shape, once
+	 * (train/conv_algo.h): NN_ALGO_BENCHMARK (0, the default: each
+	 * candidate cuDNN offers timed on the layer's own buffers, the
+	 * fastest kept, as torch.backends.cudnn.benchmark), NN_ALGO_HEURISTIC
+	 * (cuDNN's ranking, nothing timed) or NN_ALGO_DETERMINISTIC (the
+	 * ranking's deterministic algorithms only: the same bits every run,
+	 * what parity tests use). A candidate that fails or needs more
+	 * workspace than there is falls back to the next. The CPU ignores
+	 * it. */
+	int conv_algo;
+	/* fp32 on a device: 1 lets convolutions and GEMMs round their inputs
+	 * to TF32 on tensor cores (Ampere and later; PyTorch's cuDNN
+	 * default), 0 keeps fp32 products (parity tests). nn_ctx_init_cuda
+	 * sets 1 on compute capability 8.0 and later, 0 before; callers may
+	 * change it before making a model. The CPU ignores it. */
+	int tf32;
+	/* 1 once nn_ctx_freeze_workspace ran: the workspace never grows
+	 * again (the library's own) */
+	int workspace_frozen;
 } nn_ctx;
 
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 enum { NN_MEMPLAN_ON = 0, NN_MEMPLAN_OFF = 1, NN_MEMPLAN_POISON = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
+enum { NN_ALGO_BENCHMARK = 0, NN_ALGO_HEURISTIC = 1, NN_ALGO_DETERMINISTIC = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default).
  * Errors: IMS_EINVAL (no ctx, threads negative). */
@@ -100,9 +126,22 @@ void nn_ctx_release(nn_ctx *ctx);
 /*
  * Returns a workspace of at least n floats (64-byte aligned), owned by ctx
  * and valid until the next call or nn_ctx_release; NULL with err set when
- * memory runs out. Contents are undefined.
+ * memory runs out, or when it would have to grow after
+ * nn_ctx_freeze_workspace (IMS_ELIMIT). Contents are undefined.
  */
 float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err);
+/*
+ * From now on the context's workspaces (the CPU's scratch and its 16-bit
+ * copies, a device's workspace) keep their size: a kernel that would
+ * need more fails with IMS_ELIMIT and a message naming the request,
+ * instead of reallocating. On a device a reallocation frees memory, and
+ * cudaFree waits for every queued kernel, NCCL's included: a rank whose
+ * peer died would wait there where no collective timeout can fire, so a
+ * training run sizes everything first (nn_model_prepare) and then
+ * freezes. A device context allocates here what nn_model_prepare
+ * reserved (one cudaMalloc). Errors: the device's (IMS_ENOMEM).
+ */
+int nn_ctx_freeze_workspace(nn_ctx *ctx, ims_error *err);
 
 /* The backend's name: "cpu" or "cuda". */
 const char *nn_ctx_device(const nn_ctx *ctx);
@@ -258,6 +297,19 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
 void nn_model_freeze_bn(nn_model *m, int on);
 /* Multiply-accumulate count of one forward pass of one sample (x2 = FLOPs). */
 double nn_model_macs(const nn_model *m);
+/*
+ * Plan time, before the first training step: on a device, chooses every
+ * convolution's algorithms for batches of max_batch in every direction
+ * the model's use runs (timing them on the model's own buffers with
+ * NN_ALGO_BENCHMARK, which overwrites the activations and gradients:
+ * nothing a pass left survives), reserves the workspace they and the
+ * loss need, and freezes the context's workspace
+ * (nn_ctx_freeze_workspace). Later shapes (a short last batch) choose
+ * among the algorithms that fit what is there. Does nothing on the CPU.
+ * Errors: the device's; IMS_EUNSUPPORTED when a convolution has no
+ * algorithm.
+ */
+int nn_model_prepare(nn_model *m, ims_error *err);
 
 /* ---- activation memory (model_plan.c) ---------------------------------- */
 /*
@@ -305,6 +357,10 @@ typedef struct nn_model_memory {
 	size_t eval_bytes;        /* ... and of evaluation */
 	size_t unplanned_bytes;   /* every output and gradient its own bytes
 				     (no plan), for comparison */
+	int precision;            /* NN_PREC_*: activations of 4 or 2 bytes */
+	size_t weight_copy_bytes; /* mixed precision: the weights' 16-bit
+				     copy and the widened logits, besides
+				     the arena (0 in fp32) */
 } nn_model_memory;
 
 /* Fills *out for m. */
@@ -341,8 +397,8 @@ int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
  * fp16 loss scaling's gradient check (train/loss_scale.h): sets
  * *found_inf to 1 when any of g[0..n) (device memory) is Inf or NaN, else
  * 0, and multiplies every g[i] by inv (the 1/S that unscales them), in
- * one pass on the device; waits to read the flag. IMS_EUNSUPPORTED on a
- * backend without it (the CPU: fp16 is a device precision).
+ * one pass (on a device: one kernel, and the call waits to read the
+ * flag; on the CPU a loop over host memory).
  */
 int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 		     int *found_inf, ims_error *err);

@@ -6,7 +6,9 @@
  *
  * Conventions, the same for every layer:
  *   - Activations are float, NCHW, contiguous. Dense activations are
- *     [N, F] (an NCHW tensor with H = W = 1 reads the same).
+ *     [N, F] (an NCHW tensor with H = W = 1 reads the same). Through the
+ *     backend table they may be 16-bit instead (mixed precision, below);
+ *     the nn_cpu_* kernels of each layer are the fp32 reference.
  *   - Weights use PyTorch's layouts so torchvision state_dict tensors load
  *     unchanged: conv [C_out, C_in/groups, KH, KW], linear [out, in].
  *   - Backward ACCUMULATES into dx (dx += ...), because in a residual graph
@@ -256,63 +258,184 @@ typedef struct nn_adam_scalars {
 	float decay_mul;   /* AdamW: 1 - lr wd */
 } nn_adam_scalars;
 
+/* ---- mixed precision on the CPU (layers/mixed.c) ------------------------ */
+
+/*
+ * The CPU backend's table entries (nn_backend_cpu): with ctx->precision
+ * NN_PREC_FP32 each is the fp32 kernel above; with NN_PREC_BF16 or
+ * NN_PREC_FP16 activations and convolution/linear weights are 16-bit
+ * values (uint16_t) and the entries compute the mixed-precision graph
+ * the device computes (see "Mixed precision" at the backend table).
+ * Their arguments are the table's.
+ */
+int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			   const void *w, const float *b, void *y,
+			   ims_error *err);
+int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			    const void *w, const void *dy, void *dx, float *dw,
+			    float *db, ims_error *err);
+int nn_cpu_mp_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
+			     const void *x, const void *w, const float *b,
+			     void *y, ims_error *err);
+int nn_cpu_mp_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
+			      const void *x, const void *w, const void *dy,
+			      void *dx, float *dw, float *db, ims_error *err);
+int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
+			       const void *x, const float *gamma,
+			       const float *beta, float *running_mean,
+			       float *running_var, float *save_mean,
+			       float *save_invstd, void *y, ims_error *err);
+int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
+			      const float *gamma, const float *beta,
+			      const float *running_mean,
+			      const float *running_var, void *y,
+			      ims_error *err);
+int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
+			  const float *gamma, const float *save_mean,
+			  const float *save_invstd, const void *dy, void *dx,
+			  float *dgamma, float *dbeta, ims_error *err);
+int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
+				 const void *x, const float *gamma,
+				 const float *running_mean,
+				 const float *running_var, const void *dy,
+				 void *dx, float *dgamma, float *dbeta,
+				 ims_error *err);
+int nn_cpu_mp_relu_forward(nn_ctx *ctx, size_t count, const void *x, void *y,
+			   ims_error *err);
+int nn_cpu_mp_relu_backward(nn_ctx *ctx, size_t count, const void *y,
+			    const void *dy, void *dx, ims_error *err);
+int nn_cpu_mp_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+			      const void *x, void *y, int32_t *argmax,
+			      ims_error *err);
+int nn_cpu_mp_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			       const int32_t *argmax, const void *dy, void *dx,
+			       ims_error *err);
+int nn_cpu_mp_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+			      const void *x, void *y, ims_error *err);
+int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+			       const void *dy, void *dx, ims_error *err);
+int nn_cpu_mp_dropout_forward(nn_ctx *ctx, size_t count, float p,
+			      uint64_t seed, const void *x, void *y,
+			      uint8_t *mask, ims_error *err);
+int nn_cpu_mp_dropout_backward(nn_ctx *ctx, size_t count, float p,
+			       const uint8_t *mask, const void *dy, void *dx,
+			       ims_error *err);
+int nn_cpu_mp_add_forward(nn_ctx *ctx, size_t count, const void *a,
+			  const void *b, void *y, ims_error *err);
+int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
+			 ims_error *err);
+int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
+		       ims_error *err);
+int nn_cpu_mp_to_f32(nn_ctx *ctx, size_t count, const void *src, float *dst,
+		     ims_error *err);
+/* Frees the CPU backend's state (the fp32 workspace of the 16-bit
+ * entries); the table's release. */
+void nn_cpu_release(nn_ctx *ctx);
+
+/*
+ * The rule of nn_ctx_freeze_workspace, for every workspace of a context:
+ * 0 when a workspace of `have` bytes may grow to `want`; once frozen,
+ * IMS_ELIMIT with a message naming `which` and both sizes.
+ */
+int nn_ctx_workspace_grow(nn_ctx *ctx, size_t have, size_t want,
+			  const char *which, ims_error *err);
+
+/* Bytes of one activation value in precision p (NN_PREC_*): 4 or 2; 0
+ * for an unknown precision. */
+static inline size_t nn_act_bytes(int p)
+{
+	return p == NN_PREC_FP32 ? 4 : p == NN_PREC_BF16 || p == NN_PREC_FP16 ? 2 : 0;
+}
+
 /* ---- backend table ----------------------------------------------------- */
 
 /*
  * The kernels of one device. Model code calls these and nothing else, so a
  * CUDA backend slots in by filling the same table with device kernels;
  * pointers then address device memory.
+ *
+ * Mixed precision (ctx->precision NN_PREC_BF16 or NN_PREC_FP16): every
+ * activation argument (x, y, a, b of add, dx, dy) and the weights w of
+ * convolution and linear layers hold 16-bit values of that type; biases,
+ * batch-norm parameters and statistics, and every parameter gradient
+ * (dw, db, dgamma, dbeta) stay float. Each kernel reads 16-bit values
+ * (exact in fp32), computes in fp32 (every sum, GEMM and batch-norm
+ * statistic accumulated in fp32 or wider), and rounds to nearest even
+ * once where it stores a 16-bit result; a gradient added into dx is
+ * rounded once after the addition. Two places round twice, as the device
+ * does: a convolution or linear layer with a bias rounds its product to
+ * 16 bits, adds the bias in fp32 and rounds again; the weight gradient dw
+ * of a convolution or linear layer is rounded to 16 bits (the 16-bit
+ * weight's gradient) before it is stored as float. With NN_PREC_FP32
+ * every such pointer is float and nothing is rounded.
  */
 struct nn_backend {
 	const char *name; /* "cpu", "cuda" */
-	int (*conv_forward)(nn_ctx *, const nn_conv_desc *, const float *,
-			    const float *, const float *, float *, ims_error *);
-	int (*conv_backward)(nn_ctx *, const nn_conv_desc *, const float *,
-			     const float *, const float *, float *, float *,
-			     float *, ims_error *);
-	int (*linear_forward)(nn_ctx *, const nn_linear_desc *, const float *,
-			      const float *, const float *, float *,
-			      ims_error *);
-	int (*linear_backward)(nn_ctx *, const nn_linear_desc *, const float *,
-			       const float *, const float *, float *, float *,
-			       float *, ims_error *);
-	int (*bn_forward_train)(nn_ctx *, const nn_bn_desc *, const float *,
-				const float *, const float *, float *, float *,
-				float *, float *, float *, ims_error *);
-	int (*bn_forward_eval)(nn_ctx *, const nn_bn_desc *, const float *,
-			       const float *, const float *, const float *,
-			       const float *, float *, ims_error *);
-	int (*bn_backward)(nn_ctx *, const nn_bn_desc *, const float *,
-			   const float *, const float *, const float *,
-			   const float *, float *, float *, float *,
-			   ims_error *);
-	int (*bn_backward_frozen)(nn_ctx *, const nn_bn_desc *, const float *,
-				  const float *, const float *, const float *,
-				  const float *, float *, float *, float *,
-				  ims_error *);
-	int (*relu_forward)(nn_ctx *, size_t, const float *, float *,
+	int (*conv_forward)(nn_ctx *, const nn_conv_desc *, const void *x,
+			    const void *w, const float *b, void *y,
 			    ims_error *);
-	int (*relu_backward)(nn_ctx *, size_t, const float *, const float *,
-			     float *, ims_error *);
-	int (*maxpool_forward)(nn_ctx *, const nn_pool_desc *, const float *,
-			       float *, int32_t *, ims_error *);
-	int (*maxpool_backward)(nn_ctx *, const nn_pool_desc *,
-				const int32_t *, const float *, float *,
+	int (*conv_backward)(nn_ctx *, const nn_conv_desc *, const void *x,
+			     const void *w, const void *dy, void *dx,
+			     float *dw, float *db, ims_error *);
+	int (*linear_forward)(nn_ctx *, const nn_linear_desc *, const void *x,
+			      const void *w, const float *b, void *y,
+			      ims_error *);
+	int (*linear_backward)(nn_ctx *, const nn_linear_desc *,
+			       const void *x, const void *w, const void *dy,
+			       void *dx, float *dw, float *db, ims_error *);
+	int (*bn_forward_train)(nn_ctx *, const nn_bn_desc *, const void *x,
+				const float *gamma, const float *beta,
+				float *running_mean, float *running_var,
+				float *save_mean, float *save_invstd, void *y,
 				ims_error *);
-	int (*avgpool_forward)(nn_ctx *, const nn_pool_desc *, const float *,
-			       float *, ims_error *);
-	int (*avgpool_backward)(nn_ctx *, const nn_pool_desc *, const float *,
-				float *, ims_error *);
-	int (*dropout_forward)(nn_ctx *, size_t, float, uint64_t, const float *,
-			       float *, uint8_t *, ims_error *);
-	int (*dropout_backward)(nn_ctx *, size_t, float, const uint8_t *,
-				const float *, float *, ims_error *);
-	int (*add_forward)(nn_ctx *, size_t, const float *, const float *,
-			   float *, ims_error *);
-	int (*accumulate)(nn_ctx *, size_t, const float *, float *,
+	int (*bn_forward_eval)(nn_ctx *, const nn_bn_desc *, const void *x,
+			       const float *gamma, const float *beta,
+			       const float *running_mean,
+			       const float *running_var, void *y, ims_error *);
+	int (*bn_backward)(nn_ctx *, const nn_bn_desc *, const void *x,
+			   const float *gamma, const float *save_mean,
+			   const float *save_invstd, const void *dy, void *dx,
+			   float *dgamma, float *dbeta, ims_error *);
+	int (*bn_backward_frozen)(nn_ctx *, const nn_bn_desc *, const void *x,
+				  const float *gamma, const float *running_mean,
+				  const float *running_var, const void *dy,
+				  void *dx, float *dgamma, float *dbeta,
+				  ims_error *);
+	int (*relu_forward)(nn_ctx *, size_t, const void *x, void *y,
+			    ims_error *);
+	int (*relu_backward)(nn_ctx *, size_t, const void *y, const void *dy,
+			     void *dx, ims_error *);
+	int (*maxpool_forward)(nn_ctx *, const nn_pool_desc *, const void *x,
+			       void *y, int32_t *argmax, ims_error *);
+	int (*maxpool_backward)(nn_ctx *, const nn_pool_desc *,
+				const int32_t *argmax, const void *dy,
+				void *dx, ims_error *);
+	int (*avgpool_forward)(nn_ctx *, const nn_pool_desc *, const void *x,
+			       void *y, ims_error *);
+	int (*avgpool_backward)(nn_ctx *, const nn_pool_desc *,
+				const void *dy, void *dx, ims_error *);
+	int (*dropout_forward)(nn_ctx *, size_t, float, uint64_t,
+			       const void *x, void *y, uint8_t *mask,
+			       ims_error *);
+	int (*dropout_backward)(nn_ctx *, size_t, float, const uint8_t *mask,
+				const void *dy, void *dx, ims_error *);
+	int (*add_forward)(nn_ctx *, size_t, const void *a, const void *b,
+			   void *y, ims_error *);
+	/* dx += dy, or dx = dy with ctx->dx_overwrite; both activations */
+	int (*accumulate)(nn_ctx *, size_t, const void *dy, void *dx,
 			  ims_error *);
+	/* Logits and their gradient are float whatever the precision: the
+	 * model widens its last output before the loss. */
 	int (*softmax_xent)(nn_ctx *, int, int, const float *, const int32_t *,
 			    float, float, double *, float *, ims_error *);
+	/* Between float and the activation type: dst = src rounded to it
+	 * (from_f32) or widened from it (to_f32), count values; a copy in
+	 * fp32. The model's 16-bit input, weight copy, logits and loss
+	 * gradient go through these. */
+	int (*act_from_f32)(nn_ctx *, size_t count, const float *src,
+			    void *dst, ims_error *);
+	int (*act_to_f32)(nn_ctx *, size_t count, const void *src, float *dst,
+			  ims_error *);
 	/* Device memory: zeroed allocation (NULL when out of memory), free
 	 * (NULL accepted), set to zero, and copies in and out of host memory. */
 	void *(*alloc)(nn_ctx *, size_t bytes);
@@ -325,6 +448,24 @@ struct nn_backend {
 	/* Frees ctx->dev (streams, handles, workspace); NULL when the
 	 * backend keeps no state. Called by nn_ctx_release. */
 	void (*release)(nn_ctx *);
+
+	/* ---- plan time (nn_model_prepare): NULL on the CPU ---- */
+
+	/* Chooses the algorithms of convolution d (ctx->conv_algo,
+	 * ctx->precision, ctx->tf32) for forward, and for backward data
+	 * (when dx is not NULL) and filter, and reserves their workspace. x,
+	 * w, y, dy, dx, dw are buffers of the layer's shapes that the
+	 * choice may read and overwrite (benchmarking times candidates on
+	 * them). */
+	int (*conv_prepare)(nn_ctx *, const nn_conv_desc *, const void *x,
+			    const void *w, void *y, void *dy, void *dx,
+			    float *dw, ims_error *);
+	/* Reserves the workspace of the loss of up to n samples of k
+	 * classes, and of fp16's gradient check. */
+	int (*loss_prepare)(nn_ctx *, int n, int k, ims_error *);
+	/* Allocates the workspace reserved so far (nn_ctx_freeze_workspace
+	 * then refuses growth). */
+	int (*workspace_freeze)(nn_ctx *, ims_error *);
 
 	/* ---- device-only entries: NULL on the CPU backend, whose callers
 	 * then run their host code (train/optim.c's OpenMP loops; batches

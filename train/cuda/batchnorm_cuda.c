@@ -12,6 +12,12 @@
  * the statistics in fp32, the CPU in double with a centring correction:
  * they agree to about 1e-6 relative unless |mean| >> std.
  *
+ * Mixed precision: x, y, dx and dy are of the 16-bit activation type
+ * (the tensor descriptor says so); the parameters, the running and saved
+ * statistics and dgamma/dbeta stay fp32 (cudnnDeriveBNTensorDescriptor
+ * makes their descriptor fp32), and cuDNN computes the statistics in
+ * fp32.
+ *
  * Blending: the forwards overwrite y; the backward adds into dx (data
  * beta 1) or overwrites it with ctx->dx_overwrite (beta 0, dx not read),
  * and overwrites dgamma and dbeta (parameter beta 0). cuDNN always writes
@@ -21,23 +27,29 @@
 #include "train/cuda/cuda_kernels.h"
 
 /* x_desc: the activation; bn_desc: its 1xCx1x1 parameter shape. */
-static int set_descs(nn_cuda_dev *dev, const nn_bn_desc *d, ims_error *err)
+static int set_descs(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
 {
 	static const char what[] = "describe a batch norm to cuDNN";
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, "batch-normalise", err));
+	const cudnnDataType_t t = ctx->precision == NN_PREC_BF16
+					  ? CUDNN_DATA_BFLOAT16
+				  : ctx->precision == NN_PREC_FP16
+					  ? CUDNN_DATA_HALF
+					  : CUDNN_DATA_FLOAT;
 	CUDNN_CHECK(err, what,
 		    cudnnSetTensor4dDescriptor(dev->x_desc, CUDNN_TENSOR_NCHW,
-					       CUDNN_DATA_FLOAT, d->n, d->c,
-					       d->h, d->w));
+					       t, d->n, d->c, d->h, d->w));
 	CUDNN_CHECK(err, what,
 		    cudnnDeriveBNTensorDescriptor(dev->bn_desc, dev->x_desc,
 						  CUDNN_BATCHNORM_SPATIAL));
 	return 0;
 }
 
-int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			     const float *gamma, const float *beta,
 			     float *running_mean, float *running_var,
-			     float *save_mean, float *save_invstd, float *y,
+			     float *save_mean, float *save_invstd, void *y,
 			     ims_error *err)
 {
 	static const char what[] = "batch-normalise (training)";
@@ -52,7 +64,7 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		  what, d->n, d->h, d->w);
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	const float one = 1.0f, zero = 0.0f;
-	FORWARD_IF_ERR(set_descs(dev, d, err));
+	FORWARD_IF_ERR(set_descs(ctx, d, err));
 	CUDNN_CHECK(err, "batch-normalise (training) on cuda",
 		    cudnnBatchNormalizationForwardTraining(
 			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
@@ -63,16 +75,16 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	return 0;
 }
 
-int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			    const float *gamma, const float *beta,
 			    const float *running_mean,
-			    const float *running_var, float *y, ims_error *err)
+			    const float *running_var, void *y, ims_error *err)
 {
 	static const char what[] = "batch-normalise (evaluation)";
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	const float one = 1.0f, zero = 0.0f;
-	FORWARD_IF_ERR(set_descs(dev, d, err));
+	FORWARD_IF_ERR(set_descs(ctx, d, err));
 	CUDNN_CHECK(err, "batch-normalise (evaluation) on cuda",
 		    cudnnBatchNormalizationForwardInference(
 			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
@@ -81,9 +93,9 @@ int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	return 0;
 }
 
-int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			const float *gamma, const float *save_mean,
-			const float *save_invstd, const float *dy, float *dx,
+			const float *save_invstd, const void *dy, void *dx,
 			float *dgamma, float *dbeta, ims_error *err)
 {
 	static const char what[] = "backpropagate batch-norm";
@@ -93,7 +105,8 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	/* stand-ins for the outputs the caller does not want */
 	const size_t count = (size_t)d->n * d->c * d->h * d->w;
-	const size_t dx_bytes = dx ? 0 : nn_cuda_round256(count * sizeof(float));
+	const size_t dx_bytes =
+		dx ? 0 : nn_cuda_round256(count * nn_act_bytes(ctx->precision));
 	const size_t c_bytes = nn_cuda_round256((size_t)d->c * sizeof(float));
 	const size_t need = dx_bytes + (dgamma ? 0 : c_bytes) +
 			    (dbeta ? 0 : c_bytes);
@@ -102,7 +115,7 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		if (!ws)
 			return ims_fail_context(err, "cannot %s", what);
 		if (!dx)
-			dx = (float *)ws;
+			dx = ws;
 		ws += dx_bytes;
 		if (!dgamma) {
 			dgamma = (float *)ws;
@@ -114,7 +127,7 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 	const float one = 1.0f, zero = 0.0f;
 	/* a stand-in dx is never read: beta 0 */
 	const float *data_beta = dx_bytes || ctx->dx_overwrite ? &zero : &one;
-	FORWARD_IF_ERR(set_descs(dev, d, err));
+	FORWARD_IF_ERR(set_descs(ctx, d, err));
 	CUDNN_CHECK(err, "backpropagate batch-norm on cuda",
 		    cudnnBatchNormalizationBackward(
 			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one,
@@ -126,19 +139,20 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 }
 
 int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
-			       const float *x, const float *gamma,
+			       const void *x, const float *gamma,
 			       const float *running_mean,
-			       const float *running_var, const float *dy,
-			       float *dx, float *dgamma, float *dbeta,
+			       const float *running_var, const void *dy,
+			       void *dx, float *dgamma, float *dbeta,
 			       ims_error *err)
 {
 	static const char what[] = "backpropagate frozen batch-norm";
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
 	if (!dx && !dgamma && !dbeta)
 		return 0;
 	CUDA_CHECK(err, "backpropagate frozen batch-norm on cuda",
 		   nn_cuda_k_bn_frozen_backward(
-			   nn_cuda_dev_of(ctx)->stream, d, x, gamma,
+			   nn_cuda_dev_of(ctx)->stream, ctx->precision, d, x, gamma,
 			   running_mean, running_var, dy, dx, dgamma, dbeta,
 			   ctx->dx_overwrite));
 	return 0;

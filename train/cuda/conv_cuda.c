@@ -1,38 +1,44 @@
 /*
- * conv_cuda.c - 2-D convolution on the device through cuDNN (fp32, NCHW,
+ * conv_cuda.c - 2-D convolution on the device through cuDNN (NCHW,
  * PyTorch's Conv2d: cross-correlation, groups, dilation), and the bias
  * gradient by an own reduction (reduce.cu).
  *
- * Algorithms: for each shape (the whole descriptor, batch size included)
- * cuDNN's heuristics (cudnnGet*Algorithm_v7, which runs nothing on the
- * device) rank its algorithms once; we take the best one that is
- * deterministic (the interface promises the same bits for the same
- * inputs) and needs at most NN_CUDA_WS_MAX of workspace, preferring
- * those it ranks as plain fp32 (CUDNN_FMA_MATH). Every call runs with
- * CUDNN_FMA_MATH set on the descriptor whatever the ranking said (as
- * PyTorch does with TF32 off), so no algorithm rounds inputs to TF32 on
- * Ampere and later; one that cannot run that way fails with cuDNN's
- * message. The choice and its workspace size (asked with FMA math set)
- * are cached in the context; the workspace itself is the context's,
- * grown to the largest need seen.
+ * Tensors are of the context's activation type: fp32, or bf16/fp16 in
+ * mixed precision, where x, w and y (dx, dw, dy) are 16-bit descriptors
+ * and the convolution computes in fp32 (the documented PSEUDO_HALF_CONFIG
+ * and PSEUDO_BFLOAT16_CONFIG: fp32 accumulation). The model hands the
+ * weights' 16-bit copy it makes once per forward; nothing is converted
+ * here except the weight gradient, which cuDNN writes in the filter's
+ * type into the workspace and which is widened into the fp32 gradient.
  *
- * Blending: forward writes y (beta 0), then adds the bias (cudnnAddTensor);
+ * Algorithms (ctx->conv_algo, train/conv_algo.h): per shape (the whole
+ * descriptor, batch size included), precision, TF32 setting and mode,
+ * each direction keeps a ranked list of candidates: timed on the layer's
+ * own buffers by cudnnFind*AlgorithmEx (benchmark; once per shape, as
+ * torch.backends.cudnn.benchmark), or cuDNN's heuristic ranking
+ * (cudnnGet*Algorithm_v7; the deterministic mode keeps its deterministic
+ * entries). A call runs the cached choice, or falls back down the list
+ * when a candidate returns NOT_SUPPORTED or EXECUTION_FAILED or its
+ * workspace cannot be had; the one that ran is cached. Math: fp32 without
+ * TF32 runs every candidate with CUDNN_FMA_MATH (plain fp32 products, as
+ * PyTorch with TF32 off); fp32 with TF32 and the 16-bit types run each
+ * with the math type it was ranked with (tensor cores). No candidate
+ * ranked with TENSOR_OP_MATH_ALLOW_CONVERSION is used: it would round
+ * fp32 data to fp16.
+ *
+ * Plan time (nn_cuda_conv_prepare, from nn_model_prepare) ranks every
+ * layer's shape at the model's batch size, with the workspace free to
+ * grow (benchmarking gets up to NN_CUDA_WS_MAX), and reserves what the
+ * chosen candidates need; the workspace is then frozen, and a shape first
+ * seen later (a short last batch) ranks within what is allocated. Its
+ * backward-data candidates are then ranked by the heuristic, since
+ * timing them would overwrite a dx that may hold gradients.
+ *
+ * Blending: forward writes y (beta 0), then adds the bias (fp32:
+ * cudnnAddTensor; 16 bits: an own kernel that rounds y + b once more);
  * backward-data adds into dx (beta 1) or overwrites it with
  * ctx->dx_overwrite (beta 0: cuDNN then does not read dx, so NaN there
  * does no harm); backward-filter overwrites dw.
- *
- * Mixed precision (ctx->precision bf16 or fp16): cuDNN's convolutions
- * take x, w and y (dx, dw, dy) of one type, so x, w and dy are rounded
- * into 16-bit copies in the workspace (half.cu), cuDNN runs on those with
- * the convolution descriptor's compute type CUDNN_DATA_FLOAT (the
- * documented PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG: fp32
- * accumulation) into a 16-bit result, and that is widened into the fp32
- * tensor: y and dw overwritten, dx added to or overwritten as above. The
- * bias and its gradient stay fp32. Algorithms are chosen per precision
- * (the cache key holds it) with the descriptor's math type set to
- * CUDNN_TENSOR_OP_MATH, preferring those cuDNN ranks as tensor-op math,
- * still deterministic only; each then runs with the math type it was
- * ranked with, as PyTorch does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +46,16 @@
 #include "train/cuda/cuda_internal.h"
 #include "train/cuda/cuda_kernels.h"
 
-/* More than any cuDNN 9 reports for one direction (8, 6, 7). */
-#define ALGO_SLOTS 16
+enum { DIR_FWD, DIR_DATA, DIR_FILTER };
+
+static const char *const dir_name[NN_ALGO_DIRS] = {"forward", "backward-data",
+						   "backward-filter"};
+
+/* The cache key: everything that changes the ranking. */
+typedef struct conv_key {
+	nn_conv_desc d;
+	int precision, tf32, mode;
+} conv_key;
 
 /* cuDNN's type for the tensors of a convolution in `precision` */
 static cudnnDataType_t data_type(int precision)
@@ -51,15 +65,23 @@ static cudnnDataType_t data_type(int precision)
 					   : CUDNN_DATA_FLOAT;
 }
 
-static const char *precision_name(int precision)
+/* The math type candidates are ranked with. */
+static cudnnMathType_t rank_math(const nn_ctx *ctx)
 {
-	return precision == NN_PREC_BF16   ? "bf16"
-	       : precision == NN_PREC_FP16 ? "fp16"
-					   : "fp32";
+	if (ctx->precision != NN_PREC_FP32)
+		return CUDNN_TENSOR_OP_MATH;
+	return ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-/* x, y and w described with `precision`'s type; the convolution computes
- * in fp32 whatever the tensors are */
+/* The math type a ranked candidate runs with. */
+static cudnnMathType_t run_math(const nn_ctx *ctx, cudnnMathType_t ranked)
+{
+	return ctx->precision == NN_PREC_FP32 && !ctx->tf32 ? CUDNN_FMA_MATH
+							    : ranked;
+}
+
+/* x, y and w described with the activation type; the convolution
+ * computes in fp32 whatever the tensors are */
 static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 		     ims_error *err)
 {
@@ -85,11 +107,6 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 			    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
 	CUDNN_CHECK(err, what,
 		    cudnnSetConvolutionGroupCount(dev->conv_desc, d->groups));
-	CUDNN_CHECK(err, what,
-		    cudnnSetConvolutionMathType(dev->conv_desc,
-						precision == NN_PREC_FP32
-							? CUDNN_FMA_MATH
-							: CUDNN_TENSOR_OP_MATH));
 	int n, c, h, w;
 	CUDNN_CHECK(err, what,
 		    cudnnGetConvolution2dForwardOutputDim(dev->conv_desc,
@@ -104,48 +121,6 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 	return 0;
 }
 
-/*
- * The index of the first usable entry of perf[0..count): status success,
- * deterministic, workspace within bounds; on the first pass ranked with
- * math type `first` (FMA in fp32, tensor-op math in 16 bits), on the
- * second any math but ALLOW_CONVERSION (a conversion of fp32 data to 16
- * bits in fp32, and 16-bit data needs none); -1 when none.
- */
-#define PICK_ALGO(perf, count, first, pick)                                    \
-	do {                                                                   \
-		(pick) = -1;                                                   \
-		for (int pass_ = 0; pass_ < 2 && (pick) < 0; pass_++)          \
-			for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)     \
-				if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && \
-				    (perf)[i_].determinism ==                  \
-					    CUDNN_DETERMINISTIC &&             \
-				    (perf)[i_].memory <= NN_CUDA_WS_MAX &&     \
-				    ((perf)[i_].mathType == (first) ||         \
-				     (pass_ && (perf)[i_].mathType !=          \
-						       CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))) \
-					(pick) = i_;                           \
-	} while (0)
-
-static int no_algo(ims_error *err, const char *dir, const nn_conv_desc *d,
-		   int precision)
-{
-	return ims_fail(err, IMS_EUNSUPPORTED,
-			"cannot run a convolution on cuda: cuDNN offers no "
-			"deterministic %s %s algorithm for %dx%dx%dx%d -> %d "
-			"channels, kernel %dx%d, stride %dx%d, groups %d",
-			precision_name(precision), dir, d->n, d->c_in, d->h_in,
-			d->w_in, d->c_out, d->kh, d->kw, d->stride_h,
-			d->stride_w, d->groups);
-}
-
-/* The math type a picked algorithm runs with: FMA in fp32 (never TF32),
- * in 16 bits the one cuDNN ranked it with. */
-static cudnnMathType_t run_math(int precision, cudnnMathType_t ranked)
-{
-	return precision == NN_PREC_FP32 ? CUDNN_FMA_MATH : ranked;
-}
-
-/* Sets the descriptor's math type for one direction's call. */
 static int set_math(nn_cuda_dev *dev, cudnnMathType_t m, ims_error *err)
 {
 	CUDNN_CHECK(err, "describe a convolution to cuDNN",
@@ -153,156 +128,336 @@ static int set_math(nn_cuda_dev *dev, cudnnMathType_t m, ims_error *err)
 	return 0;
 }
 
-/* Ranks and picks the three algorithms of one shape in one precision
- * (descriptors set for it). */
-static int choose(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
-		  nn_cuda_conv_algo *a, ims_error *err)
+static size_t conv_nw(const nn_conv_desc *d)
 {
-	static const char what[] = "choose convolution algorithms";
-	const int half = precision != NN_PREC_FP32;
-	const cudnnMathType_t rank_math =
-		half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-	cudnnHandle_t h = dev->cudnn;
-	int got = 0, pick;
-	memset(a, 0, sizeof(*a));
-	a->key = *d;
-	a->precision = precision;
+	return (size_t)d->c_out * (d->c_in / d->groups) * d->kh * d->kw;
+}
 
-	cudnnConvolutionFwdAlgoPerf_t fwd[ALGO_SLOTS];
-	FORWARD_IF_ERR(set_math(dev, rank_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionForwardAlgorithm_v7(
-			    h, dev->x_desc, dev->w_desc, dev->conv_desc,
-			    dev->y_desc, ALGO_SLOTS, &got, fwd));
-	PICK_ALGO(fwd, got, rank_math, pick);
-	if (pick < 0)
-		return no_algo(err, "forward", d, precision);
-	a->fwd = fwd[pick].algo;
-	a->fwd_math = run_math(precision, fwd[pick].mathType);
-	FORWARD_IF_ERR(set_math(dev, a->fwd_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionForwardWorkspaceSize(
-			    h, dev->x_desc, dev->w_desc, dev->conv_desc,
-			    dev->y_desc, a->fwd, &a->fwd_bytes));
+/* Workspace a direction needs beside cuDNN's: the 16-bit weight gradient
+ * cuDNN writes before it is widened. */
+static size_t extra_bytes(const nn_ctx *ctx, const nn_conv_desc *d, int dir)
+{
+	if (dir != DIR_FILTER || ctx->precision == NN_PREC_FP32)
+		return 0;
+	return nn_cuda_round256(conv_nw(d) * nn_act_bytes(ctx->precision));
+}
 
-	cudnnConvolutionBwdDataAlgoPerf_t data[ALGO_SLOTS];
-	FORWARD_IF_ERR(set_math(dev, rank_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionBackwardDataAlgorithm_v7(
-			    h, dev->w_desc, dev->y_desc, dev->conv_desc,
-			    dev->x_desc, ALGO_SLOTS, &got, data));
-	PICK_ALGO(data, got, rank_math, pick);
-	if (pick < 0)
-		return no_algo(err, "backward-data", d, precision);
-	a->bwd_data = data[pick].algo;
-	a->data_math = run_math(precision, data[pick].mathType);
-	FORWARD_IF_ERR(set_math(dev, a->data_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionBackwardDataWorkspaceSize(
-			    h, dev->w_desc, dev->y_desc, dev->conv_desc,
-			    dev->x_desc, a->bwd_data, &a->data_bytes));
+/* ---- ranking -------------------------------------------------------------- */
 
-	cudnnConvolutionBwdFilterAlgoPerf_t filt[ALGO_SLOTS];
-	FORWARD_IF_ERR(set_math(dev, rank_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-			    h, dev->x_desc, dev->y_desc, dev->conv_desc,
-			    dev->w_desc, ALGO_SLOTS, &got, filt));
-	PICK_ALGO(filt, got, rank_math, pick);
-	if (pick < 0)
-		return no_algo(err, "backward-filter", d, precision);
-	a->bwd_filter = filt[pick].algo;
-	a->filter_math = run_math(precision, filt[pick].mathType);
-	FORWARD_IF_ERR(set_math(dev, a->filter_math, err));
-	CUDNN_CHECK(err, what,
-		    cudnnGetConvolutionBackwardFilterWorkspaceSize(
-			    h, dev->x_desc, dev->y_desc, dev->conv_desc,
-			    dev->w_desc, a->bwd_filter, &a->filter_bytes));
+/* The fields every cuDNN perf struct shares, into a candidate. */
+#define FILL_CAND(list, perf, count, ctx)                                      \
+	do {                                                                   \
+		(list)->n = 0;                                                 \
+		for (int i_ = 0; i_ < (count) && i_ < NN_ALGO_MAX; i_++) {     \
+			nn_algo_cand *c_ = &(list)->c[(list)->n++];            \
+			c_->algo = (int)(perf)[i_].algo;                        \
+			c_->math = (int)run_math((ctx), (perf)[i_].mathType);  \
+			c_->workspace = (perf)[i_].memory;                     \
+			c_->deterministic =                                    \
+				(perf)[i_].determinism == CUDNN_DETERMINISTIC; \
+			c_->usable = (perf)[i_].status ==                       \
+					     CUDNN_STATUS_SUCCESS &&           \
+				     (perf)[i_].mathType !=                    \
+					     CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; \
+			c_->ms = (perf)[i_].time;                              \
+		}                                                              \
+		(list)->ranked = 1;                                            \
+	} while (0)
+
+/* The layer's buffers a benchmark may time candidates on (NULL members:
+ * rank by the heuristic instead). */
+typedef struct conv_bufs {
+	const void *x, *w, *dy;
+	void *y, *dx;
+	float *dw; /* fp32; in 16 bits the filter's copy is workspace */
+} conv_bufs;
+
+/* A workspace for cudnnFind*: as much as may be had up to
+ * NN_CUDA_WS_MAX before the freeze (half of the device's free memory at
+ * most), what is allocated after it. */
+static void *find_workspace(nn_ctx *ctx, size_t *bytes, ims_error *err)
+{
+	size_t want = nn_cuda_ws_limit(ctx, NN_CUDA_WS_MAX);
+	if (!ctx->workspace_frozen) {
+		size_t free_b = 0, total_b = 0;
+		if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess &&
+		    free_b / 2 < want)
+			want = free_b / 2;
+	}
+	*bytes = want;
+	if (!want)
+		return NULL;
+	void *ws = nn_cuda_workspace_temp(ctx, want, err);
+	if (!ws)
+		*bytes = 0;
+	return ws;
+}
+
+static int rank_heuristic(nn_ctx *ctx, int dir, nn_algo_list *l,
+			  ims_error *err)
+{
+	static const char what[] = "rank convolution algorithms";
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	int got = 0;
+	FORWARD_IF_ERR(set_math(dev, rank_math(ctx), err));
+	if (dir == DIR_FWD) {
+		cudnnConvolutionFwdAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnGetConvolutionForwardAlgorithm_v7(
+				    dev->cudnn, dev->x_desc, dev->w_desc,
+				    dev->conv_desc, dev->y_desc, NN_ALGO_MAX,
+				    &got, p));
+		FILL_CAND(l, p, got, ctx);
+	} else if (dir == DIR_DATA) {
+		cudnnConvolutionBwdDataAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnGetConvolutionBackwardDataAlgorithm_v7(
+				    dev->cudnn, dev->w_desc, dev->y_desc,
+				    dev->conv_desc, dev->x_desc, NN_ALGO_MAX,
+				    &got, p));
+		FILL_CAND(l, p, got, ctx);
+	} else {
+		cudnnConvolutionBwdFilterAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+				    dev->cudnn, dev->x_desc, dev->y_desc,
+				    dev->conv_desc, dev->w_desc, NN_ALGO_MAX,
+				    &got, p));
+		FILL_CAND(l, p, got, ctx);
+	}
+	/* the heuristic's sizes were asked with the ranking math; a
+	 * candidate runs with its own, whose size cuDNN gives exactly */
+	for (int i = 0; i < l->n; i++) {
+		nn_algo_cand *c = &l->c[i];
+		if (!c->usable)
+			continue;
+		FORWARD_IF_ERR(set_math(dev, (cudnnMathType_t)c->math, err));
+		cudnnStatus_t s;
+		if (dir == DIR_FWD)
+			s = cudnnGetConvolutionForwardWorkspaceSize(
+				dev->cudnn, dev->x_desc, dev->w_desc,
+				dev->conv_desc, dev->y_desc,
+				(cudnnConvolutionFwdAlgo_t)c->algo, &c->workspace);
+		else if (dir == DIR_DATA)
+			s = cudnnGetConvolutionBackwardDataWorkspaceSize(
+				dev->cudnn, dev->w_desc, dev->y_desc,
+				dev->conv_desc, dev->x_desc,
+				(cudnnConvolutionBwdDataAlgo_t)c->algo,
+				&c->workspace);
+		else
+			s = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+				dev->cudnn, dev->x_desc, dev->y_desc,
+				dev->conv_desc, dev->w_desc,
+				(cudnnConvolutionBwdFilterAlgo_t)c->algo,
+				&c->workspace);
+		if (s != CUDNN_STATUS_SUCCESS)
+			c->usable = 0; /* this math does not run it */
+	}
 	return 0;
 }
 
-/* The cached algorithms of d's shape in `precision`, choosing them the
- * first time (descriptors set for it). */
-static int algos_for(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
-		     const nn_cuda_conv_algo **out, ims_error *err)
+/* cudnnFind*AlgorithmEx on the layer's buffers: candidates fastest
+ * first, each with the time and workspace it took. */
+static int rank_benchmark(nn_ctx *ctx, const nn_conv_desc *d, int dir,
+			  const conv_bufs *b, nn_algo_list *l, ims_error *err)
 {
-	for (int i = 0; i < dev->n_algos; i++)
-		if (dev->algos[i].precision == precision &&
-		    !memcmp(&dev->algos[i].key, d, sizeof(*d))) {
-			*out = &dev->algos[i];
-			return 0;
-		}
-	if (dev->n_algos == dev->cap_algos) {
-		int cap = dev->cap_algos ? 2 * dev->cap_algos : 32;
-		void *p = realloc(dev->algos, (size_t)cap * sizeof(*dev->algos));
-		RETURN_IF(!p, err, IMS_ENOMEM,
-			  "cannot run a convolution on cuda: out of memory");
-		dev->algos = p;
-		dev->cap_algos = cap;
+	static const char what[] = "time convolution algorithms";
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	size_t ws_bytes = 0;
+	const size_t extra = extra_bytes(ctx, d, dir);
+	char *ws = find_workspace(ctx, &ws_bytes, err);
+	if (!ws && ws_bytes)
+		return ims_fail_context(err, "cannot %s", what);
+	ws_bytes = ws_bytes > extra ? ws_bytes - extra : 0;
+	void *find_ws = ws_bytes ? ws + extra : NULL;
+	void *dw_out = extra ? (void *)ws : (void *)b->dw;
+	int got = 0;
+	FORWARD_IF_ERR(set_math(dev, rank_math(ctx), err));
+	if (dir == DIR_FWD) {
+		cudnnConvolutionFwdAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnFindConvolutionForwardAlgorithmEx(
+				    dev->cudnn, dev->x_desc, b->x, dev->w_desc,
+				    b->w, dev->conv_desc, dev->y_desc, b->y,
+				    NN_ALGO_MAX, &got, p, find_ws, ws_bytes));
+		FILL_CAND(l, p, got, ctx);
+	} else if (dir == DIR_DATA) {
+		cudnnConvolutionBwdDataAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnFindConvolutionBackwardDataAlgorithmEx(
+				    dev->cudnn, dev->w_desc, b->w, dev->y_desc,
+				    b->dy, dev->conv_desc, dev->x_desc, b->dx,
+				    NN_ALGO_MAX, &got, p, find_ws, ws_bytes));
+		FILL_CAND(l, p, got, ctx);
+	} else {
+		cudnnConvolutionBwdFilterAlgoPerf_t p[NN_ALGO_MAX];
+		CUDNN_CHECK(err, what,
+			    cudnnFindConvolutionBackwardFilterAlgorithmEx(
+				    dev->cudnn, dev->x_desc, b->x, dev->y_desc,
+				    b->dy, dev->conv_desc, dev->w_desc, dw_out,
+				    NN_ALGO_MAX, &got, p, find_ws, ws_bytes));
+		FILL_CAND(l, p, got, ctx);
 	}
-	nn_cuda_conv_algo *a = &dev->algos[dev->n_algos];
-	FORWARD_IF_ERR(choose(dev, d, precision, a, err));
-	dev->n_algos++;
-	*out = a;
 	return 0;
+}
+
+/* Ranks list `dir` of d's entry unless ranked: by benchmark when the
+ * mode asks for it and buffers are given, else by the heuristic. */
+static int rank(nn_ctx *ctx, const nn_conv_desc *d, int dir,
+		const conv_bufs *b, nn_algo_list *l, ims_error *err)
+{
+	if (l->ranked)
+		return 0;
+	const int bench =
+		ctx->conv_algo == NN_ALGO_BENCHMARK && b && b->x && b->w &&
+		(dir != DIR_FWD || b->y) &&
+		(dir != DIR_DATA || (b->dy && b->dx)) &&
+		(dir != DIR_FILTER ||
+		 (b->dy && (b->dw || ctx->precision != NN_PREC_FP32)));
+	int rc = bench ? rank_benchmark(ctx, d, dir, b, l, err)
+		       : rank_heuristic(ctx, dir, l, err);
+	if (rc)
+		return ims_fail_context(err, "cannot choose a %s %s algorithm",
+					nn_algo_mode_name(ctx->conv_algo)
+						? nn_algo_mode_name(ctx->conv_algo)
+						: "?",
+					dir_name[dir]);
+	return 0;
+}
+
+/* The cache entry of d in the context's precision, TF32 and mode. */
+static int entry_of(nn_ctx *ctx, const nn_conv_desc *d, nn_algo_entry **e,
+		    ims_error *err)
+{
+	conv_key k;
+	memset(&k, 0, sizeof(k));
+	k.d = *d;
+	k.precision = ctx->precision;
+	k.tf32 = ctx->precision == NN_PREC_FP32 && ctx->tf32;
+	k.mode = ctx->conv_algo;
+	int added;
+	return nn_algo_cache_get(&nn_cuda_dev_of(ctx)->algos, &k, sizeof(k), e,
+				 &added, err);
 }
 
 void nn_cuda_conv_release(nn_cuda_dev *dev)
 {
-	free(dev->algos);
-	dev->algos = NULL;
-	dev->n_algos = dev->cap_algos = 0;
+	nn_algo_cache_release(&dev->algos);
 }
 
-/* bytes of workspace, or NULL for none (no allocation) */
-static int workspace(nn_ctx *ctx, size_t bytes, void **ws, ims_error *err)
+/* ---- running ---------------------------------------------------------------- */
+
+/* One try: the call's arguments and the direction. */
+typedef struct conv_try {
+	nn_ctx *ctx;
+	const nn_conv_desc *d;
+	int dir;
+	const void *x, *w, *dy;
+	void *y, *dx;
+	float *dw;
+	const float *beta; /* backward data: 0 overwrites, 1 adds */
+} conv_try;
+
+/* cuDNN's statuses a lower-ranked algorithm may not share. */
+static int fallback_status(cudnnStatus_t s)
 {
-	*ws = NULL;
-	if (!bytes)
-		return 0;
-	*ws = nn_cuda_workspace(ctx, bytes, err);
-	return *ws ? 0 : ims_fail_context(err, "cannot run a convolution");
+	return s == CUDNN_STATUS_NOT_SUPPORTED ||
+	       s == CUDNN_STATUS_EXECUTION_FAILED;
 }
 
-/* bytes of one 16-bit value */
-#define HALF_BYTES 2
-
-/*
- * Carves the workspace into cuDNN's `ws_bytes` first, then one 16-bit
- * buffer of count[i] values for each i < k with count[i] > 0 (out[i],
- * NULL for a zero count); *ws gets cuDNN's part (NULL when it needs
- * none).
- */
-static int carve(nn_ctx *ctx, size_t ws_bytes, const size_t *count, int k,
-		 void **ws, void **out, ims_error *err)
+static int try_one(void *ud, const nn_algo_cand *c, ims_error *err)
 {
-	size_t total = nn_cuda_round256(ws_bytes);
-	*ws = NULL;
-	for (int i = 0; i < k; i++)
-		total += nn_cuda_round256(count[i] * HALF_BYTES);
-	char *p = nn_cuda_workspace(ctx, total ? total : 256, err);
-	if (!p)
-		return ims_fail_context(err, "cannot run a convolution");
-	*ws = ws_bytes ? p : NULL;
-	p += nn_cuda_round256(ws_bytes);
-	for (int i = 0; i < k; i++) {
-		out[i] = count[i] ? p : NULL;
-		p += nn_cuda_round256(count[i] * HALF_BYTES);
+	static const char what[] = "run a convolution on cuda";
+	conv_try *t = ud;
+	nn_ctx *ctx = t->ctx;
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	const size_t extra = extra_bytes(ctx, t->d, t->dir);
+	const size_t need = extra + nn_cuda_round256(c->workspace);
+	char *ws = NULL;
+	if (need) {
+		ims_error local;
+		ws = nn_cuda_workspace(ctx, need, &local);
+		if (!ws) {
+			/* out of device memory, or frozen: a candidate that
+			 * needs less may still run */
+			if (local.code == IMS_ENOMEM || local.code == IMS_ELIMIT)
+				return NN_ALGO_UNSUPPORTED;
+			if (err)
+				*err = local;
+			return local.code;
+		}
 	}
+	void *cws = c->workspace ? ws + extra : NULL;
+	const float one = 1.0f, zero = 0.0f;
+	FORWARD_IF_ERR(set_math(dev, (cudnnMathType_t)c->math, err));
+	cudnnStatus_t s;
+	if (t->dir == DIR_FWD)
+		s = cudnnConvolutionForward(
+			dev->cudnn, &one, dev->x_desc, t->x, dev->w_desc, t->w,
+			dev->conv_desc, (cudnnConvolutionFwdAlgo_t)c->algo, cws,
+			c->workspace, &zero, dev->y_desc, t->y);
+	else if (t->dir == DIR_DATA)
+		s = cudnnConvolutionBackwardData(
+			dev->cudnn, &one, dev->w_desc, t->w, dev->y_desc, t->dy,
+			dev->conv_desc, (cudnnConvolutionBwdDataAlgo_t)c->algo,
+			cws, c->workspace, t->beta, dev->x_desc, t->dx);
+	else
+		s = cudnnConvolutionBackwardFilter(
+			dev->cudnn, &one, dev->x_desc, t->x, dev->y_desc, t->dy,
+			dev->conv_desc, (cudnnConvolutionBwdFilterAlgo_t)c->algo,
+			cws, c->workspace, &zero, dev->w_desc,
+			extra ? (void *)ws : (void *)t->dw);
+	if (fallback_status(s))
+		return NN_ALGO_UNSUPPORTED;
+	CUDNN_CHECK(err, what, s);
+	if (t->dir == DIR_FILTER && extra)
+		CUDA_CHECK(err, what,
+			   nn_cuda_k_from_half(dev->stream, ctx->precision,
+					       conv_nw(t->d), ws, t->dw, 0));
+	return NN_ALGO_RAN;
+}
+
+/* Runs direction t->dir of an entry's list, ranking it first if needed
+ * (descriptors set). */
+static int run_dir(conv_try *t, nn_algo_entry *e, const conv_bufs *b,
+		   ims_error *err)
+{
+	nn_ctx *ctx = t->ctx;
+	nn_algo_list *l = &e->dir[t->dir];
+	FORWARD_IF_ERR(rank(ctx, t->d, t->dir, b, l, err));
+	const size_t limit = nn_cuda_ws_limit(ctx, NN_CUDA_WS_MAX);
+	const size_t extra = extra_bytes(ctx, t->d, t->dir);
+	char what[96];
+	snprintf(what, sizeof(what), "run a %s convolution on cuda",
+		 dir_name[t->dir]);
+	return nn_algo_run(l, ctx->conv_algo, limit > extra ? limit - extra : 0,
+			   try_one, t, what, err);
+}
+
+static int check_args(nn_ctx *ctx, const nn_conv_desc *d, const char *what,
+		      ims_error *err)
+{
+	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	RETURN_IF(!nn_algo_mode_name(ctx->conv_algo), err, IMS_EINVAL,
+		  "cannot %s: unknown algorithm mode %d", what, ctx->conv_algo);
 	return 0;
 }
 
-/* y += b per channel, y fp32 (the descriptors may be 16-bit: y_desc is
- * set to fp32 for it) */
-static int add_bias(nn_cuda_dev *dev, const nn_conv_desc *d, const float *b,
-		    float *y, ims_error *err)
+/* y += b per channel */
+static int add_bias(nn_ctx *ctx, const nn_conv_desc *d, const float *b,
+		    void *y, ims_error *err)
 {
 	static const char what[] = "run a convolution on cuda";
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (ctx->precision != NN_PREC_FP32) {
+		CUDA_CHECK(err, what,
+			   nn_cuda_k_add_bias(dev->stream, ctx->precision, d->n,
+					      d->c_out,
+					      (size_t)d->h_out * d->w_out, b, y));
+		return 0;
+	}
 	const float one = 1.0f;
-	CUDNN_CHECK(err, what,
-		    cudnnSetTensor4dDescriptor(dev->y_desc, CUDNN_TENSOR_NCHW,
-					       CUDNN_DATA_FLOAT, d->n, d->c_out,
-					       d->h_out, d->w_out));
 	CUDNN_CHECK(err, what,
 		    cudnnSetTensor4dDescriptor(dev->bias_desc, CUDNN_TENSOR_NCHW,
 					       CUDNN_DATA_FLOAT, 1, d->c_out, 1,
@@ -313,126 +468,31 @@ static int add_bias(nn_cuda_dev *dev, const nn_conv_desc *d, const float *b,
 	return 0;
 }
 
-int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
-			 const float *w, const float *b, float *y,
+int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			 const void *w, const float *b, void *y,
 			 ims_error *err)
 {
-	static const char what[] = "run a convolution on cuda";
-	FORWARD_IF_ERR(nn_conv_check_desc(d, "run a convolution", err));
-	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, "run a convolution", err));
+	FORWARD_IF_ERR(check_args(ctx, d, "run a convolution", err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
 		  "cannot run a convolution: missing %s",
 		  !x ? "input" : !w ? "weights" : !y ? "output" : "bias");
-	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
-	const int prec = ctx->precision;
-	const nn_cuda_conv_algo *a;
-	void *ws = NULL;
-	const float one = 1.0f, zero = 0.0f;
-	FORWARD_IF_ERR(set_descs(dev, d, prec, err));
-	FORWARD_IF_ERR(algos_for(dev, d, prec, &a, err));
-	FORWARD_IF_ERR(set_math(dev, a->fwd_math, err));
-	if (prec == NN_PREC_FP32) {
-		FORWARD_IF_ERR(workspace(ctx, a->fwd_bytes, &ws, err));
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionForward(dev->cudnn, &one,
-						    dev->x_desc, x, dev->w_desc,
-						    w, dev->conv_desc, a->fwd, ws,
-						    a->fwd_bytes, &zero,
-						    dev->y_desc, y));
-	} else {
-		/* x, w rounded to 16 bits; y16 widened into y */
-		const size_t nx = (size_t)d->n * d->c_in * d->h_in * d->w_in;
-		const size_t nw = (size_t)d->c_out * (d->c_in / d->groups) *
-				  d->kh * d->kw;
-		const size_t ny = (size_t)d->n * d->c_out * d->h_out * d->w_out;
-		const size_t count[3] = {nx, nw, ny};
-		void *h[3];
-		FORWARD_IF_ERR(carve(ctx, a->fwd_bytes, count, 3, &ws, h, err));
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_to_half(dev->stream, prec, nx, x, h[0]));
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_to_half(dev->stream, prec, nw, w, h[1]));
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionForward(dev->cudnn, &one,
-						    dev->x_desc, h[0],
-						    dev->w_desc, h[1],
-						    dev->conv_desc, a->fwd, ws,
-						    a->fwd_bytes, &zero,
-						    dev->y_desc, h[2]));
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_from_half(dev->stream, prec, ny, h[2], y,
-					       0));
-	}
+	nn_algo_entry *e;
+	FORWARD_IF_ERR(set_descs(nn_cuda_dev_of(ctx), d, ctx->precision, err));
+	FORWARD_IF_ERR(entry_of(ctx, d, &e, err));
+	conv_try t = {.ctx = ctx, .d = d, .dir = DIR_FWD, .x = x, .w = w, .y = y};
+	const conv_bufs bufs = {.x = x, .w = w, .y = y};
+	FORWARD_IF_ERR(run_dir(&t, e, &bufs, err));
 	if (d->bias)
-		FORWARD_IF_ERR(add_bias(dev, d, b, y, err));
+		FORWARD_IF_ERR(add_bias(ctx, d, b, y, err));
 	return 0;
 }
 
-/* dx and dw from 16-bit copies of x, w and dy (db already done; the
- * descriptors and algorithms set for ctx->precision) */
-static int conv_backward_half(nn_ctx *ctx, const nn_conv_desc *d,
-			      const nn_cuda_conv_algo *a, const float *x,
-			      const float *w, const float *dy, float *dx,
-			      float *dw, ims_error *err)
+int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			  const void *w, const void *dy, void *dx, float *dw,
+			  float *db, ims_error *err)
 {
 	static const char what[] = "run a convolution backward on cuda";
-	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
-	const int prec = ctx->precision;
-	const float one = 1.0f, zero = 0.0f;
-	const size_t nx = (size_t)d->n * d->c_in * d->h_in * d->w_in;
-	const size_t nw = (size_t)d->c_out * (d->c_in / d->groups) * d->kh *
-			  d->kw;
-	const size_t ny = (size_t)d->n * d->c_out * d->h_out * d->w_out;
-	/* dy16, then x16 and dw16 for dw, w16 and dx16 for dx */
-	const size_t count[5] = {ny, dw ? nx : 0, dw ? nw : 0, dx ? nw : 0,
-				 dx ? nx : 0};
-	size_t need = 0;
-	if (dw && a->filter_bytes > need)
-		need = a->filter_bytes;
-	if (dx && a->data_bytes > need)
-		need = a->data_bytes;
-	void *ws = NULL, *h[5];
-	FORWARD_IF_ERR(carve(ctx, need, count, 5, &ws, h, err));
-	CUDA_CHECK(err, what, nn_cuda_k_to_half(dev->stream, prec, ny, dy, h[0]));
-	if (dw) {
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_to_half(dev->stream, prec, nx, x, h[1]));
-		FORWARD_IF_ERR(set_math(dev, a->filter_math, err));
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionBackwardFilter(
-				    dev->cudnn, &one, dev->x_desc, h[1],
-				    dev->y_desc, h[0], dev->conv_desc,
-				    a->bwd_filter, ws, a->filter_bytes, &zero,
-				    dev->w_desc, h[2]));
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_from_half(dev->stream, prec, nw, h[2], dw,
-					       0));
-	}
-	if (dx) {
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_to_half(dev->stream, prec, nw, w, h[3]));
-		FORWARD_IF_ERR(set_math(dev, a->data_math, err));
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionBackwardData(
-				    dev->cudnn, &one, dev->w_desc, h[3],
-				    dev->y_desc, h[0], dev->conv_desc,
-				    a->bwd_data, ws, a->data_bytes, &zero,
-				    dev->x_desc, h[4]));
-		CUDA_CHECK(err, what,
-			   nn_cuda_k_from_half(dev->stream, prec, nx, h[4], dx,
-					       !ctx->dx_overwrite));
-	}
-	return 0;
-}
-
-int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
-			  const float *w, const float *dy, float *dx,
-			  float *dw, float *db, ims_error *err)
-{
-	static const char what[] = "run a convolution backward on cuda";
-	FORWARD_IF_ERR(nn_conv_check_desc(d, "run a convolution backward", err));
-	FORWARD_IF_ERR(nn_cuda_check_precision(
-		ctx, "run a convolution backward", err));
+	FORWARD_IF_ERR(check_args(ctx, d, "run a convolution backward", err));
 	if (!d->bias)
 		db = NULL;
 	RETURN_IF(!dy || (dw && !x) || (dx && !w), err, IMS_EINVAL,
@@ -441,41 +501,62 @@ int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	if (db)
 		CUDA_CHECK(err, what,
-			   nn_cuda_k_channel_sum(dev->stream, d->n, d->c_out,
+			   nn_cuda_k_channel_sum(dev->stream, ctx->precision,
+						 d->n, d->c_out,
 						 (size_t)d->h_out * d->w_out,
 						 dy, db));
 	if (!dx && !dw)
 		return 0;
-	const nn_cuda_conv_algo *a;
-	void *ws;
-	const float one = 1.0f, zero = 0.0f;
+	nn_algo_entry *e;
 	FORWARD_IF_ERR(set_descs(dev, d, ctx->precision, err));
-	FORWARD_IF_ERR(algos_for(dev, d, ctx->precision, &a, err));
-	if (ctx->precision != NN_PREC_FP32)
-		return conv_backward_half(ctx, d, a, x, w, dy, dx, dw, err);
-	size_t need = 0;
-	if (dw && a->filter_bytes > need)
-		need = a->filter_bytes;
-	if (dx && a->data_bytes > need)
-		need = a->data_bytes;
-	FORWARD_IF_ERR(workspace(ctx, need, &ws, err));
-	FORWARD_IF_ERR(set_math(dev, CUDNN_FMA_MATH, err));
+	FORWARD_IF_ERR(entry_of(ctx, d, &e, err));
+	const float one = 1.0f, zero = 0.0f;
+	conv_try t = {.ctx = ctx, .d = d, .x = x, .w = w, .dy = dy, .dx = dx,
+		      .dw = dw, .beta = ctx->dx_overwrite ? &zero : &one};
+	/* timing backward-data here would overwrite a dx that may hold
+	 * gradients: a shape first seen now ranks it by the heuristic */
+	const conv_bufs bufs = {.x = x, .w = w, .dy = dy, .dw = dw};
 	if (dw) {
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionBackwardFilter(
-				    dev->cudnn, &one, dev->x_desc, x,
-				    dev->y_desc, dy, dev->conv_desc,
-				    a->bwd_filter, ws, a->filter_bytes, &zero,
-				    dev->w_desc, dw));
+		t.dir = DIR_FILTER;
+		FORWARD_IF_ERR(run_dir(&t, e, &bufs, err));
 	}
 	if (dx) {
-		CUDNN_CHECK(err, what,
-			    cudnnConvolutionBackwardData(
-				    dev->cudnn, &one, dev->w_desc, w,
-				    dev->y_desc, dy, dev->conv_desc,
-				    a->bwd_data, ws, a->data_bytes,
-				    ctx->dx_overwrite ? &zero : &one,
-				    dev->x_desc, dx));
+		t.dir = DIR_DATA;
+		FORWARD_IF_ERR(run_dir(&t, e, &bufs, err));
+	}
+	return 0;
+}
+
+/* ---- plan time ----------------------------------------------------------------- */
+
+int nn_cuda_conv_prepare(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			 const void *w, void *y, void *dy, void *dx, float *dw,
+			 ims_error *err)
+{
+	FORWARD_IF_ERR(check_args(ctx, d, "prepare a convolution", err));
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	FORWARD_IF_ERR(set_descs(dev, d, ctx->precision, err));
+	const conv_bufs bufs = {.x = x, .w = w, .dy = dy, .y = y, .dx = dx,
+				.dw = dw};
+	const int dirs[3] = {DIR_FWD, dy && dw ? DIR_FILTER : -1,
+			     dy && dx ? DIR_DATA : -1};
+	for (int k = 0; k < 3; k++) {
+		if (dirs[k] < 0)
+			continue;
+		nn_algo_entry *e;
+		FORWARD_IF_ERR(entry_of(ctx, d, &e, err));
+		nn_algo_list *l = &e->dir[dirs[k]];
+		FORWARD_IF_ERR(rank(ctx, d, dirs[k], &bufs, l, err));
+		const int i = nn_algo_next(l, ctx->conv_algo, NN_CUDA_WS_MAX);
+		RETURN_IF(i < 0, err, IMS_EUNSUPPORTED,
+			  "cannot run a convolution on cuda: cuDNN offers no "
+			  "%s %s algorithm for %dx%dx%dx%d -> %d channels, "
+			  "kernel %dx%d, stride %dx%d, groups %d",
+			  nn_algo_mode_name(ctx->conv_algo), dir_name[dirs[k]],
+			  d->n, d->c_in, d->h_in, d->w_in, d->c_out, d->kh,
+			  d->kw, d->stride_h, d->stride_w, d->groups);
+		nn_cuda_reserve(ctx, extra_bytes(ctx, d, dirs[k]) +
+					     nn_cuda_round256(l->c[i].workspace));
 	}
 	return 0;
 }

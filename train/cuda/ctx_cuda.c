@@ -55,15 +55,17 @@ int nn_cuda_fail_blas(ims_error *err, cublasStatus_t s, const char *what,
 
 /* ---- workspace --------------------------------------------------------- */
 
-void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err)
+/* whole MiB, so a run of slightly larger requests does not grow it
+ * every time */
+static size_t whole_mib(size_t bytes)
 {
-	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
-	if (bytes <= dev->ws_bytes && dev->ws)
-		return dev->ws;
-	/* whole MiB, so a run of slightly larger requests does not grow it
-	 * every time; cudaFree waits for queued work that may still use the
-	 * old buffer */
-	size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+	return (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+}
+
+/* Replaces the workspace with one of `want` bytes; cudaFree waits for
+ * queued work that may still use the old buffer. */
+static void *ws_realloc(nn_cuda_dev *dev, size_t want, ims_error *err)
+{
 	if (dev->ws) {
 		cudaError_t e = cudaFree(dev->ws);
 		dev->ws = NULL;
@@ -86,6 +88,58 @@ void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err)
 	dev->ws = p;
 	dev->ws_bytes = want;
 	return p;
+}
+
+/* reserve: the request is a need that the frozen size must hold */
+static void *workspace(nn_ctx *ctx, size_t bytes, int reserve, ims_error *err)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (reserve && bytes > dev->ws_reserved)
+		dev->ws_reserved = bytes;
+	if (bytes <= dev->ws_bytes && dev->ws)
+		return dev->ws;
+	if (nn_ctx_workspace_grow(ctx, dev->ws_bytes, bytes,
+				  "cuda workspace", err))
+		return NULL;
+	return ws_realloc(dev, whole_mib(bytes), err);
+}
+
+void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err)
+{
+	return workspace(ctx, bytes, 1, err);
+}
+
+void *nn_cuda_workspace_temp(nn_ctx *ctx, size_t bytes, ims_error *err)
+{
+	return workspace(ctx, bytes, 0, err);
+}
+
+void nn_cuda_reserve(nn_ctx *ctx, size_t bytes)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (bytes > dev->ws_reserved)
+		dev->ws_reserved = bytes;
+}
+
+size_t nn_cuda_ws_limit(nn_ctx *ctx, size_t cap)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (ctx->workspace_frozen)
+		return dev->ws_bytes;
+	return cap;
+}
+
+/* Plan time is over: the workspace becomes what was reserved (the
+ * benchmark's larger one is given back), once. */
+static int cuda_workspace_freeze(nn_ctx *ctx, ims_error *err)
+{
+	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	size_t want = whole_mib(dev->ws_reserved ? dev->ws_reserved : 1);
+	if (dev->ws && dev->ws_bytes == want)
+		return 0;
+	if (!ws_realloc(dev, want, err))
+		return ims_fail_context(err, "cannot size the cuda workspace");
+	return 0;
 }
 
 /* ---- device memory ------------------------------------------------------- */
@@ -161,6 +215,8 @@ static void cuda_release(nn_ctx *ctx)
 		cudaStreamSynchronize(dev->stream);
 	if (dev->ws)
 		cudaFree(dev->ws);
+	if (dev->blas_ws)
+		cudaFree(dev->blas_ws);
 	nn_cuda_conv_release(dev);
 	if (dev->x_desc)
 		cudnnDestroyTensorDescriptor(dev->x_desc);
@@ -205,12 +261,17 @@ const nn_backend nn_backend_cuda = {
 	.add_forward = nn_cuda_add_forward,
 	.accumulate = nn_cuda_accumulate,
 	.softmax_xent = nn_cuda_softmax_xent,
+	.act_from_f32 = nn_cuda_act_from_f32,
+	.act_to_f32 = nn_cuda_act_to_f32,
 	.alloc = cuda_alloc,
 	.free = cuda_free,
 	.zero = cuda_zero,
 	.to_device = cuda_to_device,
 	.to_host = cuda_to_host,
 	.release = cuda_release,
+	.conv_prepare = nn_cuda_conv_prepare,
+	.loss_prepare = nn_cuda_loss_prepare,
+	.workspace_freeze = cuda_workspace_freeze,
 	.sgd_update = nn_cuda_sgd_update,
 	.adam_update = nn_cuda_adam_update,
 	.stage_create = nn_cuda_stage_create,
@@ -232,12 +293,16 @@ static int setup_handles(nn_cuda_dev *dev, ims_error *err)
 	static const char what[] = "set up the cuda backend";
 	CUDNN_CHECK(err, what, cudnnSetStream(dev->cudnn, dev->stream));
 	CUBLAS_CHECK(err, what, nn_cublas()->set_stream(dev->cublas, dev->stream));
-	/* fp32 GEMMs with fp32 products: the default math mode never rounds
-	 * inputs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would), and the CPU
-	 * parity tests hold the backend to 1e-4 relative */
+	/* the math mode follows ctx->tf32 at each GEMM (linear_cuda.c) */
 	CUBLAS_CHECK(err, what,
 		     nn_cublas()->set_math_mode(dev->cublas,
 						CUBLAS_DEFAULT_MATH));
+	/* cuBLAS's workspace, ours, allocated here: left to itself it
+	 * allocates on first use, inside a training step */
+	CUDA_CHECK(err, what, cudaMalloc(&dev->blas_ws, NN_CUDA_BLAS_WS));
+	CUBLAS_CHECK(err, what,
+		     nn_cublas()->set_workspace(dev->cublas, dev->blas_ws,
+						NN_CUDA_BLAS_WS));
 	CUBLAS_CHECK(err, what,
 		     nn_cublas()->set_pointer_mode(
 			     dev->cublas, CUBLAS_POINTER_MODE_HOST));
@@ -299,6 +364,16 @@ int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
 	dev->device = device;
 	ctx->dev = dev;
 	ctx->be = &nn_backend_cuda;
+	ctx->conv_algo = NN_ALGO_BENCHMARK;
+	int major = 0;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+				   device) != cudaSuccess) {
+		(void)cudaGetLastError();
+		major = 0;
+	}
+	dev->sm_major = major;
+	/* PyTorch's cuDNN default: TF32 where tensor cores take it */
+	ctx->tf32 = major >= 8;
 	int rc = 0;
 	cudaError_t ce = cudaStreamCreateWithFlags(&dev->stream,
 						   cudaStreamNonBlocking);

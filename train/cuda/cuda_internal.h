@@ -12,7 +12,12 @@
  *  - The workspace is one device buffer reused by every call. Calls are
  *    ordered on one stream, so a later call may reuse it while an earlier
  *    one is still queued; growing it frees the old buffer, which cudaFree
- *    does only after the device is idle.
+ *    does only after the device is idle, NCCL's kernels included. A
+ *    training run therefore reserves what every kernel will need at plan
+ *    time (nn_model_prepare: conv_prepare, loss_prepare) and freezes the
+ *    workspace before its first step; from then on nothing grows it
+ *    (nn_ctx_workspace_grow refuses) and convolutions choose among the
+ *    algorithms that fit. cuBLAS gets a workspace of its own at set-up.
  */
 #ifndef IMSHARD_CUDA_INTERNAL_H
 #define IMSHARD_CUDA_INTERNAL_H
@@ -23,21 +28,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "train/conv_algo.h"
 #include "train/nn_internal.h"
-
-/* The algorithms chosen for one convolution shape (batch size included)
- * in one precision, the math type each runs with (CUDNN_FMA_MATH in fp32;
- * in 16 bits the one cuDNN ranked it with, tensor cores preferred) and
- * the workspace each needs. */
-typedef struct nn_cuda_conv_algo {
-	nn_conv_desc key;
-	int precision; /* NN_PREC_*: part of the key */
-	cudnnConvolutionFwdAlgo_t fwd;
-	cudnnConvolutionBwdDataAlgo_t bwd_data;
-	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-	cudnnMathType_t fwd_math, data_math, filter_math;
-	size_t fwd_bytes, data_bytes, filter_bytes;
-} nn_cuda_conv_algo;
 
 typedef struct nn_cuda_dev {
 	int device;
@@ -48,13 +40,20 @@ typedef struct nn_cuda_dev {
 	cudnnTensorDescriptor_t x_desc, y_desc, bias_desc, bn_desc;
 	cudnnFilterDescriptor_t w_desc;
 	cudnnConvolutionDescriptor_t conv_desc;
-	/* the workspace: cuDNN's, and the kernels' scratch */
+	/* the workspace: cuDNN's, and the kernels' scratch; ws_reserved is
+	 * the most nn_cuda_reserve was asked for */
 	void *ws;
-	size_t ws_bytes;
-	/* conv algorithm cache, one entry per shape seen */
-	nn_cuda_conv_algo *algos;
-	int n_algos, cap_algos;
+	size_t ws_bytes, ws_reserved;
+	/* cuBLAS's own workspace (cublasSetWorkspace) */
+	void *blas_ws;
+	/* convolution algorithms, one entry per shape, precision, math and
+	 * mode (train/conv_algo.h) */
+	nn_algo_cache algos;
+	int sm_major; /* compute capability */
 } nn_cuda_dev;
+
+/* cuBLAS's workspace: what NVIDIA recommends for Hopper (32 MiB). */
+#define NN_CUDA_BLAS_WS ((size_t)32 << 20)
 
 /* The most workspace a convolution algorithm may ask for: faster ones
  * that want more are passed over. */
@@ -106,9 +105,19 @@ int nn_cuda_fail_blas(ims_error *err, cublasStatus_t s, const char *what,
 
 /*
  * At least `bytes` of device workspace (256-byte aligned), valid until the
- * next call; NULL with err set when device memory runs out.
+ * next call; NULL with err set when device memory runs out, or when it
+ * would grow after nn_ctx_freeze_workspace (IMS_ELIMIT).
  */
 void *nn_cuda_workspace(nn_ctx *ctx, size_t bytes, ims_error *err);
+/* The same for a use that does not recur (timing algorithms): the size
+ * frozen later need not hold it. */
+void *nn_cuda_workspace_temp(nn_ctx *ctx, size_t bytes, ims_error *err);
+/* Plan time: the workspace will need `bytes` (allocated by
+ * nn_ctx_freeze_workspace). */
+void nn_cuda_reserve(nn_ctx *ctx, size_t bytes);
+/* The workspace a call may use without growing it: everything while it
+ * may grow (up to `cap`), what is allocated once frozen. */
+size_t nn_cuda_ws_limit(nn_ctx *ctx, size_t cap);
 
 /* Rounds a byte count up to 256, so carved workspace pieces stay aligned
  * for any type. */
@@ -136,67 +145,77 @@ static inline int nn_cuda_check_precision(const nn_ctx *ctx, const char *what,
 	return 0;
 }
 
-/* The layer entries of the backend table (one file per family). */
-int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
-			 const float *w, const float *b, float *y,
+/* The layer entries of the backend table (one file per family); their
+ * arguments are the table's (train/nn_internal.h): activations and
+ * convolution/linear weights of the context's activation type. */
+int nn_cuda_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			 const void *w, const float *b, void *y,
 			 ims_error *err);
-int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const float *x,
-			  const float *w, const float *dy, float *dx,
-			  float *dw, float *db, ims_error *err);
+int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			  const void *w, const void *dy, void *dx, float *dw,
+			  float *db, ims_error *err);
+int nn_cuda_conv_prepare(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
+			 const void *w, void *y, void *dy, void *dx, float *dw,
+			 ims_error *err);
 void nn_cuda_conv_release(nn_cuda_dev *dev);
 
 int nn_cuda_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
-			   const float *x, const float *w, const float *b,
-			   float *y, ims_error *err);
+			   const void *x, const void *w, const float *b,
+			   void *y, ims_error *err);
 int nn_cuda_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
-			    const float *x, const float *w, const float *dy,
-			    float *dx, float *dw, float *db, ims_error *err);
+			    const void *x, const void *w, const void *dy,
+			    void *dx, float *dw, float *db, ims_error *err);
 
-int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			     const float *gamma, const float *beta,
 			     float *running_mean, float *running_var,
-			     float *save_mean, float *save_invstd, float *y,
+			     float *save_mean, float *save_invstd, void *y,
 			     ims_error *err);
-int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			    const float *gamma, const float *beta,
 			    const float *running_mean,
-			    const float *running_var, float *y, ims_error *err);
-int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			    const float *running_var, void *y, ims_error *err);
+int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			const float *gamma, const float *save_mean,
-			const float *save_invstd, const float *dy, float *dx,
+			const float *save_invstd, const void *dy, void *dx,
 			float *dgamma, float *dbeta, ims_error *err);
 int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
-			       const float *x, const float *gamma,
+			       const void *x, const float *gamma,
 			       const float *running_mean,
-			       const float *running_var, const float *dy,
-			       float *dx, float *dgamma, float *dbeta,
+			       const float *running_var, const void *dy,
+			       void *dx, float *dgamma, float *dbeta,
 			       ims_error *err);
 
-/* layers_cuda.c: the layers that are own kernels only */
-int nn_cuda_relu_forward(nn_ctx *ctx, size_t count, const float *x, float *y,
+/* layers_cuda.c: the layers that are own kernels only, and the
+ * conversions between float and the activation type */
+int nn_cuda_relu_forward(nn_ctx *ctx, size_t count, const void *x, void *y,
 			 ims_error *err);
-int nn_cuda_relu_backward(nn_ctx *ctx, size_t count, const float *y,
-			  const float *dy, float *dx, ims_error *err);
+int nn_cuda_relu_backward(nn_ctx *ctx, size_t count, const void *y,
+			  const void *dy, void *dx, ims_error *err);
 int nn_cuda_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			    const float *x, float *y, int32_t *argmax,
+			    const void *x, void *y, int32_t *argmax,
 			    ims_error *err);
 int nn_cuda_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			     const int32_t *argmax, const float *dy,
-			     float *dx, ims_error *err);
+			     const int32_t *argmax, const void *dy, void *dx,
+			     ims_error *err);
 int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			    const float *x, float *y, ims_error *err);
+			    const void *x, void *y, ims_error *err);
 int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			     const float *dy, float *dx, ims_error *err);
+			     const void *dy, void *dx, ims_error *err);
 int nn_cuda_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			    uint64_t seed, const float *x, float *y,
+			    uint64_t seed, const void *x, void *y,
 			    uint8_t *mask, ims_error *err);
 int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
-			     const uint8_t *mask, const float *dy, float *dx,
+			     const uint8_t *mask, const void *dy, void *dx,
 			     ims_error *err);
-int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const float *a,
-			const float *b, float *y, ims_error *err);
-int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
+int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const void *a,
+			const void *b, void *y, ims_error *err);
+int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 		       ims_error *err);
+int nn_cuda_act_from_f32(nn_ctx *ctx, size_t count, const float *src,
+			 void *dst, ims_error *err);
+int nn_cuda_act_to_f32(nn_ctx *ctx, size_t count, const void *src,
+		       float *dst, ims_error *err);
 int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			 const int32_t *labels, float smoothing, float scale,
 			 double *loss_sum, float *dlogits, ims_error *err);
@@ -211,6 +230,7 @@ int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
 			int decoupled, ims_error *err);
 int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 			  int *found_inf, ims_error *err);
+int nn_cuda_loss_prepare(nn_ctx *ctx, int n, int k, ims_error *err);
 int nn_cuda_sync(nn_ctx *ctx, ims_error *err);
 int nn_cuda_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
 int nn_cuda_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,

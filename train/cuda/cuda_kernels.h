@@ -26,56 +26,69 @@
 extern "C" {
 #endif
 
+/*
+ * Activations (x, y, dx, dy) are of the type of `prec` (NN_PREC_*: float,
+ * or bf16 / fp16 values, act_types.cuh); an unknown prec returns
+ * cudaErrorInvalidValue. Biases, statistics and parameter gradients are
+ * float.
+ */
+
 /* elementwise.cu */
-cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, size_t count,
-				   const float *x, float *y);
-cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, size_t count,
-				    const float *y, const float *dy, float *dx,
+cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, int prec, size_t count,
+				   const void *x, void *y);
+cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, int prec, size_t count,
+				    const void *y, const void *dy, void *dx,
 				    int overwrite);
-cudaError_t nn_cuda_k_add(cudaStream_t s, size_t count, const float *a,
-			  const float *b, float *y);
+cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
+			  const void *a, const void *b, void *y);
 /* dx += dy */
-cudaError_t nn_cuda_k_accumulate(cudaStream_t s, size_t count,
-				 const float *dy, float *dx);
+cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec, size_t count,
+				 const void *dy, void *dx);
 /* keep i when p == 0 or the top 53 bits of ims_hash64(seed, i) / 2^53
  * >= p; y = keep ? x * scale : 0 (y = x when p == 0); mask may be NULL */
-cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, size_t count, float p,
-				      float scale, uint64_t seed,
-				      const float *x, float *y, uint8_t *mask);
+cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, int prec, size_t count,
+				      float p, float scale, uint64_t seed,
+				      const void *x, void *y, uint8_t *mask);
 /* dx (+)= mask ? dy * scale : 0; mask NULL means all kept with scale 1 */
-cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s, size_t count,
+cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s, int prec, size_t count,
 				       float scale, const uint8_t *mask,
-				       const float *dy, float *dx,
-				       int overwrite);
-/* y[i, o] = b[o] for i < n, o < out (the bias a GEMM then adds to) */
+				       const void *dy, void *dx, int overwrite);
+/* y[n, c, j] = round(y + b[c]) over n x c planes of hw values: the bias
+ * of a 16-bit convolution or linear product */
+cudaError_t nn_cuda_k_add_bias(cudaStream_t s, int prec, int n, int c,
+			       size_t hw, const float *b, void *y);
+/* y[i, o] = b[o] for i < n, o < out (the bias an fp32 GEMM then adds to) */
 cudaError_t nn_cuda_k_fill_rows(cudaStream_t s, int n, int out,
 				const float *b, float *y);
 
 /* reduce.cu */
 /* db[c] = sum over n < N, j < hw of dy[(n C + c) hw + j], in double */
-cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int n, int c, size_t hw,
-				  const float *dy, float *db);
+cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int prec, int n, int c,
+				  size_t hw, const void *dy, float *db);
 /* nn_cpu_bn_backward_frozen; dx, dgamma, dbeta may be NULL */
-cudaError_t nn_cuda_k_bn_frozen_backward(cudaStream_t s, const nn_bn_desc *d,
-					 const float *x, const float *gamma,
+cudaError_t nn_cuda_k_bn_frozen_backward(cudaStream_t s, int prec,
+					 const nn_bn_desc *d, const void *x,
+					 const float *gamma,
 					 const float *running_mean,
 					 const float *running_var,
-					 const float *dy, float *dx,
+					 const void *dy, void *dx,
 					 float *dgamma, float *dbeta,
 					 int overwrite);
 
 /* pool.cu; descriptors already checked */
-cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, const nn_pool_desc *d,
-				      const float *x, float *y,
-				      int32_t *argmax);
-cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s, const nn_pool_desc *d,
-				       const int32_t *argmax, const float *dy,
-				       float *dx, int overwrite);
-cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s, const nn_pool_desc *d,
-				      const float *x, float *y);
-cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s, const nn_pool_desc *d,
-				       const float *dy, float *dx,
-				       int overwrite);
+cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, int prec,
+				      const nn_pool_desc *d, const void *x,
+				      void *y, int32_t *argmax);
+cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s, int prec,
+				       const nn_pool_desc *d,
+				       const int32_t *argmax, const void *dy,
+				       void *dx, int overwrite);
+cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s, int prec,
+				      const nn_pool_desc *d, const void *x,
+				      void *y);
+cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s, int prec,
+				       const nn_pool_desc *d, const void *dy,
+				       void *dx, int overwrite);
 
 /* softmax_xent.cu */
 /* What nn_cuda_k_xent reads back: the first sample whose label is outside
@@ -110,7 +123,9 @@ cudaError_t nn_cuda_k_adam(cudaStream_t s, float *p, const float *g, float *m,
 			   float l2, int decoupled);
 
 /* half.cu: mixed precision (ctx->precision NN_PREC_BF16 or NN_PREC_FP16;
- * any other value fails with cudaErrorInvalidValue) */
+ * any other value fails with cudaErrorInvalidValue): the model's 16-bit
+ * input and weight copies, the logits widened for the loss, the loss
+ * gradient rounded, 16-bit weight gradients widened */
 /* y[i] = x[i] rounded to the 16-bit type (nearest even; beyond its range
  * +-Inf); y holds count 16-bit values */
 cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision, size_t count,
@@ -118,6 +133,10 @@ cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision, size_t count,
 /* y[i] = (float)x[i], or y[i] += (float)x[i] with add */
 cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision, size_t count,
 				const void *x, float *y, int add);
+/* x[i] = x[i] rounded to the 16-bit type and widened back: the value of
+ * a 16-bit weight gradient, kept in fp32 */
+cudaError_t nn_cuda_k_round_f32(cudaStream_t s, int precision, size_t count,
+				float *x);
 /* *found = 0, then for every i: *found = 1 if g[i] is Inf or NaN, and
  * g[i] *= inv (rounded once) */
 cudaError_t nn_cuda_k_unscale_check(cudaStream_t s, size_t count, float *g,

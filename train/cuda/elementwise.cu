@@ -1,49 +1,55 @@
 /*
  * elementwise.cu - the backend's element-wise kernels: ReLU, residual add,
- * gradient accumulation, dropout and the bias rows of a linear layer.
+ * gradient accumulation, dropout, the bias of a 16-bit product, and the
+ * bias rows of an fp32 linear layer.
  *
  * Each mirrors its CPU reference (train/layers/relu.c, add.c, dropout.c,
- * linear.c) operation for operation, products rounded on their own
- * (__fmul_rn) so that no multiply-add is fused where the CPU rounds
- * twice: the results are the CPU's bits. The dropout mask is the CPU's
- * counter-based draw, ims_hash64(seed, i) (common/rng.c), recomputed
- * here, so both backends drop the same elements.
+ * linear.c; in 16 bits train/layers/mixed.c) operation for operation,
+ * products rounded on their own (__fmul_rn) so that no multiply-add is
+ * fused where the CPU rounds twice: in fp32 the results are the CPU's
+ * bits. The dropout mask is the CPU's counter-based draw,
+ * ims_hash64(seed, i) (common/rng.c), recomputed here, so both backends
+ * drop the same elements. Activations are of type T (act_types.cuh).
  */
 #include <stdint.h>
 
+#include "train/cuda/act_types.cuh"
 #include "train/cuda/cuda_kernels.h"
 #include "train/cuda/cuda_launch.cuh"
 
-__global__ static void relu_forward(size_t count, const float *x, float *y)
+template <typename T>
+__global__ static void relu_forward(size_t count, const T *x, T *y)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	{
-		const float v = x[i];
-		y[i] = v < 0.0f ? 0.0f : v; /* NaN passes, as on the CPU */
+		const float v = nn_ld(x, i);
+		nn_st(y, i, v < 0.0f ? 0.0f : v); /* NaN passes, as on the CPU */
 	}
 }
 
-__global__ static void relu_backward(size_t count, const float *y,
-				     const float *dy, float *dx, int overwrite)
+template <typename T>
+__global__ static void relu_backward(size_t count, const T *y, const T *dy,
+				     T *dx, int overwrite)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	{
-		const float g = y[i] > 0.0f ? dy[i] : 0.0f;
-		dx[i] = overwrite ? g : dx[i] + g;
+		const float g = nn_ld(y, i) > 0.0f ? nn_ld(dy, i) : 0.0f;
+		nn_st(dx, i, overwrite ? g : nn_ld(dx, i) + g);
 	}
 }
 
-__global__ static void add(size_t count, const float *a, const float *b,
-			   float *y)
+template <typename T>
+__global__ static void add(size_t count, const T *a, const T *b, T *y)
 {
 	NN_CUDA_FOR_EACH(i, count)
-	y[i] = a[i] + b[i];
+	nn_st(y, i, nn_ld(a, i) + nn_ld(b, i));
 }
 
-__global__ static void accumulate(size_t count, const float *dy, float *dx)
+template <typename T>
+__global__ static void accumulate(size_t count, const T *dy, T *dx)
 {
 	NN_CUDA_FOR_EACH(i, count)
-	dx[i] += dy[i];
+	nn_st(dx, i, nn_ld(dx, i) + nn_ld(dy, i));
 }
 
 /* common/rng.c's splitmix64 and ims_hash64, bit for bit */
@@ -66,36 +72,48 @@ __device__ static inline uint64_t hash64(uint64_t a, uint64_t b)
 /* 2^-53, exact */
 #define INV_2_53 (1.0 / 9007199254740992.0)
 
+template <typename T>
 __global__ static void dropout_forward(size_t count, double p, float scale,
-				       uint64_t seed, const float *x, float *y,
+				       uint64_t seed, const T *x, T *y,
 				       uint8_t *mask)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	{
 		int keep = 1;
-		float v = x[i];
+		float v = nn_ld(x, i);
 		if (p != 0.0) {
 			keep = (double)(hash64(seed, (uint64_t)i) >> 11) *
 				       INV_2_53 >=
 			       p;
 			v = keep ? __fmul_rn(v, scale) : 0.0f;
 		}
-		y[i] = v;
+		nn_st(y, i, v);
 		if (mask)
 			mask[i] = (uint8_t)keep;
 	}
 }
 
+template <typename T>
 __global__ static void dropout_backward(size_t count, float scale,
-					const uint8_t *mask, const float *dy,
-					float *dx, int overwrite)
+					const uint8_t *mask, const T *dy, T *dx,
+					int overwrite)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	{
-		const float g = !mask ? dy[i]
-			      : mask[i] ? __fmul_rn(dy[i], scale) : 0.0f;
-		dx[i] = (overwrite ? 0.0f : dx[i]) + g;
+		const float d = nn_ld(dy, i);
+		const float g = !mask ? d : mask[i] ? __fmul_rn(d, scale) : 0.0f;
+		nn_st(dx, i, (overwrite ? 0.0f : nn_ld(dx, i)) + g);
 	}
+}
+
+/* y = round(y + b[c]): the bias of a 16-bit convolution or linear
+ * product, planes of hw values */
+template <typename T>
+__global__ static void add_bias(size_t count, int c, size_t hw,
+				const float *b, T *y)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	nn_st(y, i, nn_ld(y, i) + b[(i / hw) % (size_t)c]);
 }
 
 __global__ static void fill_rows(size_t count, int out, const float *b,
@@ -105,63 +123,97 @@ __global__ static void fill_rows(size_t count, int out, const float *b,
 	y[i] = b[i % (size_t)out];
 }
 
-extern "C" cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, size_t count,
-					      const float *x, float *y)
+#define LAUNCH(kernel, count, T, s, ...)                                       \
+	kernel<T><<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(           \
+		__VA_ARGS__)
+
+extern "C" cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, int prec,
+					      size_t count, const void *x,
+					      void *y)
 {
-	if (count)
-		relu_forward<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, x, y);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(relu_forward, count, T, s, count,
+				(const T *)x, (T *)y));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, size_t count,
-					       const float *y, const float *dy,
-					       float *dx, int overwrite)
+extern "C" cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, int prec,
+					       size_t count, const void *y,
+					       const void *dy, void *dx,
+					       int overwrite)
 {
-	if (count)
-		relu_backward<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, y, dy, dx, overwrite);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(relu_backward, count, T, s, count,
+				(const T *)y, (const T *)dy, (T *)dx,
+				overwrite));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_add(cudaStream_t s, size_t count,
-				     const float *a, const float *b, float *y)
+extern "C" cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
+				     const void *a, const void *b, void *y)
 {
-	if (count)
-		add<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(count, a,
-								      b, y);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(add, count, T, s, count, (const T *)a,
+				(const T *)b, (T *)y));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_accumulate(cudaStream_t s, size_t count,
-					    const float *dy, float *dx)
+extern "C" cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec,
+					    size_t count, const void *dy,
+					    void *dx)
 {
-	if (count)
-		accumulate<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, dy, dx);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(accumulate, count, T, s, count, (const T *)dy,
+				(T *)dx));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, size_t count,
-						 float p, float scale,
-						 uint64_t seed, const float *x,
-						 float *y, uint8_t *mask)
+extern "C" cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, int prec,
+						 size_t count, float p,
+						 float scale, uint64_t seed,
+						 const void *x, void *y,
+						 uint8_t *mask)
 {
-	if (count)
-		dropout_forward<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0,
-				  s>>>(count, (double)p, scale, seed, x, y, mask);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(dropout_forward, count, T, s, count, (double)p,
+				scale, seed, (const T *)x, (T *)y, mask));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s,
+extern "C" cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s, int prec,
 						  size_t count, float scale,
 						  const uint8_t *mask,
-						  const float *dy, float *dx,
+						  const void *dy, void *dx,
 						  int overwrite)
 {
-	if (count)
-		dropout_backward<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0,
-				   s>>>(count, scale, mask, dy, dx, overwrite);
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(dropout_backward, count, T, s, count, scale,
+				mask, (const T *)dy, (T *)dx, overwrite));
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_add_bias(cudaStream_t s, int prec, int n,
+					  int c, size_t hw, const float *b,
+					  void *y)
+{
+	const size_t count = (size_t)n * (size_t)c * hw;
+	if (!count)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(add_bias, count, T, s, count, c, hw, b,
+				(T *)y));
 	return cudaGetLastError();
 }
 

@@ -1,8 +1,9 @@
 /*
  * half.cu - the kernels of mixed precision (--precision bf16 / fp16):
- * fp32 tensors rounded into 16-bit copies for cuDNN and cuBLAS, 16-bit
- * results widened back into the fp32 tensors the rest of the graph
- * keeps, and fp16's gradient check (loss scaling, train/loss_scale.h).
+ * conversions between fp32 and the 16-bit activation type (the model's
+ * input and weight copies, its logits and loss gradient, 16-bit weight
+ * gradients widened or rounded), and fp16's gradient check (loss
+ * scaling, train/loss_scale.h).
  *
  * Rounding is to nearest even (__float2bfloat16_rn, __float2half_rn);
  * a value beyond the 16-bit range becomes +-Inf (fp16 above 65504), which
@@ -47,6 +48,18 @@ __global__ static void from_fp16(size_t count, const __half *x, float *y,
 	}
 }
 
+__global__ static void round_bf16(size_t count, float *x)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
+__global__ static void round_fp16(size_t count, float *x)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	x[i] = __half2float(__float2half_rn(x[i]));
+}
+
 /* Every thread that sees a non-finite value writes the same 1, so the
  * unordered stores need no atomics. */
 __global__ static void unscale_check(size_t count, float *g, float inv,
@@ -89,6 +102,22 @@ extern "C" cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision,
 	else if (precision == NN_PREC_FP16)
 		from_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
 			count, (const __half *)x, y, add);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_round_f32(cudaStream_t s, int precision,
+					   size_t count, float *x)
+{
+	if (!count)
+		return cudaSuccess;
+	if (precision == NN_PREC_BF16)
+		round_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, x);
+	else if (precision == NN_PREC_FP16)
+		round_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+			count, x);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();

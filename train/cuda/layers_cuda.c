@@ -2,7 +2,9 @@
  * layers_cuda.c - the backend entries of the layers that are own kernels
  * only (ReLU, pooling, dropout, add, softmax cross-entropy): the CPU
  * kernels' argument checks, then the launch (the kernels are in the .cu
- * files named in cuda_kernels.h).
+ * files named in cuda_kernels.h), and the conversions between float and
+ * the activation type (half.cu). Activations are of the context's
+ * activation type (ctx->precision).
  *
  * The checks are the CPU's, with the same messages, so a bad call fails
  * the same way on either backend. One difference: max-pool backward does
@@ -17,67 +19,76 @@ static cudaStream_t stream_of(nn_ctx *ctx)
 	return nn_cuda_dev_of(ctx)->stream;
 }
 
-int nn_cuda_relu_forward(nn_ctx *ctx, size_t count, const float *x, float *y,
+static int prec_of(const nn_ctx *ctx)
+{
+	return ctx->precision;
+}
+
+int nn_cuda_relu_forward(nn_ctx *ctx, size_t count, const void *x, void *y,
 			 ims_error *err)
 {
 	CUDA_CHECK(err, "run relu on cuda",
-		   nn_cuda_k_relu_forward(stream_of(ctx), count, x, y));
+		   nn_cuda_k_relu_forward(stream_of(ctx), prec_of(ctx), count,
+					  x, y));
 	return 0;
 }
 
-int nn_cuda_relu_backward(nn_ctx *ctx, size_t count, const float *y,
-			  const float *dy, float *dx, ims_error *err)
+int nn_cuda_relu_backward(nn_ctx *ctx, size_t count, const void *y,
+			  const void *dy, void *dx, ims_error *err)
 {
 	if (!dx)
 		return 0;
 	CUDA_CHECK(err, "backpropagate relu on cuda",
-		   nn_cuda_k_relu_backward(stream_of(ctx), count, y, dy, dx,
-					   ctx->dx_overwrite));
+		   nn_cuda_k_relu_backward(stream_of(ctx), prec_of(ctx), count,
+					   y, dy, dx, ctx->dx_overwrite));
 	return 0;
 }
 
 int nn_cuda_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			    const float *x, float *y, int32_t *argmax,
+			    const void *x, void *y, int32_t *argmax,
 			    ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "max-pool", err));
 	CUDA_CHECK(err, "max-pool on cuda",
-		   nn_cuda_k_maxpool_forward(stream_of(ctx), d, x, y, argmax));
+		   nn_cuda_k_maxpool_forward(stream_of(ctx), prec_of(ctx), d, x,
+					     y, argmax));
 	return 0;
 }
 
 int nn_cuda_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			     const int32_t *argmax, const float *dy,
-			     float *dx, ims_error *err)
+			     const int32_t *argmax, const void *dy, void *dx,
+			     ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "backpropagate max-pool", err));
 	if (!dx)
 		return 0;
 	CUDA_CHECK(err, "backpropagate max-pool on cuda",
-		   nn_cuda_k_maxpool_backward(stream_of(ctx), d, argmax, dy, dx,
+		   nn_cuda_k_maxpool_backward(stream_of(ctx), prec_of(ctx), d,
+					      argmax, dy, dx,
 					      ctx->dx_overwrite));
 	return 0;
 }
 
 int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			    const float *x, float *y, ims_error *err)
+			    const void *x, void *y, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "average-pool", err));
 	CUDA_CHECK(err, "average-pool on cuda",
-		   nn_cuda_k_avgpool_forward(stream_of(ctx), d, x, y));
+		   nn_cuda_k_avgpool_forward(stream_of(ctx), prec_of(ctx), d, x,
+					     y));
 	return 0;
 }
 
 int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			     const float *dy, float *dx, ims_error *err)
+			     const void *dy, void *dx, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "backpropagate average-pool",
 					     err));
 	if (!dx)
 		return 0;
 	CUDA_CHECK(err, "backpropagate average-pool on cuda",
-		   nn_cuda_k_avgpool_backward(stream_of(ctx), d, dy, dx,
-					      ctx->dx_overwrite));
+		   nn_cuda_k_avgpool_backward(stream_of(ctx), prec_of(ctx), d,
+					      dy, dx, ctx->dx_overwrite));
 	return 0;
 }
 
@@ -89,20 +100,20 @@ static int check_p(float p, const char *what, ims_error *err)
 }
 
 int nn_cuda_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			    uint64_t seed, const float *x, float *y,
+			    uint64_t seed, const void *x, void *y,
 			    uint8_t *mask, ims_error *err)
 {
 	FORWARD_IF_ERR(check_p(p, "apply dropout", err));
 	/* the CPU's scale, computed the CPU's way */
 	const float scale = 1.0f / (1.0f - p);
 	CUDA_CHECK(err, "apply dropout on cuda",
-		   nn_cuda_k_dropout_forward(stream_of(ctx), count, p, scale,
-					     seed, x, y, mask));
+		   nn_cuda_k_dropout_forward(stream_of(ctx), prec_of(ctx), count,
+					     p, scale, seed, x, y, mask));
 	return 0;
 }
 
 int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
-			     const uint8_t *mask, const float *dy, float *dx,
+			     const uint8_t *mask, const void *dy, void *dx,
 			     ims_error *err)
 {
 	static const char what[] = "backpropagate dropout";
@@ -113,21 +124,22 @@ int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
 		  what);
 	const float scale = 1.0f / (1.0f - p);
 	CUDA_CHECK(err, "backpropagate dropout on cuda",
-		   nn_cuda_k_dropout_backward(stream_of(ctx), count, scale,
+		   nn_cuda_k_dropout_backward(stream_of(ctx), prec_of(ctx),
+					      count, scale,
 					      p == 0.0f ? NULL : mask, dy, dx,
 					      ctx->dx_overwrite));
 	return 0;
 }
 
-int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const float *a,
-			const float *b, float *y, ims_error *err)
+int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const void *a,
+			const void *b, void *y, ims_error *err)
 {
 	CUDA_CHECK(err, "add on cuda",
-		   nn_cuda_k_add(stream_of(ctx), count, a, b, y));
+		   nn_cuda_k_add(stream_of(ctx), prec_of(ctx), count, a, b, y));
 	return 0;
 }
 
-int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
+int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 		       ims_error *err)
 {
 	if (!dx || !count)
@@ -135,13 +147,57 @@ int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
 	if (ctx->dx_overwrite) {
 		if (dx != dy)
 			CUDA_CHECK(err, "copy a gradient on cuda",
-				   cudaMemcpyAsync(dx, dy, count * sizeof(float),
+				   cudaMemcpyAsync(dx, dy,
+						   count * nn_act_bytes(ctx->precision),
 						   cudaMemcpyDeviceToDevice,
 						   stream_of(ctx)));
 		return 0;
 	}
 	CUDA_CHECK(err, "accumulate a gradient on cuda",
-		   nn_cuda_k_accumulate(stream_of(ctx), count, dy, dx));
+		   nn_cuda_k_accumulate(stream_of(ctx), prec_of(ctx), count, dy,
+					dx));
+	return 0;
+}
+
+/* fp32: a copy (the model does not call these then; tests may) */
+static int copy_f32(nn_ctx *ctx, const char *what, size_t count,
+		    const void *src, void *dst, ims_error *err)
+{
+	if (dst != src)
+		CUDA_CHECK(err, what,
+			   cudaMemcpyAsync(dst, src, count * sizeof(float),
+					   cudaMemcpyDeviceToDevice,
+					   stream_of(ctx)));
+	return 0;
+}
+
+int nn_cuda_act_from_f32(nn_ctx *ctx, size_t count, const float *src,
+			 void *dst, ims_error *err)
+{
+	static const char what[] = "convert to the activation type on cuda";
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	if (!count)
+		return 0;
+	if (ctx->precision == NN_PREC_FP32)
+		return copy_f32(ctx, what, count, src, dst, err);
+	CUDA_CHECK(err, what,
+		   nn_cuda_k_to_half(stream_of(ctx), ctx->precision, count, src,
+				     dst));
+	return 0;
+}
+
+int nn_cuda_act_to_f32(nn_ctx *ctx, size_t count, const void *src, float *dst,
+		       ims_error *err)
+{
+	static const char what[] = "convert from the activation type on cuda";
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	if (!count)
+		return 0;
+	if (ctx->precision == NN_PREC_FP32)
+		return copy_f32(ctx, what, count, src, dst, err);
+	CUDA_CHECK(err, what,
+		   nn_cuda_k_from_half(stream_of(ctx), ctx->precision, count, src,
+				       dst, 0));
 	return 0;
 }
 

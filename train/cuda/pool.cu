@@ -15,9 +15,15 @@
  * additions in the same order (the CPU's bits) and no two threads write
  * one element. A max-pool output whose argmax is not inside its window
  * (a corrupt argmax; the CPU refuses one outside the plane) adds nothing.
+ *
+ * Values are of the activation type T (act_types.cuh). In 16 bits a
+ * backward sums an element's terms from zero and rounds dx + sum once
+ * (the CPU's 16-bit path runs the fp32 scatter into a zeroed copy);
+ * in fp32 it continues from dx as the CPU's scatter does.
  */
 #include <math.h>
 
+#include "train/cuda/act_types.cuh"
 #include "train/cuda/cuda_kernels.h"
 #include "train/cuda/cuda_launch.cuh"
 
@@ -63,9 +69,9 @@ __device__ static inline void covering(int i, int k, int stride, int pad,
 	*hi = last + 1 < out ? last + 1 : out;
 }
 
-__global__ static void maxpool_forward(pool_args a, size_t total,
-				       const float *x, float *y,
-				       int32_t *argmax)
+template <typename T>
+__global__ static void maxpool_forward(pool_args a, size_t total, const T *x,
+				       T *y, int32_t *argmax)
 {
 	const size_t in_plane = (size_t)a.h_in * a.w_in;
 	NN_CUDA_FOR_EACH(i, total)
@@ -73,7 +79,7 @@ __global__ static void maxpool_forward(pool_args a, size_t total,
 		const int ow = (int)(i % (size_t)a.w_out);
 		const size_t t = i / (size_t)a.w_out;
 		const int oh = (int)(t % (size_t)a.h_out);
-		const float *xp = x + t / (size_t)a.h_out * in_plane;
+		const T *xp = x + t / (size_t)a.h_out * in_plane;
 		int hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
 		const int he = hs + a.kh < a.h_in ? hs + a.kh : a.h_in;
 		const int we = ws + a.kw < a.w_in ? ws + a.kw : a.w_in;
@@ -83,20 +89,34 @@ __global__ static void maxpool_forward(pool_args a, size_t total,
 		int32_t arg = hs * a.w_in + ws;
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++) {
-				const float v = xp[(size_t)ih * a.w_in + iw];
+				const float v = nn_ld(xp, (size_t)ih * a.w_in + iw);
 				if (v > best || v != v) {
 					best = v;
 					arg = ih * a.w_in + iw;
 				}
 			}
-		y[i] = best;
+		nn_st(y, i, best);
 		argmax[i] = arg;
 	}
 }
 
+/* dx = sum, overwriting or adding as described at the top */
+template <typename T>
+__device__ static inline float start_of(const T *dx, size_t i, int overwrite)
+{
+	return overwrite || nn_half_t<T>::value ? 0.0f : nn_ld(dx, i);
+}
+
+template <typename T>
+__device__ static inline void finish(T *dx, size_t i, float acc, int overwrite)
+{
+	nn_st(dx, i, nn_half_t<T>::value && !overwrite ? nn_ld(dx, i) + acc : acc);
+}
+
+template <typename T>
 __global__ static void maxpool_backward(pool_args a, size_t total,
-					const int32_t *argmax, const float *dy,
-					float *dx, int overwrite)
+					const int32_t *argmax, const T *dy,
+					T *dx, int overwrite)
 {
 	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
@@ -107,23 +127,24 @@ __global__ static void maxpool_backward(pool_args a, size_t total,
 		const size_t p = t / (size_t)a.h_in;
 		const int32_t me = ih * a.w_in + iw;
 		const int32_t *ap = argmax + p * out_plane;
-		const float *dyp = dy + p * out_plane;
+		const T *dyp = dy + p * out_plane;
 		int oh0, oh1, ow0, ow1;
 		covering(ih, a.kh, a.sh, a.ph, a.h_out, &oh0, &oh1);
 		covering(iw, a.kw, a.sw, a.pw, a.w_out, &ow0, &ow1);
-		float acc = overwrite ? 0.0f : dx[i];
+		float acc = start_of(dx, i, overwrite);
 		for (int oh = oh0; oh < oh1; oh++)
 			for (int ow = ow0; ow < ow1; ow++) {
 				const size_t o = (size_t)oh * a.w_out + ow;
 				if (ap[o] == me)
-					acc += dyp[o];
+					acc += nn_ld(dyp, o);
 			}
-		dx[i] = acc;
+		finish(dx, i, acc, overwrite);
 	}
 }
 
-__global__ static void avgpool_forward(pool_args a, size_t total,
-				       const float *x, float *y)
+template <typename T>
+__global__ static void avgpool_forward(pool_args a, size_t total, const T *x,
+				       T *y)
 {
 	const size_t in_plane = (size_t)a.h_in * a.w_in;
 	NN_CUDA_FOR_EACH(i, total)
@@ -131,7 +152,7 @@ __global__ static void avgpool_forward(pool_args a, size_t total,
 		const int ow = (int)(i % (size_t)a.w_out);
 		const size_t t = i / (size_t)a.w_out;
 		const int oh = (int)(t % (size_t)a.h_out);
-		const float *xp = x + t / (size_t)a.h_out * in_plane;
+		const T *xp = x + t / (size_t)a.h_out * in_plane;
 		int hs, he, ws, we;
 		const int lh = span(a.adaptive, oh, a.h_in, a.h_out, a.kh, a.sh,
 				    a.ph, &hs, &he);
@@ -140,8 +161,8 @@ __global__ static void avgpool_forward(pool_args a, size_t total,
 		double s = 0;
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++)
-				s += xp[(size_t)ih * a.w_in + iw];
-		y[i] = (float)(s / ((double)lh * lw));
+				s += nn_ld(xp, (size_t)ih * a.w_in + iw);
+		nn_st(y, i, (float)(s / ((double)lh * lw)));
 	}
 }
 
@@ -162,9 +183,9 @@ __device__ static inline void avg_covering(const pool_args &a, int horiz,
 		covering(i, a.kh, a.sh, a.ph, out, lo, hi);
 }
 
+template <typename T>
 __global__ static void avgpool_backward(pool_args a, size_t total,
-					const float *dy, float *dx,
-					int overwrite)
+					const T *dy, T *dx, int overwrite)
 {
 	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
@@ -172,11 +193,11 @@ __global__ static void avgpool_backward(pool_args a, size_t total,
 		const int iw = (int)(i % (size_t)a.w_in);
 		const size_t t = i / (size_t)a.w_in;
 		const int ih = (int)(t % (size_t)a.h_in);
-		const float *dyp = dy + t / (size_t)a.h_in * out_plane;
+		const T *dyp = dy + t / (size_t)a.h_in * out_plane;
 		int oh0, oh1, ow0, ow1;
 		avg_covering(a, 0, ih, &oh0, &oh1);
 		avg_covering(a, 1, iw, &ow0, &ow1);
-		float acc = overwrite ? 0.0f : dx[i];
+		float acc = start_of(dx, i, overwrite);
 		for (int oh = oh0; oh < oh1; oh++) {
 			int hs, he;
 			const int lh = span(a.adaptive, oh, a.h_in, a.h_out,
@@ -190,11 +211,11 @@ __global__ static void avgpool_backward(pool_args a, size_t total,
 						    &ws, &we);
 				if (iw < ws || iw >= we)
 					continue;
-				acc += (float)(dyp[(size_t)oh * a.w_out + ow] /
+				acc += (float)(nn_ld(dyp, (size_t)oh * a.w_out + ow) /
 					       ((double)lh * lw));
 			}
 		}
-		dx[i] = acc;
+		finish(dx, i, acc, overwrite);
 	}
 }
 
@@ -203,51 +224,63 @@ static size_t planes_of(const nn_pool_desc *d)
 	return (size_t)d->n * (size_t)d->c;
 }
 
-extern "C" cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s,
+#define LAUNCH(kernel, total, T, s, ...)                                       \
+	kernel<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0, s>>>(           \
+		__VA_ARGS__)
+
+extern "C" cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, int prec,
 						 const nn_pool_desc *d,
-						 const float *x, float *y,
+						 const void *x, void *y,
 						 int32_t *argmax)
 {
 	const size_t total = planes_of(d) * d->h_out * d->w_out;
-	if (total)
-		maxpool_forward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
-				  s>>>(args_of(d), total, x, y, argmax);
+	if (!total)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(maxpool_forward, total, T, s, args_of(d), total,
+				(const T *)x, (T *)y, argmax));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s,
+extern "C" cudaError_t nn_cuda_k_maxpool_backward(cudaStream_t s, int prec,
 						  const nn_pool_desc *d,
 						  const int32_t *argmax,
-						  const float *dy, float *dx,
+						  const void *dy, void *dx,
 						  int overwrite)
 {
 	const size_t total = planes_of(d) * d->h_in * d->w_in;
-	if (total)
-		maxpool_backward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
-				   s>>>(args_of(d), total, argmax, dy, dx,
-					overwrite);
+	if (!total)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(maxpool_backward, total, T, s, args_of(d),
+				total, argmax, (const T *)dy, (T *)dx,
+				overwrite));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s,
+extern "C" cudaError_t nn_cuda_k_avgpool_forward(cudaStream_t s, int prec,
 						 const nn_pool_desc *d,
-						 const float *x, float *y)
+						 const void *x, void *y)
 {
 	const size_t total = planes_of(d) * d->h_out * d->w_out;
-	if (total)
-		avgpool_forward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
-				  s>>>(args_of(d), total, x, y);
+	if (!total)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(avgpool_forward, total, T, s, args_of(d), total,
+				(const T *)x, (T *)y));
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s,
+extern "C" cudaError_t nn_cuda_k_avgpool_backward(cudaStream_t s, int prec,
 						  const nn_pool_desc *d,
-						  const float *dy, float *dx,
+						  const void *dy, void *dx,
 						  int overwrite)
 {
 	const size_t total = planes_of(d) * d->h_in * d->w_in;
-	if (total)
-		avgpool_backward<<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
-				   s>>>(args_of(d), total, dy, dx, overwrite);
+	if (!total)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 LAUNCH(avgpool_backward, total, T, s, args_of(d),
+				total, (const T *)dy, (T *)dx, overwrite));
 	return cudaGetLastError();
 }

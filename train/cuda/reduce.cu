@@ -7,14 +7,18 @@
  * channel's N*HW values in double, then nn_cuda_block_sum combines the
  * threads in a fixed tree. The order differs from the CPU's (plane by
  * plane, n in order) but is fixed, so results are deterministic and
- * within double rounding of the CPU's.
+ * within double rounding of the CPU's. The gradients and inputs read are
+ * of the activation type T (act_types.cuh); the sums and the parameter
+ * gradients are double and float.
  */
 #include <math.h>
 
+#include "train/cuda/act_types.cuh"
 #include "train/cuda/cuda_kernels.h"
 #include "train/cuda/cuda_launch.cuh"
 
-__global__ static void channel_sum(int n, int c, size_t hw, const float *dy,
+template <typename T>
+__global__ static void channel_sum(int n, int c, size_t hw, const T *dy,
 				   float *db)
 {
 	__shared__ double sh[NN_CUDA_THREADS];
@@ -23,7 +27,7 @@ __global__ static void channel_sum(int n, int c, size_t hw, const float *dy,
 	double s = 0.0;
 	for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
 		const size_t img = i / hw, j = i - img * hw;
-		s += dy[(img * (size_t)c + ch) * hw + j];
+		s += nn_ld(dy, (img * (size_t)c + ch) * hw + j);
 	}
 	s = nn_cuda_block_sum(s, sh);
 	if (threadIdx.x == 0)
@@ -35,12 +39,12 @@ __global__ static void channel_sum(int n, int c, size_t hw, const float *dy,
  *   dx (+)= dy * (float)(gamma invstd), dbeta = sum dy,
  *   dgamma = invstd * sum dy (x - mean), x - mean in float.
  */
+template <typename T>
 __global__ static void bn_frozen_backward(int n, int c, size_t hw, float eps,
-					  const float *x, const float *gamma,
+					  const T *x, const float *gamma,
 					  const float *rm, const float *rv,
-					  const float *dy, float *dx,
-					  float *dgamma, float *dbeta,
-					  int overwrite)
+					  const T *dy, T *dx, float *dgamma,
+					  float *dbeta, int overwrite)
 {
 	__shared__ double sh[NN_CUDA_THREADS];
 	const int ch = blockIdx.x;
@@ -52,12 +56,12 @@ __global__ static void bn_frozen_backward(int n, int c, size_t hw, float eps,
 	for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
 		const size_t img = i / hw, j = i - img * hw;
 		const size_t at = (img * (size_t)c + ch) * hw + j;
-		const float d = dy[at];
+		const float d = nn_ld(dy, at);
 		s += d;
-		sx += (double)d * (double)(x[at] - mu);
+		sx += (double)d * (double)(nn_ld(x, at) - mu);
 		if (dx) {
 			const float v = __fmul_rn(d, g);
-			dx[at] = overwrite ? v : dx[at] + v;
+			nn_st(dx, at, overwrite ? v : nn_ld(dx, at) + v);
 		}
 	}
 	s = nn_cuda_block_sum(s, sh);
@@ -70,25 +74,32 @@ __global__ static void bn_frozen_backward(int n, int c, size_t hw, float eps,
 	}
 }
 
-extern "C" cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int n, int c,
-					     size_t hw, const float *dy,
+extern "C" cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int prec, int n,
+					     int c, size_t hw, const void *dy,
 					     float *db)
 {
-	if (n > 0 && c > 0 && hw > 0)
-		channel_sum<<<(unsigned)c, NN_CUDA_THREADS, 0, s>>>(n, c, hw,
-								    dy, db);
+	if (n <= 0 || c <= 0 || !hw)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 channel_sum<T><<<(unsigned)c, NN_CUDA_THREADS, 0, s>>>(
+				 n, c, hw, (const T *)dy, db));
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t nn_cuda_k_bn_frozen_backward(
-	cudaStream_t s, const nn_bn_desc *d, const float *x, const float *gamma,
-	const float *running_mean, const float *running_var, const float *dy,
-	float *dx, float *dgamma, float *dbeta, int overwrite)
+	cudaStream_t s, int prec, const nn_bn_desc *d, const void *x,
+	const float *gamma, const float *running_mean,
+	const float *running_var, const void *dy, void *dx, float *dgamma,
+	float *dbeta, int overwrite)
 {
 	const size_t hw = (size_t)d->h * (size_t)d->w;
-	if (d->n > 0 && d->c > 0 && hw > 0)
-		bn_frozen_backward<<<(unsigned)d->c, NN_CUDA_THREADS, 0, s>>>(
-			d->n, d->c, hw, d->eps, x, gamma, running_mean,
-			running_var, dy, dx, dgamma, dbeta, overwrite);
+	if (d->n <= 0 || d->c <= 0 || !hw)
+		return cudaSuccess;
+	NN_CUDA_DISPATCH(prec, T,
+			 bn_frozen_backward<T><<<(unsigned)d->c, NN_CUDA_THREADS,
+						 0, s>>>(
+				 d->n, d->c, hw, d->eps, (const T *)x, gamma,
+				 running_mean, running_var, (const T *)dy,
+				 (T *)dx, dgamma, dbeta, overwrite));
 	return cudaGetLastError();
 }

@@ -60,6 +60,16 @@ int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 	return 0;
 }
 
+int nn_cuda_loss_prepare(nn_ctx *ctx, int n, int k, ims_error *err)
+{
+	(void)k;
+	RETURN_IF(n < 1, err, IMS_EINVAL, "cannot prepare the loss of %d samples",
+		  n);
+	nn_cuda_reserve(ctx, nn_cuda_k_xent_workspace(n));
+	nn_cuda_reserve(ctx, 256); /* the gradient check's flag */
+	return 0;
+}
+
 int nn_cuda_sync(nn_ctx *ctx, ims_error *err)
 {
 	CUDA_CHECK(err, "wait for the cuda device",
