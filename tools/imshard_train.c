@@ -53,10 +53,13 @@ static const cli_command command = {
 	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
 	"A NaN or infinite loss stops training with an error naming the step;\n"
 	"the checkpoint written before it is kept.\n\n"
-	"--precision bf16 or fp16 (--device cuda) is mixed precision:\n"
-	"convolutions and linear layers compute on tensor cores from 16-bit\n"
-	"copies with fp32 sums; weights, gradients, optimiser state and\n"
-	"activations stay fp32. fp16 multiplies the loss\n"
+	"--precision bf16 or fp16 is mixed precision, on either device:\n"
+	"activations and their gradients are stored in 16 bits (half the\n"
+	"activation memory), convolutions and linear layers read a 16-bit copy\n"
+	"of the weights made once per step, and every sum is fp32; weights,\n"
+	"gradients, batch-norm statistics and optimiser state stay fp32. On the\n"
+	"cpu it is the reference the device is tested against (no faster than\n"
+	"fp32 there). fp16 multiplies the loss\n"
 	"gradient by a scale S (65536 at first); a step whose gradients overflow\n"
 	"is skipped and S halved, S doubles after 2000 good steps (at most\n"
 	"2^24). metrics.jsonl and summary.json give loss_scale and\n"
@@ -290,6 +293,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	nn_train_opts_init(o);
 	o->bucket_mb = 0; /* not given: set by device below */
 	const char *optimizer = NULL, *schedule = NULL, *mean = NULL, *std = NULL;
+	const char *tf32 = NULL;
 	double smoothing = 0;
 	int epochs = o->epochs, batch = o->batch_size, size = o->size;
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
@@ -316,7 +320,9 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
 		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
-		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
+		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
+		{"cudnn-algo", 0, CLI_STRING, &o->cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
+		{"tf32", 0, CLI_STRING, &tf32, "on|off", "cuda, fp32: TF32 tensor cores for convolutions and GEMMs (on from compute capability 8.0, as PyTorch's cuDNN default)", 0, 0},
 		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o->checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
@@ -393,6 +399,15 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") &&
 	    strcmp(o->precision, "fp16"))
 		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o->precision);
+	if (o->cudnn_algo && strcmp(o->cudnn_algo, "benchmark") &&
+	    strcmp(o->cudnn_algo, "heuristic") &&
+	    strcmp(o->cudnn_algo, "deterministic"))
+		USAGE("--cudnn-algo must be benchmark, heuristic or deterministic, "
+		      "got '%s'", o->cudnn_algo);
+	if (tf32 && strcmp(tf32, "on") && strcmp(tf32, "off"))
+		USAGE("--tf32 must be on or off, got '%s'", tf32);
+	if (tf32)
+		o->tf32 = !strcmp(tf32, "on");
 	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
 	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
 	 * gains little, and one blocking allreduce after backward measured

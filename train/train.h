@@ -162,8 +162,13 @@ typedef struct nn_train_opts {
 	float mean[3], std[3];    /* --mean, --std (ImageNet's) */
 	float label_smoothing;    /* --label-smoothing (0) */
 	int threads;              /* --threads (0 = all cores) */
-	const char *precision;    /* --precision fp32|bf16|fp16 (fp32; 16-bit
-				     ones on --device cuda only) */
+	const char *precision;    /* --precision fp32|bf16|fp16 (fp32): 16-bit
+				     activations, fp32 sums and weights, on
+				     either device */
+	const char *cudnn_algo;   /* --cudnn-algo benchmark|heuristic|
+				     deterministic (NULL: benchmark) */
+	int tf32;                 /* --tf32: 1 on, 0 off, -1 the device's
+				     default (on from compute capability 8) */
 	const char *init;         /* --init weights.safetensors */
 	int freeze_backbone;      /* --freeze-backbone */
 	const char *checkpoint_dir; /* --checkpoint-dir */

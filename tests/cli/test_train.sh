@@ -108,14 +108,33 @@ else
   one_line "$T/err"
   contains "$T/err" "cannot use --device cuda: "
 fi
-# mixed precision is a cuda option: one line naming the flag
-expect 1 fit --precision bf16
+# mixed precision on the CPU (the device's reference graph): bf16 trains
+# without loss scaling; fp16 with an injected Inf gradient at step 3
+# skips that step and halves the scale; the options say what ran
+expect 0 fit --precision bf16 --max-steps 3 --log-every 1 --log-dir "$T/cbf16" --cudnn-algo deterministic --tf32 off
+same "$(json "$T/cbf16/summary.json" '(j["loss_scale"], j["skipped_steps"], j["options"]["precision"], j["options"]["cudnn_algo"], j["options"]["tf32"])')" "(1, 0, 'bf16', 'deterministic', False)" "cpu bf16 summary"
+python3 -c 'import json,sys,math; t=[json.loads(l) for l in open(sys.argv[1]) if "\"train\"" in l]; assert len(t)==3 and all(math.isfinite(l["loss"]) for l in t), t' "$T/cbf16/metrics.jsonl" || fail "cpu bf16 metrics"
+export IMSHARD_INJECT_INF_GRAD_STEP=3
+expect 0 fit --precision fp16 --max-steps 3 --log-every 1 --log-dir "$T/cfp16"
+unset IMSHARD_INJECT_INF_GRAD_STEP
+python3 - "$T/cfp16/metrics.jsonl" "$T/cfp16/summary.json" >"$T/m" 2>&1 <<'PY'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+s = json.load(open(sys.argv[2]))
+assert [l["step"] for l in t] == [1, 2, 3], t
+a, b = t[1], t[2]
+assert b["skipped_steps"] == a["skipped_steps"] + 1, t
+assert b["loss_scale"] == max(a["loss_scale"] / 2, 1), t
+assert s["options"]["precision"] == "fp16", s
+print("ok")
+PY
+contains "$T/m" "ok"
+expect 2 fit --cudnn-algo fastest
 one_line "$T/err"
-contains "$T/err" "--precision bf16"
-contains "$T/err" "--device cuda"
-expect 1 fit --precision fp16
+contains "$T/err" "--cudnn-algo must be benchmark, heuristic or deterministic, got 'fastest'"
+expect 2 fit --tf32 maybe
 one_line "$T/err"
-contains "$T/err" "--precision fp16"
+contains "$T/err" "--tf32 must be on or off, got 'maybe'"
 expect 2 fit --precision fp8
 one_line "$T/err"
 contains "$T/err" "--precision must be fp32, bf16 or fp16, got 'fp8'"

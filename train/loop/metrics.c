@@ -226,6 +226,14 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
 	cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
 	cJSON_AddStringToObject(j, "precision", o->precision ? o->precision : "fp32");
+	/* what the context runs with (a device's defaults included) */
+	static const char *const algo[] = {"benchmark", "heuristic",
+					   "deterministic"};
+	cJSON_AddStringToObject(j, "cudnn_algo",
+				r->ctx.conv_algo >= 0 && r->ctx.conv_algo < 3
+					? algo[r->ctx.conv_algo]
+					: "?");
+	cJSON_AddBoolToObject(j, "tf32", r->ctx.tf32);
 	cJSON_AddNumberToObject(j, "max_steps", (double)o->max_steps);
 	cJSON_AddNumberToObject(j, "momentum", o->momentum);
 	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);

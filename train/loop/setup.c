@@ -11,6 +11,18 @@
 #include "recordio/recordio.h"
 #include "train/loop/loop_internal.h"
 
+int loop_algo_mode(const char *name)
+{
+	static const char *const modes[] = {"benchmark", "heuristic",
+					    "deterministic"};
+	static const int values[] = {NN_ALGO_BENCHMARK, NN_ALGO_HEURISTIC,
+				     NN_ALGO_DETERMINISTIC};
+	for (int i = 0; name && i < 3; i++)
+		if (!strcmp(name, modes[i]))
+			return values[i];
+	return -1;
+}
+
 int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 {
 	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
@@ -25,11 +37,15 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 			  strcmp(o->precision, "fp16"),
 		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
 		  o->precision);
-	RETURN_IF(strcmp(o->precision, "fp32") && strcmp(o->device, "cuda"),
-		  err, IMS_EUNSUPPORTED,
-		  "cannot train with --precision %s on the %s: mixed precision "
-		  "is a --device cuda option (the cpu computes in fp32)",
-		  o->precision, o->device);
+	RETURN_IF(o->cudnn_algo && loop_algo_mode(o->cudnn_algo) < 0, err,
+		  IMS_EINVAL,
+		  "unknown --cudnn-algo '%s': use benchmark, heuristic or "
+		  "deterministic",
+		  o->cudnn_algo);
+	RETURN_IF(o->tf32 < -1 || o->tf32 > 1, err, IMS_EINVAL,
+		  "--tf32 is %d: use 1 (on), 0 (off) or -1 (the device's "
+		  "default)",
+		  o->tf32);
 	RETURN_IF(o->epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
 		  o->epochs);
 	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
@@ -100,6 +116,21 @@ int loop_load_classes(run *r, ims_error *err)
 	return rc;
 }
 
+/* What the options ask of the context: the activations' precision, and
+ * on a device the convolution algorithm mode and TF32 (the CPU ignores
+ * both). */
+static void set_compute(run *r)
+{
+	const nn_train_opts *o = r->o;
+	r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
+			   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
+							   : NN_PREC_FP32;
+	if (o->cudnn_algo)
+		r->ctx.conv_algo = loop_algo_mode(o->cudnn_algo);
+	if (o->tf32 >= 0)
+		r->ctx.tf32 = o->tf32;
+}
+
 /*
  * The compute context, the loss scaler and the collective timeout, then
  * the classes: --device cuda first, so that a host without a usable GPU
@@ -113,9 +144,7 @@ int loop_open_context(run *r, ims_error *err)
 		r->log.device = dp_local_rank(r->dp.comm);
 		FORWARD_IF_ERR(nn_ctx_init_cuda(&r->ctx, r->log.device, err));
 		r->ctx_ok = 1;
-		r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
-				   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
-								   : NN_PREC_FP32;
+		set_compute(r);
 	}
 	nn_loss_scale_init(&r->scaler, !strcmp(o->precision, "fp16"));
 	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->collective_timeout, err));
@@ -137,6 +166,7 @@ int loop_open_context(run *r, ims_error *err)
 		FORWARD_IF_ERR(nn_ctx_init_cpu(&r->ctx, o->threads, err));
 	}
 	r->ctx_ok = 1;
+	set_compute(r);
 	return 0;
 }
 
@@ -257,6 +287,9 @@ int loop_make_model(run *r, ims_error *err)
 	 * never reaches them */
 	if (o->freeze_backbone)
 		FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_TRAIN_HEAD, err));
+	/* algorithms chosen and workspaces sized now, before any
+	 * collective: nothing is reallocated once steps run */
+	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
 	if (o->init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));

@@ -23,6 +23,7 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->size = 224;
 	o->augment = "flip";
 	o->precision = "fp32";
+	o->tf32 = -1;
 	o->seed = 1;
 	o->log_every = 10;
 	o->bucket_mb = 1024;
