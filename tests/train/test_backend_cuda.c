@@ -19,19 +19,25 @@
  *  - Overwrite mode (ctx->dx_overwrite) runs over a dx full of NaN; the
  *    result must match the CPU's overwrite result under the same rules,
  *    so a NaN read from dx shows up as a failure.
- *  - Mixed precision (ctx->precision bf16 / fp16: convolution and linear
- *    on 16-bit copies, fp32 sums) against the CPU's fp32: y, dx
- *    (accumulated and overwritten), dw and db by the relative error of
- *    the tensor's norm, |gpu - cpu|_2 <= TOL |cpu|_2, with TOL_BF16 =
- *    1e-2 and TOL_FP16 = 2e-3: inputs and result are each rounded once to
- *    8 (bf16) or 11 (fp16) significant bits, a relative error of at most
- *    2^-9 (2^-12) per rounding, about 2e-3 (3e-4) for the norm; the
- *    tolerances leave 5x of that.
+ *  - Mixed precision (ctx->precision bf16 / fp16: 16-bit activations and
+ *    weights, fp32 sums) against the CPU's mixed precision on the same
+ *    16-bit inputs (train/layers/mixed.c, the reference): convolution,
+ *    linear and batch norm y, dx (accumulated and overwritten), dw and db
+ *    by the relative error of the tensor's norm, |gpu - cpu|_2 <= TOL
+ *    |cpu|_2, with TOL_BF16 = 1e-2 and TOL_FP16 = 2e-3: the sums run in
+ *    other orders, and a result near a rounding boundary rounds the
+ *    other way, 2^-8 (2^-11) relative for that element; the tolerances
+ *    are 5x the norm of that were every element to flip. Add,
+ *    accumulate, ReLU and max pooling (one fp32 operation per element,
+ *    rounded once): the same bits.
+ *  - The device runs with TF32 off and deterministic convolution
+ *    algorithms (the parity settings).
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "common/half.h"
 #include "nn_test_util.h"
 #include "test.h"
 #include "train/nn_internal.h"
@@ -301,13 +307,45 @@ static void test_conv(void)
 	dfree(g);
 }
 
-/* ---- mixed precision: convolution and linear in bf16 / fp16 ---------- */
+/* ---- mixed precision: 16-bit activations against the CPU's ---------- */
 
-/* |got - want|_2 <= tol |want|_2, the device tensor d read back */
-static void near_norm_dev(const char *what, const float *want, float *d,
-			  size_t n, double tol)
+static const char *prec_name(int prec)
 {
-	float *got = down(d, n);
+	return prec == NN_PREC_BF16 ? "bf16" : "fp16";
+}
+
+static uint16_t *h16(int prec, const float *f, size_t n)
+{
+	uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
+	CHECK(h != NULL);
+	for (size_t i = 0; i < n; i++)
+		h[i] = prec == NN_PREC_BF16 ? ims_f32_to_bf16(f[i])
+					    : ims_f32_to_f16(f[i]);
+	return h;
+}
+
+static uint16_t *h16_nan(int prec, size_t n)
+{
+	uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
+	CHECK(h != NULL);
+	for (size_t i = 0; i < n; i++)
+		h[i] = prec == NN_PREC_BF16 ? 0x7fc0 : 0x7e00;
+	return h;
+}
+
+static float *widen16(int prec, const uint16_t *h, size_t n)
+{
+	float *f = nn_test_alloc(n);
+	for (size_t i = 0; i < n; i++)
+		f[i] = prec == NN_PREC_BF16 ? ims_bf16_to_f32(h[i])
+					    : ims_f16_to_f32(h[i]);
+	return f;
+}
+
+/* |got - want|_2 <= tol |want|_2 on floats */
+static void near_norm(const char *what, const float *want, const float *got,
+		      size_t n, double tol)
+{
 	double diff = 0, norm = 0;
 	for (size_t i = 0; i < n; i++) {
 		double e = (double)got[i] - (double)want[i];
@@ -323,150 +361,239 @@ static void near_norm_dev(const char *what, const float *want, float *d,
 			norm > 0 ? diff / norm : diff, tol);
 		test_failures_++;
 	}
+}
+
+/* A 16-bit device tensor against the CPU's 16-bit result, by norm. */
+static void near16_dev(int prec, const char *what, const uint16_t *want,
+		       void *d, size_t n, double tol)
+{
+	uint16_t *got = down_bytes(d, n * sizeof(uint16_t));
+	float *w = widen16(prec, want, n), *g = widen16(prec, got, n);
+	near_norm(what, w, g, n, tol);
+	free(got), free(w), free(g);
+}
+
+static void near_f_dev(const char *what, const float *want, float *d,
+		       size_t n, double tol)
+{
+	float *got = down(d, n);
+	near_norm(what, want, got, n, tol);
 	free(got);
 }
 
-static const char *prec_name(int prec)
+/*
+ * Convolution or linear layer in 16 bits: the same 16-bit inputs on both
+ * backends, y, dx (accumulated and overwritten), dw and db compared by
+ * norm.
+ */
+typedef struct half_layer {
+	int conv;
+	nn_conv_desc cd;
+	nn_linear_desc ld;
+	size_t nx, nw, ny, nb;
+	int bias;
+} half_layer;
+
+static int hl_fwd(nn_ctx *c, const half_layer *L, const void *x,
+		  const void *w, const float *b, void *y)
 {
-	return prec == NN_PREC_BF16 ? "bf16" : "fp16";
+	return L->conv ? c->be->conv_forward(c, &L->cd, x, w, b, y, &err)
+		       : c->be->linear_forward(c, &L->ld, x, w, b, y, &err);
+}
+
+static int hl_bwd(nn_ctx *c, const half_layer *L, const void *x,
+		  const void *w, const void *dy, void *dx, float *dw, float *db)
+{
+	return L->conv
+		       ? c->be->conv_backward(c, &L->cd, x, w, dy, dx, dw, db, &err)
+		       : c->be->linear_backward(c, &L->ld, x, w, dy, dx, dw, db,
+						&err);
+}
+
+static void half_layer_case(int prec, const half_layer *L, const char *what)
+{
+	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
+	char name[240];
+	float *x = nn_test_alloc(L->nx), *w = nn_test_alloc(L->nw);
+	float *b = nn_test_alloc(L->nb), *dy = nn_test_alloc(L->ny);
+	float *dx0 = nn_test_alloc(L->nx);
+	nn_test_fill(x, L->nx, 41, -1, 1);
+	nn_test_fill(w, L->nw, 42, -0.5f, 0.5f);
+	nn_test_fill(b, L->nb, 43, -1, 1);
+	nn_test_fill(dy, L->ny, 44, -1, 1);
+	nn_test_fill(dx0, L->nx, 45, -1, 1);
+	uint16_t *xh = h16(prec, x, L->nx), *wh = h16(prec, w, L->nw);
+	uint16_t *dyh = h16(prec, dy, L->ny), *dxa = h16(prec, dx0, L->nx);
+	uint16_t *y = h16_nan(prec, L->ny), *dxo = h16_nan(prec, L->nx);
+	float *dw = nn_test_alloc(L->nw), *db = nn_test_alloc(L->nb);
+	const float *bb = L->bias ? b : NULL;
+	cpu.precision = gpu.precision = prec;
+	/* the CPU's mixed-precision graph, the reference */
+	CHECK_OK(hl_fwd(&cpu, L, xh, wh, bb, y), &err);
+	CHECK_OK(hl_bwd(&cpu, L, xh, wh, dyh, dxa, dw, L->bias ? db : NULL),
+		 &err);
+	cpu.dx_overwrite = 1;
+	CHECK_OK(hl_bwd(&cpu, L, xh, wh, dyh, dxo, NULL, NULL), &err);
+	cpu.dx_overwrite = 0;
+
+	const size_t h2 = sizeof(uint16_t);
+	uint16_t *dx0h = h16(prec, dx0, L->nx);
+	void *gx = up_bytes(xh, L->nx * h2), *gw = up_bytes(wh, L->nw * h2);
+	void *gdy = up_bytes(dyh, L->ny * h2), *gy = up_bytes(NULL, L->ny * h2);
+	void *gdx = up_bytes(dx0h, L->nx * h2);
+	float *gb = up(b, L->nb), *gdw = up(NULL, L->nw), *gdb = up(NULL, L->nb);
+	CHECK_OK(hl_fwd(&gpu, L, gx, gw, L->bias ? gb : NULL, gy), &err);
+	snprintf(name, sizeof(name), "%s y", what);
+	near16_dev(prec, name, y, gy, L->ny, tol);
+	CHECK_OK(hl_bwd(&gpu, L, gx, gw, gdy, gdx, gdw, L->bias ? gdb : NULL),
+		 &err);
+	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
+	near16_dev(prec, name, dxa, gdx, L->nx, tol);
+	snprintf(name, sizeof(name), "%s dw", what);
+	near_f_dev(name, dw, gdw, L->nw, tol);
+	if (L->bias) {
+		snprintf(name, sizeof(name), "%s db", what);
+		near_f_dev(name, db, gdb, L->nb, tol);
+	}
+	uint16_t *nan_x = h16_nan(prec, L->nx);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, nan_x, L->nx * h2, &err), &err);
+	gpu.dx_overwrite = 1;
+	CHECK_OK(hl_bwd(&gpu, L, gx, gw, gdy, gdx, NULL, NULL), &err);
+	gpu.dx_overwrite = 0;
+	snprintf(name, sizeof(name), "%s dx (overwritten)", what);
+	near16_dev(prec, name, dxo, gdx, L->nx, tol);
+	cpu.precision = gpu.precision = NN_PREC_FP32;
+
+	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);
+	dfree(gdw), dfree(gdb);
+	free(x), free(w), free(b), free(dy), free(dx0), free(xh), free(wh);
+	free(dyh), free(dxa), free(y), free(dxo), free(dw), free(db);
+	free(dx0h), free(nan_x);
 }
 
 static void conv_half_case(int prec, int n, int c_in, int hw, int c_out, int k,
 			   int stride, int pad, int groups, int bias)
 {
-	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
-	char what[160], name[200];
+	char what[160];
 	snprintf(what, sizeof(what), "%s conv n%d c%d->%d %dx%d k%d s%d p%d g%d b%d",
 		 prec_name(prec), n, c_in, c_out, hw, hw, k, stride, pad, groups,
 		 bias);
-	nn_conv_desc d;
-	CHECK_OK(nn_conv_desc_init(&d, n, c_in, hw, hw, c_out, k, stride, pad, 1,
-				   groups, bias, &err),
+	half_layer L;
+	memset(&L, 0, sizeof(L));
+	L.conv = 1;
+	CHECK_OK(nn_conv_desc_init(&L.cd, n, c_in, hw, hw, c_out, k, stride, pad,
+				   1, groups, bias, &err),
 		 &err);
-	const size_t nx = (size_t)n * c_in * hw * hw;
-	const size_t ny = (size_t)n * c_out * d.h_out * d.w_out;
-	const size_t nw = (size_t)c_out * (c_in / groups) * k * k;
-	float *x = nn_test_alloc(nx), *w = nn_test_alloc(nw);
-	float *b = nn_test_alloc(c_out), *dy = nn_test_alloc(ny);
-	float *dx0 = nn_test_alloc(nx);
-	nn_test_fill(x, nx, 41, -1, 1);
-	nn_test_fill(w, nw, 42, -0.5f, 0.5f);
-	nn_test_fill(b, c_out, 43, -1, 1);
-	nn_test_fill(dy, ny, 44, -1, 1);
-	nn_test_fill(dx0, nx, 45, -1, 1);
-	float *y = nn_test_alloc(ny), *dxa = host_copy(dx0, nx);
-	float *dxo = filled(nx, NAN), *dw = nn_test_alloc(nw);
-	float *db = nn_test_alloc(c_out);
-	CHECK_OK(nn_cpu_conv_forward(&cpu, &d, x, w, bias ? b : NULL, y, &err),
-		 &err);
-	CHECK_OK(nn_cpu_conv_backward(&cpu, &d, x, w, dy, dxa, dw,
-				      bias ? db : NULL, &err),
-		 &err);
-	cpu.dx_overwrite = 1;
-	CHECK_OK(nn_cpu_conv_backward(&cpu, &d, x, w, dy, dxo, NULL, NULL, &err),
-		 &err);
-	cpu.dx_overwrite = 0;
-
-	float *gx = up(x, nx), *gw = up(w, nw), *gb = up(b, c_out);
-	float *gdy = up(dy, ny), *gy = up(NULL, ny), *gdx = up(dx0, nx);
-	float *gdw = up(NULL, nw), *gdb = up(NULL, c_out);
-	gpu.precision = prec;
-	CHECK_OK(gpu.be->conv_forward(&gpu, &d, gx, gw, bias ? gb : NULL, gy,
-				      &err),
-		 &err);
-	snprintf(name, sizeof(name), "%s y", what);
-	near_norm_dev(name, y, gy, ny, tol);
-	CHECK_OK(gpu.be->conv_backward(&gpu, &d, gx, gw, gdy, gdx, gdw,
-				       bias ? gdb : NULL, &err),
-		 &err);
-	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
-	near_norm_dev(name, dxa, gdx, nx, tol);
-	snprintf(name, sizeof(name), "%s dw", what);
-	near_norm_dev(name, dw, gdw, nw, tol);
-	if (bias) {
-		snprintf(name, sizeof(name), "%s db", what);
-		near_norm_dev(name, db, gdb, c_out, tol);
-	}
-	float *nan_x = filled(nx, NAN);
-	CHECK_OK(gpu.be->to_device(&gpu, gdx, nan_x, nx * sizeof(float), &err),
-		 &err);
-	gpu.dx_overwrite = 1;
-	CHECK_OK(gpu.be->conv_backward(&gpu, &d, gx, gw, gdy, gdx, NULL, NULL,
-				       &err),
-		 &err);
-	gpu.dx_overwrite = 0;
-	snprintf(name, sizeof(name), "%s dx (overwritten)", what);
-	near_norm_dev(name, dxo, gdx, nx, tol);
-	gpu.precision = NN_PREC_FP32;
-
-	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);
-	dfree(gdw), dfree(gdb);
-	free(x), free(w), free(b), free(dy), free(dx0), free(y), free(dxa);
-	free(dxo), free(dw), free(db), free(nan_x);
+	L.nx = (size_t)n * c_in * hw * hw;
+	L.ny = (size_t)n * c_out * L.cd.h_out * L.cd.w_out;
+	L.nw = (size_t)c_out * (c_in / groups) * k * k;
+	L.nb = (size_t)c_out;
+	L.bias = bias;
+	half_layer_case(prec, &L, what);
 }
 
 static void linear_half_case(int prec, int n, int in, int out, int bias)
 {
-	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
-	char what[96], name[160];
+	char what[96];
 	snprintf(what, sizeof(what), "%s linear n%d %d->%d b%d", prec_name(prec),
 		 n, in, out, bias);
-	nn_linear_desc d = {n, in, out, bias};
-	const size_t nx = (size_t)n * in, ny = (size_t)n * out;
-	const size_t nw = (size_t)out * in;
-	float *x = nn_test_alloc(nx), *w = nn_test_alloc(nw);
-	float *b = nn_test_alloc(out), *dy = nn_test_alloc(ny);
-	float *dx0 = nn_test_alloc(nx);
-	nn_test_fill(x, nx, 51, -1, 1);
-	nn_test_fill(w, nw, 52, -0.5f, 0.5f);
-	nn_test_fill(b, out, 53, -1, 1);
-	nn_test_fill(dy, ny, 54, -1, 1);
-	nn_test_fill(dx0, nx, 55, -1, 1);
-	float *y = nn_test_alloc(ny), *dxa = host_copy(dx0, nx);
-	float *dxo = filled(nx, NAN), *dw = nn_test_alloc(nw);
-	float *db = nn_test_alloc(out);
-	CHECK_OK(nn_cpu_linear_forward(&cpu, &d, x, w, b, y, &err), &err);
-	CHECK_OK(nn_cpu_linear_backward(&cpu, &d, x, w, dy, dxa, dw, db, &err),
-		 &err);
-	cpu.dx_overwrite = 1;
-	CHECK_OK(nn_cpu_linear_backward(&cpu, &d, x, w, dy, dxo, NULL, NULL,
-					&err),
-		 &err);
-	cpu.dx_overwrite = 0;
+	half_layer L;
+	memset(&L, 0, sizeof(L));
+	L.ld = (nn_linear_desc){n, in, out, bias};
+	L.nx = (size_t)n * in;
+	L.ny = (size_t)n * out;
+	L.nw = (size_t)out * in;
+	L.nb = (size_t)out;
+	L.bias = bias;
+	half_layer_case(prec, &L, what);
+}
 
-	float *gx = up(x, nx), *gw = up(w, nw), *gb = up(b, out);
-	float *gdy = up(dy, ny), *gy = up(NULL, ny), *gdx = up(dx0, nx);
-	float *gdw = up(NULL, nw), *gdb = up(NULL, out);
-	gpu.precision = prec;
-	CHECK_OK(gpu.be->linear_forward(&gpu, &d, gx, gw, gb, gy, &err), &err);
-	snprintf(name, sizeof(name), "%s y", what);
-	near_norm_dev(name, y, gy, ny, tol);
-	CHECK_OK(gpu.be->linear_backward(&gpu, &d, gx, gw, gdy, gdx, gdw, gdb,
-					 &err),
+/* Batch norm, ReLU, add, accumulate and max pooling in 16 bits against
+ * the CPU's: the elementwise ones bit for bit (one fp32 operation each,
+ * rounded once), batch norm by norm, its fp32 statistics to RTOL. */
+static void half_other_case(int prec)
+{
+	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
+	const size_t h2 = sizeof(uint16_t);
+	nn_bn_desc bd = {4, 8, 5, 5, 1e-5f, 0.1f};
+	const size_t n = (size_t)4 * 8 * 5 * 5;
+	float *x = nn_test_alloc(n), *dy = nn_test_alloc(n);
+	float *g = nn_test_alloc(8), *be = nn_test_alloc(8);
+	nn_test_fill(x, n, 71, -2, 3);
+	nn_test_fill(dy, n, 72, -1, 1);
+	nn_test_fill(g, 8, 73, 0.5f, 1.5f);
+	nn_test_fill(be, 8, 74, -0.5f, 0.5f);
+	uint16_t *xh = h16(prec, x, n), *dyh = h16(prec, dy, n);
+	uint16_t *y = h16_nan(prec, n), *dx = h16(prec, dy, n);
+	float rm[8] = {0}, rv[8] = {1, 1, 1, 1, 1, 1, 1, 1}, sm[8], si[8];
+	float dg[8], db[8];
+	cpu.precision = gpu.precision = prec;
+	CHECK_OK(cpu.be->bn_forward_train(&cpu, &bd, xh, g, be, rm, rv, sm, si, y,
+					  &err),
 		 &err);
-	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
-	near_norm_dev(name, dxa, gdx, nx, tol);
-	snprintf(name, sizeof(name), "%s dw", what);
-	near_norm_dev(name, dw, gdw, nw, tol);
-	if (bias) {
-		snprintf(name, sizeof(name), "%s db", what);
-		near_norm_dev(name, db, gdb, out, tol);
-	}
-	float *nan_x = filled(nx, NAN);
-	CHECK_OK(gpu.be->to_device(&gpu, gdx, nan_x, nx * sizeof(float), &err),
+	CHECK_OK(cpu.be->bn_backward(&cpu, &bd, xh, g, sm, si, dyh, dx, dg, db,
+				     &err),
 		 &err);
-	gpu.dx_overwrite = 1;
-	CHECK_OK(gpu.be->linear_backward(&gpu, &d, gx, gw, gdy, gdx, NULL, NULL,
-					 &err),
+	void *gx = up_bytes(xh, n * h2), *gy = up_bytes(NULL, n * h2);
+	void *gdy = up_bytes(dyh, n * h2), *gdx = up_bytes(dyh, n * h2);
+	float rv1[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	float *gg = up(g, 8), *gbe = up(be, 8), *grm = up(NULL, 8);
+	float *grv = up(rv1, 8), *gsm = up(NULL, 8), *gsi = up(NULL, 8);
+	float *gdg = up(NULL, 8), *gdb = up(NULL, 8);
+	CHECK_OK(gpu.be->bn_forward_train(&gpu, &bd, gx, gg, gbe, grm, grv, gsm,
+					  gsi, gy, &err),
 		 &err);
-	gpu.dx_overwrite = 0;
-	snprintf(name, sizeof(name), "%s dx (overwritten)", what);
-	near_norm_dev(name, dxo, gdx, nx, tol);
-	gpu.precision = NN_PREC_FP32;
-	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);
-	dfree(gdw), dfree(gdb);
-	free(x), free(w), free(b), free(dy), free(dx0), free(y), free(dxa);
-	free(dxo), free(dw), free(db), free(nan_x);
+	CHECK_OK(gpu.be->bn_backward(&gpu, &bd, gx, gg, gsm, gsi, gdy, gdx, gdg,
+				     gdb, &err),
+		 &err);
+	char name[96];
+	snprintf(name, sizeof(name), "%s bn y", prec_name(prec));
+	near16_dev(prec, name, y, gy, n, tol);
+	snprintf(name, sizeof(name), "%s bn dx (accumulated)", prec_name(prec));
+	near16_dev(prec, name, dx, gdx, n, tol);
+	snprintf(name, sizeof(name), "%s bn running mean", prec_name(prec));
+	near_dev(name, rm, grm, 8);
+	snprintf(name, sizeof(name), "%s bn dgamma", prec_name(prec));
+	near_f_dev(name, dg, gdg, 8, tol);
+
+	/* add, accumulate, relu: the same bits */
+	CHECK_OK(cpu.be->add_forward(&cpu, n, xh, dyh, y, &err), &err);
+	CHECK_OK(gpu.be->add_forward(&gpu, n, gx, gdy, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s add", prec_name(prec));
+	same_dev(name, y, gy, n * h2);
+	memcpy(dx, xh, n * h2);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, xh, n * h2, &err), &err);
+	CHECK_OK(cpu.be->accumulate(&cpu, n, dyh, dx, &err), &err);
+	CHECK_OK(gpu.be->accumulate(&gpu, n, gdy, gdx, &err), &err);
+	snprintf(name, sizeof(name), "%s accumulate", prec_name(prec));
+	same_dev(name, dx, gdx, n * h2);
+	CHECK_OK(cpu.be->relu_forward(&cpu, n, xh, y, &err), &err);
+	CHECK_OK(gpu.be->relu_forward(&gpu, n, gx, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s relu", prec_name(prec));
+	same_dev(name, y, gy, n * h2);
+	CHECK_OK(cpu.be->relu_backward(&cpu, n, y, dyh, dx, &err), &err);
+	CHECK_OK(gpu.be->relu_backward(&gpu, n, gy, gdy, gdx, &err), &err);
+	snprintf(name, sizeof(name), "%s relu dx", prec_name(prec));
+	same_dev(name, dx, gdx, n * h2);
+	/* max pooling: the same bits and argmax */
+	nn_pool_desc pd;
+	CHECK_OK(nn_pool_desc_init(&pd, 4, 8, 5, 5, 3, 2, 1, &err), &err);
+	const size_t np = (size_t)4 * 8 * pd.h_out * pd.w_out;
+	int32_t *am = malloc(np * sizeof(int32_t));
+	int32_t *gam = up_bytes(NULL, np * sizeof(int32_t));
+	CHECK_OK(cpu.be->maxpool_forward(&cpu, &pd, xh, y, am, &err), &err);
+	CHECK_OK(gpu.be->maxpool_forward(&gpu, &pd, gx, gy, gam, &err), &err);
+	snprintf(name, sizeof(name), "%s maxpool", prec_name(prec));
+	same_dev(name, y, gy, np * h2);
+	snprintf(name, sizeof(name), "%s maxpool argmax", prec_name(prec));
+	same_dev(name, am, gam, np * sizeof(int32_t));
+	cpu.precision = gpu.precision = NN_PREC_FP32;
+
+	dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gg), dfree(gbe);
+	dfree(grm), dfree(grv), dfree(gsm), dfree(gsi), dfree(gdg), dfree(gdb);
+	dfree(gam);
+	free(x), free(dy), free(g), free(be), free(xh), free(dyh), free(y);
+	free(dx), free(am);
 }
 
 /* fp16's gradient check: unscaled values and the flag, against the host */
@@ -504,6 +631,7 @@ static void test_mixed(void)
 		linear_half_case(prec, 4, 7, 5, 1);
 		linear_half_case(prec, 32, 512, 10, 1);
 		linear_half_case(prec, 64, 256, 128, 0);
+		half_other_case(prec);
 	}
 	/* an unknown precision fails with one line, nothing run */
 	nn_linear_desc d = {1, 1, 1, 0};
@@ -1074,6 +1202,9 @@ int main(void)
 		nn_ctx_release(&cpu);
 		return rc == IMS_EUNSUPPORTED ? TEST_SKIP : 1;
 	}
+	/* parity: fp32 products, the same algorithms every run */
+	gpu.tf32 = 0;
+	gpu.conv_algo = NN_ALGO_DETERMINISTIC;
 	test_conv();
 	test_linear();
 	test_batchnorm();
