@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/train-gpu/run.sh - imshard-train --device cuda against PyTorch on
-# one GPU: images/s and GPU memory for resnet50, resnet18 and convnet7
-# (224x224 by default), imshard from synthetic input (--synthetic) and
-# from packed shards (its loader), PyTorch (torchvision, channels_last,
-# SGD momentum, same batch) in fp32 and with autocast bf16, interleaved
-# round by round. imshard runs in PRECISION (bf16 by default: mixed
-# precision, set fp32 for the plain-fp32 reference); the ratios are
-# printed against both PyTorch rows.
+# one GPU: images/s and GPU memory for resnet50 and resnet18 (224x224 by
+# default), imshard from synthetic input (--synthetic) and from packed
+# shards (its loader), PyTorch (torchvision, channels_last, cudnn.benchmark,
+# SGD momentum, same batch), each in every precision of PRECISIONS: fp32
+# (TF32 off on both sides), tf32 (fp32 with TF32 on) and bf16 (imshard's
+# --precision bf16, PyTorch's autocast), interleaved round by round; each
+# imshard row's ratio is printed against PyTorch in the same precision.
 #
 #     bench/train-gpu/run.sh
 #     MODELS='resnet50:224' BATCH=128 ROUNDS=3 bench/train-gpu/run.sh
@@ -18,9 +18,10 @@
 # brackets; relative paths are taken from the repository root):
 #   IMSHARD        imshard binary [build/tools/imshard]
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
-#   MODELS         model:size list [resnet50:224 resnet18:224 convnet7:224]
+#   MODELS         model:size list (convnet7 too) [resnet50:224 resnet18:224]
 #   BATCH          batch size, every contender [64]
-#   PRECISION      imshard-train's --precision: fp32, bf16 or fp16 [bf16]
+#   PRECISIONS     fp32, tf32, bf16 (both sides) or fp16 (imshard only;
+#                  compared with torch's bf16) [fp32 tf32 bf16]
 #   STEPS          imshard steps per run (--max-steps) [30]
 #   LOG_EVERY      metrics interval; rates come from the intervals after
 #                  the first (warm-up) one [5]
@@ -32,7 +33,7 @@
 #   PER_CLASS      sample images per class, 10 classes; the training split
 #                  (80%) must hold STEPS x BATCH images [300]
 #   ONLY           run only these contenders (names as in the results,
-#                  e.g. 'resnet50_syn torch_resnet50_fp32')
+#                  e.g. 'resnet50_bf16_syn torch_resnet50_bf16')
 #   TORCH          auto: torch contenders when torch imports with a GPU;
 #                  0: none [auto]
 #   TORCH_PYTHON   interpreter for torch [python3]
@@ -56,9 +57,9 @@ done
 
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
-MODELS=${MODELS:-resnet50:224 resnet18:224 convnet7:224}
+MODELS=${MODELS:-resnet50:224 resnet18:224}
 BATCH=${BATCH:-64}
-PRECISION=${PRECISION:-bf16}
+PRECISIONS=${PRECISIONS:-fp32 tf32 bf16}
 STEPS=${STEPS:-30}
 LOG_EVERY=${LOG_EVERY:-5}
 ROUNDS=${ROUNDS:-3}
@@ -78,7 +79,18 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 [ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
 [ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
-case "$PRECISION" in fp32 | bf16 | fp16) ;; *) die "PRECISION must be fp32, bf16 or fp16, got '$PRECISION'" ;; esac
+for p in $PRECISIONS; do
+	case "$p" in fp32 | tf32 | bf16 | fp16) ;; *) die "PRECISIONS may hold fp32, tf32, bf16 and fp16, got '$p'" ;; esac
+done
+# imshard-train's flags for a precision
+prec_flags() {
+	case "$1" in
+	fp32) echo --precision fp32 --tf32 off ;;
+	tf32) echo --precision fp32 --tf32 on ;;
+	*) echo --precision "$1" ;;
+	esac
+}
+first_prec=${PRECISIONS%% *}
 
 # --- a GPU, or one line ------------------------------------------------------
 command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ||
@@ -111,7 +123,7 @@ cat "$DATA/packed"/*.mdb >/dev/null
 # imshard-train must train on the GPU: its one line otherwise
 probe="$WORK/logs/probe"
 "$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model convnet7 --size 32 \
-	--batch-size 8 --max-steps 1 --device cuda --precision "$PRECISION" --quiet \
+	--batch-size 8 --max-steps 1 --device cuda $(prec_flags "$first_prec") --quiet \
 	>"$probe.out" 2>"$probe.err" ||
 	die "imshard-train cannot train on the GPU: $(head -n1 "$probe.err")"
 
@@ -125,21 +137,24 @@ if [ "$TORCH" = auto ]; then
 fi
 
 # --- contenders -----------------------------------------------------------------
-# NAME: <model>_syn | <model>_loader | torch_<model>_fp32 | torch_<model>_bf16
+# NAME: <model>_<prec>_syn | <model>_<prec>_loader | torch_<model>_<prec>
 size_of() { local m; for m in $MODELS; do [ "${m%%:*}" = "$1" ] && echo "${m#*:}"; done; }
 set_cmd() {
 	local name=$1 logdir=$2 model size
 	case "$name" in
 	torch_*)
 		model=${name#torch_}; model=${model%_*}; size=$(size_of "$model")
+		# fp16 has no torch row of its own: run.sh adds none
 		cmd=("$TORCH_PYTHON" "$here/torch_gpu.py" --model "$model" --size "$size"
 			--batch "$BATCH" --precision "${name##*_}" --warmup 5 --steps 10
 			--seconds "$TORCH_SECONDS") ;;
 	*_syn | *_loader)
-		model=${name%_*}; size=$(size_of "$model")
+		local prec
+		model=${name%_*}; prec=${model##*_}; model=${model%_*}; size=$(size_of "$model")
+		# shellcheck disable=SC2046
 		cmd=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --device cuda
 			--model "$model" --size "$size" --batch-size "$BATCH" --lr 0.01 --epochs 1
-			--precision "$PRECISION"
+			$(prec_flags "$prec")
 			--threads "$THREADS" --max-steps "$STEPS" --log-every "$LOG_EVERY"
 			--log-dir "$logdir" --quiet)
 		[ "${name##*_}" = syn ] && cmd+=(--synthetic)
@@ -151,8 +166,10 @@ set_cmd() {
 contenders=()
 for m in $MODELS; do
 	model=${m%%:*}
-	contenders+=("${model}_syn" "${model}_loader")
-	[ "$torch_ok" = 1 ] && contenders+=("torch_${model}_fp32" "torch_${model}_bf16")
+	for p in $PRECISIONS; do
+		contenders+=("${model}_${p}_syn" "${model}_${p}_loader")
+		[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && contenders+=("torch_${model}_${p}")
+	done
 done
 if [ -n "$ONLY" ]; then
 	picked=()
@@ -191,6 +208,6 @@ done
 
 version=$("$IMSHARD" --version 2>&1 | head -n1)
 META_GPU="$gpu_name" META_VERSION="$version" META_BATCH="$BATCH" META_ROUNDS="$ROUNDS" \
-META_PRECISION="$PRECISION" \
+META_PRECISIONS="$PRECISIONS" \
 META_MODELS="$MODELS" META_STEPS="$STEPS" META_LOG_EVERY="$LOG_EVERY" \
 	"$PYTHON" "$here/summarize.py" "$runs" "$RESULTS"

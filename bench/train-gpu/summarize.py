@@ -11,8 +11,8 @@ algorithm choice; torch: its timed steps), imshard's median data wait per
 step, and GPU memory: imshard's largest mem_used_mib of its gpu lines
 (NVML: the whole device, CUDA context and workspaces included; absent
 when NVML is not there), torch's max_memory_allocated (tensors only).
-Ratios: imshard (in run.sh's PRECISION) / torch fp32 and / torch bf16
-(autocast) per model, synthetic and loader input.
+Ratios: each imshard row (<model>_<prec>_<input>) / torch in the same
+precision (torch_<model>_<prec>; fp16 against torch's bf16).
 Standard library only.
 """
 import json
@@ -95,11 +95,11 @@ def main():
     for name, c in out["contenders"].items():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
-        model = name.rsplit("_", 1)[0]
-        for prec in ("fp32", "bf16"):
-            t = out["contenders"].get("torch_%s_%s" % (model, prec))
-            if t and t["images_per_s"]:
-                ratios["%s / torch_%s_%s" % (name, model, prec)] = c["images_per_s"] / t["images_per_s"]
+        model, prec, _ = name.rsplit("_", 2)
+        tname = "torch_%s_%s" % (model, "bf16" if prec == "fp16" else prec)
+        t = out["contenders"].get(tname)
+        if t and t["images_per_s"]:
+            ratios["%s / %s" % (name, tname)] = c["images_per_s"] / t["images_per_s"]
     out["ratios"] = ratios
     for k, v in ratios.items():
         print("%-48s %.3f" % (k, v))

@@ -5,11 +5,12 @@ training step does (forward, cross-entropy, backward, SGD step with
 momentum 0.9 and weight decay 1e-4; batch norm in training mode).
 
     torch_gpu.py --model convnet7|resnet18|resnet50 --size PX --batch B
-                 --precision fp32|bf16 [--classes 10] [--steps N]
+                 --precision fp32|tf32|bf16 [--classes 10] [--steps N]
                  [--warmup W] [--seconds S] [--no-channels-last]
 
 fp32: plain fp32 with TF32 off (torch.backends.cuda.matmul.allow_tf32 and
-cudnn.allow_tf32 False), as imshard computes; bf16: autocast(bfloat16),
+cudnn.allow_tf32 False), as imshard with --tf32 off; tf32: both True (PyTorch's
+cuDNN default), as imshard with --tf32 on; bf16: autocast(bfloat16),
 the usual mixed-precision recipe (weights and optimiser in fp32). The
 model and input are channels_last unless --no-channels-last. Runs W
 untimed steps, then N timed steps (more while fewer than S seconds have
@@ -34,7 +35,7 @@ def main():
     ap.add_argument("--model", required=True, choices=["convnet7", "resnet18", "resnet50"])
     ap.add_argument("--size", type=int, required=True)
     ap.add_argument("--batch", type=int, required=True)
-    ap.add_argument("--precision", required=True, choices=["fp32", "bf16"])
+    ap.add_argument("--precision", required=True, choices=["fp32", "tf32", "bf16"])
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -50,8 +51,8 @@ def main():
     if not torch.cuda.is_available():
         print("torch_gpu.py: torch %s sees no CUDA GPU" % torch.__version__, file=sys.stderr)
         return 1
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
     dev = torch.device("cuda")
