@@ -17,7 +17,9 @@
  *      resnet18 32 px bf16: 5e-3 (1e-3), 0.3 (0.14), 0.6 (0.29); fp16:
  *        3e-3 (9e-4), 0.08 (0.028), 0.25 (0.11);
  *      resnet50 32 px bf16, lr 1e-3 (its unnormalised activations grow
- *        too fast for 1e-2): 0.05 (0.022), 0.25 (0.094), 0.4 (0.17).
+ *        too fast for 1e-2): 0.05 (0.022), 0.25 (0.094), 0.4 (0.17);
+ *      vgg16 32 px bf16 (no batch norm at all): 1e-3 (5e-5), 0.25
+ *        (0.11), 0.35 (0.14).
  *    A layer is within about 2e-3 of fp32 in bf16 (test_mixed); the
  *    first layers' gradients are sums that cancel, where that grows.
  *  - With batch statistics over 8 samples (the ResNets' last stage is 1x1
@@ -26,7 +28,7 @@
  *    resnet50's first gradients by 128% and resnet18's by 20%. These
  *    runs are held to 3 times that input-only difference (measured in the
  *    same test) plus 0.05 (0.01 for losses): measured 2.3x for resnet18
- *    and 1.1x for resnet50. VGG-16 (no batch norm) the same way.
+ *    and 1.1x for resnet50.
  *  - Every value finite; the same run twice gives the same bits (mixed
  *    precision on the CPU is deterministic); the 16-bit weight copy each
  *    forward pass reads is the fp32 master weights rounded, made again
@@ -305,8 +307,9 @@ int main(int argc, char **argv)
 	/* floors of the calibrated comparisons */
 	const diffs floor = {0.01, 0.05, 0.05, 0.05};
 	if (!strcmp(only, "vgg16")) {
-		/* no batch norm: the plain comparison, calibrated */
-		compare("vgg16", 32, NN_PREC_BF16, 0, 0.01, floor, 3);
+		/* no batch norm: well conditioned, fixed bounds */
+		compare("vgg16", 32, NN_PREC_BF16, 0, 0.01,
+			(diffs){1e-3, 0.25, 0.35, 0}, 0);
 		memory("vgg16", 64, 4);
 		return TEST_EXIT();
 	}
