@@ -3,6 +3,7 @@
  * a packed split, per class and as a confusion matrix; alone or under
  * mpirun, each rank its share (train/eval.h does the work).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,17 @@ int cmd_eval(int argc, char **argv)
 		return fail(comm, &err);
 	}
 	int status = CLI_EXIT_OK;
+	if (!isfinite(res.loss)) {
+		/* numbers of such a model mean nothing: no table, no files */
+		if (rank0)
+			cli_error("eval: the loss of '%s' on '%s' is %s: the network's "
+				  "output is not finite (weights of a run that diverged?)",
+				  pos[0], pos[1], isnan(res.loss) ? "NaN" : "infinite");
+		nn_eval_result_release(&res);
+		nn_model_card_release(&card);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
 	if (rank0) {
 		if (res.bad_records)
 			cli_warn(mf.quiet,

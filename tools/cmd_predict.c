@@ -223,8 +223,19 @@ static int predict_batch(predictor *p, const char *const *paths, int n,
 			failed++;
 			continue;
 		}
-		if (print_one(paths[i], logits + (size_t)g++ * c->classes, c->classes,
-			      c, o, p->ranks))
+		const float *z = logits + (size_t)g++ * c->classes;
+		int finite = 1;
+		for (int k = 0; k < c->classes; k++)
+			finite &= isfinite(z[k]) != 0;
+		if (!finite) {
+			cli_error("predict: cannot predict '%s': the network's output "
+				  "is not finite (NaN or Inf: weights of a run that "
+				  "diverged?)",
+				  paths[i]);
+			failed++;
+			continue;
+		}
+		if (print_one(paths[i], z, c->classes, c, o, p->ranks))
 			status = ims_fail(err, IMS_ENOMEM, "cannot predict: out of memory");
 	}
 	free(errs);
