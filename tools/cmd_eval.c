@@ -292,7 +292,8 @@ int cmd_eval(int argc, char **argv)
 	eo.device = device;
 	eo.batch_size = batch;
 	eo.threads = threads;
-	eo.quiet = mf.quiet;
+	/* where batches live matters on a device only */
+	eo.quiet = mf.quiet || strcmp(device, "cuda");
 	eo.progress = on_progress;
 	eo.ctx = &pr;
 	nn_eval_result res;

@@ -185,19 +185,21 @@ int model_card_resolve(const char *cmd, const char *weights,
 		nn_model_card_release(card);
 		return rc;
 	}
-	if ((need & NN_CARD_CROP) && !(card->have & NN_CARD_CROP)) {
-		/* imshard-train's only value before checkpoints recorded it,
-		 * and torchvision's (resize 256, crop 224) */
-		card->val_crop_frac = 0.875;
-		card->have |= NN_CARD_CROP;
-		cli_info(f->quiet,
-			 "%s: '%s' records no validation crop fraction: 0.875 "
-			 "(--val-crop-frac to change)",
-			 cmd, weights);
-	}
-	unsigned missing = need & ~card->have;
-	if (!missing)
+	unsigned missing = need & ~card->have & ~(unsigned)NN_CARD_CROP;
+	if (!missing) {
+		if ((need & NN_CARD_CROP) && !(card->have & NN_CARD_CROP)) {
+			/* imshard-train's only value before checkpoints
+			 * recorded it, and torchvision's (resize 256, crop
+			 * 224) */
+			card->val_crop_frac = 0.875;
+			card->have |= NN_CARD_CROP;
+			cli_info(f->quiet,
+				 "%s: '%s' records no validation crop fraction: "
+				 "0.875 (--val-crop-frac to change)",
+				 cmd, weights);
+		}
 		return 0;
+	}
 	char flags[512] = "", what[256] = "";
 	static const struct {
 		unsigned bit;

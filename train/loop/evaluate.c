@@ -352,9 +352,9 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	if (!rc)
 		rc = eval_context(&r, o, err);
 	if (!rc)
-		rc = eval_loader(&r, o, err);
-	if (!rc)
 		rc = eval_model(&r, o, err);
+	if (!rc)
+		rc = eval_loader(&r, o, err);
 	if (!rc)
 		rc = loop_setup_device(&r, err);
 	if (!rc)
