@@ -300,6 +300,24 @@ int cmd_eval(int argc, char **argv)
 	rc = nn_eval_run(&eo, comm, &res, &err);
 	if (pr.on)
 		fputs("\r\033[K", stderr);
+	if (rc < 0 && res.setup_failed_ranks > 0) {
+		/* every rank is here, none in a collective: end without an
+		 * abort. Failed alike everywhere (bad input): rank 0's line
+		 * alone; else each rank that failed names itself. */
+		const int world = dp_world(comm);
+		if (world == 1)
+			cli_error("eval: %s", err.msg);
+		else if (res.setup_failed_ranks == world ? rank0 : res.setup_failed_here) {
+			if (res.setup_failed_ranks == world)
+				cli_error("eval: %s", err.msg);
+			else
+				fprintf(stderr, "imshard: eval: rank %d: %s\n", dp_rank(comm),
+					err.msg);
+		}
+		nn_model_card_release(&card);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
 	if (rc < 0) {
 		nn_model_card_release(&card);
 		return fail(comm, &err);

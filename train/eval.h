@@ -79,6 +79,11 @@ typedef struct nn_eval_result {
 	float *confidence;
 	/* per class (classes entries): samples, top-1 and top-k hits */
 	uint64_t *class_records, *class_top1, *class_topk;
+	/* set also when nn_eval_run fails: whether this rank's set-up
+	 * (split, classes, weights, loader, device) failed, and on how many
+	 * ranks it did (the ranks agree on it before the pass; 0 when the
+	 * failure came later, in the pass) */
+	int setup_failed_here, setup_failed_ranks;
 } nn_eval_result;
 
 /* Frees what r holds and zeroes it; r may be NULL. */
@@ -87,8 +92,12 @@ void nn_eval_result_release(nn_eval_result *r);
 /*
  * Evaluates o->weights (model o->card) on o->split as rank dp_rank(comm)
  * of dp_world(comm) and fills res (caller-owned; overwritten; released
- * on error). Before anything heavy, the split's class names must equal
- * the card's, in order.
+ * on error but for the setup_failed fields). Before anything heavy, the
+ * split's class names must equal the card's, in order. A set-up that
+ * fails on some rank fails every rank before the pass starts: a rank
+ * whose own set-up went well gets IMS_EINVAL "N of W ranks could not
+ * set up", so a caller can print one line when all failed alike
+ * (setup_failed_ranks == world) and end without aborting the job.
  * Errors: IMS_EINVAL (options; a card with fields unknown; the split's
  * classes differ from the card's: the message names the first
  * difference), IMS_EUNSUPPORTED (device this build or host lacks), the

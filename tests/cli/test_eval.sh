@@ -84,6 +84,10 @@ contains "$T/out" "confusion matrix (rows: true class, columns: predicted class)
 contains "$T/out" "crescent"
 same "$(wc -l <"$T/err")" 0 "(-q: nothing on stderr)"
 
+# a split of other classes, for the refusals below
+expect 0 "$IMSHARD" sample "$T/s5" --classes 5 --per-class 4 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s5" -o "$T/p5" --val-ratio 0.5 --quiet
+
 # --- mpirun: every record once, the numbers of one rank ------------------
 if have_mpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -95,6 +99,20 @@ if have_mpi; then
     same "$(cut -d, -f1-5,7 "$T/ev$np/predictions.csv" | md5sum)" "$(cut -d, -f1-5,7 "$T/ev/predictions.csv" | md5sum)" \
       "(predictions at $np ranks)"
   done
+  # bad input fails every rank alike: one line, no abort (mpirun adds
+  # its own lines about the exit status)
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/p5/val.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  contains "$T/err" "it has 5 classes, the model 4"
+  lacks "$T/err" "MPI_ABORT"
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/none.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  # a rank whose set-up fails alone names itself; the other says why it stops
+  expect 1 mpi -np 2 bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then s=$2; else s=$1; fi
+    exec "$IMSHARD" eval "$0" "$s" --threads 1' "$ck" "$va" "$T/p5/val.json"
+  same "$(grep -c '^imshard: eval: rank 1: cannot evaluate on' "$T/err")" 1 "(the failing rank named)"
+  same "$(grep -c '^imshard: eval: rank' "$T/err")" 1 "(the other rank ends quietly)"
+  lacks "$T/err" "MPI_ABORT"
 else
   echo "mpirun not usable: multi-rank eval not checked"
 fi
@@ -122,8 +140,6 @@ contains "$T/err" "pass --model NAME --classes FILE"
 expect 2 "$IMSHARD" eval "$ck" "$va" --model resnet18
 one_line "$T/err"
 contains "$T/err" "--model resnet18, but"
-expect 0 "$IMSHARD" sample "$T/s5" --classes 5 --per-class 4 --quiet
-expect 0 "$IMSHARD" convert folder "$T/s5" -o "$T/p5" --val-ratio 0.5 --quiet
 expect 2 "$IMSHARD" eval "$ck" "$va" --classes "$T/p5/classes.txt"
 one_line "$T/err"
 contains "$T/err" "names 5 classes"

@@ -318,6 +318,38 @@ static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
 	return nn_model_load_weights(o->weights, r->m, err);
 }
 
+/*
+ * Set-up fails alike on every rank for bad input (a missing split, other
+ * classes, damaged weights): the ranks agree on it before the first
+ * collective of the pass, so they return together rather than wait on a
+ * rank that left. rc is this rank's set-up status; a rank that set up
+ * while another did not fails with a line saying so.
+ */
+static int agree_setup(run *r, int rc, nn_eval_result *res, ims_error *err)
+{
+	res->setup_failed_here = rc < 0;
+	if (r->dp.world == 1) {
+		res->setup_failed_ranks = rc < 0;
+		return rc;
+	}
+	double failed = rc < 0;
+	ims_error e;
+	int arc = dp_allreduce_sum_f64(r->dp.comm, &failed, 1, &e);
+	if (arc < 0) {
+		if (rc < 0)
+			return rc;
+		*err = e;
+		return arc;
+	}
+	res->setup_failed_ranks = (int)failed;
+	if (rc < 0 || failed == 0)
+		return rc;
+	return ims_fail(err, IMS_EINVAL,
+			"cannot evaluate: %d of %d ranks could not set up (named "
+			"on stderr)",
+			(int)failed, r->dp.world);
+}
+
 int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		ims_error *err)
 {
@@ -357,6 +389,7 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		rc = eval_loader(&r, o, err);
 	if (!rc)
 		rc = loop_setup_device(&r, err);
+	rc = agree_setup(&r, rc, res, err);
 	if (!rc)
 		rc = loop_eval_pass(&r, r.data.val, &e, err);
 	if (!rc)
