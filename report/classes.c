@@ -344,16 +344,17 @@ static int cmp_worst(const void *a, const void *b)
 	return x - y;
 }
 
-/* A class's label on the page: its name, cut past 28 characters. */
+/* A class's label on the page: its name, cut past 24 bytes (what fits
+ * left of the bars; the bar's tooltip has it whole). */
 static void short_name(rep_buf *b, const char *s)
 {
 	size_t n = strlen(s);
-	if (n <= 28) {
+	if (n <= 24) {
 		rb_html(b, s);
 		return;
 	}
 	/* cut on a UTF-8 character boundary */
-	size_t k = 26;
+	size_t k = 22;
 	while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
 		k--;
 	char cut[32];
