@@ -56,6 +56,13 @@ int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)
 	return 0;
 }
 
+int nn_cuda_device_for_rank(int local_rank, int visible)
+{
+	if (visible < 1 || local_rank < 0)
+		return 0;
+	return local_rank % visible;
+}
+
 int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_ctx_init_cpu(ctx, threads, err));

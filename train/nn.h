@@ -89,12 +89,36 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
  * (train/cuda/). ctx->be then addresses device memory: model storage,
  * activations and the inputs of every kernel are device pointers, except
  * where a function says otherwise (nn_softmax_xent's loss_sum);
- * ctx->threads is 1. Fails with IMS_EUNSUPPORTED and one line that says
- * what to do when no CUDA device is usable (no GPU, no driver) or the
- * build has no CUDA backend; ctx is then left as nn_ctx_release accepts
- * it. Every call on the context must come from one thread.
+ * ctx->threads is 1. Fails with one line that says what to do, ctx then
+ * left as nn_ctx_release accepts it:
+ *   IMS_EUNSUPPORTED  this machine has no GPU (no NVIDIA driver at all,
+ *                     no device visible) or the build has no CUDA
+ *                     backend: the only failure a GPU test may skip on;
+ *   IMS_EINVAL        device is not one of those visible;
+ *   IMS_EIO           a GPU machine that cannot run this build: a driver
+ *                     older than the build's CUDA runtime (the line names
+ *                     the release to install), a device that cannot be
+ *                     selected, cuBLAS missing; or a failure setting up
+ *                     the stream, cuDNN or cuBLAS.
+ * The device is selected before anything else touches the GPU, so no
+ * context is ever made on another one. Every call on the context must
+ * come from one thread.
  */
 int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
+/*
+ * The CUDA devices this process sees (after CUDA_VISIBLE_DEVICES) into
+ * *count, without making a context on any of them. Fails as
+ * nn_ctx_init_cuda does when there is none or the host is broken (*count
+ * is then 0).
+ */
+int nn_cuda_device_count(int *count, ims_error *err);
+/*
+ * The device a rank uses: its node-local rank (dp_local_rank) modulo the
+ * devices it sees. Ranks that each see one GPU (a launcher that sets
+ * CUDA_VISIBLE_DEVICES per task) all use device 0, their own; ranks that
+ * see every GPU of the machine get one each. 0 when visible < 1.
+ */
+int nn_cuda_device_for_rank(int local_rank, int visible);
 /* Frees the workspace and backend state. ctx may be NULL. */
 void nn_ctx_release(nn_ctx *ctx);
 /*
