@@ -63,13 +63,6 @@ int nn_cuda_device_for_rank(int local_rank, int visible)
 	return local_rank % visible;
 }
 
-int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err)
-{
-	FORWARD_IF_ERR(nn_ctx_init_cpu(ctx, threads, err));
-	ctx->be = nn_backend_cpu_host_staged();
-	return 0;
-}
-
 int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 		    const int32_t *labels, float smoothing, float scale,
 		    double *loss_sum, float *dlogits, ims_error *err)
@@ -119,6 +112,11 @@ int nn_stage_get(nn_ctx *ctx, nn_stage *s, int slot, float **x,
 int nn_stage_done(nn_ctx *ctx, nn_stage *s, int slot, ims_error *err)
 {
 	return ctx->be->stage_done(s, slot, err);
+}
+
+int nn_stage_reuse(nn_ctx *ctx, nn_stage *s, const void *host, ims_error *err)
+{
+	return s ? ctx->be->stage_reuse(s, host, err) : 0;
 }
 
 void nn_stage_free(nn_ctx *ctx, nn_stage *s)

@@ -218,6 +218,7 @@ const nn_backend nn_backend_cuda = {
 	.stage_put = nn_cuda_stage_put,
 	.stage_get = nn_cuda_stage_get,
 	.stage_done = nn_cuda_stage_done,
+	.stage_reuse = nn_cuda_stage_reuse,
 	.stage_free = nn_cuda_stage_free,
 	.host_alloc = nn_cuda_host_alloc,
 	.host_free = nn_cuda_host_free,

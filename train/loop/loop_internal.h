@@ -55,6 +55,9 @@ typedef struct loop_stage {
 	 * then reuses the current batch's memory, so its labels are kept */
 	aug_batch ahead;
 	int ahead_taken, ahead_rc, ahead_slot;
+	/* the batch each loader (train, val) lent last: given back, and so
+	 * refilled, at its next aug_loader_next or epoch start */
+	const void *lent[2];
 	int32_t *held_labels;
 	float *host_logits;  /* logits read back, batch x classes */
 	nn_ctx hctx;         /* host context: validation's loss */
@@ -113,7 +116,10 @@ void loop_free_data(run *r);
 
 /* stage.c */
 int loop_setup_device(run *r, ims_error *err);
+void loop_free_stage(run *r);
 void loop_free_device(run *r);
+int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err);
+int loop_loader_start(run *r, aug_loader *l, uint64_t epoch, ims_error *err);
 void loop_host_memory(run *r, aug_loader_opts *lo);
 int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
 		      const int32_t **labels, int *slot, double *wait_s,

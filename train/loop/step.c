@@ -198,7 +198,7 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 		r->st.ahead_taken = 0;
 		return r->st.ahead_rc;
 	}
-	return aug_loader_next(d->train, b, err);
+	return loop_loader_next(r, d->train, b, err);
 }
 
 /* Reports the interval and adds its times to the run's. */
@@ -227,8 +227,8 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
 {
 	const nn_train_opts *o = r->o;
 	if (!o->synthetic)
-		FORWARD_IF_ERR(aug_loader_start_epoch(r->data.train,
-						      (uint64_t)epoch, err));
+		FORWARD_IF_ERR(loop_loader_start(r, r->data.train,
+						 (uint64_t)epoch, err));
 	loop_interval iv;
 	memset(&iv, 0, sizeof(iv));
 	iv.t0 = ims_now();

@@ -96,11 +96,13 @@ static int train(run *r, nn_train_result *res, double start,
 	return loop_write_summary(r, res, err);
 }
 
-/* Frees what set_up made, the loaders' (pinned) memory before the
- * context it came from. */
+/* Frees what set_up made: the staging slots (their queued copies done)
+ * before the loaders' (pinned) memory those copies read, and that memory
+ * before the context it came from. */
 static void tear_down(run *r)
 {
 	loop_close_metrics(r);
+	loop_free_stage(r);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
 	nn_model_free(r->m);

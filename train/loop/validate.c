@@ -65,11 +65,11 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 {
 	FORWARD_IF_ERR(average_statistics(r, err));
 	double t_val = ims_now();
-	FORWARD_IF_ERR(aug_loader_start_epoch(r->data.val, 0, err));
+	FORWARD_IF_ERR(loop_loader_start(r, r->data.val, 0, err));
 	double sums[4] = {0, 0, 0, 0}; /* loss, top1, top5, records */
 	for (;;) {
 		aug_batch b;
-		int rc = aug_loader_next(r->data.val, &b, err);
+		int rc = loop_loader_next(r, r->data.val, &b, err);
 		if (rc < 0)
 			return rc;
 		if (rc == 1)
