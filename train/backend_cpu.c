@@ -70,4 +70,5 @@ const nn_backend nn_backend_cpu = {
 	.zero = cpu_zero,
 	.to_device = cpu_copy,
 	.to_host = cpu_copy,
+	.copy = cpu_copy,
 };

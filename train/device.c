@@ -42,6 +42,12 @@ int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 	return ctx->be->to_host(ctx, dst, src, bytes, err);
 }
 
+int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		ims_error *err)
+{
+	return ctx->be->copy(ctx, dst, src, bytes, err);
+}
+
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err)
 {
 	return ctx->be->sync ? ctx->be->sync(ctx, err) : 0;

@@ -146,6 +146,11 @@ int nn_ctx_to_device(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 		     ims_error *err);
 int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 		   ims_error *err);
+/* Copies bytes from device memory src to device memory dst (not
+ * overlapping), after the work queued before it; on a device it is queued
+ * and the host does not wait. Errors: the device's (IMS_EIO). */
+int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		ims_error *err);
 /* Blocks until every piece of work queued on ctx has run; reports an
  * asynchronous device error. Nothing to wait for on the CPU: 0. */
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err);
@@ -164,7 +169,8 @@ int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
  * below) with IMS_EINVAL, including host memory reused while a copy from
  * it was queued. Host batch memory freed while a copy from it is queued
  * ends the process with one line on stderr (abort), as a free cannot
- * report it: free the stage first. For tests. Same arguments as
+ * report it: free the stage first. It has nn_unscale_check, so fp16's
+ * loss scaling runs (its arithmetic is fp32). For tests. Same arguments as
  * nn_ctx_init_cpu; IMS_ENOMEM too.
  */
 int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err);
@@ -372,7 +378,8 @@ int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
  * *found_inf to 1 when any of g[0..n) (device memory) is Inf or NaN, else
  * 0, and multiplies every g[i] by inv (the 1/S that unscales them), in
  * one pass on the device; waits to read the flag. IMS_EUNSUPPORTED on a
- * backend without it (the CPU: fp16 is a device precision).
+ * backend without it (the plain CPU: fp16 is a device precision; the
+ * staged twin, nn_ctx_init_cpu_staged, has it).
  */
 int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 		     int *found_inf, ims_error *err);

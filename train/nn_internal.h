@@ -314,7 +314,9 @@ struct nn_backend {
 	int (*softmax_xent)(nn_ctx *, int, int, const float *, const int32_t *,
 			    float, float, double *, float *, ims_error *);
 	/* Device memory: zeroed allocation (NULL when out of memory), free
-	 * (NULL accepted), set to zero, and copies in and out of host memory. */
+	 * (NULL accepted), set to zero, copies in and out of host memory
+	 * (both wait for the device), and a copy within device memory
+	 * (queued: it waits for nothing). */
 	void *(*alloc)(nn_ctx *, size_t bytes);
 	void (*free)(nn_ctx *, void *);
 	int (*zero)(nn_ctx *, void *, size_t bytes, ims_error *);
@@ -322,6 +324,8 @@ struct nn_backend {
 			 ims_error *);
 	int (*to_host)(nn_ctx *, void *dst, const void *src, size_t bytes,
 		       ims_error *);
+	int (*copy)(nn_ctx *, void *dst, const void *src, size_t bytes,
+		    ims_error *);
 	/* Frees ctx->dev (streams, handles, workspace); NULL when the
 	 * backend keeps no state. Called by nn_ctx_release. */
 	void (*release)(nn_ctx *);

@@ -24,7 +24,10 @@
  *     (abort): a free cannot report an error, and on a device the copy
  *     engine would read freed memory. The stage must be freed (its copies
  *     drained) before the memory it copies from.
+ * It also has the device's fp16 gradient pass (unscale_check), so the
+ * loop's loss-scaling protocol runs here (its arithmetic stays fp32).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +197,24 @@ static int stage_reuse(nn_stage *st, const void *host, ims_error *err)
 	return nn_slots_reuse(&((host_stage *)st)->slots, host, err);
 }
 
+/* The device's unscale pass (train/cuda/half.cu) on the host, so that the
+ * twin runs fp16's loss-scaling protocol: the same flag, the same
+ * rounding (one multiplication). */
+static int twin_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
+			      int *found_inf, ims_error *err)
+{
+	(void)ctx;
+	(void)err;
+	int found = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(g[i]))
+			found = 1;
+		g[i] *= inv;
+	}
+	*found_inf = found;
+	return 0;
+}
+
 static void twin_release(nn_ctx *ctx)
 {
 	free(ctx->dev);
@@ -214,6 +235,7 @@ static const nn_backend *staged_table(void)
 		b.stage_free = stage_free;
 		b.host_alloc = host_alloc;
 		b.host_free = host_free;
+		b.unscale_check = twin_unscale_check;
 		b.host_memory = "page-aligned host memory (staged as for a device)";
 		b.name = "cpu";
 	}

@@ -151,6 +151,18 @@ static int cuda_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 	return 0;
 }
 
+/* Queued on the compute stream: ordered with the kernels around it. */
+static int cuda_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		     ims_error *err)
+{
+	if (!bytes)
+		return 0;
+	CUDA_CHECK(err, "copy within the device",
+		   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+				   nn_cuda_dev_of(ctx)->stream));
+	return 0;
+}
+
 /* ---- setup and teardown -------------------------------------------------- */
 
 static void cuda_release(nn_ctx *ctx)
@@ -211,6 +223,7 @@ const nn_backend nn_backend_cuda = {
 	.zero = cuda_zero,
 	.to_device = cuda_to_device,
 	.to_host = cuda_to_host,
+	.copy = cuda_copy,
 	.release = cuda_release,
 	.sgd_update = nn_cuda_sgd_update,
 	.adam_update = nn_cuda_adam_update,

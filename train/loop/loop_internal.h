@@ -87,6 +87,11 @@ typedef struct run {
 	size_t nsegs;
 	nn_lr_schedule lr;
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
+	/* fp16: the model's buffers (device) and counters (host) as they
+	 * were before this step's forward pass, put back when its loss is
+	 * not finite (the overflowed batch's statistics would stay) */
+	float *saved_buffers;
+	int64_t *saved_counters;
 	float *dlogits;        /* the loss gradient, device memory */
 	char ckpt_path[4096];
 	loop_data data;
@@ -130,6 +135,7 @@ int loop_read_logits(run *r, const float **logits, int n, ims_error *err);
 int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
 
 /* step.c */
+int loop_setup_overflow(run *r, ims_error *err);
 int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
 		     uint64_t *step, uint64_t max_steps, int *stop,
 		     uint64_t *done, ims_error *err);

@@ -51,6 +51,7 @@ static int set_up(run *r, start_at *at, ims_error *err)
 	if (r->o->synthetic)
 		FORWARD_IF_ERR(loop_make_synthetic(r, err));
 	FORWARD_IF_ERR(loop_make_model(r, err));
+	FORWARD_IF_ERR(loop_setup_overflow(r, err));
 	FORWARD_IF_ERR(loop_setup_optim(r, err));
 	FORWARD_IF_ERR(loop_setup_buckets(r, err));
 	FORWARD_IF_ERR(loop_setup_device(r, err));
@@ -105,6 +106,9 @@ static void tear_down(run *r)
 	loop_free_stage(r);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
+	if (r->ctx_ok)
+		nn_ctx_free(&r->ctx, r->saved_buffers);
+	free(r->saved_counters);
 	nn_model_free(r->m);
 	free(r->segs);
 	loop_free_device(r);
