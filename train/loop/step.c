@@ -43,11 +43,11 @@ typedef struct step_io {
  * spoil, made before the first step (no allocation inside one). */
 int loop_setup_overflow(run *r, ims_error *err)
 {
+	if (!r->scaler.enabled)
+		return 0;
 	size_t nb, nc;
 	(void)nn_model_buffers(r->m, &nb);
 	(void)nn_model_counters(r->m, &nc);
-	if (!r->scaler.enabled)
-		return 0;
 	if (nb) {
 		r->saved_buffers = nn_ctx_alloc(&r->ctx, nb * sizeof(float));
 		RETURN_IF(!r->saved_buffers, err, IMS_ENOMEM,
