@@ -99,6 +99,14 @@ PY
   skipped=$(json "$T/fp16/summary.json" 'j["skipped_steps"]')
   expect 0 fit --device cuda --precision fp16 --max-steps 4 --log-every 1 --log-dir "$T/fp16" --checkpoint-dir "$T/fp16ck" --resume
   same "$(python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "\"train\"" in x][-1]; print(l["step"], l["skipped_steps"] >= '"$skipped"', l["loss_scale"] <= '"$scale"')' "$T/fp16/metrics.jsonl")" "4 True True" "fp16 resumed from the saved scale"
+  # a loss that is not finite (step 2's batch poisoned, as an overflowed
+  # fp16 forward pass leaves it): fp16 skips the step, bf16 stops
+  run env IMSHARD_INJECT_NAN_STEP=2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --device cuda --precision fp16 --max-steps 3
+  same "$rc" 0 "(fp16 on cuda fed a NaN at step 2)"
+  contains "$T/err" "step 2: fp16 forward pass (loss not finite) overflowed"
+  run env IMSHARD_INJECT_NAN_STEP=2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --device cuda --precision bf16 --max-steps 3
+  same "$rc" 1 "(bf16 on cuda fed a NaN at step 2)"
+  contains "$T/err" "loss is NaN at step 2: stopping"
 else
   one_line "$T/err"
   contains "$T/err" "use --device cpu"
