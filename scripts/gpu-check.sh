@@ -212,7 +212,7 @@ else
     wait "$launcher" 2>/dev/null || true
     record nccl_timeout fail "$(since "$t")" "the two ranks did not start training: $(first_line "$d.err")"
   else
-    kill -STOP "$victim"
+    kill -STOP "$victim" 2>/dev/null || true
     t_stop=$(now)
     rc=0
     # rank 0 must end by itself; the stopped rank is then killed (a
