@@ -93,8 +93,6 @@ int aug_exif_orientation_app1(const uint8_t *p, size_t len);
  * zero or negative sizes are IMS_ECORRUPT. */
 int aug_check_dims(long long w, long long h, const char *fmt_name,
 		   ims_error *err);
-/* Grows b to at least cap bytes, keeping its contents. */
-int aug_buf_reserve(aug_buf *b, size_t cap, ims_error *err);
 /* Sets upright_width/height from width/height and orientation. */
 void aug_info_set_upright(aug_image_info *info);
 /* dst = src turned upright for EXIF orientation 1..8 (dst != src). */

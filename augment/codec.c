@@ -125,25 +125,6 @@ int aug_image_alloc(aug_image *img, int width, int height, int channels,
 	return 0;
 }
 
-void aug_buf_release(aug_buf *b)
-{
-	if (!b)
-		return;
-	free(b->data);
-	memset(b, 0, sizeof(*b));
-}
-
-int aug_buf_reserve(aug_buf *b, size_t cap, ims_error *err)
-{
-	if (cap <= b->cap && b->data)
-		return 0;
-	uint8_t *p = realloc(b->data, cap ? cap : 1);
-	RETURN_IF(!p, err, IMS_ENOMEM, "cannot allocate %zu bytes of output", cap);
-	b->data = p;
-	b->cap = cap ? cap : 1;
-	return 0;
-}
-
 /* ---- probe and decode ------------------------------------------------ */
 
 int aug_check_dims(long long w, long long h, const char *fmt_name,

@@ -96,6 +96,54 @@ int ims_fail_context(ims_error *e, const char *fmt, ...)
 			goto label;                                            \
 	} while (0)
 
+/*
+ * A growable byte buffer (buf.c), owned by whoever holds it. A zeroed
+ * ims_buf is empty and ready; ims_buf_release frees it. data (text, the
+ * same pointer) is NULL until something is reserved or appended; len bytes
+ * are in use, cap allocated.
+ *
+ * Two ways to use it: reserve room and write into data directly (encoders,
+ * file reads), or append. Appends keep a NUL after the last byte (text can
+ * be used as a C string) and make allocation failure sticky: oom is set,
+ * later appends do nothing, so a long text is built without checking each
+ * append and checked once (ims_buf_take, or oom) at the end.
+ */
+typedef struct ims_buf {
+	union {
+		uint8_t *data; /* the bytes */
+		char *text;    /* the same bytes as characters */
+	};
+	size_t len, cap;
+	int oom; /* an append failed for lack of memory */
+} ims_buf;
+
+/* Frees b's memory and empties it. b may be NULL. */
+void ims_buf_release(ims_buf *b);
+
+/* At least cap bytes allocated in all (len and contents kept); grows to
+ * exactly cap, for callers that know the size they need. Errors:
+ * IMS_ENOMEM ("cannot allocate N bytes: out of memory"). */
+int ims_buf_reserve(ims_buf *b, size_t cap, ims_error *err);
+
+/* Room for more bytes after len and a NUL after them, growing
+ * geometrically (appends in a loop stay linear). Errors: IMS_ENOMEM. */
+int ims_buf_grow(ims_buf *b, size_t more, ims_error *err);
+
+/* Appends n bytes of p (p may be NULL when n is 0). Returns 0, or
+ * IMS_ENOMEM with oom set (and then on every later call). */
+int ims_buf_append(ims_buf *b, const void *p, size_t n);
+/* Appends the string s (without its NUL). */
+int ims_buf_puts(ims_buf *b, const char *s);
+/* Appends printf-formatted text. */
+int ims_buf_printf(ims_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int ims_buf_vprintf(ims_buf *b, const char *fmt, va_list ap);
+
+/* Moves the contents out as a NUL-terminated malloc'd string (the caller
+ * frees it; an empty buffer gives ""), *len (may be NULL) its length; b is
+ * left empty. NULL after an allocation failure (b is then released). */
+char *ims_buf_take(ims_buf *b, size_t *len);
+
 /* Monotonic time in seconds. */
 double ims_now(void);
 

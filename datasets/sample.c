@@ -557,7 +557,7 @@ int ds_sample_render(uint64_t seed, int k, int index, struct aug_image *out,
 }
 
 int ds_sample_encode(struct aug_codec *codec, uint64_t seed, int k,
-		     int index, struct aug_image *scratch, struct aug_buf *out,
+		     int index, struct aug_image *scratch, ims_buf *out,
 		     ims_error *err)
 {
 	FORWARD_IF_ERR(ds_sample_render(seed, k, index, scratch, err));
@@ -739,7 +739,7 @@ typedef struct writer {
 	ims_error err;
 } writer;
 
-static int write_bytes(const char *path, const aug_buf *b, ims_error *err)
+static int write_bytes(const char *path, const ims_buf *b, ims_error *err)
 {
 	FILE *f = fopen(path, "wb");
 	RETURN_IF(!f, err, IMS_EIO, "cannot create '%s': %s", path, strerror(errno));
@@ -774,7 +774,7 @@ static void work(writer *w, int report)
 	const ds_sample_opts *o = w->o;
 	aug_codec *codec = NULL;
 	aug_image img = {0};
-	aug_buf buf = {0};
+	ims_buf buf = {0};
 	ims_error e;
 	ims_error_clear(&e);
 	char name[256], path[4096];
@@ -808,7 +808,7 @@ static void work(writer *w, int report)
 	}
 	if (rc)
 		fail_writer(w, rc, &e);
-	aug_buf_release(&buf);
+	ims_buf_release(&buf);
 	aug_image_release(&img);
 	aug_codec_destroy(codec);
 }

@@ -239,7 +239,7 @@ static void test_encode(void)
 {
 	aug_codec *c1 = NULL, *c2 = NULL;
 	aug_image img = {0};
-	aug_buf b1 = {0}, b2 = {0};
+	ims_buf b1 = {0}, b2 = {0};
 	ims_error e;
 	CHECK_OK(aug_codec_create(&c1, &e), &e);
 	CHECK_OK(aug_codec_create(&c2, &e), &e);
@@ -254,8 +254,8 @@ static void test_encode(void)
 		CHECK_EQ_INT(aug_sniff(b1.data, b1.len), want);
 	}
 out:
-	aug_buf_release(&b1);
-	aug_buf_release(&b2);
+	ims_buf_release(&b1);
+	ims_buf_release(&b2);
 	aug_image_release(&img);
 	aug_codec_destroy(c1);
 	aug_codec_destroy(c2);

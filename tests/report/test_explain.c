@@ -34,11 +34,10 @@ static char *section(const char *const *subs, size_t n)
 		CHECK_OK(rep_report_add_run(&r, dir, &err), &err);
 	}
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	rep_html_scaling(&b, &r);
 	rep_report_release(&r);
-	return rb_take(&b, NULL);
+	return ims_buf_take(&b, NULL);
 }
 
 #define HAS(s, text)                                                           \
