@@ -144,8 +144,17 @@ int ims_buf_vprintf(ims_buf *b, const char *fmt, va_list ap);
  * left empty. NULL after an allocation failure (b is then released). */
 char *ims_buf_take(ims_buf *b, size_t *len);
 
-/* Monotonic time in seconds. */
+/*
+ * The clock. ims_now: monotonic time in seconds, for durations and rates.
+ * ims_now_ns: the same clock in integer nanoseconds, for a time that must
+ * fit an atomic word. ims_deadline: the wall-clock (CLOCK_REALTIME) time
+ * seconds from now (clamped to 0 .. 1e9), as pthread_cond_timedwait takes
+ * it.
+ */
 double ims_now(void);
+int64_t ims_now_ns(void);
+struct timespec;
+void ims_deadline(double seconds, struct timespec *until);
 
 /* CRC-32C (Castagnoli), as in iSCSI/ext4: crc = ims_crc32c(0, buf, len)
  * for a whole buffer; pass a previous result to continue it. Uses the SSE4.2
