@@ -204,6 +204,76 @@ static inline void ims_store_le32(uint8_t *p, uint32_t v)
 }
 
 /*
+ * Half precision: IEEE binary16 (fp16) and bfloat16 (bf16), as uint16_t
+ * bits. float -> half rounds to nearest even, as torch's .half() and
+ * .bfloat16() do: fp16 overflows to infinity (65520 and up), keeps
+ * subnormals, NaN stays NaN (quiet). half -> float is exact. Inline: the
+ * loader converts every output sample with them.
+ */
+static inline uint32_t ims_f32_bits_(float f)
+{
+	uint32_t u;
+	__builtin_memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float ims_bits_f32_(uint32_t u)
+{
+	float f;
+	__builtin_memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Branch-free for normal results (a data-dependent rounding branch
+ * mispredicts half the time): the rounding bias 0xfff plus the odd bit of
+ * the kept mantissa gives ties to even, and a carry out of the mantissa
+ * bumps the exponent, up to infinity. Subnormal results align the mantissa
+ * by a float add of 0.5, which rounds to nearest even in the default
+ * rounding mode. */
+static inline uint16_t ims_f32_to_f16(float f)
+{
+	uint32_t x = ims_f32_bits_(f);
+	uint32_t sign = (x >> 16) & 0x8000u;
+	uint32_t ax = x & 0x7fffffffu;
+	uint32_t h;
+	if (ax >= 0x47800000u) { /* >= 65536, inf or NaN */
+		h = ax > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	} else if (ax < 0x38800000u) { /* below 2^-14: subnormal or zero */
+		float magic = 0.5f; /* 2^-1: ulp 2^-24, the f16 subnormal step */
+		h = ims_f32_bits_(ims_bits_f32_(ax) + magic) - ims_f32_bits_(magic);
+	} else {
+		h = (ax + 0xc8000fffu + ((ax >> 13) & 1)) >> 13;
+	}
+	return (uint16_t)(sign | h);
+}
+
+static inline uint16_t ims_f32_to_bf16(float f)
+{
+	uint32_t x = ims_f32_bits_(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40u);
+	x += 0x7fffu + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+static inline float ims_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t exp = (h >> 10) & 0x1fu;
+	uint32_t man = h & 0x3ffu;
+	if (exp == 0) /* zero or subnormal: man * 2^-24, exact in float */
+		return ims_bits_f32_(ims_f32_bits_((float)man * 0x1p-24f) | sign);
+	if (exp == 31) /* inf, NaN keeps its payload */
+		return ims_bits_f32_(sign | 0x7f800000u | (man << 13));
+	return ims_bits_f32_(sign | ((exp + 127 - 15) << 23) | (man << 13));
+}
+
+static inline float ims_bf16_to_f32(uint16_t b)
+{
+	return ims_bits_f32_((uint32_t)b << 16);
+}
+
+/*
  * Files. All return 0 or a negative code with the message filled.
  *
  * Reading opens nothing that is not a regular file: a FIFO would block the

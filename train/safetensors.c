@@ -69,35 +69,6 @@ size_t st_dtype_size(int dtype)
 	return dtype_known(dtype) ? dtypes[dtype].size : 0;
 }
 
-float st_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t exp = (h >> 10) & 0x1fu;
-	uint32_t man = h & 0x3ffu;
-	uint32_t bits;
-	float f;
-	if (exp == 0) {
-		/* Zero or subnormal: man * 2^-24, exact in float32. */
-		f = (float)man * 0x1p-24f;
-		memcpy(&bits, &f, sizeof(bits));
-		bits |= sign;
-	} else if (exp == 31) {
-		bits = sign | 0x7f800000u | (man << 13); /* inf, NaN keeps payload */
-	} else {
-		bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-	}
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-float st_bf16_to_f32(uint16_t b)
-{
-	uint32_t bits = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 static uint64_t load_le64(const uint8_t *p)
 {
 	return (uint64_t)ims_load_le32(p) | ((uint64_t)ims_load_le32(p + 4) << 32);
@@ -644,11 +615,11 @@ int st_tensor_to_f32(const st_tensor *t, float *out, size_t n, ims_error *err)
 		return 0;
 	case ST_F16:
 		for (size_t i = 0; i < n; i++)
-			out[i] = st_f16_to_f32(ims_load_le16(p + 2 * i));
+			out[i] = ims_f16_to_f32(ims_load_le16(p + 2 * i));
 		return 0;
 	case ST_BF16:
 		for (size_t i = 0; i < n; i++)
-			out[i] = st_bf16_to_f32(ims_load_le16(p + 2 * i));
+			out[i] = ims_bf16_to_f32(ims_load_le16(p + 2 * i));
 		return 0;
 	case ST_F64:
 		for (size_t i = 0; i < n; i++) {
