@@ -414,6 +414,67 @@ int ims_mapguard_install(const char *prefix);
 /* The registered path whose map holds addr, or NULL. For tests. */
 const char *ims_mapguard_find(const void *addr);
 
+/*
+ * Folders (dir.c).
+ *
+ * What a path is, links followed as stat follows them: IMS_KIND_FILE (a
+ * regular file), IMS_KIND_FOLDER, IMS_KIND_OTHER (a FIFO, socket, device,
+ * dangling link...) or IMS_KIND_NONE (missing or not stat'able). A file is
+ * only ever opened through ims_open_read, which checks again: this is for
+ * deciding what a path is meant to be, not for trusting it.
+ */
+enum {
+	IMS_KIND_NONE = 0,
+	IMS_KIND_FILE = 1,
+	IMS_KIND_FOLDER = 2,
+	IMS_KIND_OTHER = 3
+};
+int ims_path_kind(const char *path);
+
+/*
+ * A folder's entries sorted byte-wise by name (strcmp), so whatever is
+ * built from a listing is the same on every machine and file system. "."
+ * and ".." are never listed; other names that start with '.' only with
+ * IMS_DIR_HIDDEN. Each entry's kind is an IMS_KIND_* as ims_path_kind
+ * gives it; d_type saves the stat for most entries (ImageNet's train
+ * folders hold 1.28M files), only links and unknown types are stat'ed.
+ *
+ * A listing is caller-owned: zero it once, list into it as often as
+ * needed (each listing reuses the memory of the one before: no allocation
+ * per file or per folder once it has grown), release it at the end. Names
+ * point into the listing and live until the next listing or the release.
+ */
+#define IMS_DIR_HIDDEN 0x01
+
+typedef struct ims_dir_entry {
+	const char *name;
+	int kind; /* IMS_KIND_FILE, IMS_KIND_FOLDER or IMS_KIND_OTHER */
+} ims_dir_entry;
+
+typedef struct ims_dir_listing {
+	ims_dir_entry *e; /* n entries, sorted by name */
+	size_t n;
+	/* storage, reused from listing to listing */
+	size_t cap, names_len, names_cap;
+	char *names;
+	size_t *offs;
+} ims_dir_listing;
+
+/* Lists folder path into d (flags: 0 or IMS_DIR_HIDDEN). Errors:
+ * IMS_ENOTFOUND (missing), IMS_EIO ("cannot read folder 'PATH': why"),
+ * IMS_ENOMEM; d then holds no entries. */
+int ims_dir_list(const char *path, unsigned flags, ims_dir_listing *d,
+		 ims_error *err);
+
+/* The same for the open folder dfd (not closed; its offset is not
+ * moved), shown as shown in messages: for walks that open each folder
+ * relative to its parent (openat), so path length never limits depth. */
+int ims_dir_list_fd(int dfd, const char *shown, unsigned flags,
+		    ims_dir_listing *d, ims_error *err);
+
+/* Frees d's memory and empties it. d may be NULL. */
+void ims_dir_listing_release(ims_dir_listing *d);
+
 /* mkdir -p. Existing folders are fine. */
 int ims_mkdir_p(const char *path, ims_error *err);
 
