@@ -416,6 +416,6 @@ int main(void)
 	aug_codec_destroy(codec);
 	CHECK_EQ_INT(aug_codec_create(NULL, &err), IMS_EINVAL);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

@@ -377,6 +377,6 @@ int main(void)
 	aug_codec_destroy(codec);
 	aug_codec_destroy(NULL);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

@@ -440,6 +440,6 @@ int main(void)
 	test_encode();
 	aug_codec_destroy(codec);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

@@ -45,10 +45,8 @@ int main(void)
 	CHECK_EQ_INT(ims_fail(NULL, IMS_ECORRUPT, "ignored"), IMS_ECORRUPT);
 	CHECK(strcmp(ims_strerror(IMS_ECORRUPT), "corrupt data") == 0);
 
-	const char *base = getenv("IMS_TMP");
 	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/common-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(dir) != NULL);
+	test_tmpdir(dir, sizeof(dir), "common");
 	char nested[4200], file[4300];
 	snprintf(nested, sizeof(nested), "%s/a/b/c", dir);
 	CHECK_OK(ims_mkdir_p(nested, &e), &e);

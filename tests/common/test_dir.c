@@ -125,12 +125,10 @@ static void test_many(const char *dir)
 
 int main(void)
 {
-	const char *base = getenv("IMS_TMP");
 	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/dir-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(dir) != NULL);
+	test_tmpdir(dir, sizeof(dir), "dir");
 	alarm(60); /* a listing that blocks on the FIFO fails instead of hanging */
 	test_order_and_kinds(dir);
 	test_many(dir);
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -1,5 +1,5 @@
-/* rio_test_util.h - helpers shared by the recordio tests: scratch folders
- * and deterministic record payloads. */
+/* rio_test_util.h - helpers shared by the recordio tests: deterministic
+ * record payloads (scratch folders: test_tmp.h). */
 #ifndef RIO_TEST_UTIL_H
 #define RIO_TEST_UTIL_H
 
@@ -10,16 +10,7 @@
 #include <unistd.h>
 
 #include "recordio/recordio.h"
-
-static inline void tmp_dir(char *out, size_t len, const char *tag)
-{
-	const char *base = getenv("IMS_TMP");
-	snprintf(out, len, "%s/%s-XXXXXX", base ? base : "/tmp", tag);
-	if (!mkdtemp(out)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-}
+#include "test_tmp.h"
 
 /* Payload of record i: length and bytes depend only on i. */
 static inline size_t payload_len_for(uint64_t i)

@@ -444,7 +444,7 @@ int main(void)
 	alarm(300); /* a FIFO that blocks an open is a failure, not a hang */
 	ims_error e;
 	char dir[4096], manifest[4200], backup[4200], cmd[9000];
-	tmp_dir(dir, sizeof(dir), "reader");
+	test_tmpdir(dir, sizeof(dir), "reader");
 	write_split(dir, 300, 400 << 10);
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	snprintf(backup, sizeof(backup), "%s/s.json.orig", dir);
@@ -532,9 +532,9 @@ int main(void)
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
 
-	tmp_dir(dir, sizeof(dir), "reader-damaged");
+	test_tmpdir(dir, sizeof(dir), "reader-damaged");
 	damaged_shards(dir);
-	tmp_dir(dir, sizeof(dir), "reader-changed");
+	test_tmpdir(dir, sizeof(dir), "reader-changed");
 	changed_shards(dir);
 	return TEST_EXIT();
 }

@@ -108,7 +108,7 @@ static int run(rio_reader *r, int threads, seen *s, rio_verify_result *res,
 int main(void)
 {
 	char dir[4096], manifest[4200];
-	tmp_dir(dir, sizeof(dir), "verify");
+	test_tmpdir(dir, sizeof(dir), "verify");
 	write_split(dir, 300, 400 << 10);
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	ims_error e;
@@ -173,5 +173,5 @@ int main(void)
 	rio_verify_result none;
 	CHECK_EQ_INT(rio_verify(NULL, NULL, &none, NULL, &e), IMS_EINVAL);
 	rio_reader_close(r);
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -142,7 +142,7 @@ static void test_no_baseline(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_explain");
+	test_tmpdir(tmp, sizeof(tmp), "test_explain");
 	char dir[4200];
 	rep_test_sub(dir, sizeof(dir), tmp, "a");
 	rep_test_run_a(dir);
@@ -153,6 +153,6 @@ int main(void)
 	test_explanation();
 	test_no_baseline();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

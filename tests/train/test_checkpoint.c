@@ -889,23 +889,6 @@ static void test_torchvision(void)
 	free(fcb);
 }
 
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *de;
-	char path[4400];
-	while ((de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 /* ---- a backend whose memory is not the CPU's: staged through host copies */
 
 static nn_backend staged_be;
@@ -1009,12 +992,7 @@ static void test_staged(void)
 int main(void)
 {
 	ims_error e;
-	const char *base = getenv("IMS_TMP");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "checkpoint");
 	if (nn_ctx_init_cpu(&ctx, 2, &e))
 		die("nn_ctx_init_cpu", &e);
 	test_layout();
@@ -1029,6 +1007,5 @@ int main(void)
 	test_torchvision();
 	test_staged();
 	nn_ctx_release(&ctx);
-	remove_dir();
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

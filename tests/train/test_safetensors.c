@@ -272,14 +272,12 @@ static void test_round_trip(void)
 	/* Writing again replaces the file and leaves no temporary behind. */
 	CHECK_OK(st_writer_write(w, path, &e), &e);
 	st_writer_free(w);
-	DIR *d = opendir(dir);
+	ims_dir_listing ls = {0};
 	int others = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		if (strstr(de->d_name, ".tmp."))
-			others++;
-	if (d)
-		closedir(d);
+	CHECK_OK(ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, &e), &e);
+	for (size_t i = 0; i < ls.n; i++)
+		others += strstr(ls.e[i].name, ".tmp.") != NULL;
+	ims_dir_listing_release(&ls);
 	CHECK_EQ_INT(others, 0);
 	st_writer_free(NULL);
 	st_close(NULL);
@@ -601,17 +599,12 @@ static void test_writer_errors(void)
 
 int main(void)
 {
-	const char *base = getenv("IMS_TMP");
-	snprintf(dir, sizeof(dir), "%s/safetensors-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "safetensors");
 	test_dtypes();
 	test_round_trip();
 	test_writer_bytes();
 	test_hand_built();
 	test_corrupt();
 	test_writer_errors();
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }
