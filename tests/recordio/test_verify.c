@@ -8,28 +8,6 @@
 #include "rio_test_util.h"
 #include "test.h"
 
-static const char *names[] = {"a", "b", "c"};
-
-static void write_split(const char *dir, uint64_t n, uint64_t shard_bytes)
-{
-	ims_error e;
-	rio_writer_opts o = {0};
-	o.dir = dir;
-	o.name = "s";
-	o.shard_bytes = shard_bytes;
-	o.force = 1;
-	rio_writer *w;
-	CHECK_OK(rio_writer_open(&o, &w, &e), &e);
-	static uint8_t buf[10000];
-	for (uint64_t i = 0; i < n; i++) {
-		rio_record r;
-		make_record(&r, i, buf, 3);
-		CHECK_OK(rio_writer_add(w, &r, &e), &e);
-	}
-	rio_writer_meta m = {"keep", names, 3, 0, NULL, NULL};
-	CHECK_OK(rio_writer_finish(w, &m, NULL, &e), &e);
-}
-
 #define MAX_LINES 64
 
 typedef struct seen {
@@ -109,7 +87,7 @@ int main(void)
 {
 	char dir[4096], manifest[4200];
 	test_tmpdir(dir, sizeof(dir), "verify");
-	write_split(dir, 300, 400 << 10);
+	rio_test_write_split(dir, 300, 400 << 10);
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	ims_error e;
 	rio_reader *r;
