@@ -54,8 +54,9 @@ static const cli_command command = {
 	"that 'imshard eval', 'predict' and 'export' read) is replaced\n"
 	"atomically every --checkpoint-every steps and at each epoch's end;\n"
 	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
-	"A NaN or infinite loss stops training with an error naming the step;\n"
-	"the checkpoint written before it is kept.\n\n"
+	"A NaN or infinite loss stops training with an error naming the step\n"
+	"(with fp16, once the scale S below is down to 1); the checkpoint\n"
+	"written before it is kept.\n\n"
 	"--precision bf16 or fp16 is mixed precision, on either device:\n"
 	"activations and their gradients are stored in 16 bits (half the\n"
 	"activation memory), convolutions and linear layers read a 16-bit copy\n"
@@ -63,8 +64,9 @@ static const cli_command command = {
 	"gradients, batch-norm statistics and optimiser state stay fp32. On the\n"
 	"cpu it is the reference the device is tested against (no faster than\n"
 	"fp32 there). fp16 multiplies the loss\n"
-	"gradient by a scale S (65536 at first); a step whose gradients overflow\n"
-	"is skipped and S halved, S doubles after 2000 good steps (at most\n"
+	"gradient by a scale S (65536 at first); a step whose gradients or\n"
+	"forward pass (a loss that is not finite) overflow is skipped and S\n"
+	"halved, S doubles after 2000 good steps (at most\n"
 	"2^24). metrics.jsonl and summary.json give loss_scale and\n"
 	"skipped_steps; checkpoints keep them.\n\n"
 	"OpenBLAS falls back to generic SSE kernels on CPU models newer than its\n"
@@ -183,13 +185,15 @@ static void on_validated(void *ctx, const nn_train_validation *v)
 }
 
 static void on_step_skipped(void *ctx, uint64_t step, double scale,
-			    double new_scale)
+			    double new_scale, int forward)
 {
 	if (printing(ctx))
 		fprintf(stderr,
-			"imshard-train: step %llu: fp16 gradients overflowed at "
+			"imshard-train: step %llu: fp16 %s overflowed at "
 			"loss scale %g: step skipped, scale now %g\n",
-			(unsigned long long)step, scale, new_scale);
+			(unsigned long long)step,
+			forward ? "forward pass (loss not finite)" : "gradients",
+			scale, new_scale);
 }
 
 static void on_warning(void *ctx, const char *msg)

@@ -328,8 +328,22 @@ int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
 		       ims_error *err);
 int nn_cpu_mp_to_f32(nn_ctx *ctx, size_t count, const void *src, float *dst,
 		     ims_error *err);
-/* Frees the CPU backend's state (the fp32 workspace of the 16-bit
- * entries); the table's release. */
+/*
+ * The CPU backend's state, ctx->dev: the fp32 workspace of the 16-bit
+ * entries, allocated on their first use. A context whose ctx->dev is
+ * another backend's state built on the CPU's table (the staged twin,
+ * stage_host.c) starts that state with an nn_cpu_state, so the 16-bit
+ * entries find theirs there, and frees its buffers with
+ * nn_cpu_state_clear.
+ */
+typedef struct nn_cpu_state {
+	float *wide;
+	size_t wide_floats;
+} nn_cpu_state;
+
+/* Frees s's buffers (s itself stays); NULL accepted. */
+void nn_cpu_state_clear(nn_cpu_state *s);
+/* Frees the CPU backend's state; the table's release. */
 void nn_cpu_release(nn_ctx *ctx);
 
 /*
@@ -437,7 +451,9 @@ struct nn_backend {
 	int (*act_to_f32)(nn_ctx *, size_t count, const void *src, float *dst,
 			  ims_error *);
 	/* Device memory: zeroed allocation (NULL when out of memory), free
-	 * (NULL accepted), set to zero, and copies in and out of host memory. */
+	 * (NULL accepted), set to zero, copies in and out of host memory
+	 * (both wait for the device), and a copy within device memory
+	 * (queued: it waits for nothing). */
 	void *(*alloc)(nn_ctx *, size_t bytes);
 	void (*free)(nn_ctx *, void *);
 	int (*zero)(nn_ctx *, void *, size_t bytes, ims_error *);
@@ -445,6 +461,8 @@ struct nn_backend {
 			 ims_error *);
 	int (*to_host)(nn_ctx *, void *dst, const void *src, size_t bytes,
 		       ims_error *);
+	int (*copy)(nn_ctx *, void *dst, const void *src, size_t bytes,
+		    ims_error *);
 	/* Frees ctx->dev (streams, handles, workspace); NULL when the
 	 * backend keeps no state. Called by nn_ctx_release. */
 	void (*release)(nn_ctx *);
@@ -496,7 +514,12 @@ struct nn_backend {
 	 * stream wait for it too, and gives the slot's device pointers.
 	 * stage_done marks the slot free once the compute work queued so far
 	 * has run (call it after the step that reads the slot is queued).
-	 * stage_free accepts NULL. (Slots live in train/cuda/train_cuda.c.)
+	 * stage_reuse fails when a queued copy still reads host memory the
+	 * caller is about to give back (nn_stage_reuse). Every one keeps the
+	 * slot protocol of train/stage_slots.h. stage_free waits for the
+	 * queued copies and accepts NULL. (Slots live in
+	 * train/cuda/train_cuda.c, and in train/stage_host.c for the CPU
+	 * twin.)
 	 */
 	int (*stage_create)(nn_ctx *, size_t x_bytes, size_t label_bytes,
 			    nn_stage **out, ims_error *);
@@ -506,6 +529,7 @@ struct nn_backend {
 	int (*stage_get)(nn_stage *, int slot, float **x, int32_t **labels,
 			 ims_error *);
 	int (*stage_done)(nn_stage *, int slot, ims_error *);
+	int (*stage_reuse)(nn_stage *, const void *host, ims_error *);
 	void (*stage_free)(nn_stage *);
 	/* Host memory for the batches stage_put copies from (the loader's
 	 * ring): page-locked on a device, so copies run asynchronously on
@@ -529,8 +553,5 @@ struct nn_backend {
 };
 
 extern const nn_backend nn_backend_cpu;
-/* The CPU backend plus input staging in host memory, so that the device
- * training loop runs without a device (nn_ctx_init_cpu_staged). */
-const nn_backend *nn_backend_cpu_host_staged(void);
 
 #endif

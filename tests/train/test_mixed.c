@@ -3,8 +3,8 @@
  * train/layers/mixed.c): the reference the device's 16-bit path is held
  * to.
  *
- *  - common/half.h: every 16-bit value widens and narrows back to its own
- *    bits; narrowing rounds to nearest even (ties, overflow to infinity,
+ *  - common.h's conversions: every 16-bit value widens and narrows back
+ *    to its own bits; narrowing rounds to nearest even (ties, overflow to infinity,
  *    fp16 subnormals, NaN kept), checked on chosen values and on 2^20
  *    random floats against a reference (the compiler's _Float16 where it
  *    has one; for bf16 the nearer of the two neighbours, computed in
@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/half.h"
+#include "common/common.h"
 #include "nn_test_util.h"
 #include "test.h"
 #include "train/nn_internal.h"
@@ -52,16 +52,30 @@ static float widen(int p, uint16_t h)
 	return p == NN_PREC_BF16 ? ims_bf16_to_f32(h) : ims_f16_to_f32(h);
 }
 
-/* ---- half.h ------------------------------------------------------------ */
+/* ---- common.h's conversions -------------------------------------------- */
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
 
 /* bf16 of f: the nearer of the neighbours below and above, ties to the
  * even one, computed in double (finite f whose result is finite) */
 static uint16_t bf16_ref(float f)
 {
-	uint32_t u = ims_f32_bits(f);
+	uint32_t u = f32_bits(f);
 	uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u;
-	double dl = fabs((double)f - (double)ims_bits_f32(lo));
-	double dh = fabs((double)ims_bits_f32(hi) - (double)f);
+	double dl = fabs((double)f - (double)bits_f32(lo));
+	double dh = fabs((double)bits_f32(hi) - (double)f);
 	if (dl < dh || (dl == dh && !((lo >> 16) & 1)))
 		return (uint16_t)(lo >> 16);
 	return (uint16_t)(hi >> 16);
@@ -84,10 +98,10 @@ static void test_half(void)
 	CHECK_EQ_INT(bad, 0);
 	/* bf16: ties to even, overflow, NaN */
 	CHECK_EQ_INT(ims_f32_to_bf16(1.0f), 0x3f80);
-	CHECK_EQ_INT(ims_f32_to_bf16(ims_bits_f32(0x3f808000u)), 0x3f80);
-	CHECK_EQ_INT(ims_f32_to_bf16(ims_bits_f32(0x3f818000u)), 0x3f82);
-	CHECK_EQ_INT(ims_f32_to_bf16(ims_bits_f32(0x3f808001u)), 0x3f81);
-	CHECK_EQ_INT(ims_f32_to_bf16(ims_bits_f32(0x7f7fffffu)), 0x7f80);
+	CHECK_EQ_INT(ims_f32_to_bf16(bits_f32(0x3f808000u)), 0x3f80);
+	CHECK_EQ_INT(ims_f32_to_bf16(bits_f32(0x3f818000u)), 0x3f82);
+	CHECK_EQ_INT(ims_f32_to_bf16(bits_f32(0x3f808001u)), 0x3f81);
+	CHECK_EQ_INT(ims_f32_to_bf16(bits_f32(0x7f7fffffu)), 0x7f80);
 	CHECK_EQ_INT(ims_f32_to_bf16(-INFINITY), 0xff80);
 	CHECK(isnan(ims_bf16_to_f32(ims_f32_to_bf16(NAN))));
 	/* fp16: the largest finite, the tie to infinity, subnormals */
@@ -111,7 +125,7 @@ static void test_half(void)
 		 * and overflow */
 		uint32_t u = (uint32_t)ims_rng_next(&r);
 		uint32_t e = 97 + (u >> 24) % 48;
-		float f = ims_bits_f32((u & 0x807fffffu) | (e << 23));
+		float f = bits_f32((u & 0x807fffffu) | (e << 23));
 		if (ims_f32_to_bf16(f) != bf16_ref(f) && bad_b++ < 3)
 			fprintf(stderr, "bf16 of %a: %04x, want %04x\n", (double)f,
 				ims_f32_to_bf16(f), bf16_ref(f));

@@ -46,7 +46,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/half.h"
+#include "common/common.h"
 #include "nn_test_util.h"
 #include "test.h"
 #include "train/model_internal.h"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "train/cuda/cuda_internal.h"
 #include "train/dp.h"
@@ -31,13 +32,6 @@ struct dp_nccl {
 	int n, started;
 	double seconds;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* "cannot WHAT: NCCL error NAME (last message) at FILE:LINE"; the
  * communicator is aborted (every later call on it fails fast). */
@@ -63,9 +57,9 @@ static int nccl_fail(dp_nccl *n, ims_error *err, ncclResult_t r,
 static int settle(dp_nccl *n, ncclResult_t r, const char *what,
 		  const char *file, int line, ims_error *err)
 {
-	const double t0 = now_s();
+	const double t0 = ims_now();
 	while (r == ncclInProgress) {
-		if (n->timeout_s > 0 && now_s() - t0 > n->timeout_s) {
+		if (n->timeout_s > 0 && ims_now() - t0 > n->timeout_s) {
 			ims_fail(err, IMS_EIO,
 				 "cannot %s: rank %d waited %g s for its peers (one "
 				 "died or hangs; --collective-timeout): NCCL aborted",
@@ -131,7 +125,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 {
 	RETURN_IF(n->failed, err, IMS_EIO,
 		  "cannot %s: the nccl communicator was aborted", what);
-	const double t0 = now_s();
+	const double t0 = ims_now();
 	for (;;) {
 		cudaError_t e = cudaEventQuery(n->done);
 		if (e == cudaSuccess)
@@ -144,7 +138,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 			return nccl_fail(n, err, q, what, __FILE__, __LINE__);
 		if (a != ncclSuccess && a != ncclInProgress)
 			return nccl_fail(n, err, a, what, __FILE__, __LINE__);
-		if (n->timeout_s > 0 && now_s() - t0 > n->timeout_s) {
+		if (n->timeout_s > 0 && ims_now() - t0 > n->timeout_s) {
 			int rc = ims_fail(err, IMS_EIO,
 					  "cannot %s: rank %d waited %g s for its "
 					  "peers (one died or hangs; "
@@ -157,7 +151,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 		struct timespec ts = {0, 100000}; /* 0.1 ms */
 		nanosleep(&ts, NULL);
 	}
-	n->seconds += now_s() - t0;
+	n->seconds += ims_now() - t0;
 	return 0;
 }
 
@@ -208,12 +202,47 @@ static int setup(dp_nccl *n, dp_comm *c, ims_error *err)
 	return settle(n, r, what, __FILE__, __LINE__, err);
 }
 
+/*
+ * NCCL runs one rank per GPU: two ranks of a communicator on one device
+ * are refused at best and may hang (its documentation). More ranks on a
+ * machine than GPUs make the device choice wrap around
+ * (nn_cuda_device_for_rank), so every rank gathers each rank's (machine,
+ * PCI bus) and all refuse alike before NCCL starts.
+ */
+static int one_gpu_per_rank(dp_comm *c, int device, ims_error *err)
+{
+	static const char what[] = "set up nccl";
+	char bus[32] = "", host[256] = "";
+	CUDA_CHECK(err, what, cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), device));
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	const int world = dp_world(c);
+	double mine[2] = {ims_crc32c(0, host, strlen(host)),
+			  ims_crc32c(0, bus, strlen(bus))};
+	double *all = malloc(2 * (size_t)world * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot %s: out of memory", what);
+	int rc = dp_allgather_f64(c, mine, 2, all, err);
+	for (int i = 0; !rc && i < world; i++)
+		for (int j = i + 1; !rc && j < world; j++)
+			if (all[2 * i] == all[2 * j] &&
+			    all[2 * i + 1] == all[2 * j + 1])
+				rc = ims_fail(err, IMS_EUNSUPPORTED,
+					      "cannot %s: ranks %d and %d would "
+					      "share one GPU, which NCCL does not "
+					      "support: start at most as many "
+					      "ranks on a machine as it has GPUs",
+					      what, i, j);
+	free(all);
+	return rc;
+}
+
 int dp_nccl_create(dp_comm *c, nn_ctx *ctx, double timeout_s, dp_nccl **out,
 		   ims_error *err)
 {
 	*out = NULL;
 	RETURN_IF(!ctx || !ctx->be || ctx->be != &nn_backend_cuda, err,
 		  IMS_EUNSUPPORTED, "cannot set up nccl: not a cuda context");
+	FORWARD_IF_ERR(one_gpu_per_rank(c, nn_cuda_dev_of(ctx)->device, err));
 	dp_nccl *n = calloc(1, sizeof(*n));
 	RETURN_IF(!n, err, IMS_ENOMEM, "cannot set up nccl: out of memory");
 	n->rank = dp_rank(c);

@@ -16,16 +16,9 @@
 
 #include "train/dp/dp_internal.h"
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void dp_wait_begin(dp_comm *c)
 {
-	__atomic_store_n(&c->waiting_since_ns, mono_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&c->waiting_since_ns, ims_now_ns(), __ATOMIC_RELEASE);
 }
 
 void dp_wait_end(dp_comm *c)
@@ -46,15 +39,10 @@ static void *watch(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		ims_deadline(0.25, &until);
 		pthread_cond_timedwait(&c->cv, &c->mu, &until);
 		int64_t since = __atomic_load_n(&c->waiting_since_ns, __ATOMIC_ACQUIRE);
-		if (!c->stop && since && (mono_ns() - since) / 1e9 > c->timeout_s) {
+		if (!c->stop && since && (ims_now_ns() - since) / 1e9 > c->timeout_s) {
 			fprintf(stderr,
 				"imshard-train: rank %d: waited more than %g s for "
 				"the other ranks in a collective "
@@ -80,20 +68,6 @@ static int launched_world(void)
 	return v ? atoi(v) : 0;
 }
 
-/* The node-local rank a launcher announced, 0 when none did. */
-static int launched_local_rank(void)
-{
-	static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
-					   "MPI_LOCALRANKID", "SLURM_LOCALID",
-					   NULL};
-	for (int i = 0; vars[i]; i++) {
-		const char *s = getenv(vars[i]);
-		if (s && *s)
-			return atoi(s);
-	}
-	return 0;
-}
-
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 {
 	RETURN_IF(!out, err, IMS_EINVAL, "cannot start ranks: no output");
@@ -101,12 +75,12 @@ int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 	dp_comm *c = calloc(1, sizeof(*c));
 	RETURN_IF(!c, err, IMS_ENOMEM, "cannot start ranks: out of memory");
 	c->world = 1;
+	c->local_world = 1; /* one rank: alone on its machine */
 	int rc = dp_mpi_init(c, launched_world(), argc, argv, err);
 	if (rc) {
 		free(c);
 		return rc;
 	}
-	c->local = launched_local_rank();
 	*out = c;
 	return 0;
 }
@@ -114,6 +88,7 @@ int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 int dp_rank(const dp_comm *c) { return c ? c->rank : 0; }
 int dp_world(const dp_comm *c) { return c ? c->world : 1; }
 int dp_local_rank(const dp_comm *c) { return c ? c->local : 0; }
+int dp_local_world(const dp_comm *c) { return c ? c->local_world : 1; }
 
 int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 		 ims_error *err)

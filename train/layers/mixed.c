@@ -27,25 +27,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/half.h"
+#include "common/common.h"
 #include "train/nn_internal.h"
 
 /* Below this many elements a loop stays on one thread. */
 #define MP_PAR_MIN 65536
 
-/* The fp32 workspace of the 16-bit entries. */
-typedef struct cpu_state {
-	float *wide;
-	size_t wide_floats;
-} cpu_state;
-
-void nn_cpu_release(nn_ctx *ctx)
+void nn_cpu_state_clear(nn_cpu_state *s)
 {
-	cpu_state *s = ctx->dev;
 	if (!s)
 		return;
 	free(s->wide);
-	free(s);
+	s->wide = NULL;
+	s->wide_floats = 0;
+}
+
+void nn_cpu_release(nn_ctx *ctx)
+{
+	nn_cpu_state_clear(ctx->dev);
+	free(ctx->dev);
 	ctx->dev = NULL;
 }
 
@@ -77,7 +77,7 @@ static int wide_bufs(nn_ctx *ctx, const size_t *count, int k, float **out,
 	size_t total = 0;
 	for (int i = 0; i < k; i++)
 		total += round64(count[i]);
-	cpu_state *s = ctx->dev;
+	nn_cpu_state *s = ctx->dev;
 	if (!s) {
 		s = calloc(1, sizeof(*s));
 		RETURN_IF(!s, err, IMS_ENOMEM, "cannot %s: out of memory", what);

@@ -145,7 +145,14 @@ int loop_open_context(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	if (!strcmp(o->device, "cuda")) {
-		r->log.device = dp_local_rank(r->dp.comm);
+		/* the rank's device is chosen, and selected, before anything
+		 * else of the run can touch a GPU (a context made on device 0
+		 * by the loader's pinned ring, NVML, NCCL or cuBLAS would
+		 * cost every rank memory there) */
+		int visible;
+		FORWARD_IF_ERR(nn_cuda_device_count(&visible, err));
+		r->log.device = nn_cuda_device_for_rank(dp_local_rank(r->dp.comm),
+							visible);
 		FORWARD_IF_ERR(nn_ctx_init_cuda(&r->ctx, r->log.device, err));
 		r->ctx_ok = 1;
 		set_compute(r);
