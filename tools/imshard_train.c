@@ -18,7 +18,7 @@
 
 static const cli_command command = {
 	"imshard-train",
-	"imshard-train --train TRAIN.json --val VAL.json [options]",
+	"imshard-train --train TRAIN.json [--val VAL.json] [options]",
 	"Trains a convolutional network on packed splits, data-parallel: one\n"
 	"process per device, ranks started by mpirun (or one rank alone).",
 	"Every rank starts from rank 0's weights, averages gradients with an\n"
@@ -40,8 +40,29 @@ static const cli_command command = {
 	"never updates them (fine-tuning with small batches): samples then do not\n"
 	"interact, and N ranks of batch B train exactly like 1 rank of batch NxB.\n\n"
 	"Inputs are normalised with --mean/--std (pixel units; ImageNet's by\n"
-	"default). --augment takes the loader's option string: flip, zoom=F,\n"
-	"shift=F, rotate=DEG, rrc / norrc, rrc=A:B, ratio=A:B, none.\n\n"
+	"default). Training augmentation is random-resized-crop (a box of 8% to\n"
+	"100% of the image's area, aspect ratio 3/4 to 4/3, stretched to --size)\n"
+	"and a random horizontal flip unless --augment says otherwise; it takes\n"
+	"the loader's option string: flip, noflip, zoom=F, shift=F, rotate=DEG,\n"
+	"rrc / norrc, rrc=A:B, ratio=A:B, none (no crop, no flip). Validation\n"
+	"resizes the shorter side to --size / --val-crop-frac and crops the\n"
+	"centre (0.875: 256 -> 224 pixels, 37 -> 32); for small images a\n"
+	"fraction of 1 keeps the whole picture. --augment norrc uses the same\n"
+	"geometry in training.\n\n"
+	"Threads: --threads sets each rank's compute threads and --loader-threads\n"
+	"its decoding threads. Left out, --threads is OpenMP's default\n"
+	"(OMP_NUM_THREADS, else every core this process may run on) and\n"
+	"--loader-threads follows --threads, or is every core this process may\n"
+	"run on. Under mpirun the cores a rank may run on are those mpirun binds\n"
+	"it to (Open MPI: one core per rank for -np 2 or fewer, a socket\n"
+	"otherwise), not the machine's: with N ranks on one machine give each\n"
+	"--threads cores/N. The chosen counts are printed at the start.\n\n"
+	"Without --val nothing is validated: no accuracy is measured or claimed\n"
+	"(summary.json says \"validation\": false), and this is said once.\n\n"
+	"Progress lines (every --log-every steps) give images/s per rank and\n"
+	"in total (all ranks' samples, summed with the loss each step), the\n"
+	"time since the first step and the estimated time to the end of the\n"
+	"run at the pace so far.\n\n"
 	"Outputs: with --log-dir, metrics.jsonl (a line per --log-every steps per\n"
 	"rank: loss, accuracy, lr, images/s, data wait / compute / communication\n"
 	"ms per step; a validation line per epoch: top-1, top-5, loss, records)\n"
@@ -95,15 +116,35 @@ static void on_started(void *ctx, const nn_train_plan *p)
 	if (!printing(pr))
 		return;
 	fprintf(stderr,
-		"imshard-train: %s, %d classes, %d rank%s x batch %d, %llu "
-		"steps per epoch (%llu records per rank, %llu dropped so ranks "
-		"are equal); lr %g per rank, %g with %d rank%s (%s)\n",
-		o->model, p->classes, p->world, p->world > 1 ? "s" : "",
+		"imshard-train: %s, %d classes, %d %s x batch %d, %llu %s per "
+		"epoch (%llu %s per rank); lr %g per rank, %g with %d %s (%s)\n",
+		o->model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->batch_size, (unsigned long long)p->steps_per_epoch,
+		ims_plural(p->steps_per_epoch, "step", "steps"),
 		(unsigned long long)p->records_per_rank,
-		(unsigned long long)p->dropped, o->lr, p->lr_peak, p->world,
-		p->world > 1 ? "s" : "",
+		ims_plural(p->records_per_rank, "record", "records"), o->lr,
+		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+	fprintf(stderr,
+		"imshard-train: %llu training %s dropped per epoch (%llu so "
+		"ranks are equal, %llu in short last batches: every step "
+		"trains whole batches)\n",
+		(unsigned long long)p->dropped,
+		ims_plural(p->dropped, "record", "records"),
+		(unsigned long long)p->dropped_ranks,
+		(unsigned long long)p->dropped_batch);
+	fprintf(stderr,
+		"imshard-train: threads per rank: %d compute (%s), %d loading "
+		"(%s)\n",
+		p->threads, o->threads ? "--threads" : "OpenMP's default",
+		p->loader_threads,
+		o->loader_threads ? "--loader-threads"
+		: o->threads      ? "as --threads"
+				  : "the cores this process may run on");
+	if (!p->validation)
+		fprintf(stderr,
+			"imshard-train: no --val: training without validation "
+			"(no accuracy is measured)\n");
 	fprintf(stderr,
 		"imshard-train: activations: %.1f MiB planned for batches of %d "
 		"(%.2f MiB per image)\n",
@@ -115,7 +156,7 @@ static void on_started(void *ctx, const nn_train_plan *p)
 			"imshard-train: --synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
 			"validation reads %s\n",
-			o->val_manifest);
+			o->val_manifest ? o->val_manifest : "nothing (no --val)");
 }
 
 static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
@@ -149,19 +190,34 @@ static void on_resumed(void *ctx, const char *path, int epoch, uint64_t step)
 			path, epoch + 1, (unsigned long long)step);
 }
 
+/* s seconds as H:MM:SS, "?" when negative (unknown). */
+static const char *clock_text(double s, char *buf, size_t len)
+{
+	if (!(s >= 0)) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	unsigned long long t = (unsigned long long)(s + 0.5);
+	snprintf(buf, len, "%llu:%02llu:%02llu", t / 3600, t / 60 % 60, t % 60);
+	return buf;
+}
+
 static void on_progress(void *ctx, const nn_train_progress *p)
 {
 	if (!printing(ctx))
 		return;
+	char el[32], eta[32];
 	fprintf(stderr,
 		"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
-		"lr %.4g %.0f img/s (wait %.0f ms, compute %.0f ms, comm %.0f ms "
-		"per step)\n",
+		"lr %.4g, %.0f img/s per rank, %.0f img/s total, elapsed %s, "
+		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)\n",
 		p->epoch + 1, (unsigned long long)p->step,
 		(unsigned long long)p->total_steps,
 		p->samples > 0 ? p->loss_sum / p->samples : 0,
 		p->samples > 0 ? 100 * p->correct / p->samples : 0, p->lr,
-		p->seconds > 0 ? p->images * p->world / p->seconds : 0,
+		p->images_per_s, p->images_per_s_total,
+		clock_text(p->elapsed_s, el, sizeof(el)),
+		clock_text(p->eta_s, eta, sizeof(eta)),
 		1e3 * p->wait_s / p->steps, 1e3 * p->compute_s / p->steps,
 		1e3 * p->comm_s / p->steps);
 }
@@ -293,10 +349,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	double smoothing = 0;
 	int epochs = o->epochs, batch = o->batch_size, size = o->size;
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
-	int log_every = o->log_every, threads = 0;
+	int log_every = o->log_every, threads = 0, loader_threads = 0;
+	double val_crop = o->val_crop_frac;
 	const cli_opt opts[] = {
 		{"train", 0, CLI_STRING, &o->train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
-		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (required)", 0, 0},
+		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (none: no validation, said once)", 0, 0},
 		{"model", 0, CLI_STRING, &o->model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
 		{"device", 0, CLI_STRING, &o->device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
@@ -311,11 +368,13 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"warmup-epochs", 0, CLI_DOUBLE, &o->warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
 		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
-		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip)", 0, 0},
+		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
+		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0 < F <= 1 (0.875)", 0, 0},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
-		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
+		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
+		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
 		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
@@ -332,6 +391,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
 		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
+		{"verbose", 'v', CLI_FLAG, &o->verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
 	int np = 0;
@@ -339,8 +399,13 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	if (rc)
 		return rc;
 #define USAGE(...) return cli_usage_error(&command, __VA_ARGS__)
-	if (!o->train_manifest || !o->val_manifest)
-		USAGE("--train and --val are required");
+	if (!o->train_manifest)
+		USAGE("--train is required");
+	if (!(val_crop > 0 && val_crop <= 1))
+		USAGE("--val-crop-frac must be above 0 and at most 1, got %g", val_crop);
+	o->val_crop_frac = val_crop;
+	if (o->quiet && o->verbose)
+		USAGE("--quiet and --verbose exclude each other");
 	o->epochs = epochs;
 	o->batch_size = batch;
 	o->size = size;
@@ -349,6 +414,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	o->checkpoint_every = (int64_t)ckpt_every;
 	o->log_every = log_every;
 	o->threads = threads;
+	o->loader_threads = loader_threads;
 	o->label_smoothing = (float)smoothing;
 	if (optimizer) {
 		if (!strcmp(optimizer, "sgd"))
@@ -457,14 +523,21 @@ int main(int argc, char **argv)
 	nn_train_result res;
 	if (nn_train_run(&o, comm, &res, &err) < 0)
 		return fail_run(comm, &err);
-	if (dp_rank(comm) == 0)
-		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu records); best "
-		       "top-1 %.2f%% at epoch %d; %.1f images/s over %d rank%s "
-		       "(%.1f s of training, %.1f s start-up)\n",
+	if (dp_rank(comm) == 0 && o.val_manifest)
+		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu %s); best "
+		       "top-1 %.2f%% at epoch %d; ",
 		       100 * res.val_top1, 100 * res.val_top5,
-		       (unsigned long long)res.val_records, 100 * res.best_top1,
-		       res.best_epoch + 1, res.images_per_s, dp_world(comm),
-		       dp_world(comm) > 1 ? "s" : "", res.train_s, res.startup_s);
+		       (unsigned long long)res.val_records,
+		       ims_plural(res.val_records, "record", "records"),
+		       100 * res.best_top1, res.best_epoch + 1);
+	else if (dp_rank(comm) == 0)
+		printf("no validation (no --val); ");
+	if (dp_rank(comm) == 0)
+		printf("%.1f images/s over %d %s (%.1f s of training, %.1f s "
+		       "start-up)\n",
+		       res.images_per_s, dp_world(comm),
+		       ims_plural(dp_world(comm), "rank", "ranks"), res.train_s,
+		       res.startup_s);
 	dp_finalize(comm);
 	return CLI_EXIT_OK;
 }

@@ -12,7 +12,7 @@
  * The loop prints nothing: what a person would read (the run's shape,
  * progress, validation, skipped fp16 steps, what --init loaded) comes
  * through nn_train_events, and the program decides what to print (only
- * the loader, on rank 0 unless o->quiet, says once on stderr where its
+ * the loader, on rank 0 with o->verbose, says once on stderr where its
  * batches live). Tests inject faults through nn_train_hooks, which the
  * program fills; the loop reads no environment variable.
  *
@@ -42,10 +42,17 @@ typedef struct nn_train_plan {
 	int classes;               /* from the splits' class list */
 	int world;                 /* ranks */
 	int threads;               /* compute threads per rank */
+	int loader_threads;        /* the loader's decode threads per rank */
 	uint64_t steps_per_epoch;  /* per rank, the same on every rank */
 	uint64_t total_steps;      /* steps_per_epoch x --epochs */
-	uint64_t records_per_rank; /* training records a rank uses per epoch */
-	uint64_t dropped;          /* records left out so ranks are equal */
+	uint64_t records_per_rank; /* training records in a rank's share of
+				      an epoch */
+	uint64_t dropped;          /* training records unused per epoch, over
+				      all ranks: dropped_ranks + dropped_batch */
+	uint64_t dropped_ranks;    /* left out of the shares so ranks are equal */
+	uint64_t dropped_batch;    /* in the ranks' short last batches (every
+				      rank trains whole batches only) */
+	int validation;            /* 1: a --val split is validated each epoch */
 	double lr_peak;            /* --lr, scaled by the rank count unless
 				      --no-lr-scaling */
 	nn_model_memory activations; /* the model's planned activation memory */
@@ -54,7 +61,7 @@ typedef struct nn_train_plan {
 /*
  * Every --log-every steps and at each epoch's end (when steps > 0): the
  * steps since the last report. Loss and accuracy are over every rank's
- * samples; times and images are this rank's.
+ * samples; times and images are this rank's, but for images_per_s_total.
  */
 typedef struct nn_train_progress {
 	int rank, world;
@@ -72,6 +79,15 @@ typedef struct nn_train_progress {
 					     and communication time */
 	double loss_scale;       /* fp16's scale now (1 otherwise) */
 	uint64_t skipped_steps;  /* fp16 steps skipped so far */
+	double images_per_s;     /* this rank's: images / seconds */
+	double images_per_s_total; /* all ranks': the samples summed over ranks
+				      (allreduced with the loss) / seconds */
+	double elapsed_s;        /* since this process's first step (a resumed
+				    run's earlier part not included) */
+	double eta_s;            /* to the run's last step (--epochs, or
+				    --max-steps when sooner) at this process's
+				    mean pace so far, validations and
+				    checkpoints included; -1 when unknown */
 } nn_train_progress;
 
 /* After each epoch's validation: every record once over all ranks. */
@@ -143,7 +159,8 @@ typedef struct nn_train_hooks {
 
 /* What imshard-train runs; every field is documented by its --flag. */
 typedef struct nn_train_opts {
-	const char *train_manifest, *val_manifest; /* --train, --val */
+	const char *train_manifest;  /* --train */
+	const char *val_manifest;    /* --val; NULL: no validation */
 	const char *model;        /* --model (convnet7) */
 	const char *device;       /* --device cpu|cuda (cpu) */
 	int epochs;               /* --epochs (1) */
@@ -158,10 +175,20 @@ typedef struct nn_train_opts {
 	double warmup_epochs;     /* --warmup-epochs (0) */
 	int schedule;             /* --schedule: nn_lr_decay (cosine) */
 	int size;                 /* --size, square input side (224) */
-	const char *augment;      /* --augment (flip) */
+	const char *augment;      /* --augment (flip: random-resized-crop and
+				     a horizontal flip) */
+	double val_crop_frac;     /* --val-crop-frac: validation resizes the
+				     shorter side to size / F and crops the
+				     centre (0.875); also training's geometry
+				     under --augment norrc */
 	float mean[3], std[3];    /* --mean, --std (ImageNet's) */
 	float label_smoothing;    /* --label-smoothing (0) */
-	int threads;              /* --threads (0 = all cores) */
+	int threads;              /* --threads: compute (0 = OpenMP's default:
+				     OMP_NUM_THREADS, else the cores this
+				     process may run on) */
+	int loader_threads;       /* --loader-threads: decoding (0 = --threads
+				     when given, else the cores this process
+				     may run on) */
 	const char *precision;    /* --precision fp32|bf16|fp16 (fp32; 16-bit
 				     ones on --device cuda only) */
 	const char *init;         /* --init weights.safetensors */
@@ -179,8 +206,10 @@ typedef struct nn_train_opts {
 	int freeze_bn;            /* --freeze-bn */
 	int synthetic;            /* --synthetic: a fixed random batch per rank
 				     instead of --train's records */
-	int quiet;                /* --quiet: the loader's line about batch
-				     memory left out (events still come) */
+	int quiet;                /* --quiet: nothing printed (events still
+				     come) */
+	int verbose;              /* --verbose: the loader says on stderr
+				     where its batches live (rank 0) */
 	const nn_train_events *events; /* what to tell the program (NULL:
 					  nothing) */
 	const nn_train_hooks *hooks;   /* fault injection for tests (NULL:
@@ -201,7 +230,7 @@ typedef struct nn_train_result {
 	double busy_s;             /* this rank's compute time */
 	double busy_ratio;         /* max / min busy time over ranks */
 	double wait_s;             /* this rank's time waiting for data */
-	double val_top1, val_top5; /* last validation */
+	double val_top1, val_top5; /* last validation (0 without --val) */
 	uint64_t val_records;
 	double best_top1;
 	int best_epoch;            /* from 0; -1 before any validation */

@@ -27,7 +27,7 @@ fit() { "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --
 # --- usage errors: exit 2, one line --------------------------------------
 expect 2 "$IMSHARD_TRAIN"
 one_line "$T/err"
-contains "$T/err" "--train and --val are required"
+contains "$T/err" "--train is required"
 expect 2 fit --model resnet19
 one_line "$T/err"
 contains "$T/err" "unknown model 'resnet19'"
@@ -215,9 +215,9 @@ same "$(hs_lines "$T/hs1/metrics.jsonl" | grep -c '^train')" "$(hs_lines "$T/hs0
 # GPU's pinned memory), passed through the loader's allocator callbacks,
 # only on a device run (here its CPU twin); a cpu run keeps the loader's
 # own page-aligned memory, and the loader loads no CUDA runtime itself
-expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --verbose
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory" "cpu run's batch memory"
-expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --verbose
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory (staged as for a device)" "staged run's batch memory"
 # resumed in the middle of an epoch, and --max-steps ending mid-epoch
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --max-steps 5

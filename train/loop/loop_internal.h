@@ -68,6 +68,9 @@ typedef struct loop_log {
 	nn_gpumon *gpumon;   /* NVML, NULL when absent: no gpu lines */
 	int device;          /* this rank's GPU (CUDA ordinal) */
 	double t_start;      /* training clock's zero (after start-up) */
+	uint64_t step0;      /* the step this process started at */
+	uint64_t step_end;   /* the run's last step: the ETA's goal */
+	int loader_threads;  /* the training loader's decode threads */
 	double busy_s, comm_s; /* this rank's compute and communication */
 	double val_s, ckpt_s;  /* validation and checkpoint time */
 } loop_log;
@@ -141,6 +144,7 @@ int loop_save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 /* metrics.c */
 int loop_open_metrics(run *r, ims_error *err);
 void loop_close_metrics(run *r);
+void loop_plan(const run *r, nn_train_plan *p);
 void loop_report_start(run *r);
 void loop_report_interval(run *r, int epoch, uint64_t step,
 			  const loop_interval *iv);

@@ -98,17 +98,33 @@ void loop_report_start(run *r)
 {
 	if (!r->log.ev.started)
 		return;
-	nn_train_plan p = {
-		.classes = r->data.classes,
-		.world = r->dp.world,
-		.threads = r->ctx.threads,
-		.steps_per_epoch = r->data.steps_per_epoch,
-		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
-		.lr_peak = nn_lr_peak(&r->lr),
-	};
-	nn_model_memory_info(r->m, &p.activations);
-	aug_loader_share(r->data.train, &p.records_per_rank, NULL, &p.dropped);
+	nn_train_plan p;
+	loop_plan(r, &p);
 	r->log.ev.started(r->log.ev.ctx, &p);
+}
+
+/* The run's shape. Every rank trains whole batches only, so a share that
+ * does not divide by the batch leaves its last records out too: both
+ * kinds are counted as dropped. */
+void loop_plan(const run *r, nn_train_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->classes = r->data.classes;
+	p->world = r->dp.world;
+	p->threads = r->ctx.threads;
+	p->loader_threads = r->log.loader_threads;
+	p->steps_per_epoch = r->data.steps_per_epoch;
+	p->total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs;
+	p->lr_peak = nn_lr_peak(&r->lr);
+	p->validation = r->data.val != NULL;
+	nn_model_memory_info(r->m, &p->activations);
+	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
+			 &p->dropped_ranks);
+	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->batch_size;
+	p->dropped_batch = p->records_per_rank > used
+				   ? (p->records_per_rank - used) * (uint64_t)p->world
+				   : 0;
+	p->dropped = p->dropped_ranks + p->dropped_batch;
 }
 
 /* The rank's GPU now (NVML), after each train line; nothing without it. */
@@ -135,8 +151,11 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 {
 	if (iv->steps == 0)
 		return;
-	const double span = ims_now() - iv->t0;
+	const double now = ims_now();
+	const double span = now - iv->t0;
 	const int steps = iv->steps;
+	const double elapsed = now - r->log.t_start;
+	const uint64_t done = step - r->log.step0;
 	nn_train_progress p = {
 		.rank = r->dp.rank,
 		.world = r->dp.world,
@@ -155,6 +174,14 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 		.comm_s = iv->comm_s,
 		.loss_scale = nn_loss_scale_value(&r->scaler),
 		.skipped_steps = r->scaler.skipped,
+		.images_per_s = span > 0 ? iv->images / span : 0,
+		.images_per_s_total = span > 0 ? iv->samples / span : 0,
+		.elapsed_s = elapsed,
+		.eta_s = done == 0 ? -1
+			 : step >= r->log.step_end
+				 ? 0
+				 : elapsed / (double)done *
+					   (double)(r->log.step_end - step),
 	};
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "type", "train");
@@ -164,12 +191,12 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 	cJSON_AddNumberToObject(j, "loss", p.samples > 0 ? p.loss_sum / p.samples : 0);
 	cJSON_AddNumberToObject(j, "accuracy", p.samples > 0 ? p.correct / p.samples : 0);
 	cJSON_AddNumberToObject(j, "lr", p.lr);
-	cJSON_AddNumberToObject(j, "images_per_s", span > 0 ? p.images / span : 0);
+	cJSON_AddNumberToObject(j, "images_per_s", p.images_per_s);
 	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * p.wait_s / steps);
 	cJSON_AddNumberToObject(j, "compute_ms", 1e3 * p.compute_s / steps);
 	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * p.comm_s / steps);
 	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
-	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->log.t_start);
+	cJSON_AddNumberToObject(j, "wall_s", elapsed);
 	/* fp16's loss scale now and steps skipped so far (1 and 0 otherwise) */
 	cJSON_AddNumberToObject(j, "loss_scale", p.loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)p.skipped_steps);
@@ -209,7 +236,11 @@ cJSON *loop_options_json(const run *r)
 	if (!j)
 		return NULL;
 	cJSON_AddStringToObject(j, "train", o->train_manifest);
-	cJSON_AddStringToObject(j, "val", o->val_manifest);
+	if (o->val_manifest)
+		cJSON_AddStringToObject(j, "val", o->val_manifest);
+	else
+		cJSON_AddNullToObject(j, "val");
+	cJSON_AddNumberToObject(j, "val_crop_frac", o->val_crop_frac);
 	cJSON_AddNumberToObject(j, "epochs", o->epochs);
 	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
 	cJSON_AddNumberToObject(j, "lr", o->lr);
@@ -217,6 +248,7 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddStringToObject(j, "model", o->model);
 	cJSON_AddNumberToObject(j, "size", o->size);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "loader_threads", r->log.loader_threads);
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
 	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
 	cJSON_AddStringToObject(j, "optimizer",
@@ -277,11 +309,23 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
 	cJSON_AddNumberToObject(j, "stall_fraction",
 				res->train_s > 0 ? res->wait_s / res->train_s : 0);
-	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
-	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
-	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
-	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
-	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	nn_train_plan plan;
+	loop_plan(r, &plan);
+	/* records no step trained on, every epoch (nn_train_plan) */
+	cJSON_AddNumberToObject(j, "records_dropped_per_epoch", (double)plan.dropped);
+	cJSON_AddNumberToObject(j, "records_dropped_so_ranks_are_equal",
+				(double)plan.dropped_ranks);
+	cJSON_AddNumberToObject(j, "records_dropped_in_short_batches",
+				(double)plan.dropped_batch);
+	/* without --val no accuracy is claimed: the figures are absent */
+	cJSON_AddBoolToObject(j, "validation", plan.validation);
+	if (plan.validation) {
+		cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
+		cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
+		cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
+		cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
+		cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	}
 	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);

@@ -5,6 +5,7 @@
  * and its schedule, and the gradient buckets.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +16,13 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 {
 	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
 		  "cannot train: no training split (--train)");
-	RETURN_IF(!o->val_manifest, err, IMS_EINVAL,
-		  "cannot train: no validation split (--val)");
+	RETURN_IF(!(o->val_crop_frac > 0 && o->val_crop_frac <= 1), err,
+		  IMS_EINVAL,
+		  "cannot validate with a crop fraction of %g: use more than 0 "
+		  "and at most 1",
+		  o->val_crop_frac);
+	RETURN_IF(o->loader_threads < 0, err, IMS_EINVAL,
+		  "cannot load with %d threads", o->loader_threads);
 	RETURN_IF(strcmp(o->device, "cpu") && strcmp(o->device, "cuda"), err,
 		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
 		  o->device);
@@ -63,19 +69,23 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	return 0;
 }
 
-/* The class lists of both splits must agree: labels are indices. */
+/* The class lists of both splits must agree: labels are indices. Without
+ * --val the training split's list is the run's. */
 int loop_load_classes(run *r, ims_error *err)
 {
 	rio_manifest a = {0}, b = {0};
 	int rc = rio_manifest_load(r->o->train_manifest, &a, err);
 	if (rc)
 		return rc;
-	rc = rio_manifest_load(r->o->val_manifest, &b, err);
+	rc = r->o->val_manifest ? rio_manifest_load(r->o->val_manifest, &b, err)
+				: 0;
 	if (rc) {
 		rio_manifest_release(&a);
 		return rc;
 	}
-	if (a.n_classes != b.n_classes) {
+	if (!r->o->val_manifest) {
+		/* nothing to compare */
+	} else if (a.n_classes != b.n_classes) {
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train: '%s' has %zu classes but '%s' has %zu "
 			      "(pack both splits from one class list)",
@@ -159,18 +169,27 @@ int loop_open_loaders(run *r, ims_error *err)
 	lo.world = r->dp.world;
 	lo.seed = o->seed;
 	lo.batch_size = o->batch_size;
-	lo.threads = o->threads;
-	lo.quiet = r->dp.rank != 0 || o->quiet;
+	/* decoding has its own count; --threads alone still sets both, as
+	 * it did before --loader-threads */
+	lo.threads = o->loader_threads > 0 ? o->loader_threads
+		     : o->threads > 0     ? o->threads
+					  : omp_get_num_procs();
+	r->log.loader_threads = lo.threads;
+	lo.quiet = r->dp.rank != 0 || o->quiet || !o->verbose;
 	lo.shard_owning = o->shard_owning;
 	lo.event = loader_event;
 	lo.event_ctx = r;
 	loop_host_memory(r, &lo);
 	lo.transform.out_w = lo.transform.out_h = o->size;
+	lo.transform.crop_frac = o->val_crop_frac; /* the norrc geometry */
 	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
 					   &lo.transform, err));
 	memcpy(lo.transform.mean, o->mean, sizeof(o->mean));
 	memcpy(lo.transform.std, o->std, sizeof(o->std));
 	FORWARD_IF_ERR(aug_loader_open(&lo, &r->data.train, err));
+	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
+	if (!o->val_manifest)
+		return 0;
 
 	aug_loader_opts vo;
 	aug_loader_opts_init(&vo, 0);
@@ -179,7 +198,7 @@ int loop_open_loaders(run *r, ims_error *err)
 	vo.world = r->dp.world;
 	vo.seed = o->seed;
 	vo.batch_size = o->batch_size;
-	vo.threads = o->threads;
+	vo.threads = lo.threads;
 	vo.quiet = 1;
 	loop_host_memory(r, &vo);
 	/* every record once: ranks pad to equal shares, padded samples are
@@ -187,11 +206,10 @@ int loop_open_loaders(run *r, ims_error *err)
 	vo.drop_remainder = 0;
 	vo.drop_last = 0;
 	vo.transform.out_w = vo.transform.out_h = o->size;
+	vo.transform.crop_frac = o->val_crop_frac;
 	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
 	memcpy(vo.transform.std, o->std, sizeof(o->std));
-	FORWARD_IF_ERR(aug_loader_open(&vo, &r->data.val, err));
-	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
-	return 0;
+	return aug_loader_open(&vo, &r->data.val, err);
 }
 
 /*

@@ -22,6 +22,7 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->schedule = NN_LR_COSINE;
 	o->size = 224;
 	o->augment = "flip";
+	o->val_crop_frac = 0.875;
 	o->precision = "fp32";
 	o->seed = 1;
 	o->log_every = 10;
@@ -71,6 +72,9 @@ static int train(run *r, nn_train_result *res, double start,
 	res->startup_s = r->log.t_start - start;
 	uint64_t step = at->step;
 	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
+	uint64_t all = r->data.steps_per_epoch * (uint64_t)o->epochs;
+	r->log.step0 = step;
+	r->log.step_end = all < max_steps ? all : max_steps;
 	int stop = step >= max_steps;
 	for (int epoch = at->epoch; epoch < o->epochs && !stop; epoch++) {
 		uint64_t done;

@@ -2,7 +2,7 @@
  * validate.c - validation after each epoch: every record of the split
  * once over all ranks (shares padded to equal length, padded samples
  * flagged and not counted), top-1, top-5 and the mean loss, scored on the
- * host.
+ * host. Without --val, only the ranks' statistics are averaged.
  */
 #include "train/loop/loop_internal.h"
 
@@ -63,7 +63,10 @@ static int score_batch(run *r, const aug_batch *b, double sums[4],
 static int validate_timed(run *r, nn_train_result *res, int epoch,
 			  uint64_t step, double wall0, ims_error *err)
 {
+	/* averaged without --val too: the checkpoint holds one model */
 	FORWARD_IF_ERR(average_statistics(r, err));
+	if (!r->data.val)
+		return 0;
 	double t_val = ims_now();
 	FORWARD_IF_ERR(aug_loader_start_epoch(r->data.val, 0, err));
 	double sums[4] = {0, 0, 0, 0}; /* loss, top1, top5, records */
