@@ -164,8 +164,8 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	const printer *pr = ctx;
 	if (!printing(pr))
 		return;
-	fprintf(stderr, "imshard-train: loaded %d tensors from '%s'\n", r->loaded,
-		path);
+	fprintf(stderr, "imshard-train: loaded %d %s from '%s'\n", r->loaded,
+		ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path);
 	for (int i = 0; i < r->n_reinit; i++)
 		fprintf(stderr,
 			"imshard-train: head '%s' has another shape in '%s': "
