@@ -403,10 +403,14 @@ int cmd_bench_load(int argc, char **argv)
 		if (st.bad_records)
 			printf("  last bad record: %s\n", st.last_bad);
 		printf("  batch memory: %s\n", st.pinned ? "pinned (cudaHostAlloc)" : "not pinned (host memory)");
-		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks; %llu %s per epoch)\n",
+		/* training batches are whole: a short last one is dropped */
+		uint64_t whole = per_epoch * (uint64_t)batch;
+		uint64_t short_batch = !val && per_rank > whole ? per_rank - whole : 0;
+		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks, "
+		       "%llu dropped in a short last batch; %llu %s per epoch)\n",
 		       (unsigned long long)per_rank, (unsigned long long)padded,
-		       (unsigned long long)dropped, (unsigned long long)per_epoch,
-		       ims_plural(per_epoch, "batch", "batches"));
+		       (unsigned long long)dropped, (unsigned long long)short_batch,
+		       (unsigned long long)per_epoch, ims_plural(per_epoch, "batch", "batches"));
 		if (dump_n)
 			printf("  wrote %d sample%s to '%s'\n", dumped, ims_plural(dumped, "", "s"), dump_dir);
 	}
