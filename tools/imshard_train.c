@@ -227,9 +227,10 @@ static void on_validated(void *ctx, const nn_train_validation *v)
 	if (printing(ctx))
 		fprintf(stderr,
 			"imshard-train: epoch %d validation: top-1 %.2f%%, "
-			"top-5 %.2f%%, loss %.4f (%.0f records)\n",
+			"top-5 %.2f%%, loss %.4f (%llu %s)\n",
 			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
-			(double)v->records);
+			(unsigned long long)v->records,
+			ims_plural(v->records, "record", "records"));
 }
 
 static void on_step_skipped(void *ctx, uint64_t step, double scale,
