@@ -400,8 +400,10 @@ int cmd_bench_load(int argc, char **argv)
 		       share(st.augment_seconds, work));
 		printf("  consumer waited %.3f s: stall fraction %.3f\n", st.wait_seconds, stall);
 		printf("  bad records replaced: %llu\n", (unsigned long long)st.bad_records);
+		char safe[4 * sizeof(st.last_bad)];
 		if (st.bad_records)
-			printf("  last bad record: %s\n", st.last_bad);
+			printf("  last bad record: %s\n",
+			       ims_escape(st.last_bad, safe, sizeof(safe)));
 		printf("  batch memory: %s\n", st.pinned ? "pinned (cudaHostAlloc)" : "not pinned (host memory)");
 		/* training batches are whole: a short last one is dropped */
 		uint64_t whole = per_epoch * (uint64_t)batch;
@@ -412,7 +414,8 @@ int cmd_bench_load(int argc, char **argv)
 		       (unsigned long long)dropped, (unsigned long long)short_batch,
 		       (unsigned long long)per_epoch, ims_plural(per_epoch, "batch", "batches"));
 		if (dump_n)
-			printf("  wrote %d sample%s to '%s'\n", dumped, ims_plural(dumped, "", "s"), dump_dir);
+			printf("  wrote %d sample%s to '%s'\n", dumped, ims_plural(dumped, "", "s"),
+			       ims_escape(dump_dir, safe, sizeof(safe)));
 	}
 	if (res.interrupted) {
 		cli_error("bench-load: interrupted after %llu %s",
