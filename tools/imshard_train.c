@@ -23,8 +23,10 @@ static const cli_command command = {
 	"process per device, ranks started by mpirun (or one rank alone).",
 	"Every rank starts from rank 0's weights, averages gradients with an\n"
 	"allreduce each step and so keeps identical weights; every rank gets the\n"
-	"same number of batches (records that do not divide evenly among ranks\n"
-	"are dropped from training, padded and not counted in validation). The\n"
+	"same number of whole batches: in training, records that do not divide\n"
+	"evenly among ranks and those of each rank's short last batch are\n"
+	"dropped, anew each epoch, and counted at the start and in summary.json;\n"
+	"in validation they are padded and not counted twice. The\n"
 	"--lr given is for one rank: the peak rate is lr x ranks (the linear\n"
 	"scaling rule) unless --no-lr-scaling; both are logged. The schedule\n"
 	"warms up linearly over --warmup-epochs, then is cosine to 0 over the\n"
@@ -390,7 +392,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"bucket-mb", 0, CLI_DOUBLE, &o->bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
-		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
+		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
 		{"verbose", 'v', CLI_FLAG, &o->verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
