@@ -9,6 +9,8 @@
  *   stage.c     batches on a device: staging slots, the next batch taken
  *               ahead, logits read back, the loader's pinned memory
  *   validate.c  validation
+ *   evaluate.c  the evaluation pass (validation's and nn_eval_run's)
+ *   eval_files.c nn_eval_write: per-class, confusion, predictions files
  *   resume.c    checkpoint glue: saving, resuming
  *   metrics.c   metrics.jsonl, summary.json and the progress events
  */
@@ -20,7 +22,9 @@
 
 #include "augment/augment.h"
 #include "train/gpumon.h"
+#include "train/eval.h"
 #include "train/loss_scale.h"
+#include "train/model_card.h"
 #include "train/train.h"
 
 /* The ranks: MPI for host tensors and statistics, NCCL for a device's. */
@@ -89,6 +93,7 @@ typedef struct run {
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
 	float *dlogits;        /* the loss gradient, device memory */
 	char ckpt_path[4096];
+	nn_model_card card;    /* what checkpoints record for inference */
 	loop_data data;
 	loop_stage st;
 	loop_log log;
@@ -131,9 +136,26 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
 		     uint64_t *step, uint64_t max_steps, int *stop,
 		     uint64_t *done, ims_error *err);
 
+/* evaluate.c: the pass validation and nn_eval_run share */
+typedef struct loop_eval {
+	/* after the pass, over all ranks: loss sum, top-1 hits, top-k hits,
+	 * samples counted, records the loader replaced */
+	double sums[5];
+	int want_rows;         /* 1: keep a row per sample for the result */
+	double *rows;          /* this rank's rows (evaluate.c's layout) */
+	size_t n_rows, cap_rows;
+	/* after each batch (may be NULL) */
+	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
+	void *ctx;
+} loop_eval;
+int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err);
+int loop_eval_result(run *r, const loop_eval *e, nn_eval_result *res,
+		     ims_error *err);
+void loop_eval_free(loop_eval *e);
+
 /* validate.c */
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
-		  double wall0, ims_error *err);
+		  double wall0, int last, ims_error *err);
 
 /* resume.c */
 int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,9 @@ int loop_load_classes(run *r, ims_error *err)
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train on '%s': it has %zu class",
 			      r->o->train_manifest, a.n_classes);
+	if (!rc)
+		rc = nn_model_card_set_names(&r->card, (const char *const *)a.classes,
+					     a.n_classes, err);
 	r->data.classes = (int)a.n_classes;
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
@@ -188,6 +192,16 @@ int loop_open_loaders(run *r, ims_error *err)
 	memcpy(lo.transform.std, o->std, sizeof(o->std));
 	FORWARD_IF_ERR(aug_loader_open(&lo, &r->data.train, err));
 	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
+	/* what eval and predict must feed the model: validation's input,
+	 * recorded with or without --val */
+	nn_model_card *c = &r->card;
+	snprintf(c->model, sizeof(c->model), "%s", o->model);
+	c->size = o->size;
+	memcpy(c->mean, o->mean, sizeof(c->mean));
+	memcpy(c->std, o->std, sizeof(c->std));
+	c->val_crop_frac = o->val_crop_frac;
+	c->have |= NN_CARD_MODEL | NN_CARD_SIZE | NN_CARD_MEAN | NN_CARD_STD |
+		   NN_CARD_CROP;
 	if (!o->val_manifest)
 		return 0;
 
@@ -258,6 +272,7 @@ void loop_free_data(run *r)
 	free(d->synth_labels);
 	free(d->synth_padded);
 	free(d->synth_indices);
+	nn_model_card_release(&r->card);
 }
 
 /*

@@ -81,7 +81,9 @@ static int train(run *r, nn_train_result *res, double start,
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch,
 						epoch == at->epoch ? at->epoch_step : 0,
 						&step, max_steps, &stop, &done, err));
-		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start, err));
+		/* the run's last validation also writes its per-class files */
+		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
+					     stop || epoch + 1 == o->epochs, err));
 		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
 		 * stop inside one resumes after its last trained step */
