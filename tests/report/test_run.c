@@ -319,13 +319,13 @@ static void test_folder_errors(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_run");
+	test_tmpdir(tmp, sizeof(tmp), "test_run");
 	test_bad_lines();
 	test_many_bad_lines();
 	test_summary();
 	test_old_and_gpu();
 	test_folder_errors();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }
