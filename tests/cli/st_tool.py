@@ -13,9 +13,17 @@ Standard library only.
                            the new content (as nn_checkpoint_save does), so
                            the file is refused for what it says, not for
                            its checksum; --keep-checksum leaves the old one
-  st_tool.py flip FILE TENSOR OFFSET
+  st_tool.py flip FILE TENSOR OFFSET [--resign]
                            xor 0x80 into byte OFFSET of TENSOR's data (the
-                           checksum left as it was: a damaged file)
+                           checksum left as it was: a damaged file; with
+                           --resign one that matches: a file written so)
+  st_tool.py poke FILE TENSOR INDEX VALUE
+                           element INDEX of F32 TENSOR set to VALUE, the
+                           checksum rewritten (a file written so)
+  st_tool.py strip FILE    remove the checksum (a file another program
+                           wrote, e.g. safetensors.torch.save_file)
+  st_tool.py drop FILE TENSOR...
+                           remove tensors, the checksum rewritten
 """
 import json
 import struct
@@ -111,14 +119,46 @@ def main(argv):
             meta["checksum"] = "crc32c:%08x" % checksum(data, base, header, meta)
         write(argv[1], data, base, header, meta)
         return 0
-    if cmd == "flip" and len(argv) == 4:
+    if cmd == "flip" and len(argv) in (4, 5):
         data, base, header, meta = load(argv[1])
         b, e = header[argv[2]]["data_offsets"]
         at = base + b + int(argv[3])
         assert at < base + e, "offset outside the tensor"
         data[at] ^= 0x80
-        with open(argv[1], "wb") as f:
-            f.write(bytes(data))
+        if argv[4:] == ["--resign"]:
+            meta["checksum"] = "crc32c:%08x" % checksum(data, base, header, meta)
+            write(argv[1], data, base, header, meta)
+        else:
+            with open(argv[1], "wb") as f:
+                f.write(bytes(data))
+        return 0
+    if cmd == "poke" and len(argv) == 5:
+        data, base, header, meta = load(argv[1])
+        t = header[argv[2]]
+        assert t["dtype"] == "F32"
+        b, e = t["data_offsets"]
+        at = base + b + 4 * int(argv[3])
+        assert at + 4 <= base + e, "index outside the tensor"
+        struct.pack_into("<f", data, at, float(argv[4]))
+        meta["checksum"] = "crc32c:%08x" % checksum(data, base, header, meta)
+        write(argv[1], data, base, header, meta)
+        return 0
+    if cmd == "strip" and len(argv) == 2:
+        data, base, header, meta = load(argv[1])
+        meta.pop("checksum", None)
+        write(argv[1], data, base, header, meta)
+        return 0
+    if cmd == "drop" and len(argv) >= 3:
+        data, base, header, meta = load(argv[1])
+        out, new = bytearray(), {}
+        for name, t in header.items():
+            if name in argv[2:]:
+                continue
+            raw = tensor_bytes(data, base, t)
+            new[name] = dict(t, data_offsets=[len(out), len(out) + len(raw)])
+            out += raw
+        meta["checksum"] = "crc32c:%08x" % checksum(out, 0, new, meta)
+        write(argv[1], out, 0, new, meta)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -111,10 +111,10 @@ typedef struct loop_history {
 typedef struct loop_bad {
 	uint64_t epoch_count;  /* this epoch's, all ranks' */
 	uint64_t total;        /* the run's, all ranks', earlier parts' too */
-	uint64_t mine[LOOP_BAD_LISTED]; /* this rank's first this epoch */
+	uint64_t mine[LOOP_BAD_LISTED]; /* this rank's smallest this epoch */
 	int n_mine;
 	char reason[IMS_ERRMSG_MAX];    /* why mine[0] could not be loaded */
-	uint64_t first[LOOP_BAD_LISTED]; /* the run's first (summary.json) */
+	uint64_t first[LOOP_BAD_LISTED]; /* the run's smallest (summary.json) */
 	int n_first;
 	uint64_t val_count;    /* in the last validation, all ranks' */
 	uint8_t *val_skip;     /* validation's mask: padded or replaced */
@@ -209,6 +209,7 @@ void loop_history_release(run *r);
 struct cJSON *loop_history_parts(const run *r, const nn_train_result *res);
 
 /* records.c */
+void loop_bad_keep(uint64_t *list, int *n, uint64_t v);
 void loop_bad_batch(run *r, const aug_batch *b);
 int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err);
 int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err);

@@ -314,6 +314,7 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON *first = cJSON_AddArrayToObject(j, "bad_record_indices");
 	for (int i = 0; i < r->bad.n_first; i++)
 		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
+	cJSON_AddNumberToObject(j, "val_records", (double)res->val_records);
 	cJSON_AddNumberToObject(j, "val_bad_records", (double)res->val_bad_records);
 	/* each part of a resumed run: its ranks, batch, steps, images, time */
 	cJSON *parts = loop_history_parts(r, res);

@@ -15,16 +15,33 @@
 
 #include "train/loop/loop_internal.h"
 
-/* This rank's first few of the batch, before its memory is reused. */
+/* v kept among the smallest LOOP_BAD_LISTED distinct indices of list
+ * (ascending, *n of them): the same listing whatever order the epoch's
+ * shuffle met them in. */
+void loop_bad_keep(uint64_t *list, int *n, uint64_t v)
+{
+	int i = 0;
+	while (i < *n && list[i] < v)
+		i++;
+	if ((i < *n && list[i] == v) || i >= LOOP_BAD_LISTED)
+		return;
+	int last = *n < LOOP_BAD_LISTED ? *n : LOOP_BAD_LISTED - 1;
+	memmove(list + i + 1, list + i, (size_t)(last - i) * sizeof(*list));
+	list[i] = v;
+	if (*n < LOOP_BAD_LISTED)
+		++*n;
+}
+
+/* This rank's smallest few of the batch, before its memory is reused. */
 void loop_bad_batch(run *r, const aug_batch *b)
 {
 	loop_bad *bad = &r->bad;
-	if (!b->bad_records)
+	if (!b->bad_listed)
 		return;
 	if (!bad->reason[0] && b->bad_reason)
 		snprintf(bad->reason, sizeof(bad->reason), "%s", b->bad_reason);
-	for (int i = 0; i < b->bad_listed && bad->n_mine < LOOP_BAD_LISTED; i++)
-		bad->mine[bad->n_mine++] = b->bad_indices[i];
+	for (int i = 0; i < b->bad_listed; i++)
+		loop_bad_keep(bad->mine, &bad->n_mine, b->bad_indices[i]);
 }
 
 /* A step's count, summed over ranks: --max-bad-records ends the run here,
@@ -58,8 +75,8 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /*
- * Every rank's first few (mine), gathered: the smallest LOOP_BAD_LISTED of
- * them, ascending, into out. Collective: every rank calls it.
+ * Every rank's smallest few (mine), gathered: the smallest LOOP_BAD_LISTED
+ * distinct ones, ascending, into out. Collective: every rank calls it.
  */
 static int gather_first(run *r, const uint64_t *mine, int n_mine, uint64_t *out,
 			int *n_out, ims_error *err)
@@ -81,8 +98,9 @@ static int gather_first(run *r, const uint64_t *mine, int n_mine, uint64_t *out,
 			got[n++] = (uint64_t)all[i];
 	if (!rc) {
 		qsort(got, n, sizeof(*got), cmp_u64);
-		*n_out = n < LOOP_BAD_LISTED ? (int)n : LOOP_BAD_LISTED;
-		memcpy(out, got, (size_t)*n_out * sizeof(*out));
+		*n_out = 0;
+		for (size_t i = 0; i < n; i++)
+			loop_bad_keep(out, n_out, got[i]);
 	}
 	free(all);
 	free(got);
@@ -108,8 +126,8 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
 	uint64_t first[LOOP_BAD_LISTED];
 	int n = 0;
 	FORWARD_IF_ERR(gather_first(r, bad->mine, bad->n_mine, first, &n, err));
-	for (int i = 0; i < n && bad->n_first < LOOP_BAD_LISTED; i++)
-		bad->first[bad->n_first++] = first[i];
+	for (int i = 0; i < n; i++)
+		loop_bad_keep(bad->first, &bad->n_first, first[i]);
 	if (r->dp.rank == 0) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "type", "epoch");

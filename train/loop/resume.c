@@ -241,6 +241,19 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	st_file *f = NULL;
+	/* another model's checkpoint would fail on its first tensor: say
+	 * which setting differs instead (checked again, verified, below) */
+	FORWARD_IF_ERR(st_open(r->ckpt_path, &f, err));
+	const char *m = st_metadata_get(f, "model");
+	int other = m && strcmp(m, o->model);
+	char model[64];
+	snprintf(model, sizeof(model), "%s", m ? m : "");
+	st_close(f);
+	f = NULL;
+	RETURN_IF(other, err, IMS_EINVAL,
+		  "cannot resume from '%s' with --model %s: its run trains %s "
+		  "(resume with --model %s, or start a new run)",
+		  r->ckpt_path, o->model, model, model);
 	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
 						 err));
 	cJSON *was = meta_options(f);

@@ -142,7 +142,9 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		      .host_labels = b->labels, .slot = -1};
 	/* what the batch holds, read before a batch taken ahead lets the
 	 * loader reuse its memory */
-	io.stats[4] = b->bad_records;
+	/* samples standing in for a bad record: each bad record once (a
+	 * stand-in that failed too is another record's own place) */
+	io.stats[4] = b->bad_listed;
 	loop_bad_batch(r, b);
 	if (r->hooks.trained)
 		r->hooks.trained(r->hooks.trained_ctx, r->dp.rank, (int)b->epoch, step,

@@ -52,11 +52,11 @@ static int score_batch(run *r, const aug_batch *b, double sums[5],
 	uint8_t *skip = r->bad.val_skip;
 	for (int i = 0; i < b->count; i++)
 		skip[i] = b->padded[i] || b->replaced[i];
-	sums[4] += b->bad_records;
-	if (b->bad_records && !vb->reason[0])
+	sums[4] += b->bad_listed; /* each bad record once, as in training */
+	if (b->bad_listed && !vb->reason[0])
 		snprintf(vb->reason, sizeof(vb->reason), "%s", b->bad_reason);
-	for (int i = 0; i < b->bad_listed && vb->n_mine < LOOP_BAD_LISTED; i++)
-		vb->mine[vb->n_mine++] = b->bad_indices[i];
+	for (int i = 0; i < b->bad_listed; i++)
+		loop_bad_keep(vb->mine, &vb->n_mine, b->bad_indices[i]);
 	FORWARD_IF_ERR(loop_stage_inputs(r, b, &x, &labels, &slot, NULL, err));
 	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 0, 0, &logits, err));
 	/* scored on the host: on a device, from logits read back */
