@@ -259,8 +259,9 @@ absent "$T/full/summary.json"
 same "$(st_tool get "$T/full/checkpoint.safetensors" step)" 2 "stopped at the step of the failed write"
 
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------
-# (AddressSanitizer reserves terabytes of address space: no ulimit -v there)
-if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep -q libasan; then
+# (AddressSanitizer reserves terabytes of address space: no ulimit -v there;
+# grep reads all of ldd's output, see memcap in lib.sh)
+if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep libasan >/dev/null; then
   expect 1 bash -c 'ulimit -v 600000; exec timeout 60 "$@"' _ "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 32 --threads 2 --quiet --max-steps 1
   one_line "$T/err"
   contains "$T/err" "cannot train within the address-space (ulimit -v) limit of 586 MiB"
