@@ -86,7 +86,9 @@ json() {
 # terabytes of address space, so there a cap on single allocations stands
 # in for ulimit -v.
 memcap() {
-  if ldd "$IMSHARD" 2>/dev/null | grep -q libasan; then
+  # grep reads all of ldd's output: with -q it could exit first, and
+  # pipefail would then report ldd's SIGPIPE as "no libasan"
+  if ldd "$IMSHARD" 2>/dev/null | grep libasan >/dev/null; then
     echo 'export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1:max_allocation_size_mb=4000";'
   else
     echo 'ulimit -v 4000000;'
