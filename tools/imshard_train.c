@@ -105,15 +105,19 @@ static void on_started(void *ctx, const nn_train_plan *p)
 	const nn_train_opts *o = pr->o;
 	if (!printing(pr))
 		return;
+	/* a run resumed with another batch: --lr is for the first part's */
+	char per[48] = "";
+	if (p->lr_batch != o->batch_size && !o->no_lr_scaling)
+		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
 	fprintf(stderr,
 		"imshard-train: %s, %d classes, %d rank%s x batch %d, %llu "
 		"steps per epoch (%llu records per rank, %llu dropped so ranks "
-		"are equal); lr %g per rank, %g with %d rank%s (%s)\n",
+		"are equal); lr %g per rank%s, %g with %d rank%s x batch %d (%s)\n",
 		o->model, p->classes, p->world, p->world > 1 ? "s" : "",
 		o->batch_size, (unsigned long long)p->steps_per_epoch,
 		(unsigned long long)p->records_per_rank,
-		(unsigned long long)p->dropped, o->lr, p->lr_peak, p->world,
-		p->world > 1 ? "s" : "",
+		(unsigned long long)p->dropped, o->lr, per, p->lr_peak, p->world,
+		p->world > 1 ? "s" : "", o->batch_size,
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
 	fprintf(stderr,
 		"imshard-train: activations: %.1f MiB planned for batches of %d "

@@ -49,7 +49,11 @@ typedef struct nn_train_plan {
 	uint64_t records_per_rank; /* training records a rank uses per epoch */
 	uint64_t dropped;          /* records left out so ranks are equal */
 	double lr_peak;            /* --lr, scaled by the rank count unless
-				      --no-lr-scaling */
+				      --no-lr-scaling (and for a run resumed
+				      with another batch size, by batch /
+				      lr_batch) */
+	int lr_batch;              /* the batch per rank --lr is for: the
+				      run's first part's */
 	nn_model_memory activations; /* the model's planned activation memory */
 } nn_train_plan;
 

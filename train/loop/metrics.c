@@ -123,6 +123,7 @@ void loop_report_start(run *r)
 		.steps_per_epoch = r->data.steps_per_epoch,
 		.total_steps = r->total_steps,
 		.lr_peak = nn_lr_peak(&r->lr),
+		.lr_batch = r->lr_batch,
 	};
 	nn_model_memory_info(r->m, &p.activations);
 	aug_loader_share(r->data.train, &p.records_per_rank, NULL, &p.dropped);
