@@ -23,11 +23,11 @@ static cJSON *this_part(const run *r, const nn_train_result *res, double now)
 	cJSON_AddNumberToObject(p, "world", r->dp.world);
 	cJSON_AddNumberToObject(p, "batch_per_rank", r->o->batch_size);
 	cJSON_AddNumberToObject(p, "threads", r->ctx.threads);
-	cJSON_AddNumberToObject(p, "first_step", (double)r->at.step);
-	cJSON_AddNumberToObject(p, "steps", (double)(res->steps > r->at.step
-						      ? res->steps - r->at.step
+	cJSON_AddNumberToObject(p, "first_step", (double)r->part.at.step);
+	cJSON_AddNumberToObject(p, "steps", (double)(res->steps > r->part.at.step
+						      ? res->steps - r->part.at.step
 						      : 0));
-	cJSON_AddNumberToObject(p, "images", (double)(res->images - r->hist.images));
+	cJSON_AddNumberToObject(p, "images", (double)(res->images - r->part.hist.images));
 	cJSON_AddNumberToObject(p, "train_s", r->log.t_part > 0 ? now - r->log.t_part : 0);
 	cJSON_AddNumberToObject(p, "wall_s", now - r->log.t_run);
 	return p;
@@ -36,7 +36,7 @@ static cJSON *this_part(const run *r, const nn_train_result *res, double now)
 /* The earlier parts and this one (NULL when out of memory). */
 cJSON *loop_history_parts(const run *r, const nn_train_result *res)
 {
-	cJSON *a = r->hist.parts_json ? cJSON_Parse(r->hist.parts_json)
+	cJSON *a = r->part.hist.parts_json ? cJSON_Parse(r->part.hist.parts_json)
 				       : cJSON_CreateArray();
 	if (!a)
 		return NULL;
@@ -59,14 +59,14 @@ char *loop_history_save(run *r, const nn_train_result *res)
 		cJSON_AddItemToObject(j, "parts", parts);
 	cJSON_AddNumberToObject(j, "images", (double)res->images);
 	cJSON_AddNumberToObject(j, "train_s", r->log.t_part > 0 ? now - r->log.t_start : 0);
-	cJSON_AddNumberToObject(j, "wall_s", r->hist.wall_s + (now - r->log.t_run));
+	cJSON_AddNumberToObject(j, "wall_s", r->part.hist.wall_s + (now - r->log.t_run));
 	cJSON_AddNumberToObject(j, "startup_s",
-				r->hist.startup_s + (r->log.t_part > 0
+				r->part.hist.startup_s + (r->log.t_part > 0
 							     ? r->log.t_part - r->log.t_run
 							     : 0));
 	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
-	cJSON_AddNumberToObject(j, "data_wait_s", r->hist.wait_s + res->wait_s);
+	cJSON_AddNumberToObject(j, "data_wait_s", r->part.hist.wait_s + res->wait_s);
 	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
 	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
 	cJSON_AddNumberToObject(j, "val_records", (double)res->val_records);
@@ -105,7 +105,7 @@ static int num(const cJSON *j, const char *key, double lo, double *v,
 /*
  * Restores the earlier parts from a checkpoint's "run" text (NULL: a
  * checkpoint from before it was kept, whose totals start at 0): into
- * r->hist, r->log, r->bad, r->lr_batch and res's totals.
+ * r->part.hist, r->log, r->bad, r->lr_batch and res's totals.
  */
 int loop_history_load(run *r, const char *text, nn_train_result *res,
 		      const char *path, ims_error *err)
@@ -135,13 +135,13 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 		return rc;
 	}
 	res->images = (uint64_t)v[0];
-	r->hist.images = res->images;
+	r->part.hist.images = res->images;
 	res->train_s = v[1];
-	r->hist.wall_s = v[2];
-	r->hist.startup_s = v[3];
+	r->part.hist.wall_s = v[2];
+	r->part.hist.startup_s = v[3];
 	r->log.val_s = v[4];
 	r->log.ckpt_s = v[5];
-	r->hist.wait_s = v[6];
+	r->part.hist.wait_s = v[6];
 	res->val_top1 = v[7];
 	res->val_top5 = v[8];
 	res->val_records = (uint64_t)v[9];
@@ -161,9 +161,9 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 			r->bad.first[r->bad.n_first++] = (uint64_t)x->valuedouble;
 	}
 	if (parts) {
-		r->hist.parts = cJSON_GetArraySize(parts);
-		r->hist.parts_json = cJSON_PrintUnformatted(parts);
-		if (!r->hist.parts_json)
+		r->part.hist.parts = cJSON_GetArraySize(parts);
+		r->part.hist.parts_json = cJSON_PrintUnformatted(parts);
+		if (!r->part.hist.parts_json)
 			rc = ims_fail(err, IMS_ENOMEM, "cannot resume: out of memory");
 	}
 	cJSON_Delete(j);
@@ -172,6 +172,6 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 
 void loop_history_release(run *r)
 {
-	cJSON_free(r->hist.parts_json);
-	r->hist.parts_json = NULL;
+	cJSON_free(r->part.hist.parts_json);
+	r->part.hist.parts_json = NULL;
 }

@@ -106,6 +106,18 @@ typedef struct loop_history {
 	uint64_t images;
 } loop_history;
 
+/* This part of a run: where it starts, and for a resumed one what came
+ * before and what changed (resume.c, history.c). */
+typedef struct loop_part {
+	loop_start at;
+	int resumed;           /* 1: this part resumes a checkpoint */
+	int complete;          /* resumed with nothing to train: 1 the run
+				  is complete, 2 --max-steps is reached */
+	loop_history hist;
+	nn_train_resume resume;  /* what loop_report_resumed tells */
+	char changed[1024];      /* resume.changed's text */
+} loop_part;
+
 /* Records the loader could not load (records.c). */
 #define LOOP_BAD_LISTED 8
 typedef struct loop_bad {
@@ -136,13 +148,7 @@ typedef struct run {
 	double sched;          /* the schedule's position of the step being
 				  trained (nn_lr_at_position) */
 	uint64_t total_steps;  /* steps in all the run will have trained */
-	loop_start at;         /* where this part starts */
-	int resumed;           /* 1: this part resumes a checkpoint */
-	int complete;          /* resumed with nothing to train: 1 the run
-				  is complete, 2 --max-steps is reached */
-	loop_history hist;
-	nn_train_resume resume;  /* what loop_report_resumed tells */
-	char resume_changed[1024];
+	loop_part part;        /* where this part of the run starts */
 	loop_bad bad;
 	int lock_fd[2];        /* the folders' locks (guard.c), -1 none */
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */

@@ -298,7 +298,7 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 			cJSON_AddItemToArray(b, cJSON_CreateNumber(all[3 * i + k]));
 	}
 	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
-	const double wait = r->hist.wait_s + res->wait_s;
+	const double wait = r->part.hist.wait_s + res->wait_s;
 	cJSON_AddNumberToObject(j, "data_wait_s", wait);
 	cJSON_AddNumberToObject(j, "stall_fraction",
 				res->train_s > 0 ? wait / res->train_s : 0);

@@ -235,8 +235,8 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 	return 0;
 }
 
-/* Restores the run's state and its position into r->at, and what the
- * resumed event tells into r->resume. */
+/* Restores the run's state and its position into r->part.at, and what the
+ * resumed event tells into r->part.resume. */
 static int resume(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -300,12 +300,12 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 		rc = loop_history_load(r, st_metadata_get(f, "run"), res, r->ckpt_path,
 				       err);
 	if (!rc) {
-		changed_options(r, was, r->resume_changed, sizeof(r->resume_changed));
-		r->at.epoch = (int)e;
-		r->at.position = pos;
-		r->at.step = s;
+		changed_options(r, was, r->part.changed, sizeof(r->part.changed));
+		r->part.at.epoch = (int)e;
+		r->part.at.position = pos;
+		r->part.at.step = s;
 		res->steps = s;
-		r->resume = (nn_train_resume){
+		r->part.resume = (nn_train_resume){
 			.path = r->ckpt_path,
 			.epoch = (int)e,
 			.step = s,
@@ -316,11 +316,11 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 			.world = r->dp.world,
 			.batch = o->batch_size,
 			.lr_peak_was = opt_num(was, "lr_peak", 0),
-			.changed = r->resume_changed,
+			.changed = r->part.changed,
 		};
 		const uint64_t max = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
-		r->complete = e >= (uint64_t)o->epochs ? 1 : s >= max ? 2 : 0;
-		r->resume.complete = r->complete;
+		r->part.complete = e >= (uint64_t)o->epochs ? 1 : s >= max ? 2 : 0;
+		r->part.resume.complete = r->part.complete;
 	}
 	cJSON_Delete(was);
 	st_close(f);
@@ -329,12 +329,12 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 
 /*
  * --checkpoint-dir: made by rank 0, and with --resume the run's state,
- * position (r->at) and history read back; a fresh run starts at 0.
+ * position (r->part.at) and history read back; a fresh run starts at 0.
  */
 int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	memset(&r->at, 0, sizeof(r->at));
+	memset(&r->part.at, 0, sizeof(r->part.at));
 	r->lr_batch = o->batch_size;
 	if (!o->checkpoint_dir)
 		return 0;
@@ -349,7 +349,7 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 	if (!o->resume)
 		return 0;
 	FORWARD_IF_ERR(resume(r, res, err));
-	r->resumed = 1;
+	r->part.resumed = 1;
 	return 0;
 }
 
@@ -360,16 +360,16 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
  */
 int loop_report_resumed(run *r, ims_error *err)
 {
-	nn_train_resume *v = &r->resume;
+	nn_train_resume *v = &r->part.resume;
 	const uint64_t global = (uint64_t)r->o->batch_size * (uint64_t)r->dp.world;
 	v->lr_peak = nn_lr_peak(&r->lr);
-	if (!r->complete && v->epoch < r->o->epochs) {
+	if (!r->part.complete && v->epoch < r->o->epochs) {
 		v->rest_steps = aug_loader_batches_at(r->data.train, v->position);
 		v->rest_unused = r->data.train_records - v->position - v->rest_steps * global;
 	}
 	if (r->log.ev.resumed)
 		r->log.ev.resumed(r->log.ev.ctx, v);
-	if (r->complete || r->dp.rank != 0)
+	if (r->part.complete || r->dp.rank != 0)
 		return 0;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "type", "resume");

@@ -373,12 +373,12 @@ int loop_setup_schedule(run *r, ims_error *err)
 					 : lo.warmup_steps + 1;
 	}
 	FORWARD_IF_ERR(nn_lr_schedule_init(&r->lr, &lo, err));
-	r->total_steps = r->at.step;
-	if (r->at.epoch < o->epochs)
-		r->total_steps += (r->at.position ? aug_loader_batches_at(r->data.train,
-									  r->at.position)
+	r->total_steps = r->part.at.step;
+	if (r->part.at.epoch < o->epochs)
+		r->total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
+									  r->part.at.position)
 						  : r->data.steps_per_epoch) +
-				  (uint64_t)(o->epochs - r->at.epoch - 1) *
+				  (uint64_t)(o->epochs - r->part.at.epoch - 1) *
 					  r->data.steps_per_epoch;
 	return 0;
 }

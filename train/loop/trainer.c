@@ -58,16 +58,16 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_take_locks(r, err));
 	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
-	if (r->complete)
+	if (r->part.complete)
 		return loop_report_resumed(r, err);
 	FORWARD_IF_ERR(loop_open_metrics(r, err));
-	if (r->resumed)
+	if (r->part.resumed)
 		FORWARD_IF_ERR(loop_report_resumed(r, err));
 	loop_report_start(r);
 	return 0;
 }
 
-/* The epochs from r->at on, each validated and checkpointed, then the
+/* The epochs from r->part.at on, each validated and checkpointed, then the
  * totals and summary.json. */
 static int train(run *r, nn_train_result *res, ims_error *err)
 {
@@ -76,13 +76,13 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	/* the training clock goes on from the earlier parts' */
 	r->log.t_start = r->log.t_part - res->train_s;
 	const double startup = r->log.t_part - r->log.t_run;
-	uint64_t step = r->at.step;
+	uint64_t step = r->part.at.step;
 	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
 	int stop = step >= max_steps;
 	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
-	for (int epoch = r->at.epoch; epoch < o->epochs && !stop; epoch++) {
+	for (int epoch = r->part.at.epoch; epoch < o->epochs && !stop; epoch++) {
 		uint64_t done;
-		const uint64_t from = epoch == r->at.epoch ? r->at.position : 0;
+		const uint64_t from = epoch == r->part.at.epoch ? r->part.at.position : 0;
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
 						&stop, &done, err));
 		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
@@ -99,8 +99,8 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err)); /* the device's queued work counts */
 	double t_end = ims_now();
 	res->train_s = t_end - r->log.t_start;
-	res->startup_s = r->hist.startup_s + startup;
-	res->wall_s = r->hist.wall_s + (t_end - r->log.t_run);
+	res->startup_s = r->part.hist.startup_s + startup;
+	res->wall_s = r->part.hist.wall_s + (t_end - r->log.t_run);
 	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
 	res->busy_s = r->log.busy_s;
 	res->loss_scale = nn_loss_scale_value(&r->scaler);
@@ -150,8 +150,8 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	memset(res, 0, sizeof(*res));
 	res->best_epoch = -1;
 	int rc = set_up(&r, res, err);
-	if (!rc && r.complete)
-		res->nothing_to_do = r.complete;
+	if (!rc && r.part.complete)
+		res->nothing_to_do = r.part.complete;
 	else if (!rc)
 		rc = train(&r, res, err);
 	tear_down(&r);
