@@ -105,6 +105,59 @@ int ims_mkdir_p(const char *path, ims_error *err)
 	return 0;
 }
 
+int ims_mkdir_p_created(const char *path, char **created, ims_error *err)
+{
+	*created = NULL;
+	char buf[4096];
+	int n = snprintf(buf, sizeof(buf), "%s", path);
+	RETURN_IF(n < 0 || (size_t)n >= sizeof(buf), err, IMS_EINVAL,
+		  "cannot create folder '%s': path too long", path);
+	/* The outermost missing prefix is the first one mkdir -p will make. */
+	struct stat st;
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (stat(buf, &st) != 0 && errno == ENOENT) {
+			*created = strdup(buf);
+			*p = c;
+			RETURN_IF(!*created, err, IMS_ENOMEM, "out of memory");
+			break;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	int rc = ims_mkdir_p(path, err);
+	if (rc < 0) {
+		free(*created);
+		*created = NULL;
+	}
+	return rc;
+}
+
+void ims_rmdir_created(const char *path, const char *top)
+{
+	if (!top)
+		return;
+	size_t tl = strlen(top);
+	char buf[4096];
+	int n = snprintf(buf, sizeof(buf), "%s", path);
+	if (n < 0 || (size_t)n >= sizeof(buf) || strncmp(buf, top, tl) != 0)
+		return;
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	while (strlen(buf) >= tl) {
+		if (rmdir(buf) != 0)
+			return;
+		char *slash = strrchr(buf, '/');
+		if (!slash || (size_t)(slash - buf) < tl)
+			return;
+		*slash = '\0';
+	}
+}
+
 int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 		  ims_error *err)
 {

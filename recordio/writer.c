@@ -58,6 +58,7 @@ typedef struct done_shard {
 
 struct rio_writer {
 	char *dir, *name;
+	char *created_dir; /* outermost folder open made, removed on abort */
 	uint64_t shard_bytes_max;
 	uint64_t txn_bytes;
 	int force;
@@ -555,7 +556,7 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	int rc = 0;
 	if (!w->dir || !w->name)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
-	GOTO_IF_ERR(fail, rc, ims_mkdir_p(w->dir, err));
+	GOTO_IF_ERR(fail, rc, ims_mkdir_p_created(w->dir, &w->created_dir, err));
 	if (access(w->dir, W_OK) != 0)
 		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot write to folder '%s': %s",
 			  w->dir, strerror(errno));
@@ -686,6 +687,7 @@ static void free_writer(rio_writer *w)
 	free(w->work_path);
 	free(w->lock_path);
 	free(w->dir);
+	free(w->created_dir);
 	free(w->name);
 	free(w);
 }
@@ -702,6 +704,9 @@ void rio_writer_abort(rio_writer *w)
 		unlink(w->work_path);
 	for (size_t i = 0; i < w->n_done; i++)
 		unlink(w->done[i].path);
+	release_lock(w);
+	/* Folders this writer made go too, when nothing else is in them. */
+	ims_rmdir_created(w->dir, w->created_dir);
 	free_writer(w);
 }
 

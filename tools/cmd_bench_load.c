@@ -399,14 +399,17 @@ int cmd_bench_load(int argc, char **argv)
 		       share(st.augment_seconds, work));
 		printf("  consumer waited %.3f s: stall fraction %.3f\n", st.wait_seconds, stall);
 		printf("  bad records replaced: %llu\n", (unsigned long long)st.bad_records);
+		char safe[4 * sizeof(st.last_bad)];
 		if (st.bad_records)
-			printf("  last bad record: %s\n", st.last_bad);
+			printf("  last bad record: %s\n",
+			       ims_escape(st.last_bad, safe, sizeof(safe)));
 		printf("  batch memory: %s\n", st.pinned ? "pinned (cudaHostAlloc)" : "not pinned (host memory)");
 		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks; %llu batches per epoch)\n",
 		       (unsigned long long)per_rank, (unsigned long long)padded,
 		       (unsigned long long)dropped, (unsigned long long)per_epoch);
 		if (dump_n)
-			printf("  wrote %d sample%s to '%s'\n", dumped, dumped == 1 ? "" : "s", dump_dir);
+			printf("  wrote %d sample%s to '%s'\n", dumped, dumped == 1 ? "" : "s",
+			       ims_escape(dump_dir, safe, sizeof(safe)));
 	}
 	if (res.interrupted) {
 		cli_error("bench-load: interrupted after %llu batches",

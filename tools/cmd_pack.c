@@ -60,6 +60,7 @@ int cmd_pack(int argc, char **argv)
 	const char *out = NULL, *classes = NULL, *order = NULL;
 	int quiet = 0, max_label = DS_LABEL_AUTO, shuffle = 0;
 	uint64_t seed = 0;
+	const char *seed_arg = NULL;
 	cli_pack_flags pf;
 	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
@@ -70,7 +71,7 @@ int cmd_pack(int argc, char **argv)
 		 "class names, one per line, line i = label i", 0, 0},
 		{"shuffle", 0, CLI_FLAG, &shuffle, NULL,
 		 "shuffle the rows with --seed before packing", 0, 0},
-		{"seed", 0, CLI_U64, &seed, "S", "seed of --shuffle (default 0)", 0, 0},
+		{"seed", 0, CLI_STRING, &seed_arg, "S", "seed of --shuffle (default 0)", 0, 0},
 		{"order", 0, CLI_STRING, &order, "ORDER",
 		 "what the manifest records: shuffled, list (not\n"
 		 "shuffled) or auto (default: from the rows, see below)", 0, 0},
@@ -96,6 +97,12 @@ int cmd_pack(int argc, char **argv)
 			return cli_usage_error(&command, "--order must be auto, list or shuffled, got '%s'",
 					       order);
 	}
+	/* A seed without --shuffle would be silently ignored. */
+	if (seed_arg && !shuffle)
+		return cli_usage_error(&command, "--seed seeds --shuffle, which is not given: add --shuffle or drop --seed");
+	if (seed_arg && cli_parse_u64(seed_arg, &seed) != 0)
+		return cli_usage_error(&command, "--seed expects a non-negative integer, got '%s'",
+				       seed_arg);
 	if (shuffle && ord == PACK_ORDER_LIST)
 		return cli_usage_error(&command, "--shuffle shuffles the rows: --order list contradicts it");
 	pack_opts o;

@@ -147,7 +147,8 @@ expect 0 "$IMSHARD" verify "$T/k1/train.json"
 
 # Bad usage: exit 2, one line, nothing written.
 for args in "--encoding gif" "--resize 64 --encoding keep" "--shards 0" "--quality 101" \
-  "--shards 2 --shard-size 1M" "--threads -1" "--shard-size 12Q" "--check-decode --encoding png"; do
+  "--shards 2 --shard-size 1M" "--threads -1" "--shard-size 12Q" "--check-decode --encoding png" \
+  "--seed 3" "--shuffle --seed x"; do
   expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" $args
   one_line "$T/err"
 done
@@ -169,6 +170,12 @@ printf 'garbage line\n' >"$T/bad.lst"
 expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "line 1"
+# A seed without --shuffle would be ignored: refused, naming the way out.
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --seed 3
+contains "$T/err" "add --shuffle or drop --seed"
+# None of these failures left anything behind, not even the folder.
+checks=$((checks + 1))
+[ -e "$T/u" ] && fail "a failed pack left the folder it made: $(ls -R "$T/u")"
 
 # Order: the manifest records whether records are shuffled. Said by the
 # caller (--shuffle, --order), or read from the rows: the lists that

@@ -40,6 +40,24 @@ int main(void)
 	CHECK(strstr(e.msg, "nope") != NULL);
 	/* A file in the way of a folder is an error, not a crash. */
 	CHECK(ims_mkdir_p(file, &e) < 0);
+	/* mkdir -p says the outermost folder it made; removal of made
+	 * folders stops at the first that is not empty. */
+	char *made = NULL;
+	char deep[4300], expect[4300];
+	snprintf(deep, sizeof(deep), "%s/a/x/y/", dir);
+	CHECK_OK(ims_mkdir_p_created(deep, &made, &e), &e);
+	snprintf(expect, sizeof(expect), "%s/a/x", dir);
+	CHECK(made && strcmp(made, expect) == 0);
+	ims_rmdir_created(deep, made);
+	struct stat st;
+	CHECK(stat(expect, &st) != 0);
+	snprintf(expect, sizeof(expect), "%s/a/b/c", dir);
+	CHECK(stat(expect, &st) == 0);
+	free(made);
+	CHECK_OK(ims_mkdir_p_created(nested, &made, &e), &e);
+	CHECK(made == NULL); /* it existed */
+	ims_rmdir_created(nested, made);
+	CHECK(stat(nested, &st) == 0);
 	char joined[16];
 	CHECK_OK(ims_path_join(joined, sizeof(joined), "a", "b", &e), &e);
 	CHECK_EQ_STR(joined, "a/b");

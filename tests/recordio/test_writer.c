@@ -2,6 +2,8 @@
  * atomic publication, interrupted runs and replacement. */
 #include <lmdb.h>
 #include <signal.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "rio_test_util.h"
@@ -293,6 +295,46 @@ int main(void)
 		r.n_extra = 1;
 		CHECK_EQ_INT(rio_writer_add(w, &r, &e), IMS_EINVAL);
 		rio_writer_abort(w);
+	}
+
+	/* A writer that fails or is abandoned leaves nothing behind: not
+	 * its shards, not its lock, not the folders it made. A folder that
+	 * was there before stays. */
+	{
+		char nested[4200], top[4200];
+		snprintf(top, sizeof(top), "%s/made", dir);
+		snprintf(nested, sizeof(nested), "%s/made/deeper/still", dir);
+		rio_writer_opts o = {0};
+		o.dir = nested;
+		o.name = "gone";
+		o.shard_bytes = 4096;
+		rio_writer *w;
+		CHECK_OK(rio_writer_open(&o, &w, &e), &e);
+		static uint8_t buf[10000];
+		for (uint64_t i = 0; i < 20; i++) {
+			rio_record r;
+			make_record(&r, i, buf, 5);
+			CHECK_OK(rio_writer_add(w, &r, &e), &e);
+		}
+		rio_writer_abort(w);
+		struct stat st;
+		CHECK(stat(top, &st) != 0 && errno == ENOENT);
+		CHECK(stat(dir, &st) == 0);
+
+		/* Something else put in a made folder meanwhile is kept, and
+		 * so is the folder holding it. */
+		CHECK_OK(rio_writer_open(&o, &w, &e), &e);
+		char other[4300];
+		snprintf(other, sizeof(other), "%s/made/deeper/note.txt", dir);
+		FILE *f = fopen(other, "w");
+		CHECK(f != NULL);
+		if (f)
+			fclose(f);
+		rio_writer_abort(w);
+		snprintf(other, sizeof(other), "%s/made/deeper/still", dir);
+		CHECK(stat(other, &st) != 0 && errno == ENOENT);
+		snprintf(other, sizeof(other), "%s/made/deeper/note.txt", dir);
+		CHECK(stat(other, &st) == 0);
 	}
 
 	/* An empty split is valid: one empty shard. */
