@@ -480,6 +480,27 @@ size_t aug_sample_bytes(const aug_transform_opts *o);
 int aug_warp(const aug_image *src, const aug_plan *p,
 	     const aug_transform_opts *o, void *dst, ims_error *err);
 
+/*
+ * One encoded image (JPEG or PNG in buf, len bytes, borrowed for the
+ * call) rendered as sample `index` of `epoch` under o, into dst
+ * (aug_sample_bytes(o) bytes): aug_sample_plan for its upright
+ * upright_w x upright_h size (aug_probe's upright_width/height, or the
+ * record header's), aug_decode_region of what the plan reads at the
+ * coarsest DCT scale it allows (EXIF orientation applied, alpha
+ * composited over white), aug_plan_rebase, aug_warp. The loader renders
+ * every encoded record this way, so a program that renders an image file
+ * with the validation transform (o->train == 0) feeds a network exactly
+ * what validation fed it. scratch holds the decoded pixels (reused
+ * between calls; aug_image_release). times (may be NULL) gets the
+ * seconds spent decoding ([0]) and warping ([1]) added.
+ * Errors: those of aug_sample_plan, aug_decode_region and aug_warp.
+ * Threads: any thread with its own codec and scratch.
+ */
+int aug_render(aug_codec *c, const uint8_t *buf, size_t len, int upright_w,
+	       int upright_h, const aug_transform_opts *o, uint64_t seed,
+	       uint64_t epoch, uint64_t index, aug_image *scratch, void *dst,
+	       double times[2], ims_error *err);
+
 /* ---- end of transforms ---- */
 
 /* ---- the loader --------------------------------------------------------

@@ -341,17 +341,16 @@ static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
 					       index, &plan, err));
 		src = &view;
 	} else {
+		/* the same path as any encoded image (render.c) */
 		int swap = rec.orientation >= 5;
 		int uw = (int)(swap ? rec.height : rec.width);
 		int uh = (int)(swap ? rec.width : rec.height);
-		FORWARD_IF_ERR(aug_sample_plan(tr, uw, uh, l->o.seed, l->epoch, index, &plan, err));
-		aug_rect need = {plan.need_x0, plan.need_y0, plan.need_x1, plan.need_y1};
-		aug_region got;
-		FORWARD_IF_ERR(aug_decode_region(w->codec, rec.payload, rec.payload_len,
-						 AUG_CHANNELS_RGB, &need, plan.scale, &w->img, &got,
-						 NULL, err));
-		FORWARD_IF_ERR(aug_plan_rebase(&plan, got.x0, got.y0, got.scale, got.scale, err));
-		src = &w->img;
+		double times[2] = {0, 0};
+		int rc = aug_render(w->codec, rec.payload, rec.payload_len, uw, uh, tr,
+				    l->o.seed, l->epoch, index, &w->img, dst, times, err);
+		w->decode_s += times[0];
+		w->augment_s += times[1];
+		return rc;
 	}
 	double t2 = ims_now();
 	w->decode_s += t2 - t1;

@@ -24,7 +24,7 @@ def main():
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.002)
     a = p.parse_args()
 
     rank, world = jax.process_index(), jax.process_count()
@@ -55,12 +55,18 @@ def main():
         for images, labels in train:
             x, y = jax.device_put(images), jax.device_put(labels.astype("int32"))
             params, loss = step(params, x, y)
+            # On the CPU, device_put aliases the loader's ring instead of
+            # copying, and JAX dispatches steps ahead of their completion:
+            # without this wait, queued steps would hold every ring slot
+            # and the loader would refuse the next batch. On a GPU the
+            # put is a copy and the wait costs one step of overlap.
+            loss.block_until_ready()
             n += len(labels)
         right = total = 0
         for b in val.epoch(0):
             c, t = correct(params, jax.device_put(b.images), jax.device_put(b.labels.astype("int32")),
                            jax.device_put(~b.padded))
-            right, total = right + int(c), total + int(t)
+            right, total = right + int(c), total + int(t)  # int() waits
         print("epoch %d: loss %.3f, %.0f images/s, val top-1 %.3f (%d records)"
               % (epoch, float(loss), n / (time.time() - t0), right / max(total, 1), total), flush=True)
     train.close()

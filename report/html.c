@@ -810,6 +810,7 @@ static void run_section(rep_buf *b, const rep_report *r, size_t i)
 				  rep_fmt_s_n(n1, st->terms[k]));
 		rb_puts(b, ".</p>\n");
 	}
+	rep_html_classes(b, run, i);
 	if (s->n_options) {
 		rb_puts(b, "<h3>Options</h3>\n<table>");
 		/* four pairs a row keeps the table short on paper */

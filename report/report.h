@@ -105,6 +105,41 @@ enum {
 	REP_MISSING_VAL_S = 1 << 3     /* val lines without "val_s" */
 };
 
+/* ---- an evaluation in the run folder ------------------------------------- */
+
+#define REP_MAX_CLASSES 100000    /* eval.json with more is not drawn */
+#define REP_MAX_CONFUSION (256u << 20) /* bytes of confusion.csv read at most */
+#define REP_MAX_MATRIX 40         /* the matrix is drawn up to this many classes */
+#define REP_MAX_CONFUSED 20       /* the most frequent confusions listed */
+#define REP_MAX_BARS 60           /* classes drawn as bars; beyond, the worst */
+
+/* One off-diagonal cell of the confusion matrix. */
+typedef struct rep_confused {
+	int truth, pred;
+	double count;
+} rep_confused;
+
+/*
+ * The evaluation a run folder holds: eval.json (per-class accuracy) and
+ * confusion.csv, as imshard-train's last validation or `imshard eval -o`
+ * writes them (docs/TRAINING.md, "Evaluating"). Numbers absent are NAN.
+ */
+typedef struct rep_classes {
+	char *program;            /* "imshard-train", "imshard eval"; NULL absent */
+	char *split;              /* the split's manifest; NULL absent */
+	int epoch;                /* the trainer's, from 0; -1 absent */
+	double n_records, top1_all, top5_all, loss;
+	int n;                    /* classes */
+	char **names;             /* n names */
+	double *records, *top1, *top5; /* per class; top1/top5 fractions */
+	int has_confusion;        /* confusion.csv read and agreeing with eval.json */
+	double *matrix;           /* n x n counts (row: true class) when
+				     has_confusion and n <= REP_MAX_MATRIX */
+	rep_confused *confused;   /* the largest off-diagonal cells, largest first */
+	size_t n_confused;
+} rep_classes;
+
+
 typedef struct rep_run {
 	char *dir;                /* the folder as given */
 	char *label;              /* short unique name (rep_report_analyze) */
@@ -123,10 +158,25 @@ typedef struct rep_run {
 	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */
 	size_t n_diags;
 	size_t n_diags_total;     /* all of them, kept or not */
+	rep_classes *classes;     /* the folder's evaluation; NULL: none */
 } rep_run;
 
 /*
- * Reads DIR/metrics.jsonl and DIR/summary.json into run (zeroed first).
+ * Reads DIR/eval.json and DIR/confusion.csv into run->classes (left NULL
+ * when DIR has no eval.json or its per-class part is unusable). What does
+ * not parse, and a confusion.csv that disagrees with eval.json, become
+ * diagnostics. Returns 0 or IMS_ENOMEM (err filled). rep_run_load calls it.
+ */
+int rep_classes_load(rep_run *run, const char *dir, ims_error *err);
+void rep_classes_release(rep_classes *c);
+
+/* A diagnostic "FILE: why" of run (0 or IMS_ENOMEM): for the readers of
+ * the folder's other files. */
+int rep_run_diag(rep_run *run, const char *file, const char *why);
+
+/*
+ * Reads DIR/metrics.jsonl and DIR/summary.json into run (zeroed first),
+ * and the folder's evaluation (rep_classes_load).
  * Returns 0, or with err filled: IMS_ENOTFOUND (no such folder, or
  * "DIR: no metrics.jsonl"), IMS_EINVAL (DIR is not a folder), IMS_EIO
  * (unreadable) or IMS_ENOMEM; run is released on failure.

@@ -136,4 +136,10 @@ const char *svg_color(int i);
  * that no runs form a group when there are several runs. */
 void rep_html_scaling(rep_buf *b, const rep_report *r);
 
+/* ---- classes.c: a run's evaluation ---------------------------------------- */
+
+/* Appends per-class accuracy and the confusion matrix of run (index
+ * run_i on the page) when its folder holds an evaluation. */
+void rep_html_classes(rep_buf *b, const rep_run *run, size_t run_i);
+
 #endif

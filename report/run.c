@@ -55,6 +55,11 @@ static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
 	return 0;
 }
 
+int rep_run_diag(rep_run *run, const char *file, const char *why)
+{
+	return diag(run, file, 0, "%s", why);
+}
+
 /* ---- fields ------------------------------------------------------------------ */
 
 enum { F_OK = 1, F_ABSENT = 0, F_BAD = -1 };
@@ -614,6 +619,7 @@ int rep_run_load(rep_run *run, const char *dir, ims_error *err)
 					    "summary.json", err));
 	GOTO_IF_ERR(fail, rc, read_metrics(run, metrics, err));
 	GOTO_IF_ERR(fail, rc, read_summary(run, summary, err));
+	GOTO_IF_ERR(fail, rc, rep_classes_load(run, dir, err));
 	rc = check_ranks(run, metrics);
 	if (rc < 0)
 		GOTO_FAIL(fail, rc, err, rc, "cannot read '%s': out of memory", metrics);
@@ -656,5 +662,7 @@ void rep_run_release(rep_run *run)
 		free(s->options[i].value);
 	}
 	free(s->options);
+	rep_classes_release(run->classes);
+	free(run->classes);
 	memset(run, 0, sizeof(*run));
 }

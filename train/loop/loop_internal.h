@@ -9,6 +9,8 @@
  *   stage.c     batches on a device: staging slots, the next batch taken
  *               ahead, logits read back, the loader's pinned memory
  *   validate.c  validation
+ *   evaluate.c  the evaluation pass (validation's and nn_eval_run's)
+ *   eval_files.c nn_eval_write: per-class, confusion, predictions files
  *   resume.c    checkpoint glue: saving, resuming (what a resumed run
  *               may change, and what it is refused)
  *   history.c   what earlier parts of a resumed run did, carried in the
@@ -26,7 +28,9 @@
 
 #include "augment/augment.h"
 #include "train/gpumon.h"
+#include "train/eval.h"
 #include "train/loss_scale.h"
+#include "train/model_card.h"
 #include "train/train.h"
 
 /* The ranks: MPI for host tensors and statistics, NCCL for a device's. */
@@ -129,7 +133,6 @@ typedef struct loop_bad {
 	uint64_t first[LOOP_BAD_LISTED]; /* the run's smallest (summary.json) */
 	int n_first;
 	uint64_t val_count;    /* in the last validation, all ranks' */
-	uint8_t *val_skip;     /* validation's mask: padded or replaced */
 } loop_bad;
 
 typedef struct run {
@@ -154,6 +157,7 @@ typedef struct run {
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
 	float *dlogits;        /* the loss gradient, device memory */
 	char ckpt_path[4096];
+	nn_model_card card;    /* what checkpoints record for inference */
 	loop_data data;
 	loop_stage st;
 	loop_log log;
@@ -197,9 +201,32 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		     uint64_t position, uint64_t *step, uint64_t max_steps,
 		     int *stop, uint64_t *done, ims_error *err);
 
+/* evaluate.c: the pass validation and nn_eval_run share */
+typedef struct loop_eval {
+	/* after the pass, over all ranks: loss sum, top-1 hits, top-k hits,
+	 * samples counted, records that could not be loaded (each once; the
+	 * samples standing in for them are not counted) */
+	double sums[5];
+	int want_rows;         /* 1: keep a row per sample for the result */
+	double *rows;          /* this rank's rows (evaluate.c's layout) */
+	size_t n_rows, cap_rows;
+	/* this rank's smallest indices of records that could not be loaded,
+	 * and why the first met could not */
+	uint64_t bad_mine[LOOP_BAD_LISTED];
+	int n_bad_mine;
+	char bad_reason[IMS_ERRMSG_MAX];
+	/* after each batch (may be NULL) */
+	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
+	void *ctx;
+} loop_eval;
+int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err);
+int loop_eval_result(run *r, const loop_eval *e, nn_eval_result *res,
+		     ims_error *err);
+void loop_eval_free(loop_eval *e);
+
 /* validate.c */
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
-		  double wall0, ims_error *err);
+		  double wall0, int last, ims_error *err);
 
 /* resume.c */
 int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err);

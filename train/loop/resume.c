@@ -68,9 +68,24 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			      "skipped_steps", sk,
 			      r->scaler.enabled ? "loss_scale" : NULL, ls,
 			      "loss_scale_good_steps", lg, NULL};
+	/* then the model card (train/model_card.h): all that eval, predict
+	 * and export need besides the weights */
+	nn_model_card_text card;
+	const char *all[sizeof(meta) / sizeof(meta[0]) + 2 * 8];
+	size_t n = 0;
+	int rc = nn_model_card_format(&r->card, &card, err);
+	for (size_t i = 0; !rc && meta[i]; i += 2) {
+		all[n++] = meta[i];
+		all[n++] = meta[i + 1];
+	}
+	for (size_t i = 0; !rc && card.kv[i]; i++)
+		all[n++] = card.kv[i];
+	all[n] = NULL;
 	double t0 = ims_now();
-	int rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, meta, err);
+	if (!rc)
+		rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, all, err);
 	r->log.ckpt_s += ims_now() - t0;
+	nn_model_card_text_release(&card);
 	free(opts);
 	cJSON_free(hist);
 	return rc;

@@ -98,6 +98,9 @@ int loop_load_classes(run *r, ims_error *err)
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train on '%s': it has %zu class",
 			      r->o->train_manifest, a.n_classes);
+	if (!rc)
+		rc = nn_model_card_set_names(&r->card, (const char *const *)a.classes,
+					     a.n_classes, err);
 	r->data.classes = (int)a.n_classes;
 	/* what a resumed run checks it still trains on: the same records in
 	 * the same shards (their digests cover every record's key and
@@ -204,6 +207,15 @@ int loop_open_loaders(run *r, ims_error *err)
 	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
 	memcpy(vo.transform.std, o->std, sizeof(o->std));
 	FORWARD_IF_ERR(aug_loader_open(&vo, &r->data.val, err));
+	/* what eval and predict must feed the model: validation's input */
+	nn_model_card *c = &r->card;
+	snprintf(c->model, sizeof(c->model), "%s", o->model);
+	c->size = o->size;
+	memcpy(c->mean, vo.transform.mean, sizeof(c->mean));
+	memcpy(c->std, vo.transform.std, sizeof(c->std));
+	c->val_crop_frac = vo.transform.crop_frac;
+	c->have |= NN_CARD_MODEL | NN_CARD_SIZE | NN_CARD_MEAN | NN_CARD_STD |
+		   NN_CARD_CROP;
 	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
 	return 0;
 }
@@ -254,6 +266,7 @@ void loop_free_data(run *r)
 	free(d->synth_labels);
 	free(d->synth_padded);
 	free(d->synth_indices);
+	nn_model_card_release(&r->card);
 }
 
 /*

@@ -86,7 +86,9 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
 						&stop, &done, err));
 		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
-		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start, err));
+		/* the run's last validation also writes its per-class files */
+		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
+					     stop || epoch + 1 == o->epochs, err));
 		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
 		 * stop inside one resumes after its last trained position */
@@ -115,7 +117,6 @@ static void tear_down(run *r)
 {
 	loop_close_metrics(r);
 	loop_history_release(r);
-	free(r->bad.val_skip);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
 	nn_model_free(r->m);

@@ -3,22 +3,14 @@
  * once over all ranks (shares padded to equal length, padded samples
  * flagged and not counted; a record that cannot be loaded is left out and
  * reported, the sample standing in for it not counted either), top-1,
- * top-5 and the mean loss, scored on the host. A NaN or infinite mean
- * loss ends the run, as it does in training.
+ * top-5 and the mean loss, scored on the host by the pass `imshard eval`
+ * runs too (evaluate.c). A NaN or infinite mean loss ends the run, as it
+ * does in training.
  */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "train/loop/loop_internal.h"
-
-/* This rank's records that validation could not load. */
-typedef struct val_bad {
-	uint64_t mine[LOOP_BAD_LISTED];
-	int n_mine;
-	char reason[IMS_ERRMSG_MAX];
-} val_bad;
 
 /*
  * Ranks normalised with their own batches' statistics; evaluate one model:
@@ -38,76 +30,46 @@ static int average_statistics(run *r, ims_error *err)
 	return 0;
 }
 
-/* Adds one batch's loss sum, top-1 and top-5 hits, record count and
- * records that could not be loaded to sums (padded samples and stand-ins
- * for bad records left out). */
-static int score_batch(run *r, const aug_batch *b, double sums[5],
-		       val_bad *vb, ims_error *err)
+/*
+ * The run's last validation with --log-dir: what each record was
+ * predicted as, written by rank 0 as LOGDIR/per_class.csv,
+ * confusion.csv, predictions.csv and eval.json (nn_eval_write), as
+ * `imshard eval -o` writes them.
+ */
+static int write_eval_files(run *r, const loop_eval *e, int epoch,
+			    uint64_t step, ims_error *err)
 {
-	const float *logits;
-	const float *x = b->data;
-	const int32_t *labels = b->labels;
-	const int classes = r->data.classes;
-	int slot = -1;
-	uint8_t *skip = r->bad.val_skip;
-	for (int i = 0; i < b->count; i++)
-		skip[i] = b->padded[i] || b->replaced[i];
-	sums[4] += b->bad_listed; /* each bad record once, as in training */
-	if (b->bad_listed && !vb->reason[0])
-		snprintf(vb->reason, sizeof(vb->reason), "%s", b->bad_reason);
-	for (int i = 0; i < b->bad_listed; i++)
-		loop_bad_keep(vb->mine, &vb->n_mine, b->bad_indices[i]);
-	FORWARD_IF_ERR(loop_stage_inputs(r, b, &x, &labels, &slot, NULL, err));
-	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 0, 0, &logits, err));
-	/* scored on the host: on a device, from logits read back */
-	nn_ctx *lctx = &r->ctx;
-	if (r->st.stage) {
-		FORWARD_IF_ERR(loop_read_logits(r, &logits, b->count, err));
-		FORWARD_IF_ERR(nn_stage_done(&r->ctx, r->st.stage, slot, err));
-		lctx = &r->st.hctx;
+	nn_eval_result res;
+	FORWARD_IF_ERR(loop_eval_result(r, e, &res, err)); /* collective */
+	int rc = 0;
+	if (r->dp.rank == 0) {
+		nn_eval_origin origin = {"imshard-train", NULL, r->o->val_manifest,
+					 epoch, step};
+		rc = nn_eval_write(r->o->log_dir, &res, &r->card, &origin, err);
 	}
-	for (int i = 0; i < b->count; i++) {
-		if (skip[i])
-			continue;
-		double l;
-		FORWARD_IF_ERR(nn_softmax_xent(lctx, 1, classes,
-					       logits + (size_t)i * classes,
-					       b->labels + i, 0, 1, &l, NULL, err));
-		sums[0] += l;
-		sums[3] += 1;
-	}
-	sums[1] += nn_topk_correct(b->count, classes, logits, b->labels, 1, skip);
-	sums[2] += nn_topk_correct(b->count, classes, logits, b->labels,
-				   classes < 5 ? classes : 5, skip);
-	return 0;
+	nn_eval_result_release(&res);
+	return rc;
 }
 
 static int validate_timed(run *r, nn_train_result *res, int epoch,
-			  uint64_t step, double wall0, ims_error *err)
+			  uint64_t step, double wall0, int last, ims_error *err)
 {
 	FORWARD_IF_ERR(average_statistics(r, err));
 	double t_val = ims_now();
-	FORWARD_IF_ERR(aug_loader_start_epoch(r->data.val, 0, err));
-	if (!r->bad.val_skip) {
-		r->bad.val_skip = malloc((size_t)r->o->batch_size);
-		RETURN_IF(!r->bad.val_skip, err, IMS_ENOMEM,
-			  "cannot validate: out of memory");
-	}
-	double sums[5] = {0, 0, 0, 0, 0}; /* loss, top1, top5, records, bad */
-	val_bad vb;
-	memset(&vb, 0, sizeof(vb));
-	for (;;) {
-		aug_batch b;
-		int rc = aug_loader_next(r->data.val, &b, err);
-		if (rc < 0)
-			return rc;
-		if (rc == 1)
-			break;
-		FORWARD_IF_ERR(score_batch(r, &b, sums, &vb, err));
-	}
-	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, sums, 5, err));
-	FORWARD_IF_ERR(loop_bad_validation(r, epoch, vb.mine, vb.n_mine, vb.reason,
-					   (uint64_t)sums[4], err));
+	loop_eval e;
+	memset(&e, 0, sizeof(e));
+	e.want_rows = last && r->o->log_dir;
+	int rc = loop_eval_pass(r, r->data.val, &e, err);
+	if (!rc)
+		rc = loop_bad_validation(r, epoch, e.bad_mine, e.n_bad_mine,
+					 e.bad_reason, (uint64_t)e.sums[4], err);
+	if (!rc && e.want_rows)
+		rc = write_eval_files(r, &e, epoch, step, err);
+	double sums[5]; /* loss, top1, top5, records, bad records */
+	memcpy(sums, e.sums, sizeof(sums));
+	loop_eval_free(&e);
+	if (rc)
+		return rc;
 	nn_train_validation v = {
 		.epoch = epoch,
 		.step = step,
@@ -142,10 +104,10 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 /* Validation's own time goes to the summary, so a report can tell it from
  * training when it compares wall times. */
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
-		  double wall0, ims_error *err)
+		  double wall0, int last, ims_error *err)
 {
 	double t0 = ims_now();
-	int rc = validate_timed(r, res, epoch, step, wall0, err);
+	int rc = validate_timed(r, res, epoch, step, wall0, last, err);
 	r->log.val_s += ims_now() - t0;
 	return rc;
 }

@@ -1,0 +1,528 @@
+/*
+ * classes.c - a run folder's evaluation files (eval.json, confusion.csv:
+ * written by imshard-train's last validation, or by `imshard eval -o` into
+ * the folder) read into rep_classes, and drawn on the run's part of the
+ * page: per-class accuracy and the confusion matrix.
+ *
+ * Like the logs, the files are untrusted: what does not parse, or a
+ * confusion.csv that does not agree with eval.json (another evaluation's,
+ * one being rewritten), becomes a diagnostic and is not drawn.
+ */
+#define _GNU_SOURCE
+#include "report_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_COUNT 1e15      /* records per class, plausibly */
+#define MAX_NAME 1024       /* bytes of a class name in confusion.csv */
+
+/* ---- eval.json -------------------------------------------------------------- */
+
+static int bad(rep_run *run, const char *file, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* A diagnostic on file (0 or IMS_ENOMEM). */
+static int bad(rep_run *run, const char *file, const char *fmt, ...)
+{
+	char why[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return rep_run_diag(run, file, why);
+}
+
+/* A number in [lo, hi], integral when integer; NAN when absent or not. */
+static double num(const cJSON *o, const char *key, double lo, double hi, int integer)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
+	    v->valuedouble > hi || (integer && v->valuedouble != floor(v->valuedouble)))
+		return NAN;
+	return v->valuedouble;
+}
+
+static char *str(const cJSON *o, const char *key, int *oom)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsString(v))
+		return NULL;
+	char *s = strdup(v->valuestring);
+	*oom |= !s;
+	return s;
+}
+
+void rep_classes_release(rep_classes *c)
+{
+	if (!c)
+		return;
+	free(c->program);
+	free(c->split);
+	for (int i = 0; c->names && i < c->n; i++)
+		free(c->names[i]);
+	free(c->names);
+	free(c->records);
+	free(c->top1);
+	free(c->top5);
+	free(c->matrix);
+	free(c->confused);
+	memset(c, 0, sizeof(*c));
+}
+
+/* eval.json's per_class array into c. 1 read, 0 bad (diagnosed), < 0
+ * IMS_ENOMEM. */
+static int read_per_class(rep_run *run, const char *file, const cJSON *o,
+			  rep_classes *c)
+{
+	const cJSON *pc = cJSON_GetObjectItemCaseSensitive(o, "per_class");
+	int n = cJSON_IsArray(pc) ? cJSON_GetArraySize(pc) : 0;
+	if (n < 1 || n > REP_MAX_CLASSES) {
+		int rc = bad(run, file, "'per_class' is not an array of 1 to %d classes: "
+			     "per-class accuracy not drawn", REP_MAX_CLASSES);
+		return rc < 0 ? rc : 0;
+	}
+	c->n = n;
+	c->names = calloc((size_t)n, sizeof(char *));
+	c->records = malloc((size_t)n * sizeof(double));
+	c->top1 = malloc((size_t)n * sizeof(double));
+	c->top5 = malloc((size_t)n * sizeof(double));
+	if (!c->names || !c->records || !c->top1 || !c->top5)
+		return IMS_ENOMEM;
+	int i = 0, oom = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, pc)
+	{
+		c->names[i] = str(e, "name", &oom);
+		c->records[i] = num(e, "records", 0, MAX_COUNT, 1);
+		c->top1[i] = num(e, "top1", 0, 1, 0);
+		c->top5[i] = num(e, "top5", 0, 1, 0);
+		if (oom)
+			return IMS_ENOMEM;
+		if (!c->names[i] || isnan(c->records[i]) || isnan(c->top1[i]) ||
+		    isnan(c->top5[i])) {
+			int rc = bad(run, file, "per_class[%d] lacks a name, records, top1 or "
+				     "top5 (or one is out of range): per-class accuracy not drawn",
+				     i);
+			return rc < 0 ? rc : 0;
+		}
+		i++;
+	}
+	return 1;
+}
+
+/* ---- confusion.csv ----------------------------------------------------------- */
+
+/*
+ * The next CSV field of [*p, end) into out (at most cap - 1 bytes; longer
+ * fields are cut, and then match no name): quoted fields may hold commas,
+ * doubled quotes and line breaks. Returns ',' when another field of the
+ * row follows, '\n' at the end of a row (or of the text), 0 when the
+ * field is malformed.
+ */
+static int csv_next(const char **p, const char *end, char *out, size_t cap)
+{
+	const char *s = *p;
+	size_t n = 0;
+	int quoted = s < end && *s == '"';
+	if (quoted) {
+		for (s++;; s++) {
+			if (s >= end)
+				return 0;
+			if (*s == '"') {
+				if (s + 1 < end && s[1] == '"')
+					s++;
+				else
+					break;
+			}
+			if (n + 1 < cap)
+				out[n++] = *s;
+		}
+		s++;
+	} else
+		for (; s < end && *s != ',' && *s != '\n' && *s != '\r'; s++)
+			if (n + 1 < cap)
+				out[n++] = *s;
+	out[n] = '\0';
+	if (s < end && *s == '\r')
+		s++;
+	if (s >= end || *s == '\n') {
+		*p = s < end ? s + 1 : s;
+		return '\n';
+	}
+	if (*s != ',')
+		return 0;
+	*p = s + 1;
+	return ',';
+}
+
+/* Keeps the REP_MAX_CONFUSED largest off-diagonal counts, largest first
+ * (ties: the earlier cell first). */
+static void keep_confused(rep_classes *c, int truth, int pred, double count)
+{
+	size_t k = c->n_confused;
+	if (k == REP_MAX_CONFUSED && count <= c->confused[k - 1].count)
+		return;
+	if (k < REP_MAX_CONFUSED)
+		c->n_confused++;
+	else
+		k--;
+	while (k > 0 && c->confused[k - 1].count < count) {
+		c->confused[k] = c->confused[k - 1];
+		k--;
+	}
+	c->confused[k] = (rep_confused){truth, pred, count};
+}
+
+/*
+ * confusion.csv against c (names, per-class records and top-1 hits). 1
+ * read, 0 absent or bad (diagnosed), < 0 IMS_ENOMEM.
+ */
+static int read_confusion(rep_run *run, const char *path, rep_classes *c)
+{
+	struct stat st;
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return 0;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	ims_error e;
+	if (ims_read_file(path, &data, &len, REP_MAX_CONFUSION, &e) < 0) {
+		if (e.code == IMS_ENOMEM)
+			return IMS_ENOMEM;
+		int rc = bad(run, path, "%s: the confusion matrix is not drawn", e.msg);
+		return rc < 0 ? rc : 0;
+	}
+	const size_t n = (size_t)c->n;
+	char *field = malloc(MAX_NAME + 1);
+	c->confused = calloc(REP_MAX_CONFUSED, sizeof(rep_confused));
+	if (n <= REP_MAX_MATRIX)
+		c->matrix = calloc(n * n, sizeof(double));
+	int rc = 1;
+	if (!field || !c->confused || (n <= REP_MAX_MATRIX && !c->matrix)) {
+		rc = IMS_ENOMEM;
+		goto out;
+	}
+	const char *p = (const char *)data, *end = p + len;
+	const char *why = NULL;
+	int sep = csv_next(&p, end, field, MAX_NAME + 1);
+	if (sep != ',' || strcmp(field, "true/predicted"))
+		why = "does not start with 'true/predicted'";
+	for (size_t j = 0; !why && j < n; j++) {
+		sep = csv_next(&p, end, field, MAX_NAME + 1);
+		if (!sep || (sep == '\n') != (j == n - 1) || strcmp(field, c->names[j]))
+			why = "its columns are not eval.json's classes";
+	}
+	for (size_t i = 0; !why && i < n; i++) {
+		sep = csv_next(&p, end, field, MAX_NAME + 1);
+		if (sep != ',' || strcmp(field, c->names[i])) {
+			why = "its rows are not eval.json's classes";
+			break;
+		}
+		double sum = 0, hit = NAN;
+		for (size_t j = 0; j < n; j++) {
+			sep = csv_next(&p, end, field, MAX_NAME + 1);
+			char *tail;
+			errno = 0;
+			double v = strtod(field, &tail);
+			if (!sep || (sep == '\n') != (j == n - 1) || !*field || *tail ||
+			    errno || !(v >= 0 && v <= MAX_COUNT) || v != floor(v)) {
+				why = "a count is not a whole number";
+				break;
+			}
+			sum += v;
+			if (i == j)
+				hit = v;
+			else if (v > 0)
+				keep_confused(c, (int)i, (int)j, v);
+			if (c->matrix)
+				c->matrix[i * n + j] = v;
+		}
+		/* the hits are top1 x records rounded; eval.json prints
+		 * top1 to full precision */
+		if (!why && (sum != c->records[i] ||
+			     fabs(hit - c->top1[i] * c->records[i]) > 0.5))
+			why = "its counts disagree with eval.json's (written by another "
+			      "evaluation?)";
+	}
+	if (!why && p < end)
+		why = "it has rows after the last class";
+	if (why) {
+		free(c->matrix);
+		c->matrix = NULL;
+		c->n_confused = 0;
+		rc = bad(run, path, "%s: the confusion matrix is not drawn", why);
+		rc = rc < 0 ? rc : 0;
+	} else
+		c->has_confusion = 1;
+out:
+	free(field);
+	free(data);
+	return rc;
+}
+
+int rep_classes_load(rep_run *run, const char *dir, ims_error *err)
+{
+	char path[4096], csv[4096];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "eval.json", err));
+	FORWARD_IF_ERR(ims_path_join(csv, sizeof(csv), dir, "confusion.csv", err));
+	struct stat st;
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return 0; /* no evaluation in this folder: nothing to draw */
+	uint8_t *data = NULL;
+	size_t len = 0;
+	ims_error e;
+	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
+		if (e.code == IMS_ENOMEM)
+			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
+		int rc = bad(run, path, "%s", e.msg);
+		return rc < 0 ? ims_fail(err, rc, "cannot read '%s': out of memory", path) : 0;
+	}
+	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
+	free(data);
+	rep_classes *c = calloc(1, sizeof(*c));
+	int rc = 0, oom = 0;
+	if (!c) {
+		rc = IMS_ENOMEM;
+		goto out;
+	}
+	if (!cJSON_IsObject(o)) {
+		rc = bad(run, path, "not a JSON object (truncated?): ignored");
+		goto out;
+	}
+	c->program = str(o, "program", &oom);
+	c->split = str(o, "split", &oom);
+	double epoch = num(o, "epoch", 0, 1e7, 1);
+	c->epoch = isnan(epoch) ? -1 : (int)epoch;
+	c->n_records = num(o, "records", 0, MAX_COUNT, 1);
+	c->top1_all = num(o, "top1", 0, 1, 0);
+	c->top5_all = num(o, "top5", 0, 1, 0);
+	c->loss = num(o, "loss", 0, 1e300, 0);
+	if (oom) {
+		rc = IMS_ENOMEM;
+		goto out;
+	}
+	rc = read_per_class(run, path, o, c);
+	if (rc == 1) {
+		rc = read_confusion(run, csv, c);
+		if (rc >= 0) {
+			run->classes = c;
+			c = NULL;
+			rc = 0;
+		}
+	}
+out:
+	cJSON_Delete(o);
+	rep_classes_release(c);
+	free(c);
+	if (rc == IMS_ENOMEM)
+		return ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory", path);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- drawing ------------------------------------------------------------------ */
+
+#define CW 480.0
+#define FONT "font-family=\"sans-serif\" font-size=\"11\""
+
+/* Classes in the order drawn: all in label order when few, else the
+ * REP_MAX_BARS of lowest top-1 (ties: fewer top-5 hits, then label). */
+static const rep_classes *g_sort; /* qsort has no context argument */
+
+static int cmp_worst(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	const rep_classes *c = g_sort;
+	if (c->top1[x] != c->top1[y])
+		return c->top1[x] < c->top1[y] ? -1 : 1;
+	if (c->top5[x] != c->top5[y])
+		return c->top5[x] < c->top5[y] ? -1 : 1;
+	return x - y;
+}
+
+/* A class's label on the page: its name, cut past 24 bytes (what fits
+ * left of the bars; the bar's tooltip has it whole). */
+static void short_name(rep_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	if (n <= 24) {
+		rb_html(b, s);
+		return;
+	}
+	/* cut on a UTF-8 character boundary */
+	size_t k = 22;
+	while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+		k--;
+	char cut[32];
+	memcpy(cut, s, k);
+	cut[k] = '\0';
+	rb_html(b, cut);
+	rb_puts(b, "&hellip;");
+}
+
+/* Horizontal bars: top-5 (light) behind top-1, one row per class. */
+static void accuracy_bars(rep_buf *b, const rep_classes *c, const int *order,
+			  size_t n, size_t run_i)
+{
+	const double row = 16, top = 34, left = 170, right = 60;
+	const double pw = CW - left - right, h = top + row * (double)n + 24;
+	rb_printf(b, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" id=\"per-class-%zu\" "
+		     "data-chart=\"per-class\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" "
+		     "role=\"img\" aria-label=\"Per-class accuracy\"><title>Per-class accuracy</title>"
+		     "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>"
+		     "<text x=\"%.0f\" y=\"16\" " FONT " font-weight=\"bold\" text-anchor=\"middle\">"
+		     "Per-class accuracy</text>",
+		  run_i, CW, h, CW, h, CW, h, CW / 2);
+	rb_printf(b, "<rect x=\"%.0f\" y=\"22\" width=\"10\" height=\"8\" fill=\"%s\"/>"
+		     "<text x=\"%.0f\" y=\"30\" " FONT ">top-1</text>"
+		     "<rect x=\"%.0f\" y=\"22\" width=\"10\" height=\"8\" fill=\"%s\" opacity=\"0.3\"/>"
+		     "<text x=\"%.0f\" y=\"30\" " FONT ">top-5</text>",
+		  left, svg_color(0), left + 14, left + 60, svg_color(0), left + 74);
+	for (int t = 0; t <= 4; t++) {
+		double x = left + pw * t / 4;
+		rb_printf(b, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ddd\"/>"
+			     "<text x=\"%.1f\" y=\"%.0f\" " FONT " text-anchor=\"middle\">%d%%</text>",
+			  x, top, x, top + row * (double)n, x, top + row * (double)n + 14, 25 * t);
+	}
+	char n1[REP_NUM], n2[REP_NUM];
+	for (size_t r = 0; r < n; r++) {
+		int k = order[r];
+		double y = top + row * (double)r;
+		rb_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT " text-anchor=\"end\">",
+			  left - 6, y + 12);
+		short_name(b, c->names[k]);
+		rb_puts(b, "</text>");
+		rb_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
+			     "fill=\"%s\" opacity=\"0.3\"/>",
+			  left, y + 2, pw * c->top5[k], svg_color(0));
+		rb_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
+			     "fill=\"%s\"><title>",
+			  left, y + 2, pw * c->top1[k], svg_color(0));
+		rb_html(b, c->names[k]);
+		rb_printf(b, ": top-1 %s, top-5 %s of %.0f records</title></rect>",
+			  rep_fmt_pct_n(n1, c->top1[k]), rep_fmt_pct_n(n2, c->top5[k]),
+			  c->records[k]);
+		rb_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT ">%s</text>",
+			  left + pw + 4, y + 12, rep_fmt_pct_n(n1, c->top1[k]));
+	}
+	rb_puts(b, "</svg>\n");
+}
+
+/* The matrix as a table: counts, each cell shaded by its share of the
+ * true class's records. */
+static void matrix_table(rep_buf *b, const rep_classes *c)
+{
+	const size_t n = (size_t)c->n;
+	rb_puts(b, "<table class=\"confusion\"><tr><th class=\"l\">true \\ predicted</th>");
+	for (size_t j = 0; j < n; j++) {
+		rb_puts(b, "<th title=\"");
+		rb_html(b, c->names[j]);
+		rb_printf(b, "\">%zu</th>", j);
+	}
+	rb_puts(b, "</tr>\n");
+	for (size_t i = 0; i < n; i++) {
+		rb_printf(b, "<tr><th class=\"l\">%zu ", i);
+		short_name(b, c->names[i]);
+		rb_puts(b, "</th>");
+		for (size_t j = 0; j < n; j++) {
+			double v = c->matrix[i * n + j];
+			double share = c->records[i] > 0 ? v / c->records[i] : 0;
+			/* the diagonal in the palette's first colour, errors in red */
+			if (v > 0)
+				rb_printf(b, "<td style=\"background:rgba(%s,%.2f)\">%.0f</td>",
+					  i == j ? "31,119,180" : "214,39,40", 0.1 + 0.8 * share, v);
+			else
+				rb_puts(b, "<td>0</td>");
+		}
+		rb_puts(b, "</tr>\n");
+	}
+	rb_puts(b, "</table>\n");
+}
+
+void rep_html_classes(rep_buf *b, const rep_run *run, size_t run_i)
+{
+	const rep_classes *c = run->classes;
+	if (!c)
+		return;
+	char n1[REP_NUM], n2[REP_NUM];
+	rb_puts(b, "<h3>Per-class accuracy</h3>\n<p>From <code>eval.json</code>");
+	if (c->program) {
+		rb_puts(b, " (");
+		rb_html(b, c->program);
+		if (c->epoch >= 0)
+			rb_printf(b, ", after epoch %d", c->epoch + 1);
+		rb_puts(b, ")");
+	}
+	if (c->split) {
+		rb_puts(b, " on <code>");
+		rb_html(b, c->split);
+		rb_puts(b, "</code>");
+	}
+	rb_printf(b, ": %d classes", c->n);
+	if (isfinite(c->n_records))
+		rb_printf(b, ", %.0f records", c->n_records);
+	if (isfinite(c->top1_all))
+		rb_printf(b, ", top-1 %s", rep_fmt_pct_n(n1, c->top1_all));
+	if (isfinite(c->top5_all))
+		rb_printf(b, ", top-5 %s", rep_fmt_pct_n(n2, c->top5_all));
+	rb_puts(b, ". Every class is in <code>per_class.csv</code>.</p>\n");
+
+	size_t n = (size_t)c->n, shown = n < REP_MAX_BARS ? n : REP_MAX_BARS;
+	int *order = malloc(n * sizeof(int));
+	if (!order) {
+		b->oom = 1;
+		return;
+	}
+	for (size_t k = 0; k < n; k++)
+		order[k] = (int)k;
+	if (n > REP_MAX_BARS) {
+		g_sort = c;
+		qsort(order, n, sizeof(int), cmp_worst);
+		rb_printf(b, "<p class=\"note\">The %zu classes of lowest top-1 of %zu.</p>\n",
+			  shown, n);
+	}
+	rb_puts(b, "<div class=\"figs\">");
+	accuracy_bars(b, c, order, shown, run_i);
+	rb_puts(b, "</div>\n");
+	free(order);
+
+	rb_puts(b, "<h3>Confusion matrix</h3>\n");
+	if (!c->has_confusion) {
+		rb_puts(b, "<p class=\"note\">No <code>confusion.csv</code> beside eval.json, "
+			   "or one that does not agree with it (see the skipped lines).</p>\n");
+		return;
+	}
+	if (c->matrix) {
+		rb_puts(b, "<p>Rows: the true class; columns: the predicted class (numbered as "
+			   "the rows). Counts of records; the shade is the share of the true "
+			   "class's records.</p>\n");
+		matrix_table(b, c);
+	} else
+		rb_printf(b, "<p>%d classes are too many to draw as a matrix (the whole matrix "
+			     "is in <code>confusion.csv</code>); the most frequent confusions:</p>\n",
+			  c->n);
+	if (!c->n_confused) {
+		rb_puts(b, "<p>No record was predicted as another class.</p>\n");
+		return;
+	}
+	if (c->matrix)
+		rb_puts(b, "<p>The most frequent confusions:</p>\n");
+	static const char *const cols[] = {"true class", "predicted as", "records",
+					   "share of the true class", NULL};
+	rb_puts(b, "<table>");
+	rb_th_row(b, cols);
+	for (size_t k = 0; k < c->n_confused; k++) {
+		const rep_confused *e = &c->confused[k];
+		rb_puts(b, "<tr>");
+		rb_td(b, 1, c->names[e->truth]);
+		rb_td(b, 1, c->names[e->pred]);
+		rb_printf(b, "<td>%.0f</td>", e->count);
+		rb_td_pct(b, c->records[e->truth] > 0 ? e->count / c->records[e->truth] : NAN);
+		rb_puts(b, "</tr>\n");
+	}
+	rb_puts(b, "</table>\n");
+}

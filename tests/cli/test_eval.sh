@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# imshard eval and export: a checkpoint's numbers through eval equal the
+# trainer's last validation (exactly at the same batch size and threads),
+# and so do its exported weights'; the trainer's last validation writes
+# the per-class files eval -o writes, byte for byte; eval under mpirun
+# counts each record once and equals one rank; checkpoints of older
+# versions and other programs' weights name the flags they need; bad
+# inputs give one line and exit 1 or 2; report draws the per-class
+# files; the data-side binary links no BLAS or MPI.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+edit() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_edit.py" "$@"; }
+mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun "$@"; }
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+va="$T/p/val.json"
+records=$(json "$va" 'j["records"]')
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --epochs 2 --log-dir "$T/run" --checkpoint-dir "$T/run" --quiet
+ck="$T/run/checkpoint.safetensors"
+grep '"type":"val"' "$T/run/metrics.jsonl" | tail -1 >"$T/lastval.json"
+last() { json "$T/lastval.json" "$1"; }
+
+# --- the checkpoint records what eval needs ----------------------------
+/usr/bin/python3 - "$ck" >"$T/m" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read()
+m = json.loads(d[8:8 + struct.unpack("<Q", d[:8])[0]])["__metadata__"]
+print(m["model"], m["classes"], m["size"], m["mean"], m["std"], m["val_crop_frac"],
+      m["input_layout"], json.loads(m["class_names"]))
+PY
+contains "$T/m" "convnet7 4 16 123.675003,116.279999,103.529999 58.3950005,57.1199989,57.375 0.875 NCHW ['checkerboard', 'circle', 'crescent', 'cross']"
+
+# --- eval equals the trainer's last validation -------------------------
+numbers() { json "$1" '(j["records"], j["top1"], j["top5"], repr(j["loss"]))'; }
+want="($(last 'j["records"]'), $(last 'j["top1"]'), $(last 'j["top5"]'), '$(last 'repr(j["loss"])')')"
+expect 0 "$IMSHARD" eval "$ck" "$va" --batch-size 8 --threads 1 --json -q -o "$T/ev"
+cp "$T/out" "$T/eval.json"
+same "$(numbers "$T/eval.json")" "$want" "(eval = the last validation, bit for bit)"
+same "$(json "$T/eval.json" 'j["records"]')" "$records"
+# the exported weights give the same numbers
+expect 0 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
+contains "$T/err" "wrote 34 tensors of convnet7"
+expect 0 "$IMSHARD" eval "$T/w.safetensors" "$va" --batch-size 8 --threads 1 --json -q
+same "$(numbers "$T/out")" "$want" "(exported weights = the last validation)"
+# another batch size: the same hits, the loss to rounding
+expect 0 "$IMSHARD" eval "$T/w.safetensors" "$va" --threads 1 --json -q
+same "$(json "$T/out" '(j["records"], j["top1"], j["top5"])')" \
+  "$(json "$T/eval.json" '(j["records"], j["top1"], j["top5"])')"
+same "$(json "$T/out" 'abs(j["loss"] - '"$(last 'j["loss"]')"') < 1e-5')" True "(loss at batch 32)"
+
+# --- the files: the trainer's last validation wrote what eval -o writes --
+for f in per_class.csv confusion.csv predictions.csv eval.json; do exists "$T/run/$f"; done
+for f in per_class.csv confusion.csv predictions.csv; do
+  checks=$((checks + 1))
+  cmp -s "$T/run/$f" "$T/ev/$f" || fail "$f of the trainer and of eval differ"
+done
+same "$(json "$T/run/eval.json" '(j["program"], j["epoch"], j["records"])')" "('imshard-train', 1, $records)"
+same "$(json "$T/ev/eval.json" '(j["program"], j["records"], len(j["per_class"]))')" "('imshard eval', $records, 4)"
+/usr/bin/python3 - "$T/ev" "$T/eval.json" >"$T/m" 2>&1 <<'PY'
+import csv, json, sys
+d, ev = sys.argv[1], json.load(open(sys.argv[2]))
+rows = list(csv.reader(open(d + "/confusion.csv")))
+assert rows[0] == ["true/predicted", "checkerboard", "circle", "crescent", "cross"], rows[0]
+m = [[int(x) for x in r[1:]] for r in rows[1:]]
+assert m == ev["confusion"], (m, ev["confusion"])
+n = sum(map(sum, m))
+assert n == ev["records"], n
+assert abs(sum(m[i][i] for i in range(4)) / n - ev["top1"]) < 1e-12
+pc = list(csv.DictReader(open(d + "/per_class.csv")))
+assert [int(r["records"]) for r in pc] == [sum(r) for r in m]
+assert [int(r["top1_correct"]) for r in pc] == [m[i][i] for i in range(4)]
+pr = list(csv.DictReader(open(d + "/predictions.csv")))
+assert len(pr) == n and sorted(int(r["index"]) for r in pr) == list(range(n)), len(pr)
+assert sum(r["label"] == r["predicted"] for r in pr) == sum(m[i][i] for i in range(4))
+print("ok")
+PY
+contains "$T/m" "ok"
+# the table: numbers, per class, the matrix
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 -q
+contains "$T/out" "records $records  top-1"
+contains "$T/out" "confusion matrix (rows: true class, columns: predicted class)"
+contains "$T/out" "crescent"
+same "$(wc -l <"$T/err")" 0 "(-q: nothing on stderr)"
+
+# a split of other classes, for the refusals below
+expect 0 "$IMSHARD" sample "$T/s5" --classes 5 --per-class 4 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s5" -o "$T/p5" --val-ratio 0.5 --quiet
+
+# --- mpirun: every record once, the numbers of one rank ------------------
+if have_mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for np in 2 3; do
+    expect 0 mpi -np $np "$IMSHARD" eval "$ck" "$va" --batch-size 8 --threads 1 --json -q -o "$T/ev$np"
+    same "$(json "$T/out" '(j["records"], j["top1"], j["top5"], j["confusion"])')" \
+      "$(json "$T/eval.json" '(j["records"], j["top1"], j["top5"], j["confusion"])')" "(eval at $np ranks)"
+    same "$(json "$T/out" 'abs(j["loss"] - '"$(json "$T/eval.json" 'j["loss"]')"') < 1e-6')" True "(loss at $np ranks)"
+    same "$(cut -d, -f1-5,7 "$T/ev$np/predictions.csv" | md5sum)" "$(cut -d, -f1-5,7 "$T/ev/predictions.csv" | md5sum)" \
+      "(predictions at $np ranks)"
+  done
+  # bad input fails every rank alike: one line, no abort (mpirun adds
+  # its own lines about the exit status)
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/p5/val.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  contains "$T/err" "it has 5 classes, the model 4"
+  lacks "$T/err" "MPI_ABORT"
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/none.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  # a rank whose set-up fails alone names itself; the other says why it stops
+  expect 1 mpi -np 2 bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then s=$2; else s=$1; fi
+    exec "$IMSHARD" eval "$0" "$s" --threads 1' "$ck" "$va" "$T/p5/val.json"
+  same "$(grep -c '^imshard: eval: rank 1: cannot evaluate on' "$T/err")" 1 "(the failing rank named)"
+  same "$(grep -c '^imshard: eval: rank' "$T/err")" 1 "(the other rank ends quietly)"
+  lacks "$T/err" "MPI_ABORT"
+else
+  echo "mpirun not usable: multi-rank eval not checked"
+fi
+
+# --- checkpoints without a card: the flags named, then taken -------------
+edit "$ck" "$T/old.safetensors" --drop mean --drop std --drop val_crop_frac --drop class_names --drop input_layout
+expect 2 "$IMSHARD" eval "$T/old.safetensors" "$va"
+one_line "$T/err"
+contains "$T/err" "does not record its class names, mean, std"
+contains "$T/err" "pass --classes FILE --mean R,G,B --std R,G,B"
+expect 0 "$IMSHARD" eval "$T/old.safetensors" "$va" --classes "$T/p/classes.txt" --mean 123.675,116.28,103.53 \
+  --std 58.395,57.12,57.375 --batch-size 8 --threads 1 --json
+contains "$T/err" "records no validation crop fraction: 0.875"
+same "$(numbers "$T/out")" "$want" "(an older checkpoint with the flags)"
+expect 0 "$IMSHARD" eval "$T/old.safetensors" "$va" --classes "$T/p/train.json" --mean 123.675,116.28,103.53 \
+  --std 58.395,57.12,57.375 --batch-size 8 --threads 1 --json -q
+same "$(numbers "$T/out")" "$want" "(--classes from a manifest)"
+edit "$ck" "$T/bare.safetensors" --drop-all
+expect 2 "$IMSHARD" predict "$T/bare.safetensors" "$T/s/circle/$(ls "$T/s/circle" | head -1)"
+one_line "$T/err"
+contains "$T/err" "pass --model NAME --classes FILE --size PX --mean R,G,B --std R,G,B"
+expect 2 "$IMSHARD" export "$T/bare.safetensors" -o "$T/bare-w.safetensors"
+contains "$T/err" "pass --model NAME --classes FILE"
+# flags that contradict the checkpoint
+expect 2 "$IMSHARD" eval "$ck" "$va" --model resnet18
+one_line "$T/err"
+contains "$T/err" "--model resnet18, but"
+expect 2 "$IMSHARD" eval "$ck" "$va" --classes "$T/p5/classes.txt"
+one_line "$T/err"
+contains "$T/err" "names 5 classes"
+# --size replaces the recorded one, and says so
+expect 0 "$IMSHARD" eval "$ck" "$va" --size 24 --threads 1 --json
+contains "$T/err" "--size 24 in place of the 16 px"
+
+# --- bad inputs: one line, exit 1 or 2 ------------------------------------
+expect 1 "$IMSHARD" eval "$T/none.safetensors" "$va"
+one_line "$T/err"
+contains "$T/err" "none.safetensors"
+head -c 3000 "$ck" >"$T/cut.safetensors"
+expect 1 "$IMSHARD" eval "$T/cut.safetensors" "$va"
+one_line "$T/err"
+contains "$T/err" "cut.safetensors"
+expect 1 "$IMSHARD" eval "$va" "$va"
+one_line "$T/err"
+# a split with other classes: another count, other names
+expect 1 "$IMSHARD" eval "$ck" "$T/p5/val.json"
+one_line "$T/err"
+contains "$T/err" "it has 5 classes, the model 4"
+cp -r "$T/s" "$T/sr"
+mv "$T/sr/cross" "$T/sr/plus"
+expect 0 "$IMSHARD" convert folder "$T/sr" -o "$T/pr" --val-ratio 0.25 --quiet
+expect 1 "$IMSHARD" eval "$ck" "$T/pr/val.json"
+one_line "$T/err"
+contains "$T/err" "its class 3 is 'plus', the model's is 'cross'"
+# a manifest that is not one
+echo "not a manifest" >"$T/text.json"
+expect 1 "$IMSHARD" eval "$ck" "$T/text.json"
+one_line "$T/err"
+echo '{"records": 3}' >"$T/obj.json"
+expect 1 "$IMSHARD" eval "$ck" "$T/obj.json"
+one_line "$T/err"
+# weights of another model under this card: named tensors missing
+edit "$ck" "$T/r18.safetensors" --set model=resnet18
+expect 1 "$IMSHARD" eval "$T/r18.safetensors" "$va"
+one_line "$T/err"
+contains "$T/err" "is missing"
+# weights that give NaN
+edit "$ck" "$T/nan.safetensors" --nan features.1.running_var
+expect 1 "$IMSHARD" eval "$T/nan.safetensors" "$va" --threads 1
+one_line "$T/err"
+contains "$T/err" "is NaN: the network's output is not finite"
+# usage
+expect 2 "$IMSHARD" eval "$ck"
+one_line "$T/err"
+expect 2 "$IMSHARD" eval "$ck" "$va" --batch-size 0
+one_line "$T/err"
+expect 2 "$IMSHARD" eval "$ck" "$va" --device tpu
+one_line "$T/err"
+expect 2 "$IMSHARD" eval "$ck" "$va" --mean 1,2
+one_line "$T/err"
+expect 0 "$IMSHARD" eval --help
+contains "$T/out" "--val-crop-frac"
+contains "$T/out" "mpirun"
+# export: not over the checkpoint, not over a file without --force
+expect 2 "$IMSHARD" export "$ck" -o "$ck"
+one_line "$T/err"
+expect 2 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
+contains "$T/err" "exists (--force replaces it)"
+expect 0 "$IMSHARD" export "$ck" -o "$T/w.safetensors" --force -q
+expect 2 "$IMSHARD" export "$ck"
+contains "$T/err" "-o WEIGHTS.safetensors is required"
+# the export holds no optimiser state and loads as --init weights
+/usr/bin/python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); h=json.loads(d[8:8+struct.unpack("<Q",d[:8])[0]]); print(sum(k.startswith("optim.") for k in h))' "$T/w.safetensors" >"$T/m"
+contains "$T/m" "0"
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7 --size 16 --threads 1 \
+  --batch-size 8 --max-steps 1 --init "$T/w.safetensors"
+contains "$T/err" "loaded 34 tensors"
+
+# --- report draws the per-class files of a run folder ---------------------
+expect 0 "$IMSHARD" report "$T/run" -o "$T/r.html" --quiet
+contains "$T/r.html" "Per-class accuracy"
+contains "$T/r.html" "Confusion matrix"
+contains "$T/r.html" "crescent"
+
+# --- the data side loads no BLAS or MPI ------------------------------------
+ldd "$IMSHARD" >"$T/ldd"
+lacks "$T/ldd" "openblas"
+lacks "$T/ldd" "libmpi"
+lacks "$T/ldd" "libcud"
+expect 0 "$IMSHARD" --help
+contains "$T/out" "eval"
+contains "$T/out" "export"
+
+finish

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# imshard predict: image files go through validation's transform (the
+# records of a split extracted to files predict what eval predicted for
+# them); EXIF orientation is applied (every orientation of the fixture
+# predicts what the upright one does, the same pixels without the tag do
+# not); a PNG with alpha is composited over white; any size; bad images
+# are named on stderr, the others still predicted in order, exit 1.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+edit() { /usr/bin/python3 "$IMS_SRC/tests/cli/img_edit.py" "$@"; }
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+va="$T/p/val.json"
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --epochs 2 --log-dir "$T/run" --checkpoint-dir "$T/run" --quiet
+ck="$T/run/checkpoint.safetensors"
+mkdir -p "$T/fx" && "$IMS_FIXTURES" "$T/fx" || fail "make_images failed"
+fx="$T/fx"
+
+# --- the records of the split, as files, predict what eval predicted ------
+expect 0 "$IMSHARD" extract "$va" -o "$T/ex" --quiet
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 -q -o "$T/ev"
+ls "$T/ex"/*.jpg "$T/ex"/*.png 2>/dev/null | sort >"$T/files"
+same "$(wc -l <"$T/files")" "$(json "$va" 'j["records"]')" "(extracted records)"
+expect 0 "$IMSHARD" predict "$ck" $(cat "$T/files") --json --top 1 --threads 1 -q
+cp "$T/out" "$T/pred.jsonl"
+/usr/bin/python3 - "$T/pred.jsonl" "$T/ev/predictions.csv" >"$T/m" 2>&1 <<'PY'
+import csv, json, os, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = {int(r["index"]): r for r in csv.DictReader(open(sys.argv[2]))}
+assert len(got) == len(want), (len(got), len(want))
+for g in got:
+    w = want[int(os.path.basename(g["image"]).split(".")[0])]
+    t = g["top"][0]
+    assert (t["class"], t["name"]) == (int(w["predicted"]), w["predicted_name"]), (g, w)
+    assert abs(t["probability"] - float(w["confidence"])) < 2e-6, (g, w)
+print("ok")
+PY
+contains "$T/m" "ok"
+
+# --- the text lines: one per image, in order, --top K most probable -------
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/big.jpg" "$fx/rgb.png" --top 2 --threads 1
+same "$(wc -l <"$T/out")" 3 "(lines)"
+same "$(cut -d: -f1 "$T/out" | tr '\n' ' ')" "$fx/rgb.jpg $fx/big.jpg $fx/rgb.png " "(order)"
+/usr/bin/python3 - "$T/out" >"$T/m" 2>&1 <<'PY'
+import re, sys
+names = {"checkerboard", "circle", "crescent", "cross"}
+for line in open(sys.argv[1]):
+    parts = line.rstrip("\n").split(": ", 1)[1].split(", ")
+    assert len(parts) == 2, line
+    p = [float(re.fullmatch(r"(\S+) (\d+\.\d\d)%", x).group(2)) for x in parts]
+    assert all(re.fullmatch(r"(\S+) .*", x).group(1) in names for x in parts), line
+    assert p[0] >= p[1], line
+print("ok")
+PY
+contains "$T/m" "ok"
+# --json: probabilities sorted, summing to 1 over all classes
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --json --top 10 --threads 1
+/usr/bin/python3 - "$T/out" >"$T/m" 2>&1 <<'PY'
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+p = [t["probability"] for t in j["top"]]
+assert len(p) == 4 and p == sorted(p, reverse=True) and abs(sum(p) - 1) < 1e-9, j
+assert sorted(t["class"] for t in j["top"]) == [0, 1, 2, 3], j
+print("ok")
+PY
+contains "$T/m" "ok"
+
+# --- EXIF orientation, alpha, any size ------------------------------------
+# logits of each image, then the largest difference from rgb.jpg's
+logits() {
+  expect 0 "$IMSHARD" predict "$ck" "$@" --json --logits --top 1 --threads 1 -q
+  cp "$T/out" "$T/logits.jsonl"
+}
+diff_from() { # IMAGE: max |logit - logit(first image)|
+  /usr/bin/python3 - "$T/logits.jsonl" "$1" <<'PY'
+import json, sys
+rows = {j["image"]: j["logits"] for j in map(json.loads, open(sys.argv[1]))}
+ref, got = list(rows.values())[0], rows[sys.argv[2]]
+print("%.6f" % max(abs(a - b) for a, b in zip(ref, got)))
+PY
+}
+below() { # A B WHAT: A < B
+  checks=$((checks + 1))
+  /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$1" "$2" ||
+    fail "$3: $1 is not below $2"
+}
+# the same pixels stored rotated with the tag cleared: the control that
+# shows the orientation matters to this network
+edit no-orientation "$fx/exif_6.jpg" "$T/raw6.jpg"
+edit no-orientation "$fx/exif_3.jpg" "$T/raw3.jpg"
+logits "$fx/rgb.jpg" "$fx"/exif_[1-8].jpg "$T/raw6.jpg" "$T/raw3.jpg"
+raw6=$(diff_from "$T/raw6.jpg")
+raw3=$(diff_from "$T/raw3.jpg")
+below 0.02 "$raw6" "(the stored pixels of exif_6.jpg differ from the upright picture)"
+below 0.02 "$raw3" "(the stored pixels of exif_3.jpg differ from the upright picture)"
+# JPEG's loss on rotated blocks moves logits by a few thousandths
+for o in 1 2 3 4 5 6 7 8; do
+  below "$(diff_from "$fx/exif_$o.jpg")" 0.01 "(exif_$o.jpg against rgb.jpg)"
+done
+# lossless: a PNG's eXIf orientation gives the upright picture's logits
+logits "$fx/rgb.png" "$fx/exif_6.png"
+below "$(diff_from "$fx/exif_6.png")" 1e-5 "(exif_6.png against rgb.png)"
+# alpha over white: the same logits as the composited RGB picture
+edit over-white "$fx/rgba.png" "$T/white.png"
+logits "$fx/rgba.png" "$T/white.png" "$fx/gray_alpha.png" "$fx/palette_trns.png" "$fx/rgb16.png" "$fx/cmyk.jpg"
+below "$(diff_from "$T/white.png")" 1e-5 "(rgba.png against its composite over white)"
+same "$(wc -l <"$T/logits.jsonl")" 6 "(alpha, grey, palette, 16-bit, CMYK predicted)"
+# any size: 1200 x 900 and 1 x 1
+/usr/bin/python3 - "$T/dot.png" <<'PY'
+import struct, sys, zlib
+c = lambda k, b: struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b))
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + c(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+                              + c(b"IDAT", zlib.compress(b"\0\x10\x80\xf0")) + c(b"IEND", b""))
+PY
+logits "$fx/big.jpg" "$T/dot.png"
+same "$(wc -l <"$T/logits.jsonl")" 2 "(a large and a 1-pixel image predicted)"
+
+# --- bad images: named, the rest predicted in order, exit 1 ---------------
+mkfifo "$T/fifo.jpg"
+mkdir "$T/dir.jpg"
+expect 1 "$IMSHARD" predict "$ck" "$fx/truncated.jpg" "$fx/rgb.jpg" "$fx/garbage.jpg" "$fx/empty.jpg" \
+  "$T/none.jpg" "$fx/text.jpg" "$T/fifo.jpg" "$T/dir.jpg" "$fx/huge.png" "$fx/rgb.png" --threads 1
+same "$(cut -d: -f1 "$T/out" | tr '\n' ' ')" "$fx/rgb.jpg $fx/rgb.png " "(the good images, in order)"
+same "$(grep -c "^imshard: predict: cannot predict '" "$T/err")" 8 "(each bad image named once)"
+for f in "$fx/truncated.jpg" "$fx/garbage.jpg" "$fx/empty.jpg" "$T/none.jpg" "$fx/text.jpg" \
+  "$T/fifo.jpg" "$T/dir.jpg" "$fx/huge.png"; do
+  contains "$T/err" "cannot predict '$f'"
+done
+contains "$T/err" "predict: 8 of 10 images could not be predicted"
+same "$(wc -l <"$T/err")" 9 "(one line per bad image and the count)"
+# only bad images: nothing on stdout
+expect 1 "$IMSHARD" predict "$ck" "$fx/truncated.jpg" -q
+same "$(wc -c <"$T/out")" 0 "(no line for a bad image)"
+one_line "$T/err"
+
+# --- bad checkpoints and usage: one line ----------------------------------
+expect 1 "$IMSHARD" predict "$T/none.safetensors" "$fx/rgb.jpg"
+one_line "$T/err"
+contains "$T/err" "none.safetensors"
+head -c 2000 "$ck" >"$T/cut.safetensors"
+expect 1 "$IMSHARD" predict "$T/cut.safetensors" "$fx/rgb.jpg"
+one_line "$T/err"
+expect 1 "$IMSHARD" predict "$fx/rgb.jpg" "$fx/rgb.jpg"
+one_line "$T/err"
+expect 2 "$IMSHARD" predict "$ck"
+one_line "$T/err"
+expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --top 0
+one_line "$T/err"
+expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --logits
+one_line "$T/err"
+contains "$T/err" "--logits needs --json"
+expect 0 "$IMSHARD" predict --help
+contains "$T/out" "EXIF orientation"
+contains "$T/out" "--top"
+
+finish

@@ -1,0 +1,305 @@
+/*
+ * test_classes.c - a run folder's evaluation (report/classes.c): eval.json
+ * and confusion.csv read with their names quoted as CSV, the matrix and
+ * the most frequent confusions; a confusion.csv that disagrees with
+ * eval.json (other names, other counts, cut short) and a damaged eval.json
+ * become diagnostics and are not drawn, while the run still loads; the
+ * page draws per-class accuracy and the matrix, and past the limits the
+ * worst classes and the confusions alone.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "rep_test_util.h"
+
+static char tmp[4096];
+
+static int has_diag(const rep_run *r, const char *text)
+{
+	for (size_t i = 0; i < r->n_diags; i++)
+		if (strstr(r->diags[i], text))
+			return 1;
+	return 0;
+}
+
+/* 3 classes, 10 records: the second name holds a comma and a quote. */
+#define EVAL_JSON                                                               \
+	"{\"program\":\"imshard-train\",\"split\":\"p/val.json\",\"epoch\":1,"     \
+	"\"records\":10,\"top1\":0.6,\"top5\":1,\"topk\":3,\"loss\":0.9,"           \
+	"\"per_class\":[{\"name\":\"cat\",\"records\":4,\"top1\":0.75,\"top5\":1},"   \
+	"{\"name\":\"dog, \\\"big\\\"\",\"records\":3,\"top1\":0.3333333333333333,\"top5\":1}," \
+	"{\"name\":\"<eel>\",\"records\":3,\"top1\":0.6666666666666666,\"top5\":1}]}\n"
+#define CONFUSION_HEAD "true/predicted,cat,\"dog, \"\"big\"\"\",<eel>\n"
+#define CONFUSION                                                               \
+	CONFUSION_HEAD "cat,3,1,0\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,1,2\n"
+
+static void load(const char *dir, rep_run *r)
+{
+	ims_error err;
+	CHECK_OK(rep_run_load(r, dir, &err), &err);
+}
+
+static void test_read(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "good");
+	rep_test_run_a(dir);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes == NULL); /* no eval.json: nothing, and no diagnostic */
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	rep_run_release(&r);
+
+	rep_test_write(dir, "eval.json", EVAL_JSON, NULL, 0);
+	rep_test_write(dir, "confusion.csv", CONFUSION, NULL, 0);
+	load(dir, &r);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	const rep_classes *c = r.classes;
+	CHECK(c != NULL);
+	if (c) {
+		CHECK_EQ_INT(c->n, 3);
+		CHECK_EQ_STR(c->names[1], "dog, \"big\"");
+		CHECK_EQ_STR(c->program, "imshard-train");
+		CHECK_EQ_INT(c->epoch, 1);
+		CHECK_NEAR(c->top1_all, 0.6, 0);
+		CHECK_NEAR(c->records[0], 4, 0);
+		CHECK(c->has_confusion && c->matrix);
+		if (c->matrix) {
+			CHECK_NEAR(c->matrix[0 * 3 + 1], 1, 0);
+			CHECK_NEAR(c->matrix[1 * 3 + 0], 2, 0);
+			CHECK_NEAR(c->matrix[2 * 3 + 2], 2, 0);
+		}
+		/* off-diagonal cells, largest first, ties in reading order */
+		CHECK_EQ_U64(c->n_confused, 3);
+		if (c->n_confused == 3) {
+			CHECK(c->confused[0].truth == 1 && c->confused[0].pred == 0);
+			CHECK_NEAR(c->confused[0].count, 2, 0);
+			CHECK(c->confused[1].truth == 0 && c->confused[1].pred == 1);
+			CHECK(c->confused[2].truth == 2 && c->confused[2].pred == 1);
+		}
+	}
+	rep_run_release(&r);
+	/* CRLF line ends are CSV too */
+	rep_test_write(dir, "confusion.csv",
+		       "true/predicted,cat,\"dog, \"\"big\"\"\",<eel>\r\ncat,3,1,0\r\n"
+		       "\"dog, \"\"big\"\"\",2,1,0\r\n<eel>,0,1,2\r\n",
+		       NULL, 0);
+	load(dir, &r);
+	CHECK(r.classes && r.classes->has_confusion);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	rep_run_release(&r);
+}
+
+/* A confusion.csv that does not go with eval.json: diagnosed, not drawn;
+ * per-class accuracy still is. */
+static void bad_confusion(const char *dir, const char *csv, const char *why)
+{
+	rep_test_write(dir, "confusion.csv", csv, NULL, 0);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes != NULL);
+	if (r.classes) {
+		CHECK(!r.classes->has_confusion);
+		CHECK(r.classes->matrix == NULL);
+		CHECK_EQ_U64(r.classes->n_confused, 0);
+	}
+	CHECK(has_diag(&r, why));
+	CHECK(has_diag(&r, "confusion.csv: "));
+	CHECK(has_diag(&r, "the confusion matrix is not drawn"));
+	if (!has_diag(&r, why))
+		fprintf(stderr, "  no diagnostic '%s' (%zu)\n", why, r.n_diags);
+	rep_run_release(&r);
+}
+
+static void test_disagreeing(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "disagree");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "eval.json", EVAL_JSON, NULL, 0);
+	/* another class's name; names in another order */
+	bad_confusion(dir, "true/predicted,cat,dog,<eel>\ncat,3,1,0\ndog,2,1,0\n<eel>,0,1,2\n",
+		      "its columns are not eval.json's classes");
+	bad_confusion(dir,
+		      CONFUSION_HEAD "cat,3,1,0\n<eel>,0,1,2\n\"dog, \"\"big\"\"\",2,1,0\n",
+		      "its rows are not eval.json's classes");
+	/* a row that sums to other records; a diagonal that is not top-1 */
+	bad_confusion(dir, CONFUSION_HEAD "cat,3,1,1\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,1,2\n",
+		      "disagree with eval.json's");
+	bad_confusion(dir, CONFUSION_HEAD "cat,2,2,0\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,1,2\n",
+		      "disagree with eval.json's");
+	/* counts that are not whole numbers, a short row, a cut quote, rows
+	 * past the last class, an empty file */
+	bad_confusion(dir, CONFUSION_HEAD "cat,3,1.5,0\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,1,2\n",
+		      "a count is not a whole number");
+	bad_confusion(dir, CONFUSION_HEAD "cat,3,1\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,1,2\n",
+		      "a count is not a whole number");
+	bad_confusion(dir, CONFUSION_HEAD "cat,3,1,0\n\"dog, ", "its rows are not");
+	bad_confusion(dir, CONFUSION "x,1,1,1\n", "rows after the last class");
+	bad_confusion(dir, "", "does not start with");
+	/* the page: the accuracy drawn, the matrix's absence said */
+	rep_report rep;
+	rep_report_init(&rep, NULL);
+	ims_error err;
+	CHECK_OK(rep_report_add_run(&rep, dir, &err), &err);
+	CHECK_OK(rep_report_analyze(&rep, &err), &err);
+	char *page = NULL;
+	size_t len = 0;
+	CHECK_OK(rep_report_html(&rep, &page, &len, &err), &err);
+	CHECK(page && strstr(page, "data-chart=\"per-class\""));
+	CHECK(page && strstr(page, "or one that does not agree with it"));
+	CHECK(page && !strstr(page, "class=\"confusion\""));
+	free(page);
+	rep_report_release(&rep);
+}
+
+static void bad_eval(const char *dir, const char *json, const char *why)
+{
+	rep_test_write(dir, "eval.json", json, NULL, 0);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes == NULL);
+	CHECK(has_diag(&r, why));
+	if (!has_diag(&r, why))
+		fprintf(stderr, "  no diagnostic '%s'\n", why);
+	CHECK_EQ_U64(r.n_train, 3); /* the run itself still loads */
+	rep_run_release(&r);
+}
+
+static void test_bad_eval(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "badeval");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "confusion.csv", CONFUSION, NULL, 0);
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\"", "not a JSON object");
+	bad_eval(dir, "[1,2]", "not a JSON object");
+	bad_eval(dir, "{\"records\":10}", "'per_class' is not an array");
+	bad_eval(dir, "{\"per_class\":[]}", "'per_class' is not an array");
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":4,\"top1\":1.5,\"top5\":1}]}",
+		 "per_class[0] lacks");
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":4,\"top1\":1,\"top5\":1},"
+		      "{\"records\":4,\"top1\":1,\"top5\":1}]}",
+		 "per_class[1] lacks");
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":4.5,\"top1\":1,\"top5\":1}]}",
+		 "per_class[0] lacks");
+}
+
+/* n classes, one record each, every record predicted as the next class
+ * but the first `right` ones; top-1 of class k is 1 for k < right. */
+static void write_many(const char *dir, int n, int right)
+{
+	size_t cap = (size_t)n * (size_t)n * 2 + (size_t)n * 100 + 200;
+	char *j = malloc(cap), *c = malloc(cap);
+	if (!j || !c)
+		exit(1);
+	size_t jl = (size_t)snprintf(j, cap, "{\"per_class\":[");
+	size_t cl = (size_t)snprintf(c, cap, "true/predicted");
+	for (int k = 0; k < n; k++) {
+		jl += (size_t)snprintf(j + jl, cap - jl,
+				       "%s{\"name\":\"c%d\",\"records\":1,\"top1\":%d,\"top5\":1}",
+				       k ? "," : "", k, k < right);
+		cl += (size_t)snprintf(c + cl, cap - cl, ",c%d", k);
+	}
+	snprintf(j + jl, cap - jl, "]}\n");
+	cl += (size_t)snprintf(c + cl, cap - cl, "\n");
+	for (int i = 0; i < n; i++) {
+		cl += (size_t)snprintf(c + cl, cap - cl, "c%d", i);
+		int pred = i < right ? i : (i + 1) % n;
+		for (int k = 0; k < n; k++)
+			cl += (size_t)snprintf(c + cl, cap - cl, ",%d", k == pred);
+		cl += (size_t)snprintf(c + cl, cap - cl, "\n");
+	}
+	rep_test_write(dir, "eval.json", j, NULL, 0);
+	rep_test_write(dir, "confusion.csv", c, NULL, 0);
+	free(j);
+	free(c);
+}
+
+static char *page_of(const char *dir, rep_report *rep)
+{
+	rep_report_init(rep, NULL);
+	ims_error err;
+	CHECK_OK(rep_report_add_run(rep, dir, &err), &err);
+	CHECK_OK(rep_report_analyze(rep, &err), &err);
+	char *page = NULL;
+	size_t len = 0;
+	CHECK_OK(rep_report_html(rep, &page, &len, &err), &err);
+	return page;
+}
+
+/* Bars of the per-class chart of page p. */
+static size_t bars(const char *p)
+{
+	const char *s = p ? strstr(p, "data-chart=\"per-class\"") : NULL;
+	const char *e = s ? strstr(s, "</svg>") : NULL;
+	if (!e)
+		return 0;
+	size_t n = 0;
+	for (const char *q = s; (q = strstr(q, "class=\"mark\"")) && q < e; q++)
+		n++;
+	return n;
+}
+
+static void test_page(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "page");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "eval.json", EVAL_JSON, NULL, 0);
+	rep_test_write(dir, "confusion.csv", CONFUSION, NULL, 0);
+	rep_report rep;
+	char *p = page_of(dir, &rep);
+	CHECK(p && strstr(p, "<h3>Per-class accuracy</h3>"));
+	CHECK(p && strstr(p, "(imshard-train, after epoch 2)"));
+	CHECK(p && strstr(p, "<h3>Confusion matrix</h3>"));
+	CHECK(p && strstr(p, "class=\"confusion\""));
+	/* names escaped, never raw */
+	CHECK(p && strstr(p, "&lt;eel&gt;") && !strstr(p, "<eel>"));
+	CHECK(p && strstr(p, "dog, &quot;big&quot;"));
+	/* 3 classes: 2 bars each; the matrix's 9 cells, then the confusions */
+	CHECK_EQ_U64(bars(p), 6);
+	CHECK(p && strstr(p, "dog, &quot;big&quot;: top-1 33.3%, top-5 100.0% of 3 records"));
+	CHECK(p && strstr(p, "The most frequent confusions"));
+	CHECK(p && !strstr(p, "nan") && !strstr(p, "inf\""));
+	free(p);
+	rep_report_release(&rep);
+
+	/* past REP_MAX_MATRIX classes: no matrix, the confusions listed */
+	write_many(dir, REP_MAX_MATRIX + 5, 2);
+	p = page_of(dir, &rep);
+	CHECK(rep.runs[0].classes && rep.runs[0].classes->has_confusion &&
+	      !rep.runs[0].classes->matrix);
+	CHECK(p && !strstr(p, "class=\"confusion\""));
+	CHECK(p && strstr(p, "are too many to draw as a matrix"));
+	CHECK_EQ_U64(rep.runs[0].classes ? rep.runs[0].classes->n_confused : 0,
+		     REP_MAX_CONFUSED);
+	free(p);
+	rep_report_release(&rep);
+
+	/* past REP_MAX_BARS classes: the worst of them, said so */
+	write_many(dir, REP_MAX_BARS + 10, REP_MAX_BARS);
+	p = page_of(dir, &rep);
+	char note[200];
+	snprintf(note, sizeof(note), "The %d classes of lowest top-1 of %d.", REP_MAX_BARS,
+		 REP_MAX_BARS + 10);
+	CHECK(p && strstr(p, note));
+	CHECK_EQ_U64(bars(p), 2 * REP_MAX_BARS);
+	/* the 10 wrong classes come first, the right ones from c0 on */
+	CHECK(p && strstr(p, ">c60</text>") && strstr(p, ">c0</text>") &&
+	      !strstr(p, ">c50</text>"));
+	free(p);
+	rep_report_release(&rep);
+}
+
+int main(void)
+{
+	rep_test_tmpdir(tmp, sizeof(tmp), "test_classes");
+	test_read();
+	test_disagreeing();
+	test_bad_eval();
+	test_page();
+	if (!test_failures_)
+		rep_test_rm_tree(tmp);
+	return TEST_EXIT();
+}

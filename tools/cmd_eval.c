@@ -1,0 +1,361 @@
+/*
+ * cmd_eval.c - `imshard eval`: a trained model's top-1, top-5 and loss on
+ * a packed split, per class and as a confusion matrix; alone or under
+ * mpirun, each rank its share (train/eval.h does the work).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "imshard_model.h"
+#include "train/eval.h"
+
+/* The matrix is printed up to this many classes; beyond, the pairs most
+ * often confused. */
+#define PRINTED_MATRIX 20
+#define PRINTED_PAIRS 10
+
+static const cli_command command = {
+	"eval",
+	"imshard eval CHECKPOINT SPLIT.json [--batch-size B] [--json] [-o DIR] [options]",
+	"Evaluates a trained model on a packed split: top-1, top-5 and the mean\n"
+	"loss, accuracy per class and the confusion matrix.",
+	"CHECKPOINT is a checkpoint of imshard-train, a file of 'imshard export',\n"
+	"or other safetensors weights under torchvision's names (every tensor of\n"
+	"the model must be there with its shape). The split is read with the\n"
+	"validation transform the model was trained with: the shorter side\n"
+	"resized to size / val-crop-frac, the centre size x size crop, then\n"
+	"--mean/--std; every record is counted once. The split's class names\n"
+	"must be the model's, in order.\n\n"
+	MODEL_CARD_HELP "\n"
+	"Under mpirun each rank evaluates its share of the records (shares\n"
+	"padded to equal length, repeats not counted) and rank 0 prints: the\n"
+	"numbers equal one rank's. --threads is per rank (default all cores:\n"
+	"with N ranks on one machine give each cores/N).\n\n"
+	"Output: a table on stdout (the matrix when there are at most 20\n"
+	"classes, else the pairs most often confused); --json prints one JSON\n"
+	"object instead (records, top1, top5, topk, loss, bad_records,\n"
+	"classes, per_class, confusion: rows by true class). -o DIR writes\n"
+	"DIR/per_class.csv, confusion.csv, predictions.csv (one row per record:\n"
+	"label, predicted class, its probability) and eval.json; 'imshard\n"
+	"report' draws them when DIR is a run's --log-dir. docs/TRAINING.md\n"
+	"(\"Evaluating\") has the columns. A record that cannot be read or\n"
+	"decoded is replaced by another and counted in bad_records, with a\n"
+	"warning.\n\n"
+	"Examples:\n"
+	"  imshard eval runs/a/checkpoint.safetensors out/test.json\n"
+	"  mpirun -np 4 imshard eval model.safetensors out/val.json --threads 4 -o runs/a\n\n"
+	"Exit status: 0 evaluated, 1 a missing or damaged checkpoint or split,\n"
+	"a split with other classes, 2 bad usage or a flag the weights need."};
+
+/* ---- progress ------------------------------------------------------------ */
+
+typedef struct progress {
+	int on;
+	double last;
+} progress;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	progress *p = ctx;
+	double now = ims_now();
+	if (!p->on || (now - p->last < 0.1 && done < total))
+		return;
+	p->last = now;
+	fprintf(stderr, "\rimshard: eval: batch %llu/%llu", (unsigned long long)done,
+		(unsigned long long)total);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static double pct(uint64_t a, uint64_t b)
+{
+	return b ? 100.0 * (double)a / (double)b : 0;
+}
+
+/* Counts of (true, predicted) for the pairs confused most. */
+typedef struct pair {
+	int t, p;
+	uint64_t n;
+} pair;
+
+static int cmp_pair(const void *a, const void *b)
+{
+	const pair *x = a, *y = b;
+	if (x->n != y->n)
+		return x->n < y->n ? 1 : -1;
+	return x->t != y->t ? x->t - y->t : x->p - y->p;
+}
+
+/* The off-diagonal pairs of the confusion matrix, largest first; *n gets
+ * their number. NULL when out of memory. */
+static pair *confused_pairs(const nn_eval_result *r, size_t *n)
+{
+	pair *ps = malloc((r->n ? r->n : 1) * sizeof(pair));
+	*n = 0;
+	if (!ps)
+		return NULL;
+	for (uint64_t i = 0; i < r->n; i++)
+		if (r->pred[i] != r->label[i])
+			ps[(*n)++] = (pair){r->label[i], r->pred[i], 1};
+	/* merge equal pairs: sort by (t, p), count runs */
+	qsort(ps, *n, sizeof(pair), cmp_pair); /* all n == 1: by t, p */
+	size_t m = 0;
+	for (size_t i = 0; i < *n; i++) {
+		if (m && ps[m - 1].t == ps[i].t && ps[m - 1].p == ps[i].p)
+			ps[m - 1].n++;
+		else
+			ps[m++] = ps[i];
+	}
+	qsort(ps, m, sizeof(pair), cmp_pair);
+	*n = m;
+	return ps;
+}
+
+static void print_table(const nn_eval_result *r, const nn_model_card *c,
+			const char *weights, const char *split)
+{
+	char d[128], name[96];
+	printf("'%s' (%s) on '%s'\n", weights, model_card_describe(c, d, sizeof(d)),
+	       split);
+	printf("records %llu  top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n\n",
+	       (unsigned long long)r->records, 100 * r->top1, 100 * r->top5, r->loss);
+	int w = 5;
+	for (int k = 0; k < r->classes; k++) {
+		int len = (int)strlen(ims_escape(c->class_names[k], name, 25));
+		w = len > w ? len : w;
+	}
+	printf("%5s  %-*s  %8s  %7s  %7s\n", "class", w, "name", "records", "top-1",
+	       "top-5");
+	for (int k = 0; k < r->classes; k++)
+		printf("%5d  %-*s  %8llu  %6.2f%%  %6.2f%%\n", k, w,
+		       ims_escape(c->class_names[k], name, 25),
+		       (unsigned long long)r->class_records[k],
+		       pct(r->class_top1[k], r->class_records[k]),
+		       pct(r->class_topk[k], r->class_records[k]));
+	if (r->classes <= PRINTED_MATRIX) {
+		printf("\nconfusion matrix (rows: true class, columns: predicted class)\n");
+		printf("%5s  %-*s", "", w, "");
+		for (int k = 0; k < r->classes; k++)
+			printf(" %6d", k);
+		printf("\n");
+		uint64_t row[PRINTED_MATRIX];
+		for (int t = 0; t < r->classes; t++) {
+			memset(row, 0, sizeof(row));
+			for (uint64_t i = 0; i < r->n; i++)
+				if (r->label[i] == t)
+					row[r->pred[i]]++;
+			printf("%5d  %-*s", t, w, ims_escape(c->class_names[t], name, 25));
+			for (int k = 0; k < r->classes; k++)
+				printf(" %6llu", (unsigned long long)row[k]);
+			printf("\n");
+		}
+		return;
+	}
+	size_t n;
+	pair *ps = confused_pairs(r, &n);
+	printf("\nmost often confused (true class -> predicted: records)\n");
+	for (size_t i = 0; ps && i < n && i < PRINTED_PAIRS; i++) {
+		char other[96];
+		printf("  %s -> %s: %llu\n", ims_escape(c->class_names[ps[i].t], name, 48),
+		       ims_escape(c->class_names[ps[i].p], other, 48),
+		       (unsigned long long)ps[i].n);
+	}
+	if (ps && n == 0)
+		printf("  none\n");
+	free(ps);
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* One JSON object on one line: the summary through cJSON, the matrix
+ * streamed row by row (a million-cell matrix as cJSON nodes would take
+ * gigabytes). */
+static int print_json(const nn_eval_result *r, const nn_model_card *c,
+		      const char *weights, const char *split)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "weights", weights);
+	cJSON_AddStringToObject(j, "split", split);
+	cJSON_AddStringToObject(j, "model", c->model);
+	cJSON_AddNumberToObject(j, "size", c->size);
+	cJSON_AddNumberToObject(j, "records", (double)r->records);
+	cJSON_AddNumberToObject(j, "top1", r->top1);
+	cJSON_AddNumberToObject(j, "top5", r->top5);
+	cJSON_AddNumberToObject(j, "topk", r->topk);
+	cJSON_AddNumberToObject(j, "loss", r->loss);
+	cJSON_AddNumberToObject(j, "bad_records", (double)r->bad_records);
+	cJSON *names = cJSON_AddArrayToObject(j, "classes");
+	cJSON *pc = cJSON_AddArrayToObject(j, "per_class");
+	for (int k = 0; names && pc && k < r->classes; k++) {
+		cJSON_AddItemToArray(names, cJSON_CreateString(c->class_names[k]));
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddItemToArray(pc, e);
+		cJSON_AddNumberToObject(e, "records", (double)r->class_records[k]);
+		cJSON_AddNumberToObject(e, "top1_correct", (double)r->class_top1[k]);
+		cJSON_AddNumberToObject(e, "top5_correct", (double)r->class_topk[k]);
+	}
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	uint64_t *row = calloc((size_t)r->classes, sizeof(uint64_t));
+	if (!text || !row) {
+		free(text);
+		free(row);
+		cli_error("eval: out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	text[strlen(text) - 1] = '\0'; /* the closing brace: the matrix follows */
+	fputs(text, stdout);
+	free(text);
+	fputs(",\"confusion\":[", stdout);
+	for (int t = 0; t < r->classes; t++) {
+		memset(row, 0, (size_t)r->classes * sizeof(uint64_t));
+		for (uint64_t i = 0; i < r->n; i++)
+			if (r->label[i] == t)
+				row[r->pred[i]]++;
+		fputs(t ? ",[" : "[", stdout);
+		for (int k = 0; k < r->classes; k++)
+			printf(k ? ",%llu" : "%llu", (unsigned long long)row[k]);
+		fputs("]", stdout);
+	}
+	fputs("]}\n", stdout);
+	free(row);
+	return 0;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+/* One line (naming the rank when there are several), every rank ended. */
+static int fail(dp_comm *comm, const ims_error *err)
+{
+	if (dp_world(comm) > 1)
+		fprintf(stderr, "imshard: eval: rank %d: %s\n", dp_rank(comm), err->msg);
+	else
+		cli_error("eval: %s", err->msg);
+	dp_abort(comm, CLI_EXIT_FAIL);
+	dp_finalize(comm);
+	return CLI_EXIT_FAIL;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+	dp_comm *comm = NULL;
+	ims_error err;
+	ims_error_clear(&err);
+	/* MPI first: it may rewrite argv, and every rank parses the same */
+	if (dp_init(&argc, &argv, &comm, &err) < 0) {
+		cli_error("eval: %s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	/* again after MPI, which may install a SIGBUS handler of its own */
+	ims_mapguard_install("imshard");
+	model_flags mf = {0};
+	int batch = 32, threads = 0, json = 0;
+	const char *device = "cpu", *out = NULL;
+	const cli_opt opts[] = {
+		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
+		{"threads", 0, CLI_INT, &threads, "T", "compute and decoding threads per rank (all cores)", 0, 1024},
+		{"device", 0, CLI_STRING, &device, "DEV", "cpu or cuda (cpu)", 0, 0},
+		{"json", 0, CLI_FLAG, &json, NULL, "print one JSON object instead of the table", 0, 0},
+		{"output", 'o', CLI_STRING, &out, "DIR", "write per_class.csv, confusion.csv, predictions.csv and eval.json here", 0, 0},
+		MODEL_CARD_OPTIONS(&mf),
+		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no progress or notes on stderr", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[2];
+	int np = 0;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 2, 2, &np);
+	if (!rc && strcmp(device, "cpu") && strcmp(device, "cuda"))
+		rc = cli_usage_error(&command, "--device must be cpu or cuda, got '%s'",
+				     device);
+	const int rank0 = dp_rank(comm) == 0;
+	/* notes from rank 0 only: every rank resolves the same card */
+	model_flags quiet_mf = mf;
+	quiet_mf.quiet = mf.quiet || !rank0;
+	nn_model_card card;
+	nn_model_card_init(&card);
+	if (!rc)
+		rc = model_card_resolve("eval", pos[0], &quiet_mf, NN_CARD_ALL, &card);
+	if (rc) {
+		dp_finalize(comm);
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+	progress pr = {rank0 && !mf.quiet && isatty(STDERR_FILENO), 0};
+	nn_eval_opts eo;
+	nn_eval_opts_init(&eo);
+	eo.split = pos[1];
+	eo.weights = pos[0];
+	eo.card = &card;
+	eo.device = device;
+	eo.batch_size = batch;
+	eo.threads = threads;
+	/* where batches live matters on a device only */
+	eo.quiet = mf.quiet || strcmp(device, "cuda");
+	eo.progress = on_progress;
+	eo.ctx = &pr;
+	nn_eval_result res;
+	rc = nn_eval_run(&eo, comm, &res, &err);
+	if (pr.on)
+		fputs("\r\033[K", stderr);
+	if (rc < 0 && res.setup_failed_ranks > 0) {
+		/* every rank is here, none in a collective: end without an
+		 * abort. Failed alike everywhere (bad input): rank 0's line
+		 * alone; else each rank that failed names itself. */
+		const int world = dp_world(comm);
+		if (world == 1)
+			cli_error("eval: %s", err.msg);
+		else if (res.setup_failed_ranks == world ? rank0 : res.setup_failed_here) {
+			if (res.setup_failed_ranks == world)
+				cli_error("eval: %s", err.msg);
+			else
+				fprintf(stderr, "imshard: eval: rank %d: %s\n", dp_rank(comm),
+					err.msg);
+		}
+		nn_model_card_release(&card);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
+	if (rc < 0) {
+		nn_model_card_release(&card);
+		return fail(comm, &err);
+	}
+	int status = CLI_EXIT_OK;
+	if (!isfinite(res.loss)) {
+		/* numbers of such a model mean nothing: no table, no files */
+		if (rank0)
+			cli_error("eval: the loss of '%s' on '%s' is %s: the network's "
+				  "output is not finite (weights of a run that diverged?)",
+				  pos[0], pos[1], isnan(res.loss) ? "NaN" : "infinite");
+		nn_eval_result_release(&res);
+		nn_model_card_release(&card);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
+	if (rank0) {
+		if (res.bad_records)
+			cli_warn(mf.quiet,
+				 "eval: %llu records of '%s' could not be read or "
+				 "decoded and were replaced by others (counted twice); "
+				 "'imshard verify --decode' names them",
+				 (unsigned long long)res.bad_records, pos[1]);
+		if (out) {
+			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0};
+			if (nn_eval_write(out, &res, &card, &origin, &err) < 0) {
+				cli_error("eval: %s", err.msg);
+				status = CLI_EXIT_FAIL;
+			}
+		}
+		if (json)
+			status = print_json(&res, &card, pos[0], pos[1]) ? CLI_EXIT_FAIL : status;
+		else
+			print_table(&res, &card, pos[0], pos[1]);
+		fflush(stdout);
+	}
+	nn_eval_result_release(&res);
+	nn_model_card_release(&card);
+	dp_finalize(comm);
+	return status;
+}

@@ -1,0 +1,124 @@
+/*
+ * cmd_export.c - `imshard export`: a checkpoint's weights and buffers
+ * (no optimiser state) as a safetensors file under torchvision's names,
+ * which PyTorch loads with strict=True; the model card goes along in its
+ * metadata, so eval, predict and --init read the file as they read a
+ * checkpoint.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "imshard_model.h"
+#include "train/checkpoint.h"
+
+static const cli_command command = {
+	"export",
+	"imshard export CHECKPOINT -o WEIGHTS.safetensors [options]",
+	"Writes a checkpoint's model weights and buffers (batch-norm running\n"
+	"statistics and counters; no optimiser state, no training position) as\n"
+	"a safetensors file under torchvision's tensor names.",
+	"PyTorch loads it into the same model built with the same class count:\n\n"
+	"  import torch, torchvision, safetensors.torch\n"
+	"  m = torchvision.models.resnet18(num_classes=10)\n"
+	"  m.load_state_dict(safetensors.torch.load_file(\"w.safetensors\"), strict=True)\n\n"
+	"(convnet7 is imshard's own: docs/TRAINING.md, \"Exporting to PyTorch\",\n"
+	"gives its PyTorch definition.) Floats are F32, num_batches_tracked I64\n"
+	"scalars, as model.state_dict() holds them. The metadata keeps the model\n"
+	"card (model, classes and names, input size, mean/std, validation crop),\n"
+	"so 'imshard eval' and 'imshard predict' take the file as they take the\n"
+	"checkpoint, and --init loads it. Every tensor of the model is checked to\n"
+	"be in the checkpoint with its shape before anything is written; the\n"
+	"file is written atomically (a temporary renamed over it).\n\n"
+	"The model and class count come from the checkpoint (--model and\n"
+	"--classes for weights that lack them); --size, --mean, --std and\n"
+	"--val-crop-frac change what is recorded.\n\n"
+	"Exit status: 0 written, 1 a missing or damaged checkpoint or a write\n"
+	"failure, 2 bad usage (also: -o exists without --force, or is the\n"
+	"checkpoint)."};
+
+/* 1 when a and b name the same existing file. */
+static int same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
+	       x.st_ino == y.st_ino;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	model_flags mf = {0};
+	const char *out = NULL;
+	int force = 0;
+	const cli_opt opts[] = {
+		{"output", 'o', CLI_STRING, &out, "FILE", "the safetensors file to write (required)", 0, 0},
+		{"force", 'f', CLI_FLAG, &force, NULL, "replace FILE when it exists", 0, 0},
+		MODEL_CARD_OPTIONS(&mf),
+		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char *pos[1];
+	int np = 0;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 1, 1, &np);
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	if (!out)
+		return cli_usage_error(&command, "-o WEIGHTS.safetensors is required");
+	if (same_file(pos[0], out))
+		return cli_usage_error(&command,
+				       "-o '%s' is the checkpoint itself: write the "
+				       "export elsewhere",
+				       out);
+	struct stat st;
+	if (!force && lstat(out, &st) == 0)
+		return cli_usage_error(&command, "'%s' exists (--force replaces it)", out);
+	nn_model_card card;
+	rc = model_card_resolve("export", pos[0], &mf, NN_CARD_MODEL | NN_CARD_CLASSES,
+				&card);
+	if (rc)
+		return rc;
+	if (!(card.have & NN_CARD_NAMES))
+		cli_info(mf.quiet,
+			 "export: '%s' records no class names, nor will '%s' "
+			 "(--classes FILE adds them)",
+			 pos[0], out);
+	ims_error err;
+	nn_ctx ctx;
+	nn_model *m = NULL;
+	nn_model_card_text text;
+	memset(&text, 0, sizeof(text));
+	int ctx_ok = 0;
+	/* the weights do not depend on the input size: any the model takes */
+	const int size = (card.have & NN_CARD_SIZE) ? card.size : 224;
+	rc = nn_ctx_init_cpu(&ctx, 1, &err);
+	ctx_ok = rc == 0;
+	if (!rc)
+		rc = nn_model_create(&ctx, card.model, card.classes, size, size, 1, 0,
+				     &m, &err);
+	if (!rc)
+		rc = nn_model_set_use(m, NN_USE_EVAL, &err);
+	if (!rc)
+		rc = nn_model_load_weights(pos[0], m, &err);
+	if (!rc)
+		rc = nn_model_card_format(&card, &text, &err);
+	if (!rc) {
+		const char *meta[2 * 8 + 3];
+		size_t n = 0;
+		for (; text.kv[n]; n++)
+			meta[n] = text.kv[n];
+		meta[n++] = "exported_from";
+		meta[n++] = pos[0];
+		meta[n] = NULL;
+		rc = nn_checkpoint_save(out, m, NULL, meta, &err);
+	}
+	if (rc < 0)
+		cli_error("export: %s", err.msg);
+	else
+		cli_info(mf.quiet, "export: wrote %d tensors of %s to '%s'",
+			 nn_model_tensor_count(m), card.model, out);
+	nn_model_card_text_release(&text);
+	nn_model_free(m);
+	if (ctx_ok)
+		nn_ctx_release(&ctx);
+	nn_model_card_release(&card);
+	return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}

@@ -1,0 +1,302 @@
+/*
+ * cmd_predict.c - `imshard predict`: class names and probabilities for
+ * image files, each rendered with the validation transform the model was
+ * trained with (augment's aug_render, the loader's own path), in batches.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "augment/augment.h"
+#include "imshard_model.h"
+
+/* Image files larger than this are refused (an absurd input, not a
+ * photograph). */
+#define MAX_IMAGE_BYTES ((size_t)1 << 30)
+
+static const cli_command command = {
+	"predict",
+	"imshard predict CHECKPOINT IMAGE... [--top K] [--json] [options]",
+	"Predicts the classes of image files with a trained model: the top K\n"
+	"class names and their probabilities, one line per image.",
+	"Images are JPEG or PNG of any size (up to 32768 pixels a side), told\n"
+	"apart by their content; EXIF orientation is applied, alpha is\n"
+	"composited over white, grey and CMYK become RGB. Each is fed to the\n"
+	"network exactly as validation fed the records it was trained on: the\n"
+	"shorter side resized to size / val-crop-frac, the centre size x size\n"
+	"crop, --mean/--std (one code path with the loader).\n\n"
+	MODEL_CARD_HELP "\n"
+	"Output, in the order the images were given: 'IMAGE: NAME 92.31%,\n"
+	"NAME 5.10%, ...'; with --json one JSON object per line: image, top\n"
+	"(class index, name, probability, most probable first) and with\n"
+	"--logits every class's logit (the network's raw output). An image that\n"
+	"cannot be read or decoded is named on stderr and the others are still\n"
+	"predicted; the exit status is then 1.\n\n"
+	"Examples:\n"
+	"  imshard predict runs/a/checkpoint.safetensors photo.jpg scan.png\n"
+	"  imshard predict model.safetensors *.jpg --top 1 --json\n\n"
+	"Exit status: 0 every image predicted, 1 some image failed or the\n"
+	"checkpoint is missing or damaged, 2 bad usage or a flag the weights\n"
+	"need."};
+
+/* Per thread: a codec and the decoded pixels it reuses. */
+typedef struct worker {
+	aug_codec *codec;
+	aug_image img;
+} worker;
+
+/* One image file into dst (a sample of t). */
+static int render_file(worker *w, const char *path, const aug_transform_opts *t,
+		       void *dst, ims_error *err)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	FORWARD_IF_ERR(ims_read_file(path, &data, &len, MAX_IMAGE_BYTES, err));
+	aug_image_info info;
+	int rc = aug_probe(w->codec, data, len, &info, err);
+	if (!rc)
+		rc = aug_render(w->codec, data, len, info.upright_width,
+				info.upright_height, t, 0, 0, 0, &w->img, dst, NULL, err);
+	free(data);
+	return rc;
+}
+
+typedef struct out_opts {
+	int top, json, logits;
+} out_opts;
+
+/* A class and its probability, sorted most probable first (ties: the
+ * lower index first). */
+typedef struct ranked {
+	double p;
+	int k;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+	const ranked *x = a, *y = b;
+	if (x->p != y->p)
+		return x->p < y->p ? 1 : -1;
+	return x->k - y->k;
+}
+
+/* The line of one image from its logits (k classes). */
+static int print_one(const char *path, const float *z, int k,
+		     const nn_model_card *c, const out_opts *o, ranked *r)
+{
+	double mx = z[0], s = 0;
+	for (int i = 1; i < k; i++)
+		mx = z[i] > mx ? z[i] : mx;
+	for (int i = 0; i < k; i++)
+		s += (r[i].p = exp((double)z[i] - mx));
+	for (int i = 0; i < k; i++) {
+		r[i].p /= s;
+		r[i].k = i;
+	}
+	qsort(r, (size_t)k, sizeof(ranked), cmp_ranked);
+	if (!o->json) {
+		char name[1024];
+		printf("%s:", ims_escape(path, name, sizeof(name)));
+		for (int i = 0; i < o->top; i++)
+			printf("%s %s %.2f%%", i ? "," : "",
+			       ims_escape(c->class_names[r[i].k], name, sizeof(name)),
+			       100 * r[i].p);
+		printf("\n");
+		return 0;
+	}
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "image", path);
+	cJSON *top = cJSON_AddArrayToObject(j, "top");
+	for (int i = 0; top && i < o->top; i++) {
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddItemToArray(top, e);
+		cJSON_AddNumberToObject(e, "class", r[i].k);
+		cJSON_AddStringToObject(e, "name", c->class_names[r[i].k]);
+		cJSON_AddNumberToObject(e, "probability", r[i].p);
+	}
+	if (o->logits) {
+		cJSON *l = cJSON_AddArrayToObject(j, "logits");
+		for (int i = 0; l && i < k; i++)
+			cJSON_AddItemToArray(l, cJSON_CreateNumber(z[i]));
+	}
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	if (!text)
+		return -1;
+	printf("%s\n", text);
+	free(text);
+	return 0;
+}
+
+typedef struct predictor {
+	nn_ctx ctx;
+	int ctx_ok;
+	nn_model *m;
+	aug_transform_opts t;
+	size_t sample;       /* bytes of one rendered image */
+	float *x;            /* batch of rendered images */
+	worker *workers;
+	int n_workers;
+	ranked *ranks;       /* one image's classes, sorted */
+} predictor;
+
+static void predictor_free(predictor *p)
+{
+	for (int i = 0; p->workers && i < p->n_workers; i++) {
+		aug_codec_destroy(p->workers[i].codec);
+		aug_image_release(&p->workers[i].img);
+	}
+	free(p->workers);
+	free(p->x);
+	free(p->ranks);
+	nn_model_free(p->m);
+	if (p->ctx_ok)
+		nn_ctx_release(&p->ctx);
+}
+
+static int predictor_open(predictor *p, const char *weights,
+			  const nn_model_card *c, int batch, int threads,
+			  ims_error *err)
+{
+	FORWARD_IF_ERR(nn_ctx_init_cpu(&p->ctx, threads, err));
+	p->ctx_ok = 1;
+	FORWARD_IF_ERR(nn_model_create(&p->ctx, c->model, c->classes, c->size,
+				       c->size, batch, 0, &p->m, err));
+	FORWARD_IF_ERR(nn_model_set_use(p->m, NN_USE_EVAL, err));
+	FORWARD_IF_ERR(nn_model_load_weights(weights, p->m, err));
+	aug_transform_opts_init(&p->t, 0);
+	p->t.out_w = p->t.out_h = c->size;
+	p->t.crop_frac = c->val_crop_frac;
+	memcpy(p->t.mean, c->mean, sizeof(c->mean));
+	memcpy(p->t.std, c->std, sizeof(c->std));
+	p->sample = aug_sample_bytes(&p->t);
+	p->x = malloc(p->sample * (size_t)batch);
+	p->n_workers = p->ctx.threads;
+	p->workers = calloc((size_t)p->n_workers, sizeof(worker));
+	p->ranks = malloc((size_t)c->classes * sizeof(ranked));
+	RETURN_IF(!p->x || !p->workers || !p->ranks, err, IMS_ENOMEM,
+		  "cannot predict: out of memory");
+	for (int i = 0; i < p->n_workers; i++)
+		FORWARD_IF_ERR(aug_codec_create(&p->workers[i].codec, err));
+	return 0;
+}
+
+/*
+ * Images [0, n) of one batch: rendered in parallel, the ones that
+ * rendered moved together and run through the network, lines printed in
+ * the given order, failures named. Returns the failures, or -1 with err
+ * set when the network fails.
+ */
+static int predict_batch(predictor *p, const char *const *paths, int n,
+			 const nn_model_card *c, const out_opts *o, ims_error *err)
+{
+	ims_error *errs = calloc((size_t)n, sizeof(ims_error));
+	int *rc = calloc((size_t)n, sizeof(int));
+	if (!errs || !rc) {
+		free(errs);
+		free(rc);
+		return ims_fail(err, IMS_ENOMEM, "cannot predict: out of memory");
+	}
+#pragma omp parallel for num_threads(p->n_workers) schedule(dynamic, 1)
+	for (int i = 0; i < n; i++)
+		rc[i] = render_file(&p->workers[omp_get_thread_num()], paths[i], &p->t,
+				    (uint8_t *)p->x + (size_t)i * p->sample, &errs[i]);
+	int good = 0, failed = 0;
+	for (int i = 0; i < n; i++)
+		if (rc[i] == 0) {
+			if (good != i)
+				memmove((uint8_t *)p->x + (size_t)good * p->sample,
+					(uint8_t *)p->x + (size_t)i * p->sample, p->sample);
+			good++;
+		}
+	const float *logits = NULL;
+	int status = 0;
+	if (good)
+		status = nn_model_forward(p->m, p->x, good, 0, 0, &logits, err);
+	for (int i = 0, g = 0; status == 0 && i < n; i++) {
+		if (rc[i]) {
+			cli_error("predict: cannot predict '%s': %s", paths[i], errs[i].msg);
+			failed++;
+			continue;
+		}
+		const float *z = logits + (size_t)g++ * c->classes;
+		int finite = 1;
+		for (int k = 0; k < c->classes; k++)
+			finite &= isfinite(z[k]) != 0;
+		if (!finite) {
+			cli_error("predict: cannot predict '%s': the network's output "
+				  "is not finite (NaN or Inf: weights of a run that "
+				  "diverged?)",
+				  paths[i]);
+			failed++;
+			continue;
+		}
+		if (print_one(paths[i], z, c->classes, c, o, p->ranks))
+			status = ims_fail(err, IMS_ENOMEM, "cannot predict: out of memory");
+	}
+	free(errs);
+	free(rc);
+	return status < 0 ? status : failed;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+	model_flags mf = {0};
+	out_opts o = {5, 0, 0};
+	int batch = 16, threads = 0;
+	const cli_opt opts[] = {
+		{"top", 'k', CLI_INT, &o.top, "K", "classes per image, most probable first (5)", 1, 1e9},
+		{"json", 0, CLI_FLAG, &o.json, NULL, "one JSON object per image", 0, 0},
+		{"logits", 0, CLI_FLAG, &o.logits, NULL, "with --json: every class's logit too", 0, 0},
+		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass (16)", 1, 4096},
+		{"threads", 0, CLI_INT, &threads, "T", "decoding and compute threads (all cores)", 0, 1024},
+		MODEL_CARD_OPTIONS(&mf),
+		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr (failures are still named)", 0, 0},
+		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	const char **pos = calloc((size_t)argc + 1, sizeof(char *));
+	if (!pos) {
+		cli_error("predict: out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	int np = 0;
+	int rc = cli_parse(&command, opts, argc, argv, pos, 2, argc, &np);
+	if (!rc && o.logits && !o.json)
+		rc = cli_usage_error(&command, "--logits needs --json");
+	nn_model_card card;
+	nn_model_card_init(&card);
+	if (!rc)
+		rc = model_card_resolve("predict", pos[0], &mf, NN_CARD_ALL, &card);
+	if (rc) {
+		free(pos);
+		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+	if (o.top > card.classes)
+		o.top = card.classes;
+	predictor p;
+	memset(&p, 0, sizeof(p));
+	ims_error err;
+	int failed = 0;
+	rc = predictor_open(&p, pos[0], &card, batch, threads, &err);
+	for (int i = 1; rc == 0 && i < np; i += batch) {
+		int n = np - i < batch ? np - i : batch;
+		int f = predict_batch(&p, pos + i, n, &card, &o, &err);
+		if (f < 0)
+			rc = f;
+		else
+			failed += f;
+	}
+	fflush(stdout);
+	if (rc < 0)
+		cli_error("predict: %s", err.msg);
+	else if (failed)
+		cli_info(mf.quiet, "predict: %d of %d images could not be predicted",
+			 failed, np - 1);
+	predictor_free(&p);
+	nn_model_card_release(&card);
+	free(pos);
+	return rc < 0 || failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}

@@ -1,0 +1,83 @@
+/*
+ * imshard_model.h - what `imshard eval`, `predict` and `export` share.
+ * These three use a trained network, so they live in their own program,
+ * imshard-model, which links the training libraries (network, checkpoints,
+ * data parallelism, the evaluation pass); `imshard` runs it for them
+ * (imshard.c), so the data-side commands load no BLAS, MPI or CUDA.
+ *
+ * The model card (train/model_card.h) comes from the weights' metadata;
+ * flags fill what older checkpoints and other programs' weights lack, and
+ * may change the input (size, mean, std, crop) for an experiment.
+ */
+#ifndef IMSHARD_TOOLS_MODEL_H
+#define IMSHARD_TOOLS_MODEL_H
+
+#include "cli.h"
+#include "train/model_card.h"
+
+/* The card flags of eval, predict and export. */
+typedef struct model_flags {
+	const char *model;   /* --model */
+	const char *classes; /* --classes FILE */
+	int size;            /* --size (0: not given) */
+	const char *mean, *std;
+	double crop;         /* --val-crop-frac (0: not given) */
+	int quiet;
+} model_flags;
+
+#define MODEL_CARD_OPTIONS(f)                                                  \
+	{"model", 0, CLI_STRING, &(f)->model, "NAME",                          \
+	 "the model (convnet7, resnet18, resnet50, vgg16), for weights that do not record it", 0, 0}, \
+	{"classes", 0, CLI_STRING, &(f)->classes, "FILE",                      \
+	 "class names, for weights that do not record them: a classes.txt (one per line) or a split's NAME.json", 0, 0}, \
+	{"size", 0, CLI_INT, &(f)->size, "PX",                                 \
+	 "input side in pixels (default: the recorded one)", 1, 4096},         \
+	{"mean", 0, CLI_STRING, &(f)->mean, "R,G,B",                           \
+	 "normalisation mean, pixel units (default: the recorded one)", 0, 0}, \
+	{"std", 0, CLI_STRING, &(f)->std, "R,G,B",                             \
+	 "normalisation std, pixel units (default: the recorded one)", 0, 0},  \
+	{"val-crop-frac", 0, CLI_DOUBLE, &(f)->crop, "F",                      \
+	 "resize the shorter side to size / F, then crop the centre (default: the recorded one; 0.875 when none is)", 1e-3, 1}
+
+/* The help paragraph on the card, for each command's details. */
+#define MODEL_CARD_HELP                                                        \
+	"Checkpoints of imshard-train record the model, the class names, the\n" \
+	"input size, --mean/--std and the validation crop, so nothing else is\n" \
+	"needed. For weights that lack some of them (checkpoints of older\n"   \
+	"versions, torchvision weights) the command names the flags to pass:\n" \
+	"--model, --classes FILE, --size, --mean, --std. --size, --mean, --std\n" \
+	"and --val-crop-frac given for weights that record them replace the\n" \
+	"recorded values (said on stderr).\n"
+
+/*
+ * Fills card from the weights file's metadata and the flags: f's values
+ * for fields the file lacks, and for size, mean, std and crop also in
+ * place of recorded ones (a line on stderr says so, unless f->quiet).
+ * need: NN_CARD_* bits that must be known at the end (a missing crop
+ * fraction is 0.875, said on stderr). Returns 0, CLI_EXIT_FAIL after a
+ * line (the file cannot be read, a class list cannot be read) or
+ * CLI_EXIT_USAGE after a line (a flag contradicts the file, or one is
+ * needed: the line names every flag to pass). cmd names the command in
+ * messages.
+ */
+int model_card_resolve(const char *cmd, const char *weights,
+		       const model_flags *f, unsigned need, nn_model_card *card);
+
+/* "resnet18, 4 classes, 32 px" into buf. */
+const char *model_card_describe(const nn_model_card *c, char *buf, size_t len);
+
+/*
+ * OpenBLAS picks its kernels when it loads; when it fell back to generic
+ * SSE kernels on a CPU it does not know, re-executes the program once
+ * with OPENBLAS_CORETYPE naming the kernels the CPU supports (several
+ * times faster GEMMs), remembering the first choice in
+ * IMSHARD_BLAS_PICKED. Returns only when no re-execution happened.
+ */
+void cli_pick_blas_kernels(char **argv);
+
+/* The subcommands of imshard-model. */
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * eval.h - evaluating a trained model on a packed split: top-1, top-5,
+ * the mean loss, and per record what was predicted, from which per-class
+ * accuracy and the confusion matrix follow. Part of the training loop's
+ * library (imshard_train): the trainer's validation after each epoch and
+ * `imshard eval` run the same pass (train/loop/evaluate.c), so a
+ * checkpoint evaluated later gives the numbers its run logged.
+ *
+ * The pass: the split read through the loader with the validation
+ * transform (resize the shorter side to round(size / val_crop_frac),
+ * centre crop, normalise), each rank its share of the records in file
+ * order, shares padded to equal length with the repeats flagged and not
+ * counted, so over all ranks every record is counted once; the model in
+ * evaluation mode (batch norm on its running statistics, no dropout);
+ * each sample scored on the host (softmax cross-entropy, top-1, top-5);
+ * sums and per-record rows combined over the ranks.
+ *
+ * Caveats:
+ *   - Collective: every rank of comm calls nn_eval_run with the same
+ *     options. One thread per process; it runs the loader's threads and
+ *     the compute OpenMP team.
+ *   - A record the loader cannot read or decode is replaced by another
+ *     of the rank's share (augment/augment.h); such replacements are
+ *     counted in bad_records, and the replacing record is counted twice.
+ *   - Functions return 0 or a negative IMS_E* code and fill the
+ *     ims_error.
+ */
+#ifndef IMSHARD_EVAL_H
+#define IMSHARD_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+#include "train/dp.h"
+#include "train/model_card.h"
+
+typedef struct nn_eval_opts {
+	const char *split;          /* NAME.json of the split (required) */
+	const char *weights;        /* safetensors file: a checkpoint, an
+				       export, torchvision weights (required;
+				       loaded strictly: nn_model_load_weights) */
+	const nn_model_card *card;  /* the model and its input; every field
+				       known (NN_CARD_ALL) */
+	const char *device;         /* "cpu" (default) or "cuda" */
+	int batch_size;             /* per rank (32) */
+	int threads;                /* compute and decoding threads per rank
+				       (0: all cores) */
+	int quiet;                  /* 1: no loader line about batch memory */
+	/* after each of this rank's batches: batches done, of total (may be
+	 * NULL; called on every rank) */
+	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
+	void *ctx;
+} nn_eval_opts;
+
+/* Fills o with the defaults above (everything else NULL / 0). */
+void nn_eval_opts_init(nn_eval_opts *o);
+
+/*
+ * What a pass found, over all ranks (every rank gets all of it). Arrays
+ * are malloc'd and owned by the result (nn_eval_result_release).
+ */
+typedef struct nn_eval_result {
+	int classes;
+	int topk;               /* the "top-5": 5, or classes when fewer */
+	uint64_t records;       /* samples counted (each record once) */
+	double top1, top5;      /* fractions of records */
+	double loss;            /* mean softmax cross-entropy */
+	uint64_t bad_records;   /* records replaced by another (above) */
+	double seconds;         /* the pass's wall time */
+	/* per sample counted, in ascending record index: the record's index
+	 * in the split, its label, the top-1 class (ties: the lowest index),
+	 * 1 when the label is among the top `topk`, and the softmax
+	 * probability of the top-1 class */
+	uint64_t n;             /* = records */
+	uint64_t *index;
+	int32_t *label, *pred;
+	uint8_t *in_topk;
+	float *confidence;
+	/* per class (classes entries): samples, top-1 and top-k hits */
+	uint64_t *class_records, *class_top1, *class_topk;
+	/* set also when nn_eval_run fails: whether this rank's set-up
+	 * (split, classes, weights, loader, device) failed, and on how many
+	 * ranks it did (the ranks agree on it before the pass; 0 when the
+	 * failure came later, in the pass) */
+	int setup_failed_here, setup_failed_ranks;
+} nn_eval_result;
+
+/* Frees what r holds and zeroes it; r may be NULL. */
+void nn_eval_result_release(nn_eval_result *r);
+
+/*
+ * Evaluates o->weights (model o->card) on o->split as rank dp_rank(comm)
+ * of dp_world(comm) and fills res (caller-owned; overwritten; released
+ * on error but for the setup_failed fields). Before anything heavy, the
+ * split's class names must equal the card's, in order. A set-up that
+ * fails on some rank fails every rank before the pass starts: a rank
+ * whose own set-up went well gets IMS_EINVAL "N of W ranks could not
+ * set up", so a caller can print one line when all failed alike
+ * (setup_failed_ranks == world) and end without aborting the job.
+ * Errors: IMS_EINVAL (options; a card with fields unknown; the split's
+ * classes differ from the card's: the message names the first
+ * difference), IMS_EUNSUPPORTED (device this build or host lacks), the
+ * manifest's and loader's (a missing or damaged split), the weights'
+ * (nn_model_load_weights), the device's, MPI's, IMS_ENOMEM.
+ */
+int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
+		ims_error *err);
+
+/* Where an evaluation came from, for eval.json. */
+typedef struct nn_eval_origin {
+	const char *program;    /* "imshard eval" or "imshard-train" */
+	const char *weights;    /* the weights file (NULL: none, the trainer) */
+	const char *split;      /* the split's manifest */
+	int epoch;              /* the trainer's epoch from 0; -1: none */
+	uint64_t step;          /* the trainer's step (with epoch >= 0) */
+} nn_eval_origin;
+
+/*
+ * Writes res into folder dir (made when missing), each file atomically,
+ * eval.json last:
+ *   per_class.csv     class,name,records,top1_correct,top1,top5_correct,top5
+ *   confusion.csv     the matrix: a header row "true/predicted,NAME...",
+ *                     then one row per true class: its name and the count
+ *                     predicted as each class
+ *   predictions.csv   index,label,label_name,predicted,predicted_name,
+ *                     confidence,top5 (one row per record)
+ *   eval.json         origin, model, size, records, top1, top5, topk,
+ *                     loss, bad_records, class names and per_class
+ * (docs/TRAINING.md, "Evaluating"). Names are the card's; CSV fields are
+ * quoted where they hold commas, quotes or line breaks.
+ * Errors: IMS_EIO (message names the file), IMS_ENOMEM.
+ */
+int nn_eval_write(const char *dir, const nn_eval_result *res,
+		  const nn_model_card *card, const nn_eval_origin *origin,
+		  ims_error *err);
+
+#endif

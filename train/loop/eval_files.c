@@ -1,0 +1,225 @@
+/*
+ * eval_files.c - nn_eval_write: an evaluation as files a person opens in a
+ * spreadsheet or pandas (per_class.csv, confusion.csv, predictions.csv)
+ * and one that programs read (eval.json: `imshard report` draws per-class
+ * accuracy and the confusion matrix from it and confusion.csv). Each
+ * file is built in memory and written atomically, eval.json last, so a
+ * folder whose eval.json is there holds the CSV files of that same
+ * evaluation or of a later one being written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "train/eval.h"
+
+/* A CSV field: quoted (quotes doubled) when it holds a comma, a quote or
+ * a line break. */
+static void csv_field(FILE *f, const char *s)
+{
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static double frac(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+/* Writes what f (an open_memstream of *text, *len) holds to dir/name. */
+static int publish(FILE *f, char **text, size_t *len, const char *dir,
+		   const char *name, ims_error *err)
+{
+	int bad = ferror(f);
+	fclose(f);
+	int rc = 0;
+	char path[4096];
+	if (bad || !*text)
+		rc = ims_fail(err, IMS_ENOMEM, "cannot write '%s' in '%s': out of memory",
+			      name, dir);
+	if (!rc)
+		rc = ims_path_join(path, sizeof(path), dir, name, err);
+	if (!rc)
+		rc = ims_write_file_atomic(path, *text, *len, err);
+	free(*text);
+	*text = NULL;
+	return rc;
+}
+
+#define OPEN_TEXT(f, text, len, err)                                           \
+	do {                                                                   \
+		(f) = open_memstream(&(text), &(len));                         \
+		RETURN_IF(!(f), err, IMS_ENOMEM,                               \
+			  "cannot write an evaluation: out of memory");        \
+	} while (0)
+
+static int write_per_class(const char *dir, const nn_eval_result *r,
+			   const nn_model_card *c, ims_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	OPEN_TEXT(f, text, len, err);
+	fputs("class,name,records,top1_correct,top1,top5_correct,top5\n", f);
+	for (int k = 0; k < r->classes; k++) {
+		fprintf(f, "%d,", k);
+		csv_field(f, c->class_names[k]);
+		fprintf(f, ",%llu,%llu,%.6f,%llu,%.6f\n",
+			(unsigned long long)r->class_records[k],
+			(unsigned long long)r->class_top1[k],
+			frac(r->class_top1[k], r->class_records[k]),
+			(unsigned long long)r->class_topk[k],
+			frac(r->class_topk[k], r->class_records[k]));
+	}
+	return publish(f, &text, &len, dir, "per_class.csv", err);
+}
+
+/*
+ * The matrix a row at a time: the predictions sorted by true class
+ * (counting sort over class_records), so memory is one row, not
+ * classes x classes (5089 classes would take 200 MB as a matrix).
+ */
+static int write_confusion(const char *dir, const nn_eval_result *r,
+			   const nn_model_card *c, ims_error *err)
+{
+	const size_t k = (size_t)r->classes;
+	uint64_t *start = calloc(k + 1, sizeof(uint64_t));
+	uint64_t *row = calloc(k, sizeof(uint64_t));
+	int32_t *by_true = malloc((r->n ? r->n : 1) * sizeof(int32_t));
+	int rc = 0;
+	if (!start || !row || !by_true) {
+		rc = ims_fail(err, IMS_ENOMEM,
+			      "cannot write the confusion matrix: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < k; i++)
+		start[i + 1] = start[i] + r->class_records[i];
+	for (uint64_t i = 0; i < r->n; i++)
+		if (r->label[i] >= 0 && (size_t)r->label[i] < k)
+			by_true[start[r->label[i]]++] = r->pred[i];
+	for (size_t i = k; i > 0; i--) /* back to the starts */
+		start[i] = start[i - 1];
+	start[0] = 0;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f) {
+		rc = ims_fail(err, IMS_ENOMEM,
+			      "cannot write the confusion matrix: out of memory");
+		goto out;
+	}
+	fputs("true/predicted", f);
+	for (size_t j = 0; j < k; j++) {
+		fputc(',', f);
+		csv_field(f, c->class_names[j]);
+	}
+	fputc('\n', f);
+	for (size_t i = 0; i < k; i++) {
+		memset(row, 0, k * sizeof(uint64_t));
+		for (uint64_t p = start[i]; p < start[i] + r->class_records[i]; p++)
+			if (by_true[p] >= 0 && (size_t)by_true[p] < k)
+				row[by_true[p]]++;
+		csv_field(f, c->class_names[i]);
+		for (size_t j = 0; j < k; j++)
+			fprintf(f, ",%llu", (unsigned long long)row[j]);
+		fputc('\n', f);
+	}
+	rc = publish(f, &text, &len, dir, "confusion.csv", err);
+out:
+	free(start);
+	free(row);
+	free(by_true);
+	return rc;
+}
+
+static int write_predictions(const char *dir, const nn_eval_result *r,
+			     const nn_model_card *c, ims_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	OPEN_TEXT(f, text, len, err);
+	fputs("index,label,label_name,predicted,predicted_name,confidence,top5\n", f);
+	for (uint64_t i = 0; i < r->n; i++) {
+		fprintf(f, "%llu,%d,", (unsigned long long)r->index[i], r->label[i]);
+		csv_field(f, c->class_names[r->label[i]]);
+		fprintf(f, ",%d,", r->pred[i]);
+		csv_field(f, c->class_names[r->pred[i]]);
+		fprintf(f, ",%.6f,%d\n", (double)r->confidence[i], r->in_topk[i]);
+	}
+	return publish(f, &text, &len, dir, "predictions.csv", err);
+}
+
+static cJSON *summary(const nn_eval_result *r, const nn_model_card *c,
+		      const nn_eval_origin *o)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "program", o->program);
+	if (o->weights)
+		cJSON_AddStringToObject(j, "weights", o->weights);
+	cJSON_AddStringToObject(j, "split", o->split);
+	if (o->epoch >= 0) {
+		cJSON_AddNumberToObject(j, "epoch", o->epoch);
+		cJSON_AddNumberToObject(j, "step", (double)o->step);
+	}
+	cJSON_AddStringToObject(j, "model", c->model);
+	cJSON_AddNumberToObject(j, "size", c->size);
+	cJSON_AddNumberToObject(j, "val_crop_frac", c->val_crop_frac);
+	cJSON_AddNumberToObject(j, "records", (double)r->records);
+	cJSON_AddNumberToObject(j, "top1", r->top1);
+	cJSON_AddNumberToObject(j, "top5", r->top5);
+	cJSON_AddNumberToObject(j, "topk", r->topk);
+	cJSON_AddNumberToObject(j, "loss", r->loss);
+	cJSON_AddNumberToObject(j, "bad_records", (double)r->bad_records);
+	cJSON *pc = cJSON_AddArrayToObject(j, "per_class");
+	for (int k = 0; pc && k < r->classes; k++) {
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddItemToArray(pc, e);
+		cJSON_AddStringToObject(e, "name", c->class_names[k]);
+		cJSON_AddNumberToObject(e, "records", (double)r->class_records[k]);
+		cJSON_AddNumberToObject(e, "top1", frac(r->class_top1[k], r->class_records[k]));
+		cJSON_AddNumberToObject(e, "top5", frac(r->class_topk[k], r->class_records[k]));
+	}
+	return j;
+}
+
+int nn_eval_write(const char *dir, const nn_eval_result *res,
+		  const nn_model_card *card, const nn_eval_origin *origin,
+		  ims_error *err)
+{
+	RETURN_IF(!res->class_records || !(card->have & NN_CARD_NAMES) ||
+			  card->classes != res->classes,
+		  err, IMS_EINVAL,
+		  "cannot write an evaluation into '%s': no per-record results "
+		  "or class names",
+		  dir);
+	FORWARD_IF_ERR(ims_mkdir_p(dir, err));
+	FORWARD_IF_ERR(write_per_class(dir, res, card, err));
+	FORWARD_IF_ERR(write_confusion(dir, res, card, err));
+	FORWARD_IF_ERR(write_predictions(dir, res, card, err));
+	cJSON *j = summary(res, card, origin);
+	char *text = j ? cJSON_Print(j) : NULL;
+	cJSON_Delete(j);
+	RETURN_IF(!text, err, IMS_ENOMEM, "cannot write '%s/eval.json': out of memory",
+		  dir);
+	char path[4096];
+	int rc = ims_path_join(path, sizeof(path), dir, "eval.json", err);
+	if (!rc) {
+		size_t n = strlen(text);
+		text[n] = '\n'; /* replaces the terminator: written by length */
+		rc = ims_write_file_atomic(path, text, n + 1, err);
+	}
+	free(text);
+	return rc;
+}
