@@ -145,27 +145,18 @@ int aug_decode(aug_codec *c, const uint8_t *buf, size_t len,
 int aug_raw_to_rgb(const uint8_t *px, int w, int h, int channels, aug_image *out,
 		   ims_error *err);
 
-/* A growable byte buffer owned by the caller; release with aug_buf_release.
- * A zeroed aug_buf is empty. */
-typedef struct aug_buf {
-	uint8_t *data;
-	size_t len, cap;
-} aug_buf;
-
-void aug_buf_release(aug_buf *b);
-
 /* Encodes img (1 or 3 channels) as baseline JPEG at quality 1..100 into out
  * (out->len set; previous contents replaced). Colour uses 4:2:0 chroma
  * subsampling, the default of libjpeg and PIL; grey is 4:0:0. IMS_EINVAL
  * for other channel counts or qualities, IMS_ELIMIT beyond 65500 pixels a
  * side. */
 int aug_encode_jpeg(aug_codec *c, const aug_image *img, int quality,
-		    aug_buf *out, ims_error *err);
+		    ims_buf *out, ims_error *err);
 
 /* Encodes img (1, 3 or 4 channels; 2 = grey + alpha also works) as 8-bit
  * PNG into out (previous contents replaced). c may be NULL: libpng keeps no
  * state between images. */
-int aug_encode_png(aug_codec *c, const aug_image *img, aug_buf *out,
+int aug_encode_png(aug_codec *c, const aug_image *img, ims_buf *out,
 		   ims_error *err);
 
 /*

@@ -88,15 +88,15 @@ int aug_exif_orientation_tiff(const uint8_t *p, size_t len);
  * segment is not EXIF (XMP also lives in APP1), else 1..8. */
 int aug_exif_orientation_app1(const uint8_t *p, size_t len);
 
-/* codec.c */
+/* image.c (below codec.c, jpeg.c, png.c and resize.c; calls none of them) */
 /* IMS_ELIMIT unless 0 < w, h <= AUG_MAX_SIDE and w*h <= AUG_MAX_PIXELS;
  * zero or negative sizes are IMS_ECORRUPT. */
 int aug_check_dims(long long w, long long h, const char *fmt_name,
 		   ims_error *err);
-/* Grows b to at least cap bytes, keeping its contents. */
-int aug_buf_reserve(aug_buf *b, size_t cap, ims_error *err);
 /* Sets upright_width/height from width/height and orientation. */
 void aug_info_set_upright(aug_image_info *info);
+
+/* codec.c */
 /* dst = src turned upright for EXIF orientation 1..8 (dst != src). */
 int aug_orient(const aug_image *src, int orientation, aug_image *dst,
 	       ims_error *err);

@@ -89,32 +89,6 @@ out:
 	return rc;
 }
 
-static float half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31;
-	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-	if (e == 0) {
-		if (m == 0) {
-			bits = sign;
-		} else { /* subnormal: normalise */
-			int shift = 0;
-			while (!(m & 0x400)) {
-				m <<= 1;
-				shift++;
-			}
-			m &= 0x3ff;
-			bits = sign | ((uint32_t)(127 - 15 + 1 - shift) << 23) | (m << 13);
-		}
-	} else if (e == 31) {
-		bits = sign | 0x7f800000u | (m << 13);
-	} else {
-		bits = sign | ((e - 15 + 127) << 23) | (m << 13);
-	}
-	float f;
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 /* Element i of a sample in o's dtype, as a float in pixel units (the
  * normalisation undone; u8 was never normalised). */
 static float sample_value(const uint8_t *s, size_t i, const aug_transform_opts *o,
@@ -130,14 +104,13 @@ static float sample_value(const uint8_t *s, size_t i, const aug_transform_opts *
 	case AUG_DTYPE_F16: {
 		uint16_t h;
 		memcpy(&h, s + 2 * i, 2);
-		v = half_to_float(h);
+		v = ims_f16_to_f32(h);
 		break;
 	}
 	default: { /* BF16 */
 		uint16_t h;
 		memcpy(&h, s + 2 * i, 2);
-		uint32_t bits = (uint32_t)h << 16;
-		memcpy(&v, &bits, 4);
+		v = ims_bf16_to_f32(h);
 		break;
 	}
 	}

@@ -420,7 +420,7 @@ int aug_jpeg_decode(aug_codec *c, const uint8_t *buf, size_t len,
 /* ---- encode ---------------------------------------------------------- */
 
 int aug_encode_jpeg(aug_codec *c, const aug_image *img, int quality,
-		    aug_buf *out, ims_error *err)
+		    ims_buf *out, ims_error *err)
 {
 	RETURN_IF(!c || !img || !out || !img->pixels, err, IMS_EINVAL,
 		  "cannot encode JPEG: missing codec, image or buffer");
@@ -439,7 +439,7 @@ int aug_encode_jpeg(aug_codec *c, const aug_image *img, int quality,
 		  "cannot encode JPEG: size %dx%d", img->width, img->height);
 	/* Worst-case size up front so TurboJPEG writes straight into out
 	 * and never reallocates it with its own allocator. */
-	FORWARD_IF_ERR(aug_buf_reserve(out, bound, err));
+	FORWARD_IF_ERR(ims_buf_reserve(out, bound, err));
 	unsigned char *p = out->data;
 	unsigned long size = (unsigned long)out->cap;
 	if (tjCompress2(c->tj_enc, img->pixels, img->width, (int)img->stride,

@@ -590,12 +590,8 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 	int timed_out = 0;
 	slot *s;
 	struct timespec until;
-	if (timeout_s >= 0) {
-		clock_gettime(CLOCK_REALTIME, &until);
-		double ns = (double)until.tv_nsec + timeout_s * 1e9;
-		until.tv_sec += (time_t)(ns / 1e9);
-		until.tv_nsec = (long)fmod(ns, 1e9);
-	}
+	if (timeout_s >= 0)
+		ims_deadline(timeout_s, &until);
 	while (!(s = slot_of_step(l, l->next_step)) || s->state != SLOT_FULL) {
 		if (!s && !free_slot(l)) {
 			/* Only in hold mode: every slot is held, so the producer

@@ -158,7 +158,7 @@ int aug_png_parse(const uint8_t *buf, size_t len, aug_image_info *info,
 typedef struct png_io {
 	const uint8_t *buf;
 	size_t len, pos;
-	aug_buf *out;
+	ims_buf *out;
 	int oom;
 	char msg[256];
 } png_io;
@@ -190,13 +190,10 @@ static void png_read_fn(png_structp png, png_bytep out, size_t n)
 static void png_write_fn(png_structp png, png_bytep data, size_t n)
 {
 	png_io *io = png_get_io_ptr(png);
-	aug_buf *b = io->out;
-	if (n > b->cap - b->len) {
-		size_t cap = b->cap * 2 > b->len + n ? b->cap * 2 : b->len + n;
-		if (aug_buf_reserve(b, cap, NULL) < 0) {
-			io->oom = 1;
-			png_error(png, "out of memory");
-		}
+	ims_buf *b = io->out;
+	if (ims_buf_grow(b, n, NULL) < 0) {
+		io->oom = 1;
+		png_error(png, "out of memory");
 	}
 	memcpy(b->data + b->len, data, n);
 	b->len += n;
@@ -339,7 +336,7 @@ int aug_png_decode(aug_codec *c, const uint8_t *buf, size_t len,
 
 /* ---- encode ---------------------------------------------------------- */
 
-int aug_encode_png(aug_codec *c, const aug_image *img, aug_buf *out,
+int aug_encode_png(aug_codec *c, const aug_image *img, ims_buf *out,
 		   ims_error *err)
 {
 	(void)c; /* libpng write state is not reusable between images */
@@ -354,7 +351,7 @@ int aug_encode_png(aug_codec *c, const aug_image *img, aug_buf *out,
 				     PNG_COLOR_TYPE_RGB_ALPHA};
 	out->len = 0;
 	/* A first guess at the size saves most reallocations. */
-	FORWARD_IF_ERR(aug_buf_reserve(
+	FORWARD_IF_ERR(ims_buf_reserve(
 		out, (size_t)img->width * img->height * img->channels / 2 + 1024,
 		err));
 

@@ -459,50 +459,6 @@ size_t aug_sample_bytes(const aug_transform_opts *o)
 	return (size_t)o->out_w * (size_t)o->out_h * 3 * dtype_size(o->dtype);
 }
 
-static uint32_t f32_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-/* binary32 -> binary16, round to nearest even; overflow to infinity,
- * subnormals kept, NaN stays NaN (quiet). Branch-free for normal results
- * (a data-dependent rounding branch mispredicts half the time): the
- * rounding bias 0xfff plus the odd bit of the kept mantissa gives ties to
- * even, and a carry out of the mantissa correctly bumps the exponent, up to
- * infinity. Subnormal results align the mantissa by a float add of 0.5,
- * which rounds to nearest even in the default rounding mode. */
-static inline uint16_t f32_to_f16(float f)
-{
-	uint32_t x = f32_bits(f);
-	uint32_t sign = (x >> 16) & 0x8000u;
-	uint32_t ax = x & 0x7fffffffu;
-	uint32_t h;
-	if (ax >= 0x47800000u) { /* >= 65536, inf or NaN */
-		h = ax > 0x7f800000u ? 0x7e00u : 0x7c00u;
-	} else if (ax < 0x38800000u) { /* below 2^-14: subnormal or zero */
-		float a, magic = 0.5f; /* 2^-1: ulp 2^-24, the f16 subnormal step */
-		memcpy(&a, &ax, sizeof(a));
-		a += magic;
-		uint32_t bits = f32_bits(a);
-		h = bits - f32_bits(magic);
-	} else {
-		h = (ax + 0xc8000fffu + ((ax >> 13) & 1)) >> 13;
-	}
-	return (uint16_t)(sign | h);
-}
-
-/* binary32 -> bfloat16, round to nearest even; NaN stays NaN. */
-static inline uint16_t f32_to_bf16(float f)
-{
-	uint32_t x = f32_bits(f);
-	if ((x & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((x >> 16) | 0x40u);
-	x += 0x7fffu + ((x >> 16) & 1);
-	return (uint16_t)(x >> 16);
-}
-
 /*
  * Writes one output row of channel plane `c` (values in units of 2^-22
  * pixel, from rowv[x]) at element offset `off` with element step `step`.
@@ -532,7 +488,7 @@ store_row(const int32_t *rowv, int n, aug_dtype t, float mean,
 		uint16_t *d = (uint16_t *)dst + off;
 		for (int x = 0; x < n; x++) {
 			float v = (float)rowv[x] * unit - mean;
-			d[x * step] = f32_to_f16(v * inv_std);
+			d[x * step] = ims_f32_to_f16(v * inv_std);
 		}
 		break;
 	}
@@ -540,7 +496,7 @@ store_row(const int32_t *rowv, int n, aug_dtype t, float mean,
 		uint16_t *d = (uint16_t *)dst + off;
 		for (int x = 0; x < n; x++) {
 			float v = (float)rowv[x] * unit - mean;
-			d[x * step] = f32_to_bf16(v * inv_std);
+			d[x * step] = ims_f32_to_bf16(v * inv_std);
 		}
 		break;
 	}

@@ -81,6 +81,27 @@ double ims_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int64_t ims_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void ims_deadline(double seconds, struct timespec *until)
+{
+	/* pthread_cond_timedwait's clock is CLOCK_REALTIME unless the
+	 * condition variable was made otherwise; none here is. */
+	clock_gettime(CLOCK_REALTIME, until);
+	if (!(seconds > 0))
+		seconds = 0;
+	if (seconds > 1e9)
+		seconds = 1e9;
+	int64_t ns = (int64_t)until->tv_nsec + (int64_t)(seconds * 1e9);
+	until->tv_sec += (time_t)(ns / 1000000000);
+	until->tv_nsec = (long)(ns % 1000000000);
+}
+
 int ims_mkdir_p(const char *path, ims_error *err)
 {
 	char buf[4096];

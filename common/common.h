@@ -96,8 +96,65 @@ int ims_fail_context(ims_error *e, const char *fmt, ...)
 			goto label;                                            \
 	} while (0)
 
-/* Monotonic time in seconds. */
+/*
+ * A growable byte buffer (buf.c), owned by whoever holds it. A zeroed
+ * ims_buf is empty and ready; ims_buf_release frees it. data (text, the
+ * same pointer) is NULL until something is reserved or appended; len bytes
+ * are in use, cap allocated.
+ *
+ * Two ways to use it: reserve room and write into data directly (encoders,
+ * file reads), or append. Appends keep a NUL after the last byte (text can
+ * be used as a C string) and make allocation failure sticky: oom is set,
+ * later appends do nothing, so a long text is built without checking each
+ * append and checked once (ims_buf_take, or oom) at the end.
+ */
+typedef struct ims_buf {
+	union {
+		uint8_t *data; /* the bytes */
+		char *text;    /* the same bytes as characters */
+	};
+	size_t len, cap;
+	int oom; /* an append failed for lack of memory */
+} ims_buf;
+
+/* Frees b's memory and empties it. b may be NULL. */
+void ims_buf_release(ims_buf *b);
+
+/* At least cap bytes allocated in all (len and contents kept); grows to
+ * exactly cap, for callers that know the size they need. Errors:
+ * IMS_ENOMEM ("cannot allocate N bytes: out of memory"). */
+int ims_buf_reserve(ims_buf *b, size_t cap, ims_error *err);
+
+/* Room for more bytes after len and a NUL after them, growing
+ * geometrically (appends in a loop stay linear). Errors: IMS_ENOMEM. */
+int ims_buf_grow(ims_buf *b, size_t more, ims_error *err);
+
+/* Appends n bytes of p (p may be NULL when n is 0). Returns 0, or
+ * IMS_ENOMEM with oom set (and then on every later call). */
+int ims_buf_append(ims_buf *b, const void *p, size_t n);
+/* Appends the string s (without its NUL). */
+int ims_buf_puts(ims_buf *b, const char *s);
+/* Appends printf-formatted text. */
+int ims_buf_printf(ims_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int ims_buf_vprintf(ims_buf *b, const char *fmt, va_list ap);
+
+/* Moves the contents out as a NUL-terminated malloc'd string (the caller
+ * frees it; an empty buffer gives ""), *len (may be NULL) its length; b is
+ * left empty. NULL after an allocation failure (b is then released). */
+char *ims_buf_take(ims_buf *b, size_t *len);
+
+/*
+ * The clock. ims_now: monotonic time in seconds, for durations and rates.
+ * ims_now_ns: the same clock in integer nanoseconds, for a time that must
+ * fit an atomic word. ims_deadline: the wall-clock (CLOCK_REALTIME) time
+ * seconds from now (clamped to 0 .. 1e9), as pthread_cond_timedwait takes
+ * it.
+ */
 double ims_now(void);
+int64_t ims_now_ns(void);
+struct timespec;
+void ims_deadline(double seconds, struct timespec *until);
 
 /* CRC-32C (Castagnoli), as in iSCSI/ext4: crc = ims_crc32c(0, buf, len)
  * for a whole buffer; pass a previous result to continue it. Uses the SSE4.2
@@ -144,6 +201,76 @@ static inline void ims_store_le32(uint8_t *p, uint32_t v)
 	p[1] = (uint8_t)(v >> 8);
 	p[2] = (uint8_t)(v >> 16);
 	p[3] = (uint8_t)(v >> 24);
+}
+
+/*
+ * Half precision: IEEE binary16 (fp16) and bfloat16 (bf16), as uint16_t
+ * bits. float -> half rounds to nearest even, as torch's .half() and
+ * .bfloat16() do: fp16 overflows to infinity (65520 and up), keeps
+ * subnormals, NaN stays NaN (quiet). half -> float is exact. Inline: the
+ * loader converts every output sample with them.
+ */
+static inline uint32_t ims_f32_bits_(float f)
+{
+	uint32_t u;
+	__builtin_memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float ims_bits_f32_(uint32_t u)
+{
+	float f;
+	__builtin_memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Branch-free for normal results (a data-dependent rounding branch
+ * mispredicts half the time): the rounding bias 0xfff plus the odd bit of
+ * the kept mantissa gives ties to even, and a carry out of the mantissa
+ * bumps the exponent, up to infinity. Subnormal results align the mantissa
+ * by a float add of 0.5, which rounds to nearest even in the default
+ * rounding mode. */
+static inline uint16_t ims_f32_to_f16(float f)
+{
+	uint32_t x = ims_f32_bits_(f);
+	uint32_t sign = (x >> 16) & 0x8000u;
+	uint32_t ax = x & 0x7fffffffu;
+	uint32_t h;
+	if (ax >= 0x47800000u) { /* >= 65536, inf or NaN */
+		h = ax > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	} else if (ax < 0x38800000u) { /* below 2^-14: subnormal or zero */
+		float magic = 0.5f; /* 2^-1: ulp 2^-24, the f16 subnormal step */
+		h = ims_f32_bits_(ims_bits_f32_(ax) + magic) - ims_f32_bits_(magic);
+	} else {
+		h = (ax + 0xc8000fffu + ((ax >> 13) & 1)) >> 13;
+	}
+	return (uint16_t)(sign | h);
+}
+
+static inline uint16_t ims_f32_to_bf16(float f)
+{
+	uint32_t x = ims_f32_bits_(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40u);
+	x += 0x7fffu + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+static inline float ims_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t exp = (h >> 10) & 0x1fu;
+	uint32_t man = h & 0x3ffu;
+	if (exp == 0) /* zero or subnormal: man * 2^-24, exact in float */
+		return ims_bits_f32_(ims_f32_bits_((float)man * 0x1p-24f) | sign);
+	if (exp == 31) /* inf, NaN keeps its payload */
+		return ims_bits_f32_(sign | 0x7f800000u | (man << 13));
+	return ims_bits_f32_(sign | ((exp + 127 - 15) << 23) | (man << 13));
+}
+
+static inline float ims_bf16_to_f32(uint16_t b)
+{
+	return ims_bits_f32_((uint32_t)b << 16);
 }
 
 /*
@@ -286,6 +413,67 @@ int ims_mapguard_install(const char *prefix);
 
 /* The registered path whose map holds addr, or NULL. For tests. */
 const char *ims_mapguard_find(const void *addr);
+
+/*
+ * Folders (dir.c).
+ *
+ * What a path is, links followed as stat follows them: IMS_KIND_FILE (a
+ * regular file), IMS_KIND_FOLDER, IMS_KIND_OTHER (a FIFO, socket, device,
+ * dangling link...) or IMS_KIND_NONE (missing or not stat'able). A file is
+ * only ever opened through ims_open_read, which checks again: this is for
+ * deciding what a path is meant to be, not for trusting it.
+ */
+enum {
+	IMS_KIND_NONE = 0,
+	IMS_KIND_FILE = 1,
+	IMS_KIND_FOLDER = 2,
+	IMS_KIND_OTHER = 3
+};
+int ims_path_kind(const char *path);
+
+/*
+ * A folder's entries sorted byte-wise by name (strcmp), so whatever is
+ * built from a listing is the same on every machine and file system. "."
+ * and ".." are never listed; other names that start with '.' only with
+ * IMS_DIR_HIDDEN. Each entry's kind is an IMS_KIND_* as ims_path_kind
+ * gives it; d_type saves the stat for most entries (ImageNet's train
+ * folders hold 1.28M files), only links and unknown types are stat'ed.
+ *
+ * A listing is caller-owned: zero it once, list into it as often as
+ * needed (each listing reuses the memory of the one before: no allocation
+ * per file or per folder once it has grown), release it at the end. Names
+ * point into the listing and live until the next listing or the release.
+ */
+#define IMS_DIR_HIDDEN 0x01
+
+typedef struct ims_dir_entry {
+	const char *name;
+	int kind; /* IMS_KIND_FILE, IMS_KIND_FOLDER or IMS_KIND_OTHER */
+} ims_dir_entry;
+
+typedef struct ims_dir_listing {
+	ims_dir_entry *e; /* n entries, sorted by name */
+	size_t n;
+	/* storage, reused from listing to listing */
+	size_t cap, names_len, names_cap;
+	char *names;
+	size_t *offs;
+} ims_dir_listing;
+
+/* Lists folder path into d (flags: 0 or IMS_DIR_HIDDEN). Errors:
+ * IMS_ENOTFOUND (missing), IMS_EIO ("cannot read folder 'PATH': why"),
+ * IMS_ENOMEM; d then holds no entries. */
+int ims_dir_list(const char *path, unsigned flags, ims_dir_listing *d,
+		 ims_error *err);
+
+/* The same for the open folder dfd (not closed; its offset is not
+ * moved), shown as shown in messages: for walks that open each folder
+ * relative to its parent (openat), so path length never limits depth. */
+int ims_dir_list_fd(int dfd, const char *shown, unsigned flags,
+		    ims_dir_listing *d, ims_error *err);
+
+/* Frees d's memory and empties it. d may be NULL. */
+void ims_dir_listing_release(ims_dir_listing *d);
 
 /* mkdir -p. Existing folders are fine. */
 int ims_mkdir_p(const char *path, ims_error *err);

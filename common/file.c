@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "common.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -193,19 +192,26 @@ int ims_temp_sweep_matching(const char *dir,
 			    int (*match)(const char *name, void *arg),
 			    void *arg, ims_error *err)
 {
-	DIR *d = opendir(dir && dir[0] ? dir : ".");
-	RETURN_IF(!d, err, IMS_EIO, "cannot read folder '%s': %s", dir,
+	const char *shown = dir && dir[0] ? dir : ".";
+	int dfd = open(shown, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	RETURN_IF(dfd < 0, err, IMS_EIO, "cannot read folder '%s': %s", shown,
 		  strerror(errno));
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list_fd(dfd, shown, IMS_DIR_HIDDEN, &ls, err);
+	if (rc < 0) {
+		close(dfd);
+		return rc;
+	}
 	long self = (long)getpid();
 	int removed = 0;
-	struct dirent *e;
 	char name[256];
-	while ((e = readdir(d)) != NULL) {
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *entry = ls.e[i].name;
 		size_t nl = 0;
-		long pid = temp_pid(e->d_name, &nl);
+		long pid = temp_pid(entry, &nl);
 		if (pid <= 0 || pid == self || pid > INT32_MAX || nl >= sizeof(name))
 			continue;
-		memcpy(name, e->d_name, nl);
+		memcpy(name, entry, nl);
 		name[nl] = '\0';
 		/* kill(pid, 0) fails with ESRCH only when no such process
 		 * exists (EPERM: it exists, as someone else's). */
@@ -213,10 +219,11 @@ int ims_temp_sweep_matching(const char *dir,
 			continue;
 		/* unlinkat never follows a link: a link is removed, not its
 		 * target */
-		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+		if (unlinkat(dfd, entry, 0) == 0)
 			removed++;
 	}
-	closedir(d);
+	ims_dir_listing_release(&ls);
+	close(dfd);
 	return removed;
 }
 

@@ -351,7 +351,6 @@ void ds_list_class_counts(const ds_list *l, size_t *counts);
  * ------------------------------------------------------------------------ */
 
 struct aug_image;
-struct aug_buf;
 struct aug_codec;
 
 #define DS_SAMPLE_MIN_SIDE 64     /* smallest image width or height */
@@ -406,12 +405,12 @@ int ds_sample_render(uint64_t seed, int k, int index, struct aug_image *out,
 
 /*
  * Draws image (seed, k, index) into scratch (as ds_sample_render) and
- * encodes it in its file kind's format into out (an aug_buf; out->len is
+ * encodes it in its file kind's format into out (an ims_buf; out->len is
  * set, earlier contents replaced). codec is the caller's aug_codec (one
  * per thread). These are exactly the bytes ds_sample_write writes.
  */
 int ds_sample_encode(struct aug_codec *codec, uint64_t seed, int k,
-		     int index, struct aug_image *scratch, struct aug_buf *out,
+		     int index, struct aug_image *scratch, ims_buf *out,
 		     ims_error *err);
 
 /* Called with the number of images written so far and the total. */

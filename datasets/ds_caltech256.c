@@ -39,20 +39,13 @@ static int is_class_name(const char *s)
 /* 1 when dir holds at least one visible NNN.name folder. */
 static int holds_class_folder(const char *dir)
 {
-	struct dirent **ents;
-	int n;
-	ims_error ignored;
-	if (dsf_list_dir(dir, &ents, &n, &ignored) < 0)
-		return 0;
+	ims_dir_listing ls = {0};
 	int found = 0;
-	for (int i = 0; i < n && !found; i++) {
-		if (!is_class_name(ents[i]->d_name))
-			continue;
-		char *p = dsf_join(dir, ents[i]->d_name);
-		found = p && dsf_is_dir(p);
-		free(p);
-	}
-	dsf_free_ents(ents, n);
+	if (ims_dir_list(dir, 0, &ls, NULL) == 0)
+		for (size_t i = 0; i < ls.n && !found; i++)
+			found = is_class_name(ls.e[i].name) &&
+				ls.e[i].kind == IMS_KIND_FOLDER;
+	ims_dir_listing_release(&ls);
 	return found;
 }
 
@@ -65,11 +58,11 @@ static int find_categories(const char *root, char **cats, const char **prefix,
 			   ims_error *err)
 {
 	*cats = NULL;
-	RETURN_IF(!dsf_is_dir(root), err, IMS_ENOTFOUND,
+	RETURN_IF(ims_path_kind(root) != IMS_KIND_FOLDER, err, IMS_ENOTFOUND,
 		  "cannot read Caltech-256 under '%s': no such folder", root);
 	char *sub = dsf_join(root, CATEGORIES);
 	RETURN_IF(!sub, err, IMS_ENOMEM, "cannot read '%s': out of memory", root);
-	if (dsf_is_dir(sub)) {
+	if (ims_path_kind(sub) == IMS_KIND_FOLDER) {
 		*cats = sub;
 		*prefix = CATEGORIES;
 		return 0;

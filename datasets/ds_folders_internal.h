@@ -12,7 +12,6 @@
 #ifndef IMSHARD_DS_FOLDERS_INTERNAL_H
 #define IMSHARD_DS_FOLDERS_INTERNAL_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +23,6 @@
 /* Notes naming single ignored entries stop after this many; one more note
  * gives the count of the rest. */
 #define DSF_MAX_NAMED 20
-
-/* 1 when path is a folder (links followed). */
-static inline int dsf_is_dir(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 /* ds_dataset_note that fills err when it fails: 0 or IMS_ENOMEM. */
 #define DSF_NOTE(d, err, ...)                                                  \
@@ -108,34 +100,6 @@ static inline int dsf_note_one(ds_dataset *d, dsf_ignored *ig,
 	return 0;
 }
 
-static inline int dsf_visible(const struct dirent *de)
-{
-	return de->d_name[0] != '.';
-}
-
-static inline int dsf_cmp_dirent(const struct dirent **a,
-				 const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-/* Sorted visible entries of dir (scandir); *n set; frees with dsf_free_ents. */
-static inline int dsf_list_dir(const char *dir, struct dirent ***ents, int *n,
-			       ims_error *err)
-{
-	*n = scandir(dir, ents, dsf_visible, dsf_cmp_dirent);
-	RETURN_IF(*n < 0, err, errno == ENOMEM ? IMS_ENOMEM : IMS_EIO,
-		  "cannot read folder '%s': %s", dir, strerror(errno));
-	return 0;
-}
-
-static inline void dsf_free_ents(struct dirent **ents, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(ents[i]);
-	free(ents);
-}
-
 /*
  * Names, as notes of d, what the non-recursive scan of dir into l left
  * out: entries of dir that are no folder, and in each class folder the
@@ -150,27 +114,20 @@ static inline int dsf_note_ignored(ds_dataset *d, const char *dir,
 				   const char *shown, const ds_list *l,
 				   dsf_ignored *ig, ims_error *err)
 {
-	int rc = 0, n = 0;
+	int rc = 0;
 	char *path = NULL;
-	struct dirent **ents = NULL;
+	ims_dir_listing ls = {0};
 	const char **names = malloc((l->count ? l->count : 1) * sizeof(*names));
 	RETURN_IF(!names, err, IMS_ENOMEM, "cannot list '%s': out of memory", dir);
-	GOTO_IF_ERR(out, rc, dsf_list_dir(dir, &ents, &n, err));
-	for (int i = 0; i < n; i++) {
-		free(path);
-		path = dsf_join(dir, ents[i]->d_name);
-		if (!path)
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot list '%s': out of memory", dir);
-		if (!dsf_is_dir(path)) {
+	GOTO_IF_ERR(out, rc, ims_dir_list(dir, 0, &ls, err));
+	for (size_t i = 0; i < ls.n; i++) {
+		if (ls.e[i].kind != IMS_KIND_FOLDER) {
 			ig->loose++;
 			GOTO_IF_ERR(out, rc, dsf_note_one(d, ig, "file", shown, NULL,
-							  ents[i]->d_name,
+							  ls.e[i].name,
 							  " (not in a class folder)", err));
 		}
 	}
-	dsf_free_ents(ents, n);
-	ents = NULL;
-	n = 0;
 	size_t row = 0;
 	for (size_t c = 0; c < l->n_classes; c++) {
 		const char *cls = l->classes[c];
@@ -184,13 +141,10 @@ static inline int dsf_note_ignored(ds_dataset *d, const char *dir,
 		path = dsf_join(dir, cls);
 		if (!path)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot list '%s': out of memory", dir);
-		GOTO_IF_ERR(out, rc, dsf_list_dir(path, &ents, &n, err));
-		for (int i = 0; i < n && rc == 0; i++) {
-			const char *key = ents[i]->d_name;
-			char *child = dsf_join(path, key);
-			if (!child)
-				GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot list '%s': out of memory", path);
-			if (dsf_is_dir(child)) {
+		GOTO_IF_ERR(out, rc, ims_dir_list(path, 0, &ls, err));
+		for (size_t i = 0; i < ls.n && rc == 0; i++) {
+			const char *key = ls.e[i].name;
+			if (ls.e[i].kind == IMS_KIND_FOLDER) {
 				ig->folders++;
 				rc = dsf_note_one(d, ig, "nested folder", shown, cls, key,
 						  " (images must lie directly in the "
@@ -200,16 +154,12 @@ static inline int dsf_note_ignored(ds_dataset *d, const char *dir,
 				rc = dsf_note_one(d, ig, "non-image file", shown, cls, key,
 						  "", err);
 			}
-			free(child);
 		}
-		dsf_free_ents(ents, n);
-		ents = NULL;
-		n = 0;
 		if (rc < 0)
 			goto out;
 	}
 out:
-	dsf_free_ents(ents, n);
+	ims_dir_listing_release(&ls);
 	free(path);
 	free(names);
 	return rc;

@@ -66,34 +66,28 @@ static int visit(search *s, const char *rel, int depth)
 {
 	char *abs = *rel ? dsf_join(s->root, rel) : strdup(s->root);
 	RETURN_IF(!abs, s->err, IMS_ENOMEM, "cannot search '%s': out of memory", s->root);
-	struct dirent **ents;
-	int n;
-	int rc = dsf_list_dir(abs, &ents, &n, s->err);
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(abs, 0, &ls, s->err);
 	if (rc < 0) {
 		free(abs);
 		return depth == 0 ? rc : 0; /* an unreadable subfolder is no candidate */
 	}
 	const char *train = NULL, *test = NULL;
-	char **subs = calloc(n > 0 ? (size_t)n : 1, sizeof(*subs));
-	int n_subs = 0;
+	const char **subs = calloc(ls.n ? ls.n : 1, sizeof(*subs));
+	size_t n_subs = 0;
 	if (!subs)
 		GOTO_FAIL(out, rc, s->err, IMS_ENOMEM, "cannot search '%s': out of memory",
 			  s->root);
-	for (int i = 0; i < n; i++) {
-		char *p = dsf_join(abs, ents[i]->d_name);
-		if (!p)
-			GOTO_FAIL(out, rc, s->err, IMS_ENOMEM,
-				  "cannot search '%s': out of memory", s->root);
-		int dir = dsf_is_dir(p);
-		free(p);
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *name = ls.e[i].name;
 		/* macOS zips carry a shadow tree of resource forks. */
-		if (!dir || strcmp(ents[i]->d_name, "__MACOSX") == 0)
+		if (ls.e[i].kind != IMS_KIND_FOLDER || strcmp(name, "__MACOSX") == 0)
 			continue;
-		if (!train && strcasecmp(ents[i]->d_name, "train") == 0)
-			train = ents[i]->d_name;
-		else if (!test && strcasecmp(ents[i]->d_name, "test") == 0)
-			test = ents[i]->d_name;
-		subs[n_subs++] = ents[i]->d_name;
+		if (!train && strcasecmp(name, "train") == 0)
+			train = name;
+		else if (!test && strcasecmp(name, "test") == 0)
+			test = name;
+		subs[n_subs++] = name;
 	}
 	if (train && test) {
 		if (s->n < 2) {
@@ -108,7 +102,7 @@ static int visit(search *s, const char *rel, int depth)
 		s->n++;
 		/* Other subfolders may still hold another copy. */
 	}
-	for (int i = 0; i < n_subs && depth < SEARCH_DEPTH && rc == 0; i++) {
+	for (size_t i = 0; i < n_subs && depth < SEARCH_DEPTH && rc == 0; i++) {
 		if (subs[i] == train || subs[i] == test)
 			continue;
 		char *child = dsf_join(rel, subs[i]);
@@ -120,7 +114,7 @@ static int visit(search *s, const char *rel, int depth)
 	}
 out:
 	free(subs);
-	dsf_free_ents(ents, n);
+	ims_dir_listing_release(&ls);
 	free(abs);
 	return rc;
 }
@@ -195,7 +189,7 @@ static int load_fruits(const char *root, const ds_convert_opts *o,
 	RETURN_IF(!(val < 1), err, IMS_EINVAL,
 		  "cannot split the fruits dataset: --val-ratio %g must be in [0, 1)",
 		  val);
-	RETURN_IF(!dsf_is_dir(root), err, IMS_ENOTFOUND,
+	RETURN_IF(ims_path_kind(root) != IMS_KIND_FOLDER, err, IMS_ENOTFOUND,
 		  "cannot read the fruits dataset under '%s': no such folder", root);
 	search s;
 	memset(&s, 0, sizeof(s));

@@ -12,15 +12,14 @@
  * numbers them; class names are the wnids (display names repeat). The
  * devkit ground truth holds ILSVRC2012_IDs, mapped ID -> wnid -> label.
  *
- * Scale: train is 1.28M files in 1,000 folders. Each folder is read with
- * readdir into one reused name buffer and sorted with qsort; the only
+ * Scale: train is 1.28M files in 1,000 folders. Each folder is listed
+ * (ims_dir_list) into one listing reused from folder to folder; the only
  * per-file allocation is the row path ds_list_append copies. Mapping and
  * label files are read whole and parsed in place.
  */
 #define _GNU_SOURCE
 #include "datasets.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,23 +37,6 @@
 #define FULL_CLASSES 1000
 #define TEXT_LIMIT ((size_t)1 << 30) /* mapping and label files */
 #define MAX_SHOWN 5                   /* names listed in a note */
-
-enum { KIND_FILE, KIND_DIR, KIND_OTHER };
-
-typedef struct dent {
-	const char *name;
-	int kind;
-} dent;
-
-/* One folder's visible entries, sorted byte-wise. Buffers are reused from
- * folder to folder (no allocation per file). */
-typedef struct listing {
-	dent *e;
-	size_t n, cap;
-	char *names;
-	size_t names_len, names_cap;
-	size_t *offs;
-} listing;
 
 typedef struct wnid_entry {
 	const char *wnid; /* points into the mapping file's buffer */
@@ -85,7 +67,7 @@ typedef struct ctx {
 	wnid_entry *w;        /* sorted by wnid: label i = w[i] */
 	size_t n_classes;
 	id_label *ids;        /* devkit: sorted by id */
-	listing top, sub;
+	ims_dir_listing top, sub;
 	ds_dataset *out;
 	ims_error *err;
 } ctx;
@@ -110,112 +92,20 @@ static int join(const ctx *c, char *out, size_t len, const char *rel)
 	return 0;
 }
 
-static int path_kind(const char *path)
-{
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return -1;
-	return S_ISDIR(st.st_mode) ? KIND_DIR : S_ISREG(st.st_mode) ? KIND_FILE
-								    : KIND_OTHER;
-}
-
 static int exists_kind(const ctx *c, const char *rel, int kind)
 {
 	char p[4096];
 	if (join(c, p, sizeof(p), rel) < 0)
 		return 0;
-	return path_kind(p) == kind;
-}
-
-static int cmp_dent(const void *a, const void *b)
-{
-	return strcmp(((const dent *)a)->name, ((const dent *)b)->name);
-}
-
-static void listing_free(listing *d)
-{
-	free(d->e);
-	free(d->names);
-	free(d->offs);
-	memset(d, 0, sizeof(*d));
+	return ims_path_kind(p) == kind;
 }
 
 /* Reads the visible entries of folder root/rel into d (sorted). */
-static int list_dir(ctx *c, const char *rel, listing *d)
+static int list_dir(ctx *c, const char *rel, ims_dir_listing *d)
 {
 	char path[4096];
 	FORWARD_IF_ERR(join(c, path, sizeof(path), rel));
-	d->n = d->names_len = 0;
-	DIR *dir = opendir(path);
-	RETURN_IF(!dir, c->err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-		  "cannot open folder '%s': %s", path, strerror(errno));
-	int rc = 0, fd = dirfd(dir);
-	for (;;) {
-		errno = 0;
-		struct dirent *de = readdir(dir);
-		if (!de) {
-			if (errno)
-				rc = ims_fail(c->err, IMS_EIO, "cannot read folder '%s': %s",
-					      path, strerror(errno));
-			break;
-		}
-		if (de->d_name[0] == '.')
-			continue; /* ".", ".." and hidden files */
-		int kind = KIND_OTHER;
-		if (de->d_type == DT_REG)
-			kind = KIND_FILE;
-		else if (de->d_type == DT_DIR)
-			kind = KIND_DIR;
-		else if (de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
-			struct stat st; /* follow links; dangling ones are no file */
-			if (fstatat(fd, de->d_name, &st, 0) == 0)
-				kind = S_ISREG(st.st_mode)   ? KIND_FILE
-				       : S_ISDIR(st.st_mode) ? KIND_DIR
-							     : KIND_OTHER;
-		}
-		size_t nlen = strlen(de->d_name) + 1;
-		if (d->n == d->cap) {
-			size_t cap = d->cap ? d->cap * 2 : 256;
-			dent *e = realloc(d->e, cap * sizeof(*e));
-			if (e)
-				d->e = e;
-			size_t *o = e ? realloc(d->offs, cap * sizeof(*o)) : NULL;
-			if (o)
-				d->offs = o;
-			if (!e || !o) {
-				rc = ims_fail(c->err, IMS_ENOMEM,
-					      "cannot list '%s': out of memory", path);
-				break;
-			}
-			d->cap = cap;
-		}
-		if (d->names_len + nlen > d->names_cap) {
-			size_t cap = d->names_cap ? d->names_cap : 16384;
-			while (cap < d->names_len + nlen)
-				cap *= 2;
-			char *nn = realloc(d->names, cap);
-			if (!nn) {
-				rc = ims_fail(c->err, IMS_ENOMEM,
-					      "cannot list '%s': out of memory", path);
-				break;
-			}
-			d->names = nn;
-			d->names_cap = cap;
-		}
-		memcpy(d->names + d->names_len, de->d_name, nlen);
-		d->offs[d->n] = d->names_len;
-		d->e[d->n++].kind = kind;
-		d->names_len += nlen;
-	}
-	closedir(dir);
-	if (rc < 0) {
-		d->n = 0;
-		return rc;
-	}
-	for (size_t i = 0; i < d->n; i++)
-		d->e[i].name = d->names + d->offs[i];
-	qsort(d->e, d->n, sizeof(*d->e), cmp_dent);
-	return 0;
+	return ims_dir_list(path, 0, d, c->err);
 }
 
 static int cmp_wnid(const void *a, const void *b)
@@ -391,9 +281,9 @@ static int load_train(ctx *c, ds_list *l)
 	size_t n_ignored = 0, n_empty = 0, n_missing = 0;
 	int rc = 0;
 	for (size_t i = 0; i < c->top.n; i++) {
-		const dent *e = &c->top.e[i];
+		const ims_dir_entry *e = &c->top.e[i];
 		snprintf(rel, sizeof(rel), "%s/%s", dir, e->name);
-		if (e->kind != KIND_DIR) {
+		if (e->kind != IMS_KIND_FOLDER) {
 			shown_add(ignored, sizeof(ignored), &n_ignored, rel);
 			continue;
 		}
@@ -411,12 +301,12 @@ static int load_train(ctx *c, ds_list *l)
 		GOTO_IF_ERR(out, rc, ds_list_reserve(l, want, c->err));
 		size_t before = l->count;
 		for (size_t j = 0; j < c->sub.n; j++) {
-			const dent *f = &c->sub.e[j];
+			const ims_dir_entry *f = &c->sub.e[j];
 			int n = snprintf(path, sizeof(path), "%s/%s", rel, f->name);
 			if (n < 0 || (size_t)n >= sizeof(path))
 				GOTO_FAIL(out, rc, c->err, IMS_ELIMIT,
 					  "cannot list '%s/%s': path too long", c->root, rel);
-			if (f->kind != KIND_FILE || !is_image(f->name)) {
+			if (f->kind != IMS_KIND_FILE || !is_image(f->name)) {
 				shown_add(ignored, sizeof(ignored), &n_ignored, path);
 				continue;
 			}
@@ -688,11 +578,11 @@ static int load_val(ctx *c, ds_list *l)
 	size_t n_ignored = 0;
 	int rc = 0, sorted = 0;
 	for (size_t i = 0; i < c->top.n; i++)
-		sorted |= c->top.e[i].kind == KIND_DIR;
+		sorted |= c->top.e[i].kind == IMS_KIND_FOLDER;
 	for (size_t i = 0; i < c->top.n; i++) {
-		const dent *e = &c->top.e[i];
+		const ims_dir_entry *e = &c->top.e[i];
 		snprintf(rel, sizeof(rel), "%s/%s", dir, e->name);
-		if (e->kind == KIND_FILE && is_image(e->name)) {
+		if (e->kind == IMS_KIND_FILE && is_image(e->name)) {
 			if (sorted)
 				GOTO_FAIL(out, rc, c->err, IMS_ENOTFOUND,
 					  "cannot label val image '%s/%s': it lies beside "
@@ -701,7 +591,7 @@ static int load_val(ctx *c, ds_list *l)
 			GOTO_IF_ERR(out, rc, val_add(c, &v, dir, e->name, -1));
 			continue;
 		}
-		if (e->kind != KIND_DIR) {
+		if (e->kind != IMS_KIND_FOLDER) {
 			shown_add(ignored, sizeof(ignored), &n_ignored, rel);
 			continue;
 		}
@@ -713,8 +603,8 @@ static int load_val(ctx *c, ds_list *l)
 				  "'%s'", c->root, rel, e->name, c->map_path);
 		GOTO_IF_ERR(out, rc, list_dir(c, rel, &c->sub));
 		for (size_t j = 0; j < c->sub.n; j++) {
-			const dent *f = &c->sub.e[j];
-			if (f->kind == KIND_FILE && is_image(f->name))
+			const ims_dir_entry *f = &c->sub.e[j];
+			if (f->kind == IMS_KIND_FILE && is_image(f->name))
 				GOTO_IF_ERR(out, rc, val_add(c, &v, rel, f->name, label));
 			else
 				shown_add(ignored, sizeof(ignored), &n_ignored, rel);
@@ -765,12 +655,12 @@ out:
 
 static int detect(ctx *c)
 {
-	RETURN_IF(path_kind(c->root) != KIND_DIR, c->err, IMS_ENOTFOUND,
+	RETURN_IF(ims_path_kind(c->root) != IMS_KIND_FOLDER, c->err, IMS_ENOTFOUND,
 		  "cannot load ImageNet from '%s': not a folder", c->root);
-	int k_map = exists_kind(c, KAGGLE_MAP, KIND_FILE);
-	int k_dir = exists_kind(c, KAGGLE_DATA, KIND_DIR);
-	int d_map = exists_kind(c, DEVKIT_MAP, KIND_FILE);
-	int d_dir = exists_kind(c, "train", KIND_DIR);
+	int k_map = exists_kind(c, KAGGLE_MAP, IMS_KIND_FILE);
+	int k_dir = exists_kind(c, KAGGLE_DATA, IMS_KIND_FOLDER);
+	int d_map = exists_kind(c, DEVKIT_MAP, IMS_KIND_FILE);
+	int d_dir = exists_kind(c, "train", IMS_KIND_FOLDER);
 	RETURN_IF(!k_map && !k_dir && !d_map && !d_dir, c->err, IMS_ENOTFOUND,
 		  "cannot find ImageNet in '%s': looked for the Kaggle layout ("
 		  KAGGLE_MAP ", " KAGGLE_CSV ", " KAGGLE_DATA "/train, " KAGGLE_DATA
@@ -782,13 +672,13 @@ static int detect(ctx *c)
 	const char *need[] = {map, c->kaggle ? KAGGLE_DATA "/train" : "train",
 			      c->kaggle ? KAGGLE_DATA "/val" : "val"};
 	for (size_t i = 0; i < 3; i++)
-		RETURN_IF(!exists_kind(c, need[i], i ? KIND_DIR : KIND_FILE), c->err,
+		RETURN_IF(!exists_kind(c, need[i], i ? IMS_KIND_FOLDER : IMS_KIND_FILE), c->err,
 			  IMS_ENOTFOUND,
 			  "cannot load ImageNet (%s layout) from '%s': missing '%s/%s'",
 			  c->kaggle ? "Kaggle" : "devkit", c->root, c->root, need[i]);
 	FORWARD_IF_ERR(join(c, c->map_path, sizeof(c->map_path), map));
 	const char *test = c->kaggle ? KAGGLE_DATA "/test" : "test";
-	if (exists_kind(c, test, KIND_DIR))
+	if (exists_kind(c, test, IMS_KIND_FOLDER))
 		FORWARD_IF_ERR(ds_dataset_note(c->out,
 			"ignored '%s' (test images have no public labels)", test));
 	return 0;
@@ -822,8 +712,8 @@ fail:
 		ims_fail(err, rc, "cannot load ImageNet: out of memory");
 	ds_dataset_release(out);
 done:
-	listing_free(&c.top);
-	listing_free(&c.sub);
+	ims_dir_listing_release(&c.top);
+	ims_dir_listing_release(&c.sub);
 	free(c.ids);
 	free(c.w);
 	free(c.map_buf);

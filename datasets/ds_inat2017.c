@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -470,12 +469,16 @@ static int check_files(const inat *st, table *files, ims_error *err)
 			char p[4096];
 			struct stat sb;
 			FORWARD_IF_ERR(ims_path_join(p, sizeof(p), st->root, im->file, err));
-			int e = stat(p, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : EISDIR;
+			int e = stat(p, &sb) != 0 ? errno : 0;
 			RETURN_IF(e, err, e == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
 				  "cannot find image '%s' under '%s' (id %llu in %s): %s",
 				  im->file, st->root, (unsigned long long)im->id,
-				  json_names[s], e == EISDIR ? "not a regular file"
-							     : strerror(e));
+				  json_names[s], strerror(e));
+			RETURN_IF(!S_ISREG(sb.st_mode), err, IMS_EIO,
+				  "cannot find image '%s' under '%s' (id %llu in %s): "
+				  "not a regular file (%s)",
+				  im->file, st->root, (unsigned long long)im->id,
+				  json_names[s], ims_file_kind(sb.st_mode));
 		}
 	}
 	return 0;
@@ -492,32 +495,21 @@ typedef struct walk {
 static int walk_dir(walk *w, char *path, size_t cap, int depth,
 		    ims_error *err)
 {
-	DIR *d = opendir(path);
-	RETURN_IF(!d, err, errno == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-		  "cannot read folder '%s': %s", path, strerror(errno));
+	ims_dir_listing ls = {0};
+	FORWARD_IF_ERR(ims_dir_list(path, 0, &ls, err));
 	size_t len = strlen(path);
 	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		size_t n = strlen(de->d_name);
+	for (size_t i = 0; i < ls.n && rc == 0; i++) {
+		const char *name = ls.e[i].name;
+		size_t n = strlen(name);
 		if (len + 1 + n + 1 > cap)
 			GOTO_FAIL(out, rc, err, IMS_ELIMIT, "cannot walk '%s/%s': path too long",
-				  path, de->d_name);
+				  path, name);
 		path[len] = '/';
-		memcpy(path + len + 1, de->d_name, n + 1);
-		int is_dir = de->d_type == DT_DIR, is_file = de->d_type == DT_REG;
-		struct stat sb;
-		if (de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
-			if (stat(path, &sb) == 0) {
-				is_dir = S_ISDIR(sb.st_mode);
-				is_file = S_ISREG(sb.st_mode);
-			}
-		}
-		if (is_dir && depth < WALK_MAX_DEPTH) {
+		memcpy(path + len + 1, name, n + 1);
+		if (ls.e[i].kind == IMS_KIND_FOLDER && depth < WALK_MAX_DEPTH) {
 			rc = walk_dir(w, path, cap, depth + 1, err);
-		} else if (is_file) {
+		} else if (ls.e[i].kind == IMS_KIND_FILE) {
 			const char *rel = path + w->rel_off;
 			if (!str_get(w->files, rel)) {
 				if (w->ignored++ == 0 || strcmp(rel, w->first) < 0)
@@ -525,11 +517,9 @@ static int walk_dir(walk *w, char *path, size_t cap, int depth,
 			}
 		}
 		path[len] = '\0';
-		if (rc < 0)
-			break;
 	}
 out:
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	return rc;
 }
 

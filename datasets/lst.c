@@ -625,28 +625,8 @@ int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 
 /* ---- writing ------------------------------------------------------------- */
 
-typedef struct strbuf {
-	char *p;
-	size_t len, cap;
-} strbuf;
-
-static int sb_reserve(strbuf *b, size_t more)
-{
-	if (b->len + more <= b->cap)
-		return 0;
-	size_t want = b->cap ? b->cap : 4096;
-	while (want < b->len + more)
-		want *= 2;
-	char *n = realloc(b->p, want);
-	if (!n)
-		return -1;
-	b->p = n;
-	b->cap = want;
-	return 0;
-}
-
 /* Appends v in decimal; the caller reserved 20 bytes. */
-static void sb_put_u64(strbuf *b, uint64_t v)
+static void sb_put_u64(ims_buf *b, uint64_t v)
 {
 	char tmp[24];
 	int n = 0;
@@ -655,12 +635,12 @@ static void sb_put_u64(strbuf *b, uint64_t v)
 		v /= 10;
 	} while (v);
 	while (n)
-		b->p[b->len++] = tmp[--n];
+		b->text[b->len++] = tmp[--n];
 }
 
 int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 {
-	strbuf b = {0};
+	ims_buf b = {0};
 	int rc = 0;
 	for (size_t i = 0; i < l->count; i++) {
 		const ds_entry *e = &l->items[i];
@@ -683,13 +663,13 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 				  "cannot write list '%s': row %zu: %d extra labels",
 				  path, i, e->n_extra);
 		/* 20 index + TAB + 10 label + TAB + path + LF, extra below */
-		if (sb_reserve(&b, 34 + plen) != 0)
+		if (ims_buf_grow(&b, 34 + plen, NULL) != 0)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 				  "cannot write list '%s': out of memory", path);
 		sb_put_u64(&b, e->index);
-		b.p[b.len++] = '\t';
+		b.text[b.len++] = '\t';
 		sb_put_u64(&b, (uint64_t)e->label);
-		b.p[b.len++] = '\t';
+		b.text[b.len++] = '\t';
 		for (int k = 0; k < e->n_extra; k++) {
 			char num[64];
 			double v = e->extra[k];
@@ -704,22 +684,22 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 					  "cannot write list '%s': row %zu: extra "
 					  "label %d is too large",
 					  path, i, k + 1);
-			if (sb_reserve(&b, (size_t)n + plen + 2) != 0)
+			if (ims_buf_grow(&b, (size_t)n + plen + 2, NULL) != 0)
 				GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 					  "cannot write list '%s': out of memory",
 					  path);
-			memcpy(b.p + b.len, num, (size_t)n);
+			memcpy(b.text + b.len, num, (size_t)n);
 			b.len += (size_t)n;
 		}
-		memcpy(b.p + b.len, e->path, plen);
+		memcpy(b.text + b.len, e->path, plen);
 		b.len += plen;
-		b.p[b.len++] = '\n';
+		b.text[b.len++] = '\n';
 	}
-	rc = ims_write_file_atomic(path, b.p ? b.p : "", b.len, err);
+	rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
 	if (rc < 0)
 		ims_fail_context(err, "cannot write list '%s'", path);
 out:
-	free(b.p);
+	ims_buf_release(&b);
 	return rc;
 }
 
@@ -831,7 +811,7 @@ out:
 
 int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 {
-	strbuf b = {0};
+	ims_buf b = {0};
 	int rc = 0;
 	for (size_t i = 0; i < l->n_classes; i++) {
 		const char *name = l->classes[i] ? l->classes[i] : "";
@@ -841,18 +821,15 @@ int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 				  "cannot write classes '%s': class %zu ('%s') is "
 				  "empty or holds a line break",
 				  path, i, name);
-		if (sb_reserve(&b, n + 1) != 0)
+		if (ims_buf_append(&b, name, n) < 0 || ims_buf_append(&b, "\n", 1) < 0)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 				  "cannot write classes '%s': out of memory", path);
-		memcpy(b.p + b.len, name, n);
-		b.len += n;
-		b.p[b.len++] = '\n';
 	}
-	rc = ims_write_file_atomic(path, b.p ? b.p : "", b.len, err);
+	rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
 	if (rc < 0)
 		ims_fail_context(err, "cannot write classes '%s'", path);
 out:
-	free(b.p);
+	ims_buf_release(&b);
 	return rc;
 }
 

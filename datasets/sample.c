@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include "datasets.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -557,7 +556,7 @@ int ds_sample_render(uint64_t seed, int k, int index, struct aug_image *out,
 }
 
 int ds_sample_encode(struct aug_codec *codec, uint64_t seed, int k,
-		     int index, struct aug_image *scratch, struct aug_buf *out,
+		     int index, struct aug_image *scratch, ims_buf *out,
 		     ims_error *err)
 {
 	FORWARD_IF_ERR(ds_sample_render(seed, k, index, scratch, err));
@@ -618,24 +617,21 @@ static int is_dir(const char *path, int *exists, ims_error *err)
 static int sweep_class_dir(const char *dir, const char *cls, int remove,
 			   ims_error *err)
 {
-	DIR *d = opendir(dir);
-	RETURN_IF(!d, err, IMS_EIO, "cannot open folder '%s': %s", dir,
-		  strerror(errno));
+	ims_dir_listing ls = {0};
 	int rc = 0;
-	struct dirent *e;
 	char path[4096];
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (!is_sample_file(cls, e->d_name))
+	GOTO_IF_ERR(out, rc, ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, err));
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *name = ls.e[i].name;
+		if (!is_sample_file(cls, name))
 			GOTO_FAIL(out, rc, err, IMS_EEXIST,
 				  "cannot replace the sample folder '%s': it holds '%s', "
 				  "which the sample did not write (move it away)",
-				  dir, e->d_name);
+				  dir, name);
 		if (!remove)
 			continue;
 		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), dir,
-						   e->d_name, err));
+						   name, err));
 		if (unlink(path) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove '%s': %s",
 				  path, strerror(errno));
@@ -644,7 +640,7 @@ static int sweep_class_dir(const char *dir, const char *cls, int remove,
 		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
 			  dir, strerror(errno));
 out:
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	return rc;
 }
 
@@ -658,28 +654,25 @@ static int remove_tmp(const char *tmp, ims_error *err)
 		return 0;
 	RETURN_IF(!dir, err, IMS_EEXIST,
 		  "cannot use '%s' as the sample's work folder: not a folder", tmp);
-	DIR *d = opendir(tmp);
-	RETURN_IF(!d, err, IMS_EIO, "cannot open folder '%s': %s", tmp,
-		  strerror(errno));
+	ims_dir_listing ls = {0};
 	int rc = 0;
-	struct dirent *e;
 	char path[4096];
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (class_of_name(e->d_name) < 0)
+	GOTO_IF_ERR(out, rc, ims_dir_list(tmp, IMS_DIR_HIDDEN, &ls, err));
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *name = ls.e[i].name;
+		if (class_of_name(name) < 0)
 			GOTO_FAIL(out, rc, err, IMS_EEXIST,
 				  "cannot remove the sample's work folder '%s': it holds "
-				  "'%s', which the sample did not write", tmp, e->d_name);
+				  "'%s', which the sample did not write", tmp, name);
 		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), tmp,
-						   e->d_name, err));
-		GOTO_IF_ERR(out, rc, sweep_class_dir(path, e->d_name, 1, err));
+						   name, err));
+		GOTO_IF_ERR(out, rc, sweep_class_dir(path, name, 1, err));
 	}
 	if (rmdir(tmp) != 0)
 		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
 			  tmp, strerror(errno));
 out:
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	return rc;
 }
 
@@ -693,16 +686,13 @@ static int inspect_outdir(const char *outdir, int force, int old[K_COUNT],
 			  ims_error *err)
 {
 	memset(old, 0, sizeof(int) * K_COUNT);
-	DIR *d = opendir(outdir);
-	RETURN_IF(!d, err, IMS_EIO, "cannot open folder '%s': %s", outdir,
-		  strerror(errno));
+	ims_dir_listing ls = {0};
 	int rc = 0;
-	struct dirent *e;
 	char path[4096];
-	while ((e = readdir(d)) != NULL) {
-		const char *name = e->d_name;
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-		    strcmp(name, TMP_NAME) == 0)
+	GOTO_IF_ERR(out, rc, ims_dir_list(outdir, IMS_DIR_HIDDEN, &ls, err));
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *name = ls.e[i].name;
+		if (strcmp(name, TMP_NAME) == 0)
 			continue;
 		if (!force)
 			GOTO_FAIL(out, rc, err, IMS_EEXIST,
@@ -724,7 +714,7 @@ static int inspect_outdir(const char *outdir, int force, int old[K_COUNT],
 		old[k] = 1;
 	}
 out:
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	return rc;
 }
 
@@ -739,7 +729,7 @@ typedef struct writer {
 	ims_error err;
 } writer;
 
-static int write_bytes(const char *path, const aug_buf *b, ims_error *err)
+static int write_bytes(const char *path, const ims_buf *b, ims_error *err)
 {
 	FILE *f = fopen(path, "wb");
 	RETURN_IF(!f, err, IMS_EIO, "cannot create '%s': %s", path, strerror(errno));
@@ -774,7 +764,7 @@ static void work(writer *w, int report)
 	const ds_sample_opts *o = w->o;
 	aug_codec *codec = NULL;
 	aug_image img = {0};
-	aug_buf buf = {0};
+	ims_buf buf = {0};
 	ims_error e;
 	ims_error_clear(&e);
 	char name[256], path[4096];
@@ -808,7 +798,7 @@ static void work(writer *w, int report)
 	}
 	if (rc)
 		fail_writer(w, rc, &e);
-	aug_buf_release(&buf);
+	ims_buf_release(&buf);
 	aug_image_release(&img);
 	aug_codec_destroy(codec);
 }

@@ -1,16 +1,14 @@
 /*
  * scan.c - lists a folder of class subfolders (ImageFolder / im2rec style).
  *
- * Folders are read with openat/fdopendir relative to their parent, so path
- * length never limits depth and symbolic links are followed the way stat
- * follows them. d_type saves a stat per file on ext4/xfs (ImageNet train is
- * 1.28M files); only links and unknown types are stat'ed. A stack of the
- * (device, inode) pairs of the folders being walked stops link loops.
+ * Folders are opened with openat relative to their parent, so path length
+ * never limits depth, and listed sorted by ims_dir_list_fd (symbolic links
+ * followed the way stat follows them). A stack of the (device, inode)
+ * pairs of the folders being walked stops link loops.
  */
 #define _GNU_SOURCE
 #include "datasets.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,20 +18,6 @@
 #include <unistd.h>
 
 #define DEFAULT_EXTS ".jpg,.jpeg,.png"
-
-enum { KIND_FILE, KIND_DIR, KIND_OTHER };
-
-typedef struct dir_entry {
-	char *name;
-	int kind;
-} dir_entry;
-
-/* One folder's visible entries, sorted byte-wise; names in one block. */
-typedef struct dir_listing {
-	dir_entry *e;
-	size_t n;
-	char *names;
-} dir_listing;
 
 typedef struct ext_set {
 	char **ext; /* lower-case, with the leading dot */
@@ -139,18 +123,6 @@ static int matches(const ext_set *s, const char *name)
 
 /* ---- reading folders ----------------------------------------------------- */
 
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const dir_entry *)a)->name, ((const dir_entry *)b)->name);
-}
-
-static void free_listing(dir_listing *d)
-{
-	free(d->e);
-	free(d->names);
-	memset(d, 0, sizeof(*d));
-}
-
 /* The folder's display path for messages: root, or root/rel. */
 static void display_path(const scan_ctx *c, char *out, size_t len)
 {
@@ -169,107 +141,24 @@ static int io_fail(const scan_ctx *c, const char *what, int e)
 }
 
 /*
- * Reads the visible entries of the open folder dfd (consumed: closed on
- * return through the DIR) into d, sorted. *dup_fd receives a second
- * descriptor of the folder for openat/fstatat on its children.
+ * Reads the visible entries of the open folder dfd into d, sorted. On
+ * success *dup_fd is dfd, kept open for openat/fstatat on its children
+ * (the caller closes it); on failure dfd is closed.
  */
-static int read_listing(scan_ctx *c, int dfd, dir_listing *d, int *dup_fd)
+static int read_listing(scan_ctx *c, int dfd, ims_dir_listing *d, int *dup_fd)
 {
 	memset(d, 0, sizeof(*d));
 	*dup_fd = -1;
-	int keep = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-	if (keep < 0) {
-		int e = errno;
+	char shown[1024];
+	display_path(c, shown, sizeof(shown));
+	int rc = ims_dir_list_fd(dfd, shown, 0, d, c->err);
+	if (rc < 0) {
 		close(dfd);
-		return io_fail(c, "open folder", e);
+		ims_dir_listing_release(d);
+		return rc;
 	}
-	DIR *dir = fdopendir(dfd);
-	if (!dir) {
-		int e = errno;
-		close(dfd);
-		close(keep);
-		return io_fail(c, "open folder", e);
-	}
-	size_t cap = 0, names_len = 0, names_cap = 0;
-	size_t *offs = NULL; /* name offsets; names may move while growing */
-	int rc = 0;
-	for (;;) {
-		errno = 0;
-		struct dirent *de = readdir(dir);
-		if (!de) {
-			if (errno)
-				rc = io_fail(c, "read folder", errno);
-			break;
-		}
-		if (de->d_name[0] == '.')
-			continue; /* ".", ".." and hidden entries */
-		int kind;
-		struct stat st;
-		if (de->d_type == DT_REG)
-			kind = KIND_FILE;
-		else if (de->d_type == DT_DIR)
-			kind = KIND_DIR;
-		else if (de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
-			/* Follow links; a dangling one is an unusable file. */
-			if (fstatat(keep, de->d_name, &st, 0) != 0)
-				kind = KIND_OTHER;
-			else if (S_ISREG(st.st_mode))
-				kind = KIND_FILE;
-			else if (S_ISDIR(st.st_mode))
-				kind = KIND_DIR;
-			else
-				kind = KIND_OTHER;
-		} else {
-			kind = KIND_OTHER;
-		}
-		size_t nlen = strlen(de->d_name) + 1;
-		if (d->n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			dir_entry *ne = realloc(d->e, ncap * sizeof(*ne));
-			size_t *no = realloc(offs, ncap * sizeof(*no));
-			if (ne)
-				d->e = ne;
-			if (no)
-				offs = no;
-			if (!ne || !no) {
-				rc = ims_fail(c->err, IMS_ENOMEM,
-					      "cannot list folder: out of memory");
-				break;
-			}
-			cap = ncap;
-		}
-		if (names_len + nlen > names_cap) {
-			size_t ncap = names_cap ? names_cap * 2 : 4096;
-			while (ncap < names_len + nlen)
-				ncap *= 2;
-			char *nn = realloc(d->names, ncap);
-			if (!nn) {
-				rc = ims_fail(c->err, IMS_ENOMEM,
-					      "cannot list folder: out of memory");
-				break;
-			}
-			d->names = nn;
-			names_cap = ncap;
-		}
-		memcpy(d->names + names_len, de->d_name, nlen);
-		offs[d->n] = names_len;
-		d->e[d->n].kind = kind;
-		d->n++;
-		names_len += nlen;
-	}
-	closedir(dir);
-	if (rc == 0) {
-		for (size_t i = 0; i < d->n; i++)
-			d->e[i].name = d->names + offs[i];
-		if (d->n > 1)
-			qsort(d->e, d->n, sizeof(*d->e), cmp_entry);
-		*dup_fd = keep;
-	} else {
-		close(keep);
-		free_listing(d);
-	}
-	free(offs);
-	return rc;
+	*dup_fd = dfd;
+	return 0;
 }
 
 /* ---- the walk ------------------------------------------------------------ */
@@ -357,12 +246,12 @@ static int add_row(scan_ctx *c, int32_t label, const char *name)
 /* Counts what lies below a class folder (non-recursive mode). */
 static int count_nested(scan_ctx *c, int dfd)
 {
-	dir_listing d;
+	ims_dir_listing d;
 	int keep;
 	FORWARD_IF_ERR(read_listing(c, dfd, &d, &keep));
 	int rc = 0;
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
-		if (d.e[i].kind == KIND_DIR) {
+		if (d.e[i].kind == IMS_KIND_FOLDER) {
 			size_t old;
 			int f;
 			GOTO_IF_ERR(out, rc, rel_push(c, d.e[i].name, &old));
@@ -372,7 +261,7 @@ static int count_nested(scan_ctx *c, int dfd)
 				c->depth--;
 			}
 			rel_pop(c, old);
-		} else if (d.e[i].kind == KIND_FILE && matches(&c->exts, d.e[i].name)) {
+		} else if (d.e[i].kind == IMS_KIND_FILE && matches(&c->exts, d.e[i].name)) {
 			c->rep.ignored_nested++;
 		} else {
 			c->rep.ignored_files++;
@@ -380,7 +269,7 @@ static int count_nested(scan_ctx *c, int dfd)
 	}
 out:
 	close(keep);
-	free_listing(&d);
+	ims_dir_listing_release(&d);
 	return rc;
 }
 
@@ -388,14 +277,14 @@ out:
  * its subfolders, all in sorted order. */
 static int walk_recursive(scan_ctx *c, int dfd)
 {
-	dir_listing d;
+	ims_dir_listing d;
 	int keep;
 	FORWARD_IF_ERR(read_listing(c, dfd, &d, &keep));
 	int rc = 0;
 	int32_t label = -1;
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
-		if (d.e[i].kind != KIND_FILE || !matches(&c->exts, d.e[i].name)) {
-			if (d.e[i].kind != KIND_DIR)
+		if (d.e[i].kind != IMS_KIND_FILE || !matches(&c->exts, d.e[i].name)) {
+			if (d.e[i].kind != IMS_KIND_FOLDER)
 				c->rep.ignored_files++;
 			continue;
 		}
@@ -409,7 +298,7 @@ static int walk_recursive(scan_ctx *c, int dfd)
 		rc = add_row(c, label, d.e[i].name);
 	}
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
-		if (d.e[i].kind != KIND_DIR)
+		if (d.e[i].kind != IMS_KIND_FOLDER)
 			continue;
 		size_t old;
 		int f;
@@ -423,27 +312,27 @@ static int walk_recursive(scan_ctx *c, int dfd)
 	}
 out:
 	close(keep);
-	free_listing(&d);
+	ims_dir_listing_release(&d);
 	return rc;
 }
 
 /* One class per subfolder of root; files directly inside it only. */
 static int walk_classes(scan_ctx *c, int rootfd)
 {
-	dir_listing d;
+	ims_dir_listing d;
 	int keep;
 	FORWARD_IF_ERR(read_listing(c, rootfd, &d, &keep));
 	int rc = 0;
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
-		if (d.e[i].kind == KIND_DIR)
+		if (d.e[i].kind == IMS_KIND_FOLDER)
 			continue;
-		if (d.e[i].kind == KIND_FILE && matches(&c->exts, d.e[i].name))
+		if (d.e[i].kind == IMS_KIND_FILE && matches(&c->exts, d.e[i].name))
 			c->rep.loose_files++;
 		else
 			c->rep.ignored_files++;
 	}
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
-		if (d.e[i].kind != KIND_DIR)
+		if (d.e[i].kind != IMS_KIND_FOLDER)
 			continue;
 		size_t old;
 		int f;
@@ -451,7 +340,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 		rc = enter(c, keep, d.e[i].name, &f);
 		if (rc == 0 && f >= 0) {
 			int32_t label;
-			dir_listing cd;
+			ims_dir_listing cd;
 			int ckeep;
 			rc = ds_list_add_class(c->l, d.e[i].name, &label, c->err);
 			if (rc == 0)
@@ -461,10 +350,10 @@ static int walk_classes(scan_ctx *c, int rootfd)
 			if (rc == 0) {
 				size_t before = c->l->count;
 				for (size_t j = 0; j < cd.n && rc == 0; j++) {
-					dir_entry *e = &cd.e[j];
-					if (e->kind == KIND_FILE && matches(&c->exts, e->name)) {
+					ims_dir_entry *e = &cd.e[j];
+					if (e->kind == IMS_KIND_FILE && matches(&c->exts, e->name)) {
 						rc = add_row(c, label, e->name);
-					} else if (e->kind == KIND_DIR) {
+					} else if (e->kind == IMS_KIND_FOLDER) {
 						size_t old2;
 						int g;
 						rc = rel_push(c, e->name, &old2);
@@ -483,7 +372,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 				if (rc == 0 && c->l->count == before)
 					c->rep.empty_classes++;
 				close(ckeep);
-				free_listing(&cd);
+				ims_dir_listing_release(&cd);
 			}
 			c->depth--;
 		}
@@ -491,7 +380,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 	}
 out:
 	close(keep);
-	free_listing(&d);
+	ims_dir_listing_release(&d);
 	return rc;
 }
 

@@ -68,14 +68,14 @@ typedef struct slot {
 	int status;              /* 0 packed, < 0 skipped */
 	char why[IMS_ERRMSG_MAX];
 	rio_record rec;          /* payload points into buf */
-	aug_buf buf;
+	ims_buf buf;
 	uint64_t bytes_in;
 } slot;
 
 typedef struct worker {
 	aug_codec *codec;
 	aug_image decoded, resized, cropped;
-	aug_buf file;
+	ims_buf file;
 } worker;
 
 typedef struct job {
@@ -87,7 +87,7 @@ typedef struct job {
 } job;
 
 /* Reads a whole file into b, reusing its memory. */
-static int read_into(const char *path, aug_buf *b, ims_error *err)
+static int read_into(const char *path, ims_buf *b, ims_error *err)
 {
 	/* A FIFO or a device among the images is skipped, never waited on. */
 	int fd;
@@ -100,16 +100,9 @@ static int read_into(const char *path, aug_buf *b, ims_error *err)
 		GOTO_FAIL(out, rc, err, IMS_ELIMIT, "file of %lld bytes is too large for one image",
 			  (long long)st.st_size);
 	size_t size = (size_t)st.st_size;
-	if (b->cap < size + 1) {
-		size_t cap = b->cap ? b->cap : 1 << 16;
-		while (cap < size + 1)
-			cap *= 2;
-		uint8_t *d = realloc(b->data, cap);
-		if (!d)
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
-		b->data = d;
-		b->cap = cap;
-	}
+	b->len = 0;
+	if (ims_buf_grow(b, size, NULL) < 0)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
 	size_t got = 0;
 	while (got < size) {
 		ssize_t n = read(fd, b->data + got, size - got);
@@ -183,12 +176,8 @@ static int finish_image(const job *j, worker *w, slot *s, const aug_image *src,
 		size_t total = row * (size_t)img->height;
 		RETURN_IF(total > UINT32_MAX, err, IMS_ELIMIT,
 			  "raw image of %zu bytes is too large for one record", total);
-		if (s->buf.cap < total) {
-			uint8_t *dd = realloc(s->buf.data, total);
-			RETURN_IF(!dd, err, IMS_ENOMEM, "out of memory");
-			s->buf.data = dd;
-			s->buf.cap = total;
-		}
+		RETURN_IF(ims_buf_reserve(&s->buf, total, NULL) < 0, err,
+			  IMS_ENOMEM, "out of memory");
 		for (int y = 0; y < img->height; y++)
 			memcpy(s->buf.data + (size_t)y * row,
 			       img->pixels + (size_t)y * img->stride, row);
@@ -261,7 +250,7 @@ static void trim(worker *w)
 	if (w->cropped.capacity > PACK_KEEP_CAPACITY)
 		aug_image_release(&w->cropped);
 	if (w->file.cap > PACK_KEEP_CAPACITY)
-		aug_buf_release(&w->file);
+		ims_buf_release(&w->file);
 }
 
 static void process(const job *j, worker *w, uint64_t row, slot *s)
@@ -279,7 +268,7 @@ static void process(const job *j, worker *w, uint64_t row, slot *s)
 	else
 		rc = ims_path_join(path, sizeof(path), j->o->root, e->path, &err);
 	if (rc == 0 && !j->o->read_row) {
-		aug_buf *in = j->o->encoding == PACK_KEEP ? &s->buf : &w->file;
+		ims_buf *in = j->o->encoding == PACK_KEEP ? &s->buf : &w->file;
 		rc = read_into(path, in, &err);
 		if (rc == 0 && in->len == 0)
 			rc = ims_fail(&err, IMS_EFORMAT, "empty file");
@@ -382,7 +371,7 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 			  k->errors_path);
 	}
 	if (s->buf.cap > PACK_KEEP_CAPACITY)
-		aug_buf_release(&s->buf);
+		ims_buf_release(&s->buf);
 	k->done++;
 	if (o->progress && ((k->done & 15) == 0 || k->done == n))
 		o->progress(o->ctx, k->done, n);
@@ -706,11 +695,11 @@ out:
 			aug_image_release(&workers[t].decoded);
 			aug_image_release(&workers[t].resized);
 			aug_image_release(&workers[t].cropped);
-			aug_buf_release(&workers[t].file);
+			ims_buf_release(&workers[t].file);
 		}
 	if (slots)
 		for (size_t i = 0; i < window; i++)
-			aug_buf_release(&slots[i].buf);
+			ims_buf_release(&slots[i].buf);
 	free(slots);
 	free(ready);
 	free(workers);

@@ -20,7 +20,6 @@
 #define _GNU_SOURCE
 #include "pack_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,67 +96,23 @@ static void step(pack_step_fn fn, void *ctx, int *n)
 	(*n)++;
 }
 
-/* The managed files of dir whose kind is kind, by name (malloc'd array of
- * malloc'd names, NULL-terminated). */
-static int list_managed(const char *dir, int kind, char ***out, ims_error *err)
-{
-	*out = NULL;
-	DIR *d = opendir(dir);
-	RETURN_IF(!d, err, IMS_EIO, "cannot read folder '%s': %s", dir,
-		  strerror(errno));
-	size_t n = 0, cap = 8;
-	char **names = malloc(cap * sizeof(char *));
-	int rc = 0;
-	struct dirent *e = NULL;
-	while (names && (e = readdir(d)) != NULL) {
-		if (managed_kind(e->d_name) != kind)
-			continue;
-		if (n + 1 >= cap) {
-			char **g = realloc(names, 2 * cap * sizeof(char *));
-			if (!g)
-				break;
-			names = g;
-			cap *= 2;
-		}
-		if (!(names[n] = strdup(e->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	if (!names || e) {
-		for (size_t i = 0; names && i < n; i++)
-			free(names[i]);
-		free(names);
-		return ims_fail(err, IMS_ENOMEM, "out of memory");
-	}
-	names[n] = NULL;
-	*out = names;
-	return rc;
-}
-
-static void free_names(char **names)
-{
-	for (size_t i = 0; names && names[i]; i++)
-		free(names[i]);
-	free(names);
-}
-
 /* Removes dir's managed files of one kind. */
 static int remove_kind(const char *dir, int kind, pack_step_fn fn, void *ctx,
 		       int *n, ims_error *err)
 {
-	char **names;
-	FORWARD_IF_ERR(list_managed(dir, kind, &names, err));
-	int rc = 0;
-	for (size_t i = 0; names[i] && rc == 0; i++) {
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(dir, 0, &ls, err);
+	for (size_t i = 0; i < ls.n && rc == 0; i++) {
+		if (managed_kind(ls.e[i].name) != kind)
+			continue;
 		char p[4200];
-		rc = join(p, sizeof(p), dir, names[i], err);
+		rc = join(p, sizeof(p), dir, ls.e[i].name, err);
 		step(fn, ctx, n);
 		if (rc == 0 && unlink(p) != 0 && errno != ENOENT)
 			rc = ims_fail(err, IMS_EIO, "cannot remove '%s': %s", p,
 				      strerror(errno));
 	}
-	free_names(names);
+	ims_dir_listing_release(&ls);
 	FORWARD_IF_ERR(rc);
 	return fsync_dir(dir, err);
 }
@@ -166,20 +121,22 @@ static int remove_kind(const char *dir, int kind, pack_step_fn fn, void *ctx,
 static int move_kind(const char *stage, const char *out, int kind,
 		     pack_step_fn fn, void *ctx, int *n, ims_error *err)
 {
-	char **names;
-	FORWARD_IF_ERR(list_managed(stage, kind, &names, err));
-	int rc = 0;
-	for (size_t i = 0; names[i] && rc == 0; i++) {
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(stage, 0, &ls, err);
+	for (size_t i = 0; i < ls.n && rc == 0; i++) {
+		const char *name = ls.e[i].name;
+		if (managed_kind(name) != kind)
+			continue;
 		char from[4200], to[4200];
-		rc = join(from, sizeof(from), stage, names[i], err);
+		rc = join(from, sizeof(from), stage, name, err);
 		if (rc == 0)
-			rc = join(to, sizeof(to), out, names[i], err);
+			rc = join(to, sizeof(to), out, name, err);
 		step(fn, ctx, n);
 		if (rc == 0 && rename(from, to) != 0)
 			rc = ims_fail(err, IMS_EIO, "cannot move '%s' to '%s': %s",
 				      from, to, strerror(errno));
 	}
-	free_names(names);
+	ims_dir_listing_release(&ls);
 	FORWARD_IF_ERR(rc);
 	return fsync_dir(out, err);
 }
@@ -204,25 +161,26 @@ static int write_marker(const char *stage, const char *name, ims_error *err)
  * and dir itself. */
 static int remove_dir(const char *dir, ims_error *err)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 :
-		       ims_fail(err, IMS_EIO, "cannot read folder '%s': %s", dir,
-				strerror(errno));
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d)) != NULL) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
+	ims_dir_listing ls = {0};
+	ims_error e;
+	int rc = ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, &e);
+	if (rc == IMS_ENOTFOUND)
+		return 0; /* removed already */
+	if (rc < 0) {
+		if (err)
+			*err = e;
+		return rc;
+	}
+	for (size_t i = 0; i < ls.n; i++) {
 		char p[4200];
-		if (join(p, sizeof(p), dir, e->d_name, err) < 0 ||
+		if (join(p, sizeof(p), dir, ls.e[i].name, err) < 0 ||
 		    (unlink(p) != 0 && errno != ENOENT)) {
 			rc = ims_fail(err, IMS_EIO, "cannot remove '%s': %s", p,
 				      strerror(errno));
 			break;
 		}
 	}
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	FORWARD_IF_ERR(rc);
 	RETURN_IF(rmdir(dir) != 0 && errno != ENOENT, err, IMS_EIO,
 		  "cannot remove folder '%s': %s", dir, strerror(errno));

@@ -377,6 +377,60 @@ int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 /* Shard holding record index, or -1 when out of range. */
 int rio_reader_shard_of(const rio_reader *r, uint64_t index);
 
+/* ---- verifying a split ------------------------------------------------ */
+
+/*
+ * What `imshard verify` and Split.verify check, read through r: every
+ * record's header and payload CRC-32C, its label against the classes and
+ * its encoding against the manifest's, each shard's digest (format 2;
+ * format 1 digests depend only on record counts and are not compared) and
+ * the class counts. recordio never looks inside a payload: a caller that
+ * decodes images does so in check.
+ */
+typedef struct rio_verify_opts {
+	int threads;        /* shards checked at once (the caller's thread is
+			       one of them); < 1: 1 */
+	unsigned max_named; /* bad records named one by one; 0: 100 */
+	/* An extra check of each record that passed the others, called from
+	 * the thread checking its shard; worker (0 .. threads-1) numbers that
+	 * thread, so per-thread state such as a decoder is kept by worker.
+	 * Returns 0, or < 0 with err filled ("record N: ..."): the record is
+	 * bad. NULL: none. */
+	int (*check)(void *ctx, int worker, uint64_t index,
+		     const rio_record *rec, ims_error *err);
+	/* Each problem as one line without a prefix, as it is found: a bad
+	 * record ("record 5 in shard 'F': payload checksum mismatch ..."), an
+	 * unreadable shard, then after the reads the shards' encoding and
+	 * digest findings and the class counts. Never called concurrently. */
+	void (*problem)(void *ctx, const char *line);
+	/* Records checked so far, every 256 records of a shard and at each
+	 * shard's end. Nonzero stops the check (rio_verify returns
+	 * IMS_EINTR). Never called concurrently with itself or problem. */
+	int (*progress)(void *ctx, uint64_t done);
+	void *ctx;
+} rio_verify_opts;
+
+/* threads 1, max_named 100, no callbacks. */
+void rio_verify_opts_init(rio_verify_opts *o);
+
+typedef struct rio_verify_result {
+	uint64_t checked;    /* records read */
+	uint64_t bad;        /* records that failed a check */
+	int ok;              /* nothing is wrong with the split */
+	int digests_checked; /* the manifest is format 2: digests compared */
+} rio_verify_result;
+
+/*
+ * Checks the split of r. Returns 0 when the check ran to its end, whatever
+ * it found (res->ok says whether the split is good; opts->problem was told
+ * each problem); IMS_EINTR when progress stopped it, IMS_ENOMEM, IMS_EINVAL.
+ * digests, when not NULL, receives n_shards entries: each shard's format 2
+ * digest as read (what `imshard verify --rehash` writes after a clean
+ * check).
+ */
+int rio_verify(rio_reader *r, const rio_verify_opts *opts,
+	       rio_verify_result *res, uint64_t *digests, ims_error *err);
+
 /* ---- partitioning across ranks ---------------------------------------- */
 
 /* What to do with the n mod world records that do not divide evenly. */

@@ -35,7 +35,6 @@
 #define _GNU_SOURCE
 #include "recordio.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
@@ -149,17 +148,14 @@ static int classify(const char *fname, const char *name)
 static int remove_leftovers(const char *dir, const char *name, int finals,
 			    ims_error *err)
 {
-	DIR *d = opendir(dir);
-	RETURN_IF(!d, err, IMS_EIO, "cannot read folder '%s': %s", dir,
-		  strerror(errno));
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d)) != NULL) {
-		int k = classify(e->d_name, name);
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, err);
+	for (size_t i = 0; i < ls.n && rc == 0; i++) {
+		int k = classify(ls.e[i].name, name);
 		if (k < 0 || (k == 1 && !finals))
 			continue;
 		char path[4096];
-		if (ims_path_join(path, sizeof(path), dir, e->d_name, err) < 0) {
+		if (ims_path_join(path, sizeof(path), dir, ls.e[i].name, err) < 0) {
 			rc = IMS_EINVAL;
 			break;
 		}
@@ -169,7 +165,7 @@ static int remove_leftovers(const char *dir, const char *name, int finals,
 			break;
 		}
 	}
-	closedir(d);
+	ims_dir_listing_release(&ls);
 	return rc;
 }
 

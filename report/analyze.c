@@ -214,27 +214,26 @@ static int neutral(const char *k)
 static char *group_key(const rep_run *run, rep_scaling mode, double batch,
 		       double global)
 {
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	const rep_summary *s = &run->sum;
 	if (s->n_options) {
 		for (size_t i = 0; i < s->n_options; i++) {
 			if (neutral(s->options[i].key))
 				continue;
-			rb_printf(&b, "%s=%s ", s->options[i].key, s->options[i].value);
+			ims_buf_printf(&b, "%s=%s ", s->options[i].key, s->options[i].value);
 		}
 	} else {
 		/* a summary from before options were logged */
-		rb_printf(&b, "model=%s device=%s ", s->model ? s->model : "?",
+		ims_buf_printf(&b, "model=%s device=%s ", s->model ? s->model : "?",
 			  s->device ? s->device : "?");
 		if (isfinite(s->threads))
-			rb_printf(&b, "threads=%g ", s->threads);
+			ims_buf_printf(&b, "threads=%g ", s->threads);
 	}
 	if (mode == REP_SCALE_RANK_BATCH)
-		rb_printf(&b, "batch_per_rank=%g", batch);
+		ims_buf_printf(&b, "batch_per_rank=%g", batch);
 	else
-		rb_printf(&b, "global_batch=%g", global);
-	return rb_take(&b, NULL);
+		ims_buf_printf(&b, "global_batch=%g", global);
+	return ims_buf_take(&b, NULL);
 }
 
 /* ---- a run --------------------------------------------------------------------- */

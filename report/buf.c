@@ -1,6 +1,6 @@
 /*
- * buf.c - the growing text buffer the page and the CSV files are built in,
- * with the escaping, number formats and table cells they need.
+ * buf.c - what the page and the CSV files append to their text buffer
+ * (common's ims_buf): escaping, number formats and table cells.
  */
 #include "report_internal.h"
 
@@ -9,88 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rb_init(rep_buf *b)
-{
-	memset(b, 0, sizeof(*b));
-}
-
-void rb_free(rep_buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
-
-/* Room for n more bytes and the terminator. */
-static int grow(rep_buf *b, size_t n)
-{
-	if (b->oom)
-		return -1;
-	if (n > SIZE_MAX / 4 - b->len) {
-		b->oom = 1;
-		return -1;
-	}
-	size_t need = b->len + n + 1;
-	if (need <= b->cap)
-		return 0;
-	size_t cap = b->cap ? b->cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	char *p = realloc(b->p, cap);
-	if (!p) {
-		b->oom = 1;
-		return -1;
-	}
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-void rb_putn(rep_buf *b, const char *s, size_t n)
-{
-	if (grow(b, n) < 0)
-		return;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-void rb_puts(rep_buf *b, const char *s)
-{
-	rb_putn(b, s, strlen(s));
-}
-
-void rb_vprintf(rep_buf *b, const char *fmt, va_list ap)
-{
-	if (b->oom)
-		return;
-	va_list ap2;
-	va_copy(ap2, ap);
-	char small[256];
-	int n = vsnprintf(small, sizeof(small), fmt, ap2);
-	va_end(ap2);
-	if (n < 0) {
-		b->oom = 1;
-		return;
-	}
-	if ((size_t)n < sizeof(small)) {
-		rb_putn(b, small, (size_t)n);
-		return;
-	}
-	if (grow(b, (size_t)n) < 0)
-		return;
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	b->len += (size_t)n;
-}
-
-void rb_printf(rep_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	rb_vprintf(b, fmt, ap);
-	va_end(ap);
-}
-
-void rb_html(rep_buf *b, const char *s)
+void rb_html(ims_buf *b, const char *s)
 {
 	if (!s)
 		return;
@@ -110,52 +29,35 @@ void rb_html(rep_buf *b, const char *s)
 		if (!rep && (unsigned char)*s < 0x20 && *s != '\t' && *s != '\n')
 			rep = "?";
 		if (rep) {
-			rb_putn(b, run, (size_t)(s - run));
-			rb_puts(b, rep);
+			ims_buf_append(b, run, (size_t)(s - run));
+			ims_buf_puts(b, rep);
 			run = s + 1;
 		}
 	}
-	rb_putn(b, run, (size_t)(s - run));
+	ims_buf_append(b, run, (size_t)(s - run));
 }
 
-void rb_csv(rep_buf *b, const char *s)
+void rb_csv(ims_buf *b, const char *s)
 {
 	if (!s)
 		return;
 	if (!strpbrk(s, ",\"\r\n")) {
-		rb_puts(b, s);
+		ims_buf_puts(b, s);
 		return;
 	}
-	rb_putn(b, "\"", 1);
+	ims_buf_append(b, "\"", 1);
 	for (const char *c = s; *c; c++) {
 		if (*c == '"')
-			rb_putn(b, "\"", 1);
-		rb_putn(b, c, 1);
+			ims_buf_append(b, "\"", 1);
+		ims_buf_append(b, c, 1);
 	}
-	rb_putn(b, "\"", 1);
+	ims_buf_append(b, "\"", 1);
 }
 
-void rb_csv_num(rep_buf *b, double v)
+void rb_csv_num(ims_buf *b, double v)
 {
 	if (isfinite(v))
-		rb_printf(b, "%.10g", v);
-}
-
-char *rb_take(rep_buf *b, size_t *len)
-{
-	if (b->oom) {
-		rb_free(b);
-		return NULL;
-	}
-	/* an empty buffer still gives a string */
-	if (!b->p && grow(b, 0) < 0)
-		return NULL;
-	b->p[b->len] = '\0';
-	char *p = b->p;
-	if (len)
-		*len = b->len;
-	memset(b, 0, sizeof(*b));
-	return p;
+		ims_buf_printf(b, "%.10g", v);
 }
 
 const char *rep_fmt(char *buf, size_t len, double v)
@@ -211,38 +113,38 @@ const char *rep_fmt_pct(char *buf, size_t len, double v)
 	return buf;
 }
 
-void rb_td(rep_buf *b, int left, const char *text)
+void rb_td(ims_buf *b, int left, const char *text)
 {
-	rb_puts(b, left ? "<td class=\"l\">" : "<td>");
+	ims_buf_puts(b, left ? "<td class=\"l\">" : "<td>");
 	rb_html(b, text);
-	rb_puts(b, "</td>");
+	ims_buf_puts(b, "</td>");
 }
 
-void rb_td_num(rep_buf *b, double v)
+void rb_td_num(ims_buf *b, double v)
 {
 	char n[REP_NUM];
 	rb_td(b, 0, rep_fmt(n, sizeof(n), v));
 }
 
-void rb_td_s(rep_buf *b, double v)
+void rb_td_s(ims_buf *b, double v)
 {
 	char n[REP_NUM];
 	rb_td(b, 0, rep_fmt_s(n, sizeof(n), v));
 }
 
-void rb_td_pct(rep_buf *b, double v)
+void rb_td_pct(ims_buf *b, double v)
 {
 	char n[REP_NUM];
 	rb_td(b, 0, rep_fmt_pct(n, sizeof(n), v));
 }
 
-void rb_th_row(rep_buf *b, const char *const *cols)
+void rb_th_row(ims_buf *b, const char *const *cols)
 {
-	rb_puts(b, "<tr>");
+	ims_buf_puts(b, "<tr>");
 	for (; *cols; cols++) {
-		rb_puts(b, "<th>");
+		ims_buf_puts(b, "<th>");
 		rb_html(b, *cols);
-		rb_puts(b, "</th>");
+		ims_buf_puts(b, "</th>");
 	}
-	rb_puts(b, "</tr>\n");
+	ims_buf_puts(b, "</tr>\n");
 }

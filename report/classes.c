@@ -346,7 +346,7 @@ static int cmp_worst(const void *a, const void *b)
 
 /* A class's label on the page: its name, cut past 24 bytes (what fits
  * left of the bars; the bar's tooltip has it whole). */
-static void short_name(rep_buf *b, const char *s)
+static void short_name(ims_buf *b, const char *s)
 {
 	size_t n = strlen(s);
 	if (n <= 24) {
@@ -361,30 +361,30 @@ static void short_name(rep_buf *b, const char *s)
 	memcpy(cut, s, k);
 	cut[k] = '\0';
 	rb_html(b, cut);
-	rb_puts(b, "&hellip;");
+	ims_buf_puts(b, "&hellip;");
 }
 
 /* Horizontal bars: top-5 (light) behind top-1, one row per class. */
-static void accuracy_bars(rep_buf *b, const rep_classes *c, const int *order,
+static void accuracy_bars(ims_buf *b, const rep_classes *c, const int *order,
 			  size_t n, size_t run_i)
 {
 	const double row = 16, top = 34, left = 170, right = 60;
 	const double pw = CW - left - right, h = top + row * (double)n + 24;
-	rb_printf(b, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" id=\"per-class-%zu\" "
+	ims_buf_printf(b, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" id=\"per-class-%zu\" "
 		     "data-chart=\"per-class\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" "
 		     "role=\"img\" aria-label=\"Per-class accuracy\"><title>Per-class accuracy</title>"
 		     "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>"
 		     "<text x=\"%.0f\" y=\"16\" " FONT " font-weight=\"bold\" text-anchor=\"middle\">"
 		     "Per-class accuracy</text>",
 		  run_i, CW, h, CW, h, CW, h, CW / 2);
-	rb_printf(b, "<rect x=\"%.0f\" y=\"22\" width=\"10\" height=\"8\" fill=\"%s\"/>"
+	ims_buf_printf(b, "<rect x=\"%.0f\" y=\"22\" width=\"10\" height=\"8\" fill=\"%s\"/>"
 		     "<text x=\"%.0f\" y=\"30\" " FONT ">top-1</text>"
 		     "<rect x=\"%.0f\" y=\"22\" width=\"10\" height=\"8\" fill=\"%s\" opacity=\"0.3\"/>"
 		     "<text x=\"%.0f\" y=\"30\" " FONT ">top-5</text>",
 		  left, svg_color(0), left + 14, left + 60, svg_color(0), left + 74);
 	for (int t = 0; t <= 4; t++) {
 		double x = left + pw * t / 4;
-		rb_printf(b, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ddd\"/>"
+		ims_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ddd\"/>"
 			     "<text x=\"%.1f\" y=\"%.0f\" " FONT " text-anchor=\"middle\">%d%%</text>",
 			  x, top, x, top + row * (double)n, x, top + row * (double)n + 14, 25 * t);
 	}
@@ -392,84 +392,84 @@ static void accuracy_bars(rep_buf *b, const rep_classes *c, const int *order,
 	for (size_t r = 0; r < n; r++) {
 		int k = order[r];
 		double y = top + row * (double)r;
-		rb_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT " text-anchor=\"end\">",
+		ims_buf_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT " text-anchor=\"end\">",
 			  left - 6, y + 12);
 		short_name(b, c->names[k]);
-		rb_puts(b, "</text>");
-		rb_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
+		ims_buf_puts(b, "</text>");
+		ims_buf_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
 			     "fill=\"%s\" opacity=\"0.3\"/>",
 			  left, y + 2, pw * c->top5[k], svg_color(0));
-		rb_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
+		ims_buf_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
 			     "fill=\"%s\"><title>",
 			  left, y + 2, pw * c->top1[k], svg_color(0));
 		rb_html(b, c->names[k]);
-		rb_printf(b, ": top-1 %s, top-5 %s of %.0f records</title></rect>",
+		ims_buf_printf(b, ": top-1 %s, top-5 %s of %.0f records</title></rect>",
 			  rep_fmt_pct_n(n1, c->top1[k]), rep_fmt_pct_n(n2, c->top5[k]),
 			  c->records[k]);
-		rb_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT ">%s</text>",
+		ims_buf_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT ">%s</text>",
 			  left + pw + 4, y + 12, rep_fmt_pct_n(n1, c->top1[k]));
 	}
-	rb_puts(b, "</svg>\n");
+	ims_buf_puts(b, "</svg>\n");
 }
 
 /* The matrix as a table: counts, each cell shaded by its share of the
  * true class's records. */
-static void matrix_table(rep_buf *b, const rep_classes *c)
+static void matrix_table(ims_buf *b, const rep_classes *c)
 {
 	const size_t n = (size_t)c->n;
-	rb_puts(b, "<table class=\"confusion\"><tr><th class=\"l\">true \\ predicted</th>");
+	ims_buf_puts(b, "<table class=\"confusion\"><tr><th class=\"l\">true \\ predicted</th>");
 	for (size_t j = 0; j < n; j++) {
-		rb_puts(b, "<th title=\"");
+		ims_buf_puts(b, "<th title=\"");
 		rb_html(b, c->names[j]);
-		rb_printf(b, "\">%zu</th>", j);
+		ims_buf_printf(b, "\">%zu</th>", j);
 	}
-	rb_puts(b, "</tr>\n");
+	ims_buf_puts(b, "</tr>\n");
 	for (size_t i = 0; i < n; i++) {
-		rb_printf(b, "<tr><th class=\"l\">%zu ", i);
+		ims_buf_printf(b, "<tr><th class=\"l\">%zu ", i);
 		short_name(b, c->names[i]);
-		rb_puts(b, "</th>");
+		ims_buf_puts(b, "</th>");
 		for (size_t j = 0; j < n; j++) {
 			double v = c->matrix[i * n + j];
 			double share = c->records[i] > 0 ? v / c->records[i] : 0;
 			/* the diagonal in the palette's first colour, errors in red */
 			if (v > 0)
-				rb_printf(b, "<td style=\"background:rgba(%s,%.2f)\">%.0f</td>",
+				ims_buf_printf(b, "<td style=\"background:rgba(%s,%.2f)\">%.0f</td>",
 					  i == j ? "31,119,180" : "214,39,40", 0.1 + 0.8 * share, v);
 			else
-				rb_puts(b, "<td>0</td>");
+				ims_buf_puts(b, "<td>0</td>");
 		}
-		rb_puts(b, "</tr>\n");
+		ims_buf_puts(b, "</tr>\n");
 	}
-	rb_puts(b, "</table>\n");
+	ims_buf_puts(b, "</table>\n");
 }
 
-void rep_html_classes(rep_buf *b, const rep_run *run, size_t run_i)
+void rep_html_classes(ims_buf *b, const rep_run *run, size_t run_i)
 {
 	const rep_classes *c = run->classes;
 	if (!c)
 		return;
 	char n1[REP_NUM], n2[REP_NUM];
-	rb_puts(b, "<h3>Per-class accuracy</h3>\n<p>From <code>eval.json</code>");
+	ims_buf_puts(b, "<h3>Per-class accuracy</h3>\n<p>From <code>eval.json</code>");
 	if (c->program) {
-		rb_puts(b, " (");
+		ims_buf_puts(b, " (");
 		rb_html(b, c->program);
 		if (c->epoch >= 0)
-			rb_printf(b, ", after epoch %d", c->epoch + 1);
-		rb_puts(b, ")");
+			ims_buf_printf(b, ", after epoch %d", c->epoch + 1);
+		ims_buf_puts(b, ")");
 	}
 	if (c->split) {
-		rb_puts(b, " on <code>");
+		ims_buf_puts(b, " on <code>");
 		rb_html(b, c->split);
-		rb_puts(b, "</code>");
+		ims_buf_puts(b, "</code>");
 	}
-	rb_printf(b, ": %d classes", c->n);
+	ims_buf_printf(b, ": %d classes", c->n);
 	if (isfinite(c->n_records))
-		rb_printf(b, ", %.0f records", c->n_records);
+		ims_buf_printf(b, ", %.0f records", c->n_records);
 	if (isfinite(c->top1_all))
-		rb_printf(b, ", top-1 %s", rep_fmt_pct_n(n1, c->top1_all));
+		ims_buf_printf(b, ", top-1 %s", rep_fmt_pct_n(n1, c->top1_all));
 	if (isfinite(c->top5_all))
-		rb_printf(b, ", top-5 %s", rep_fmt_pct_n(n2, c->top5_all));
-	rb_puts(b, ". Every class is in <code>per_class.csv</code>.</p>\n");
+		ims_buf_printf(b, ", top-5 %s", rep_fmt_pct_n(n2, c->top5_all));
+	ims_buf_puts(b, ". Every class is in <code>per_class.csv</code>.</p>\n");
 
 	size_t n = (size_t)c->n, shown = n < REP_MAX_BARS ? n : REP_MAX_BARS;
 	int *order = malloc(n * sizeof(int));
@@ -482,47 +482,47 @@ void rep_html_classes(rep_buf *b, const rep_run *run, size_t run_i)
 	if (n > REP_MAX_BARS) {
 		g_sort = c;
 		qsort(order, n, sizeof(int), cmp_worst);
-		rb_printf(b, "<p class=\"note\">The %zu classes of lowest top-1 of %zu.</p>\n",
+		ims_buf_printf(b, "<p class=\"note\">The %zu classes of lowest top-1 of %zu.</p>\n",
 			  shown, n);
 	}
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	accuracy_bars(b, c, order, shown, run_i);
-	rb_puts(b, "</div>\n");
+	ims_buf_puts(b, "</div>\n");
 	free(order);
 
-	rb_puts(b, "<h3>Confusion matrix</h3>\n");
+	ims_buf_puts(b, "<h3>Confusion matrix</h3>\n");
 	if (!c->has_confusion) {
-		rb_puts(b, "<p class=\"note\">No <code>confusion.csv</code> beside eval.json, "
+		ims_buf_puts(b, "<p class=\"note\">No <code>confusion.csv</code> beside eval.json, "
 			   "or one that does not agree with it (see the skipped lines).</p>\n");
 		return;
 	}
 	if (c->matrix) {
-		rb_puts(b, "<p>Rows: the true class; columns: the predicted class (numbered as "
+		ims_buf_puts(b, "<p>Rows: the true class; columns: the predicted class (numbered as "
 			   "the rows). Counts of records; the shade is the share of the true "
 			   "class's records.</p>\n");
 		matrix_table(b, c);
 	} else
-		rb_printf(b, "<p>%d classes are too many to draw as a matrix (the whole matrix "
+		ims_buf_printf(b, "<p>%d classes are too many to draw as a matrix (the whole matrix "
 			     "is in <code>confusion.csv</code>); the most frequent confusions:</p>\n",
 			  c->n);
 	if (!c->n_confused) {
-		rb_puts(b, "<p>No record was predicted as another class.</p>\n");
+		ims_buf_puts(b, "<p>No record was predicted as another class.</p>\n");
 		return;
 	}
 	if (c->matrix)
-		rb_puts(b, "<p>The most frequent confusions:</p>\n");
+		ims_buf_puts(b, "<p>The most frequent confusions:</p>\n");
 	static const char *const cols[] = {"true class", "predicted as", "records",
 					   "share of the true class", NULL};
-	rb_puts(b, "<table>");
+	ims_buf_puts(b, "<table>");
 	rb_th_row(b, cols);
 	for (size_t k = 0; k < c->n_confused; k++) {
 		const rep_confused *e = &c->confused[k];
-		rb_puts(b, "<tr>");
+		ims_buf_puts(b, "<tr>");
 		rb_td(b, 1, c->names[e->truth]);
 		rb_td(b, 1, c->names[e->pred]);
-		rb_printf(b, "<td>%.0f</td>", e->count);
+		ims_buf_printf(b, "<td>%.0f</td>", e->count);
 		rb_td_pct(b, c->records[e->truth] > 0 ? e->count / c->records[e->truth] : NAN);
-		rb_puts(b, "</tr>\n");
+		ims_buf_puts(b, "</tr>\n");
 	}
-	rb_puts(b, "</table>\n");
+	ims_buf_puts(b, "</table>\n");
 }

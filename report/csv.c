@@ -9,37 +9,36 @@
 #include <stdio.h>
 #include <string.h>
 
-static int save(rep_buf *b, const char *dir, const char *name, ims_error *err)
+static int save(ims_buf *b, const char *dir, const char *name, ims_error *err)
 {
 	char path[4096];
 	int rc = ims_path_join(path, sizeof(path), dir, name, err);
 	if (!rc && b->oom)
 		rc = ims_fail(err, IMS_ENOMEM, "cannot write '%s': out of memory", name);
 	if (!rc)
-		rc = ims_write_file_atomic(path, b->p ? b->p : "", b->len, err);
-	rb_free(b);
+		rc = ims_write_file_atomic(path, b->text ? b->text : "", b->len, err);
+	ims_buf_release(b);
 	return rc;
 }
 
 /* Numbers separated by commas: one call per row tail. */
-static void nums(rep_buf *b, const double *v, size_t n)
+static void nums(ims_buf *b, const double *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		rb_puts(b, ",");
+		ims_buf_puts(b, ",");
 		rb_csv_num(b, v[i]);
 	}
 }
 
-static void run_cell(rep_buf *b, const rep_run *run)
+static void run_cell(ims_buf *b, const rep_run *run)
 {
 	rb_csv(b, run->label ? run->label : run->dir);
 }
 
 static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,dir,world,model,device,threads,batch_per_rank,global_batch,epochs,"
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,dir,world,model,device,threads,batch_per_rank,global_batch,epochs,"
 		    "steps,images,wall_s,train_s,startup_s,images_per_s,speed_per_rank,"
 		    "total_speed,final_top1,final_top5,best_top1,best_epoch,best_wall_s,"
 		    "stall_fraction,busy_max_min,target_reached,target_epochs,target_wall_s,"
@@ -49,11 +48,11 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		const rep_stats *st = &r->stats[i];
 		const rep_summary *s = &run->sum;
 		run_cell(&b, run);
-		rb_puts(&b, ",");
+		ims_buf_puts(&b, ",");
 		rb_csv(&b, run->dir);
-		rb_printf(&b, ",%d,", st->world);
+		ims_buf_printf(&b, ",%d,", st->world);
 		rb_csv(&b, s->model ? s->model : "");
-		rb_puts(&b, ",");
+		ims_buf_puts(&b, ",");
 		rb_csv(&b, s->device ? s->device : "");
 		double v[] = {s->threads, st->batch_per_rank, st->global_batch, s->epochs,
 			      s->steps, st->images, s->wall_s, st->train_s, s->startup_s,
@@ -62,34 +61,33 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 			      st->stall_fraction, st->busy_ratio};
 		nums(&b, v, sizeof(v) / sizeof(v[0]));
 		if (st->target_set)
-			rb_printf(&b, ",%d", st->target_reached);
+			ims_buf_printf(&b, ",%d", st->target_reached);
 		else
-			rb_puts(&b, ",");
+			ims_buf_puts(&b, ",");
 		double t[] = {st->target_epochs, st->target_wall_s};
 		nums(&b, t, 2);
-		rb_printf(&b, ",%d,%zu\n", run->has_summary, run->n_diags_total);
+		ims_buf_printf(&b, ",%d,%zu\n", run->has_summary, run->n_diags_total);
 	}
 	return save(&b, dir, "runs.csv", err);
 }
 
 static int train_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,rank,epoch,step,epoch_position,steps,wall_s,loss,accuracy,lr,"
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,rank,epoch,step,epoch_position,steps,wall_s,loss,accuracy,lr,"
 		    "images_per_s,data_wait_ms,compute_ms,comm_ms\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		for (size_t k = 0; k < run->n_train && !b.oom; k++) {
 			const rep_train_line *l = &run->train[k];
 			run_cell(&b, run);
-			rb_printf(&b, ",%d,%d,%lld", l->rank, l->epoch, (long long)l->step);
+			ims_buf_printf(&b, ",%d,%d,%lld", l->rank, l->epoch, (long long)l->step);
 			double v[] = {rep_epoch_position(&r->stats[i], l->epoch, l->step),
 				      l->steps > 0 ? l->steps : NAN, l->wall_s, l->loss,
 				      l->accuracy, l->lr, l->images_per_s, l->data_wait_ms,
 				      l->compute_ms, l->comm_ms};
 			nums(&b, v, sizeof(v) / sizeof(v[0]));
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "train.csv", err);
@@ -97,18 +95,17 @@ static int train_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int val_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,epoch,step,wall_s,val_s,loss,top1,top5,records\n");
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,epoch,step,wall_s,val_s,loss,top1,top5,records\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		for (size_t k = 0; k < run->n_val; k++) {
 			const rep_val_line *l = &run->val[k];
 			run_cell(&b, run);
-			rb_printf(&b, ",%d,%lld", l->epoch, (long long)l->step);
+			ims_buf_printf(&b, ",%d,%lld", l->epoch, (long long)l->step);
 			double v[] = {l->wall_s, l->val_s, l->loss, l->top1, l->top5, l->records};
 			nums(&b, v, sizeof(v) / sizeof(v[0]));
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "val.csv", err);
@@ -116,18 +113,17 @@ static int val_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int gpu_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,rank,device,wall_s,util,mem_used_mib,mem_total_mib\n");
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,rank,device,wall_s,util,mem_used_mib,mem_total_mib\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		for (size_t k = 0; k < run->n_gpu; k++) {
 			const rep_gpu_line *l = &run->gpu[k];
 			run_cell(&b, run);
-			rb_printf(&b, ",%d,%d", l->rank, l->device);
+			ims_buf_printf(&b, ",%d,%d", l->rank, l->device);
 			double v[] = {l->wall_s, l->util, l->mem_used_mib, l->mem_total_mib};
 			nums(&b, v, sizeof(v) / sizeof(v[0]));
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "gpu.csv", err);
@@ -135,20 +131,19 @@ static int gpu_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int ranks_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,rank,lines,warmup_excluded,speed,step_ms,data_wait_ms,compute_ms,"
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,rank,lines,warmup_excluded,speed,step_ms,data_wait_ms,compute_ms,"
 		    "comm_ms,busy_s,data_wait_s,comm_s\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_stats *st = &r->stats[i];
 		for (int k = 0; k < st->world; k++) {
 			const rep_rank_stats *rs = &st->ranks[k];
 			run_cell(&b, &r->runs[i]);
-			rb_printf(&b, ",%d,%d,%d", k, rs->lines, rs->warmup_excluded);
+			ims_buf_printf(&b, ",%d,%d,%d", k, rs->lines, rs->warmup_excluded);
 			double v[] = {rs->speed, rs->step_ms, rs->wait_ms, rs->compute_ms,
 				      rs->comm_ms, rs->busy_s, rs->wait_s, rs->comm_s};
 			nums(&b, v, sizeof(v) / sizeof(v[0]));
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "ranks.csv", err);
@@ -156,19 +151,18 @@ static int ranks_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,term,seconds\n");
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,term,seconds\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_stats *st = &r->stats[i];
 		if (!st->has_terms)
 			continue;
 		for (int k = 0; k < REP_N_TERMS; k++) {
 			run_cell(&b, &r->runs[i]);
-			rb_puts(&b, ",");
+			ims_buf_puts(&b, ",");
 			rb_csv(&b, rep_term_names[k]);
 			nums(&b, &st->terms[k], 1);
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "terms.csv", err);
@@ -176,9 +170,8 @@ static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "group,mode,key,run,world,batch_per_rank,global_batch,images,train_s,"
+	ims_buf b = {0};
+	ims_buf_puts(&b, "group,mode,key,run,world,batch_per_rank,global_batch,images,train_s,"
 		    "speed_per_rank,total_speed,baseline,speedup_speed,efficiency_speed,"
 		    "speedup_time,efficiency_time,time_per_image,steady_speedup_time\n");
 	for (size_t g = 0; g < r->n_groups; g++) {
@@ -186,24 +179,24 @@ static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 		for (size_t a = 0; a < gr->n_members; a++) {
 			const rep_stats *st = &r->stats[gr->members[a]];
 			const rep_compare *c = &gr->cmp[a];
-			rb_printf(&b, "%zu,%s,", g,
+			ims_buf_printf(&b, "%zu,%s,", g,
 				  gr->mode == REP_SCALE_RANK_BATCH ? "batch_per_rank"
 								   : "global_batch");
 			rb_csv(&b, gr->key);
-			rb_puts(&b, ",");
+			ims_buf_puts(&b, ",");
 			run_cell(&b, &r->runs[gr->members[a]]);
-			rb_printf(&b, ",%d", st->world);
+			ims_buf_printf(&b, ",%d", st->world);
 			double v[] = {st->batch_per_rank, st->global_batch, st->images,
 				      st->train_s, st->speed, st->total_speed};
 			nums(&b, v, sizeof(v) / sizeof(v[0]));
-			rb_puts(&b, ",");
+			ims_buf_puts(&b, ",");
 			if (gr->baseline >= 0)
 				run_cell(&b, &r->runs[gr->baseline]);
 			double w[] = {c->speedup_speed, c->eff_speed, c->speedup_time, c->eff_time};
 			nums(&b, w, 4);
-			rb_printf(&b, ",%d", c->time_per_image);
+			ims_buf_printf(&b, ",%d", c->time_per_image);
 			nums(&b, &c->steady_speedup_time, 1);
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "scaling.csv", err);
@@ -211,16 +204,15 @@ static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 
 static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
 {
-	rep_buf b;
-	rb_init(&b);
-	rb_puts(&b, "run,diagnostic\n");
+	ims_buf b = {0};
+	ims_buf_puts(&b, "run,diagnostic\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		for (size_t k = 0; k < run->n_diags; k++) {
 			run_cell(&b, run);
-			rb_puts(&b, ",");
+			ims_buf_puts(&b, ",");
 			rb_csv(&b, run->diags[k]);
-			rb_puts(&b, "\n");
+			ims_buf_puts(&b, "\n");
 		}
 	}
 	return save(&b, dir, "skipped.csv", err);

@@ -37,7 +37,7 @@ static const char *change(char *buf, double base, double here)
 	return buf;
 }
 
-static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
+static void explain_steady(ims_buf *b, const rep_report *r, const rep_group *g,
 			   size_t a)
 {
 	const rep_compare *c = &g->cmp[a];
@@ -45,14 +45,14 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 	const rep_stats *bs = &r->stats[g->baseline];
 	char n1[REP_NUM], n2[REP_NUM], n3[REP_NUM], n4[REP_NUM];
 	/* one buffer per number of a call: arguments are all formatted first */
-	rb_printf(b, "<li><b>Steady steps</b> (speedup_speed): %s images/s per rank "
+	ims_buf_printf(b, "<li><b>Steady steps</b> (speedup_speed): %s images/s per rank "
 		     "at %d ranks against %s at 1 rank, ",
 		  rep_fmt_n(n1, st->speed), st->world, rep_fmt_n(n2, bs->speed));
-	rb_printf(b, "so speedup_speed = %d &times; %s / %s = %s, efficiency %s.", st->world,
+	ims_buf_printf(b, "so speedup_speed = %d &times; %s / %s = %s, efficiency %s.", st->world,
 		  rep_fmt_n(n1, st->speed), rep_fmt_n(n2, bs->speed), rep_fmt_n(n3, c->speedup_speed),
 		  rep_fmt_n(n4, c->eff_speed));
 	if (!c->has_per_image) {
-		rb_puts(b, " (The step's parts per image need the batch size from summary.json.)</li>\n");
+		ims_buf_puts(b, " (The step's parts per image need the batch size from summary.json.)</li>\n");
 		return;
 	}
 	double bt = 0, t = 0;
@@ -62,7 +62,7 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 	}
 	static const char *const part[4] = {"data wait", "compute", "communication",
 					    "other"};
-	rb_printf(b, " Per image, one rank spent %s ms in a steady step at %d ranks and %s ms at 1 rank",
+	ims_buf_printf(b, " Per image, one rank spent %s ms in a steady step at %d ranks and %s ms at 1 rank",
 		  rep_fmt_n(n1, t), st->world, rep_fmt_n(n2, bt));
 	/* the parts by how much they moved, largest first */
 	int ord[4] = {0, 1, 2, 3};
@@ -75,7 +75,7 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 			ord[j] = ord[j - 1];
 			ord[j - 1] = tmp;
 		}
-	rb_puts(b, ":");
+	ims_buf_puts(b, ":");
 	/* a part under 1% of the step at both sizes is left out; under 0.1%
 	 * it reads as ~0 (a 1-rank allreduce of a few numbers, say) */
 	for (int i = 0, said = 0; i < 4; i++) {
@@ -83,33 +83,33 @@ static void explain_steady(rep_buf *b, const rep_report *r, const rep_group *g,
 		double here = c->per_image_ms[k], base = c->base_per_image_ms[k];
 		if (fmax(here, base) < 0.01 * fmax(t, bt))
 			continue;
-		rb_printf(b, "%s %s %s ms (%s at 1 rank, %s%s)", said ? "," : "", part[k],
+		ims_buf_printf(b, "%s %s %s ms (%s at 1 rank, %s%s)", said ? "," : "", part[k],
 			  fabs(here) < 1e-3 * t ? "~0" : rep_fmt_n(n1, here),
 			  fabs(base) < 1e-3 * bt ? "~0" : rep_fmt_n(n2, base),
 			  d[k] >= 0 ? "+" : "&minus;", rep_fmt_n(n3, fabs(d[k])));
 		said = 1;
 	}
-	rb_puts(b, ".");
+	ims_buf_puts(b, ".");
 	double dc = c->base_per_image_ms[1] > 0
 			    ? c->per_image_ms[1] / c->base_per_image_ms[1] - 1
 			    : NAN;
 	if (isfinite(dc) && dc > 0.05) {
-		rb_printf(b, " Compute per image rose %s", rep_fmt_pct_n(n1, dc));
+		ims_buf_printf(b, " Compute per image rose %s", rep_fmt_pct_n(n1, dc));
 		if (st->batch_per_rank < bs->batch_per_rank)
-			rb_printf(b, " (each rank computes a batch of %s instead of %s, and ranks share the machine)",
+			ims_buf_printf(b, " (each rank computes a batch of %s instead of %s, and ranks share the machine)",
 				  rep_fmt_n(n2, st->batch_per_rank), rep_fmt_n(n3, bs->batch_per_rank));
 		else
-			rb_puts(b, " (the ranks compete for the same cores and memory bandwidth)");
-		rb_puts(b, ".");
+			ims_buf_puts(b, " (the ranks compete for the same cores and memory bandwidth)");
+		ims_buf_puts(b, ".");
 	}
-	rb_puts(b, "</li>\n");
+	ims_buf_puts(b, "</li>\n");
 }
 
-static void explain_balance(rep_buf *b, const rep_stats *st, const rep_stats *bs)
+static void explain_balance(ims_buf *b, const rep_stats *st, const rep_stats *bs)
 {
 	char n1[REP_NUM], n2[REP_NUM], n3[REP_NUM];
 	if (!isfinite(st->busy_ratio)) {
-		rb_puts(b, "<li><b>Rank balance</b>: not known (no per-rank busy times in the logs).</li>\n");
+		ims_buf_puts(b, "<li><b>Rank balance</b>: not known (no per-rank busy times in the logs).</li>\n");
 		return;
 	}
 	double mx = st->ranks[st->busy_max_rank].busy_s;
@@ -119,43 +119,43 @@ static void explain_balance(rep_buf *b, const rep_stats *st, const rep_stats *bs
 		mean += st->ranks[r].busy_s / st->world;
 		comm += st->ranks[r].comm_s / st->world;
 	}
-	rb_printf(b, "<li><b>Rank balance</b>: compute (busy) time per rank from %s (rank %d) "
+	ims_buf_printf(b, "<li><b>Rank balance</b>: compute (busy) time per rank from %s (rank %d) "
 		     "to %s (rank %d), max/min %s. ",
 		  rep_fmt_s_n(n1, mn), st->busy_min_rank, rep_fmt_s_n(n2, mx), st->busy_max_rank,
 		  rep_fmt_n(n3, st->busy_ratio));
 	/* within 5% the ranks are as even as timing noise allows */
 	if (st->busy_ratio < 1.05)
-		rb_puts(b, "The ranks were even: imbalance cost little here.");
+		ims_buf_puts(b, "The ranks were even: imbalance cost little here.");
 	else
-		rb_printf(b, "Steps are synchronous, so every rank waits at each allreduce for the "
+		ims_buf_printf(b, "Steps are synchronous, so every rank waits at each allreduce for the "
 			     "slowest: about %s per rank went to waiting for rank %d, counted as "
 			     "communication.",
 			  rep_fmt_s_n(n1, mx - mean), st->busy_max_rank);
 	if (isfinite(comm)) {
-		rb_printf(b, " Communication took %s per rank in all (%s of train_s)",
+		ims_buf_printf(b, " Communication took %s per rank in all (%s of train_s)",
 			  rep_fmt_s_n(n1, comm), rep_fmt_pct_n(n2, comm / st->train_s));
 		if (isfinite(bs->ranks[0].comm_s))
-			rb_printf(b, "; %s at 1 rank", rep_fmt_s_n(n3, bs->ranks[0].comm_s));
-		rb_puts(b, ".");
+			ims_buf_printf(b, "; %s at 1 rank", rep_fmt_s_n(n3, bs->ranks[0].comm_s));
+		ims_buf_puts(b, ".");
 	}
-	rb_puts(b, "</li>\n");
+	ims_buf_puts(b, "</li>\n");
 }
 
-static void explain_stalls(rep_buf *b, const rep_stats *st, const rep_stats *bs)
+static void explain_stalls(ims_buf *b, const rep_stats *st, const rep_stats *bs)
 {
 	char n1[REP_NUM], n2[REP_NUM];
 	if (!isfinite(st->stall_fraction))
 		return;
-	rb_printf(b, "<li><b>Loader stalls</b>: rank 0 waited for data %s of train_s at %d ranks, %s at 1 rank.",
+	ims_buf_printf(b, "<li><b>Loader stalls</b>: rank 0 waited for data %s of train_s at %d ranks, %s at 1 rank.",
 		  rep_fmt_pct_n(n1, st->stall_fraction), st->world, rep_fmt_pct_n(n2, bs->stall_fraction));
 	/* past 5% the loader, not the model, sets part of the pace */
 	if (st->stall_fraction > 0.05)
-		rb_puts(b, " The loader did not keep up: more loader threads (--threads) or a "
+		ims_buf_puts(b, " The loader did not keep up: more loader threads (--threads) or a "
 			   "smaller decode (--resize when packing) would help.");
-	rb_puts(b, "</li>\n");
+	ims_buf_puts(b, "</li>\n");
 }
 
-static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
+static void explain_time(ims_buf *b, const rep_report *r, const rep_group *g,
 			 size_t a)
 {
 	const rep_compare *c = &g->cmp[a];
@@ -163,25 +163,25 @@ static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
 	const rep_stats *bs = &r->stats[g->baseline];
 	char n1[REP_NUM], n2[REP_NUM], n3[REP_NUM], n4[REP_NUM];
 	if (!isfinite(c->speedup_time)) {
-		rb_puts(b, "<li><b>Wall time</b>: speedup_time needs both runs' summary.json "
+		ims_buf_puts(b, "<li><b>Wall time</b>: speedup_time needs both runs' summary.json "
 			   "(train_s).</li>\n");
 		return;
 	}
-	rb_printf(b, "<li><b>Wall time</b> (speedup_time): train_s %s at 1 rank",
+	ims_buf_printf(b, "<li><b>Wall time</b> (speedup_time): train_s %s at 1 rank",
 		  rep_fmt_s_n(n1, bs->train_s));
 	if (c->time_per_image)
-		rb_printf(b, " for %s images, %s per %s images",
+		ims_buf_printf(b, " for %s images, %s per %s images",
 			  rep_fmt_n(n2, bs->images), rep_fmt_s_n(n3, bs->train_s * c->images_ratio),
 			  rep_fmt_n(n4, st->images));
-	rb_printf(b, ", %s at %d ranks: speedup_time %s, efficiency %s.",
+	ims_buf_printf(b, ", %s at %d ranks: speedup_time %s, efficiency %s.",
 		  rep_fmt_s_n(n1, st->train_s), st->world, rep_fmt_n(n2, c->speedup_time),
 		  rep_fmt_n(n3, c->eff_time));
 	if (!c->has_terms || !isfinite(c->ideal_s)) {
-		rb_puts(b, " (The split of train_s needs steps and batch sizes in the logs.)</li>\n");
+		ims_buf_puts(b, " (The split of train_s needs steps and batch sizes in the logs.)</li>\n");
 		return;
 	}
 	double extra = st->train_s - c->ideal_s;
-	rb_printf(b, " Had every part of train_s changed as the steady steps did (speedup_speed "
+	ims_buf_printf(b, " Had every part of train_s changed as the steady steps did (speedup_speed "
 		     "%s), this run would have taken %s; it took %s, %s %s.",
 		  rep_fmt_n(n1, c->speedup_speed), rep_fmt_s_n(n2, c->ideal_s), rep_fmt_s_n(n3, st->train_s),
 		  rep_fmt_s_n(n4, fabs(extra)), extra >= 0 ? "more" : "less");
@@ -212,7 +212,7 @@ static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
 		if (!(fabs(c->excess[k]) >= small))
 			continue;
 		char how[REP_NUM];
-		rb_printf(b, "%s %s %s here, %s at 1 rank (%s): %s%s",
+		ims_buf_printf(b, "%s %s %s here, %s at 1 rank (%s): %s%s",
 			  said ? ";" : " Outside the steady steps:", rep_term_names[k],
 			  rep_fmt_s_n(n1, c->terms[k]), rep_fmt_s_n(n2, c->base_terms[k]),
 			  change(how, c->base_terms[k], c->terms[k]),
@@ -220,21 +220,21 @@ static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
 		said = 1;
 	}
 	if (said)
-		rb_puts(b, ".");
+		ims_buf_puts(b, ".");
 	else
-		rb_puts(b, " Outside the steady steps nothing moved the figure by more than 2%.");
+		ims_buf_puts(b, " Outside the steady steps nothing moved the figure by more than 2%.");
 	if (isfinite(c->steady_speedup_time) && fabs(se) >= small) {
 		char n5[REP_NUM];
-		rb_printf(b, " The steady steps took %s here, %s at 1 rank, a time speedup of %s "
+		ims_buf_printf(b, " The steady steps took %s here, %s at 1 rank, a time speedup of %s "
 			     "against speedup_speed %s: %s%s",
 			  rep_fmt_s_n(n1, sw), rep_fmt_s_n(n2, sb), rep_fmt_n(n3, c->steady_speedup_time),
 			  rep_fmt_n(n4, c->speedup_speed), se >= 0 ? "+" : "&minus;", rep_fmt_s_n(n5, fabs(se)));
 		/* speed is per image, the steady time leaves out each run's
 		 * first interval, which holds more of a rank's images at W */
-		rb_puts(b, " (the warm-up intervals left out of both hold different shares of "
+		ims_buf_puts(b, " (the warm-up intervals left out of both hold different shares of "
 			   "the runs' images).");
 	}
-	rb_printf(b, " Hence speedup_time %s %s speedup_speed %s.</li>\n",
+	ims_buf_printf(b, " Hence speedup_time %s %s speedup_speed %s.</li>\n",
 		  rep_fmt_n(n1, c->speedup_time),
 		  c->speedup_time < c->speedup_speed - 0.005   ? "&lt;"
 		  : c->speedup_time > c->speedup_speed + 0.005 ? "&gt;"
@@ -243,24 +243,24 @@ static void explain_time(rep_buf *b, const rep_report *r, const rep_group *g,
 }
 
 /* One row of the terms table. */
-static void term_row(rep_buf *b, const char *name, int sub, double base,
+static void term_row(ims_buf *b, const char *name, int sub, double base,
 		     double here, double ideal, double excess)
 {
-	rb_puts(b, sub ? "<tr><td class=\"l\">&nbsp;&nbsp;&nbsp;" : "<tr><th class=\"l\">");
+	ims_buf_puts(b, sub ? "<tr><td class=\"l\">&nbsp;&nbsp;&nbsp;" : "<tr><th class=\"l\">");
 	rb_html(b, name);
-	rb_puts(b, sub ? "</td>" : "</th>");
+	ims_buf_puts(b, sub ? "</td>" : "</th>");
 	rb_td_s(b, base);
 	rb_td_s(b, here);
 	rb_td_s(b, ideal);
 	rb_td_s(b, excess);
-	rb_puts(b, "</tr>\n");
+	ims_buf_puts(b, "</tr>\n");
 }
 
-static void terms_table(rep_buf *b, const rep_compare *c, int world)
+static void terms_table(ims_buf *b, const rep_compare *c, int world)
 {
 	if (!c->has_terms)
 		return;
-	rb_printf(b, "<table><tr><th class=\"l\">part of train_s</th><th>1 rank%s</th><th>%d ranks</th>"
+	ims_buf_printf(b, "<table><tr><th class=\"l\">part of train_s</th><th>1 rank%s</th><th>%d ranks</th>"
 		     "<th>ideal (1 rank / speedup_speed)</th><th>excess</th></tr>\n",
 		  c->time_per_image ? " (per image, scaled)" : "", world);
 	double tot[4] = {0, 0, 0, 0}, steady[4] = {0, 0, 0, 0};
@@ -276,15 +276,15 @@ static void terms_table(rep_buf *b, const rep_compare *c, int world)
 	term_row(b, "steady steps", 0, steady[0], steady[1], steady[2], steady[3]);
 	for (int k = 0; k < REP_N_TERMS; k++) {
 		if (k == REP_T_WARMUP)
-			rb_puts(b, "<tr><th class=\"l\" colspan=\"5\">outside the steady steps</th></tr>\n");
+			ims_buf_puts(b, "<tr><th class=\"l\" colspan=\"5\">outside the steady steps</th></tr>\n");
 		term_row(b, rep_term_names[k], 1, c->base_terms[k], c->terms[k],
 			 c->base_terms[k] / c->speedup_speed, c->excess[k]);
 	}
 	term_row(b, "train_s", 0, tot[0], tot[1], tot[2], tot[3]);
-	rb_puts(b, "</table>\n");
+	ims_buf_puts(b, "</table>\n");
 }
 
-static void group_charts(rep_buf *b, const rep_report *r, const rep_group *g,
+static void group_charts(ims_buf *b, const rep_report *r, const rep_group *g,
 			 size_t gi)
 {
 	size_t n = g->n_members;
@@ -310,7 +310,7 @@ static void group_charts(rep_buf *b, const rep_report *r, const rep_group *g,
 	double ix[2] = {1, wmax}, iy[2] = {1, wmax}, ey[2] = {1, 1};
 	int xlog = wmax > 8;
 	char id[64];
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	svg_series sp[3] = {
 		{"throughput-based (speed)", w, ss, n, SVG_LINE | SVG_MARKERS, 0},
 		{"wall-time-based (time)", w, stt, n, SVG_LINE | SVG_MARKERS, 1},
@@ -349,7 +349,7 @@ static void group_charts(rep_buf *b, const rep_report *r, const rep_group *g,
 				 vals, NULL};
 		svg_stacked_bars(b, &bars);
 	}
-	rb_puts(b, "</div>\n");
+	ims_buf_puts(b, "</div>\n");
 out:
 	if (catbuf)
 		for (size_t a = 0; a < n; a++)
@@ -364,30 +364,30 @@ out:
 	free(et);
 }
 
-static void group_section(rep_buf *b, const rep_report *r, const rep_group *g,
+static void group_section(ims_buf *b, const rep_report *r, const rep_group *g,
 			  size_t gi)
 {
 	char n1[REP_NUM], n2[REP_NUM], n3[REP_NUM];
-	rb_printf(b, "<h3 id=\"group-%zu\">%s</h3>\n<p>Runs that share <code>", gi,
+	ims_buf_printf(b, "<h3 id=\"group-%zu\">%s</h3>\n<p>Runs that share <code>", gi,
 		  g->mode == REP_SCALE_RANK_BATCH ? "Scaling at the same batch per rank"
 						  : "Scaling at the same global batch");
 	rb_html(b, g->key);
-	rb_puts(b, "</code>.");
+	ims_buf_puts(b, "</code>.");
 	if (g->baseline < 0) {
-		rb_puts(b, " <span class=\"note\">No 1-rank run of this job: no speedup can be "
+		ims_buf_puts(b, " <span class=\"note\">No 1-rank run of this job: no speedup can be "
 			   "computed. Add a run with the same options on one rank.</span></p>\n");
 	} else {
-		rb_puts(b, " Baseline: <b>");
+		ims_buf_puts(b, " Baseline: <b>");
 		rb_html(b, r->runs[g->baseline].label);
-		rb_puts(b, "</b> (1 rank).</p>\n");
+		ims_buf_puts(b, "</b> (1 rank).</p>\n");
 	}
 	int multi_base = 0;
 	for (size_t a = 0; a < g->n_members; a++)
 		multi_base += r->stats[g->members[a]].world == 1;
 	if (multi_base > 1)
-		rb_puts(b, "<p class=\"note\">More than one 1-rank run: the first one given is the "
+		ims_buf_puts(b, "<p class=\"note\">More than one 1-rank run: the first one given is the "
 			   "baseline.</p>\n");
-	rb_puts(b, "<table>\n");
+	ims_buf_puts(b, "<table>\n");
 	static const char *const cols[] = {
 		"run", "ranks", "batch / rank", "global batch", "images", "train_s",
 		"steady images/s per rank", "total steady images/s", "speedup_speed",
@@ -398,9 +398,9 @@ static void group_section(rep_buf *b, const rep_report *r, const rep_group *g,
 		const rep_stats *st = &r->stats[g->members[a]];
 		const rep_compare *c = &g->cmp[a];
 		per_image |= c->time_per_image;
-		rb_puts(b, "<tr><td class=\"l\">");
+		ims_buf_puts(b, "<tr><td class=\"l\">");
 		rb_html(b, r->runs[g->members[a]].label);
-		rb_printf(b, "</td><td>%d</td>", st->world);
+		ims_buf_printf(b, "</td><td>%d</td>", st->world);
 		rb_td_num(b, st->batch_per_rank);
 		rb_td_num(b, st->global_batch);
 		rb_td_num(b, st->images);
@@ -411,11 +411,11 @@ static void group_section(rep_buf *b, const rep_report *r, const rep_group *g,
 		rb_td_num(b, c->eff_speed);
 		rb_td_num(b, c->speedup_time);
 		rb_td_num(b, c->eff_time);
-		rb_puts(b, "</tr>\n");
+		ims_buf_puts(b, "</tr>\n");
 	}
-	rb_puts(b, "</table>\n");
+	ims_buf_puts(b, "</table>\n");
 	if (per_image)
-		rb_puts(b, "<p class=\"note\">These runs trained different numbers of images, so "
+		ims_buf_puts(b, "<p class=\"note\">These runs trained different numbers of images, so "
 			   "speedup_time compares time per image: train_s(1) / images(1) over "
 			   "train_s(W) / images(W).</p>\n");
 	if (g->baseline < 0)
@@ -427,38 +427,38 @@ static void group_section(rep_buf *b, const rep_report *r, const rep_group *g,
 			continue;
 		const rep_stats *st = &r->stats[g->members[a]];
 		const rep_compare *c = &g->cmp[a];
-		rb_puts(b, "<div class=\"why\"><h4>Why ");
+		ims_buf_puts(b, "<div class=\"why\"><h4>Why ");
 		rb_html(b, r->runs[g->members[a]].label);
-		rb_printf(b, " (%d ranks) has speedup_speed %s", st->world,
+		ims_buf_printf(b, " (%d ranks) has speedup_speed %s", st->world,
 			  rep_fmt_n(n1, c->speedup_speed));
-		rb_printf(b, " and speedup_time %s</h4>\n", rep_fmt_n(n1, c->speedup_time));
+		ims_buf_printf(b, " and speedup_time %s</h4>\n", rep_fmt_n(n1, c->speedup_time));
 		if (c->time_per_image)
-			rb_printf(b, "<p>It trained %s images and the baseline %s: the baseline's "
+			ims_buf_printf(b, "<p>It trained %s images and the baseline %s: the baseline's "
 				     "times below are scaled by %s to the same images.</p>\n",
 				  rep_fmt_n(n1, st->images), rep_fmt_n(n2, bs->images),
 				  rep_fmt_n(n3, c->images_ratio));
-		rb_puts(b, "<ul>\n");
+		ims_buf_puts(b, "<ul>\n");
 		explain_steady(b, r, g, a);
 		explain_balance(b, st, bs);
 		explain_stalls(b, st, bs);
 		explain_time(b, r, g, a);
-		rb_puts(b, "</ul>\n");
+		ims_buf_puts(b, "</ul>\n");
 		terms_table(b, c, st->world);
-		rb_puts(b, "</div>\n");
+		ims_buf_puts(b, "</div>\n");
 	}
 }
 
-void rep_html_scaling(rep_buf *b, const rep_report *r)
+void rep_html_scaling(ims_buf *b, const rep_report *r)
 {
 	if (!r->n_groups) {
 		if (r->n_runs > 1)
-			rb_puts(b, "<section id=\"scaling\"><h2>Scaling</h2><p class=\"note\">No two runs "
+			ims_buf_puts(b, "<section id=\"scaling\"><h2>Scaling</h2><p class=\"note\">No two runs "
 				   "are the same job at different world sizes (same options but world, "
 				   "and a summary.json each), so there is no speedup to show. See "
 				   "<a href=\"#definitions\">definitions</a>.</p></section>\n");
 		return;
 	}
-	rb_puts(b, "<section id=\"scaling\">\n<h2>Scaling</h2>\n<p>Speedup and efficiency against the "
+	ims_buf_puts(b, "<section id=\"scaling\">\n<h2>Scaling</h2>\n<p>Speedup and efficiency against the "
 		   "number of ranks, both ways: <b>speedup_speed</b> = W &times; steady images/s per rank "
 		   "at W / that at 1 rank (steps only), and <b>speedup_time</b> = train_s(1) / "
 		   "train_s(W) (all of training after start-up: steps, warm-up, validation, "
@@ -466,6 +466,6 @@ void rep_html_scaling(rep_buf *b, const rep_report *r)
 		   "taken apart from the logged times.</p>\n");
 	for (size_t i = 0; i < r->n_groups; i++)
 		group_section(b, r, &r->groups[i], i);
-	rb_puts(b, "</section>\n");
+	ims_buf_puts(b, "</section>\n");
 }
 

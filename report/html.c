@@ -104,28 +104,28 @@ static int steps_build(const rep_run *run, const rep_stats *st, steps_series *s)
 
 /* ---- the page head and the run table ------------------------------------------ */
 
-static void head(rep_buf *b, const rep_report *r)
+static void head(ims_buf *b, const rep_report *r)
 {
-	rb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+	ims_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
 		   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
 		   "<meta name=\"generator\" content=\"imshard report " IMS_VERSION_STRING "\">\n<title>");
 	rb_html(b, r->title);
-	rb_printf(b, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", css);
+	ims_buf_printf(b, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", css);
 	rb_html(b, r->title);
-	rb_printf(b, "</h1>\n<p>%zu run%s, read from imshard-train's logs by "
+	ims_buf_printf(b, "</h1>\n<p>%zu run%s, read from imshard-train's logs by "
 		     "<code>imshard report</code> " IMS_VERSION_STRING ".</p>\n<nav>",
 		  r->n_runs, r->n_runs == 1 ? "" : "s");
-	rb_puts(b, "<a href=\"#runs\">runs</a>");
+	ims_buf_puts(b, "<a href=\"#runs\">runs</a>");
 	if (r->n_groups)
-		rb_puts(b, "<a href=\"#scaling\">scaling</a>");
+		ims_buf_puts(b, "<a href=\"#scaling\">scaling</a>");
 	if (r->n_runs > 1 || r->opts.target_acc >= 0)
-		rb_puts(b, "<a href=\"#accuracy\">accuracy across runs</a>");
+		ims_buf_puts(b, "<a href=\"#accuracy\">accuracy across runs</a>");
 	for (size_t i = 0; i < r->n_runs; i++) {
-		rb_printf(b, "<a href=\"#run-%zu\">", i);
+		ims_buf_printf(b, "<a href=\"#run-%zu\">", i);
 		rb_html(b, r->runs[i].label);
-		rb_puts(b, "</a>");
+		ims_buf_puts(b, "</a>");
 	}
-	rb_puts(b, "<a href=\"#definitions\">definitions</a></nav>\n");
+	ims_buf_puts(b, "<a href=\"#definitions\">definitions</a></nav>\n");
 }
 
 static size_t total_diags(const rep_report *r)
@@ -136,9 +136,9 @@ static size_t total_diags(const rep_report *r)
 	return n;
 }
 
-static void runs_table(rep_buf *b, const rep_report *r)
+static void runs_table(ims_buf *b, const rep_report *r)
 {
-	rb_puts(b, "<section id=\"runs\">\n<h2>Runs</h2>\n<table>\n");
+	ims_buf_puts(b, "<section id=\"runs\">\n<h2>Runs</h2>\n<table>\n");
 	static const char *const cols[] = {
 		"run", "ranks", "model", "batch / rank (global)", "epochs", "images",
 		"train_s", "start-up", "images/s (all ranks)",
@@ -150,10 +150,10 @@ static void runs_table(rep_buf *b, const rep_report *r)
 		const rep_stats *st = &r->stats[i];
 		const rep_summary *s = &run->sum;
 		char n1[REP_NUM], n2[REP_NUM], t[160];
-		rb_printf(b, "<tr><td class=\"l\"><a href=\"#run-%zu\">", i);
+		ims_buf_printf(b, "<tr><td class=\"l\"><a href=\"#run-%zu\">", i);
 		rb_html(b, run->label);
-		rb_puts(b, "</a></td>");
-		rb_printf(b, "<td>%d</td>", st->world);
+		ims_buf_puts(b, "</a></td>");
+		ims_buf_printf(b, "<td>%d</td>", st->world);
 		rb_td(b, 1, s->model ? s->model : "?");
 		snprintf(t, sizeof(t), "%s (%s)", rep_fmt_n(n1, st->batch_per_rank),
 			 rep_fmt_n(n2, st->global_batch));
@@ -178,35 +178,35 @@ static void runs_table(rep_buf *b, const rep_report *r)
 		else
 			snprintf(t, sizeof(t), "complete");
 		rb_td(b, 1, t);
-		rb_puts(b, "</tr>\n");
+		ims_buf_puts(b, "</tr>\n");
 	}
-	rb_puts(b, "</table>\n<p>Epochs are counted from 1 here (epoch 1 ends at 1.0 on the epoch axes); "
+	ims_buf_puts(b, "</table>\n<p>Epochs are counted from 1 here (epoch 1 ends at 1.0 on the epoch axes); "
 		   "the logs count from 0. train_s is the wall time of training after start-up.</p>\n");
 	if (total_diags(r)) {
-		rb_puts(b, "<h3 id=\"diagnostics\">Skipped lines</h3>\n<p class=\"note\">These lines "
+		ims_buf_puts(b, "<h3 id=\"diagnostics\">Skipped lines</h3>\n<p class=\"note\">These lines "
 			   "of the logs could not be used and were left out of every figure:</p>\n"
 			   "<div class=\"diag\">");
 		for (size_t i = 0; i < r->n_runs; i++) {
 			const rep_run *run = &r->runs[i];
 			for (size_t k = 0; k < run->n_diags; k++) {
 				rb_html(b, run->diags[k]);
-				rb_puts(b, "\n");
+				ims_buf_puts(b, "\n");
 			}
 			if (run->n_diags_total > run->n_diags)
-				rb_printf(b, "... and %zu more in %s\n",
+				ims_buf_printf(b, "... and %zu more in %s\n",
 					  run->n_diags_total - run->n_diags, run->dir);
 		}
-		rb_puts(b, "</div>\n");
+		ims_buf_puts(b, "</div>\n");
 	}
-	rb_puts(b, "</section>\n");
+	ims_buf_puts(b, "</section>\n");
 }
 
 /* ---- accuracy across runs ------------------------------------------------------ */
 
-static void across(rep_buf *b, const rep_report *r)
+static void across(ims_buf *b, const rep_report *r)
 {
 	size_t n = r->n_runs;
-	rb_puts(b, "<section id=\"accuracy\">\n<h2>Accuracy across runs</h2>\n");
+	ims_buf_puts(b, "<section id=\"accuracy\">\n<h2>Accuracy across runs</h2>\n");
 	svg_series *se = calloc(n + 1, sizeof(*se)), *st = calloc(n + 1, sizeof(*st));
 	double **xe = calloc(n, sizeof(double *)), **xt = calloc(n, sizeof(double *));
 	double **y = calloc(n, sizeof(double *));
@@ -254,15 +254,15 @@ static void across(rep_buf *b, const rep_report *r)
 					SVG_LINE | SVG_DASHED, 7};
 	}
 	size_t ns = n + (r->opts.target_acc >= 0);
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	svg_chart c1 = {"all-val-epoch", "val-epoch", "Validation top-1 against epoch",
 			"epoch", "top-1 (%)", 0, 0, 1, NAN};
 	svg_line_chart(b, &c1, se, ns);
 	svg_chart c2 = {"all-val-time", "val-time", "Validation top-1 against wall time",
 			"seconds of training (after start-up)", "top-1 (%)", 0, 0, 0, NAN};
 	if (!svg_line_chart(b, &c2, st, nt))
-		rb_puts(b, "<p class=\"note\">No val line has wall_s: no chart against time.</p>");
-	rb_puts(b, "</div>\n");
+		ims_buf_puts(b, "<p class=\"note\">No val line has wall_s: no chart against time.</p>");
+	ims_buf_puts(b, "</div>\n");
 
 	/* final accuracy against batch and ranks: one series per world size,
 	 * and one per batch per rank */
@@ -291,7 +291,7 @@ static void across(rep_buf *b, const rep_report *r)
 	if (!bx || !by || !bs || !lab) {
 		b->oom = 1;
 	} else if (n > 1 && nw) {
-		rb_puts(b, "<div class=\"figs\">");
+		ims_buf_puts(b, "<div class=\"figs\">");
 		size_t at = 0;
 		for (int k = 0; k < nw; k++) {
 			size_t start = at;
@@ -327,7 +327,7 @@ static void across(rep_buf *b, const rep_report *r)
 		svg_chart c4 = {"all-acc-world", "acc-world", "Final top-1 against ranks",
 				"ranks (world size)", "top-1 (%)", 0, 0, 1, NAN};
 		svg_line_chart(b, &c4, bs, (size_t)nb);
-		rb_puts(b, "</div>\n");
+		ims_buf_puts(b, "</div>\n");
 	}
 	free(bx);
 	free(by);
@@ -336,7 +336,7 @@ static void across(rep_buf *b, const rep_report *r)
 
 	if (r->opts.target_acc >= 0) {
 		char n1[REP_NUM];
-		rb_printf(b, "<h3 id=\"target\">Time to %s validation top-1</h3>\n<table>\n",
+		ims_buf_printf(b, "<h3 id=\"target\">Time to %s validation top-1</h3>\n<table>\n",
 			  rep_fmt_pct_n(n1, r->opts.target_acc));
 		static const char *const cols[] = {"run", "ranks", "global batch", "epochs",
 						   "seconds of training", "seconds with start-up",
@@ -344,25 +344,25 @@ static void across(rep_buf *b, const rep_report *r)
 		rb_th_row(b, cols);
 		for (size_t i = 0; i < n; i++) {
 			const rep_stats *s = &r->stats[i];
-			rb_puts(b, "<tr><td class=\"l\">");
+			ims_buf_puts(b, "<tr><td class=\"l\">");
 			rb_html(b, r->runs[i].label);
-			rb_printf(b, "</td><td>%d</td>", s->world);
+			ims_buf_printf(b, "</td><td>%d</td>", s->world);
 			rb_td_num(b, s->global_batch);
 			if (!s->target_reached) {
 				char t[96];
 				snprintf(t, sizeof(t), "not reached (best %s)",
 					 rep_fmt_pct_n(n1, s->best_top1));
-				rb_puts(b, "<td class=\"l\" colspan=\"3\">");
+				ims_buf_puts(b, "<td class=\"l\" colspan=\"3\">");
 				rb_html(b, t);
-				rb_puts(b, "</td></tr>\n");
+				ims_buf_puts(b, "</td></tr>\n");
 				continue;
 			}
 			rb_td_num(b, s->target_epochs);
 			rb_td_s(b, s->target_wall_s);
 			rb_td_s(b, s->target_wall_s + r->runs[i].sum.startup_s);
-			rb_puts(b, "</tr>\n");
+			ims_buf_puts(b, "</tr>\n");
 		}
-		rb_puts(b, "</table>\n<p>Reached at the end of the first epoch whose validation top-1 "
+		ims_buf_puts(b, "</table>\n<p>Reached at the end of the first epoch whose validation top-1 "
 			   "is at least the target; the seconds are that validation's wall_s (since "
 			   "training started, after start-up).</p>\n");
 	}
@@ -379,19 +379,19 @@ out:
 	free(xt);
 	free(y);
 	free(names);
-	rb_puts(b, "</section>\n");
+	ims_buf_puts(b, "</section>\n");
 }
 
 /* ---- one run ---------------------------------------------------------------------- */
 
-static void run_notes(rep_buf *b, const rep_run *run, const rep_stats *st)
+static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 {
-	rb_puts(b, "<ul class=\"note\">");
+	ims_buf_puts(b, "<ul class=\"note\">");
 #define NOTE(...)                                   \
 	do {                                        \
-		rb_puts(b, "<li>");                 \
-		rb_printf(b, __VA_ARGS__);          \
-		rb_puts(b, "</li>");                \
+		ims_buf_puts(b, "<li>");                 \
+		ims_buf_printf(b, __VA_ARGS__);          \
+		ims_buf_puts(b, "</li>");                \
 	} while (0)
 	if (!run->has_summary)
 		NOTE("No summary.json: the run did not finish (or is still running). "
@@ -417,10 +417,10 @@ static void run_notes(rep_buf *b, const rep_run *run, const rep_stats *st)
 		NOTE("%zu line%s skipped (see <a href=\"#diagnostics\">skipped lines</a>).",
 		     run->n_diags_total, run->n_diags_total == 1 ? "" : "s");
 #undef NOTE
-	rb_puts(b, "</ul>\n");
+	ims_buf_puts(b, "</ul>\n");
 }
 
-static void run_curves(rep_buf *b, const rep_run *run, size_t i,
+static void run_curves(ims_buf *b, const rep_run *run, size_t i,
 		       const steps_series *ss)
 {
 	size_t nv = run->n_val;
@@ -450,11 +450,11 @@ static void run_curves(rep_buf *b, const rep_run *run, size_t i,
 	svg_series acc_e[3] = {{"training (interval mean)", ss->epoch, ta, ss->n, SVG_LINE, 0},
 			       {"validation top-1", ve, v1, nv, vstyle, 1},
 			       {"validation top-5", ve, v5, nv, vstyle, 2}};
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	snprintf(id, sizeof(id), "r%zu-loss-epoch", i);
 	svg_chart c1 = {id, "loss-epoch", "Loss against epoch", "epoch", "loss", 0, 1, 0, NAN};
 	if (!svg_line_chart(b, &c1, loss_e, 2))
-		rb_puts(b, "<p class=\"note\">No loss to draw.</p>");
+		ims_buf_puts(b, "<p class=\"note\">No loss to draw.</p>");
 	snprintf(id, sizeof(id), "r%zu-accuracy-epoch", i);
 	svg_chart c2 = {id, "accuracy-epoch", "Accuracy against epoch", "epoch",
 			"accuracy (%)", 0, 1, 0, NAN};
@@ -473,8 +473,8 @@ static void run_curves(rep_buf *b, const rep_run *run, size_t i,
 			"seconds of training (after start-up)", "accuracy (%)", 0, 1, 0, NAN};
 	drawn += svg_line_chart(b, &c4, acc_t, 3);
 	if (!drawn)
-		rb_puts(b, "<p class=\"note\">No wall_s in the logs: no curves against time.</p>");
-	rb_puts(b, "</div>\n");
+		ims_buf_puts(b, "<p class=\"note\">No wall_s in the logs: no curves against time.</p>");
+	ims_buf_puts(b, "</div>\n");
 out:
 	free(ve);
 	free(vt);
@@ -512,7 +512,7 @@ static void line_point(const rep_train_line *l, const rep_stats *st, int timed,
 	*stall = step > 0 ? 100 * fmin(l->data_wait_ms / step, 1) : NAN;
 }
 
-static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
+static void run_throughput(ims_buf *b, const rep_run *run, const rep_stats *st,
 			   size_t i)
 {
 	size_t n = run->n_train;
@@ -590,7 +590,7 @@ static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
 		nst = 2;
 	}
 	char id[64];
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	snprintf(id, sizeof(id), "r%zu-throughput", i);
 	svg_chart c = {id, "throughput", "Images/s per rank over time",
 		       timed ? "seconds of training (after start-up)" : "epoch",
@@ -601,7 +601,7 @@ static void run_throughput(rep_buf *b, const rep_run *run, const rep_stats *st,
 			timed ? "seconds of training (after start-up)" : "epoch",
 			"data wait (% of step)", 0, 1, 0, NAN};
 	svg_line_chart(b, &c2, sst, nst);
-	rb_puts(b, "</div>\n");
+	ims_buf_puts(b, "</div>\n");
 out:
 	free(l);
 	free(x);
@@ -612,7 +612,7 @@ out:
 	free(names);
 }
 
-static void run_breakdown(rep_buf *b, const rep_run *run, const rep_stats *st,
+static void run_breakdown(ims_buf *b, const rep_run *run, const rep_stats *st,
 			  size_t i)
 {
 	int W = st->world;
@@ -651,9 +651,9 @@ static void run_breakdown(rep_buf *b, const rep_run *run, const rep_stats *st,
 			 totals ? "Step time per rank, whole run" : "Steady step time per rank",
 			 totals ? "seconds" : "ms per step", cats, (size_t)W, seg, colors,
 			 3, v, callout[0] ? callout : NULL};
-	rb_puts(b, "<div class=\"figs\">");
+	ims_buf_puts(b, "<div class=\"figs\">");
 	if (!svg_stacked_bars(b, &bars))
-		rb_puts(b, "<p class=\"note\">No step times to draw.</p>");
+		ims_buf_puts(b, "<p class=\"note\">No step times to draw.</p>");
 
 	/* GPU panels, when the CUDA backend logged them */
 	if (run->n_gpu) {
@@ -713,7 +713,7 @@ static void run_breakdown(rep_buf *b, const rep_run *run, const rep_stats *st,
 			svg_line_chart(b, &cm, sm, (size_t)nk);
 		}
 		if (dropped)
-			rb_puts(b, "<p class=\"note\">More than 32 GPUs: the first 32 are drawn.</p>");
+			ims_buf_puts(b, "<p class=\"note\">More than 32 GPUs: the first 32 are drawn.</p>");
 		free(x);
 		free(u);
 		free(m);
@@ -721,16 +721,16 @@ static void run_breakdown(rep_buf *b, const rep_run *run, const rep_stats *st,
 		free(sm);
 		free(names);
 	}
-	rb_puts(b, "</div>\n");
+	ims_buf_puts(b, "</div>\n");
 out:
 	free(v);
 	free(cat);
 	free(cats);
 }
 
-static void rank_table(rep_buf *b, const rep_stats *st)
+static void rank_table(ims_buf *b, const rep_stats *st)
 {
-	rb_puts(b, "<table>\n");
+	ims_buf_puts(b, "<table>\n");
 	static const char *const cols[] = {
 		"rank", "steady images/s", "step ms", "data wait ms", "compute ms",
 		"comm ms", "other ms", "busy s (run)", "data wait s (run)", "comm s (run)",
@@ -739,7 +739,7 @@ static void rank_table(rep_buf *b, const rep_stats *st)
 	int shown = st->world <= 64 ? st->world : 64;
 	for (int r = 0; r < shown; r++) {
 		const rep_rank_stats *rs = &st->ranks[r];
-		rb_printf(b, "<tr><td>%d</td>", r);
+		ims_buf_printf(b, "<tr><td>%d</td>", r);
 		rb_td_num(b, rs->speed);
 		rb_td_num(b, rs->step_ms);
 		rb_td_num(b, rs->wait_ms);
@@ -750,47 +750,47 @@ static void rank_table(rep_buf *b, const rep_stats *st)
 		rb_td_num(b, rs->wait_s);
 		rb_td_num(b, rs->comm_s);
 		rb_td_pct(b, rs->wait_s / st->train_s);
-		rb_puts(b, "</tr>\n");
+		ims_buf_puts(b, "</tr>\n");
 	}
-	rb_puts(b, "</table>\n");
+	ims_buf_puts(b, "</table>\n");
 	if (shown < st->world)
-		rb_printf(b, "<p class=\"note\">The first 64 of %d ranks (all are in ranks.csv).</p>\n",
+		ims_buf_printf(b, "<p class=\"note\">The first 64 of %d ranks (all are in ranks.csv).</p>\n",
 			  st->world);
 }
 
-static void run_section(rep_buf *b, const rep_report *r, size_t i)
+static void run_section(ims_buf *b, const rep_report *r, size_t i)
 {
 	const rep_run *run = &r->runs[i];
 	const rep_stats *st = &r->stats[i];
 	const rep_summary *s = &run->sum;
 	char n1[REP_NUM], n2[REP_NUM], n3[REP_NUM];
-	rb_printf(b, "<section class=\"run\" id=\"run-%zu\">\n<h2>Run ", i);
+	ims_buf_printf(b, "<section class=\"run\" id=\"run-%zu\">\n<h2>Run ", i);
 	rb_html(b, run->label);
-	rb_puts(b, "</h2>\n<p>Folder <code>");
+	ims_buf_puts(b, "</h2>\n<p>Folder <code>");
 	rb_html(b, run->dir);
-	rb_printf(b, "</code>: %d %s", st->world, rep_ranks_word(st->world));
+	ims_buf_printf(b, "</code>: %d %s", st->world, rep_ranks_word(st->world));
 	if (run->has_summary) {
-		rb_printf(b, " &times; batch %s (global %s), ", rep_fmt_n(n1, st->batch_per_rank),
+		ims_buf_printf(b, " &times; batch %s (global %s), ", rep_fmt_n(n1, st->batch_per_rank),
 			  rep_fmt_n(n2, st->global_batch));
 		rb_html(b, s->model ? s->model : "?");
-		rb_puts(b, " on ");
+		ims_buf_puts(b, " on ");
 		rb_html(b, s->device ? s->device : "?");
-		rb_printf(b, ", %s thread%s per rank; train_s %s after %s start-up.",
+		ims_buf_printf(b, ", %s thread%s per rank; train_s %s after %s start-up.",
 			  rep_fmt_n(n1, s->threads), s->threads == 1 ? "" : "s", rep_fmt_s_n(n2, st->train_s),
 			  rep_fmt_s_n(n3, s->startup_s));
 	} else
-		rb_puts(b, ".");
-	rb_printf(b, " %zu train, %zu val and %zu gpu lines.</p>\n", run->n_train,
+		ims_buf_puts(b, ".");
+	ims_buf_printf(b, " %zu train, %zu val and %zu gpu lines.</p>\n", run->n_train,
 		  run->n_val, run->n_gpu);
-	rb_printf(b, "<p class=\"big\">Steady speed %s images/s per rank (%s in all)",
+	ims_buf_printf(b, "<p class=\"big\">Steady speed %s images/s per rank (%s in all)",
 		  rep_fmt_n(n1, st->speed), rep_fmt_n(n2, st->total_speed));
 	if (isfinite(st->final_top1))
-		rb_printf(b, "; final validation top-1 %s", rep_fmt_pct_n(n1, st->final_top1));
+		ims_buf_printf(b, "; final validation top-1 %s", rep_fmt_pct_n(n1, st->final_top1));
 	if (isfinite(st->stall_fraction))
-		rb_printf(b, "; loader stall %s", rep_fmt_pct_n(n1, st->stall_fraction));
+		ims_buf_printf(b, "; loader stall %s", rep_fmt_pct_n(n1, st->stall_fraction));
 	if (isfinite(st->busy_ratio))
-		rb_printf(b, "; busy max/min %s", rep_fmt_n(n1, st->busy_ratio));
-	rb_puts(b, ".</p>\n");
+		ims_buf_printf(b, "; busy max/min %s", rep_fmt_n(n1, st->busy_ratio));
+	ims_buf_puts(b, ".</p>\n");
 	run_notes(b, run, st);
 
 	steps_series ss;
@@ -804,34 +804,34 @@ static void run_section(rep_buf *b, const rep_report *r, size_t i)
 	steps_free(&ss);
 	rank_table(b, st);
 	if (st->has_terms) {
-		rb_puts(b, "<p>train_s split (mean over ranks): ");
+		ims_buf_puts(b, "<p>train_s split (mean over ranks): ");
 		for (int k = 0; k < REP_N_TERMS; k++)
-			rb_printf(b, "%s%s %s", k ? ", " : "", rep_term_names[k],
+			ims_buf_printf(b, "%s%s %s", k ? ", " : "", rep_term_names[k],
 				  rep_fmt_s_n(n1, st->terms[k]));
-		rb_puts(b, ".</p>\n");
+		ims_buf_puts(b, ".</p>\n");
 	}
 	rep_html_classes(b, run, i);
 	if (s->n_options) {
-		rb_puts(b, "<h3>Options</h3>\n<table>");
+		ims_buf_puts(b, "<h3>Options</h3>\n<table>");
 		/* four pairs a row keeps the table short on paper */
 		for (size_t k = 0; k < s->n_options; k++) {
 			if (k % 4 == 0)
-				rb_puts(b, k ? "</tr>\n<tr>" : "<tr>");
-			rb_puts(b, "<th class=\"l\">");
+				ims_buf_puts(b, k ? "</tr>\n<tr>" : "<tr>");
+			ims_buf_puts(b, "<th class=\"l\">");
 			rb_html(b, s->options[k].key);
-			rb_puts(b, "</th>");
+			ims_buf_puts(b, "</th>");
 			rb_td(b, 1, s->options[k].value);
 		}
-		rb_puts(b, "</tr></table>\n");
+		ims_buf_puts(b, "</tr></table>\n");
 	}
-	rb_puts(b, "</section>\n");
+	ims_buf_puts(b, "</section>\n");
 }
 
 /* ---- definitions ------------------------------------------------------------------- */
 
-static void definitions(rep_buf *b)
+static void definitions(ims_buf *b)
 {
-	rb_puts(b,
+	ims_buf_puts(b,
 		"<section id=\"definitions\">\n<h2>Definitions</h2>\n<dl>\n"
 		"<dt>steady speed</dt><dd>A rank's images/s over its logged intervals after the "
 		"first (the warm-up interval; kept when it is the only one): images over seconds, "
@@ -872,8 +872,7 @@ static void definitions(rep_buf *b)
 int rep_report_html(const rep_report *r, char **out, size_t *len, ims_error *err)
 {
 	RETURN_IF(!r->analyzed, err, IMS_EINVAL, "cannot render a report before it is analysed");
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	head(&b, r);
 	runs_table(&b, r);
 	rep_html_scaling(&b, r);
@@ -883,8 +882,8 @@ int rep_report_html(const rep_report *r, char **out, size_t *len, ims_error *err
 	for (size_t i = 0; i < r->n_runs; i++)
 		run_section(&b, r, i);
 	definitions(&b);
-	rb_puts(&b, "</body>\n</html>\n");
-	*out = rb_take(&b, len);
+	ims_buf_puts(&b, "</body>\n</html>\n");
+	*out = ims_buf_take(&b, len);
 	RETURN_IF(!*out, err, IMS_ENOMEM, "cannot render the report: out of memory");
 	return 0;
 }

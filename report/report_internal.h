@@ -10,42 +10,27 @@
 
 #include "report/report.h"
 
-/* ---- buf.c: text buffer ------------------------------------------------- */
+/* ---- buf.c: text appended to an ims_buf -------------------------------- */
 
 /*
- * A growing NUL-terminated buffer. Allocation failure is sticky (oom set,
- * later appends do nothing), so a page is built without checking every
- * append and checked once at the end.
+ * Pages and CSV files are built in an ims_buf (common.h) with its appends,
+ * whose allocation failure is sticky: a page is built without checking
+ * every append and checked once at the end (ims_buf_take, or oom).
  */
-typedef struct rep_buf {
-	char *p;
-	size_t len, cap;
-	int oom;
-} rep_buf;
 
-void rb_init(rep_buf *b);
-void rb_free(rep_buf *b);
-void rb_puts(rep_buf *b, const char *s);
-void rb_putn(rep_buf *b, const char *s, size_t n);
-void rb_printf(rep_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void rb_vprintf(rep_buf *b, const char *fmt, va_list ap);
 /* s with & < > " ' escaped for HTML text and attribute values. */
-void rb_html(rep_buf *b, const char *s);
+void rb_html(ims_buf *b, const char *s);
 /* s as one CSV field: quoted (with "" inside) when it holds , " CR or LF. */
-void rb_csv(rep_buf *b, const char *s);
+void rb_csv(ims_buf *b, const char *s);
 /* A number for CSV: %.10g, empty when not finite. */
-void rb_csv_num(rep_buf *b, double v);
-/* Moves the text out (the caller frees it); b is left empty. NULL after
- * an allocation failure. */
-char *rb_take(rep_buf *b, size_t *len);
+void rb_csv_num(ims_buf *b, double v);
 
 /* Table cells and a header row, text escaped (left: left-aligned). */
-void rb_td(rep_buf *b, int left, const char *text);
-void rb_td_num(rep_buf *b, double v);  /* rep_fmt */
-void rb_td_s(rep_buf *b, double v);    /* rep_fmt_s */
-void rb_td_pct(rep_buf *b, double v);  /* rep_fmt_pct */
-void rb_th_row(rep_buf *b, const char *const *cols); /* NULL-terminated */
+void rb_td(ims_buf *b, int left, const char *text);
+void rb_td_num(ims_buf *b, double v);  /* rep_fmt */
+void rb_td_s(ims_buf *b, double v);    /* rep_fmt_s */
+void rb_td_pct(ims_buf *b, double v);  /* rep_fmt_pct */
+void rb_th_row(ims_buf *b, const char *const *cols); /* NULL-terminated */
 
 /* A number for people: 3 significant digits ("1.91", "0.0302", "2516"),
  * "n/a" when not finite. Returns buf. */
@@ -108,7 +93,7 @@ typedef struct svg_chart {
  * Returns the number of points drawn; 0 means no finite point, and then
  * nothing is appended.
  */
-size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
+size_t svg_line_chart(ims_buf *b, const svg_chart *c, const svg_series *s,
 		      size_t n_series);
 
 typedef struct svg_bars {
@@ -125,7 +110,7 @@ typedef struct svg_bars {
 
 /* Appends a stacked bar chart. Returns the number of bar segments drawn; 0
  * means nothing is appended. */
-size_t svg_stacked_bars(rep_buf *b, const svg_bars *c);
+size_t svg_stacked_bars(ims_buf *b, const svg_bars *c);
 
 /* The palette's colour for an index (wraps around). */
 const char *svg_color(int i);
@@ -134,12 +119,12 @@ const char *svg_color(int i);
 
 /* Appends the scaling section (groups, charts, explanations), or a note
  * that no runs form a group when there are several runs. */
-void rep_html_scaling(rep_buf *b, const rep_report *r);
+void rep_html_scaling(ims_buf *b, const rep_report *r);
 
 /* ---- classes.c: a run's evaluation ---------------------------------------- */
 
 /* Appends per-class accuracy and the confusion matrix of run (index
  * run_i on the page) when its folder holds an evaluation. */
-void rep_html_classes(rep_buf *b, const rep_run *run, size_t run_i);
+void rep_html_classes(ims_buf *b, const rep_run *run, size_t run_i);
 
 #endif

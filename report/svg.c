@@ -109,24 +109,24 @@ static void tick_label(char *buf, size_t len, const axis *a, double v)
 
 /* ---- shared pieces -------------------------------------------------------- */
 
-static void open_svg(rep_buf *b, const char *id, const char *kind,
+static void open_svg(ims_buf *b, const char *id, const char *kind,
 		     const char *title, double h)
 {
-	rb_puts(b, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" id=\"");
+	ims_buf_puts(b, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" id=\"");
 	rb_html(b, id);
-	rb_puts(b, "\" data-chart=\"");
+	ims_buf_puts(b, "\" data-chart=\"");
 	rb_html(b, kind);
-	rb_printf(b, "\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" aria-label=\"",
+	ims_buf_printf(b, "\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" aria-label=\"",
 		  CW, h, CW, h);
 	rb_html(b, title);
-	rb_puts(b, "\"><title>");
+	ims_buf_puts(b, "\"><title>");
 	rb_html(b, title);
-	rb_printf(b, "</title><rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>",
+	ims_buf_printf(b, "</title><rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>",
 		  CW, h);
-	rb_printf(b, "<text x=\"%.0f\" y=\"16\" " FONT " font-weight=\"bold\" text-anchor=\"middle\">",
+	ims_buf_printf(b, "<text x=\"%.0f\" y=\"16\" " FONT " font-weight=\"bold\" text-anchor=\"middle\">",
 		  CW / 2);
 	rb_html(b, title);
-	rb_puts(b, "</text>");
+	ims_buf_puts(b, "</text>");
 }
 
 /* Approximate width of a label in 11px sans-serif. */
@@ -153,7 +153,7 @@ static int legend_rows(const char *const *names, size_t n)
 	return rows;
 }
 
-static void legend(rep_buf *b, const char *const *names, const int *colors,
+static void legend(ims_buf *b, const char *const *names, const int *colors,
 		   const int *dashed, size_t n, double y0)
 {
 	double x = PL, y = y0;
@@ -167,17 +167,17 @@ static void legend(rep_buf *b, const char *const *names, const int *colors,
 			y += 15;
 		}
 		started = 1;
-		rb_printf(b, "<rect class=\"key\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%s\" fill=\"%s\"/>",
+		ims_buf_printf(b, "<rect class=\"key\" x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"%s\" fill=\"%s\"/>",
 			  x, y - 5, dashed && dashed[i] ? "2" : "4", svg_color(colors[i]));
-		rb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT ">", x + 20, y);
+		ims_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT ">", x + 20, y);
 		rb_html(b, names[i]);
-		rb_puts(b, "</text>");
+		ims_buf_puts(b, "</text>");
 		x += w;
 	}
 }
 
 /* Horizontal grid lines and labels of a y axis; the frame. */
-static void y_axis(rep_buf *b, const axis *ya, double top, double ph,
+static void y_axis(ims_buf *b, const axis *ya, double top, double ph,
 		   const char *ylabel)
 {
 	int n = (int)round((ya->hi - ya->lo) / ya->step);
@@ -186,18 +186,18 @@ static void y_axis(rep_buf *b, const axis *ya, double top, double ph,
 		double y = top + ph * (1 - axis_frac(ya, v));
 		char lab[48];
 		tick_label(lab, sizeof(lab), ya, v);
-		rb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>",
+		ims_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>",
 			  PL, y, CW - PR, y);
-		rb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"end\">%s</text>",
+		ims_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"end\">%s</text>",
 			  PL - 5, y + 4, lab);
 	}
-	rb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>",
+	ims_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>",
 		  PL, top, CW - PR - PL, ph);
 	if (ylabel) {
-		rb_printf(b, "<text " FONT " text-anchor=\"middle\" transform=\"translate(14 %.1f) rotate(-90)\">",
+		ims_buf_printf(b, "<text " FONT " text-anchor=\"middle\" transform=\"translate(14 %.1f) rotate(-90)\">",
 			  top + ph / 2);
 		rb_html(b, ylabel);
-		rb_puts(b, "</text>");
+		ims_buf_puts(b, "</text>");
 	}
 }
 
@@ -240,7 +240,7 @@ static size_t series_points(const svg_series *s, int xlog, pt *out)
 	return SVG_MAX_POINTS;
 }
 
-size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
+size_t svg_line_chart(ims_buf *b, const svg_chart *c, const svg_series *s,
 		      size_t n_series)
 {
 	size_t total = 0, most = 0;
@@ -313,16 +313,16 @@ size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
 		double x = PL + pw * (v - xa.lo) / (xa.hi - xa.lo);
 		char lab[48];
 		tick_label(lab, sizeof(lab), &xa, v);
-		rb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>",
+		ims_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>",
 			  x, top + PLOT_H, x, top + PLOT_H + 4);
-		rb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">%s</text>",
+		ims_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">%s</text>",
 			  x, top + PLOT_H + 15, lab);
 	}
 	if (c->xlabel) {
-		rb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">",
+		ims_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">",
 			  PL + pw / 2, top + PLOT_H + 30);
 		rb_html(b, c->xlabel);
-		rb_puts(b, "</text>");
+		ims_buf_puts(b, "</text>");
 	}
 	/* series */
 	size_t drawn = 0;
@@ -342,15 +342,15 @@ size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
 			double x = PL + pw * axis_frac(&xa, p[j].x);
 			double y = top + PLOT_H * (1 - axis_frac(&ya, p[j].y));
 			if (!in_path) {
-				rb_printf(b, "<path class=\"mark\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.7\"%s d=\"M%.1f,%.1f",
+				ims_buf_printf(b, "<path class=\"mark\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.7\"%s d=\"M%.1f,%.1f",
 					  col,
 					  style & SVG_DASHED ? " stroke-dasharray=\"5 4\"" : "",
 					  x, y);
 				in_path = 1;
 			} else
-				rb_printf(b, "L%.1f,%.1f", x, y);
+				ims_buf_printf(b, "L%.1f,%.1f", x, y);
 			if (last) {
-				rb_puts(b, "\"/>");
+				ims_buf_puts(b, "\"/>");
 				in_path = 0;
 			}
 		}
@@ -362,13 +362,13 @@ size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
 				    (j + 1 == k || isnan(p[j + 1].x));
 			if (!(style & SVG_MARKERS) && !alone)
 				continue;
-			rb_printf(b, "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.8\" fill=\"%s\"/>",
+			ims_buf_printf(b, "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.8\" fill=\"%s\"/>",
 				  PL + pw * axis_frac(&xa, p[j].x),
 				  top + PLOT_H * (1 - axis_frac(&ya, p[j].y)), col);
 		}
 	}
 	legend(b, names, colors, dashed, n_series, top + PLOT_H + 48);
-	rb_puts(b, "</svg>\n");
+	ims_buf_puts(b, "</svg>\n");
 	free(p);
 	free(names);
 	free(colors);
@@ -378,7 +378,7 @@ size_t svg_line_chart(rep_buf *b, const svg_chart *c, const svg_series *s,
 
 /* ---- stacked bars ------------------------------------------------------------- */
 
-size_t svg_stacked_bars(rep_buf *b, const svg_bars *c)
+size_t svg_stacked_bars(ims_buf *b, const svg_bars *c)
 {
 	double mx = 0;
 	size_t marks = 0;
@@ -402,10 +402,10 @@ size_t svg_stacked_bars(rep_buf *b, const svg_bars *c)
 	double h = top + PLOT_H + 38 + rows * 15 + 6;
 	open_svg(b, c->id, c->kind, c->title, h);
 	if (c->callout) {
-		rb_printf(b, "<text class=\"callout\" x=\"%.0f\" y=\"32\" " FONT " text-anchor=\"middle\" fill=\"#a00\">",
+		ims_buf_printf(b, "<text class=\"callout\" x=\"%.0f\" y=\"32\" " FONT " text-anchor=\"middle\" fill=\"#a00\">",
 			  CW / 2);
 		rb_html(b, c->callout);
-		rb_puts(b, "</text>");
+		ims_buf_puts(b, "</text>");
 	}
 	y_axis(b, &ya, top, PLOT_H, c->ylabel);
 	double slot = pw / (double)c->n_cat;
@@ -422,20 +422,20 @@ size_t svg_stacked_bars(rep_buf *b, const svg_bars *c)
 			double y1 = top + PLOT_H * (1 - axis_frac(&ya, base + v));
 			/* a sliver still shows: at least a tenth of a unit */
 			double hgt = fmax(y0 - y1, 0.1);
-			rb_printf(b, "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+			ims_buf_printf(b, "<rect class=\"mark\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
 				  x, y0 - hgt, bw, hgt, svg_color(c->colors[k]));
 			rb_html(b, c->categories[i]);
-			rb_puts(b, ": ");
+			ims_buf_puts(b, ": ");
 			rb_html(b, c->segments[k]);
 			char num[32];
-			rb_printf(b, " %s</title></rect>", rep_fmt(num, sizeof(num), v));
+			ims_buf_printf(b, " %s</title></rect>", rep_fmt(num, sizeof(num), v));
 			base += v;
 		}
 		if (i % every == 0) {
-			rb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">",
+			ims_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" " FONT " text-anchor=\"middle\">",
 				  PL + slot * (i + 0.5), top + PLOT_H + 15);
 			rb_html(b, c->categories[i]);
-			rb_puts(b, "</text>");
+			ims_buf_puts(b, "</text>");
 		}
 	}
 	int *zero = calloc(c->n_seg ? c->n_seg : 1, sizeof(int));
@@ -444,6 +444,6 @@ size_t svg_stacked_bars(rep_buf *b, const svg_bars *c)
 	else
 		legend(b, c->segments, c->colors, zero, c->n_seg, top + PLOT_H + 34);
 	free(zero);
-	rb_puts(b, "</svg>\n");
+	ims_buf_puts(b, "</svg>\n");
 	return marks;
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_tmp.h"
+
 #define TEST_SKIP 77
 
 static int test_failures_;

@@ -62,7 +62,7 @@ typedef struct dump_ctx {
 	int raw;          /* --dump-format raw */
 	int want, done;
 	aug_image img;
-	aug_buf png;
+	ims_buf png;
 	cli_progress *prog;
 } dump_ctx;
 
@@ -317,7 +317,8 @@ int cmd_bench_load(int argc, char **argv)
 	/* A shard truncated under the loader is named, not a silent SIGBUS. */
 	ims_mapguard_install("imshard: bench-load");
 	cli_progress prog;
-	dump_ctx d = {tr, aug_sample_bytes(tr), dump_dir, dump_raw, dump_n, 0, {0}, {0}, &prog};
+	dump_ctx d = {.tr = tr, .sample_bytes = aug_sample_bytes(tr), .dir = dump_dir,
+		      .raw = dump_raw, .want = dump_n, .prog = &prog};
 	bo.epochs = epochs;
 	bo.seconds = seconds;
 	bo.cancel = cli_interrupt_flag();
@@ -330,7 +331,7 @@ int cmd_bench_load(int argc, char **argv)
 	rc = aug_bench_run(&bo, &res, &err);
 	cli_progress_finish(&prog);
 	aug_image_release(&d.img);
-	aug_buf_release(&d.png);
+	ims_buf_release(&d.png);
 	if (rc < 0) {
 		cli_error("bench-load: %s", err.msg);
 		return CLI_EXIT_FAIL;

@@ -85,7 +85,7 @@ int cmd_extract(int argc, char **argv)
 	rio_reader *r = NULL;
 	rio_cursor *c = NULL;
 	aug_codec *codec = NULL;
-	aug_buf png = {0};
+	ims_buf png = {0};
 	FILE *lst = NULL;
 	char *lst_text = NULL;
 	size_t lst_len = 0;
@@ -182,7 +182,7 @@ done:
 	if (lst)
 		fclose(lst);
 	free(lst_text);
-	aug_buf_release(&png);
+	ims_buf_release(&png);
 	aug_codec_destroy(codec);
 	rio_cursor_close(c);
 	rio_reader_close(r);

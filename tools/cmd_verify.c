@@ -34,58 +34,40 @@ static const cli_command command = {
 	"Exit status: 0 all good, 1 something is wrong (or cannot be read), 2 bad\n"
 	"usage."};
 
-#define MAX_NAMED 100
-
-typedef struct shard_result {
-	uint64_t bad, checked;
-	uint64_t digest;     /* format 2 digest of the records as read */
-	uint64_t mode_bad;   /* records that are not what the encoding says */
-	char mode_why[IMS_ERRMSG_MAX];
-	uint64_t *counts;    /* per class */
-	int fatal;           /* the shard could not be read to its end */
-} shard_result;
-
+/* What --decode checks per record; one decoder per worker thread. */
 typedef struct verify_ctx {
-	const rio_manifest *m;
-	int decode;
-	size_t nc;
 	cli_progress *prog;
-	uint64_t done, named;
+	aug_codec **codecs; /* NULL without --decode */
+	aug_image *imgs;
 } verify_ctx;
 
-static void name_bad(verify_ctx *v, const char *msg)
+static void on_problem(void *ctx, const char *line)
 {
-#pragma omp critical
-	{
-		if (v->named++ < MAX_NAMED) {
-			if (v->prog->tty && v->prog->drawn)
-				fputs("\r\033[K", stderr);
-			cli_error("verify: %s", msg);
-		}
-	}
+	verify_ctx *v = ctx;
+	if (v->prog->tty && v->prog->drawn)
+		fputs("\r\033[K", stderr);
+	cli_error("verify: %s", line);
 }
 
-/* One record past its CRCs: class, encoding and (--decode) the image. */
-static int check_record(verify_ctx *v, shard_result *sr, uint64_t i,
-			const rio_record *rec, aug_codec *codec, aug_image *img,
-			ims_error *e)
+static int on_progress(void *ctx, uint64_t done)
 {
-	if ((size_t)rec->label >= v->nc)
-		return ims_fail(e, IMS_ECORRUPT,
-				"record %llu: label %d has no class (%zu classes)",
-				(unsigned long long)i, (int)rec->label, v->nc);
-	sr->counts[rec->label]++;
-	ims_error me;
-	if (rio_record_check_mode(v->m->encoding, rec, &me) < 0 &&
-	    sr->mode_bad++ == 0) {
-		ims_fail_context(&me, "record %llu", (unsigned long long)i);
-		memcpy(sr->mode_why, me.msg, sizeof(sr->mode_why));
-	}
-	if (!v->decode || rec->encoding == RIO_ENC_RAW)
+	verify_ctx *v = ctx;
+	cli_progress_update(v->prog, done);
+	return 0;
+}
+
+/* --decode: the image decodes, to the size its header states. */
+static int decode_record(void *ctx, int worker, uint64_t i, const rio_record *rec,
+			 ims_error *e)
+{
+	verify_ctx *v = ctx;
+	if (rec->encoding == RIO_ENC_RAW)
 		return 0;
+	aug_image *img = &v->imgs[worker];
 	aug_decode_opts d = {AUG_CHANNELS_NATIVE, 0, 0, 0};
 	aug_image_info info;
-	if (aug_decode(codec, rec->payload, rec->payload_len, &d, img, &info, e) < 0)
+	if (aug_decode(v->codecs[worker], rec->payload, rec->payload_len, &d, img,
+		       &info, e) < 0)
 		return ims_fail_context(e, "record %llu: cannot decode",
 					(unsigned long long)i);
 	if ((uint32_t)img->width != rec->width || (uint32_t)img->height != rec->height)
@@ -96,97 +78,28 @@ static int check_record(verify_ctx *v, shard_result *sr, uint64_t i,
 	return 0;
 }
 
-static void check_shard(verify_ctx *v, rio_reader *r, size_t s, shard_result *sr)
+static void free_decoders(verify_ctx *v, int threads)
 {
-	const rio_shard_info *si = &v->m->shards[s];
-	ims_error e;
-	rio_cursor *c = NULL;
-	aug_codec *codec = NULL;
-	aug_image img = {0};
-	if (rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &e) < 0 ||
-	    (v->decode && aug_codec_create(&codec, &e) < 0)) {
-		name_bad(v, e.msg);
-		sr->fatal = 1;
+	for (int t = 0; v->codecs && t < threads; t++) {
+		aug_codec_destroy(v->codecs[t]);
+		aug_image_release(&v->imgs[t]);
 	}
-	rio_digest dg;
-	rio_digest_begin(&dg, v->m->name, s);
-	for (uint64_t i = si->first; c && i < si->first + si->records; i++) {
-		rio_record rec;
-		int rc = rio_cursor_get(c, i, &rec, &e);
-		if (rc == IMS_ECHANGED) {
-			/* every record after this one is suspect: stop here */
-			name_bad(v, e.msg);
-			sr->fatal = 1;
-			break;
-		}
-		if (rc == 0 && rio_digest_add_record(&dg, i, &rec, &e) == 0)
-			rc = check_record(v, sr, i, &rec, codec, &img, &e);
-		else if (rc == 0)
-			rc = -1;
-		sr->checked++;
-		if (rc < 0) {
-			sr->bad++;
-			name_bad(v, e.msg);
-		}
-		if ((i & 255) == 255) {
-#pragma omp critical
-			{
-				v->done += 256;
-				cli_progress_update(v->prog, v->done);
-			}
-		}
-	}
-	sr->digest = rio_digest_value(&dg);
-	aug_image_release(&img);
-	aug_codec_destroy(codec);
-	rio_cursor_close(c);
+	free(v->codecs);
+	free(v->imgs);
 }
 
-/* The checks across shards; returns whether anything is wrong. */
-static int check_split(verify_ctx *v, const shard_result *res)
+static int make_decoders(verify_ctx *v, int threads, ims_error *e)
 {
-	const rio_manifest *m = v->m;
-	int problems = 0;
-	for (size_t s = 0; s < m->n_shards; s++) {
-		problems |= res[s].fatal;
-		if (res[s].mode_bad) {
-			cli_error("verify: shard '%s': %llu of %llu records do not match the manifest's encoding '%s' (%s)",
-				  m->shards[s].file, (unsigned long long)res[s].mode_bad,
-				  (unsigned long long)res[s].checked, m->encoding,
-				  res[s].mode_why);
-			problems = 1;
-		}
-		if (m->format_version >= 2 && !res[s].bad && !res[s].fatal &&
-		    res[s].digest != m->shards[s].digest) {
-			cli_error("verify: shard '%s': digest %016llx differs from the manifest's %016llx (records replaced, reordered, relabelled or dropped, or a shard of another split)",
-				  m->shards[s].file, (unsigned long long)res[s].digest,
-				  (unsigned long long)m->shards[s].digest);
-			problems = 1;
-		}
-	}
-	return problems;
-}
-
-static int check_counts(verify_ctx *v, const uint64_t *counts)
-{
-	const rio_manifest *m = v->m;
-	int problems = 0;
-	for (size_t c = 0; c < v->nc; c++) {
-		uint64_t t = 0;
-		for (size_t s = 0; s < m->n_shards; s++)
-			t += counts[s * v->nc + c];
-		if (t != m->class_counts[c]) {
-			cli_error("verify: class %zu ('%s') has %llu records, the manifest says %llu",
-				  c, m->classes[c], (unsigned long long)t,
-				  (unsigned long long)m->class_counts[c]);
-			problems = 1;
-		}
-	}
-	return problems;
+	v->codecs = calloc((size_t)threads, sizeof(*v->codecs));
+	v->imgs = calloc((size_t)threads, sizeof(*v->imgs));
+	RETURN_IF(!v->codecs || !v->imgs, e, IMS_ENOMEM, "out of memory");
+	for (int t = 0; t < threads; t++)
+		FORWARD_IF_ERR(aug_codec_create(&v->codecs[t], e));
+	return 0;
 }
 
 /* --rehash after a clean check: format 2 digests into the manifest. */
-static int rehash(const char *path, const rio_manifest *m, const shard_result *res,
+static int rehash(const char *path, const rio_manifest *m, const uint64_t *digests,
 		  int quiet)
 {
 	if (m->format_version >= 2) {
@@ -194,16 +107,8 @@ static int rehash(const char *path, const rio_manifest *m, const shard_result *r
 			 path, m->format_version);
 		return CLI_EXIT_OK;
 	}
-	uint64_t *d = calloc(m->n_shards, sizeof(*d));
-	if (!d) {
-		cli_error("verify: out of memory");
-		return CLI_EXIT_FAIL;
-	}
-	for (size_t s = 0; s < m->n_shards; s++)
-		d[s] = res[s].digest;
 	ims_error err;
-	int rc = rio_manifest_rehash(path, m, d, &err);
-	free(d);
+	int rc = rio_manifest_rehash(path, m, digests, &err);
 	if (rc < 0) {
 		cli_error("verify: %s", err.msg);
 		return CLI_EXIT_FAIL;
@@ -236,13 +141,10 @@ int cmd_verify(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	const rio_manifest *m = rio_reader_manifest(r);
-	size_t ns = m->n_shards, nc = m->n_classes;
-	shard_result *res = calloc(ns, sizeof(*res));
-	uint64_t *counts = calloc(ns * (nc ? nc : 1), sizeof(uint64_t));
-	if (!res || !counts) {
+	size_t ns = m->n_shards;
+	uint64_t *digests = calloc(ns ? ns : 1, sizeof(*digests));
+	if (!digests) {
 		cli_error("verify: out of memory");
-		free(res);
-		free(counts);
 		rio_reader_close(r);
 		return CLI_EXIT_FAIL;
 	}
@@ -251,34 +153,37 @@ int cmd_verify(int argc, char **argv)
 			 pos[0], m->format_version);
 	if (threads <= 0)
 		threads = omp_get_num_procs();
+	if (ns && (size_t)threads > ns)
+		threads = (int)ns; /* one shard per thread at a time */
 	cli_progress prog;
+	verify_ctx v = {&prog, NULL, NULL};
+	if (decode && make_decoders(&v, threads, &err) < 0) {
+		cli_error("verify: %s", err.msg);
+		free_decoders(&v, threads);
+		free(digests);
+		rio_reader_close(r);
+		return CLI_EXIT_FAIL;
+	}
+	rio_verify_opts o;
+	rio_verify_opts_init(&o);
+	o.threads = threads;
+	o.check = decode ? decode_record : NULL;
+	o.problem = on_problem;
+	o.progress = on_progress;
+	o.ctx = &v;
 	cli_progress_start(&prog, "verify", m->records, quiet);
-	verify_ctx v = {m, decode, nc, &prog, 0, 0};
 	double t0 = ims_now();
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-	for (size_t s = 0; s < ns; s++) {
-		res[s].counts = counts + s * (nc ? nc : 1);
-		check_shard(&v, r, s, &res[s]);
-	}
+	rio_verify_result res;
+	rc = rio_verify(r, &o, &res, digests, &err);
 	cli_progress_finish(&prog);
-
-	uint64_t bad = 0, checked = 0;
-	for (size_t s = 0; s < ns; s++) {
-		bad += res[s].bad;
-		checked += res[s].checked;
-	}
-	if (v.named > MAX_NAMED)
-		cli_error("verify: ... and %llu more bad records",
-			  (unsigned long long)(v.named - MAX_NAMED));
-	int problems = check_split(&v, res);
-	if (!bad && !problems)
-		problems = check_counts(&v, counts);
 	double secs = ims_now() - t0;
 	int status = CLI_EXIT_OK;
-	if (bad || problems) {
+	if (rc < 0) {
+		cli_error("verify: %s", err.msg);
+		status = CLI_EXIT_FAIL;
+	} else if (!res.ok) {
 		cli_error("verify: '%s' FAILED: %llu of %llu records bad", pos[0],
-			  (unsigned long long)bad, (unsigned long long)m->records);
+			  (unsigned long long)res.bad, (unsigned long long)m->records);
 		if (rehash_flag)
 			cli_error("verify: '%s' not rewritten (--rehash needs a clean check)",
 				  pos[0]);
@@ -286,15 +191,15 @@ int cmd_verify(int argc, char **argv)
 	} else {
 		if (!quiet)
 			fprintf(stderr, "imshard: verify: '%s' OK: %llu records in %zu shard%s checked%s in %.1f s; %s\n",
-				pos[0], (unsigned long long)checked, ns, ns == 1 ? "" : "s",
+				pos[0], (unsigned long long)res.checked, ns, ns == 1 ? "" : "s",
 				decode ? " and decoded" : "", secs,
-				m->format_version >= 2 ? "shard digests match" :
-							 "shard digests NOT checked (format 1 manifest)");
+				res.digests_checked ? "shard digests match" :
+						      "shard digests NOT checked (format 1 manifest)");
 		if (rehash_flag)
-			status = rehash(pos[0], m, res, quiet);
+			status = rehash(pos[0], m, digests, quiet);
 	}
-	free(res);
-	free(counts);
+	free_decoders(&v, threads);
+	free(digests);
 	rio_reader_close(r);
 	return status;
 }

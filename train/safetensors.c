@@ -69,35 +69,6 @@ size_t st_dtype_size(int dtype)
 	return dtype_known(dtype) ? dtypes[dtype].size : 0;
 }
 
-float st_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t exp = (h >> 10) & 0x1fu;
-	uint32_t man = h & 0x3ffu;
-	uint32_t bits;
-	float f;
-	if (exp == 0) {
-		/* Zero or subnormal: man * 2^-24, exact in float32. */
-		f = (float)man * 0x1p-24f;
-		memcpy(&bits, &f, sizeof(bits));
-		bits |= sign;
-	} else if (exp == 31) {
-		bits = sign | 0x7f800000u | (man << 13); /* inf, NaN keeps payload */
-	} else {
-		bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-	}
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
-float st_bf16_to_f32(uint16_t b)
-{
-	uint32_t bits = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 static uint64_t load_le64(const uint8_t *p)
 {
 	return (uint64_t)ims_load_le32(p) | ((uint64_t)ims_load_le32(p + 4) << 32);
@@ -644,11 +615,11 @@ int st_tensor_to_f32(const st_tensor *t, float *out, size_t n, ims_error *err)
 		return 0;
 	case ST_F16:
 		for (size_t i = 0; i < n; i++)
-			out[i] = st_f16_to_f32(ims_load_le16(p + 2 * i));
+			out[i] = ims_f16_to_f32(ims_load_le16(p + 2 * i));
 		return 0;
 	case ST_BF16:
 		for (size_t i = 0; i < n; i++)
-			out[i] = st_bf16_to_f32(ims_load_le16(p + 2 * i));
+			out[i] = ims_bf16_to_f32(ims_load_le16(p + 2 * i));
 		return 0;
 	case ST_F64:
 		for (size_t i = 0; i < n; i++) {
@@ -852,121 +823,74 @@ int st_writer_set_metadata(st_writer *w, const char *key, const char *value,
 	return 0;
 }
 
-/* A growing string; oom sticks so callers check once at the end. */
-typedef struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (grow((void **)&b->p, &b->cap, b->len + n + 1, 1) < 0) {
-		b->oom = 1;
-		return;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-	sb_put(b, s, strlen(s));
-}
-
-static void sb_u64(sbuf *b, uint64_t v)
-{
-	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-	sb_put(b, tmp, (size_t)n);
-}
-
 /* A JSON string literal; s is valid UTF-8 (checked when added). */
-static void sb_json(sbuf *b, const char *s)
+static void put_json_str(ims_buf *b, const char *s)
 {
-	sb_put(b, "\"", 1);
+	ims_buf_append(b, "\"", 1);
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		char esc[8];
 		if (c == '"' || c == '\\') {
 			esc[0] = '\\', esc[1] = (char)c;
-			sb_put(b, esc, 2);
+			ims_buf_append(b, esc, 2);
 		} else if (c < 0x20) {
 			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			sb_put(b, esc, 6);
+			ims_buf_append(b, esc, 6);
 		} else {
-			sb_put(b, (const char *)&c, 1);
+			ims_buf_append(b, &c, 1);
 		}
 	}
-	sb_put(b, "\"", 1);
+	ims_buf_append(b, "\"", 1);
 }
 
-static int build_header(const st_writer *w, sbuf *b)
+static int build_header(const st_writer *w, ims_buf *b)
 {
-	sb_str(b, "{");
+	ims_buf_puts(b, "{");
 	int first = 1;
 	if (w->n_meta) {
-		sb_str(b, "\"__metadata__\":{");
+		ims_buf_puts(b, "\"__metadata__\":{");
 		for (size_t i = 0; i < w->n_meta; i++) {
 			if (i)
-				sb_str(b, ",");
-			sb_json(b, w->keys[i]);
-			sb_str(b, ":");
-			sb_json(b, w->values[i]);
+				ims_buf_puts(b, ",");
+			put_json_str(b, w->keys[i]);
+			ims_buf_puts(b, ":");
+			put_json_str(b, w->values[i]);
 		}
-		sb_str(b, "}");
+		ims_buf_puts(b, "}");
 		first = 0;
 	}
 	uint64_t off = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		const st_wtensor *t = &w->t[i];
 		if (!first)
-			sb_str(b, ",");
+			ims_buf_puts(b, ",");
 		first = 0;
-		sb_json(b, t->name);
-		sb_str(b, ":{\"dtype\":");
-		sb_json(b, st_dtype_name(t->dtype));
-		sb_str(b, ",\"shape\":[");
+		put_json_str(b, t->name);
+		ims_buf_puts(b, ":{\"dtype\":");
+		put_json_str(b, st_dtype_name(t->dtype));
+		ims_buf_puts(b, ",\"shape\":[");
 		for (int d = 0; d < t->ndim; d++) {
 			if (d)
-				sb_str(b, ",");
-			sb_u64(b, (uint64_t)t->shape[d]);
+				ims_buf_puts(b, ",");
+			ims_buf_printf(b, "%llu", (unsigned long long)t->shape[d]);
 		}
-		sb_str(b, "],\"data_offsets\":[");
-		sb_u64(b, off);
-		sb_str(b, ",");
+		ims_buf_puts(b, "],\"data_offsets\":[");
+		ims_buf_printf(b, "%llu", (unsigned long long)off);
+		ims_buf_puts(b, ",");
 		off += t->nbytes;
-		sb_u64(b, off);
-		sb_str(b, "]}");
+		ims_buf_printf(b, "%llu", (unsigned long long)off);
+		ims_buf_puts(b, "]}");
 	}
-	sb_str(b, "}");
+	ims_buf_puts(b, "}");
 	/* Spaces up to a multiple of 8, as the reference writer pads. */
 	while (!b->oom && b->len % 8)
-		sb_str(b, " ");
+		ims_buf_puts(b, " ");
 	return b->oom ? -1 : 0;
-}
-
-static int write_all(int fd, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 {
-	sbuf hdr = {0};
+	ims_buf hdr = {0};
 	RETURN_IF(build_header(w, &hdr) < 0, err, IMS_ENOMEM,
 		  "cannot write safetensors '%s': out of memory", path);
 	/* A checkpoint write killed midway (SIGTERM, SIGKILL) leaves its
@@ -976,17 +900,18 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	int fd;
 	int rc = ims_temp_create(path, tmp, sizeof(tmp), &fd, err);
 	if (rc < 0) {
-		free(hdr.p);
+		ims_buf_release(&hdr);
 		if (err)
 			ims_fail_context(err, "cannot write safetensors '%s'", path);
 		return rc;
 	}
 	uint8_t len8[8];
 	store_le64(len8, hdr.len);
-	int ok = write_all(fd, len8, 8) == 0 && write_all(fd, hdr.p, hdr.len) == 0;
+	int ok = ims_write_all(fd, len8, 8) == 0 &&
+		 ims_write_all(fd, hdr.data, hdr.len) == 0;
 	for (size_t i = 0; ok && i < w->n; i++)
-		ok = write_all(fd, w->t[i].data, (size_t)w->t[i].nbytes) == 0;
-	free(hdr.p);
+		ok = ims_write_all(fd, w->t[i].data, (size_t)w->t[i].nbytes) == 0;
+	ims_buf_release(&hdr);
 	if (!ok) {
 		int e = errno;
 		ims_temp_discard(fd, tmp);

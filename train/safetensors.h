@@ -55,11 +55,6 @@ int st_dtype_from_name(const char *name);
 /* Bytes per element of dtype; 0 when dtype is unknown. */
 size_t st_dtype_size(int dtype);
 
-/* Exact conversions of one half-precision value to float32: every binary16
- * and bfloat16 value (subnormals, infinities, NaN payloads) is a float32. */
-float st_f16_to_f32(uint16_t h);
-float st_bf16_to_f32(uint16_t b);
-
 /* Header lengths above this are refused (the reference implementation's
  * limit). */
 #define ST_MAX_HEADER_BYTES 100000000u

@@ -17,9 +17,10 @@
 # ENC_ARGS ("" = keep; e.g. "--resize 256 --quality 95"), INSTR (1: also
 # count instructions of one convert and one pack with cachegrind).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-IMSHARD=${IMSHARD:-$repo/build/tools/imshard}
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
+IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 CORPUS=${CORPUS:-/tmp/imshard-bench-corpus}
 N_IMAGES=${N_IMAGES:-3000}
 N_VAL=${N_VAL:-300}
@@ -28,7 +29,7 @@ WORK=${WORK:-/tmp/imshard-bench-convert}
 ENC_ARGS=${ENC_ARGS:-}
 PY=${PYTHON:-/usr/bin/python3}
 
-[ -x "$IMSHARD" ] || { echo "bench/convert: build imshard first ($IMSHARD)" >&2; exit 1; }
+bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 if [ ! -d "$CORPUS" ]; then
   echo "bench/convert: generating $N_IMAGES images in $CORPUS" >&2
   "$PY" "$repo/bench/pack/make_corpus.py" "$CORPUS" --n "$N_IMAGES"
@@ -95,7 +96,8 @@ run_pack() {
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate the order so neither side always pays for the other's
   # writeback; sync before each timed run for the same reason.
-  if [ $((r % 2)) = 1 ]; then run_convert; run_pack; else run_pack; run_convert; fi
+  bench_order "$r" run_convert run_pack
+  for f in "${order[@]}"; do "$f"; done
   conv_s+=("$c")
   pack_s+=("$p")
   ratios+=("$(echo "($c - $p) / $p" | bc -l)")

@@ -30,18 +30,9 @@
 # bash's clock around the whole run is logged as wall_s. The CPU the rest
 # of the machine burnt meanwhile (from /proc/stat) is logged as bg_cores.
 set -euo pipefail
-export LC_ALL=C
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
-
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
-	esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
 
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 FULL_DECODE=$(abspath "${FULL_DECODE:-build/bench/full_decode}")
@@ -56,27 +47,16 @@ PY_LIMIT=${PY_LIMIT:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-load-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
-TIME=/usr/bin/time
-
-die() { echo "run.sh: $*" >&2; exit 1; }
 
 # --- setup ------------------------------------------------------------------
-# GNU time and numpy are installed here when missing and apt-get can run
-# (root); otherwise the script stops and says what to install.
+# GNU time, numpy and Pillow are installed here when missing (bench_install).
 need_pkgs=()
 { [ -x "$TIME" ] && "$TIME" --version 2>&1 | grep -q GNU; } || need_pkgs+=(time)
 "$PYTHON" -c 'import numpy' 2>/dev/null || need_pkgs+=(python3-numpy)
 "$PYTHON" -c 'import PIL' 2>/dev/null || need_pkgs+=(python3-pil)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "run.sh: installing ${need_pkgs[*]} (apt-get)" >&2
-		apt-get install -y "${need_pkgs[@]}" >&2 || die "apt-get install ${need_pkgs[*]} failed"
-	else
-		die "missing ${need_pkgs[*]} (apt-get install ${need_pkgs[*]})"
-	fi
-fi
-[ -x "$FULL_DECODE" ] || die "cannot find full_decode at '$FULL_DECODE' (cmake --build build --target full_decode, or set FULL_DECODE)"
-[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
+bench_install ${need_pkgs[@]+"${need_pkgs[@]}"}
+bench_need_bin "$FULL_DECODE" full_decode "cmake --build build --target full_decode, or set FULL_DECODE"
+bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 "$IMSHARD" bench-load --help >/dev/null 2>&1 || die "'$IMSHARD' has no bench-load command"
 
 mkdir -p "$WORK/logs"
@@ -129,8 +109,6 @@ set_cmd() {
 
 runs="$WORK/runs.tsv"
 printf '# round\tcontender\twall_s\tmaxrss_kib\trc\tcpu_s\tbg_cores\tlog\n' >"$runs"
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-CLK_TCK=$(getconf CLK_TCK)
 
 # measure ROUND NAME: one contender under GNU time; a row in runs.tsv.
 measure() {
@@ -138,17 +116,8 @@ measure() {
 	local log="$WORK/logs/$round-$name.log" tf="$WORK/logs/$round-$name.time"
 	set_cmd "$name"
 	printf '%s %s: %s\n' "$round" "$name" "${cmd[*]}" >>"$WORK/logs/commands.txt"
-	local rc=0 busy0 busy1 t0 t1 wall rss usr sys cpu bg
-	busy0=$(busy_ticks)
-	t0=$EPOCHREALTIME
-	"$TIME" -f '%e %M %U %S' -o "$tf" "${cmd[@]}" >"$log" 2>"$log.err" || rc=$?
-	t1=$EPOCHREALTIME
-	busy1=$(busy_ticks)
-	read -r wall rss usr sys < <(tail -n1 "$tf")
-	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
-	cpu=$(awk -v u="$usr" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-	bg=$(awk -v a="$busy0" -v b="$busy1" -v hz="$CLK_TCK" -v c="$cpu" -v w="$wall" \
-		'BEGIN { x = ((b - a) / hz - c) / (w > 0 ? w : 1); printf "%.2f", x < 0 ? 0 : x }')
+	local rc wall rss cpu bg
+	bench_timed "$log" "$log.err" "$tf" "${cmd[@]}"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$wall" "$rss" "$rc" "$cpu" "$bg" "$log" >>"$runs"
 	if [ "$rc" -ne 0 ]; then
 		echo "run.sh: $round/$name failed (exit $rc); last lines of $log.err:" >&2

@@ -29,18 +29,15 @@
 # Packed outputs are removed after each run; the file system is synced
 # before each timed run so that no run pays for another's writeback.
 set -euo pipefail
-export LC_ALL=C # decimal points in EPOCHREALTIME and awk
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 DRY_RUN=${DRY_RUN:-0}
 for arg in "$@"; do
 	case "$arg" in
 	--dry-run) DRY_RUN=1 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+	-h | --help) bench_help ;;
+	*) bench_bad_arg "$arg" ;;
 	esac
 done
 
@@ -57,15 +54,11 @@ RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 SHORTER=256
 QUALITY=95
-TIME=/usr/bin/time
 
-die() { echo "run.sh: $*" >&2; exit 1; }
-if ! { [ -x "$TIME" ] && "$TIME" --version 2>&1 | grep -q GNU; }; then
-	die "GNU time is needed at $TIME (apt-get install time)"
-fi
-[ -x "$JPEG_FLOOR" ] || die "cannot find jpeg_floor at '$JPEG_FLOOR' (build it: cmake --build build --target jpeg_floor, or set JPEG_FLOOR)"
+bench_gnu_time
+bench_need_bin "$JPEG_FLOOR" jpeg_floor "build it: cmake --build build --target jpeg_floor, or set JPEG_FLOOR"
 if [ "$DRY_RUN" != 1 ]; then
-	[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it, set IMSHARD, or use --dry-run)"
+	bench_need_bin "$IMSHARD" imshard "build it, set IMSHARD, or use --dry-run"
 fi
 "$PYTHON" -c 'import PIL, lmdb' 2>/dev/null ||
 	die "'$PYTHON' lacks Pillow or lmdb (apt-get install python3-pil python3-lmdb)"
@@ -150,11 +143,6 @@ samples="$WORK/rss_samples.tsv"
 printf '# round\tcontender\tthreads\timages\tinput_bytes\twall_s\tmaxrss_kib\trc\tcpu_s\tbg_cores\n' >"$runs"
 : >"$samples"
 
-# Busy clock ticks of the whole machine so far (user nice system irq
-# softirq steal from /proc/stat).
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-CLK_TCK=$(getconf CLK_TCK)
-
 # measure ROUND NAME KIND THREADS LIST IMAGES BYTES SAMPLE: runs one
 # contender under GNU time, appends a row to runs.tsv, removes its output.
 # THREADS 0 means the command's default. SAMPLE=1 also polls the process's
@@ -167,9 +155,9 @@ measure() {
 	rm -rf "$out"
 	mkdir -p "$out/run"
 	sync -f "$WORK"
-	local rc=0 busy0
-	busy0=$(busy_ticks)
+	local rc=0 busy0 busy1 wall rss usr sys cpu bg
 	if [ "$sample" = 1 ]; then
+		busy0=$(bench_busy_ticks)
 		"$TIME" -f '%e %M %U %S' -o "$tf" "${cmd[@]}" >"$log" 2>&1 &
 		local tpid=$! anon=0 file=0 child a f
 		while kill -0 "$tpid" 2>/dev/null; do
@@ -184,22 +172,14 @@ measure() {
 		done
 		wait "$tpid" || rc=$?
 		printf '%s:%s\t%s\t%s\n' "$round" "$name" "$anon" "$file" >>"$samples"
+		# the sampled runs keep GNU time's %e (10 ms steps): their polling
+		# loop would add its latency to bash's clock
+		busy1=$(bench_busy_ticks)
+		read -r wall rss usr sys < <(tail -n1 "$tf")
+		bench_cpu_bg "$usr" "$sys" "$busy0" "$busy1"
 	else
-		local t0=$EPOCHREALTIME
-		"$TIME" -f '%e %M %U %S' -o "$tf" "${cmd[@]}" >"$log" 2>&1 || rc=$?
-		local t1=$EPOCHREALTIME
+		bench_timed "$log" "$log" "$tf" "${cmd[@]}"
 	fi
-	local busy1 wall rss usr sys cpu bg
-	busy1=$(busy_ticks)
-	read -r wall rss usr sys < <(tail -n1 "$tf")
-	# GNU time's %e has 10 ms steps; bash's clock around it has microseconds
-	# (the sampled runs keep %e: their polling loop would add its latency).
-	[ "$sample" = 1 ] || wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
-	# CPU the rest of the machine used meanwhile (other users' jobs): all
-	# busy time in /proc/stat minus this run's own user+system time.
-	cpu=$(awk -v u="$usr" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-	bg=$(awk -v a="$busy0" -v b="$busy1" -v hz="$CLK_TCK" -v c="$cpu" -v w="$wall" \
-		'BEGIN { x = ((b - a) / hz - c) / (w > 0 ? w : 1); printf "%.2f", x < 0 ? 0 : x }')
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$threads" "$images" \
 		"$bytes" "$wall" "$rss" "$rc" "$cpu" "$bg" >>"$runs"
 	if [ "$rc" -ne 0 ]; then

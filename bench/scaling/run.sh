@@ -40,18 +40,9 @@
 # WORK/rN/csv/ (that round's report), WORK/report.html (the last round's),
 # and the table on stdout (progress on stderr).
 set -euo pipefail
-export LC_ALL=C
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
-
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
-	esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
 
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
@@ -71,33 +62,13 @@ MPI_PIN=${MPI_PIN:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-scaling-work}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-die() { echo "run.sh: $*" >&2; exit 1; }
-
-[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
-[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
-for w in $WORLDS; do
-	[ "$w" = 1 ] || command -v "$MPIRUN" >/dev/null ||
-		die "cannot find '$MPIRUN' for world $w (install openmpi-bin, set MPIRUN, or WORLDS=1)"
-done
-# mpirun refuses root without these (containers run as root).
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
+bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
+# shellcheck disable=SC2086 # WORLDS is a list
+bench_mpi_setup WORLDS=1 $WORLDS
 
 # --- data -----------------------------------------------------------------------
-stamp="$DATA/.data-pc$PER_CLASS"
-if [ ! -e "$stamp" ]; then
-	if compgen -G "$DATA/.data-pc*" >/dev/null; then
-		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
-	fi
-	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
-		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
-	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
-	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 --quiet
-	touch "$stamp"
-fi
-train_json="$DATA/packed/train.json"
-val_json="$DATA/packed/val.json"
-{ [ -s "$train_json" ] && [ -s "$val_json" ]; } || die "no packed splits in '$DATA/packed'"
-cat "$DATA/packed"/*.mdb >/dev/null
+bench_sample_data ".data-pc$PER_CLASS" "$PER_CLASS"
 echo "run.sh: $(grep -c . "$DATA/packed/train.lst") training and $(grep -c . "$DATA/packed/val.lst") validation images in '$DATA/packed'" >&2
 
 # --- runs -------------------------------------------------------------------------
@@ -113,17 +84,11 @@ train() {
 	w=${w%%_*}
 	b=${name##*_b}
 	lr=$(awk -v l="$LR32" -v b="$b" 'BEGIN { printf "%.6g", l * b / 32 }')
-	local cmd=("$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model "$MODEL"
+	local launch
+	bench_ranks "$w"
+	local cmd=("${launch[@]}" "$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model "$MODEL"
 		--size "$SIZE" --epochs "$EPOCHS" --batch-size "$b" --lr "$lr" --threads 1
 		--log-every "$LOG_EVERY" --log-dir "$logdir" --quiet)
-	if [ "$w" = 1 ]; then
-		[ "$MPI_PIN" = 1 ] && cmd=(taskset -c 0 "${cmd[@]}")
-	elif [ "$MPI_PIN" = 1 ]; then
-		cmd=("$MPIRUN" -np "$w" --bind-to core --map-by core "${cmd[@]}")
-	else
-		# --bind-to none: the 1-rank runs are not pinned either
-		cmd=("$MPIRUN" -np "$w" --oversubscribe --bind-to none "${cmd[@]}")
-	fi
 	printf '%s\n' "${cmd[*]}" >>"$WORK/commands.txt"
 	rm -rf "$logdir"
 	"${cmd[@]}" >"$logdir.log" 2>&1 || { cat "$logdir.log" >&2; die "$name failed"; }
@@ -133,11 +98,7 @@ mkdir -p "$WORK"
 rm -rf "${WORK:?}"/r[0-9]* "$WORK/commands.txt"
 echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); runs: ${runs[*]}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
-	order=("${runs[@]}")
-	if ((r % 2 == 0)); then
-		order=()
-		for ((i = ${#runs[@]} - 1; i >= 0; i--)); do order+=("${runs[i]}"); done
-	fi
+	bench_order "$r" "${runs[@]}"
 	mkdir -p "$WORK/r$r"
 	for name in "${order[@]}"; do
 		echo "run.sh: round $r: $name" >&2

@@ -41,18 +41,9 @@
 #   RESULTS        JSON written at the end [$WORK/results.json]
 #   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
 set -euo pipefail
-export LC_ALL=C
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
-
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
-	esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
 
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
@@ -73,10 +64,8 @@ WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-gpu-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-die() { echo "run.sh: $*" >&2; exit 1; }
-
-[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
-[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
+bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
+bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
 case "$PRECISION" in fp32 | bf16 | fp16) ;; *) die "PRECISION must be fp32, bf16 or fp16, got '$PRECISION'" ;; esac
 
@@ -89,24 +78,10 @@ mkdir -p "$WORK/logs"
 rm -rf "${WORK:?}/logs"/*
 
 # --- data ---------------------------------------------------------------------
-stamp="$DATA/.data-pc$PER_CLASS"
-if [ ! -e "$stamp" ]; then
-	if compgen -G "$DATA/.data-pc*" >/dev/null; then
-		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
-	fi
-	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
-		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
-	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
-	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 \
-		--per-class-val 4 --quiet
-	touch "$stamp"
-fi
-train_json="$DATA/packed/train.json"
-val_json="$DATA/packed/val.json"
+bench_sample_data ".data-pc$PER_CLASS" "$PER_CLASS" --per-class-val 4
 n_train=$(grep -c . "$DATA/packed/train.lst")
 [ $((STEPS * BATCH)) -le "$n_train" ] ||
 	die "$STEPS steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
-cat "$DATA/packed"/*.mdb >/dev/null
 
 # imshard-train must train on the GPU: its one line otherwise
 probe="$WORK/logs/probe"
@@ -154,25 +129,14 @@ for m in $MODELS; do
 	contenders+=("${model}_syn" "${model}_loader")
 	[ "$torch_ok" = 1 ] && contenders+=("torch_${model}_fp32" "torch_${model}_bf16")
 done
-if [ -n "$ONLY" ]; then
-	picked=()
-	for c in "${contenders[@]}"; do
-		case " $ONLY " in *" $c "*) picked+=("$c") ;; esac
-	done
-	[ ${#picked[@]} -gt 0 ] || die "ONLY='$ONLY' names none of: ${contenders[*]}"
-	contenders=("${picked[@]}")
-fi
+bench_only
 
 runs="$WORK/runs.tsv"
 printf '# round\tcontender\twall_s\trc\tlog\tlogdir\n' >"$runs"
 echo "run.sh: $gpu_name; $n_train training images; contenders: ${contenders[*]}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
 	echo "run.sh: round $r of $ROUNDS" >&2
-	order=("${contenders[@]}")
-	if ((r % 2 == 0)); then
-		order=()
-		for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
-	fi
+	bench_order "$r" "${contenders[@]}"
 	for c in "${order[@]}"; do
 		log="$WORK/logs/$r-$c.log"
 		logdir="$WORK/logs/$r-$c.d"

@@ -30,17 +30,9 @@
 #   WORK           logs [/tmp/imshard-bench-memory-work]
 #   RESULTS        JSON written at the end [$WORK/results.json]
 set -euo pipefail
-export LC_ALL=C
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "memory.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
-	esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
 
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
 BASE_TRAIN=${BASE_TRAIN:-}
@@ -55,10 +47,8 @@ TORCH_PYTHON=${TORCH_PYTHON:-python3}
 TORCH_LIB=$(abspath "${TORCH_LIB:-/tmp/imshard-torchlib}")
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-memory-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
-TIME=/usr/bin/time
 
-die() { echo "memory.sh: $*" >&2; exit 1; }
-"$TIME" --version 2>&1 | grep -q GNU || die "missing GNU time at $TIME (apt-get install time)"
+bench_gnu_time
 for b in "$IMSHARD_TRAIN" "$IMSHARD" ${BASE_TRAIN:+"$BASE_TRAIN"}; do
 	[ -x "$b" ] || die "cannot find '$b' (build it, or set IMSHARD_TRAIN, IMSHARD, BASE_TRAIN)"
 done
@@ -101,9 +91,8 @@ trainer() { # trainer NAME BINARY MODEL SIZE BATCH STEPS
 for c in $CASES; do
 	IFS=: read -r model size batch steps <<<"$c"
 	for r in $(seq 1 "$ROUNDS"); do
-		order="new base"
-		[ $((r % 2)) = 0 ] && order="base new"
-		for who in $order; do
+		bench_order "$r" new base
+		for who in "${order[@]}"; do
 			[ "$who" = base ] && [ -z "$BASE_TRAIN" ] && continue
 			bin=$IMSHARD_TRAIN
 			[ "$who" = base ] && bin=$BASE_TRAIN

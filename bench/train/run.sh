@@ -86,18 +86,9 @@
 # bash's clock around the whole run is logged as wall_s. The CPU the rest
 # of the machine burnt meanwhile (from /proc/stat) is logged as bg_cores.
 set -euo pipefail
-export LC_ALL=C
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
-
-for arg in "$@"; do
-	case "$arg" in
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) echo "run.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
-	esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args "$@"
 
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
 IMSHARD_TRAIN=$(abspath "${IMSHARD_TRAIN:-build/tools/imshard-train}")
@@ -135,57 +126,25 @@ TORCH_SECONDS=${TORCH_SECONDS:-4}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
-TIME=/usr/bin/time
-
-die() { echo "run.sh: $*" >&2; exit 1; }
 
 # --- setup ------------------------------------------------------------------
-# GNU time is installed here when missing and apt-get can run (root);
-# otherwise the script stops and says what to install.
-if ! { [ -x "$TIME" ] && "$TIME" --version 2>&1 | grep -q GNU; }; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "run.sh: installing time (apt-get)" >&2
-		apt-get install -y time >&2 || die "apt-get install time failed"
-	else
-		die "missing GNU time (apt-get install time)"
-	fi
-fi
-[ -x "$IMSHARD" ] || die "cannot find imshard at '$IMSHARD' (build it or set IMSHARD)"
-[ -x "$IMSHARD_TRAIN" ] || die "cannot find imshard-train at '$IMSHARD_TRAIN' (build it or set IMSHARD_TRAIN)"
-[ -x "$MODEL_FLOPS" ] || die "cannot find model_flops at '$MODEL_FLOPS' (cmake --build build --target model_flops, or set MODEL_FLOPS)"
+bench_gnu_time
+bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
+bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
+bench_need_bin "$MODEL_FLOPS" model_flops "cmake --build build --target model_flops, or set MODEL_FLOPS"
 case "$TORCH" in auto | 0 | 1) ;; *) die "TORCH must be auto, 0 or 1, got '$TORCH'" ;; esac
-if [ "$MPI" = 1 ]; then
-	command -v "$MPIRUN" >/dev/null || die "cannot find '$MPIRUN' (install openmpi-bin, set MPIRUN, or MPI=0)"
-fi
+[ "$MPI" = 1 ] && bench_mpi_setup MPI=0 2
 if [ -n "$CORETYPE" ]; then
 	export OPENBLAS_CORETYPE=$CORETYPE
 else
 	unset OPENBLAS_CORETYPE
 fi
-# mpirun refuses root without these (containers run as root).
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
 mkdir -p "$WORK/logs"
 rm -rf "${WORK:?}/logs"/*
 
 # --- data -------------------------------------------------------------------
 # The sample images are 64-400 px a side; the loader resizes them to --size.
-stamp="$DATA/.data-pc$PER_CLASS-val$VAL_PER_CLASS"
-if [ ! -e "$stamp" ]; then
-	# another size made by this script: replace it
-	if compgen -G "$DATA/.data-pc*" >/dev/null; then
-		rm -rf "${DATA:?}/images" "${DATA:?}/packed" "$DATA"/.data-pc*
-	fi
-	[ ! -e "$DATA" ] || [ -z "$(ls -A "$DATA")" ] ||
-		die "'$DATA' exists but holds no sample of $PER_CLASS per class (remove it or set DATA)"
-	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class "$PER_CLASS" --quiet
-	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 \
-		--per-class-val "$VAL_PER_CLASS" --quiet
-	touch "$stamp"
-fi
-train_json="$DATA/packed/train.json"
-val_json="$DATA/packed/val.json"
-{ [ -s "$train_json" ] && [ -s "$val_json" ]; } || die "no packed splits in '$DATA/packed'"
+bench_sample_data ".data-pc$PER_CLASS-val$VAL_PER_CLASS" "$PER_CLASS" --per-class-val "$VAL_PER_CLASS"
 n_train=$(grep -c . "$DATA/packed/train.lst")
 n_val=$(grep -c . "$DATA/packed/val.lst")
 steps_per_epoch=$((n_train / BATCH))
@@ -193,7 +152,6 @@ for s in "$C7_STEPS" "$R18_STEPS" $((2 * MPI_STEPS)); do
 	[ "$s" -le "$steps_per_epoch" ] ||
 		die "$s steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
 done
-cat "$DATA/packed"/*.mdb >/dev/null
 echo "run.sh: $n_train training and $n_val validation images in '$DATA/packed'" >&2
 
 # --- torch ------------------------------------------------------------------
@@ -255,16 +213,16 @@ set_cmd() {
 			"$TORCH_PYTHON" "$here/torch_step.py" --model "$model" --size "$size"
 			--batch "$BATCH" --threads "$t" --warmup 2 --steps 3 --seconds "$TORCH_SECONDS") ;;
 	mpi_np1)
-		[ "$MPI_PIN" = 1 ] && cmd=(taskset -c 0)
+		bench_ranks 1
+		cmd=("${launch[@]}")
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps $((2 * MPI_STEPS)) --log-every "$MPI_LOG_EVERY" --log-dir "$logdir" ;;
 	mpi_np2 | mpi_np2_alt)
 		local mb=$BUCKET_MB
 		[ "$name" = mpi_np2_alt ] && mb=$BUCKET_MB_ALT
-		# --bind-to none: the 1-rank run is not pinned either, and each
-		# rank's loader thread may use whatever core is free.
-		cmd=("$MPIRUN" -np 2 --oversubscribe --bind-to none)
-		[ "$MPI_PIN" = 1 ] && cmd=("$MPIRUN" -np 2 --bind-to core --map-by core)
+		# unpinned, each rank's loader thread may use whatever core is free
+		bench_ranks 2
+		cmd=("${launch[@]}")
 		train_cmd --model "$MPI_MODEL" --size "$MPI_SIZE" --threads 1 \
 			--max-steps "$MPI_STEPS" --log-every "$MPI_LOG_EVERY" --log-dir "$logdir"
 		if [ -n "$mb" ]; then cmd+=(--bucket-mb "$mb"); fi ;;
@@ -290,8 +248,6 @@ set_cmd() {
 
 runs="$WORK/runs.tsv"
 printf '# round\tcontender\twall_s\tmaxrss_kib\trc\tcpu_s\tbg_cores\tlog\tlogdir\n' >"$runs"
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-CLK_TCK=$(getconf CLK_TCK)
 
 # measure ROUND NAME: one contender under GNU time; a row in runs.tsv.
 measure() {
@@ -299,24 +255,10 @@ measure() {
 	local log="$WORK/logs/$round-$name.log" tf="$WORK/logs/$round-$name.time"
 	local logdir="$WORK/logs/$round-$name.d"
 	set_cmd "$name" "$logdir"
-	if [ -n "$PRIO" ]; then
-		case "$name" in
-		*_t1) cmd=(chrt -f "$PRIO" taskset -c 1 "${cmd[@]}") ;;
-		*) cmd=(chrt -f "$PRIO" "${cmd[@]}") ;;
-		esac
-	fi
+	bench_prio "$name"
 	printf '%s %s: %s\n' "$round" "$name" "${cmd[*]}" >>"$WORK/logs/commands.txt"
-	local rc=0 busy0 busy1 t0 t1 wall rss usr sys cpu bg
-	busy0=$(busy_ticks)
-	t0=$EPOCHREALTIME
-	"$TIME" -f '%e %M %U %S' -o "$tf" "${cmd[@]}" >"$log" 2>"$log.err" || rc=$?
-	t1=$EPOCHREALTIME
-	busy1=$(busy_ticks)
-	read -r wall rss usr sys < <(tail -n1 "$tf")
-	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
-	cpu=$(awk -v u="$usr" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-	bg=$(awk -v a="$busy0" -v b="$busy1" -v hz="$CLK_TCK" -v c="$cpu" -v w="$wall" \
-		'BEGIN { x = ((b - a) / hz - c) / (w > 0 ? w : 1); printf "%.2f", x < 0 ? 0 : x }')
+	local rc wall rss cpu bg
+	bench_timed "$log" "$log.err" "$tf" "${cmd[@]}"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$wall" "$rss" "$rc" "$cpu" "$bg" "$log" "$logdir" >>"$runs"
 	if [ "$rc" -ne 0 ]; then
 		echo "run.sh: $round/$name failed (exit $rc); last lines of $log.err:" >&2
@@ -339,23 +281,12 @@ if [ "$MPI" = 1 ]; then
 	[ -n "$BUCKET_MB_ALT" ] && contenders+=(mpi_np2_alt)
 	contenders+=(mpi_indep)
 fi
-if [ -n "$ONLY" ]; then
-	picked=()
-	for c in "${contenders[@]}"; do
-		case " $ONLY " in *" $c "*) picked+=("$c") ;; esac
-	done
-	[ ${#picked[@]} -gt 0 ] || die "ONLY='$ONLY' names none of: ${contenders[*]}"
-	contenders=("${picked[@]}")
-fi
+bench_only
 
 echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
 	echo "run.sh: round $r of $ROUNDS" >&2
-	order=("${contenders[@]}")
-	if ((r % 2 == 0)); then
-		order=()
-		for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
-	fi
+	bench_order "$r" "${contenders[@]}"
 	for c in "${order[@]}"; do
 		measure "$r" "$c"
 	done

@@ -238,16 +238,64 @@ fail:
 	return NULL;
 }
 
-#define VERIFY_NAMED 100
+/* Split.verify's callbacks: they run on the calling thread (one worker)
+ * with the GIL released, and take it only to touch Python objects. */
+typedef struct verify_py {
+	split_obj *s;
+	PyObject *problems;
+	int failed; /* appending a problem failed: a Python error is set */
+} verify_py;
+
+static void verify_problem(void *ctx, const char *line)
+{
+	verify_py *v = ctx;
+	PyGILState_STATE g = PyGILState_Ensure();
+	if (!v->failed) {
+		PyObject *o = PyUnicode_FromString(line);
+		if (!o || PyList_Append(v->problems, o) < 0)
+			v->failed = 1;
+		Py_XDECREF(o);
+	}
+	PyGILState_Release(g);
+}
+
+/* Ctrl-C stops the check: the KeyboardInterrupt is raised on return. */
+static int verify_progress(void *ctx, uint64_t done)
+{
+	(void)done;
+	verify_py *v = ctx;
+	PyGILState_STATE g = PyGILState_Ensure();
+	int stop = v->failed || PyErr_CheckSignals() < 0;
+	PyGILState_Release(g);
+	return stop;
+}
+
+/* decode=True: every image decodes to upright RGB, as decode(i) gives it
+ * (s->mu is held by verify). */
+static int verify_decode(void *ctx, int worker, uint64_t i, const rio_record *rec,
+			 ims_error *err)
+{
+	(void)worker;
+	split_obj *s = ((verify_py *)ctx)->s;
+	int rc;
+	if (rec->encoding == RIO_ENC_RAW) {
+		rc = aug_raw_to_rgb(rec->payload, (int)rec->width, (int)rec->height,
+				    rec->channels, &s->img, err);
+	} else {
+		aug_decode_opts o = {AUG_CHANNELS_RGB, 0, 0, 1};
+		rc = aug_decode(s->codec, rec->payload, rec->payload_len, &o, &s->img,
+				NULL, err);
+	}
+	if (rc < 0)
+		ims_fail_context(err, "record %llu", (unsigned long long)i);
+	return rc;
+}
 
 /*
  * verify(decode=False) -> (records checked, list of problems): what
- * `imshard verify` checks, shard by shard on this thread: every record's
- * header and payload CRC-32C, each record against the manifest's
- * encoding, each shard's digest (rio_digest; format 1 manifests' digests
- * prove nothing and are not compared) and the class counts against the
- * manifest; with decode, every image decoded. Problems are one line each
- * (the first VERIFY_NAMED records named, then counted).
+ * `imshard verify` checks (rio_verify), shard by shard on this thread,
+ * with the GIL released; problems are its lines, the first 100 bad
+ * records named; with decode, every image decoded. Ctrl-C interrupts it.
  */
 static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -256,117 +304,32 @@ static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 	int decode = 0;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", names, &decode) || !split_open(s))
 		return NULL;
-	const rio_manifest *m = rio_reader_manifest(s->reader);
-	size_t nc = m->n_classes;
-	uint64_t *counts = calloc(nc ? nc : 1, sizeof(uint64_t));
-	PyObject *problems = PyList_New(0);
-	if (!counts || !problems) {
-		free(counts);
-		Py_XDECREF(problems);
-		return PyErr_NoMemory();
-	}
-	uint64_t checked = 0, bad_total = 0;
-	int interrupted = 0;
-	pthread_mutex_lock(&s->mu);
-	for (size_t k = 0; k < m->n_shards && !interrupted; k++) {
-		const rio_shard_info *si = &m->shards[k];
-		rio_digest dg;
-		rio_digest_begin(&dg, m->name, k);
-		uint64_t bad = 0, mode_bad = 0;
-		char mode_why[IMS_ERRMSG_MAX] = "";
-		int changed = 0;
-		for (uint64_t i = si->first; i < si->first + si->records; i++) {
-			ims_error e;
-			ims_error_clear(&e);
-			rio_record rec;
-			int rc;
-			Py_BEGIN_ALLOW_THREADS
-			rc = rio_cursor_get(s->cur, i, &rec, &e);
-			changed = rc == IMS_ECHANGED;
-			if (rc == 0)
-				rc = rio_digest_add_record(&dg, i, &rec, &e);
-			if (rc == 0) {
-				ims_error me;
-				if (rio_record_check_mode(m->encoding, &rec, &me) < 0 &&
-				    mode_bad++ == 0)
-					snprintf(mode_why, sizeof(mode_why), "%s", me.msg);
-				if ((size_t)rec.label < nc)
-					counts[rec.label]++;
-				else
-					rc = ims_fail(&e, IMS_ECORRUPT, "record %llu: label %d has no class (%zu classes)",
-						      (unsigned long long)i, (int)rec.label, nc);
-				if (rc == 0 && decode) {
-					rc = decode_locked(s, i, &e);
-					if (rc < 0)
-						ims_fail_context(&e, "record %llu", (unsigned long long)i);
-				}
-			}
-			Py_END_ALLOW_THREADS
-			checked++;
-			if (rc < 0) {
-				bad++;
-				if (++bad_total <= VERIFY_NAMED) {
-					PyObject *line = PyUnicode_FromString(e.msg);
-					if (!line || PyList_Append(problems, line) < 0) {
-						Py_XDECREF(line);
-						interrupted = -1;
-						break;
-					}
-					Py_DECREF(line);
-				}
-			}
-			if (changed) /* every record after this one is suspect */
-				break;
-			if ((checked & 255) == 0 && PyErr_CheckSignals() < 0) {
-				interrupted = -1;
-				break;
-			}
-		}
-		char msg[2 * IMS_ERRMSG_MAX];
-		msg[0] = '\0';
-		if (!interrupted && mode_bad)
-			snprintf(msg, sizeof(msg),
-				 "shard '%s': %llu records do not match the manifest's encoding '%s' (the first is %s)",
-				 si->file, (unsigned long long)mode_bad, m->encoding, mode_why);
-		else if (!interrupted && !bad && m->format_version >= 2 &&
-			 rio_digest_value(&dg) != si->digest)
-			snprintf(msg, sizeof(msg),
-				 "shard '%s': digest %016llx differs from the manifest's %016llx (records replaced, reordered, relabelled or dropped, or a shard of another split)",
-				 si->file, (unsigned long long)rio_digest_value(&dg),
-				 (unsigned long long)si->digest);
-		if (msg[0]) {
-			PyObject *line = PyUnicode_FromString(msg);
-			if (!line || PyList_Append(problems, line) < 0)
-				interrupted = -1;
-			Py_XDECREF(line);
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (!interrupted) {
-		if (bad_total > VERIFY_NAMED) {
-			PyObject *line = PyUnicode_FromFormat("%llu more bad records not named",
-							      (unsigned long long)(bad_total - VERIFY_NAMED));
-			if (line)
-				PyList_Append(problems, line);
-			Py_XDECREF(line);
-		}
-		for (size_t c = 0; c < nc && !bad_total; c++)
-			if (counts[c] != m->class_counts[c]) {
-				PyObject *line = PyUnicode_FromFormat(
-					"class '%s' (label %zu): %llu records, the manifest says %llu",
-					m->classes[c], c, (unsigned long long)counts[c],
-					(unsigned long long)m->class_counts[c]);
-				if (line)
-					PyList_Append(problems, line);
-				Py_XDECREF(line);
-			}
-	}
-	free(counts);
-	if (interrupted) {
-		Py_DECREF(problems);
+	verify_py v = {s, PyList_New(0), 0};
+	if (!v.problems)
 		return NULL;
+	rio_verify_opts o;
+	rio_verify_opts_init(&o);
+	o.threads = 1; /* the callbacks take the GIL on this thread's state */
+	o.check = decode ? verify_decode : NULL;
+	o.problem = verify_problem;
+	o.progress = verify_progress;
+	o.ctx = &v;
+	rio_verify_result res;
+	ims_error err;
+	ims_error_clear(&err);
+	int rc;
+	pthread_mutex_lock(&s->mu);
+	Py_BEGIN_ALLOW_THREADS
+	rc = rio_verify(s->reader, &o, &res, NULL, &err);
+	Py_END_ALLOW_THREADS
+	pthread_mutex_unlock(&s->mu);
+	if (rc < 0 || v.failed) {
+		Py_DECREF(v.problems);
+		if (PyErr_Occurred()) /* Ctrl-C, or a failed append */
+			return NULL;
+		return ims_py_raise(rc, &err);
 	}
-	return Py_BuildValue("(KN)", (unsigned long long)checked, problems);
+	return Py_BuildValue("(KN)", (unsigned long long)res.checked, v.problems);
 }
 
 static PyObject *split_close(PyObject *self, PyObject *unused)

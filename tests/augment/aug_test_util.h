@@ -3,7 +3,6 @@
 #ifndef AUG_TEST_UTIL_H
 #define AUG_TEST_UTIL_H
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "augment/augment.h"
 #include "fixtures/pattern.h"
+#include "test_tmp.h"
 
 /* Runs $IMS_FIXTURES (the make_images binary) into a fresh folder under
  * $IMS_TMP; returns that folder. Exits 1 when it cannot. */
@@ -19,16 +19,11 @@ static inline const char *fixtures_dir(const char *tag)
 {
 	static char dir[4096];
 	const char *gen = getenv("IMS_FIXTURES");
-	const char *base = getenv("IMS_TMP");
 	if (!gen) {
 		fprintf(stderr, "IMS_FIXTURES is not set (run through ctest)\n");
 		exit(1);
 	}
-	snprintf(dir, sizeof(dir), "%s/%s-XXXXXX", base ? base : "/tmp", tag);
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		exit(1);
-	}
+	test_tmpdir(dir, sizeof(dir), tag);
 	char cmd[8400];
 	snprintf(cmd, sizeof(cmd), "'%s' '%s'", gen, dir);
 	if (system(cmd) != 0) {
@@ -36,25 +31,6 @@ static inline const char *fixtures_dir(const char *tag)
 		exit(1);
 	}
 	return dir;
-}
-
-/* Removes a fixtures folder (flat: make_images writes no subfolders).
- * Tests call it only when they passed, so failures leave the files. */
-static inline void fixtures_cleanup(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		char path[4400];
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
 }
 
 /* Whole file, malloc'd (at least 1 byte so empty files give non-NULL). */

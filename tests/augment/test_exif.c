@@ -288,7 +288,7 @@ static void test_in_jpeg(void)
 	aug_image_release(&plain);
 	aug_codec_destroy(c);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 }
 
 int main(void)

@@ -271,7 +271,7 @@ static void test_damage(void)
 static void test_encode(void)
 {
 	aug_image src = {0}, back = {0};
-	aug_buf out = {0};
+	ims_buf out = {0};
 	CHECK_OK(aug_image_alloc(&src, FX_W, FX_H, 3, &err), &err);
 	for (int y = 0; y < FX_H; y++)
 		for (int x = 0; x < FX_W; x++)
@@ -340,7 +340,7 @@ static void test_encode(void)
 	aug_image_release(&grey);
 	aug_image_release(&src);
 	aug_image_release(&back);
-	aug_buf_release(&out);
+	ims_buf_release(&out);
 }
 
 /* Decoding into the same aug_image reuses its buffer. */
@@ -377,6 +377,6 @@ int main(void)
 	aug_codec_destroy(codec);
 	aug_codec_destroy(NULL);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

@@ -67,17 +67,12 @@ static int pack_list(const ds_list *l, const char *name, pack_encoding enc,
 static void setup(void)
 {
 	ims_error err = {0};
-	const char *base = getenv("IMS_TMP");
 	const char *gen = getenv("IMS_FIXTURES");
 	if (!gen) {
 		fprintf(stderr, "IMS_FIXTURES is not set (run through ctest)\n");
 		exit(1);
 	}
-	snprintf(g_tmp, sizeof(g_tmp), "%s/loader-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(g_tmp)) {
-		perror("mkdtemp");
-		exit(1);
-	}
+	test_tmpdir(g_tmp, sizeof(g_tmp), "loader");
 	char cmd[9000];
 	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/fx' && '%s' '%s/fx'", g_tmp, gen,
 		 g_tmp);

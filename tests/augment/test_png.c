@@ -383,7 +383,7 @@ static void test_damage(void)
 static void test_encode(void)
 {
 	aug_image src = {0}, back = {0};
-	aug_buf out = {0};
+	ims_buf out = {0};
 	aug_image_info info;
 	for (int ch = 1; ch <= 4; ch++) {
 		CHECK_OK(aug_image_alloc(&src, 37, 23, ch, &err), &err);
@@ -423,8 +423,8 @@ static void test_encode(void)
 	CHECK_EQ_INT(aug_encode_png(codec, NULL, &out, &err), IMS_EINVAL);
 	aug_image_release(&src);
 	aug_image_release(&back);
-	aug_buf_release(&out);
-	aug_buf_release(&out);
+	ims_buf_release(&out);
+	ims_buf_release(&out);
 }
 
 int main(void)
@@ -440,6 +440,6 @@ int main(void)
 	test_encode();
 	aug_codec_destroy(codec);
 	if (!test_failures_)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

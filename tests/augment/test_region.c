@@ -289,6 +289,6 @@ int main(void)
 
 	aug_codec_destroy(c);
 	if (test_failures_ == 0)
-		fixtures_cleanup(dir);
+		test_rm_tree(dir);
 	return TEST_EXIT();
 }

@@ -89,21 +89,6 @@ static uint64_t fnv1a(const void *buf, size_t n)
 	return h;
 }
 
-static float half_to_float(uint16_t h)
-{
-	int e = (h >> 10) & 31, m = h & 1023;
-	float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
-	return (h & 0x8000) ? -v : v;
-}
-
-static float bf16_to_float(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
 /* ---- option string ---------------------------------------------------- */
 
 static void test_parse(void)
@@ -510,9 +495,9 @@ static void test_formats(void)
 			layout_bad += a != b;
 			u8_bad += fabsf(r - u8[i * 3 + c]) > 0.5f + 1e-4f;
 			norm_bad += fabsf(a - (r - mean[c]) / stdv[c]) > 1e-5f;
-			float h = half_to_float(f16[i * 3 + c]);
+			float h = ims_f16_to_f32(f16[i * 3 + c]);
 			f16_bad += fabsf(h - b) > fabsf(b) * (1.0f / 2048) + 1e-7f;
-			float bf = bf16_to_float(b16[i * 3 + c]);
+			float bf = ims_bf16_to_f32(b16[i * 3 + c]);
 			bf16_bad += fabsf(bf - b) > fabsf(b) * (1.0f / 256) + 1e-30f;
 		}
 	CHECK_EQ_INT(layout_bad, 0);

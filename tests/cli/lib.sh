@@ -5,8 +5,7 @@
 set -uo pipefail
 
 : "${IMSHARD:?IMSHARD must point at the imshard binary}"
-: "${IMS_TMP:=/tmp}"
-T=$(mktemp -d "$IMS_TMP/cli-XXXXXX")
+source "$(dirname "${BASH_SOURCE[0]}")/scratch.sh" cli
 failures=0
 checks=0
 
@@ -98,9 +97,9 @@ memcap() {
 finish() {
   echo "$checks checks, $failures failed"
   if [ "$failures" = 0 ]; then
-    rm -rf "$T"
+    scratch_done 1
     exit 0
   fi
-  echo "scratch kept in $T" >&2
+  scratch_done 0
   exit 1
 }

@@ -6,12 +6,8 @@
 set -euo pipefail
 
 : "${IMSHARD:?IMSHARD must name the imshard binary}"
-base=${IMS_TMP:-/tmp}
-mkdir -p "$base"
-T=$(mktemp -d "$base/cli_sample.XXXXXX")
-ok=0
-cleanup() { if [ "$ok" = 1 ]; then rm -rf "$T"; else echo "scratch kept in $T" >&2; fi; }
-trap cleanup EXIT
+source "$(dirname "$0")/scratch.sh" cli_sample
+trap scratch_on_exit EXIT
 
 fail() {
 	echo "FAIL (line ${BASH_LINENO[0]}): $*" >&2
@@ -143,5 +139,4 @@ touch "$T/afile"
 run 1 "$IMSHARD" sample "$T/afile" -q
 [ "$(lines "$T/err")" -eq 1 ] || fail "error is not one line: $(cat "$T/err")"
 
-ok=1
 echo "cli_sample: all checks passed"

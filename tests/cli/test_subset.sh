@@ -9,10 +9,9 @@ set -euo pipefail
 
 : "${IMSHARD:?set IMSHARD to the imshard binary}"
 : "${IMS_TMP:?set IMS_TMP to a scratch folder}"
-mkdir -p "$IMS_TMP"
-T=$(mktemp -d "$IMS_TMP/cli_subset.XXXXXX")
+source "$(dirname "$0")/scratch.sh" cli_subset
+trap scratch_on_exit EXIT
 failures=0
-trap 'if [ "$failures" -eq 0 ]; then rm -rf "$T"; else echo "kept $T" >&2; fi' EXIT
 
 fail() {
 	# the line in this script's main body that led here

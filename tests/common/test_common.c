@@ -1,13 +1,41 @@
-/* test_common.c - error reports and file helpers. */
+/* test_common.c - error reports, the clock and file helpers. */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
 #include "test.h"
 
+/* One clock in two units, and deadlines for pthread_cond_timedwait. */
+static void test_clock(void)
+{
+	double s0 = ims_now();
+	int64_t n0 = ims_now_ns();
+	usleep(20000);
+	double s1 = ims_now();
+	int64_t n1 = ims_now_ns();
+	CHECK(s1 - s0 >= 0.019 && s1 - s0 < 5);
+	CHECK(n1 - n0 >= 19000000 && n1 - n0 < 5000000000LL);
+	/* the same clock: seconds and nanoseconds agree */
+	CHECK_NEAR((double)n1 * 1e-9, s1, 0.01);
+
+	struct timespec now, until;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ims_deadline(2.75, &until);
+	double ahead = (double)(until.tv_sec - now.tv_sec) +
+		       1e-9 * (double)(until.tv_nsec - now.tv_nsec);
+	CHECK(ahead >= 2.75 && ahead < 2.85);
+	CHECK(until.tv_nsec >= 0 && until.tv_nsec < 1000000000);
+	ims_deadline(-1, &until); /* the past is now */
+	CHECK(until.tv_sec >= now.tv_sec && until.tv_sec <= now.tv_sec + 1);
+	ims_deadline(1e300, &until); /* clamped, not overflowed */
+	CHECK(until.tv_sec > now.tv_sec + 900000000L);
+}
+
 int main(void)
 {
+	test_clock();
 	ims_error e;
 	ims_error_clear(&e);
 	CHECK_EQ_INT(ims_fail(&e, IMS_EIO, "cannot open '%s': %s", "x", "gone"), IMS_EIO);
@@ -17,10 +45,8 @@ int main(void)
 	CHECK_EQ_INT(ims_fail(NULL, IMS_ECORRUPT, "ignored"), IMS_ECORRUPT);
 	CHECK(strcmp(ims_strerror(IMS_ECORRUPT), "corrupt data") == 0);
 
-	const char *base = getenv("IMS_TMP");
 	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/common-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(dir) != NULL);
+	test_tmpdir(dir, sizeof(dir), "common");
 	char nested[4200], file[4300];
 	snprintf(nested, sizeof(nested), "%s/a/b/c", dir);
 	CHECK_OK(ims_mkdir_p(nested, &e), &e);

@@ -250,12 +250,10 @@ static void test_mapguard(const char *dir)
 int main(void)
 {
 	alarm(60); /* a hang is a failure */
-	const char *base = getenv("IMS_TMP");
 	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s/file-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(dir) != NULL);
+	test_tmpdir(dir, sizeof(dir), "file");
 	test_open_read(dir);
 	test_temporaries(dir);
 	test_mapguard(dir);
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -1,13 +1,12 @@
 /*
  * ds_test_util.h - helpers the dataset adapter tests share: a scratch
  * folder, running a fixture generator, and comparisons of lists and notes.
- * Each test file is its own program, so these are static inline. Include
- * it after defining _GNU_SOURCE (for nftw).
+ * Each test file is its own program, so these are static inline. Scratch
+ * folders come from test_tmp.h (test_tmpdir, test_rm_tree).
  */
 #ifndef IMSHARD_DS_TEST_UTIL_H
 #define IMSHARD_DS_TEST_UTIL_H
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,35 +14,6 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
-
-/* Makes a fresh folder IMS_TMP/<tag>-XXXXXX (or under /tmp) into out. */
-static inline void ds_test_tmpdir(char *out, size_t len, const char *tag)
-{
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(out, len, "%s/%s-XXXXXX", base, tag);
-	if (!mkdtemp(out)) {
-		perror(out);
-		exit(1);
-	}
-}
-
-static inline int ds_test_rm_entry_(const char *p, const struct stat *st,
-				    int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
-/* Removes a scratch tree (a passing test cleans up after itself). */
-static inline void ds_test_rm_tree(const char *path)
-{
-	nftw(path, ds_test_rm_entry_, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Runs a shell command built from fmt and two strings; returns its status. */
 static inline int sh(const char *fmt, const char *a, const char *b)

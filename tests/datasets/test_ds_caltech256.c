@@ -25,7 +25,7 @@ static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_caltech256");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_caltech256");
 }
 
 /* Images the fixture puts in class NNN (1-based). */

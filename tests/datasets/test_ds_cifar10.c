@@ -26,7 +26,7 @@ static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_cifar10");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_cifar10");
 }
 
 /* Runs the generator into tmpdir/sub with extra arguments; returns the
@@ -331,7 +331,7 @@ int main(void)
 	check_load_fails(root, IMS_ENOTFOUND, "nowhere", (char *)NULL);
 
 	if (test_failures_ == 0)
-		ds_test_rm_tree(tmpdir);
+		test_rm_tree(tmpdir);
 	else
 		fprintf(stderr, "scratch kept in %s\n", tmpdir);
 	return TEST_EXIT();

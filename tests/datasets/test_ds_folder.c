@@ -26,7 +26,7 @@ static char root[2048];
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_folder");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_folder");
 	snprintf(root, sizeof(root), "%s/root", tmpdir);
 }
 

@@ -30,7 +30,7 @@ static const char *const classes[6] = {"freshapples",  "freshbanana",
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_fruits");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_fruits");
 }
 
 /* Makes tmpdir/name with make_fruits.py and flags; returns its path. */

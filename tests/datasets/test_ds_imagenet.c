@@ -206,7 +206,6 @@ static void expect_error(const char *root, int code, const char *t1,
 int main(void)
 {
 	src_dir = getenv("IMS_SRC");
-	const char *tmp = getenv("IMS_TMP");
 	if (!src_dir) {
 		fprintf(stderr, "IMS_SRC is not set\n");
 		return 1;
@@ -216,11 +215,7 @@ int main(void)
 		fprintf(stderr, "skipped: needs /usr/bin/python3 with PIL\n");
 		return TEST_SKIP;
 	}
-	snprintf(scratch, sizeof(scratch), "%s/ds_imagenet.XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(scratch)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	test_tmpdir(scratch, sizeof(scratch), "ds_imagenet");
 	ims_error err;
 	ds_dataset kg, dk, ds, again;
 
@@ -325,14 +320,5 @@ int main(void)
 	ds_dataset_release(&kg);
 	ds_dataset_release(&dk);
 	ds_dataset_release(&ds);
-	int rc = TEST_EXIT();
-	if (rc == 0) {
-		char cmd[8192];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-		if (system(cmd) != 0)
-			fprintf(stderr, "cannot remove '%s'\n", scratch);
-	} else {
-		fprintf(stderr, "scratch kept in %s\n", scratch);
-	}
-	return rc;
+	return test_tmp_done(scratch, TEST_EXIT());
 }

@@ -39,15 +39,6 @@ static const char *const ten[10] = {"Amphibia", "Animalia", "Arachnida",
 
 static char tmpdir[1024];
 
-static int rm_entry(const char *p, const struct stat *st, int flag,
-		    struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 /* Writes the fixture (with --broken kind unless NULL) into tmpdir/name. */
 static const char *make_fixture(const char *name, const char *kind)
 {
@@ -341,24 +332,11 @@ static void test_errors(void)
 
 int main(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/test_ds_inat2017-XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		return 1;
-	}
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_ds_inat2017");
 	const char *root = make_fixture("ok", NULL);
 	test_species(root);
 	test_supercategory(root);
 	test_keep(root);
 	test_errors();
-	int rc = TEST_EXIT();
-	if (rc == 0)
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	else
-		fprintf(stderr, "scratch kept in %s\n", tmpdir);
-	return rc;
+	return test_tmp_done(tmpdir, TEST_EXIT());
 }

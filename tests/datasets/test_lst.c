@@ -24,7 +24,7 @@ static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_lst");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_lst");
 }
 
 static const char *tmp_path(const char *name)
@@ -68,13 +68,12 @@ static int file_exists(const char *p)
 /* Files named like ims_write_file_atomic's temporaries. */
 static int count_tmp_files(void)
 {
-	DIR *d = opendir(tmpdir);
+	ims_dir_listing ls = {0};
 	int n = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		n += strstr(de->d_name, ".tmp.") != NULL;
-	if (d)
-		closedir(d);
+	if (ims_dir_list(tmpdir, IMS_DIR_HIDDEN, &ls, NULL) == 0)
+		for (size_t i = 0; i < ls.n; i++)
+			n += strstr(ls.e[i].name, ".tmp.") != NULL;
+	ims_dir_listing_release(&ls);
 	return n;
 }
 
@@ -692,6 +691,6 @@ int main(void)
 	test_label_bound();
 	test_absolute_paths();
 	if (!test_failures_)
-		ds_test_rm_tree(tmpdir);
+		test_rm_tree(tmpdir);
 	return TEST_EXIT();
 }

@@ -42,32 +42,12 @@ static void path3(char *out, size_t len, const char *a, const char *b,
 	fit(snprintf(out, len, "%s/%s/%s", a, b, c), len);
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
-static void rm_rf(const char *p)
-{
-	nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Entries in a folder other than . and .. (-1 if it cannot be opened). */
+/* Entries in a folder other than . and .. (-1 if it cannot be read). */
 static int count_entries(const char *dir)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			n++;
-	closedir(d);
+	ims_dir_listing ls = {0};
+	int n = ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, NULL) == 0 ? (int)ls.n : -1;
+	ims_dir_listing_release(&ls);
 	return n;
 }
 
@@ -239,7 +219,7 @@ static void test_encode(void)
 {
 	aug_codec *c1 = NULL, *c2 = NULL;
 	aug_image img = {0};
-	aug_buf b1 = {0}, b2 = {0};
+	ims_buf b1 = {0}, b2 = {0};
 	ims_error e;
 	CHECK_OK(aug_codec_create(&c1, &e), &e);
 	CHECK_OK(aug_codec_create(&c2, &e), &e);
@@ -254,8 +234,8 @@ static void test_encode(void)
 		CHECK_EQ_INT(aug_sniff(b1.data, b1.len), want);
 	}
 out:
-	aug_buf_release(&b1);
-	aug_buf_release(&b2);
+	ims_buf_release(&b1);
+	ims_buf_release(&b2);
 	aug_image_release(&img);
 	aug_codec_destroy(c1);
 	aug_codec_destroy(c2);
@@ -704,16 +684,7 @@ static void test_learnable(void)
 
 int main(void)
 {
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0777);
-	fit(snprintf(root, sizeof(root), "%s/test_sample.XXXXXX", base), sizeof(root));
-	if (!mkdtemp(root)) {
-		fprintf(stderr, "cannot create a scratch folder in '%s': %s\n", base,
-			strerror(errno));
-		return 1;
-	}
+	test_tmpdir(root, sizeof(root), "test_sample");
 	test_names();
 	test_file_kinds();
 	test_render();
@@ -721,9 +692,5 @@ int main(void)
 	test_write();
 	test_refuse_and_force();
 	test_learnable();
-	if (!test_failures_)
-		rm_rf(root);
-	else
-		fprintf(stderr, "scratch files kept in '%s'\n", root);
-	return TEST_EXIT();
+	return test_tmp_done(root, TEST_EXIT());
 }

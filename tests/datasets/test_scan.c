@@ -23,7 +23,7 @@ static char tmpdir[1024];
 
 static void make_tmpdir(void)
 {
-	ds_test_tmpdir(tmpdir, sizeof(tmpdir), "test_scan");
+	test_tmpdir(tmpdir, sizeof(tmpdir), "test_scan");
 }
 
 /* Creates tmpdir/rel (a file, or a folder when rel ends with '/'),
@@ -431,6 +431,6 @@ int main(void)
 	test_links();
 	test_errors();
 	if (!test_failures_)
-		ds_test_rm_tree(tmpdir);
+		test_rm_tree(tmpdir);
 	return TEST_EXIT();
 }

@@ -107,17 +107,15 @@ static int one_generation(const char *out)
 
 static int entries(const char *dir, const char *suffix)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
+	ims_dir_listing ls = {0};
 	int n = 0;
-	struct dirent *e;
 	size_t sl = strlen(suffix);
-	while ((e = readdir(d)) != NULL) {
-		size_t l = strlen(e->d_name);
-		n += l >= sl && strcmp(e->d_name + l - sl, suffix) == 0;
-	}
-	closedir(d);
+	if (ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, NULL) == 0)
+		for (size_t i = 0; i < ls.n; i++) {
+			size_t l = strlen(ls.e[i].name);
+			n += l >= sl && strcmp(ls.e[i].name + l - sl, suffix) == 0;
+		}
+	ims_dir_listing_release(&ls);
 	return n;
 }
 
@@ -153,10 +151,8 @@ static void check_new_set(const char *out)
 int main(void)
 {
 	ims_error e;
-	const char *base = getenv("IMS_TMP");
 	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s/convert-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(tmp) != NULL);
+	test_tmpdir(tmp, sizeof(tmp), "convert");
 	snprintf(root, sizeof(root), "%s/images", tmp);
 	ds_sample_opts so;
 	ds_sample_opts_init(&so);
@@ -228,10 +224,5 @@ int main(void)
 		CHECK_EQ_INT(convert_in_child(&new_set), 0);
 		check_new_set(out);
 	}
-	if (!test_failures_) {
-		char cmd[4200];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-		CHECK(system(cmd) == 0);
-	}
-	return TEST_EXIT();
+	return test_tmp_done(tmp, TEST_EXIT());
 }

@@ -33,14 +33,9 @@ static int same_file(const char *a, const char *b)
 /* Entries of a folder (0 when it does not exist). */
 static int count_entries(const char *dir)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL)
-		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-	closedir(d);
+	ims_dir_listing ls = {0};
+	int n = ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, NULL) == 0 ? (int)ls.n : 0;
+	ims_dir_listing_release(&ls);
 	return n;
 }
 
@@ -89,10 +84,8 @@ static int pack(const ds_list *l, const char *out, const char *name, int threads
 int main(void)
 {
 	ims_error e;
-	const char *base = getenv("IMS_TMP");
 	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s/pack-XXXXXX", base ? base : "/tmp");
-	CHECK(mkdtemp(tmp) != NULL);
+	test_tmpdir(tmp, sizeof(tmp), "pack");
 	snprintf(root, sizeof(root), "%s/images", tmp);
 	ds_sample_opts so;
 	ds_sample_opts_init(&so);
@@ -292,5 +285,5 @@ int main(void)
 	}
 	ds_list_release(&mixed);
 	ds_list_release(&l);
-	return TEST_EXIT();
+	return test_tmp_done(tmp, TEST_EXIT());
 }

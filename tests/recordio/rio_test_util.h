@@ -1,5 +1,5 @@
-/* rio_test_util.h - helpers shared by the recordio tests: scratch folders
- * and deterministic record payloads. */
+/* rio_test_util.h - helpers shared by the recordio tests: deterministic
+ * record payloads (scratch folders: test_tmp.h). */
 #ifndef RIO_TEST_UTIL_H
 #define RIO_TEST_UTIL_H
 
@@ -10,16 +10,7 @@
 #include <unistd.h>
 
 #include "recordio/recordio.h"
-
-static inline void tmp_dir(char *out, size_t len, const char *tag)
-{
-	const char *base = getenv("IMS_TMP");
-	snprintf(out, len, "%s/%s-XXXXXX", base ? base : "/tmp", tag);
-	if (!mkdtemp(out)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-}
+#include "test.h"
 
 /* Payload of record i: length and bytes depend only on i. */
 static inline size_t payload_len_for(uint64_t i)
@@ -56,6 +47,29 @@ static inline void make_record(rio_record *r, uint64_t i, uint8_t *buf,
 	r->payload = buf;
 	r->payload_len = (uint32_t)len;
 	r->payload_crc = ims_crc32c(0, buf, len);
+}
+
+/* Split "s" in dir: n records (make_record, 3 classes a, b, c, encoding
+ * keep) in shards of about shard_bytes. */
+static inline void rio_test_write_split(const char *dir, uint64_t n, uint64_t shard_bytes)
+{
+	static const char *names[] = {"a", "b", "c"};
+	ims_error e;
+	rio_writer_opts o = {0};
+	o.dir = dir;
+	o.name = "s";
+	o.shard_bytes = shard_bytes;
+	o.force = 1;
+	rio_writer *w;
+	CHECK_OK(rio_writer_open(&o, &w, &e), &e);
+	static uint8_t buf[10000];
+	for (uint64_t i = 0; i < n; i++) {
+		rio_record r;
+		make_record(&r, i, buf, 3);
+		CHECK_OK(rio_writer_add(w, &r, &e), &e);
+	}
+	rio_writer_meta m = {"keep", names, 3, 0, NULL, NULL};
+	CHECK_OK(rio_writer_finish(w, &m, NULL, &e), &e);
 }
 
 static inline int file_exists(const char *dir, const char *name)

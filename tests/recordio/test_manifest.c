@@ -120,7 +120,7 @@ static void rehash(const char *dir)
 int main(void)
 {
 	char dir[4096];
-	tmp_dir(dir, sizeof(dir), "manifest");
+	test_tmpdir(dir, sizeof(dir), "manifest");
 	rio_manifest m;
 	ims_error e;
 	CHECK_OK(load_text(dir, good, &m, &e), &e);

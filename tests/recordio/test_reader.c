@@ -7,28 +7,6 @@
 #include "rio_test_util.h"
 #include "test.h"
 
-static const char *names[] = {"a", "b", "c"};
-
-static void write_split(const char *dir, uint64_t n, uint64_t shard_bytes)
-{
-	ims_error e;
-	rio_writer_opts o = {0};
-	o.dir = dir;
-	o.name = "s";
-	o.shard_bytes = shard_bytes;
-	o.force = 1;
-	rio_writer *w;
-	CHECK_OK(rio_writer_open(&o, &w, &e), &e);
-	static uint8_t buf[10000];
-	for (uint64_t i = 0; i < n; i++) {
-		rio_record r;
-		make_record(&r, i, buf, 3);
-		CHECK_OK(rio_writer_add(w, &r, &e), &e);
-	}
-	rio_writer_meta m = {"keep", names, 3, 0, NULL, NULL};
-	CHECK_OK(rio_writer_finish(w, &m, NULL, &e), &e);
-}
-
 static void edit_manifest(const char *path, const char *from, const char *to)
 {
 	uint8_t *data;
@@ -184,7 +162,7 @@ static void damaged_shards(const char *dir)
 {
 	ims_error e;
 	char manifest[4200], shard[4200];
-	write_split(dir, 400, 0);
+	rio_test_write_split(dir, 400, 0);
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	snprintf(shard, sizeof(shard), "%s/s-00000-of-00001.mdb", dir);
 	read_all(manifest, 400);
@@ -320,7 +298,7 @@ static void damaged_shards(const char *dir)
 	free(orig);
 }
 
-/* Path of shard 0 of split s in dir (the one shard write_split(.., 0)
+/* Path of shard 0 of split s in dir (the one shard rio_test_write_split(.., 0)
  * makes). */
 static void shard0(const char *dir, char *out, size_t len)
 {
@@ -336,7 +314,7 @@ static void changed_shards(const char *dir)
 	char manifest[4200], shard[4200], cmd[16384];
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	shard0(dir, shard, sizeof(shard));
-	write_split(dir, 200, 0);
+	rio_test_write_split(dir, 200, 0);
 
 	/* The writer's digest is what rio_digest gives over the records as
 	 * read back. */
@@ -444,8 +422,8 @@ int main(void)
 	alarm(300); /* a FIFO that blocks an open is a failure, not a hang */
 	ims_error e;
 	char dir[4096], manifest[4200], backup[4200], cmd[9000];
-	tmp_dir(dir, sizeof(dir), "reader");
-	write_split(dir, 300, 400 << 10);
+	test_tmpdir(dir, sizeof(dir), "reader");
+	rio_test_write_split(dir, 300, 400 << 10);
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
 	snprintf(backup, sizeof(backup), "%s/s.json.orig", dir);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", manifest, backup);
@@ -532,9 +510,9 @@ int main(void)
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
 
-	tmp_dir(dir, sizeof(dir), "reader-damaged");
+	test_tmpdir(dir, sizeof(dir), "reader-damaged");
 	damaged_shards(dir);
-	tmp_dir(dir, sizeof(dir), "reader-changed");
+	test_tmpdir(dir, sizeof(dir), "reader-changed");
 	changed_shards(dir);
 	return TEST_EXIT();
 }

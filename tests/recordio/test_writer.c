@@ -153,7 +153,7 @@ int main(void)
 {
 	ims_error e;
 	char dir[4096];
-	tmp_dir(dir, sizeof(dir), "writer");
+	test_tmpdir(dir, sizeof(dir), "writer");
 
 	/* One shard, default settings. */
 	CHECK_OK(write_split(dir, "one", 500, 0, 0, 0, &e), &e);

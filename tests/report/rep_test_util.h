@@ -1,8 +1,8 @@
 /*
  * rep_test_util.h - what the report tests share: a scratch folder, writing
  * files into it, and the fixture runs whose figures the tests know by hand.
- * Each test file is its own program, so these are static inline. Include it
- * after defining _GNU_SOURCE (for nftw).
+ * Each test file is its own program, so these are static inline. Scratch
+ * folders come from test_tmp.h (test_tmpdir, test_rm_tree).
  *
  * The fixtures (batch 10 per rank, 5 steps per logged interval):
  *
@@ -23,7 +23,6 @@
 #ifndef IMSHARD_REP_TEST_UTIL_H
 #define IMSHARD_REP_TEST_UTIL_H
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,35 +30,6 @@
 
 #include "report/report.h"
 #include "test.h"
-
-/* Makes a fresh folder IMS_TMP/<tag>-XXXXXX (or under /tmp) into out. */
-static inline void rep_test_tmpdir(char *out, size_t len, const char *tag)
-{
-	const char *base = getenv("IMS_TMP");
-	if (!base || !*base)
-		base = "/tmp";
-	mkdir(base, 0755);
-	snprintf(out, len, "%s/%s-XXXXXX", base, tag);
-	if (!mkdtemp(out)) {
-		perror(out);
-		exit(1);
-	}
-}
-
-static inline int rep_test_rm_entry_(const char *p, const struct stat *st,
-				     int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
-/* Removes a scratch tree (a passing test cleans up after itself). */
-static inline void rep_test_rm_tree(const char *path)
-{
-	nftw(path, rep_test_rm_entry_, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Writes text to dir/name (dir created); exits on failure: a broken
  * fixture is not a test result. path receives the file's path. */

@@ -286,7 +286,7 @@ static void test_groups(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_analyze");
+	test_tmpdir(tmp, sizeof(tmp), "test_analyze");
 	test_one_rank();
 	test_two_ranks_and_compare();
 	test_no_summary();
@@ -294,6 +294,6 @@ int main(void)
 	test_epoch_position();
 	test_groups();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

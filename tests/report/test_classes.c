@@ -294,12 +294,12 @@ static void test_page(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_classes");
+	test_tmpdir(tmp, sizeof(tmp), "test_classes");
 	test_read();
 	test_disagreeing();
 	test_bad_eval();
 	test_page();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

@@ -34,7 +34,7 @@ static size_t lines(const char *s)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_csv");
+	test_tmpdir(tmp, sizeof(tmp), "test_csv");
 	char a[4200], b[4200], out[4200];
 	/* a comma in a folder name must be quoted in every file */
 	rep_test_sub(a, sizeof(a), tmp, "a,1");
@@ -108,6 +108,6 @@ int main(void)
 	CHECK(strstr(err.msg, "file") != NULL);
 	rep_report_release(&r);
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

@@ -34,11 +34,10 @@ static char *section(const char *const *subs, size_t n)
 		CHECK_OK(rep_report_add_run(&r, dir, &err), &err);
 	}
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	rep_html_scaling(&b, &r);
 	rep_report_release(&r);
-	return rb_take(&b, NULL);
+	return ims_buf_take(&b, NULL);
 }
 
 #define HAS(s, text)                                                           \
@@ -143,7 +142,7 @@ static void test_no_baseline(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_explain");
+	test_tmpdir(tmp, sizeof(tmp), "test_explain");
 	char dir[4200];
 	rep_test_sub(dir, sizeof(dir), tmp, "a");
 	rep_test_run_a(dir);
@@ -154,6 +153,6 @@ int main(void)
 	test_explanation();
 	test_no_baseline();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

@@ -235,11 +235,11 @@ static void test_many_ranks(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_html");
+	test_tmpdir(tmp, sizeof(tmp), "test_html");
 	test_scaling_page();
 	test_partial_runs();
 	test_many_ranks();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

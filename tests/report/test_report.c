@@ -12,7 +12,7 @@ static char tmp[4096];
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_report");
+	test_tmpdir(tmp, sizeof(tmp), "test_report");
 	char x1[4200], x2[4200], y1[4200];
 	rep_test_sub(x1, sizeof(x1), tmp, "x");
 	rep_test_sub(y1, sizeof(y1), tmp, "y");
@@ -88,6 +88,6 @@ int main(void)
 	CHECK_EQ_U64(r.n_groups, 0);
 	rep_report_release(&r);
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

@@ -342,7 +342,7 @@ static void test_trainer_lines(void)
 
 int main(void)
 {
-	rep_test_tmpdir(tmp, sizeof(tmp), "test_run");
+	test_tmpdir(tmp, sizeof(tmp), "test_run");
 	test_bad_lines();
 	test_many_bad_lines();
 	test_summary();
@@ -350,6 +350,6 @@ int main(void)
 	test_folder_errors();
 	test_trainer_lines();
 	if (!test_failures_)
-		rep_test_rm_tree(tmp);
+		test_rm_tree(tmp);
 	return TEST_EXIT();
 }

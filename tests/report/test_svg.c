@@ -43,41 +43,38 @@ static void test_lines(void)
 	svg_series s[2] = {{"first <a>", x, y, 6, SVG_LINE, 0},
 			   {"second", x2, y2, 3, SVG_LINE, 1}};
 	svg_chart c = {"c1", "loss-epoch", "Loss & more", "epoch", "loss", 0, 1, 0, NAN};
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	size_t n = svg_line_chart(&b, &c, s, 2);
 	CHECK_EQ_U64(n, 5 + 2);
-	CHECK(strstr(b.p, "<svg class=\"chart\"") == b.p);
-	CHECK(strstr(b.p, "data-chart=\"loss-epoch\"") != NULL);
-	CHECK(strstr(b.p, "id=\"c1\"") != NULL);
-	CHECK(strstr(b.p, "Loss &amp; more") != NULL);
-	CHECK(strstr(b.p, "first &lt;a&gt;") != NULL);
+	CHECK(strstr(b.text, "<svg class=\"chart\"") == b.text);
+	CHECK(strstr(b.text, "data-chart=\"loss-epoch\"") != NULL);
+	CHECK(strstr(b.text, "id=\"c1\"") != NULL);
+	CHECK(strstr(b.text, "Loss &amp; more") != NULL);
+	CHECK(strstr(b.text, "first &lt;a&gt;") != NULL);
 	/* series 1: two runs of points (1-2 and 4-6) = 2 paths; series 2:
 	 * two lone points = 2 dots, no path */
-	CHECK_EQ_U64(count(b.p, "<path class=\"mark\""), 2);
-	CHECK_EQ_U64(count(b.p, "<circle class=\"mark\""), 2);
-	CHECK(paths_have_lines(b.p));
-	CHECK(strstr(b.p, "nan") == NULL && strstr(b.p, "inf") == NULL);
-	CHECK_EQ_U64(count(b.p, "</svg>"), 1);
+	CHECK_EQ_U64(count(b.text, "<path class=\"mark\""), 2);
+	CHECK_EQ_U64(count(b.text, "<circle class=\"mark\""), 2);
+	CHECK(paths_have_lines(b.text));
+	CHECK(strstr(b.text, "nan") == NULL && strstr(b.text, "inf") == NULL);
+	CHECK_EQ_U64(count(b.text, "</svg>"), 1);
 	/* y from 0 (y_zero) to 7: ticks 0, 2, 4, 6, 8 */
-	CHECK(strstr(b.p, ">8</text>") != NULL);
-	CHECK(strstr(b.p, ">0</text>") != NULL);
-	rb_free(&b);
+	CHECK(strstr(b.text, ">8</text>") != NULL);
+	CHECK(strstr(b.text, ">0</text>") != NULL);
+	ims_buf_release(&b);
 
 	/* markers: one dot per point */
 	svg_series m = {"m", x, y, 6, SVG_LINE | SVG_MARKERS, 2};
-	rb_init(&b);
 	CHECK_EQ_U64(svg_line_chart(&b, &c, &m, 1), 5);
-	CHECK_EQ_U64(count(b.p, "<circle class=\"mark\""), 5);
-	rb_free(&b);
+	CHECK_EQ_U64(count(b.text, "<circle class=\"mark\""), 5);
+	ims_buf_release(&b);
 
 	/* nothing finite: nothing appended */
 	double nx[2] = {NAN, 1}, ny[2] = {1, INFINITY};
 	svg_series none[2] = {{"n", nx, ny, 2, SVG_LINE, 0}, {"e", x, y, 0, SVG_LINE, 1}};
-	rb_init(&b);
 	CHECK_EQ_U64(svg_line_chart(&b, &c, none, 2), 0);
 	CHECK_EQ_U64(b.len, 0);
-	rb_free(&b);
+	ims_buf_release(&b);
 }
 
 static void test_log_axis_and_thinning(void)
@@ -85,14 +82,13 @@ static void test_log_axis_and_thinning(void)
 	double x[3] = {16, 32, 64}, y[3] = {0.9, 0.91, 0.88};
 	svg_series s = {"acc", x, y, 3, SVG_MARKERS, 0};
 	svg_chart c = {"c2", "acc-batch", "t", "batch", "acc", 1, 0, 0, NAN};
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	CHECK_EQ_U64(svg_line_chart(&b, &c, &s, 1), 3);
-	CHECK(strstr(b.p, ">16</text>") && strstr(b.p, ">32</text>") &&
-	      strstr(b.p, ">64</text>"));
-	CHECK(!strstr(b.p, ">48</text>"));
-	CHECK_EQ_U64(count(b.p, "<path class=\"mark\""), 0); /* markers only */
-	rb_free(&b);
+	CHECK(strstr(b.text, ">16</text>") && strstr(b.text, ">32</text>") &&
+	      strstr(b.text, ">64</text>"));
+	CHECK(!strstr(b.text, ">48</text>"));
+	CHECK_EQ_U64(count(b.text, "<path class=\"mark\""), 0); /* markers only */
+	ims_buf_release(&b);
 
 	size_t n = 10000;
 	double *lx = malloc(n * sizeof(double)), *ly = malloc(n * sizeof(double));
@@ -102,21 +98,19 @@ static void test_log_axis_and_thinning(void)
 	}
 	svg_series l = {"long", lx, ly, n, SVG_LINE, 0};
 	svg_chart c2 = {"c3", "throughput", "t", "x", "y", 0, 0, 0, NAN};
-	rb_init(&b);
 	CHECK_EQ_U64(svg_line_chart(&b, &c2, &l, 1), SVG_MAX_POINTS);
 	CHECK(b.len < 30000);
-	CHECK_EQ_U64(count(b.p, "L"), SVG_MAX_POINTS - 1);
-	rb_free(&b);
+	CHECK_EQ_U64(count(b.text, "L"), SVG_MAX_POINTS - 1);
+	ims_buf_release(&b);
 	free(lx);
 	free(ly);
 
 	/* one value everywhere: a range is made around it, no division by 0 */
 	double cx[2] = {5, 5}, cy[2] = {3, 3};
 	svg_series cs = {"flat", cx, cy, 2, SVG_LINE, 0};
-	rb_init(&b);
 	CHECK_EQ_U64(svg_line_chart(&b, &c2, &cs, 1), 2);
-	CHECK(strstr(b.p, "nan") == NULL);
-	rb_free(&b);
+	CHECK(strstr(b.text, "nan") == NULL);
+	ims_buf_release(&b);
 }
 
 static void test_bars(void)
@@ -127,23 +121,21 @@ static void test_bars(void)
 	double v[9] = {0.1, 2.0, 0.5, 0, 2.4, 0.2, NAN, 1.0, -1};
 	svg_bars bars = {"b1", "breakdown", "Step time", "seconds", cats, 3, segs, colors,
 			 3, v, "busy max/min 2.4"};
-	rep_buf b;
-	rb_init(&b);
+	ims_buf b = {0};
 	CHECK_EQ_U64(svg_stacked_bars(&b, &bars), 6);
-	CHECK_EQ_U64(count(b.p, "<rect class=\"mark\""), 6);
-	CHECK(strstr(b.p, "data-chart=\"breakdown\"") != NULL);
-	CHECK(strstr(b.p, "class=\"callout\"") && strstr(b.p, "busy max/min 2.4"));
-	CHECK(strstr(b.p, "rank &lt;2&gt;") != NULL);
-	CHECK(strstr(b.p, "height=\"-") == NULL && strstr(b.p, "width=\"-") == NULL);
-	CHECK(strstr(b.p, "nan") == NULL);
-	rb_free(&b);
+	CHECK_EQ_U64(count(b.text, "<rect class=\"mark\""), 6);
+	CHECK(strstr(b.text, "data-chart=\"breakdown\"") != NULL);
+	CHECK(strstr(b.text, "class=\"callout\"") && strstr(b.text, "busy max/min 2.4"));
+	CHECK(strstr(b.text, "rank &lt;2&gt;") != NULL);
+	CHECK(strstr(b.text, "height=\"-") == NULL && strstr(b.text, "width=\"-") == NULL);
+	CHECK(strstr(b.text, "nan") == NULL);
+	ims_buf_release(&b);
 
 	double zero[9] = {0};
 	bars.values = zero;
-	rb_init(&b);
 	CHECK_EQ_U64(svg_stacked_bars(&b, &bars), 0);
 	CHECK_EQ_U64(b.len, 0);
-	rb_free(&b);
+	ims_buf_release(&b);
 	CHECK(strcmp(svg_color(0), svg_color(10)) == 0);
 	CHECK(strcmp(svg_color(-1), svg_color(9)) == 0);
 }

@@ -189,31 +189,6 @@ static int report_empty(const nn_load_report *r)
 	       !r->unexpected && !r->n_unexpected && !r->reinit && !r->n_reinit;
 }
 
-/* Round to nearest even, as torch's .half() and .bfloat16() do. */
-static uint16_t to_f16(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-	uint32_t ax = x & 0x7fffffff;
-	if (ax >= 0x477ff000) /* rounds to 65520 or more: infinity */
-		return sign | 0x7c00;
-	if (ax < 0x38800000) { /* below 2^-14: a subnormal in units of 2^-24 */
-		float v;
-		memcpy(&v, &ax, sizeof(v));
-		return sign | (uint16_t)lrintf(v * 0x1p24f);
-	}
-	uint32_t r = ax + 0xfff + ((ax >> 13) & 1);
-	return sign | (uint16_t)((r - 0x38000000) >> 13);
-}
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-}
-
 /* How write_variant changes a model's tensors on their way to a file. */
 typedef struct variant {
 	const char *const *skip;  /* left out; NULL-terminated, or NULL */
@@ -286,7 +261,7 @@ static void write_variant(const char *path, nn_model *m, const variant *v)
 			} else {
 				uint16_t *o = calloc(ti->count, sizeof(uint16_t));
 				for (size_t k = 0; k < ti->count; k++)
-					o[k] = i % 3 ? to_bf16(f[k]) : to_f16(f[k]);
+					o[k] = i % 3 ? ims_f32_to_bf16(f[k]) : ims_f32_to_f16(f[k]);
 				dtype = i % 3 ? ST_BF16 : ST_F16;
 				data = bufs[i] = o;
 			}
@@ -756,21 +731,14 @@ static void test_init_halves(void)
 		const float *fa = pa, *fb = pb;
 		for (size_t k = 0; k < ti->count; k++) {
 			float want = i % 3 == 2 ? fa[k]
-				     : i % 3   ? st_bf16_to_f32(to_bf16(fa[k]))
-					       : st_f16_to_f32(to_f16(fa[k]));
+				     : i % 3   ? ims_bf16_to_f32(ims_f32_to_bf16(fa[k]))
+					       : ims_f16_to_f32(ims_f32_to_f16(fa[k]));
 			bad += memcmp(&want, &fb[k], sizeof(float)) != 0;
 			rounded += want != fa[k];
 		}
 	}
 	CHECK_EQ_INT(bad, 0);
 	CHECK(rounded > 0);
-	/* the test's own conversions */
-	CHECK_EQ_INT(to_f16(1.0f), 0x3c00);
-	CHECK_EQ_INT(to_f16(-2.5f), 0xc100);
-	CHECK_EQ_INT(to_f16(0x1p-24f), 0x0001);
-	CHECK_EQ_INT(to_f16(1e6f), 0x7c00);
-	CHECK_EQ_INT(to_bf16(1.0f), 0x3f80);
-	CHECK_EQ_INT(to_bf16(-2.5f), 0xc020);
 	nn_load_report_release(&r);
 	nn_model_free(a);
 	nn_model_free(b);
@@ -1041,23 +1009,6 @@ static void test_torchvision(void)
 	free(fcb);
 }
 
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *de;
-	char path[4400];
-	while ((de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 /* ---- a backend whose memory is not the CPU's: staged through host copies */
 
 static nn_backend staged_be;
@@ -1161,12 +1112,7 @@ static void test_staged(void)
 int main(void)
 {
 	ims_error e;
-	const char *base = getenv("IMS_TMP");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "checkpoint");
 	if (nn_ctx_init_cpu(&ctx, 2, &e))
 		die("nn_ctx_init_cpu", &e);
 	test_layout();
@@ -1183,6 +1129,5 @@ int main(void)
 	test_torchvision();
 	test_staged();
 	nn_ctx_release(&ctx);
-	remove_dir();
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

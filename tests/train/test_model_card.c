@@ -264,23 +264,12 @@ int main(void)
 		fprintf(stderr, "%s\n", e.msg);
 		return 1;
 	}
-	const char *tmp = getenv("IMS_TMP") ? getenv("IMS_TMP") : "/tmp";
-	snprintf(dir, sizeof(dir), "%s/model_card-XXXXXX", tmp);
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "model_card");
 	test_round_trip();
 	test_partial();
 	test_malformed();
 	test_not_utf8();
 	test_load_weights();
 	nn_ctx_release(&ctx);
-	if (!test_failures_) {
-		char cmd[4200];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd)) {
-		}
-	}
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -77,49 +77,6 @@ static void test_dtypes(void)
 	CHECK_EQ_INT(st_dtype_size(0), 0);
 }
 
-static void test_half(void)
-{
-	/* binary16 */
-	CHECK(bits_eq(st_f16_to_f32(0x3c00), 1.0f));
-	CHECK(bits_eq(st_f16_to_f32(0xc100), -2.5f));
-	CHECK(bits_eq(st_f16_to_f32(0x7bff), 65504.0f));
-	CHECK(bits_eq(st_f16_to_f32(0x3555), 0x1.554p-2f)); /* 0.333251953125 */
-	CHECK(bits_eq(st_f16_to_f32(0x0400), 0x1p-14f));    /* smallest normal */
-	CHECK(bits_eq(st_f16_to_f32(0x0001), 0x1p-24f));    /* smallest subnormal */
-	CHECK(bits_eq(st_f16_to_f32(0x03ff), 1023 * 0x1p-24f));
-	CHECK(bits_eq(st_f16_to_f32(0x8001), -0x1p-24f));
-	CHECK(bits_eq(st_f16_to_f32(0x0000), 0.0f));
-	CHECK(bits_eq(st_f16_to_f32(0x8000), -0.0f));
-	CHECK(bits_eq(st_f16_to_f32(0x7c00), INFINITY));
-	CHECK(bits_eq(st_f16_to_f32(0xfc00), -INFINITY));
-	CHECK(isnan(st_f16_to_f32(0x7e00)));
-	CHECK(isnan(st_f16_to_f32(0xfc01)));
-	/* Every finite binary16 value converts exactly: compare with ldexp. */
-	int bad = 0;
-	for (uint32_t h = 0; h < 0x10000; h++) {
-		uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-		if (e == 31)
-			continue;
-		double v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
-		if (h & 0x8000)
-			v = -v;
-		if (!bits_eq(st_f16_to_f32((uint16_t)h), (float)v))
-			bad++;
-	}
-	CHECK_EQ_INT(bad, 0);
-
-	/* bfloat16 */
-	CHECK(bits_eq(st_bf16_to_f32(0x3f80), 1.0f));
-	CHECK(bits_eq(st_bf16_to_f32(0xc020), -2.5f));
-	CHECK(bits_eq(st_bf16_to_f32(0x477f), 65280.0f));
-	CHECK(bits_eq(st_bf16_to_f32(0x7f7f), 0x1.fep127f)); /* largest */
-	CHECK(bits_eq(st_bf16_to_f32(0x0001), 0x1p-133f));   /* smallest subnormal */
-	CHECK(bits_eq(st_bf16_to_f32(0x8000), -0.0f));
-	CHECK(bits_eq(st_bf16_to_f32(0x7f80), INFINITY));
-	CHECK(bits_eq(st_bf16_to_f32(0xff80), -INFINITY));
-	CHECK(isnan(st_bf16_to_f32(0x7fc0)));
-}
-
 /* Names and contents of the round-trip tensors. */
 static const float f32v[6] = {1.0f, -2.5f, 3.25f, 0.0f, -0.0f, 1e-30f};
 static const double f64v[4] = {1.0, 0.1, -1e300, 3.0000001};
@@ -315,14 +272,12 @@ static void test_round_trip(void)
 	/* Writing again replaces the file and leaves no temporary behind. */
 	CHECK_OK(st_writer_write(w, path, &e), &e);
 	st_writer_free(w);
-	DIR *d = opendir(dir);
+	ims_dir_listing ls = {0};
 	int others = 0;
-	struct dirent *de;
-	while (d && (de = readdir(d)))
-		if (strstr(de->d_name, ".tmp."))
-			others++;
-	if (d)
-		closedir(d);
+	CHECK_OK(ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, &e), &e);
+	for (size_t i = 0; i < ls.n; i++)
+		others += strstr(ls.e[i].name, ".tmp.") != NULL;
+	ims_dir_listing_release(&ls);
 	CHECK_EQ_INT(others, 0);
 	st_writer_free(NULL);
 	st_close(NULL);
@@ -644,18 +599,12 @@ static void test_writer_errors(void)
 
 int main(void)
 {
-	const char *base = getenv("IMS_TMP");
-	snprintf(dir, sizeof(dir), "%s/safetensors-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "safetensors");
 	test_dtypes();
-	test_half();
 	test_round_trip();
 	test_writer_bytes();
 	test_hand_built();
 	test_corrupt();
 	test_writer_errors();
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

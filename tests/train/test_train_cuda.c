@@ -518,12 +518,7 @@ int main(void)
 		nn_ctx_release(&cpu);
 		return rc == IMS_EUNSUPPORTED ? TEST_SKIP : 1;
 	}
-	const char *base = getenv("IMS_TMP");
-	snprintf(dir, sizeof(dir), "%s/train-cuda-XXXXXX", base ? base : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror(dir);
-		return 1;
-	}
+	test_tmpdir(dir, sizeof(dir), "train-cuda");
 	test_optim();
 	train_case("convnet7", 2e-3, NN_PREC_FP32);
 	train_case("resnet18", 5e-3, NN_PREC_FP32);

@@ -32,13 +32,6 @@ struct dp_nccl {
 	double seconds;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* "cannot WHAT: NCCL error NAME (last message) at FILE:LINE"; the
  * communicator is aborted (every later call on it fails fast). */
 static int nccl_fail(dp_nccl *n, ims_error *err, ncclResult_t r,
@@ -63,9 +56,9 @@ static int nccl_fail(dp_nccl *n, ims_error *err, ncclResult_t r,
 static int settle(dp_nccl *n, ncclResult_t r, const char *what,
 		  const char *file, int line, ims_error *err)
 {
-	const double t0 = now_s();
+	const double t0 = ims_now();
 	while (r == ncclInProgress) {
-		if (n->timeout_s > 0 && now_s() - t0 > n->timeout_s) {
+		if (n->timeout_s > 0 && ims_now() - t0 > n->timeout_s) {
 			ims_fail(err, IMS_EIO,
 				 "cannot %s: rank %d waited %g s for its peers (one "
 				 "died or hangs; --collective-timeout): NCCL aborted",
@@ -131,7 +124,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 {
 	RETURN_IF(n->failed, err, IMS_EIO,
 		  "cannot %s: the nccl communicator was aborted", what);
-	const double t0 = now_s();
+	const double t0 = ims_now();
 	for (;;) {
 		cudaError_t e = cudaEventQuery(n->done);
 		if (e == cudaSuccess)
@@ -144,7 +137,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 			return nccl_fail(n, err, q, what, __FILE__, __LINE__);
 		if (a != ncclSuccess && a != ncclInProgress)
 			return nccl_fail(n, err, a, what, __FILE__, __LINE__);
-		if (n->timeout_s > 0 && now_s() - t0 > n->timeout_s) {
+		if (n->timeout_s > 0 && ims_now() - t0 > n->timeout_s) {
 			int rc = ims_fail(err, IMS_EIO,
 					  "cannot %s: rank %d waited %g s for its "
 					  "peers (one died or hangs; "
@@ -157,7 +150,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 		struct timespec ts = {0, 100000}; /* 0.1 ms */
 		nanosleep(&ts, NULL);
 	}
-	n->seconds += now_s() - t0;
+	n->seconds += ims_now() - t0;
 	return 0;
 }
 

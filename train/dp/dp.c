@@ -16,16 +16,9 @@
 
 #include "train/dp/dp_internal.h"
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void dp_wait_begin(dp_comm *c)
 {
-	__atomic_store_n(&c->waiting_since_ns, mono_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&c->waiting_since_ns, ims_now_ns(), __ATOMIC_RELEASE);
 }
 
 void dp_wait_end(dp_comm *c)
@@ -46,15 +39,10 @@ static void *watch(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		ims_deadline(0.25, &until);
 		pthread_cond_timedwait(&c->cv, &c->mu, &until);
 		int64_t since = __atomic_load_n(&c->waiting_since_ns, __ATOMIC_ACQUIRE);
-		if (!c->stop && since && (mono_ns() - since) / 1e9 > c->timeout_s) {
+		if (!c->stop && since && (ims_now_ns() - since) / 1e9 > c->timeout_s) {
 			fprintf(stderr,
 				"imshard-train: rank %d: waited more than %g s for "
 				"the other ranks in a collective "

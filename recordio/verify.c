@@ -1,0 +1,287 @@
+/*
+ * verify.c - a split checked end to end (rio_verify): every record's
+ * checksums, label and encoding, each shard's digest, the class counts.
+ *
+ * `imshard verify` and the Python binding's Split.verify both call it, so
+ * both find the same problems and say them in the same words. Shards are
+ * checked in parallel, one worker per shard at a time; the calling thread
+ * is worker 0, so with one thread every callback runs on the caller's
+ * thread (the Python binding relies on it). Problems and progress are
+ * reported under one mutex: callbacks never overlap.
+ */
+#define _GNU_SOURCE
+#include "recordio.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_NAMED 100
+#define PROGRESS_EVERY 256
+
+typedef struct shard_state {
+	uint64_t bad, checked;
+	uint64_t digest;   /* format 2 digest of the records as read */
+	uint64_t mode_bad; /* records that are not what the encoding says */
+	char mode_why[IMS_ERRMSG_MAX];
+	uint64_t *counts;  /* per class */
+	int fatal;         /* the shard could not be read to its end */
+} shard_state;
+
+typedef struct vctx {
+	rio_reader *r;
+	const rio_manifest *m;
+	const rio_verify_opts *o;
+	size_t nc;
+	unsigned max_named;
+	shard_state *st;
+	atomic_size_t next;   /* next shard to take */
+	atomic_int stop;      /* progress asked to stop */
+	pthread_mutex_t mu;   /* callbacks, named, done */
+	uint64_t named, done;
+} vctx;
+
+typedef struct worker {
+	vctx *v;
+	int id;
+} worker;
+
+/* A bad record or an unreadable shard: named while fewer than max_named
+ * were, counted after. */
+static void name_bad(vctx *v, const char *msg)
+{
+	pthread_mutex_lock(&v->mu);
+	if (v->named++ < v->max_named && v->o->problem)
+		v->o->problem(v->o->ctx, msg);
+	pthread_mutex_unlock(&v->mu);
+}
+
+static void add_progress(vctx *v, uint64_t n)
+{
+	pthread_mutex_lock(&v->mu);
+	v->done += n;
+	if (v->o->progress && v->o->progress(v->o->ctx, v->done) != 0)
+		atomic_store(&v->stop, 1);
+	pthread_mutex_unlock(&v->mu);
+}
+
+/* One record past its CRCs: class, encoding and the caller's check. */
+static int check_record(vctx *v, int id, shard_state *sr, uint64_t i,
+			const rio_record *rec, ims_error *e)
+{
+	if ((size_t)rec->label >= v->nc)
+		return ims_fail(e, IMS_ECORRUPT,
+				"record %llu: label %d has no class (%zu classes)",
+				(unsigned long long)i, (int)rec->label, v->nc);
+	sr->counts[rec->label]++;
+	ims_error me;
+	if (rio_record_check_mode(v->m->encoding, rec, &me) < 0 &&
+	    sr->mode_bad++ == 0) {
+		ims_fail_context(&me, "record %llu", (unsigned long long)i);
+		memcpy(sr->mode_why, me.msg, sizeof(sr->mode_why));
+	}
+	if (!v->o->check)
+		return 0;
+	return v->o->check(v->o->ctx, id, i, rec, e);
+}
+
+static void check_shard(vctx *v, int id, rio_cursor *c, size_t s)
+{
+	const rio_shard_info *si = &v->m->shards[s];
+	shard_state *sr = &v->st[s];
+	ims_error e;
+	rio_digest dg;
+	rio_digest_begin(&dg, v->m->name, s);
+	uint64_t since = 0;
+	for (uint64_t i = si->first; i < si->first + si->records; i++) {
+		if (atomic_load(&v->stop))
+			break;
+		rio_record rec;
+		ims_error_clear(&e);
+		int rc = rio_cursor_get(c, i, &rec, &e);
+		if (rc == IMS_ECHANGED) {
+			/* every record after this one is suspect: stop here */
+			name_bad(v, e.msg);
+			sr->fatal = 1;
+			break;
+		}
+		if (rc == 0 && rio_digest_add_record(&dg, i, &rec, &e) == 0)
+			rc = check_record(v, id, sr, i, &rec, &e);
+		else if (rc == 0)
+			rc = -1;
+		sr->checked++;
+		if (rc < 0) {
+			sr->bad++;
+			name_bad(v, e.msg);
+		}
+		if (++since == PROGRESS_EVERY) {
+			add_progress(v, since);
+			since = 0;
+		}
+	}
+	if (since)
+		add_progress(v, since);
+	sr->digest = rio_digest_value(&dg);
+}
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	vctx *v = w->v;
+	rio_cursor *c = NULL;
+	ims_error e;
+	int rc = rio_cursor_open(v->r, RIO_CHECK_PAYLOAD_CRC, &c, &e);
+	for (;;) {
+		size_t s = atomic_fetch_add(&v->next, 1);
+		if (s >= v->m->n_shards || atomic_load(&v->stop))
+			break;
+		if (rc < 0) {
+			/* each shard this worker takes is unread: say why */
+			name_bad(v, e.msg);
+			v->st[s].fatal = 1;
+			continue;
+		}
+		check_shard(v, w->id, c, s);
+	}
+	rio_cursor_close(c);
+	return NULL;
+}
+
+static void say(vctx *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void say(vctx *v, const char *fmt, ...)
+{
+	if (!v->o->problem)
+		return;
+	char line[3 * IMS_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	v->o->problem(v->o->ctx, line);
+}
+
+/* The checks across shards, once every record was read; returns whether
+ * anything is wrong. */
+static int check_split(vctx *v)
+{
+	const rio_manifest *m = v->m;
+	int problems = 0;
+	for (size_t s = 0; s < m->n_shards; s++) {
+		const shard_state *sr = &v->st[s];
+		problems |= sr->fatal;
+		if (sr->mode_bad) {
+			say(v, "shard '%s': %llu of %llu records do not match the manifest's encoding '%s' (%s)",
+			    m->shards[s].file, (unsigned long long)sr->mode_bad,
+			    (unsigned long long)sr->checked, m->encoding, sr->mode_why);
+			problems = 1;
+		}
+		if (m->format_version >= 2 && !sr->bad && !sr->fatal &&
+		    sr->digest != m->shards[s].digest) {
+			say(v, "shard '%s': digest %016llx differs from the manifest's %016llx (records replaced, reordered, relabelled or dropped, or a shard of another split)",
+			    m->shards[s].file, (unsigned long long)sr->digest,
+			    (unsigned long long)m->shards[s].digest);
+			problems = 1;
+		}
+	}
+	return problems;
+}
+
+static int check_counts(vctx *v)
+{
+	const rio_manifest *m = v->m;
+	int problems = 0;
+	for (size_t c = 0; c < v->nc; c++) {
+		uint64_t t = 0;
+		for (size_t s = 0; s < m->n_shards; s++)
+			t += v->st[s].counts[c];
+		if (t != m->class_counts[c]) {
+			say(v, "class %zu ('%s') has %llu records, the manifest says %llu",
+			    c, m->classes[c], (unsigned long long)t,
+			    (unsigned long long)m->class_counts[c]);
+			problems = 1;
+		}
+	}
+	return problems;
+}
+
+void rio_verify_opts_init(rio_verify_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->threads = 1;
+	o->max_named = DEFAULT_NAMED;
+}
+
+int rio_verify(rio_reader *r, const rio_verify_opts *opts,
+	       rio_verify_result *res, uint64_t *digests, ims_error *err)
+{
+	RETURN_IF(!r || !opts || !res, err, IMS_EINVAL,
+		  "cannot verify: no reader, options or result");
+	memset(res, 0, sizeof(*res));
+	const rio_manifest *m = rio_reader_manifest(r);
+	size_t ns = m->n_shards, nc = m->n_classes;
+	int threads = opts->threads > 0 ? opts->threads : 1;
+	if ((size_t)threads > ns)
+		threads = ns ? (int)ns : 1;
+	vctx v = {.r = r, .m = m, .o = opts, .nc = nc,
+		  .max_named = opts->max_named ? opts->max_named : DEFAULT_NAMED};
+	atomic_init(&v.next, 0);
+	atomic_init(&v.stop, 0);
+	v.st = calloc(ns ? ns : 1, sizeof(*v.st));
+	uint64_t *counts = calloc((ns ? ns : 1) * (nc ? nc : 1), sizeof(uint64_t));
+	pthread_t *tid = calloc((size_t)threads, sizeof(*tid));
+	worker *ws = calloc((size_t)threads, sizeof(*ws));
+	if (!v.st || !counts || !tid || !ws) {
+		free(v.st);
+		free(counts);
+		free(tid);
+		free(ws);
+		return ims_fail(err, IMS_ENOMEM, "cannot verify '%s': out of memory",
+				m->name ? m->name : "split");
+	}
+	for (size_t s = 0; s < ns; s++)
+		v.st[s].counts = counts + s * (nc ? nc : 1);
+	pthread_mutex_init(&v.mu, NULL);
+	int started = 1;
+	for (int t = 0; t < threads; t++)
+		ws[t] = (worker){&v, t};
+	for (int t = 1; t < threads; t++) {
+		if (pthread_create(&tid[t], NULL, work, &ws[t]) != 0)
+			break; /* fewer workers: the ones there take every shard */
+		started++;
+	}
+	work(&ws[0]);
+	for (int t = 1; t < started; t++)
+		pthread_join(tid[t], NULL);
+
+	int rc = 0;
+	if (atomic_load(&v.stop)) {
+		rc = ims_fail(err, IMS_EINTR, "verify of '%s' interrupted",
+			      m->name ? m->name : "split");
+	} else {
+		for (size_t s = 0; s < ns; s++) {
+			res->bad += v.st[s].bad;
+			res->checked += v.st[s].checked;
+			if (digests)
+				digests[s] = v.st[s].digest;
+		}
+		if (v.named > v.max_named)
+			say(&v, "... and %llu more bad records",
+			    (unsigned long long)(v.named - v.max_named));
+		int problems = check_split(&v);
+		if (!res->bad && !problems)
+			problems = check_counts(&v);
+		res->ok = !res->bad && !problems;
+		res->digests_checked = m->format_version >= 2;
+	}
+	pthread_mutex_destroy(&v.mu);
+	free(ws);
+	free(tid);
+	free(counts);
+	free(v.st);
+	return rc;
+}
