@@ -1,7 +1,26 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of imshard from Debian packages.
-# A no-op (no apt-get call at all) when everything is already present, so
-# it is cheap to run before every build and test.
+# Installs every build and test dependency of imshard from Debian packages,
+# or moves them to a machine that reaches no package archive.
+#
+#   scripts/setup.sh
+#       installs what is missing (apt-get; root, or through sudo). A no-op
+#       (no apt-get call at all) when everything is already present, so it
+#       is cheap to run before every build and test.
+#   scripts/setup.sh --download DIR [PACKAGE...]
+#       gathers the .deb files of the packages (default: the build's list
+#       below) and of every dependency a base Debian system lacks (priority
+#       required and important left out) into DIR, with DIR/packages.txt
+#       naming them. Needs the package archive, not root.
+#   scripts/setup.sh --from DIR [--prefix P]
+#       as root without --prefix: installs DIR's packages (apt-get, no
+#       network). Otherwise unpacks them into P (default DIR/prefix; dpkg -x,
+#       no root), points their pkg-config files at P and writes P/env.sh,
+#       which sets CMAKE_PREFIX_PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH and
+#       PATH: `source P/env.sh && scripts/build.sh build` then builds and
+#       tests against P.
+#
+# The CUDA toolkit, cuDNN and NCCL are not Debian packages here: they come
+# with NVIDIA's installers (docs/TRAINING.md, "Setting up a GPU machine").
 set -euo pipefail
 
 packages=(
@@ -15,6 +34,144 @@ packages=(
   chromium  # headless, for the report's end-to-end test (tests/cli/test_report_e2e.sh)
 )
 
+die() { echo "setup: $*" >&2; exit 1; }
+usage() { echo "setup: $*" >&2; echo "usage: scripts/setup.sh [--download DIR [PACKAGE...] | --from DIR [--prefix P]]" >&2; exit 2; }
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo_cmd=(sudo)
+fi
+
+# The packages an install of "$@" brings, as if nothing were installed.
+resolve() {
+  local empty out rc=0
+  empty=$(mktemp)
+  out=$(apt-get -s -qq -o Dir::State::status="$empty" -o Debug::NoLocking=1 \
+          install --no-install-recommends "$@" 2>&1) || rc=$?
+  rm -f "$empty"
+  [ $rc -eq 0 ] || die "cannot resolve the packages' dependencies: $(printf '%s\n' "$out" | grep -m1 '^E:')"
+  printf '%s\n' "$out" | awk '$1 == "Inst" {print $2}' | sort -u
+}
+
+# The install closure of "$@" less the base system: what the essential,
+# required and important packages bring is on every Debian machine, and
+# installing an older copy of it over a newer one would downgrade it.
+closure() {
+  local want base
+  want=$(resolve "$@")
+  [ -n "$want" ] || die "cannot resolve the packages' dependencies: apt-get listed none (run apt-get update)"
+  # shellcheck disable=SC2046
+  base=$(resolve $(apt-cache dumpavail | awk '
+    /^Package: / {p = $2}
+    /^Priority: (required|important)$/ || /^Essential: yes$/ {print p}' | sort -u))
+  comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$base")
+}
+
+download() {
+  local dir=$1
+  shift
+  [ $# -gt 0 ] || set -- "${packages[@]}"
+  mkdir -p "$dir" || die "cannot create '$dir'"
+  local list
+  list=$(closure "$@")
+  local n
+  n=$(printf '%s\n' "$list" | wc -l)
+  echo "setup: downloading $n packages into '$dir'" >&2
+  # shellcheck disable=SC2086
+  (cd "$dir" && apt-get download -qq -o APT::Sandbox::User="$(id -un)" $list) ||
+    die "cannot download the packages into '$dir' (is the package archive reachable?)"
+  printf '%s\n' "$list" >"$dir/packages.txt.tmp" && mv "$dir/packages.txt.tmp" "$dir/packages.txt"
+  local missing=()
+  local p
+  for p in $list; do
+    compgen -G "$dir/${p}_*.deb" >/dev/null || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] || die "cannot find the downloaded files of ${missing[*]} in '$dir'"
+  echo "setup: $n packages ($(du -sh "$dir" | cut -f1)) in '$dir'; on the machine without the archive: scripts/setup.sh --from '$dir'" >&2
+}
+
+# Every .pc file under the prefix names /usr as Debian installed it:
+# relocate those paths into the prefix, so pkg-config (and CMake through
+# it) hands the compiler the prefix's headers and libraries.
+relocate_pc() {
+  local prefix=$1 pc
+  while IFS= read -r -d '' pc; do
+    sed -i -E \
+      -e "s#^([A-Za-z_]+)=/usr(/|\$)#\\1=${prefix}/usr\\2#" \
+      -e "s#(-[IL])/usr/#\\1${prefix}/usr/#g" "$pc"
+  done < <(find "$prefix" -name '*.pc' -type f -print0)
+}
+
+unpack() {
+  local dir=$1 prefix=$2 deb
+  mkdir -p "$prefix" || die "cannot create '$prefix'"
+  prefix=$(cd "$prefix" && pwd)
+  local n=0
+  for deb in "$dir"/*.deb; do
+    dpkg -x "$deb" "$prefix" || die "cannot unpack '$deb' into '$prefix'"
+    n=$((n + 1))
+  done
+  relocate_pc "$prefix"
+  local arch
+  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+  cat >"$prefix/env.sh.tmp" <<EOF
+# imshard's build dependencies unpacked by scripts/setup.sh --from
+export CMAKE_PREFIX_PATH="$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
+export PKG_CONFIG_PATH="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/lib/pkgconfig:$prefix/usr/share/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PATH="$prefix/usr/bin:\$PATH"
+EOF
+  mv "$prefix/env.sh.tmp" "$prefix/env.sh"
+  echo "setup: unpacked $n packages into '$prefix'; build with: source '$prefix/env.sh' && scripts/build.sh build" >&2
+}
+
+from() {
+  local dir=$1 prefix=$2
+  [ -d "$dir" ] || die "cannot install from '$dir': no such folder"
+  compgen -G "$dir/*.deb" >/dev/null || die "cannot install from '$dir': it holds no .deb files (made by scripts/setup.sh --download)"
+  if [ -z "$prefix" ] && [ "$(id -u)" -eq 0 ]; then
+    dir=$(cd "$dir" && pwd) # apt-get takes a file for a package only by its path
+    local debs=("$dir"/*.deb) log
+    log=$(mktemp)
+    export DEBIAN_FRONTEND=noninteractive
+    echo "setup: installing ${#debs[@]} packages from '$dir'" >&2
+    # local files only: --no-download fails rather than reach an archive
+    if ! apt-get install -y -qq --no-download --no-install-recommends "${debs[@]}" >/dev/null 2>"$log"; then
+      local why
+      why=$(grep -m1 '^E:' "$log" || tail -1 "$log")
+      rm -f "$log"
+      die "cannot install the packages in '$dir': $why"
+    fi
+    rm -f "$log"
+    return
+  fi
+  unpack "$dir" "${prefix:-$dir/prefix}"
+}
+
+case "${1:-}" in
+--download)
+  [ $# -ge 2 ] || usage "--download needs a folder"
+  shift
+  dir=$1
+  shift
+  download "$dir" "$@"
+  exit 0
+  ;;
+--from)
+  [ $# -ge 2 ] || usage "--from needs a folder"
+  dir=$2
+  prefix=""
+  if [ $# -ge 3 ]; then
+    [ "$3" = "--prefix" ] && [ $# -eq 4 ] || usage "unexpected arguments after --from '$dir': ${*:3}"
+    prefix=$4
+  fi
+  from "$dir" "$prefix"
+  exit 0
+  ;;
+"") ;;
+*) usage "unknown option '$1'" ;;
+esac
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -27,10 +184,6 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 echo "setup: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  sudo_cmd=(sudo)
-fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -64,15 +64,17 @@ static const cli_command command = {
 	"refused. Resuming a finished run changes nothing. A second trainer on\n"
 	"the same --log-dir or --checkpoint-dir is refused (imshard-train.lock).\n"
 	"A NaN or infinite training or validation loss stops training with an\n"
-	"error; the checkpoint written before it is kept. Records that cannot be\n"
+	"error naming the step (with fp16, once the scale S below is down to 1);\n"
+	"the checkpoint written before it is kept. Records that cannot be\n"
 	"loaded are replaced in training, left out of validation, and counted\n"
 	"per epoch on stderr, in metrics.jsonl and summary.json.\n\n"
 	"--precision bf16 or fp16 (--device cuda) is mixed precision:\n"
 	"convolutions and linear layers compute on tensor cores from 16-bit\n"
 	"copies with fp32 sums; weights, gradients, optimiser state and\n"
 	"activations stay fp32. fp16 multiplies the loss\n"
-	"gradient by a scale S (65536 at first); a step whose gradients overflow\n"
-	"is skipped and S halved, S doubles after 2000 good steps (at most\n"
+	"gradient by a scale S (65536 at first); a step whose gradients or\n"
+	"forward pass (a loss that is not finite) overflow is skipped and S\n"
+	"halved, S doubles after 2000 good steps (at most\n"
 	"2^24). metrics.jsonl and summary.json give loss_scale and\n"
 	"skipped_steps; checkpoints keep them.\n\n"
 	"OpenBLAS falls back to generic SSE kernels on CPU models newer than its\n"
@@ -257,13 +259,15 @@ static void on_records_replaced(void *ctx, const nn_train_bad *b)
 }
 
 static void on_step_skipped(void *ctx, uint64_t step, double scale,
-			    double new_scale)
+			    double new_scale, int forward)
 {
 	if (printing(ctx))
 		fprintf(stderr,
-			"imshard-train: step %llu: fp16 gradients overflowed at "
+			"imshard-train: step %llu: fp16 %s overflowed at "
 			"loss scale %g: step skipped, scale now %g\n",
-			(unsigned long long)step, scale, new_scale);
+			(unsigned long long)step,
+			forward ? "forward pass (loss not finite)" : "gradients",
+			scale, new_scale);
 }
 
 static void on_warning(void *ctx, const char *msg)

@@ -42,6 +42,12 @@ int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 	return ctx->be->to_host(ctx, dst, src, bytes, err);
 }
 
+int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		ims_error *err)
+{
+	return ctx->be->copy(ctx, dst, src, bytes, err);
+}
+
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err)
 {
 	return ctx->be->sync ? ctx->be->sync(ctx, err) : 0;
@@ -56,11 +62,11 @@ int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)
 	return 0;
 }
 
-int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err)
+int nn_cuda_device_for_rank(int local_rank, int visible)
 {
-	FORWARD_IF_ERR(nn_ctx_init_cpu(ctx, threads, err));
-	ctx->be = nn_backend_cpu_host_staged();
-	return 0;
+	if (visible < 1 || local_rank < 0)
+		return 0;
+	return local_rank % visible;
 }
 
 int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
@@ -112,6 +118,11 @@ int nn_stage_get(nn_ctx *ctx, nn_stage *s, int slot, float **x,
 int nn_stage_done(nn_ctx *ctx, nn_stage *s, int slot, ims_error *err)
 {
 	return ctx->be->stage_done(s, slot, err);
+}
+
+int nn_stage_reuse(nn_ctx *ctx, nn_stage *s, const void *host, ims_error *err)
+{
+	return s ? ctx->be->stage_reuse(s, host, err) : 0;
 }
 
 void nn_stage_free(nn_ctx *ctx, nn_stage *s)

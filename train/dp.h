@@ -44,10 +44,14 @@ typedef struct dp_comm dp_comm;
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err);
 int dp_rank(const dp_comm *c);
 int dp_world(const dp_comm *c);
-/* This process's rank among those on its machine, as the launcher says
- * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID), else 0:
- * the GPU it uses, one per process. */
+/* This process's rank among the ranks on its machine (0 ..
+ * dp_local_world - 1, in world-rank order), from MPI
+ * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), whatever launched it;
+ * 0 for a rank alone. Which GPU a rank uses follows from it
+ * (nn_cuda_device_for_rank). */
 int dp_local_rank(const dp_comm *c);
+/* The ranks on this process's machine (1 for a rank alone). */
+int dp_local_world(const dp_comm *c);
 /* Copies root's bytes to every rank. */
 int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 		 ims_error *err);
@@ -129,8 +133,9 @@ int dp_nccl_available(void);
  * context; its stream is the compute stream). timeout_s: how long a
  * collective may make no progress before every waiting rank gives up (0:
  * forever). Collective over c. Errors: IMS_EUNSUPPORTED (no NCCL in this
- * build, ctx not a CUDA context), IMS_EIO (NCCL or CUDA failed: its
- * message), IMS_ENOMEM.
+ * build, ctx not a CUDA context, or two ranks on one GPU: NCCL supports
+ * one rank per GPU, so every rank refuses before it starts), IMS_EIO
+ * (NCCL or CUDA failed: its message), IMS_ENOMEM.
  */
 int dp_nccl_create(dp_comm *c, nn_ctx *ctx, double timeout_s, dp_nccl **out,
 		   ims_error *err);

@@ -3,6 +3,7 @@
  * arithmetic on powers of two only, so every value is exact in float.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,6 +39,16 @@ int nn_loss_scale_update(nn_loss_scale *s, int found_inf)
 			s->scale *= 2.0f;
 	}
 	return 1;
+}
+
+int nn_loss_scale_check_loss(const nn_loss_scale *s, double loss)
+{
+	if (isfinite(loss))
+		return NN_LOSS_FINITE;
+	/* at the floor S cannot halve again: a run that overflows there
+	 * would skip step after step, so it stops as bf16 and fp32 do */
+	return s->enabled && s->scale > NN_LOSS_SCALE_MIN ? NN_LOSS_OVERFLOW
+							   : NN_LOSS_STOP;
 }
 
 void nn_loss_scale_format(const nn_loss_scale *s, char *scale, char *good,

@@ -19,6 +19,9 @@
  * A disabled scaler (bf16, fp32) keeps S = 1 and applies every step.
  * S is always a power of two, so scaling and unscaling are exact.
  *
+ * An fp16 forward pass that overflows leaves a loss that is not finite:
+ * nn_loss_scale_check_loss makes that step an overflow too.
+ *
  * Caveats: plain data, no allocation, no threads. With several ranks,
  * every rank must feed update() the same found_inf (the trainer checks the
  * allreduced gradients and sums the flag over ranks), so their scalers
@@ -57,6 +60,23 @@ float nn_loss_scale_value(const nn_loss_scale *s);
  * an enabled scaler). A disabled scaler returns 1 and changes nothing.
  */
 int nn_loss_scale_update(nn_loss_scale *s, int found_inf);
+
+/*
+ * What a step does whose loss, summed over ranks, is `loss` (every rank
+ * passes the same sum, so every rank decides alike):
+ *   NN_LOSS_FINITE    the loss is finite: go on;
+ *   NN_LOSS_OVERFLOW  it is not, on an enabled scaler above
+ *                     NN_LOSS_SCALE_MIN: fp16's forward pass overflowed
+ *                     (a 16-bit result beyond 65504); the step is treated
+ *                     as an overflow (nn_loss_scale_update with found_inf:
+ *                     skipped, S halved), as one in backward would be;
+ *   NN_LOSS_STOP      it is not, and the run ends: bf16 and fp32 have
+ *                     fp32's range, so the model or the data diverged;
+ *                     fp16 at S = NN_LOSS_SCALE_MIN can skip no further.
+ * Changes nothing.
+ */
+enum { NN_LOSS_STOP = -1, NN_LOSS_FINITE = 0, NN_LOSS_OVERFLOW = 1 };
+int nn_loss_scale_check_loss(const nn_loss_scale *s, double loss);
 
 /*
  * The state as checkpoint metadata values (decimal strings, each buffer

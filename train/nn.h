@@ -89,12 +89,36 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
  * (train/cuda/). ctx->be then addresses device memory: model storage,
  * activations and the inputs of every kernel are device pointers, except
  * where a function says otherwise (nn_softmax_xent's loss_sum);
- * ctx->threads is 1. Fails with IMS_EUNSUPPORTED and one line that says
- * what to do when no CUDA device is usable (no GPU, no driver) or the
- * build has no CUDA backend; ctx is then left as nn_ctx_release accepts
- * it. Every call on the context must come from one thread.
+ * ctx->threads is 1. Fails with one line that says what to do, ctx then
+ * left as nn_ctx_release accepts it:
+ *   IMS_EUNSUPPORTED  this machine has no GPU (no NVIDIA driver at all,
+ *                     no device visible) or the build has no CUDA
+ *                     backend: the only failure a GPU test may skip on;
+ *   IMS_EINVAL        device is not one of those visible;
+ *   IMS_EIO           a GPU machine that cannot run this build: a driver
+ *                     older than the build's CUDA runtime (the line names
+ *                     the release to install), a device that cannot be
+ *                     selected, cuBLAS missing; or a failure setting up
+ *                     the stream, cuDNN or cuBLAS.
+ * The device is selected before anything else touches the GPU, so no
+ * context is ever made on another one. Every call on the context must
+ * come from one thread.
  */
 int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err);
+/*
+ * The CUDA devices this process sees (after CUDA_VISIBLE_DEVICES) into
+ * *count, without making a context on any of them. Fails as
+ * nn_ctx_init_cuda does when there is none or the host is broken (*count
+ * is then 0).
+ */
+int nn_cuda_device_count(int *count, ims_error *err);
+/*
+ * The device a rank uses: its node-local rank (dp_local_rank) modulo the
+ * devices it sees. Ranks that each see one GPU (a launcher that sets
+ * CUDA_VISIBLE_DEVICES per task) all use device 0, their own; ranks that
+ * see every GPU of the machine get one each. 0 when visible < 1.
+ */
+int nn_cuda_device_for_rank(int local_rank, int visible);
 /* Frees the workspace and backend state. ctx may be NULL. */
 void nn_ctx_release(nn_ctx *ctx);
 /*
@@ -122,6 +146,11 @@ int nn_ctx_to_device(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 		     ims_error *err);
 int nn_ctx_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 		   ims_error *err);
+/* Copies bytes from device memory src to device memory dst (not
+ * overlapping), after the work queued before it; on a device it is queued
+ * and the host does not wait. Errors: the device's (IMS_EIO). */
+int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		ims_error *err);
 /* Blocks until every piece of work queued on ctx has run; reports an
  * asynchronous device error. Nothing to wait for on the CPU: 0. */
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err);
@@ -132,10 +161,17 @@ int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
 /*
  * A CPU context whose backend also stages batches as a device does (two
  * slots, a copy queued per batch, host memory for batches through
- * nn_ctx_host_alloc), its "device" memory being host memory and its
- * copies memcpy: the CPU twin of a device run, so the training loop's
- * device path is tested on a machine without a GPU. Same arguments and
- * errors as nn_ctx_init_cpu.
+ * nn_ctx_host_alloc), its "device" memory being host memory: the CPU twin
+ * of a device run, so the training loop's device path is tested on a
+ * machine without a GPU (train/stage_host.c). Like a device, it copies a
+ * batch when the slot is first read (nn_stage_get), not when the copy is
+ * queued, and it fails on every break of the slot protocol (nn_stage_*
+ * below) with IMS_EINVAL, including host memory reused while a copy from
+ * it was queued. Host batch memory freed while a copy from it is queued
+ * ends the process with one line on stderr (abort), as a free cannot
+ * report it: free the stage first. It has nn_unscale_check, so fp16's
+ * loss scaling runs (its arithmetic is fp32). For tests. Same arguments as
+ * nn_ctx_init_cpu; IMS_ENOMEM too.
  */
 int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err);
 
@@ -357,7 +393,8 @@ int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
  * *found_inf to 1 when any of g[0..n) (device memory) is Inf or NaN, else
  * 0, and multiplies every g[i] by inv (the 1/S that unscales them), in
  * one pass on the device; waits to read the flag. IMS_EUNSUPPORTED on a
- * backend without it (the CPU: fp16 is a device precision).
+ * backend without it (the plain CPU: fp16 is a device precision; the
+ * staged twin, nn_ctx_init_cpu_staged, has it).
  */
 int nn_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 		     int *found_inf, ims_error *err);
@@ -599,7 +636,9 @@ double nn_lr_at_position(const nn_lr_schedule *s, double step);
  * Caveats: a stage is used with the context it was made for, by that
  * context's thread. A slot's host batch may be reused once nn_stage_get
  * returned for it; the slot itself once nn_stage_done was called after
- * the last work that reads it was queued.
+ * the last work that reads it was queued. Every backend checks this
+ * protocol (a slot refilled while its copy is queued or a step reads it,
+ * a slot taken without a copy, released while unread: IMS_EINVAL).
  */
 typedef struct nn_stage nn_stage;
 
@@ -616,7 +655,10 @@ int nn_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,
 /* Queues the copy of host x and labels into slot (0 or 1) after the work
  * that last used the slot (nn_stage_done) has finished on the device; does
  * not wait. Pinned host memory (nn_ctx_host_alloc) copies asynchronously,
- * pageable memory through the driver. */
+ * pageable memory through the driver: x must stay as it is until the
+ * slot's nn_stage_get returns. IMS_EINVAL when the slot is not free (the
+ * copy queued into it before was not waited for, or a step still reads
+ * it). */
 int nn_stage_put(nn_ctx *ctx, nn_stage *s, int slot, const void *x,
 		 size_t x_bytes, const int32_t *labels, size_t label_bytes,
 		 ims_error *err);
@@ -626,9 +668,17 @@ int nn_stage_put(nn_ctx *ctx, nn_stage *s, int slot, const void *x,
 int nn_stage_get(nn_ctx *ctx, nn_stage *s, int slot, float **x,
 		 int32_t **labels, ims_error *err);
 /* The slot is free once the compute work queued so far has run: call it
- * after the step that reads the slot is queued. */
+ * after the step that reads the slot is queued. IMS_EINVAL when no step
+ * reads the slot (no nn_stage_get since it was last released). */
 int nn_stage_done(nn_ctx *ctx, nn_stage *s, int slot, ims_error *err);
-/* Frees the slots and streams. s may be NULL. */
+/* The caller is about to let host memory `host` (a batch's start) be
+ * refilled, as the loader does with a batch once the next is taken: 0
+ * when no queued copy reads from it, IMS_EINVAL when one does (its slot's
+ * nn_stage_get has not returned: the copy may not have run yet). s may
+ * be NULL (nothing staged: 0). */
+int nn_stage_reuse(nn_ctx *ctx, nn_stage *s, const void *host, ims_error *err);
+/* Waits for the queued copies, then frees the slots and streams: call it
+ * before freeing the host memory they copy from. s may be NULL. */
 void nn_stage_free(nn_ctx *ctx, nn_stage *s);
 
 /*

@@ -314,7 +314,9 @@ struct nn_backend {
 	int (*softmax_xent)(nn_ctx *, int, int, const float *, const int32_t *,
 			    float, float, double *, float *, ims_error *);
 	/* Device memory: zeroed allocation (NULL when out of memory), free
-	 * (NULL accepted), set to zero, and copies in and out of host memory. */
+	 * (NULL accepted), set to zero, copies in and out of host memory
+	 * (both wait for the device), and a copy within device memory
+	 * (queued: it waits for nothing). */
 	void *(*alloc)(nn_ctx *, size_t bytes);
 	void (*free)(nn_ctx *, void *);
 	int (*zero)(nn_ctx *, void *, size_t bytes, ims_error *);
@@ -322,6 +324,8 @@ struct nn_backend {
 			 ims_error *);
 	int (*to_host)(nn_ctx *, void *dst, const void *src, size_t bytes,
 		       ims_error *);
+	int (*copy)(nn_ctx *, void *dst, const void *src, size_t bytes,
+		    ims_error *);
 	/* Frees ctx->dev (streams, handles, workspace); NULL when the
 	 * backend keeps no state. Called by nn_ctx_release. */
 	void (*release)(nn_ctx *);
@@ -355,7 +359,12 @@ struct nn_backend {
 	 * stream wait for it too, and gives the slot's device pointers.
 	 * stage_done marks the slot free once the compute work queued so far
 	 * has run (call it after the step that reads the slot is queued).
-	 * stage_free accepts NULL. (Slots live in train/cuda/train_cuda.c.)
+	 * stage_reuse fails when a queued copy still reads host memory the
+	 * caller is about to give back (nn_stage_reuse). Every one keeps the
+	 * slot protocol of train/stage_slots.h. stage_free waits for the
+	 * queued copies and accepts NULL. (Slots live in
+	 * train/cuda/train_cuda.c, and in train/stage_host.c for the CPU
+	 * twin.)
 	 */
 	int (*stage_create)(nn_ctx *, size_t x_bytes, size_t label_bytes,
 			    nn_stage **out, ims_error *);
@@ -365,6 +374,7 @@ struct nn_backend {
 	int (*stage_get)(nn_stage *, int slot, float **x, int32_t **labels,
 			 ims_error *);
 	int (*stage_done)(nn_stage *, int slot, ims_error *);
+	int (*stage_reuse)(nn_stage *, const void *host, ims_error *);
 	void (*stage_free)(nn_stage *);
 	/* Host memory for the batches stage_put copies from (the loader's
 	 * ring): page-locked on a device, so copies run asynchronously on
@@ -388,8 +398,5 @@ struct nn_backend {
 };
 
 extern const nn_backend nn_backend_cpu;
-/* The CPU backend plus input staging in host memory, so that the device
- * training loop runs without a device (nn_ctx_init_cpu_staged). */
-const nn_backend *nn_backend_cpu_host_staged(void);
 
 #endif

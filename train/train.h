@@ -160,10 +160,12 @@ typedef struct nn_train_events {
 	void (*resumed)(void *ctx, const nn_train_resume *r);
 	void (*progress)(void *ctx, const nn_train_progress *p);
 	void (*validated)(void *ctx, const nn_train_validation *v);
-	/* fp16: the gradients of step (from 1) overflowed at loss scale
-	 * `scale`; the step was skipped and the scale is now new_scale */
+	/* fp16: step (from 1) overflowed at loss scale `scale`, in its
+	 * gradients (forward 0) or in its forward pass (forward 1: the loss
+	 * was not finite; the batch-norm statistics it left were put back);
+	 * the step was skipped and the scale is now new_scale */
 	void (*step_skipped)(void *ctx, uint64_t step, double scale,
-			     double new_scale);
+			     double new_scale, int forward);
 	/* after an epoch's training, or its validation, in which records
 	 * could not be loaded (not called when there were none) */
 	void (*records_replaced)(void *ctx, const nn_train_bad *b);
@@ -188,14 +190,18 @@ typedef struct nn_train_hooks {
 	/* the first pixel of this step's batch (from 1) is made NaN, before
 	 * its copy to a device is queued */
 	uint64_t nan_step;
-	/* after this step's (from 1) gradient allreduce the last gradient
-	 * element (the head's, trained in every mode) is +Inf, as an
+	/* after this step's (from 1) gradient allreduce the last element
+	 * of the last trained tensor (the head's, trained in every mode;
+	 * not the block's padding, which backward never rewrites) is +Inf,
+	 * as an
 	 * overflow in backward would leave it; --precision fp16 only (only
 	 * fp16 checks gradients) */
 	uint64_t inf_grad_step;
 	/* 1: the device loop (batches staged into two slots, the next one
 	 * taken while a step runs, logits read back) on the CPU, host memory
-	 * as its device (nn_ctx_init_cpu_staged); one rank */
+	 * as its device (nn_ctx_init_cpu_staged); one rank. It accepts
+	 * --precision fp16 on the cpu: loss scaling, the gradient check and
+	 * skipped steps as on a device, the arithmetic fp32 */
 	int host_stage;
 	/* called with the record indices of every batch this rank trains
 	 * (after replacements), before its step runs: tests check which

@@ -102,6 +102,14 @@ PY
   skipped=$(json "$T/fp16/summary.json" 'j["skipped_steps"]')
   expect 0 fit --device cuda --precision fp16 --max-steps 4 --log-every 1 --log-dir "$T/fp16" --checkpoint-dir "$T/fp16ck" --resume
   same "$(python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "\"train\"" in x][-1]; print(l["step"], l["skipped_steps"] >= '"$skipped"', l["loss_scale"] <= '"$scale"')' "$T/fp16/metrics.jsonl")" "4 True True" "fp16 resumed from the saved scale"
+  # a loss that is not finite (step 2's batch poisoned, as an overflowed
+  # fp16 forward pass leaves it): fp16 skips the step, bf16 stops
+  run env IMSHARD_INJECT_NAN_STEP=2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --device cuda --precision fp16 --max-steps 3
+  same "$rc" 0 "(fp16 on cuda fed a NaN at step 2)"
+  contains "$T/err" "step 2: fp16 forward pass (loss not finite) overflowed"
+  run env IMSHARD_INJECT_NAN_STEP=2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --device cuda --precision bf16 --max-steps 3
+  same "$rc" 1 "(bf16 on cuda fed a NaN at step 2)"
+  contains "$T/err" "loss is NaN at step 2: stopping"
 else
   one_line "$T/err"
   contains "$T/err" "use --device cpu"
@@ -222,6 +230,23 @@ expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 -
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory" "cpu run's batch memory"
 expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory (staged as for a device)" "staged run's batch memory"
+# nor does a cpu run of a CUDA build ask the dynamic loader for the CUDA
+# driver, cuBLAS, NVML or a second, unversioned CUDA runtime: nothing of
+# it touches a GPU (a --device cuda run, the control, asks for the
+# driver). The staged twin takes a device run's path, NVML's gpu lines
+# included, but no CUDA library either.
+cuda_libs='find library=(libcuda\.so|libcublas|libnvidia-ml|libcudart\.so )'
+run env LD_DEBUG=libs "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet
+same "$rc" 0 "(cpu run under LD_DEBUG)"
+same "$(grep -cE "$cuda_libs" "$T/err")" 0 "(CUDA libraries a cpu run looked for)"
+run env LD_DEBUG=libs IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet
+same "$rc" 0 "(staged run under LD_DEBUG)"
+same "$(grep -cE 'find library=(libcuda\.so|libcublas|libcudart\.so )' "$T/err")" 0 "(CUDA libraries a staged run looked for)"
+if ldd "$IMSHARD_TRAIN" | grep -q libcudart; then
+  run env LD_DEBUG=libs "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet --device cuda
+  grep -qE "$cuda_libs" "$T/err" || fail "a --device cuda run asked for no CUDA driver: the check above sees nothing"
+  checks=$((checks + 1))
+fi
 # resumed in the middle of an epoch, and --max-steps ending mid-epoch
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --max-steps 5
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --resume
@@ -232,6 +257,49 @@ checks=$((checks + 1))
 run env IMSHARD_INJECT_NAN_STEP=4 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 2
 same "$rc" 1 "staged loop fed a NaN at step 4"
 contains "$T/err" "loss is NaN at step 4"
+# fp16's loss scaling runs on the twin (the arithmetic fp32): S is a power
+# of two, so the scaled gradients unscale to fp32's bits
+expect 0 hs --seed 9 --max-steps 6 --checkpoint-dir "$T/hf0"
+expect 0 hs --seed 9 --max-steps 6 --checkpoint-dir "$T/hf1" --precision fp16
+expect 0 cmp_st "$T/hf0/checkpoint.safetensors" "$T/hf1/checkpoint.safetensors" --rtol 0
+# a loss that is not finite (step 3's batch poisoned, as an fp16 forward
+# pass that overflowed leaves it): with fp16 the step is skipped and S
+# halved, the run goes on; the statistics the step spoiled are put back
+expect 0 env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --seed 9 --max-steps 6 --precision fp16 --checkpoint-dir "$T/hf2" --log-dir "$T/hf2" --log-every 1
+contains "$T/err" "step 3: fp16 forward pass (loss not finite) overflowed at loss scale 65536: step skipped, scale now 32768"
+same "$(json "$T/hf2/summary.json" 'j["skipped_steps"], j["loss_scale"]')" "1 32768" "(skipped overflowed forward pass)"
+same "$(python3 -c 'import json,math,sys
+print(all(math.isfinite(l["loss"]) for l in map(json.loads, open(sys.argv[1])) if l["type"] == "train"))' "$T/hf2/metrics.jsonl")" True "(train lines' loss finite)"
+# its weights are those of a run whose step 3 overflowed in backward (also
+# skipped); its batch-norm statistics lack step 3's batch: finite, and
+# the counters one batch behind
+expect 0 env IMSHARD_INJECT_INF_GRAD_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6 --precision fp16 --checkpoint-dir "$T/hf3"
+same "$(python3 - "$T/hf2/checkpoint.safetensors" "$T/hf3/checkpoint.safetensors" <<'PY'
+import array, json, math, struct, sys
+def load(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    h = json.loads(data[8:8 + n]); h.pop("__metadata__", None)
+    return {k: (t["dtype"], data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]) for k, t in h.items()}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+out = []
+for k in sorted(a):
+    if k.startswith("optim."):
+        continue
+    da, ba = a[k]
+    if k.endswith("num_batches_tracked"):
+        out.append("counter" if array.array("q", ba)[0] + 1 == array.array("q", b[k][1])[0] else "counter " + k)
+    elif k.endswith(("running_mean", "running_var")):
+        out.append("stat" if all(map(math.isfinite, array.array("f", ba))) and ba != b[k][1] else "stat " + k)
+    else:
+        out.append("weight" if ba == b[k][1] else "weight " + k)
+print(" ".join(sorted(set(out))))
+PY
+)" "counter stat weight" "(forward overflow against gradient overflow: checkpoint)"
+# bf16 and fp32 still stop at a loss that is not finite
+run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6
+same "$rc" 1 "(fp32 staged run fed a NaN at step 3)"
+contains "$T/err" "loss is NaN at step 3: stopping"
 # the synthetic batch's device copy
 expect 0 fit --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs3"
 expect 0 hs --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs4"

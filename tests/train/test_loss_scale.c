@@ -2,9 +2,11 @@
  * test_loss_scale.c - fp16's dynamic loss scale (train/loss_scale.c), on
  * the host: the start value, halving on overflow down to the floor, the
  * good-step count restarting on overflow, doubling after the interval up
- * to the cap, a disabled scaler (bf16, fp32), and the checkpoint round
+ * to the cap, a disabled scaler (bf16, fp32), a loss that is not finite
+ * (fp16: an overflow until S is 1; otherwise the end), and the checkpoint round
  * trip of the state with the refusals of bad values.
  */
+#include <math.h>
 #include <string.h>
 
 #include "test.h"
@@ -41,6 +43,40 @@ static void test_overflow(void)
 	CHECK_EQ_U64(s.skipped, 21);
 	CHECK_EQ_INT(nn_loss_scale_update(&s, 1), 0);
 	CHECK(nn_loss_scale_value(&s) == 1.0f);
+}
+
+/* A loss that is not finite: fp16's forward pass overflowed, a skipped
+ * step (until S is at its floor); bf16 and fp32 stop. */
+static void test_loss(void)
+{
+	nn_loss_scale s, before;
+	nn_loss_scale_init(&s, 1);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 2.5), NN_LOSS_FINITE);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 0.0), NN_LOSS_FINITE);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 1e308), NN_LOSS_FINITE);
+	before = s;
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, INFINITY), NN_LOSS_OVERFLOW);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, -INFINITY), NN_LOSS_OVERFLOW);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_OVERFLOW);
+	CHECK(same_state(&s, &before));
+	/* the step then goes through the overflow path */
+	CHECK_EQ_INT(nn_loss_scale_update(&s, 1), 0);
+	CHECK(nn_loss_scale_value(&s) == 32768.0f);
+	/* 2^-1 is never reached: at S = 1 the run stops */
+	for (int i = 0; i < 15; i++) {
+		CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_OVERFLOW);
+		CHECK_EQ_INT(nn_loss_scale_update(&s, 1), 0);
+	}
+	CHECK(nn_loss_scale_value(&s) == 1.0f);
+	CHECK_EQ_U64(s.skipped, 16);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_STOP);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, INFINITY), NN_LOSS_STOP);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 1.0), NN_LOSS_FINITE);
+	/* bf16 and fp32: a disabled scaler stops at once */
+	nn_loss_scale_init(&s, 0);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, INFINITY), NN_LOSS_STOP);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_STOP);
+	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 3.0), NN_LOSS_FINITE);
 }
 
 static void test_growth(void)
@@ -157,6 +193,7 @@ static void test_round_trip(void)
 int main(void)
 {
 	test_overflow();
+	test_loss();
 	test_growth();
 	test_cap();
 	test_disabled();

@@ -10,14 +10,16 @@
  * allreduces must then agree bit for bit too, as a sum of two is
  * commutative).
  *
- * Exits 77 (skipped) without NCCL in the build, without a usable GPU, or
- * with fewer GPUs than ranks.
+ * Exits 77 (skipped) without NCCL in the build, on a machine without a
+ * GPU, or with fewer GPUs than ranks on a machine; fails on a GPU host
+ * that cannot run it, and with IMSHARD_REQUIRE_GPU=1 (gpu_test.h).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "test.h"
 #include "train/dp.h"
 #include "train/nn_internal.h"
@@ -30,12 +32,6 @@ static void fill(float *v, size_t n, int rank)
 		v[i] = (float)(2 * ims_rng_uniform(&r) - 1);
 }
 
-static int local_rank(void)
-{
-	const char *s = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-	return s ? atoi(s) : 0;
-}
-
 int main(int argc, char **argv)
 {
 	ims_error err;
@@ -44,27 +40,36 @@ int main(int argc, char **argv)
 	const int rank = dp_rank(c), world = dp_world(c);
 	nn_ctx gpu;
 	if (!dp_nccl_available()) {
-		printf("skipped: this build has no NCCL\n");
 		dp_finalize(c);
-		return TEST_SKIP;
+		return gpu_test_give_up(1, "this build has no NCCL");
 	}
-	int rc = nn_ctx_init_cuda(&gpu, local_rank(), &err);
+	/* the trainer's mapping: node-local rank modulo the devices seen;
+	 * NCCL needs a GPU per rank, so a rank whose share wraps around has
+	 * none of its own */
+	int visible = 0, rc = nn_cuda_device_count(&visible, &err);
+	const int local = dp_local_rank(c);
+	if (!rc && local >= visible)
+		rc = ims_fail(&err, IMS_EUNSUPPORTED,
+			      "rank %d is node-local rank %d but %d GPU%s visible: "
+			      "NCCL needs a GPU per rank",
+			      rank, local, visible, visible == 1 ? " is" : "s are");
+	if (!rc)
+		rc = nn_ctx_init_cuda(&gpu, nn_cuda_device_for_rank(local, visible),
+				      &err);
 	/* Every rank decides alike: with fewer GPUs than ranks (one GPU, two
 	 * ranks) one rank has no device, and if it left alone the others
-	 * would wait for it in NCCL's set-up. Only "no usable device"
-	 * skips: a GPU whose setup fails (cuDNN, a stream, memory) is a
-	 * failure to report. */
+	 * would wait for it in NCCL's set-up. Only "no GPU here" skips
+	 * (gpu_test.h). */
 	double why[2] = {rc == IMS_EUNSUPPORTED, rc && rc != IMS_EUNSUPPORTED};
 	CHECK_OK(dp_allreduce_sum_f64(c, why, 2, &err), &err);
 	if (why[0] > 0 || why[1] > 0) {
-		if (rc)
-			printf("%s: rank %d: %s\n",
-			       rc == IMS_EUNSUPPORTED ? "skipped" : "failed", rank,
-			       err.msg);
-		else
+		char line[IMS_ERRMSG_MAX + 64];
+		snprintf(line, sizeof(line), "rank %d: %s", rank,
+			 rc ? err.msg : "another rank cannot run");
+		if (!rc)
 			nn_ctx_release(&gpu);
 		dp_finalize(c);
-		return why[1] > 0 ? 1 : TEST_SKIP;
+		return gpu_test_give_up(why[1] == 0, line);
 	}
 	dp_nccl *n = NULL;
 	CHECK_OK(dp_nccl_create(c, &gpu, 60, &n, &err), &err);

@@ -3,9 +3,9 @@
  * memory, the workspace, error reports, and the backend table.
  *
  * Setting up fails with one line that says what to do when no device can
- * be used: no driver, no GPU visible, a device index out of range. That
- * line is what `imshard-train --device cuda` prints on a machine without
- * a GPU, so it names the way out (--device cpu).
+ * be used (cuda_setup.h tells a machine without a GPU from a broken GPU
+ * host). That line is what `imshard-train --device cuda` prints, so it
+ * names the way out (--device cpu, or the driver to install).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 
 #include "train/cuda/cuda_internal.h"
 #include "train/cuda/cuda_kernels.h"
+#include "train/cuda/cuda_setup.h"
 
 /* ---- error reports --------------------------------------------------- */
 
@@ -150,6 +151,18 @@ static int cuda_to_host(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 	return 0;
 }
 
+/* Queued on the compute stream: ordered with the kernels around it. */
+static int cuda_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
+		     ims_error *err)
+{
+	if (!bytes)
+		return 0;
+	CUDA_CHECK(err, "copy within the device",
+		   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+				   nn_cuda_dev_of(ctx)->stream));
+	return 0;
+}
+
 /* ---- setup and teardown -------------------------------------------------- */
 
 static void cuda_release(nn_ctx *ctx)
@@ -210,6 +223,7 @@ const nn_backend nn_backend_cuda = {
 	.zero = cuda_zero,
 	.to_device = cuda_to_device,
 	.to_host = cuda_to_host,
+	.copy = cuda_copy,
 	.release = cuda_release,
 	.sgd_update = nn_cuda_sgd_update,
 	.adam_update = nn_cuda_adam_update,
@@ -217,6 +231,7 @@ const nn_backend nn_backend_cuda = {
 	.stage_put = nn_cuda_stage_put,
 	.stage_get = nn_cuda_stage_get,
 	.stage_done = nn_cuda_stage_done,
+	.stage_reuse = nn_cuda_stage_reuse,
 	.stage_free = nn_cuda_stage_free,
 	.host_alloc = nn_cuda_host_alloc,
 	.host_free = nn_cuda_host_free,
@@ -251,17 +266,40 @@ static int setup_handles(nn_cuda_dev *dev, ims_error *err)
 	return 0;
 }
 
-/* The one line for "no usable device": what failed, and the way out. */
-static int no_device(ims_error *err, const char *why, cudaError_t e)
+/*
+ * The runtime's answers before anything is made on the device: the
+ * device count (no context is created by it), the driver when that
+ * fails, then the device selected. nn_cuda_judge says what a failure
+ * means (cuda_setup.h): no GPU here, a bad index, or a broken GPU host.
+ */
+static int count_devices(nn_cuda_probe *p, ims_error *err)
 {
+	p->count_err = cudaGetDeviceCount(&p->count);
+	cudaRuntimeGetVersion(&p->runtime_version);
+	if (p->count_err != cudaSuccess) {
+		cudaDriverGetVersion(&p->driver_version);
+		p->kernel_gpus = nn_cuda_kernel_gpus();
+	}
 	(void)cudaGetLastError();
-	if (e != cudaSuccess)
-		return ims_fail(err, IMS_EUNSUPPORTED,
-				"cannot use --device cuda: %s (%s: %s); use "
-				"--device cpu",
-				why, cudaGetErrorName(e), cudaGetErrorString(e));
-	return ims_fail(err, IMS_EUNSUPPORTED,
-			"cannot use --device cuda: %s; use --device cpu", why);
+	return nn_cuda_judge(p, err);
+}
+
+int nn_cuda_device_count(int *count, ims_error *err)
+{
+	nn_cuda_probe p;
+	nn_cuda_probe_init(&p, 0);
+	*count = 0;
+	FORWARD_IF_ERR(count_devices(&p, err));
+	*count = p.count;
+	return 0;
+}
+
+static int select_device(nn_cuda_probe *p, ims_error *err)
+{
+	FORWARD_IF_ERR(count_devices(p, err));
+	p->set_err = cudaSetDevice(p->device);
+	(void)cudaGetLastError();
+	return nn_cuda_judge(p, err);
 }
 
 int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
@@ -271,28 +309,9 @@ int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->be = NULL; /* no kernels until the device is ready */
 	ctx->threads = 1;
-	int count = 0;
-	cudaError_t e = cudaGetDeviceCount(&count);
-	if (e == cudaErrorInsufficientDriver)
-		return no_device(err,
-				 "no CUDA driver is loaded, or it is older than "
-				 "this build's CUDA runtime",
-				 e);
-	if (e == cudaErrorNoDevice)
-		return no_device(err, "no CUDA device is visible", e);
-	if (e != cudaSuccess)
-		return no_device(err, "the CUDA runtime cannot start", e);
-	if (count < 1)
-		return no_device(err, "no CUDA device is visible", cudaSuccess);
-	if (device < 0 || device >= count) {
-		char why[96];
-		snprintf(why, sizeof(why), "device %d does not exist (%d visible)",
-			 device, count);
-		return no_device(err, why, cudaSuccess);
-	}
-	e = cudaSetDevice(device);
-	if (e != cudaSuccess)
-		return no_device(err, "the CUDA device cannot be selected", e);
+	nn_cuda_probe probe;
+	nn_cuda_probe_init(&probe, device);
+	FORWARD_IF_ERR(select_device(&probe, err));
 
 	nn_cuda_dev *dev = calloc(1, sizeof(*dev));
 	RETURN_IF(!dev, err, IMS_ENOMEM, "cannot %s: out of memory", what);
@@ -313,8 +332,14 @@ int nn_ctx_init_cuda(nn_ctx *ctx, int device, ims_error *err)
 		rc = nn_cuda_fail_dnn(err, ds, what, __FILE__, __LINE__);
 		goto fail;
 	}
+	/* a device is present: cuBLAS missing is a broken install, not a
+	 * machine without a GPU */
 	const nn_cublas_api *blas;
-	GOTO_IF_ERR(fail, rc, nn_cublas_load(&blas, err));
+	ims_error blas_err;
+	ims_error_clear(&blas_err);
+	probe.blas_loaded = nn_cublas_load(&blas, &blas_err) == 0;
+	probe.blas_why = blas_err.msg;
+	GOTO_IF_ERR(fail, rc, nn_cuda_judge(&probe, err));
 	cublasStatus_t bs = blas->create(&dev->cublas);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
 		dev->cublas = NULL;

@@ -54,10 +54,7 @@ int nn_cublas_load(const nn_cublas_api **out, ims_error *err)
 {
 	pthread_once(&once, load);
 	*out = loaded;
-	RETURN_IF(!loaded, err, IMS_EUNSUPPORTED,
-		  "cannot use --device cuda: cannot load cuBLAS (%s); use "
-		  "--device cpu",
-		  why);
+	RETURN_IF(!loaded, err, IMS_EIO, "cannot load cuBLAS (%s)", why);
 	return 0;
 }
 

@@ -34,7 +34,8 @@ typedef struct nn_cublas_api {
 
 /*
  * Loads the library once (thread-safe) and sets *api to its functions;
- * fails with one line naming the library and dlerror's reason.
+ * fails (IMS_EIO) with "cannot load cuBLAS (dlerror's reason)", which
+ * nn_ctx_init_cuda turns into its line for a broken GPU host.
  */
 int nn_cublas_load(const nn_cublas_api **api, ims_error *err);
 /* The functions once nn_cublas_load has succeeded; NULL before. */

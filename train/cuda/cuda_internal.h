@@ -220,6 +220,7 @@ int nn_cuda_stage_put(nn_stage *s, int slot, const void *x, size_t x_bytes,
 int nn_cuda_stage_get(nn_stage *s, int slot, float **x, int32_t **labels,
 		      ims_error *err);
 int nn_cuda_stage_done(nn_stage *s, int slot, ims_error *err);
+int nn_cuda_stage_reuse(nn_stage *s, const void *host, ims_error *err);
 void nn_cuda_stage_free(nn_stage *s);
 void *nn_cuda_host_alloc(nn_ctx *ctx, size_t bytes);
 void nn_cuda_host_free(nn_ctx *ctx, void *p);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "train/cuda/cuda_internal.h"
 #include "train/dp.h"
@@ -201,12 +202,47 @@ static int setup(dp_nccl *n, dp_comm *c, ims_error *err)
 	return settle(n, r, what, __FILE__, __LINE__, err);
 }
 
+/*
+ * NCCL runs one rank per GPU: two ranks of a communicator on one device
+ * are refused at best and may hang (its documentation). More ranks on a
+ * machine than GPUs make the device choice wrap around
+ * (nn_cuda_device_for_rank), so every rank gathers each rank's (machine,
+ * PCI bus) and all refuse alike before NCCL starts.
+ */
+static int one_gpu_per_rank(dp_comm *c, int device, ims_error *err)
+{
+	static const char what[] = "set up nccl";
+	char bus[32] = "", host[256] = "";
+	CUDA_CHECK(err, what, cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), device));
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	const int world = dp_world(c);
+	double mine[2] = {ims_crc32c(0, host, strlen(host)),
+			  ims_crc32c(0, bus, strlen(bus))};
+	double *all = malloc(2 * (size_t)world * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot %s: out of memory", what);
+	int rc = dp_allgather_f64(c, mine, 2, all, err);
+	for (int i = 0; !rc && i < world; i++)
+		for (int j = i + 1; !rc && j < world; j++)
+			if (all[2 * i] == all[2 * j] &&
+			    all[2 * i + 1] == all[2 * j + 1])
+				rc = ims_fail(err, IMS_EUNSUPPORTED,
+					      "cannot %s: ranks %d and %d would "
+					      "share one GPU, which NCCL does not "
+					      "support: start at most as many "
+					      "ranks on a machine as it has GPUs",
+					      what, i, j);
+	free(all);
+	return rc;
+}
+
 int dp_nccl_create(dp_comm *c, nn_ctx *ctx, double timeout_s, dp_nccl **out,
 		   ims_error *err)
 {
 	*out = NULL;
 	RETURN_IF(!ctx || !ctx->be || ctx->be != &nn_backend_cuda, err,
 		  IMS_EUNSUPPORTED, "cannot set up nccl: not a cuda context");
+	FORWARD_IF_ERR(one_gpu_per_rank(c, nn_cuda_dev_of(ctx)->device, err));
 	dp_nccl *n = calloc(1, sizeof(*n));
 	RETURN_IF(!n, err, IMS_ENOMEM, "cannot set up nccl: out of memory");
 	n->rank = dp_rank(c);

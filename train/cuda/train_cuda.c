@@ -13,11 +13,14 @@
  * previous step may still be computing: the copy overlaps that step. The
  * host then waits for `copied` before it lets the loader reuse the host
  * batch, and the compute stream waits for it before the step's kernels.
+ * The slot protocol (train/stage_slots.h) is checked on the host, as the
+ * CPU twin checks it (train/stage_host.c).
  */
 #include <stdlib.h>
 
 #include "train/cuda/cuda_internal.h"
 #include "train/cuda/cuda_kernels.h"
+#include "train/stage_slots.h"
 
 int nn_cuda_sgd_update(nn_ctx *ctx, float *p, const float *g, float *buf,
 		       size_t n, float wd, float mom, int first, int nesterov,
@@ -84,6 +87,7 @@ struct nn_stage {
 	int32_t *labels[2];
 	cudaEvent_t copied[2], free[2];
 	int used[2]; /* free[slot] has been recorded at least once */
+	nn_stage_slots slots; /* the protocol, checked on the host */
 };
 
 void nn_cuda_stage_free(nn_stage *s)
@@ -157,6 +161,9 @@ int nn_cuda_stage_put(nn_stage *s, int slot, const void *x, size_t x_bytes,
 		  err, IMS_EINVAL,
 		  "cannot %s: slot %d, %zu + %zu bytes for slots of %zu + %zu",
 		  what, slot, x_bytes, label_bytes, s->x_bytes, s->label_bytes);
+	/* a slot still read by a step would be overwritten once the step
+	 * before last is done with it, not this one */
+	FORWARD_IF_ERR(nn_slots_put(&s->slots, slot, x, x_bytes, err));
 	if (s->used[slot])
 		CUDA_CHECK(err, what, cudaStreamWaitEvent(s->copy, s->free[slot], 0));
 	if (x_bytes)
@@ -175,8 +182,7 @@ int nn_cuda_stage_get(nn_stage *s, int slot, float **x, int32_t **labels,
 		      ims_error *err)
 {
 	static const char what[] = "wait for a batch copy to the cuda device";
-	RETURN_IF(slot < 0 || slot > 1, err, IMS_EINVAL, "cannot %s: slot %d",
-		  what, slot);
+	FORWARD_IF_ERR(nn_slots_get(&s->slots, slot, err));
 	CUDA_CHECK(err, what, cudaEventSynchronize(s->copied[slot]));
 	CUDA_CHECK(err, what,
 		   cudaStreamWaitEvent(nn_cuda_dev_of(s->ctx)->stream,
@@ -188,12 +194,16 @@ int nn_cuda_stage_get(nn_stage *s, int slot, float **x, int32_t **labels,
 
 int nn_cuda_stage_done(nn_stage *s, int slot, ims_error *err)
 {
-	RETURN_IF(slot < 0 || slot > 1, err, IMS_EINVAL,
-		  "cannot release batch slot %d", slot);
+	FORWARD_IF_ERR(nn_slots_done(&s->slots, slot, err));
 	CUDA_CHECK(err, "release a batch slot on cuda",
 		   cudaEventRecord(s->free[slot], nn_cuda_dev_of(s->ctx)->stream));
 	s->used[slot] = 1;
 	return 0;
+}
+
+int nn_cuda_stage_reuse(nn_stage *s, const void *host, ims_error *err)
+{
+	return nn_slots_reuse(&s->slots, host, err);
 }
 
 /* Pinned host memory for the loader's batches: cudaHostAllocPortable, so

@@ -68,20 +68,6 @@ static int launched_world(void)
 	return v ? atoi(v) : 0;
 }
 
-/* The node-local rank a launcher announced, 0 when none did. */
-static int launched_local_rank(void)
-{
-	static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK",
-					   "MPI_LOCALRANKID", "SLURM_LOCALID",
-					   NULL};
-	for (int i = 0; vars[i]; i++) {
-		const char *s = getenv(vars[i]);
-		if (s && *s)
-			return atoi(s);
-	}
-	return 0;
-}
-
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 {
 	RETURN_IF(!out, err, IMS_EINVAL, "cannot start ranks: no output");
@@ -89,12 +75,12 @@ int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 	dp_comm *c = calloc(1, sizeof(*c));
 	RETURN_IF(!c, err, IMS_ENOMEM, "cannot start ranks: out of memory");
 	c->world = 1;
+	c->local_world = 1; /* one rank: alone on its machine */
 	int rc = dp_mpi_init(c, launched_world(), argc, argv, err);
 	if (rc) {
 		free(c);
 		return rc;
 	}
-	c->local = launched_local_rank();
 	*out = c;
 	return 0;
 }
@@ -102,6 +88,7 @@ int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 int dp_rank(const dp_comm *c) { return c ? c->rank : 0; }
 int dp_world(const dp_comm *c) { return c ? c->world : 1; }
 int dp_local_rank(const dp_comm *c) { return c ? c->local : 0; }
+int dp_local_world(const dp_comm *c) { return c ? c->local_world : 1; }
 
 int dp_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 		 ims_error *err)

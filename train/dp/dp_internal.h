@@ -16,7 +16,8 @@
 
 struct dp_comm {
 	int rank, world;
-	int local; /* rank on this machine (dp_local_rank) */
+	int local, local_world; /* rank and ranks on this machine (from
+				   MPI_COMM_TYPE_SHARED; 0 and 1 alone) */
 	int mpi;   /* 1: MPI initialised by dp_init */
 	/* collective timeout: the watchdog thread ends the process when a
 	 * blocking collective has waited longer than timeout_s */
@@ -43,7 +44,8 @@ void dp_wait_end(dp_comm *c);
 
 /*
  * The transport. dp_mpi_init joins the job when a launcher announced
- * `launched` ranks (0: none did), setting c->rank, c->world and c->mpi;
+ * `launched` ranks (0: none did), setting c->rank, c->world, c->local,
+ * c->local_world and c->mpi;
  * dp_none.c's refuses launched > 1 (IMS_EUNSUPPORTED) and leaves one
  * rank. The rest are called by dp.c only with c->world > 1 (so never in a
  * build without MPI), except the bucket set-up and release, which are

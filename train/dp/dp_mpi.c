@@ -38,6 +38,18 @@ int dp_mpi_init(dp_comm *c, int launched, int *argc, char ***argv,
 	MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &c->world);
 	c->mpi = 1;
+	/* The rank among the processes of this machine, from MPI itself:
+	 * launchers' variables (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID...)
+	 * differ by launcher, and one not listed left every rank on GPU 0.
+	 * Keyed by world rank, so local ranks follow world ranks. */
+	MPI_Comm node;
+	MPI_CHECK(err, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+					   c->rank, MPI_INFO_NULL, &node));
+	int lrc = MPI_Comm_rank(node, &c->local);
+	if (lrc == MPI_SUCCESS)
+		lrc = MPI_Comm_size(node, &c->local_world);
+	MPI_Comm_free(&node);
+	MPI_CHECK(err, lrc);
 	return 0;
 }
 

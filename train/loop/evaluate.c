@@ -107,10 +107,10 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 	}
 	const uint64_t total = aug_loader_batches_per_epoch(l);
 	uint64_t done = 0;
-	FORWARD_IF_ERR(aug_loader_start_epoch(l, 0, err));
+	FORWARD_IF_ERR(loop_loader_start(r, l, 0, 0, err));
 	for (;;) {
 		aug_batch b;
-		int rc = aug_loader_next(l, &b, err);
+		int rc = loop_loader_next(r, l, &b, err);
 		if (rc < 0)
 			return rc;
 		if (rc == 1)

@@ -70,6 +70,9 @@ typedef struct loop_stage {
 	 * then reuses the current batch's memory, so its labels are kept */
 	aug_batch ahead;
 	int ahead_taken, ahead_rc, ahead_slot;
+	/* the batch each loader (train, val) lent last: given back, and so
+	 * refilled, at its next aug_loader_next or epoch start */
+	const void *lent[2];
 	int32_t *held_labels;
 	float *host_logits;  /* logits read back, batch x classes */
 	nn_ctx hctx;         /* host context: validation's loss */
@@ -155,6 +158,11 @@ typedef struct run {
 	loop_bad bad;
 	int lock_fd[2];        /* the folders' locks (guard.c), -1 none */
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
+	/* fp16: the model's buffers (device) and counters (host) as they
+	 * were before this step's forward pass, put back when its loss is
+	 * not finite (the overflowed batch's statistics would stay) */
+	float *saved_buffers;
+	int64_t *saved_counters;
 	float *dlogits;        /* the loss gradient, device memory */
 	char ckpt_path[4096];
 	nn_model_card card;    /* what checkpoints record for inference */
@@ -186,7 +194,11 @@ void loop_free_data(run *r);
 
 /* stage.c */
 int loop_setup_device(run *r, ims_error *err);
+void loop_free_stage(run *r);
 void loop_free_device(run *r);
+int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err);
+int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
+		      uint64_t position, ims_error *err);
 void loop_host_memory(run *r, aug_loader_opts *lo);
 int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
 		      const int32_t **labels, int *slot, double *wait_s,
@@ -197,6 +209,7 @@ int loop_read_logits(run *r, const float **logits, int n, ims_error *err);
 int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
 
 /* step.c */
+int loop_setup_overflow(run *r, ims_error *err);
 int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		     uint64_t position, uint64_t *step, uint64_t max_steps,
 		     int *stop, uint64_t *done, ims_error *err);

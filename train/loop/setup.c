@@ -26,7 +26,12 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 			  strcmp(o->precision, "fp16"),
 		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
 		  o->precision);
-	RETURN_IF(strcmp(o->precision, "fp32") && strcmp(o->device, "cuda"),
+	/* the host-staging twin runs fp16's loss scaling (its arithmetic
+	 * fp32), so that protocol is tested without a GPU */
+	const int twin_fp16 = o->hooks && o->hooks->host_stage &&
+			      !strcmp(o->precision, "fp16");
+	RETURN_IF(strcmp(o->precision, "fp32") && strcmp(o->device, "cuda") &&
+			  !twin_fp16,
 		  err, IMS_EUNSUPPORTED,
 		  "cannot train with --precision %s on the %s: mixed precision "
 		  "is a --device cuda option (the cpu computes in fp32)",
@@ -127,7 +132,14 @@ int loop_open_context(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	if (!strcmp(o->device, "cuda")) {
-		r->log.device = dp_local_rank(r->dp.comm);
+		/* the rank's device is chosen, and selected, before anything
+		 * else of the run can touch a GPU (a context made on device 0
+		 * by the loader's pinned ring, NVML, NCCL or cuBLAS would
+		 * cost every rank memory there) */
+		int visible;
+		FORWARD_IF_ERR(nn_cuda_device_count(&visible, err));
+		r->log.device = nn_cuda_device_for_rank(dp_local_rank(r->dp.comm),
+							visible);
 		FORWARD_IF_ERR(nn_ctx_init_cuda(&r->ctx, r->log.device, err));
 		r->ctx_ok = 1;
 		r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16

@@ -91,20 +91,63 @@ int loop_setup_device(run *r, ims_error *err)
 	return 0;
 }
 
+/* The staging slots, after their queued copies are done: before the
+ * loaders' memory those copies read from is freed, on every exit (an
+ * error leaves the copy of a batch taken ahead queued). */
+void loop_free_stage(run *r)
+{
+	if (!r->ctx_ok)
+		return;
+	nn_stage_free(&r->ctx, r->st.stage);
+	r->st.stage = NULL;
+}
+
 void loop_free_device(run *r)
 {
 	loop_stage *st = &r->st;
 	if (!r->ctx_ok)
 		return;
+	loop_free_stage(r);
 	nn_ctx_free(&r->ctx, r->dlogits);
 	nn_ctx_free(&r->ctx, r->data.synth_dev_x);
 	nn_ctx_free(&r->ctx, r->data.synth_dev_labels);
-	nn_stage_free(&r->ctx, st->stage);
 	free(st->host_logits);
 	free(st->held_labels);
 	nn_gpumon_close(r->log.gpumon);
 	if (st->hctx_ok)
 		nn_ctx_release(&st->hctx);
+}
+
+/* Which of loop_stage.lent is loader l's. */
+static const void **lent_by(run *r, aug_loader *l)
+{
+	return &r->st.lent[l == r->data.train ? 0 : 1];
+}
+
+/*
+ * The loader refills the batch it lent last when it hands out the next
+ * or starts an epoch; on a device a copy from it may still be queued,
+ * which the stage refuses (nn_stage_reuse) rather than let the copy read
+ * the next batch's bytes.
+ */
+int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err)
+{
+	const void **lent = lent_by(r, l);
+	FORWARD_IF_ERR(nn_stage_reuse(&r->ctx, r->st.stage, *lent, err));
+	*lent = NULL;
+	int rc = aug_loader_next(l, b, err);
+	if (rc == 0)
+		*lent = b->data;
+	return rc;
+}
+
+int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
+		      uint64_t position, ims_error *err)
+{
+	const void **lent = lent_by(r, l);
+	FORWARD_IF_ERR(nn_stage_reuse(&r->ctx, r->st.stage, *lent, err));
+	*lent = NULL;
+	return aug_loader_start_epoch_at(l, epoch, position, err);
 }
 
 /* Queues the copy of batch b into staging slot `slot`. */
@@ -197,7 +240,7 @@ int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
 	loop_stage *st = &r->st;
 	memcpy(st->held_labels, b->labels, sizeof(int32_t) * (size_t)b->count);
 	double t0 = ims_now();
-	int rc = aug_loader_next(r->data.train, &st->ahead, err);
+	int rc = loop_loader_next(r, r->data.train, &st->ahead, err);
 	*wait_s += ims_now() - t0;
 	if (rc < 0)
 		return rc;

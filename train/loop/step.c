@@ -15,9 +15,14 @@
  * loss gradient is multiplied by S, and after the gradient allreduce one
  * device pass unscales the gradients and looks for Inf/NaN; the flag is
  * summed over ranks with the step's statistics, so every rank skips the
- * same steps.
+ * same steps. A forward pass that overflows (a 16-bit result beyond
+ * 65504) leaves a loss that is not finite: with fp16 that step is skipped
+ * and S halved too (nn_loss_scale_check_loss), and the batch-norm
+ * statistics it changed are put back, as its Inf or NaN would stay in
+ * them; bf16 and fp32 stop there.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/loop/loop_internal.h"
@@ -32,7 +37,50 @@ typedef struct step_io {
 	double stats[5];            /* loss sum, top-1 hits, samples,
 				       overflow flag, records that could not
 				       be loaded: summed over ranks */
+	int forward_overflow;       /* fp16: the loss was not finite */
 } step_io;
+
+/* fp16: room for the buffers and counters a step's forward pass may
+ * spoil, made before the first step (no allocation inside one). */
+int loop_setup_overflow(run *r, ims_error *err)
+{
+	if (!r->scaler.enabled)
+		return 0;
+	size_t nb, nc;
+	(void)nn_model_buffers(r->m, &nb);
+	(void)nn_model_counters(r->m, &nc);
+	if (nb) {
+		r->saved_buffers = nn_ctx_alloc(&r->ctx, nb * sizeof(float));
+		RETURN_IF(!r->saved_buffers, err, IMS_ENOMEM,
+			  "cannot keep the model's batch-norm statistics for "
+			  "fp16's overflow check: out of %s memory",
+			  nn_ctx_device(&r->ctx));
+	}
+	if (nc) {
+		r->saved_counters = malloc(nc * sizeof(int64_t));
+		RETURN_IF(!r->saved_counters, err, IMS_ENOMEM,
+			  "cannot keep the model's counters for fp16's overflow "
+			  "check: out of memory");
+	}
+	return 0;
+}
+
+/* fp16: the buffers and counters kept as they are before the forward
+ * pass (back 0), or put back (back 1); a copy within the device, queued. */
+static int step_keep_buffers(run *r, int back, ims_error *err)
+{
+	size_t nb, nc;
+	float *b = nn_model_buffers(r->m, &nb);
+	int64_t *c = nn_model_counters(r->m, &nc);
+	if (nb)
+		FORWARD_IF_ERR(nn_ctx_copy(&r->ctx, back ? b : r->saved_buffers,
+					   back ? r->saved_buffers : b,
+					   nb * sizeof(float), err));
+	if (nc)
+		memcpy(back ? c : r->saved_counters, back ? r->saved_counters : c,
+		       nc * sizeof(int64_t));
+	return 0;
+}
 
 /*
  * The loss of the global batch and its gradient. Each rank's share is
@@ -61,11 +109,27 @@ static int step_loss(run *r, const aug_batch *b, step_io *io, ims_error *err)
 	return 0;
 }
 
+/* The last gradient element backward writes: the last trained tensor's
+ * last, not the block's (each tensor is padded to 16 floats, and an Inf
+ * left in padding would outlive the step it was meant for). */
+static size_t last_grad(const nn_model *m)
+{
+	size_t last = 0;
+	for (int i = 0; i < nn_model_tensor_count(m); i++) {
+		const nn_tensor_info *t = nn_model_tensor(m, i);
+		if (t->kind != NN_TENSOR_RUNNING && t->kind != NN_TENSOR_COUNTER &&
+		    t->count && t->offset + t->count - 1 > last)
+			last = t->offset + t->count - 1;
+	}
+	return last;
+}
+
 /*
  * The gradients summed over ranks (the rest of the buckets backward
  * started), fp16's overflow check on the identical sums, and the step's
  * statistics summed with the overflow flag, so every rank decides alike.
- * A NaN or infinite loss ends the run here.
+ * A NaN or infinite loss is fp16's forward overflow (the step skipped,
+ * the statistics it changed put back) or ends the run here.
  */
 static int step_allreduce(run *r, uint64_t step, step_io *io,
 			  loop_interval *iv, ims_error *err)
@@ -87,7 +151,8 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	if (r->scaler.enabled) {
 		if (step + 1 == r->hooks.inf_grad_step) {
 			const float inf = INFINITY;
-			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, g + np - 1, &inf,
+			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx,
+							g + last_grad(r->m), &inf,
 							sizeof(inf), err));
 		}
 		FORWARD_IF_ERR(nn_unscale_check(&r->ctx, g, np,
@@ -99,11 +164,18 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	io->stats[3] = found_inf;
 	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 5, err));
 	iv->comm_s += ims_now() - c2;
-	RETURN_IF(!isfinite(io->stats[0]), err, IMS_EINVAL,
-		  "loss is %s at step %llu: stopping (lower --lr or check the "
+	const int verdict = nn_loss_scale_check_loss(&r->scaler, io->stats[0]);
+	RETURN_IF(verdict == NN_LOSS_STOP, err, IMS_EINVAL,
+		  "loss is %s at step %llu%s: stopping (lower --lr or check the "
 		  "data; the last checkpoint written before this step is kept)",
 		  isnan(io->stats[0]) ? "NaN" : "infinite",
-		  (unsigned long long)step + 1);
+		  (unsigned long long)step + 1,
+		  r->scaler.enabled ? " with the fp16 loss scale at 1" : "");
+	if (verdict == NN_LOSS_OVERFLOW) {
+		io->stats[3] = 1;
+		io->forward_overflow = 1;
+		FORWARD_IF_ERR(step_keep_buffers(r, 1, err));
+	}
 	return loop_bad_step(r, (uint64_t)io->stats[4], step, err);
 }
 
@@ -121,7 +193,8 @@ static int step_update(run *r, uint64_t step, const step_io *io,
 					     nn_lr_at_position(&r->lr, r->sched), err));
 	} else if (r->log.ev.step_skipped) {
 		r->log.ev.step_skipped(r->log.ev.ctx, step + 1, scale,
-				       nn_loss_scale_value(&r->scaler));
+				       nn_loss_scale_value(&r->scaler),
+				       io->forward_overflow);
 	}
 	if (io->slot >= 0)
 		FORWARD_IF_ERR(nn_stage_done(&r->ctx, r->st.stage, io->slot, err));
@@ -156,6 +229,8 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(loop_stage_inputs(r, b, &io.x, &io.labels, &io.slot,
 					 &iv->wait_s, err));
 	double t0 = ims_now();
+	if (r->scaler.enabled)
+		FORWARD_IF_ERR(step_keep_buffers(r, 0, err));
 	/* forward (queued on a device; the loss below waits for it) */
 	FORWARD_IF_ERR(nn_model_forward(r->m, io.x, b->count, 1,
 					ims_hash64(o->seed, step), &io.logits,
@@ -180,9 +255,13 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(step_allreduce(r, step, &io, iv, err));
 	/* update */
 	FORWARD_IF_ERR(step_update(r, step, &io, iv, err));
-	iv->loss_sum += io.stats[0];
-	iv->correct += io.stats[1];
-	iv->samples += io.stats[2];
+	/* a skipped overflowed step's loss is not finite: the interval's
+	 * loss and accuracy are those of the steps whose loss was */
+	if (!io.forward_overflow) {
+		iv->loss_sum += io.stats[0];
+		iv->correct += io.stats[1];
+		iv->samples += io.stats[2];
+	}
 	return 0;
 }
 
@@ -208,7 +287,7 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 		r->st.ahead_taken = 0;
 		return r->st.ahead_rc;
 	}
-	return aug_loader_next(d->train, b, err);
+	return loop_loader_next(r, d->train, b, err);
 }
 
 /* Reports the interval and adds its times to the run's. */
@@ -241,8 +320,8 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 					: r->data.steps_per_epoch;
 	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
 	if (!o->synthetic)
-		FORWARD_IF_ERR(aug_loader_start_epoch_at(r->data.train, (uint64_t)epoch,
-							 position, err));
+		FORWARD_IF_ERR(loop_loader_start(r, r->data.train, (uint64_t)epoch,
+						 position, err));
 	/* the schedule counts whole epochs of this run's steps; a resumed
 	 * epoch's first step sits where its position falls among them */
 	const double sched0 = (double)epoch * (double)r->data.steps_per_epoch +

@@ -51,6 +51,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	if (r->o->synthetic)
 		FORWARD_IF_ERR(loop_make_synthetic(r, err));
 	FORWARD_IF_ERR(loop_make_model(r, err));
+	FORWARD_IF_ERR(loop_setup_overflow(r, err));
 	FORWARD_IF_ERR(loop_setup_optim(r, err));
 	FORWARD_IF_ERR(loop_setup_buckets(r, err));
 	FORWARD_IF_ERR(loop_setup_device(r, err));
@@ -111,14 +112,19 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	return loop_write_summary(r, res, err);
 }
 
-/* Frees what set_up made, the loaders' (pinned) memory before the
- * context it came from. */
+/* Frees what set_up made: the staging slots (their queued copies done)
+ * before the loaders' (pinned) memory those copies read, and that memory
+ * before the context it came from. */
 static void tear_down(run *r)
 {
 	loop_close_metrics(r);
 	loop_history_release(r);
+	loop_free_stage(r);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
+	if (r->ctx_ok)
+		nn_ctx_free(&r->ctx, r->saved_buffers);
+	free(r->saved_counters);
 	nn_model_free(r->m);
 	free(r->segs);
 	loop_free_device(r);

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh - everything about the CUDA backend that needs a
+# GPU, in one command, on a machine with one (or more):
+#
+#   scripts/gpu-check.sh [--build DIR] [--no-bench]
+#
+#  1. build        scripts/build.sh DIR -DIMSHARD_WITH_CUDA=ON (-Werror)
+#  2. gpu tests    ctest -L gpu with IMSHARD_REQUIRE_GPU=1: a skip fails
+#  3. models       a short imshard-train --device cuda run of every model
+#                  in fp32, bf16 and fp16; each must end 0 and write gpu
+#                  lines (NVML) into metrics.jsonl
+#  4. resume       a checkpoint written on the device, resumed there: the
+#                  same tensors as the uninterrupted run
+#  5. ranks        two ranks through NCCL, one stopped (SIGSTOP) after it
+#                  started: the other must end within --collective-timeout
+#                  with its one line. NCCL refuses two ranks on one GPU,
+#                  so with one GPU this checks that refusal instead and
+#                  the timeout is reported "not run"
+#  6. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
+#                  torch with CUDA imports), its results.json kept
+#
+# Writes DIR/gpu-check/results.tsv (one line per check: name, pass, fail
+# or not-run, seconds, detail; a header names the GPU, driver and commit)
+# with each check's logs beside it, prints a summary, and exits 0 when
+# nothing failed, 1 otherwise. Without a GPU (nvidia-smi lists none) it
+# exits 1 at once with one line, before building anything.
+#
+# Adding a run is one line: a model run in `model_runs` below, a bench
+# setting in `bench_runs` (for example `--tf32 off` or a cuDNN algorithm
+# mode, once imshard-train has those flags).
+set -euo pipefail
+export LC_ALL=C
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+build=build-gpu
+bench=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --build)
+    [ $# -ge 2 ] || { echo "gpu-check: --build needs a folder" >&2; exit 2; }
+    build=$2
+    shift 2
+    ;;
+  --no-bench) bench=0; shift ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$build" in /*) ;; *) build="$repo/$build" ;; esac
+
+# --- a GPU, or one line --------------------------------------------------------
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+[ "${gpus:-0}" -gt 0 ] || {
+  echo "gpu-check: no GPU: nvidia-smi lists none (this check needs a CUDA GPU and its driver)" >&2
+  exit 1
+}
+
+# --- what each model run is: name|model|precision|extra imshard-train flags ----
+model_runs=()
+for m in convnet7 resnet18 resnet50 vgg16; do
+  for p in fp32 bf16 fp16; do
+    model_runs+=("${m}_$p|$m|$p|")
+  done
+done
+# once imshard-train has them, e.g.:
+#   model_runs+=("resnet50_fp32_tf32off|resnet50|fp32|--tf32 off")
+
+# --- bench/train-gpu settings: name|environment for run.sh ---------------------
+bench_runs=(
+  "bench_bf16|PRECISION=bf16 MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+  "bench_fp32|PRECISION=fp32 MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+)
+# a setting run.sh learns (a TF32 or cuDNN algorithm variable) is one more
+# line here, e.g. "bench_fp32_tf32|PRECISION=fp32 TF32=on MODELS=..."
+
+out="$build/gpu-check"
+mkdir -p "$out"
+rm -rf "${out:?}"/*
+results="$out/results.tsv"
+{
+  echo "# imshard gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (modified)')"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/# gpu /'
+  printf '# check\tstatus\tseconds\tdetail\n'
+} >"$results"
+
+failed=0
+passed=0
+notrun=0
+# record NAME STATUS SECONDS DETAIL
+record() {
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(printf '%s' "$4" | tr '\t\n' '  ' | cut -c1-300)" >>"$results"
+  case "$2" in pass) passed=$((passed + 1)) ;; fail) failed=$((failed + 1)) ;; *) notrun=$((notrun + 1)) ;; esac
+  printf 'gpu-check: %-28s %-7s %7ss  %s\n' "$1" "$2" "$3" "$(printf '%s' "$4" | head -c 120)" >&2
+}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+first_line() { grep -m1 -E "^(imshard|gpu-check|run.sh|CMake Error|FAIL|.*Error)" "$@" 2>/dev/null || tail -n1 "$1"; }
+
+# --- 1. build --------------------------------------------------------------------
+t=$(now)
+if bash "$repo/scripts/build.sh" "$build" -DIMSHARD_WITH_CUDA=ON >"$out/build.log" 2>&1 &&
+  grep -q 'CUDA backend ON' "$build.configure.log"; then
+  record build pass "$(since "$t")" "$(grep -o 'imshard: MPI.*' "$build.configure.log" | head -1)"
+else
+  record build fail "$(since "$t")" "$(first_line "$out/build.log")"
+  echo "gpu-check: the build failed: nothing else can run (log: $out/build.log); results in $results" >&2
+  exit 1
+fi
+imshard="$build/tools/imshard"
+train="$build/tools/imshard-train"
+
+# --- 2. gpu tests ------------------------------------------------------------------
+t=$(now)
+if (cd "$build" && IMSHARD_REQUIRE_GPU=1 ctest -L gpu --output-on-failure) >"$out/ctest-gpu.log" 2>&1; then
+  record ctest_gpu pass "$(since "$t")" "$(grep -m1 'tests passed' "$out/ctest-gpu.log")"
+else
+  record ctest_gpu fail "$(since "$t")" "$(grep -m1 'tests passed' "$out/ctest-gpu.log"); failed: $(grep -E '^\s+[0-9]+ - ' "$out/ctest-gpu.log" | awk '{print $3}' | tr '\n' ' ')"
+fi
+
+# --- data for the runs -------------------------------------------------------------
+data="$out/data"
+"$imshard" sample "$data/images" --classes 4 --per-class 40 --quiet >"$out/data.log" 2>&1 &&
+  "$imshard" convert folder "$data/images" -o "$data/packed" --val-ratio 0.25 --seed 1 --quiet >>"$out/data.log" 2>&1 || {
+  record data fail 0 "$(first_line "$out/data.log")"
+  exit 1
+}
+tr_json="$data/packed/train.json"
+va_json="$data/packed/val.json"
+fit() { "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 --batch-size 16 "$@"; }
+
+# --- 3. every model in every precision ---------------------------------------------
+for spec in "${model_runs[@]}"; do
+  IFS='|' read -r name model prec extra <<<"$spec"
+  d="$out/$name"
+  t=$(now)
+  # shellcheck disable=SC2086
+  if fit --model "$model" --precision "$prec" --max-steps 12 --log-every 4 --log-dir "$d" $extra >"$d.out" 2>"$d.err"; then
+    gpu_lines=$(grep -c '"type":"gpu"' "$d/metrics.jsonl" || true)
+    rate=$(python3 -c 'import json,sys; print("%.1f images/s" % json.load(open(sys.argv[1]))["images_per_s"])' "$d/summary.json" 2>/dev/null || echo "no summary")
+    if [ "${gpu_lines:-0}" -gt 0 ]; then
+      record "$name" pass "$(since "$t")" "$rate, $gpu_lines gpu lines, skipped steps $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("skipped_steps"))' "$d/summary.json" 2>/dev/null)"
+    else
+      record "$name" fail "$(since "$t")" "no gpu lines in metrics.jsonl: $(grep -m1 'gpu lines' "$d.err" || echo 'NVML said nothing')"
+    fi
+  else
+    record "$name" fail "$(since "$t")" "$(first_line "$d.err")"
+  fi
+done
+
+# --- 4. checkpoint and resume on the device ----------------------------------------
+for prec in fp32 fp16; do
+  t=$(now)
+  d="$out/resume_$prec"
+  if fit --model resnet18 --precision "$prec" --epochs 2 --seed 5 --checkpoint-dir "$d/full" >"$d.full.log" 2>&1 &&
+    fit --model resnet18 --precision "$prec" --epochs 2 --seed 5 --checkpoint-dir "$d/part" --max-steps 9 >"$d.part.log" 2>&1 &&
+    fit --model resnet18 --precision "$prec" --epochs 2 --seed 5 --checkpoint-dir "$d/part" --resume >"$d.resume.log" 2>&1 &&
+    grep -q 'resuming from' "$d.resume.log"; then
+    if cmp_out=$(python3 "$repo/tests/cli/st_compare.py" "$d/full/checkpoint.safetensors" "$d/part/checkpoint.safetensors" --rtol 0); then
+      record "resume_$prec" pass "$(since "$t")" "resumed at step 9: the uninterrupted run's tensors, bit for bit"
+    else
+      record "resume_$prec" fail "$(since "$t")" "resumed run differs from the uninterrupted one: $cmp_out"
+    fi
+  else
+    record "resume_$prec" fail "$(since "$t")" "$(cat "$d".*.log | grep -m1 '^imshard' || echo 'no resume line')"
+  fi
+done
+
+# --- 5. two ranks through NCCL, one of them stopped ---------------------------------
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+t=$(now)
+if ! grep -q 'NCCL ON' "$build.configure.log" || ! command -v mpirun >/dev/null; then
+  record nccl_timeout not-run 0 "this build has no NCCL or mpirun is missing: $(grep -o 'NCCL [A-Z]*[^;]*' "$build.configure.log" | head -1)"
+elif [ "$gpus" -lt 2 ]; then
+  # one GPU: NCCL cannot hold two ranks on it; both must refuse at once
+  if timeout 120 mpirun -np 2 "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 \
+    --batch-size 16 --model convnet7 --max-steps 4 --quiet >"$out/nccl.log" 2>&1; then
+    record nccl_one_gpu fail "$(since "$t")" "two ranks on one GPU trained: NCCL should have been refused"
+  elif [ "$(grep -c 'would share one GPU' "$out/nccl.log")" -ge 1 ]; then
+    record nccl_one_gpu pass "$(since "$t")" "two ranks on one GPU refused: $(grep -m1 'would share one GPU' "$out/nccl.log")"
+  else
+    record nccl_one_gpu fail "$(since "$t")" "$(first_line "$out/nccl.log")"
+  fi
+  record nccl_timeout not-run 0 "needs 2 GPUs: NCCL refuses two ranks on one GPU (one visible)"
+else
+  limit=20
+  d="$out/nccl"
+  mkdir -p "$d"
+  mpirun -np 2 "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 --batch-size 16 \
+    --model resnet18 --epochs 50 --log-every 1 --log-dir "$d" --collective-timeout "$limit" \
+    >"$d.out" 2>"$d.err" &
+  launcher=$!
+  # the ranks' processes: this session's imshard-train children, told
+  # apart by the rank mpirun put in their environment
+  victim=""
+  survivor=""
+  for _ in $(seq 1 600); do
+    if [ -s "$d/metrics.jsonl" ] && grep -q '"type":"train"' "$d/metrics.jsonl"; then
+      for pid in $(pgrep -s 0 -x imshard-train || true); do
+        case "$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -m1 '^OMPI_COMM_WORLD_RANK=')" in
+        *=1) victim=$pid ;;
+        *=0) survivor=$pid ;;
+        esac
+      done
+      break
+    fi
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ -z "$victim" ] || [ -z "$survivor" ]; then
+    kill "$launcher" 2>/dev/null || true
+    wait "$launcher" 2>/dev/null || true
+    record nccl_timeout fail "$(since "$t")" "the two ranks did not start training: $(first_line "$d.err")"
+  else
+    kill -STOP "$victim" 2>/dev/null || true
+    t_stop=$(now)
+    rc=0
+    # rank 0 must end by itself; the stopped rank is then killed (a
+    # stopped process takes no SIGTERM from mpirun)
+    timeout $((limit + 60)) tail --pid="$survivor" -f /dev/null || rc=$?
+    waited=$(since "$t_stop")
+    kill -KILL "$victim" 2>/dev/null || true
+    [ "$rc" = 0 ] || kill -KILL "$survivor" 2>/dev/null || true
+    wait "$launcher" 2>/dev/null || true
+    if [ "$rc" != 0 ]; then
+      record nccl_timeout fail "$waited" "rank 0 still ran $((limit + 60)) s after rank 1 stopped (--collective-timeout $limit)"
+    elif grep -qE "rank 0:? waited" "$d.err"; then
+      # NCCL's poll (gradients) or MPI's watchdog (the step's statistics)
+      record nccl_timeout pass "$waited" "rank 0 ended ${waited} s after rank 1 stopped (--collective-timeout $limit): $(grep -m1 -E 'rank 0:? waited' "$d.err")"
+    else
+      record nccl_timeout fail "$waited" "rank 0 ended without the timeout's line: $(first_line "$d.err")"
+    fi
+  fi
+fi
+
+# --- 6. against PyTorch ---------------------------------------------------------------
+if [ "$bench" = 0 ]; then
+  record bench not-run 0 "--no-bench"
+else
+  for spec in "${bench_runs[@]}"; do
+    IFS='|' read -r name envs <<<"$spec"
+    t=$(now)
+    if eval "env $envs IMSHARD='$imshard' IMSHARD_TRAIN='$train' WORK='$out/$name' bash '$repo/bench/train-gpu/run.sh'" >"$out/$name.log" 2>&1; then
+      record "$name" pass "$(since "$t")" "$(grep -m1 -E 'resnet50' "$out/$name.log" || echo "see $out/$name/results.json")"
+    else
+      record "$name" fail "$(since "$t")" "$(first_line "$out/$name.log")"
+    fi
+  done
+fi
+
+echo "gpu-check: $passed passed, $failed failed, $notrun not run; results in $results" >&2
+[ "$failed" = 0 ]

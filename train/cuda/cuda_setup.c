@@ -1,0 +1,132 @@
+/*
+ * cuda_setup.c - the verdict on a CUDA set-up (cuda_setup.h): no GPU
+ * here, a bad argument, or a broken GPU host, each with its one line.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "train/cuda/cuda_setup.h"
+
+void nn_cuda_probe_init(nn_cuda_probe *p, int device)
+{
+	memset(p, 0, sizeof(*p));
+	p->device = device;
+	p->count_err = cudaSuccess;
+	p->count = 1;
+	p->set_err = cudaSuccess;
+	p->blas_loaded = 1;
+}
+
+/* NVIDIA's minimum Linux driver for the first release of each major
+ * version (CUDA toolkit release notes, "CUDA Toolkit and Corresponding
+ * Driver Versions"); minor-version compatibility lets every later
+ * release of that major version run on it. */
+const char *nn_cuda_min_driver(int runtime_major)
+{
+	switch (runtime_major) {
+	case 12:
+		return "525.60.13";
+	case 13:
+		return "580.65.06";
+	default:
+		return NULL;
+	}
+}
+
+int nn_cuda_kernel_gpus(void)
+{
+	DIR *d = opendir("/proc/driver/nvidia/gpus");
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* "13.0" from 13000. */
+static void version(int v, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+/* The driver advice: which release this build's runtime needs. */
+static void driver_advice(int runtime_version, char *buf, size_t len)
+{
+	const char *min = nn_cuda_min_driver(runtime_version / 1000);
+	if (min)
+		snprintf(buf, len, "install NVIDIA driver %s or later", min);
+	else
+		snprintf(buf, len,
+			 "install the NVIDIA driver this CUDA release needs");
+}
+
+static int broken_driver(const nn_cuda_probe *p, ims_error *err)
+{
+	char rt[16], drv[16], advice[96];
+	version(p->runtime_version, rt, sizeof(rt));
+	driver_advice(p->runtime_version, advice, sizeof(advice));
+	if (p->driver_version > 0) {
+		version(p->driver_version, drv, sizeof(drv));
+		return ims_fail(err, IMS_EIO,
+				"cannot use --device cuda: the NVIDIA driver "
+				"supports CUDA %s but this build's runtime is "
+				"CUDA %s: %s, or use --device cpu",
+				drv, rt, advice);
+	}
+	return ims_fail(err, IMS_EIO,
+			"cannot use --device cuda: the NVIDIA kernel module "
+			"lists %d GPU%s but the driver's CUDA library "
+			"(libcuda.so.1) cannot be loaded (%s): reinstall the "
+			"driver (this build's CUDA %s runtime needs: %s), or "
+			"use --device cpu",
+			p->kernel_gpus, p->kernel_gpus == 1 ? "" : "s",
+			cudaGetErrorName(p->count_err), rt, advice);
+}
+
+int nn_cuda_judge(const nn_cuda_probe *p, ims_error *err)
+{
+	cudaError_t e = p->count_err;
+	if (e == cudaErrorNoDevice)
+		return ims_fail(err, IMS_EUNSUPPORTED,
+				"cannot use --device cuda: no CUDA device is "
+				"visible (%s); use --device cpu",
+				cudaGetErrorName(e));
+	if (e == cudaSuccess && p->count < 1)
+		return ims_fail(err, IMS_EUNSUPPORTED,
+				"cannot use --device cuda: no CUDA device is "
+				"visible; use --device cpu");
+	if (e == cudaErrorInsufficientDriver) {
+		if (p->driver_version == 0 && p->kernel_gpus == 0)
+			return ims_fail(err, IMS_EUNSUPPORTED,
+					"cannot use --device cuda: no NVIDIA "
+					"driver is installed (%s); use --device "
+					"cpu",
+					cudaGetErrorName(e));
+		return broken_driver(p, err);
+	}
+	if (e != cudaSuccess)
+		return ims_fail(err, IMS_EIO,
+				"cannot use --device cuda: the CUDA runtime "
+				"cannot start (%s: %s); use --device cpu",
+				cudaGetErrorName(e), cudaGetErrorString(e));
+	RETURN_IF(p->device < 0 || p->device >= p->count, err, IMS_EINVAL,
+		  "cannot use --device cuda: device %d does not exist (%d "
+		  "visible); use --device cpu",
+		  p->device, p->count);
+	RETURN_IF(p->set_err != cudaSuccess, err, IMS_EIO,
+		  "cannot use --device cuda: device %d of %d cannot be "
+		  "selected (%s: %s); use --device cpu",
+		  p->device, p->count, cudaGetErrorName(p->set_err),
+		  cudaGetErrorString(p->set_err));
+	RETURN_IF(!p->blas_loaded, err, IMS_EIO,
+		  "cannot use --device cuda: %d GPU%s present but %s: install "
+		  "CUDA's cuBLAS of this build's major version, or use "
+		  "--device cpu",
+		  p->count, p->count == 1 ? " is" : "s are",
+		  p->blas_why ? p->blas_why : "cuBLAS cannot be loaded");
+	return 0;
+}
