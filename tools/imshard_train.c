@@ -35,7 +35,8 @@ static const cli_command command = {
 	"images), resnet18, resnet50, vgg16 (tensor names as torchvision's, so\n"
 	"--init loads weights exported from PyTorch with safetensors; a head of\n"
 	"another class count is re-initialised and reported; --freeze-backbone\n"
-	"then trains the head alone).\n\n"
+	"then trains the head alone; a file with fewer than the backbone's\n"
+	"tensors is refused unless --init-partial).\n\n"
 	"Batch norm normalises over each rank's own batch (no cross-rank\n"
 	"statistics); at each validation the ranks' running statistics are\n"
 	"averaged. --freeze-bn uses the running statistics in training too and\n"
@@ -75,11 +76,21 @@ static const cli_command command = {
 	"writes them. With --checkpoint-dir, checkpoint.safetensors (weights\n"
 	"under torchvision names, optimiser state, position, and the model card\n"
 	"that 'imshard eval', 'predict' and 'export' read) is replaced\n"
-	"atomically every --checkpoint-every steps and at each epoch's end;\n"
-	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
-	"A NaN or infinite loss stops training with an error naming the step\n"
-	"(with fp16, once the scale S below is down to 1); the checkpoint\n"
-	"written before it is kept.\n\n"
+	"atomically every --checkpoint-every steps and at each epoch's end,\n"
+	"with a checksum that --resume and --init verify. --resume continues\n"
+	"from it at the same position of the epoch's order (on the CPU bit for\n"
+	"bit with the same ranks and batch); another rank count or --batch-size\n"
+	"continues from that position too, the schedule re-derived over the data\n"
+	"and the peak rate scaled with the global batch (--lr is for one rank at\n"
+	"the first part's batch size), both logged. Another --seed, --model,\n"
+	"--size, training split, or --epochs under a decaying schedule is\n"
+	"refused. Resuming a finished run changes nothing. A second trainer on\n"
+	"the same --log-dir or --checkpoint-dir is refused (imshard-train.lock).\n"
+	"A NaN or infinite training or validation loss stops training with an\n"
+	"error naming the step (with fp16, once the scale S below is down to 1);\n"
+	"the checkpoint written before it is kept. Records that cannot be\n"
+	"loaded are replaced in training, left out of validation, and counted\n"
+	"per epoch on stderr, in metrics.jsonl and summary.json.\n\n"
 	"--precision bf16 or fp16 (--device cuda) is mixed precision:\n"
 	"convolutions and linear layers compute on tensor cores from 16-bit\n"
 	"copies with fp32 sums; weights, gradients, optimiser state and\n"
@@ -122,15 +133,21 @@ static void on_started(void *ctx, const nn_train_plan *p)
 	const nn_train_opts *o = pr->o;
 	if (!printing(pr))
 		return;
+	/* a run resumed with another batch: --lr is for the first part's */
+	char per[48] = "";
+	if (p->lr_batch != o->batch_size && !o->no_lr_scaling)
+		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
 	fprintf(stderr,
 		"imshard-train: %s, %d classes, %d %s x batch %d, %llu %s per "
-		"epoch (%llu %s per rank); lr %g per rank, %g with %d %s (%s)\n",
+		"epoch (%llu %s per rank); lr %g per rank%s, %g with %d %s x "
+		"batch %d (%s)\n",
 		o->model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->batch_size, (unsigned long long)p->steps_per_epoch,
 		ims_plural(p->steps_per_epoch, "step", "steps"),
 		(unsigned long long)p->records_per_rank,
-		ims_plural(p->records_per_rank, "record", "records"), o->lr,
+		ims_plural(p->records_per_rank, "record", "records"), o->lr, per,
 		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
+		o->batch_size,
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
 	fprintf(stderr,
 		"imshard-train: %llu training %s dropped per epoch (%llu so "
@@ -171,13 +188,14 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	const printer *pr = ctx;
 	if (!printing(pr))
 		return;
-	fprintf(stderr, "imshard-train: loaded %d %s from '%s'\n", r->loaded,
-		ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path);
+	fprintf(stderr, "imshard-train: loaded %d %s from '%s' (%s)\n",
+		r->loaded, ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path,
+		r->verified ? "checksum verified"
+			    : "it has no checksum: nothing to verify");
 	for (int i = 0; i < r->n_reinit; i++)
-		fprintf(stderr,
-			"imshard-train: head '%s' has another shape in '%s': "
-			"re-initialised\n",
-			r->reinit[i], path);
+		fprintf(stderr, "imshard-train: head '%s' %s: re-initialised\n",
+			r->reinit[i],
+			r->head_reset ? "(--reset-head)" : "has another shape in the file");
 	for (int i = 0; i < r->n_missing; i++)
 		fprintf(stderr,
 			"imshard-train: '%s' is not in '%s': kept as initialised\n",
@@ -189,12 +207,38 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 			r->unexpected[i], path, pr->o->model);
 }
 
-static void on_resumed(void *ctx, const char *path, int epoch, uint64_t step)
+static void on_resumed(void *ctx, const nn_train_resume *r)
 {
-	if (printing(ctx))
+	const printer *pr = ctx;
+	/* a complete run is told on stdout by main, quiet or not */
+	if (!printing(pr) || r->complete)
+		return;
+	fprintf(stderr,
+		"imshard-train: resuming from '%s' at epoch %d, step %llu "
+		"(position %llu of the epoch's order)%s\n",
+		r->path, r->epoch + 1, (unsigned long long)r->step,
+		(unsigned long long)r->position,
+		r->verified ? "" : "; it has no checksum (written before "
+				   "checkpoints had one): not verified");
+	const int global_was = r->world_was * r->batch_was,
+		  global = r->world * r->batch;
+	if (r->world_was != r->world || r->batch_was != r->batch)
 		fprintf(stderr,
-			"imshard-train: resuming from '%s' at epoch %d, step %llu\n",
-			path, epoch + 1, (unsigned long long)step);
+			"imshard-train: resumed with %d rank%s x batch %d (was %d x "
+			"%d): global batch %d (was %d), peak lr %g (was %g); the "
+			"schedule is re-derived over the data\n",
+			r->world, r->world > 1 ? "s" : "", r->batch, r->world_was,
+			r->batch_was, global, global_was, r->lr_peak, r->lr_peak_was);
+	if (r->position)
+		fprintf(stderr,
+			"imshard-train: the rest of epoch %d: %llu steps%s\n",
+			r->epoch + 1, (unsigned long long)r->rest_steps,
+			r->rest_unused ? " (its last records fill no batch on every "
+					 "rank: not trained, as at an epoch's end)"
+				       : "");
+	if (r->changed && r->changed[0])
+		fprintf(stderr, "imshard-train: resumed with other settings: %s\n",
+			r->changed);
 }
 
 /* s seconds as H:MM:SS, "?" when negative (unknown). */
@@ -238,6 +282,41 @@ static void on_validated(void *ctx, const nn_train_validation *v)
 			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
 			(unsigned long long)v->records,
 			ims_plural(v->records, "record", "records"));
+}
+
+/* One line per epoch (or validation) that met records it could not load:
+ * shown under --quiet too, since the run's data is not what it was told. */
+static void on_records_replaced(void *ctx, const nn_train_bad *b)
+{
+	const printer *pr = ctx;
+	if (pr->rank != 0)
+		return;
+	char list[160] = "";
+	size_t n = 0;
+	for (int i = 0; i < b->listed && n < sizeof(list); i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%llu",
+				      i ? ", " : "", (unsigned long long)b->indices[i]);
+	char safe[4 * IMS_ERRMSG_MAX];
+	const char *why = b->reason && b->reason[0]
+				  ? ims_escape(b->reason, safe, sizeof(safe))
+				  : "";
+	if (b->validation)
+		fprintf(stderr,
+			"imshard-train: warning: epoch %d validation: %llu record%s "
+			"could not be loaded and %s left out (records %s%s%s%s)\n",
+			b->epoch + 1, (unsigned long long)b->count,
+			b->count == 1 ? "" : "s", b->count == 1 ? "was" : "were", list,
+			(uint64_t)b->listed < b->count ? ", ..." : "",
+			why[0] ? "; " : "", why);
+	else
+		fprintf(stderr,
+			"imshard-train: warning: epoch %d: %llu training record%s "
+			"could not be loaded, each replaced by another record of "
+			"the epoch (records %s%s%s%s); %llu in the run so far\n",
+			b->epoch + 1, (unsigned long long)b->count,
+			b->count == 1 ? "" : "s", list,
+			(uint64_t)b->listed < b->count ? ", ..." : "",
+			why[0] ? "; " : "", why, (unsigned long long)b->total);
 }
 
 static void on_step_skipped(void *ctx, uint64_t step, double scale,
@@ -286,19 +365,48 @@ static int env_step(const char *name, uint64_t *step, ims_error *err)
 	return 0;
 }
 
+/* IMSHARD_TEST_TRAINED's hook: "epoch step index index ...", a line per
+ * batch this rank trains. */
+static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
+		       const uint64_t *indices, int count)
+{
+	(void)rank;
+	FILE *f = ctx;
+	fprintf(f, "%d %llu", epoch, (unsigned long long)step + 1);
+	for (int i = 0; i < count; i++)
+		fprintf(f, " %llu", (unsigned long long)indices[i]);
+	fputc('\n', f);
+}
+
 /*
  * The hooks the tests set through the environment, read here and nowhere
  * in the loop: IMSHARD_INJECT_NAN_STEP=N makes the first pixel of step
  * N's batch NaN (on every rank, or only on rank IMSHARD_INJECT_NAN_RANK);
  * IMSHARD_INJECT_INF_GRAD_STEP=N (fp16) an Inf gradient after step N's
- * allreduce; IMSHARD_TEST_HOST_STAGE runs the device loop on the CPU (one
- * rank).
+ * allreduce; IMSHARD_INJECT_METRICS_ENOSPC=N fails this rank's Nth write
+ * to metrics.jsonl as a full disk would; IMSHARD_TEST_HOST_STAGE runs the
+ * device loop on the CPU (one rank); IMSHARD_TEST_TRAINED=PATH writes the
+ * record indices of every batch a rank trains to PATH.RANK (*trained_log,
+ * which the caller closes).
  */
 static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
-		      int world, ims_error *err)
+		      int world, FILE **trained_log, ims_error *err)
 {
 	memset(h, 0, sizeof(*h));
+	*trained_log = NULL;
 	uint64_t n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_METRICS_ENOSPC", &n, err));
+	h->metrics_fail_write = n;
+	const char *log = getenv("IMSHARD_TEST_TRAINED");
+	if (log) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.%d", log, rank);
+		*trained_log = fopen(path, "a");
+		RETURN_IF(!*trained_log, err, IMS_EIO, "cannot open '%s': %s", path,
+			  strerror(errno));
+		h->trained = on_trained;
+		h->trained_ctx = *trained_log;
+	}
 	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_NAN_STEP", &n, err));
 	const char *only = getenv("IMSHARD_INJECT_NAN_RANK");
 	if (!only || atoi(only) == rank)
@@ -361,6 +469,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
 	int log_every = o->log_every, threads = 0, loader_threads = 0;
 	double val_crop = o->val_crop_frac;
+	uint64_t max_bad = UINT64_MAX; /* not given: no limit */
 	const cli_opt opts[] = {
 		{"train", 0, CLI_STRING, &o->train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
 		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (none: no validation, said once)", 0, 0},
@@ -387,6 +496,8 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision, --device cuda only (below)", 0, 0},
 		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
+		{"init-partial", 0, CLI_FLAG, &o->init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
+		{"reset-head", 0, CLI_FLAG, &o->reset_head, NULL, "re-initialise the head instead of loading --init's, even where its shape matches (other classes of the same count)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o->checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
 		{"resume", 0, CLI_FLAG, &o->resume, NULL, "continue from DIR's checkpoint", 0, 0},
@@ -398,6 +509,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"collective-timeout", 0, CLI_DOUBLE, &o->collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o->bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->shard_owning, NULL, "each rank reads only its own shards", 0, 0},
+		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
 		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
@@ -426,6 +538,9 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	o->threads = threads;
 	o->loader_threads = loader_threads;
 	o->label_smoothing = (float)smoothing;
+	if (max_bad != UINT64_MAX && max_bad > (uint64_t)INT64_MAX)
+		USAGE("--max-bad-records must be at most %lld", (long long)INT64_MAX);
+	o->max_bad_records = max_bad == UINT64_MAX ? -1 : (int64_t)max_bad;
 	if (optimizer) {
 		if (!strcmp(optimizer, "sgd"))
 			o->optimizer = NN_OPTIM_SGD;
@@ -481,6 +596,10 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("--resume needs --checkpoint-dir");
 	if (o->resume && o->init)
 		USAGE("--resume and --init exclude each other");
+	if (o->init_partial && !o->init)
+		USAGE("--init-partial needs --init");
+	if (o->reset_head && !o->init)
+		USAGE("--reset-head needs --init");
 #undef USAGE
 	return 0;
 }
@@ -514,7 +633,9 @@ int main(int argc, char **argv)
 			nn_blas_core(), picked);
 
 	nn_train_hooks hooks;
-	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &err) < 0)
+	FILE *trained_log = NULL;
+	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &trained_log,
+		       &err) < 0)
 		return fail_run(comm, &err);
 	printer pr = {&o, dp_rank(comm)};
 	const nn_train_events events = {
@@ -524,6 +645,7 @@ int main(int argc, char **argv)
 		.progress = on_progress,
 		.validated = on_validated,
 		.step_skipped = on_step_skipped,
+		.records_replaced = on_records_replaced,
 		.warning = on_warning,
 		.rank_note = on_rank_note,
 		.ctx = &pr,
@@ -531,8 +653,22 @@ int main(int argc, char **argv)
 	o.events = &events;
 	o.hooks = &hooks;
 	nn_train_result res;
-	if (nn_train_run(&o, comm, &res, &err) < 0)
+	rc = nn_train_run(&o, comm, &res, &err);
+	if (trained_log)
+		fclose(trained_log);
+	if (rc < 0)
 		return fail_run(comm, &err);
+	if (res.nothing_to_do && dp_rank(comm) == 0) {
+		printf("nothing to train: the run in '%s' %s at step %llu (%llu "
+		       "%s done); no file changed\n",
+		       o.checkpoint_dir,
+		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
+		       (unsigned long long)res.steps,
+		       (unsigned long long)res.epochs_done,
+		       ims_plural((uint64_t)res.epochs_done, "epoch", "epochs"));
+		dp_finalize(comm);
+		return CLI_EXIT_OK;
+	}
 	if (dp_rank(comm) == 0 && o.val_manifest)
 		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu %s); best "
 		       "top-1 %.2f%% at epoch %d; ",

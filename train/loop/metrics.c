@@ -3,8 +3,8 @@
  * line per rank per --log-every steps, a gpu line beside it where NVML
  * is, a val line per epoch from rank 0), LOGDIR/summary.json at the end
  * (rank 0), and the events of train/train.h that a program prints.
- * Metrics are best effort: a line that cannot be written is dropped and
- * training goes on.
+ * A line that cannot be written (a full disk) ends the run at once: a run
+ * whose log has holes would be reported as if it had none.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,28 +19,45 @@
 
 #include "train/loop/loop_internal.h"
 
-/* One JSON line appended with a single write(): ranks share the file and
- * O_APPEND keeps each line whole. */
-static void metrics_line(run *r, cJSON *obj)
+/* n bytes appended to metrics.jsonl, or the run's error. */
+static int metrics_write(run *r, const char *line, size_t n, ims_error *err)
 {
-	if (r->log.metrics_fd < 0) {
+	int failed = ++r->log.metrics_writes == r->hooks.metrics_fail_write;
+	if (failed)
+		errno = ENOSPC;
+	else
+		failed = ims_write_all(r->log.metrics_fd, line, n) != 0;
+	RETURN_IF(failed, err, IMS_EIO,
+		  "cannot write '%s': %s: stopping (the run's log would have a "
+		  "hole; the last checkpoint is kept)",
+		  r->log.metrics_path, strerror(errno));
+	return 0;
+}
+
+/* One JSON line appended with a single write(): ranks share the file and
+ * O_APPEND keeps each line whole. Takes obj. */
+int loop_metrics_line(run *r, cJSON *obj, ims_error *err)
+{
+	if (r->log.metrics_fd < 0 || !obj) {
 		cJSON_Delete(obj);
-		return;
+		return 0;
 	}
 	char *s = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
-	if (!s)
-		return;
+	RETURN_IF(!s, err, IMS_ENOMEM, "cannot log metrics: out of memory");
 	size_t n = strlen(s);
 	char *line = malloc(n + 2);
-	if (line) {
+	int rc = 0;
+	if (!line) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot log metrics: out of memory");
+	} else {
 		memcpy(line, s, n);
 		line[n] = '\n';
-		ssize_t w = write(r->log.metrics_fd, line, n + 1);
-		(void)w; /* metrics are best effort; training goes on */
+		rc = metrics_write(r, line, n + 1, err);
 		free(line);
 	}
 	free(s);
+	return rc;
 }
 
 static int log_path(const nn_train_opts *o, const char *file, char *out,
@@ -57,8 +74,9 @@ int loop_open_metrics(run *r, ims_error *err)
 	if (!o->log_dir)
 		return 0;
 	FORWARD_IF_ERR(ims_mkdir_p(o->log_dir, err));
-	char path[4096];
-	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(path), err));
+	char *path = r->log.metrics_path;
+	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(r->log.metrics_path),
+				err));
 	if (r->dp.rank == 0 && !o->resume) {
 		/* O_NOFOLLOW: a link planted at the name is refused, never
 		 * written through */
@@ -114,8 +132,9 @@ void loop_plan(const run *r, nn_train_plan *p)
 	p->threads = r->ctx.threads;
 	p->loader_threads = r->log.loader_threads;
 	p->steps_per_epoch = r->data.steps_per_epoch;
-	p->total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs;
+	p->total_steps = r->total_steps;
 	p->lr_peak = nn_lr_peak(&r->lr);
+	p->lr_batch = r->lr_batch;
 	p->validation = r->data.val != NULL;
 	nn_model_memory_info(r->m, &p->activations);
 	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
@@ -128,47 +147,47 @@ void loop_plan(const run *r, nn_train_plan *p)
 }
 
 /* The rank's GPU now (NVML), after each train line; nothing without it. */
-static void gpu_line(run *r)
+static int gpu_line(run *r, ims_error *err)
 {
 	nn_gpu_sample s;
 	char line[512];
 	if (!r->log.gpumon || r->log.metrics_fd < 0 ||
 	    nn_gpumon_sample(r->log.gpumon, &s))
-		return;
+		return 0;
 	int n = nn_gpu_line(line, sizeof(line) - 1, r->dp.rank, r->log.device,
 			    ims_now() - r->log.t_start, &s);
 	if (n < 0)
-		return;
+		return 0;
 	line[n] = '\n';
-	ssize_t w = write(r->log.metrics_fd, line, (size_t)n + 1);
-	(void)w; /* best effort, as metrics_line */
+	return metrics_write(r, line, (size_t)n + 1, err);
 }
 
 /* The train line of the steps since the last one, and the progress
  * event; nothing for an interval without steps. */
-void loop_report_interval(run *r, int epoch, uint64_t step,
-			  const loop_interval *iv)
+int loop_report_interval(run *r, int epoch, uint64_t step,
+			 const loop_interval *iv, ims_error *err)
 {
 	if (iv->steps == 0)
-		return;
+		return 0;
 	const double now = ims_now();
 	const double span = now - iv->t0;
 	const int steps = iv->steps;
-	const double elapsed = now - r->log.t_start;
-	const uint64_t done = step - r->log.step0;
+	const double elapsed = now - r->log.t_start; /* the whole run's */
+	const uint64_t done = step - r->log.step0;     /* this part's */
+	const double pace = r->log.t_part > 0 ? now - r->log.t_part : elapsed;
 	nn_train_progress p = {
 		.rank = r->dp.rank,
 		.world = r->dp.world,
 		.epoch = epoch,
 		.step = step,
-		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
+		.total_steps = r->total_steps,
 		.steps = steps,
 		.images = iv->images,
 		.seconds = span,
 		.loss_sum = iv->loss_sum,
 		.correct = iv->correct,
 		.samples = iv->samples,
-		.lr = nn_lr_at(&r->lr, (int64_t)step - 1),
+		.lr = nn_lr_at_position(&r->lr, r->sched), /* the last step's */
 		.wait_s = iv->wait_s,
 		.compute_s = iv->compute_s,
 		.comm_s = iv->comm_s,
@@ -180,7 +199,7 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 		.eta_s = done == 0 ? -1
 			 : step >= r->log.step_end
 				 ? 0
-				 : elapsed / (double)done *
+				 : pace / (double)done *
 					   (double)(r->log.step_end - step),
 	};
 	cJSON *j = cJSON_CreateObject();
@@ -200,15 +219,16 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 	/* fp16's loss scale now and steps skipped so far (1 and 0 otherwise) */
 	cJSON_AddNumberToObject(j, "loss_scale", p.loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)p.skipped_steps);
-	metrics_line(r, j);
-	gpu_line(r);
+	FORWARD_IF_ERR(loop_metrics_line(r, j, err));
+	FORWARD_IF_ERR(gpu_line(r, err));
 	if (r->log.ev.progress)
 		r->log.ev.progress(r->log.ev.ctx, &p);
+	return 0;
 }
 
 /* The val line (rank 0; wall: the training clock) and the event. */
-void loop_report_validation(run *r, const nn_train_validation *v,
-			    double wall_s)
+int loop_report_validation(run *r, const nn_train_validation *v,
+			   double wall_s, ims_error *err)
 {
 	if (r->dp.rank == 0) {
 		cJSON *j = cJSON_CreateObject();
@@ -219,12 +239,14 @@ void loop_report_validation(run *r, const nn_train_validation *v,
 		cJSON_AddNumberToObject(j, "top1", v->top1);
 		cJSON_AddNumberToObject(j, "top5", v->top5);
 		cJSON_AddNumberToObject(j, "records", (double)v->records);
+		cJSON_AddNumberToObject(j, "bad_records", (double)v->bad_records);
 		cJSON_AddNumberToObject(j, "wall_s", wall_s);
 		cJSON_AddNumberToObject(j, "val_s", v->seconds);
-		metrics_line(r, j);
+		FORWARD_IF_ERR(loop_metrics_line(r, j, err));
 	}
 	if (r->log.ev.validated)
 		r->log.ev.validated(r->log.ev.ctx, v);
+	return 0;
 }
 
 /* The options that shaped a run, as the checkpoint metadata and
@@ -273,6 +295,8 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
 	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
 	cJSON_AddNumberToObject(j, "bucket_mb", o->bucket_mb);
+	cJSON_AddBoolToObject(j, "shard_owning", o->shard_owning);
+	cJSON_AddNumberToObject(j, "max_bad_records", (double)o->max_bad_records);
 	return j;
 }
 
@@ -290,6 +314,7 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "batch_per_rank", o->batch_size);
 	cJSON_AddNumberToObject(j, "global_batch", (double)o->batch_size * r->dp.world);
 	cJSON_AddNumberToObject(j, "lr_per_rank", o->lr);
+	cJSON_AddNumberToObject(j, "lr_batch", r->lr_batch);
 	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
 	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
 	cJSON_AddNumberToObject(j, "steps", (double)res->steps);
@@ -306,9 +331,10 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 			cJSON_AddItemToArray(b, cJSON_CreateNumber(all[3 * i + k]));
 	}
 	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
-	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
+	const double wait = r->part.hist.wait_s + res->wait_s;
+	cJSON_AddNumberToObject(j, "data_wait_s", wait);
 	cJSON_AddNumberToObject(j, "stall_fraction",
-				res->train_s > 0 ? res->wait_s / res->train_s : 0);
+				res->train_s > 0 ? wait / res->train_s : 0);
 	nn_train_plan plan;
 	loop_plan(r, &plan);
 	/* records no step trained on, every epoch (nn_train_plan) */
@@ -330,6 +356,16 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	cJSON_AddNumberToObject(j, "bad_records", (double)res->bad_records);
+	cJSON *first = cJSON_AddArrayToObject(j, "bad_record_indices");
+	for (int i = 0; i < r->bad.n_first; i++)
+		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
+	cJSON_AddNumberToObject(j, "val_records", (double)res->val_records);
+	cJSON_AddNumberToObject(j, "val_bad_records", (double)res->val_bad_records);
+	/* each part of a resumed run: its ranks, batch, steps, images, time */
+	cJSON *parts = loop_history_parts(r, res);
+	if (parts)
+		cJSON_AddItemToObject(j, "parts", parts);
 	nn_model_memory mem;
 	nn_model_memory_info(r->m, &mem);
 	cJSON_AddNumberToObject(j, "activation_bytes", (double)mem.activation_bytes);

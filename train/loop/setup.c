@@ -61,6 +61,9 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 		  "continues from its checkpoint");
 	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
 		  "--freeze-backbone needs --init weights to freeze");
+	RETURN_IF((o->init_partial || o->reset_head) && !o->init, err, IMS_EINVAL,
+		  "--%s is about --init's weights: give --init",
+		  o->init_partial ? "init-partial" : "reset-head");
 	RETURN_IF(!(o->bucket_mb > 0) || o->bucket_mb > 1024, err, IMS_EINVAL,
 		  "gradient buckets of %g MiB: use more than 0 and at most 1024",
 		  o->bucket_mb);
@@ -114,6 +117,16 @@ int loop_load_classes(run *r, ims_error *err)
 		rc = nn_model_card_set_names(&r->card, (const char *const *)a.classes,
 					     a.n_classes, err);
 	r->data.classes = (int)a.n_classes;
+	/* what a resumed run checks it still trains on: the same records in
+	 * the same shards (their digests cover every record's key and
+	 * header), wherever the split now lies */
+	snprintf(r->data.train_name, sizeof(r->data.train_name), "%s",
+		 a.name ? a.name : "");
+	r->data.train_records = a.records;
+	uint64_t d = ims_hash64(a.records, a.n_shards);
+	for (size_t i = 0; i < a.n_shards; i++)
+		d = ims_hash64(ims_hash64(d, a.shards[i].records), a.shards[i].digest);
+	r->data.train_digest = d;
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
 	return rc;
@@ -288,6 +301,43 @@ void loop_free_data(run *r)
 }
 
 /*
+ * What --init loaded against the model's backbone (every tensor outside
+ * the head, running statistics and counters included): a file that holds
+ * none of the model's tensors is refused (a file for another model), one
+ * that holds fewer than the backbone's unless --init-partial, and a
+ * frozen backbone must have been loaded whole.
+ */
+static int check_init(run *r, const nn_load_report *rep, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	int backbone = 0, missing = 0;
+	const char *first = NULL;
+	for (int i = 0; i < nn_model_tensor_count(r->m); i++)
+		backbone += !nn_model_tensor(r->m, i)->head;
+	for (int i = 0; i < rep->n_missing; i++) {
+		int k = nn_model_find(r->m, rep->missing[i]);
+		if (k >= 0 && !nn_model_tensor(r->m, k)->head) {
+			missing++;
+			first = first ? first : rep->missing[i];
+		}
+	}
+	RETURN_IF(rep->loaded == 0, err, IMS_EINVAL,
+		  "cannot initialise %s from '%s': none of its %d tensors is in the "
+		  "file under its name and shape (weights of another model?)",
+		  o->model, o->init, nn_model_tensor_count(r->m));
+	RETURN_IF(missing && !o->init_partial, err, IMS_EINVAL,
+		  "cannot initialise %s from '%s': it holds %d of the %d backbone "
+		  "tensors ('%s' and %d more are missing); --init-partial keeps the "
+		  "missing ones as initialised",
+		  o->model, o->init, backbone - missing, backbone, first, missing - 1);
+	RETURN_IF(missing && o->freeze_backbone, err, IMS_EINVAL,
+		  "cannot freeze the backbone of %s: '%s' left %d of its tensors as "
+		  "initialised ('%s' first), and frozen they would never train",
+		  o->model, o->init, missing, first);
+	return 0;
+}
+
+/*
  * The model, from --init's weights when given, and the same on every
  * rank: rank 0's parameters and running statistics broadcast (over NCCL
  * between devices, its id sent over MPI).
@@ -305,10 +355,14 @@ int loop_make_model(run *r, ims_error *err)
 	if (o->init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
-		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m, &rep, err));
+		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m,
+						       o->reset_head ? NN_INIT_RESET_HEAD : 0,
+						       &rep, err));
 		if (r->log.ev.initialised)
 			r->log.ev.initialised(r->log.ev.ctx, o->init, &rep);
+		int rc = check_init(r, &rep, err);
 		nn_load_report_release(&rep);
+		FORWARD_IF_ERR(rc);
 	}
 	size_t np, nb;
 	float *params = nn_model_params(r->m, &np);
@@ -323,8 +377,17 @@ int loop_make_model(run *r, ims_error *err)
 	return dp_broadcast(r->dp.comm, bufs, nb * sizeof(float), 0, err);
 }
 
-/* The learning-rate schedule over --epochs. */
-static int setup_schedule(run *r, ims_error *err)
+/*
+ * The learning-rate schedule over --epochs, in this run's steps; and the
+ * steps the whole run will have trained. Run after the checkpoint is read:
+ * a resumed run with another global batch re-derives the schedule over
+ * its own steps (warmup and decay stay fractions of the epochs, so the
+ * rate at a point of the data is the uninterrupted run's, and the loop
+ * places a resumed epoch's first step where its position falls), and the
+ * linear scaling rule follows the global batch: --lr is for one rank at
+ * the batch size the run started with (r->lr_batch).
+ */
+int loop_setup_schedule(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	/* the schedule spans --epochs; --max-steps only stops early, so a
@@ -332,7 +395,9 @@ static int setup_schedule(run *r, ims_error *err)
 	uint64_t total = (uint64_t)o->epochs * r->data.steps_per_epoch;
 	nn_lr_opts lo;
 	nn_lr_opts_init(&lo);
-	lo.base_lr = o->lr;
+	/* 1.0 exactly unless the batch changed: the same bits as ever */
+	lo.base_lr = o->no_lr_scaling ? o->lr
+				      : o->lr * ((double)o->batch_size / (double)r->lr_batch);
 	lo.world = r->dp.world;
 	lo.no_scaling = o->no_lr_scaling;
 	lo.warmup_steps = (int64_t)llround(o->warmup_epochs *
@@ -351,11 +416,18 @@ static int setup_schedule(run *r, ims_error *err)
 					 ? (int64_t)total
 					 : lo.warmup_steps + 1;
 	}
-	return nn_lr_schedule_init(&r->lr, &lo, err);
+	FORWARD_IF_ERR(nn_lr_schedule_init(&r->lr, &lo, err));
+	r->total_steps = r->part.at.step;
+	if (r->part.at.epoch < o->epochs)
+		r->total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
+									  r->part.at.position)
+						  : r->data.steps_per_epoch) +
+				  (uint64_t)(o->epochs - r->part.at.epoch - 1) *
+					  r->data.steps_per_epoch;
+	return 0;
 }
 
-/* The optimiser over the trained tensors (frozen ones kept as they are),
- * and its schedule. */
+/* The optimiser over the trained tensors (frozen ones kept as they are). */
 int loop_setup_optim(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -383,8 +455,7 @@ int loop_setup_optim(run *r, ims_error *err)
 	oo.ctx = &r->ctx; /* state on its device; the CPU's stays on the host */
 	size_t np;
 	nn_model_params(r->m, &np);
-	FORWARD_IF_ERR(nn_optim_create(&oo, np, &r->opt, err));
-	return setup_schedule(r, err);
+	return nn_optim_create(&oo, np, &r->opt, err);
 }
 
 /* nn_model_backward's hook: send what backward has finished. */
