@@ -511,7 +511,9 @@ int aug_render(aug_codec *c, const uint8_t *buf, size_t len, int upright_w,
  * whatever the thread count, and a record is augmented the same way
  * whatever the rank count. A record that cannot be read or decoded is
  * replaced by the next record of the rank's share, counted and named in
- * the stats: training does not stop for one bad record.
+ * the stats and in the batch it was met in (aug_batch.replaced and
+ * bad_*): training does not stop for one bad record, and a consumer that
+ * must count each record once (validation) leaves the stand-ins out.
  *
  * Caveats: an aug_loader is used by one consumer thread; it runs its own
  * producer thread and OpenMP team. A batch's memory is reused once the
@@ -593,6 +595,20 @@ typedef struct aug_batch {
 				    replacement of bad records) */
 	const uint8_t *padded;   /* count flags: 1 = a repeated record added so
 				    shares are equal (exclude from metrics) */
+	const uint8_t *replaced; /* count flags: 1 = this sample stands in for
+				    a record that could not be read or decoded
+				    (it is a later record of the share, which
+				    may also have its own place: exclude from
+				    metrics that count records once) */
+	int bad_records;         /* records that could not be loaded for this
+				    batch (a sample may have tried several) */
+	const uint64_t *bad_indices; /* bad_listed global record indices: the
+					record each replaced sample stood in
+					for, in sample order */
+	int bad_listed;
+	const char *bad_reason;  /* why bad_indices[0] could not be loaded
+				    (one line naming the record; "" when
+				    bad_records is 0) */
 	int count;
 	uint64_t epoch, step;    /* step within the epoch, from 0 */
 	double wait_seconds;     /* how long aug_loader_next blocked */
@@ -607,6 +623,11 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err);
 
 /* Batches every rank gets per epoch. */
 uint64_t aug_loader_batches_per_epoch(const aug_loader *l);
+
+/* Batches every rank gets in an epoch started at global position
+ * `position` (aug_loader_start_epoch_at): the whole epoch's at 0, 0 when
+ * the share from there holds no batch. */
+uint64_t aug_loader_batches_at(const aug_loader *l, uint64_t position);
 /* Records this rank uses per epoch, and how many were padded / dropped
  * across all ranks (the log should say so). */
 void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
@@ -615,6 +636,19 @@ void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
 /* Starts producing the batches of epoch (any order of epochs; stops a
  * running one). */
 int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err);
+
+/*
+ * As aug_loader_start_epoch, but the epoch's first `position` positions of
+ * its order were consumed already, by a run that may have had another
+ * rank count or batch size (global positions: all ranks' samples, as
+ * rio_partition's offset): this rank takes position + rank + k * world.
+ * Batches count from step 0 again and there are aug_loader_batches_at(l,
+ * position) of them (perhaps none). In shard-owning mode, where each rank
+ * has its own records, position must be a multiple of the world (each
+ * rank consumed position / world of its own; IMS_EINVAL otherwise).
+ */
+int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
+			      ims_error *err);
 
 /*
  * The next batch of the current epoch into *b: returns 0, 1 when the epoch

@@ -32,6 +32,11 @@ typedef struct slot {
 	int32_t *labels;
 	uint64_t *indices;
 	uint8_t *padded;
+	uint8_t *replaced;   /* per sample: stands in for a bad record */
+	uint64_t *bad_first; /* per sample: the first record it replaced */
+	uint64_t *bad_list;  /* the replaced samples' bad_first, in order */
+	int n_bad, n_bad_listed;
+	char bad_msg[IMS_ERRMSG_MAX]; /* why bad_list[0] could not be loaded */
 	int count;
 	uint64_t step;
 	int state;
@@ -52,6 +57,9 @@ struct aug_loader {
 	rio_reader *reader;
 	uint64_t n;
 	uint64_t per_rank, padded, dropped, batches;
+	/* the current epoch's share and batches: fewer than per_rank and
+	 * batches when it started past position 0 */
+	uint64_t epoch_per_rank, epoch_batches;
 	size_t sample_bytes;
 	int threads;
 
@@ -234,7 +242,11 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		s->labels = calloc((size_t)o->batch_size, sizeof(int32_t));
 		s->indices = calloc((size_t)o->batch_size, sizeof(uint64_t));
 		s->padded = calloc((size_t)o->batch_size, 1);
-		if (!s->data || !s->labels || !s->indices || !s->padded)
+		s->replaced = calloc((size_t)o->batch_size, 1);
+		s->bad_first = calloc((size_t)o->batch_size, sizeof(uint64_t));
+		s->bad_list = calloc((size_t)o->batch_size, sizeof(uint64_t));
+		if (!s->data || !s->labels || !s->indices || !s->padded ||
+		    !s->replaced || !s->bad_first || !s->bad_list)
 			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
 				  "cannot allocate %d batches of %zu bytes", l->k,
 				  l->sample_bytes * (size_t)o->batch_size);
@@ -249,6 +261,43 @@ fail:
 uint64_t aug_loader_batches_per_epoch(const aug_loader *l)
 {
 	return l->batches;
+}
+
+/* This rank's share of an epoch started at global position `position`,
+ * and where it starts in the rank's own order (shard-owning mode); 0
+ * records when nothing is left. */
+static uint64_t share_from(const aug_loader *l, uint64_t position,
+			   uint64_t *local_start)
+{
+	*local_start = 0;
+	if (position == 0)
+		return l->per_rank;
+	if (l->o.shard_owning) {
+		/* each rank consumed position / world of its own records */
+		uint64_t mine = position / (uint64_t)l->o.world;
+		*local_start = mine;
+		return mine < l->per_rank ? l->per_rank - mine : 0;
+	}
+	rio_partition_opts po;
+	rio_partition_opts_init(&po);
+	po.n = l->n;
+	po.rank = l->o.rank;
+	po.world = l->o.world;
+	po.remainder = l->o.drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
+	po.offset = position;
+	return rio_partition_count(&po);
+}
+
+static uint64_t batches_of(const aug_loader *l, uint64_t per)
+{
+	uint64_t b = (uint64_t)l->o.batch_size;
+	return l->o.drop_last ? per / b : (per + b - 1) / b;
+}
+
+uint64_t aug_loader_batches_at(const aug_loader *l, uint64_t position)
+{
+	uint64_t start;
+	return batches_of(l, share_from(l, position, &start));
 }
 
 void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
@@ -313,14 +362,16 @@ static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
 /* Fills slot s with batch `step` of the current epoch. */
 static void fill(aug_loader *l, slot *s, uint64_t step)
 {
+	const uint64_t per = l->epoch_per_rank;
 	uint64_t first = step * (uint64_t)l->o.batch_size;
-	uint64_t left = l->per_rank - first;
+	uint64_t left = per - first;
 	int count = left < (uint64_t)l->o.batch_size ? (int)left : l->o.batch_size;
 	s->count = count;
 	s->step = step;
 	s->rc = 0;
 	uint64_t bad = 0;
 	char last_bad[IMS_ERRMSG_MAX] = "";
+	int first_bad_j = count; /* the lowest sample that replaced a record */
 #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
 	for (int j = 0; j < count; j++) {
 		worker *w = &l->workers[omp_get_thread_num()];
@@ -329,6 +380,7 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 		uint8_t *dst = (uint8_t *)s->data + (size_t)j * l->sample_bytes;
 		ims_error e;
 		int rc = -1;
+		s->replaced[j] = 0;
 		for (int t = 0; t < MAX_TRIES; t++) {
 			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
 			/* A shard that changed under the reader is no damaged
@@ -336,12 +388,22 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			if (rc == 0 || rc == IMS_ECHANGED)
 				break;
 			bad++;
+			if (t == 0) {
+				s->replaced[j] = 1;
+				s->bad_first[j] = index;
+			}
 			ims_fail_context(&e, "record %llu", (unsigned long long)index);
 #pragma omp critical(aug_loader_bad)
-			memcpy(last_bad, e.msg, sizeof(last_bad));
+			{
+				memcpy(last_bad, e.msg, sizeof(last_bad));
+				if (t == 0 && j < first_bad_j) {
+					first_bad_j = j;
+					memcpy(s->bad_msg, e.msg, sizeof(s->bad_msg));
+				}
+			}
 			/* The next record of this rank's share: deterministic,
 			 * whatever the thread count. */
-			index = l->share[(pos + (uint64_t)t + 1) % l->per_rank];
+			index = l->share[(pos + (uint64_t)t + 1) % per];
 		}
 		s->indices[j] = index;
 		s->padded[j] = l->share_pad[pos];
@@ -356,6 +418,14 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			}
 		}
 	}
+	/* in sample order, whatever thread met them */
+	s->n_bad = (int)bad;
+	s->n_bad_listed = 0;
+	for (int j = 0; j < count; j++)
+		if (s->replaced[j])
+			s->bad_list[s->n_bad_listed++] = s->bad_first[j];
+	if (!bad)
+		s->bad_msg[0] = 0;
 	pthread_mutex_lock(&l->mu);
 	l->stats.bad_records += bad;
 	if (bad)
@@ -390,7 +460,7 @@ static slot *slot_of_step(aug_loader *l, uint64_t step)
 static void *produce(void *arg)
 {
 	aug_loader *l = arg;
-	for (uint64_t step = 0; step < l->batches; step++) {
+	for (uint64_t step = 0; step < l->epoch_batches; step++) {
 		slot *s;
 		pthread_mutex_lock(&l->mu);
 		while (!(s = free_slot(l)) && !l->stop)
@@ -431,7 +501,17 @@ static void stop_producer(aug_loader *l)
 
 int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 {
+	return aug_loader_start_epoch_at(l, epoch, 0, err);
+}
+
+int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
+			      ims_error *err)
+{
 	RETURN_IF(l->stopped, err, IMS_EINVAL, "cannot start an epoch: the loader was stopped");
+	RETURN_IF(l->o.shard_owning && position % (uint64_t)l->o.world, err, IMS_EINVAL,
+		  "cannot start epoch %llu at position %llu in shard-owning mode: "
+		  "not a multiple of the %d ranks (each rank's records are its own)",
+		  (unsigned long long)epoch, (unsigned long long)position, l->o.world);
 	stop_producer(l);
 	/* Batches the caller still holds (hold mode) stay untouched until
 	 * given back: the producer waits for them like for any busy slot. */
@@ -441,9 +521,15 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 	l->held = -1;
 	l->next_step = 0;
 	l->epoch = epoch;
-	if (l->o.shard_owning) {
+	uint64_t local_start;
+	l->epoch_per_rank = share_from(l, position, &local_start);
+	l->epoch_batches = batches_of(l, l->epoch_per_rank);
+	if (l->epoch_per_rank == 0) {
+		/* nothing left of this epoch: next() says it is over */
+	} else if (l->o.shard_owning) {
 		/* This rank's records, shuffled from (seed, epoch), cut to the
-		 * count every rank can give. */
+		 * count every rank can give, from where an earlier part of
+		 * the run stopped. */
 		uint64_t n = l->n_owned;
 		uint64_t *tmp = malloc(n * sizeof(uint64_t));
 		RETURN_IF(!tmp, err, IMS_ENOMEM, "out of memory");
@@ -458,15 +544,25 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err)
 				tmp[j] = t;
 			}
 		}
-		memcpy(l->share, tmp, l->per_rank * sizeof(uint64_t));
+		memcpy(l->share, tmp + local_start, l->epoch_per_rank * sizeof(uint64_t));
 		free(tmp);
-		memset(l->share_pad, 0, l->per_rank);
+		memset(l->share_pad, 0, l->epoch_per_rank);
 	} else {
-		rio_remainder mode = l->o.drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
-		FORWARD_IF_ERR(rio_partition(l->n, l->o.rank, l->o.world, epoch, l->o.seed,
-					     l->o.train, mode, l->share, NULL, err));
-		for (uint64_t k = 0; k < l->per_rank; k++)
-			l->share_pad[k] = (uint64_t)l->o.rank + k * (uint64_t)l->o.world >= l->n;
+		rio_partition_opts po;
+		rio_partition_opts_init(&po);
+		po.n = l->n;
+		po.rank = l->o.rank;
+		po.world = l->o.world;
+		po.epoch = epoch;
+		po.seed = l->o.seed;
+		po.shuffle = l->o.train;
+		po.remainder = l->o.drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
+		po.offset = position;
+		FORWARD_IF_ERR(rio_partition(&po, l->share, NULL, err));
+		/* padded: positions past the end of the order, wrapped */
+		for (uint64_t k = 0; k < l->epoch_per_rank; k++)
+			l->share_pad[k] = position + (uint64_t)l->o.rank +
+						  k * (uint64_t)l->o.world >= l->n;
 	}
 	if (pthread_create(&l->producer, NULL, produce, l) != 0)
 		return ims_fail(err, IMS_EIO, "cannot start the loader's producer thread");
@@ -486,7 +582,7 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 		l->held = -1;
 		pthread_cond_broadcast(&l->cv);
 	}
-	if (l->next_step >= l->batches) {
+	if (l->next_step >= l->epoch_batches) {
 		pthread_mutex_unlock(&l->mu);
 		return 1;
 	}
@@ -536,6 +632,11 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 	b->labels = s->labels;
 	b->indices = s->indices;
 	b->padded = s->padded;
+	b->replaced = s->replaced;
+	b->bad_records = s->n_bad;
+	b->bad_indices = s->bad_list;
+	b->bad_listed = s->n_bad_listed;
+	b->bad_reason = s->bad_msg;
 	b->count = s->count;
 	b->epoch = l->epoch;
 	b->step = s->step;
@@ -601,6 +702,9 @@ void aug_loader_close(aug_loader *l)
 			free(l->ring[i].labels);
 			free(l->ring[i].indices);
 			free(l->ring[i].padded);
+			free(l->ring[i].replaced);
+			free(l->ring[i].bad_first);
+			free(l->ring[i].bad_list);
 		}
 	free(l->ring);
 	if (l->workers)

@@ -515,6 +515,13 @@ int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 int ims_utf8_valid(const char *s, size_t *bad);
 const char *ims_escape(const char *s, char *buf, size_t len);
 
+/*
+ * ims_plural: the noun for a count of n, one when n is 1 and many
+ * otherwise ("1 shard", "0 shards", "2 shards"): every printed count
+ * goes through it. Returns one of its arguments (not copied).
+ */
+const char *ims_plural(uint64_t n, const char *one, const char *many);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,3 +88,8 @@ const char *ims_escape(const char *s, char *buf, size_t len)
 	buf[o] = '\0';
 	return buf;
 }
+
+const char *ims_plural(uint64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}

@@ -87,9 +87,11 @@ static int find_batches(const char *root, const char **prefix, ims_error *err)
 			  root, other[i], i == 0 ? "Python" : "Matlab");
 	}
 	return ims_fail(err, IMS_ENOTFOUND,
-			"cannot find CIFAR-10 batches in '%s': expected '%s/%s/%s' "
-			"(the binary version, cifar-10-binary.tar.gz)",
-			root, root, CIFAR_DIR, train_batches[0]);
+			"cannot find CIFAR-10 batches in '%s': looked for '%s/%s/%s' "
+			"and, for batches in ROOT itself, '%s/%s' and '%s/%s' (the "
+			"binary version, cifar-10-binary.tar.gz)",
+			root, root, CIFAR_DIR, train_batches[0], root,
+			train_batches[0], root, CIFAR_META);
 }
 
 /* One batch file of a split: its paths and record count. */

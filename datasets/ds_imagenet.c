@@ -671,11 +671,20 @@ static int detect(ctx *c)
 	const char *map = c->kaggle ? KAGGLE_MAP : DEVKIT_MAP;
 	const char *need[] = {map, c->kaggle ? KAGGLE_DATA "/train" : "train",
 			      c->kaggle ? KAGGLE_DATA "/val" : "val"};
-	for (size_t i = 0; i < 3; i++)
-		RETURN_IF(!exists_kind(c, need[i], i ? IMS_KIND_FOLDER : IMS_KIND_FILE), c->err,
-			  IMS_ENOTFOUND,
-			  "cannot load ImageNet (%s layout) from '%s': missing '%s/%s'",
-			  c->kaggle ? "Kaggle" : "devkit", c->root, c->root, need[i]);
+	/* every missing piece named at once, not one per attempt */
+	char missing[3 * 4200] = "";
+	size_t at = 0;
+	for (size_t i = 0; i < 3; i++) {
+		if (exists_kind(c, need[i], i ? IMS_KIND_FOLDER : IMS_KIND_FILE))
+			continue;
+		int n = snprintf(missing + at, sizeof(missing) - at, "%s'%s/%s'",
+				 at ? ", " : "", c->root, need[i]);
+		if (n > 0 && (size_t)n < sizeof(missing) - at)
+			at += (size_t)n;
+	}
+	RETURN_IF(at, c->err, IMS_ENOTFOUND,
+		  "cannot load ImageNet (%s layout) from '%s': missing %s",
+		  c->kaggle ? "Kaggle" : "devkit", c->root, missing);
 	FORWARD_IF_ERR(join(c, c->map_path, sizeof(c->map_path), map));
 	const char *test = c->kaggle ? KAGGLE_DATA "/test" : "test";
 	if (exists_kind(c, test, IMS_KIND_FOLDER))

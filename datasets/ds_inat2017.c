@@ -673,6 +673,36 @@ static int fill_dataset(const inat *st, const char **names, size_t n_names,
 	return 0;
 }
 
+/* The layout's three pieces, every missing one named in one message. */
+static int check_layout(const char *root, ims_error *err)
+{
+	RETURN_IF(ims_path_kind(root) != IMS_KIND_FOLDER, err, IMS_ENOTFOUND,
+		  "cannot find iNaturalist 2017 under '%s': not a folder "
+		  "(looked for train2017.json, val2017.json and " IMAGES_DIR
+		  "/ in it)",
+		  root);
+	static const char *const need[] = {"train2017.json", "val2017.json",
+					   IMAGES_DIR "/"};
+	char missing[3 * 4200] = "";
+	size_t at = 0;
+	for (int i = 0; i < 3; i++) {
+		char p[4096];
+		FORWARD_IF_ERR(ims_path_join(p, sizeof(p), root, need[i], err));
+		if (ims_path_kind(p) != IMS_KIND_NONE)
+			continue;
+		int n = snprintf(missing + at, sizeof(missing) - at, "%s'%s/%s'",
+				 at ? ", " : "", root, need[i]);
+		if (n > 0 && (size_t)n < sizeof(missing) - at)
+			at += (size_t)n;
+	}
+	RETURN_IF(at, err, IMS_ENOTFOUND,
+		  "cannot find iNaturalist 2017 under '%s': looked for "
+		  "train2017.json, val2017.json and " IMAGES_DIR "/ in it; "
+		  "missing %s",
+		  root, missing);
+	return 0;
+}
+
 static int inat_load(const char *root, const ds_convert_opts *o,
 		     ds_dataset *out, ims_error *err)
 {
@@ -693,6 +723,7 @@ static int inat_load(const char *root, const ds_convert_opts *o,
 	const char **names = NULL;
 	size_t n_names = 0;
 	int rc = 0;
+	GOTO_IF_ERR(fail, rc, check_layout(root, err));
 	for (int s = 0; s < N_SPLITS; s++)
 		GOTO_IF_ERR(fail, rc, load_json(&st, s, err));
 	GOTO_IF_ERR(fail, rc, check_files(&st, &files, err));

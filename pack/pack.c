@@ -366,8 +366,9 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 		FORWARD_IF_ERR(note_skip(j, k, row, s, err));
 		RETURN_IF(o->max_errors >= 0 && k->skipped > (uint64_t)o->max_errors,
 			  err, IMS_ELIMIT,
-			  "stopped after %llu skipped files (--max-errors %lld); see '%s'",
-			  (unsigned long long)k->skipped, (long long)o->max_errors,
+			  "stopped after %llu skipped %s (--max-errors %lld); see '%s'",
+			  (unsigned long long)k->skipped,
+			  ims_plural(k->skipped, "file", "files"), (long long)o->max_errors,
 			  k->errors_path);
 	}
 	if (s->buf.cap > PACK_KEEP_CAPACITY)

@@ -4,11 +4,14 @@
  * All ranks derive the same permutation from (seed, epoch) and take a
  * strided slice of it, so shares are disjoint and cover the split without
  * any communication, and every rank gets the same count: unequal counts
- * would leave one rank waiting forever in an allreduce.
+ * would leave one rank waiting forever in an allreduce. Positions before
+ * an offset were consumed by an earlier part of the run (which may have
+ * had another rank count): the slice starts after them.
  */
 #include "recordio.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t rio_partition_size(uint64_t n, int world, rio_remainder mode)
 {
@@ -18,18 +21,38 @@ uint64_t rio_partition_size(uint64_t n, int world, rio_remainder mode)
 	return mode == RIO_REMAINDER_DROP ? n / w : (n + w - 1) / w;
 }
 
-int rio_partition(uint64_t n, int rank, int world, uint64_t epoch,
-		  uint64_t seed, int shuffle, rio_remainder mode, uint64_t *out,
+void rio_partition_opts_init(rio_partition_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->world = 1;
+	o->shuffle = 1;
+	o->remainder = RIO_REMAINDER_DROP;
+}
+
+uint64_t rio_partition_count(const rio_partition_opts *o)
+{
+	if (o->offset >= o->n)
+		return 0;
+	return rio_partition_size(o->n - o->offset, o->world, o->remainder);
+}
+
+int rio_partition(const rio_partition_opts *o, uint64_t *out,
 		  rio_partition_info *info, ims_error *err)
 {
-	RETURN_IF(world <= 0 || rank < 0 || rank >= world, err, IMS_EINVAL,
-		  "rank %d is not in a world of %d", rank, world);
-	RETURN_IF(mode != RIO_REMAINDER_PAD && mode != RIO_REMAINDER_DROP, err,
-		  IMS_EINVAL, "unknown remainder mode %d", (int)mode);
+	const uint64_t n = o->n;
+	RETURN_IF(o->world <= 0 || o->rank < 0 || o->rank >= o->world, err,
+		  IMS_EINVAL, "rank %d is not in a world of %d", o->rank, o->world);
+	RETURN_IF(o->remainder != RIO_REMAINDER_PAD &&
+			  o->remainder != RIO_REMAINDER_DROP,
+		  err, IMS_EINVAL, "unknown remainder mode %d", (int)o->remainder);
 	RETURN_IF(n == 0, err, IMS_EINVAL, "cannot partition an empty split");
-	uint64_t per = rio_partition_size(n, world, mode);
+	RETURN_IF(o->offset >= n, err, IMS_EINVAL,
+		  "cannot start an epoch of %llu records at position %llu",
+		  (unsigned long long)n, (unsigned long long)o->offset);
+	const uint64_t rest = n - o->offset;
+	uint64_t per = rio_partition_count(o);
 	uint64_t *perm = NULL;
-	if (shuffle) {
+	if (o->shuffle) {
 		perm = malloc(n * sizeof(*perm));
 		RETURN_IF(!perm, err, IMS_ENOMEM,
 			  "cannot partition %llu records: out of memory",
@@ -37,7 +60,7 @@ int rio_partition(uint64_t n, int rank, int world, uint64_t epoch,
 		for (uint64_t i = 0; i < n; i++)
 			perm[i] = i;
 		ims_rng rng;
-		ims_rng_seed(&rng, seed, ims_hash64(0x70617274ull, epoch));
+		ims_rng_seed(&rng, o->seed, ims_hash64(0x70617274ull, o->epoch));
 		for (uint64_t i = n - 1; i > 0; i--) {
 			uint64_t j = ims_rng_below(&rng, i + 1);
 			uint64_t t = perm[i];
@@ -45,20 +68,22 @@ int rio_partition(uint64_t n, int rank, int world, uint64_t epoch,
 			perm[j] = t;
 		}
 	}
-	uint64_t w = (uint64_t)world;
+	uint64_t w = (uint64_t)o->world;
 	for (uint64_t k = 0; k < per; k++) {
-		uint64_t pos = (uint64_t)rank + k * w;
-		/* Past the end only under PAD: wrap to the start of the order
-		 * (more than once when there are fewer records than ranks). */
-		if (pos >= n)
-			pos %= n;
+		uint64_t pos = (uint64_t)o->rank + k * w;
+		/* Past the end only under PAD: wrap to the start of the rest
+		 * of the order (more than once when it holds fewer records
+		 * than ranks). */
+		if (pos >= rest)
+			pos %= rest;
+		pos += o->offset;
 		out[k] = perm ? perm[pos] : pos;
 	}
 	free(perm);
 	if (info) {
 		info->per_rank = per;
-		info->padded = per * w > n ? per * w - n : 0;
-		info->dropped = per * w < n ? n - per * w : 0;
+		info->padded = per * w > rest ? per * w - rest : 0;
+		info->dropped = per * w < rest ? rest - per * w : 0;
 	}
 	return 0;
 }

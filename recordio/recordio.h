@@ -451,17 +451,43 @@ typedef struct rio_partition_info {
 /* Records per rank for n records over world ranks. */
 uint64_t rio_partition_size(uint64_t n, int world, rio_remainder mode);
 
+/* Which share of which epoch rio_partition computes. */
+typedef struct rio_partition_opts {
+	uint64_t n;            /* records in the split (> 0) */
+	int rank, world;       /* 0 <= rank < world */
+	uint64_t epoch, seed;  /* the order is drawn from (seed, epoch) */
+	int shuffle;           /* 0: the identity order (validation) */
+	rio_remainder remainder; /* RIO_REMAINDER_PAD or _DROP */
+	uint64_t offset;       /* positions of the epoch's order already
+				  consumed (a run resumed inside an epoch,
+				  perhaps with another rank count): the shares
+				  cover positions offset..n-1; offset < n */
+} rio_partition_opts;
+
+/* Defaults: n 0, rank 0 of 1, epoch 0, seed 0, shuffled, DROP, offset 0. */
+void rio_partition_opts_init(rio_partition_opts *o);
+
+/* Records per rank that rio_partition(o) gives:
+ * rio_partition_size(o->n - o->offset, o->world, o->remainder); 0 for
+ * options it would refuse. */
+uint64_t rio_partition_count(const rio_partition_opts *o);
+
 /*
- * Rank `rank`'s share of an epoch. The epoch's order is a permutation of
+ * Rank o->rank's share of an epoch. The epoch's order is a permutation of
  * 0..n-1 drawn from (seed, epoch) when shuffle is set, else the identity;
- * rank r takes positions r, r+world, r+2*world, ... of it. Every rank gets
- * exactly rio_partition_size(n, world, mode) indices, written to out
- * (which must hold that many); without padding the shares are disjoint and
- * their union is the whole order (PAD) or all but `dropped` (DROP). Any
- * rank computes its share alone: no communication.
+ * rank r takes positions offset+r, offset+r+world, offset+r+2*world, ...
+ * of it. Every rank gets exactly rio_partition_count(o) indices, written to
+ * out (which must hold that many); without padding the shares are
+ * disjoint and their union is the order from offset on (PAD: positions
+ * past the end wrap to offset) or all of it but `dropped` (DROP: the last
+ * positions). So a run that consumed positions [0, p) of an epoch, with
+ * any rank count, continues with offset p and any other rank count: no
+ * record is seen twice or skipped. Any rank computes its share alone: no
+ * communication. info (may be NULL) counts over the positions from offset.
+ * Errors: IMS_EINVAL (rank outside the world, unknown remainder mode,
+ * n == 0, offset >= n), IMS_ENOMEM (the permutation).
  */
-int rio_partition(uint64_t n, int rank, int world, uint64_t epoch,
-		  uint64_t seed, int shuffle, rio_remainder mode, uint64_t *out,
+int rio_partition(const rio_partition_opts *o, uint64_t *out,
 		  rio_partition_info *info, ims_error *err);
 
 #ifdef __cplusplus

@@ -197,11 +197,15 @@ double rep_epoch_position(const rep_stats *st, int epoch, int64_t step)
 
 /* Options that do not change the work of a step: runs differing only in
  * these are the same job for a speed comparison. batch_size is replaced by
- * the batch the grouping keeps equal. */
+ * the batch the grouping keeps equal. Threads per rank are how the job is
+ * run, not what it is: scaling on one machine gives N ranks cores / N
+ * threads each, so the group's table shows them beside the speeds.
+ * Validation (its split, its crop) happens outside the training steps. */
 static const char *const work_neutral[] = {
 	"world", "lr", "lr_peak", "seed", "epochs", "max_steps", "momentum",
 	"weight_decay", "nesterov", "warmup_epochs", "schedule", "no_lr_scaling",
-	"label_smoothing", "batch_size", NULL};
+	"label_smoothing", "batch_size", "threads", "loader_threads", "val",
+	"val_crop_frac", NULL};
 
 static int neutral(const char *k)
 {
@@ -226,8 +230,6 @@ static char *group_key(const rep_run *run, rep_scaling mode, double batch,
 		/* a summary from before options were logged */
 		ims_buf_printf(&b, "model=%s device=%s ", s->model ? s->model : "?",
 			  s->device ? s->device : "?");
-		if (isfinite(s->threads))
-			ims_buf_printf(&b, "threads=%g ", s->threads);
 	}
 	if (mode == REP_SCALE_RANK_BATCH)
 		ims_buf_printf(&b, "batch_per_rank=%g", batch);

@@ -389,8 +389,8 @@ static void group_section(ims_buf *b, const rep_report *r, const rep_group *g,
 			   "baseline.</p>\n");
 	ims_buf_puts(b, "<table>\n");
 	static const char *const cols[] = {
-		"run", "ranks", "batch / rank", "global batch", "images", "train_s",
-		"steady images/s per rank", "total steady images/s", "speedup_speed",
+		"run", "ranks", "threads / rank", "batch / rank", "global batch",
+		"images", "train_s", "steady images/s per rank", "total steady images/s", "speedup_speed",
 		"efficiency (speed)", "speedup_time", "efficiency (time)", NULL};
 	rb_th_row(b, cols);
 	int per_image = 0;
@@ -401,6 +401,7 @@ static void group_section(ims_buf *b, const rep_report *r, const rep_group *g,
 		ims_buf_puts(b, "<tr><td class=\"l\">");
 		rb_html(b, r->runs[g->members[a]].label);
 		ims_buf_printf(b, "</td><td>%d</td>", st->world);
+		rb_td_num(b, r->runs[g->members[a]].sum.threads);
 		rb_td_num(b, st->batch_per_rank);
 		rb_td_num(b, st->global_batch);
 		rb_td_num(b, st->images);
@@ -418,6 +419,16 @@ static void group_section(ims_buf *b, const rep_report *r, const rep_group *g,
 		ims_buf_puts(b, "<p class=\"note\">These runs trained different numbers of images, so "
 			   "speedup_time compares time per image: train_s(1) / images(1) over "
 			   "train_s(W) / images(W).</p>\n");
+	int threads_differ = 0;
+	for (size_t a = 1; a < g->n_members; a++) {
+		double t0 = r->runs[g->members[0]].sum.threads;
+		double t = r->runs[g->members[a]].sum.threads;
+		threads_differ |= !(isnan(t0) && isnan(t)) && t0 != t;
+	}
+	if (threads_differ)
+		ims_buf_puts(b, "<p class=\"note\">These runs use different threads per rank "
+			   "(column threads / rank): the speedups compare the jobs as run, "
+			   "ranks x threads cores each, not ranks alone.</p>\n");
 	if (g->baseline < 0)
 		return;
 	group_charts(b, r, g, gi);

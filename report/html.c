@@ -114,7 +114,7 @@ static void head(ims_buf *b, const rep_report *r)
 	rb_html(b, r->title);
 	ims_buf_printf(b, "</h1>\n<p>%zu run%s, read from imshard-train's logs by "
 		     "<code>imshard report</code> " IMS_VERSION_STRING ".</p>\n<nav>",
-		  r->n_runs, r->n_runs == 1 ? "" : "s");
+		  r->n_runs, ims_plural(r->n_runs, "", "s"));
 	ims_buf_puts(b, "<a href=\"#runs\">runs</a>");
 	if (r->n_groups)
 		ims_buf_puts(b, "<a href=\"#scaling\">scaling</a>");
@@ -174,7 +174,7 @@ static void runs_table(ims_buf *b, const rep_report *r)
 			snprintf(t, sizeof(t), "no summary.json: the run did not finish");
 		else if (run->n_diags_total)
 			snprintf(t, sizeof(t), "%zu line%s skipped", run->n_diags_total,
-				 run->n_diags_total == 1 ? "" : "s");
+				 ims_plural(run->n_diags_total, "", "s"));
 		else
 			snprintf(t, sizeof(t), "complete");
 		rb_td(b, 1, t);
@@ -202,6 +202,38 @@ static void runs_table(ims_buf *b, const rep_report *r)
 }
 
 /* ---- accuracy across runs ------------------------------------------------------ */
+
+/*
+ * A series' n points (x, y) sorted by x, the points at one x merged into
+ * their mean y, so that a line never runs back or straight up between
+ * two runs at the same x (repeated seeds, runs that differ in threads).
+ * Returns the points left; *merged is set when two shared an x.
+ */
+static size_t by_x(double *x, double *y, size_t n, int *merged)
+{
+	for (size_t i = 1; i < n; i++) {
+		double xi = x[i], yi = y[i];
+		size_t j = i;
+		for (; j > 0 && x[j - 1] > xi; j--) {
+			x[j] = x[j - 1];
+			y[j] = y[j - 1];
+		}
+		x[j] = xi;
+		y[j] = yi;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		size_t e = i;
+		double sum = 0;
+		for (; e < n && x[e] == x[i]; e++)
+			sum += y[e];
+		*merged |= e - i > 1;
+		x[k] = x[i];
+		y[k++] = sum / (double)(e - i);
+		i = e;
+	}
+	return k;
+}
 
 static void across(ims_buf *b, const rep_report *r)
 {
@@ -293,6 +325,7 @@ static void across(ims_buf *b, const rep_report *r)
 	} else if (n > 1 && nw) {
 		ims_buf_puts(b, "<div class=\"figs\">");
 		size_t at = 0;
+		int repeated = 0;
 		for (int k = 0; k < nw; k++) {
 			size_t start = at;
 			for (size_t i = 0; i < n; i++) {
@@ -303,6 +336,7 @@ static void across(ims_buf *b, const rep_report *r)
 				bx[at] = s->global_batch;
 				by[at++] = 100 * s->final_top1;
 			}
+			at = start + by_x(bx + start, by + start, at - start, &repeated);
 			snprintf(lab[k], sizeof(lab[k]), "%d %s", worlds[k], rep_ranks_word(worlds[k]));
 			bs[k] = (svg_series){lab[k], bx + start, by + start, at - start,
 					     SVG_MARKERS | SVG_LINE, k};
@@ -320,6 +354,7 @@ static void across(ims_buf *b, const rep_report *r)
 				bx[n + at] = s->world;
 				by[n + at++] = 100 * s->final_top1;
 			}
+			at = start + by_x(bx + n + start, by + n + start, at - start, &repeated);
 			snprintf(lab[k], sizeof(lab[k]), "batch %g per rank", batches[k]);
 			bs[k] = (svg_series){lab[k], bx + n + start, by + n + start, at - start,
 					     SVG_MARKERS | SVG_LINE, k};
@@ -328,6 +363,10 @@ static void across(ims_buf *b, const rep_report *r)
 				"ranks (world size)", "top-1 (%)", 0, 0, 1, NAN};
 		svg_line_chart(b, &c4, bs, (size_t)nb);
 		ims_buf_puts(b, "</div>\n");
+		if (repeated)
+			ims_buf_puts(b, "<p class=\"note\">Where several runs share a point "
+				   "(repeated seeds, other threads per rank) the two charts "
+				   "above draw their mean top-1.</p>\n");
 	}
 	free(bx);
 	free(by);
@@ -415,7 +454,7 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 		     "speed (log more often with --log-every).");
 	if (run->n_diags_total)
 		NOTE("%zu line%s skipped (see <a href=\"#diagnostics\">skipped lines</a>).",
-		     run->n_diags_total, run->n_diags_total == 1 ? "" : "s");
+		     run->n_diags_total, ims_plural(run->n_diags_total, "", "s"));
 #undef NOTE
 	ims_buf_puts(b, "</ul>\n");
 }
@@ -776,7 +815,7 @@ static void run_section(ims_buf *b, const rep_report *r, size_t i)
 		ims_buf_puts(b, " on ");
 		rb_html(b, s->device ? s->device : "?");
 		ims_buf_printf(b, ", %s thread%s per rank; train_s %s after %s start-up.",
-			  rep_fmt_n(n1, s->threads), s->threads == 1 ? "" : "s", rep_fmt_s_n(n2, st->train_s),
+			  rep_fmt_n(n1, s->threads), ims_plural(s->threads, "", "s"), rep_fmt_s_n(n2, st->train_s),
 			  rep_fmt_s_n(n3, s->startup_s));
 	} else
 		ims_buf_puts(b, ".");

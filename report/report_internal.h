@@ -57,7 +57,7 @@ static inline const char *rep_fmt_pct_n(char *buf, double v)
 }
 static inline const char *rep_ranks_word(int w)
 {
-	return w == 1 ? "rank" : "ranks";
+	return ims_plural((uint64_t)w, "rank", "ranks");
 }
 
 /* ---- svg.c: charts ------------------------------------------------------ */

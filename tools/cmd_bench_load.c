@@ -387,13 +387,14 @@ int cmd_bench_load(int argc, char **argv)
 		printf("%s\n", text);
 		cJSON_free(text);
 	} else {
-		printf("loaded %llu images in %llu batches (%.2f epochs) in %.2f s: %.1f images/s\n",
-		       (unsigned long long)images, (unsigned long long)batches, epochs_f,
+		printf("loaded %llu %s in %llu %s (%.2f epochs) in %.2f s: %.1f images/s\n",
+		       (unsigned long long)images, ims_plural(images, "image", "images"),
+		       (unsigned long long)batches, ims_plural(batches, "batch", "batches"), epochs_f,
 		       wall, ips);
 		printf("  rank %d of %d, %s, batch %d, %dx%d %s %s, %d worker%s, prefetch %d\n",
 		       rank, world, val ? "validation" : "training", batch, tr->out_w,
 		       tr->out_h, layout_name(tr->layout), dtype_name(tr->dtype),
-		       threads, threads == 1 ? "" : "s", prefetch ? prefetch : 3);
+		       threads, ims_plural(threads, "", "s"), prefetch ? prefetch : 3);
 		printf("  worker time (summed over threads): read %.2f s (%.0f%%), decode %.2f s (%.0f%%), augment %.2f s (%.0f%%)\n",
 		       st.read_seconds, share(st.read_seconds, work), st.decode_seconds,
 		       share(st.decode_seconds, work), st.augment_seconds,
@@ -405,16 +406,21 @@ int cmd_bench_load(int argc, char **argv)
 			printf("  last bad record: %s\n",
 			       ims_escape(st.last_bad, safe, sizeof(safe)));
 		printf("  batch memory: %s\n", st.pinned ? "pinned (cudaHostAlloc)" : "not pinned (host memory)");
-		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks; %llu batches per epoch)\n",
+		/* training batches are whole: a short last one is dropped */
+		uint64_t whole = per_epoch * (uint64_t)batch;
+		uint64_t short_batch = !val && per_rank > whole ? per_rank - whole : 0;
+		printf("  records per rank per epoch: %llu (%llu padded, %llu dropped across ranks, "
+		       "%llu dropped in a short last batch; %llu %s per epoch)\n",
 		       (unsigned long long)per_rank, (unsigned long long)padded,
-		       (unsigned long long)dropped, (unsigned long long)per_epoch);
+		       (unsigned long long)dropped, (unsigned long long)short_batch,
+		       (unsigned long long)per_epoch, ims_plural(per_epoch, "batch", "batches"));
 		if (dump_n)
-			printf("  wrote %d sample%s to '%s'\n", dumped, dumped == 1 ? "" : "s",
+			printf("  wrote %d sample%s to '%s'\n", dumped, ims_plural(dumped, "", "s"),
 			       ims_escape(dump_dir, safe, sizeof(safe)));
 	}
 	if (res.interrupted) {
-		cli_error("bench-load: interrupted after %llu batches",
-			  (unsigned long long)batches);
+		cli_error("bench-load: interrupted after %llu %s",
+			  (unsigned long long)batches, ims_plural(batches, "batch", "batches"));
 		return CLI_EXIT_FAIL;
 	}
 	return CLI_EXIT_OK;

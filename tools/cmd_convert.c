@@ -107,11 +107,12 @@ static void on_short_classes(void *ctx, const char *split,
 	convert_ui *u = ctx;
 	if (u->quiet)
 		return;
-	cli_warn(0, "convert: %s: %zu classes had fewer images than wanted and gave all they had:",
-		 split, n);
-	for (size_t i = 0; i < n; i++)
+	cli_warn(0, "convert: %s: %zu %s fewer images than wanted and gave all they had:",
+		 split, n, ims_plural(n, "class had", "classes had"));
+	for (size_t i = 0; i < n && i < CLI_NAMED; i++)
 		cli_say("  '%s' (label %zu): %zu of %zu wanted",
 			c[i].name, c[i].label, c[i].available, c[i].wanted);
+	cli_say_rest(n, "class", "classes");
 }
 
 static void on_split_begin(void *ctx, const char *split, uint64_t rows)
@@ -129,8 +130,10 @@ static void on_split_end(void *ctx, const pack_convert_split *s)
 	u->packing = 0;
 	if (u->quiet)
 		return;
-	cli_say("convert: %s: %llu records, %zu classes, %llu to %llu per class, %llu skipped%s%s%s, %.1f s",
-		s->name, (unsigned long long)s->records, s->classes,
+	cli_say("convert: %s: %llu %s, %zu %s, %llu to %llu per class, %llu skipped%s%s%s, %.1f s",
+		s->name, (unsigned long long)s->records,
+		ims_plural(s->records, "record", "records"), s->classes,
+		ims_plural(s->classes, "class", "classes"),
 		(unsigned long long)s->fewest, (unsigned long long)s->most,
 		(unsigned long long)s->skipped, s->skipped ? " (see '" : "",
 		s->skipped ? s->errors : "", s->skipped ? "')" : "", s->seconds);
@@ -266,16 +269,28 @@ int cmd_convert(int argc, char **argv)
 		else
 			cli_error("convert: interrupted; %s", rep.outcome);
 		status = CLI_EXIT_FAIL;
+	} else if (rc < 0 && rep.n_refused) {
+		/* the library's message names every class; one line here,
+		 * the first few classes under it */
+		cli_error("convert: %s: cannot take the subset: %zu %s fewer images "
+			  "than wanted (--allow-short takes all a short class has)%s%s",
+			  rep.failed_split, rep.n_refused,
+			  ims_plural(rep.n_refused, "class has", "classes have"),
+			  rep.outcome[0] ? "; " : "", rep.outcome);
+		for (size_t i = 0; i < rep.n_refused && i < CLI_NAMED; i++)
+			cli_say("  '%s' (label %zu): %zu %s, %zu wanted",
+				rep.refused[i].name, rep.refused[i].label,
+				rep.refused[i].available,
+				ims_plural(rep.refused[i].available, "image", "images"),
+				rep.refused[i].wanted);
+		cli_say_rest(rep.n_refused, "class", "classes");
+		status = rep.stage == PACK_CONVERT_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	} else if (rc < 0) {
 		cli_error("convert: %s", err.msg);
-		for (size_t i = 0; i < rep.n_refused; i++)
-			cli_say("  '%s' (label %zu): %zu images, %zu wanted",
-				rep.refused[i].name, rep.refused[i].label,
-				rep.refused[i].available, rep.refused[i].wanted);
 		status = rep.stage == PACK_CONVERT_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 	} else if (!quiet) {
 		cli_say("convert: wrote %d split%s, classes.txt and lists to '%s' (%s)",
-			rep.n_splits, rep.n_splits == 1 ? "" : "s", out,
+			rep.n_splits, ims_plural(rep.n_splits, "", "s"), out,
 			no_shuffle ? "records in the dataset's order, not shuffled" :
 				     "records shuffled with --seed");
 	}

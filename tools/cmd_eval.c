@@ -337,10 +337,11 @@ int cmd_eval(int argc, char **argv)
 	if (rank0) {
 		if (res.bad_records)
 			cli_warn(mf.quiet,
-				 "eval: %llu records of '%s' could not be read or "
+				 "eval: %llu %s of '%s' could not be read or "
 				 "decoded and were replaced by others (counted twice); "
 				 "'imshard verify --decode' names them",
-				 (unsigned long long)res.bad_records, pos[1]);
+				 (unsigned long long)res.bad_records,
+				 ims_plural(res.bad_records, "record", "records"), pos[1]);
 		if (out) {
 			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0};
 			if (nn_eval_write(out, &res, &card, &origin, &err) < 0) {

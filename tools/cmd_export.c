@@ -113,8 +113,10 @@ int cmd_export(int argc, char **argv)
 	if (rc < 0)
 		cli_error("export: %s", err.msg);
 	else
-		cli_info(mf.quiet, "export: wrote %d tensors of %s to '%s'",
-			 nn_model_tensor_count(m), card.model, out);
+		cli_info(mf.quiet, "export: wrote %d %s of %s to '%s'",
+			 nn_model_tensor_count(m),
+			 ims_plural((uint64_t)nn_model_tensor_count(m), "tensor", "tensors"),
+			 card.model, out);
 	nn_model_card_text_release(&text);
 	nn_model_free(m);
 	if (ctx_ok)

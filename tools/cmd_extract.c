@@ -175,8 +175,9 @@ int cmd_extract(int argc, char **argv)
 		}
 	}
 	if (!quiet)
-		fprintf(stderr, "imshard: extracted %llu records to '%s'\n",
-			(unsigned long long)written, out);
+		fprintf(stderr, "imshard: extracted %llu %s to '%s'\n",
+			(unsigned long long)written,
+			ims_plural(written, "record", "records"), out);
 	status = CLI_EXIT_OK;
 done:
 	if (lst)

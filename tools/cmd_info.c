@@ -83,7 +83,7 @@ int cmd_info(int argc, char **argv)
 		       m.format_version < 2 ? " (shard digests prove nothing: "
 					      "'imshard verify --rehash' upgrades it)" : "");
 		printf("size:       %s in %zu shard%s\n", cli_format_bytes((double)total, b, sizeof(b)),
-		       m.n_shards, m.n_shards == 1 ? "" : "s");
+		       m.n_shards, ims_plural(m.n_shards, "", "s"));
 		if (m.n_extra_labels)
 			printf("labels:     1 class label + %u float labels per record\n",
 			       m.n_extra_labels);

@@ -96,7 +96,7 @@ static void warn_empty_classes(const ds_list *l, int quiet)
 	if (n)
 		cli_warn(quiet, "%zu class folder%s without images (their labels stay "
 			 "unused): %s%s",
-			 n, n == 1 ? "" : "s", names, n > shown ? ", ..." : "");
+			 n, ims_plural(n, "", "s"), names, n > shown ? ", ..." : "");
 	free(counts);
 }
 
@@ -182,20 +182,21 @@ int cmd_list(int argc, char **argv)
 		cli_error("%s", err.msg);
 		goto out;
 	}
-	cli_info(quiet, "listed '%s': %zu classes, %zu images", root,
-		 all.n_classes, all.count);
+	cli_info(quiet, "listed '%s': %zu %s, %zu %s", root, all.n_classes,
+		 ims_plural(all.n_classes, "class", "classes"), all.count,
+		 ims_plural(all.count, "image", "images"));
 	if (rep.ignored_files)
 		cli_info(quiet, "skipped %zu file%s not matching %s", rep.ignored_files,
-			 rep.ignored_files == 1 ? "" : "s",
+			 ims_plural(rep.ignored_files, "", "s"),
 			 exts ? exts : ".jpg,.jpeg,.png");
 	if (rep.ignored_nested)
 		cli_info(quiet, "skipped %zu image%s in folders nested inside class "
 			 "folders (--recursive lists them as classes of their own)",
-			 rep.ignored_nested, rep.ignored_nested == 1 ? "" : "s");
+			 rep.ignored_nested, ims_plural(rep.ignored_nested, "", "s"));
 	if (rep.loose_files)
 		cli_warn(quiet, "skipped %zu image%s lying directly in '%s' (not in a "
 			 "class folder)",
-			 rep.loose_files, rep.loose_files == 1 ? "" : "s", root);
+			 rep.loose_files, ims_plural(rep.loose_files, "", "s"), root);
 	if (rep.empty_classes)
 		warn_empty_classes(&all, quiet);
 
@@ -241,14 +242,16 @@ int cmd_list(int argc, char **argv)
 			cli_error("%s", err.msg);
 			goto out;
 		}
-		cli_info(quiet, "wrote '%s': %zu images", path, parts[s].count);
+		cli_info(quiet, "wrote '%s': %zu %s", path, parts[s].count,
+			 ims_plural(parts[s].count, "image", "images"));
 	}
 	snprintf(path, plen, "%s.classes", output);
 	if (ds_classes_write(path, names, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto out;
 	}
-	cli_info(quiet, "wrote '%s': %zu classes", path, names->n_classes);
+	cli_info(quiet, "wrote '%s': %zu %s", path, names->n_classes,
+		 ims_plural(names->n_classes, "class", "classes"));
 	status = CLI_EXIT_OK;
 out:
 	free(path);

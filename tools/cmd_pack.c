@@ -180,9 +180,10 @@ int cmd_pack(int argc, char **argv)
 		cli_format_bytes((double)rep.bytes_in, in, sizeof(in));
 		cli_format_bytes((double)rep.bytes_out, outb, sizeof(outb));
 		double s = rep.seconds > 0 ? rep.seconds : 1e-9;
-		cli_say("packed %llu of %llu images into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s",
+		cli_say("packed %llu of %llu %s into %d shard%s (%s read, %s written) in %.1f s: %.0f images/s, %.1f MB/s",
 			(unsigned long long)rep.packed, (unsigned long long)rep.listed,
-			rep.shards, rep.shards == 1 ? "" : "s", in, outb, rep.seconds,
+			ims_plural(rep.listed, "image", "images"),
+			rep.shards, ims_plural(rep.shards, "", "s"), in, outb, rep.seconds,
 			(double)rep.packed / s, (double)rep.bytes_in / s / 1e6);
 		if (rep.skipped)
 			cli_say("%llu skipped, listed in '%s'",

@@ -293,8 +293,8 @@ int cmd_predict(int argc, char **argv)
 	if (rc < 0)
 		cli_error("predict: %s", err.msg);
 	else if (failed)
-		cli_info(mf.quiet, "predict: %d of %d images could not be predicted",
-			 failed, np - 1);
+		cli_info(mf.quiet, "predict: %d of %d %s could not be predicted",
+			 failed, np - 1, ims_plural((uint64_t)(np - 1), "image", "images"));
 	predictor_free(&p);
 	nn_model_card_release(&card);
 	free(pos);

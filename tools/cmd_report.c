@@ -73,9 +73,10 @@ static void print_summary(const rep_report *r)
 			if ((long)gr->members[a] == gr->baseline)
 				continue;
 			const rep_compare *c = &gr->cmp[a];
-			printf("%s (%d ranks) vs %s, same %s: speedup_speed %.3g "
+			printf("%s (%d %s) vs %s, same %s: speedup_speed %.3g "
 			       "(efficiency %.3g), speedup_time %.3g (efficiency %.3g)%s\n",
 			       r->runs[gr->members[a]].label, r->stats[gr->members[a]].world,
+			       ims_plural((uint64_t)r->stats[gr->members[a]].world, "rank", "ranks"),
 			       r->runs[gr->baseline].label,
 			       gr->mode == REP_SCALE_RANK_BATCH ? "batch per rank" : "global batch",
 			       c->speedup_speed, c->eff_speed, c->speedup_time, c->eff_time,

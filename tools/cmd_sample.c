@@ -122,8 +122,9 @@ int cmd_sample(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	char size[32];
-	cli_info(quiet, "wrote %llu images in %d classes to '%s' (%s, %.1f s)",
-		 (unsigned long long)rep.images, rep.classes, outdir,
+	cli_info(quiet, "wrote %llu %s in %d %s to '%s' (%s, %.1f s)",
+		 (unsigned long long)rep.images, ims_plural(rep.images, "image", "images"),
+		 rep.classes, ims_plural((uint64_t)rep.classes, "class", "classes"), outdir,
 		 cli_format_bytes((double)rep.bytes, size, sizeof(size)),
 		 rep.seconds);
 	return CLI_EXIT_OK;

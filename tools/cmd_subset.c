@@ -69,6 +69,23 @@ static const char *class_label(const ds_list *l, size_t c, char *buf,
 	return buf;
 }
 
+/* The short classes, one line each for the first CLI_NAMED, then a
+ * count of the rest. */
+static void say_short(const ds_list *in, const ds_subset_report *rep)
+{
+	size_t said = 0;
+	for (size_t c = 0; c < rep->n_classes && said < CLI_NAMED; c++) {
+		char name[300];
+		if (rep->available[c] >= rep->wanted[c])
+			continue;
+		cli_say("  %s: %zu %s, %zu wanted",
+			class_label(in, c, name, sizeof(name)), rep->available[c],
+			ims_plural(rep->available[c], "row", "rows"), rep->wanted[c]);
+		said++;
+	}
+	cli_say_rest(rep->short_classes, "class", "classes");
+}
+
 /* Finds IN's classes file: --classes, IN's prefix + .classes, or
  * classes.txt in IN's folder. Returns NULL when there is none. */
 static char *find_classes(const char *in, const char *given, ims_error *err)
@@ -206,13 +223,7 @@ int cmd_subset(int argc, char **argv)
 			  "rows)",
 			  in_path, rep.short_classes, rep.n_classes,
 			  rep.short_classes == 1 ? "has" : "have");
-		for (size_t c = 0; c < rep.n_classes; c++) {
-			char name[300];
-			if (rep.available[c] < rep.wanted[c])
-				cli_say("  %s: %zu rows, %zu wanted",
-					class_label(&in, c, name, sizeof(name)),
-					rep.available[c], rep.wanted[c]);
-		}
+		say_short(&in, &rep);
 		goto done;
 	}
 	if (rep.short_classes) {
@@ -220,13 +231,8 @@ int cmd_subset(int argc, char **argv)
 			 "took all their rows:",
 			 rep.short_classes, rep.n_classes,
 			 rep.short_classes == 1 ? "has" : "have");
-		for (size_t c = 0; c < rep.n_classes && !quiet; c++) {
-			char name[300];
-			if (rep.available[c] < rep.wanted[c])
-				cli_say("  %s: %zu rows, %zu wanted",
-					class_label(&in, c, name, sizeof(name)),
-					rep.available[c], rep.wanted[c]);
-		}
+		if (!quiet)
+			say_short(&in, &rep);
 	}
 
 	if (make_parent(output, &err) < 0) {
@@ -244,9 +250,11 @@ int cmd_subset(int argc, char **argv)
 		if (rep.taken[c] > hi)
 			hi = rep.taken[c];
 	}
-	cli_info(quiet, "wrote '%s': %zu of %zu rows, %zu classes, %zu to %zu "
+	cli_info(quiet, "wrote '%s': %zu of %zu %s, %zu %s, %zu to %zu "
 		 "per class",
-		 output, out.count, in.count, rep.n_classes, lo, hi);
+		 output, out.count, in.count, ims_plural(in.count, "row", "rows"),
+		 rep.n_classes, ims_plural(rep.n_classes, "class", "classes"), lo,
+		 hi);
 
 	if (src_classes) {
 		size_t len = strlen(output) + 16;
@@ -261,8 +269,9 @@ int cmd_subset(int argc, char **argv)
 				cli_error("%s", err.msg);
 				goto done;
 			}
-			cli_info(quiet, "wrote '%s': %zu classes (from '%s')",
-				 dst_classes, in.n_classes, src_classes);
+			cli_info(quiet, "wrote '%s': %zu %s (from '%s')",
+				 dst_classes, in.n_classes,
+				 ims_plural(in.n_classes, "class", "classes"), src_classes);
 		}
 	} else {
 		cli_info(quiet, "no classes file beside '%s' (labels only; see "

@@ -114,7 +114,7 @@ static int rehash(const char *path, const rio_manifest *m, const uint64_t *diges
 		return CLI_EXIT_FAIL;
 	}
 	cli_info(quiet, "verify: '%s' rewritten with format %d digests of its %zu shard%s",
-		 path, RIO_MANIFEST_VERSION, m->n_shards, m->n_shards == 1 ? "" : "s");
+		 path, RIO_MANIFEST_VERSION, m->n_shards, ims_plural(m->n_shards, "", "s"));
 	return CLI_EXIT_OK;
 }
 
@@ -182,16 +182,18 @@ int cmd_verify(int argc, char **argv)
 		cli_error("verify: %s", err.msg);
 		status = CLI_EXIT_FAIL;
 	} else if (!res.ok) {
-		cli_error("verify: '%s' FAILED: %llu of %llu records bad", pos[0],
-			  (unsigned long long)res.bad, (unsigned long long)m->records);
+		cli_error("verify: '%s' FAILED: %llu of %llu %s bad", pos[0],
+			  (unsigned long long)res.bad, (unsigned long long)m->records,
+			  ims_plural(m->records, "record", "records"));
 		if (rehash_flag)
 			cli_error("verify: '%s' not rewritten (--rehash needs a clean check)",
 				  pos[0]);
 		status = CLI_EXIT_FAIL;
 	} else {
 		if (!quiet)
-			fprintf(stderr, "imshard: verify: '%s' OK: %llu records in %zu shard%s checked%s in %.1f s; %s\n",
-				pos[0], (unsigned long long)res.checked, ns, ns == 1 ? "" : "s",
+			fprintf(stderr, "imshard: verify: '%s' OK: %llu %s in %zu shard%s checked%s in %.1f s; %s\n",
+				pos[0], (unsigned long long)res.checked,
+				ims_plural(res.checked, "record", "records"), ns, ims_plural(ns, "", "s"),
 				decode ? " and decoded" : "", secs,
 				res.digests_checked ? "shard digests match" :
 						      "shard digests NOT checked (format 1 manifest)");

@@ -75,13 +75,21 @@ int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
 	 "replace existing splits of those names", 0, 0}
 
 /*
+ * Lists printed under a message (skipped files, short classes) name their
+ * first CLI_NAMED items and count the rest, so that an error stays near
+ * one line however many items it concerns: cli_say_rest prints
+ * "  ... and N more NOUN" when total > CLI_NAMED.
+ */
+#define CLI_NAMED 5
+void cli_say_rest(uint64_t total, const char *one, const char *many);
+
+/*
  * What pack and convert show while packing: the progress line, and each
- * skipped file named (the first CLI_NAMED_SKIPS; the rest are counted and
+ * skipped file named (the first CLI_NAMED; the rest are counted and
  * listed in the errors file). Use cli_pack_ui_start, pass
  * cli_pack_ui_progress / cli_pack_ui_skipped with the cli_pack_ui as the
  * callbacks' context, and end with cli_pack_ui_finish.
  */
-#define CLI_NAMED_SKIPS 50
 
 typedef struct cli_pack_ui {
 	cli_progress progress;

@@ -18,13 +18,15 @@
 
 static const cli_command command = {
 	"imshard-train",
-	"imshard-train --train TRAIN.json --val VAL.json [options]",
+	"imshard-train --train TRAIN.json [--val VAL.json] [options]",
 	"Trains a convolutional network on packed splits, data-parallel: one\n"
 	"process per device, ranks started by mpirun (or one rank alone).",
 	"Every rank starts from rank 0's weights, averages gradients with an\n"
 	"allreduce each step and so keeps identical weights; every rank gets the\n"
-	"same number of batches (records that do not divide evenly among ranks\n"
-	"are dropped from training, padded and not counted in validation). The\n"
+	"same number of whole batches: in training, records that do not divide\n"
+	"evenly among ranks and those of each rank's short last batch are\n"
+	"dropped, anew each epoch, and counted at the start and in summary.json;\n"
+	"in validation they are padded and not counted twice. The\n"
 	"--lr given is for one rank: the peak rate is lr x ranks (the linear\n"
 	"scaling rule) unless --no-lr-scaling; both are logged. The schedule\n"
 	"warms up linearly over --warmup-epochs, then is cosine to 0 over the\n"
@@ -33,15 +35,37 @@ static const cli_command command = {
 	"images), resnet18, resnet50, vgg16 (tensor names as torchvision's, so\n"
 	"--init loads weights exported from PyTorch with safetensors; a head of\n"
 	"another class count is re-initialised and reported; --freeze-backbone\n"
-	"then trains the head alone).\n\n"
+	"then trains the head alone; a file with fewer than the backbone's\n"
+	"tensors is refused unless --init-partial).\n\n"
 	"Batch norm normalises over each rank's own batch (no cross-rank\n"
 	"statistics); at each validation the ranks' running statistics are\n"
 	"averaged. --freeze-bn uses the running statistics in training too and\n"
 	"never updates them (fine-tuning with small batches): samples then do not\n"
 	"interact, and N ranks of batch B train exactly like 1 rank of batch NxB.\n\n"
 	"Inputs are normalised with --mean/--std (pixel units; ImageNet's by\n"
-	"default). --augment takes the loader's option string: flip, zoom=F,\n"
-	"shift=F, rotate=DEG, rrc / norrc, rrc=A:B, ratio=A:B, none.\n\n"
+	"default). Training augmentation is random-resized-crop (a box of 8% to\n"
+	"100% of the image's area, aspect ratio 3/4 to 4/3, stretched to --size)\n"
+	"and a random horizontal flip unless --augment says otherwise; it takes\n"
+	"the loader's option string: flip, noflip, zoom=F, shift=F, rotate=DEG,\n"
+	"rrc / norrc, rrc=A:B, ratio=A:B, none (no crop, no flip). Validation\n"
+	"resizes the shorter side to --size / --val-crop-frac and crops the\n"
+	"centre (0.875: 256 -> 224 pixels, 37 -> 32); for small images a\n"
+	"fraction of 1 keeps the whole picture. --augment norrc uses the same\n"
+	"geometry in training.\n\n"
+	"Threads: --threads sets each rank's compute threads and --loader-threads\n"
+	"its decoding threads. Left out, --threads is OpenMP's default\n"
+	"(OMP_NUM_THREADS, else every core this process may run on) and\n"
+	"--loader-threads follows --threads, or is every core this process may\n"
+	"run on. Under mpirun the cores a rank may run on are those mpirun binds\n"
+	"it to (Open MPI: one core per rank for -np 2 or fewer, a socket\n"
+	"otherwise), not the machine's: with N ranks on one machine give each\n"
+	"--threads cores/N. The chosen counts are printed at the start.\n\n"
+	"Without --val nothing is validated: no accuracy is measured or claimed\n"
+	"(summary.json says \"validation\": false), and this is said once.\n\n"
+	"Progress lines (every --log-every steps) give images/s per rank and\n"
+	"in total (all ranks' samples, summed with the loss each step), the\n"
+	"time since the first step and the estimated time to the end of the\n"
+	"run at the pace so far.\n\n"
 	"Outputs: with --log-dir, metrics.jsonl (a line per --log-every steps per\n"
 	"rank: loss, accuracy, lr, images/s, data wait / compute / communication\n"
 	"ms per step; a validation line per epoch: top-1, top-5, loss, records)\n"
@@ -52,11 +76,21 @@ static const cli_command command = {
 	"writes them. With --checkpoint-dir, checkpoint.safetensors (weights\n"
 	"under torchvision names, optimiser state, position, and the model card\n"
 	"that 'imshard eval', 'predict' and 'export' read) is replaced\n"
-	"atomically every --checkpoint-every steps and at each epoch's end;\n"
-	"--resume continues from it (on the CPU bit for bit, same rank count).\n"
-	"A NaN or infinite loss stops training with an error naming the step\n"
-	"(with fp16, once the scale S below is down to 1); the checkpoint\n"
-	"written before it is kept.\n\n"
+	"atomically every --checkpoint-every steps and at each epoch's end,\n"
+	"with a checksum that --resume and --init verify. --resume continues\n"
+	"from it at the same position of the epoch's order (on the CPU bit for\n"
+	"bit with the same ranks and batch); another rank count or --batch-size\n"
+	"continues from that position too, the schedule re-derived over the data\n"
+	"and the peak rate scaled with the global batch (--lr is for one rank at\n"
+	"the first part's batch size), both logged. Another --seed, --model,\n"
+	"--size, training split, or --epochs under a decaying schedule is\n"
+	"refused. Resuming a finished run changes nothing. A second trainer on\n"
+	"the same --log-dir or --checkpoint-dir is refused (imshard-train.lock).\n"
+	"A NaN or infinite training or validation loss stops training with an\n"
+	"error naming the step (with fp16, once the scale S below is down to 1);\n"
+	"the checkpoint written before it is kept. Records that cannot be\n"
+	"loaded are replaced in training, left out of validation, and counted\n"
+	"per epoch on stderr, in metrics.jsonl and summary.json.\n\n"
 	"--precision bf16 or fp16 is mixed precision, on either device:\n"
 	"activations and their gradients are stored in 16 bits (half the\n"
 	"activation memory), convolutions and linear layers read a 16-bit copy\n"
@@ -102,16 +136,42 @@ static void on_started(void *ctx, const nn_train_plan *p)
 	const nn_train_opts *o = pr->o;
 	if (!printing(pr))
 		return;
+	/* a run resumed with another batch: --lr is for the first part's */
+	char per[48] = "";
+	if (p->lr_batch != o->batch_size && !o->no_lr_scaling)
+		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
 	fprintf(stderr,
-		"imshard-train: %s, %d classes, %d rank%s x batch %d, %llu "
-		"steps per epoch (%llu records per rank, %llu dropped so ranks "
-		"are equal); lr %g per rank, %g with %d rank%s (%s)\n",
-		o->model, p->classes, p->world, p->world > 1 ? "s" : "",
+		"imshard-train: %s, %d classes, %d %s x batch %d, %llu %s per "
+		"epoch (%llu %s per rank); lr %g per rank%s, %g with %d %s x "
+		"batch %d (%s)\n",
+		o->model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->batch_size, (unsigned long long)p->steps_per_epoch,
+		ims_plural(p->steps_per_epoch, "step", "steps"),
 		(unsigned long long)p->records_per_rank,
-		(unsigned long long)p->dropped, o->lr, p->lr_peak, p->world,
-		p->world > 1 ? "s" : "",
+		ims_plural(p->records_per_rank, "record", "records"), o->lr, per,
+		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
+		o->batch_size,
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+	fprintf(stderr,
+		"imshard-train: %llu training %s dropped per epoch (%llu so "
+		"ranks are equal, %llu in short last batches: every step "
+		"trains whole batches)\n",
+		(unsigned long long)p->dropped,
+		ims_plural(p->dropped, "record", "records"),
+		(unsigned long long)p->dropped_ranks,
+		(unsigned long long)p->dropped_batch);
+	fprintf(stderr,
+		"imshard-train: threads per rank: %d compute (%s), %d loading "
+		"(%s)\n",
+		p->threads, o->threads ? "--threads" : "OpenMP's default",
+		p->loader_threads,
+		o->loader_threads ? "--loader-threads"
+		: o->threads      ? "as --threads"
+				  : "the cores this process may run on");
+	if (!p->validation)
+		fprintf(stderr,
+			"imshard-train: no --val: training without validation "
+			"(no accuracy is measured)\n");
 	fprintf(stderr,
 		"imshard-train: activations: %.1f MiB planned for batches of %d "
 		"(%.2f MiB per image)\n",
@@ -123,7 +183,7 @@ static void on_started(void *ctx, const nn_train_plan *p)
 			"imshard-train: --synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
 			"validation reads %s\n",
-			o->val_manifest);
+			o->val_manifest ? o->val_manifest : "nothing (no --val)");
 }
 
 static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
@@ -131,13 +191,14 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	const printer *pr = ctx;
 	if (!printing(pr))
 		return;
-	fprintf(stderr, "imshard-train: loaded %d tensors from '%s'\n", r->loaded,
-		path);
+	fprintf(stderr, "imshard-train: loaded %d %s from '%s' (%s)\n",
+		r->loaded, ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path,
+		r->verified ? "checksum verified"
+			    : "it has no checksum: nothing to verify");
 	for (int i = 0; i < r->n_reinit; i++)
-		fprintf(stderr,
-			"imshard-train: head '%s' has another shape in '%s': "
-			"re-initialised\n",
-			r->reinit[i], path);
+		fprintf(stderr, "imshard-train: head '%s' %s: re-initialised\n",
+			r->reinit[i],
+			r->head_reset ? "(--reset-head)" : "has another shape in the file");
 	for (int i = 0; i < r->n_missing; i++)
 		fprintf(stderr,
 			"imshard-train: '%s' is not in '%s': kept as initialised\n",
@@ -149,27 +210,68 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 			r->unexpected[i], path, pr->o->model);
 }
 
-static void on_resumed(void *ctx, const char *path, int epoch, uint64_t step)
+static void on_resumed(void *ctx, const nn_train_resume *r)
 {
-	if (printing(ctx))
+	const printer *pr = ctx;
+	/* a complete run is told on stdout by main, quiet or not */
+	if (!printing(pr) || r->complete)
+		return;
+	fprintf(stderr,
+		"imshard-train: resuming from '%s' at epoch %d, step %llu "
+		"(position %llu of the epoch's order)%s\n",
+		r->path, r->epoch + 1, (unsigned long long)r->step,
+		(unsigned long long)r->position,
+		r->verified ? "" : "; it has no checksum (written before "
+				   "checkpoints had one): not verified");
+	const int global_was = r->world_was * r->batch_was,
+		  global = r->world * r->batch;
+	if (r->world_was != r->world || r->batch_was != r->batch)
 		fprintf(stderr,
-			"imshard-train: resuming from '%s' at epoch %d, step %llu\n",
-			path, epoch + 1, (unsigned long long)step);
+			"imshard-train: resumed with %d rank%s x batch %d (was %d x "
+			"%d): global batch %d (was %d), peak lr %g (was %g); the "
+			"schedule is re-derived over the data\n",
+			r->world, r->world > 1 ? "s" : "", r->batch, r->world_was,
+			r->batch_was, global, global_was, r->lr_peak, r->lr_peak_was);
+	if (r->position)
+		fprintf(stderr,
+			"imshard-train: the rest of epoch %d: %llu steps%s\n",
+			r->epoch + 1, (unsigned long long)r->rest_steps,
+			r->rest_unused ? " (its last records fill no batch on every "
+					 "rank: not trained, as at an epoch's end)"
+				       : "");
+	if (r->changed && r->changed[0])
+		fprintf(stderr, "imshard-train: resumed with other settings: %s\n",
+			r->changed);
+}
+
+/* s seconds as H:MM:SS, "?" when negative (unknown). */
+static const char *clock_text(double s, char *buf, size_t len)
+{
+	if (!(s >= 0)) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	unsigned long long t = (unsigned long long)(s + 0.5);
+	snprintf(buf, len, "%llu:%02llu:%02llu", t / 3600, t / 60 % 60, t % 60);
+	return buf;
 }
 
 static void on_progress(void *ctx, const nn_train_progress *p)
 {
 	if (!printing(ctx))
 		return;
+	char el[32], eta[32];
 	fprintf(stderr,
 		"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
-		"lr %.4g %.0f img/s (wait %.0f ms, compute %.0f ms, comm %.0f ms "
-		"per step)\n",
+		"lr %.4g, %.0f img/s per rank, %.0f img/s total, elapsed %s, "
+		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)\n",
 		p->epoch + 1, (unsigned long long)p->step,
 		(unsigned long long)p->total_steps,
 		p->samples > 0 ? p->loss_sum / p->samples : 0,
 		p->samples > 0 ? 100 * p->correct / p->samples : 0, p->lr,
-		p->seconds > 0 ? p->images * p->world / p->seconds : 0,
+		p->images_per_s, p->images_per_s_total,
+		clock_text(p->elapsed_s, el, sizeof(el)),
+		clock_text(p->eta_s, eta, sizeof(eta)),
 		1e3 * p->wait_s / p->steps, 1e3 * p->compute_s / p->steps,
 		1e3 * p->comm_s / p->steps);
 }
@@ -179,9 +281,45 @@ static void on_validated(void *ctx, const nn_train_validation *v)
 	if (printing(ctx))
 		fprintf(stderr,
 			"imshard-train: epoch %d validation: top-1 %.2f%%, "
-			"top-5 %.2f%%, loss %.4f (%.0f records)\n",
+			"top-5 %.2f%%, loss %.4f (%llu %s)\n",
 			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
-			(double)v->records);
+			(unsigned long long)v->records,
+			ims_plural(v->records, "record", "records"));
+}
+
+/* One line per epoch (or validation) that met records it could not load:
+ * shown under --quiet too, since the run's data is not what it was told. */
+static void on_records_replaced(void *ctx, const nn_train_bad *b)
+{
+	const printer *pr = ctx;
+	if (pr->rank != 0)
+		return;
+	char list[160] = "";
+	size_t n = 0;
+	for (int i = 0; i < b->listed && n < sizeof(list); i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%llu",
+				      i ? ", " : "", (unsigned long long)b->indices[i]);
+	char safe[4 * IMS_ERRMSG_MAX];
+	const char *why = b->reason && b->reason[0]
+				  ? ims_escape(b->reason, safe, sizeof(safe))
+				  : "";
+	if (b->validation)
+		fprintf(stderr,
+			"imshard-train: warning: epoch %d validation: %llu record%s "
+			"could not be loaded and %s left out (records %s%s%s%s)\n",
+			b->epoch + 1, (unsigned long long)b->count,
+			b->count == 1 ? "" : "s", b->count == 1 ? "was" : "were", list,
+			(uint64_t)b->listed < b->count ? ", ..." : "",
+			why[0] ? "; " : "", why);
+	else
+		fprintf(stderr,
+			"imshard-train: warning: epoch %d: %llu training record%s "
+			"could not be loaded, each replaced by another record of "
+			"the epoch (records %s%s%s%s); %llu in the run so far\n",
+			b->epoch + 1, (unsigned long long)b->count,
+			b->count == 1 ? "" : "s", list,
+			(uint64_t)b->listed < b->count ? ", ..." : "",
+			why[0] ? "; " : "", why, (unsigned long long)b->total);
 }
 
 static void on_step_skipped(void *ctx, uint64_t step, double scale,
@@ -230,19 +368,48 @@ static int env_step(const char *name, uint64_t *step, ims_error *err)
 	return 0;
 }
 
+/* IMSHARD_TEST_TRAINED's hook: "epoch step index index ...", a line per
+ * batch this rank trains. */
+static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
+		       const uint64_t *indices, int count)
+{
+	(void)rank;
+	FILE *f = ctx;
+	fprintf(f, "%d %llu", epoch, (unsigned long long)step + 1);
+	for (int i = 0; i < count; i++)
+		fprintf(f, " %llu", (unsigned long long)indices[i]);
+	fputc('\n', f);
+}
+
 /*
  * The hooks the tests set through the environment, read here and nowhere
  * in the loop: IMSHARD_INJECT_NAN_STEP=N makes the first pixel of step
  * N's batch NaN (on every rank, or only on rank IMSHARD_INJECT_NAN_RANK);
  * IMSHARD_INJECT_INF_GRAD_STEP=N (fp16) an Inf gradient after step N's
- * allreduce; IMSHARD_TEST_HOST_STAGE runs the device loop on the CPU (one
- * rank).
+ * allreduce; IMSHARD_INJECT_METRICS_ENOSPC=N fails this rank's Nth write
+ * to metrics.jsonl as a full disk would; IMSHARD_TEST_HOST_STAGE runs the
+ * device loop on the CPU (one rank); IMSHARD_TEST_TRAINED=PATH writes the
+ * record indices of every batch a rank trains to PATH.RANK (*trained_log,
+ * which the caller closes).
  */
 static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
-		      int world, ims_error *err)
+		      int world, FILE **trained_log, ims_error *err)
 {
 	memset(h, 0, sizeof(*h));
+	*trained_log = NULL;
 	uint64_t n;
+	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_METRICS_ENOSPC", &n, err));
+	h->metrics_fail_write = n;
+	const char *log = getenv("IMSHARD_TEST_TRAINED");
+	if (log) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.%d", log, rank);
+		*trained_log = fopen(path, "a");
+		RETURN_IF(!*trained_log, err, IMS_EIO, "cannot open '%s': %s", path,
+			  strerror(errno));
+		h->trained = on_trained;
+		h->trained_ctx = *trained_log;
+	}
 	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_NAN_STEP", &n, err));
 	const char *only = getenv("IMSHARD_INJECT_NAN_RANK");
 	if (!only || atoi(only) == rank)
@@ -304,10 +471,12 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	double smoothing = 0;
 	int epochs = o->epochs, batch = o->batch_size, size = o->size;
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
-	int log_every = o->log_every, threads = 0;
+	int log_every = o->log_every, threads = 0, loader_threads = 0;
+	double val_crop = o->val_crop_frac;
+	uint64_t max_bad = UINT64_MAX; /* not given: no limit */
 	const cli_opt opts[] = {
 		{"train", 0, CLI_STRING, &o->train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
-		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (required)", 0, 0},
+		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (none: no validation, said once)", 0, 0},
 		{"model", 0, CLI_STRING, &o->model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
 		{"device", 0, CLI_STRING, &o->device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
@@ -322,15 +491,19 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"warmup-epochs", 0, CLI_DOUBLE, &o->warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
 		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
-		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip)", 0, 0},
+		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
+		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0 < F <= 1 (0.875)", 0, 0},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
-		{"threads", 0, CLI_INT, &threads, "T", "threads per rank for compute and loading (all cores)", 0, 1024},
+		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
+		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
 		{"cudnn-algo", 0, CLI_STRING, &o->cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
 		{"tf32", 0, CLI_STRING, &tf32, "on|off", "cuda, fp32: TF32 tensor cores for convolutions and GEMMs (on from compute capability 8.0, as PyTorch's cuDNN default)", 0, 0},
 		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
+		{"init-partial", 0, CLI_FLAG, &o->init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
+		{"reset-head", 0, CLI_FLAG, &o->reset_head, NULL, "re-initialise the head instead of loading --init's, even where its shape matches (other classes of the same count)", 0, 0},
 		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o->checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
 		{"resume", 0, CLI_FLAG, &o->resume, NULL, "continue from DIR's checkpoint", 0, 0},
@@ -342,9 +515,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"collective-timeout", 0, CLI_DOUBLE, &o->collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o->bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->shard_owning, NULL, "each rank reads only its own shards", 0, 0},
+		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
-		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val is still read)", 0, 0},
+		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
+		{"verbose", 'v', CLI_FLAG, &o->verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
 	int np = 0;
@@ -352,8 +527,13 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	if (rc)
 		return rc;
 #define USAGE(...) return cli_usage_error(&command, __VA_ARGS__)
-	if (!o->train_manifest || !o->val_manifest)
-		USAGE("--train and --val are required");
+	if (!o->train_manifest)
+		USAGE("--train is required");
+	if (!(val_crop > 0 && val_crop <= 1))
+		USAGE("--val-crop-frac must be above 0 and at most 1, got %g", val_crop);
+	o->val_crop_frac = val_crop;
+	if (o->quiet && o->verbose)
+		USAGE("--quiet and --verbose exclude each other");
 	o->epochs = epochs;
 	o->batch_size = batch;
 	o->size = size;
@@ -362,7 +542,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	o->checkpoint_every = (int64_t)ckpt_every;
 	o->log_every = log_every;
 	o->threads = threads;
+	o->loader_threads = loader_threads;
 	o->label_smoothing = (float)smoothing;
+	if (max_bad != UINT64_MAX && max_bad > (uint64_t)INT64_MAX)
+		USAGE("--max-bad-records must be at most %lld", (long long)INT64_MAX);
+	o->max_bad_records = max_bad == UINT64_MAX ? -1 : (int64_t)max_bad;
 	if (optimizer) {
 		if (!strcmp(optimizer, "sgd"))
 			o->optimizer = NN_OPTIM_SGD;
@@ -427,6 +611,10 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("--resume needs --checkpoint-dir");
 	if (o->resume && o->init)
 		USAGE("--resume and --init exclude each other");
+	if (o->init_partial && !o->init)
+		USAGE("--init-partial needs --init");
+	if (o->reset_head && !o->init)
+		USAGE("--reset-head needs --init");
 #undef USAGE
 	return 0;
 }
@@ -460,7 +648,9 @@ int main(int argc, char **argv)
 			nn_blas_core(), picked);
 
 	nn_train_hooks hooks;
-	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &err) < 0)
+	FILE *trained_log = NULL;
+	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &trained_log,
+		       &err) < 0)
 		return fail_run(comm, &err);
 	printer pr = {&o, dp_rank(comm)};
 	const nn_train_events events = {
@@ -470,6 +660,7 @@ int main(int argc, char **argv)
 		.progress = on_progress,
 		.validated = on_validated,
 		.step_skipped = on_step_skipped,
+		.records_replaced = on_records_replaced,
 		.warning = on_warning,
 		.rank_note = on_rank_note,
 		.ctx = &pr,
@@ -477,16 +668,37 @@ int main(int argc, char **argv)
 	o.events = &events;
 	o.hooks = &hooks;
 	nn_train_result res;
-	if (nn_train_run(&o, comm, &res, &err) < 0)
+	rc = nn_train_run(&o, comm, &res, &err);
+	if (trained_log)
+		fclose(trained_log);
+	if (rc < 0)
 		return fail_run(comm, &err);
-	if (dp_rank(comm) == 0)
-		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu records); best "
-		       "top-1 %.2f%% at epoch %d; %.1f images/s over %d rank%s "
-		       "(%.1f s of training, %.1f s start-up)\n",
+	if (res.nothing_to_do && dp_rank(comm) == 0) {
+		printf("nothing to train: the run in '%s' %s at step %llu (%llu "
+		       "%s done); no file changed\n",
+		       o.checkpoint_dir,
+		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
+		       (unsigned long long)res.steps,
+		       (unsigned long long)res.epochs_done,
+		       ims_plural((uint64_t)res.epochs_done, "epoch", "epochs"));
+		dp_finalize(comm);
+		return CLI_EXIT_OK;
+	}
+	if (dp_rank(comm) == 0 && o.val_manifest)
+		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu %s); best "
+		       "top-1 %.2f%% at epoch %d; ",
 		       100 * res.val_top1, 100 * res.val_top5,
-		       (unsigned long long)res.val_records, 100 * res.best_top1,
-		       res.best_epoch + 1, res.images_per_s, dp_world(comm),
-		       dp_world(comm) > 1 ? "s" : "", res.train_s, res.startup_s);
+		       (unsigned long long)res.val_records,
+		       ims_plural(res.val_records, "record", "records"),
+		       100 * res.best_top1, res.best_epoch + 1);
+	else if (dp_rank(comm) == 0)
+		printf("no validation (no --val); ");
+	if (dp_rank(comm) == 0)
+		printf("%.1f images/s over %d %s (%.1f s of training, %.1f s "
+		       "start-up)\n",
+		       res.images_per_s, dp_world(comm),
+		       ims_plural(dp_world(comm), "rank", "ranks"), res.train_s,
+		       res.startup_s);
 	dp_finalize(comm);
 	return CLI_EXIT_OK;
 }

@@ -107,10 +107,18 @@ void cli_pack_ui_progress(void *ctx, uint64_t done, uint64_t total)
 	cli_progress_update(&((cli_pack_ui *)ctx)->progress, done);
 }
 
+void cli_say_rest(uint64_t total, const char *one, const char *many)
+{
+	if (total > CLI_NAMED)
+		cli_say("  ... and %llu more %s",
+			(unsigned long long)(total - CLI_NAMED),
+			ims_plural(total - CLI_NAMED, one, many));
+}
+
 void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *why)
 {
 	cli_pack_ui *u = ctx;
-	if (!u->quiet && u->skipped < CLI_NAMED_SKIPS) {
+	if (!u->quiet && u->skipped < CLI_NAMED) {
 		if (u->progress.tty && u->progress.drawn)
 			fputs("\r\033[K", stderr);
 		cli_say("skipped '%s' (row %llu): %s", path, (unsigned long long)row, why);
@@ -121,9 +129,10 @@ void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *
 void cli_pack_ui_finish(cli_pack_ui *u)
 {
 	cli_progress_finish(&u->progress);
-	if (!u->quiet && u->skipped > CLI_NAMED_SKIPS)
-		fprintf(stderr, "imshard: ... and %llu more skipped files\n",
-			(unsigned long long)(u->skipped - CLI_NAMED_SKIPS));
+	if (!u->quiet && u->skipped > CLI_NAMED)
+		fprintf(stderr, "imshard: ... and %llu more skipped %s\n",
+			(unsigned long long)(u->skipped - CLI_NAMED),
+			ims_plural(u->skipped - CLI_NAMED, "file", "files"));
 }
 
 void cli_pack_flags_init(cli_pack_flags *f)

@@ -24,6 +24,40 @@
 
 #define CKPT_FORMAT "imshard-checkpoint-1"
 #define OPTIM_PREFIX "optim."
+#define CHECKSUM_KEY "checksum"
+#define CHECKSUM_TAG "crc32c:"
+
+/*
+ * Verifies f's content against the checksum in its metadata: *verified 1
+ * when one is there and matches, 0 when the file has none (a file written
+ * by another program); IMS_ECORRUPT when it does not match or cannot be
+ * read. action: "cannot load" or "cannot resume from".
+ */
+static int verify_checksum(const st_file *f, const char *action,
+			   int *verified, ims_error *err)
+{
+	*verified = 0;
+	const char *want = st_metadata_get(f, CHECKSUM_KEY);
+	if (!want)
+		return 0;
+	char *end = NULL;
+	unsigned long v = 0;
+	if (!strncmp(want, CHECKSUM_TAG, strlen(CHECKSUM_TAG)))
+		v = strtoul(want + strlen(CHECKSUM_TAG), &end, 16);
+	RETURN_IF(!end || *end || end == want + strlen(CHECKSUM_TAG) || v > 0xffffffffUL,
+		  err, IMS_ECORRUPT,
+		  "%s '%s': its checksum '%.40s' is not a crc32c value: the file is damaged",
+		  action, st_path(f), want);
+	uint32_t got;
+	FORWARD_IF_ERR(st_checksum(f, CHECKSUM_KEY, &got, err));
+	RETURN_IF(got != (uint32_t)v, err, IMS_ECORRUPT,
+		  "%s '%s': its content does not match its checksum (crc32c %08lx "
+		  "recorded, %08x computed): the file was damaged after it was "
+		  "written; use another copy",
+		  action, st_path(f), v, got);
+	*verified = 1;
+	return 0;
+}
 
 static int trained(nn_tensor_kind kind)
 {
@@ -206,9 +240,10 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 		RETURN_IF(!meta[i + 1], err, IMS_EINVAL,
 			  "cannot save checkpoint '%s': metadata key '%s' has no value",
 			  path, meta[i]);
-		RETURN_IF(!strcmp(meta[i], "format"), err, IMS_EINVAL,
-			  "cannot save checkpoint '%s': metadata key 'format' is reserved",
-			  path);
+		RETURN_IF(!strcmp(meta[i], "format") || !strcmp(meta[i], CHECKSUM_KEY),
+			  err, IMS_EINVAL,
+			  "cannot save checkpoint '%s': metadata key '%s' is reserved",
+			  path, meta[i]);
 	}
 
 	st_writer *w = NULL;
@@ -273,6 +308,12 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 	if (opt)
 		GOTO_IF_ERR(add_fail, rc, st_writer_add(w, OPTIM_PREFIX "step",
 							ST_I64, 0, NULL, &step, err));
+	/* last: over every tensor and entry above */
+	uint32_t crc;
+	char crc_text[32];
+	GOTO_IF_ERR(add_fail, rc, st_writer_checksum(w, CHECKSUM_KEY, &crc, err));
+	snprintf(crc_text, sizeof(crc_text), CHECKSUM_TAG "%08x", crc);
+	GOTO_IF_ERR(add_fail, rc, st_writer_set_metadata(w, CHECKSUM_KEY, crc_text, err));
 	/* its messages name the file already */
 	GOTO_IF_ERR(out, rc, st_writer_write(w, path, err));
 	goto out;
@@ -344,7 +385,7 @@ static int read_counter(const st_tensor *t, int64_t *out, size_t n,
 
 enum { LOAD_NONE, LOAD_COPY, LOAD_REINIT };
 
-int nn_checkpoint_load_init(const char *path, nn_model *m,
+int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			    nn_load_report *report, ims_error *err)
 {
 	if (report)
@@ -362,6 +403,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 	int64_t *counters = nn_model_counters(m, &ncounters);
 	nn_load_report r = {0};
 	host_view v = {0};
+	r.head_reset = (flags & NN_INIT_RESET_HEAD) != 0;
 	const st_tensor **src = calloc((size_t)nt + 1, sizeof(*src));
 	int *action = calloc((size_t)nt + 1, sizeof(*action));
 	int64_t *cval = calloc(ncounters + 1, sizeof(*cval));
@@ -371,6 +413,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 	if (!src || !action || !cval || !r.missing || !r.reinit || !r.unexpected)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot load '%s': out of memory",
 			  path);
+	GOTO_IF_ERR(out, rc, verify_checksum(f, "cannot load", &r.verified, err));
 
 	/* Pass 1: decide and check everything; the model is not touched. */
 	for (int i = 0; i < nt; i++) {
@@ -378,6 +421,13 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
 		const st_tensor *t = st_find(f, ti->name);
 		if (!t) {
 			if (report_add(r.missing, &r.n_missing, ti->name))
+				goto oom;
+			continue;
+		}
+		if (ti->head && r.head_reset) {
+			/* a head of the same shape is a head for other classes */
+			action[i] = LOAD_REINIT;
+			if (report_add(r.reinit, &r.n_reinit, ti->name))
 				goto oom;
 			continue;
 		}
@@ -519,6 +569,8 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 		GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
 			  "cannot resume from '%s': its format is '%s', this build reads '%s' (use the imshard that wrote it)",
 			  path, format, CKPT_FORMAT);
+	int verified;
+	GOTO_IF_ERR(out, rc, verify_checksum(f, "cannot resume from", &verified, err));
 
 	/* Pass 1: find and check everything; nothing is written. */
 	for (int i = 0; i < nt; i++) {

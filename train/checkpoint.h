@@ -11,7 +11,10 @@
  *   - when an optimiser is saved, each of its state buffers sliced per
  *     trained tensor as "optim.<state>.<tensor>" (F32, the tensor's shape;
  *     e.g. "optim.exp_avg.fc.weight") and "optim.step" (I64 scalar);
- *   - metadata "format": "imshard-checkpoint-1" and the caller's entries.
+ *   - metadata "format": "imshard-checkpoint-1", the caller's entries and
+ *     "checksum": "crc32c:XXXXXXXX", st_checksum of everything else in the
+ *     file (every tensor's bytes, names, dtypes and shapes, and every
+ *     other metadata entry), which loading verifies when it is there.
  *
  * Caveats:
  *   - The model and optimiser are used by one thread at a time; these
@@ -35,10 +38,11 @@
  * nn_model_params' count) to path, atomically (st_writer_write: readers see
  * the old file or the whole new one). meta is NULL or a NULL-terminated
  * list of key, value, key, value, ... strings (UTF-8) stored as metadata;
- * the key "format" is reserved. Nothing is kept after the call.
+ * the keys "format" and "checksum" are reserved. Nothing is kept after
+ * the call.
  * Errors: IMS_EINVAL (optimiser size differs from the model's, a key
- * without a value, "format" in meta, invalid UTF-8), IMS_EIO (message
- * names the file), IMS_ENOMEM.
+ * without a value, "format" or "checksum" in meta, invalid UTF-8),
+ * IMS_EIO (message names the file), IMS_ENOMEM.
  */
 int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 		       const char *const *meta, ims_error *err);
@@ -57,9 +61,19 @@ typedef struct nn_load_report {
 			      not listed) */
 	int n_unexpected;
 	char **reinit;     /* head tensors whose shape differs in the file
-			      (another class count): kept as they were */
+			      (another class count), or every head tensor
+			      with NN_INIT_RESET_HEAD: kept as they were */
 	int n_reinit;
+	int head_reset;    /* NN_INIT_RESET_HEAD was given */
+	int verified;      /* 1: the file's checksum was there and matched;
+			      0: the file has none (not written by
+			      nn_checkpoint_save: nothing to verify) */
 } nn_load_report;
+
+/* nn_checkpoint_load_init's flags. */
+#define NN_INIT_RESET_HEAD 1u /* keep the model's fresh head even where
+				 the file's has the same shape (fine-tuning
+				 for other classes of the same count) */
 
 /* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
  * fine. */
@@ -69,7 +83,10 @@ void nn_load_report_release(nn_load_report *r);
  * Initialises m from the weights in the safetensors file at path, for
  * fine-tuning (--init): a checkpoint of nn_checkpoint_save or torchvision
  * weights exported with safetensors.torch.save_file(model.state_dict()).
- * Each model tensor is looked up by name:
+ * A file with a "checksum" entry is verified first (report->verified);
+ * one without is taken as it is. Each model tensor is looked up by name
+ * (with NN_INIT_RESET_HEAD in flags, head tensors are not loaded at all
+ * and listed in report->reinit):
  *   - same shape: loaded. Floats from F32, F16, BF16 (exact) or F64
  *     (rounded); counters from any integer type, or from a float type
  *     when every value is a whole number;
@@ -84,12 +101,15 @@ void nn_load_report_release(nn_load_report *r);
  * otherwise it is overwritten (release an earlier one first) and, on
  * error, left empty.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
- * IMS_ELIMIT), IMS_EINVAL (shape mismatch outside the head, a fractional
- * float counter), IMS_EUNSUPPORTED (a float tensor stored as an integer or
- * F8 type, a counter stored as F8), IMS_ELIMIT (a U64 counter above
- * INT64_MAX), IMS_ENOMEM; m is then unchanged.
+ * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
+ * (shape mismatch outside the head, a fractional float counter),
+ * IMS_EUNSUPPORTED (a float tensor stored as an integer or F8 type, a
+ * counter stored as F8), IMS_ELIMIT (a U64 counter above INT64_MAX),
+ * IMS_ENOMEM; m is then unchanged. Loading fewer tensors than the model
+ * has is no error here: the caller decides (imshard-train refuses it
+ * without --init-partial).
  */
-int nn_checkpoint_load_init(const char *path, nn_model *m,
+int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			    nn_load_report *report, ims_error *err);
 
 /*
@@ -104,14 +124,16 @@ int nn_checkpoint_load_init(const char *path, nn_model *m,
  * written for another model or optimiser kind; Adam and AdamW state have
  * the same names and are not told apart). With opt NULL the file's
  * optimiser tensors are ignored. Metadata "format", when present, must be
- * "imshard-checkpoint-1".
+ * "imshard-checkpoint-1"; a "checksum", when present, must match the
+ * content (a checkpoint without one, written before checkpoints had them,
+ * is read as it is: the caller can tell by its metadata).
  * file_out may be NULL; otherwise on success *file_out receives the open
  * file, for st_metadata_get and the like; the caller st_closes it. On
  * error *file_out is NULL.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_EINVAL (message names the missing, misshapen, mistyped
  * or extra tensor; optimiser size differs from the model's),
- * IMS_ECORRUPT (negative step count), IMS_EUNSUPPORTED (another format
+ * IMS_ECORRUPT (content and checksum differ, negative step count), IMS_EUNSUPPORTED (another format
  * version), IMS_ENOMEM; m and opt are then unchanged.
  */
 int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,

@@ -3,8 +3,12 @@
  */
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "train/nn_internal.h"
 
@@ -107,4 +111,76 @@ const char *nn_blas_better_core(void)
 		return "Haswell";
 #endif
 	return NULL;
+}
+
+/* OpenBLAS's BUFFER_SIZE on its default x86-64 and arm64 builds (32 << 22)
+ * plus the page it adds, and what the allocator rounds an allocation of
+ * that size up to. Seen in a debugger: malloc(134221824) per thread. */
+#define BLAS_BUFFER_BYTES ((size_t)(32u << 22) + (64u << 10))
+
+/* Field `key` of /proc/self/status in bytes (kB there); 0 when absent. */
+static double status_bytes(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return 0;
+	char line[256];
+	double v = 0;
+	size_t n = strlen(key);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':') {
+			v = strtod(line + n + 1, NULL) * 1024.0;
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* The room limit `res` leaves beside `used` bytes: an error when the
+ * buffers do not fit. */
+static int check_limit(int res, const char *what, const char *used_key,
+		       double need, int threads, ims_error *err)
+{
+	struct rlimit rl;
+	if (getrlimit(res, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	const double limit = (double)rl.rlim_cur, used = status_bytes(used_key);
+	const double mib = 1048576.0;
+	RETURN_IF(used + need > limit, err, IMS_ENOMEM,
+		  "cannot train within the %s limit of %.0f MiB: %.0f MiB are "
+		  "mapped after set-up and OpenBLAS needs %.0f MiB more (%.0f MiB "
+		  "for each of %d compute threads); raise the limit or use fewer "
+		  "--threads",
+		  what, limit / mib, used / mib, need / mib,
+		  (double)BLAS_BUFFER_BYTES / mib, threads);
+	return 0;
+}
+
+int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err)
+{
+	if (!nn_ctx_on_host(ctx))
+		return 0;
+	const int threads = ctx->threads;
+	const double need = (double)threads * (double)BLAS_BUFFER_BYTES;
+	FORWARD_IF_ERR(check_limit(RLIMIT_AS, "address-space (ulimit -v)", "VmSize",
+				   need, threads, err));
+	FORWARD_IF_ERR(check_limit(RLIMIT_DATA, "data-segment (ulimit -d)", "VmData",
+				   need, threads, err));
+	/* Big enough that no small-matrix path skips the buffer. */
+	enum { N = 128 };
+	float *m = calloc((size_t)3 * N * N * (size_t)threads, sizeof(float));
+	RETURN_IF(!m, err, IMS_ENOMEM,
+		  "cannot reserve OpenBLAS's buffers: out of memory");
+	/* one buffer per calling thread, none of OpenBLAS's own threads */
+	const int blas_threads = openblas_get_num_threads();
+	openblas_set_num_threads(1);
+#pragma omp parallel num_threads(threads)
+	{
+		float *a = m + (size_t)3 * N * N * (size_t)omp_get_thread_num();
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f,
+			    a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+	}
+	openblas_set_num_threads(blas_threads);
+	free(m);
+	return 0;
 }

@@ -20,8 +20,9 @@
  *     options. One thread per process; it runs the loader's threads and
  *     the compute OpenMP team.
  *   - A record the loader cannot read or decode is replaced by another
- *     of the rank's share (augment/augment.h); such replacements are
- *     counted in bad_records, and the replacing record is counted twice.
+ *     of the rank's share (augment/augment.h); each such record is
+ *     counted once in bad_records and left out of the scores (the sample
+ *     standing in for it is not counted: it has its own place).
  *   - Functions return 0 or a negative IMS_E* code and fill the
  *     ims_error.
  */
@@ -66,7 +67,8 @@ typedef struct nn_eval_result {
 	uint64_t records;       /* samples counted (each record once) */
 	double top1, top5;      /* fractions of records */
 	double loss;            /* mean softmax cross-entropy */
-	uint64_t bad_records;   /* records replaced by another (above) */
+	uint64_t bad_records;   /* records that could not be loaded, left
+				   out (above) */
 	double seconds;         /* the pass's wall time */
 	/* per sample counted, in ascending record index: the record's index
 	 * in the split, its label, the top-1 class (ties: the lowest index),

@@ -379,7 +379,7 @@ int nn_model_load_weights(const char *path, nn_model *m, ims_error *err)
 	 * dtypes (and verifies whatever it verifies on load) */
 	nn_load_report rep;
 	memset(&rep, 0, sizeof(rep));
-	rc = nn_checkpoint_load_init(path, m, &rep, err);
+	rc = nn_checkpoint_load_init(path, m, 0, &rep, err);
 	if (rc == 0 && rep.loaded != nn_model_tensor_count(m))
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot load '%s': %d of %d tensors loaded", path,

@@ -230,6 +230,21 @@ const char *nn_blas_core(void);
  */
 const char *nn_blas_better_core(void);
 
+/*
+ * OpenBLAS takes a buffer of its own (BUFFER_SIZE plus a page: 128 MiB on
+ * its default x86-64 and arm64 builds) for each thread that first calls
+ * it, and when that allocation fails it retries forever: a process under
+ * a memory limit (ulimit -v, or RLIMIT_DATA) spins at full CPU with no
+ * word. nn_ctx_reserve_blas checks, on a CPU context, that the limits
+ * leave room for a buffer per compute thread beside what the process
+ * already maps, then has every compute thread make its buffer now, so no
+ * later call of a step allocates one. Call it once the model and
+ * everything else of a run is allocated (OpenBLAS keeps the buffers for
+ * the process's life). A device context: 0, nothing done.
+ * Errors: IMS_ENOMEM, naming the limit, what is mapped and what the
+ * buffers need.
+ */
+int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err);
 /* ---- models (model.c, models.c) ---------------------------------------- */
 
 typedef struct nn_model nn_model;
@@ -657,6 +672,12 @@ double nn_lr_peak(const nn_lr_schedule *s);
 
 /* The rate of step (steps below 0 count as 0). */
 double nn_lr_at(const nn_lr_schedule *s, int64_t step);
+
+/* The rate at a fractional step: the same formulas with step a real
+ * number, for a run resumed with another global batch whose steps fall
+ * between this schedule's (nn_lr_at(s, k) == nn_lr_at_position(s, k) for
+ * every whole k). */
+double nn_lr_at_position(const nn_lr_schedule *s, double step);
 
 
 /* ---- batches onto a device (device.c) ------------------------------------ */

@@ -920,3 +920,104 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	}
 	return ims_temp_publish(fd, tmp, path, err);
 }
+
+/* ---- content checksums --------------------------------------------------- */
+
+/* One string (with its terminator, so "ab"+"c" differs from "a"+"bc"). */
+static uint32_t crc_str(uint32_t crc, const char *s)
+{
+	return ims_crc32c(crc, s, strlen(s) + 1);
+}
+
+static uint32_t crc_u64(uint32_t crc, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	return ims_crc32c(crc, b, 8);
+}
+
+/* A tensor's part of the checksum: tag, name, dtype, shape, bytes. */
+static uint32_t crc_tensor(uint32_t crc, const char *name, int dtype, int ndim,
+			   const int64_t *shape, const void *data, uint64_t nbytes)
+{
+	crc = ims_crc32c(crc, "T", 1);
+	crc = crc_str(crc, name);
+	crc = crc_str(crc, st_dtype_name(dtype));
+	crc = crc_u64(crc, (uint64_t)ndim);
+	for (int d = 0; d < ndim; d++)
+		crc = crc_u64(crc, (uint64_t)shape[d]);
+	crc = crc_u64(crc, nbytes);
+	return ims_crc32c(crc, data, (size_t)nbytes);
+}
+
+typedef struct meta_ref {
+	const char *key, *value;
+} meta_ref;
+
+static int cmp_meta_ref(const void *a, const void *b)
+{
+	return strcmp(((const meta_ref *)a)->key, ((const meta_ref *)b)->key);
+}
+
+/* The metadata's part: entries but `skip`, in key order. */
+static int crc_meta(uint32_t *crc, char *const *keys, char *const *values,
+		    size_t n, const char *skip, ims_error *err)
+{
+	meta_ref *refs = malloc((n ? n : 1) * sizeof(*refs));
+	RETURN_IF(!refs, err, IMS_ENOMEM, "cannot compute a checksum: out of memory");
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!skip || strcmp(keys[i], skip))
+			refs[k++] = (meta_ref){keys[i], values[i]};
+	qsort(refs, k, sizeof(*refs), cmp_meta_ref);
+	for (size_t i = 0; i < k; i++) {
+		*crc = ims_crc32c(*crc, "M", 1);
+		*crc = crc_str(*crc, refs[i].key);
+		*crc = crc_str(*crc, refs[i].value);
+	}
+	free(refs);
+	return 0;
+}
+
+int st_checksum(const st_file *f, const char *skip, uint32_t *out,
+		ims_error *err)
+{
+	uint32_t crc = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		const st_tensor *t = &f->entries[f->by_name[i]].t;
+		crc = crc_tensor(crc, t->name, t->dtype, t->ndim, t->shape, t->data,
+				 t->nbytes);
+	}
+	FORWARD_IF_ERR(crc_meta(&crc, f->meta_keys, f->meta_values, f->n_meta, skip,
+				err));
+	*out = crc;
+	return 0;
+}
+
+static int cmp_windex(const void *a, const void *b)
+{
+	const st_wtensor *x = *(const st_wtensor *const *)a;
+	const st_wtensor *y = *(const st_wtensor *const *)b;
+	return strcmp(x->name, y->name);
+}
+
+int st_writer_checksum(const st_writer *w, const char *skip, uint32_t *out,
+		       ims_error *err)
+{
+	const st_wtensor **order = malloc((w->n ? w->n : 1) * sizeof(*order));
+	RETURN_IF(!order, err, IMS_ENOMEM, "cannot compute a checksum: out of memory");
+	for (size_t i = 0; i < w->n; i++)
+		order[i] = &w->t[i];
+	qsort(order, w->n, sizeof(*order), cmp_windex);
+	uint32_t crc = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		const st_wtensor *t = order[i];
+		crc = crc_tensor(crc, t->name, t->dtype, t->ndim, t->shape, t->data,
+				 t->nbytes);
+	}
+	free(order);
+	FORWARD_IF_ERR(crc_meta(&crc, w->keys, w->values, w->n_meta, skip, err));
+	*out = crc;
+	return 0;
+}

@@ -182,4 +182,20 @@ int st_writer_set_metadata(st_writer *w, const char *key, const char *value,
  */
 int st_writer_write(const st_writer *w, const char *path, ims_error *err);
 
+/*
+ * A checksum of a file's content, independent of how its header is laid
+ * out: CRC-32C over each tensor in name order (its name, dtype name,
+ * shape, byte count and bytes, each string with its terminator, numbers
+ * as 8 bytes little-endian, after a tag byte 'T') and then each metadata
+ * entry in key order (tag 'M', key, value), leaving out the entry named
+ * `skip` (NULL: none) where the checksum itself is kept.
+ * st_writer_checksum computes the same value over what a writer holds, so
+ * a file written with it in its metadata can be checked on open. The
+ * tensors' bytes are read (the whole file). Errors: IMS_ENOMEM.
+ */
+int st_checksum(const st_file *f, const char *skip, uint32_t *out,
+		ims_error *err);
+int st_writer_checksum(const st_writer *w, const char *skip, uint32_t *out,
+		       ims_error *err);
+
 #endif

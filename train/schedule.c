@@ -91,19 +91,26 @@ double nn_lr_peak(const nn_lr_schedule *s)
 
 double nn_lr_at(const nn_lr_schedule *s, int64_t step)
 {
+	return nn_lr_at_position(s, (double)step);
+}
+
+/* Steps are whole numbers below 2^53 in practice, so every operation
+ * below gives nn_lr_at's old integer formulas' bits. */
+double nn_lr_at_position(const nn_lr_schedule *s, double step)
+{
 	const nn_lr_opts *o = &s->opts;
 	const double peak = nn_lr_peak(s);
-	if (step < 0)
+	if (!(step > 0))
 		step = 0;
 	double lr = peak;
 	switch (o->decay) {
 	case NN_LR_STEP:
-		for (int i = 0; i < o->n_milestones && o->milestones[i] <= step; i++)
+		for (int i = 0; i < o->n_milestones && (double)o->milestones[i] <= step; i++)
 			lr *= o->gamma;
 		break;
 	case NN_LR_COSINE: {
 		const double lo = o->min_lr * s->scale;
-		double q = (double)(step - o->warmup_steps) /
+		double q = (step - (double)o->warmup_steps) /
 			   (double)(o->total_steps - o->warmup_steps);
 		/* The ends are set, not computed: lo + (peak - lo) need not
 		 * round back to peak. */
@@ -120,7 +127,7 @@ double nn_lr_at(const nn_lr_schedule *s, int64_t step)
 	}
 	/* (step + 1) / W first, so the last warmup step multiplies by 1.0
 	 * exactly. */
-	if (step < o->warmup_steps)
-		lr *= (double)(step + 1) / (double)o->warmup_steps;
+	if (step < (double)o->warmup_steps)
+		lr *= (step + 1) / (double)o->warmup_steps;
 	return lr;
 }

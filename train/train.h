@@ -12,7 +12,7 @@
  * The loop prints nothing: what a person would read (the run's shape,
  * progress, validation, skipped fp16 steps, what --init loaded) comes
  * through nn_train_events, and the program decides what to print (only
- * the loader, on rank 0 unless o->quiet, says once on stderr where its
+ * the loader, on rank 0 with o->verbose, says once on stderr where its
  * batches live). Tests inject faults through nn_train_hooks, which the
  * program fills; the loop reads no environment variable.
  *
@@ -42,19 +42,32 @@ typedef struct nn_train_plan {
 	int classes;               /* from the splits' class list */
 	int world;                 /* ranks */
 	int threads;               /* compute threads per rank */
+	int loader_threads;        /* the loader's decode threads per rank */
 	uint64_t steps_per_epoch;  /* per rank, the same on every rank */
-	uint64_t total_steps;      /* steps_per_epoch x --epochs */
-	uint64_t records_per_rank; /* training records a rank uses per epoch */
-	uint64_t dropped;          /* records left out so ranks are equal */
+	uint64_t total_steps;      /* of the whole run: steps_per_epoch x
+				      --epochs, or for a resumed run the steps
+				      done plus those left at its settings */
+	uint64_t records_per_rank; /* training records in a rank's share of
+				      an epoch */
+	uint64_t dropped;          /* training records unused per epoch, over
+				      all ranks: dropped_ranks + dropped_batch */
+	uint64_t dropped_ranks;    /* left out of the shares so ranks are equal */
+	uint64_t dropped_batch;    /* in the ranks' short last batches (every
+				      rank trains whole batches only) */
+	int validation;            /* 1: a --val split is validated each epoch */
 	double lr_peak;            /* --lr, scaled by the rank count unless
-				      --no-lr-scaling */
+				      --no-lr-scaling (and for a run resumed
+				      with another batch size, by batch /
+				      lr_batch) */
+	int lr_batch;              /* the batch per rank --lr is for: the
+				      run's first part's */
 	nn_model_memory activations; /* the model's planned activation memory */
 } nn_train_plan;
 
 /*
  * Every --log-every steps and at each epoch's end (when steps > 0): the
  * steps since the last report. Loss and accuracy are over every rank's
- * samples; times and images are this rank's.
+ * samples; times and images are this rank's, but for images_per_s_total.
  */
 typedef struct nn_train_progress {
 	int rank, world;
@@ -72,6 +85,15 @@ typedef struct nn_train_progress {
 					     and communication time */
 	double loss_scale;       /* fp16's scale now (1 otherwise) */
 	uint64_t skipped_steps;  /* fp16 steps skipped so far */
+	double images_per_s;     /* this rank's: images / seconds */
+	double images_per_s_total; /* all ranks': the samples summed over ranks
+				      (allreduced with the loss) / seconds */
+	double elapsed_s;        /* since this process's first step (a resumed
+				    run's earlier part not included) */
+	double eta_s;            /* to the run's last step (--epochs, or
+				    --max-steps when sooner) at this process's
+				    mean pace so far, validations and
+				    checkpoints included; -1 when unknown */
 } nn_train_progress;
 
 /* After each epoch's validation: every record once over all ranks. */
@@ -80,9 +102,60 @@ typedef struct nn_train_validation {
 	uint64_t step;
 	double top1, top5;
 	double loss;             /* mean over the records */
-	uint64_t records;
+	uint64_t records;        /* records evaluated: the split's, less any
+				    that could not be loaded */
+	uint64_t bad_records;    /* records that could not be loaded (left
+				    out, and reported through
+				    records_replaced) */
 	double seconds;          /* the validation's wall time */
 } nn_train_validation;
+
+/*
+ * --resume: where the run goes on, and what changed. A resumed run takes
+ * the rest of its epoch from the same global position of the epoch's
+ * order, whatever its rank count and batch size; the learning-rate
+ * schedule is re-derived over the data (a fraction of the epochs) and
+ * the peak rate scaled with the global batch (unless --no-lr-scaling).
+ * Strings live for the call.
+ */
+typedef struct nn_train_resume {
+	const char *path;        /* the checkpoint */
+	int epoch;               /* from 0 */
+	uint64_t step;           /* steps done */
+	uint64_t position;       /* positions of the epoch's order trained
+				    (all ranks' samples) */
+	int complete;            /* 1: the run is complete (every epoch
+				    trained), 2: --max-steps is reached;
+				    nothing is trained or written */
+	int verified;            /* 1: the checkpoint's checksum matched; 0:
+				    it has none (written before checkpoints
+				    had one) */
+	int world_was, batch_was, world, batch;  /* ranks, batch per rank */
+	double lr_peak_was, lr_peak;
+	uint64_t rest_steps;     /* steps left in this epoch at this run's
+				    settings */
+	uint64_t rest_unused;    /* records of this epoch's rest that no
+				    step takes (they do not fill a batch on
+				    every rank) */
+	const char *changed;     /* the other options that differ from the
+				    checkpoint's run, "name was -> now, ..."
+				    ("" when none) */
+} nn_train_resume;
+
+/* Records that could not be read or decoded: in training each was
+ * replaced by another record of the epoch (batches stay full, ranks
+ * equal), in validation left out. Over all ranks. */
+typedef struct nn_train_bad {
+	int epoch;               /* from 0 */
+	int validation;          /* 1: in the validation after the epoch */
+	uint64_t count;          /* in this epoch (or validation) */
+	uint64_t total;          /* training: in the whole run so far */
+	const uint64_t *indices; /* the first few, ascending */
+	int listed;
+	const char *reason;      /* why one of them could not be loaded, one
+				    line naming it (raw bytes from outside:
+				    escape before printing), or "" */
+} nn_train_bad;
 
 /*
  * Callbacks for what happens during a run (NULL members are skipped), in
@@ -98,9 +171,9 @@ typedef struct nn_train_events {
 	/* --init's weights loaded from path: what was taken, kept, ignored
 	 * (r lives for the call) */
 	void (*initialised)(void *ctx, const char *path, const nn_load_report *r);
-	/* --resume: continues from the checkpoint at path at epoch (from
-	 * 0), step steps done */
-	void (*resumed)(void *ctx, const char *path, int epoch, uint64_t step);
+	/* --resume: where and how the run goes on (also when there is
+	 * nothing left to train: r->complete) */
+	void (*resumed)(void *ctx, const nn_train_resume *r);
 	void (*progress)(void *ctx, const nn_train_progress *p);
 	void (*validated)(void *ctx, const nn_train_validation *v);
 	/* fp16: step (from 1) overflowed at loss scale `scale`, in its
@@ -109,6 +182,9 @@ typedef struct nn_train_events {
 	 * the step was skipped and the scale is now new_scale */
 	void (*step_skipped)(void *ctx, uint64_t step, double scale,
 			     double new_scale, int forward);
+	/* after an epoch's training, or its validation, in which records
+	 * could not be loaded (not called when there were none) */
+	void (*records_replaced)(void *ctx, const nn_train_bad *b);
 	/* a doubt about the run's input or settings that does not stop it
 	 * (the loader's: shard-owning mode on records in list order); one
 	 * line without a newline, the same on every rank; names in it are
@@ -144,13 +220,23 @@ typedef struct nn_train_hooks {
 	 * gradient check and skipped steps), so the twin matches the plain
 	 * loop bit for bit in each */
 	int host_stage;
+	/* called with the record indices of every batch this rank trains
+	 * (after replacements), before its step runs: tests check which
+	 * records a run saw; NULL: none */
+	void (*trained)(void *ctx, int rank, int epoch, uint64_t step,
+			const uint64_t *indices, int count);
+	void *trained_ctx;
+	/* write number N (from 1) of this rank to metrics.jsonl fails with
+	 * ENOSPC, as on a full disk; 0: none */
+	uint64_t metrics_fail_write;
 } nn_train_hooks;
 
 /* ---- the run -------------------------------------------------------------- */
 
 /* What imshard-train runs; every field is documented by its --flag. */
 typedef struct nn_train_opts {
-	const char *train_manifest, *val_manifest; /* --train, --val */
+	const char *train_manifest;  /* --train */
+	const char *val_manifest;    /* --val; NULL: no validation */
 	const char *model;        /* --model (convnet7) */
 	const char *device;       /* --device cpu|cuda (cpu) */
 	int epochs;               /* --epochs (1) */
@@ -165,10 +251,20 @@ typedef struct nn_train_opts {
 	double warmup_epochs;     /* --warmup-epochs (0) */
 	int schedule;             /* --schedule: nn_lr_decay (cosine) */
 	int size;                 /* --size, square input side (224) */
-	const char *augment;      /* --augment (flip) */
+	const char *augment;      /* --augment (flip: random-resized-crop and
+				     a horizontal flip) */
+	double val_crop_frac;     /* --val-crop-frac: validation resizes the
+				     shorter side to size / F and crops the
+				     centre (0.875); also training's geometry
+				     under --augment norrc */
 	float mean[3], std[3];    /* --mean, --std (ImageNet's) */
 	float label_smoothing;    /* --label-smoothing (0) */
-	int threads;              /* --threads (0 = all cores) */
+	int threads;              /* --threads: compute (0 = OpenMP's default:
+				     OMP_NUM_THREADS, else the cores this
+				     process may run on) */
+	int loader_threads;       /* --loader-threads: decoding (0 = --threads
+				     when given, else the cores this process
+				     may run on) */
 	const char *precision;    /* --precision fp32|bf16|fp16 (fp32): 16-bit
 				     activations, fp32 sums and weights, on
 				     either device */
@@ -177,6 +273,10 @@ typedef struct nn_train_opts {
 	int tf32;                 /* --tf32: 1 on, 0 off, -1 the device's
 				     default (on from compute capability 8) */
 	const char *init;         /* --init weights.safetensors */
+	int init_partial;         /* --init-partial: --init may hold fewer
+				     than the backbone's tensors */
+	int reset_head;           /* --reset-head: --init's head is not
+				     loaded, even with the same shape */
 	int freeze_backbone;      /* --freeze-backbone */
 	const char *checkpoint_dir; /* --checkpoint-dir */
 	int resume;               /* --resume */
@@ -188,11 +288,16 @@ typedef struct nn_train_opts {
 	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1024) */
 	double collective_timeout; /* --collective-timeout seconds (600; 0 = none) */
 	int shard_owning;         /* --shard-owning */
+	int64_t max_bad_records;  /* --max-bad-records: fail once more
+				     training records than this could not be
+				     loaded (-1 = no limit) */
 	int freeze_bn;            /* --freeze-bn */
 	int synthetic;            /* --synthetic: a fixed random batch per rank
 				     instead of --train's records */
-	int quiet;                /* --quiet: the loader's line about batch
-				     memory left out (events still come) */
+	int quiet;                /* --quiet: nothing printed (events still
+				     come) */
+	int verbose;              /* --verbose: the loader says on stderr
+				     where its batches live (rank 0) */
 	const nn_train_events *events; /* what to tell the program (NULL:
 					  nothing) */
 	const nn_train_hooks *hooks;   /* fault injection for tests (NULL:
@@ -203,7 +308,12 @@ typedef struct nn_train_opts {
  * std; events and hooks NULL). */
 void nn_train_opts_init(nn_train_opts *o);
 
+/* A resumed run's totals are the whole run's: the earlier parts' come
+ * from the checkpoint. */
 typedef struct nn_train_result {
+	int nothing_to_do;         /* resumed with nothing left: 1 the run is
+				      complete, 2 --max-steps is reached;
+				      nothing was trained or written */
 	int epochs_done;
 	uint64_t steps, images;    /* images over all ranks */
 	double wall_s;             /* from the start of nn_train_run */
@@ -213,7 +323,7 @@ typedef struct nn_train_result {
 	double busy_s;             /* this rank's compute time */
 	double busy_ratio;         /* max / min busy time over ranks */
 	double wait_s;             /* this rank's time waiting for data */
-	double val_top1, val_top5; /* last validation */
+	double val_top1, val_top5; /* last validation (0 without --val) */
 	uint64_t val_records;
 	double best_top1;
 	int best_epoch;            /* from 0; -1 before any validation */
@@ -221,6 +331,9 @@ typedef struct nn_train_result {
 	double loss_scale;         /* fp16's loss scale at the end (1 otherwise) */
 	uint64_t skipped_steps;    /* fp16 steps skipped for overflowed
 				      gradients, a resumed run's included */
+	uint64_t bad_records;      /* training records that could not be
+				      loaded (each replaced) */
+	uint64_t val_bad_records;  /* in the last validation (left out) */
 } nn_train_result;
 
 /*
@@ -234,10 +347,23 @@ typedef struct nn_train_result {
  * Inf loss ends the run in every precision. res (caller-owned) is filled
  * on success. A rank that fails returns the error; the caller should
  * dp_abort so the others do not wait forever.
+ * A resumed run continues at the checkpoint's position in its epoch with
+ * this run's ranks and batch size (nn_train_resume); settings that change
+ * what the position means (seed, model, size, classes, the training
+ * split, --epochs when the schedule spans them, the ranks under
+ * --shard-owning) are refused with a message naming the setting and both
+ * values. Resuming a run with nothing left to train changes no file:
+ * res->nothing_to_do says why. The log and checkpoint folders are locked
+ * (flock on imshard-train.lock in each) for the run: a second trainer in
+ * either is refused. A metrics line that cannot be written ends the run.
  * Errors: IMS_EINVAL (options, class lists of the splits disagree, NaN/Inf
- * loss, a hook this run cannot honour), IMS_EUNSUPPORTED (device or
- * precision this build lacks; bf16 and fp16 on the cpu), the loader's,
- * checkpoints', MPI's and the device's.
+ * training or validation loss, a setting a resumed run may not change,
+ * --init loading too little, more bad records than --max-bad-records, a
+ * hook this run cannot honour), IMS_EEXIST (a folder locked by another
+ * trainer), IMS_ENOMEM (a memory limit too small for OpenBLAS's buffers,
+ * nn_ctx_reserve_blas), IMS_EIO (metrics.jsonl), IMS_EUNSUPPORTED (device
+ * or precision this build lacks; bf16 and fp16 on the cpu), the
+ * loader's, checkpoints', MPI's and the device's.
  */
 int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		 ims_error *err);

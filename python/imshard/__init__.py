@@ -63,10 +63,12 @@ def distributed_rank():
     return 0, 1, "default (no torch.distributed, no RANK/WORLD_SIZE)"
 
 
-def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False):
+def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0):
     """Rank `rank`'s share of epoch `epoch` over n records (the C partition
-    every loader and imshard-train use) as a list of record indices."""
-    return _imshard.partition(n, rank, world, epoch, seed, shuffle, pad)
+    every loader and imshard-train use) as a list of record indices; with
+    `offset`, of the positions from `offset` on (an epoch continued after
+    `offset` records were consumed, with any rank count)."""
+    return _imshard.partition(n, rank, world, epoch, seed, shuffle, pad, offset)
 
 
 def decode(data, apply_orientation=True):

@@ -51,26 +51,36 @@ PyObject *ims_py_fspath(PyObject *o)
 	return b;
 }
 
-/* partition(n, rank, world, epoch, seed, shuffle, pad) -> list of indices:
- * rio_partition, the rank share every loader takes. */
+/* partition(n, rank, world, epoch, seed, shuffle, pad, offset) -> list of
+ * indices: rio_partition, the rank share every loader takes. */
 static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
-	static char *names[] = {"n", "rank", "world", "epoch", "seed", "shuffle", "pad", NULL};
-	unsigned long long n, epoch = 0, seed = 0;
+	static char *names[] = {"n", "rank", "world", "epoch", "seed", "shuffle", "pad",
+				"offset", NULL};
+	unsigned long long n, epoch = 0, seed = 0, offset = 0;
 	int rank, world, shuffle = 1, pad = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kii|KKpp", names, &n, &rank, &world,
-					 &epoch, &seed, &shuffle, &pad))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kii|KKppK", names, &n, &rank, &world,
+					 &epoch, &seed, &shuffle, &pad, &offset))
 		return NULL;
 	if (world < 1 || rank < 0 || rank >= world)
 		return ims_py_arg_error("rank %d is not in a world of %d", rank, world);
-	rio_remainder mode = pad ? RIO_REMAINDER_PAD : RIO_REMAINDER_DROP;
-	uint64_t per = rio_partition_size(n, world, mode);
+	rio_partition_opts po;
+	rio_partition_opts_init(&po);
+	po.n = n;
+	po.rank = rank;
+	po.world = world;
+	po.epoch = epoch;
+	po.seed = seed;
+	po.shuffle = shuffle;
+	po.remainder = pad ? RIO_REMAINDER_PAD : RIO_REMAINDER_DROP;
+	po.offset = offset;
+	uint64_t per = rio_partition_count(&po);
 	uint64_t *out = PyMem_Malloc((per ? per : 1) * sizeof(uint64_t));
 	if (!out)
 		return PyErr_NoMemory();
 	ims_error err;
-	int rc = rio_partition(n, rank, world, epoch, seed, shuffle, mode, out, NULL, &err);
+	int rc = rio_partition(&po, out, NULL, &err);
 	if (rc < 0) {
 		PyMem_Free(out);
 		return ims_py_raise(rc, &err);
@@ -130,8 +140,9 @@ static PyObject *py_decode(PyObject *self, PyObject *args, PyObject *kw)
 
 static PyMethodDef methods[] = {
 	{"partition", (PyCFunction)(void (*)(void))py_partition, METH_VARARGS | METH_KEYWORDS,
-	 "partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False) -> list\n"
-	 "Rank `rank`'s share of an epoch of n records (rio_partition)."},
+	 "partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0) -> list\n"
+	 "Rank `rank`'s share of an epoch of n records from position `offset` of its\n"
+	 "order on (rio_partition)."},
 	{"decode", (PyCFunction)(void (*)(void))py_decode, METH_VARARGS | METH_KEYWORDS,
 	 "decode(data, apply_orientation=True) -> (bytes, height, width)\n"
 	 "Decodes JPEG or PNG bytes to 8-bit RGB with the C decoder."},

@@ -438,11 +438,15 @@ static void test_partitions(void)
 			for (int r = 0; r < world; r++) {
 				uint64_t share[MAIN_N];
 				ims_error err = {0};
-				CHECK_OK(rio_partition(MAIN_N, r, world, 3, 11, 1,
-						       drop ? RIO_REMAINDER_DROP
-							    : RIO_REMAINDER_PAD,
-						       share, NULL, &err),
-					 &err);
+				rio_partition_opts po;
+				rio_partition_opts_init(&po);
+				po.n = MAIN_N;
+				po.rank = r;
+				po.world = world;
+				po.epoch = 3;
+				po.seed = 11;
+				po.remainder = drop ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
+				CHECK_OK(rio_partition(&po, share, NULL, &err), &err);
 				CHECK(e[r].n <= want && e[r].idx &&
 				      memcmp(e[r].idx, share,
 					     e[r].n * sizeof(uint64_t)) == 0);
@@ -685,9 +689,12 @@ static void test_bad_records(void)
 	for (int k = 0; k < 2; k++) {
 		uint64_t share[21];
 		ims_error err = {0};
-		CHECK_OK(rio_partition(21, 0, 1, ep[k], o.seed, 1,
-				       RIO_REMAINDER_DROP, share, NULL, &err),
-			 &err);
+		rio_partition_opts po;
+		rio_partition_opts_init(&po);
+		po.n = 21;
+		po.epoch = ep[k];
+		po.seed = o.seed;
+		CHECK_OK(rio_partition(&po, share, NULL, &err), &err);
 		for (int i = 0; i < 20; i++)
 			met += share[i] == BAD_AT;
 	}
@@ -696,6 +703,131 @@ static void test_bad_records(void)
 	for (size_t i = 0; i < e.n; i++)
 		CHECK(e.idx[i] != BAD_AT);
 	epoch_free(&e);
+}
+
+/* The batch that met the bad record says so: the sample that stands in
+ * for it is flagged, the record named, the count given; the other
+ * batches say nothing. */
+static void test_bad_in_batch(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, g_bad, 0, 4, 64);
+	o.transform.crop_frac = 1.0;
+	o.drop_last = 0;
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+	int flagged = 0, batches_with = 0;
+	aug_batch b;
+	while (aug_loader_next(l, &b, &err) == 0) {
+		for (int j = 0; j < b.count; j++) {
+			uint64_t pos = b.step * 4 + (uint64_t)j;
+			CHECK_EQ_INT(b.replaced[j], pos == BAD_AT);
+			flagged += b.replaced[j];
+		}
+		if (b.bad_records) {
+			batches_with++;
+			CHECK_EQ_INT(b.bad_records, 1);
+			CHECK_EQ_INT(b.bad_listed, 1);
+			CHECK_EQ_U64(b.bad_indices[0], BAD_AT);
+			CHECK(strstr(b.bad_reason, "record 7") != NULL);
+		} else {
+			CHECK_EQ_INT(b.bad_listed, 0);
+			CHECK_EQ_INT(b.bad_reason[0], 0);
+		}
+	}
+	CHECK_EQ_INT(flagged, 1);
+	CHECK_EQ_INT(batches_with, 1);
+	aug_loader_close(l);
+}
+
+/*
+ * An epoch trained in part at one rank (24 positions: 3 batches of 8)
+ * and continued from position 24 at 2 ranks of batch 4: the second part
+ * takes the global order from position 24 on, so the two parts see every
+ * record of the epoch at most once, and all of it but the records the
+ * second part's shares drop.
+ */
+static void test_start_at(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	base_opts(&o, g_main, 1, 8, 16);
+	rio_partition_opts po;
+	rio_partition_opts_init(&po);
+	po.n = MAIN_N;
+	po.epoch = 3;
+	po.seed = o.seed;
+	uint64_t order[MAIN_N];
+	CHECK_OK(rio_partition(&po, order, NULL, &err), &err);
+	int seen[MAIN_N] = {0};
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 3, &err), &err);
+	aug_batch b;
+	for (int k = 0; k < 3; k++) {
+		CHECK_OK(aug_loader_next(l, &b, &err), &err);
+		for (int j = 0; j < b.count; j++)
+			seen[b.indices[j]]++;
+	}
+	aug_loader_close(l);
+	uint64_t second = 0;
+	for (int rank = 0; rank < 2; rank++) {
+		aug_loader_opts o2 = o;
+		o2.rank = rank;
+		o2.world = 2;
+		o2.batch_size = 4;
+		l = NULL;
+		CHECK_OK(aug_loader_open(&o2, &l, &err), &err);
+		if (!l)
+			return;
+		/* (97 - 24) / 2 = 36 records per rank: 9 batches of 4 */
+		CHECK_EQ_U64(aug_loader_batches_at(l, 24), 9);
+		CHECK_EQ_U64(aug_loader_batches_at(l, 0), aug_loader_batches_per_epoch(l));
+		CHECK_EQ_U64(aug_loader_batches_at(l, 95), 0);
+		CHECK_OK(aug_loader_start_epoch_at(l, 3, 24, &err), &err);
+		uint64_t k = 0;
+		while (aug_loader_next(l, &b, &err) == 0) {
+			CHECK_EQ_U64(b.epoch, 3);
+			for (int j = 0; j < b.count; j++, k++) {
+				CHECK_EQ_U64(b.indices[j], order[24 + (uint64_t)rank + 2 * k]);
+				seen[b.indices[j]]++;
+				second++;
+			}
+		}
+		/* nothing left from position 96: the epoch is over at once */
+		CHECK_OK(aug_loader_start_epoch_at(l, 3, 96, &err), &err);
+		CHECK_EQ_INT(aug_loader_next(l, &b, &err), 1);
+		aug_loader_close(l);
+	}
+	CHECK_EQ_U64(second, 72);
+	int twice = 0, missed = 0;
+	for (int i = 0; i < MAIN_N; i++) {
+		twice += seen[i] > 1;
+		missed += seen[i] == 0;
+	}
+	CHECK_EQ_INT(twice, 0);
+	CHECK_EQ_INT(missed, MAIN_N - 24 - 72); /* the last record of the order */
+	CHECK_EQ_INT(seen[order[MAIN_N - 1]], 0);
+
+	/* shard-owning: each rank continues in its own records */
+	base_opts(&o, g_main, 1, 4, 16);
+	o.world = 2;
+	o.shard_owning = 1;
+	l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_EQ_INT(aug_loader_start_epoch_at(l, 0, 3, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "not a multiple of the 2 ranks") != NULL);
+	uint64_t all = aug_loader_batches_per_epoch(l);
+	CHECK_EQ_U64(aug_loader_batches_at(l, 16), all - 2);
+	aug_loader_close(l);
 }
 
 /* CMYK, Adobe CMYK, YCCK, grey and EXIF-rotated records give the decoder's
@@ -1236,6 +1368,8 @@ int main(void)
 	test_owning_warning();
 	test_validation();
 	test_bad_records();
+	test_bad_in_batch();
+	test_start_at();
 	test_colour_spaces();
 	test_dct_scaled();
 	test_golden();

@@ -8,6 +8,9 @@ usage: split_edit.py relabel MANIFEST.json INDEX LABEL
        split_edit.py drop-last MANIFEST.json
            the split's last record is deleted; the manifest's counts, shard
            record count and byte size are fixed up to match
+       split_edit.py damage MANIFEST.json INDEX...
+           one payload byte of each record INDEX flipped (its header and the
+           manifest untouched: the record reads as damaged)
        split_edit.py format1 MANIFEST.json
            rewrites the manifest as format 1, with the digests a format 1
            writer computed (CRC-32C chained over the records' headers)
@@ -82,6 +85,23 @@ def drop_last(mpath):
     save(mpath, man)
 
 
+def damage(mpath, indices):
+    man = json.load(open(mpath))
+    for index in indices:
+        s = shard_of(man, index)
+        path = os.path.join(os.path.dirname(mpath), s["path"])
+        env = lmdb.open(path, subdir=False, lock=False, map_size=max(1 << 24, 2 * os.path.getsize(path)))
+        key = struct.pack(">Q", index)
+        with env.begin(write=True) as txn:
+            val = bytearray(txn.get(key))
+            hlen = struct.unpack_from("<H", val, 6)[0]
+            val[hlen + (len(val) - hlen) // 2] ^= 0x20
+            txn.put(key, bytes(val))
+        env.close()
+        s["bytes"] = os.path.getsize(path)
+    save(mpath, man)
+
+
 def format1(mpath):
     man = json.load(open(mpath))
     for s in man["shards"]:
@@ -104,6 +124,8 @@ if __name__ == "__main__":
         relabel(mpath, int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "drop-last":
         drop_last(mpath)
+    elif cmd == "damage":
+        damage(mpath, [int(x) for x in sys.argv[3:]])
     elif cmd == "format1":
         format1(mpath)
     else:

@@ -3,7 +3,10 @@
 [--nan TENSOR]: copies a safetensors file, editing its metadata (drop keys,
 set keys, drop all of it) and optionally making the first value of an F32
 tensor NaN; for tests that need checkpoints of older versions, other
-programs' weights or damaged weights. Standard library only."""
+programs' weights or damaged weights. The copy never keeps a "checksum"
+entry: like those files it has none, so loading it verifies nothing
+(tests/cli/st_tool.py writes files whose checksum matches). Standard
+library only."""
 import json
 import struct
 import sys
@@ -38,6 +41,7 @@ def main():
         else:
             sys.exit("unknown argument " + a)
         i += 1
+    meta.pop("checksum", None)
     if meta:
         header = dict([("__metadata__", meta)] + list(header.items()))
     text = json.dumps(header).encode()

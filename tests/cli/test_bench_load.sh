@@ -31,7 +31,10 @@ contains "$T/out" "augment "
 contains "$T/out" "stall fraction"
 contains "$T/out" "bad records replaced: 0"
 contains "$T/out" "not pinned"
-contains "$T/out" "records per rank per epoch: 48 (0 padded, 0 dropped"
+contains "$T/out" "records per rank per epoch: 48 (0 padded, 0 dropped across ranks, 0 dropped in a short last batch"
+# 48 records in batches of 10: 4 whole batches, 8 records unused
+expect 0 "$IMSHARD" bench-load "$m" --epochs 1 --batch 10 --size 64 --quiet --no-pinned
+contains "$T/out" "records per rank per epoch: 48 (0 padded, 0 dropped across ranks, 8 dropped in a short last batch; 4 batches per epoch)"
 
 # Validation: file order, the last partial batch kept: 48 in 6 batches
 # of 8; with batch 10, 5 batches (10,10,10,10,8) still 48 images.

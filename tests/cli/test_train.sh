@@ -10,6 +10,9 @@
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 cmp_st() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$@"; }
+# the same tensors, bit for bit, and metadata but the run's wall times
+st_same() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" same "$@" >/dev/null; }
+st_tool() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" "$@"; }
 # OpenMPI's own components leak at MPI_Finalize (LeakSanitizer names
 # ompi_op_base_op_select and unloaded plugins): leak checking stays on for
 # every other run here, off for the processes mpirun starts.
@@ -27,7 +30,7 @@ fit() { "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --
 # --- usage errors: exit 2, one line --------------------------------------
 expect 2 "$IMSHARD_TRAIN"
 one_line "$T/err"
-contains "$T/err" "--train and --val are required"
+contains "$T/err" "--train is required"
 expect 2 fit --model resnet19
 one_line "$T/err"
 contains "$T/err" "unknown model 'resnet19'"
@@ -228,7 +231,7 @@ fi
 hs() { IMSHARD_TEST_HOST_STAGE=1 fit "$@"; }
 expect 0 fit --epochs 2 --seed 9 --checkpoint-dir "$T/hs0" --log-dir "$T/hs0" --log-every 1
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs1" --log-dir "$T/hs1" --log-every 1
-cmp -s "$T/hs0/checkpoint.safetensors" "$T/hs1/checkpoint.safetensors" ||
+st_same "$T/hs0/checkpoint.safetensors" "$T/hs1/checkpoint.safetensors" ||
   fail "the staged loop's checkpoint differs from the plain loop's"
 checks=$((checks + 1))
 # loss and accuracy of every step, and the validation lines
@@ -242,9 +245,9 @@ same "$(hs_lines "$T/hs1/metrics.jsonl" | grep -c '^train')" "$(hs_lines "$T/hs0
 # GPU's pinned memory), passed through the loader's allocator callbacks,
 # only on a device run (here its CPU twin); a cpu run keeps the loader's
 # own page-aligned memory, and the loader loads no CUDA runtime itself
-expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --verbose
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory" "cpu run's batch memory"
-expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+expect 0 env IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --verbose
 same "$(grep '^imshard: loader:' "$T/err")" "imshard: loader: batches in page-aligned host memory (staged as for a device)" "staged run's batch memory"
 # nor does a cpu run of a CUDA build ask the dynamic loader for the CUDA
 # driver, cuBLAS, NVML or a second, unversioned CUDA runtime: nothing of
@@ -266,7 +269,7 @@ fi
 # resumed in the middle of an epoch, and --max-steps ending mid-epoch
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --max-steps 5
 expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hs2" --resume
-cmp -s "$T/hs0/checkpoint.safetensors" "$T/hs2/checkpoint.safetensors" ||
+st_same "$T/hs0/checkpoint.safetensors" "$T/hs2/checkpoint.safetensors" ||
   fail "the staged loop resumed mid-epoch ends with other bytes"
 checks=$((checks + 1))
 # a NaN in a batch taken ahead is still in its copy: the run stops there
@@ -322,7 +325,7 @@ contains "$T/err" "loss is NaN at step 3: stopping"
 # the synthetic batch's device copy
 expect 0 fit --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs3"
 expect 0 hs --epochs 1 --seed 9 --synthetic --max-steps 4 --checkpoint-dir "$T/hs4"
-cmp -s "$T/hs3/checkpoint.safetensors" "$T/hs4/checkpoint.safetensors" ||
+st_same "$T/hs3/checkpoint.safetensors" "$T/hs4/checkpoint.safetensors" ||
   fail "the staged loop's synthetic run differs from the plain loop's"
 checks=$((checks + 1))
 
@@ -330,7 +333,7 @@ checks=$((checks + 1))
 expect 0 fit --epochs 2 --checkpoint-dir "$T/full" --seed 5
 expect 0 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --max-steps 3
 expect 0 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume
-cmp -s "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
+st_same "$T/full/checkpoint.safetensors" "$T/part/checkpoint.safetensors" ||
   fail "resumed run's checkpoint differs from the uninterrupted run's"
 checks=$((checks + 1))
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume --model resnet18
@@ -346,16 +349,7 @@ same "$(json "$T/frozen/summary.json" 'j["activation_bytes"] * 2 < '"$(json "$T/
 # count is refused on resume with one line
 meta() { python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; m=json.loads(d[8:8+n])["__metadata__"]; print(m.get("skipped_steps"), m.get("loss_scale"), m.get("loss_scale_good_steps"))' "$1"; }
 same "$(meta "$T/part/checkpoint.safetensors")" "0 None None" "fp32 checkpoint's loss-scale metadata"
-python3 - "$T/part/checkpoint.safetensors" <<'PY'
-import json, struct, sys
-d = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", d[:8])[0]
-h = json.loads(d[8:8 + n])
-h["__metadata__"]["skipped_steps"] = "x1"
-hb = json.dumps(h).encode()
-hb += b" " * (-len(hb) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + d[8 + n:])
-PY
+st_tool set "$T/part/checkpoint.safetensors" skipped_steps=x1
 expect 1 fit --epochs 2 --checkpoint-dir "$T/part" --seed 5 --resume
 one_line "$T/err"
 contains "$T/err" "skipped_steps 'x1' is not a count"

@@ -1,4 +1,5 @@
-/* test_text.c - UTF-8 checks and terminal-safe escaping (common/text.c). */
+/* test_text.c - UTF-8 checks, terminal-safe escaping and plural nouns
+ * (common/text.c). */
 #include <string.h>
 
 #include "common/common.h"
@@ -39,5 +40,11 @@ int main(void)
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 7, "\xc3\x97\xc3\x97\xc3\x97");
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 6, "\xc3\x97...");
 	escaped("anything", 3, "");
+
+	/* Counts: the singular for exactly one, the plural otherwise. */
+	CHECK_EQ_STR(ims_plural(1, "shard", "shards"), "shard");
+	CHECK_EQ_STR(ims_plural(0, "shard", "shards"), "shards");
+	CHECK_EQ_STR(ims_plural(2, "class", "classes"), "classes");
+	CHECK_EQ_STR(ims_plural(UINT64_MAX, "row", "rows"), "rows");
 	return TEST_EXIT();
 }

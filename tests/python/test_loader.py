@@ -116,6 +116,21 @@ def test_rank_shares_equal_c_partition(sample, train):
             assert sorted(seen) == list(range(n)), "validation misses records"
 
 
+def test_partition_offset_continues_the_order():
+    # an epoch of 50 records whose first 12 positions were consumed (by 1
+    # rank of 12, or 2 ranks of 6), continued at 3 ranks: the global order
+    # from position 12 on, strided, each record once
+    order = imshard.partition(50, 0, 1, 3, 9)
+    rest = [imshard.partition(50, r, 3, 3, 9, offset=12) for r in range(3)]
+    for r in range(3):
+        assert rest[r] == [order[12 + r + 3 * k] for k in range(len(rest[r]))]
+    first = [i for r in range(2) for i in imshard.partition(50, r, 2, 3, 9)[:6]]
+    seen = first + [i for s in rest for i in s]
+    assert len(seen) == len(set(seen)) == 12 + 3 * (38 // 3)
+    with pytest.raises(imshard.ArgumentError):
+        imshard.partition(50, 0, 1, offset=50)
+
+
 def test_stale_batches_cannot_be_reused(sample):
     m = sample["train"]
     ref = [b[0].copy() for b in imshard.Loader(m, 5, 24, prefetch=3, threads=2,

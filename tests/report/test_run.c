@@ -317,6 +317,29 @@ static void test_folder_errors(void)
 	rep_run_release(NULL);
 }
 
+/* imshard-train's epoch and resume lines are known: read past without a
+ * diagnostic, the train and val lines around them kept. */
+static void test_trainer_lines(void)
+{
+	char dir[4200], mpath[4300];
+	rep_test_sub(dir, sizeof(dir), tmp, "trainer");
+	rep_test_write(dir, "metrics.jsonl",
+		       GOOD_TRAIN(0, 5)
+		       "{\"type\":\"epoch\",\"epoch\":0,\"step\":5,\"bad_records\":2,\"bad_record_indices\":[3,9]}\n"
+		       "{\"type\":\"val\",\"epoch\":0,\"step\":5,\"top1\":0.5,\"top5\":0.9,\"loss\":1,\"records\":8,\"bad_records\":1,\"wall_s\":2,\"val_s\":0.1}\n"
+		       "{\"type\":\"resume\",\"epoch\":0,\"step\":5,\"epoch_position\":40,\"world_was\":1,\"world\":2}\n"
+		       GOOD_TRAIN(0, 10),
+		       mpath, sizeof(mpath));
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_INT(r.lines, 5);
+	CHECK_EQ_U64(r.n_train, 2);
+	CHECK_EQ_U64(r.n_val, 1);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	rep_run_release(&r);
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_run");
@@ -325,6 +348,7 @@ int main(void)
 	test_summary();
 	test_old_and_gpu();
 	test_folder_errors();
+	test_trainer_lines();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();

@@ -282,7 +282,8 @@ static void write_variant(const char *path, nn_model *m, const variant *v)
 }
 
 /* Copies the safetensors file src to dst without tensor `skip` (may be
- * NULL) and with `extra` (F32 [2], may be NULL) at the end. */
+ * NULL) and with `extra` (F32 [2], may be NULL) at the end: a file another
+ * program wrote, without the checksum (the copy's content differs). */
 static void copy_file(const char *src, const char *dst, const char *skip,
 		      const char *extra)
 {
@@ -300,7 +301,7 @@ static void copy_file(const char *src, const char *dst, const char *skip,
 	}
 	for (size_t i = 0; i < st_metadata_count(f); i++) {
 		const char *value, *key = st_metadata_at(f, i, &value);
-		if (st_writer_set_metadata(w, key, value, &e))
+		if (strcmp(key, "checksum") && st_writer_set_metadata(w, key, value, &e))
 			die("st_writer_set_metadata", &e);
 	}
 	static const float two[2] = {1, 2};
@@ -370,7 +371,8 @@ static void test_layout(void)
 	if (f) {
 		CHECK_EQ_U64(st_count(f), (uint64_t)nn_model_tensor_count(a));
 		CHECK(st_find(f, "optim.step") == NULL);
-		CHECK_EQ_U64(st_metadata_count(f), 1);
+		CHECK_EQ_U64(st_metadata_count(f), 2); /* format, checksum */
+		CHECK(st_metadata_get(f, "checksum") != NULL);
 		st_close(f);
 	}
 
@@ -555,7 +557,7 @@ static void test_init_same(void)
 
 	nn_model *b = make("convnet7", 5, 16, 2);
 	nn_load_report r;
-	CHECK_OK(nn_checkpoint_load_init(path, b, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b));
 	CHECK_EQ_INT(r.n_missing, 0);
 	CHECK_EQ_INT(r.n_unexpected, 0); /* optim.* is not reported */
@@ -566,7 +568,7 @@ static void test_init_same(void)
 	nn_load_report_release(NULL);
 
 	nn_model *c = make("convnet7", 5, 16, 3);
-	CHECK_OK(nn_checkpoint_load_init(path, c, NULL, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, c, 0, NULL, &e), &e);
 	CHECK(same_tensors(a, c));
 
 	nn_optim_free(oa);
@@ -588,7 +590,7 @@ static void test_init_head(void)
 	nn_model *b = make("convnet7", 7, 16, 2);
 	nn_model *fresh = make("convnet7", 7, 16, 2);
 	nn_load_report r;
-	CHECK_OK(nn_checkpoint_load_init(path, b, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 2);
 	CHECK_EQ_INT(r.n_missing, 0);
 	CHECK_EQ_INT(r.n_unexpected, 0);
@@ -625,7 +627,7 @@ static void test_init_missing_unexpected(void)
 	nn_model *b = make("convnet7", 5, 16, 2);
 	nn_model *fresh = make("convnet7", 5, 16, 2);
 	nn_load_report r;
-	CHECK_OK(nn_checkpoint_load_init(path, b, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 3);
 	CHECK_EQ_INT(r.n_reinit, 0);
 	CHECK_EQ_INT(r.n_missing, 3);
@@ -664,7 +666,7 @@ static void test_init_mismatch(void)
 	nn_model *b = make("convnet7", 5, 16, 2);
 	snap sb = snap_take(b);
 	nn_load_report r = {.loaded = 99};
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	snprintf(want, sizeof(want),
 		 "cannot load '%s': tensor 'features.4.weight' has shape [64, 3, 3, 3] in the file, the model needs [64, 32, 3, 3]",
 		 path);
@@ -680,7 +682,7 @@ static void test_init_mismatch(void)
 	CHECK_OK(st_writer_add(w, "features.1.weight", ST_I32, 1, s32, ints, &e), &e);
 	CHECK_OK(st_writer_write(w, path, &e), &e);
 	st_writer_free(w);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, &r, &e), IMS_EUNSUPPORTED);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EUNSUPPORTED);
 	CHECK(strstr(e.msg, "'features.1.weight' has dtype I32") != NULL);
 	CHECK(snap_same(b, &sb));
 
@@ -692,7 +694,7 @@ static void test_init_mismatch(void)
 			       &half, &e), &e);
 	CHECK_OK(st_writer_write(w, path, &e), &e);
 	st_writer_free(w);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "'features.1.num_batches_tracked' holds 2.5") != NULL);
 	CHECK(snap_same(b, &sb));
 
@@ -714,7 +716,7 @@ static void test_init_halves(void)
 
 	nn_model *b = make("convnet7", 5, 16, 2);
 	nn_load_report r;
-	CHECK_OK(nn_checkpoint_load_init(path, b, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b));
 	int bad = 0, rounded = 0;
 	for (int i = 0; i < nn_model_tensor_count(a); i++) {
@@ -765,12 +767,12 @@ static void test_corrupt(void)
 	CHECK_OK(ims_write_file_atomic(bad, bytes, len - 100, &e), &e);
 	CHECK_EQ_INT(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), IMS_ECORRUPT);
 	CHECK(strstr(e.msg, bad) != NULL);
-	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, &r, &e), IMS_ECORRUPT);
+	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, 0, &r, &e), IMS_ECORRUPT);
 	CHECK(report_empty(&r));
 
 	CHECK_OK(ims_write_file_atomic(bad, bytes, 20, &e), &e);
 	CHECK(nn_checkpoint_load_resume(bad, b, ob, NULL, &e) < 0);
-	CHECK(nn_checkpoint_load_init(bad, b, &r, &e) < 0);
+	CHECK(nn_checkpoint_load_init(bad, b, 0, &r, &e) < 0);
 
 	CHECK_OK(ims_write_file_atomic(bad, bytes, 0, &e), &e);
 	CHECK(nn_checkpoint_load_resume(bad, b, ob, NULL, &e) < 0);
@@ -778,7 +780,7 @@ static void test_corrupt(void)
 	bytes[8] = 'x'; /* the header's opening brace */
 	CHECK_OK(ims_write_file_atomic(bad, bytes, len, &e), &e);
 	CHECK_EQ_INT(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), IMS_EFORMAT);
-	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, &r, &e), IMS_EFORMAT);
+	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, 0, &r, &e), IMS_EFORMAT);
 	bytes[8] = '{';
 
 	/* a checkpoint from a later format */
@@ -800,7 +802,7 @@ static void test_corrupt(void)
 
 	path_in(bad, sizeof(bad), "absent.safetensors");
 	CHECK_EQ_INT(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), IMS_ENOTFOUND);
-	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, &r, &e), IMS_ENOTFOUND);
+	CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, 0, &r, &e), IMS_ENOTFOUND);
 
 	CHECK(snap_same(b, &sb));
 	size_t np;
@@ -814,6 +816,124 @@ static void test_corrupt(void)
 	nn_optim_free(ob);
 	nn_model_free(a);
 	nn_model_free(b);
+}
+
+/* Every checkpoint carries a checksum of its content; a byte changed in a
+ * weight, a running variance or the metadata is refused by --resume and
+ * --init, the model left as it was; a file without one (another
+ * program's) loads, reported as unverified. */
+static void test_checksum(void)
+{
+	ims_error e;
+	char path[4300], bad[4300];
+	path_in(path, sizeof(path), "sum.safetensors");
+	path_in(bad, sizeof(bad), "sum-bad.safetensors");
+	nn_model *a = make("convnet7", 5, 16, 1);
+	scramble(a, 19);
+	nn_optim *oa = make_optim(NN_OPTIM_SGD, a);
+	step(a, oa, 52);
+	const char *meta[] = {"epoch", "3", NULL};
+	CHECK_OK(nn_checkpoint_save(path, a, oa, meta, &e), &e);
+	const char *reserved[] = {"checksum", "x", NULL};
+	CHECK_EQ_INT(nn_checkpoint_save(bad, a, oa, reserved, &e), IMS_EINVAL);
+
+	st_file *f = NULL;
+	CHECK_OK(st_open(path, &f, &e), &e);
+	const char *sum = f ? st_metadata_get(f, "checksum") : NULL;
+	CHECK(sum && !strncmp(sum, "crc32c:", 7) && strlen(sum) == 15);
+	uint32_t crc = 0;
+	CHECK_OK(st_checksum(f, "checksum", &crc, &e), &e);
+	char want[32];
+	snprintf(want, sizeof(want), "crc32c:%08x", crc);
+	CHECK_EQ_STR(sum ? sum : "", want);
+	/* where a weight and a running variance lie in the file */
+	const st_tensor *w = f ? st_find(f, "features.0.weight") : NULL;
+	const st_tensor *rv = f ? st_find(f, "features.1.running_var") : NULL;
+	CHECK(w && rv);
+	size_t w_at = w ? (size_t)w->offset : 0, rv_at = rv ? (size_t)rv->offset : 0;
+	st_close(f);
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	CHECK_OK(ims_read_file(path, &bytes, &len, 0, &e), &e);
+	/* the data buffer's start in the file */
+	uint64_t hlen = 0;
+	for (int i = 0; i < 8; i++)
+		hlen |= (uint64_t)bytes[i] << (8 * i);
+	size_t base = 8 + (size_t)hlen;
+
+	nn_model *b = make("convnet7", 5, 16, 2);
+	nn_optim *ob = make_optim(NN_OPTIM_SGD, b);
+	snap sb = snap_take(b);
+	nn_load_report r;
+	const size_t at[2] = {base + w_at + 5, base + rv_at + 3};
+	for (int k = 0; k < 2; k++) {
+		bytes[at[k]] ^= 0x80; /* a sign bit: the variance goes negative */
+		CHECK_OK(ims_write_file_atomic(bad, bytes, len, &e), &e);
+		CHECK_EQ_INT(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), IMS_ECORRUPT);
+		CHECK(strstr(e.msg, "does not match its checksum") != NULL);
+		CHECK(strstr(e.msg, bad) != NULL);
+		CHECK_EQ_INT(nn_checkpoint_load_init(bad, b, 0, &r, &e), IMS_ECORRUPT);
+		CHECK(report_empty(&r));
+		bytes[at[k]] ^= 0x80;
+	}
+	/* the metadata is covered too: "epoch": "3" made "8" in place */
+	char *m = NULL;
+	for (size_t i = 8; i + 11 <= base && !m; i++)
+		if (!memcmp(bytes + i, "\"epoch\":\"3\"", 11))
+			m = (char *)bytes + i;
+	CHECK(m != NULL);
+	if (m) {
+		m[9] = '8';
+		CHECK_OK(ims_write_file_atomic(bad, bytes, len, &e), &e);
+		CHECK_EQ_INT(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), IMS_ECORRUPT);
+		m[9] = '3';
+	}
+	CHECK(snap_same(b, &sb));
+
+	/* intact: verified */
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.verified, 1);
+	nn_load_report_release(&r);
+	/* without a checksum (as PyTorch writes): loaded, not verified */
+	copy_file(path, bad, NULL, NULL);
+	CHECK_OK(nn_checkpoint_load_init(bad, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.verified, 0);
+	CHECK(same_tensors(a, b));
+	nn_load_report_release(&r);
+	CHECK_OK(nn_checkpoint_load_resume(bad, b, ob, NULL, &e), &e);
+
+	free(bytes);
+	snap_free(&sb);
+	nn_optim_free(oa);
+	nn_optim_free(ob);
+	nn_model_free(a);
+	nn_model_free(b);
+}
+
+/* NN_INIT_RESET_HEAD: a head of the same shape is not loaded. */
+static void test_init_reset_head(void)
+{
+	ims_error e;
+	char path[4300];
+	path_in(path, sizeof(path), "reset.safetensors");
+	nn_model *a = make("convnet7", 5, 16, 1);
+	scramble(a, 20);
+	CHECK_OK(nn_checkpoint_save(path, a, NULL, NULL, &e), &e);
+	nn_model *b = make("convnet7", 5, 16, 2);
+	nn_model *fresh = make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_RESET_HEAD, &r, &e), &e);
+	CHECK_EQ_INT(r.head_reset, 1);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 2);
+	CHECK_EQ_INT(r.n_reinit, 2);
+	for (int i = 0; i < nn_model_tensor_count(b); i++) {
+		const nn_tensor_info *ti = nn_model_tensor(b, i);
+		CHECK(same_named(ti->head ? fresh : a, b, ti->name));
+	}
+	nn_load_report_release(&r);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(fresh);
 }
 
 /* torchvision's names, written by hand: ImageNet weights for 1000 classes
@@ -852,7 +972,7 @@ static void test_torchvision(void)
 	snap before = snap_take(m);
 	CHECK_EQ_INT(nn_model_tensor_count(m), 122); /* torchvision's state_dict */
 	nn_load_report r;
-	CHECK_OK(nn_checkpoint_load_init(path, m, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, m, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, 6);
 	CHECK_EQ_INT(r.n_reinit, 2);
 	if (r.n_reinit == 2) {
@@ -978,7 +1098,7 @@ static void test_staged(void)
 
 	nn_model *c = NULL;
 	CHECK_OK(nn_model_create(&staged, "convnet7", 5, 16, 16, 2, 11, &c, &e), &e);
-	CHECK_OK(nn_checkpoint_load_init(p1, c, NULL, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(p1, c, 0, NULL, &e), &e);
 	CHECK(same_tensors(a, c));
 	nn_optim_free(oa);
 	nn_optim_free(ob);
@@ -1004,6 +1124,8 @@ int main(void)
 	test_init_mismatch();
 	test_init_halves();
 	test_corrupt();
+	test_checksum();
+	test_init_reset_head();
 	test_torchvision();
 	test_staged();
 	nn_ctx_release(&ctx);

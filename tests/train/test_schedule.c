@@ -1,7 +1,7 @@
 /*
  * test_schedule.c - learning-rate schedules: linear scaling on and off,
- * warmup boundaries, milestone boundaries, cosine midpoint and end, and
- * option errors.
+ * warmup boundaries, milestone boundaries, cosine midpoint and end,
+ * fractional positions, and option errors.
  */
 #include <math.h>
 
@@ -262,9 +262,35 @@ static void test_errors(void)
 	CHECK_OK(nn_lr_schedule_init(&s, &o, &e), &e);
 }
 
+/* nn_lr_at_position between whole steps (a resumed run with another
+ * global batch); at whole steps it is nn_lr_at, which the tests above
+ * check against the formulas. */
+static void test_position(void)
+{
+	nn_lr_opts o;
+	nn_lr_opts_init(&o);
+	o.base_lr = 0.1;
+	o.world = 2;
+	o.warmup_steps = 4;
+	o.decay = NN_LR_COSINE;
+	o.total_steps = 20;
+	nn_lr_schedule s = make(&o);
+	CHECK_LR(nn_lr_at_position(&s, -0.5), 0.2 * 1 / 4);
+	CHECK_LR(nn_lr_at_position(&s, 1.5), 0.2 * 2.5 / 4);
+	CHECK_LR(nn_lr_at_position(&s, 12), 0.1); /* the cosine's middle */
+	CHECK_LR(nn_lr_at_position(&s, 8.5), 0.1 * (1 + cos(M_PI * 4.5 / 16)));
+	o.decay = NN_LR_STEP;
+	o.milestones[0] = 10;
+	o.n_milestones = 1;
+	s = make(&o);
+	CHECK(nn_lr_at_position(&s, 9.75) == 0.2);
+	CHECK_LR(nn_lr_at_position(&s, 10), 0.02);
+}
+
 int main(void)
 {
 	test_defaults_and_scaling();
+	test_position();
 	test_warmup();
 	test_step_decay();
 	test_cosine();

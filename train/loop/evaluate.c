@@ -6,6 +6,7 @@
  * which sets up a model from weights and a card to run that pass alone.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,9 @@ static int top1_of(const float *z, int k, float *prob)
 }
 
 /* Adds one batch's loss sum, top-1 and top-k hits and record count to
- * e->sums, and its rows when asked (padded samples left out). */
+ * e->sums, and its rows when asked (padded samples left out, and those
+ * standing in for a record that could not be loaded: each has its own
+ * place in the split, so it would count twice). */
 static int score_batch(run *r, const aug_batch *b, loop_eval *e,
 		       ims_error *err)
 {
@@ -43,6 +46,11 @@ static int score_batch(run *r, const aug_batch *b, loop_eval *e,
 	const int classes = r->data.classes;
 	const int topk = classes < 5 ? classes : 5;
 	int slot = -1;
+	e->sums[4] += b->bad_listed;
+	if (b->bad_listed && !e->bad_reason[0] && b->bad_reason)
+		snprintf(e->bad_reason, sizeof(e->bad_reason), "%s", b->bad_reason);
+	for (int i = 0; i < b->bad_listed; i++)
+		loop_bad_keep(e->bad_mine, &e->n_bad_mine, b->bad_indices[i]);
 	FORWARD_IF_ERR(loop_stage_inputs(r, b, &x, &labels, &slot, NULL, err));
 	FORWARD_IF_ERR(nn_model_forward(r->m, x, b->count, 0, 0, &logits, err));
 	/* scored on the host: on a device, from logits read back */
@@ -53,7 +61,7 @@ static int score_batch(run *r, const aug_batch *b, loop_eval *e,
 		lctx = &r->st.hctx;
 	}
 	for (int i = 0; i < b->count; i++) {
-		if (b->padded[i])
+		if (b->padded[i] || b->replaced[i])
 			continue;
 		const float *z = logits + (size_t)i * classes;
 		double l;
@@ -87,6 +95,8 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 {
 	memset(e->sums, 0, sizeof(e->sums));
 	e->n_rows = 0;
+	e->n_bad_mine = 0;
+	e->bad_reason[0] = 0;
 	if (e->want_rows && !e->rows) {
 		uint64_t per_rank = 0;
 		aug_loader_share(l, &per_rank, NULL, NULL);
@@ -95,11 +105,9 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 		RETURN_IF(!e->rows, err, IMS_ENOMEM,
 			  "cannot evaluate: no memory for %zu rows", e->cap_rows);
 	}
-	aug_loader_stats before, after;
-	aug_loader_get_stats(l, &before);
 	const uint64_t total = aug_loader_batches_per_epoch(l);
 	uint64_t done = 0;
-	FORWARD_IF_ERR(loop_loader_start(r, l, 0, err));
+	FORWARD_IF_ERR(loop_loader_start(r, l, 0, 0, err));
 	for (;;) {
 		aug_batch b;
 		int rc = loop_loader_next(r, l, &b, err);
@@ -111,8 +119,6 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 		if (e->progress)
 			e->progress(e->ctx, ++done, total);
 	}
-	aug_loader_get_stats(l, &after);
-	e->sums[4] = (double)(after.bad_records - before.bad_records);
 	return dp_allreduce_sum_f64(r->dp.comm, e->sums, 5, err);
 }
 

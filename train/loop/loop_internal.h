@@ -11,7 +11,13 @@
  *   validate.c  validation
  *   evaluate.c  the evaluation pass (validation's and nn_eval_run's)
  *   eval_files.c nn_eval_write: per-class, confusion, predictions files
- *   resume.c    checkpoint glue: saving, resuming
+ *   resume.c    checkpoint glue: saving, resuming (what a resumed run
+ *               may change, and what it is refused)
+ *   history.c   what earlier parts of a resumed run did, carried in the
+ *               checkpoint for the summary
+ *   records.c   damaged records met in training and validation
+ *   guard.c     the run's folders locked against a second trainer, and
+ *               OpenBLAS's memory reserved before the first step
  *   metrics.c   metrics.jsonl, summary.json and the progress events
  */
 #ifndef IMSHARD_LOOP_INTERNAL_H
@@ -39,7 +45,12 @@ typedef struct loop_ranks {
 typedef struct loop_data {
 	aug_loader *train, *val;
 	int classes;
-	uint64_t steps_per_epoch;
+	uint64_t steps_per_epoch; /* of a whole epoch, at this run's ranks and
+				     batch */
+	/* the training split, as a resumed run checks it: its name, record
+	 * count and a digest of its shards' digests */
+	char train_name[256];
+	uint64_t train_records, train_digest;
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;
@@ -72,12 +83,63 @@ typedef struct loop_stage {
 typedef struct loop_log {
 	nn_train_events ev;  /* the caller's, or all NULL */
 	int metrics_fd;      /* LOGDIR/metrics.jsonl, -1 without --log-dir */
+	char metrics_path[4096];
+	uint64_t metrics_writes; /* this rank's, for hooks.metrics_fail_write */
 	nn_gpumon *gpumon;   /* NVML, NULL when absent: no gpu lines */
 	int device;          /* this rank's GPU (CUDA ordinal) */
-	double t_start;      /* training clock's zero (after start-up) */
+	double t_run;        /* when nn_train_run started */
+	double t_start;      /* training clock's zero: after start-up, moved
+				back by earlier parts' training time */
+	double t_part;       /* when this part's training started */
+	uint64_t step0;      /* the step this part started at */
+	uint64_t step_end;   /* the run's last step: the ETA's goal */
+	int loader_threads;  /* the training loader's decode threads */
 	double busy_s, comm_s; /* this rank's compute and communication */
 	double val_s, ckpt_s;  /* validation and checkpoint time */
 } loop_log;
+
+/* Where a run, or its resumed part, starts. */
+typedef struct loop_start {
+	int epoch;           /* from 0 */
+	uint64_t position;   /* positions of that epoch's order consumed, all
+				ranks' samples (rio_partition's offset) */
+	uint64_t step;       /* steps in all */
+} loop_start;
+
+/* What earlier parts of a resumed run did (history.c): zero for a fresh
+ * run. The result's totals (images, best accuracy, ...) start from the
+ * checkpoint's too. */
+typedef struct loop_history {
+	int parts;             /* earlier parts */
+	char *parts_json;      /* their "parts" array as JSON text, or NULL */
+	double wall_s, startup_s, wait_s;
+	uint64_t images;
+} loop_history;
+
+/* This part of a run: where it starts, and for a resumed one what came
+ * before and what changed (resume.c, history.c). */
+typedef struct loop_part {
+	loop_start at;
+	int resumed;           /* 1: this part resumes a checkpoint */
+	int complete;          /* resumed with nothing to train: 1 the run
+				  is complete, 2 --max-steps is reached */
+	loop_history hist;
+	nn_train_resume resume;  /* what loop_report_resumed tells */
+	char changed[1024];      /* resume.changed's text */
+} loop_part;
+
+/* Records the loader could not load (records.c). */
+#define LOOP_BAD_LISTED 8
+typedef struct loop_bad {
+	uint64_t epoch_count;  /* this epoch's, all ranks' */
+	uint64_t total;        /* the run's, all ranks', earlier parts' too */
+	uint64_t mine[LOOP_BAD_LISTED]; /* this rank's smallest this epoch */
+	int n_mine;
+	char reason[IMS_ERRMSG_MAX];    /* why mine[0] could not be loaded */
+	uint64_t first[LOOP_BAD_LISTED]; /* the run's smallest (summary.json) */
+	int n_first;
+	uint64_t val_count;    /* in the last validation, all ranks' */
+} loop_bad;
 
 typedef struct run {
 	const nn_train_opts *o;
@@ -90,6 +152,14 @@ typedef struct run {
 	nn_optim_segment *segs;
 	size_t nsegs;
 	nn_lr_schedule lr;
+	int lr_batch;          /* the batch per rank --lr is given for: the
+				  run's first part's */
+	double sched;          /* the schedule's position of the step being
+				  trained (nn_lr_at_position) */
+	uint64_t total_steps;  /* steps in all the run will have trained */
+	loop_part part;        /* where this part of the run starts */
+	loop_bad bad;
+	int lock_fd[2];        /* the folders' locks (guard.c), -1 none */
 	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
 	/* fp16: the model's buffers (device) and counters (host) as they
 	 * were before this step's forward pass, put back when its loss is
@@ -123,6 +193,7 @@ int loop_open_loaders(run *r, ims_error *err);
 int loop_make_synthetic(run *r, ims_error *err);
 int loop_make_model(run *r, ims_error *err);
 int loop_setup_optim(run *r, ims_error *err);
+int loop_setup_schedule(run *r, ims_error *err);
 int loop_setup_buckets(run *r, ims_error *err);
 void loop_free_data(run *r);
 
@@ -131,7 +202,8 @@ int loop_setup_device(run *r, ims_error *err);
 void loop_free_stage(run *r);
 void loop_free_device(run *r);
 int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err);
-int loop_loader_start(run *r, aug_loader *l, uint64_t epoch, ims_error *err);
+int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
+		      uint64_t position, ims_error *err);
 void loop_host_memory(run *r, aug_loader_opts *lo);
 int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
 		      const int32_t **labels, int *slot, double *wait_s,
@@ -143,18 +215,24 @@ int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
 
 /* step.c */
 int loop_setup_overflow(run *r, ims_error *err);
-int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
-		     uint64_t *step, uint64_t max_steps, int *stop,
-		     uint64_t *done, ims_error *err);
+int loop_train_epoch(run *r, nn_train_result *res, int epoch,
+		     uint64_t position, uint64_t *step, uint64_t max_steps,
+		     int *stop, uint64_t *done, ims_error *err);
 
 /* evaluate.c: the pass validation and nn_eval_run share */
 typedef struct loop_eval {
 	/* after the pass, over all ranks: loss sum, top-1 hits, top-k hits,
-	 * samples counted, records the loader replaced */
+	 * samples counted, records that could not be loaded (each once; the
+	 * samples standing in for them are not counted) */
 	double sums[5];
 	int want_rows;         /* 1: keep a row per sample for the result */
 	double *rows;          /* this rank's rows (evaluate.c's layout) */
 	size_t n_rows, cap_rows;
+	/* this rank's smallest indices of records that could not be loaded,
+	 * and why the first met could not */
+	uint64_t bad_mine[LOOP_BAD_LISTED];
+	int n_bad_mine;
+	char bad_reason[IMS_ERRMSG_MAX];
 	/* after each batch (may be NULL) */
 	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
 	void *ctx;
@@ -169,19 +247,41 @@ int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		  double wall0, int last, ims_error *err);
 
 /* resume.c */
-int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,
-			  uint64_t *step, ims_error *err);
-int loop_save_checkpoint(run *r, int epoch, uint64_t epoch_step,
-			 uint64_t step, ims_error *err);
+int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err);
+int loop_report_resumed(run *r, ims_error *err);
+int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
+			 uint64_t position, uint64_t step, ims_error *err);
+
+/* history.c */
+char *loop_history_save(run *r, const nn_train_result *res);
+int loop_history_load(run *r, const char *text, nn_train_result *res,
+		      const char *path, ims_error *err);
+void loop_history_release(run *r);
+struct cJSON *loop_history_parts(const run *r, const nn_train_result *res);
+
+/* records.c */
+void loop_bad_keep(uint64_t *list, int *n, uint64_t v);
+void loop_bad_batch(run *r, const aug_batch *b);
+int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err);
+int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err);
+int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
+			const char *reason, uint64_t count, ims_error *err);
+
+/* guard.c */
+int loop_take_locks(run *r, ims_error *err);
+void loop_release_locks(run *r);
+int loop_reserve_memory(run *r, ims_error *err);
 
 /* metrics.c */
 int loop_open_metrics(run *r, ims_error *err);
 void loop_close_metrics(run *r);
+void loop_plan(const run *r, nn_train_plan *p);
+int loop_metrics_line(run *r, struct cJSON *obj, ims_error *err);
 void loop_report_start(run *r);
-void loop_report_interval(run *r, int epoch, uint64_t step,
-			  const loop_interval *iv);
-void loop_report_validation(run *r, const nn_train_validation *v,
-			    double wall_s);
+int loop_report_interval(run *r, int epoch, uint64_t step,
+			 const loop_interval *iv, ims_error *err);
+int loop_report_validation(run *r, const nn_train_validation *v,
+			   double wall_s, ims_error *err);
 void loop_rank_note(run *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 struct cJSON *loop_options_json(const run *r);

@@ -3,8 +3,8 @@
  * line per rank per --log-every steps, a gpu line beside it where NVML
  * is, a val line per epoch from rank 0), LOGDIR/summary.json at the end
  * (rank 0), and the events of train/train.h that a program prints.
- * Metrics are best effort: a line that cannot be written is dropped and
- * training goes on.
+ * A line that cannot be written (a full disk) ends the run at once: a run
+ * whose log has holes would be reported as if it had none.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,28 +19,45 @@
 
 #include "train/loop/loop_internal.h"
 
-/* One JSON line appended with a single write(): ranks share the file and
- * O_APPEND keeps each line whole. */
-static void metrics_line(run *r, cJSON *obj)
+/* n bytes appended to metrics.jsonl, or the run's error. */
+static int metrics_write(run *r, const char *line, size_t n, ims_error *err)
 {
-	if (r->log.metrics_fd < 0) {
+	int failed = ++r->log.metrics_writes == r->hooks.metrics_fail_write;
+	if (failed)
+		errno = ENOSPC;
+	else
+		failed = ims_write_all(r->log.metrics_fd, line, n) != 0;
+	RETURN_IF(failed, err, IMS_EIO,
+		  "cannot write '%s': %s: stopping (the run's log would have a "
+		  "hole; the last checkpoint is kept)",
+		  r->log.metrics_path, strerror(errno));
+	return 0;
+}
+
+/* One JSON line appended with a single write(): ranks share the file and
+ * O_APPEND keeps each line whole. Takes obj. */
+int loop_metrics_line(run *r, cJSON *obj, ims_error *err)
+{
+	if (r->log.metrics_fd < 0 || !obj) {
 		cJSON_Delete(obj);
-		return;
+		return 0;
 	}
 	char *s = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
-	if (!s)
-		return;
+	RETURN_IF(!s, err, IMS_ENOMEM, "cannot log metrics: out of memory");
 	size_t n = strlen(s);
 	char *line = malloc(n + 2);
-	if (line) {
+	int rc = 0;
+	if (!line) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot log metrics: out of memory");
+	} else {
 		memcpy(line, s, n);
 		line[n] = '\n';
-		ssize_t w = write(r->log.metrics_fd, line, n + 1);
-		(void)w; /* metrics are best effort; training goes on */
+		rc = metrics_write(r, line, n + 1, err);
 		free(line);
 	}
 	free(s);
+	return rc;
 }
 
 static int log_path(const nn_train_opts *o, const char *file, char *out,
@@ -57,8 +74,9 @@ int loop_open_metrics(run *r, ims_error *err)
 	if (!o->log_dir)
 		return 0;
 	FORWARD_IF_ERR(ims_mkdir_p(o->log_dir, err));
-	char path[4096];
-	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(path), err));
+	char *path = r->log.metrics_path;
+	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(r->log.metrics_path),
+				err));
 	if (r->dp.rank == 0 && !o->resume) {
 		/* O_NOFOLLOW: a link planted at the name is refused, never
 		 * written through */
@@ -98,63 +116,91 @@ void loop_report_start(run *r)
 {
 	if (!r->log.ev.started)
 		return;
-	nn_train_plan p = {
-		.classes = r->data.classes,
-		.world = r->dp.world,
-		.threads = r->ctx.threads,
-		.steps_per_epoch = r->data.steps_per_epoch,
-		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
-		.lr_peak = nn_lr_peak(&r->lr),
-	};
-	nn_model_memory_info(r->m, &p.activations);
-	aug_loader_share(r->data.train, &p.records_per_rank, NULL, &p.dropped);
+	nn_train_plan p;
+	loop_plan(r, &p);
 	r->log.ev.started(r->log.ev.ctx, &p);
 }
 
+/* The run's shape. Every rank trains whole batches only, so a share that
+ * does not divide by the batch leaves its last records out too: both
+ * kinds are counted as dropped. */
+void loop_plan(const run *r, nn_train_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->classes = r->data.classes;
+	p->world = r->dp.world;
+	p->threads = r->ctx.threads;
+	p->loader_threads = r->log.loader_threads;
+	p->steps_per_epoch = r->data.steps_per_epoch;
+	p->total_steps = r->total_steps;
+	p->lr_peak = nn_lr_peak(&r->lr);
+	p->lr_batch = r->lr_batch;
+	p->validation = r->data.val != NULL;
+	nn_model_memory_info(r->m, &p->activations);
+	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
+			 &p->dropped_ranks);
+	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->batch_size;
+	p->dropped_batch = p->records_per_rank > used
+				   ? (p->records_per_rank - used) * (uint64_t)p->world
+				   : 0;
+	p->dropped = p->dropped_ranks + p->dropped_batch;
+}
+
 /* The rank's GPU now (NVML), after each train line; nothing without it. */
-static void gpu_line(run *r)
+static int gpu_line(run *r, ims_error *err)
 {
 	nn_gpu_sample s;
 	char line[512];
 	if (!r->log.gpumon || r->log.metrics_fd < 0 ||
 	    nn_gpumon_sample(r->log.gpumon, &s))
-		return;
+		return 0;
 	int n = nn_gpu_line(line, sizeof(line) - 1, r->dp.rank, r->log.device,
 			    ims_now() - r->log.t_start, &s);
 	if (n < 0)
-		return;
+		return 0;
 	line[n] = '\n';
-	ssize_t w = write(r->log.metrics_fd, line, (size_t)n + 1);
-	(void)w; /* best effort, as metrics_line */
+	return metrics_write(r, line, (size_t)n + 1, err);
 }
 
 /* The train line of the steps since the last one, and the progress
  * event; nothing for an interval without steps. */
-void loop_report_interval(run *r, int epoch, uint64_t step,
-			  const loop_interval *iv)
+int loop_report_interval(run *r, int epoch, uint64_t step,
+			 const loop_interval *iv, ims_error *err)
 {
 	if (iv->steps == 0)
-		return;
-	const double span = ims_now() - iv->t0;
+		return 0;
+	const double now = ims_now();
+	const double span = now - iv->t0;
 	const int steps = iv->steps;
+	const double elapsed = now - r->log.t_start; /* the whole run's */
+	const uint64_t done = step - r->log.step0;     /* this part's */
+	const double pace = r->log.t_part > 0 ? now - r->log.t_part : elapsed;
 	nn_train_progress p = {
 		.rank = r->dp.rank,
 		.world = r->dp.world,
 		.epoch = epoch,
 		.step = step,
-		.total_steps = r->data.steps_per_epoch * (uint64_t)r->o->epochs,
+		.total_steps = r->total_steps,
 		.steps = steps,
 		.images = iv->images,
 		.seconds = span,
 		.loss_sum = iv->loss_sum,
 		.correct = iv->correct,
 		.samples = iv->samples,
-		.lr = nn_lr_at(&r->lr, (int64_t)step - 1),
+		.lr = nn_lr_at_position(&r->lr, r->sched), /* the last step's */
 		.wait_s = iv->wait_s,
 		.compute_s = iv->compute_s,
 		.comm_s = iv->comm_s,
 		.loss_scale = nn_loss_scale_value(&r->scaler),
 		.skipped_steps = r->scaler.skipped,
+		.images_per_s = span > 0 ? iv->images / span : 0,
+		.images_per_s_total = span > 0 ? iv->samples / span : 0,
+		.elapsed_s = elapsed,
+		.eta_s = done == 0 ? -1
+			 : step >= r->log.step_end
+				 ? 0
+				 : pace / (double)done *
+					   (double)(r->log.step_end - step),
 	};
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "type", "train");
@@ -164,24 +210,25 @@ void loop_report_interval(run *r, int epoch, uint64_t step,
 	cJSON_AddNumberToObject(j, "loss", p.samples > 0 ? p.loss_sum / p.samples : 0);
 	cJSON_AddNumberToObject(j, "accuracy", p.samples > 0 ? p.correct / p.samples : 0);
 	cJSON_AddNumberToObject(j, "lr", p.lr);
-	cJSON_AddNumberToObject(j, "images_per_s", span > 0 ? p.images / span : 0);
+	cJSON_AddNumberToObject(j, "images_per_s", p.images_per_s);
 	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * p.wait_s / steps);
 	cJSON_AddNumberToObject(j, "compute_ms", 1e3 * p.compute_s / steps);
 	cJSON_AddNumberToObject(j, "comm_ms", 1e3 * p.comm_s / steps);
 	cJSON_AddNumberToObject(j, "steps", steps); /* in this interval */
-	cJSON_AddNumberToObject(j, "wall_s", ims_now() - r->log.t_start);
+	cJSON_AddNumberToObject(j, "wall_s", elapsed);
 	/* fp16's loss scale now and steps skipped so far (1 and 0 otherwise) */
 	cJSON_AddNumberToObject(j, "loss_scale", p.loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)p.skipped_steps);
-	metrics_line(r, j);
-	gpu_line(r);
+	FORWARD_IF_ERR(loop_metrics_line(r, j, err));
+	FORWARD_IF_ERR(gpu_line(r, err));
 	if (r->log.ev.progress)
 		r->log.ev.progress(r->log.ev.ctx, &p);
+	return 0;
 }
 
 /* The val line (rank 0; wall: the training clock) and the event. */
-void loop_report_validation(run *r, const nn_train_validation *v,
-			    double wall_s)
+int loop_report_validation(run *r, const nn_train_validation *v,
+			   double wall_s, ims_error *err)
 {
 	if (r->dp.rank == 0) {
 		cJSON *j = cJSON_CreateObject();
@@ -192,12 +239,14 @@ void loop_report_validation(run *r, const nn_train_validation *v,
 		cJSON_AddNumberToObject(j, "top1", v->top1);
 		cJSON_AddNumberToObject(j, "top5", v->top5);
 		cJSON_AddNumberToObject(j, "records", (double)v->records);
+		cJSON_AddNumberToObject(j, "bad_records", (double)v->bad_records);
 		cJSON_AddNumberToObject(j, "wall_s", wall_s);
 		cJSON_AddNumberToObject(j, "val_s", v->seconds);
-		metrics_line(r, j);
+		FORWARD_IF_ERR(loop_metrics_line(r, j, err));
 	}
 	if (r->log.ev.validated)
 		r->log.ev.validated(r->log.ev.ctx, v);
+	return 0;
 }
 
 /* The options that shaped a run, as the checkpoint metadata and
@@ -209,7 +258,11 @@ cJSON *loop_options_json(const run *r)
 	if (!j)
 		return NULL;
 	cJSON_AddStringToObject(j, "train", o->train_manifest);
-	cJSON_AddStringToObject(j, "val", o->val_manifest);
+	if (o->val_manifest)
+		cJSON_AddStringToObject(j, "val", o->val_manifest);
+	else
+		cJSON_AddNullToObject(j, "val");
+	cJSON_AddNumberToObject(j, "val_crop_frac", o->val_crop_frac);
 	cJSON_AddNumberToObject(j, "epochs", o->epochs);
 	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
 	cJSON_AddNumberToObject(j, "lr", o->lr);
@@ -217,6 +270,7 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddStringToObject(j, "model", o->model);
 	cJSON_AddNumberToObject(j, "size", o->size);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
+	cJSON_AddNumberToObject(j, "loader_threads", r->log.loader_threads);
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
 	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
 	cJSON_AddStringToObject(j, "optimizer",
@@ -249,6 +303,8 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
 	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
 	cJSON_AddNumberToObject(j, "bucket_mb", o->bucket_mb);
+	cJSON_AddBoolToObject(j, "shard_owning", o->shard_owning);
+	cJSON_AddNumberToObject(j, "max_bad_records", (double)o->max_bad_records);
 	return j;
 }
 
@@ -266,6 +322,7 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "batch_per_rank", o->batch_size);
 	cJSON_AddNumberToObject(j, "global_batch", (double)o->batch_size * r->dp.world);
 	cJSON_AddNumberToObject(j, "lr_per_rank", o->lr);
+	cJSON_AddNumberToObject(j, "lr_batch", r->lr_batch);
 	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
 	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
 	cJSON_AddNumberToObject(j, "steps", (double)res->steps);
@@ -282,18 +339,41 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 			cJSON_AddItemToArray(b, cJSON_CreateNumber(all[3 * i + k]));
 	}
 	cJSON_AddNumberToObject(j, "busy_max_min_ratio", res->busy_ratio);
-	cJSON_AddNumberToObject(j, "data_wait_s", res->wait_s);
+	const double wait = r->part.hist.wait_s + res->wait_s;
+	cJSON_AddNumberToObject(j, "data_wait_s", wait);
 	cJSON_AddNumberToObject(j, "stall_fraction",
-				res->train_s > 0 ? res->wait_s / res->train_s : 0);
-	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
-	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
-	cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
-	cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
-	cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+				res->train_s > 0 ? wait / res->train_s : 0);
+	nn_train_plan plan;
+	loop_plan(r, &plan);
+	/* records no step trained on, every epoch (nn_train_plan) */
+	cJSON_AddNumberToObject(j, "records_dropped_per_epoch", (double)plan.dropped);
+	cJSON_AddNumberToObject(j, "records_dropped_so_ranks_are_equal",
+				(double)plan.dropped_ranks);
+	cJSON_AddNumberToObject(j, "records_dropped_in_short_batches",
+				(double)plan.dropped_batch);
+	/* without --val no accuracy is claimed: the figures are absent */
+	cJSON_AddBoolToObject(j, "validation", plan.validation);
+	if (plan.validation) {
+		cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
+		cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
+		cJSON_AddNumberToObject(j, "best_val_top1", res->best_top1);
+		cJSON_AddNumberToObject(j, "best_epoch", res->best_epoch); /* from 0, as in metrics.jsonl */
+		cJSON_AddNumberToObject(j, "best_wall_s", res->best_wall_s);
+	}
 	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	cJSON_AddNumberToObject(j, "bad_records", (double)res->bad_records);
+	cJSON *first = cJSON_AddArrayToObject(j, "bad_record_indices");
+	for (int i = 0; i < r->bad.n_first; i++)
+		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
+	cJSON_AddNumberToObject(j, "val_records", (double)res->val_records);
+	cJSON_AddNumberToObject(j, "val_bad_records", (double)res->val_bad_records);
+	/* each part of a resumed run: its ranks, batch, steps, images, time */
+	cJSON *parts = loop_history_parts(r, res);
+	if (parts)
+		cJSON_AddItemToObject(j, "parts", parts);
 	nn_model_memory mem;
 	nn_model_memory_info(r->m, &mem);
 	cJSON_AddNumberToObject(j, "activation_bytes", (double)mem.activation_bytes);

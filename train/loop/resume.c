@@ -1,10 +1,21 @@
 /*
  * resume.c - the loop's checkpoint glue: CHECKPOINT_DIR/checkpoint.safetensors
- * written by rank 0 (train/checkpoint.h) with the run's position, options
- * and fp16 scaler in its metadata, and --resume, which every rank reads
- * from that same file (no broadcast needed) to continue where it stopped.
+ * written by rank 0 (train/checkpoint.h) with the run's position, options,
+ * history and fp16 scaler in its metadata, and --resume, which every rank
+ * reads from that same file (no broadcast needed) to continue where it
+ * stopped.
+ *
+ * The position is global: the positions of the epoch's order trained, all
+ * ranks' samples together. The order is a function of (seed, epoch) and
+ * the split alone, so the rest of the epoch is the same records whatever
+ * the rank count and batch size of the part that continues it; a resumed
+ * run may change those (the schedule is re-derived, setup.c), never what
+ * gives the position its meaning (seed, model, size, classes, the split,
+ * the epochs a decaying schedule spans, the ranks' own shards under
+ * --shard-owning).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,35 +24,47 @@
 
 #include "train/loop/loop_internal.h"
 
-int loop_save_checkpoint(run *r, int epoch, uint64_t epoch_step,
-			 uint64_t step, ims_error *err)
+int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
+			 uint64_t position, uint64_t step, ims_error *err)
 {
 	if (!r->o->checkpoint_dir || r->dp.rank != 0)
 		return 0;
-	char e[32], es[32], s[32], w[32], seed[32], cls[32], size[32];
+	char e[32], ep[32], s[32], w[32], b[32], seed[32], cls[32], size[32];
+	char nrec[32], dig[32];
 	snprintf(e, sizeof(e), "%d", epoch);
-	snprintf(es, sizeof(es), "%llu", (unsigned long long)epoch_step);
+	snprintf(ep, sizeof(ep), "%llu", (unsigned long long)position);
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)step);
 	snprintf(w, sizeof(w), "%d", r->dp.world);
+	snprintf(b, sizeof(b), "%d", r->o->batch_size);
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)r->o->seed);
 	snprintf(cls, sizeof(cls), "%d", r->data.classes);
 	snprintf(size, sizeof(size), "%d", r->o->size);
-	/* the options that shaped the run, for a person reading the file;
-	 * resuming checks model, classes and size itself */
+	snprintf(nrec, sizeof(nrec), "%llu", (unsigned long long)r->data.train_records);
+	snprintf(dig, sizeof(dig), "%016llx", (unsigned long long)r->data.train_digest);
+	/* the options that shaped the run, for a person reading the file
+	 * and for what a resumed run may change */
 	cJSON *j = loop_options_json(r);
 	RETURN_IF(!j, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	char *opts = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	RETURN_IF(!opts, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
+	char *hist = loop_history_save(r, res);
+	if (!opts || !hist) {
+		free(opts);
+		cJSON_free(hist);
+		return ims_fail(err, IMS_ENOMEM, "cannot checkpoint: out of memory");
+	}
 	/* the skipped count in every precision, then fp16's scale and
 	 * good-step count; without fp16 the NULL key ends the list before
 	 * them (an fp16 run resumed from it must not start from S = 1) */
 	char ls[NN_LOSS_SCALE_META_LEN], lg[NN_LOSS_SCALE_META_LEN];
 	char sk[NN_LOSS_SCALE_META_LEN];
 	nn_loss_scale_format(&r->scaler, ls, lg, sk);
-	const char *meta[] = {"epoch", e, "epoch_step", es, "step", s,
-			      "world", w, "seed", seed, "model", r->o->model,
-			      "classes", cls, "size", size, "options", opts,
+	const char *meta[] = {"epoch", e, "epoch_position", ep, "step", s,
+			      "world", w, "batch_size", b, "seed", seed,
+			      "model", r->o->model, "classes", cls, "size", size,
+			      "train_split", r->data.train_name,
+			      "train_records", nrec, "train_digest", dig,
+			      "options", opts, "run", hist,
 			      "skipped_steps", sk,
 			      r->scaler.enabled ? "loss_scale" : NULL, ls,
 			      "loss_scale_good_steps", lg, NULL};
@@ -64,6 +87,7 @@ int loop_save_checkpoint(run *r, int epoch, uint64_t epoch_step,
 	r->log.ckpt_s += ims_now() - t0;
 	nn_model_card_text_release(&card);
 	free(opts);
+	cJSON_free(hist);
 	return rc;
 }
 
@@ -73,65 +97,260 @@ static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)
 	char *end;
 	errno = 0;
 	unsigned long long x = s ? strtoull(s, &end, 10) : 0;
-	RETURN_IF(!s || errno || *end || end == s, err, IMS_ECORRUPT,
+	RETURN_IF(!s || errno || *end || end == s || s[0] == '-', err, IMS_ECORRUPT,
 		  "cannot resume from '%s': no valid '%s' in its metadata",
 		  st_path(f), key);
 	*v = x;
 	return 0;
 }
 
-/* Restores the run's state; epoch and epoch_step say where to go on. */
-static int resume(run *r, int *epoch, uint64_t *epoch_step, uint64_t *step,
-		  ims_error *err)
+/* The checkpoint's options object (NULL when absent or not JSON). */
+static cJSON *meta_options(st_file *f)
 {
+	const char *s = st_metadata_get(f, "options");
+	cJSON *j = s ? cJSON_Parse(s) : NULL;
+	if (j && !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		j = NULL;
+	}
+	return j;
+}
+
+static double opt_num(const cJSON *o, const char *key, double dflt)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+
+static const char *opt_str(const cJSON *o, const char *key)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* A value of the options object as text ("true", "0.1", "cosine"). */
+static void value_text(const cJSON *x, char *out, size_t len)
+{
+	if (cJSON_IsString(x))
+		snprintf(out, len, "%s", x->valuestring);
+	else if (cJSON_IsBool(x))
+		snprintf(out, len, "%s", cJSON_IsTrue(x) ? "on" : "off");
+	else if (cJSON_IsNumber(x))
+		snprintf(out, len, "%.10g", x->valuedouble);
+	else
+		snprintf(out, len, "?");
+}
+
+/*
+ * The options other than those handled by name (ranks and batch, which
+ * re-derive the schedule; what is refused; what says nothing about the
+ * run) that differ between the checkpoint's run and this one, as
+ * "name was -> now, ..." into out.
+ */
+static void changed_options(run *r, const cJSON *was, char *out, size_t len)
+{
+	static const char *const skip[] = {"world", "batch_size", "lr_peak",
+					   "max_steps", "model", "size", "seed",
+					   "train", "val", "epochs", NULL};
+	out[0] = 0;
+	cJSON *now = loop_options_json(r);
+	const cJSON *x;
+	size_t n = 0;
+	cJSON_ArrayForEach(x, now)
+	{
+		int skipped = 0;
+		for (const char *const *k = skip; *k; k++)
+			skipped |= !strcmp(*k, x->string);
+		const cJSON *y = cJSON_GetObjectItemCaseSensitive(was, x->string);
+		if (skipped || !y || cJSON_Compare(x, y, 1))
+			continue;
+		char a[64], b[64];
+		value_text(y, a, sizeof(a));
+		value_text(x, b, sizeof(b));
+		if (n < len)
+			n += (size_t)snprintf(out + n, len - n, "%s%s %s -> %s", n ? ", " : "",
+					      x->string, a, b);
+	}
+	cJSON_Delete(now);
+}
+
+/* The settings that give the position its meaning: each must be as the
+ * checkpoint's run had it. */
+static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
+		      ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	const char *path = r->ckpt_path;
+	uint64_t cls, size, seed;
+	FORWARD_IF_ERR(meta_u64(f, "classes", &cls, err));
+	FORWARD_IF_ERR(meta_u64(f, "size", &size, err));
+	FORWARD_IF_ERR(meta_u64(f, "seed", &seed, err));
+	const char *model = st_metadata_get(f, "model");
+	RETURN_IF(!model || strcmp(model, o->model), err, IMS_EINVAL,
+		  "cannot resume from '%s' with --model %s: its run trains %s "
+		  "(resume with --model %s, or start a new run)",
+		  path, o->model, model ? model : "?", model ? model : "?");
+	RETURN_IF(size != (uint64_t)o->size, err, IMS_EINVAL,
+		  "cannot resume from '%s' with --size %d: its run trains at --size "
+		  "%llu (resume with --size %llu)",
+		  path, o->size, (unsigned long long)size, (unsigned long long)size);
+	RETURN_IF(cls != (uint64_t)r->data.classes, err, IMS_EINVAL,
+		  "cannot resume from '%s': its run has %llu classes, the splits "
+		  "given now have %d",
+		  path, (unsigned long long)cls, r->data.classes);
+	RETURN_IF(seed != o->seed, err, IMS_EINVAL,
+		  "cannot resume from '%s' with --seed %llu: its run used --seed %llu "
+		  "(every epoch's order and augmentation come from it; resume with "
+		  "--seed %llu)",
+		  path, (unsigned long long)o->seed, (unsigned long long)seed,
+		  (unsigned long long)seed);
+	const char *name = st_metadata_get(f, "train_split");
+	const char *digest = st_metadata_get(f, "train_digest");
+	if (name && digest) {
+		uint64_t n;
+		FORWARD_IF_ERR(meta_u64(f, "train_records", &n, err));
+		char now[32];
+		snprintf(now, sizeof(now), "%016llx", (unsigned long long)r->data.train_digest);
+		RETURN_IF(n != r->data.train_records || strcmp(digest, now) ||
+				  strcmp(name, r->data.train_name),
+			  err, IMS_EINVAL,
+			  "cannot resume from '%s': the training split differs: its run "
+			  "trained on split '%s' (%llu records, digest %s), --train '%s' "
+			  "is split '%s' (%llu records, digest %s); the position in the "
+			  "epoch counts that split's records",
+			  path, name, (unsigned long long)n, digest, o->train_manifest,
+			  r->data.train_name, (unsigned long long)r->data.train_records,
+			  now);
+	}
+	/* the epochs a decaying schedule spans shape it: another count would
+	 * put this run somewhere else on another curve */
+	const int epochs_was = (int)opt_num(was, "epochs", o->epochs);
+	const char *sched_was = opt_str(was, "schedule");
+	const int decays = o->schedule != NN_LR_CONSTANT ||
+			   (sched_was && strcmp(sched_was, "constant"));
+	RETURN_IF(decays && epochs_was != o->epochs, err, IMS_EINVAL,
+		  "cannot resume from '%s' with --epochs %d: its run was set up for "
+		  "--epochs %d, over which its learning-rate schedule decays (resume "
+		  "with --epochs %d, or start a new run)",
+		  path, o->epochs, epochs_was, epochs_was);
+	const cJSON *owning = cJSON_GetObjectItemCaseSensitive(was, "shard_owning");
+	const int owning_was = cJSON_IsTrue(owning);
+	RETURN_IF(owning && owning_was != (o->shard_owning != 0), err, IMS_EINVAL,
+		  "cannot resume from '%s' %s --shard-owning: its run %s it (the "
+		  "position in the epoch means records of the ranks' own shards in "
+		  "one, of the whole split in the other)",
+		  path, o->shard_owning ? "with" : "without",
+		  owning_was ? "had" : "did not have");
+	RETURN_IF(o->shard_owning && world_was != (uint64_t)r->dp.world, err,
+		  IMS_EINVAL,
+		  "cannot resume from '%s' with %d ranks under --shard-owning: its "
+		  "run had %llu (each rank reads its own shards, so the rest of an "
+		  "epoch cannot move to other ranks)",
+		  path, r->dp.world, (unsigned long long)world_was);
+	return 0;
+}
+
+/* Restores the run's state and its position into r->part.at, and what the
+ * resumed event tells into r->part.resume. */
+static int resume(run *r, nn_train_result *res, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
 	st_file *f = NULL;
+	/* another model's checkpoint would fail on its first tensor: say
+	 * which setting differs instead (checked again, verified, below) */
+	FORWARD_IF_ERR(st_open(r->ckpt_path, &f, err));
+	const char *m = st_metadata_get(f, "model");
+	int other = m && strcmp(m, o->model);
+	char model[64];
+	snprintf(model, sizeof(model), "%s", m ? m : "");
+	st_close(f);
+	f = NULL;
+	RETURN_IF(other, err, IMS_EINVAL,
+		  "cannot resume from '%s' with --model %s: its run trains %s "
+		  "(resume with --model %s, or start a new run)",
+		  r->ckpt_path, o->model, model, model);
 	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
 						 err));
-	uint64_t e = 0, es = 0, s = 0, cls = 0, size = 0;
-	int rc = meta_u64(f, "epoch", &e, err);
+	cJSON *was = meta_options(f);
+	uint64_t e = 0, pos = 0, s = 0, world = 1;
+	int rc = !was ? ims_fail(err, IMS_ECORRUPT,
+				 "cannot resume from '%s': no valid 'options' in its "
+				 "metadata", r->ckpt_path)
+		      : 0;
 	if (!rc)
-		rc = meta_u64(f, "epoch_step", &es, err);
+		rc = meta_u64(f, "epoch", &e, err);
 	if (!rc)
 		rc = meta_u64(f, "step", &s, err);
 	if (!rc)
-		rc = meta_u64(f, "classes", &cls, err);
+		rc = meta_u64(f, "world", &world, err);
 	if (!rc)
-		rc = meta_u64(f, "size", &size, err);
-	const char *model = rc ? NULL : st_metadata_get(f, "model");
-	if (!rc && (!model || strcmp(model, r->o->model) ||
-		    cls != (uint64_t)r->data.classes || size != (uint64_t)r->o->size))
-		rc = ims_fail(err, IMS_EINVAL,
-			      "cannot resume from '%s': it holds %s for %llu classes "
-			      "at %llu px, this run trains %s for %d classes at %d px",
-			      r->ckpt_path, model ? model : "?",
-			      (unsigned long long)cls, (unsigned long long)size,
-			      r->o->model, r->data.classes, r->o->size);
+		rc = check_same(r, f, was, world, err);
+	/* what an earlier run's batch was: its own key, else its options */
+	uint64_t batch_was = (uint64_t)opt_num(was, "batch_size", o->batch_size);
+	if (!rc && st_metadata_get(f, "batch_size"))
+		rc = meta_u64(f, "batch_size", &batch_was, err);
+	if (!rc && st_metadata_get(f, "epoch_position")) {
+		rc = meta_u64(f, "epoch_position", &pos, err);
+	} else if (!rc) {
+		/* written before positions were: steps of its own batch */
+		uint64_t es;
+		rc = meta_u64(f, "epoch_step", &es, err);
+		pos = es * batch_was * world;
+	}
+	if (!rc && (e > (uint64_t)INT32_MAX || (pos && pos >= r->data.train_records)))
+		rc = ims_fail(err, IMS_ECORRUPT,
+			      "cannot resume from '%s': its position (epoch %llu, "
+			      "position %llu) is outside a split of %llu records",
+			      r->ckpt_path, (unsigned long long)e,
+			      (unsigned long long)pos,
+			      (unsigned long long)r->data.train_records);
 	if (!rc)
 		rc = nn_loss_scale_restore(&r->scaler,
 					   st_metadata_get(f, "loss_scale"),
 					   st_metadata_get(f, "loss_scale_good_steps"),
 					   st_metadata_get(f, "skipped_steps"),
 					   r->ckpt_path, err);
+	r->lr_batch = (int)batch_was;
+	if (!rc)
+		rc = loop_history_load(r, st_metadata_get(f, "run"), res, r->ckpt_path,
+				       err);
+	if (!rc) {
+		changed_options(r, was, r->part.changed, sizeof(r->part.changed));
+		r->part.at.epoch = (int)e;
+		r->part.at.position = pos;
+		r->part.at.step = s;
+		res->steps = s;
+		r->part.resume = (nn_train_resume){
+			.path = r->ckpt_path,
+			.epoch = (int)e,
+			.step = s,
+			.position = pos,
+			.verified = st_metadata_get(f, "checksum") != NULL,
+			.world_was = (int)world,
+			.batch_was = (int)batch_was,
+			.world = r->dp.world,
+			.batch = o->batch_size,
+			.lr_peak_was = opt_num(was, "lr_peak", 0),
+			.changed = r->part.changed,
+		};
+		const uint64_t max = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
+		r->part.complete = e >= (uint64_t)o->epochs ? 1 : s >= max ? 2 : 0;
+		r->part.resume.complete = r->part.complete;
+	}
+	cJSON_Delete(was);
 	st_close(f);
-	if (rc)
-		return rc;
-	*epoch = (int)e;
-	*epoch_step = es;
-	*step = s;
-	return 0;
+	return rc;
 }
 
 /*
- * --checkpoint-dir: made by rank 0, and with --resume the run's position
- * read back (epoch from 0, the steps of that epoch already trained, the
- * steps in all); all 0 otherwise.
+ * --checkpoint-dir: made by rank 0, and with --resume the run's state,
+ * position (r->part.at) and history read back; a fresh run starts at 0.
  */
-int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,
-			  uint64_t *step, ims_error *err)
+int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	*epoch = 0;
-	*epoch_step = *step = 0;
+	memset(&r->part.at, 0, sizeof(r->part.at));
+	r->lr_batch = o->batch_size;
 	if (!o->checkpoint_dir)
 		return 0;
 	if (r->dp.rank == 0) {
@@ -144,8 +363,46 @@ int loop_open_checkpoints(run *r, int *epoch, uint64_t *epoch_step,
 				     err));
 	if (!o->resume)
 		return 0;
-	FORWARD_IF_ERR(resume(r, epoch, epoch_step, step, err));
-	if (r->log.ev.resumed)
-		r->log.ev.resumed(r->log.ev.ctx, r->ckpt_path, *epoch, *step);
+	FORWARD_IF_ERR(resume(r, res, err));
+	r->part.resumed = 1;
 	return 0;
+}
+
+/*
+ * The resumed event, with the schedule's new peak and what is left of the
+ * epoch, and metrics.jsonl's "resume" line (rank 0; none when there is
+ * nothing to train, which writes nothing).
+ */
+int loop_report_resumed(run *r, ims_error *err)
+{
+	nn_train_resume *v = &r->part.resume;
+	const uint64_t global = (uint64_t)r->o->batch_size * (uint64_t)r->dp.world;
+	v->lr_peak = nn_lr_peak(&r->lr);
+	if (!r->part.complete && v->epoch < r->o->epochs) {
+		v->rest_steps = aug_loader_batches_at(r->data.train, v->position);
+		v->rest_unused = r->data.train_records - v->position - v->rest_steps * global;
+	}
+	if (r->log.ev.resumed)
+		r->log.ev.resumed(r->log.ev.ctx, v);
+	if (r->part.complete || r->dp.rank != 0)
+		return 0;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "type", "resume");
+	cJSON_AddNumberToObject(j, "epoch", v->epoch);
+	cJSON_AddNumberToObject(j, "step", (double)v->step);
+	cJSON_AddNumberToObject(j, "epoch_position", (double)v->position);
+	cJSON_AddNumberToObject(j, "world_was", v->world_was);
+	cJSON_AddNumberToObject(j, "world", v->world);
+	cJSON_AddNumberToObject(j, "batch_was", v->batch_was);
+	cJSON_AddNumberToObject(j, "batch", v->batch);
+	cJSON_AddNumberToObject(j, "global_batch_was", (double)v->world_was * v->batch_was);
+	cJSON_AddNumberToObject(j, "global_batch", (double)global);
+	cJSON_AddNumberToObject(j, "lr_peak_was", v->lr_peak_was);
+	cJSON_AddNumberToObject(j, "lr_peak", v->lr_peak);
+	cJSON_AddNumberToObject(j, "steps_per_epoch", (double)r->data.steps_per_epoch);
+	cJSON_AddNumberToObject(j, "rest_steps", (double)v->rest_steps);
+	cJSON_AddNumberToObject(j, "rest_unused", (double)v->rest_unused);
+	cJSON_AddStringToObject(j, "changed", v->changed);
+	cJSON_AddBoolToObject(j, "verified", v->verified);
+	return loop_metrics_line(r, j, err);
 }

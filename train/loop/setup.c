@@ -5,6 +5,7 @@
  * and its schedule, and the gradient buckets.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,13 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 {
 	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
 		  "cannot train: no training split (--train)");
-	RETURN_IF(!o->val_manifest, err, IMS_EINVAL,
-		  "cannot train: no validation split (--val)");
+	RETURN_IF(!(o->val_crop_frac > 0 && o->val_crop_frac <= 1), err,
+		  IMS_EINVAL,
+		  "cannot validate with a crop fraction of %g: use more than 0 "
+		  "and at most 1",
+		  o->val_crop_frac);
+	RETURN_IF(o->loader_threads < 0, err, IMS_EINVAL,
+		  "cannot load with %d threads", o->loader_threads);
 	RETURN_IF(strcmp(o->device, "cpu") && strcmp(o->device, "cuda"), err,
 		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
 		  o->device);
@@ -66,6 +72,9 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 		  "continues from its checkpoint");
 	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
 		  "--freeze-backbone needs --init weights to freeze");
+	RETURN_IF((o->init_partial || o->reset_head) && !o->init, err, IMS_EINVAL,
+		  "--%s is about --init's weights: give --init",
+		  o->init_partial ? "init-partial" : "reset-head");
 	RETURN_IF(!(o->bucket_mb > 0) || o->bucket_mb > 1024, err, IMS_EINVAL,
 		  "gradient buckets of %g MiB: use more than 0 and at most 1024",
 		  o->bucket_mb);
@@ -80,19 +89,23 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	return 0;
 }
 
-/* The class lists of both splits must agree: labels are indices. */
+/* The class lists of both splits must agree: labels are indices. Without
+ * --val the training split's list is the run's. */
 int loop_load_classes(run *r, ims_error *err)
 {
 	rio_manifest a = {0}, b = {0};
 	int rc = rio_manifest_load(r->o->train_manifest, &a, err);
 	if (rc)
 		return rc;
-	rc = rio_manifest_load(r->o->val_manifest, &b, err);
+	rc = r->o->val_manifest ? rio_manifest_load(r->o->val_manifest, &b, err)
+				: 0;
 	if (rc) {
 		rio_manifest_release(&a);
 		return rc;
 	}
-	if (a.n_classes != b.n_classes) {
+	if (!r->o->val_manifest) {
+		/* nothing to compare */
+	} else if (a.n_classes != b.n_classes) {
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train: '%s' has %zu classes but '%s' has %zu "
 			      "(pack both splits from one class list)",
@@ -115,6 +128,16 @@ int loop_load_classes(run *r, ims_error *err)
 		rc = nn_model_card_set_names(&r->card, (const char *const *)a.classes,
 					     a.n_classes, err);
 	r->data.classes = (int)a.n_classes;
+	/* what a resumed run checks it still trains on: the same records in
+	 * the same shards (their digests cover every record's key and
+	 * header), wherever the split now lies */
+	snprintf(r->data.train_name, sizeof(r->data.train_name), "%s",
+		 a.name ? a.name : "");
+	r->data.train_records = a.records;
+	uint64_t d = ims_hash64(a.records, a.n_shards);
+	for (size_t i = 0; i < a.n_shards; i++)
+		d = ims_hash64(ims_hash64(d, a.shards[i].records), a.shards[i].digest);
+	r->data.train_digest = d;
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
 	return rc;
@@ -200,18 +223,37 @@ int loop_open_loaders(run *r, ims_error *err)
 	lo.world = r->dp.world;
 	lo.seed = o->seed;
 	lo.batch_size = o->batch_size;
-	lo.threads = o->threads;
-	lo.quiet = r->dp.rank != 0 || o->quiet;
+	/* decoding has its own count; --threads alone still sets both, as
+	 * it did before --loader-threads */
+	lo.threads = o->loader_threads > 0 ? o->loader_threads
+		     : o->threads > 0     ? o->threads
+					  : omp_get_num_procs();
+	r->log.loader_threads = lo.threads;
+	lo.quiet = r->dp.rank != 0 || o->quiet || !o->verbose;
 	lo.shard_owning = o->shard_owning;
 	lo.event = loader_event;
 	lo.event_ctx = r;
 	loop_host_memory(r, &lo);
 	lo.transform.out_w = lo.transform.out_h = o->size;
+	lo.transform.crop_frac = o->val_crop_frac; /* the norrc geometry */
 	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
 					   &lo.transform, err));
 	memcpy(lo.transform.mean, o->mean, sizeof(o->mean));
 	memcpy(lo.transform.std, o->std, sizeof(o->std));
 	FORWARD_IF_ERR(aug_loader_open(&lo, &r->data.train, err));
+	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
+	/* what eval and predict must feed the model: validation's input,
+	 * recorded with or without --val */
+	nn_model_card *c = &r->card;
+	snprintf(c->model, sizeof(c->model), "%s", o->model);
+	c->size = o->size;
+	memcpy(c->mean, o->mean, sizeof(c->mean));
+	memcpy(c->std, o->std, sizeof(c->std));
+	c->val_crop_frac = o->val_crop_frac;
+	c->have |= NN_CARD_MODEL | NN_CARD_SIZE | NN_CARD_MEAN | NN_CARD_STD |
+		   NN_CARD_CROP;
+	if (!o->val_manifest)
+		return 0;
 
 	aug_loader_opts vo;
 	aug_loader_opts_init(&vo, 0);
@@ -220,7 +262,7 @@ int loop_open_loaders(run *r, ims_error *err)
 	vo.world = r->dp.world;
 	vo.seed = o->seed;
 	vo.batch_size = o->batch_size;
-	vo.threads = o->threads;
+	vo.threads = lo.threads;
 	vo.quiet = 1;
 	loop_host_memory(r, &vo);
 	/* every record once: ranks pad to equal shares, padded samples are
@@ -228,20 +270,10 @@ int loop_open_loaders(run *r, ims_error *err)
 	vo.drop_remainder = 0;
 	vo.drop_last = 0;
 	vo.transform.out_w = vo.transform.out_h = o->size;
+	vo.transform.crop_frac = o->val_crop_frac;
 	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
 	memcpy(vo.transform.std, o->std, sizeof(o->std));
-	FORWARD_IF_ERR(aug_loader_open(&vo, &r->data.val, err));
-	/* what eval and predict must feed the model: validation's input */
-	nn_model_card *c = &r->card;
-	snprintf(c->model, sizeof(c->model), "%s", o->model);
-	c->size = o->size;
-	memcpy(c->mean, vo.transform.mean, sizeof(c->mean));
-	memcpy(c->std, vo.transform.std, sizeof(c->std));
-	c->val_crop_frac = vo.transform.crop_frac;
-	c->have |= NN_CARD_MODEL | NN_CARD_SIZE | NN_CARD_MEAN | NN_CARD_STD |
-		   NN_CARD_CROP;
-	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
-	return 0;
+	return aug_loader_open(&vo, &r->data.val, err);
 }
 
 /*
@@ -294,6 +326,43 @@ void loop_free_data(run *r)
 }
 
 /*
+ * What --init loaded against the model's backbone (every tensor outside
+ * the head, running statistics and counters included): a file that holds
+ * none of the model's tensors is refused (a file for another model), one
+ * that holds fewer than the backbone's unless --init-partial, and a
+ * frozen backbone must have been loaded whole.
+ */
+static int check_init(run *r, const nn_load_report *rep, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	int backbone = 0, missing = 0;
+	const char *first = NULL;
+	for (int i = 0; i < nn_model_tensor_count(r->m); i++)
+		backbone += !nn_model_tensor(r->m, i)->head;
+	for (int i = 0; i < rep->n_missing; i++) {
+		int k = nn_model_find(r->m, rep->missing[i]);
+		if (k >= 0 && !nn_model_tensor(r->m, k)->head) {
+			missing++;
+			first = first ? first : rep->missing[i];
+		}
+	}
+	RETURN_IF(rep->loaded == 0, err, IMS_EINVAL,
+		  "cannot initialise %s from '%s': none of its %d tensors is in the "
+		  "file under its name and shape (weights of another model?)",
+		  o->model, o->init, nn_model_tensor_count(r->m));
+	RETURN_IF(missing && !o->init_partial, err, IMS_EINVAL,
+		  "cannot initialise %s from '%s': it holds %d of the %d backbone "
+		  "tensors ('%s' and %d more are missing); --init-partial keeps the "
+		  "missing ones as initialised",
+		  o->model, o->init, backbone - missing, backbone, first, missing - 1);
+	RETURN_IF(missing && o->freeze_backbone, err, IMS_EINVAL,
+		  "cannot freeze the backbone of %s: '%s' left %d of its tensors as "
+		  "initialised ('%s' first), and frozen they would never train",
+		  o->model, o->init, missing, first);
+	return 0;
+}
+
+/*
  * The model, from --init's weights when given, and the same on every
  * rank: rank 0's parameters and running statistics broadcast (over NCCL
  * between devices, its id sent over MPI).
@@ -314,10 +383,14 @@ int loop_make_model(run *r, ims_error *err)
 	if (o->init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
-		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m, &rep, err));
+		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m,
+						       o->reset_head ? NN_INIT_RESET_HEAD : 0,
+						       &rep, err));
 		if (r->log.ev.initialised)
 			r->log.ev.initialised(r->log.ev.ctx, o->init, &rep);
+		int rc = check_init(r, &rep, err);
 		nn_load_report_release(&rep);
+		FORWARD_IF_ERR(rc);
 	}
 	size_t np, nb;
 	float *params = nn_model_params(r->m, &np);
@@ -332,8 +405,17 @@ int loop_make_model(run *r, ims_error *err)
 	return dp_broadcast(r->dp.comm, bufs, nb * sizeof(float), 0, err);
 }
 
-/* The learning-rate schedule over --epochs. */
-static int setup_schedule(run *r, ims_error *err)
+/*
+ * The learning-rate schedule over --epochs, in this run's steps; and the
+ * steps the whole run will have trained. Run after the checkpoint is read:
+ * a resumed run with another global batch re-derives the schedule over
+ * its own steps (warmup and decay stay fractions of the epochs, so the
+ * rate at a point of the data is the uninterrupted run's, and the loop
+ * places a resumed epoch's first step where its position falls), and the
+ * linear scaling rule follows the global batch: --lr is for one rank at
+ * the batch size the run started with (r->lr_batch).
+ */
+int loop_setup_schedule(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	/* the schedule spans --epochs; --max-steps only stops early, so a
@@ -341,7 +423,9 @@ static int setup_schedule(run *r, ims_error *err)
 	uint64_t total = (uint64_t)o->epochs * r->data.steps_per_epoch;
 	nn_lr_opts lo;
 	nn_lr_opts_init(&lo);
-	lo.base_lr = o->lr;
+	/* 1.0 exactly unless the batch changed: the same bits as ever */
+	lo.base_lr = o->no_lr_scaling ? o->lr
+				      : o->lr * ((double)o->batch_size / (double)r->lr_batch);
 	lo.world = r->dp.world;
 	lo.no_scaling = o->no_lr_scaling;
 	lo.warmup_steps = (int64_t)llround(o->warmup_epochs *
@@ -360,11 +444,18 @@ static int setup_schedule(run *r, ims_error *err)
 					 ? (int64_t)total
 					 : lo.warmup_steps + 1;
 	}
-	return nn_lr_schedule_init(&r->lr, &lo, err);
+	FORWARD_IF_ERR(nn_lr_schedule_init(&r->lr, &lo, err));
+	r->total_steps = r->part.at.step;
+	if (r->part.at.epoch < o->epochs)
+		r->total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
+									  r->part.at.position)
+						  : r->data.steps_per_epoch) +
+				  (uint64_t)(o->epochs - r->part.at.epoch - 1) *
+					  r->data.steps_per_epoch;
+	return 0;
 }
 
-/* The optimiser over the trained tensors (frozen ones kept as they are),
- * and its schedule. */
+/* The optimiser over the trained tensors (frozen ones kept as they are). */
 int loop_setup_optim(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -392,8 +483,7 @@ int loop_setup_optim(run *r, ims_error *err)
 	oo.ctx = &r->ctx; /* state on its device; the CPU's stays on the host */
 	size_t np;
 	nn_model_params(r->m, &np);
-	FORWARD_IF_ERR(nn_optim_create(&oo, np, &r->opt, err));
-	return setup_schedule(r, err);
+	return nn_optim_create(&oo, np, &r->opt, err);
 }
 
 /* nn_model_backward's hook: send what backward has finished. */

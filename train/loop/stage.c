@@ -141,12 +141,13 @@ int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err)
 	return rc;
 }
 
-int loop_loader_start(run *r, aug_loader *l, uint64_t epoch, ims_error *err)
+int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
+		      uint64_t position, ims_error *err)
 {
 	const void **lent = lent_by(r, l);
 	FORWARD_IF_ERR(nn_stage_reuse(&r->ctx, r->st.stage, *lent, err));
 	*lent = NULL;
-	return aug_loader_start_epoch(l, epoch, err);
+	return aug_loader_start_epoch_at(l, epoch, position, err);
 }
 
 /* Queues the copy of batch b into staging slot `slot`. */

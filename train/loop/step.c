@@ -34,8 +34,9 @@ typedef struct step_io {
 	const int32_t *host_labels; /* the labels on the host */
 	int slot;                   /* staging slot to release, or -1 */
 	const float *logits;
-	double stats[4];            /* loss sum, top-1 hits, samples,
-				       overflow flag: summed over ranks */
+	double stats[5];            /* loss sum, top-1 hits, samples,
+				       overflow flag, records that could not
+				       be loaded: summed over ranks */
 	int forward_overflow;       /* fp16: the loss was not finite */
 } step_io;
 
@@ -161,7 +162,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	double c2 = ims_now();
 	iv->compute_s += c2 - c1;
 	io->stats[3] = found_inf;
-	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 4, err));
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 5, err));
 	iv->comm_s += ims_now() - c2;
 	const int verdict = nn_loss_scale_check_loss(&r->scaler, io->stats[0]);
 	RETURN_IF(verdict == NN_LOSS_STOP, err, IMS_EINVAL,
@@ -175,7 +176,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 		io->forward_overflow = 1;
 		FORWARD_IF_ERR(step_keep_buffers(r, 1, err));
 	}
-	return 0;
+	return loop_bad_step(r, (uint64_t)io->stats[4], step, err);
 }
 
 /* The optimiser's update at the step's rate, unless fp16's gradients
@@ -189,7 +190,7 @@ static int step_update(run *r, uint64_t step, const step_io *io,
 	float *g = nn_model_grads(r->m, NULL);
 	if (nn_loss_scale_update(&r->scaler, io->stats[3] > 0)) {
 		FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
-					     nn_lr_at(&r->lr, (int64_t)step), err));
+					     nn_lr_at_position(&r->lr, r->sched), err));
 	} else if (r->log.ev.step_skipped) {
 		r->log.ev.step_skipped(r->log.ev.ctx, step + 1, scale,
 				       nn_loss_scale_value(&r->scaler),
@@ -212,6 +213,15 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	const nn_train_opts *o = r->o;
 	step_io io = {.x = b->data, .labels = b->labels,
 		      .host_labels = b->labels, .slot = -1};
+	/* what the batch holds, read before a batch taken ahead lets the
+	 * loader reuse its memory */
+	/* samples standing in for a bad record: each bad record once (a
+	 * stand-in that failed too is another record's own place) */
+	io.stats[4] = b->bad_listed;
+	loop_bad_batch(r, b);
+	if (r->hooks.trained)
+		r->hooks.trained(r->hooks.trained_ctx, r->dp.rank, (int)b->epoch, step,
+				 b->indices, b->count);
 	/* next batch, on the device: a batch taken ahead was poisoned
 	 * before its copy was queued */
 	if (r->st.ahead_slot < 0)
@@ -281,38 +291,49 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 }
 
 /* Reports the interval and adds its times to the run's. */
-static void close_interval(run *r, nn_train_result *res, int epoch,
-			   uint64_t step, loop_interval *iv)
+static int close_interval(run *r, nn_train_result *res, int epoch,
+			  uint64_t step, loop_interval *iv, ims_error *err)
 {
-	loop_report_interval(r, epoch, step, iv);
+	int rc = loop_report_interval(r, epoch, step, iv, err);
 	r->log.busy_s += iv->compute_s;
 	res->wait_s += iv->wait_s;
 	r->log.comm_s += iv->comm_s;
 	memset(iv, 0, sizeof(*iv));
 	iv->t0 = ims_now();
+	return rc;
 }
 
 /*
- * The steps of one epoch, from *step on; a resumed epoch (skip > 0)
- * replays the batches it already trained on without training, so the
- * order after them is the uninterrupted run's. *stop is set when
- * max_steps is reached, and *done to the steps of this epoch trained or
- * replayed. Reports the epoch's last interval; checkpoints every
+ * The steps of one epoch, from *step on, starting at global position
+ * `position` of the epoch's order (0, or where a resumed run's checkpoint
+ * stopped: the loader's shares start there, at this run's ranks and batch
+ * size). *stop is set when max_steps is reached, and *done to the steps of
+ * this epoch trained. Reports the epoch's last interval; checkpoints every
  * --checkpoint-every steps.
  */
-int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
-		     uint64_t *step, uint64_t max_steps, int *stop,
-		     uint64_t *done, ims_error *err)
+int loop_train_epoch(run *r, nn_train_result *res, int epoch,
+		     uint64_t position, uint64_t *step, uint64_t max_steps,
+		     int *stop, uint64_t *done, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
+	const uint64_t steps = position ? aug_loader_batches_at(r->data.train, position)
+					: r->data.steps_per_epoch;
+	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
 	if (!o->synthetic)
-		FORWARD_IF_ERR(loop_loader_start(r, r->data.train,
-						 (uint64_t)epoch, err));
+		FORWARD_IF_ERR(loop_loader_start(r, r->data.train, (uint64_t)epoch,
+						 position, err));
+	/* the schedule counts whole epochs of this run's steps; a resumed
+	 * epoch's first step sits where its position falls among them */
+	const double sched0 = (double)epoch * (double)r->data.steps_per_epoch +
+			      (double)position / (double)global;
+	r->bad.epoch_count = 0;
+	r->bad.n_mine = 0;
+	r->bad.reason[0] = 0;
 	loop_interval iv;
 	memset(&iv, 0, sizeof(iv));
 	iv.t0 = ims_now();
 	*done = 0;
-	for (uint64_t s = 0; s < r->data.steps_per_epoch; s++) {
+	for (uint64_t s = 0; s < steps; s++) {
 		aug_batch b;
 		double w0 = ims_now();
 		int rc = next_batch(r, epoch, s, &b, err);
@@ -321,12 +342,10 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
 		if (rc < 0)
 			return rc;
 		*done = s + 1;
-		if (s < skip)
-			continue;
 		iv.wait_s += ims_now() - w0;
 		/* another batch of this epoch follows this one */
-		const int ahead = s + 1 < r->data.steps_per_epoch &&
-				  *step + 1 < max_steps;
+		const int ahead = s + 1 < steps && *step + 1 < max_steps;
+		r->sched = sched0 + (double)s;
 		FORWARD_IF_ERR(train_step(r, &b, *step, ahead, &iv, err));
 		++*step;
 		iv.steps++;
@@ -334,16 +353,16 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch, uint64_t skip,
 		res->images += (uint64_t)b.count * (uint64_t)r->dp.world;
 		res->steps = *step;
 		if (o->log_every > 0 && *step % (uint64_t)o->log_every == 0)
-			close_interval(r, res, epoch, *step, &iv);
+			FORWARD_IF_ERR(close_interval(r, res, epoch, *step, &iv, err));
 		if (o->checkpoint_every > 0 &&
 		    *step % (uint64_t)o->checkpoint_every == 0)
-			FORWARD_IF_ERR(loop_save_checkpoint(r, epoch, s + 1, *step,
-							    err));
+			FORWARD_IF_ERR(loop_save_checkpoint(r, res, epoch,
+							    position + (s + 1) * global,
+							    *step, err));
 		if (*step >= max_steps) {
 			*stop = 1;
 			break;
 		}
 	}
-	close_interval(r, res, epoch, *step, &iv);
-	return 0;
+	return close_interval(r, res, epoch, *step, &iv, err);
 }

@@ -22,12 +22,14 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->schedule = NN_LR_COSINE;
 	o->size = 224;
 	o->augment = "flip";
+	o->val_crop_frac = 0.875;
 	o->precision = "fp32";
 	o->tf32 = -1;
 	o->seed = 1;
 	o->log_every = 10;
 	o->bucket_mb = 1024;
 	o->collective_timeout = 600;
+	o->max_bad_records = -1;
 	o->mean[0] = 123.675f;
 	o->mean[1] = 116.28f;
 	o->mean[2] = 103.53f;
@@ -36,16 +38,15 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->std[2] = 57.375f;
 }
 
-/* Where a resumed (or fresh) run starts. */
-typedef struct start_at {
-	int epoch;
-	uint64_t epoch_step; /* steps of that epoch already trained */
-	uint64_t step;       /* steps in all */
-} start_at;
-
-/* Everything before the first step, in the order a failure is best
- * reported in (the device first: a host without one hears so at once). */
-static int set_up(run *r, start_at *at, ims_error *err)
+/*
+ * Everything before the first step, in the order a failure is best
+ * reported in (the device first: a host without one hears so at once).
+ * The folders are locked before anything in them is read or written; a
+ * resumed run reads its checkpoint before its schedule is set up (the
+ * schedule follows the run's first part) and before metrics.jsonl is
+ * opened, so a run with nothing left to train writes nothing.
+ */
+static int set_up(run *r, nn_train_result *res, ims_error *err)
 {
 	FORWARD_IF_ERR(loop_open_context(r, err));
 	FORWARD_IF_ERR(loop_open_loaders(r, err));
@@ -56,47 +57,63 @@ static int set_up(run *r, start_at *at, ims_error *err)
 	FORWARD_IF_ERR(loop_setup_optim(r, err));
 	FORWARD_IF_ERR(loop_setup_buckets(r, err));
 	FORWARD_IF_ERR(loop_setup_device(r, err));
+	FORWARD_IF_ERR(loop_reserve_memory(r, err));
+	FORWARD_IF_ERR(loop_take_locks(r, err));
+	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
+	FORWARD_IF_ERR(loop_setup_schedule(r, err));
+	if (r->part.complete)
+		return loop_report_resumed(r, err);
 	FORWARD_IF_ERR(loop_open_metrics(r, err));
-	FORWARD_IF_ERR(loop_open_checkpoints(r, &at->epoch, &at->epoch_step,
-					     &at->step, err));
+	if (r->part.resumed)
+		FORWARD_IF_ERR(loop_report_resumed(r, err));
 	loop_report_start(r);
 	return 0;
 }
 
-/* The epochs from `at` on, each validated and checkpointed, then the
- * totals and summary.json. start: nn_train_run's clock at its start. */
-static int train(run *r, nn_train_result *res, double start,
-		 const start_at *at, ims_error *err)
+/* The epochs from r->part.at on, each validated and checkpointed, then the
+ * totals and summary.json. */
+static int train(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	r->log.t_start = ims_now();
-	res->startup_s = r->log.t_start - start;
-	uint64_t step = at->step;
+	r->log.t_part = ims_now();
+	/* the training clock goes on from the earlier parts' */
+	r->log.t_start = r->log.t_part - res->train_s;
+	const double startup = r->log.t_part - r->log.t_run;
+	uint64_t step = r->part.at.step;
 	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
+	uint64_t all = r->total_steps; /* resume-aware: loop_setup_schedule */
+	r->log.step0 = step;
+	r->log.step_end = all < max_steps ? all : max_steps;
 	int stop = step >= max_steps;
-	for (int epoch = at->epoch; epoch < o->epochs && !stop; epoch++) {
+	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
+	for (int epoch = r->part.at.epoch; epoch < o->epochs && !stop; epoch++) {
 		uint64_t done;
-		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch,
-						epoch == at->epoch ? at->epoch_step : 0,
-						&step, max_steps, &stop, &done, err));
+		const uint64_t from = epoch == r->part.at.epoch ? r->part.at.position : 0;
+		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
+						&stop, &done, err));
+		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
 		/* the run's last validation also writes its per-class files */
 		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
 					     stop || epoch + 1 == o->epochs, err));
 		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
-		 * stop inside one resumes after its last trained step */
-		int whole = done >= r->data.steps_per_epoch;
-		FORWARD_IF_ERR(loop_save_checkpoint(r, whole ? epoch + 1 : epoch,
-						    whole ? 0 : done, step, err));
+		 * stop inside one resumes after its last trained position */
+		int whole = done >= (from ? aug_loader_batches_at(r->data.train, from)
+					  : r->data.steps_per_epoch);
+		FORWARD_IF_ERR(loop_save_checkpoint(r, res, whole ? epoch + 1 : epoch,
+						    whole ? 0 : from + done * global,
+						    step, err));
 	}
 	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err)); /* the device's queued work counts */
 	double t_end = ims_now();
 	res->train_s = t_end - r->log.t_start;
-	res->wall_s = t_end - start;
+	res->startup_s = r->part.hist.startup_s + startup;
+	res->wall_s = r->part.hist.wall_s + (t_end - r->log.t_run);
 	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
 	res->busy_s = r->log.busy_s;
 	res->loss_scale = nn_loss_scale_value(&r->scaler);
 	res->skipped_steps = r->scaler.skipped;
+	res->bad_records = r->bad.total;
 	return loop_write_summary(r, res, err);
 }
 
@@ -106,6 +123,7 @@ static int train(run *r, nn_train_result *res, double start,
 static void tear_down(run *r)
 {
 	loop_close_metrics(r);
+	loop_history_release(r);
 	loop_free_stage(r);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
@@ -119,16 +137,19 @@ static void tear_down(run *r)
 	dp_buckets_free(r->dp.buckets);
 	if (r->ctx_ok)
 		nn_ctx_release(&r->ctx);
+	/* last: nothing of this run writes in its folders after this */
+	loop_release_locks(r);
 }
 
 int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		 ims_error *err)
 {
 	FORWARD_IF_ERR(loop_check_opts(o, dp_world(comm), err));
-	double start = ims_now();
 	run r;
 	memset(&r, 0, sizeof(r));
+	r.log.t_run = ims_now();
 	r.o = o;
+	r.lock_fd[0] = r.lock_fd[1] = -1;
 	if (o->hooks)
 		r.hooks = *o->hooks;
 	if (o->events)
@@ -140,11 +161,11 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	r.st.ahead_slot = -1;
 	memset(res, 0, sizeof(*res));
 	res->best_epoch = -1;
-	start_at at;
-	memset(&at, 0, sizeof(at));
-	int rc = set_up(&r, &at, err);
-	if (!rc)
-		rc = train(&r, res, start, &at, err);
+	int rc = set_up(&r, res, err);
+	if (!rc && r.part.complete)
+		res->nothing_to_do = r.part.complete;
+	else if (!rc)
+		rc = train(&r, res, err);
 	tear_down(&r);
 	return rc;
 }

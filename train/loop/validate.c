@@ -1,9 +1,14 @@
 /*
  * validate.c - validation after each epoch: every record of the split
  * once over all ranks (shares padded to equal length, padded samples
- * flagged and not counted), top-1, top-5 and the mean loss, scored on the
- * host by the pass `imshard eval` runs too (evaluate.c).
+ * flagged and not counted; a record that cannot be loaded is left out and
+ * reported, the sample standing in for it not counted either), top-1,
+ * top-5 and the mean loss, scored on the host by the pass `imshard eval`
+ * runs too (evaluate.c). A NaN or infinite mean loss ends the run, as it
+ * does in training. Without --val, only the ranks' statistics are
+ * averaged.
  */
+#include <math.h>
 #include <string.h>
 
 #include "train/loop/loop_internal.h"
@@ -50,15 +55,22 @@ static int write_eval_files(run *r, const loop_eval *e, int epoch,
 static int validate_timed(run *r, nn_train_result *res, int epoch,
 			  uint64_t step, double wall0, int last, ims_error *err)
 {
+	/* averaged without --val too: the checkpoint holds one model */
 	FORWARD_IF_ERR(average_statistics(r, err));
+	if (!r->data.val)
+		return 0;
 	double t_val = ims_now();
 	loop_eval e;
 	memset(&e, 0, sizeof(e));
 	e.want_rows = last && r->o->log_dir;
 	int rc = loop_eval_pass(r, r->data.val, &e, err);
+	if (!rc)
+		rc = loop_bad_validation(r, epoch, e.bad_mine, e.n_bad_mine,
+					 e.bad_reason, (uint64_t)e.sums[4], err);
 	if (!rc && e.want_rows)
 		rc = write_eval_files(r, &e, epoch, step, err);
-	const double *sums = e.sums; /* loss, top1, top5, records */
+	double sums[5]; /* loss, top1, top5, records, bad records */
+	memcpy(sums, e.sums, sizeof(sums));
 	loop_eval_free(&e);
 	if (rc)
 		return rc;
@@ -69,19 +81,28 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 		.top5 = sums[3] > 0 ? sums[2] / sums[3] : 0,
 		.loss = sums[3] > 0 ? sums[0] / sums[3] : 0,
 		.records = (uint64_t)sums[3],
+		.bad_records = (uint64_t)sums[4],
 	};
+	/* a model that evaluates to NaN (a running variance gone negative)
+	 * must not be checkpointed as if it had been validated */
+	RETURN_IF(!isfinite(v.loss), err, IMS_EINVAL,
+		  "validation loss is %s after epoch %d (step %llu): stopping (the "
+		  "model computes non-finite outputs; lower --lr or check --init's "
+		  "weights; the last checkpoint written before it is kept)",
+		  isnan(v.loss) ? "NaN" : "infinite", epoch + 1,
+		  (unsigned long long)step);
 	double wall = ims_now() - wall0;
 	res->val_top1 = v.top1;
 	res->val_top5 = v.top5;
 	res->val_records = v.records;
+	res->val_bad_records = v.bad_records;
 	if (v.top1 > res->best_top1 || res->best_epoch < 0) {
 		res->best_top1 = v.top1;
 		res->best_epoch = epoch;
 		res->best_wall_s = wall;
 	}
 	v.seconds = ims_now() - t_val;
-	loop_report_validation(r, &v, wall);
-	return 0;
+	return loop_report_validation(r, &v, wall, err);
 }
 
 /* Validation's own time goes to the summary, so a report can tell it from

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# imshard-train's feedback: progress lines with images/s per rank and in
+# total, elapsed time and ETA; the loader's memory line only with
+# --verbose; compute and loader threads chosen apart and printed once;
+# records dropped per epoch counted (short last batches included); --val
+# optional (said once, no accuracy in summary.json); --val-crop-frac
+# validated and recorded; counts printed with their right plural.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun "$@"; }
+
+# 60 images, 16 of them validation: 44 training records
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+tr="$T/p/train.json"
+va="$T/p/val.json"
+same "$(json "$tr" 'j["records"]')" 44 "training records"
+fit() { "$IMSHARD_TRAIN" --train "$tr" --model convnet7 --size 16 --threads 1 --batch-size 8 "$@"; }
+
+# --- --help: the real defaults ---------------------------------------------
+expect 0 "$IMSHARD_TRAIN" --help
+for s in "--val-crop-frac" "--loader-threads" "--verbose" "random-resized-crop" \
+  "horizontal flip" "under mpirun" "--size / --val-crop-frac" "[--val VAL.json]"; do
+  contains "$T/out" "$s"
+done
+
+# --- usage errors: exit 2, one line -----------------------------------------
+for f in 0 -0.5 1.5 x nan; do
+  expect 2 fit --val "$va" --val-crop-frac "$f"
+  one_line "$T/err"
+  contains "$T/err" "--val-crop-frac"
+done
+expect 2 fit --val "$va" --loader-threads -1
+one_line "$T/err"
+expect 2 fit --val "$va" --quiet --verbose
+one_line "$T/err"
+expect 2 "$IMSHARD_TRAIN" --val "$va"
+one_line "$T/err"
+contains "$T/err" "--train is required"
+
+# --- a run's lines: 44 records, batch 8: 5 steps, 4 records dropped --------
+expect 0 fit --val "$va" --epochs 2 --log-every 2 --log-dir "$T/a"
+progress=$(grep -c '^imshard-train: epoch [0-9]* step ' "$T/err")
+same "$progress" 6 "progress lines (steps 2 4 5 | 6 8 10)"
+bad=$(grep '^imshard-train: epoch [0-9]* step ' "$T/err" |
+  grep -Evc '^imshard-train: epoch [12] step [0-9]+/10 loss [0-9.]+ acc [0-9.]+% lr [0-9.e-]+, [0-9]+ img/s per rank, [0-9]+ img/s total, elapsed [0-9]+:[0-5][0-9]:[0-5][0-9], eta [0-9]+:[0-5][0-9]:[0-5][0-9] \(wait [0-9]+ ms, compute [0-9]+ ms, comm [0-9]+ ms per step\)$')
+same "$bad" 0 "progress lines in the documented form"
+contains "$T/err" "step 10/10 "
+same "$(grep 'step 10/10 ' "$T/err" | grep -o 'eta [0-9:]*')" "eta 0:00:00" "the last step's ETA"
+# one rank: the total is the rank's figure
+grep 'step 10/10 ' "$T/err" | grep -Eq ', ([0-9]+) img/s per rank, \1 img/s total' ||
+  fail "one rank's total images/s is not its own"
+checks=$((checks + 1))
+contains "$T/err" "imshard-train: convnet7, 4 classes, 1 rank x batch 8, 5 steps per epoch (44 records per rank)"
+lacks "$T/err" "1 ranks"
+contains "$T/err" "imshard-train: 4 training records dropped per epoch (0 so ranks are equal, 4 in short last batches"
+contains "$T/err" "imshard-train: threads per rank: 1 compute (--threads), 1 loading (as --threads)"
+same "$(grep -c 'threads per rank' "$T/err")" 1 "threads logged once"
+lacks "$T/err" "imshard: loader:"
+lacks "$T/err" "no --val"
+contains "$T/out" "(16 records); best top-1"
+contains "$T/out" "over 1 rank ("
+same "$(json "$T/a/summary.json" 'j["records_dropped_per_epoch"], j["records_dropped_in_short_batches"], j["records_dropped_so_ranks_are_equal"]')" "4 4 0" "summary's dropped records"
+same "$(json "$T/a/summary.json" 'j["validation"], j["options"]["val_crop_frac"], j["options"]["loader_threads"]')" "True 0.875 1" "summary's validation and its crop"
+
+# --verbose: the loader says where its batches live
+expect 0 fit --val "$va" --max-steps 1 --verbose
+contains "$T/err" "imshard: loader: batches in page-aligned host memory"
+# --quiet: nothing on stderr
+expect 0 fit --val "$va" --max-steps 1 --quiet
+same "$(wc -c <"$T/err")" 0 "--quiet's stderr"
+
+# --- --loader-threads apart from --threads ---------------------------------
+expect 0 fit --val "$va" --max-steps 1 --loader-threads 2 --log-dir "$T/lt"
+contains "$T/err" "threads per rank: 1 compute (--threads), 2 loading (--loader-threads)"
+same "$(json "$T/lt/summary.json" 'j["options"]["threads"], j["options"]["loader_threads"]')" "1 2" "threads recorded"
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --size 16 --batch-size 8 --max-steps 1 --loader-threads 1
+grep -Eq 'threads per rank: [0-9]+ compute \(OpenMP.s default\), 1 loading \(--loader-threads\)' "$T/err" ||
+  fail "default compute threads not named: $(grep 'threads per rank' "$T/err")"
+checks=$((checks + 1))
+
+# --- --val-crop-frac: recorded, and validation sees other pixels -----------
+expect 0 fit --val "$va" --max-steps 2 --seed 4 --log-dir "$T/c1" --val-crop-frac 1
+same "$(json "$T/c1/summary.json" 'j["options"]["val_crop_frac"]')" 1 "crop fraction recorded"
+expect 0 fit --val "$va" --max-steps 2 --seed 4 --log-dir "$T/c2"
+vloss() { python3 -c 'import json,sys
+print([l["loss"] for l in map(json.loads, open(sys.argv[1])) if l["type"] == "val"])' "$1"; }
+tloss() { python3 -c 'import json,sys
+print([l["loss"] for l in map(json.loads, open(sys.argv[1])) if l["type"] == "train"])' "$1"; }
+same "$(tloss "$T/c1/metrics.jsonl")" "$(tloss "$T/c2/metrics.jsonl")" "training unchanged by --val-crop-frac"
+[ "$(vloss "$T/c1/metrics.jsonl")" != "$(vloss "$T/c2/metrics.jsonl")" ] ||
+  fail "--val-crop-frac 1 validated the same pixels as 0.875"
+checks=$((checks + 1))
+
+# --- without --val: no validation, said once, no accuracy claimed ---------
+expect 0 fit --epochs 2 --log-dir "$T/nv" --checkpoint-dir "$T/nv"
+same "$(grep -c 'no --val' "$T/err")" 1 "no validation said once"
+lacks "$T/err" "validation: top-1"
+contains "$T/out" "no validation (no --val)"
+lacks "$T/out" "top-1"
+same "$(json "$T/nv/summary.json" 'j["validation"], "val_top1" in j, "best_val_top1" in j, "best_epoch" in j, j["epochs"], j["options"]["val"]')" \
+  "False False False False 2 None" "summary without validation"
+same "$(grep -c '"type":"val"' "$T/nv/metrics.jsonl")" 0 "no val lines"
+exists "$T/nv/checkpoint.safetensors"
+# a report reads such a run
+expect 0 "$IMSHARD" report "$T/nv" -o "$T/nv.html" --quiet
+exists "$T/nv.html"
+
+# --- two ranks: the total sums both ------------------------------------------
+if have_mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --size 16 --threads 1 --batch-size 8 --log-every 1 --log-dir "$T/m"
+  # 22 records per rank: 2 steps of 8, 6 per rank in the short batch
+  contains "$T/err" "2 ranks x batch 8, 2 steps per epoch (22 records per rank)"
+  contains "$T/err" "12 training records dropped per epoch (0 so ranks are equal, 12 in short last batches"
+  same "$(json "$T/m/summary.json" 'j["records_dropped_per_epoch"]')" 12 "two ranks' dropped records"
+  # every line's total is 2 x 8 samples over the interval: twice the
+  # rank's own images over the same seconds
+  n=$(grep -E 'step [0-9]+/2 ' "$T/err" | grep -Ec ', ([0-9]+) img/s per rank, ([0-9]+) img/s total')
+  same "$n" 2 "two ranks' progress lines"
+  grep -E 'step [0-9]+/2 ' "$T/err" | sed -E 's/.*, ([0-9]+) img\/s per rank, ([0-9]+) img\/s total.*/\1 \2/' |
+    while read -r per total; do
+      # rounding of each figure: within 1 of twice
+      [ $((total - 2 * per)) -le 1 ] && [ $((2 * per - total)) -le 1 ] ||
+        echo "total $total is not twice $per" >"$T/twice"
+    done
+  absent "$T/twice"
+fi
+
+finish

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# imshard-train refuses what it used to accept without a word:
+#  - a resumed run continues at the checkpoint's global position with a
+#    new rank count (1 -> 2, 2 -> 1: each sample of the epoch trained once
+#    over both parts, weights as an uninterrupted run's within 1e-5) or
+#    batch size (16 -> 32: the schedule re-derived, logged); a changed
+#    seed, model, size, training split or --epochs is refused;
+#  - resuming a finished run changes no file; a mid-run resume's summary
+#    describes the whole run;
+#  - a checkpoint byte flipped is refused by --resume and --init; a file
+#    without a checksum loads, said unverified; a non-finite validation
+#    loss stops the run;
+#  - damaged records are counted and named per epoch, --max-bad-records;
+#  - --init that loads nothing, or part of the backbone, is refused unless
+#    --init-partial; --reset-head;
+#  - a second trainer on a locked folder is refused; a failed metrics
+#    write ends the run at once;
+#  - under a memory limit too small for OpenBLAS, one line, no spinning.
+source "$IMS_TESTLIB"
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+cmp_st() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$@"; }
+st_tool() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" "$@"; }
+mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun "$@"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 40 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+tr="$T/p/train.json"
+va="$T/p/val.json"
+same "$(json "$tr" 'j["records"]')" 120 "training records"
+fit() { "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --quiet "$@"; }
+
+# seen PREFIX EPOCH: the record indices the ranks of a run (PREFIX.RANK
+# files of IMSHARD_TEST_TRAINED) trained in EPOCH (from 0), sorted, with
+# their count and how many are distinct
+seen() {
+  /usr/bin/python3 - "$@" <<'PY'
+import glob, sys
+got = []
+for f in glob.glob(sys.argv[1] + ".*"):
+    for line in open(f):
+        w = line.split()
+        if int(w[0]) == int(sys.argv[2]):
+            got += [int(x) for x in w[2:]]
+print(len(got), len(set(got)), sorted(got))
+PY
+}
+
+# --- 1. resume with another rank count: the same global position --------
+# 1 rank x 16 = 2 ranks x 8 (frozen batch norm: the same computation), 7
+# steps an epoch: 3 in one part, 4 in the other, each way round.
+if have_mpi; then
+  common=(--train "$tr" --val "$va" --model resnet18 --size 16 --threads 1 --epochs 1 --freeze-bn --lr 0.05 --seed 4 --quiet)
+  IMSHARD_TEST_TRAINED="$T/seen_u" expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 16 --checkpoint-dir "$T/u"
+  IMSHARD_TEST_TRAINED="$T/seen_a" expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 16 --max-steps 3 --checkpoint-dir "$T/a" --log-dir "$T/a"
+  IMSHARD_TEST_TRAINED="$T/seen_a" expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 8 --checkpoint-dir "$T/a" --log-dir "$T/a" --resume
+  # --lr is per rank at the batch a run starts with: a run started on 2
+  # ranks of 8 has twice the peak rate of one on 1 rank of 16, unless
+  # --no-lr-scaling
+  IMSHARD_TEST_TRAINED="$T/seen_b" expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${common[@]}" --no-lr-scaling --batch-size 8 --max-steps 3 --checkpoint-dir "$T/b"
+  IMSHARD_TEST_TRAINED="$T/seen_b" expect 0 "$IMSHARD_TRAIN" "${common[@]}" --no-lr-scaling --batch-size 16 --checkpoint-dir "$T/b" --resume
+  u=$(seen "$T/seen_u" 0)
+  same "${u%% \[*}" "112 112" "uninterrupted: 7 steps of 16, each record once"
+  same "$(seen "$T/seen_a" 0)" "$u" "1 -> 2 ranks: the records of the uninterrupted epoch, each once"
+  same "$(seen "$T/seen_b" 0)" "$u" "2 -> 1 rank: the records of the uninterrupted epoch, each once"
+  expect 0 cmp_st "$T/u/checkpoint.safetensors" "$T/a/checkpoint.safetensors" --rtol 1e-5
+  expect 0 cmp_st "$T/u/checkpoint.safetensors" "$T/a/checkpoint.safetensors" --rtol 1e-5 --prefix optim.
+  expect 0 cmp_st "$T/u/checkpoint.safetensors" "$T/b/checkpoint.safetensors" --rtol 1e-5
+  expect 0 cmp_st "$T/u/checkpoint.safetensors" "$T/b/checkpoint.safetensors" --rtol 1e-5 --prefix optim.
+  # the change, in metrics.jsonl: same global batch, same peak rate
+  same "$(/usr/bin/python3 -c 'import json,sys
+r = [json.loads(l) for l in open(sys.argv[1]) if "\"resume\"" in l]
+print([(x["world_was"], x["world"], x["batch_was"], x["batch"], x["epoch_position"], x["rest_steps"], x["lr_peak"] == x["lr_peak_was"]) for x in r])' "$T/a/metrics.jsonl")" \
+    "[(1, 2, 16, 8, 48, 4, True)]" "the resume line of 1 -> 2 ranks"
+fi
+
+# --- 1. resume with another batch size ------------------------------------
+# 16 -> 32 on one rank: 2 steps of 16 (positions 0-31), then 2 of 32
+# (32-95; the last 24 records fill no batch, as in any epoch at 32); the
+# peak rate doubles with the global batch; no step past the total
+IMSHARD_TEST_TRAINED="$T/seen_c" expect 0 fit --batch-size 16 --epochs 2 --max-steps 2 --checkpoint-dir "$T/c" --log-dir "$T/c"
+cp -r "$T/c" "$T/c_part"
+run env IMSHARD_TEST_TRAINED="$T/seen_c" "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 \
+  --batch-size 32 --epochs 2 --checkpoint-dir "$T/c" --log-dir "$T/c" --resume --log-every 1
+same "$rc" 0 "16 -> 32 resumed"
+contains "$T/err" "resumed with 1 rank x batch 32 (was 1 x 16): global batch 32 (was 16), peak lr 0.2 (was 0.1)"
+contains "$T/err" "the rest of epoch 1: 2 steps"
+same "$(sed -n 's/.* step \([0-9]*\)\/\([0-9]*\) .*/\1 \2/p' "$T/err" | tr '\n' ' ')" "3 7 4 7 5 7 6 7 7 7 " "steps of the total"
+IMSHARD_TEST_TRAINED="$T/seen_c32" expect 0 fit --batch-size 32 --epochs 1 --max-steps 3 --checkpoint-dir "$T/c32"
+c32=$(seen "$T/seen_c32" 0)
+same "${c32%% \[*}" "96 96" "an epoch at 32"
+same "$(seen "$T/seen_c" 0)" "$c32" "16 -> 32: positions 0-95 of the epoch, each once"
+same "$(json "$T/c/summary.json" '(j["steps"], j["images"], j["epochs"], len(j["parts"]))')" "(7, 192, 2, 2)" "16 -> 32 summary"
+same "$(/usr/bin/python3 -c 'import json,sys
+l = [json.loads(x) for x in open(sys.argv[1])]
+r = [x for x in l if x["type"] == "resume"][0]
+t = [x for x in l if x["type"] == "train"]
+print(r["global_batch_was"], r["global_batch"], r["lr_peak"] / r["lr_peak_was"], r["rest_unused"], all(x["lr"] > 0 for x in t))' "$T/c/metrics.jsonl")" \
+  "16 32 2.0 24 True" "16 -> 32 in metrics.jsonl"
+
+# settings that change what the position means: one line naming both values
+ck() { fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/c_part" --resume "$@"; }
+before=$(md5sum <"$T/c_part/checkpoint.safetensors")
+expect 1 ck --seed 5
+one_line "$T/err"
+contains "$T/err" "with --seed 5: its run used --seed 1"
+expect 1 ck --model resnet18
+one_line "$T/err"
+contains "$T/err" "with --model resnet18: its run trains convnet7"
+expect 1 ck --size 24
+one_line "$T/err"
+contains "$T/err" "with --size 24: its run trains at --size 16"
+expect 1 ck --epochs 3
+one_line "$T/err"
+contains "$T/err" "with --epochs 3: its run was set up for --epochs 2"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p2" --val-ratio 0.3 --seed 3 --quiet
+expect 1 ck --train "$T/p2/train.json"
+one_line "$T/err"
+contains "$T/err" "the training split differs: its run trained on split 'train' (120 records"
+same "$(md5sum <"$T/c_part/checkpoint.safetensors")" "$before" "refused resumes leave the checkpoint"
+
+# --- 2. a finished run: nothing changes; a resumed run's summary ---------
+expect 0 fit --batch-size 16 --epochs 1 --checkpoint-dir "$T/done" --log-dir "$T/done"
+sums=$(md5sum "$T/done/"*.json* "$T/done/checkpoint.safetensors")
+expect 0 fit --batch-size 16 --epochs 1 --checkpoint-dir "$T/done" --log-dir "$T/done" --resume
+contains "$T/out" "nothing to train: the run in '$T/done' is complete at step 7 (1 epoch done); no file changed"
+same "$(md5sum "$T/done/"*.json* "$T/done/checkpoint.safetensors")" "$sums" "a finished run resumed changes nothing"
+# the 16 -> 32 run's summary: both parts' images and time, the best
+# validation over both (metrics.jsonl holds every val line)
+same "$(/usr/bin/python3 -c 'import json,sys
+s = json.load(open(sys.argv[2]))
+v = [json.loads(x) for x in open(sys.argv[1]) if "\"val\"" in x]
+best = max(v, key=lambda x: x["top1"])
+p = s["parts"]
+print(len(v), s["best_val_top1"] == best["top1"], s["best_epoch"] == best["epoch"],
+      s["wall_s"] > p[0]["wall_s"] > 0, abs(s["wall_s"] - p[0]["wall_s"] - p[1]["wall_s"]) < 0.5,
+      [(x["world"], x["batch_per_rank"], x["steps"], x["images"]) for x in p])' "$T/c/metrics.jsonl" "$T/c/summary.json")" \
+  "3 True True True True [(1, 16, 2, 32), (1, 32, 5, 160)]" "a resumed run's summary covers both parts"
+
+# --- 3. checksums ---------------------------------------------------------
+cp -r "$T/c_part" "$T/flip"
+st_tool flip "$T/flip/checkpoint.safetensors" features.0.weight 5
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/flip" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/flip/checkpoint.safetensors': its content does not match its checksum"
+expect 1 fit --init "$T/flip/checkpoint.safetensors" --max-steps 1
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/flip/checkpoint.safetensors': its content does not match its checksum"
+# verified, or said to have none (a PyTorch export)
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors"
+same "$rc" 0 "--init of a checkpoint"
+contains "$T/err" "(checksum verified)"
+cp "$T/c_part/checkpoint.safetensors" "$T/plain.safetensors"
+st_tool strip "$T/plain.safetensors"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/plain.safetensors"
+same "$rc" 0 "--init of a file without a checksum"
+contains "$T/err" "(it has no checksum: nothing to verify)"
+# a running variance made negative in a file whose checksum matches: the
+# validation loss is NaN, and the run stops
+cp "$T/c_part/checkpoint.safetensors" "$T/negvar.safetensors"
+st_tool poke "$T/negvar.safetensors" features.1.running_var 0 -1000
+expect 1 fit --init "$T/negvar.safetensors" --max-steps 1 --checkpoint-dir "$T/negvar"
+one_line "$T/err"
+contains "$T/err" "validation loss is NaN after epoch 1"
+absent "$T/negvar/checkpoint.safetensors"
+
+# --- 4. damaged records: counted, named, limited ---------------------------
+cp -r "$T/p" "$T/pd"
+edit() { /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" "$@"; }
+expect 0 edit damage "$T/pd/train.json" 3 17 29 40 41 58 77 90 101 119
+expect 0 edit damage "$T/pd/val.json" 2 20 33
+bad() { "$IMSHARD_TRAIN" --train "$T/pd/train.json" --val "$T/pd/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet "$@"; }
+expect 0 bad --epochs 2 --log-dir "$T/bad"
+same "$(grep -c 'training records could not be loaded' "$T/err")" 2 "a warning line per epoch (under --quiet too)"
+contains "$T/err" "imshard-train: warning: epoch 1: 10 training records could not be loaded, each replaced by another record of the epoch (records 3, 17, 29, 40, 41, 58, 77, 90, ...;"
+contains "$T/err" "imshard-train: warning: epoch 1 validation: 3 records could not be loaded and were left out (records 2, 20, 33;"
+contains "$T/out" "(37 records)"
+same "$(/usr/bin/python3 -c 'import json,sys
+l = [json.loads(x) for x in open(sys.argv[1])]
+s = json.load(open(sys.argv[2]))
+print([x["bad_records"] for x in l if x["type"] == "epoch"], [(x["records"], x["bad_records"]) for x in l if x["type"] == "val"],
+      s["bad_records"], s["bad_record_indices"], s["val_records"], s["val_bad_records"])' "$T/bad/metrics.jsonl" "$T/bad/summary.json")" \
+  "[10, 10] [(37, 3), (37, 3)] 20 [3, 17, 29, 40, 41, 58, 77, 90] 37 3" "bad records in metrics.jsonl and summary.json"
+expect 1 bad --epochs 2 --max-bad-records 5
+one_line "$T/err"
+contains "$T/err" "training records could not be loaded by step"
+contains "$T/err" "more than --max-bad-records 5"
+expect 0 bad --epochs 1 --max-bad-records 10
+# an intact split: no line, zero counts
+expect 0 fit --epochs 1 --log-dir "$T/good"
+lacks "$T/err" "could not be loaded"
+same "$(json "$T/good/summary.json" '(j["bad_records"], j["bad_record_indices"], j["val_bad_records"], j["val_records"])')" "(0, [], 0, 40)" "an intact split's counts"
+
+# --- 5. --init that loads too little ----------------------------------------
+if have_mpi; then
+  expect 1 fit --init "$T/u/checkpoint.safetensors" --max-steps 1
+  one_line "$T/err"
+  contains "$T/err" "cannot initialise convnet7 from '$T/u/checkpoint.safetensors': none of its"
+  expect 1 fit --init "$T/u/checkpoint.safetensors" --max-steps 1 --freeze-backbone
+  one_line "$T/err"
+fi
+cp "$T/c_part/checkpoint.safetensors" "$T/partial.safetensors"
+st_tool drop "$T/partial.safetensors" features.4.weight features.4.bias
+expect 1 fit --init "$T/partial.safetensors" --max-steps 1
+one_line "$T/err"
+contains "$T/err" "backbone tensors ('features.4."
+contains "$T/err" "--init-partial"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/partial.safetensors" --init-partial
+same "$rc" 0 "--init-partial"
+contains "$T/err" "'features.4.weight' is not in '$T/partial.safetensors': kept as initialised"
+expect 1 fit --init "$T/partial.safetensors" --init-partial --freeze-backbone --max-steps 1
+one_line "$T/err"
+contains "$T/err" "cannot freeze the backbone"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors" --reset-head
+same "$rc" 0 "--reset-head"
+contains "$T/err" "head 'classifier.3.weight' (--reset-head): re-initialised"
+expect 2 fit --reset-head
+one_line "$T/err"
+expect 2 fit --init-partial
+one_line "$T/err"
+
+# --- 6. one trainer per folder; a failed metrics write ---------------------
+# hold LOCKFILE: a process that holds flock on it (pid in $holder)
+hold() {
+  /usr/bin/python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[1] + ".held", "w").close(); time.sleep(120)' "$1" &
+  holder=$!
+  for _ in $(seq 200); do [ -e "$1.held" ] && break; sleep 0.05; done
+}
+mkdir -p "$T/lk" "$T/lkc"
+hold "$T/lk/imshard-train.lock"
+expect 1 fit --max-steps 1 --log-dir "$T/lk"
+one_line "$T/err"
+contains "$T/err" "cannot train into '$T/lk': another imshard-train"
+contains "$T/err" "give this run its own --log-dir"
+absent "$T/lk/metrics.jsonl"
+kill "$holder"; wait "$holder" 2>/dev/null
+hold "$T/lkc/imshard-train.lock"
+expect 1 fit --max-steps 1 --checkpoint-dir "$T/lkc"
+one_line "$T/err"
+contains "$T/err" "give this run its own --checkpoint-dir"
+kill "$holder"; wait "$holder" 2>/dev/null
+expect 0 fit --max-steps 1 --checkpoint-dir "$T/lkc" --log-dir "$T/lkc"
+# a trainer against a trainer: the refused one names the running one
+"$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --quiet --epochs 1000 --log-dir "$T/lk2" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 400); do grep -qs "$first" "$T/lk2/imshard-train.lock" && break; sleep 0.05; done
+expect 1 fit --max-steps 1 --log-dir "$T/lk2"
+one_line "$T/err"
+contains "$T/err" "another imshard-train (pid $first) is using it"
+kill "$first"; wait "$first" 2>/dev/null
+# the third metrics write fails as on a full disk: the run ends there
+expect 1 env IMSHARD_INJECT_METRICS_ENOSPC=3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --quiet \
+  --epochs 3 --log-every 1 --log-dir "$T/full" --checkpoint-dir "$T/full" --checkpoint-every 1
+one_line "$T/err"
+contains "$T/err" "cannot write '$T/full/metrics.jsonl': No space left on device: stopping"
+same "$(wc -l <"$T/full/metrics.jsonl")" 2 "metrics lines before the failed write"
+absent "$T/full/summary.json"
+same "$(st_tool get "$T/full/checkpoint.safetensors" step)" 2 "stopped at the step of the failed write"
+
+# --- 7. a memory limit too small for OpenBLAS's buffers --------------------
+# (AddressSanitizer reserves terabytes of address space: no ulimit -v there;
+# grep reads all of ldd's output, see memcap in lib.sh)
+if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep libasan >/dev/null; then
+  expect 1 bash -c 'ulimit -v 600000; exec timeout 60 "$@"' _ "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 32 --threads 2 --quiet --max-steps 1
+  one_line "$T/err"
+  contains "$T/err" "cannot train within the address-space (ulimit -v) limit of 586 MiB"
+  contains "$T/err" "use fewer --threads"
+fi
+finish

@@ -1,0 +1,172 @@
+/*
+ * records.c - records the loader could not read or decode. In training
+ * each was replaced by another record of the rank's share (so batches stay
+ * full and ranks equal); in validation the stand-ins are left out. Either
+ * way they are counted over all ranks, the first few named, and told: a
+ * progress event and metrics.jsonl's "epoch" and "val" lines, the run's
+ * total and first indices in summary.json, and --max-bad-records ends a
+ * run that meets more of them than that.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "train/loop/loop_internal.h"
+
+/* v kept among the smallest LOOP_BAD_LISTED distinct indices of list
+ * (ascending, *n of them): the same listing whatever order the epoch's
+ * shuffle met them in. */
+void loop_bad_keep(uint64_t *list, int *n, uint64_t v)
+{
+	int i = 0;
+	while (i < *n && list[i] < v)
+		i++;
+	if ((i < *n && list[i] == v) || i >= LOOP_BAD_LISTED)
+		return;
+	int last = *n < LOOP_BAD_LISTED ? *n : LOOP_BAD_LISTED - 1;
+	memmove(list + i + 1, list + i, (size_t)(last - i) * sizeof(*list));
+	list[i] = v;
+	if (*n < LOOP_BAD_LISTED)
+		++*n;
+}
+
+/* This rank's smallest few of the batch, before its memory is reused. */
+void loop_bad_batch(run *r, const aug_batch *b)
+{
+	loop_bad *bad = &r->bad;
+	if (!b->bad_listed)
+		return;
+	if (!bad->reason[0] && b->bad_reason)
+		snprintf(bad->reason, sizeof(bad->reason), "%s", b->bad_reason);
+	for (int i = 0; i < b->bad_listed; i++)
+		loop_bad_keep(bad->mine, &bad->n_mine, b->bad_indices[i]);
+}
+
+/* A step's count, summed over ranks: --max-bad-records ends the run here,
+ * on every rank at the same step. */
+int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
+{
+	loop_bad *bad = &r->bad;
+	bad->epoch_count += count;
+	bad->total += count;
+	const int64_t limit = r->o->max_bad_records;
+	if (limit < 0 || bad->total <= (uint64_t)limit)
+		return 0;
+	char list[160] = "";
+	size_t len = 0;
+	for (int i = 0; i < bad->n_mine && len < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%llu",
+					i ? ", " : "", (unsigned long long)bad->mine[i]);
+	return ims_fail(err, IMS_EINVAL,
+			"%llu training records could not be loaded by step %llu, more "
+			"than --max-bad-records %lld%s%s%s: stopping (check the split "
+			"with 'imshard verify')",
+			(unsigned long long)bad->total, (unsigned long long)step + 1,
+			(long long)limit, len ? " (this rank's: records " : "", list,
+			len ? ")" : "");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Every rank's smallest few (mine), gathered: the smallest LOOP_BAD_LISTED
+ * distinct ones, ascending, into out. Collective: every rank calls it.
+ */
+static int gather_first(run *r, const uint64_t *mine, int n_mine, uint64_t *out,
+			int *n_out, ims_error *err)
+{
+	const int world = r->dp.world;
+	double my[LOOP_BAD_LISTED];
+	for (int i = 0; i < LOOP_BAD_LISTED; i++)
+		my[i] = i < n_mine ? (double)mine[i] : -1.0; /* exact below 2^53 */
+	double *all = malloc((size_t)world * LOOP_BAD_LISTED * sizeof(double));
+	uint64_t *got = malloc((size_t)world * LOOP_BAD_LISTED * sizeof(uint64_t));
+	int rc = 0;
+	if (!all || !got)
+		rc = ims_fail(err, IMS_ENOMEM, "cannot list bad records: out of memory");
+	if (!rc)
+		rc = dp_allgather_f64(r->dp.comm, my, LOOP_BAD_LISTED, all, err);
+	size_t n = 0;
+	for (size_t i = 0; !rc && i < (size_t)world * LOOP_BAD_LISTED; i++)
+		if (all[i] >= 0)
+			got[n++] = (uint64_t)all[i];
+	if (!rc) {
+		qsort(got, n, sizeof(*got), cmp_u64);
+		*n_out = 0;
+		for (size_t i = 0; i < n; i++)
+			loop_bad_keep(out, n_out, got[i]);
+	}
+	free(all);
+	free(got);
+	return rc;
+}
+
+static cJSON *indices_json(const uint64_t *v, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+	return a;
+}
+
+/*
+ * After an epoch's training (every rank): its count and first records,
+ * gathered; metrics.jsonl's "epoch" line (rank 0), the event when there
+ * were any, the run's first few kept for the summary.
+ */
+int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
+{
+	loop_bad *bad = &r->bad;
+	uint64_t first[LOOP_BAD_LISTED];
+	int n = 0;
+	FORWARD_IF_ERR(gather_first(r, bad->mine, bad->n_mine, first, &n, err));
+	for (int i = 0; i < n; i++)
+		loop_bad_keep(bad->first, &bad->n_first, first[i]);
+	if (r->dp.rank == 0) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "type", "epoch");
+		cJSON_AddNumberToObject(j, "epoch", epoch);
+		cJSON_AddNumberToObject(j, "step", (double)step);
+		cJSON_AddNumberToObject(j, "bad_records", (double)bad->epoch_count);
+		cJSON_AddItemToObject(j, "bad_record_indices", indices_json(first, n));
+		FORWARD_IF_ERR(loop_metrics_line(r, j, err));
+	}
+	if (bad->epoch_count && r->log.ev.records_replaced) {
+		nn_train_bad b = {.epoch = epoch,
+				  .count = bad->epoch_count,
+				  .total = bad->total,
+				  .indices = first,
+				  .listed = n,
+				  .reason = bad->reason};
+		r->log.ev.records_replaced(r->log.ev.ctx, &b);
+	}
+	return 0;
+}
+
+/* After a validation (every rank): its records that could not be loaded
+ * (count, over all ranks), told when there were any. */
+int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
+			const char *reason, uint64_t count, ims_error *err)
+{
+	uint64_t first[LOOP_BAD_LISTED];
+	int n = 0;
+	FORWARD_IF_ERR(gather_first(r, mine, n_mine, first, &n, err));
+	r->bad.val_count = count;
+	if (count && r->log.ev.records_replaced) {
+		nn_train_bad b = {.epoch = epoch,
+				  .validation = 1,
+				  .count = count,
+				  .total = count,
+				  .indices = first,
+				  .listed = n,
+				  .reason = reason};
+		r->log.ev.records_replaced(r->log.ev.ctx, &b);
+	}
+	return 0;
+}
