@@ -281,7 +281,7 @@ contains "$T/err" "loss is NaN at step 4"
 # one in fp16 too
 expect 0 fit --seed 9 --max-steps 6 --checkpoint-dir "$T/hf0" --precision fp16
 expect 0 hs --seed 9 --max-steps 6 --checkpoint-dir "$T/hf1" --precision fp16
-cmp -s "$T/hf0/checkpoint.safetensors" "$T/hf1/checkpoint.safetensors" ||
+st_same "$T/hf0/checkpoint.safetensors" "$T/hf1/checkpoint.safetensors" ||
   fail "the staged loop's fp16 run differs from the plain loop's"
 checks=$((checks + 1))
 # a loss that is not finite (step 3's batch poisoned, as an fp16 forward
