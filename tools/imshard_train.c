@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,21 @@ typedef struct printer {
 	int rank;
 } printer;
 
+/* One line: "imshard-train: " and the message, escaped whole, since
+ * paths, tensor and class names come from outside and a control byte in
+ * one must not reach the terminal. */
+static void train_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void train_say(const char *fmt, ...)
+{
+	char text[4 * IMS_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	char safe[4 * sizeof(text)];
+	fprintf(stderr, "imshard-train: %s\n", ims_escape(text, safe, sizeof(safe)));
+}
+
 static int printing(const printer *p)
 {
 	return p->rank == 0 && !p->o->quiet;
@@ -140,10 +156,9 @@ static void on_started(void *ctx, const nn_train_plan *p)
 	char per[48] = "";
 	if (p->lr_batch != o->batch_size && !o->no_lr_scaling)
 		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
-	fprintf(stderr,
-		"imshard-train: %s, %d classes, %d %s x batch %d, %llu %s per "
+	train_say("%s, %d classes, %d %s x batch %d, %llu %s per "
 		"epoch (%llu %s per rank); lr %g per rank%s, %g with %d %s x "
-		"batch %d (%s)\n",
+		"batch %d (%s)",
 		o->model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->batch_size, (unsigned long long)p->steps_per_epoch,
 		ims_plural(p->steps_per_epoch, "step", "steps"),
@@ -152,37 +167,32 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
 		o->batch_size,
 		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
-	fprintf(stderr,
-		"imshard-train: %llu training %s dropped per epoch (%llu so "
+	train_say("%llu training %s dropped per epoch (%llu so "
 		"ranks are equal, %llu in short last batches: every step "
-		"trains whole batches)\n",
+		"trains whole batches)",
 		(unsigned long long)p->dropped,
 		ims_plural(p->dropped, "record", "records"),
 		(unsigned long long)p->dropped_ranks,
 		(unsigned long long)p->dropped_batch);
-	fprintf(stderr,
-		"imshard-train: threads per rank: %d compute (%s), %d loading "
-		"(%s)\n",
+	train_say("threads per rank: %d compute (%s), %d loading "
+		"(%s)",
 		p->threads, o->threads ? "--threads" : "OpenMP's default",
 		p->loader_threads,
 		o->loader_threads ? "--loader-threads"
 		: o->threads      ? "as --threads"
 				  : "the cores this process may run on");
 	if (!p->validation)
-		fprintf(stderr,
-			"imshard-train: no --val: training without validation "
-			"(no accuracy is measured)\n");
-	fprintf(stderr,
-		"imshard-train: activations: %.1f MiB planned for batches of %d "
-		"(%.2f MiB per image)\n",
+		train_say("no --val: training without validation "
+			"(no accuracy is measured)");
+	train_say("activations: %.1f MiB planned for batches of %d "
+		"(%.2f MiB per image)",
 		(double)p->activations.activation_bytes / 1048576.0,
 		p->activations.max_batch,
 		p->activations.activation_bytes_per_image / 1048576.0);
 	if (o->synthetic)
-		fprintf(stderr,
-			"imshard-train: --synthetic: every step trains on one "
+		train_say("--synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
-			"validation reads %s\n",
+			"validation reads %s",
 			o->val_manifest ? o->val_manifest : "nothing (no --val)");
 }
 
@@ -191,22 +201,20 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	const printer *pr = ctx;
 	if (!printing(pr))
 		return;
-	fprintf(stderr, "imshard-train: loaded %d %s from '%s' (%s)\n",
+	train_say("loaded %d %s from '%s' (%s)",
 		r->loaded, ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path,
 		r->verified ? "checksum verified"
 			    : "it has no checksum: nothing to verify");
 	for (int i = 0; i < r->n_reinit; i++)
-		fprintf(stderr, "imshard-train: head '%s' %s: re-initialised\n",
+		train_say("head '%s' %s: re-initialised",
 			r->reinit[i],
 			r->head_reset ? "(--reset-head)" : "has another shape in the file");
 	for (int i = 0; i < r->n_missing; i++)
-		fprintf(stderr,
-			"imshard-train: '%s' is not in '%s': kept as initialised\n",
+		train_say("'%s' is not in '%s': kept as initialised",
 			r->missing[i], path);
 	for (int i = 0; i < r->n_unexpected; i++)
-		fprintf(stderr,
-			"imshard-train: '%s' in '%s' is not a tensor of %s: "
-			"ignored\n",
+		train_say("'%s' in '%s' is not a tensor of %s: "
+			"ignored",
 			r->unexpected[i], path, pr->o->model);
 }
 
@@ -216,9 +224,8 @@ static void on_resumed(void *ctx, const nn_train_resume *r)
 	/* a complete run is told on stdout by main, quiet or not */
 	if (!printing(pr) || r->complete)
 		return;
-	fprintf(stderr,
-		"imshard-train: resuming from '%s' at epoch %d, step %llu "
-		"(position %llu of the epoch's order)%s\n",
+	train_say("resuming from '%s' at epoch %d, step %llu "
+		"(position %llu of the epoch's order)%s",
 		r->path, r->epoch + 1, (unsigned long long)r->step,
 		(unsigned long long)r->position,
 		r->verified ? "" : "; it has no checksum (written before "
@@ -226,21 +233,19 @@ static void on_resumed(void *ctx, const nn_train_resume *r)
 	const int global_was = r->world_was * r->batch_was,
 		  global = r->world * r->batch;
 	if (r->world_was != r->world || r->batch_was != r->batch)
-		fprintf(stderr,
-			"imshard-train: resumed with %d rank%s x batch %d (was %d x "
+		train_say("resumed with %d rank%s x batch %d (was %d x "
 			"%d): global batch %d (was %d), peak lr %g (was %g); the "
-			"schedule is re-derived over the data\n",
+			"schedule is re-derived over the data",
 			r->world, r->world > 1 ? "s" : "", r->batch, r->world_was,
 			r->batch_was, global, global_was, r->lr_peak, r->lr_peak_was);
 	if (r->position)
-		fprintf(stderr,
-			"imshard-train: the rest of epoch %d: %llu steps%s\n",
+		train_say("the rest of epoch %d: %llu steps%s",
 			r->epoch + 1, (unsigned long long)r->rest_steps,
 			r->rest_unused ? " (its last records fill no batch on every "
 					 "rank: not trained, as at an epoch's end)"
 				       : "");
 	if (r->changed && r->changed[0])
-		fprintf(stderr, "imshard-train: resumed with other settings: %s\n",
+		train_say("resumed with other settings: %s",
 			r->changed);
 }
 
@@ -261,10 +266,9 @@ static void on_progress(void *ctx, const nn_train_progress *p)
 	if (!printing(ctx))
 		return;
 	char el[32], eta[32];
-	fprintf(stderr,
-		"imshard-train: epoch %d step %llu/%llu loss %.4f acc %.1f%% "
+	train_say("epoch %d step %llu/%llu loss %.4f acc %.1f%% "
 		"lr %.4g, %.0f img/s per rank, %.0f img/s total, elapsed %s, "
-		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)\n",
+		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)",
 		p->epoch + 1, (unsigned long long)p->step,
 		(unsigned long long)p->total_steps,
 		p->samples > 0 ? p->loss_sum / p->samples : 0,
@@ -279,9 +283,8 @@ static void on_progress(void *ctx, const nn_train_progress *p)
 static void on_validated(void *ctx, const nn_train_validation *v)
 {
 	if (printing(ctx))
-		fprintf(stderr,
-			"imshard-train: epoch %d validation: top-1 %.2f%%, "
-			"top-5 %.2f%%, loss %.4f (%llu %s)\n",
+		train_say("epoch %d validation: top-1 %.2f%%, "
+			"top-5 %.2f%%, loss %.4f (%llu %s)",
 			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
 			(unsigned long long)v->records,
 			ims_plural(v->records, "record", "records"));
@@ -299,23 +302,18 @@ static void on_records_replaced(void *ctx, const nn_train_bad *b)
 	for (int i = 0; i < b->listed && n < sizeof(list); i++)
 		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%llu",
 				      i ? ", " : "", (unsigned long long)b->indices[i]);
-	char safe[4 * IMS_ERRMSG_MAX];
-	const char *why = b->reason && b->reason[0]
-				  ? ims_escape(b->reason, safe, sizeof(safe))
-				  : "";
+	const char *why = b->reason ? b->reason : "";
 	if (b->validation)
-		fprintf(stderr,
-			"imshard-train: warning: epoch %d validation: %llu record%s "
-			"could not be loaded and %s left out (records %s%s%s%s)\n",
+		train_say("warning: epoch %d validation: %llu record%s "
+			"could not be loaded and %s left out (records %s%s%s%s)",
 			b->epoch + 1, (unsigned long long)b->count,
 			b->count == 1 ? "" : "s", b->count == 1 ? "was" : "were", list,
 			(uint64_t)b->listed < b->count ? ", ..." : "",
 			why[0] ? "; " : "", why);
 	else
-		fprintf(stderr,
-			"imshard-train: warning: epoch %d: %llu training record%s "
+		train_say("warning: epoch %d: %llu training record%s "
 			"could not be loaded, each replaced by another record of "
-			"the epoch (records %s%s%s%s); %llu in the run so far\n",
+			"the epoch (records %s%s%s%s); %llu in the run so far",
 			b->epoch + 1, (unsigned long long)b->count,
 			b->count == 1 ? "" : "s", list,
 			(uint64_t)b->listed < b->count ? ", ..." : "",
@@ -326,9 +324,8 @@ static void on_step_skipped(void *ctx, uint64_t step, double scale,
 			    double new_scale, int forward)
 {
 	if (printing(ctx))
-		fprintf(stderr,
-			"imshard-train: step %llu: fp16 %s overflowed at "
-			"loss scale %g: step skipped, scale now %g\n",
+		train_say("step %llu: fp16 %s overflowed at "
+			"loss scale %g: step skipped, scale now %g",
 			(unsigned long long)step,
 			forward ? "forward pass (loss not finite)" : "gradients",
 			scale, new_scale);
@@ -336,17 +333,15 @@ static void on_step_skipped(void *ctx, uint64_t step, double scale,
 
 static void on_warning(void *ctx, const char *msg)
 {
-	char safe[4 * IMS_ERRMSG_MAX];
 	if (printing(ctx))
-		fprintf(stderr, "imshard-train: warning: %s\n",
-			ims_escape(msg, safe, sizeof(safe)));
+		train_say("warning: %s", msg);
 }
 
 static void on_rank_note(void *ctx, const char *msg)
 {
 	const printer *pr = ctx;
 	if (!pr->o->quiet)
-		fprintf(stderr, "imshard-train: %s\n", msg);
+		train_say("%s", msg);
 }
 
 /* ---- fault injection for tests (docs/TRAINING.md) ------------------------ */
@@ -432,7 +427,7 @@ static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
 static int fail_run(dp_comm *comm, const ims_error *err)
 {
 	if (dp_world(comm) > 1)
-		fprintf(stderr, "imshard: rank %d: %s\n", dp_rank(comm), err->msg);
+		cli_error("rank %d: %s", dp_rank(comm), err->msg);
 	else
 		cli_error("%s", err->msg);
 	dp_abort(comm, CLI_EXIT_FAIL);
@@ -642,9 +637,8 @@ int main(int argc, char **argv)
 
 	const char *picked = getenv("IMSHARD_BLAS_PICKED");
 	if (picked && !o.quiet && dp_rank(comm) == 0)
-		fprintf(stderr,
-			"imshard-train: OpenBLAS kernels '%s' (it chose its generic '%s' "
-			"for this CPU; set OPENBLAS_CORETYPE to choose)\n",
+		train_say("OpenBLAS kernels '%s' (it chose its generic '%s' "
+			"for this CPU; set OPENBLAS_CORETYPE to choose)",
 			nn_blas_core(), picked);
 
 	nn_train_hooks hooks;
@@ -674,9 +668,10 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		return fail_run(comm, &err);
 	if (res.nothing_to_do && dp_rank(comm) == 0) {
+		char safe[4 * 4096];
 		printf("nothing to train: the run in '%s' %s at step %llu (%llu "
 		       "%s done); no file changed\n",
-		       o.checkpoint_dir,
+		       ims_escape(o.checkpoint_dir, safe, sizeof(safe)),
 		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
 		       (unsigned long long)res.steps,
 		       (unsigned long long)res.epochs_done,

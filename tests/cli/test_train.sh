@@ -341,6 +341,15 @@ contains "$T/err" "cannot resume"
 # --freeze-backbone: the backbone's weights keep their bits, and its
 # activations are not kept for a backward that never reaches them
 expect 0 fit --epochs 1 --init "$T/full/checkpoint.safetensors" --freeze-backbone --log-dir "$T/frozen" --checkpoint-dir "$T/frozen"
+# Names from outside reach the terminal escaped: an --init file whose
+# name holds an ESC sequence is named with \x1b, never the raw byte.
+esc=$(printf 'init\033[31m.safetensors')
+cp "$T/full/checkpoint.safetensors" "$T/$esc"
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 \
+  --batch-size 8 --epochs 1 --max-steps 1 --init "$T/$esc"
+contains "$T/err" 'init\x1b[31m.safetensors'
+checks=$((checks + 1))
+grep -q "$(printf '\033')" "$T/err" && fail "a raw ESC byte reached stderr"
 cmp_st "$T/full/checkpoint.safetensors" "$T/frozen/checkpoint.safetensors" --rtol 0 --prefix features.0. >/dev/null ||
   fail "--freeze-backbone changed the backbone"
 checks=$((checks + 1))
