@@ -590,6 +590,31 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	for (int i = 0; i < log.n_short_splits; i++)
 		if (add_shorts(shorts, log.short_split[i], log.shorts[i], log.n_short[i]) < 0)
 			goto out;
+	if (rc < 0 && rep.n_refused) {
+		/* The command's one line, with the keyword for the flag, and
+		 * the first few short classes after it. */
+		ims_error e2;
+		ims_error_clear(&e2);
+		int len = snprintf(e2.msg, sizeof(e2.msg),
+				   "%s: cannot take the subset: %zu %s fewer images than "
+				   "wanted (allow_short=True takes all a short class has)%s%s:",
+				   rep.failed_split, rep.n_refused,
+				   ims_plural(rep.n_refused, "class has", "classes have"),
+				   rep.outcome[0] ? "; " : "", rep.outcome);
+		for (size_t i = 0; i < rep.n_refused && i < 5 && len > 0 &&
+				   (size_t)len < sizeof(e2.msg);
+		     i++)
+			len += snprintf(e2.msg + len, sizeof(e2.msg) - (size_t)len,
+					"%s '%s' (label %zu) has %zu of %zu", i ? "," : "",
+					rep.refused[i].name, rep.refused[i].label,
+					rep.refused[i].available, rep.refused[i].wanted);
+		if (rep.n_refused > 5 && len > 0 && (size_t)len < sizeof(e2.msg))
+			snprintf(e2.msg + len, sizeof(e2.msg) - (size_t)len, " and %zu more",
+				 rep.n_refused - 5);
+		e2.code = rc;
+		ims_py_raise(rc, &e2);
+		goto out;
+	}
 	if (rc < 0) {
 		if (rep.stage == PACK_CONVERT_OPTIONS)
 			ims_py_arg_error("%s", err.msg);
