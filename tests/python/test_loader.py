@@ -185,6 +185,8 @@ def settle(base, limit=5.0):
 
 @pytest.mark.parametrize("how", ["close", "del", "with"])
 def test_loader_killed_mid_epoch_leaks_no_thread(sample, how):
+    # a thread of an earlier test may still be ending when base is read:
+    # fewer threads than base afterwards is no leak, more is
     base = threads_now()
     loader = imshard.Loader(sample["train"], 4, 32, threads=2)
     it = iter(loader)
@@ -195,7 +197,7 @@ def test_loader_killed_mid_epoch_leaks_no_thread(sample, how):
         loader.close()
         loader.close()  # harmless
         # the batch still held is readable after close, the threads gone
-        assert settle(base) == base
+        assert settle(base) <= base
         assert b[0].shape[0] == 4 and np.isfinite(b[0]).all()
         with pytest.raises(imshard.Error, match="closed"):
             next(iter(loader))
@@ -206,7 +208,7 @@ def test_loader_killed_mid_epoch_leaks_no_thread(sample, how):
             next(iter(l2))
         loader.close()
     del b
-    assert settle(base) == base, "threads left behind"
+    assert settle(base) <= base, "threads left behind"
 
 
 def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
