@@ -258,6 +258,53 @@ typedef struct nn_adam_scalars {
 	float decay_mul;   /* AdamW: 1 - lr wd */
 } nn_adam_scalars;
 
+/*
+ * One update covers many tensors: train/optim.c cuts a step's trained
+ * segments into batches of up to NN_OPTIM_RUNS runs of the contiguous
+ * parameter block (a resnet50's 161 trained tensors make one batch, so
+ * one launch), and the CPU's loops and the device's kernels walk the
+ * same batch. Run r is elements [offset[r], offset[r] + count[r]) of the
+ * block, with weight decay when decay[r]; it is cut into blocks of
+ * NN_OPTIM_BLOCK elements numbered from first[r]. 3 KiB: it travels by
+ * value as a kernel parameter, with no device memory to manage.
+ */
+#define NN_OPTIM_RUNS 240
+#define NN_OPTIM_BLOCK 4096
+typedef struct nn_optim_runs {
+	uint32_t n;      /* runs */
+	uint32_t blocks; /* blocks of all runs */
+	uint32_t offset[NN_OPTIM_RUNS];
+	uint32_t count[NN_OPTIM_RUNS];
+	uint32_t first[NN_OPTIM_RUNS];
+	uint8_t decay[NN_OPTIM_RUNS];
+} nn_optim_runs;
+
+#ifdef __CUDACC__
+#define NN_HOST_DEVICE __host__ __device__
+#else
+#define NN_HOST_DEVICE
+#endif
+
+/* Block b's elements [*lo, *hi) and its run's decay flag: the run is the
+ * last whose first block is <= b (binary search; r->n >= 1). */
+static inline NN_HOST_DEVICE int nn_optim_block(const nn_optim_runs *r,
+						uint32_t b, size_t *lo,
+						size_t *hi)
+{
+	uint32_t a = 0, z = r->n - 1;
+	while (a < z) {
+		uint32_t mid = (a + z + 1) / 2;
+		if (r->first[mid] <= b)
+			a = mid;
+		else
+			z = mid - 1;
+	}
+	size_t end = (size_t)r->offset[a] + r->count[a];
+	*lo = (size_t)r->offset[a] + (size_t)(b - r->first[a]) * NN_OPTIM_BLOCK;
+	*hi = *lo + NN_OPTIM_BLOCK < end ? *lo + NN_OPTIM_BLOCK : end;
+	return r->decay[a];
+}
+
 /* ---- mixed precision on the CPU (layers/mixed.c) ------------------------ */
 
 /*
@@ -489,19 +536,23 @@ struct nn_backend {
 	 * then run their host code (train/optim.c's OpenMP loops; batches
 	 * read in place). ---- */
 
-	/* One SGD update of n elements, train/optim.c's sgd_run on the
-	 * device: d = g (+ wd p); momentum: buf = first ? d : buf mom + d,
-	 * d = nesterov ? d + mom buf : buf; p = p + neg_lr d. buf is NULL
-	 * without momentum. Queued; does not wait. */
+	/* One SGD update of a batch of runs of the parameter block (p, g
+	 * and buf are the blocks' starts; one launch), train/optim.c's
+	 * sgd_run on the device: d = g (+ wd p in a decayed run); momentum:
+	 * buf = first ? d : buf mom + d, d = nesterov ? d + mom buf : buf;
+	 * p = p + neg_lr d. buf is NULL without momentum. Queued; does not
+	 * wait. */
 	int (*sgd_update)(nn_ctx *, float *p, const float *g, float *buf,
-			  size_t n, float wd, float mom, int first,
-			  int nesterov, float neg_lr, ims_error *);
-	/* One Adam(W) update of n elements, train/optim.c's adam_run on the
-	 * device (l2: Adam's L2 penalty, 0 for none; decoupled: AdamW's
-	 * p *= decay_mul). Queued; does not wait. */
+			  const nn_optim_runs *runs, float wd, float mom,
+			  int first, int nesterov, float neg_lr, ims_error *);
+	/* One Adam(W) update of a batch of runs, train/optim.c's adam_run
+	 * on the device; in a decayed run l2 (Adam's L2 penalty, 0 for
+	 * none) and decoupled (AdamW's p *= decay_mul) apply. Queued; does
+	 * not wait. */
 	int (*adam_update)(nn_ctx *, float *p, const float *g, float *m,
-			   float *v, size_t n, const nn_adam_scalars *s,
-			   float l2, int decoupled, ims_error *);
+			   float *v, const nn_optim_runs *runs,
+			   const nn_adam_scalars *s, float l2, int decoupled,
+			   ims_error *);
 	/*
 	 * Input staging, double-buffered. stage_create makes two device
 	 * slots of x_bytes (batch) and label_bytes (labels) each, a copy

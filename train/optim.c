@@ -9,10 +9,14 @@
  * Everything is element-wise, so splitting a segment across OpenMP threads
  * cannot change a bit.
  *
- * With opts.ctx on a device backend the state lives in device memory and
- * each segment's update is the backend's sgd_update / adam_update kernel
- * (train/cuda/optim.cu, the same per-element operations); the checks, the
- * step count and the per-step scalars stay here, shared by both.
+ * A step's trained segments are cut into batches of runs
+ * (nn_optim_runs, nn_internal.h: up to 240 tensors each, so one batch
+ * for a resnet50), each walked block by block in one parallel loop here
+ * or one kernel launch on a device. With opts.ctx on a device backend
+ * the state lives in device memory and each batch is the backend's
+ * sgd_update / adam_update (train/cuda/optim.cu, the same per-element
+ * operations); the checks, the step count, the per-step scalars and the
+ * batches stay here, shared by both.
  */
 #include "train/nn_internal.h"
 #include "train/nn.h"
@@ -136,25 +140,40 @@ void nn_optim_free(nn_optim *opt)
 	free(opt);
 }
 
+/* The elements a batch of runs covers. */
+static size_t runs_elements(const nn_optim_runs *r)
+{
+	size_t n = 0;
+	for (uint32_t k = 0; k < r->n; k++)
+		n += r->count[k];
+	return n;
+}
+
 /* sgd.py: grad.add(param, alpha=wd); buf.mul_(momentum).add_(grad) (or
  * clone on the first step); grad.add(buf, alpha=momentum) for Nesterov;
- * param.add_(grad, alpha=-lr). */
+ * param.add_(grad, alpha=-lr). Over a batch of runs, block by block as
+ * the device's kernel walks it (wd only in decayed runs). */
 static void sgd_run(const nn_optim *opt, float *restrict p,
-		    const float *restrict g, float *restrict buf, size_t n,
-		    float wd, float mom, int first, float neg_lr, int nt)
+		    const float *restrict g, float *restrict buf,
+		    const nn_optim_runs *r, float wd_decay, float mom, int first,
+		    float neg_lr, int nt)
 {
 	const int nesterov = opt->o.nesterov;
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i++) {
-		float d = g[i];
-		if (wd != 0)
-			d = d + wd * p[i];
-		if (mom != 0) {
-			float b = first ? d : buf[i] * mom + d;
-			buf[i] = b;
-			d = nesterov ? d + mom * b : b;
+#pragma omp parallel for schedule(static) num_threads(nt) if (runs_elements(r) >= PAR_MIN)
+	for (uint32_t blk = 0; blk < r->blocks; blk++) {
+		size_t lo, hi;
+		const float wd = nn_optim_block(r, blk, &lo, &hi) ? wd_decay : 0;
+		for (size_t i = lo; i < hi; i++) {
+			float d = g[i];
+			if (wd != 0)
+				d = d + wd * p[i];
+			if (mom != 0) {
+				float b = first ? d : buf[i] * mom + d;
+				buf[i] = b;
+				d = nesterov ? d + mom * b : b;
+			}
+			p[i] = p[i] + neg_lr * d;
 		}
-		p[i] = p[i] + neg_lr * d;
 	}
 }
 
@@ -174,25 +193,33 @@ static inline float lerp(float self, float end, float w)
  * grad = grad.add(param, alpha=wd); exp_avg.lerp_(grad, 1 - beta1);
  * exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2);
  * denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps);
- * param.addcdiv_(exp_avg, denom, value=-step_size). */
+ * param.addcdiv_(exp_avg, denom, value=-step_size). l2 and decoupled
+ * apply in decayed runs only. */
 static void adam_run(float *restrict p, const float *restrict g,
-		     float *restrict m, float *restrict v, size_t n,
-		     const adam_scalars *s, float l2, int decoupled, int nt)
+		     float *restrict m, float *restrict v,
+		     const nn_optim_runs *r, const adam_scalars *s,
+		     float l2_decay, int decoupled_decay, int nt)
 {
 	const adam_scalars c = *s;
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_MIN)
-	for (size_t i = 0; i < n; i++) {
-		float gi = g[i];
-		if (decoupled)
-			p[i] = p[i] * c.decay_mul;
-		if (l2 != 0)
-			gi = gi + l2 * p[i];
-		float mi = lerp(m[i], gi, c.w1);
-		float vi = v[i] * c.beta2 + c.w2 * gi * gi;
-		m[i] = mi;
-		v[i] = vi;
-		float denom = sqrtf(vi) / c.bc2_sqrt + c.eps;
-		p[i] = p[i] + c.neg_step * mi / denom;
+#pragma omp parallel for schedule(static) num_threads(nt) if (runs_elements(r) >= PAR_MIN)
+	for (uint32_t blk = 0; blk < r->blocks; blk++) {
+		size_t lo, hi;
+		const int decay = nn_optim_block(r, blk, &lo, &hi);
+		const float l2 = decay ? l2_decay : 0;
+		const int decoupled = decay && decoupled_decay;
+		for (size_t i = lo; i < hi; i++) {
+			float gi = g[i];
+			if (decoupled)
+				p[i] = p[i] * c.decay_mul;
+			if (l2 != 0)
+				gi = gi + l2 * p[i];
+			float mi = lerp(m[i], gi, c.w1);
+			float vi = v[i] * c.beta2 + c.w2 * gi * gi;
+			m[i] = mi;
+			v[i] = vi;
+			float denom = sqrtf(vi) / c.bc2_sqrt + c.eps;
+			p[i] = p[i] + c.neg_step * mi / denom;
+		}
 	}
 }
 
@@ -210,7 +237,42 @@ static int check_segments(const nn_optim *opt, const nn_optim_segment *segs,
 			  "cannot step the optimiser: segment %zu at offset %zu overlaps or precedes segment %zu, which ends at %zu",
 			  i, s->offset, i - 1, end);
 		end = s->offset + s->count;
+		/* nn_optim_runs' offsets are 32-bit */
+		RETURN_IF(s->trainable && end > UINT32_MAX, err, IMS_ELIMIT,
+			  "cannot step the optimiser: segment %zu ends at parameter %zu, past the 2^32 its updates reach",
+			  i, end);
 	}
+	return 0;
+}
+
+/* One batch of runs updated at step t: the backend's one launch on a
+ * device, the loops above on the host. */
+static int update_runs(nn_optim *opt, float *params, const float *grads,
+		       const nn_optim_runs *r, const adam_scalars *sc,
+		       int64_t t, double lr, int nt, ims_error *err)
+{
+	const nn_optim_opts *o = &opt->o;
+	if (o->kind == NN_OPTIM_SGD) {
+		const float wd = (float)o->weight_decay, mom = (float)o->momentum;
+		float *buf = opt->nstate ? opt->state[0] : NULL;
+		if (opt->ctx)
+			return opt->ctx->be->sgd_update(opt->ctx, params, grads,
+							buf, r, wd, mom, t == 1,
+							o->nesterov, (float)-lr,
+							err);
+		sgd_run(opt, params, grads, buf, r, wd, mom, t == 1, (float)-lr,
+			nt);
+		return 0;
+	}
+	const int adamw = o->kind == NN_OPTIM_ADAMW;
+	const float l2 = !adamw ? (float)o->weight_decay : 0.0f;
+	const int decoupled = adamw && o->weight_decay != 0;
+	if (opt->ctx)
+		return opt->ctx->be->adam_update(opt->ctx, params, grads,
+						 opt->state[0], opt->state[1], r,
+						 sc, l2, decoupled, err);
+	adam_run(params, grads, opt->state[0], opt->state[1], r, sc, l2,
+		 decoupled, nt);
 	return 0;
 }
 
@@ -237,61 +299,38 @@ int nn_optim_step(nn_optim *opt, float *params, const float *grads,
 	const nn_optim_opts *o = &opt->o;
 	const int nt = o->threads > 0 ? o->threads : omp_get_max_threads();
 	const int64_t t = opt->steps + 1;
-	if (o->kind == NN_OPTIM_SGD) {
-		const float mom = (float)o->momentum;
-		for (size_t i = 0; i < nsegs; i++) {
-			const nn_optim_segment *s = &segs[i];
-			if (!s->trainable || !s->count)
-				continue;
-			if (opt->ctx) {
-				FORWARD_IF_ERR(opt->ctx->be->sgd_update(
-					opt->ctx, params + s->offset,
-					grads + s->offset,
-					opt->nstate ? opt->state[0] + s->offset : NULL,
-					s->count,
-					s->decay ? (float)o->weight_decay : 0.0f, mom,
-					t == 1, o->nesterov, (float)-lr, err));
-				continue;
-			}
-			sgd_run(opt, params + s->offset, grads + s->offset,
-				opt->nstate ? opt->state[0] + s->offset : NULL,
-				s->count, s->decay ? (float)o->weight_decay : 0.0f,
-				mom, t == 1, (float)-lr, nt);
+	const double bc1 = 1.0 - pow(o->beta1, (double)t);
+	const double bc2 = 1.0 - pow(o->beta2, (double)t);
+	const adam_scalars sc = {
+		.w1 = (float)(1.0 - o->beta1),
+		.beta2 = (float)o->beta2,
+		.w2 = (float)(1.0 - o->beta2),
+		.neg_step = (float)-(lr / bc1),
+		.bc2_sqrt = (float)sqrt(bc2),
+		.eps = (float)o->eps,
+		.decay_mul = (float)(1.0 - lr * o->weight_decay),
+	};
+	/* The trained segments in batches of runs, one update each. */
+	nn_optim_runs r;
+	r.n = r.blocks = 0;
+	for (size_t i = 0; i <= nsegs; i++) {
+		const nn_optim_segment *s = i < nsegs ? &segs[i] : NULL;
+		if (s && (!s->trainable || !s->count))
+			continue;
+		if (s) {
+			r.offset[r.n] = (uint32_t)s->offset;
+			r.count[r.n] = (uint32_t)s->count;
+			r.first[r.n] = r.blocks;
+			r.decay[r.n] = (uint8_t)(s->decay != 0);
+			r.blocks += (uint32_t)((s->count + NN_OPTIM_BLOCK - 1) /
+					       NN_OPTIM_BLOCK);
+			r.n++;
 		}
-	} else {
-		const double bc1 = 1.0 - pow(o->beta1, (double)t);
-		const double bc2 = 1.0 - pow(o->beta2, (double)t);
-		const adam_scalars sc = {
-			.w1 = (float)(1.0 - o->beta1),
-			.beta2 = (float)o->beta2,
-			.w2 = (float)(1.0 - o->beta2),
-			.neg_step = (float)-(lr / bc1),
-			.bc2_sqrt = (float)sqrt(bc2),
-			.eps = (float)o->eps,
-			.decay_mul = (float)(1.0 - lr * o->weight_decay),
-		};
-		const int adamw = o->kind == NN_OPTIM_ADAMW;
-		for (size_t i = 0; i < nsegs; i++) {
-			const nn_optim_segment *s = &segs[i];
-			if (!s->trainable || !s->count)
-				continue;
-			const int decay = s->decay && o->weight_decay != 0;
-			if (opt->ctx) {
-				FORWARD_IF_ERR(opt->ctx->be->adam_update(
-					opt->ctx, params + s->offset,
-					grads + s->offset,
-					opt->state[0] + s->offset,
-					opt->state[1] + s->offset, s->count, &sc,
-					decay && !adamw ? (float)o->weight_decay : 0.0f,
-					decay && adamw, err));
-				continue;
-			}
-			adam_run(params + s->offset, grads + s->offset,
-				 opt->state[0] + s->offset, opt->state[1] + s->offset,
-				 s->count, &sc,
-				 decay && !adamw ? (float)o->weight_decay : 0.0f,
-				 decay && adamw, nt);
-		}
+		if (!r.n || (s && r.n < NN_OPTIM_RUNS))
+			continue;
+		FORWARD_IF_ERR(update_runs(opt, params, grads, &r, &sc, t, lr,
+					   nt, err));
+		r.n = r.blocks = 0;
 	}
 	opt->steps = t;
 	return 0;

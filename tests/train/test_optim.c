@@ -1,11 +1,13 @@
 /*
  * test_optim.c - SGD, Adam and AdamW against the formulas of train.h
  * evaluated in double, segments (no decay, frozen, uncovered), state save
- * and restore continuing bit for bit, thread-count independence, and the
+ * and restore continuing bit for bit, thread-count independence, many
+ * tensors in one step (several batches of runs) as each alone, and the
  * error paths.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test.h"
 #include "train/nn.h"
@@ -473,6 +475,105 @@ static void test_errors(void)
 	nn_optim_free(opt);
 }
 
+/*
+ * Many tensors in one step: 700 segments of 0 to 8999 elements (some
+ * past NN_OPTIM_BLOCK), gaps between some, every fifth frozen, every
+ * other without decay, so a step cuts them into three batches of runs.
+ * Each element must end as the same optimiser run on its segment alone
+ * leaves it, bit for bit, and within 1e-5 of the formulas in double
+ * (elements outside every trained segment keep their values).
+ */
+static void test_many_segments(int kind, int nesterov)
+{
+	enum { NS = 700 };
+	nn_optim_segment *sg = calloc(NS, sizeof(*sg));
+	size_t n = 0;
+	for (int i = 0; i < NS; i++) {
+		n += (size_t)(i % 3 == 0); /* a gap */
+		size_t count = (size_t)(i * 7919) % 9000;
+		sg[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
+		n += count;
+	}
+	float *p = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
+	float *ref = calloc(n, sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		p[i] = ref[i] = (float)sin(0.37 * (double)i);
+	nn_optim_opts o;
+	nn_optim_opts_init(&o, kind);
+	o.weight_decay = 0.01;
+	if (kind == NN_OPTIM_SGD) {
+		o.momentum = 0.9;
+		o.nesterov = nesterov;
+	}
+	nn_optim *all;
+	ims_error e;
+	CHECK_OK(nn_optim_create(&o, n, &all, &e), &e);
+	nn_optim **one = calloc(NS, sizeof(*one));
+	for (int i = 0; i < NS; i++)
+		CHECK_OK(nn_optim_create(&o, sg[i].count, &one[i], &e), &e);
+	/* and, independently, the formulas in double */
+	double *dp = calloc(n, sizeof(double)), *m = calloc(n, sizeof(double));
+	double *v = calloc(n, sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		dp[i] = p[i];
+	for (int step = 0; step < 3; step++) {
+		for (size_t i = 0; i < n; i++)
+			g[i] = (float)cos(0.11 * (double)i + step);
+		CHECK_OK(nn_optim_step(all, p, g, sg, NS, lr_at(step), &e), &e);
+		const double lr = lr_at(step), t = step + 1;
+		for (int k = 0; k < NS; k++) {
+			if (!sg[k].trainable)
+				continue;
+			const double wd = sg[k].decay ? o.weight_decay : 0;
+			for (size_t i = sg[k].offset; i < sg[k].offset + sg[k].count;
+			     i++) {
+				double gi = g[i];
+				if (kind == NN_OPTIM_SGD) {
+					gi += wd * dp[i];
+					m[i] = step ? 0.9 * m[i] + gi : gi;
+					dp[i] -= lr * (nesterov ? gi + 0.9 * m[i] : m[i]);
+					continue;
+				}
+				if (kind == NN_OPTIM_ADAMW)
+					dp[i] *= 1 - lr * wd;
+				else
+					gi += wd * dp[i];
+				m[i] = 0.9 * m[i] + 0.1 * gi;
+				v[i] = 0.999 * v[i] + 0.001 * gi * gi;
+				dp[i] -= lr / (1 - pow(0.9, t)) * m[i] /
+					 (sqrt(v[i]) / sqrt(1 - pow(0.999, t)) + 1e-8);
+			}
+		}
+		for (int i = 0; i < NS; i++) {
+			nn_optim_segment alone = {0, sg[i].count, sg[i].decay,
+						  sg[i].trainable};
+			CHECK_OK(nn_optim_step(one[i], ref + sg[i].offset,
+					       g + sg[i].offset, &alone, 1,
+					       lr_at(step), &e),
+				 &e);
+		}
+	}
+	size_t differ = 0;
+	for (size_t i = 0; i < n; i++)
+		differ += memcmp(&p[i], &ref[i], sizeof(float)) != 0;
+	CHECK_EQ_U64(differ, 0);
+	size_t far = 0;
+	for (size_t i = 0; i < n; i++)
+		far += !(fabs(p[i] - dp[i]) <= 1e-5 * fmax(fabs(dp[i]), 1));
+	CHECK_EQ_U64(far, 0);
+	free(dp);
+	free(m);
+	free(v);
+	for (int i = 0; i < NS; i++)
+		nn_optim_free(one[i]);
+	nn_optim_free(all);
+	free(one);
+	free(sg);
+	free(p);
+	free(g);
+	free(ref);
+}
+
 int main(void)
 {
 	test_formulas();
@@ -482,6 +583,9 @@ int main(void)
 	test_resume(NN_OPTIM_SGD, 1);
 	test_resume(NN_OPTIM_ADAM, 0);
 	test_resume(NN_OPTIM_ADAMW, 0);
+	test_many_segments(NN_OPTIM_SGD, 1);
+	test_many_segments(NN_OPTIM_ADAM, 0);
+	test_many_segments(NN_OPTIM_ADAMW, 0);
 	test_state_names();
 	test_errors();
 	return TEST_EXIT();

@@ -4,7 +4,8 @@
  * layer kernels (test_backend_cuda checks those).
  *
  *  - Optimiser updates (optim.cu): SGD (momentum, Nesterov, weight decay,
- *    a segment without decay, a frozen one), Adam and AdamW, 3 steps from
+ *    a segment without decay, a frozen one; and 700 tensors, several
+ *    launches of many runs each), Adam and AdamW, 3 steps from
  *    the same parameters, gradients and state: the CPU's bits exactly
  *    (both round every operation on its own).
  *  - Three training steps of convnet7 and resnet18 (32 px, batch 4, 10
@@ -94,14 +95,9 @@ static float *to_host_copy(const void *d, size_t bytes)
 
 /* ---- optimiser updates: bit for bit --------------------------------------- */
 
-static void optim_case(int kind, int nesterov, double wd)
+static void optim_case(int kind, int nesterov, double wd,
+		       const nn_optim_segment *segs, size_t nsegs, size_t n)
 {
-	const size_t n = 100003;
-	nn_optim_segment segs[3] = {
-		{0, 40000, 1, 1},     /* decay */
-		{40000, 30000, 0, 1}, /* no decay (batch norm, bias) */
-		{70000, 20000, 1, 0}, /* frozen */
-	};
 	float *p = nn_test_alloc(n), *g = nn_test_alloc(n);
 	nn_test_fill(p, n, 11 + (uint64_t)kind, -1, 1);
 	float *dp = to_dev(p, n * sizeof(float));
@@ -120,8 +116,8 @@ static void optim_case(int kind, int nesterov, double wd)
 		nn_test_fill(g, n, 100 + (uint64_t)step, -0.5f, 0.5f);
 		float *dg = to_dev(g, n * sizeof(float));
 		double lr = 0.1 / (step + 1);
-		CHECK_OK(nn_optim_step(hc, p, g, segs, 3, lr, &err), &err);
-		CHECK_OK(nn_optim_step(dc, dp, dg, segs, 3, lr, &err), &err);
+		CHECK_OK(nn_optim_step(hc, p, g, segs, nsegs, lr, &err), &err);
+		CHECK_OK(nn_optim_step(dc, dp, dg, segs, nsegs, lr, &err), &err);
 		gpu.be->free(&gpu, dg);
 	}
 	float *back = to_host_copy(dp, n * sizeof(float));
@@ -147,10 +143,29 @@ static void optim_case(int kind, int nesterov, double wd)
 
 static void test_optim(void)
 {
-	optim_case(NN_OPTIM_SGD, 0, 1e-4);
-	optim_case(NN_OPTIM_SGD, 1, 5e-4);
-	optim_case(NN_OPTIM_ADAM, 0, 1e-2);
-	optim_case(NN_OPTIM_ADAMW, 0, 1e-2);
+	const nn_optim_segment three[3] = {
+		{0, 40000, 1, 1},     /* decay */
+		{40000, 30000, 0, 1}, /* no decay (batch norm, bias) */
+		{70000, 20000, 1, 0}, /* frozen */
+	};
+	optim_case(NN_OPTIM_SGD, 0, 1e-4, three, 3, 100003);
+	optim_case(NN_OPTIM_SGD, 1, 5e-4, three, 3, 100003);
+	optim_case(NN_OPTIM_ADAM, 0, 1e-2, three, 3, 100003);
+	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, three, 3, 100003);
+	/* 700 tensors, gaps, frozen and undecayed ones: three batches of
+	 * runs, three launches */
+	enum { NS = 700 };
+	nn_optim_segment *many = calloc(NS, sizeof(*many));
+	size_t n = 0;
+	for (int i = 0; i < NS; i++) {
+		n += (size_t)(i % 3 == 0);
+		size_t count = (size_t)(i * 7919) % 9000;
+		many[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
+		n += count;
+	}
+	optim_case(NN_OPTIM_SGD, 1, 5e-4, many, NS, n);
+	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, many, NS, n);
+	free(many);
 }
 
 /* ---- three training steps ------------------------------------------------- */

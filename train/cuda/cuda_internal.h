@@ -223,11 +223,12 @@ int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 /* train_cuda.c: the optimiser updates, input staging and sync entries
  * (nn_internal.h's backend table says what each does) */
 int nn_cuda_sgd_update(nn_ctx *ctx, float *p, const float *g, float *buf,
-		       size_t n, float wd, float mom, int first, int nesterov,
-		       float neg_lr, ims_error *err);
+		       const nn_optim_runs *r, float wd, float mom, int first,
+		       int nesterov, float neg_lr, ims_error *err);
 int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
-			float *v, size_t n, const nn_adam_scalars *s, float l2,
-			int decoupled, ims_error *err);
+			float *v, const nn_optim_runs *r,
+			const nn_adam_scalars *s, float l2, int decoupled,
+			ims_error *err);
 int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 			  int *found_inf, ims_error *err);
 int nn_cuda_loss_prepare(nn_ctx *ctx, int n, int k, ims_error *err);

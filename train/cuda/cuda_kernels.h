@@ -116,11 +116,11 @@ cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k, const float *logits,
 /* optim.cu: train/optim.c's sgd_run and adam_run (see nn_backend's
  * sgd_update and adam_update), the CPU's bits */
 cudaError_t nn_cuda_k_sgd(cudaStream_t s, float *p, const float *g,
-			  float *buf, size_t n, float wd, float mom, int first,
-			  int nesterov, float neg_lr);
+			  float *buf, const nn_optim_runs *r, float wd,
+			  float mom, int first, int nesterov, float neg_lr);
 cudaError_t nn_cuda_k_adam(cudaStream_t s, float *p, const float *g, float *m,
-			   float *v, size_t n, const nn_adam_scalars *c,
-			   float l2, int decoupled);
+			   float *v, const nn_optim_runs *r,
+			   const nn_adam_scalars *c, float l2, int decoupled);
 
 /* half.cu: mixed precision (ctx->precision NN_PREC_BF16 or NN_PREC_FP16;
  * any other value fails with cudaErrorInvalidValue): the model's 16-bit

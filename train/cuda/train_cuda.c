@@ -23,21 +23,22 @@
 #include "train/stage_slots.h"
 
 int nn_cuda_sgd_update(nn_ctx *ctx, float *p, const float *g, float *buf,
-		       size_t n, float wd, float mom, int first, int nesterov,
-		       float neg_lr, ims_error *err)
+		       const nn_optim_runs *r, float wd, float mom, int first,
+		       int nesterov, float neg_lr, ims_error *err)
 {
 	CUDA_CHECK(err, "run the sgd update on cuda",
-		   nn_cuda_k_sgd(nn_cuda_dev_of(ctx)->stream, p, g, buf, n, wd,
+		   nn_cuda_k_sgd(nn_cuda_dev_of(ctx)->stream, p, g, buf, r, wd,
 				 mom, first, nesterov, neg_lr));
 	return 0;
 }
 
 int nn_cuda_adam_update(nn_ctx *ctx, float *p, const float *g, float *m,
-			float *v, size_t n, const nn_adam_scalars *s, float l2,
-			int decoupled, ims_error *err)
+			float *v, const nn_optim_runs *r,
+			const nn_adam_scalars *s, float l2, int decoupled,
+			ims_error *err)
 {
 	CUDA_CHECK(err, "run the adam update on cuda",
-		   nn_cuda_k_adam(nn_cuda_dev_of(ctx)->stream, p, g, m, v, n, s,
+		   nn_cuda_k_adam(nn_cuda_dev_of(ctx)->stream, p, g, m, v, r, s,
 				  l2, decoupled));
 	return 0;
 }
