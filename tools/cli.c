@@ -347,3 +347,41 @@ int cli_parse_triple(const char *s, float out[3])
 	}
 	return 0;
 }
+
+static void subcommand_usage(FILE *f, const cli_subcommand *cmds,
+			     const char *usage_line, const char *intro)
+{
+	fprintf(f, "%s\n\n%s\n\ncommands:\n", usage_line, intro);
+	for (const cli_subcommand *c = cmds; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->help);
+	fprintf(f, "\n'imshard <command> --help' describes a command's options.\n"
+		   "Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
+		       const char *usage_line, const char *intro,
+		       void (*before)(char **argv))
+{
+	if (argc < 2) {
+		subcommand_usage(stderr, cmds, usage_line, intro);
+		return CLI_EXIT_USAGE;
+	}
+	const char *name = argv[1];
+	if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
+		subcommand_usage(stdout, cmds, usage_line, intro);
+		return CLI_EXIT_OK;
+	}
+	if (!strcmp(name, "--version")) {
+		printf("imshard %s\n", IMS_VERSION_STRING);
+		return CLI_EXIT_OK;
+	}
+	for (const cli_subcommand *c = cmds; c->name; c++) {
+		if (strcmp(c->name, name))
+			continue;
+		if (before)
+			before(argv);
+		return c->fn(argc - 1, argv + 1);
+	}
+	cli_error("unknown command '%s' (see 'imshard --help')", name);
+	return CLI_EXIT_USAGE;
+}

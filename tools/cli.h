@@ -79,6 +79,24 @@ void cli_info(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 
  * a name print as \xHH, never raw to the terminal. */
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One command of a program with subcommands (imshard, imshard-model). */
+typedef struct cli_subcommand {
+	const char *name;
+	int (*fn)(int argc, char **argv); /* argv[0] is the command's name */
+	const char *help;                 /* one line for the program's usage */
+} cli_subcommand;
+
+/*
+ * A program's main: runs argv[1]'s command from `cmds` (ended by a NULL
+ * name) with argv[1..], after calling `before` (may be NULL) with it.
+ * No command, -h, --help or help print the usage (`usage_line`, `intro`,
+ * then each command's help line) and --version the version. An unknown
+ * command is one line and CLI_EXIT_USAGE.
+ */
+int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
+		       const char *usage_line, const char *intro,
+		       void (*before)(char **argv));
+
 /* Parses a decimal integer or a seed; returns 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Parses three comma-separated finite numbers ("123.7,116.3,103.5", a

@@ -47,13 +47,7 @@ static int run_model_program(int argc, char **argv)
 	return CLI_EXIT_FAIL;
 }
 
-struct subcommand {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-	const char *help;
-};
-
-static const struct subcommand commands[] = {
+static const cli_subcommand commands[] = {
 	{"list", cmd_list, "list a folder of class subfolders as .lst files"},
 	{"subset", cmd_subset, "take a class-balanced subset of a .lst file"},
 	{"pack", cmd_pack, "pack the images of a .lst file into sharded records"},
@@ -69,37 +63,11 @@ static const struct subcommand commands[] = {
 	{"export", run_model_program, "write a checkpoint's weights as safetensors for PyTorch"},
 	{NULL, NULL, NULL}};
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: imshard <command> [options]\n\n"
-		   "Turns image datasets into sharded LMDB record files; evaluates\n"
-		   "and uses the networks imshard-train trains from them.\n\n"
-		   "commands:\n");
-	for (const struct subcommand *c = commands; c->name; c++)
-		fprintf(f, "  %-10s %s\n", c->name, c->help);
-	fprintf(f, "\n'imshard <command> --help' describes a command's options.\n"
-		   "Exit status: 0 success, 1 failure, 2 bad usage.\n");
-}
-
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
-	const char *name = argv[1];
-	if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0 ||
-	    strcmp(name, "help") == 0) {
-		usage(stdout);
-		return CLI_EXIT_OK;
-	}
-	if (strcmp(name, "--version") == 0) {
-		printf("imshard %s\n", IMS_VERSION_STRING);
-		return CLI_EXIT_OK;
-	}
-	for (const struct subcommand *c = commands; c->name; c++)
-		if (strcmp(c->name, name) == 0)
-			return c->fn(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (see 'imshard --help')", name);
-	return CLI_EXIT_USAGE;
+	return cli_run_subcommand(
+		argc, argv, commands, "usage: imshard <command> [options]",
+		"Turns image datasets into sharded LMDB record files; evaluates\n"
+		"and uses the networks imshard-train trains from them.",
+		NULL);
 }
