@@ -298,20 +298,12 @@ static int eval_loader(run *r, const nn_eval_opts *o, ims_error *err)
 	aug_loader_opts vo;
 	aug_loader_opts_init(&vo, 0);
 	vo.manifest = o->split;
-	vo.rank = r->dp.rank;
-	vo.world = r->dp.world;
 	vo.batch_size = o->batch_size;
 	vo.threads = o->threads;
 	vo.quiet = r->dp.rank != 0 || o->quiet;
-	loop_host_memory(r, &vo);
-	/* every record once: as the trainer's validation (setup.c) */
-	vo.drop_remainder = 0;
-	vo.drop_last = 0;
-	vo.transform.out_w = vo.transform.out_h = c->size;
-	vo.transform.crop_frac = c->val_crop_frac;
-	memcpy(vo.transform.mean, c->mean, sizeof(c->mean));
-	memcpy(vo.transform.std, c->std, sizeof(c->std));
-	return aug_loader_open(&vo, &r->data.val, err);
+	/* every record once, as the trainer's validation */
+	return loop_open_eval_loader(r, &vo, c->size, c->val_crop_frac, c->mean,
+				     c->std, err);
 }
 
 static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)

@@ -205,6 +205,15 @@ int loop_loader_next(run *r, aug_loader *l, aug_batch *b, ims_error *err);
 int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
 		      uint64_t position, ims_error *err);
 void loop_host_memory(run *r, aug_loader_opts *lo);
+/* Opens r->data.val from vo (manifest, batch, threads, seed and quiet
+ * set by the caller) for validation or evaluation: this rank's share,
+ * every record once (ranks pad to equal shares, padded samples are
+ * flagged and left out of the metric; a short last batch is kept), the
+ * centre crop at size with its crop fraction and normalisation
+ * (setup.c). */
+int loop_open_eval_loader(run *r, aug_loader_opts *vo, int size,
+			  float crop_frac, const float mean[3],
+			  const float std[3], ims_error *err);
 int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
 		      const int32_t **labels, int *slot, double *wait_s,
 		      ims_error *err);

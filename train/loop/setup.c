@@ -258,22 +258,28 @@ int loop_open_loaders(run *r, ims_error *err)
 	aug_loader_opts vo;
 	aug_loader_opts_init(&vo, 0);
 	vo.manifest = o->val_manifest;
-	vo.rank = r->dp.rank;
-	vo.world = r->dp.world;
 	vo.seed = o->seed;
 	vo.batch_size = o->batch_size;
 	vo.threads = lo.threads;
 	vo.quiet = 1;
-	loop_host_memory(r, &vo);
-	/* every record once: ranks pad to equal shares, padded samples are
-	 * flagged and left out of the metric; a short last batch is kept */
-	vo.drop_remainder = 0;
-	vo.drop_last = 0;
-	vo.transform.out_w = vo.transform.out_h = o->size;
-	vo.transform.crop_frac = o->val_crop_frac;
-	memcpy(vo.transform.mean, o->mean, sizeof(o->mean));
-	memcpy(vo.transform.std, o->std, sizeof(o->std));
-	return aug_loader_open(&vo, &r->data.val, err);
+	return loop_open_eval_loader(r, &vo, o->size, o->val_crop_frac, o->mean,
+				     o->std, err);
+}
+
+int loop_open_eval_loader(run *r, aug_loader_opts *vo, int size,
+			  float crop_frac, const float mean[3],
+			  const float std[3], ims_error *err)
+{
+	vo->rank = r->dp.rank;
+	vo->world = r->dp.world;
+	loop_host_memory(r, vo);
+	vo->drop_remainder = 0;
+	vo->drop_last = 0;
+	vo->transform.out_w = vo->transform.out_h = size;
+	vo->transform.crop_frac = crop_frac;
+	memcpy(vo->transform.mean, mean, 3 * sizeof(float));
+	memcpy(vo->transform.std, std, 3 * sizeof(float));
+	return aug_loader_open(vo, &r->data.val, err);
 }
 
 /*
