@@ -78,6 +78,17 @@ int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 				     loss_sum, dlogits, err);
 }
 
+int nn_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		  const int32_t *labels, float smoothing, float scale,
+		  float *dlogits, int64_t step, nn_tally *tally, ims_error *err)
+{
+	if (ctx->be->xent_tally)
+		return ctx->be->xent_tally(ctx, n, k, logits, labels, smoothing,
+					   scale, dlogits, step, tally, err);
+	return nn_cpu_xent_tally(ctx, n, k, logits, labels, smoothing, scale,
+				 dlogits, step, tally, err);
+}
+
 /* The CPU's: the device kernel's loop (train/cuda/half.cu), each
  * product rounded once. */
 static void host_unscale_check(float *g, size_t n, float inv, int *found_inf)

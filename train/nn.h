@@ -436,6 +436,36 @@ int nn_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 		    double *loss_sum, float *dlogits, ims_error *err);
 
 /*
+ * Training steps' losses and top-1 hits summed where the loss is computed
+ * (device memory on a device), so that a step need not wait for the
+ * device to read its loss: nn_xent_tally adds to it, and the trainer
+ * reads it (nn_ctx_to_host) only when it reports, every --log-every
+ * steps.
+ */
+typedef struct nn_tally {
+	double loss_sum;        /* per-sample losses, summed */
+	double correct;         /* top-1 hits */
+	int64_t nonfinite_step; /* the first step whose loss was NaN or
+				   infinite; 0: none */
+	int64_t bad_label_step; /* the first step with a label outside
+				   [0, K); 0: none */
+} nn_tally;
+
+/*
+ * nn_softmax_xent for step `step` (from 1) without waiting for the
+ * device: dlogits as there; the loss sum and the top-1 hits
+ * (nn_topk_correct's) of the n samples are added to *tally (ctx's
+ * memory), in that order, and the step is noted in it when its loss is
+ * not finite. A label outside [0, K) notes the step instead and leaves
+ * dlogits and the sums as they were. Queued on a device; the same host
+ * code on the CPU. Errors: n or k < 1, s outside [0, 1].
+ */
+int nn_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		  const int32_t *labels, float smoothing, float scale,
+		  float *dlogits, int64_t step, nn_tally *tally,
+		  ims_error *err);
+
+/*
  * Counts samples whose label is among the top `topk` logits (ties counted
  * against the sample: a label tied with the k-th logit is a miss only when
  * other classes at that value come first in index order). Samples with

@@ -241,6 +241,12 @@ int nn_xent_check(int n, int k, float smoothing, ims_error *err);
 int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			const int32_t *labels, float smoothing, float scale,
 			double *loss_sum, float *dlogits, ims_error *err);
+/* nn_xent_tally on host memory: the CPU's, and the reference of a
+ * device's xent_tally. */
+int nn_cpu_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		      const int32_t *labels, float smoothing, float scale,
+		      float *dlogits, int64_t step, nn_tally *tally,
+		      ims_error *err);
 /* nn_topk_correct, the host's score of logits, is public (train/nn.h). */
 
 /* ---- optimiser updates (train/optim.c's per-element math) -------------- */
@@ -489,6 +495,12 @@ struct nn_backend {
 	 * model widens its last output before the loss. */
 	int (*softmax_xent)(nn_ctx *, int, int, const float *, const int32_t *,
 			    float, float, double *, float *, ims_error *);
+	/* nn_xent_tally on the device, queued (NULL on the CPU, whose
+	 * callers run nn_cpu_xent_tally). */
+	int (*xent_tally)(nn_ctx *, int n, int k, const float *logits,
+			  const int32_t *labels, float smoothing, float scale,
+			  float *dlogits, int64_t step, nn_tally *tally,
+			  ims_error *);
 	/* Between float and the activation type: dst = src rounded to it
 	 * (from_f32) or widened from it (to_f32), count values; a copy in
 	 * fp32. The model's 16-bit input, weight copy, logits and loss

@@ -318,6 +318,27 @@ for k in sorted(a):
 print(" ".join(sorted(set(out))))
 PY
 )" "counter stat weight" "(forward overflow against gradient overflow: checkpoint)"
+# fp32 and bf16 on a device read the loss only when an interval is
+# reported (--log-every) or a checkpoint written: the twin, reporting
+# every 4 steps and checkpointing every 3, trains and reports exactly as
+# the plain loop does with the same flags
+expect 0 fit --epochs 2 --seed 9 --checkpoint-dir "$T/hd0" --log-dir "$T/hd0" --log-every 4 --checkpoint-every 3
+expect 0 hs --epochs 2 --seed 9 --checkpoint-dir "$T/hd1" --log-dir "$T/hd1" --log-every 4 --checkpoint-every 3
+st_same "$T/hd0/checkpoint.safetensors" "$T/hd1/checkpoint.safetensors" ||
+  fail "the loop reading its loss every 4 steps ends with other bytes"
+checks=$((checks + 1))
+same "$(hs_lines "$T/hd1/metrics.jsonl")" "$(hs_lines "$T/hd0/metrics.jsonl")" "deferred-loss loop's metrics"
+# a NaN loss at step 3, read at step 4's checkpoint: the run stops there
+# naming step 3, and the checkpoint kept is step 2's, as the plain loop
+# (which reads every step) keeps
+run env IMSHARD_INJECT_NAN_STEP=3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 8 --checkpoint-every 2 --checkpoint-dir "$T/hd2"
+same "$rc" 1 "(plain run fed a NaN at step 3)"
+run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 8 --checkpoint-every 2 --checkpoint-dir "$T/hd3"
+same "$rc" 1 "(deferred-loss run fed a NaN at step 3)"
+contains "$T/err" "loss is NaN at step 3: stopping"
+st_same "$T/hd2/checkpoint.safetensors" "$T/hd3/checkpoint.safetensors" ||
+  fail "a run whose step 3 went NaN kept another checkpoint than step 2's"
+checks=$((checks + 1))
 # bf16 and fp32 still stop at a loss that is not finite
 run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6
 same "$rc" 1 "(fp32 staged run fed a NaN at step 3)"

@@ -1183,8 +1183,90 @@ static void xent_case(int n, int k, float smoothing)
 	free(z), free(g), free(labels), free(nan_z);
 }
 
+/* The training step's variant: the tally in device memory against the
+ * CPU's over three steps (ties and a NaN logit in the top-1), then a bad
+ * label noted with its step and nothing else changed. */
+static void tally_case(int n, int k, float smoothing)
+{
+	char what[96];
+	snprintf(what, sizeof(what), "xent tally n%d k%d s%g", n, k,
+		 (double)smoothing);
+	const size_t nz = (size_t)n * k;
+	float *z = nn_test_alloc(nz), *g = nn_test_alloc(nz);
+	int32_t *labels = calloc((size_t)n, sizeof(int32_t));
+	float *gz = up(NULL, nz), *gg = up(NULL, nz);
+	int32_t *gl = up_bytes(NULL, (size_t)n * sizeof(int32_t));
+	nn_tally ct = {0}, ht;
+	nn_tally *dt = up_bytes(&ct, sizeof(ct));
+	for (int step = 1; step <= 3; step++) {
+		nn_test_fill(z, nz, 70 + (uint64_t)step, -3, 3);
+		for (int i = 0; i < n; i++) {
+			labels[i] = (int32_t)((i * 31u + (unsigned)step) % (unsigned)k);
+			if (i % 3 == 0 && k > 1) /* a tie with class 0 */
+				z[(size_t)i * k + labels[i]] = z[(size_t)i * k];
+		}
+		if (step == 2)
+			z[0] = NAN;
+		CHECK_OK(gpu.be->to_device(&gpu, gz, z, nz * sizeof(float), &err),
+			 &err);
+		CHECK_OK(gpu.be->to_device(&gpu, gl, labels,
+					   (size_t)n * sizeof(int32_t), &err),
+			 &err);
+		CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing,
+					   1.0f / n, g, step, &ct, &err),
+			 &err);
+		CHECK_OK(gpu.be->xent_tally(&gpu, n, k, gz, gl, smoothing,
+					    1.0f / n, gg, step, dt, &err),
+			 &err);
+		if (step != 2)
+			near_dev(what, g, gg, nz);
+	}
+	CHECK_OK(gpu.be->to_host(&gpu, &ht, dt, sizeof(ht), &err), &err);
+	/* step 2's loss is NaN: so are the sums, and step 2 is noted */
+	CHECK(isnan(ct.loss_sum) && isnan(ht.loss_sum));
+	CHECK(ht.correct == ct.correct);
+	CHECK_EQ_U64((uint64_t)ht.nonfinite_step, 2);
+	CHECK_EQ_U64((uint64_t)ct.nonfinite_step, 2);
+	CHECK_EQ_U64((uint64_t)ht.bad_label_step, 0);
+	/* a fresh tally: finite sums within double rounding of the CPU's */
+	nn_tally c2 = {0}, h2;
+	CHECK_OK(gpu.be->to_device(&gpu, dt, &c2, sizeof(c2), &err), &err);
+	nn_test_fill(z, nz, 80, -3, 3);
+	CHECK_OK(gpu.be->to_device(&gpu, gz, z, nz * sizeof(float), &err), &err);
+	CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing, 1.0f / n,
+				   g, 4, &c2, &err),
+		 &err);
+	CHECK_OK(gpu.be->xent_tally(&gpu, n, k, gz, gl, smoothing, 1.0f / n, gg,
+				    4, dt, &err),
+		 &err);
+	/* a bad label: noted with its step, nothing else changed */
+	labels[n - 1] = k;
+	CHECK_OK(gpu.be->to_device(&gpu, gl, labels, (size_t)n * sizeof(int32_t),
+				   &err),
+		 &err);
+	float *before = down(gg, nz);
+	CHECK_OK(gpu.be->xent_tally(&gpu, n, k, gz, gl, smoothing, 1.0f / n, gg,
+				    5, dt, &err),
+		 &err);
+	CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing, 1.0f / n,
+				   g, 5, &c2, &err),
+		 &err);
+	CHECK_OK(gpu.be->to_host(&gpu, &h2, dt, sizeof(h2), &err), &err);
+	CHECK_NEAR(h2.loss_sum, c2.loss_sum, 1e-9 * fabs(c2.loss_sum));
+	CHECK(h2.correct == c2.correct);
+	CHECK_EQ_U64((uint64_t)h2.bad_label_step, 5);
+	CHECK_EQ_U64((uint64_t)c2.bad_label_step, 5);
+	CHECK_EQ_U64((uint64_t)h2.nonfinite_step, 0);
+	same_dev_f("xent tally dlogits untouched by a bad label", before, gg, nz);
+	free(before);
+	dfree(gz), dfree(gg), dfree(gl), dfree(dt);
+	free(z), free(g), free(labels);
+}
+
 static void test_xent(void)
 {
+	tally_case(7, 10, 0.0f);
+	tally_case(64, 1000, 0.1f);
 	xent_case(7, 10, 0.0f);
 	xent_case(7, 10, 0.1f);
 	xent_case(64, 1000, 0.1f);

@@ -4,6 +4,7 @@
  * scaled, NULL outputs, the same bits on 1 and 2 threads, label errors,
  * and top-k counting with ties and a skip mask. */
 #include <math.h>
+#include <string.h>
 
 #include "nn_test_util.h"
 #include "train/nn_internal.h"
@@ -221,6 +222,58 @@ static void test_topk(void)
 	CHECK_EQ_INT(nn_topk_correct(1, 3, nan_row, &l0, 3, NULL), 0);
 }
 
+/*
+ * nn_xent_tally over steps: the loss sums and top-1 hits of
+ * nn_softmax_xent and nn_topk_correct added in step order (the same
+ * bits), dlogits as nn_softmax_xent's, the first step with a NaN loss
+ * noted; a bad label notes its step and changes nothing else.
+ */
+static void test_tally(void)
+{
+	enum { N = 6, K = 5 };
+	float z[N * K], g[N * K], want_g[N * K];
+	int32_t labels[N];
+	nn_tally t = {0};
+	double want_loss = 0, want_correct = 0;
+	for (int step = 1; step <= 4; step++) {
+		nn_test_fill(z, N * K, 90 + (uint64_t)step, -2, 2);
+		for (int i = 0; i < N; i++)
+			labels[i] = (i + step) % K;
+		if (step == 3)
+			z[2] = NAN;
+		double loss;
+		CHECK_OK(nn_softmax_xent(&ctx2, N, K, z, labels, 0.1f, 0.5f, &loss,
+					 want_g, &err),
+			 &err);
+		want_loss += loss;
+		want_correct += nn_topk_correct(N, K, z, labels, 1, NULL);
+		CHECK_OK(nn_xent_tally(&ctx2, N, K, z, labels, 0.1f, 0.5f, g, step,
+				       &t, &err),
+			 &err);
+		if (step < 3) {
+			CHECK(memcmp(&t.loss_sum, &want_loss, sizeof(double)) == 0);
+			CHECK(memcmp(g, want_g, sizeof(g)) == 0);
+		}
+		CHECK(t.correct == want_correct);
+	}
+	CHECK(isnan(t.loss_sum));
+	CHECK_EQ_U64((uint64_t)t.nonfinite_step, 3);
+	CHECK_EQ_U64((uint64_t)t.bad_label_step, 0);
+	/* a label outside [0, K) at step 5 */
+	nn_tally before = t;
+	labels[N - 1] = K;
+	memcpy(want_g, g, sizeof(g));
+	CHECK_OK(nn_xent_tally(&ctx2, N, K, z, labels, 0.1f, 0.5f, g, 5, &t, &err),
+		 &err);
+	CHECK_EQ_U64((uint64_t)t.bad_label_step, 5);
+	CHECK(t.correct == before.correct);
+	CHECK_EQ_U64((uint64_t)t.nonfinite_step, 3);
+	CHECK(memcmp(g, want_g, sizeof(g)) == 0);
+	/* the shape checks fail as nn_softmax_xent's */
+	CHECK_EQ_INT(nn_xent_tally(&ctx2, 0, K, z, labels, 0, 1, g, 6, &t, &err),
+		     IMS_EINVAL);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -230,6 +283,7 @@ int main(void)
 	test_threads();
 	test_errors();
 	test_topk();
+	test_tally();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -274,6 +274,7 @@ const nn_backend nn_backend_cuda = {
 	.add_forward = nn_cuda_add_forward,
 	.accumulate = nn_cuda_accumulate,
 	.softmax_xent = nn_cuda_softmax_xent,
+	.xent_tally = nn_cuda_xent_tally,
 	.act_from_f32 = nn_cuda_act_from_f32,
 	.act_to_f32 = nn_cuda_act_to_f32,
 	.alloc = cuda_alloc,

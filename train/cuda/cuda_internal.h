@@ -219,6 +219,10 @@ int nn_cuda_act_to_f32(nn_ctx *ctx, size_t count, const void *src,
 int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			 const int32_t *labels, float smoothing, float scale,
 			 double *loss_sum, float *dlogits, ims_error *err);
+int nn_cuda_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		       const int32_t *labels, float smoothing, float scale,
+		       float *dlogits, int64_t step, nn_tally *tally,
+		       ims_error *err);
 
 /* train_cuda.c: the optimiser updates, input staging and sync entries
  * (nn_internal.h's backend table says what each does) */

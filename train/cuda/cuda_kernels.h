@@ -113,6 +113,14 @@ cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k, const float *logits,
 			   float *dlogits, void *workspace,
 			   nn_cuda_xent_result *out);
 
+/* nn_xent_tally's kernels (queued, nothing copied back) and the
+ * workspace they need for n samples. */
+size_t nn_cuda_k_xent_tally_workspace(int n);
+cudaError_t nn_cuda_k_xent_tally(cudaStream_t s, int n, int k,
+				 const float *logits, const int32_t *labels,
+				 float smoothing, float scale, float *dlogits,
+				 int64_t step, void *workspace, nn_tally *tally);
+
 /* optim.cu: train/optim.c's sgd_run and adam_run (see nn_backend's
  * sgd_update and adam_update), the CPU's bits */
 cudaError_t nn_cuda_k_sgd(cudaStream_t s, float *p, const float *g,

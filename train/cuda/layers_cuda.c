@@ -221,3 +221,19 @@ int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 		*loss_sum = res.loss_sum;
 	return 0;
 }
+
+int nn_cuda_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		       const int32_t *labels, float smoothing, float scale,
+		       float *dlogits, int64_t step, nn_tally *tally,
+		       ims_error *err)
+{
+	FORWARD_IF_ERR(nn_xent_check(n, k, smoothing, err));
+	void *ws = nn_cuda_workspace(ctx, nn_cuda_k_xent_tally_workspace(n), err);
+	if (!ws)
+		return ims_fail_context(err, "cannot compute the cross-entropy loss");
+	CUDA_CHECK(err, "compute the cross-entropy loss on cuda",
+		   nn_cuda_k_xent_tally(stream_of(ctx), n, k, logits, labels,
+					smoothing, scale, dlogits, step, ws,
+					tally));
+	return 0;
+}

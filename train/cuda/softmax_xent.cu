@@ -12,6 +12,10 @@
  * losses in index order, as the CPU does. The block sums within a sample
  * run in a fixed tree, so the loss is deterministic and within double
  * rounding of the CPU's. The result comes back with one copy.
+ *
+ * The training step's variant (nn_xent_tally) scores top-1 in the same
+ * per-sample block and adds the step's sums to a tally in device memory,
+ * with no copy and no wait: the loop reads the tally when it reports.
  */
 #include <math.h>
 
@@ -57,7 +61,7 @@ __global__ static void check_labels(int n, int k, const int32_t *labels,
 __global__ static void per_sample(int k, const float *logits,
 				  const int32_t *labels, double smoothing,
 				  double scale, float *dlogits, double *loss,
-				  const nn_cuda_xent_result *res)
+				  double *hit, const nn_cuda_xent_result *res)
 {
 	__shared__ double sh[NN_CUDA_THREADS];
 	__shared__ float shf[NN_CUDA_THREADS];
@@ -91,6 +95,17 @@ __global__ static void per_sample(int k, const float *logits,
 	if (t == 0)
 		loss[i] = on * (lse - (double)z[label]) +
 			  smoothing * (lse - sz / k);
+	if (hit) {
+		/* top-1 as nn_topk_correct: the label's place in a stable
+		 * descending sort (a NaN logit is a miss) */
+		const float v = z[label];
+		double above = 0;
+		for (int j = (int)t; j < k; j += blockDim.x)
+			above += z[j] > v || (z[j] == v && j < label) ? 1.0 : 0.0;
+		above = nn_cuda_block_sum(above, sh);
+		if (t == 0)
+			hit[i] = !isnan(v) && above < 1.0 ? 1.0 : 0.0;
+	}
 	if (!dlogits)
 		return;
 	float *g = dlogits + (size_t)i * k;
@@ -124,7 +139,7 @@ extern "C" cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k,
 	check_labels<<<1, NN_CUDA_THREADS, 0, s>>>(n, k, labels, res);
 	per_sample<<<(unsigned)n, NN_CUDA_THREADS, 0, s>>>(
 		k, logits, labels, (double)smoothing, (double)scale, dlogits,
-		loss, res);
+		loss, NULL, res);
 	sum_losses<<<1, 1, 0, s>>>(n, loss, res);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
@@ -133,4 +148,50 @@ extern "C" cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k,
 	if (e != cudaSuccess)
 		return e;
 	return cudaStreamSynchronize(s);
+}
+
+/* nn_cpu_xent_tally's sums, in its order: the step's losses in index
+ * order, then added to the tally; the hits likewise. */
+__global__ static void add_tally(int n, const double *loss, const double *hit,
+				 const nn_cuda_xent_result *res, long long step,
+				 nn_tally *t)
+{
+	if (res->bad_sample >= 0) {
+		if (!t->bad_label_step)
+			t->bad_label_step = step;
+		return;
+	}
+	double total = 0, hits = 0;
+	for (int i = 0; i < n; i++)
+		total += loss[i];
+	for (int i = 0; i < n; i++)
+		hits += hit[i];
+	t->loss_sum += total;
+	t->correct += hits;
+	if (!isfinite(total) && !t->nonfinite_step)
+		t->nonfinite_step = step;
+}
+
+extern "C" size_t nn_cuda_k_xent_tally_workspace(int n)
+{
+	return 2 * losses_bytes(n) + 256;
+}
+
+extern "C" cudaError_t nn_cuda_k_xent_tally(cudaStream_t s, int n, int k,
+					    const float *logits,
+					    const int32_t *labels,
+					    float smoothing, float scale,
+					    float *dlogits, int64_t step,
+					    void *workspace, nn_tally *tally)
+{
+	double *loss = (double *)workspace;
+	double *hit = (double *)((char *)workspace + losses_bytes(n));
+	nn_cuda_xent_result *res =
+		(nn_cuda_xent_result *)((char *)workspace + 2 * losses_bytes(n));
+	check_labels<<<1, NN_CUDA_THREADS, 0, s>>>(n, k, labels, res);
+	per_sample<<<(unsigned)n, NN_CUDA_THREADS, 0, s>>>(
+		k, logits, labels, (double)smoothing, (double)scale, dlogits,
+		loss, hit, res);
+	add_tally<<<1, 1, 0, s>>>(n, loss, hit, res, (long long)step, tally);
+	return cudaGetLastError();
 }

@@ -81,6 +81,27 @@ int nn_cpu_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 	return 0;
 }
 
+int nn_cpu_xent_tally(nn_ctx *ctx, int n, int k, const float *logits,
+		      const int32_t *labels, float smoothing, float scale,
+		      float *dlogits, int64_t step, nn_tally *t, ims_error *err)
+{
+	FORWARD_IF_ERR(nn_xent_check(n, k, smoothing, err));
+	for (int i = 0; i < n; i++)
+		if (labels[i] < 0 || labels[i] >= k) {
+			if (!t->bad_label_step)
+				t->bad_label_step = step;
+			return 0;
+		}
+	double loss = 0;
+	FORWARD_IF_ERR(nn_cpu_softmax_xent(ctx, n, k, logits, labels, smoothing,
+					   scale, &loss, dlogits, err));
+	t->loss_sum += loss;
+	t->correct += nn_topk_correct(n, k, logits, labels, 1, NULL);
+	if (!isfinite(loss) && !t->nonfinite_step)
+		t->nonfinite_step = step;
+	return 0;
+}
+
 int nn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
 		    int topk, const uint8_t *skip)
 {

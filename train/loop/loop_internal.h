@@ -77,6 +77,11 @@ typedef struct loop_stage {
 	float *host_logits;  /* logits read back, batch x classes */
 	nn_ctx hctx;         /* host context: validation's loss */
 	int hctx_ok;
+	/* fp32 and bf16 on a device: the steps' loss and top-1 summed in
+	 * device memory, read only when an interval is reported (or looked
+	 * at before a checkpoint), so a step never waits for the device */
+	nn_tally *tally;
+	int defer_loss;
 } loop_stage;
 
 /* What the run writes and tells (metrics.c). */
@@ -220,6 +225,7 @@ int loop_stage_inputs(run *r, const aug_batch *b, const float **x,
 int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
 		    double *wait_s, ims_error *err);
 int loop_read_logits(run *r, const float **logits, int n, ims_error *err);
+int loop_read_tally(run *r, loop_interval *iv, int reset, ims_error *err);
 int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
 
 /* step.c */

@@ -6,8 +6,11 @@
  * batch is taken from the loader and its copy queued while the current
  * step still computes, so the copy overlaps compute instead of following
  * it. Data wait counts the host blocked on the loader and on that copy.
- * The loss comes back with the softmax; the logits once per step for the
- * accuracy; validation scores logits read back on a host context.
+ * In fp32 and bf16 the steps' loss and top-1 are summed on the device and
+ * read once per reported interval (loop_read_tally); fp16, which decides
+ * each step on them, reads the loss with the softmax and the logits for
+ * the accuracy every step. Validation scores logits read back on a host
+ * context.
  *
  * On the CPU backend none of this exists: kernels read the loader's batch
  * in place and every function here returns at once.
@@ -63,6 +66,18 @@ int loop_setup_device(run *r, ims_error *err)
 			  "cannot train: out of memory");
 		FORWARD_IF_ERR(nn_ctx_init_cpu(&st->hctx, 1, err));
 		st->hctx_ok = 1;
+		/* fp16 decides each step on its loss and gradients, so it
+		 * reads them each step */
+		st->defer_loss = !r->scaler.enabled;
+		if (st->defer_loss) {
+			static const nn_tally zero;
+			st->tally = nn_ctx_alloc(&r->ctx, sizeof(nn_tally));
+			RETURN_IF(!st->tally, err, IMS_ENOMEM,
+				  "cannot train: out of %s memory",
+				  nn_ctx_device(&r->ctx));
+			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx, st->tally, &zero,
+							sizeof(zero), err));
+		}
 		char pci[64] = "";
 		FORWARD_IF_ERR(nn_ctx_pci_bus_id(&r->ctx, pci, (int)sizeof(pci), err));
 		const char *why = NULL;
@@ -109,6 +124,7 @@ void loop_free_device(run *r)
 		return;
 	loop_free_stage(r);
 	nn_ctx_free(&r->ctx, r->dlogits);
+	nn_ctx_free(&r->ctx, st->tally);
 	nn_ctx_free(&r->ctx, r->data.synth_dev_x);
 	nn_ctx_free(&r->ctx, r->data.synth_dev_labels);
 	free(st->host_logits);
@@ -210,6 +226,56 @@ int loop_read_logits(run *r, const float **logits, int n, ims_error *err)
 				      err));
 	*logits = r->st.host_logits;
 	return 0;
+}
+
+/*
+ * A deferred-loss run's tally: read from the device (this wait, once per
+ * reported interval, is the only one a step of fp32 or bf16 has), summed
+ * over ranks, each rank's first troubled step shared. A step whose loss
+ * was not finite, or whose batch had a label outside the classes, stops
+ * the run here, named. reset: the interval takes the sums and the tally
+ * starts again; otherwise it is only looked at (before a checkpoint, so
+ * that none is written from weights a bad step spoilt).
+ */
+int loop_read_tally(run *r, loop_interval *iv, int reset, ims_error *err)
+{
+	static const nn_tally zero;
+	loop_stage *st = &r->st;
+	if (!st->defer_loss)
+		return 0;
+	nn_tally t;
+	FORWARD_IF_ERR(nn_ctx_to_host(&r->ctx, &t, st->tally, sizeof(t), err));
+	const size_t nv = 2 + 2 * (size_t)r->dp.world;
+	double *v = calloc(nv, sizeof(double));
+	RETURN_IF(!v, err, IMS_ENOMEM, "cannot train: out of memory");
+	v[0] = t.loss_sum;
+	v[1] = t.correct;
+	v[2 + 2 * (size_t)r->dp.rank] = (double)t.nonfinite_step;
+	v[3 + 2 * (size_t)r->dp.rank] = (double)t.bad_label_step;
+	int rc = dp_allreduce_sum_f64(r->dp.comm, v, nv, err);
+	double nonfinite = 0, bad_label = 0;
+	for (int i = 0; !rc && i < r->dp.world; i++) {
+		double a = v[2 + 2 * (size_t)i], b = v[3 + 2 * (size_t)i];
+		if (a > 0 && (nonfinite == 0 || a < nonfinite))
+			nonfinite = a;
+		if (b > 0 && (bad_label == 0 || b < bad_label))
+			bad_label = b;
+	}
+	const double loss = v[0], correct = v[1];
+	free(v);
+	FORWARD_IF_ERR(rc);
+	RETURN_IF(bad_label > 0, err, IMS_EINVAL,
+		  "cannot compute the cross-entropy loss: a sample of step %.0f has a label outside [0, %d)",
+		  bad_label, r->data.classes);
+	RETURN_IF(nonfinite > 0, err, IMS_EINVAL,
+		  "loss is %s at step %.0f: stopping (lower --lr or check the "
+		  "data; the last checkpoint written before this step is kept)",
+		  isnan(loss) ? "NaN" : "infinite", nonfinite);
+	if (!reset)
+		return 0;
+	iv->loss_sum += loss;
+	iv->correct += correct;
+	return nn_ctx_to_device(&r->ctx, st->tally, &zero, sizeof(zero), err);
 }
 
 /* The nan_step hook: poisons batch b when it is step `step`'s (from 0),

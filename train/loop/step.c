@@ -20,6 +20,14 @@
  * and S halved too (nn_loss_scale_check_loss), and the batch-norm
  * statistics it changed are put back, as its Inf or NaN would stay in
  * them; bf16 and fp32 stop there.
+ *
+ * On a device in fp32 and bf16 no step waits for the device to read its
+ * loss: the loss and top-1 hits are summed in device memory
+ * (nn_xent_tally) and read when an interval is reported (every
+ * --log-every steps and at an epoch's end), or looked at before a
+ * checkpoint is written; a step whose loss was not finite stops the run
+ * there, named by its step (loop_read_tally). fp16, whose every step
+ * decides on its loss and gradients, reads them each step.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -90,10 +98,29 @@ static int step_keep_buffers(run *r, int back, ims_error *err)
  * multiplies it by the loss scale S (1 otherwise, bit for bit). The top-1
  * hits are scored on the host (from logits read back on a device).
  */
-static int step_loss(run *r, const aug_batch *b, step_io *io, ims_error *err)
+static int step_loss(run *r, const aug_batch *b, uint64_t step, step_io *io,
+		     ims_error *err)
 {
 	const float ranks = r->dp.nccl ? 1.0f : (float)r->dp.world;
 	const float scale = nn_loss_scale_value(&r->scaler);
+	io->stats[2] = b->count;
+	if (r->st.defer_loss) {
+		/* the labels are checked here, on the host where they are,
+		 * as nn_softmax_xent would; the loss and top-1 go to the
+		 * device's tally, read when the interval is reported */
+		for (int i = 0; i < b->count; i++)
+			RETURN_IF(io->host_labels[i] < 0 ||
+					  io->host_labels[i] >= r->data.classes,
+				  err, IMS_EINVAL,
+				  "cannot compute the cross-entropy loss: sample %d has label %d, outside [0, %d)",
+				  i, (int)io->host_labels[i], r->data.classes);
+		return nn_xent_tally(&r->ctx, b->count, r->data.classes,
+				     io->logits, io->labels,
+				     r->o->label_smoothing,
+				     scale / ((float)b->count * ranks),
+				     r->dlogits, (int64_t)step + 1, r->st.tally,
+				     err);
+	}
 	double loss = 0;
 	FORWARD_IF_ERR(nn_softmax_xent(&r->ctx, b->count, r->data.classes,
 				       io->logits, io->labels,
@@ -105,7 +132,6 @@ static int step_loss(run *r, const aug_batch *b, step_io *io, ims_error *err)
 	io->stats[0] = loss;
 	io->stats[1] = nn_topk_correct(b->count, r->data.classes, io->logits,
 				       io->host_labels, 1, NULL);
-	io->stats[2] = b->count;
 	return 0;
 }
 
@@ -243,7 +269,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		io.host_labels = r->st.held_labels;
 	}
 	/* loss */
-	FORWARD_IF_ERR(step_loss(r, b, &io, err));
+	FORWARD_IF_ERR(step_loss(r, b, step, &io, err));
 	/* backward; time inside MPI during it is communication */
 	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
 					 err));
@@ -294,6 +320,7 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 static int close_interval(run *r, nn_train_result *res, int epoch,
 			  uint64_t step, loop_interval *iv, ims_error *err)
 {
+	FORWARD_IF_ERR(loop_read_tally(r, iv, 1, err));
 	int rc = loop_report_interval(r, epoch, step, iv, err);
 	r->log.busy_s += iv->compute_s;
 	res->wait_s += iv->wait_s;
@@ -355,10 +382,13 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		if (o->log_every > 0 && *step % (uint64_t)o->log_every == 0)
 			FORWARD_IF_ERR(close_interval(r, res, epoch, *step, &iv, err));
 		if (o->checkpoint_every > 0 &&
-		    *step % (uint64_t)o->checkpoint_every == 0)
+		    *step % (uint64_t)o->checkpoint_every == 0) {
+			/* no checkpoint from weights a bad step spoilt */
+			FORWARD_IF_ERR(loop_read_tally(r, &iv, 0, err));
 			FORWARD_IF_ERR(loop_save_checkpoint(r, res, epoch,
 							    position + (s + 1) * global,
 							    *step, err));
+		}
 		if (*step >= max_steps) {
 			*stop = 1;
 			break;
