@@ -143,7 +143,7 @@ static void train_say(const char *fmt, ...)
 
 static int printing(const printer *p)
 {
-	return p->rank == 0 && !p->o->quiet;
+	return p->rank == 0 && !p->o->out.quiet;
 }
 
 static void on_started(void *ctx, const nn_train_plan *p)
@@ -154,19 +154,19 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		return;
 	/* a run resumed with another batch: --lr is for the first part's */
 	char per[48] = "";
-	if (p->lr_batch != o->batch_size && !o->no_lr_scaling)
+	if (p->lr_batch != o->optim.batch_size && !o->optim.no_lr_scaling)
 		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
 	train_say("%s, %d classes, %d %s x batch %d, %llu %s per "
 		"epoch (%llu %s per rank); lr %g per rank%s, %g with %d %s x "
 		"batch %d (%s)",
-		o->model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
-		o->batch_size, (unsigned long long)p->steps_per_epoch,
+		o->net.model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
+		o->optim.batch_size, (unsigned long long)p->steps_per_epoch,
 		ims_plural(p->steps_per_epoch, "step", "steps"),
 		(unsigned long long)p->records_per_rank,
-		ims_plural(p->records_per_rank, "record", "records"), o->lr, per,
+		ims_plural(p->records_per_rank, "record", "records"), o->optim.lr, per,
 		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
-		o->batch_size,
-		o->no_lr_scaling ? "scaling off" : "linear scaling rule");
+		o->optim.batch_size,
+		o->optim.no_lr_scaling ? "scaling off" : "linear scaling rule");
 	train_say("%llu training %s dropped per epoch (%llu so "
 		"ranks are equal, %llu in short last batches: every step "
 		"trains whole batches)",
@@ -176,10 +176,10 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		(unsigned long long)p->dropped_batch);
 	train_say("threads per rank: %d compute (%s), %d loading "
 		"(%s)",
-		p->threads, o->threads ? "--threads" : "OpenMP's default",
+		p->threads, o->net.threads ? "--threads" : "OpenMP's default",
 		p->loader_threads,
-		o->loader_threads ? "--loader-threads"
-		: o->threads      ? "as --threads"
+		o->data.loader_threads ? "--loader-threads"
+		: o->net.threads      ? "as --threads"
 				  : "the cores this process may run on");
 	if (!p->validation)
 		train_say("no --val: training without validation "
@@ -189,11 +189,11 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		(double)p->activations.activation_bytes / 1048576.0,
 		p->activations.max_batch,
 		p->activations.activation_bytes_per_image / 1048576.0);
-	if (o->synthetic)
+	if (o->data.synthetic)
 		train_say("--synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
 			"validation reads %s",
-			o->val_manifest ? o->val_manifest : "nothing (no --val)");
+			o->data.val_manifest ? o->data.val_manifest : "nothing (no --val)");
 }
 
 static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
@@ -215,7 +215,7 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	for (int i = 0; i < r->n_unexpected; i++)
 		train_say("'%s' in '%s' is not a tensor of %s: "
 			"ignored",
-			r->unexpected[i], path, pr->o->model);
+			r->unexpected[i], path, pr->o->net.model);
 }
 
 static void on_resumed(void *ctx, const nn_train_resume *r)
@@ -340,7 +340,7 @@ static void on_warning(void *ctx, const char *msg)
 static void on_rank_note(void *ctx, const char *msg)
 {
 	const printer *pr = ctx;
-	if (!pr->o->quiet)
+	if (!pr->o->out.quiet)
 		train_say("%s", msg);
 }
 
@@ -410,7 +410,7 @@ static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
 	if (!only || atoi(only) == rank)
 		h->nan_step = n;
 	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_INF_GRAD_STEP", &n, err));
-	RETURN_IF(n && strcmp(o->precision, "fp16"), err, IMS_EINVAL,
+	RETURN_IF(n && strcmp(o->net.precision, "fp16"), err, IMS_EINVAL,
 		  "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16 (only "
 		  "fp16 checks gradients for overflow)");
 	h->inf_grad_step = n;
@@ -460,61 +460,61 @@ static void pick_blas_kernels(char **argv)
 static int parse_flags(int argc, char **argv, nn_train_opts *o)
 {
 	nn_train_opts_init(o);
-	o->bucket_mb = 0; /* not given: set by device below */
+	o->comm.bucket_mb = 0; /* not given: set by device below */
 	const char *optimizer = NULL, *schedule = NULL, *mean = NULL, *std = NULL;
 	const char *tf32 = NULL;
 	double smoothing = 0;
-	int epochs = o->epochs, batch = o->batch_size, size = o->size;
+	int epochs = o->optim.epochs, batch = o->optim.batch_size, size = o->data.size;
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
-	int log_every = o->log_every, threads = 0, loader_threads = 0;
-	double val_crop = o->val_crop_frac;
+	int log_every = o->out.log_every, threads = 0, loader_threads = 0;
+	double val_crop = o->data.val_crop_frac;
 	uint64_t max_bad = UINT64_MAX; /* not given: no limit */
 	const cli_opt opts[] = {
-		{"train", 0, CLI_STRING, &o->train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
-		{"val", 0, CLI_STRING, &o->val_manifest, "VAL.json", "validation split manifest (none: no validation, said once)", 0, 0},
-		{"model", 0, CLI_STRING, &o->model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
-		{"device", 0, CLI_STRING, &o->device, "DEV", "cpu or cuda (cpu)", 0, 0},
+		{"train", 0, CLI_STRING, &o->data.train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
+		{"val", 0, CLI_STRING, &o->data.val_manifest, "VAL.json", "validation split manifest (none: no validation, said once)", 0, 0},
+		{"model", 0, CLI_STRING, &o->net.model, "NAME", "convnet7, resnet18, resnet50 or vgg16 (convnet7)", 0, 0},
+		{"device", 0, CLI_STRING, &o->net.device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
 		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
-		{"lr", 0, CLI_DOUBLE, &o->lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
-		{"no-lr-scaling", 0, CLI_FLAG, &o->no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
+		{"lr", 0, CLI_DOUBLE, &o->optim.lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
+		{"no-lr-scaling", 0, CLI_FLAG, &o->optim.no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
 		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
-		{"momentum", 0, CLI_DOUBLE, &o->momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
-		{"nesterov", 0, CLI_FLAG, &o->nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
-		{"weight-decay", 0, CLI_DOUBLE, &o->weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
-		{"no-bn-bias-decay", 0, CLI_FLAG, &o->no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
-		{"warmup-epochs", 0, CLI_DOUBLE, &o->warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
+		{"momentum", 0, CLI_DOUBLE, &o->optim.momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
+		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
+		{"weight-decay", 0, CLI_DOUBLE, &o->optim.weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
+		{"no-bn-bias-decay", 0, CLI_FLAG, &o->optim.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
+		{"warmup-epochs", 0, CLI_DOUBLE, &o->optim.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
 		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
-		{"augment", 0, CLI_STRING, &o->augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
+		{"augment", 0, CLI_STRING, &o->data.augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
 		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0 < F <= 1 (0.875)", 0, 0},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
 		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
-		{"precision", 0, CLI_STRING, &o->precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
-		{"cudnn-algo", 0, CLI_STRING, &o->cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
+		{"precision", 0, CLI_STRING, &o->net.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
+		{"cudnn-algo", 0, CLI_STRING, &o->net.cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
 		{"tf32", 0, CLI_STRING, &tf32, "on|off", "cuda, fp32: TF32 tensor cores for convolutions and GEMMs (on from compute capability 8.0, as PyTorch's cuDNN default)", 0, 0},
-		{"init", 0, CLI_STRING, &o->init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
-		{"init-partial", 0, CLI_FLAG, &o->init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
-		{"reset-head", 0, CLI_FLAG, &o->reset_head, NULL, "re-initialise the head instead of loading --init's, even where its shape matches (other classes of the same count)", 0, 0},
-		{"freeze-backbone", 0, CLI_FLAG, &o->freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
-		{"checkpoint-dir", 0, CLI_STRING, &o->checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
-		{"resume", 0, CLI_FLAG, &o->resume, NULL, "continue from DIR's checkpoint", 0, 0},
+		{"init", 0, CLI_STRING, &o->net.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
+		{"init-partial", 0, CLI_FLAG, &o->net.init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
+		{"reset-head", 0, CLI_FLAG, &o->net.reset_head, NULL, "re-initialise the head instead of loading --init's, even where its shape matches (other classes of the same count)", 0, 0},
+		{"freeze-backbone", 0, CLI_FLAG, &o->net.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
+		{"checkpoint-dir", 0, CLI_STRING, &o->out.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
+		{"resume", 0, CLI_FLAG, &o->out.resume, NULL, "continue from DIR's checkpoint", 0, 0},
 		{"checkpoint-every", 0, CLI_U64, &ckpt_every, "N", "also checkpoint every N steps (0: epoch ends only)", 0, 0},
-		{"log-dir", 0, CLI_STRING, &o->log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
+		{"log-dir", 0, CLI_STRING, &o->out.log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
-		{"collective-timeout", 0, CLI_DOUBLE, &o->collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
-		{"bucket-mb", 0, CLI_DOUBLE, &o->bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
-		{"shard-owning", 0, CLI_FLAG, &o->shard_owning, NULL, "each rank reads only its own shards", 0, 0},
+		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
+		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
+		{"shard-owning", 0, CLI_FLAG, &o->data.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
-		{"freeze-bn", 0, CLI_FLAG, &o->freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
-		{"synthetic", 0, CLI_FLAG, &o->synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
-		{"quiet", 'q', CLI_FLAG, &o->quiet, NULL, "no progress lines", 0, 0},
-		{"verbose", 'v', CLI_FLAG, &o->verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
+		{"freeze-bn", 0, CLI_FLAG, &o->net.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
+		{"synthetic", 0, CLI_FLAG, &o->data.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &o->out.quiet, NULL, "no progress lines", 0, 0},
+		{"verbose", 'v', CLI_FLAG, &o->out.verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
 	int np = 0;
@@ -522,93 +522,93 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	if (rc)
 		return rc;
 #define USAGE(...) return cli_usage_error(&command, __VA_ARGS__)
-	if (!o->train_manifest)
+	if (!o->data.train_manifest)
 		USAGE("--train is required");
 	if (!(val_crop > 0 && val_crop <= 1))
 		USAGE("--val-crop-frac must be above 0 and at most 1, got %g", val_crop);
-	o->val_crop_frac = val_crop;
-	if (o->quiet && o->verbose)
+	o->data.val_crop_frac = val_crop;
+	if (o->out.quiet && o->out.verbose)
 		USAGE("--quiet and --verbose exclude each other");
-	o->epochs = epochs;
-	o->batch_size = batch;
-	o->size = size;
+	o->optim.epochs = epochs;
+	o->optim.batch_size = batch;
+	o->data.size = size;
 	o->seed = seed;
-	o->max_steps = (int64_t)max_steps;
-	o->checkpoint_every = (int64_t)ckpt_every;
-	o->log_every = log_every;
-	o->threads = threads;
-	o->loader_threads = loader_threads;
-	o->label_smoothing = (float)smoothing;
+	o->optim.max_steps = (int64_t)max_steps;
+	o->out.checkpoint_every = (int64_t)ckpt_every;
+	o->out.log_every = log_every;
+	o->net.threads = threads;
+	o->data.loader_threads = loader_threads;
+	o->optim.label_smoothing = (float)smoothing;
 	if (max_bad != UINT64_MAX && max_bad > (uint64_t)INT64_MAX)
 		USAGE("--max-bad-records must be at most %lld", (long long)INT64_MAX);
-	o->max_bad_records = max_bad == UINT64_MAX ? -1 : (int64_t)max_bad;
+	o->data.max_bad_records = max_bad == UINT64_MAX ? -1 : (int64_t)max_bad;
 	if (optimizer) {
 		if (!strcmp(optimizer, "sgd"))
-			o->optimizer = NN_OPTIM_SGD;
+			o->optim.optimizer = NN_OPTIM_SGD;
 		else if (!strcmp(optimizer, "adam"))
-			o->optimizer = NN_OPTIM_ADAM;
+			o->optim.optimizer = NN_OPTIM_ADAM;
 		else if (!strcmp(optimizer, "adamw"))
-			o->optimizer = NN_OPTIM_ADAMW;
+			o->optim.optimizer = NN_OPTIM_ADAMW;
 		else
 			USAGE("--optimizer must be sgd, adam or adamw, got '%s'", optimizer);
-		if (o->optimizer != NN_OPTIM_SGD && o->weight_decay == 1e-4)
-			o->weight_decay = o->optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
+		if (o->optim.optimizer != NN_OPTIM_SGD && o->optim.weight_decay == 1e-4)
+			o->optim.weight_decay = o->optim.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
 	}
-	if (o->nesterov && o->optimizer != NN_OPTIM_SGD)
+	if (o->optim.nesterov && o->optim.optimizer != NN_OPTIM_SGD)
 		USAGE("--nesterov is for --optimizer sgd");
-	if (o->nesterov && o->momentum <= 0)
+	if (o->optim.nesterov && o->optim.momentum <= 0)
 		USAGE("--nesterov needs --momentum above 0");
 	if (schedule) {
 		if (!strcmp(schedule, "cosine"))
-			o->schedule = NN_LR_COSINE;
+			o->optim.schedule = NN_LR_COSINE;
 		else if (!strcmp(schedule, "step"))
-			o->schedule = NN_LR_STEP;
+			o->optim.schedule = NN_LR_STEP;
 		else if (!strcmp(schedule, "constant"))
-			o->schedule = NN_LR_CONSTANT;
+			o->optim.schedule = NN_LR_CONSTANT;
 		else
 			USAGE("--schedule must be cosine, step or constant, got '%s'", schedule);
 	}
-	if (mean && cli_parse_triple(mean, o->mean))
+	if (mean && cli_parse_triple(mean, o->data.mean))
 		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
-	if (std && cli_parse_triple(std, o->std))
+	if (std && cli_parse_triple(std, o->data.std))
 		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
 	for (int c = 0; c < 3; c++)
-		if (!(o->std[c] > 0))
+		if (!(o->data.std[c] > 0))
 			USAGE("--std values must be above 0");
 	int known = 0;
 	for (const char *const *n = nn_model_names(); *n; n++)
-		known |= !strcmp(*n, o->model);
+		known |= !strcmp(*n, o->net.model);
 	if (!known)
-		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o->model);
-	if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
-		USAGE("--device must be cpu or cuda, got '%s'", o->device);
-	if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") &&
-	    strcmp(o->precision, "fp16"))
-		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o->precision);
-	if (o->cudnn_algo && strcmp(o->cudnn_algo, "benchmark") &&
-	    strcmp(o->cudnn_algo, "heuristic") &&
-	    strcmp(o->cudnn_algo, "deterministic"))
+		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o->net.model);
+	if (strcmp(o->net.device, "cpu") && strcmp(o->net.device, "cuda"))
+		USAGE("--device must be cpu or cuda, got '%s'", o->net.device);
+	if (strcmp(o->net.precision, "fp32") && strcmp(o->net.precision, "bf16") &&
+	    strcmp(o->net.precision, "fp16"))
+		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o->net.precision);
+	if (o->net.cudnn_algo && strcmp(o->net.cudnn_algo, "benchmark") &&
+	    strcmp(o->net.cudnn_algo, "heuristic") &&
+	    strcmp(o->net.cudnn_algo, "deterministic"))
 		USAGE("--cudnn-algo must be benchmark, heuristic or deterministic, "
-		      "got '%s'", o->cudnn_algo);
+		      "got '%s'", o->net.cudnn_algo);
 	if (tf32 && strcmp(tf32, "on") && strcmp(tf32, "off"))
 		USAGE("--tf32 must be on or off, got '%s'", tf32);
 	if (tf32)
-		o->tf32 = !strcmp(tf32, "on");
+		o->net.tf32 = !strcmp(tf32, "on");
 	/* NCCL on GPUs overlaps 25 MB buckets with backward (PyTorch DDP's
 	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
 	 * gains little, and one blocking allreduce after backward measured
 	 * cheaper than 1 MiB non-blocking buckets (docs/TRAINING.md). */
-	if (o->bucket_mb == 0)
-		o->bucket_mb = strcmp(o->device, "cuda") ? 1024 : 25;
-	if (o->freeze_backbone && !o->init)
+	if (o->comm.bucket_mb == 0)
+		o->comm.bucket_mb = strcmp(o->net.device, "cuda") ? 1024 : 25;
+	if (o->net.freeze_backbone && !o->net.init)
 		USAGE("--freeze-backbone needs --init");
-	if (o->resume && !o->checkpoint_dir)
+	if (o->out.resume && !o->out.checkpoint_dir)
 		USAGE("--resume needs --checkpoint-dir");
-	if (o->resume && o->init)
+	if (o->out.resume && o->net.init)
 		USAGE("--resume and --init exclude each other");
-	if (o->init_partial && !o->init)
+	if (o->net.init_partial && !o->net.init)
 		USAGE("--init-partial needs --init");
-	if (o->reset_head && !o->init)
+	if (o->net.reset_head && !o->net.init)
 		USAGE("--reset-head needs --init");
 #undef USAGE
 	return 0;
@@ -636,7 +636,7 @@ int main(int argc, char **argv)
 	}
 
 	const char *picked = getenv("IMSHARD_BLAS_PICKED");
-	if (picked && !o.quiet && dp_rank(comm) == 0)
+	if (picked && !o.out.quiet && dp_rank(comm) == 0)
 		train_say("OpenBLAS kernels '%s' (it chose its generic '%s' "
 			"for this CPU; set OPENBLAS_CORETYPE to choose)",
 			nn_blas_core(), picked);
@@ -671,7 +671,7 @@ int main(int argc, char **argv)
 		char safe[4 * 4096];
 		printf("nothing to train: the run in '%s' %s at step %llu (%llu "
 		       "%s done); no file changed\n",
-		       ims_escape(o.checkpoint_dir, safe, sizeof(safe)),
+		       ims_escape(o.out.checkpoint_dir, safe, sizeof(safe)),
 		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
 		       (unsigned long long)res.steps,
 		       (unsigned long long)res.epochs_done,
@@ -679,7 +679,7 @@ int main(int argc, char **argv)
 		dp_finalize(comm);
 		return CLI_EXIT_OK;
 	}
-	if (dp_rank(comm) == 0 && o.val_manifest)
+	if (dp_rank(comm) == 0 && o.data.val_manifest)
 		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu %s); best "
 		       "top-1 %.2f%% at epoch %d; ",
 		       100 * res.val_top1, 100 * res.val_top5,

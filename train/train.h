@@ -233,23 +233,13 @@ typedef struct nn_train_hooks {
 
 /* ---- the run -------------------------------------------------------------- */
 
-/* What imshard-train runs; every field is documented by its --flag. */
-typedef struct nn_train_opts {
+/* What imshard-train runs, in five groups; every field is documented by
+ * its --flag. */
+
+/* What the steps read: the splits and how a sample is made. */
+typedef struct nn_train_data {
 	const char *train_manifest;  /* --train */
 	const char *val_manifest;    /* --val; NULL: no validation */
-	const char *model;        /* --model (convnet7) */
-	const char *device;       /* --device cpu|cuda (cpu) */
-	int epochs;               /* --epochs (1) */
-	int batch_size;           /* --batch-size, per rank (32) */
-	double lr;                /* --lr, for one rank (0.1) */
-	int no_lr_scaling;        /* --no-lr-scaling */
-	int optimizer;            /* --optimizer: nn_optim_kind (sgd) */
-	double momentum;          /* --momentum (0.9, SGD) */
-	int nesterov;             /* --nesterov */
-	double weight_decay;      /* --weight-decay (1e-4) */
-	int no_bn_bias_decay;     /* --no-bn-bias-decay */
-	double warmup_epochs;     /* --warmup-epochs (0) */
-	int schedule;             /* --schedule: nn_lr_decay (cosine) */
 	int size;                 /* --size, square input side (224) */
 	const char *augment;      /* --augment (flip: random-resized-crop and
 				     a horizontal flip) */
@@ -258,13 +248,25 @@ typedef struct nn_train_opts {
 				     centre (0.875); also training's geometry
 				     under --augment norrc */
 	float mean[3], std[3];    /* --mean, --std (ImageNet's) */
-	float label_smoothing;    /* --label-smoothing (0) */
-	int threads;              /* --threads: compute (0 = OpenMP's default:
-				     OMP_NUM_THREADS, else the cores this
-				     process may run on) */
 	int loader_threads;       /* --loader-threads: decoding (0 = --threads
 				     when given, else the cores this process
 				     may run on) */
+	int shard_owning;         /* --shard-owning */
+	int64_t max_bad_records;  /* --max-bad-records: fail once more
+				     training records than this could not be
+				     loaded (-1 = no limit) */
+	int synthetic;            /* --synthetic: a fixed random batch per rank
+				     instead of --train's records */
+} nn_train_data;
+
+/* The network, its starting weights and what of it trains, and where
+ * and how it computes. */
+typedef struct nn_train_net {
+	const char *model;        /* --model (convnet7) */
+	const char *device;       /* --device cpu|cuda (cpu) */
+	int threads;              /* --threads: compute (0 = OpenMP's default:
+				     OMP_NUM_THREADS, else the cores this
+				     process may run on) */
 	const char *precision;    /* --precision fp32|bf16|fp16 (fp32): 16-bit
 				     activations, fp32 sums and weights, on
 				     either device */
@@ -278,26 +280,52 @@ typedef struct nn_train_opts {
 	int reset_head;           /* --reset-head: --init's head is not
 				     loaded, even with the same shape */
 	int freeze_backbone;      /* --freeze-backbone */
+	int freeze_bn;            /* --freeze-bn */
+} nn_train_net;
+
+/* How long and how fast it learns: batch, optimiser, schedule. */
+typedef struct nn_train_optim {
+	int epochs;               /* --epochs (1) */
+	int64_t max_steps;        /* --max-steps (0 = no limit) */
+	int batch_size;           /* --batch-size, per rank (32) */
+	double lr;                /* --lr, for one rank (0.1) */
+	int no_lr_scaling;        /* --no-lr-scaling */
+	int optimizer;            /* --optimizer: nn_optim_kind (sgd) */
+	double momentum;          /* --momentum (0.9, SGD) */
+	int nesterov;             /* --nesterov */
+	double weight_decay;      /* --weight-decay (1e-4) */
+	int no_bn_bias_decay;     /* --no-bn-bias-decay */
+	double warmup_epochs;     /* --warmup-epochs (0) */
+	int schedule;             /* --schedule: nn_lr_decay (cosine) */
+	float label_smoothing;    /* --label-smoothing (0) */
+} nn_train_optim;
+
+/* What the run leaves and says: checkpoints, metrics, progress. */
+typedef struct nn_train_out {
 	const char *checkpoint_dir; /* --checkpoint-dir */
 	int resume;               /* --resume */
 	int64_t checkpoint_every; /* --checkpoint-every steps (0 = epoch ends) */
 	const char *log_dir;      /* --log-dir */
-	uint64_t seed;            /* --seed (1) */
-	int64_t max_steps;        /* --max-steps (0 = no limit) */
 	int log_every;            /* --log-every steps (10) */
-	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1024) */
-	double collective_timeout; /* --collective-timeout seconds (600; 0 = none) */
-	int shard_owning;         /* --shard-owning */
-	int64_t max_bad_records;  /* --max-bad-records: fail once more
-				     training records than this could not be
-				     loaded (-1 = no limit) */
-	int freeze_bn;            /* --freeze-bn */
-	int synthetic;            /* --synthetic: a fixed random batch per rank
-				     instead of --train's records */
 	int quiet;                /* --quiet: nothing printed (events still
 				     come) */
 	int verbose;              /* --verbose: the loader says on stderr
 				     where its batches live (rank 0) */
+} nn_train_out;
+
+/* How the ranks talk. */
+typedef struct nn_train_comm {
+	double bucket_mb;         /* --bucket-mb: gradient allreduce buckets, MiB (1024) */
+	double collective_timeout; /* --collective-timeout seconds (600; 0 = none) */
+} nn_train_comm;
+
+typedef struct nn_train_opts {
+	nn_train_data data;
+	nn_train_net net;
+	nn_train_optim optim;
+	nn_train_out out;
+	nn_train_comm comm;
+	uint64_t seed;            /* --seed (1): weights, data order, augment */
 	const nn_train_events *events; /* what to tell the program (NULL:
 					  nothing) */
 	const nn_train_hooks *hooks;   /* fault injection for tests (NULL:

@@ -357,13 +357,13 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	/* the loop's state, as much of it as a pass reads */
 	nn_train_opts to;
 	nn_train_opts_init(&to);
-	to.model = o->card->model;
-	to.device = o->device;
-	to.batch_size = o->batch_size;
-	to.size = o->card->size;
-	to.threads = o->threads;
-	to.val_manifest = o->split;
-	to.quiet = o->quiet;
+	to.net.model = o->card->model;
+	to.net.device = o->device;
+	to.optim.batch_size = o->batch_size;
+	to.data.size = o->card->size;
+	to.net.threads = o->threads;
+	to.data.val_manifest = o->split;
+	to.out.quiet = o->quiet;
 	run r;
 	memset(&r, 0, sizeof(r));
 	r.o = &to;

@@ -65,18 +65,18 @@ int loop_take_locks(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	int rc = 0;
-	if (r->dp.rank == 0 && o->log_dir)
-		rc = lock_dir(o->log_dir, "--log-dir", &r->lock_fd[0], err);
-	if (!rc && r->dp.rank == 0 && o->checkpoint_dir) {
+	if (r->dp.rank == 0 && o->out.log_dir)
+		rc = lock_dir(o->out.log_dir, "--log-dir", &r->lock_fd[0], err);
+	if (!rc && r->dp.rank == 0 && o->out.checkpoint_dir) {
 		/* one folder for both: locked once (a second flock of this
 		 * process on another descriptor of the file would refuse) */
 		struct stat a, b;
-		int same = o->log_dir && stat(o->log_dir, &a) == 0 &&
-			   ims_mkdir_p(o->checkpoint_dir, NULL) == 0 &&
-			   stat(o->checkpoint_dir, &b) == 0 && a.st_dev == b.st_dev &&
+		int same = o->out.log_dir && stat(o->out.log_dir, &a) == 0 &&
+			   ims_mkdir_p(o->out.checkpoint_dir, NULL) == 0 &&
+			   stat(o->out.checkpoint_dir, &b) == 0 && a.st_dev == b.st_dev &&
 			   a.st_ino == b.st_ino;
 		if (!same)
-			rc = lock_dir(o->checkpoint_dir, "--checkpoint-dir", &r->lock_fd[1],
+			rc = lock_dir(o->out.checkpoint_dir, "--checkpoint-dir", &r->lock_fd[1],
 				      err);
 	}
 	/* every rank hears rank 0's verdict in the next collective: a

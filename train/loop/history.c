@@ -21,7 +21,7 @@ static cJSON *this_part(const run *r, const nn_train_result *res, double now)
 	if (!p)
 		return NULL;
 	cJSON_AddNumberToObject(p, "world", r->dp.world);
-	cJSON_AddNumberToObject(p, "batch_per_rank", r->o->batch_size);
+	cJSON_AddNumberToObject(p, "batch_per_rank", r->o->optim.batch_size);
 	cJSON_AddNumberToObject(p, "threads", r->ctx.threads);
 	cJSON_AddNumberToObject(p, "first_step", (double)r->part.at.step);
 	cJSON_AddNumberToObject(p, "steps", (double)(res->steps > r->part.at.step

@@ -63,7 +63,7 @@ int loop_metrics_line(run *r, cJSON *obj, ims_error *err)
 static int log_path(const nn_train_opts *o, const char *file, char *out,
 		    size_t len, ims_error *err)
 {
-	return ims_path_join(out, len, o->log_dir, file, err);
+	return ims_path_join(out, len, o->out.log_dir, file, err);
 }
 
 /* --log-dir: rank 0 starts metrics.jsonl afresh unless resuming; the
@@ -71,13 +71,13 @@ static int log_path(const nn_train_opts *o, const char *file, char *out,
 int loop_open_metrics(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (!o->log_dir)
+	if (!o->out.log_dir)
 		return 0;
-	FORWARD_IF_ERR(ims_mkdir_p(o->log_dir, err));
+	FORWARD_IF_ERR(ims_mkdir_p(o->out.log_dir, err));
 	char *path = r->log.metrics_path;
 	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(r->log.metrics_path),
 				err));
-	if (r->dp.rank == 0 && !o->resume) {
+	if (r->dp.rank == 0 && !o->out.resume) {
 		/* O_NOFOLLOW: a link planted at the name is refused, never
 		 * written through */
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -139,7 +139,7 @@ void loop_plan(const run *r, nn_train_plan *p)
 	nn_model_memory_info(r->m, &p->activations);
 	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
 			 &p->dropped_ranks);
-	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->batch_size;
+	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->optim.batch_size;
 	p->dropped_batch = p->records_per_rank > used
 				   ? (p->records_per_rank - used) * (uint64_t)p->world
 				   : 0;
@@ -257,29 +257,29 @@ cJSON *loop_options_json(const run *r)
 	cJSON *j = cJSON_CreateObject();
 	if (!j)
 		return NULL;
-	cJSON_AddStringToObject(j, "train", o->train_manifest);
-	if (o->val_manifest)
-		cJSON_AddStringToObject(j, "val", o->val_manifest);
+	cJSON_AddStringToObject(j, "train", o->data.train_manifest);
+	if (o->data.val_manifest)
+		cJSON_AddStringToObject(j, "val", o->data.val_manifest);
 	else
 		cJSON_AddNullToObject(j, "val");
-	cJSON_AddNumberToObject(j, "val_crop_frac", o->val_crop_frac);
-	cJSON_AddNumberToObject(j, "epochs", o->epochs);
-	cJSON_AddNumberToObject(j, "batch_size", o->batch_size);
-	cJSON_AddNumberToObject(j, "lr", o->lr);
+	cJSON_AddNumberToObject(j, "val_crop_frac", o->data.val_crop_frac);
+	cJSON_AddNumberToObject(j, "epochs", o->optim.epochs);
+	cJSON_AddNumberToObject(j, "batch_size", o->optim.batch_size);
+	cJSON_AddNumberToObject(j, "lr", o->optim.lr);
 	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
-	cJSON_AddStringToObject(j, "model", o->model);
-	cJSON_AddNumberToObject(j, "size", o->size);
+	cJSON_AddStringToObject(j, "model", o->net.model);
+	cJSON_AddNumberToObject(j, "size", o->data.size);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
 	cJSON_AddNumberToObject(j, "loader_threads", r->log.loader_threads);
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
 	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
 	cJSON_AddStringToObject(j, "optimizer",
-				o->optimizer == NN_OPTIM_ADAM    ? "adam"
-				: o->optimizer == NN_OPTIM_ADAMW ? "adamw"
+				o->optim.optimizer == NN_OPTIM_ADAM    ? "adam"
+				: o->optim.optimizer == NN_OPTIM_ADAMW ? "adamw"
 								 : "sgd");
-	cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
-	cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
-	cJSON_AddStringToObject(j, "precision", o->precision ? o->precision : "fp32");
+	cJSON_AddBoolToObject(j, "nesterov", o->optim.nesterov);
+	cJSON_AddStringToObject(j, "device", o->net.device ? o->net.device : "cpu");
+	cJSON_AddStringToObject(j, "precision", o->net.precision ? o->net.precision : "fp32");
 	/* what the context runs with (a device's defaults included) */
 	static const char *const algo[] = {"benchmark", "heuristic",
 					   "deterministic"};
@@ -288,23 +288,23 @@ cJSON *loop_options_json(const run *r)
 					? algo[r->ctx.conv_algo]
 					: "?");
 	cJSON_AddBoolToObject(j, "tf32", r->ctx.tf32);
-	cJSON_AddNumberToObject(j, "max_steps", (double)o->max_steps);
-	cJSON_AddNumberToObject(j, "momentum", o->momentum);
-	cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
-	cJSON_AddNumberToObject(j, "warmup_epochs", o->warmup_epochs);
+	cJSON_AddNumberToObject(j, "max_steps", (double)o->optim.max_steps);
+	cJSON_AddNumberToObject(j, "momentum", o->optim.momentum);
+	cJSON_AddNumberToObject(j, "weight_decay", o->optim.weight_decay);
+	cJSON_AddNumberToObject(j, "warmup_epochs", o->optim.warmup_epochs);
 	cJSON_AddStringToObject(j, "schedule",
-				o->schedule == NN_LR_STEP       ? "step"
-				: o->schedule == NN_LR_CONSTANT ? "constant"
+				o->optim.schedule == NN_LR_STEP       ? "step"
+				: o->optim.schedule == NN_LR_CONSTANT ? "constant"
 								: "cosine");
-	cJSON_AddBoolToObject(j, "no_lr_scaling", o->no_lr_scaling);
-	cJSON_AddStringToObject(j, "augment", o->augment ? o->augment : "none");
-	cJSON_AddNumberToObject(j, "label_smoothing", o->label_smoothing);
-	cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn);
-	cJSON_AddBoolToObject(j, "freeze_backbone", o->freeze_backbone);
-	cJSON_AddBoolToObject(j, "synthetic", o->synthetic);
-	cJSON_AddNumberToObject(j, "bucket_mb", o->bucket_mb);
-	cJSON_AddBoolToObject(j, "shard_owning", o->shard_owning);
-	cJSON_AddNumberToObject(j, "max_bad_records", (double)o->max_bad_records);
+	cJSON_AddBoolToObject(j, "no_lr_scaling", o->optim.no_lr_scaling);
+	cJSON_AddStringToObject(j, "augment", o->data.augment ? o->data.augment : "none");
+	cJSON_AddNumberToObject(j, "label_smoothing", o->optim.label_smoothing);
+	cJSON_AddBoolToObject(j, "freeze_bn", o->net.freeze_bn);
+	cJSON_AddBoolToObject(j, "freeze_backbone", o->net.freeze_backbone);
+	cJSON_AddBoolToObject(j, "synthetic", o->data.synthetic);
+	cJSON_AddNumberToObject(j, "bucket_mb", o->comm.bucket_mb);
+	cJSON_AddBoolToObject(j, "shard_owning", o->data.shard_owning);
+	cJSON_AddNumberToObject(j, "max_bad_records", (double)o->data.max_bad_records);
 	return j;
 }
 
@@ -316,12 +316,12 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	const nn_train_opts *o = r->o;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
-	cJSON_AddStringToObject(j, "model", o->model);
-	cJSON_AddStringToObject(j, "device", o->device);
+	cJSON_AddStringToObject(j, "model", o->net.model);
+	cJSON_AddStringToObject(j, "device", o->net.device);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
-	cJSON_AddNumberToObject(j, "batch_per_rank", o->batch_size);
-	cJSON_AddNumberToObject(j, "global_batch", (double)o->batch_size * r->dp.world);
-	cJSON_AddNumberToObject(j, "lr_per_rank", o->lr);
+	cJSON_AddNumberToObject(j, "batch_per_rank", o->optim.batch_size);
+	cJSON_AddNumberToObject(j, "global_batch", (double)o->optim.batch_size * r->dp.world);
+	cJSON_AddNumberToObject(j, "lr_per_rank", o->optim.lr);
 	cJSON_AddNumberToObject(j, "lr_batch", r->lr_batch);
 	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
 	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
@@ -400,7 +400,7 @@ int loop_write_summary(run *r, nn_train_result *res, ims_error *err)
 		mn = all[3 * i] < mn ? all[3 * i] : mn;
 	}
 	res->busy_ratio = mn > 0 ? mx / mn : 1;
-	if (rc || r->dp.rank != 0 || !r->o->log_dir) {
+	if (rc || r->dp.rank != 0 || !r->o->out.log_dir) {
 		free(all);
 		return rc;
 	}

@@ -51,7 +51,7 @@ int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
 	loop_bad *bad = &r->bad;
 	bad->epoch_count += count;
 	bad->total += count;
-	const int64_t limit = r->o->max_bad_records;
+	const int64_t limit = r->o->data.max_bad_records;
 	if (limit < 0 || bad->total <= (uint64_t)limit)
 		return 0;
 	char list[160] = "";

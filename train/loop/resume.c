@@ -27,7 +27,7 @@
 int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			 uint64_t position, uint64_t step, ims_error *err)
 {
-	if (!r->o->checkpoint_dir || r->dp.rank != 0)
+	if (!r->o->out.checkpoint_dir || r->dp.rank != 0)
 		return 0;
 	char e[32], ep[32], s[32], w[32], b[32], seed[32], cls[32], size[32];
 	char nrec[32], dig[32];
@@ -35,10 +35,10 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	snprintf(ep, sizeof(ep), "%llu", (unsigned long long)position);
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)step);
 	snprintf(w, sizeof(w), "%d", r->dp.world);
-	snprintf(b, sizeof(b), "%d", r->o->batch_size);
+	snprintf(b, sizeof(b), "%d", r->o->optim.batch_size);
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)r->o->seed);
 	snprintf(cls, sizeof(cls), "%d", r->data.classes);
-	snprintf(size, sizeof(size), "%d", r->o->size);
+	snprintf(size, sizeof(size), "%d", r->o->data.size);
 	snprintf(nrec, sizeof(nrec), "%llu", (unsigned long long)r->data.train_records);
 	snprintf(dig, sizeof(dig), "%016llx", (unsigned long long)r->data.train_digest);
 	/* the options that shaped the run, for a person reading the file
@@ -61,7 +61,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	nn_loss_scale_format(&r->scaler, ls, lg, sk);
 	const char *meta[] = {"epoch", e, "epoch_position", ep, "step", s,
 			      "world", w, "batch_size", b, "seed", seed,
-			      "model", r->o->model, "classes", cls, "size", size,
+			      "model", r->o->net.model, "classes", cls, "size", size,
 			      "train_split", r->data.train_name,
 			      "train_records", nrec, "train_digest", dig,
 			      "options", opts, "run", hist,
@@ -186,14 +186,14 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 	FORWARD_IF_ERR(meta_u64(f, "size", &size, err));
 	FORWARD_IF_ERR(meta_u64(f, "seed", &seed, err));
 	const char *model = st_metadata_get(f, "model");
-	RETURN_IF(!model || strcmp(model, o->model), err, IMS_EINVAL,
+	RETURN_IF(!model || strcmp(model, o->net.model), err, IMS_EINVAL,
 		  "cannot resume from '%s' with --model %s: its run trains %s "
 		  "(resume with --model %s, or start a new run)",
-		  path, o->model, model ? model : "?", model ? model : "?");
-	RETURN_IF(size != (uint64_t)o->size, err, IMS_EINVAL,
+		  path, o->net.model, model ? model : "?", model ? model : "?");
+	RETURN_IF(size != (uint64_t)o->data.size, err, IMS_EINVAL,
 		  "cannot resume from '%s' with --size %d: its run trains at --size "
 		  "%llu (resume with --size %llu)",
-		  path, o->size, (unsigned long long)size, (unsigned long long)size);
+		  path, o->data.size, (unsigned long long)size, (unsigned long long)size);
 	RETURN_IF(cls != (uint64_t)r->data.classes, err, IMS_EINVAL,
 		  "cannot resume from '%s': its run has %llu classes, the splits "
 		  "given now have %d",
@@ -218,30 +218,30 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 			  "trained on split '%s' (%llu records, digest %s), --train '%s' "
 			  "is split '%s' (%llu records, digest %s); the position in the "
 			  "epoch counts that split's records",
-			  path, name, (unsigned long long)n, digest, o->train_manifest,
+			  path, name, (unsigned long long)n, digest, o->data.train_manifest,
 			  r->data.train_name, (unsigned long long)r->data.train_records,
 			  now);
 	}
 	/* the epochs a decaying schedule spans shape it: another count would
 	 * put this run somewhere else on another curve */
-	const int epochs_was = (int)opt_num(was, "epochs", o->epochs);
+	const int epochs_was = (int)opt_num(was, "epochs", o->optim.epochs);
 	const char *sched_was = opt_str(was, "schedule");
-	const int decays = o->schedule != NN_LR_CONSTANT ||
+	const int decays = o->optim.schedule != NN_LR_CONSTANT ||
 			   (sched_was && strcmp(sched_was, "constant"));
-	RETURN_IF(decays && epochs_was != o->epochs, err, IMS_EINVAL,
+	RETURN_IF(decays && epochs_was != o->optim.epochs, err, IMS_EINVAL,
 		  "cannot resume from '%s' with --epochs %d: its run was set up for "
 		  "--epochs %d, over which its learning-rate schedule decays (resume "
 		  "with --epochs %d, or start a new run)",
-		  path, o->epochs, epochs_was, epochs_was);
+		  path, o->optim.epochs, epochs_was, epochs_was);
 	const cJSON *owning = cJSON_GetObjectItemCaseSensitive(was, "shard_owning");
 	const int owning_was = cJSON_IsTrue(owning);
-	RETURN_IF(owning && owning_was != (o->shard_owning != 0), err, IMS_EINVAL,
+	RETURN_IF(owning && owning_was != (o->data.shard_owning != 0), err, IMS_EINVAL,
 		  "cannot resume from '%s' %s --shard-owning: its run %s it (the "
 		  "position in the epoch means records of the ranks' own shards in "
 		  "one, of the whole split in the other)",
-		  path, o->shard_owning ? "with" : "without",
+		  path, o->data.shard_owning ? "with" : "without",
 		  owning_was ? "had" : "did not have");
-	RETURN_IF(o->shard_owning && world_was != (uint64_t)r->dp.world, err,
+	RETURN_IF(o->data.shard_owning && world_was != (uint64_t)r->dp.world, err,
 		  IMS_EINVAL,
 		  "cannot resume from '%s' with %d ranks under --shard-owning: its "
 		  "run had %llu (each rank reads its own shards, so the rest of an "
@@ -260,7 +260,7 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 	 * which setting differs instead (checked again, verified, below) */
 	FORWARD_IF_ERR(st_open(r->ckpt_path, &f, err));
 	const char *m = st_metadata_get(f, "model");
-	int other = m && strcmp(m, o->model);
+	int other = m && strcmp(m, o->net.model);
 	char model[64];
 	snprintf(model, sizeof(model), "%s", m ? m : "");
 	st_close(f);
@@ -268,7 +268,7 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 	RETURN_IF(other, err, IMS_EINVAL,
 		  "cannot resume from '%s' with --model %s: its run trains %s "
 		  "(resume with --model %s, or start a new run)",
-		  r->ckpt_path, o->model, model, model);
+		  r->ckpt_path, o->net.model, model, model);
 	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
 						 err));
 	cJSON *was = meta_options(f);
@@ -286,7 +286,7 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 	if (!rc)
 		rc = check_same(r, f, was, world, err);
 	/* what an earlier run's batch was: its own key, else its options */
-	uint64_t batch_was = (uint64_t)opt_num(was, "batch_size", o->batch_size);
+	uint64_t batch_was = (uint64_t)opt_num(was, "batch_size", o->optim.batch_size);
 	if (!rc && st_metadata_get(f, "batch_size"))
 		rc = meta_u64(f, "batch_size", &batch_was, err);
 	if (!rc && st_metadata_get(f, "epoch_position")) {
@@ -329,12 +329,12 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 			.world_was = (int)world,
 			.batch_was = (int)batch_was,
 			.world = r->dp.world,
-			.batch = o->batch_size,
+			.batch = o->optim.batch_size,
 			.lr_peak_was = opt_num(was, "lr_peak", 0),
 			.changed = r->part.changed,
 		};
-		const uint64_t max = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
-		r->part.complete = e >= (uint64_t)o->epochs ? 1 : s >= max ? 2 : 0;
+		const uint64_t max = o->optim.max_steps > 0 ? (uint64_t)o->optim.max_steps : UINT64_MAX;
+		r->part.complete = e >= (uint64_t)o->optim.epochs ? 1 : s >= max ? 2 : 0;
 		r->part.resume.complete = r->part.complete;
 	}
 	cJSON_Delete(was);
@@ -350,18 +350,18 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	memset(&r->part.at, 0, sizeof(r->part.at));
-	r->lr_batch = o->batch_size;
-	if (!o->checkpoint_dir)
+	r->lr_batch = o->optim.batch_size;
+	if (!o->out.checkpoint_dir)
 		return 0;
 	if (r->dp.rank == 0) {
-		FORWARD_IF_ERR(ims_mkdir_p(o->checkpoint_dir, err));
+		FORWARD_IF_ERR(ims_mkdir_p(o->out.checkpoint_dir, err));
 		/* what a run killed while writing a checkpoint left */
-		ims_temp_sweep(o->checkpoint_dir, "checkpoint.safetensors", NULL);
+		ims_temp_sweep(o->out.checkpoint_dir, "checkpoint.safetensors", NULL);
 	}
 	FORWARD_IF_ERR(ims_path_join(r->ckpt_path, sizeof(r->ckpt_path),
-				     o->checkpoint_dir, "checkpoint.safetensors",
+				     o->out.checkpoint_dir, "checkpoint.safetensors",
 				     err));
-	if (!o->resume)
+	if (!o->out.resume)
 		return 0;
 	FORWARD_IF_ERR(resume(r, res, err));
 	r->part.resumed = 1;
@@ -376,9 +376,9 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 int loop_report_resumed(run *r, ims_error *err)
 {
 	nn_train_resume *v = &r->part.resume;
-	const uint64_t global = (uint64_t)r->o->batch_size * (uint64_t)r->dp.world;
+	const uint64_t global = (uint64_t)r->o->optim.batch_size * (uint64_t)r->dp.world;
 	v->lr_peak = nn_lr_peak(&r->lr);
-	if (!r->part.complete && v->epoch < r->o->epochs) {
+	if (!r->part.complete && v->epoch < r->o->optim.epochs) {
 		v->rest_steps = aug_loader_batches_at(r->data.train, v->position);
 		v->rest_unused = r->data.train_records - v->position - v->rest_steps * global;
 	}

@@ -27,60 +27,60 @@ int loop_algo_mode(const char *name)
 
 int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 {
-	RETURN_IF(!o->train_manifest, err, IMS_EINVAL,
+	RETURN_IF(!o->data.train_manifest, err, IMS_EINVAL,
 		  "cannot train: no training split (--train)");
-	RETURN_IF(!(o->val_crop_frac > 0 && o->val_crop_frac <= 1), err,
+	RETURN_IF(!(o->data.val_crop_frac > 0 && o->data.val_crop_frac <= 1), err,
 		  IMS_EINVAL,
 		  "cannot validate with a crop fraction of %g: use more than 0 "
 		  "and at most 1",
-		  o->val_crop_frac);
-	RETURN_IF(o->loader_threads < 0, err, IMS_EINVAL,
-		  "cannot load with %d threads", o->loader_threads);
-	RETURN_IF(strcmp(o->device, "cpu") && strcmp(o->device, "cuda"), err,
+		  o->data.val_crop_frac);
+	RETURN_IF(o->data.loader_threads < 0, err, IMS_EINVAL,
+		  "cannot load with %d threads", o->data.loader_threads);
+	RETURN_IF(strcmp(o->net.device, "cpu") && strcmp(o->net.device, "cuda"), err,
 		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
-		  o->device);
-	RETURN_IF(strcmp(o->precision, "fp32") &&
-			  strcmp(o->precision, "bf16") &&
-			  strcmp(o->precision, "fp16"),
+		  o->net.device);
+	RETURN_IF(strcmp(o->net.precision, "fp32") &&
+			  strcmp(o->net.precision, "bf16") &&
+			  strcmp(o->net.precision, "fp16"),
 		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
-		  o->precision);
-	RETURN_IF(o->cudnn_algo && loop_algo_mode(o->cudnn_algo) < 0, err,
+		  o->net.precision);
+	RETURN_IF(o->net.cudnn_algo && loop_algo_mode(o->net.cudnn_algo) < 0, err,
 		  IMS_EINVAL,
 		  "unknown --cudnn-algo '%s': use benchmark, heuristic or "
 		  "deterministic",
-		  o->cudnn_algo);
-	RETURN_IF(o->tf32 < -1 || o->tf32 > 1, err, IMS_EINVAL,
+		  o->net.cudnn_algo);
+	RETURN_IF(o->net.tf32 < -1 || o->net.tf32 > 1, err, IMS_EINVAL,
 		  "--tf32 is %d: use 1 (on), 0 (off) or -1 (the device's "
 		  "default)",
-		  o->tf32);
-	RETURN_IF(o->epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
-		  o->epochs);
-	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
-		  "cannot train with batches of %d", o->batch_size);
-	RETURN_IF(!(o->lr > 0) || !isfinite(o->lr), err, IMS_EINVAL,
-		  "cannot train with learning rate %g", o->lr);
-	RETURN_IF(o->warmup_epochs < 0 || o->warmup_epochs > o->epochs, err,
+		  o->net.tf32);
+	RETURN_IF(o->optim.epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
+		  o->optim.epochs);
+	RETURN_IF(o->optim.batch_size < 1, err, IMS_EINVAL,
+		  "cannot train with batches of %d", o->optim.batch_size);
+	RETURN_IF(!(o->optim.lr > 0) || !isfinite(o->optim.lr), err, IMS_EINVAL,
+		  "cannot train with learning rate %g", o->optim.lr);
+	RETURN_IF(o->optim.warmup_epochs < 0 || o->optim.warmup_epochs > o->optim.epochs, err,
 		  IMS_EINVAL, "cannot warm up for %g of %d epochs",
-		  o->warmup_epochs, o->epochs);
-	RETURN_IF(o->label_smoothing < 0 || o->label_smoothing >= 1, err,
+		  o->optim.warmup_epochs, o->optim.epochs);
+	RETURN_IF(o->optim.label_smoothing < 0 || o->optim.label_smoothing >= 1, err,
 		  IMS_EINVAL, "label smoothing %g is outside [0, 1)",
-		  o->label_smoothing);
-	RETURN_IF(o->resume && !o->checkpoint_dir, err, IMS_EINVAL,
+		  o->optim.label_smoothing);
+	RETURN_IF(o->out.resume && !o->out.checkpoint_dir, err, IMS_EINVAL,
 		  "cannot resume without --checkpoint-dir");
-	RETURN_IF(o->resume && o->init, err, IMS_EINVAL,
+	RETURN_IF(o->out.resume && o->net.init, err, IMS_EINVAL,
 		  "--resume and --init exclude each other: a resumed run "
 		  "continues from its checkpoint");
-	RETURN_IF(o->freeze_backbone && !o->init, err, IMS_EINVAL,
+	RETURN_IF(o->net.freeze_backbone && !o->net.init, err, IMS_EINVAL,
 		  "--freeze-backbone needs --init weights to freeze");
-	RETURN_IF((o->init_partial || o->reset_head) && !o->init, err, IMS_EINVAL,
+	RETURN_IF((o->net.init_partial || o->net.reset_head) && !o->net.init, err, IMS_EINVAL,
 		  "--%s is about --init's weights: give --init",
-		  o->init_partial ? "init-partial" : "reset-head");
-	RETURN_IF(!(o->bucket_mb > 0) || o->bucket_mb > 1024, err, IMS_EINVAL,
+		  o->net.init_partial ? "init-partial" : "reset-head");
+	RETURN_IF(!(o->comm.bucket_mb > 0) || o->comm.bucket_mb > 1024, err, IMS_EINVAL,
 		  "gradient buckets of %g MiB: use more than 0 and at most 1024",
-		  o->bucket_mb);
+		  o->comm.bucket_mb);
 	/* several ranks on cuda need NCCL in the build: refused before
 	 * anything starts */
-	RETURN_IF(!strcmp(o->device, "cuda") && world > 1 && !dp_nccl_available(),
+	RETURN_IF(!strcmp(o->net.device, "cuda") && world > 1 && !dp_nccl_available(),
 		  err, IMS_EUNSUPPORTED,
 		  "cannot train on cuda with %d ranks: this build has no NCCL "
 		  "(configured without it, MPI or the CUDA backend); run one "
@@ -94,36 +94,36 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 int loop_load_classes(run *r, ims_error *err)
 {
 	rio_manifest a = {0}, b = {0};
-	int rc = rio_manifest_load(r->o->train_manifest, &a, err);
+	int rc = rio_manifest_load(r->o->data.train_manifest, &a, err);
 	if (rc)
 		return rc;
-	rc = r->o->val_manifest ? rio_manifest_load(r->o->val_manifest, &b, err)
+	rc = r->o->data.val_manifest ? rio_manifest_load(r->o->data.val_manifest, &b, err)
 				: 0;
 	if (rc) {
 		rio_manifest_release(&a);
 		return rc;
 	}
-	if (!r->o->val_manifest) {
+	if (!r->o->data.val_manifest) {
 		/* nothing to compare */
 	} else if (a.n_classes != b.n_classes) {
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train: '%s' has %zu classes but '%s' has %zu "
 			      "(pack both splits from one class list)",
-			      r->o->train_manifest, a.n_classes,
-			      r->o->val_manifest, b.n_classes);
+			      r->o->data.train_manifest, a.n_classes,
+			      r->o->data.val_manifest, b.n_classes);
 	} else {
 		for (size_t i = 0; i < a.n_classes && !rc; i++)
 			if (strcmp(a.classes[i], b.classes[i]))
 				rc = ims_fail(err, IMS_EINVAL,
 					      "cannot train: class %zu is '%s' in '%s' "
 					      "but '%s' in '%s'",
-					      i, a.classes[i], r->o->train_manifest,
-					      b.classes[i], r->o->val_manifest);
+					      i, a.classes[i], r->o->data.train_manifest,
+					      b.classes[i], r->o->data.val_manifest);
 	}
 	if (!rc && a.n_classes < 2)
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot train on '%s': it has %zu class",
-			      r->o->train_manifest, a.n_classes);
+			      r->o->data.train_manifest, a.n_classes);
 	if (!rc)
 		rc = nn_model_card_set_names(&r->card, (const char *const *)a.classes,
 					     a.n_classes, err);
@@ -149,13 +149,13 @@ int loop_load_classes(run *r, ims_error *err)
 static void set_compute(run *r)
 {
 	const nn_train_opts *o = r->o;
-	r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
-			   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
+	r->ctx.precision = !strcmp(o->net.precision, "bf16")   ? NN_PREC_BF16
+			   : !strcmp(o->net.precision, "fp16") ? NN_PREC_FP16
 							   : NN_PREC_FP32;
-	if (o->cudnn_algo)
-		r->ctx.conv_algo = loop_algo_mode(o->cudnn_algo);
-	if (o->tf32 >= 0)
-		r->ctx.tf32 = o->tf32;
+	if (o->net.cudnn_algo)
+		r->ctx.conv_algo = loop_algo_mode(o->net.cudnn_algo);
+	if (o->net.tf32 >= 0)
+		r->ctx.tf32 = o->net.tf32;
 }
 
 /*
@@ -167,7 +167,7 @@ static void set_compute(run *r)
 int loop_open_context(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (!strcmp(o->device, "cuda")) {
+	if (!strcmp(o->net.device, "cuda")) {
 		/* the rank's device is chosen, and selected, before anything
 		 * else of the run can touch a GPU (a context made on device 0
 		 * by the loader's pinned ring, NVML, NCCL or cuBLAS would
@@ -180,8 +180,8 @@ int loop_open_context(run *r, ims_error *err)
 		r->ctx_ok = 1;
 		set_compute(r);
 	}
-	nn_loss_scale_init(&r->scaler, !strcmp(o->precision, "fp16"));
-	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->collective_timeout, err));
+	nn_loss_scale_init(&r->scaler, !strcmp(o->net.precision, "fp16"));
+	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->comm.collective_timeout, err));
 	RETURN_IF(r->hooks.inf_grad_step && !r->scaler.enabled, err, IMS_EINVAL,
 		  "cannot inject an infinite gradient without --precision fp16 "
 		  "(only fp16 checks gradients for overflow)");
@@ -195,9 +195,9 @@ int loop_open_context(run *r, ims_error *err)
 			  "cannot stage batches on the host with %d ranks: the "
 			  "host-staging hook is for one rank",
 			  r->dp.world);
-		FORWARD_IF_ERR(nn_ctx_init_cpu_staged(&r->ctx, o->threads, err));
+		FORWARD_IF_ERR(nn_ctx_init_cpu_staged(&r->ctx, o->net.threads, err));
 	} else {
-		FORWARD_IF_ERR(nn_ctx_init_cpu(&r->ctx, o->threads, err));
+		FORWARD_IF_ERR(nn_ctx_init_cpu(&r->ctx, o->net.threads, err));
 	}
 	r->ctx_ok = 1;
 	set_compute(r);
@@ -218,52 +218,52 @@ int loop_open_loaders(run *r, ims_error *err)
 	const nn_train_opts *o = r->o;
 	aug_loader_opts lo;
 	aug_loader_opts_init(&lo, 1);
-	lo.manifest = o->train_manifest;
+	lo.manifest = o->data.train_manifest;
 	lo.rank = r->dp.rank;
 	lo.world = r->dp.world;
 	lo.seed = o->seed;
-	lo.batch_size = o->batch_size;
+	lo.batch_size = o->optim.batch_size;
 	/* decoding has its own count; --threads alone still sets both, as
 	 * it did before --loader-threads */
-	lo.threads = o->loader_threads > 0 ? o->loader_threads
-		     : o->threads > 0     ? o->threads
+	lo.threads = o->data.loader_threads > 0 ? o->data.loader_threads
+		     : o->net.threads > 0     ? o->net.threads
 					  : omp_get_num_procs();
 	r->log.loader_threads = lo.threads;
-	lo.quiet = r->dp.rank != 0 || o->quiet || !o->verbose;
-	lo.shard_owning = o->shard_owning;
+	lo.quiet = r->dp.rank != 0 || o->out.quiet || !o->out.verbose;
+	lo.shard_owning = o->data.shard_owning;
 	lo.event = loader_event;
 	lo.event_ctx = r;
 	loop_host_memory(r, &lo);
-	lo.transform.out_w = lo.transform.out_h = o->size;
-	lo.transform.crop_frac = o->val_crop_frac; /* the norrc geometry */
-	FORWARD_IF_ERR(aug_transform_parse(o->augment ? o->augment : "none",
+	lo.transform.out_w = lo.transform.out_h = o->data.size;
+	lo.transform.crop_frac = o->data.val_crop_frac; /* the norrc geometry */
+	FORWARD_IF_ERR(aug_transform_parse(o->data.augment ? o->data.augment : "none",
 					   &lo.transform, err));
-	memcpy(lo.transform.mean, o->mean, sizeof(o->mean));
-	memcpy(lo.transform.std, o->std, sizeof(o->std));
+	memcpy(lo.transform.mean, o->data.mean, sizeof(o->data.mean));
+	memcpy(lo.transform.std, o->data.std, sizeof(o->data.std));
 	FORWARD_IF_ERR(aug_loader_open(&lo, &r->data.train, err));
 	r->data.steps_per_epoch = aug_loader_batches_per_epoch(r->data.train);
 	/* what eval and predict must feed the model: validation's input,
 	 * recorded with or without --val */
 	nn_model_card *c = &r->card;
-	snprintf(c->model, sizeof(c->model), "%s", o->model);
-	c->size = o->size;
-	memcpy(c->mean, o->mean, sizeof(c->mean));
-	memcpy(c->std, o->std, sizeof(c->std));
-	c->val_crop_frac = o->val_crop_frac;
+	snprintf(c->model, sizeof(c->model), "%s", o->net.model);
+	c->size = o->data.size;
+	memcpy(c->mean, o->data.mean, sizeof(c->mean));
+	memcpy(c->std, o->data.std, sizeof(c->std));
+	c->val_crop_frac = o->data.val_crop_frac;
 	c->have |= NN_CARD_MODEL | NN_CARD_SIZE | NN_CARD_MEAN | NN_CARD_STD |
 		   NN_CARD_CROP;
-	if (!o->val_manifest)
+	if (!o->data.val_manifest)
 		return 0;
 
 	aug_loader_opts vo;
 	aug_loader_opts_init(&vo, 0);
-	vo.manifest = o->val_manifest;
+	vo.manifest = o->data.val_manifest;
 	vo.seed = o->seed;
-	vo.batch_size = o->batch_size;
+	vo.batch_size = o->optim.batch_size;
 	vo.threads = lo.threads;
 	vo.quiet = 1;
-	return loop_open_eval_loader(r, &vo, o->size, o->val_crop_frac, o->mean,
-				     o->std, err);
+	return loop_open_eval_loader(r, &vo, o->data.size, o->data.val_crop_frac, o->data.mean,
+				     o->data.std, err);
 }
 
 int loop_open_eval_loader(run *r, aug_loader_opts *vo, int size,
@@ -293,8 +293,8 @@ int loop_make_synthetic(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	loop_data *d = &r->data;
-	const size_t n = (size_t)o->batch_size;
-	const size_t per = (size_t)3 * o->size * o->size;
+	const size_t n = (size_t)o->optim.batch_size;
+	const size_t per = (size_t)3 * o->data.size * o->data.size;
 	d->synth_x = malloc(n * per * sizeof(float));
 	d->synth_labels = malloc(n * sizeof(int32_t));
 	d->synth_padded = calloc(n, 1);
@@ -355,16 +355,16 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 	RETURN_IF(rep->loaded == 0, err, IMS_EINVAL,
 		  "cannot initialise %s from '%s': none of its %d tensors is in the "
 		  "file under its name and shape (weights of another model?)",
-		  o->model, o->init, nn_model_tensor_count(r->m));
-	RETURN_IF(missing && !o->init_partial, err, IMS_EINVAL,
+		  o->net.model, o->net.init, nn_model_tensor_count(r->m));
+	RETURN_IF(missing && !o->net.init_partial, err, IMS_EINVAL,
 		  "cannot initialise %s from '%s': it holds %d of the %d backbone "
 		  "tensors ('%s' and %d more are missing); --init-partial keeps the "
 		  "missing ones as initialised",
-		  o->model, o->init, backbone - missing, backbone, first, missing - 1);
-	RETURN_IF(missing && o->freeze_backbone, err, IMS_EINVAL,
+		  o->net.model, o->net.init, backbone - missing, backbone, first, missing - 1);
+	RETURN_IF(missing && o->net.freeze_backbone, err, IMS_EINVAL,
 		  "cannot freeze the backbone of %s: '%s' left %d of its tensors as "
 		  "initialised ('%s' first), and frozen they would never train",
-		  o->model, o->init, missing, first);
+		  o->net.model, o->net.init, missing, first);
 	return 0;
 }
 
@@ -376,24 +376,24 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 int loop_make_model(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	FORWARD_IF_ERR(nn_model_create(&r->ctx, o->model, r->data.classes, o->size,
-				       o->size, o->batch_size, o->seed, &r->m, err));
-	nn_model_freeze_bn(r->m, o->freeze_bn);
+	FORWARD_IF_ERR(nn_model_create(&r->ctx, o->net.model, r->data.classes, o->data.size,
+				       o->data.size, o->optim.batch_size, o->seed, &r->m, err));
+	nn_model_freeze_bn(r->m, o->net.freeze_bn);
 	/* a frozen backbone's activations are not kept for a backward that
 	 * never reaches them */
-	if (o->freeze_backbone)
+	if (o->net.freeze_backbone)
 		FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_TRAIN_HEAD, err));
 	/* algorithms chosen and workspaces sized now, before any
 	 * collective: nothing is reallocated once steps run */
 	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
-	if (o->init) {
+	if (o->net.init) {
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
-		FORWARD_IF_ERR(nn_checkpoint_load_init(o->init, r->m,
-						       o->reset_head ? NN_INIT_RESET_HEAD : 0,
+		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m,
+						       o->net.reset_head ? NN_INIT_RESET_HEAD : 0,
 						       &rep, err));
 		if (r->log.ev.initialised)
-			r->log.ev.initialised(r->log.ev.ctx, o->init, &rep);
+			r->log.ev.initialised(r->log.ev.ctx, o->net.init, &rep);
 		int rc = check_init(r, &rep, err);
 		nn_load_report_release(&rep);
 		FORWARD_IF_ERR(rc);
@@ -402,7 +402,7 @@ int loop_make_model(run *r, ims_error *err)
 	float *params = nn_model_params(r->m, &np);
 	float *bufs = nn_model_buffers(r->m, &nb);
 	if (r->dp.world > 1 && nn_ctx_has_staging(&r->ctx)) {
-		FORWARD_IF_ERR(dp_nccl_create(r->dp.comm, &r->ctx, o->collective_timeout,
+		FORWARD_IF_ERR(dp_nccl_create(r->dp.comm, &r->ctx, o->comm.collective_timeout,
 					      &r->dp.nccl, err));
 		FORWARD_IF_ERR(dp_nccl_broadcast(r->dp.nccl, params, np, 0, err));
 		return dp_nccl_broadcast(r->dp.nccl, bufs, nb, 0, err);
@@ -426,18 +426,18 @@ int loop_setup_schedule(run *r, ims_error *err)
 	const nn_train_opts *o = r->o;
 	/* the schedule spans --epochs; --max-steps only stops early, so a
 	 * run stopped and resumed follows the uninterrupted run's rates */
-	uint64_t total = (uint64_t)o->epochs * r->data.steps_per_epoch;
+	uint64_t total = (uint64_t)o->optim.epochs * r->data.steps_per_epoch;
 	nn_lr_opts lo;
 	nn_lr_opts_init(&lo);
 	/* 1.0 exactly unless the batch changed: the same bits as ever */
-	lo.base_lr = o->no_lr_scaling ? o->lr
-				      : o->lr * ((double)o->batch_size / (double)r->lr_batch);
+	lo.base_lr = o->optim.no_lr_scaling ? o->optim.lr
+				      : o->optim.lr * ((double)o->optim.batch_size / (double)r->lr_batch);
 	lo.world = r->dp.world;
-	lo.no_scaling = o->no_lr_scaling;
-	lo.warmup_steps = (int64_t)llround(o->warmup_epochs *
+	lo.no_scaling = o->optim.no_lr_scaling;
+	lo.warmup_steps = (int64_t)llround(o->optim.warmup_epochs *
 					   (double)r->data.steps_per_epoch);
-	lo.decay = o->schedule;
-	if (o->schedule == NN_LR_STEP) {
+	lo.decay = o->optim.schedule;
+	if (o->optim.schedule == NN_LR_STEP) {
 		/* x0.1 at half and three quarters of the run */
 		lo.gamma = 0.1;
 		lo.milestones[0] = (int64_t)(total / 2 > 0 ? total / 2 : 1);
@@ -445,18 +445,18 @@ int loop_setup_schedule(run *r, ims_error *err)
 						     ? total * 3 / 4
 						     : (uint64_t)lo.milestones[0] + 1);
 		lo.n_milestones = 2;
-	} else if (o->schedule == NN_LR_COSINE) {
+	} else if (o->optim.schedule == NN_LR_COSINE) {
 		lo.total_steps = (int64_t)total > lo.warmup_steps
 					 ? (int64_t)total
 					 : lo.warmup_steps + 1;
 	}
 	FORWARD_IF_ERR(nn_lr_schedule_init(&r->lr, &lo, err));
 	r->total_steps = r->part.at.step;
-	if (r->part.at.epoch < o->epochs)
+	if (r->part.at.epoch < o->optim.epochs)
 		r->total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
 									  r->part.at.position)
 						  : r->data.steps_per_epoch) +
-				  (uint64_t)(o->epochs - r->part.at.epoch - 1) *
+				  (uint64_t)(o->optim.epochs - r->part.at.epoch - 1) *
 					  r->data.steps_per_epoch;
 	return 0;
 }
@@ -475,16 +475,16 @@ int loop_setup_optim(run *r, ims_error *err)
 		nn_optim_segment *s = &r->segs[r->nsegs++];
 		s->offset = t->offset;
 		s->count = t->count;
-		s->decay = t->kind == NN_TENSOR_WEIGHT || !o->no_bn_bias_decay;
-		s->trainable = !o->freeze_backbone || t->head;
+		s->decay = t->kind == NN_TENSOR_WEIGHT || !o->optim.no_bn_bias_decay;
+		s->trainable = !o->net.freeze_backbone || t->head;
 	}
 	nn_optim_opts oo;
-	nn_optim_opts_init(&oo, o->optimizer);
-	if (o->optimizer == NN_OPTIM_SGD) {
-		oo.momentum = o->momentum;
-		oo.nesterov = o->nesterov;
+	nn_optim_opts_init(&oo, o->optim.optimizer);
+	if (o->optim.optimizer == NN_OPTIM_SGD) {
+		oo.momentum = o->optim.momentum;
+		oo.nesterov = o->optim.nesterov;
 	}
-	oo.weight_decay = o->weight_decay;
+	oo.weight_decay = o->optim.weight_decay;
 	oo.threads = r->ctx.threads;
 	oo.ctx = &r->ctx; /* state on its device; the CPU's stays on the host */
 	size_t np;
@@ -517,7 +517,7 @@ int loop_setup_buckets(run *r, ims_error *err)
 		return 0;
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
-	double floats = r->o->bucket_mb * 1048576.0 / sizeof(float);
+	double floats = r->o->comm.bucket_mb * 1048576.0 / sizeof(float);
 	if (r->dp.nccl) {
 		/* on the device: NCCL on its own stream (train/dp.h) */
 		FORWARD_IF_ERR(dp_nccl_buckets(r->dp.nccl, g, np,

@@ -54,8 +54,8 @@ void loop_host_memory(run *r, aug_loader_opts *lo)
 int loop_setup_device(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	const size_t n = (size_t)o->batch_size;
-	const size_t x_bytes = n * 3 * (size_t)o->size * o->size * sizeof(float);
+	const size_t n = (size_t)o->optim.batch_size;
+	const size_t x_bytes = n * 3 * (size_t)o->data.size * o->data.size * sizeof(float);
 	loop_stage *st = &r->st;
 	if (nn_ctx_has_staging(&r->ctx)) {
 		FORWARD_IF_ERR(nn_stage_create(&r->ctx, x_bytes, n * sizeof(int32_t),
@@ -85,7 +85,7 @@ int loop_setup_device(run *r, ims_error *err)
 		if (!r->log.gpumon)
 			loop_rank_note(r, "rank %d: no gpu lines in metrics.jsonl: %s",
 				       r->dp.rank, why ? why : "NVML is unusable");
-		if (o->synthetic) {
+		if (o->data.synthetic) {
 			loop_data *d = &r->data;
 			d->synth_dev_x = nn_ctx_alloc(&r->ctx, x_bytes);
 			d->synth_dev_labels = nn_ctx_alloc(&r->ctx, n * sizeof(int32_t));
@@ -169,7 +169,7 @@ int loop_loader_start(run *r, aug_loader *l, uint64_t epoch,
 /* Queues the copy of batch b into staging slot `slot`. */
 static int stage_put(run *r, int slot, const aug_batch *b, ims_error *err)
 {
-	const size_t per = (size_t)3 * r->o->size * r->o->size * sizeof(float);
+	const size_t per = (size_t)3 * r->o->data.size * r->o->data.size * sizeof(float);
 	return nn_stage_put(&r->ctx, r->st.stage, slot, b->data,
 			    per * (size_t)b->count, b->labels,
 			    sizeof(int32_t) * (size_t)b->count, err);

@@ -116,7 +116,7 @@ static int step_loss(run *r, const aug_batch *b, uint64_t step, step_io *io,
 				  i, (int)io->host_labels[i], r->data.classes);
 		return nn_xent_tally(&r->ctx, b->count, r->data.classes,
 				     io->logits, io->labels,
-				     r->o->label_smoothing,
+				     r->o->optim.label_smoothing,
 				     scale / ((float)b->count * ranks),
 				     r->dlogits, (int64_t)step + 1, r->st.tally,
 				     err);
@@ -124,7 +124,7 @@ static int step_loss(run *r, const aug_batch *b, uint64_t step, step_io *io,
 	double loss = 0;
 	FORWARD_IF_ERR(nn_softmax_xent(&r->ctx, b->count, r->data.classes,
 				       io->logits, io->labels,
-				       r->o->label_smoothing,
+				       r->o->optim.label_smoothing,
 				       scale / ((float)b->count * ranks), &loss,
 				       r->dlogits, err));
 	if (r->st.stage)
@@ -261,7 +261,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(nn_model_forward(r->m, io.x, b->count, 1,
 					ims_hash64(o->seed, step), &io.logits,
 					err));
-	if (ahead && r->st.stage && !o->synthetic) {
+	if (ahead && r->st.stage && !o->data.synthetic) {
 		double w = 0;
 		FORWARD_IF_ERR(loop_take_ahead(r, b, step + 1, &w, err));
 		iv->wait_s += w;
@@ -271,7 +271,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	/* loss */
 	FORWARD_IF_ERR(step_loss(r, b, step, &io, err));
 	/* backward; time inside MPI during it is communication */
-	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->freeze_backbone,
+	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->net.freeze_backbone,
 					 err));
 	const double t1 = ims_now();
 	const double in_backward = dp_buckets_take_seconds(r->dp.buckets);
@@ -298,12 +298,12 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 		      ims_error *err)
 {
 	loop_data *d = &r->data;
-	if (r->o->synthetic) {
+	if (r->o->data.synthetic) {
 		*b = (aug_batch){.data = d->synth_x,
 				 .labels = d->synth_labels,
 				 .indices = d->synth_indices,
 				 .padded = d->synth_padded,
-				 .count = r->o->batch_size,
+				 .count = r->o->optim.batch_size,
 				 .epoch = (uint64_t)epoch,
 				 .step = s};
 		return 0;
@@ -345,8 +345,8 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 	const nn_train_opts *o = r->o;
 	const uint64_t steps = position ? aug_loader_batches_at(r->data.train, position)
 					: r->data.steps_per_epoch;
-	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
-	if (!o->synthetic)
+	const uint64_t global = (uint64_t)o->optim.batch_size * (uint64_t)r->dp.world;
+	if (!o->data.synthetic)
 		FORWARD_IF_ERR(loop_loader_start(r, r->data.train, (uint64_t)epoch,
 						 position, err));
 	/* the schedule counts whole epochs of this run's steps; a resumed
@@ -379,10 +379,10 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		iv.images += (uint64_t)b.count;
 		res->images += (uint64_t)b.count * (uint64_t)r->dp.world;
 		res->steps = *step;
-		if (o->log_every > 0 && *step % (uint64_t)o->log_every == 0)
+		if (o->out.log_every > 0 && *step % (uint64_t)o->out.log_every == 0)
 			FORWARD_IF_ERR(close_interval(r, res, epoch, *step, &iv, err));
-		if (o->checkpoint_every > 0 &&
-		    *step % (uint64_t)o->checkpoint_every == 0) {
+		if (o->out.checkpoint_every > 0 &&
+		    *step % (uint64_t)o->out.checkpoint_every == 0) {
 			/* no checkpoint from weights a bad step spoilt */
 			FORWARD_IF_ERR(loop_read_tally(r, &iv, 0, err));
 			FORWARD_IF_ERR(loop_save_checkpoint(r, res, epoch,

@@ -11,31 +11,31 @@
 void nn_train_opts_init(nn_train_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->model = "convnet7";
-	o->device = "cpu";
-	o->epochs = 1;
-	o->batch_size = 32;
-	o->lr = 0.1;
-	o->optimizer = NN_OPTIM_SGD;
-	o->momentum = 0.9;
-	o->weight_decay = 1e-4;
-	o->schedule = NN_LR_COSINE;
-	o->size = 224;
-	o->augment = "flip";
-	o->val_crop_frac = 0.875;
-	o->precision = "fp32";
-	o->tf32 = -1;
+	o->net.model = "convnet7";
+	o->net.device = "cpu";
+	o->optim.epochs = 1;
+	o->optim.batch_size = 32;
+	o->optim.lr = 0.1;
+	o->optim.optimizer = NN_OPTIM_SGD;
+	o->optim.momentum = 0.9;
+	o->optim.weight_decay = 1e-4;
+	o->optim.schedule = NN_LR_COSINE;
+	o->data.size = 224;
+	o->data.augment = "flip";
+	o->data.val_crop_frac = 0.875;
+	o->net.precision = "fp32";
+	o->net.tf32 = -1;
 	o->seed = 1;
-	o->log_every = 10;
-	o->bucket_mb = 1024;
-	o->collective_timeout = 600;
-	o->max_bad_records = -1;
-	o->mean[0] = 123.675f;
-	o->mean[1] = 116.28f;
-	o->mean[2] = 103.53f;
-	o->std[0] = 58.395f;
-	o->std[1] = 57.12f;
-	o->std[2] = 57.375f;
+	o->out.log_every = 10;
+	o->comm.bucket_mb = 1024;
+	o->comm.collective_timeout = 600;
+	o->data.max_bad_records = -1;
+	o->data.mean[0] = 123.675f;
+	o->data.mean[1] = 116.28f;
+	o->data.mean[2] = 103.53f;
+	o->data.std[0] = 58.395f;
+	o->data.std[1] = 57.12f;
+	o->data.std[2] = 57.375f;
 }
 
 /*
@@ -50,7 +50,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 {
 	FORWARD_IF_ERR(loop_open_context(r, err));
 	FORWARD_IF_ERR(loop_open_loaders(r, err));
-	if (r->o->synthetic)
+	if (r->o->data.synthetic)
 		FORWARD_IF_ERR(loop_make_synthetic(r, err));
 	FORWARD_IF_ERR(loop_make_model(r, err));
 	FORWARD_IF_ERR(loop_setup_overflow(r, err));
@@ -80,13 +80,13 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	r->log.t_start = r->log.t_part - res->train_s;
 	const double startup = r->log.t_part - r->log.t_run;
 	uint64_t step = r->part.at.step;
-	uint64_t max_steps = o->max_steps > 0 ? (uint64_t)o->max_steps : UINT64_MAX;
+	uint64_t max_steps = o->optim.max_steps > 0 ? (uint64_t)o->optim.max_steps : UINT64_MAX;
 	uint64_t all = r->total_steps; /* resume-aware: loop_setup_schedule */
 	r->log.step0 = step;
 	r->log.step_end = all < max_steps ? all : max_steps;
 	int stop = step >= max_steps;
-	const uint64_t global = (uint64_t)o->batch_size * (uint64_t)r->dp.world;
-	for (int epoch = r->part.at.epoch; epoch < o->epochs && !stop; epoch++) {
+	const uint64_t global = (uint64_t)o->optim.batch_size * (uint64_t)r->dp.world;
+	for (int epoch = r->part.at.epoch; epoch < o->optim.epochs && !stop; epoch++) {
 		uint64_t done;
 		const uint64_t from = epoch == r->part.at.epoch ? r->part.at.position : 0;
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
@@ -94,7 +94,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
 		/* the run's last validation also writes its per-class files */
 		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
-					     stop || epoch + 1 == o->epochs, err));
+					     stop || epoch + 1 == o->optim.epochs, err));
 		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
 		 * stop inside one resumes after its last trained position */

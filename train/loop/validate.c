@@ -44,9 +44,9 @@ static int write_eval_files(run *r, const loop_eval *e, int epoch,
 	FORWARD_IF_ERR(loop_eval_result(r, e, &res, err)); /* collective */
 	int rc = 0;
 	if (r->dp.rank == 0) {
-		nn_eval_origin origin = {"imshard-train", NULL, r->o->val_manifest,
+		nn_eval_origin origin = {"imshard-train", NULL, r->o->data.val_manifest,
 					 epoch, step};
-		rc = nn_eval_write(r->o->log_dir, &res, &r->card, &origin, err);
+		rc = nn_eval_write(r->o->out.log_dir, &res, &r->card, &origin, err);
 	}
 	nn_eval_result_release(&res);
 	return rc;
@@ -62,7 +62,7 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 	double t_val = ims_now();
 	loop_eval e;
 	memset(&e, 0, sizeof(e));
-	e.want_rows = last && r->o->log_dir;
+	e.want_rows = last && r->o->out.log_dir;
 	int rc = loop_eval_pass(r, r->data.val, &e, err);
 	if (!rc)
 		rc = loop_bad_validation(r, epoch, e.bad_mine, e.n_bad_mine,
