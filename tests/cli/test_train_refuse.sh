@@ -205,6 +205,11 @@ expect 1 fit --init "$T/partial.safetensors" --max-steps 1
 one_line "$T/err"
 contains "$T/err" "backbone tensors ('features.4."
 contains "$T/err" "--init-partial"
+# without --quiet too: no "loaded N tensors" before the refusal
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/partial.safetensors"
+same "$rc" 1 "(refused --init, not quiet)"
+lacks "$T/err" "loaded"
+contains "$T/err" "backbone tensors ('features.4."
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/partial.safetensors" --init-partial
 same "$rc" 0 "--init-partial"
 contains "$T/err" "'features.4.weight' is not in '$T/partial.safetensors': kept as initialised"

@@ -392,9 +392,11 @@ int loop_make_model(run *r, ims_error *err)
 		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m,
 						       o->net.reset_head ? NN_INIT_RESET_HEAD : 0,
 						       &rep, err));
-		if (r->log.ev.initialised)
-			r->log.ev.initialised(r->log.ev.ctx, o->net.init, &rep);
+		/* told only once accepted: a refused file's error is the
+		 * one line said about it */
 		int rc = check_init(r, &rep, err);
+		if (!rc && r->log.ev.initialised)
+			r->log.ev.initialised(r->log.ev.ctx, o->net.init, &rep);
 		nn_load_report_release(&rep);
 		FORWARD_IF_ERR(rc);
 	}
