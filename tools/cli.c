@@ -15,8 +15,17 @@
 /* Messages carry names from the outside (files, folders, classes): a file
  * named with an ESC byte must not drive the terminal, so the whole line
  * goes out through ims_escape. */
+static int muted;
+
+void cli_mute(int m)
+{
+	muted = m;
+}
+
 static void vsay(const char *prefix, const char *fmt, va_list ap)
 {
+	if (muted)
+		return;
 	char text[4 * IMS_ERRMSG_MAX];
 	vsnprintf(text, sizeof(text), fmt, ap);
 	char safe[4 * sizeof(text)];
@@ -63,6 +72,8 @@ void cli_info(int quiet, const char *fmt, ...)
 
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 {
+	if (muted)
+		return CLI_EXIT_USAGE;
 	va_list ap;
 	va_start(ap, fmt);
 	/* a binary of its own (imshard-train) is named whole; a subcommand
@@ -236,6 +247,8 @@ static int set_value(const cli_command *cmd, const cli_opt *o,
 
 void cli_print_help(const cli_command *cmd, const cli_opt *opts)
 {
+	if (muted)
+		return;
 	printf("usage: %s\n\n%s\n", cmd->usage, cmd->summary);
 	int any = 0;
 	for (const cli_opt *o = opts; o->name; o++)

@@ -65,6 +65,10 @@ int cli_parse(const cli_command *cmd, const cli_opt *opts, int argc,
 /* Prints the command's --help to stdout. */
 void cli_print_help(const cli_command *cmd, const cli_opt *opts);
 
+/* Mutes (1) or unmutes (0) every message below and --help: a rank other
+ * than 0 parsing the flags rank 0 parses too, which speaks for all. */
+void cli_mute(int muted);
+
 /* Prints `imshard: <msg>` to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints `imshard: <msg>` plus a hint to run --help; returns CLI_EXIT_USAGE. */

@@ -629,7 +629,11 @@ int main(int argc, char **argv)
 	 * (after MPI, which may install a SIGBUS handler of its own). */
 	ims_mapguard_install("imshard");
 	nn_train_opts o;
+	/* every rank parses the same flags: rank 0 alone says what is
+	 * wrong with them (or prints --help), not one line per rank */
+	cli_mute(dp_rank(comm) != 0);
 	int rc = parse_flags(argc, argv, &o);
+	cli_mute(0);
 	if (rc) {
 		dp_finalize(comm);
 		return rc < 0 ? CLI_EXIT_OK : rc;

@@ -206,6 +206,10 @@ if have_mpi; then
   same "$(json "$T/run3/summary.json" 'j["world"]')" 3 "world 3"
   same "$(grep '"val"' "$T/run3/metrics.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["records"])')" "$val_records" "val records at 3 ranks"
   same "$(grep -c '"train"' "$T/run3/metrics.jsonl")" 3 "a train line per rank"
+  # a bad flag under mpirun: one line from rank 0, not one per rank
+  run mpi -np 3 "$IMSHARD_TRAIN" --train "$tr" --model resnet19
+  same "$rc" 2 "(bad flag under mpirun)"
+  same "$(grep -c "unknown model 'resnet19'" "$T/err")" 1 "lines about a bad flag from 3 ranks"
   # several ranks on cuda: refused without NCCL in the build; with it,
   # without two GPUs, the backend's line (no GPU, or device 1 missing);
   # with two, it trains
