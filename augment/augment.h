@@ -690,7 +690,10 @@ void aug_loader_stop(aug_loader *l);
 
 typedef struct aug_loader_stats {
 	uint64_t images, batches;   /* produced since open */
-	uint64_t bad_records;       /* replaced */
+	uint64_t bad_records;       /* records replaced: each bad record
+				       once per pass, at its own place (a
+				       stand-in that failed too is counted
+				       where it is the share's own) */
 	char last_bad[IMS_ERRMSG_MAX]; /* the latest replaced record and why */
 	double wait_seconds;        /* consumer time blocked in next() */
 	double read_seconds;        /* worker time reading records (summed over threads) */

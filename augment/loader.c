@@ -427,7 +427,9 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 	if (!bad)
 		s->bad_msg[0] = 0;
 	pthread_mutex_lock(&l->mu);
-	l->stats.bad_records += bad;
+	/* records, not attempts: a stand-in that failed too is counted at
+	 * its own place in the share */
+	l->stats.bad_records += (uint64_t)s->n_bad_listed;
 	if (bad)
 		snprintf(l->stats.last_bad, sizeof(l->stats.last_bad), "%s", last_bad);
 	l->stats.images += (uint64_t)count;

@@ -29,6 +29,7 @@ static char g_raw[4200];  /* same list, raw, resized to 48 */
 static char g_png[4200];  /* same list, png, resized to 48 */
 static char g_odd[4200];  /* cmyk, cmyk_adobe, ycck, gray, exif_6, rgb */
 static char g_bad[4200];  /* 20 sample records + truncated_eoi.jpg */
+static char g_bad2[4200]; /* 19 sample records + truncated_eoi.jpg twice */
 static char g_big[4200];  /* big.jpg x 4 */
 
 #define MAIN_N 97 /* not divisible by 2, 3 or 4 */
@@ -140,6 +141,21 @@ static void setup(void)
 			 &err);
 	}
 	if (pack_list(&l, "bad", PACK_KEEP, 1, 0, g_bad))
+		exit(1);
+	ds_list_release(&l);
+
+	/* ... and with truncated_eoi.jpg at BAD_AT and BAD_AT + 1 */
+	ds_list_init(&l);
+	for (size_t i = 0, k = 0; i < 21; i++) {
+		char p[4200];
+		if (i == BAD_AT || i == BAD_AT + 1)
+			snprintf(p, sizeof(p), "fx/truncated_eoi.jpg");
+		else
+			snprintf(p, sizeof(p), "sample/%s", scan.items[k++ * 4].path);
+		CHECK_OK(ds_list_append(&l, i, (int32_t)(i % 4), NULL, 0, p, &err),
+			 &err);
+	}
+	if (pack_list(&l, "bad2", PACK_KEEP, 1, 0, g_bad2))
 		exit(1);
 	ds_list_release(&l);
 
@@ -703,6 +719,37 @@ static void test_bad_records(void)
 	for (size_t i = 0; i < e.n; i++)
 		CHECK(e.idx[i] != BAD_AT);
 	epoch_free(&e);
+}
+
+/* Two bad records in a row: the first's stand-in is the second, which
+ * fails too, so that sample tries three records; the second fails again
+ * at its own place. The loader's count is of records (2), not attempts
+ * (3); the batch tells its attempts and lists each replaced record. */
+static void test_bad_records_in_a_row(void)
+{
+	aug_loader_opts o;
+	base_opts(&o, g_bad2, 0, 4, 64);
+	o.transform.crop_frac = 1.0;
+	o.drop_last = 0;
+	ims_error err = {0};
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+	aug_batch b;
+	int attempts = 0, listed = 0;
+	while (aug_loader_next(l, &b, &err) == 0) {
+		attempts += b.bad_records;
+		for (int i = 0; i < b.bad_listed; i++, listed++)
+			CHECK_EQ_U64(b.bad_indices[i], (uint64_t)(BAD_AT + listed));
+	}
+	aug_loader_stats st;
+	aug_loader_get_stats(l, &st);
+	CHECK_EQ_INT(attempts, 3);
+	CHECK_EQ_INT(listed, 2);
+	CHECK_EQ_U64(st.bad_records, 2);
+	aug_loader_close(l);
 }
 
 /* The batch that met the bad record says so: the sample that stands in
@@ -1368,6 +1415,7 @@ int main(void)
 	test_owning_warning();
 	test_validation();
 	test_bad_records();
+	test_bad_records_in_a_row();
 	test_bad_in_batch();
 	test_start_at();
 	test_colour_spaces();
