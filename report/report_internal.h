@@ -126,5 +126,7 @@ void rep_html_scaling(ims_buf *b, const rep_report *r);
 /* Appends per-class accuracy and the confusion matrix of run (index
  * run_i on the page) when its folder holds an evaluation. */
 void rep_html_classes(ims_buf *b, const rep_run *run, size_t run_i);
+/* html_run.c: run i's section of the page. */
+void rep_html_run(ims_buf *b, const rep_report *r, size_t i);
 
 #endif
