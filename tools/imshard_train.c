@@ -196,6 +196,39 @@ static void on_started(void *ctx, const nn_train_plan *p)
 			o->data.val_manifest ? o->data.val_manifest : "nothing (no --val)");
 }
 
+/* --profile's table on stdout: milliseconds per step, each piece's share
+ * of the timed steps' compute. */
+static void print_profile(const nn_train_profile *p)
+{
+	const double n = (double)p->steps, ms = 1000.0 / n;
+	const double all = p->step_s > 0 ? p->step_s : 1;
+	printf("profile of %llu %s (ms per step; each piece waited for, so the "
+	       "sum is slower than an unprofiled step):\n",
+	       (unsigned long long)p->steps, ims_plural(p->steps, "step", "steps"));
+	printf("  %-10s %9s %9s %6s\n", "piece", "forward", "backward", "share");
+	double layers = 0;
+	for (int k = 0; k < NN_PROF_KINDS; k++) {
+		const double f = p->layers.forward_s[k], b = p->layers.backward_s[k];
+		layers += f + b;
+		if (f + b > 0)
+			printf("  %-10s %9.3f %9.3f %5.1f%%\n", nn_profile_kinds[k],
+			       f * ms, b * ms, 100 * (f + b) / all);
+	}
+	const struct {
+		const char *name;
+		double s;
+	} rest[] = {{"loss", p->loss_s}, {"allreduce", p->allreduce_s},
+		    {"update", p->update_s}};
+	for (size_t k = 0; k < sizeof(rest) / sizeof(rest[0]); k++)
+		printf("  %-10s %9.3f %9s %5.1f%%\n", rest[k].name, rest[k].s * ms,
+		       "", 100 * rest[k].s / all);
+	const double other = p->step_s - layers - p->loss_s - p->allreduce_s -
+			     p->update_s;
+	printf("  %-10s %9.3f %9s %5.1f%%\n", "other", other * ms, "",
+	       100 * other / all);
+	printf("  %-10s %9.3f\n", "step", p->step_s * ms);
+}
+
 static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 {
 	const printer *pr = ctx;
@@ -515,6 +548,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"synthetic", 0, CLI_FLAG, &o->data.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->out.quiet, NULL, "no progress lines", 0, 0},
 		{"verbose", 'v', CLI_FLAG, &o->out.verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
+		{"profile", 0, CLI_INT, &o->out.profile, "K", "time steps 3 to K+2 piece by piece, each layer waited for (slower; the same results): a table at the end and summary.json's \"profile\" (0: off)", 0, 1e6},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
 	int np = 0;
@@ -683,6 +717,11 @@ int main(int argc, char **argv)
 		dp_finalize(comm);
 		return CLI_EXIT_OK;
 	}
+	if (dp_rank(comm) == 0 && res.profile.steps)
+		print_profile(&res.profile);
+	else if (dp_rank(comm) == 0 && o.out.profile)
+		train_say("--profile %d: the run ended before step 3, nothing was timed",
+			  o.out.profile);
 	if (dp_rank(comm) == 0 && o.data.val_manifest)
 		printf("validation top-1 %.2f%% top-5 %.2f%% (%llu %s); best "
 		       "top-1 %.2f%% at epoch %d; ",

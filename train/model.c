@@ -274,6 +274,62 @@ static const void *weight_ptr(nn_model *m, int t)
 	return (const char *)m->params16 + m->tensors[t].offset * m->act_bytes;
 }
 
+const char *const nn_profile_kinds[NN_PROF_KINDS] = {
+	"conv", "batchnorm", "relu", "pool", "linear", "add", "dropout", "convert"};
+
+void nn_model_set_profile(nn_model *m, nn_profile *p)
+{
+	m->prof = p;
+}
+
+static int prof_kind(nn_op op)
+{
+	switch (op) {
+	case NN_OP_CONV:
+		return NN_PROF_CONV;
+	case NN_OP_BN:
+		return NN_PROF_BN;
+	case NN_OP_RELU:
+		return NN_PROF_RELU;
+	case NN_OP_MAXPOOL:
+	case NN_OP_AVGPOOL:
+		return NN_PROF_POOL;
+	case NN_OP_LINEAR:
+		return NN_PROF_LINEAR;
+	case NN_OP_ADD:
+		return NN_PROF_ADD;
+	case NN_OP_DROPOUT:
+		return NN_PROF_DROPOUT;
+	case NN_OP_FLATTEN:
+		break;
+	}
+	return -1;
+}
+
+/* Profiling: the clock once the kernels queued so far are done (0 and
+ * nothing waited for without a profile). */
+static int prof_now(nn_model *m, double *t, ims_error *err)
+{
+	*t = 0;
+	if (!m->prof)
+		return 0;
+	FORWARD_IF_ERR(nn_ctx_sync(m->ctx, err));
+	*t = ims_now();
+	return 0;
+}
+
+/* Adds the time since t0 (the kernels since done) to kind's sum. */
+static int prof_add(nn_model *m, int kind, int backward, double t0,
+		    ims_error *err)
+{
+	if (!m->prof || kind < 0)
+		return 0;
+	double t;
+	FORWARD_IF_ERR(prof_now(m, &t, err));
+	(backward ? m->prof->backward_s : m->prof->forward_s)[kind] += t - t0;
+	return 0;
+}
+
 /*
  * Mixed precision: the forward pass's 16-bit inputs, made once per pass:
  * the batch rounded into the plan's input buffer, and every parameter
@@ -320,11 +376,16 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	nn_mem_bind(m, !train ? NN_MODE_EVAL
 		       : m->mem.use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
 							 : NN_MODE_TRAIN);
-	if (half)
+	double t0;
+	FORWARD_IF_ERR(prof_now(m, &t0, err));
+	if (half) {
 		FORWARD_IF_ERR(half_inputs(m, x, n, err));
+		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
+	}
 	const void *xin = half ? m->x16 : (const void *)x;
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
+		FORWARD_IF_ERR(prof_now(m, &t0, err));
 		const void *in = nd->in0 < 0 ? xin : m->nodes[nd->in0].y;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
 		/* gamma for batch norm, the weights' 16-bit copy for
@@ -391,6 +452,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 						       m->nodes[nd->in1].y, nd->y, err));
 			break;
 		}
+		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 0, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, i, err));
 	}
 	m->last_n = n;
@@ -399,12 +461,16 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	const nn_node *last = &m->nodes[m->n_nodes - 1];
 	if (half) {
 		/* the loss reads float: the 16-bit logits widened */
+		FORWARD_IF_ERR(prof_now(m, &t0, err));
 		FORWARD_IF_ERR(be->act_to_f32(ctx, (size_t)n * last->c, last->y,
 					      m->logits32, err));
+		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 		*logits = m->logits32;
 	} else {
 		*logits = last->y;
 	}
+	if (m->prof)
+		m->prof->forwards++;
 	return 0;
 }
 
@@ -482,17 +548,22 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	begin_dx(m, m->n_nodes - 1, last->dy);
 	/* the first writer of the logits' gradient overwrites it; in mixed
 	 * precision the float gradient is rounded into it */
+	double t_in;
+	FORWARD_IF_ERR(prof_now(m, &t_in, err));
 	int rc = half ? be->act_from_f32(ctx, (size_t)n * last->c, dlogits,
 					 last->dy, err)
 		      : be->accumulate(ctx, (size_t)n * last->c, dlogits,
 				       last->dy, err);
 	ctx->dx_overwrite = 0;
 	FORWARD_IF_ERR(rc);
+	FORWARD_IF_ERR(prof_add(m, half ? NN_PROF_CONVERT : -1, 1, t_in, err));
 	FORWARD_IF_ERR(nn_mem_poison_after(m, steps_n, err));
 	for (int i = m->n_nodes - 1; i >= 0; i--) {
 		nn_node *nd = &m->nodes[i];
 		if (head_only && !nd->head)
 			break;
+		double t0;
+		FORWARD_IF_ERR(prof_now(m, &t0, err));
 		if (nd->op != NN_OP_FLATTEN && !m->nodes[nn_node_owner(m, i)].dy_set) {
 			/* an output nothing downstream used: its gradient is 0 */
 			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
@@ -585,11 +656,16 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		}
 		ctx->dx_overwrite = 0;
 		FORWARD_IF_ERR(rc);
+		/* the layer's own kernels; the gradient hook's allreduce is
+		 * not the layer's */
+		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 1, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, 2 * steps_n - i, err));
 		if (m->grad_hook && (nd->wt >= 0 || nd->bt >= 0))
 			FORWARD_IF_ERR(m->grad_hook(m->grad_hook_ud,
 						    grads_ready_from(m, i), err));
 	}
+	if (m->prof)
+		m->prof->backwards++;
 	return 0;
 }
 

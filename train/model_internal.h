@@ -143,6 +143,7 @@ struct nn_model {
 	void *params16;
 	void *x16;
 	float *logits32;
+	nn_profile *prof;  /* nn_model_set_profile, NULL: none */
 	nn_grad_ready_fn grad_hook; /* nn_model_set_grad_hook */
 	void *grad_hook_ud;
 	int build_rc;      /* first builder error, 0 if none */

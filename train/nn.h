@@ -418,6 +418,39 @@ typedef struct nn_model_memory {
 /* Fills *out for m. */
 void nn_model_memory_info(const nn_model *m, nn_model_memory *out);
 
+/* ---- where a pass's time goes (model.c) --------------------------------- */
+
+/* Layer kinds a profile sums by; NN_PROF_CONVERT is mixed precision's
+ * rounding of the input and the weights and widening of the logits. */
+enum {
+	NN_PROF_CONV,
+	NN_PROF_BN,
+	NN_PROF_RELU,
+	NN_PROF_POOL,
+	NN_PROF_LINEAR,
+	NN_PROF_ADD,
+	NN_PROF_DROPOUT,
+	NN_PROF_CONVERT,
+	NN_PROF_KINDS
+};
+/* "conv", "batchnorm", "relu", "pool", "linear", "add", "dropout",
+ * "convert" */
+extern const char *const nn_profile_kinds[NN_PROF_KINDS];
+
+typedef struct nn_profile {
+	double forward_s[NN_PROF_KINDS];  /* summed over the passes timed */
+	double backward_s[NN_PROF_KINDS];
+	uint64_t forwards, backwards;     /* passes timed */
+} nn_profile;
+
+/*
+ * With p, each later forward and backward of m waits for every layer's
+ * kernels (nn_ctx_sync, so a device's queue does not hide them) and adds
+ * each layer's time to *p by kind: slower, and the same results. NULL
+ * turns it off. p is the caller's and must outlive its use.
+ */
+void nn_model_set_profile(nn_model *m, nn_profile *p);
+
 /* ---- loss and scores (layers/softmax_xent.c, device.c) ------------------ */
 
 /*

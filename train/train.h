@@ -311,6 +311,11 @@ typedef struct nn_train_out {
 				     come) */
 	int verbose;              /* --verbose: the loader says on stderr
 				     where its batches live (rank 0) */
+	int profile;              /* --profile K: steps 3 to K + 2 of this
+				     run timed piece by piece, each piece
+				     waited for (slower; the same results):
+				     nn_train_result.profile and
+				     summary.json (0 = off) */
 } nn_train_out;
 
 /* How the ranks talk. */
@@ -338,6 +343,17 @@ void nn_train_opts_init(nn_train_opts *o);
 
 /* A resumed run's totals are the whole run's: the earlier parts' come
  * from the checkpoint. */
+/* Where the profiled steps' time went (--profile), this rank's, summed
+ * over them: each layer kind's forward and backward, the loss, the
+ * gradient allreduce and the update, and the steps' whole compute (data
+ * wait left out). */
+typedef struct nn_train_profile {
+	uint64_t steps;            /* steps timed; 0: no profile */
+	nn_profile layers;
+	double loss_s, allreduce_s, update_s;
+	double step_s;
+} nn_train_profile;
+
 typedef struct nn_train_result {
 	int nothing_to_do;         /* resumed with nothing left: 1 the run is
 				      complete, 2 --max-steps is reached;
@@ -362,6 +378,7 @@ typedef struct nn_train_result {
 	uint64_t bad_records;      /* training records that could not be
 				      loaded (each replaced) */
 	uint64_t val_bad_records;  /* in the last validation (left out) */
+	nn_train_profile profile;  /* --profile's, rank 0's on rank 0 */
 } nn_train_result;
 
 /*

@@ -343,6 +343,19 @@ contains "$T/err" "loss is NaN at step 3: stopping"
 st_same "$T/hd2/checkpoint.safetensors" "$T/hd3/checkpoint.safetensors" ||
   fail "a run whose step 3 went NaN kept another checkpoint than step 2's"
 checks=$((checks + 1))
+# --profile K: steps 3 to K + 2 timed piece by piece, the same results
+expect 0 fit --epochs 2 --seed 9 --checkpoint-dir "$T/pf0"
+expect 0 fit --epochs 2 --seed 9 --checkpoint-dir "$T/pf1" --log-dir "$T/pf1" --profile 2
+st_same "$T/pf0/checkpoint.safetensors" "$T/pf1/checkpoint.safetensors" ||
+  fail "a profiled run ends with other bytes"
+checks=$((checks + 1))
+same "$(json "$T/pf1/summary.json" '(lambda p: (p["steps"], p["forward_ms"]["conv"] > 0, p["backward_ms"]["batchnorm"] > 0, p["update_ms"] > 0, sum(p["forward_ms"].values()) + sum(p["backward_ms"].values()) + p["loss_ms"] + p["allreduce_ms"] + p["update_ms"] <= p["step_ms"]))(j["profile"])')" "(2, True, True, True, True)" "(profile in summary.json)"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --epochs 2 --seed 9 --profile 2
+same "$rc" 0 "(profiled run, not quiet)"
+contains "$T/out" "profile of 2 steps"
+contains "$T/out" "  conv "
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 2 --seed 9 --profile 2
+contains "$T/err" "--profile 2: the run ended before step 3, nothing was timed"
 # bf16 and fp32 still stop at a loss that is not finite
 run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6
 same "$rc" 1 "(fp32 staged run fed a NaN at step 3)"

@@ -101,6 +101,7 @@ typedef struct loop_log {
 	int loader_threads;  /* the training loader's decode threads */
 	double busy_s, comm_s; /* this rank's compute and communication */
 	double val_s, ckpt_s;  /* validation and checkpoint time */
+	nn_train_profile prof; /* --profile's sums */
 } loop_log;
 
 /* Where a run, or its resumed part, starts. */

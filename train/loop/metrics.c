@@ -376,6 +376,26 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 		cJSON_AddItemToObject(j, "parts", parts);
 	nn_model_memory mem;
 	nn_model_memory_info(r->m, &mem);
+	if (res->profile.steps) {
+		/* milliseconds per profiled step */
+		const nn_train_profile *p = &res->profile;
+		const double ms = 1000.0 / (double)p->steps;
+		cJSON *pj = cJSON_AddObjectToObject(j, "profile");
+		cJSON *fw = cJSON_CreateObject(), *bw = cJSON_CreateObject();
+		cJSON_AddNumberToObject(pj, "steps", (double)p->steps);
+		for (int k = 0; k < NN_PROF_KINDS; k++) {
+			cJSON_AddNumberToObject(fw, nn_profile_kinds[k],
+						p->layers.forward_s[k] * ms);
+			cJSON_AddNumberToObject(bw, nn_profile_kinds[k],
+						p->layers.backward_s[k] * ms);
+		}
+		cJSON_AddItemToObject(pj, "forward_ms", fw);
+		cJSON_AddItemToObject(pj, "backward_ms", bw);
+		cJSON_AddNumberToObject(pj, "loss_ms", p->loss_s * ms);
+		cJSON_AddNumberToObject(pj, "allreduce_ms", p->allreduce_s * ms);
+		cJSON_AddNumberToObject(pj, "update_ms", p->update_s * ms);
+		cJSON_AddNumberToObject(pj, "step_ms", p->step_s * ms);
+	}
 	cJSON_AddNumberToObject(j, "activation_bytes", (double)mem.activation_bytes);
 	cJSON_AddNumberToObject(j, "activation_bytes_per_image",
 				mem.activation_bytes_per_image);

@@ -233,10 +233,29 @@ static int step_update(run *r, uint64_t step, const step_io *io,
  * this epoch after this one, which a device run takes from the loader
  * during this step (loop_take_ahead).
  */
+/* --profile: the clock once the device has done what is queued (0 when
+ * this step is not profiled). */
+static int prof_clock(run *r, int on, double *t, ims_error *err)
+{
+	*t = 0;
+	if (!on)
+		return 0;
+	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err));
+	*t = ims_now();
+	return 0;
+}
+
 static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		      loop_interval *iv, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
+	/* --profile K: steps 3 to K + 2 of this part, after the first two
+	 * have chosen algorithms and warmed caches */
+	const uint64_t k = step - r->log.step0;
+	const int prof = o->out.profile > 0 && k >= 2 &&
+			 k < 2 + (uint64_t)o->out.profile;
+	nn_train_profile *pf = &r->log.prof;
+	double p0, p1, p2, p3, p4;
 	step_io io = {.x = b->data, .labels = b->labels,
 		      .host_labels = b->labels, .slot = -1};
 	/* what the batch holds, read before a batch taken ahead lets the
@@ -254,6 +273,8 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		FORWARD_IF_ERR(loop_poison(r, b, step, err));
 	FORWARD_IF_ERR(loop_stage_inputs(r, b, &io.x, &io.labels, &io.slot,
 					 &iv->wait_s, err));
+	FORWARD_IF_ERR(prof_clock(r, prof, &p0, err));
+	nn_model_set_profile(r->m, prof ? &pf->layers : NULL);
 	double t0 = ims_now();
 	if (r->scaler.enabled)
 		FORWARD_IF_ERR(step_keep_buffers(r, 0, err));
@@ -266,21 +287,36 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		FORWARD_IF_ERR(loop_take_ahead(r, b, step + 1, &w, err));
 		iv->wait_s += w;
 		t0 += w; /* not compute */
+		p0 += w;
 		io.host_labels = r->st.held_labels;
 	}
 	/* loss */
+	FORWARD_IF_ERR(prof_clock(r, prof, &p1, err));
 	FORWARD_IF_ERR(step_loss(r, b, step, &io, err));
+	FORWARD_IF_ERR(prof_clock(r, prof, &p2, err));
 	/* backward; time inside MPI during it is communication */
 	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->net.freeze_backbone,
 					 err));
+	nn_model_set_profile(r->m, NULL);
 	const double t1 = ims_now();
 	const double in_backward = dp_buckets_take_seconds(r->dp.buckets);
 	iv->compute_s += t1 - t0 - in_backward;
 	iv->comm_s += in_backward;
 	/* allreduce */
+	FORWARD_IF_ERR(prof_clock(r, prof, &p3, err));
 	FORWARD_IF_ERR(step_allreduce(r, step, &io, iv, err));
+	FORWARD_IF_ERR(prof_clock(r, prof, &p4, err));
 	/* update */
 	FORWARD_IF_ERR(step_update(r, step, &io, iv, err));
+	if (prof) {
+		double p5;
+		FORWARD_IF_ERR(prof_clock(r, prof, &p5, err));
+		pf->steps++;
+		pf->loss_s += p2 - p1;
+		pf->allreduce_s += p4 - p3;
+		pf->update_s += p5 - p4;
+		pf->step_s += p5 - p0;
+	}
 	/* a skipped overflowed step's loss is not finite: the interval's
 	 * loss and accuracy are those of the steps whose loss was */
 	if (!io.forward_overflow) {

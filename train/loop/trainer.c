@@ -111,6 +111,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	res->wall_s = r->part.hist.wall_s + (t_end - r->log.t_run);
 	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
 	res->busy_s = r->log.busy_s;
+	res->profile = r->log.prof;
 	res->loss_scale = nn_loss_scale_value(&r->scaler);
 	res->skipped_steps = r->scaler.skipped;
 	res->bad_records = r->bad.total;
