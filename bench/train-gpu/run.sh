@@ -41,6 +41,10 @@
 #   WORK           scratch folder for logs and results [/tmp/imshard-bench-train-gpu-work]
 #   RESULTS        JSON written at the end [$WORK/results.json]
 #   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
+#   PROFILE        after the rounds, one synthetic run per model and
+#                  precision with --profile 5 (where the step's time goes,
+#                  layer by layer), its table in $WORK/profile-*.txt;
+#                  0: none [1]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -64,6 +68,7 @@ TORCH_SECONDS=${TORCH_SECONDS:-5}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-gpu-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
+PROFILE=${PROFILE:-1}
 
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
@@ -169,6 +174,26 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		printf '  %-26s %8.2f s  %s\n' "$c" "$wall" "$(tr '\n' ' ' <"$log" | cut -c1-90)" >&2
 	done
 done
+
+# --- where the time goes: one profiled run per model and precision ----------------
+if [ "$PROFILE" = 1 ]; then
+	for m in $MODELS; do
+		model=${m%%:*}
+		for p in $PRECISIONS; do
+			out="$WORK/profile-$model-$p.txt"
+			# shellcheck disable=SC2046
+			if "$IMSHARD_TRAIN" --train "$train_json" --device cuda --model "$model" \
+				--size "${m#*:}" --batch-size "$BATCH" --lr 0.01 --epochs 1 \
+				$(prec_flags "$p") --threads "$THREADS" --max-steps 7 --synthetic \
+				--profile 5 --quiet >"$out" 2>"$out.err"; then
+				echo "run.sh: $model $p, --profile 5:" >&2
+				grep -v '^validation\|^no validation' "$out" >&2 || true
+			else
+				echo "run.sh: profiling $model $p failed: $(head -n1 "$out.err")" >&2
+			fi
+		done
+	done
+fi
 
 version=$("$IMSHARD" --version 2>&1 | head -n1)
 META_GPU="$gpu_name" META_VERSION="$version" META_BATCH="$BATCH" META_ROUNDS="$ROUNDS" \
