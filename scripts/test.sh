@@ -27,10 +27,20 @@ IMSHARD="$PWD/build/tools/imshard" MAKE_IMAGES="$PWD/build/tests/fixtures/make_i
   build/python-venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 echo "== build (ASan + UBSan)"
-bash scripts/build.sh build-asan -DIMSHARD_SANITIZE=address,undefined
+bash scripts/build.sh build-asan -DIMSHARD_SANITIZE=address,undefined -DIMSHARD_PYTHON=ON \
+  -DPython_EXECUTABLE="$py"
 echo "== tests under ASan + UBSan"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -LE slow)
+echo "== tests/python against the extension built with ASan + UBSan"
+# The interpreter is not instrumented: the sanitizer runtimes are
+# preloaded, and leak checking is off (CPython keeps memory to its exit).
+for f in python/imshard/*.py; do cp "$f" build-asan/python/imshard/; done
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  PYTHONPATH="$PWD/build-asan/python" IMSHARD="$PWD/build/tools/imshard" \
+  MAKE_IMAGES="$PWD/build/tests/fixtures/make_images" \
+  "$py" -m pytest -q -p no:cacheprovider tests/python
 
 echo "== fuzzing (libFuzzer, 10 s per harness)"
 FUZZ_SEED=1 bash scripts/fuzz.sh 10
