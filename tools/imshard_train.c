@@ -447,6 +447,8 @@ static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
 		  "IMSHARD_INJECT_INF_GRAD_STEP needs --precision fp16 (only "
 		  "fp16 checks gradients for overflow)");
 	h->inf_grad_step = n;
+	FORWARD_IF_ERR(env_step("IMSHARD_TEST_MEM_ROOM", &n, err));
+	h->mem_room = n;
 	if (getenv("IMSHARD_TEST_HOST_STAGE")) {
 		RETURN_IF(world > 1, err, IMS_EINVAL,
 			  "IMSHARD_TEST_HOST_STAGE is for one rank");

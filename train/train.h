@@ -229,6 +229,9 @@ typedef struct nn_train_hooks {
 	/* write number N (from 1) of this rank to metrics.jsonl fails with
 	 * ENOSPC, as on a full disk; 0: none */
 	uint64_t metrics_fail_write;
+	/* bytes the memory check takes as free, instead of the machine's
+	 * MemAvailable and cgroup limit; 0: the machine's */
+	uint64_t mem_room;
 } nn_train_hooks;
 
 /* ---- the run -------------------------------------------------------------- */

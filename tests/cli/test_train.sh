@@ -356,6 +356,14 @@ contains "$T/out" "profile of 2 steps"
 contains "$T/out" "  conv "
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 2 --seed 9 --profile 2
 contains "$T/err" "--profile 2: the run ended before step 3, nothing was timed"
+# the memory the first steps will touch, against what is free: a run
+# the OOM killer would end is said to be at risk before it starts
+run env IMSHARD_TEST_MEM_ROOM=1000000 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+same "$rc" 0 "(run over the test's memory room)"
+contains "$T/err" "warning: the first steps will touch about"
+contains "$T/err" "the OOM killer may end this run"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
+lacks "$T/err" "OOM killer"
 # bf16 and fp32 still stop at a loss that is not finite
 run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6
 same "$rc" 1 "(fp32 staged run fed a NaN at step 3)"

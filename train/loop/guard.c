@@ -2,13 +2,17 @@
  * guard.c - what keeps a run from going wrong without a word before its
  * first step: its folders locked, so a second trainer started on the same
  * --log-dir or --checkpoint-dir is refused instead of interleaving its
- * metrics.jsonl with this run's and replacing its checkpoints; and
+ * metrics.jsonl with this run's and replacing its checkpoints;
  * OpenBLAS's buffers reserved, so a memory limit too small for them is
- * one line now instead of a process spinning in OpenBLAS later.
+ * one line now instead of a process spinning in OpenBLAS later; and, on
+ * the CPU, the memory the first steps will touch weighed against what
+ * the machine and the process's cgroup have free, so a run the OOM
+ * killer would end mid-way is said to be at risk before it starts.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -93,7 +97,120 @@ void loop_release_locks(run *r)
 	}
 }
 
+/* The number after `key` in file `path` (a "Key: N kB" line when kb, a
+ * lone number otherwise), in bytes; -1 when absent or "max". */
+static double file_number(const char *path, const char *key, int kb)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[512];
+	double v = -1;
+	size_t n = key ? strlen(key) : 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (key && (strncmp(line, key, n) || line[n] != ':'))
+			continue;
+		char *end;
+		double x = strtod(line + n + (key ? 1 : 0), &end);
+		if (end != line + n + (key ? 1 : 0))
+			v = kb ? x * 1024.0 : x;
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+/* Room left under the process's cgroup memory limit (v2 memory.max, or
+ * v1 memory.limit_in_bytes), in bytes; -1 without a limit. */
+static double cgroup_room(void)
+{
+	char path[4096] = "", line[4096];
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	int v2 = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, "0::", 3) && !path[0]) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%.3000s", line + 3);
+			v2 = 1;
+		} else if (strstr(line, ":memory:")) {
+			snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%.3000s",
+				 strstr(line, ":memory:") + 8);
+			v2 = 0;
+		}
+	}
+	if (f)
+		fclose(f);
+	const char *lim = v2 ? "memory.max" : "memory.limit_in_bytes";
+	const char *use = v2 ? "memory.current" : "memory.usage_in_bytes";
+	/* in a container the path may not be visible: its root is ours */
+	const char *roots[2] = {path, v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory"};
+	for (int i = 0; i < 2; i++) {
+		char a[4200], b[4200];
+		snprintf(a, sizeof(a), "%.4000s/%s", roots[i], lim);
+		snprintf(b, sizeof(b), "%.4000s/%s", roots[i], use);
+		double l = file_number(a, NULL, 0), u = file_number(b, NULL, 0);
+		/* v1 says "no limit" with a number near 2^63 */
+		if (l > 0 && u >= 0 && l < 1e18)
+			return l > u ? l - u : 0;
+		if (l > 0 || u >= 0)
+			return -1;
+	}
+	return -1;
+}
+
+/*
+ * The CPU's memory check. What the first steps will touch that is not
+ * yet resident: the activations' arena, the gradients and the
+ * optimiser's state (calloc'd, untouched), and the loaders' rings. More
+ * than the machine has available, or than the cgroup leaves, is said as
+ * a warning: the kernel may still find room (swap, page cache), but
+ * otherwise the OOM killer ends the run mid-way without a word.
+ */
+static void check_memory_room(run *r)
+{
+	const nn_train_opts *o = r->o;
+	if (!nn_ctx_on_host(&r->ctx) || r->dp.rank != 0)
+		return;
+	nn_model_memory mem;
+	nn_model_memory_info(r->m, &mem);
+	size_t np;
+	nn_model_params(r->m, &np);
+	const double act = (double)mem.activation_bytes;
+	const double state = (double)np * 4.0 * (1.0 + (double)nn_optim_state_count(r->opt));
+	/* three batches ahead (the loader's default ring), per loader */
+	const double batch = (double)o->optim.batch_size * 3.0 * o->data.size *
+			     o->data.size * 4.0;
+	const double rings = batch * 3.0 * (o->data.val_manifest ? 2.0 : 1.0);
+	const double need = act + state + rings;
+	double room = file_number("/proc/meminfo", "MemAvailable", 1);
+	const char *what = "the machine";
+	const double cg = cgroup_room();
+	if (cg >= 0 && (room < 0 || cg < room)) {
+		room = cg;
+		what = "this process's cgroup limit";
+	}
+	if (r->hooks.mem_room) {
+		room = (double)r->hooks.mem_room;
+		what = "the test's room";
+	}
+	if (room < 0 || need <= room)
+		return;
+	const double mib = 1048576.0;
+	char msg[512];
+	snprintf(msg, sizeof(msg),
+		 "the first steps will touch about %.0f MiB more memory "
+		 "(activations %.0f, gradients and optimiser state %.0f, batches "
+		 "%.0f) than %s has free (%.0f MiB): the OOM killer may end this "
+		 "run; a smaller --batch-size or --size, or --precision bf16, "
+		 "needs less",
+		 need / mib, act / mib, state / mib, rings / mib, what, room / mib);
+	if (r->log.ev.warning)
+		r->log.ev.warning(r->log.ev.ctx, msg);
+}
+
 int loop_reserve_memory(run *r, ims_error *err)
 {
-	return nn_ctx_reserve_blas(&r->ctx, err);
+	FORWARD_IF_ERR(nn_ctx_reserve_blas(&r->ctx, err));
+	check_memory_room(r);
+	return 0;
 }
