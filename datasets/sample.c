@@ -9,9 +9,7 @@
  * functions in pixel units (negative inside), which gives one-pixel
  * anti-aliased edges for free: coverage = clamp(0.5 - d, 0, 1).
  *
- * Writing goes to a hidden folder first and moves the class folders into
- * place at the end, so an interrupted run never leaves a dataset that looks
- * complete but is not.
+ * Writing the class folders is sample_write.c's.
  */
 #define _GNU_SOURCE
 #include "datasets.h"
@@ -27,41 +25,13 @@
 #include <unistd.h>
 
 #include "augment/augment.h"
+#include "datasets/sample_internal.h"
 
 #define PI 3.14159265358979323846
 #define DEG (PI / 180.0)
-#define TMP_NAME ".imshard-sample.tmp"
-#define MAX_THREADS 32
 #define MIN_CONTRAST 80.0 /* luma difference between foreground and background */
 
-/* Class kinds. The table below is in byte-wise sorted name order, which is
- * the label order of ds_scan_folder; never reorder or insert in the middle
- * (append only, keeping the names sorted) or earlier datasets change. */
-enum kind {
-	K_CHECKERBOARD,
-	K_CIRCLE,
-	K_CRESCENT,
-	K_CROSS,
-	K_DIAGONAL,
-	K_DIAMOND,
-	K_DOTS,
-	K_FRAME,
-	K_GRID,
-	K_HORIZONTAL,
-	K_RING,
-	K_SQUARE,
-	K_STAR,
-	K_TARGET,
-	K_TRIANGLE,
-	K_VERTICAL,
-	K_ZIGZAG,
-	K_COUNT
-};
-
-static const struct {
-	const char *name;
-	const char *description;
-} kinds[K_COUNT] = {
+const struct ds_sample_kind ds_sample_kinds[K_COUNT] = {
 	[K_CHECKERBOARD] = {"checkerboard", "checkerboard filling the image, 3-8 cells across, tilted up to 12 degrees"},
 	[K_CIRCLE] = {"circle", "filled disc"},
 	[K_CRESCENT] = {"crescent", "disc with an offset disc cut away, any orientation"},
@@ -88,12 +58,12 @@ int ds_sample_class_count_max(void)
 
 const char *ds_sample_class_name(int k)
 {
-	return k >= 0 && k < K_COUNT ? kinds[k].name : NULL;
+	return k >= 0 && k < K_COUNT ? ds_sample_kinds[k].name : NULL;
 }
 
 const char *ds_sample_class_description(int k)
 {
-	return k >= 0 && k < K_COUNT ? kinds[k].description : NULL;
+	return k >= 0 && k < K_COUNT ? ds_sample_kinds[k].description : NULL;
 }
 
 ds_sample_file_kind ds_sample_file_kind_of(int index)
@@ -116,7 +86,7 @@ int ds_sample_file_channels(ds_sample_file_kind kind)
 	}
 }
 
-static int is_png(ds_sample_file_kind kind)
+int ds_sample_is_png(ds_sample_file_kind kind)
 {
 	return kind == DS_SAMPLE_PNG || kind == DS_SAMPLE_PNG_ALPHA;
 }
@@ -130,8 +100,8 @@ int ds_sample_file_name(int k, int index, char *buf, size_t len,
 	RETURN_IF(index < 0 || index >= DS_SAMPLE_MAX_PER_CLASS, err,
 		  IMS_EINVAL, "cannot name sample image: index %d out of range",
 		  index);
-	int n = snprintf(buf, len, "%s_%04d.%s", kinds[k].name, index,
-			 is_png(ds_sample_file_kind_of(index)) ? "png" : "jpg");
+	int n = snprintf(buf, len, "%s_%04d.%s", ds_sample_kinds[k].name, index,
+			 ds_sample_is_png(ds_sample_file_kind_of(index)) ? "png" : "jpg");
 	RETURN_IF(n < 0 || (size_t)n >= len, err, IMS_ELIMIT,
 		  "cannot name sample image: buffer of %zu bytes too small", len);
 	return 0;
@@ -560,393 +530,7 @@ int ds_sample_encode(struct aug_codec *codec, uint64_t seed, int k,
 		     ims_error *err)
 {
 	FORWARD_IF_ERR(ds_sample_render(seed, k, index, scratch, err));
-	if (is_png(ds_sample_file_kind_of(index)))
+	if (ds_sample_is_png(ds_sample_file_kind_of(index)))
 		return aug_encode_png(codec, scratch, out, err);
 	return aug_encode_jpeg(codec, scratch, DS_SAMPLE_JPEG_QUALITY, out, err);
-}
-
-/* ---- writing class folders ---- */
-
-void ds_sample_opts_init(ds_sample_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->classes = DS_SAMPLE_DEFAULT_CLASSES;
-	o->per_class = DS_SAMPLE_DEFAULT_PER_CLASS;
-}
-
-static int class_of_name(const char *name)
-{
-	for (int k = 0; k < K_COUNT; k++)
-		if (strcmp(kinds[k].name, name) == 0)
-			return k;
-	return -1;
-}
-
-/* Is name "<class>_<digits>.jpg|.png", a file this module writes? */
-static int is_sample_file(const char *cls, const char *name)
-{
-	size_t n = strlen(cls);
-	if (strncmp(name, cls, n) != 0 || name[n] != '_')
-		return 0;
-	const char *p = name + n + 1;
-	size_t digits = strspn(p, "0123456789");
-	if (digits < 4)
-		return 0;
-	p += digits;
-	return strcmp(p, ".jpg") == 0 || strcmp(p, ".png") == 0;
-}
-
-static int is_dir(const char *path, int *exists, ims_error *err)
-{
-	struct stat st;
-	if (lstat(path, &st) != 0) {
-		RETURN_IF(errno != ENOENT, err, IMS_EIO, "cannot stat '%s': %s",
-			  path, strerror(errno));
-		*exists = 0;
-		return 0;
-	}
-	*exists = 1;
-	return S_ISDIR(st.st_mode) ? 1 : 0;
-}
-
-/*
- * Checks (remove == 0) or empties and removes (remove == 1) a class folder
- * of an earlier sample. Anything in it that the sample does not write is
- * refused, never deleted.
- */
-static int sweep_class_dir(const char *dir, const char *cls, int remove,
-			   ims_error *err)
-{
-	ims_dir_listing ls = {0};
-	int rc = 0;
-	char path[4096];
-	GOTO_IF_ERR(out, rc, ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, err));
-	for (size_t i = 0; i < ls.n; i++) {
-		const char *name = ls.e[i].name;
-		if (!is_sample_file(cls, name))
-			GOTO_FAIL(out, rc, err, IMS_EEXIST,
-				  "cannot replace the sample folder '%s': it holds '%s', "
-				  "which the sample did not write (move it away)",
-				  dir, name);
-		if (!remove)
-			continue;
-		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), dir,
-						   name, err));
-		if (unlink(path) != 0)
-			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove '%s': %s",
-				  path, strerror(errno));
-	}
-	if (remove && rmdir(dir) != 0)
-		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
-			  dir, strerror(errno));
-out:
-	ims_dir_listing_release(&ls);
-	return rc;
-}
-
-/* Removes the hidden work folder of this or an earlier, interrupted run. */
-static int remove_tmp(const char *tmp, ims_error *err)
-{
-	int exists;
-	int dir = is_dir(tmp, &exists, err);
-	FORWARD_IF_ERR(dir);
-	if (!exists)
-		return 0;
-	RETURN_IF(!dir, err, IMS_EEXIST,
-		  "cannot use '%s' as the sample's work folder: not a folder", tmp);
-	ims_dir_listing ls = {0};
-	int rc = 0;
-	char path[4096];
-	GOTO_IF_ERR(out, rc, ims_dir_list(tmp, IMS_DIR_HIDDEN, &ls, err));
-	for (size_t i = 0; i < ls.n; i++) {
-		const char *name = ls.e[i].name;
-		if (class_of_name(name) < 0)
-			GOTO_FAIL(out, rc, err, IMS_EEXIST,
-				  "cannot remove the sample's work folder '%s': it holds "
-				  "'%s', which the sample did not write", tmp, name);
-		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), tmp,
-						   name, err));
-		GOTO_IF_ERR(out, rc, sweep_class_dir(path, name, 1, err));
-	}
-	if (rmdir(tmp) != 0)
-		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
-			  tmp, strerror(errno));
-out:
-	ims_dir_listing_release(&ls);
-	return rc;
-}
-
-/*
- * Looks at outdir before anything is written: old[k] is set for each class
- * folder of an earlier sample. Without force any entry (other than the work
- * folder) is refused; with force, foreign folders and foreign files inside
- * class folders are.
- */
-static int inspect_outdir(const char *outdir, int force, int old[K_COUNT],
-			  ims_error *err)
-{
-	memset(old, 0, sizeof(int) * K_COUNT);
-	ims_dir_listing ls = {0};
-	int rc = 0;
-	char path[4096];
-	GOTO_IF_ERR(out, rc, ims_dir_list(outdir, IMS_DIR_HIDDEN, &ls, err));
-	for (size_t i = 0; i < ls.n; i++) {
-		const char *name = ls.e[i].name;
-		if (strcmp(name, TMP_NAME) == 0)
-			continue;
-		if (!force)
-			GOTO_FAIL(out, rc, err, IMS_EEXIST,
-				  "cannot write the sample to '%s': the folder is not empty "
-				  "(it holds '%s'; --force replaces an earlier sample)",
-				  outdir, name);
-		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), outdir, name, err));
-		int exists, dir = is_dir(path, &exists, err);
-		GOTO_IF_ERR(out, rc, dir);
-		if (!dir)
-			continue; /* loose files are not classes: left alone */
-		int k = class_of_name(name);
-		if (k < 0)
-			GOTO_FAIL(out, rc, err, IMS_EEXIST,
-				  "cannot replace the sample in '%s': '%s' is not a sample "
-				  "class folder and would become a class (move it away)",
-				  outdir, name);
-		GOTO_IF_ERR(out, rc, sweep_class_dir(path, name, 0, err));
-		old[k] = 1;
-	}
-out:
-	ims_dir_listing_release(&ls);
-	return rc;
-}
-
-typedef struct writer {
-	const ds_sample_opts *o;
-	const char *outdir, *tmp;
-	uint64_t total;
-	atomic_uint_fast64_t next, done, bytes, png;
-	atomic_int stop;
-	pthread_mutex_t lock;
-	int rc;         /* first failure, under lock */
-	ims_error err;
-} writer;
-
-static int write_bytes(const char *path, const ims_buf *b, ims_error *err)
-{
-	FILE *f = fopen(path, "wb");
-	RETURN_IF(!f, err, IMS_EIO, "cannot create '%s': %s", path, strerror(errno));
-	size_t n = fwrite(b->data, 1, b->len, f);
-	int e = errno;
-	if (fclose(f) != 0 || n != b->len)
-		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
-				strerror(n != b->len ? e : errno));
-	return 0;
-}
-
-static void fail_writer(writer *w, int rc, const ims_error *e)
-{
-	pthread_mutex_lock(&w->lock);
-	if (!w->rc) {
-		w->rc = rc;
-		w->err = *e;
-	}
-	pthread_mutex_unlock(&w->lock);
-	atomic_store(&w->stop, 1);
-}
-
-static int cancelled(const writer *w)
-{
-	return w->o->cancel && *w->o->cancel;
-}
-
-/* One worker: takes image numbers from the shared counter until none are
- * left. The calling thread (report = 1) also reports progress. */
-static void work(writer *w, int report)
-{
-	const ds_sample_opts *o = w->o;
-	aug_codec *codec = NULL;
-	aug_image img = {0};
-	ims_buf buf = {0};
-	ims_error e;
-	ims_error_clear(&e);
-	char name[256], path[4096];
-	int rc = aug_codec_create(&codec, &e);
-	while (rc == 0 && !atomic_load(&w->stop) && !cancelled(w)) {
-		uint64_t j = atomic_fetch_add(&w->next, 1);
-		if (j >= w->total)
-			break;
-		/* Class-interleaved order: progress shows every class early. */
-		int k = (int)(j % (uint64_t)o->classes);
-		int i = (int)(j / (uint64_t)o->classes);
-		rc = ds_sample_encode(codec, o->seed, k, i, &img, &buf, &e);
-		if (rc == 0)
-			rc = ds_sample_file_name(k, i, name, sizeof(name), &e);
-		if (rc == 0) {
-			char cls[4096];
-			rc = ims_path_join(cls, sizeof(cls), w->tmp, kinds[k].name, &e);
-			if (rc == 0)
-				rc = ims_path_join(path, sizeof(path), cls, name, &e);
-		}
-		if (rc == 0)
-			rc = write_bytes(path, &buf, &e);
-		if (rc)
-			break;
-		atomic_fetch_add(&w->bytes, buf.len);
-		if (is_png(ds_sample_file_kind_of(i)))
-			atomic_fetch_add(&w->png, 1);
-		uint64_t done = atomic_fetch_add(&w->done, 1) + 1;
-		if (report && o->progress)
-			o->progress(o->progress_ctx, done, w->total);
-	}
-	if (rc)
-		fail_writer(w, rc, &e);
-	ims_buf_release(&buf);
-	aug_image_release(&img);
-	aug_codec_destroy(codec);
-}
-
-static void *work_thread(void *arg)
-{
-	work(arg, 0);
-	return NULL;
-}
-
-static int thread_count(const ds_sample_opts *o, uint64_t total)
-{
-	long n = o->threads;
-	if (n <= 0) {
-		n = sysconf(_SC_NPROCESSORS_ONLN);
-		if (n < 1)
-			n = 1;
-	}
-	if (n > MAX_THREADS)
-		n = MAX_THREADS;
-	/* At least 16 images per thread: starting one is not free. */
-	uint64_t useful = total / 16 + 1;
-	if ((uint64_t)n > useful)
-		n = (long)useful;
-	return (int)n;
-}
-
-/* Draws every image into tmp/<class>/ with n threads (the caller is one). */
-static int generate(writer *w, int n, ims_error *err)
-{
-	pthread_t tids[MAX_THREADS];
-	int started = 0;
-	for (int t = 1; t < n; t++) {
-		if (pthread_create(&tids[started], NULL, work_thread, w) != 0)
-			break; /* fewer threads still finish the work */
-		started++;
-	}
-	work(w, 1);
-	for (int t = 0; t < started; t++)
-		pthread_join(tids[t], NULL);
-	if (w->rc) {
-		if (err)
-			*err = w->err;
-		return w->rc;
-	}
-	if (atomic_load(&w->done) < w->total)
-		return ims_fail(err, IMS_EINTR,
-				"stopped writing the sample to '%s': interrupted after "
-				"%llu of %llu images", w->outdir,
-				(unsigned long long)atomic_load(&w->done),
-				(unsigned long long)w->total);
-	if (w->o->progress)
-		w->o->progress(w->o->progress_ctx, w->total, w->total);
-	return 0;
-}
-
-int ds_sample_write(const char *outdir, const ds_sample_opts *o,
-		    ds_sample_report *report, ims_error *err)
-{
-	double t0 = ims_now();
-	RETURN_IF(!outdir || !*outdir, err, IMS_EINVAL,
-		  "cannot write the sample: no output folder given");
-	RETURN_IF(o->classes < DS_SAMPLE_MIN_CLASSES || o->classes > K_COUNT,
-		  err, IMS_EINVAL,
-		  "cannot write the sample: %d classes asked, %d to %d available",
-		  o->classes, DS_SAMPLE_MIN_CLASSES, K_COUNT);
-	RETURN_IF(o->per_class < 1 || o->per_class > DS_SAMPLE_MAX_PER_CLASS,
-		  err, IMS_EINVAL,
-		  "cannot write the sample: %d images per class asked, 1 to %d allowed",
-		  o->per_class, DS_SAMPLE_MAX_PER_CLASS);
-
-	int exists, dir = is_dir(outdir, &exists, err);
-	FORWARD_IF_ERR(dir);
-	RETURN_IF(exists && !dir, err, IMS_EEXIST,
-		  "cannot write the sample to '%s': it exists and is not a folder",
-		  outdir);
-	if (!exists)
-		FORWARD_IF_ERR(ims_mkdir_p(outdir, err));
-	int old[K_COUNT];
-	FORWARD_IF_ERR(inspect_outdir(outdir, o->force, old, err));
-
-	char tmp[4096], path[4096], dst[4096];
-	FORWARD_IF_ERR(ims_path_join(tmp, sizeof(tmp), outdir, TMP_NAME, err));
-	FORWARD_IF_ERR(remove_tmp(tmp, err));
-	RETURN_IF(mkdir(tmp, 0777) != 0, err, IMS_EIO,
-		  "cannot create folder '%s': %s", tmp, strerror(errno));
-	int rc = 0;
-	for (int k = 0; k < o->classes; k++) {
-		GOTO_IF_ERR(fail, rc, ims_path_join(path, sizeof(path), tmp,
-						    kinds[k].name, err));
-		if (mkdir(path, 0777) != 0)
-			GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot create folder '%s': %s",
-				  path, strerror(errno));
-	}
-
-	writer w;
-	memset(&w, 0, sizeof(w));
-	w.o = o;
-	w.outdir = outdir;
-	w.tmp = tmp;
-	w.total = (uint64_t)o->classes * (uint64_t)o->per_class;
-	atomic_init(&w.next, 0);
-	atomic_init(&w.done, 0);
-	atomic_init(&w.bytes, 0);
-	atomic_init(&w.png, 0);
-	atomic_init(&w.stop, 0);
-	pthread_mutex_init(&w.lock, NULL);
-	rc = generate(&w, thread_count(o, w.total), err);
-	pthread_mutex_destroy(&w.lock);
-	if (rc)
-		goto fail;
-
-	/* Every image is written: replace the earlier sample's class folders
-	 * (all of them, so a smaller run leaves no stale class), then move the
-	 * new ones into place. */
-	for (int k = 0; k < K_COUNT; k++) {
-		if (!old[k])
-			continue;
-		GOTO_IF_ERR(fail, rc, ims_path_join(path, sizeof(path), outdir,
-						    kinds[k].name, err));
-		GOTO_IF_ERR(fail, rc, sweep_class_dir(path, kinds[k].name, 1, err));
-	}
-	for (int k = 0; k < o->classes; k++) {
-		GOTO_IF_ERR(fail, rc, ims_path_join(path, sizeof(path), tmp,
-						    kinds[k].name, err));
-		GOTO_IF_ERR(fail, rc, ims_path_join(dst, sizeof(dst), outdir,
-						    kinds[k].name, err));
-		if (rename(path, dst) != 0)
-			GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot move '%s' to '%s': %s",
-				  path, dst, strerror(errno));
-	}
-	if (rmdir(tmp) != 0)
-		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
-			  tmp, strerror(errno));
-	FORWARD_IF_ERR(ims_fsync_parent(dst, err));
-
-	if (report) {
-		report->classes = o->classes;
-		report->images = w.total;
-		report->png = atomic_load(&w.png);
-		report->jpeg = w.total - report->png;
-		report->bytes = atomic_load(&w.bytes);
-		report->seconds = ims_now() - t0;
-	}
-	return 0;
-
-fail:
-	/* Best effort: the first error is what the caller needs to see. */
-	remove_tmp(tmp, NULL);
-	return rc;
 }
