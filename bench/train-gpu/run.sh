@@ -43,8 +43,9 @@
 #   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
 #   PROFILE        after the rounds, one synthetic run per model and
 #                  precision with --profile 5 (where the step's time goes,
-#                  layer by layer), its table in $WORK/profile-*.txt;
-#                  0: none [1]
+#                  layer by layer), its table in $WORK/profile-*.txt, and
+#                  torch_gpu.py --profile 5's (PyTorch's device time by op
+#                  kind) in $WORK/profile-torch-*.txt; 0: none [1]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -190,6 +191,17 @@ if [ "$PROFILE" = 1 ]; then
 				grep -v '^validation\|^no validation' "$out" >&2 || true
 			else
 				echo "run.sh: profiling $model $p failed: $(head -n1 "$out.err")" >&2
+			fi
+			# PyTorch's device time by op kind, the same table's shape
+			[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] || continue
+			out="$WORK/profile-torch-$model-$p.txt"
+			if "$TORCH_PYTHON" "$here/torch_gpu.py" --model "$model" --size "${m#*:}" \
+				--batch "$BATCH" --precision "$p" --warmup 5 --steps 5 --profile 5 \
+				>"$out" 2>"$out.err"; then
+				echo "run.sh: torch $model $p:" >&2
+				grep -v '^model=' "$out" >&2 || true
+			else
+				echo "run.sh: profiling torch $model $p failed: $(tail -n1 "$out.err")" >&2
 			fi
 		done
 	done

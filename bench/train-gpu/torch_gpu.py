@@ -20,6 +20,14 @@ one line
     images_per_s=... step_ms=... max_mem_mib=... torch=... gpu=...
 max_mem_mib is torch.cuda.max_memory_allocated (tensors only, not the
 CUDA context or the caching allocator's reserve).
+
+--profile K then runs K more steps under torch.profiler and prints where
+their device time went, in imshard-train --profile's table: each op's
+self time on the device, summed by kind (conv, batchnorm, relu, pool,
+linear, add, loss, update, convert: autocast's casts; the rest "other"),
+forward and backward apart (ops whose names say backward), in ms per
+step. --device cpu runs it all on the CPU (self CPU time; for trying the
+script where there is no GPU).
 Exit status: 0; 1 when torch is missing or sees no GPU; 2 on bad usage.
 """
 import argparse
@@ -41,6 +49,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--no-channels-last", action="store_true")
+    ap.add_argument("--profile", type=int, default=0, metavar="K")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     a = ap.parse_args()
     try:
         import torch
@@ -48,14 +58,16 @@ def main():
     except ImportError as e:
         print("torch_gpu.py: cannot import torch: %s" % e, file=sys.stderr)
         return 1
-    if not torch.cuda.is_available():
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
         print("torch_gpu.py: torch %s sees no CUDA GPU" % torch.__version__, file=sys.stderr)
         return 1
     torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
     torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     if a.model == "convnet7":
         from torch_step import convnet7
         model = convnet7(nn, a.classes)
@@ -71,7 +83,7 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
@@ -79,23 +91,67 @@ def main():
 
     for _ in range(a.warmup):
         step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     n, t0 = 0, time.perf_counter()
     while True:
         step()
         n += 1
         if n >= a.steps:
-            torch.cuda.synchronize()
+            sync()
             if time.perf_counter() - t0 >= a.seconds:
                 break
     dt = time.perf_counter() - t0
     print("model=%s size=%d batch=%d precision=%s steps=%d seconds=%.3f images_per_s=%.3f "
           "step_ms=%.3f max_mem_mib=%.1f torch=%s gpu=%s"
           % (a.model, a.size, a.batch, a.precision, n, dt, n * a.batch / dt, 1e3 * dt / n,
-             torch.cuda.max_memory_allocated() / 1048576.0, torch.__version__,
-             torch.cuda.get_device_name().replace(" ", "_")))
+             torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0.0, torch.__version__,
+             torch.cuda.get_device_name().replace(" ", "_") if cuda else "cpu"))
+    if a.profile > 0:
+        profile(torch, step, sync, a.profile, cuda)
     return 0
+
+
+# op name fragments -> kind, first match wins (aten names, lower case)
+KINDS = [("conv", ("convolution", "conv2d", "cudnn_conv", "implicit_gemm", "wgrad", "dgrad")),
+         ("batchnorm", ("batch_norm", "batchnorm")),
+         ("relu", ("relu", "threshold")),
+         ("pool", ("pool",)),
+         ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax")),
+         ("update", ("sgd", "_foreach", "fused_sgd")),
+         ("linear", ("addmm", "linear", "aten::mm", "matmul")),
+         ("add", ("aten::add",)),
+         ("convert", ("aten::to", "aten::copy_", "_to_copy"))]
+
+
+def profile(torch, step, sync, k, cuda):
+    """K steps under torch.profiler; each top-level aten op's self time
+    (device time on a GPU) summed by kind, forward and backward apart."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with prof(activities=acts) as p:
+        for _ in range(k):
+            step()
+        sync()
+    fw, bw = {}, {}
+    for e in p.key_averages():
+        us = e.self_device_time_total if cuda else e.self_cpu_time_total
+        if us <= 0:
+            continue
+        name = e.key.lower()
+        kind = next((kd for kd, frags in KINDS if any(f in name for f in frags)), "other")
+        side = bw if "backward" in name else fw
+        side[kind] = side.get(kind, 0.0) + us / 1000.0 / k
+    total = sum(fw.values()) + sum(bw.values()) or 1.0
+    print("torch profile of %d steps (ms per step, %s self time by op kind):"
+          % (k, "device" if cuda else "CPU"))
+    print("  %-10s %9s %9s %6s" % ("piece", "forward", "backward", "share"))
+    for kind in [kd for kd, _ in KINDS] + ["other"]:
+        f, b = fw.get(kind, 0.0), bw.get(kind, 0.0)
+        if f + b > 0:
+            print("  %-10s %9.3f %9.3f %5.1f%%" % (kind, f, b, 100 * (f + b) / total))
+    print("  %-10s %9.3f" % ("sum", total))
 
 
 if __name__ == "__main__":
