@@ -223,6 +223,18 @@ int nn_model_find(const nn_model *m, const char *name)
 	return -1;
 }
 
+size_t nn_model_last_grad(const nn_model *m)
+{
+	size_t last = 0;
+	for (int i = 0; i < m->n_tensors; i++) {
+		const nn_tensor_info *t = &m->tensors[i];
+		if (t->kind != NN_TENSOR_RUNNING && t->kind != NN_TENSOR_COUNTER &&
+		    t->count && t->offset + t->count - 1 > last)
+			last = t->offset + t->count - 1;
+	}
+	return last;
+}
+
 float *nn_model_params(nn_model *m, size_t *count)
 {
 	if (count)

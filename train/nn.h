@@ -297,6 +297,10 @@ int nn_model_tensor_count(const nn_model *m);
 const nn_tensor_info *nn_model_tensor(const nn_model *m, int i);
 /* Index of the tensor called name, or -1. */
 int nn_model_find(const nn_model *m, const char *name);
+/* The last gradient element backward writes: the last trained tensor's
+ * last (each tensor is padded to 16 floats, and padding is never
+ * written, so a value put there outlives the step). */
+size_t nn_model_last_grad(const nn_model *m);
 
 /*
  * The model's storage, all in ctx's device memory and owned by the model:

@@ -463,20 +463,6 @@ static int near_l2(const float *a, const float *b, size_t n, double tol,
 	return diff <= tol * norm;
 }
 
-/* The last gradient element backward writes (train/loop/step.c's
- * last_grad): the last trained tensor's last. */
-static size_t last_grad(const nn_model *m)
-{
-	size_t last = 0;
-	for (int i = 0; i < nn_model_tensor_count(m); i++) {
-		const nn_tensor_info *t = nn_model_tensor(m, i);
-		if (t->kind != NN_TENSOR_RUNNING && t->kind != NN_TENSOR_COUNTER &&
-		    t->count && t->offset + t->count - 1 > last)
-			last = t->offset + t->count - 1;
-	}
-	return last;
-}
-
 /* One step as the trainer takes it in fp16: loss gradient times S,
  * backward, unscale and check, then apply or skip. Returns whether it
  * applied. */
@@ -506,7 +492,7 @@ static int fp16_step(side *s, nn_loss_scale *ls, const float *x,
 		/* into the last gradient backward writes: the block's last
 		 * float is padding, where an Inf would outlive this step */
 		const float inf = INFINITY;
-		CHECK_OK(gpu.be->to_device(&gpu, g + last_grad(s->m), &inf,
+		CHECK_OK(gpu.be->to_device(&gpu, g + nn_model_last_grad(s->m), &inf,
 					   sizeof(inf), &err),
 			 &err);
 	}

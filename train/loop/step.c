@@ -135,21 +135,6 @@ static int step_loss(run *r, const aug_batch *b, uint64_t step, step_io *io,
 	return 0;
 }
 
-/* The last gradient element backward writes: the last trained tensor's
- * last, not the block's (each tensor is padded to 16 floats, and an Inf
- * left in padding would outlive the step it was meant for). */
-static size_t last_grad(const nn_model *m)
-{
-	size_t last = 0;
-	for (int i = 0; i < nn_model_tensor_count(m); i++) {
-		const nn_tensor_info *t = nn_model_tensor(m, i);
-		if (t->kind != NN_TENSOR_RUNNING && t->kind != NN_TENSOR_COUNTER &&
-		    t->count && t->offset + t->count - 1 > last)
-			last = t->offset + t->count - 1;
-	}
-	return last;
-}
-
 /*
  * The gradients summed over ranks (the rest of the buckets backward
  * started), fp16's overflow check on the identical sums, and the step's
@@ -178,7 +163,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 		if (step + 1 == r->hooks.inf_grad_step) {
 			const float inf = INFINITY;
 			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx,
-							g + last_grad(r->m), &inf,
+							g + nn_model_last_grad(r->m), &inf,
 							sizeof(inf), err));
 		}
 		FORWARD_IF_ERR(nn_unscale_check(&r->ctx, g, np,
