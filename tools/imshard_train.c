@@ -185,10 +185,11 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		train_say("no --val: training without validation "
 			"(no accuracy is measured)");
 	train_say("activations: %.1f MiB planned for batches of %d "
-		"(%.2f MiB per image)",
+		"(%.2f MiB per image), %s",
 		(double)p->activations.activation_bytes / 1048576.0,
 		p->activations.max_batch,
-		p->activations.activation_bytes_per_image / 1048576.0);
+		p->activations.activation_bytes_per_image / 1048576.0,
+		p->channels_last ? "channels-last (NHWC)" : "NCHW");
 	if (o->data.synthetic)
 		train_say("--synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
@@ -529,6 +530,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->net.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
+		{"channels-last", 0, CLI_STRING, &o->net.channels_last, "auto|on|off", "bf16/fp16: store activations NHWC (N x H x W x C), as cuDNN's tensor cores read them and PyTorch's channels_last does; auto: on for --device cuda with a model whose classifier reads a 1x1 map (resnet18, resnet50), off otherwise; on: also on the CPU (the same bits as off, slower: a reference) (auto)", 0, 0},
 		{"cudnn-algo", 0, CLI_STRING, &o->net.cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
 		{"tf32", 0, CLI_STRING, &tf32, "on|off", "cuda, fp32: TF32 tensor cores for convolutions and GEMMs (on from compute capability 8.0, as PyTorch's cuDNN default)", 0, 0},
 		{"init", 0, CLI_STRING, &o->net.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
@@ -626,6 +628,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	    strcmp(o->net.cudnn_algo, "deterministic"))
 		USAGE("--cudnn-algo must be benchmark, heuristic or deterministic, "
 		      "got '%s'", o->net.cudnn_algo);
+	if (o->net.channels_last && strcmp(o->net.channels_last, "auto") &&
+	    strcmp(o->net.channels_last, "on") &&
+	    strcmp(o->net.channels_last, "off"))
+		USAGE("--channels-last must be auto, on or off, got '%s'",
+		      o->net.channels_last);
 	if (tf32 && strcmp(tf32, "on") && strcmp(tf32, "off"))
 		USAGE("--tf32 must be on or off, got '%s'", tf32);
 	if (tf32)

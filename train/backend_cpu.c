@@ -69,6 +69,7 @@ const nn_backend nn_backend_cpu = {
 	.softmax_xent = nn_cpu_softmax_xent,
 	.act_from_f32 = nn_cpu_mp_from_f32,
 	.act_to_f32 = nn_cpu_mp_to_f32,
+	.act_from_f32_nhwc = nn_cpu_mp_from_f32_nhwc,
 	.alloc = cpu_alloc,
 	.free = cpu_free,
 	.zero = cpu_zero,

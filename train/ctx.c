@@ -28,6 +28,7 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	ctx->memory_plan = NN_MEMPLAN_ON;
 	ctx->conv_algo = NN_ALGO_BENCHMARK;
 	ctx->tf32 = 0;
+	ctx->channels_last = NN_CL_OFF;
 	ctx->workspace_frozen = 0;
 	return 0;
 }

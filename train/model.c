@@ -113,6 +113,58 @@ static int allocate(nn_model *m, ims_error *err)
 	return nn_mem_create(m, err);
 }
 
+/*
+ * ctx->channels_last, resolved for this model: with it on, every
+ * convolution, batch norm and pooling descriptor says nhwc. A model whose
+ * classifier flattens a map wider than 1x1 (vgg16, convnet7) reads it in
+ * NCHW order through its linear weights, so it stays NCHW; so does fp32,
+ * whose weights the kernels read in place (no copy to lay out anew).
+ * NN_CL_AUTO turns it on only on a device (the CPU gains nothing from
+ * it); NN_CL_ON fails where it cannot be.
+ */
+static int set_layout(nn_model *m, ims_error *err)
+{
+	const int want = m->ctx->channels_last;
+	RETURN_IF(want != NN_CL_OFF && want != NN_CL_ON && want != NN_CL_AUTO,
+		  err, IMS_EINVAL, "cannot build %s: channels-last setting %d",
+		  m->name, want);
+	if (want == NN_CL_OFF)
+		return 0;
+	char why[160] = "";
+	if (m->precision == NN_PREC_FP32)
+		snprintf(why, sizeof(why),
+			 "it needs 16-bit activations (bf16 or fp16)");
+	for (int i = 0; i < m->n_nodes && !why[0]; i++) {
+		const nn_node *nd = &m->nodes[i];
+		if (nd->op != NN_OP_FLATTEN)
+			continue;
+		const nn_node *src = &m->nodes[nd->in0];
+		if (src->h * src->w > 1)
+			snprintf(why, sizeof(why),
+				 "its classifier reads a %dx%dx%d map in NCHW "
+				 "order",
+				 src->c, src->h, src->w);
+	}
+	if (want == NN_CL_AUTO)
+		if (why[0] || strcmp(m->ctx->be->name, "cuda"))
+			return 0;
+	RETURN_IF(why[0], err, IMS_EUNSUPPORTED,
+		  "cannot build %s channels-last: %s", m->name, why);
+	m->channels_last = 1;
+	for (int i = 0; i < m->n_nodes; i++) {
+		nn_node *nd = &m->nodes[i];
+		nd->conv.nhwc = nd->op == NN_OP_CONV;
+		nd->bn.nhwc = nd->op == NN_OP_BN;
+		nd->pool.nhwc = nd->op == NN_OP_MAXPOOL || nd->op == NN_OP_AVGPOOL;
+	}
+	return 0;
+}
+
+int nn_model_channels_last(const nn_model *m)
+{
+	return m ? m->channels_last : 0;
+}
+
 const char *const *nn_model_names(void)
 {
 	return nn_models_known;
@@ -169,6 +221,8 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 			m->tensors[last->bt].head = 1;
 		}
 	}
+	if (!rc)
+		rc = set_layout(m, m->build_err);
 	if (!rc)
 		rc = allocate(m, err);
 	if (!rc)
@@ -347,20 +401,38 @@ static int prof_add(nn_model *m, int kind, int backward, double t0,
  * the batch rounded into the plan's input buffer, and every parameter
  * rounded into the weight copy (one pass over the contiguous block, so
  * the optimiser's update of the fp32 master weights reaches the next
- * forward, and no layer rounds its weights itself).
+ * forward, and no layer rounds its weights itself). Channels-last: the
+ * batch goes in as N x H x W x 3, and each convolution wider than 1x1
+ * has its copy rewritten c_out x kh x kw x c_in (a 1x1 one is the same
+ * either way).
  */
 static int half_inputs(nn_model *m, const float *x, int n, ims_error *err)
 {
 	nn_ctx *ctx = m->ctx;
+	const nn_backend *be = ctx->be;
 	const nn_node *first = NULL;
 	for (int i = 0; i < m->n_nodes && !first; i++)
 		if (m->nodes[i].in0 < 0)
 			first = &m->nodes[i];
-	if (first)
-		FORWARD_IF_ERR(ctx->be->act_from_f32(
-			ctx, (size_t)n * 3 * m->in_h * m->in_w, x, m->x16, err));
-	return ctx->be->act_from_f32(ctx, m->n_params, m->params, m->params16,
-				     err);
+	const size_t hw = (size_t)m->in_h * m->in_w;
+	if (first && m->channels_last)
+		FORWARD_IF_ERR(be->act_from_f32_nhwc(ctx, n, 3, hw, x, m->x16, err));
+	else if (first)
+		FORWARD_IF_ERR(be->act_from_f32(ctx, (size_t)n * 3 * hw, x,
+						m->x16, err));
+	FORWARD_IF_ERR(be->act_from_f32(ctx, m->n_params, m->params,
+					m->params16, err));
+	for (int i = 0; i < m->n_nodes && m->channels_last; i++) {
+		const nn_node *nd = &m->nodes[i];
+		const nn_conv_desc *d = &nd->conv;
+		if (nd->op != NN_OP_CONV || d->kh * d->kw == 1)
+			continue;
+		FORWARD_IF_ERR(be->act_from_f32_nhwc(
+			ctx, d->c_out, d->c_in / d->groups, (size_t)d->kh * d->kw,
+			tensor_ptr(m, m->params, nd->wt),
+			(void *)weight_ptr(m, nd->wt), err));
+	}
+	return 0;
 }
 
 int nn_model_forward(nn_model *m, const float *x, int n, int train,

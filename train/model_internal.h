@@ -139,6 +139,7 @@ struct nn_model {
 	 * params by each forward, laid out like them), the input's copy
 	 * (bound from the plan) and the logits widened for the loss. */
 	int precision;
+	int channels_last; /* 1: every descriptor's nhwc set (set_layout) */
 	size_t act_bytes;
 	void *params16;
 	void *x16;

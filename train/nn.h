@@ -96,6 +96,19 @@ typedef struct nn_ctx {
 	 * sets 1 on compute capability 8.0 and later, 0 before; callers may
 	 * change it before making a model. The CPU ignores it. */
 	int tf32;
+	/* How models made on this context lay out their activations, read
+	 * by nn_model_create (a model keeps it): NN_CL_OFF (0, the default:
+	 * NCHW), NN_CL_ON (channels-last, N x H x W x C, as cuDNN's tensor
+	 * cores read them and PyTorch's channels_last stores them; needs
+	 * 16-bit precision and a model whose linear layers read 1x1 maps,
+	 * resnet18 and resnet50, else nn_model_create fails) or NN_CL_AUTO
+	 * (on where it pays: 16 bits on a device, with a model that can; off
+	 * otherwise). The weights, their gradients, checkpoints and results
+	 * do not change: on the CPU a channels-last model computes the same
+	 * bits as an NCHW one (it transposes around its NCHW kernels, a
+	 * reference, not a speed-up). nn_model_channels_last says what a
+	 * model got. */
+	int channels_last;
 	/* 1 once nn_ctx_freeze_workspace ran: the workspace never grows
 	 * again (the library's own) */
 	int workspace_frozen;
@@ -104,6 +117,7 @@ typedef struct nn_ctx {
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 enum { NN_MEMPLAN_ON = 0, NN_MEMPLAN_OFF = 1, NN_MEMPLAN_POISON = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
+enum { NN_CL_OFF = 0, NN_CL_ON = 1, NN_CL_AUTO = 2 };
 enum { NN_ALGO_BENCHMARK = 0, NN_ALGO_HEURISTIC = 1, NN_ALGO_DETERMINISTIC = 2 };
 
 /* Sets up a CPU context with `threads` threads (0 = OpenMP's default).
@@ -291,6 +305,9 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 void nn_model_free(nn_model *m);
 
 const char *nn_model_name(const nn_model *m);
+/* 1 when m stores its activations channels-last (ctx->channels_last at
+ * nn_model_create), 0 for NCHW. */
+int nn_model_channels_last(const nn_model *m);
 int nn_model_classes(const nn_model *m);
 /* Named tensors in state_dict order. */
 int nn_model_tensor_count(const nn_model *m);

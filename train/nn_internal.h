@@ -50,6 +50,10 @@ typedef struct nn_conv_desc {
 	int kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
 	int groups;
 	int bias; /* 1: a bias vector of c_out follows the weights */
+	/* 1: channels-last (see nn_layout_check): x, y, dx, dy are
+	 * N x H x W x C and the (16-bit) weights c_out x kh x kw x c_in/groups;
+	 * dw stays c_out x c_in/groups x kh x kw */
+	int nhwc;
 } nn_conv_desc;
 
 /*
@@ -97,6 +101,7 @@ typedef struct nn_bn_desc {
 	int n, c, h, w;
 	float eps;      /* torchvision: 1e-5 */
 	float momentum; /* torchvision: 0.1; running = (1-m) running + m batch */
+	int nhwc;       /* 1: x, y, dx, dy are N x H x W x C */
 } nn_bn_desc;
 
 /* Checks the shape and eps as every backend's kernels do. */
@@ -148,6 +153,9 @@ typedef struct nn_pool_desc {
 	int n, c, h_in, w_in, h_out, w_out;
 	int kh, kw, stride_h, stride_w, pad_h, pad_w;
 	int adaptive; /* 1: PyTorch AdaptiveAvgPool2d windows, k/stride/pad unused */
+	/* 1: x, y, dx, dy (and a max pool's argmax, one per output) are
+	 * N x H x W x C; argmax stays the offset within the (n, c) plane */
+	int nhwc;
 } nn_pool_desc;
 
 /*
@@ -379,6 +387,8 @@ int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 			 ims_error *err);
 int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
 		       ims_error *err);
+int nn_cpu_mp_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
+			    const float *src, void *dst, ims_error *err);
 int nn_cpu_mp_to_f32(nn_ctx *ctx, size_t count, const void *src, float *dst,
 		     ims_error *err);
 /*
@@ -406,6 +416,28 @@ void nn_cpu_release(nn_ctx *ctx);
  */
 int nn_ctx_workspace_grow(nn_ctx *ctx, size_t have, size_t want,
 			  const char *which, ims_error *err);
+
+/*
+ * Channels-last (a descriptor's nhwc = 1, nn_model_create with
+ * ctx->channels_last): activations stored N x H x W x C, as cuDNN's
+ * tensor-core kernels read them, with no transpose around each call. Only
+ * in 16 bits, where the model makes its 16-bit weight copy anyway and
+ * makes it in the layout the kernels want (nn_backend.act_from_f32_nhwc);
+ * fp32 keeps NCHW. This is the check every layout-aware entry runs:
+ * nhwc 0 or 1, and 1 only with a 16-bit ctx->precision.
+ */
+static inline int nn_layout_check(const nn_ctx *ctx, int nhwc,
+				  const char *what, ims_error *err)
+{
+	RETURN_IF(nhwc != 0 && nhwc != 1, err, IMS_EINVAL,
+		  "cannot %s: layout flag %d is not 0 (NCHW) or 1 (NHWC)", what,
+		  nhwc);
+	RETURN_IF(nhwc && ctx->precision == NN_PREC_FP32, err, IMS_EINVAL,
+		  "cannot %s channels-last in fp32: channels-last needs "
+		  "16-bit activations (bf16 or fp16)",
+		  what);
+	return 0;
+}
 
 /* Bytes of one activation value in precision p (NN_PREC_*): 4 or 2; 0
  * for an unknown precision. */
@@ -509,6 +541,12 @@ struct nn_backend {
 			    void *dst, ims_error *);
 	int (*act_to_f32)(nn_ctx *, size_t count, const void *src, float *dst,
 			  ims_error *);
+	/* Channels-last copies, 16 bits only: src is n x c x hw floats, dst
+	 * gets the same values rounded, as n x hw x c. The model's input
+	 * (N x 3 x H x W into N x H x W x 3) and a convolution's weight copy
+	 * (c_out x c_in x kh*kw into c_out x kh*kw x c_in) go through it. */
+	int (*act_from_f32_nhwc)(nn_ctx *, int n, int c, size_t hw,
+				 const float *src, void *dst, ims_error *);
 	/* Device memory: zeroed allocation (NULL when out of memory), free
 	 * (NULL accepted), set to zero, copies in and out of host memory
 	 * (both wait for the device), and a copy within device memory

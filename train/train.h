@@ -62,6 +62,8 @@ typedef struct nn_train_plan {
 	int lr_batch;              /* the batch per rank --lr is for: the
 				      run's first part's */
 	nn_model_memory activations; /* the model's planned activation memory */
+	int channels_last;         /* 1: the model stores its activations
+				      NHWC (--channels-last) */
 } nn_train_plan;
 
 /*
@@ -277,6 +279,8 @@ typedef struct nn_train_net {
 				     deterministic (NULL: benchmark) */
 	int tf32;                 /* --tf32: 1 on, 0 off, -1 the device's
 				     default (on from compute capability 8) */
+	const char *channels_last; /* --channels-last auto|on|off (NULL:
+				     auto): NHWC activations (nn_ctx) */
 	const char *init;         /* --init weights.safetensors */
 	int init_partial;         /* --init-partial: --init may hold fewer
 				     than the backbone's tensors */

@@ -126,7 +126,7 @@ KINDS = [("conv", ("convolution", "conv2d", "cudnn_conv", "implicit_gemm", "wgra
 
 
 def profile(torch, step, sync, k, cuda):
-    """K steps under torch.profiler; each top-level aten op's self time
+    """K steps under torch.profiler; each aten op's self time
     (device time on a GPU) summed by kind, forward and backward apart."""
     from torch.profiler import ProfilerActivity, profile as prof
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
@@ -140,6 +140,10 @@ def profile(torch, step, sync, k, cuda):
         if us <= 0:
             continue
         name = e.key.lower()
+        # a kernel's time is also its launching aten op's self time:
+        # count the ops only, or every kernel counts twice
+        if not name.startswith("aten::"):
+            continue
         kind = next((kd for kd, frags in KINDS if any(f in name for f in frags)), "other")
         side = bw if "backward" in name else fw
         side[kind] = side.get(kind, 0.0) + us / 1000.0 / k
@@ -152,6 +156,10 @@ def profile(torch, step, sync, k, cuda):
         if f + b > 0:
             print("  %-10s %9.3f %9.3f %5.1f%%" % (kind, f, b, 100 * (f + b) / total))
     print("  %-10s %9.3f" % ("sum", total))
+    # the same events by name, for what the kinds above cannot tell apart
+    # (which cuDNN kernels ran, whether a layout transpose did)
+    print(p.key_averages().table(
+        sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=25))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,10 @@
  *    other way, 2^-8 (2^-11) relative for that element; the tolerances
  *    are 5x the norm of that were every element to flip. Add,
  *    accumulate, ReLU and max pooling (one fp32 operation per element,
- *    rounded once): the same bits.
+ *    rounded once): the same bits. Every 16-bit case runs twice, NCHW
+ *    and channels-last (descriptors' nhwc), against the CPU in the same
+ *    layout: max and average pooling, their backward and the input copy
+ *    the same bits; frozen batch norm by norm.
  *  - The device runs with TF32 off and deterministic convolution
  *    algorithms (the parity settings).
  */
@@ -51,6 +54,9 @@
 
 static nn_ctx cpu, gpu;
 static ims_error err;
+/* the 16-bit cases' layout: 1 runs them channels-last (descriptors'
+ * nhwc) on both backends, the CPU's twin the reference */
+static int cl;
 
 /* ---- device helpers ---------------------------------------------------- */
 
@@ -477,15 +483,16 @@ static void conv_half_case(int prec, int n, int c_in, int hw, int c_out, int k,
 			   int stride, int pad, int groups, int bias)
 {
 	char what[160];
-	snprintf(what, sizeof(what), "%s conv n%d c%d->%d %dx%d k%d s%d p%d g%d b%d",
-		 prec_name(prec), n, c_in, c_out, hw, hw, k, stride, pad, groups,
-		 bias);
+	snprintf(what, sizeof(what), "%s%s conv n%d c%d->%d %dx%d k%d s%d p%d g%d b%d",
+		 prec_name(prec), cl ? " nhwc" : "", n, c_in, c_out, hw, hw, k,
+		 stride, pad, groups, bias);
 	half_layer L;
 	memset(&L, 0, sizeof(L));
 	L.conv = 1;
 	CHECK_OK(nn_conv_desc_init(&L.cd, n, c_in, hw, hw, c_out, k, stride, pad,
 				   1, groups, bias, &err),
 		 &err);
+	L.cd.nhwc = cl;
 	L.nx = (size_t)n * c_in * hw * hw;
 	L.ny = (size_t)n * c_out * L.cd.h_out * L.cd.w_out;
 	L.nw = (size_t)c_out * (c_in / groups) * k * k;
@@ -513,11 +520,19 @@ static void linear_half_case(int prec, int n, int in, int out, int bias)
 /* Batch norm, ReLU, add, accumulate and max pooling in 16 bits against
  * the CPU's: the elementwise ones bit for bit (one fp32 operation each,
  * rounded once), batch norm by norm, its fp32 statistics to RTOL. */
+/* the precision's name, and the layout when channels-last */
+static const char *pcl(int prec)
+{
+	if (!cl)
+		return prec_name(prec);
+	return prec == NN_PREC_BF16 ? "bf16 nhwc" : "fp16 nhwc";
+}
+
 static void half_other_case(int prec)
 {
 	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
 	const size_t h2 = sizeof(uint16_t);
-	nn_bn_desc bd = {4, 8, 5, 5, 1e-5f, 0.1f};
+	nn_bn_desc bd = {4, 8, 5, 5, 1e-5f, 0.1f, cl};
 	const size_t n = (size_t)4 * 8 * 5 * 5;
 	float *x = nn_test_alloc(n), *dy = nn_test_alloc(n);
 	float *g = nn_test_alloc(8), *be = nn_test_alloc(8);
@@ -549,46 +564,106 @@ static void half_other_case(int prec)
 				     gdb, &err),
 		 &err);
 	char name[96];
-	snprintf(name, sizeof(name), "%s bn y", prec_name(prec));
+	snprintf(name, sizeof(name), "%s bn y", pcl(prec));
 	near16_dev(prec, name, y, gy, n, tol);
-	snprintf(name, sizeof(name), "%s bn dx (accumulated)", prec_name(prec));
+	snprintf(name, sizeof(name), "%s bn dx (accumulated)", pcl(prec));
 	near16_dev(prec, name, dx, gdx, n, tol);
-	snprintf(name, sizeof(name), "%s bn running mean", prec_name(prec));
+	snprintf(name, sizeof(name), "%s bn running mean", pcl(prec));
 	near_dev(name, rm, grm, 8);
-	snprintf(name, sizeof(name), "%s bn dgamma", prec_name(prec));
+	snprintf(name, sizeof(name), "%s bn dgamma", pcl(prec));
 	near_f_dev(name, dg, gdg, 8, tol);
+	/* frozen: the running statistics just made */
+	memcpy(dx, dyh, n * h2);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, dyh, n * h2, &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, grm, rm, sizeof(rm), &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, grv, rv, sizeof(rv), &err), &err);
+	CHECK_OK(cpu.be->bn_backward_frozen(&cpu, &bd, xh, g, rm, rv, dyh, dx, dg,
+					    db, &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_backward_frozen(&gpu, &bd, gx, gg, grm, grv, gdy, gdx,
+					    gdg, gdb, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s bn frozen dx", pcl(prec));
+	near16_dev(prec, name, dx, gdx, n, tol);
+	snprintf(name, sizeof(name), "%s bn frozen dgamma", pcl(prec));
+	near_f_dev(name, dg, gdg, 8, tol);
+	snprintf(name, sizeof(name), "%s bn frozen dbeta", pcl(prec));
+	near_f_dev(name, db, gdb, 8, tol);
 
 	/* add, accumulate, relu: the same bits */
 	CHECK_OK(cpu.be->add_forward(&cpu, n, xh, dyh, y, &err), &err);
 	CHECK_OK(gpu.be->add_forward(&gpu, n, gx, gdy, gy, &err), &err);
-	snprintf(name, sizeof(name), "%s add", prec_name(prec));
+	snprintf(name, sizeof(name), "%s add", pcl(prec));
 	same_dev(name, y, gy, n * h2);
 	memcpy(dx, xh, n * h2);
 	CHECK_OK(gpu.be->to_device(&gpu, gdx, xh, n * h2, &err), &err);
 	CHECK_OK(cpu.be->accumulate(&cpu, n, dyh, dx, &err), &err);
 	CHECK_OK(gpu.be->accumulate(&gpu, n, gdy, gdx, &err), &err);
-	snprintf(name, sizeof(name), "%s accumulate", prec_name(prec));
+	snprintf(name, sizeof(name), "%s accumulate", pcl(prec));
 	same_dev(name, dx, gdx, n * h2);
 	CHECK_OK(cpu.be->relu_forward(&cpu, n, xh, y, &err), &err);
 	CHECK_OK(gpu.be->relu_forward(&gpu, n, gx, gy, &err), &err);
-	snprintf(name, sizeof(name), "%s relu", prec_name(prec));
+	snprintf(name, sizeof(name), "%s relu", pcl(prec));
 	same_dev(name, y, gy, n * h2);
 	CHECK_OK(cpu.be->relu_backward(&cpu, n, y, dyh, dx, &err), &err);
 	CHECK_OK(gpu.be->relu_backward(&gpu, n, gy, gdy, gdx, &err), &err);
-	snprintf(name, sizeof(name), "%s relu dx", prec_name(prec));
+	snprintf(name, sizeof(name), "%s relu dx", pcl(prec));
 	same_dev(name, dx, gdx, n * h2);
 	/* max pooling: the same bits and argmax */
 	nn_pool_desc pd;
 	CHECK_OK(nn_pool_desc_init(&pd, 4, 8, 5, 5, 3, 2, 1, &err), &err);
+	pd.nhwc = cl;
 	const size_t np = (size_t)4 * 8 * pd.h_out * pd.w_out;
 	int32_t *am = malloc(np * sizeof(int32_t));
 	int32_t *gam = up_bytes(NULL, np * sizeof(int32_t));
 	CHECK_OK(cpu.be->maxpool_forward(&cpu, &pd, xh, y, am, &err), &err);
 	CHECK_OK(gpu.be->maxpool_forward(&gpu, &pd, gx, gy, gam, &err), &err);
-	snprintf(name, sizeof(name), "%s maxpool", prec_name(prec));
+	snprintf(name, sizeof(name), "%s maxpool", pcl(prec));
 	same_dev(name, y, gy, np * h2);
-	snprintf(name, sizeof(name), "%s maxpool argmax", prec_name(prec));
+	snprintf(name, sizeof(name), "%s maxpool argmax", pcl(prec));
 	same_dev(name, am, gam, np * sizeof(int32_t));
+	/* backward into dx added to, then average pooling (fixed and
+	 * adaptive) both ways: one rounding of the same fp32 sums */
+	memcpy(dx, xh, n * h2);
+	CHECK_OK(gpu.be->to_device(&gpu, gdx, xh, n * h2, &err), &err);
+	CHECK_OK(cpu.be->maxpool_backward(&cpu, &pd, am, dyh, dx, &err), &err);
+	CHECK_OK(gpu.be->maxpool_backward(&gpu, &pd, gam, gdy, gdx, &err), &err);
+	snprintf(name, sizeof(name), "%s maxpool dx", pcl(prec));
+	same_dev(name, dx, gdx, n * h2);
+	for (int ad = 0; ad < 2; ad++) {
+		if (ad)
+			CHECK_OK(nn_pool_desc_init_adaptive(&pd, 4, 8, 5, 5, 1, 1,
+							    &err),
+				 &err);
+		else
+			CHECK_OK(nn_pool_desc_init(&pd, 4, 8, 5, 5, 2, 2, 0, &err),
+				 &err);
+		pd.nhwc = cl;
+		const size_t na = (size_t)4 * 8 * pd.h_out * pd.w_out;
+		CHECK_OK(cpu.be->avgpool_forward(&cpu, &pd, xh, y, &err), &err);
+		CHECK_OK(gpu.be->avgpool_forward(&gpu, &pd, gx, gy, &err), &err);
+		snprintf(name, sizeof(name), "%s avgpool%s", pcl(prec),
+			 ad ? " adaptive" : "");
+		same_dev(name, y, gy, na * h2);
+		memcpy(dx, xh, n * h2);
+		CHECK_OK(gpu.be->to_device(&gpu, gdx, xh, n * h2, &err), &err);
+		CHECK_OK(cpu.be->avgpool_backward(&cpu, &pd, dyh, dx, &err), &err);
+		CHECK_OK(gpu.be->avgpool_backward(&gpu, &pd, gdy, gdx, &err), &err);
+		snprintf(name, sizeof(name), "%s avgpool%s dx", pcl(prec),
+			 ad ? " adaptive" : "");
+		same_dev(name, dx, gdx, n * h2);
+	}
+	/* the model's channels-last input copy */
+	if (cl) {
+		CHECK_OK(cpu.be->act_from_f32_nhwc(&cpu, 4, 8, 25, x, y, &err),
+			 &err);
+		float *gxf = up(x, n);
+		CHECK_OK(gpu.be->act_from_f32_nhwc(&gpu, 4, 8, 25, gxf, gy, &err),
+			 &err);
+		snprintf(name, sizeof(name), "%s from_f32_nhwc", pcl(prec));
+		same_dev(name, y, gy, n * h2);
+		dfree(gxf);
+	}
 	cpu.precision = gpu.precision = NN_PREC_FP32;
 
 	dfree(gx), dfree(gy), dfree(gdy), dfree(gdx), dfree(gg), dfree(gbe);
@@ -621,7 +696,9 @@ static void unscale_case(size_t n, size_t bad_at, float bad)
 
 static void test_mixed(void)
 {
-	for (int prec = NN_PREC_BF16; prec <= NN_PREC_FP16; prec++) {
+	for (int i = 0; i < 4; i++) {
+		const int prec = i % 2 ? NN_PREC_FP16 : NN_PREC_BF16;
+		cl = i / 2;
 		/* prec, n, c_in, hw, c_out, k, stride, pad, groups, bias */
 		conv_half_case(prec, 2, 3, 9, 4, 3, 1, 1, 1, 1);   /* 3 channels in */
 		conv_half_case(prec, 3, 8, 8, 16, 3, 2, 1, 1, 0);  /* stride 2 */
@@ -635,6 +712,7 @@ static void test_mixed(void)
 		linear_half_case(prec, 64, 256, 128, 0);
 		half_other_case(prec);
 	}
+	cl = 0;
 	/* an unknown precision fails with one line, nothing run */
 	nn_linear_desc d = {1, 1, 1, 0};
 	float *g = up(NULL, 4);
@@ -728,7 +806,7 @@ static void bn_case(int n, int c, int hw, float offset)
 	char what[96], name[160];
 	snprintf(what, sizeof(what), "bn n%d c%d %dx%d +%g", n, c, hw, hw,
 		 (double)offset);
-	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f};
+	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0};
 	const size_t nx = (size_t)n * c * hw * hw;
 	float *x = nn_test_alloc(nx), *dy = nn_test_alloc(nx);
 	float *dx0 = nn_test_alloc(nx), *gam = nn_test_alloc(c);
@@ -870,7 +948,7 @@ static void test_batchnorm(void)
 	bn_case(1, 2, 2, 0);
 
 	/* one value per channel fails as on the CPU */
-	nn_bn_desc d = {1, 2, 1, 1, 1e-5f, 0.1f};
+	nn_bn_desc d = {1, 2, 1, 1, 1e-5f, 0.1f, 0};
 	float *g = up(NULL, 64);
 	CHECK_EQ_INT(gpu.be->bn_forward_train(&gpu, &d, g, g, g, g, g, g, g, g,
 					      &err),

@@ -16,7 +16,8 @@
  *    <= max(TOL |D_cpu|_2, SPREAD |D_q - D_cpu|_2) + 1e-7 sqrt(count),
  *    where q is a third run on the CPU whose initial weights were
  *    multiplied by 1 + u, |u| < 1e-6 (a rounding-level difference in
- *    every layer), and SPREAD = 4. TOL = 2e-3 for convnet7 and 5e-3 for
+ *    every layer; in 16 bits |u| < 2^-9, half an ulp of the bf16 copy
+ *    the layers read, since 1e-6 would not change it), and SPREAD = 4. TOL = 2e-3 for convnet7 and 5e-3 for
  *    resnet18. The spread term is there because this resnet18 is
  *    chaotic at this size: batch norm over 4 samples (its last stage is
  *    1x1 at 32 px) makes a 1e-7 change of the initial weights move the
@@ -32,7 +33,9 @@
  *    within 1e-2 of the CPU's (test_backend_cuda; the sums run in other
  *    orders and a result near a rounding boundary rounds the other way),
  *    20x the fp32 per-op bound; the fp32 case's 2e-3 scaled alike gives
- *    4e-2. Not yet run on a GPU: the tolerance is the design's.
+ *    4e-2. Then resnet18 in bf16 channels-last (NHWC activations, the
+ *    weight copy c_out x kh x kw x c_in) on both sides, under the same
+ *    bounds: the CPU's twin computes its NCHW bits (test_channels_last).
  *  - fp16 loss scaling on convnet7 (starting at S = 1024, so that no
  *    step overflows on its own): step 1's unscaled gradients match the
  *    CPU's fp16 ones within TOL_BF16 (fp16 rounds finer than bf16);
@@ -325,17 +328,23 @@ static double check_tensors(const char *model, int step, const side *c,
 	return worst;
 }
 
-static void train_case(const char *model, double tol, int precision)
+static void train_case(const char *model, double tol, int precision, int cl)
 {
 	const int n = 4, size = 32, classes = 10;
 	const double loss_tol = precision == NN_PREC_FP32 ? 1e-3 : 2e-2;
 	side c, d, q;
 	gpu.precision = precision;
 	cpu.precision = precision; /* the device is held to the CPU's graph */
+	/* channels-last: the CPU's twin (the NCHW bits) the reference */
+	cpu.channels_last = gpu.channels_last = cl ? NN_CL_ON : NN_CL_OFF;
 	side_open(&c, &cpu, model, n, size, classes);
 	side_open(&d, &gpu, model, n, size, classes);
 	side_open(&q, &cpu, model, n, size, classes);
-	perturb(&q, 1e-6);
+	cpu.channels_last = gpu.channels_last = NN_CL_OFF;
+	CHECK(nn_model_channels_last(d.m) == cl);
+	/* rounding-level for the precision: 1e-6 of fp32's weights, half a
+	 * bf16 ulp (2^-9) of the weights a 16-bit run reads */
+	perturb(&q, precision == NN_PREC_FP32 ? 1e-6 : 1.0 / 512);
 	size_t np, nb;
 	float *p0 = nn_model_params(c.m, &np);
 	nn_model_buffers(c.m, &nb);
@@ -362,9 +371,10 @@ static void train_case(const char *model, double tol, int precision)
 		bg = to_host_copy(nn_model_buffers(d.m, NULL), nb * sizeof(float));
 		double worst = check_tensors(model, step, &c, &q, pg, bg, init,
 					     q_init, tol);
-		printf("%s (gpu precision %d) step %d: loss cpu %.6f gpu %.6f "
+		printf("%s (gpu precision %d%s) step %d: loss cpu %.6f gpu %.6f "
 		       "perturbed cpu %.6f; worst tensor at %.3g of its bound\n",
-		       model, precision, step + 1, lc, lg, lq, worst);
+		       model, precision, cl ? ", channels-last" : "", step + 1,
+		       lc, lg, lq, worst);
 		CHECK(fabs(lc - lg) <= fmax(loss_tol * fabs(lc), SPREAD * fabs(lc - lq)) +
 					       1e-5);
 	}
@@ -601,9 +611,10 @@ int main(int argc, char **argv)
 	gpu.conv_algo = NN_ALGO_DETERMINISTIC;
 	test_tmpdir(dir, sizeof(dir), "train-cuda");
 	test_optim();
-	train_case("convnet7", 2e-3, NN_PREC_FP32);
-	train_case("resnet18", 5e-3, NN_PREC_FP32);
-	train_case("convnet7", TOL_BF16, NN_PREC_BF16);
+	train_case("convnet7", 2e-3, NN_PREC_FP32, 0);
+	train_case("resnet18", 5e-3, NN_PREC_FP32, 0);
+	train_case("convnet7", TOL_BF16, NN_PREC_BF16, 0);
+	train_case("resnet18", TOL_BF16, NN_PREC_BF16, 1);
 	plan_case("convnet7");
 	plan_case("resnet18");
 	test_fp16_scaling();

@@ -12,6 +12,9 @@
  * the statistics in fp32, the CPU in double with a centring correction:
  * they agree to about 1e-6 relative unless |mean| >> std.
  *
+ * Channels-last (d->nhwc): cuDNN is told the tensor is NHWC; the frozen
+ * kernel sees it as n*h*w 1x1 images.
+ *
  * Mixed precision: x, y, dx and dy are of the 16-bit activation type
  * (the tensor descriptor says so); the parameters, the running and saved
  * statistics and dgamma/dbeta stay fp32 (cudnnDeriveBNTensorDescriptor
@@ -32,13 +35,16 @@ static int set_descs(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
 	static const char what[] = "describe a batch norm to cuDNN";
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, "batch-normalise", err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "batch-normalise", err));
 	const cudnnDataType_t t = ctx->precision == NN_PREC_BF16
 					  ? CUDNN_DATA_BFLOAT16
 				  : ctx->precision == NN_PREC_FP16
 					  ? CUDNN_DATA_HALF
 					  : CUDNN_DATA_FLOAT;
 	CUDNN_CHECK(err, what,
-		    cudnnSetTensor4dDescriptor(dev->x_desc, CUDNN_TENSOR_NCHW,
+		    cudnnSetTensor4dDescriptor(dev->x_desc,
+					       d->nhwc ? CUDNN_TENSOR_NHWC
+						       : CUDNN_TENSOR_NCHW,
 					       t, d->n, d->c, d->h, d->w));
 	CUDNN_CHECK(err, what,
 		    cudnnDeriveBNTensorDescriptor(dev->bn_desc, dev->x_desc,
@@ -148,11 +154,20 @@ int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 	static const char what[] = "backpropagate frozen batch-norm";
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
 	if (!dx && !dgamma && !dbeta)
 		return 0;
+	/* the kernel reads NCHW; channels-last is n*h*w 1x1 "images" of c
+	 * channels, the same statistics over the same values */
+	nn_bn_desc k = *d;
+	if (d->nhwc) {
+		k.n = d->n * d->h * d->w;
+		k.h = k.w = 1;
+		k.nhwc = 0;
+	}
 	CUDA_CHECK(err, "backpropagate frozen batch-norm on cuda",
 		   nn_cuda_k_bn_frozen_backward(
-			   nn_cuda_dev_of(ctx)->stream, ctx->precision, d, x, gamma,
+			   nn_cuda_dev_of(ctx)->stream, ctx->precision, &k, x, gamma,
 			   running_mean, running_var, dy, dx, dgamma, dbeta,
 			   ctx->dx_overwrite));
 	return 0;

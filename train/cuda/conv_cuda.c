@@ -3,6 +3,11 @@
  * PyTorch's Conv2d: cross-correlation, groups, dilation), and the bias
  * gradient by an own reduction (reduce.cu).
  *
+ * Channels-last (d->nhwc): x, y and the 16-bit weight copy are NHWC
+ * descriptors (the filter c_out x kh x kw x c_in), the weight gradient
+ * is widened back into c_out x c_in x kh x kw, and the bias kernels see
+ * n*h*w rows of c_out.
+ *
  * Tensors are of the context's activation type: fp32, or bf16/fp16 in
  * mixed precision, where x, w and y (dx, dw, dy) are 16-bit descriptors
  * and the convolution computes in fp32 (the documented PSEUDO_HALF_CONFIG
@@ -87,17 +92,18 @@ static int set_descs(nn_cuda_dev *dev, const nn_conv_desc *d, int precision,
 {
 	static const char what[] = "describe a convolution to cuDNN";
 	const cudnnDataType_t t = data_type(precision);
+	/* channels-last: the filter too (c_out x kh x kw x c_in, the
+	 * model's copy), as the tensor-core kernels read it */
+	const cudnnTensorFormat_t f = d->nhwc ? CUDNN_TENSOR_NHWC
+					      : CUDNN_TENSOR_NCHW;
 	CUDNN_CHECK(err, what,
-		    cudnnSetTensor4dDescriptor(dev->x_desc, CUDNN_TENSOR_NCHW,
-					       t, d->n, d->c_in, d->h_in,
-					       d->w_in));
+		    cudnnSetTensor4dDescriptor(dev->x_desc, f, t, d->n,
+					       d->c_in, d->h_in, d->w_in));
 	CUDNN_CHECK(err, what,
-		    cudnnSetTensor4dDescriptor(dev->y_desc, CUDNN_TENSOR_NCHW,
-					       t, d->n, d->c_out, d->h_out,
-					       d->w_out));
+		    cudnnSetTensor4dDescriptor(dev->y_desc, f, t, d->n,
+					       d->c_out, d->h_out, d->w_out));
 	CUDNN_CHECK(err, what,
-		    cudnnSetFilter4dDescriptor(dev->w_desc, t,
-					       CUDNN_TENSOR_NCHW, d->c_out,
+		    cudnnSetFilter4dDescriptor(dev->w_desc, t, f, d->c_out,
 					       d->c_in / d->groups, d->kh,
 					       d->kw));
 	CUDNN_CHECK(err, what,
@@ -410,10 +416,19 @@ static int try_one(void *ud, const nn_algo_cand *c, ims_error *err)
 	if (fallback_status(s))
 		return NN_ALGO_UNSUPPORTED;
 	CUDNN_CHECK(err, what, s);
-	if (t->dir == DIR_FILTER && extra)
+	/* widened into the fp32 gradient, which stays c_out x c_in x kh x
+	 * kw in either layout */
+	const nn_conv_desc *d = t->d;
+	if (t->dir == DIR_FILTER && extra && d->nhwc && d->kh * d->kw > 1)
+		CUDA_CHECK(err, what,
+			   nn_cuda_k_from_half_nhwc(dev->stream, ctx->precision,
+						    d->c_out, d->c_in / d->groups,
+						    (size_t)d->kh * d->kw, ws,
+						    t->dw, 0));
+	else if (t->dir == DIR_FILTER && extra)
 		CUDA_CHECK(err, what,
 			   nn_cuda_k_from_half(dev->stream, ctx->precision,
-					       conv_nw(t->d), ws, t->dw, 0));
+					       conv_nw(d), ws, t->dw, 0));
 	return NN_ALGO_RAN;
 }
 
@@ -439,6 +454,7 @@ static int check_args(nn_ctx *ctx, const nn_conv_desc *d, const char *what,
 {
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
 	RETURN_IF(!nn_algo_mode_name(ctx->conv_algo), err, IMS_EINVAL,
 		  "cannot %s: unknown algorithm mode %d", what, ctx->conv_algo);
 	return 0;
@@ -450,11 +466,13 @@ static int add_bias(nn_ctx *ctx, const nn_conv_desc *d, const float *b,
 {
 	static const char what[] = "run a convolution on cuda";
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	const size_t hw = (size_t)d->h_out * d->w_out;
+	/* channels-last: n*hw rows of c_out values, one bias each */
 	if (ctx->precision != NN_PREC_FP32) {
 		CUDA_CHECK(err, what,
-			   nn_cuda_k_add_bias(dev->stream, ctx->precision, d->n,
-					      d->c_out,
-					      (size_t)d->h_out * d->w_out, b, y));
+			   nn_cuda_k_add_bias(dev->stream, ctx->precision,
+					      d->nhwc ? (int)(d->n * hw) : d->n,
+					      d->c_out, d->nhwc ? 1 : hw, b, y));
 		return 0;
 	}
 	const float one = 1.0f;
@@ -499,12 +517,13 @@ int nn_cuda_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 		  "cannot run a convolution backward: missing %s",
 		  !dy ? "output gradient" : dw && !x ? "input" : "weights");
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	const size_t hw = (size_t)d->h_out * d->w_out;
 	if (db)
 		CUDA_CHECK(err, what,
 			   nn_cuda_k_channel_sum(dev->stream, ctx->precision,
-						 d->n, d->c_out,
-						 (size_t)d->h_out * d->w_out,
-						 dy, db));
+						 d->nhwc ? (int)(d->n * hw) : d->n,
+						 d->c_out, d->nhwc ? 1 : hw, dy,
+						 db));
 	if (!dx && !dw)
 		return 0;
 	nn_algo_entry *e;

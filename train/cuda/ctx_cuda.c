@@ -277,6 +277,7 @@ const nn_backend nn_backend_cuda = {
 	.xent_tally = nn_cuda_xent_tally,
 	.act_from_f32 = nn_cuda_act_from_f32,
 	.act_to_f32 = nn_cuda_act_to_f32,
+	.act_from_f32_nhwc = nn_cuda_act_from_f32_nhwc,
 	.alloc = cuda_alloc,
 	.free = cuda_free,
 	.zero = cuda_zero,

@@ -216,6 +216,8 @@ int nn_cuda_act_from_f32(nn_ctx *ctx, size_t count, const float *src,
 			 void *dst, ims_error *err);
 int nn_cuda_act_to_f32(nn_ctx *ctx, size_t count, const void *src,
 		       float *dst, ims_error *err);
+int nn_cuda_act_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
+			      const float *src, void *dst, ims_error *err);
 int nn_cuda_softmax_xent(nn_ctx *ctx, int n, int k, const float *logits,
 			 const int32_t *labels, float smoothing, float scale,
 			 double *loss_sum, float *dlogits, ims_error *err);

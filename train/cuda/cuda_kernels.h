@@ -141,6 +141,15 @@ cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision, size_t count,
 /* y[i] = (float)x[i], or y[i] += (float)x[i] with add */
 cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision, size_t count,
 				const void *x, float *y, int add);
+/* Channels-last: x is n x c x hw floats, y the same values rounded as
+ * n x hw x c (the model's input and convolution weight copies) */
+cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision, int n,
+				   int c, size_t hw, const float *x, void *y);
+/* ... and back: x is n x hw x c 16-bit values, y (+)= them as n x c x hw
+ * floats (a channels-last convolution's weight gradient) */
+cudaError_t nn_cuda_k_from_half_nhwc(cudaStream_t s, int precision, int n,
+				     int c, size_t hw, const void *x, float *y,
+				     int add);
 /* x[i] = x[i] rounded to the 16-bit type and widened back: the value of
  * a 16-bit weight gradient, kept in fp32 */
 cudaError_t nn_cuda_k_round_f32(cudaStream_t s, int precision, size_t count,

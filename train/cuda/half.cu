@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "train/cuda/act_types.cuh"
 #include "train/cuda/cuda_kernels.h"
 #include "train/cuda/cuda_launch.cuh"
 
@@ -58,6 +59,35 @@ __global__ static void round_fp16(size_t count, float *x)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	x[i] = __half2float(__float2half_rn(x[i]));
+}
+
+/* Channels-last copies: element (i, ch, j) of an n x c x hw fp32 tensor
+ * and of the n x hw x c 16-bit one. One thread per 16-bit element, so
+ * the 16-bit side is written (or read) in order. */
+template <typename H>
+__global__ static void to_half_nhwc(size_t count, int c, size_t hw,
+				    const float *x, H *y)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	{
+		const size_t ch = i % (size_t)c, t = i / (size_t)c;
+		const size_t j = t % hw, img = t / hw;
+		nn_st(y, i, x[(img * (size_t)c + ch) * hw + j]);
+	}
+}
+
+template <typename H>
+__global__ static void from_half_nhwc(size_t count, int c, size_t hw,
+				      const H *x, float *y, int add)
+{
+	NN_CUDA_FOR_EACH(i, count)
+	{
+		const size_t ch = i % (size_t)c, t = i / (size_t)c;
+		const size_t j = t % hw, img = t / hw;
+		float *o = y + (img * (size_t)c + ch) * hw + j;
+		const float v = nn_ld(x, i);
+		*o = add ? *o + v : v;
+	}
 }
 
 /* Every thread that sees a non-finite value writes the same 1, so the
@@ -132,5 +162,46 @@ extern "C" cudaError_t nn_cuda_k_unscale_check(cudaStream_t s, size_t count,
 		return e;
 	unscale_check<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
 		count, g, inv, found);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision,
+					      int n, int c, size_t hw,
+					      const float *x, void *y)
+{
+	const size_t count = (size_t)n * (size_t)c * hw;
+	if (!count)
+		return cudaSuccess;
+	if (precision == NN_PREC_BF16)
+		to_half_nhwc<__nv_bfloat16>
+			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+				count, c, hw, x, (__nv_bfloat16 *)y);
+	else if (precision == NN_PREC_FP16)
+		to_half_nhwc<__half>
+			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+				count, c, hw, x, (__half *)y);
+	else
+		return cudaErrorInvalidValue;
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_cuda_k_from_half_nhwc(cudaStream_t s, int precision,
+						int n, int c, size_t hw,
+						const void *x, float *y,
+						int add)
+{
+	const size_t count = (size_t)n * (size_t)c * hw;
+	if (!count)
+		return cudaSuccess;
+	if (precision == NN_PREC_BF16)
+		from_half_nhwc<__nv_bfloat16>
+			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+				count, c, hw, (const __nv_bfloat16 *)x, y, add);
+	else if (precision == NN_PREC_FP16)
+		from_half_nhwc<__half>
+			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+				count, c, hw, (const __half *)x, y, add);
+	else
+		return cudaErrorInvalidValue;
 	return cudaGetLastError();
 }

@@ -49,6 +49,7 @@ int nn_cuda_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			    ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "max-pool", err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "max-pool", err));
 	CUDA_CHECK(err, "max-pool on cuda",
 		   nn_cuda_k_maxpool_forward(stream_of(ctx), prec_of(ctx), d, x,
 					     y, argmax));
@@ -60,6 +61,8 @@ int nn_cuda_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			     ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "backpropagate max-pool", err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "backpropagate max-pool",
+				       err));
 	if (!dx)
 		return 0;
 	CUDA_CHECK(err, "backpropagate max-pool on cuda",
@@ -73,6 +76,7 @@ int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			    const void *x, void *y, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "average-pool", err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "average-pool", err));
 	CUDA_CHECK(err, "average-pool on cuda",
 		   nn_cuda_k_avgpool_forward(stream_of(ctx), prec_of(ctx), d, x,
 					     y));
@@ -84,6 +88,8 @@ int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "backpropagate average-pool",
 					     err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc,
+				       "backpropagate average-pool", err));
 	if (!dx)
 		return 0;
 	CUDA_CHECK(err, "backpropagate average-pool on cuda",
@@ -183,6 +189,21 @@ int nn_cuda_act_from_f32(nn_ctx *ctx, size_t count, const float *src,
 	CUDA_CHECK(err, what,
 		   nn_cuda_k_to_half(stream_of(ctx), ctx->precision, count, src,
 				     dst));
+	return 0;
+}
+
+int nn_cuda_act_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
+			      const float *src, void *dst, ims_error *err)
+{
+	static const char what[] =
+		"convert to the activation type channels-last on cuda";
+	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, 1, what, err));
+	RETURN_IF(n < 0 || c < 1 || (n && (!src || !dst)), err, IMS_EINVAL,
+		  "cannot %s: %d x %d x %zu values", what, n, c, hw);
+	CUDA_CHECK(err, what,
+		   nn_cuda_k_to_half_nhwc(stream_of(ctx), ctx->precision, n, c,
+					  hw, src, dst));
 	return 0;
 }
 

@@ -9,6 +9,11 @@
  * records its first real element; argmax is the offset within the (n, c)
  * input plane. Average sums run in double in the same order.
  *
+ * Channels-last (the descriptor's nhwc): tensors are N x H x W x C, and
+ * argmax (one per output, in y's order) still holds the offset within
+ * the (n, c) input plane; only where each value lives changes (at,
+ * where), not the order of any sum.
+ *
  * Backward: the CPU scatters each output gradient into dx in output
  * order; here one thread per input element gathers the outputs whose
  * window covers it, in that same order, so each dx element gets the same
@@ -32,14 +37,41 @@ typedef struct pool_args {
 	int h_in, w_in, h_out, w_out;
 	int kh, kw, sh, sw, ph, pw;
 	int adaptive;
+	int c, nhwc;
 } pool_args;
 
 static pool_args args_of(const nn_pool_desc *d)
 {
 	pool_args a = {d->h_in,     d->w_in,     d->h_out, d->w_out,
 		       d->kh,       d->kw,       d->stride_h, d->stride_w,
-		       d->pad_h,    d->pad_w,    d->adaptive};
+		       d->pad_h,    d->pad_w,    d->adaptive, d->c,
+		       d->nhwc};
 	return a;
+}
+
+/* The index of value j of plane p (p = n C + c; planes of `plane`
+ * values) in NCHW or, with a.nhwc, NHWC order. */
+__device__ static inline size_t at(const pool_args &a, size_t p, size_t j,
+				   size_t plane)
+{
+	if (!a.nhwc)
+		return p * plane + j;
+	const size_t c = (size_t)a.c;
+	return (p / c * plane + j) * c + p % c;
+}
+
+/* The plane *p and offset *j of element i (at's inverse). */
+__device__ static inline void where(const pool_args &a, size_t i,
+				    size_t plane, size_t *p, size_t *j)
+{
+	if (!a.nhwc) {
+		*p = i / plane;
+		*j = i % plane;
+		return;
+	}
+	const size_t c = (size_t)a.c, t = i / c;
+	*j = t % plane;
+	*p = t / plane * c + i % c;
 }
 
 /* Input span [*s, *e) of output o along one axis and the length the
@@ -74,12 +106,13 @@ __global__ static void maxpool_forward(pool_args a, size_t total, const T *x,
 				       T *y, int32_t *argmax)
 {
 	const size_t in_plane = (size_t)a.h_in * a.w_in;
+	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
 	{
-		const int ow = (int)(i % (size_t)a.w_out);
-		const size_t t = i / (size_t)a.w_out;
-		const int oh = (int)(t % (size_t)a.h_out);
-		const T *xp = x + t / (size_t)a.h_out * in_plane;
+		size_t p, oj;
+		where(a, i, out_plane, &p, &oj);
+		const int ow = (int)(oj % (size_t)a.w_out);
+		const int oh = (int)(oj / (size_t)a.w_out);
 		int hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
 		const int he = hs + a.kh < a.h_in ? hs + a.kh : a.h_in;
 		const int we = ws + a.kw < a.w_in ? ws + a.kw : a.w_in;
@@ -89,7 +122,9 @@ __global__ static void maxpool_forward(pool_args a, size_t total, const T *x,
 		int32_t arg = hs * a.w_in + ws;
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++) {
-				const float v = nn_ld(xp, (size_t)ih * a.w_in + iw);
+				const float v = nn_ld(
+					x, at(a, p, (size_t)ih * a.w_in + iw,
+					      in_plane));
 				if (v > best || v != v) {
 					best = v;
 					arg = ih * a.w_in + iw;
@@ -118,25 +153,25 @@ __global__ static void maxpool_backward(pool_args a, size_t total,
 					const int32_t *argmax, const T *dy,
 					T *dx, int overwrite)
 {
+	const size_t in_plane = (size_t)a.h_in * a.w_in;
 	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
 	{
-		const int iw = (int)(i % (size_t)a.w_in);
-		const size_t t = i / (size_t)a.w_in;
-		const int ih = (int)(t % (size_t)a.h_in);
-		const size_t p = t / (size_t)a.h_in;
+		size_t p, ij;
+		where(a, i, in_plane, &p, &ij);
+		const int iw = (int)(ij % (size_t)a.w_in);
+		const int ih = (int)(ij / (size_t)a.w_in);
 		const int32_t me = ih * a.w_in + iw;
-		const int32_t *ap = argmax + p * out_plane;
-		const T *dyp = dy + p * out_plane;
 		int oh0, oh1, ow0, ow1;
 		covering(ih, a.kh, a.sh, a.ph, a.h_out, &oh0, &oh1);
 		covering(iw, a.kw, a.sw, a.pw, a.w_out, &ow0, &ow1);
 		float acc = start_of(dx, i, overwrite);
 		for (int oh = oh0; oh < oh1; oh++)
 			for (int ow = ow0; ow < ow1; ow++) {
-				const size_t o = (size_t)oh * a.w_out + ow;
-				if (ap[o] == me)
-					acc += nn_ld(dyp, o);
+				const size_t o = at(a, p, (size_t)oh * a.w_out + ow,
+						    out_plane);
+				if (argmax[o] == me)
+					acc += nn_ld(dy, o);
 			}
 		finish(dx, i, acc, overwrite);
 	}
@@ -147,12 +182,13 @@ __global__ static void avgpool_forward(pool_args a, size_t total, const T *x,
 				       T *y)
 {
 	const size_t in_plane = (size_t)a.h_in * a.w_in;
+	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
 	{
-		const int ow = (int)(i % (size_t)a.w_out);
-		const size_t t = i / (size_t)a.w_out;
-		const int oh = (int)(t % (size_t)a.h_out);
-		const T *xp = x + t / (size_t)a.h_out * in_plane;
+		size_t p, oj;
+		where(a, i, out_plane, &p, &oj);
+		const int ow = (int)(oj % (size_t)a.w_out);
+		const int oh = (int)(oj / (size_t)a.w_out);
 		int hs, he, ws, we;
 		const int lh = span(a.adaptive, oh, a.h_in, a.h_out, a.kh, a.sh,
 				    a.ph, &hs, &he);
@@ -161,7 +197,8 @@ __global__ static void avgpool_forward(pool_args a, size_t total, const T *x,
 		double s = 0;
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++)
-				s += nn_ld(xp, (size_t)ih * a.w_in + iw);
+				s += nn_ld(x, at(a, p, (size_t)ih * a.w_in + iw,
+						 in_plane));
 		nn_st(y, i, (float)(s / ((double)lh * lw)));
 	}
 }
@@ -187,13 +224,14 @@ template <typename T>
 __global__ static void avgpool_backward(pool_args a, size_t total,
 					const T *dy, T *dx, int overwrite)
 {
+	const size_t in_plane = (size_t)a.h_in * a.w_in;
 	const size_t out_plane = (size_t)a.h_out * a.w_out;
 	NN_CUDA_FOR_EACH(i, total)
 	{
-		const int iw = (int)(i % (size_t)a.w_in);
-		const size_t t = i / (size_t)a.w_in;
-		const int ih = (int)(t % (size_t)a.h_in);
-		const T *dyp = dy + t / (size_t)a.h_in * out_plane;
+		size_t p, ij;
+		where(a, i, in_plane, &p, &ij);
+		const int iw = (int)(ij % (size_t)a.w_in);
+		const int ih = (int)(ij / (size_t)a.w_in);
 		int oh0, oh1, ow0, ow1;
 		avg_covering(a, 0, ih, &oh0, &oh1);
 		avg_covering(a, 1, iw, &ow0, &ow1);
@@ -211,7 +249,9 @@ __global__ static void avgpool_backward(pool_args a, size_t total,
 						    &ws, &we);
 				if (iw < ws || iw >= we)
 					continue;
-				acc += (float)(nn_ld(dyp, (size_t)oh * a.w_out + ow) /
+				acc += (float)(nn_ld(dy, at(a, p,
+							    (size_t)oh * a.w_out + ow,
+							    out_plane)) /
 					       ((double)lh * lw));
 			}
 		}

@@ -174,9 +174,75 @@ static void round_in_place(const nn_ctx *ctx, size_t count, float *w)
 }
 
 /*
+ * Channels-last (a descriptor's nhwc): the 16-bit tensor is n x hw x c,
+ * its fp32 copy n x c x hw, so the fp32 kernels run unchanged and the
+ * results are the NCHW run's bits. widen_l and store_l are widen and
+ * store with that transpose folded in (plain ones when !nhwc).
+ */
+static void widen_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+		    const void *src, float *dst)
+{
+	const size_t planes = (size_t)n * (size_t)c;
+	if (!nhwc) {
+		widen(ctx, planes * hw, src, dst);
+		return;
+	}
+	const uint16_t *h = src;
+	const int prec = ctx->precision, nt = threads_for(ctx, planes * hw);
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (size_t p = 0; p < planes; p++) {
+		const uint16_t *in = h + p / (size_t)c * hw * (size_t)c +
+				     p % (size_t)c;
+		float *out = dst + p * hw;
+		for (size_t j = 0; j < hw; j++)
+			out[j] = widen1(prec, in[j * (size_t)c]);
+	}
+}
+
+static void store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+		    const float *src, void *dst, int add)
+{
+	const size_t planes = (size_t)n * (size_t)c;
+	if (!nhwc) {
+		store(ctx, planes * hw, src, dst, add);
+		return;
+	}
+	uint16_t *h = dst;
+	const int prec = ctx->precision, nt = threads_for(ctx, planes * hw);
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (size_t p = 0; p < planes; p++) {
+		uint16_t *out = h + p / (size_t)c * hw * (size_t)c +
+				p % (size_t)c;
+		const float *in = src + p * hw;
+		for (size_t j = 0; j < hw; j++) {
+			const float v = add ? widen1(prec, out[j * (size_t)c]) + in[j]
+					    : in[j];
+			out[j * (size_t)c] = round1(prec, v);
+		}
+	}
+}
+
+/* A max pool's argmax between NCHW order (the fp32 kernel's) and NHWC
+ * (the caller's): to_nhwc 1 reads n x c x hw, writes n x hw x c. */
+static void argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
+		     int32_t *dst)
+{
+	for (size_t p = 0; p < (size_t)n * (size_t)c; p++) {
+		const size_t base = p / (size_t)c * hw * (size_t)c + p % (size_t)c;
+		for (size_t j = 0; j < hw; j++) {
+			if (to_nhwc)
+				dst[base + j * (size_t)c] = src[p * hw + j];
+			else
+				dst[p * hw + j] = src[base + j * (size_t)c];
+		}
+	}
+}
+
+/*
  * Runs a backward kernel that writes dx into the fp32 copy dx32 with the
  * overwrite convention, then stores it into the 16-bit dx with the
- * caller's convention (ctx->dx_overwrite).
+ * caller's convention (ctx->dx_overwrite); BACKWARD_INTO_L stores it in
+ * layout nhwc, n x c x hw values.
  */
 #define BACKWARD_INTO(ctx, dx, dx32, count, call)                              \
 	do {                                                                   \
@@ -187,6 +253,17 @@ static void round_in_place(const nn_ctx *ctx, size_t count, float *w)
 		FORWARD_IF_ERR(rc_);                                           \
 		if (dx)                                                        \
 			store((ctx), (count), (dx32), (dx), !over_);           \
+	} while (0)
+#define BACKWARD_INTO_L(ctx, nhwc, n, c, hw, dx, dx32, call)                   \
+	do {                                                                   \
+		const int over_ = (ctx)->dx_overwrite;                         \
+		(ctx)->dx_overwrite = 1;                                       \
+		int rc_ = (call);                                              \
+		(ctx)->dx_overwrite = over_;                                   \
+		FORWARD_IF_ERR(rc_);                                           \
+		if (dx)                                                        \
+			store_l((ctx), (nhwc), (n), (c), (hw), (dx32), (dx),   \
+				!over_);                                       \
 	} while (0)
 
 /* ---- convolution ------------------------------------------------------------ */
@@ -212,6 +289,7 @@ int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 {
 	static const char what[] = "run a convolution";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_conv_forward(ctx, d, x, w, b, y, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
@@ -219,16 +297,23 @@ int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 		  "cannot run a convolution: missing %s",
 		  !x ? "input" : !w ? "weights" : !y ? "output" : "bias");
 	const size_t count[3] = {conv_nx(d), conv_nw(d), conv_ny(d)};
+	const size_t hw_in = (size_t)d->h_in * d->w_in,
+		     hw_out = (size_t)d->h_out * d->w_out;
 	float *f[3];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	widen(ctx, count[0], x, f[0]);
-	widen(ctx, count[1], w, f[1]);
+	widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[0]);
+	widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
+		(size_t)d->kh * d->kw, w, f[1]);
 	nn_conv_desc nb = *d;
 	nb.bias = 0;
+	nb.nhwc = 0;
 	FORWARD_IF_ERR(nn_cpu_conv_forward(ctx, &nb, f[0], f[1], NULL, f[2], err));
-	store(ctx, count[2], f[2], y, 0);
-	if (d->bias)
-		add_bias(ctx, d->n, d->c_out, (size_t)d->h_out * d->w_out, b, y);
+	store_l(ctx, d->nhwc, d->n, d->c_out, hw_out, f[2], y, 0);
+	/* channels-last: n*hw rows of c_out, one bias each */
+	if (d->bias && d->nhwc)
+		add_bias(ctx, (int)(d->n * hw_out), d->c_out, 1, b, y);
+	else if (d->bias)
+		add_bias(ctx, d->n, d->c_out, hw_out, b, y);
 	return 0;
 }
 
@@ -238,6 +323,7 @@ int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 {
 	static const char what[] = "run a convolution backward";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_conv_backward(ctx, d, x, w, dy, dx, dw, db, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
@@ -249,16 +335,21 @@ int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 	/* dy, then x for dw, w and dx for dx */
 	const size_t count[4] = {conv_ny(d), dw ? conv_nx(d) : 0,
 				 dx ? conv_nw(d) : 0, dx ? conv_nx(d) : 0};
+	const size_t hw_in = (size_t)d->h_in * d->w_in,
+		     hw_out = (size_t)d->h_out * d->w_out;
 	float *f[4];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 4, f, what, err));
-	widen(ctx, count[0], dy, f[0]);
+	widen_l(ctx, d->nhwc, d->n, d->c_out, hw_out, dy, f[0]);
 	if (dw)
-		widen(ctx, count[1], x, f[1]);
+		widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[1]);
 	if (dx)
-		widen(ctx, count[2], w, f[2]);
-	BACKWARD_INTO(ctx, dx, f[3], count[3],
-		      nn_cpu_conv_backward(ctx, d, f[1], f[2], f[0], f[3], dw,
-					   db, err));
+		widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
+			(size_t)d->kh * d->kw, w, f[2]);
+	nn_conv_desc nd = *d;
+	nd.nhwc = 0;
+	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c_in, hw_in, dx, f[3],
+			nn_cpu_conv_backward(ctx, &nd, f[1], f[2], f[0], f[3],
+					     dw, db, err));
 	if (dw)
 		round_in_place(ctx, conv_nw(d), dw);
 	return 0;
@@ -333,6 +424,14 @@ static size_t bn_count(const nn_bn_desc *d)
 	return (size_t)d->n * d->c * d->h * d->w;
 }
 
+/* d for the fp32 kernels, which read the NCHW copies */
+static nn_bn_desc nchw_bn(const nn_bn_desc *d)
+{
+	nn_bn_desc nd = *d;
+	nd.nhwc = 0;
+	return nd;
+}
+
 int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 			       const void *x, const float *gamma,
 			       const float *beta, float *running_mean,
@@ -341,6 +440,7 @@ int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 {
 	static const char what[] = "batch-normalise (training)";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_bn_forward_train(ctx, d, x, gamma, beta,
 					       running_mean, running_var,
@@ -349,12 +449,14 @@ int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 	const size_t n = bn_count(d), count[2] = {n, n};
 	float *f[2];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, n, x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_bn_forward_train(ctx, d, f[0], gamma, beta,
+	const size_t hw = (size_t)d->h * d->w;
+	const nn_bn_desc nd = nchw_bn(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	FORWARD_IF_ERR(nn_cpu_bn_forward_train(ctx, &nd, f[0], gamma, beta,
 					       running_mean, running_var,
 					       save_mean, save_invstd, f[1],
 					       err));
-	store(ctx, n, f[1], y, 0);
+	store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
 	return 0;
 }
 
@@ -365,6 +467,7 @@ int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 {
 	static const char what[] = "batch-normalise (evaluation)";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_bn_forward_eval(ctx, d, x, gamma, beta,
 					      running_mean, running_var, y, err);
@@ -372,11 +475,13 @@ int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	const size_t n = bn_count(d), count[2] = {n, n};
 	float *f[2];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, n, x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_bn_forward_eval(ctx, d, f[0], gamma, beta,
+	const size_t hw = (size_t)d->h * d->w;
+	const nn_bn_desc nd = nchw_bn(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	FORWARD_IF_ERR(nn_cpu_bn_forward_eval(ctx, &nd, f[0], gamma, beta,
 					      running_mean, running_var, f[1],
 					      err));
-	store(ctx, n, f[1], y, 0);
+	store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
 	return 0;
 }
 
@@ -387,6 +492,7 @@ int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 {
 	static const char what[] = "backpropagate batch-norm";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_bn_backward(ctx, d, x, gamma, save_mean,
 					  save_invstd, dy, dx, dgamma, dbeta,
@@ -397,12 +503,14 @@ int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	const size_t n = bn_count(d), count[3] = {n, n, dx ? n : 0};
 	float *f[3];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	widen(ctx, n, x, f[0]);
-	widen(ctx, n, dy, f[1]);
-	BACKWARD_INTO(ctx, dx, f[2], n,
-		      nn_cpu_bn_backward(ctx, d, f[0], gamma, save_mean,
-					 save_invstd, f[1], f[2], dgamma, dbeta,
-					 err));
+	const size_t hw = (size_t)d->h * d->w;
+	const nn_bn_desc nd = nchw_bn(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
+	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, hw, dx, f[2],
+			nn_cpu_bn_backward(ctx, &nd, f[0], gamma, save_mean,
+					   save_invstd, f[1], f[2], dgamma,
+					   dbeta, err));
 	return 0;
 }
 
@@ -415,6 +523,7 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 {
 	static const char what[] = "backpropagate frozen batch-norm";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_bn_backward_frozen(ctx, d, x, gamma, running_mean,
 						 running_var, dy, dx, dgamma,
@@ -425,12 +534,15 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 	const size_t n = bn_count(d), count[3] = {n, n, dx ? n : 0};
 	float *f[3];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	widen(ctx, n, x, f[0]);
-	widen(ctx, n, dy, f[1]);
-	BACKWARD_INTO(ctx, dx, f[2], n,
-		      nn_cpu_bn_backward_frozen(ctx, d, f[0], gamma,
-						running_mean, running_var, f[1],
-						f[2], dgamma, dbeta, err));
+	const size_t hw = (size_t)d->h * d->w;
+	const nn_bn_desc nd = nchw_bn(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
+	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, hw, dx, f[2],
+			nn_cpu_bn_backward_frozen(ctx, &nd, f[0], gamma,
+						  running_mean, running_var,
+						  f[1], f[2], dgamma, dbeta,
+						  err));
 	return 0;
 }
 
@@ -528,21 +640,46 @@ static size_t pool_ny(const nn_pool_desc *d)
 	return (size_t)d->n * d->c * d->h_out * d->w_out;
 }
 
+static size_t pool_hw_in(const nn_pool_desc *d)
+{
+	return (size_t)d->h_in * d->w_in;
+}
+
+static size_t pool_hw_out(const nn_pool_desc *d)
+{
+	return (size_t)d->h_out * d->w_out;
+}
+
+static nn_pool_desc nchw_pool(const nn_pool_desc *d)
+{
+	nn_pool_desc nd = *d;
+	nd.nhwc = 0;
+	return nd;
+}
+
 int nn_cpu_mp_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			      const void *x, void *y, int32_t *argmax,
 			      ims_error *err)
 {
 	static const char what[] = "max-pool";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_maxpool_forward(ctx, d, x, y, argmax, err);
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
-	const size_t count[2] = {pool_nx(d), pool_ny(d)};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, count[0], x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_maxpool_forward(ctx, d, f[0], f[1], argmax, err));
-	store(ctx, count[1], f[1], y, 0);
+	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
+	/* x, y, and channels-last the argmax in NCHW order (int32 in a
+	 * float buffer of the same size) */
+	const size_t count[3] = {pool_nx(d), pool_ny(d), d->nhwc ? pool_ny(d) : 0};
+	float *f[3];
+	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
+	const nn_pool_desc nd = nchw_pool(d);
+	int32_t *am = d->nhwc ? (int32_t *)(void *)f[2] : argmax;
+	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), x, f[0]);
+	FORWARD_IF_ERR(nn_cpu_maxpool_forward(ctx, &nd, f[0], f[1], am, err));
+	store_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), f[1], y, 0);
+	if (d->nhwc)
+		argmax_l(1, d->n, d->c, pool_hw_out(d), am, argmax);
 	return 0;
 }
 
@@ -552,17 +689,26 @@ int nn_cpu_mp_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "backpropagate max-pool";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_maxpool_backward(ctx, d, argmax, dy, dx, err);
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
 	if (!dx)
 		return 0;
-	const size_t count[2] = {pool_ny(d), pool_nx(d)};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, count[0], dy, f[0]);
-	BACKWARD_INTO(ctx, dx, f[1], count[1],
-		      nn_cpu_maxpool_backward(ctx, d, argmax, f[0], f[1], err));
+	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
+	const size_t count[3] = {pool_ny(d), pool_nx(d), d->nhwc ? pool_ny(d) : 0};
+	float *f[3];
+	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
+	const nn_pool_desc nd = nchw_pool(d);
+	const int32_t *am = argmax;
+	if (d->nhwc) {
+		argmax_l(0, d->n, d->c, pool_hw_out(d), argmax,
+			 (int32_t *)(void *)f[2]);
+		am = (const int32_t *)(void *)f[2];
+	}
+	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), dy, f[0]);
+	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), dx, f[1],
+			nn_cpu_maxpool_backward(ctx, &nd, am, f[0], f[1], err));
 	return 0;
 }
 
@@ -571,15 +717,17 @@ int nn_cpu_mp_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "average-pool";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_avgpool_forward(ctx, d, x, y, err);
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
 	const size_t count[2] = {pool_nx(d), pool_ny(d)};
 	float *f[2];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, count[0], x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_avgpool_forward(ctx, d, f[0], f[1], err));
-	store(ctx, count[1], f[1], y, 0);
+	const nn_pool_desc nd = nchw_pool(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), x, f[0]);
+	FORWARD_IF_ERR(nn_cpu_avgpool_forward(ctx, &nd, f[0], f[1], err));
+	store_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), f[1], y, 0);
 	return 0;
 }
 
@@ -588,6 +736,7 @@ int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "backpropagate average-pool";
 	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
 	if (!is_half(ctx))
 		return nn_cpu_avgpool_backward(ctx, d, dy, dx, err);
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
@@ -596,9 +745,10 @@ int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 	const size_t count[2] = {pool_ny(d), pool_nx(d)};
 	float *f[2];
 	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	widen(ctx, count[0], dy, f[0]);
-	BACKWARD_INTO(ctx, dx, f[1], count[1],
-		      nn_cpu_avgpool_backward(ctx, d, f[0], f[1], err));
+	const nn_pool_desc nd = nchw_pool(d);
+	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), dy, f[0]);
+	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), dx, f[1],
+			nn_cpu_avgpool_backward(ctx, &nd, f[0], f[1], err));
 	return 0;
 }
 
@@ -654,6 +804,18 @@ int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
 		return 0;
 	}
 	store(ctx, count, src, dst, 0);
+	return 0;
+}
+
+int nn_cpu_mp_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
+			    const float *src, void *dst, ims_error *err)
+{
+	static const char what[] = "convert to the activation type channels-last";
+	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_layout_check(ctx, 1, what, err));
+	RETURN_IF(n < 0 || c < 1 || (n && (!src || !dst)), err, IMS_EINVAL,
+		  "cannot %s: %d x %d x %zu values", what, n, c, hw);
+	store_l(ctx, 1, n, c, hw, src, dst, 0);
 	return 0;
 }
 

@@ -193,6 +193,8 @@ typedef struct loop_interval {
 int loop_check_opts(const nn_train_opts *o, int world, ims_error *err);
 /* NN_ALGO_* of a --cudnn-algo name, -1 for an unknown one. */
 int loop_algo_mode(const char *name);
+/* NN_CL_* of a --channels-last value (NULL: auto), -1 for an unknown one. */
+int loop_channels_last(const char *name);
 int loop_open_context(run *r, ims_error *err);
 int loop_load_classes(run *r, ims_error *err);
 int loop_open_loaders(run *r, ims_error *err);

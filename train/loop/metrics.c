@@ -137,6 +137,7 @@ void loop_plan(const run *r, nn_train_plan *p)
 	p->lr_batch = r->lr_batch;
 	p->validation = r->data.val != NULL;
 	nn_model_memory_info(r->m, &p->activations);
+	p->channels_last = nn_model_channels_last(r->m);
 	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
 			 &p->dropped_ranks);
 	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->optim.batch_size;
@@ -288,6 +289,7 @@ cJSON *loop_options_json(const run *r)
 					? algo[r->ctx.conv_algo]
 					: "?");
 	cJSON_AddBoolToObject(j, "tf32", r->ctx.tf32);
+	cJSON_AddBoolToObject(j, "channels_last", nn_model_channels_last(r->m));
 	cJSON_AddNumberToObject(j, "max_steps", (double)o->optim.max_steps);
 	cJSON_AddNumberToObject(j, "momentum", o->optim.momentum);
 	cJSON_AddNumberToObject(j, "weight_decay", o->optim.weight_decay);

@@ -25,6 +25,14 @@ int loop_algo_mode(const char *name)
 	return -1;
 }
 
+int loop_channels_last(const char *name)
+{
+	return !name || !strcmp(name, "auto") ? NN_CL_AUTO
+	       : !strcmp(name, "on")          ? NN_CL_ON
+	       : !strcmp(name, "off")         ? NN_CL_OFF
+					      : -1;
+}
+
 int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 {
 	RETURN_IF(!o->data.train_manifest, err, IMS_EINVAL,
@@ -49,6 +57,9 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 		  "unknown --cudnn-algo '%s': use benchmark, heuristic or "
 		  "deterministic",
 		  o->net.cudnn_algo);
+	RETURN_IF(loop_channels_last(o->net.channels_last) < 0, err, IMS_EINVAL,
+		  "unknown --channels-last '%s': use auto, on or off",
+		  o->net.channels_last);
 	RETURN_IF(o->net.tf32 < -1 || o->net.tf32 > 1, err, IMS_EINVAL,
 		  "--tf32 is %d: use 1 (on), 0 (off) or -1 (the device's "
 		  "default)",
@@ -156,6 +167,7 @@ static void set_compute(run *r)
 		r->ctx.conv_algo = loop_algo_mode(o->net.cudnn_algo);
 	if (o->net.tf32 >= 0)
 		r->ctx.tf32 = o->net.tf32;
+	r->ctx.channels_last = loop_channels_last(o->net.channels_last);
 }
 
 /*
