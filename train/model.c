@@ -805,6 +805,12 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 	if (m->precision == NN_PREC_FP32)
 		be->free(ctx, xin);
 	FORWARD_IF_ERR(rc);
+	for (int i = 0; i < m->n_nodes && be->bn_prepare; i++) {
+		nn_bn_desc d = m->nodes[i].bn;
+		d.n = m->max_batch;
+		if (m->nodes[i].op == NN_OP_BN)
+			FORWARD_IF_ERR(be->bn_prepare(ctx, &d, err));
+	}
 	if (be->loss_prepare)
 		FORWARD_IF_ERR(be->loss_prepare(ctx, m->max_batch, m->classes, err));
 	return nn_ctx_freeze_workspace(ctx, err);

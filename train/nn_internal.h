@@ -578,6 +578,9 @@ struct nn_backend {
 	/* Reserves the workspace of the loss of up to n samples of k
 	 * classes, and of fp16's gradient check. */
 	int (*loss_prepare)(nn_ctx *, int n, int k, ims_error *);
+	/* Reserves the workspace a batch norm of this shape needs (NULL:
+	 * none). */
+	int (*bn_prepare)(nn_ctx *, const nn_bn_desc *, ims_error *);
 	/* Allocates the workspace reserved so far (nn_ctx_freeze_workspace
 	 * then refuses growth). */
 	int (*workspace_freeze)(nn_ctx *, ims_error *);

@@ -12,8 +12,10 @@
  * the statistics in fp32, the CPU in double with a centring correction:
  * they agree to about 1e-6 relative unless |mean| >> std.
  *
- * Channels-last (d->nhwc): cuDNN is told the tensor is NHWC; the frozen
- * kernel sees it as n*h*w 1x1 images.
+ * Channels-last (d->nhwc): own kernels (bn_nhwc.cu; cuDNN's batch norm
+ * reads an NHWC tensor a channel at a time, 50x slower), with workspace
+ * reserved at plan time (nn_cuda_bn_prepare); the frozen kernel sees the
+ * tensor as n*h*w 1x1 images.
  *
  * Mixed precision: x, y, dx and dy are of the 16-bit activation type
  * (the tensor descriptor says so); the parameters, the running and saved
@@ -52,6 +54,19 @@ static int set_descs(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
 	return 0;
 }
 
+static size_t rows(const nn_bn_desc *d)
+{
+	return (size_t)d->n * d->h * d->w;
+}
+
+int nn_cuda_bn_prepare(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
+{
+	FORWARD_IF_ERR(nn_bn_check_desc(d, "prepare a batch norm", err));
+	if (d->nhwc)
+		nn_cuda_reserve(ctx, nn_cuda_k_bn_nhwc_workspace(rows(d), d->c));
+	return 0;
+}
+
 int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			     const float *gamma, const float *beta,
 			     float *running_mean, float *running_var,
@@ -69,6 +84,20 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 		  "N=%d, H=%d, W=%d",
 		  what, d->n, d->h, d->w);
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (d->nhwc) {
+		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		void *ws = nn_cuda_workspace(
+			ctx, nn_cuda_k_bn_nhwc_workspace(m, d->c), err);
+		if (!ws)
+			return ims_fail_context(err, "cannot %s", what);
+		CUDA_CHECK(err, "batch-normalise (training) on cuda",
+			   nn_cuda_k_bn_nhwc_forward_train(
+				   dev->stream, ctx->precision, m, d->c, d->eps,
+				   d->momentum, x, gamma, beta, running_mean,
+				   running_var, save_mean, save_invstd, y, ws));
+		return 0;
+	}
 	const float one = 1.0f, zero = 0.0f;
 	FORWARD_IF_ERR(set_descs(ctx, d, err));
 	CUDNN_CHECK(err, "batch-normalise (training) on cuda",
@@ -89,6 +118,16 @@ int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	static const char what[] = "batch-normalise (evaluation)";
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (d->nhwc) {
+		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		CUDA_CHECK(err, "batch-normalise (evaluation) on cuda",
+			   nn_cuda_k_bn_nhwc_forward_eval(
+				   dev->stream, ctx->precision, rows(d), d->c,
+				   d->eps, x, gamma, beta, running_mean,
+				   running_var, y));
+		return 0;
+	}
 	const float one = 1.0f, zero = 0.0f;
 	FORWARD_IF_ERR(set_descs(ctx, d, err));
 	CUDNN_CHECK(err, "batch-normalise (evaluation) on cuda",
@@ -109,6 +148,20 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	if (!dx && !dgamma && !dbeta)
 		return 0;
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
+	if (d->nhwc) {
+		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
+		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		void *ws = nn_cuda_workspace(
+			ctx, nn_cuda_k_bn_nhwc_workspace(rows(d), d->c), err);
+		if (!ws)
+			return ims_fail_context(err, "cannot %s", what);
+		CUDA_CHECK(err, "backpropagate batch-norm on cuda",
+			   nn_cuda_k_bn_nhwc_backward(
+				   dev->stream, ctx->precision, rows(d), d->c, x,
+				   gamma, save_mean, save_invstd, dy, dx, dgamma,
+				   dbeta, ctx->dx_overwrite, ws));
+		return 0;
+	}
 	/* stand-ins for the outputs the caller does not want */
 	const size_t count = (size_t)d->n * d->c * d->h * d->w;
 	const size_t dx_bytes =

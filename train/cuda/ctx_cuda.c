@@ -263,6 +263,7 @@ const nn_backend nn_backend_cuda = {
 	.bn_forward_eval = nn_cuda_bn_forward_eval,
 	.bn_backward = nn_cuda_bn_backward,
 	.bn_backward_frozen = nn_cuda_bn_backward_frozen,
+	.bn_prepare = nn_cuda_bn_prepare,
 	.relu_forward = nn_cuda_relu_forward,
 	.relu_backward = nn_cuda_relu_backward,
 	.maxpool_forward = nn_cuda_maxpool_forward,

@@ -166,6 +166,7 @@ int nn_cuda_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 			    const void *x, const void *w, const void *dy,
 			    void *dx, float *dw, float *db, ims_error *err);
 
+int nn_cuda_bn_prepare(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err);
 int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			     const float *gamma, const float *beta,
 			     float *running_mean, float *running_var,

@@ -75,6 +75,25 @@ cudaError_t nn_cuda_k_bn_frozen_backward(cudaStream_t s, int prec,
 					 float *dgamma, float *dbeta,
 					 int overwrite);
 
+/* bn_nhwc.cu: batch norm over m = N*H*W rows of c channels (channels-
+ * last), the CPU's formulas; training forward and backward need
+ * nn_cuda_k_bn_nhwc_workspace(m, c) bytes of workspace ws */
+size_t nn_cuda_k_bn_nhwc_workspace(size_t m, int c);
+cudaError_t nn_cuda_k_bn_nhwc_forward_train(
+	cudaStream_t s, int prec, size_t m, int c, float eps, float momentum,
+	const void *x, const float *gamma, const float *beta, float *rm,
+	float *rv, float *save_mean, float *save_invstd, void *y, void *ws);
+cudaError_t nn_cuda_k_bn_nhwc_forward_eval(
+	cudaStream_t s, int prec, size_t m, int c, float eps, const void *x,
+	const float *gamma, const float *beta, const float *rm,
+	const float *rv, void *y);
+/* dx (+)= ..., dgamma and dbeta overwritten; each may be NULL */
+cudaError_t nn_cuda_k_bn_nhwc_backward(
+	cudaStream_t s, int prec, size_t m, int c, const void *x,
+	const float *gamma, const float *save_mean, const float *save_invstd,
+	const void *dy, void *dx, float *dgamma, float *dbeta, int overwrite,
+	void *ws);
+
 /* pool.cu; descriptors already checked */
 cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, int prec,
 				      const nn_pool_desc *d, const void *x,
