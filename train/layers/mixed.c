@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "train/layers/mixed_internal.h"
 #include "train/nn_internal.h"
 
 /* Below this many elements a loop stays on one thread. */
@@ -49,12 +50,12 @@ void nn_cpu_release(nn_ctx *ctx)
 	ctx->dev = NULL;
 }
 
-static int is_half(const nn_ctx *ctx)
+int nn_mp_is_half(const nn_ctx *ctx)
 {
 	return ctx->precision != NN_PREC_FP32;
 }
 
-static int check_precision(const nn_ctx *ctx, const char *what,
+int nn_mp_check_precision(const nn_ctx *ctx, const char *what,
 			   ims_error *err)
 {
 	RETURN_IF(!nn_act_bytes(ctx->precision), err, IMS_EINVAL,
@@ -71,7 +72,7 @@ static size_t round64(size_t floats)
  * Carves k fp32 buffers of count[i] floats from the workspace (out[i]
  * NULL for a zero count). Contents are undefined.
  */
-static int wide_bufs(nn_ctx *ctx, const size_t *count, int k, float **out,
+int nn_mp_wide_bufs(nn_ctx *ctx, const size_t *count, int k, float **out,
 		     const char *what, ims_error *err)
 {
 	size_t total = 0;
@@ -121,7 +122,7 @@ static int threads_for(const nn_ctx *ctx, size_t count)
 }
 
 /* dst[i] = src[i] widened, count values */
-static void widen(const nn_ctx *ctx, size_t count, const void *src, float *dst)
+void nn_mp_widen(const nn_ctx *ctx, size_t count, const void *src, float *dst)
 {
 	const uint16_t *h = src;
 	const int prec = ctx->precision, nt = threads_for(ctx, count);
@@ -131,7 +132,7 @@ static void widen(const nn_ctx *ctx, size_t count, const void *src, float *dst)
 }
 
 /* dst = round(src), or round(dst + src) with add */
-static void store(const nn_ctx *ctx, size_t count, const float *src, void *dst,
+void nn_mp_store(const nn_ctx *ctx, size_t count, const float *src, void *dst,
 		  int add)
 {
 	uint16_t *h = dst;
@@ -179,12 +180,12 @@ static void round_in_place(const nn_ctx *ctx, size_t count, float *w)
  * results are the NCHW run's bits. widen_l and store_l are widen and
  * store with that transpose folded in (plain ones when !nhwc).
  */
-static void widen_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+void nn_mp_widen_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 		    const void *src, float *dst)
 {
 	const size_t planes = (size_t)n * (size_t)c;
 	if (!nhwc) {
-		widen(ctx, planes * hw, src, dst);
+		nn_mp_widen(ctx, planes * hw, src, dst);
 		return;
 	}
 	const uint16_t *h = src;
@@ -199,12 +200,12 @@ static void widen_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 	}
 }
 
-static void store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+void nn_mp_store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 		    const float *src, void *dst, int add)
 {
 	const size_t planes = (size_t)n * (size_t)c;
 	if (!nhwc) {
-		store(ctx, planes * hw, src, dst, add);
+		nn_mp_store(ctx, planes * hw, src, dst, add);
 		return;
 	}
 	uint16_t *h = dst;
@@ -224,7 +225,7 @@ static void store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 
 /* A max pool's argmax between NCHW order (the fp32 kernel's) and NHWC
  * (the caller's): to_nhwc 1 reads n x c x hw, writes n x hw x c. */
-static void argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
+void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
 		     int32_t *dst)
 {
 	for (size_t p = 0; p < (size_t)n * (size_t)c; p++) {
@@ -237,34 +238,6 @@ static void argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
 		}
 	}
 }
-
-/*
- * Runs a backward kernel that writes dx into the fp32 copy dx32 with the
- * overwrite convention, then stores it into the 16-bit dx with the
- * caller's convention (ctx->dx_overwrite); BACKWARD_INTO_L stores it in
- * layout nhwc, n x c x hw values.
- */
-#define BACKWARD_INTO(ctx, dx, dx32, count, call)                              \
-	do {                                                                   \
-		const int over_ = (ctx)->dx_overwrite;                         \
-		(ctx)->dx_overwrite = 1;                                       \
-		int rc_ = (call);                                              \
-		(ctx)->dx_overwrite = over_;                                   \
-		FORWARD_IF_ERR(rc_);                                           \
-		if (dx)                                                        \
-			store((ctx), (count), (dx32), (dx), !over_);           \
-	} while (0)
-#define BACKWARD_INTO_L(ctx, nhwc, n, c, hw, dx, dx32, call)                   \
-	do {                                                                   \
-		const int over_ = (ctx)->dx_overwrite;                         \
-		(ctx)->dx_overwrite = 1;                                       \
-		int rc_ = (call);                                              \
-		(ctx)->dx_overwrite = over_;                                   \
-		FORWARD_IF_ERR(rc_);                                           \
-		if (dx)                                                        \
-			store_l((ctx), (nhwc), (n), (c), (hw), (dx32), (dx),   \
-				!over_);                                       \
-	} while (0)
 
 /* ---- convolution ------------------------------------------------------------ */
 
@@ -288,9 +261,9 @@ int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 			   ims_error *err)
 {
 	static const char what[] = "run a convolution";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_conv_forward(ctx, d, x, w, b, y, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
@@ -300,15 +273,15 @@ int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 	const size_t hw_in = (size_t)d->h_in * d->w_in,
 		     hw_out = (size_t)d->h_out * d->w_out;
 	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[0]);
-	widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[0]);
+	nn_mp_widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
 		(size_t)d->kh * d->kw, w, f[1]);
 	nn_conv_desc nb = *d;
 	nb.bias = 0;
 	nb.nhwc = 0;
 	FORWARD_IF_ERR(nn_cpu_conv_forward(ctx, &nb, f[0], f[1], NULL, f[2], err));
-	store_l(ctx, d->nhwc, d->n, d->c_out, hw_out, f[2], y, 0);
+	nn_mp_store_l(ctx, d->nhwc, d->n, d->c_out, hw_out, f[2], y, 0);
 	/* channels-last: n*hw rows of c_out, one bias each */
 	if (d->bias && d->nhwc)
 		add_bias(ctx, (int)(d->n * hw_out), d->c_out, 1, b, y);
@@ -322,9 +295,9 @@ int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 			    float *db, ims_error *err)
 {
 	static const char what[] = "run a convolution backward";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_conv_backward(ctx, d, x, w, dy, dx, dw, db, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	if (!d->bias)
@@ -338,12 +311,12 @@ int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 	const size_t hw_in = (size_t)d->h_in * d->w_in,
 		     hw_out = (size_t)d->h_out * d->w_out;
 	float *f[4];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 4, f, what, err));
-	widen_l(ctx, d->nhwc, d->n, d->c_out, hw_out, dy, f[0]);
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 4, f, what, err));
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c_out, hw_out, dy, f[0]);
 	if (dw)
-		widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[1]);
+		nn_mp_widen_l(ctx, d->nhwc, d->n, d->c_in, hw_in, x, f[1]);
 	if (dx)
-		widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
+		nn_mp_widen_l(ctx, d->nhwc, d->c_out, d->c_in / d->groups,
 			(size_t)d->kh * d->kw, w, f[2]);
 	nn_conv_desc nd = *d;
 	nd.nhwc = 0;
@@ -362,8 +335,8 @@ int nn_cpu_mp_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
 			     void *y, ims_error *err)
 {
 	static const char what[] = "run a linear layer";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_linear_forward(ctx, d, x, w, b, y, err);
 	FORWARD_IF_ERR(nn_linear_check_desc(d, what, err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
@@ -372,14 +345,14 @@ int nn_cpu_mp_linear_forward(nn_ctx *ctx, const nn_linear_desc *d,
 	const size_t count[3] = {(size_t)d->n * d->in, (size_t)d->out * d->in,
 				 (size_t)d->n * d->out};
 	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	widen(ctx, count[0], x, f[0]);
-	widen(ctx, count[1], w, f[1]);
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
+	nn_mp_widen(ctx, count[0], x, f[0]);
+	nn_mp_widen(ctx, count[1], w, f[1]);
 	nn_linear_desc nb = *d;
 	nb.bias = 0;
 	FORWARD_IF_ERR(nn_cpu_linear_forward(ctx, &nb, f[0], f[1], NULL, f[2],
 					     err));
-	store(ctx, count[2], f[2], y, 0);
+	nn_mp_store(ctx, count[2], f[2], y, 0);
 	if (d->bias)
 		add_bias(ctx, d->n, d->out, 1, b, y);
 	return 0;
@@ -390,8 +363,8 @@ int nn_cpu_mp_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 			      void *dx, float *dw, float *db, ims_error *err)
 {
 	static const char what[] = "run a linear layer backward";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_linear_backward(ctx, d, x, w, dy, dx, dw, db, err);
 	FORWARD_IF_ERR(nn_linear_check_desc(d, what, err));
 	if (!d->bias)
@@ -403,12 +376,12 @@ int nn_cpu_mp_linear_backward(nn_ctx *ctx, const nn_linear_desc *d,
 	const size_t count[4] = {(size_t)d->n * d->out, dw ? nx : 0,
 				 dx ? nw : 0, dx ? nx : 0};
 	float *f[4];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 4, f, what, err));
-	widen(ctx, count[0], dy, f[0]);
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 4, f, what, err));
+	nn_mp_widen(ctx, count[0], dy, f[0]);
 	if (dw)
-		widen(ctx, count[1], x, f[1]);
+		nn_mp_widen(ctx, count[1], x, f[1]);
 	if (dx)
-		widen(ctx, count[2], w, f[2]);
+		nn_mp_widen(ctx, count[2], w, f[2]);
 	BACKWARD_INTO(ctx, dx, f[3], count[3],
 		      nn_cpu_linear_backward(ctx, d, f[1], f[2], f[0], f[3], dw,
 					     db, err));
@@ -439,24 +412,24 @@ int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 			       float *save_invstd, void *y, ims_error *err)
 {
 	static const char what[] = "batch-normalise (training)";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_bn_forward_train(ctx, d, x, gamma, beta,
 					       running_mean, running_var,
 					       save_mean, save_invstd, y, err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	const size_t n = bn_count(d), count[2] = {n, n};
 	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 2, f, what, err));
 	const size_t hw = (size_t)d->h * d->w;
 	const nn_bn_desc nd = nchw_bn(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
 	FORWARD_IF_ERR(nn_cpu_bn_forward_train(ctx, &nd, f[0], gamma, beta,
 					       running_mean, running_var,
 					       save_mean, save_invstd, f[1],
 					       err));
-	store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
+	nn_mp_store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
 	return 0;
 }
 
@@ -466,22 +439,22 @@ int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			      const float *running_var, void *y, ims_error *err)
 {
 	static const char what[] = "batch-normalise (evaluation)";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_bn_forward_eval(ctx, d, x, gamma, beta,
 					      running_mean, running_var, y, err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	const size_t n = bn_count(d), count[2] = {n, n};
 	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 2, f, what, err));
 	const size_t hw = (size_t)d->h * d->w;
 	const nn_bn_desc nd = nchw_bn(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
 	FORWARD_IF_ERR(nn_cpu_bn_forward_eval(ctx, &nd, f[0], gamma, beta,
 					      running_mean, running_var, f[1],
 					      err));
-	store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
+	nn_mp_store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
 	return 0;
 }
 
@@ -491,9 +464,9 @@ int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			  float *dgamma, float *dbeta, ims_error *err)
 {
 	static const char what[] = "backpropagate batch-norm";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_bn_backward(ctx, d, x, gamma, save_mean,
 					  save_invstd, dy, dx, dgamma, dbeta,
 					  err);
@@ -502,11 +475,11 @@ int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 		return 0;
 	const size_t n = bn_count(d), count[3] = {n, n, dx ? n : 0};
 	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
 	const size_t hw = (size_t)d->h * d->w;
 	const nn_bn_desc nd = nchw_bn(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
 	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, hw, dx, f[2],
 			nn_cpu_bn_backward(ctx, &nd, f[0], gamma, save_mean,
 					   save_invstd, f[1], f[2], dgamma,
@@ -522,9 +495,9 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 				 ims_error *err)
 {
 	static const char what[] = "backpropagate frozen batch-norm";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_bn_backward_frozen(ctx, d, x, gamma, running_mean,
 						 running_var, dy, dx, dgamma,
 						 dbeta, err);
@@ -533,11 +506,11 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 		return 0;
 	const size_t n = bn_count(d), count[3] = {n, n, dx ? n : 0};
 	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
+	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
 	const size_t hw = (size_t)d->h * d->w;
 	const nn_bn_desc nd = nchw_bn(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
-	widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, x, f[0]);
+	nn_mp_widen_l(ctx, d->nhwc, d->n, d->c, hw, dy, f[1]);
 	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, hw, dx, f[2],
 			nn_cpu_bn_backward_frozen(ctx, &nd, f[0], gamma,
 						  running_mean, running_var,
@@ -551,8 +524,8 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 int nn_cpu_mp_relu_forward(nn_ctx *ctx, size_t count, const void *x, void *y,
 			   ims_error *err)
 {
-	FORWARD_IF_ERR(check_precision(ctx, "run relu", err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, "run relu", err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_relu_forward(ctx, count, x, y, err);
 	const uint16_t *hx = x;
 	uint16_t *hy = y;
@@ -567,8 +540,8 @@ int nn_cpu_mp_relu_forward(nn_ctx *ctx, size_t count, const void *x, void *y,
 int nn_cpu_mp_relu_backward(nn_ctx *ctx, size_t count, const void *y,
 			    const void *dy, void *dx, ims_error *err)
 {
-	FORWARD_IF_ERR(check_precision(ctx, "backpropagate relu", err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, "backpropagate relu", err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_relu_backward(ctx, count, y, dy, dx, err);
 	if (!dx)
 		return 0;
@@ -594,8 +567,8 @@ int nn_cpu_mp_relu_backward(nn_ctx *ctx, size_t count, const void *y,
 int nn_cpu_mp_add_forward(nn_ctx *ctx, size_t count, const void *a,
 			  const void *b, void *y, ims_error *err)
 {
-	FORWARD_IF_ERR(check_precision(ctx, "add", err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, "add", err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_add_forward(ctx, count, a, b, y, err);
 	const uint16_t *ha = a, *hb = b;
 	uint16_t *hy = y;
@@ -609,8 +582,8 @@ int nn_cpu_mp_add_forward(nn_ctx *ctx, size_t count, const void *a,
 int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 			 ims_error *err)
 {
-	FORWARD_IF_ERR(check_precision(ctx, "accumulate a gradient", err));
-	if (!is_half(ctx))
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, "accumulate a gradient", err));
+	if (!nn_mp_is_half(ctx))
 		return nn_cpu_accumulate(ctx, count, dy, dx, err);
 	if (!dx)
 		return 0;
@@ -625,210 +598,5 @@ int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 #pragma omp parallel for num_threads(nt) schedule(static)
 	for (size_t i = 0; i < count; i++)
 		hdx[i] = round1(prec, widen1(prec, hdx[i]) + widen1(prec, hdy[i]));
-	return 0;
-}
-
-/* ---- pooling and dropout: through fp32 copies ---------------------------------- */
-
-static size_t pool_nx(const nn_pool_desc *d)
-{
-	return (size_t)d->n * d->c * d->h_in * d->w_in;
-}
-
-static size_t pool_ny(const nn_pool_desc *d)
-{
-	return (size_t)d->n * d->c * d->h_out * d->w_out;
-}
-
-static size_t pool_hw_in(const nn_pool_desc *d)
-{
-	return (size_t)d->h_in * d->w_in;
-}
-
-static size_t pool_hw_out(const nn_pool_desc *d)
-{
-	return (size_t)d->h_out * d->w_out;
-}
-
-static nn_pool_desc nchw_pool(const nn_pool_desc *d)
-{
-	nn_pool_desc nd = *d;
-	nd.nhwc = 0;
-	return nd;
-}
-
-int nn_cpu_mp_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			      const void *x, void *y, int32_t *argmax,
-			      ims_error *err)
-{
-	static const char what[] = "max-pool";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_maxpool_forward(ctx, d, x, y, argmax, err);
-	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
-	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
-	/* x, y, and channels-last the argmax in NCHW order (int32 in a
-	 * float buffer of the same size) */
-	const size_t count[3] = {pool_nx(d), pool_ny(d), d->nhwc ? pool_ny(d) : 0};
-	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	const nn_pool_desc nd = nchw_pool(d);
-	int32_t *am = d->nhwc ? (int32_t *)(void *)f[2] : argmax;
-	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_maxpool_forward(ctx, &nd, f[0], f[1], am, err));
-	store_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), f[1], y, 0);
-	if (d->nhwc)
-		argmax_l(1, d->n, d->c, pool_hw_out(d), am, argmax);
-	return 0;
-}
-
-int nn_cpu_mp_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			       const int32_t *argmax, const void *dy, void *dx,
-			       ims_error *err)
-{
-	static const char what[] = "backpropagate max-pool";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_maxpool_backward(ctx, d, argmax, dy, dx, err);
-	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
-	if (!dx)
-		return 0;
-	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
-	const size_t count[3] = {pool_ny(d), pool_nx(d), d->nhwc ? pool_ny(d) : 0};
-	float *f[3];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 3, f, what, err));
-	const nn_pool_desc nd = nchw_pool(d);
-	const int32_t *am = argmax;
-	if (d->nhwc) {
-		argmax_l(0, d->n, d->c, pool_hw_out(d), argmax,
-			 (int32_t *)(void *)f[2]);
-		am = (const int32_t *)(void *)f[2];
-	}
-	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), dy, f[0]);
-	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), dx, f[1],
-			nn_cpu_maxpool_backward(ctx, &nd, am, f[0], f[1], err));
-	return 0;
-}
-
-int nn_cpu_mp_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
-			      const void *x, void *y, ims_error *err)
-{
-	static const char what[] = "average-pool";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_avgpool_forward(ctx, d, x, y, err);
-	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
-	const size_t count[2] = {pool_nx(d), pool_ny(d)};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	const nn_pool_desc nd = nchw_pool(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_avgpool_forward(ctx, &nd, f[0], f[1], err));
-	store_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), f[1], y, 0);
-	return 0;
-}
-
-int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
-			       const void *dy, void *dx, ims_error *err)
-{
-	static const char what[] = "backpropagate average-pool";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_avgpool_backward(ctx, d, dy, dx, err);
-	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
-	if (!dx)
-		return 0;
-	const size_t count[2] = {pool_ny(d), pool_nx(d)};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, count, 2, f, what, err));
-	const nn_pool_desc nd = nchw_pool(d);
-	widen_l(ctx, d->nhwc, d->n, d->c, pool_hw_out(d), dy, f[0]);
-	BACKWARD_INTO_L(ctx, d->nhwc, d->n, d->c, pool_hw_in(d), dx, f[1],
-			nn_cpu_avgpool_backward(ctx, &nd, f[0], f[1], err));
-	return 0;
-}
-
-int nn_cpu_mp_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			      uint64_t seed, const void *x, void *y,
-			      uint8_t *mask, ims_error *err)
-{
-	static const char what[] = "apply dropout";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_dropout_forward(ctx, count, p, seed, x, y, mask,
-					      err);
-	const size_t c[2] = {count, count};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, c, 2, f, what, err));
-	widen(ctx, count, x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_dropout_forward(ctx, count, p, seed, f[0], f[1],
-					      mask, err));
-	store(ctx, count, f[1], y, 0);
-	return 0;
-}
-
-int nn_cpu_mp_dropout_backward(nn_ctx *ctx, size_t count, float p,
-			       const uint8_t *mask, const void *dy, void *dx,
-			       ims_error *err)
-{
-	static const char what[] = "backpropagate dropout";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	if (!is_half(ctx))
-		return nn_cpu_dropout_backward(ctx, count, p, mask, dy, dx, err);
-	if (!dx)
-		return 0;
-	const size_t c[2] = {count, count};
-	float *f[2];
-	FORWARD_IF_ERR(wide_bufs(ctx, c, 2, f, what, err));
-	widen(ctx, count, dy, f[0]);
-	BACKWARD_INTO(ctx, dx, f[1], count,
-		      nn_cpu_dropout_backward(ctx, count, p, mask, f[0], f[1],
-					      err));
-	return 0;
-}
-
-/* ---- conversions ------------------------------------------------------------- */
-
-int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
-		       ims_error *err)
-{
-	FORWARD_IF_ERR(check_precision(ctx, "convert to the activation type",
-				       err));
-	if (!is_half(ctx)) {
-		if (dst != src)
-			memcpy(dst, src, count * sizeof(float));
-		return 0;
-	}
-	store(ctx, count, src, dst, 0);
-	return 0;
-}
-
-int nn_cpu_mp_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
-			    const float *src, void *dst, ims_error *err)
-{
-	static const char what[] = "convert to the activation type channels-last";
-	FORWARD_IF_ERR(check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, 1, what, err));
-	RETURN_IF(n < 0 || c < 1 || (n && (!src || !dst)), err, IMS_EINVAL,
-		  "cannot %s: %d x %d x %zu values", what, n, c, hw);
-	store_l(ctx, 1, n, c, hw, src, dst, 0);
-	return 0;
-}
-
-int nn_cpu_mp_to_f32(nn_ctx *ctx, size_t count, const void *src, float *dst,
-		     ims_error *err)
-{
-	FORWARD_IF_ERR(check_precision(ctx, "convert from the activation type",
-				       err));
-	if (!is_half(ctx)) {
-		if (dst != src)
-			memcpy(dst, src, count * sizeof(float));
-		return 0;
-	}
-	widen(ctx, count, src, dst);
 	return 0;
 }

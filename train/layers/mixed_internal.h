@@ -1,0 +1,67 @@
+/*
+ * mixed_internal.h - what the CPU's 16-bit entries share (mixed.c: the
+ * helpers; mixed_pool.c: pooling, dropout and the conversions). Every
+ * helper takes the context whose precision (bf16 or fp16) and threads
+ * it uses; "layout" arguments are a descriptor's nhwc (channels-last:
+ * the 16-bit tensor n x hw x c, its fp32 copy n x c x hw).
+ */
+#ifndef IMSHARD_MIXED_INTERNAL_H
+#define IMSHARD_MIXED_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/nn_internal.h"
+
+/* 1 in 16 bits */
+int nn_mp_is_half(const nn_ctx *ctx);
+/* IMS_EINVAL for an unknown precision */
+int nn_mp_check_precision(const nn_ctx *ctx, const char *what, ims_error *err);
+/* k fp32 buffers of count[i] floats from the context's workspace (out[i]
+ * NULL for a zero count); contents undefined */
+int nn_mp_wide_bufs(nn_ctx *ctx, const size_t *count, int k, float **out,
+		    const char *what, ims_error *err);
+/* dst[i] = src[i] widened, count values */
+void nn_mp_widen(const nn_ctx *ctx, size_t count, const void *src, float *dst);
+/* dst = round(src), or round(dst + src) with add */
+void nn_mp_store(const nn_ctx *ctx, size_t count, const float *src, void *dst,
+		 int add);
+/* nn_mp_widen and nn_mp_store of n x c x hw values in layout nhwc */
+void nn_mp_widen_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+		   const void *src, float *dst);
+void nn_mp_store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
+		   const float *src, void *dst, int add);
+/* a max pool's argmax between NCHW order and NHWC (to_nhwc 1: n x c x hw
+ * into n x hw x c) */
+void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
+		    int32_t *dst);
+
+/*
+ * Runs a backward kernel that writes dx into the fp32 copy dx32 with the
+ * overwrite convention, then stores it into the 16-bit dx with the
+ * caller's convention (ctx->dx_overwrite); BACKWARD_INTO_L stores it in
+ * layout nhwc, n x c x hw values.
+ */
+#define BACKWARD_INTO(ctx, dx, dx32, count, call)                              \
+	do {                                                                   \
+		const int over_ = (ctx)->dx_overwrite;                         \
+		(ctx)->dx_overwrite = 1;                                       \
+		int rc_ = (call);                                              \
+		(ctx)->dx_overwrite = over_;                                   \
+		FORWARD_IF_ERR(rc_);                                           \
+		if (dx)                                                        \
+			nn_mp_store((ctx), (count), (dx32), (dx), !over_);     \
+	} while (0)
+#define BACKWARD_INTO_L(ctx, nhwc, n, c, hw, dx, dx32, call)                   \
+	do {                                                                   \
+		const int over_ = (ctx)->dx_overwrite;                         \
+		(ctx)->dx_overwrite = 1;                                       \
+		int rc_ = (call);                                              \
+		(ctx)->dx_overwrite = over_;                                   \
+		FORWARD_IF_ERR(rc_);                                           \
+		if (dx)                                                        \
+			nn_mp_store_l((ctx), (nhwc), (n), (c), (hw), (dx32),   \
+				      (dx), !over_);                           \
+	} while (0)
+
+#endif
