@@ -116,7 +116,7 @@ static int allocate(nn_model *m, ims_error *err)
 /*
  * ctx->channels_last, resolved for this model: with it on, every
  * convolution, batch norm and pooling descriptor says nhwc. A model whose
- * classifier flattens a map wider than 1x1 (vgg16, convnet7) reads it in
+ * classifier flattens a map wider than 1x1 (vgg16's 512x7x7) reads it in
  * NCHW order through its linear weights, so it stays NCHW; so does fp32,
  * whose weights the kernels read in place (no copy to lay out anew).
  * NN_CL_AUTO turns it on only on a device (the CPU gains nothing from

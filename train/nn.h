@@ -101,7 +101,7 @@ typedef struct nn_ctx {
 	 * NCHW), NN_CL_ON (channels-last, N x H x W x C, as cuDNN's tensor
 	 * cores read them and PyTorch's channels_last stores them; needs
 	 * 16-bit precision and a model whose linear layers read 1x1 maps,
-	 * resnet18 and resnet50, else nn_model_create fails) or NN_CL_AUTO
+	 * every one but vgg16, else nn_model_create fails) or NN_CL_AUTO
 	 * (on where it pays: 16 bits on a device, with a model that can; off
 	 * otherwise). The weights, their gradients, checkpoints and results
 	 * do not change: on the CPU a channels-last model computes the same

@@ -146,6 +146,28 @@ contains "$T/err" "--cudnn-algo must be benchmark, heuristic or deterministic, g
 expect 2 fit --tf32 maybe
 one_line "$T/err"
 contains "$T/err" "--tf32 must be on or off, got 'maybe'"
+# channels-last: the CPU's twin computes the NCHW run's bits (resnet18
+# bf16: the same losses and checkpoint tensors, optimiser state too);
+# refused in fp32 and for a model whose classifier reads a wider map;
+# auto stays NCHW on the CPU; the log and summary say which ran
+expect 2 fit --channels-last maybe
+one_line "$T/err"
+contains "$T/err" "--channels-last must be auto, on or off, got 'maybe'"
+expect 1 fit --channels-last on
+one_line "$T/err"
+contains "$T/err" "cannot build convnet7 channels-last: it needs 16-bit activations"
+expect 1 fit --channels-last on --precision bf16 --model vgg16 --size 32
+one_line "$T/err"
+contains "$T/err" "cannot build vgg16 channels-last: its classifier reads a 512x7x7 map in NCHW order"
+for cl in off auto on; do
+  expect 0 "$IMSHARD_TRAIN" --train "$tr" --model resnet18 --size 32 --threads 2 --batch-size 8 --precision bf16 --channels-last $cl --max-steps 3 --log-every 1 --log-dir "$T/cl_$cl" --checkpoint-dir "$T/clk_$cl"
+done
+contains "$T/err" "(0.22 MiB per image), channels-last (NHWC)"
+same "$(json "$T/cl_on/summary.json" '(j["options"]["channels_last"], j["options"]["precision"])')" "(True, 'bf16')" "channels-last summary"
+same "$(json "$T/cl_auto/summary.json" 'j["options"]["channels_last"]')" "False" "auto on the cpu"
+losses() { python3 -c 'import json,sys; print([json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"train\"" in l])' "$1/metrics.jsonl"; }
+same "$(losses "$T/cl_on")" "$(losses "$T/cl_off")" "channels-last losses"
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/clk_on/checkpoint.safetensors" "$T/clk_off/checkpoint.safetensors" --rtol 0 --prefix ""
 expect 2 fit --precision fp8
 one_line "$T/err"
 contains "$T/err" "--precision must be fp32, bf16 or fp16, got 'fp8'"
