@@ -435,6 +435,22 @@ static int half_inputs(nn_model *m, const float *x, int n, ims_error *err)
 	return 0;
 }
 
+/*
+ * 1 when node i is a batch norm whose output the next node, a ReLU,
+ * overwrites in place (the plan made them share bytes): that ReLU then
+ * runs inside the batch norm's kernels (nn_bn_desc.relu) and its own
+ * node does nothing. Backward is unchanged: the ReLU's backward reads
+ * the same y.
+ */
+static int relu_fused(const nn_model *m, int i)
+{
+	if (i < 0 || i + 1 >= m->n_nodes)
+		return 0;
+	const nn_node *b = &m->nodes[i], *r = &m->nodes[i + 1];
+	return b->op == NN_OP_BN && r->op == NN_OP_RELU && r->in0 == i &&
+	       b->y && r->y == b->y;
+}
+
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
 		     ims_error *err)
@@ -487,6 +503,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		case NN_OP_BN: {
 			nn_bn_desc d = nd->bn;
 			d.n = n;
+			d.relu = relu_fused(m, i);
 			float *rm = tensor_ptr(m, m->buffers, nd->rm);
 			float *rv = tensor_ptr(m, m->buffers, nd->rv);
 			if (train && !m->frozen_bn) {
@@ -501,7 +518,9 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 			break;
 		}
 		case NN_OP_RELU:
-			FORWARD_IF_ERR(be->relu_forward(ctx, count, in, nd->y, err));
+			if (!relu_fused(m, i - 1))
+				FORWARD_IF_ERR(be->relu_forward(ctx, count, in,
+								nd->y, err));
 			break;
 		case NN_OP_MAXPOOL: {
 			nn_pool_desc d = nd->pool;

@@ -102,6 +102,10 @@ typedef struct nn_bn_desc {
 	float eps;      /* torchvision: 1e-5 */
 	float momentum; /* torchvision: 0.1; running = (1-m) running + m batch */
 	int nhwc;       /* 1: x, y, dx, dy are N x H x W x C */
+	/* 1: the forwards end with the ReLU that reads y in place (y =
+	 * relu(BN(x)), relu applied to the stored value as the ReLU layer
+	 * would); the backwards ignore it */
+	int relu;
 } nn_bn_desc;
 
 /* Checks the shape and eps as every backend's kernels do. */

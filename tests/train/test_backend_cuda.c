@@ -532,7 +532,7 @@ static void half_other_case(int prec)
 {
 	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
 	const size_t h2 = sizeof(uint16_t);
-	nn_bn_desc bd = {4, 8, 5, 5, 1e-5f, 0.1f, cl};
+	nn_bn_desc bd = {4, 8, 5, 5, 1e-5f, 0.1f, cl, 0};
 	const size_t n = (size_t)4 * 8 * 5 * 5;
 	float *x = nn_test_alloc(n), *dy = nn_test_alloc(n);
 	float *g = nn_test_alloc(8), *be = nn_test_alloc(8);
@@ -589,6 +589,31 @@ static void half_other_case(int prec)
 	near_f_dev(name, dg, gdg, 8, tol);
 	snprintf(name, sizeof(name), "%s bn frozen dbeta", pcl(prec));
 	near_f_dev(name, db, gdb, 8, tol);
+
+	/* a fused ReLU (bd.relu), training and evaluation: the device's
+	 * against the CPU's, each running statistic from the same values */
+	nn_bn_desc br = bd;
+	br.relu = 1;
+	float rm2[8], rv2[8];
+	memcpy(rm2, rm, sizeof(rm2));
+	memcpy(rv2, rv, sizeof(rv2));
+	CHECK_OK(gpu.be->to_device(&gpu, grm, rm, sizeof(rm), &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, grv, rv, sizeof(rv), &err), &err);
+	CHECK_OK(cpu.be->bn_forward_train(&cpu, &br, xh, g, be, rm2, rv2, sm, si,
+					  y, &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_forward_train(&gpu, &br, gx, gg, gbe, grm, grv, gsm,
+					  gsi, gy, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s bn y, fused relu", pcl(prec));
+	near16_dev(prec, name, y, gy, n, tol);
+	CHECK_OK(cpu.be->bn_forward_eval(&cpu, &br, xh, g, be, rm2, rv2, y, &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_forward_eval(&gpu, &br, gx, gg, gbe, grm, grv, gy,
+					 &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s bn eval y, fused relu", pcl(prec));
+	near16_dev(prec, name, y, gy, n, tol);
 
 	/* add, accumulate, relu: the same bits */
 	CHECK_OK(cpu.be->add_forward(&cpu, n, xh, dyh, y, &err), &err);
@@ -806,7 +831,7 @@ static void bn_case(int n, int c, int hw, float offset)
 	char what[96], name[160];
 	snprintf(what, sizeof(what), "bn n%d c%d %dx%d +%g", n, c, hw, hw,
 		 (double)offset);
-	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0};
+	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0, 0};
 	const size_t nx = (size_t)n * c * hw * hw;
 	float *x = nn_test_alloc(nx), *dy = nn_test_alloc(nx);
 	float *dx0 = nn_test_alloc(nx), *gam = nn_test_alloc(c);
@@ -948,7 +973,7 @@ static void test_batchnorm(void)
 	bn_case(1, 2, 2, 0);
 
 	/* one value per channel fails as on the CPU */
-	nn_bn_desc d = {1, 2, 1, 1, 1e-5f, 0.1f, 0};
+	nn_bn_desc d = {1, 2, 1, 1, 1e-5f, 0.1f, 0, 0};
 	float *g = up(NULL, 64);
 	CHECK_EQ_INT(gpu.be->bn_forward_train(&gpu, &d, g, g, g, g, g, g, g, g,
 					      &err),

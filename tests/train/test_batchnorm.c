@@ -444,6 +444,47 @@ static void test_overwrite(void)
 	free(c.rv), free(c.sm), free(c.si), free(c.dg), free(c.dbeta);
 }
 
+/* d.relu: the forwards end with the ReLU layer's operation, the same
+ * bits as the two layers apart; a flag other than 0 and 1 is refused */
+static void test_fused_relu(void)
+{
+	nn_bn_desc d = {.n = 3, .c = 5, .h = 4, .w = 3, .eps = 1e-5f,
+			.momentum = 0.1f};
+	const size_t n = (size_t)3 * 5 * 4 * 3;
+	float *x = nn_test_alloc(n), *y = nn_test_alloc(n), *yf = nn_test_alloc(n);
+	float g[5], b[5], rm[2][5] = {{0}}, rv[2][5], sm[5], si[5];
+	nn_test_fill(x, n, 61, -2, 3);
+	nn_test_fill(g, 5, 62, 0.5f, 1.5f);
+	nn_test_fill(b, 5, 63, -0.5f, 0.5f);
+	for (int i = 0; i < 5; i++)
+		rv[0][i] = rv[1][i] = 1;
+	CHECK_OK(nn_cpu_bn_forward_train(&ctx2, &d, x, g, b, rm[0], rv[0], sm, si,
+					 y, &err), &err);
+	CHECK_OK(nn_cpu_relu_forward(&ctx2, n, y, y, &err), &err);
+	d.relu = 1;
+	CHECK_OK(nn_cpu_bn_forward_train(&ctx2, &d, x, g, b, rm[1], rv[1], sm, si,
+					 yf, &err), &err);
+	CHECK_MEM(y, yf, n * sizeof(float));
+	CHECK_MEM(rm[0], rm[1], sizeof(rm[0]));
+	int negative = 0;
+	for (size_t i = 0; i < n; i++)
+		negative += yf[i] < 0;
+	CHECK_EQ_INT(negative, 0);
+	d.relu = 0;
+	CHECK_OK(nn_cpu_bn_forward_eval(&ctx2, &d, x, g, b, rm[0], rv[0], y, &err),
+		 &err);
+	CHECK_OK(nn_cpu_relu_forward(&ctx2, n, y, y, &err), &err);
+	d.relu = 1;
+	CHECK_OK(nn_cpu_bn_forward_eval(&ctx2, &d, x, g, b, rm[0], rv[0], yf, &err),
+		 &err);
+	CHECK_MEM(y, yf, n * sizeof(float));
+	d.relu = 2;
+	CHECK_EQ_INT(nn_cpu_bn_forward_eval(&ctx2, &d, x, g, b, rm[0], rv[0], yf,
+					    &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "relu flag 2") != NULL);
+	free(x), free(y), free(yf);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -456,6 +497,7 @@ int main(void)
 	test_threads();
 	test_errors();
 	test_overwrite();
+	test_fused_relu();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

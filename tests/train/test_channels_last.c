@@ -159,6 +159,21 @@ static void bn_case(int n, int c, int hw)
 					 st[1][1], yt, &err),
 		 &err);
 	same_t("bn eval y", y, yt, 2, n, c, p);
+	/* a fused ReLU (d.relu): the 16-bit ReLU after the store, so -0
+	 * stays -0 as the ReLU layer leaves it */
+	nn_bn_desc dr = d, drt = dt;
+	dr.relu = drt.relu = 1;
+	uint16_t *yr = malloc(nx * 2);
+	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &dr, x, g, be, st[0][0], st[0][1],
+					 yr, &err),
+		 &err);
+	CHECK_OK(ctx.be->relu_forward(&ctx, nx, y, y, &err), &err);
+	CHECK_MEM(y, yr, nx * 2);
+	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &drt, xt, g, be, st[1][0],
+					 st[1][1], yt, &err),
+		 &err);
+	same_t("bn eval y, fused relu", y, yt, 2, n, c, p);
+	free(yr);
 	for (int frozen = 0; frozen < 2; frozen++)
 		for (int over = 0; over < 2; over++) {
 			uint16_t *dx = dup(dx0, nx * 2);

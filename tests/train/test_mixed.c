@@ -447,7 +447,7 @@ static void linear_case(int p, int n, int in, int out, int bias)
 
 static void bn_case(int p, int n, int c, int hw, int vs_fp32)
 {
-	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0};
+	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0, 0};
 	const size_t nx = (size_t)n * c * hw * hw;
 	float *x = nn_test_alloc(nx), *dy = nn_test_alloc(nx);
 	float *dx0 = nn_test_alloc(nx), *g = nn_test_alloc(c);

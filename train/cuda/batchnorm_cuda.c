@@ -59,6 +59,19 @@ static size_t rows(const nn_bn_desc *d)
 	return (size_t)d->n * d->h * d->w;
 }
 
+/* NCHW: the fused ReLU as the ReLU layer runs it, in place */
+static int fused_relu(nn_ctx *ctx, const nn_bn_desc *d, void *y,
+		      ims_error *err)
+{
+	if (!d->relu)
+		return 0;
+	CUDA_CHECK(err, "batch-normalise on cuda",
+		   nn_cuda_k_relu_forward(nn_cuda_dev_of(ctx)->stream,
+					  ctx->precision,
+					  rows(d) * (size_t)d->c, y, y));
+	return 0;
+}
+
 int nn_cuda_bn_prepare(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_bn_check_desc(d, "prepare a batch norm", err));
@@ -95,7 +108,8 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			   nn_cuda_k_bn_nhwc_forward_train(
 				   dev->stream, ctx->precision, m, d->c, d->eps,
 				   d->momentum, x, gamma, beta, running_mean,
-				   running_var, save_mean, save_invstd, y, ws));
+				   running_var, save_mean, save_invstd, y, d->relu,
+				   ws));
 		return 0;
 	}
 	const float one = 1.0f, zero = 0.0f;
@@ -107,7 +121,7 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			    beta, (double)d->momentum, running_mean,
 			    running_var, (double)d->eps, save_mean,
 			    save_invstd));
-	return 0;
+	return fused_relu(ctx, d, y, err);
 }
 
 int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
@@ -125,7 +139,7 @@ int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			   nn_cuda_k_bn_nhwc_forward_eval(
 				   dev->stream, ctx->precision, rows(d), d->c,
 				   d->eps, x, gamma, beta, running_mean,
-				   running_var, y));
+				   running_var, y, d->relu));
 		return 0;
 	}
 	const float one = 1.0f, zero = 0.0f;
@@ -135,6 +149,7 @@ int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 			    dev->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
 			    dev->x_desc, x, dev->x_desc, y, dev->bn_desc, gamma,
 			    beta, running_mean, running_var, (double)d->eps));
+	FORWARD_IF_ERR(fused_relu(ctx, d, y, err));
 	return 0;
 }
 

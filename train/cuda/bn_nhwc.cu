@@ -129,16 +129,30 @@ __global__ static void bn_stats(size_t m, int c, unsigned nb, const T *x,
 	co[ch * CO_N + CO_C] = invstd * gamma[ch];
 }
 
+/* y = v, then with relu the ReLU layer's operation on the stored value
+ * (rounded first, so -0 stays -0 as it does there) */
+template <typename T>
+__device__ static inline void put(T *y, size_t i, float v, int relu)
+{
+	nn_st(y, i, v);
+	if (relu) {
+		const float q = nn_ld(y, i);
+		if (q < 0.0f)
+			nn_st(y, i, 0.0f);
+	}
+}
+
 template <typename T>
 __global__ static void bn_normalise(size_t total, int c, const T *x,
-				    const float *co, const float *beta, T *y)
+				    const float *co, const float *beta, T *y,
+				    int relu)
 {
 	NN_CUDA_FOR_EACH(i, total)
 	{
 		const float *k = co + (i % (size_t)c) * CO_N;
 		const float v = ((nn_ld(x, i) - k[CO_A]) - k[CO_B]) * k[CO_C] +
 				beta[i % (size_t)c];
-		nn_st(y, i, v);
+		put(y, i, v, relu);
 	}
 }
 
@@ -146,13 +160,14 @@ __global__ static void bn_normalise(size_t total, int c, const T *x,
 template <typename T>
 __global__ static void bn_eval(size_t total, int c, float eps, const T *x,
 			       const float *gamma, const float *beta,
-			       const float *rm, const float *rv, T *y)
+			       const float *rm, const float *rv, T *y, int relu)
 {
 	NN_CUDA_FOR_EACH(i, total)
 	{
 		const size_t ch = i % (size_t)c;
 		const float invstd = (float)(1.0 / sqrt((double)rv[ch] + (double)eps));
-		nn_st(y, i, (nn_ld(x, i) - rm[ch]) * (invstd * gamma[ch]) + beta[ch]);
+		put(y, i, (nn_ld(x, i) - rm[ch]) * (invstd * gamma[ch]) + beta[ch],
+		    relu);
 	}
 }
 
@@ -211,7 +226,8 @@ static float *coefs(void *ws, size_t m, int c)
 extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 	cudaStream_t s, int prec, size_t m, int c, float eps, float momentum,
 	const void *x, const float *gamma, const float *beta, float *rm,
-	float *rv, float *save_mean, float *save_invstd, void *y, void *ws)
+	float *rv, float *save_mean, float *save_invstd, void *y, int relu,
+	void *ws)
 {
 	if (!m || c <= 0)
 		return cudaSuccess;
@@ -228,7 +244,7 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 						eps, momentum, gamma, rm, rv,
 						save_mean, save_invstd, co);
 		bn_normalise<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0, s>>>(
-			total, c, (const T *)x, co, beta, (T *)y);
+			total, c, (const T *)x, co, beta, (T *)y, relu);
 	});
 	return cudaGetLastError();
 }
@@ -236,7 +252,7 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_eval(
 	cudaStream_t s, int prec, size_t m, int c, float eps, const void *x,
 	const float *gamma, const float *beta, const float *rm,
-	const float *rv, void *y)
+	const float *rv, void *y, int relu)
 {
 	const size_t total = m * (size_t)(c > 0 ? c : 0);
 	if (!total)
@@ -244,7 +260,7 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_eval(
 	NN_CUDA_DISPATCH(prec, T,
 			 bn_eval<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
 				      s>>>(total, c, eps, (const T *)x, gamma,
-					   beta, rm, rv, (T *)y));
+					   beta, rm, rv, (T *)y, relu));
 	return cudaGetLastError();
 }
 

@@ -82,11 +82,13 @@ size_t nn_cuda_k_bn_nhwc_workspace(size_t m, int c);
 cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 	cudaStream_t s, int prec, size_t m, int c, float eps, float momentum,
 	const void *x, const float *gamma, const float *beta, float *rm,
-	float *rv, float *save_mean, float *save_invstd, void *y, void *ws);
+	float *rv, float *save_mean, float *save_invstd, void *y, int relu,
+	void *ws);
+/* relu: y = relu(y) after the store, the ReLU layer's operation */
 cudaError_t nn_cuda_k_bn_nhwc_forward_eval(
 	cudaStream_t s, int prec, size_t m, int c, float eps, const void *x,
 	const float *gamma, const float *beta, const float *rm,
-	const float *rv, void *y);
+	const float *rv, void *y, int relu);
 /* dx (+)= ..., dgamma and dbeta overwritten; each may be NULL */
 cudaError_t nn_cuda_k_bn_nhwc_backward(
 	cudaStream_t s, int prec, size_t m, int c, const void *x,

@@ -33,6 +33,8 @@ static int check_shape(const nn_bn_desc *d, const char *what, ims_error *err)
 	RETURN_IF((size_t)d->n * (size_t)d->c > SIZE_MAX / sizeof(float) / hw,
 		  err, IMS_ELIMIT, "cannot %s: shape %dx%dx%dx%d is too large",
 		  what, d->n, d->c, d->h, d->w);
+	RETURN_IF(d->relu != 0 && d->relu != 1, err, IMS_EINVAL,
+		  "cannot %s: relu flag %d is not 0 or 1", what, d->relu);
 	return 0;
 }
 
@@ -48,6 +50,16 @@ int nn_bn_check_desc(const nn_bn_desc *d, const char *what, ims_error *err)
 {
 	FORWARD_IF_ERR(check_shape(d, what, err));
 	return check_eps(d, what, err);
+}
+
+/* y = relu(y) in place when d->relu: the ReLU layer's own operation */
+static int fused_relu(nn_ctx *ctx, const nn_bn_desc *d, float *y,
+		      ims_error *err)
+{
+	if (!d->relu)
+		return 0;
+	return nn_cpu_relu_forward(ctx, (size_t)d->n * d->c * d->h * d->w, y,
+				   y, err);
 }
 
 static int threads_for(const nn_ctx *ctx, size_t elems)
@@ -223,7 +235,7 @@ int nn_cpu_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		for (size_t i = 0; i < hw; i++)
 			yp[i] = ((xp[i] - mu) - delta) * scale + shift;
 	}
-	return 0;
+	return fused_relu(ctx, d, y, err);
 }
 
 int nn_cpu_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
@@ -251,7 +263,7 @@ int nn_cpu_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
 		for (size_t i = 0; i < hw; i++)
 			yp[i] = (xp[i] - mu) * scale + shift;
 	}
-	return 0;
+	return fused_relu(ctx, d, y, err);
 }
 
 /*

@@ -397,11 +397,14 @@ static size_t bn_count(const nn_bn_desc *d)
 	return (size_t)d->n * d->c * d->h * d->w;
 }
 
-/* d for the fp32 kernels, which read the NCHW copies */
+/* d for the fp32 kernels, which read the NCHW copies; a fused ReLU
+ * runs after the 16-bit store instead (the ReLU layer's operation on the
+ * rounded value: -0 stays -0, as there) */
 static nn_bn_desc nchw_bn(const nn_bn_desc *d)
 {
 	nn_bn_desc nd = *d;
 	nd.nhwc = 0;
+	nd.relu = 0;
 	return nd;
 }
 
@@ -430,7 +433,7 @@ int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 					       save_mean, save_invstd, f[1],
 					       err));
 	nn_mp_store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
-	return 0;
+	return d->relu ? nn_cpu_mp_relu_forward(ctx, n, y, y, err) : 0;
 }
 
 int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
@@ -455,7 +458,7 @@ int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 					      running_mean, running_var, f[1],
 					      err));
 	nn_mp_store_l(ctx, d->nhwc, d->n, d->c, hw, f[1], y, 0);
-	return 0;
+	return d->relu ? nn_cpu_mp_relu_forward(ctx, n, y, y, err) : 0;
 }
 
 int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
