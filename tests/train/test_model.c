@@ -2,14 +2,15 @@
  * test_model.c - the graph: whole-model gradients (directional finite
  * differences through convnet7 and resnet18, per tensor), that training
  * on a fixed batch lowers the loss, frozen-backbone backward, evaluation
- * mode and determinism, batch-size limits.
+ * mode and determinism, batch-size limits; the ReLU fused into the batch
+ * norm before it (nn_bn_desc.relu) where the plan runs it in place.
  */
 #include <math.h>
 #include <string.h>
 
 #include "nn_test_util.h"
 #include "test.h"
-#include "train/nn.h"
+#include "train/nn_internal.h"
 
 typedef struct fixture {
 	nn_model *m;
@@ -278,6 +279,55 @@ static void thread_count_repeatable(void)
 	nn_ctx_release(&ctx);
 }
 
+/* The ReLU layers a forward runs on their own: counted through a copy
+ * of the CPU's table. */
+static int relu_calls;
+static int (*cpu_relu)(nn_ctx *, size_t, const void *, void *, ims_error *);
+static int counting_relu(nn_ctx *ctx, size_t count, const void *x, void *y,
+			 ims_error *err)
+{
+	relu_calls++;
+	return cpu_relu(ctx, count, x, y, err);
+}
+
+/* resnet18 has 17 ReLUs, 9 of them (the stem's and each block's first)
+ * right after a batch norm whose output they overwrite in place: with
+ * the plan those run inside the batch norm, and the logits are the
+ * unplanned (unfused) model's bits */
+static void relu_fusion(void)
+{
+	nn_ctx ctx;
+	ims_error err;
+	CHECK_OK(nn_ctx_init_cpu(&ctx, 1, &err), &err);
+	static nn_backend counting;
+	counting = *ctx.be;
+	cpu_relu = counting.relu_forward;
+	counting.relu_forward = counting_relu;
+	ctx.be = &counting;
+	const size_t nx = (size_t)2 * 3 * 32 * 32;
+	float *x = nn_test_alloc(nx), *lg[2];
+	nn_test_fill(x, nx, 5, -1, 1);
+	const int want[2] = {17 - 9, 17};
+	for (int plan = 0; plan < 2; plan++) {
+		ctx.memory_plan = plan ? NN_MEMPLAN_OFF : NN_MEMPLAN_ON;
+		nn_model *m = NULL;
+		CHECK_OK(nn_model_create(&ctx, "resnet18", 10, 32, 32, 2, 3, &m, &err),
+			 &err);
+		if (!m)
+			return;
+		const float *logits;
+		relu_calls = 0;
+		CHECK_OK(nn_model_forward(m, x, 2, 1, 0, &logits, &err), &err);
+		CHECK_EQ_INT(relu_calls, want[plan]);
+		lg[plan] = nn_test_alloc(20);
+		memcpy(lg[plan], logits, 20 * sizeof(float));
+		nn_model_free(m);
+	}
+	CHECK_MEM(lg[0], lg[1], 20 * sizeof(float));
+	free(x), free(lg[0]), free(lg[1]);
+	nn_ctx_release(&ctx);
+}
+
 int main(void)
 {
 	nn_ctx ctx;
@@ -294,5 +344,6 @@ int main(void)
 	head_only_and_eval(&ctx);
 	nn_ctx_release(&ctx);
 	thread_count_repeatable();
+	relu_fusion();
 	return TEST_EXIT();
 }
