@@ -20,8 +20,10 @@
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
 #   MODELS         model:size list (convnet7 too) [resnet50:224 resnet18:224]
 #   BATCH          batch size, every contender [64]
-#   PRECISIONS     fp32, tf32, bf16 (both sides) or fp16 (imshard only;
-#                  compared with torch's bf16) [fp32 tf32 bf16]
+#   PRECISIONS     fp32, tf32, bf16 (both sides), fp16 or bf16-nchw (imshard
+#                  only, compared with torch's bf16; bf16-nchw is bf16 with
+#                  --channels-last off, the layout before channels-last)
+#                  [fp32 tf32 bf16]
 #   STEPS          imshard steps per run (--max-steps) [30]
 #   LOG_EVERY      metrics interval; rates come from the intervals after
 #                  the first (warm-up) one [5]
@@ -75,13 +77,14 @@ bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
 for p in $PRECISIONS; do
-	case "$p" in fp32 | tf32 | bf16 | fp16) ;; *) die "PRECISIONS may hold fp32, tf32, bf16 and fp16, got '$p'" ;; esac
+	case "$p" in fp32 | tf32 | bf16 | fp16 | bf16-nchw) ;; *) die "PRECISIONS may hold fp32, tf32, bf16, fp16 and bf16-nchw, got '$p'" ;; esac
 done
 # imshard-train's flags for a precision
 prec_flags() {
 	case "$1" in
 	fp32) echo --precision fp32 --tf32 off ;;
 	tf32) echo --precision fp32 --tf32 on ;;
+	bf16-nchw) echo --precision bf16 --channels-last off ;;
 	*) echo --precision "$1" ;;
 	esac
 }
@@ -149,7 +152,8 @@ for m in $MODELS; do
 	model=${m%%:*}
 	for p in $PRECISIONS; do
 		contenders+=("${model}_${p}_syn" "${model}_${p}_loader")
-		[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && contenders+=("torch_${model}_${p}")
+		[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] &&
+			contenders+=("torch_${model}_${p}")
 	done
 done
 bench_only
@@ -193,7 +197,7 @@ if [ "$PROFILE" = 1 ]; then
 				echo "run.sh: profiling $model $p failed: $(head -n1 "$out.err")" >&2
 			fi
 			# PyTorch's device time by op kind, the same table's shape
-			[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] || continue
+			[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] || continue
 			out="$WORK/profile-torch-$model-$p.txt"
 			if "$TORCH_PYTHON" "$here/torch_gpu.py" --model "$model" --size "${m#*:}" \
 				--batch "$BATCH" --precision "$p" --warmup 5 --steps 5 --profile 5 \

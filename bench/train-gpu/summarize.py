@@ -12,7 +12,8 @@ step, and GPU memory: imshard's largest mem_used_mib of its gpu lines
 (NVML: the whole device, CUDA context and workspaces included; absent
 when NVML is not there), torch's max_memory_allocated (tensors only).
 Ratios: each imshard row (<model>_<prec>_<input>) / torch in the same
-precision (torch_<model>_<prec>; fp16 against torch's bf16).
+precision (torch_<model>_<prec>; fp16 and bf16-nchw against torch's
+bf16).
 Standard library only.
 """
 import json
@@ -96,7 +97,7 @@ def main():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
         model, prec, _ = name.rsplit("_", 2)
-        tname = "torch_%s_%s" % (model, "bf16" if prec == "fp16" else prec)
+        tname = "torch_%s_%s" % (model, "bf16" if prec in ("fp16", "bf16-nchw") else prec)
         t = out["contenders"].get(tname)
         if t and t["images_per_s"]:
             ratios["%s / %s" % (name, tname)] = c["images_per_s"] / t["images_per_s"]
