@@ -62,16 +62,19 @@ for m in convnet7 resnet18 resnet50 vgg16; do
     model_runs+=("${m}_$p|$m|$p|")
   done
 done
-# once imshard-train has them, e.g.:
-#   model_runs+=("resnet50_fp32_tf32off|resnet50|fp32|--tf32 off")
+# 16 bits run channels-last by default (all but vgg16): NCHW too
+for m in convnet7 resnet18 resnet50; do
+  model_runs+=("${m}_bf16_nchw|$m|bf16|--channels-last off")
+done
+model_runs+=("resnet50_fp32_tf32off|resnet50|fp32|--tf32 off")
 
 # --- bench/train-gpu settings: name|environment for run.sh ---------------------
 bench_runs=(
-  "bench_bf16|PRECISION=bf16 MODELS='resnet50:224 resnet18:224' ROUNDS=1"
-  "bench_fp32|PRECISION=fp32 MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+  "bench_bf16|PRECISIONS='bf16 bf16-nchw' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+  "bench_fp32|PRECISIONS='fp32 tf32' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
 )
-# a setting run.sh learns (a TF32 or cuDNN algorithm variable) is one more
-# line here, e.g. "bench_fp32_tf32|PRECISION=fp32 TF32=on MODELS=..."
+# a setting run.sh learns is one more line here, e.g.
+# "bench_b128|PRECISIONS=bf16 BATCH=128 MODELS='resnet50:224' ROUNDS=1"
 
 out="$build/gpu-check"
 mkdir -p "$out"
