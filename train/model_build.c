@@ -2,7 +2,8 @@
  * model_build.c - the builders models.c writes architectures with: each
  * appends a node (and its named tensors, in torchvision's registration
  * order) to the model's graph, checking shapes as it goes; the first
- * error is kept in the model and later builders do nothing.
+ * error is kept in the model and later builders do nothing. Once the
+ * graph is whole, nn_b_layout settles its activations' layout.
  */
 #include <math.h>
 #include <stdio.h>
@@ -279,4 +280,51 @@ int nn_b_add(nn_model *m, int a, int b)
 				  "cannot build %s: residual shapes differ", m->name);
 	nd->in1 = b;
 	return id;
+}
+
+/*
+ * ctx->channels_last, resolved for this model: with it on, every
+ * convolution, batch norm and pooling descriptor says nhwc. A model whose
+ * classifier flattens a map wider than 1x1 (vgg16's 512x7x7) reads it in
+ * NCHW order through its linear weights, so it stays NCHW; so does fp32,
+ * whose weights the kernels read in place (no copy to lay out anew).
+ * NN_CL_AUTO turns it on only on a device (the CPU gains nothing from
+ * it); NN_CL_ON fails where it cannot be.
+ */
+int nn_b_layout(nn_model *m, ims_error *err)
+{
+	const int want = m->ctx->channels_last;
+	RETURN_IF(want != NN_CL_OFF && want != NN_CL_ON && want != NN_CL_AUTO,
+		  err, IMS_EINVAL, "cannot build %s: channels-last setting %d",
+		  m->name, want);
+	if (want == NN_CL_OFF)
+		return 0;
+	char why[160] = "";
+	if (m->precision == NN_PREC_FP32)
+		snprintf(why, sizeof(why),
+			 "it needs 16-bit activations (bf16 or fp16)");
+	for (int i = 0; i < m->n_nodes && !why[0]; i++) {
+		const nn_node *nd = &m->nodes[i];
+		if (nd->op != NN_OP_FLATTEN)
+			continue;
+		const nn_node *src = &m->nodes[nd->in0];
+		if (src->h * src->w > 1)
+			snprintf(why, sizeof(why),
+				 "its classifier reads a %dx%dx%d map in NCHW "
+				 "order",
+				 src->c, src->h, src->w);
+	}
+	if (want == NN_CL_AUTO)
+		if (why[0] || strcmp(m->ctx->be->name, "cuda"))
+			return 0;
+	RETURN_IF(why[0], err, IMS_EUNSUPPORTED,
+		  "cannot build %s channels-last: %s", m->name, why);
+	m->channels_last = 1;
+	for (int i = 0; i < m->n_nodes; i++) {
+		nn_node *nd = &m->nodes[i];
+		nd->conv.nhwc = nd->op == NN_OP_CONV;
+		nd->bn.nhwc = nd->op == NN_OP_BN;
+		nd->pool.nhwc = nd->op == NN_OP_MAXPOOL || nd->op == NN_OP_AVGPOOL;
+	}
+	return 0;
 }

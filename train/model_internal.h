@@ -139,7 +139,7 @@ struct nn_model {
 	 * params by each forward, laid out like them), the input's copy
 	 * (bound from the plan) and the logits widened for the loss. */
 	int precision;
-	int channels_last; /* 1: every descriptor's nhwc set (set_layout) */
+	int channels_last; /* 1: every descriptor's nhwc set (nn_b_layout) */
 	size_t act_bytes;
 	void *params16;
 	void *x16;
@@ -164,6 +164,10 @@ int nn_b_linear(nn_model *m, const char *name, int in, int out,
 		nn_init winit, nn_init binit);
 int nn_b_dropout(nn_model *m, int in, float p);
 int nn_b_add(nn_model *m, int a, int b);
+/* After the builders: ctx->channels_last resolved for the whole graph
+ * (m->channels_last and every descriptor's nhwc); IMS_EUNSUPPORTED where
+ * NN_CL_ON cannot be had. */
+int nn_b_layout(nn_model *m, ims_error *err);
 
 /* model_plan.c: the memory plan. */
 

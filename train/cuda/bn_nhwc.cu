@@ -39,10 +39,16 @@ static unsigned row_blocks(size_t m)
 /* per-channel coefficients the elementwise pass reads: 4 floats each */
 enum { CO_A, CO_B, CO_C, CO_D, CO_N };
 
-extern "C" size_t nn_cuda_k_bn_nhwc_workspace(size_t m, int c)
+/* bytes of the partial sums, 256-aligned: the coefficients follow */
+static size_t part_bytes(size_t m, int c)
 {
 	const size_t part = (size_t)row_blocks(m) * (size_t)c * 3 * sizeof(double);
-	return ((part + 255) & ~(size_t)255) + (size_t)c * CO_N * sizeof(float);
+	return (part + 255) & ~(size_t)255;
+}
+
+extern "C" size_t nn_cuda_k_bn_nhwc_workspace(size_t m, int c)
+{
+	return part_bytes(m, c) + (size_t)c * CO_N * sizeof(float);
 }
 
 /*
@@ -217,10 +223,25 @@ __global__ static void bn_dx(size_t total, int c, const T *x, const T *dy,
 	}
 }
 
-static float *coefs(void *ws, size_t m, int c)
+/* how the training forward and the backward launch over m rows of c */
+typedef struct bn_launch {
+	dim3 grid, block;   /* bn_partial */
+	unsigned per;       /* blocks of 128 for the one-thread-per-channel kernels */
+	unsigned nb;        /* row blocks: partial sums per channel */
+	size_t total;       /* elements */
+	float *co;          /* the coefficients, in ws after the partial sums */
+} bn_launch;
+
+static bn_launch launch_of(size_t m, int c, void *ws)
 {
-	const size_t part = (size_t)row_blocks(m) * (size_t)c * 3 * sizeof(double);
-	return (float *)((char *)ws + ((part + 255) & ~(size_t)255));
+	bn_launch l;
+	l.nb = row_blocks(m);
+	l.grid = dim3((unsigned)((c + BN_TX - 1) / BN_TX), l.nb);
+	l.block = dim3(BN_TX, BN_TY);
+	l.per = (unsigned)((c + 127) / 128);
+	l.total = m * (size_t)c;
+	l.co = (float *)((char *)ws + part_bytes(m, c));
+	return l;
 }
 
 extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
@@ -231,20 +252,16 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 {
 	if (!m || c <= 0)
 		return cudaSuccess;
-	const dim3 grid((unsigned)((c + BN_TX - 1) / BN_TX), row_blocks(m));
-	const dim3 block(BN_TX, BN_TY);
-	const unsigned per = (unsigned)((c + 127) / 128);
-	float *co = coefs(ws, m, c);
-	const size_t total = m * (size_t)c;
+	const bn_launch l = launch_of(m, c, ws);
 	NN_CUDA_DISPATCH(prec, T, {
-		bn_partial<T><<<grid, block, 0, s>>>(m, c, (const T *)x, NULL,
-						     NULL, (double *)ws);
-		bn_stats<T><<<per, 128, 0, s>>>(m, c, row_blocks(m),
-						(const T *)x, (const double *)ws,
-						eps, momentum, gamma, rm, rv,
-						save_mean, save_invstd, co);
-		bn_normalise<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0, s>>>(
-			total, c, (const T *)x, co, beta, (T *)y, relu);
+		bn_partial<T><<<l.grid, l.block, 0, s>>>(m, c, (const T *)x, NULL,
+							 NULL, (double *)ws);
+		bn_stats<T><<<l.per, 128, 0, s>>>(m, c, l.nb, (const T *)x,
+						  (const double *)ws, eps,
+						  momentum, gamma, rm, rv,
+						  save_mean, save_invstd, l.co);
+		bn_normalise<T><<<nn_cuda_blocks(l.total), NN_CUDA_THREADS, 0, s>>>(
+			l.total, c, (const T *)x, l.co, beta, (T *)y, relu);
 	});
 	return cudaGetLastError();
 }
@@ -272,22 +289,19 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_backward(
 {
 	if (!m || c <= 0)
 		return cudaSuccess;
-	const dim3 grid((unsigned)((c + BN_TX - 1) / BN_TX), row_blocks(m));
-	const dim3 block(BN_TX, BN_TY);
-	const unsigned per = (unsigned)((c + 127) / 128);
-	float *co = coefs(ws, m, c);
-	const size_t total = m * (size_t)c;
+	const bn_launch l = launch_of(m, c, ws);
 	NN_CUDA_DISPATCH(prec, T, {
-		bn_partial<T><<<grid, block, 0, s>>>(m, c, (const T *)x,
-						     (const T *)dy, save_mean,
-						     (double *)ws);
-		bn_grad_stats<<<per, 128, 0, s>>>(m, c, row_blocks(m),
-						  (const double *)ws, gamma,
-						  save_invstd, dgamma, dbeta, co);
+		bn_partial<T><<<l.grid, l.block, 0, s>>>(m, c, (const T *)x,
+							 (const T *)dy, save_mean,
+							 (double *)ws);
+		bn_grad_stats<<<l.per, 128, 0, s>>>(m, c, l.nb,
+						    (const double *)ws, gamma,
+						    save_invstd, dgamma, dbeta,
+						    l.co);
 		if (dx)
-			bn_dx<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0, s>>>(
-				total, c, (const T *)x, (const T *)dy, save_mean,
-				co, (T *)dx, overwrite);
+			bn_dx<T><<<nn_cuda_blocks(l.total), NN_CUDA_THREADS, 0, s>>>(
+				l.total, c, (const T *)x, (const T *)dy,
+				save_mean, l.co, (T *)dx, overwrite);
 	});
 	return cudaGetLastError();
 }

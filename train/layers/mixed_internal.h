@@ -42,16 +42,6 @@ void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
  * caller's convention (ctx->dx_overwrite); BACKWARD_INTO_L stores it in
  * layout nhwc, n x c x hw values.
  */
-#define BACKWARD_INTO(ctx, dx, dx32, count, call)                              \
-	do {                                                                   \
-		const int over_ = (ctx)->dx_overwrite;                         \
-		(ctx)->dx_overwrite = 1;                                       \
-		int rc_ = (call);                                              \
-		(ctx)->dx_overwrite = over_;                                   \
-		FORWARD_IF_ERR(rc_);                                           \
-		if (dx)                                                        \
-			nn_mp_store((ctx), (count), (dx32), (dx), !over_);     \
-	} while (0)
 #define BACKWARD_INTO_L(ctx, nhwc, n, c, hw, dx, dx32, call)                   \
 	do {                                                                   \
 		const int over_ = (ctx)->dx_overwrite;                         \
@@ -63,5 +53,8 @@ void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
 			nn_mp_store_l((ctx), (nhwc), (n), (c), (hw), (dx32),   \
 				      (dx), !over_);                           \
 	} while (0)
+/* count values, no layout: nn_mp_store_l of one plane */
+#define BACKWARD_INTO(ctx, dx, dx32, count, call)                              \
+	BACKWARD_INTO_L(ctx, 0, 1, 1, count, dx, dx32, call)
 
 #endif
