@@ -699,6 +699,148 @@ static void half_other_case(int prec)
 }
 
 /* fp16's gradient check: unscaled values and the flag, against the host */
+/*
+ * 16-bit batch norm at the shapes that pick the device kernels' other
+ * paths (channels-last: bn_nhwc.cu): many rows (the statistics' slice
+ * cap), channels not a multiple of the 16-byte vector (single-value
+ * passes) or of the 32-channel block, an offset mean, and x and y moved
+ * off 16-byte alignment by `off` values. Training forward (y, running
+ * and saved statistics), backward (dx accumulated then overwritten,
+ * dgamma, dbeta) and evaluation, against the CPU. cuDNN (NCHW) is not
+ * handed unaligned tensors: off applies channels-last only.
+ */
+static void half_bn_case(int prec, int n, int c, int hw, float shift,
+			 int relu, int off)
+{
+	off = cl ? off : 0;
+	const double tol = prec == NN_PREC_BF16 ? TOL_BF16 : TOL_FP16;
+	const size_t h2 = sizeof(uint16_t), cnt = (size_t)n * c * hw * hw;
+	nn_bn_desc bd = {n, c, hw, hw, 1e-5f, 0.1f, cl, relu};
+	float *x = nn_test_alloc(cnt), *dy = nn_test_alloc(cnt);
+	float *g = nn_test_alloc(c), *be = nn_test_alloc(c);
+	nn_test_fill(x, cnt, 81, -2 + shift, 3 + shift);
+	nn_test_fill(dy, cnt, 82, -1, 1);
+	nn_test_fill(g, c, 83, 0.5f, 1.5f);
+	nn_test_fill(be, c, 84, -0.5f, 0.5f);
+	uint16_t *xh = h16(prec, x, cnt), *dyh = h16(prec, dy, cnt);
+	uint16_t *y = h16_nan(prec, cnt), *dx = h16(prec, x, cnt);
+	float *rm = filled(c, 0), *rv = filled(c, 1), *sm = nn_test_alloc(c);
+	float *si = nn_test_alloc(c), *dg = nn_test_alloc(c), *db = nn_test_alloc(c);
+	uint16_t *gxb = up_bytes(NULL, (cnt + off) * h2);
+	uint16_t *gyb = up_bytes(NULL, (cnt + off) * h2);
+	void *gx = gxb + off, *gy = gyb + off;
+	void *gdy = up_bytes(dyh, cnt * h2), *gdx = up_bytes(xh, cnt * h2);
+	float *gg = up(g, c), *gbe = up(be, c), *grm = up(rm, c), *grv = up(rv, c);
+	float *gsm = up(NULL, c), *gsi = up(NULL, c), *gdg = up(NULL, c);
+	float *gdb = up(NULL, c);
+	CHECK_OK(gpu.be->to_device(&gpu, gx, xh, cnt * h2, &err), &err);
+	cpu.precision = gpu.precision = prec;
+	char name[128], what[96];
+	snprintf(what, sizeof(what), "%s bn %dx%dx%dx%d%s%s, off %d", pcl(prec),
+		 n, c, hw, hw, shift != 0 ? " shifted" : "",
+		 relu ? " relu" : "", off);
+	CHECK_OK(cpu.be->bn_forward_train(&cpu, &bd, xh, g, be, rm, rv, sm, si, y,
+					  &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_forward_train(&gpu, &bd, gx, gg, gbe, grm, grv, gsm,
+					  gsi, gy, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s: y", what);
+	near16_dev(prec, name, y, gy, cnt, tol);
+	snprintf(name, sizeof(name), "%s: running mean", what);
+	near_dev(name, rm, grm, c);
+	snprintf(name, sizeof(name), "%s: running var", what);
+	near_dev(name, rv, grv, c);
+	snprintf(name, sizeof(name), "%s: saved mean", what);
+	near_dev(name, sm, gsm, c);
+	snprintf(name, sizeof(name), "%s: saved 1/std", what);
+	near_dev(name, si, gsi, c);
+	for (int over = 0; over < 2; over++) {
+		cpu.dx_overwrite = gpu.dx_overwrite = over;
+		CHECK_OK(cpu.be->bn_backward(&cpu, &bd, xh, g, sm, si, dyh, dx, dg,
+					     db, &err),
+			 &err);
+		CHECK_OK(gpu.be->bn_backward(&gpu, &bd, gx, gg, gsm, gsi, gdy, gdx,
+					     gdg, gdb, &err),
+			 &err);
+		snprintf(name, sizeof(name), "%s: dx (%s)", what,
+			 over ? "overwritten" : "accumulated");
+		near16_dev(prec, name, dx, gdx, cnt, tol);
+		snprintf(name, sizeof(name), "%s: dgamma", what);
+		near_f_dev(name, dg, gdg, c, tol);
+		snprintf(name, sizeof(name), "%s: dbeta", what);
+		near_f_dev(name, db, gdb, c, tol);
+	}
+	cpu.dx_overwrite = gpu.dx_overwrite = 0;
+	CHECK_OK(cpu.be->bn_forward_eval(&cpu, &bd, xh, g, be, rm, rv, y, &err),
+		 &err);
+	/* both with the CPU's running statistics */
+	CHECK_OK(gpu.be->to_device(&gpu, grm, rm, c * sizeof(float), &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, grv, rv, c * sizeof(float), &err), &err);
+	CHECK_OK(gpu.be->bn_forward_eval(&gpu, &bd, gx, gg, gbe, grm, grv, gy,
+					 &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s: evaluation y", what);
+	near16_dev(prec, name, y, gy, cnt, tol);
+	cpu.precision = gpu.precision = NN_PREC_FP32;
+	dfree(gxb), dfree(gyb), dfree(gdy), dfree(gdx), dfree(gg), dfree(gbe);
+	dfree(grm), dfree(grv), dfree(gsm), dfree(gsi), dfree(gdg), dfree(gdb);
+	free(x), free(dy), free(g), free(be), free(xh), free(dyh), free(y);
+	free(dx), free(rm), free(rv), free(sm), free(si), free(dg), free(db);
+}
+
+/*
+ * Add, accumulate and ReLU in 16 bits over a count that leaves a tail
+ * after the 16-byte vectors, with every pointer `off` values past
+ * alignment (the single-value kernels) or aligned (the vector kernels
+ * and the tail): the CPU's bits.
+ */
+static void half_ew_case(int prec, size_t cnt, int off)
+{
+	const size_t h2 = sizeof(uint16_t);
+	float *a = nn_test_alloc(cnt), *b = nn_test_alloc(cnt);
+	nn_test_fill(a, cnt, 91, -1, 1);
+	nn_test_fill(b, cnt, 92, -1, 1);
+	uint16_t *ah = h16(prec, a, cnt), *bh = h16(prec, b, cnt);
+	uint16_t *y = h16(prec, a, cnt), *dx = h16(prec, b, cnt);
+	uint16_t *ga0 = up_bytes(NULL, (cnt + off) * h2);
+	uint16_t *gb0 = up_bytes(NULL, (cnt + off) * h2);
+	uint16_t *gy0 = up_bytes(NULL, (cnt + off) * h2);
+	uint16_t *ga = ga0 + off, *gb = gb0 + off, *gy = gy0 + off;
+	CHECK_OK(gpu.be->to_device(&gpu, ga, ah, cnt * h2, &err), &err);
+	CHECK_OK(gpu.be->to_device(&gpu, gb, bh, cnt * h2, &err), &err);
+	cpu.precision = gpu.precision = prec;
+	char what[64], name[128];
+	snprintf(what, sizeof(what), "%s %zu values, off %d", prec_name(prec), cnt,
+		 off);
+	CHECK_OK(cpu.be->add_forward(&cpu, cnt, ah, bh, y, &err), &err);
+	CHECK_OK(gpu.be->add_forward(&gpu, cnt, ga, gb, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s: add", what);
+	same_dev(name, y, gy, cnt * h2);
+	CHECK_OK(cpu.be->accumulate(&cpu, cnt, ah, y, &err), &err);
+	CHECK_OK(gpu.be->accumulate(&gpu, cnt, ga, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s: accumulate", what);
+	same_dev(name, y, gy, cnt * h2);
+	CHECK_OK(cpu.be->relu_forward(&cpu, cnt, y, y, &err), &err);
+	CHECK_OK(gpu.be->relu_forward(&gpu, cnt, gy, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s: relu in place", what);
+	same_dev(name, y, gy, cnt * h2);
+	for (int over = 0; over < 2; over++) {
+		memcpy(dx, bh, cnt * h2);
+		CHECK_OK(gpu.be->to_device(&gpu, gb, bh, cnt * h2, &err), &err);
+		cpu.dx_overwrite = gpu.dx_overwrite = over;
+		CHECK_OK(cpu.be->relu_backward(&cpu, cnt, y, ah, dx, &err), &err);
+		CHECK_OK(gpu.be->relu_backward(&gpu, cnt, gy, ga, gb, &err), &err);
+		snprintf(name, sizeof(name), "%s: relu dx (%s)", what,
+			 over ? "overwritten" : "accumulated");
+		same_dev(name, dx, gb, cnt * h2);
+	}
+	cpu.dx_overwrite = gpu.dx_overwrite = 0;
+	cpu.precision = gpu.precision = NN_PREC_FP32;
+	dfree(ga0), dfree(gb0), dfree(gy0);
+	free(a), free(b), free(ah), free(bh), free(y), free(dx);
+}
+
 static void unscale_case(size_t n, size_t bad_at, float bad)
 {
 	float *g = nn_test_alloc(n);
@@ -736,6 +878,15 @@ static void test_mixed(void)
 		linear_half_case(prec, 32, 512, 10, 1);
 		linear_half_case(prec, 64, 256, 128, 0);
 		half_other_case(prec);
+		/* prec, n, c, hw, shift, relu, off */
+		half_bn_case(prec, 8, 64, 96, 0, 1, 0);  /* 73728 rows */
+		half_bn_case(prec, 3, 6, 5, 0, 1, 0);    /* 6 channels */
+		half_bn_case(prec, 9, 40, 7, 50, 0, 0);  /* 40: 32 + 8 */
+		half_bn_case(prec, 4, 64, 14, 0, 1, 1);  /* unaligned */
+		half_bn_case(prec, 4, 2048, 7, 0, 0, 0); /* resnet50's last */
+		half_ew_case(prec, 100003, 0);
+		half_ew_case(prec, 100003, 1);
+		half_ew_case(prec, 5, 0);
 	}
 	cl = 0;
 	/* an unknown precision fails with one line, nothing run */

@@ -10,6 +10,13 @@
  * bits. The dropout mask is the CPU's counter-based draw,
  * ims_hash64(seed, i) (common/rng.c), recomputed here, so both backends
  * drop the same elements. Activations are of type T (act_types.cuh).
+ *
+ * ReLU, add and accumulate, the ones a resnet runs over every activation,
+ * also come as vector kernels that move 16 bytes per access (nn_vec):
+ * they run when every pointer is 16-byte aligned (the plan's arena is
+ * aligned to 256, so the model's are), the single-value kernel taking
+ * the count's last count mod N values and any unaligned call. Each value
+ * goes through the same operations either way.
  */
 #include <stdint.h>
 
@@ -50,6 +57,79 @@ __global__ static void accumulate(size_t count, const T *dy, T *dx)
 {
 	NN_CUDA_FOR_EACH(i, count)
 	nn_st(dx, i, nn_ld(dx, i) + nn_ld(dy, i));
+}
+
+template <typename T>
+__global__ static void relu_forward_v(size_t nv, const T *x, T *y)
+{
+	NN_CUDA_FOR_EACH(j, nv)
+	{
+		nn_vec<T> v = nn_ldv(x, j);
+#pragma unroll
+		for (int k = 0; k < nn_vec<T>::N; k++) {
+			const float f = v.get(k);
+			v.set(k, f < 0.0f ? 0.0f : f);
+		}
+		nn_stv(y, j, v);
+	}
+}
+
+template <typename T>
+__global__ static void relu_backward_v(size_t nv, const T *y, const T *dy,
+				       T *dx, int overwrite)
+{
+	NN_CUDA_FOR_EACH(j, nv)
+	{
+		const nn_vec<T> a = nn_ldv(y, j), d = nn_ldv(dy, j);
+		nn_vec<T> o;
+		if (!overwrite)
+			o = nn_ldv((const T *)dx, j);
+#pragma unroll
+		for (int k = 0; k < nn_vec<T>::N; k++) {
+			const float g = a.get(k) > 0.0f ? d.get(k) : 0.0f;
+			o.set(k, overwrite ? g : o.get(k) + g);
+		}
+		nn_stv(dx, j, o);
+	}
+}
+
+template <typename T>
+__global__ static void add_v(size_t nv, const T *a, const T *b, T *y)
+{
+	NN_CUDA_FOR_EACH(j, nv)
+	{
+		const nn_vec<T> u = nn_ldv(a, j), v = nn_ldv(b, j);
+		nn_vec<T> o;
+#pragma unroll
+		for (int k = 0; k < nn_vec<T>::N; k++)
+			o.set(k, u.get(k) + v.get(k));
+		nn_stv(y, j, o);
+	}
+}
+
+template <typename T>
+__global__ static void accumulate_v(size_t nv, const T *dy, T *dx)
+{
+	NN_CUDA_FOR_EACH(j, nv)
+	{
+		const nn_vec<T> d = nn_ldv(dy, j);
+		nn_vec<T> o = nn_ldv((const T *)dx, j);
+#pragma unroll
+		for (int k = 0; k < nn_vec<T>::N; k++)
+			o.set(k, o.get(k) + d.get(k));
+		nn_stv(dx, j, o);
+	}
+}
+
+/* how many of count values the vector kernel takes: 0 unless every
+ * pointer is 16-byte aligned */
+template <typename T>
+static size_t vectors(size_t count, const void *a, const void *b,
+		      const void *c)
+{
+	if (!nn_vec_aligned(a) || !nn_vec_aligned(b) || !nn_vec_aligned(c))
+		return 0;
+	return count / nn_vec<T>::N;
 }
 
 /* common/rng.c's splitmix64 and ims_hash64, bit for bit */
@@ -133,9 +213,15 @@ extern "C" cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, int prec,
 {
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(prec, T,
-			 LAUNCH(relu_forward, count, T, s, count,
-				(const T *)x, (T *)y));
+	NN_CUDA_DISPATCH(prec, T, {
+		const size_t nv = vectors<T>(count, x, y, NULL);
+		const size_t v = nv * nn_vec<T>::N, rest = count - v;
+		if (nv)
+			LAUNCH(relu_forward_v, nv, T, s, nv, (const T *)x, (T *)y);
+		if (rest)
+			LAUNCH(relu_forward, rest, T, s, rest, (const T *)x + v,
+			       (T *)y + v);
+	});
 	return cudaGetLastError();
 }
 
@@ -146,10 +232,16 @@ extern "C" cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, int prec,
 {
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(prec, T,
-			 LAUNCH(relu_backward, count, T, s, count,
-				(const T *)y, (const T *)dy, (T *)dx,
-				overwrite));
+	NN_CUDA_DISPATCH(prec, T, {
+		const size_t nv = vectors<T>(count, y, dy, dx);
+		const size_t v = nv * nn_vec<T>::N, rest = count - v;
+		if (nv)
+			LAUNCH(relu_backward_v, nv, T, s, nv, (const T *)y,
+			       (const T *)dy, (T *)dx, overwrite);
+		if (rest)
+			LAUNCH(relu_backward, rest, T, s, rest, (const T *)y + v,
+			       (const T *)dy + v, (T *)dx + v, overwrite);
+	});
 	return cudaGetLastError();
 }
 
@@ -158,9 +250,16 @@ extern "C" cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
 {
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(prec, T,
-			 LAUNCH(add, count, T, s, count, (const T *)a,
-				(const T *)b, (T *)y));
+	NN_CUDA_DISPATCH(prec, T, {
+		const size_t nv = vectors<T>(count, a, b, y);
+		const size_t v = nv * nn_vec<T>::N, rest = count - v;
+		if (nv)
+			LAUNCH(add_v, nv, T, s, nv, (const T *)a, (const T *)b,
+			       (T *)y);
+		if (rest)
+			LAUNCH(add, rest, T, s, rest, (const T *)a + v,
+			       (const T *)b + v, (T *)y + v);
+	});
 	return cudaGetLastError();
 }
 
@@ -170,9 +269,16 @@ extern "C" cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec,
 {
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(prec, T,
-			 LAUNCH(accumulate, count, T, s, count, (const T *)dy,
-				(T *)dx));
+	NN_CUDA_DISPATCH(prec, T, {
+		const size_t nv = vectors<T>(count, dy, dx, NULL);
+		const size_t v = nv * nn_vec<T>::N, rest = count - v;
+		if (nv)
+			LAUNCH(accumulate_v, nv, T, s, nv, (const T *)dy,
+			       (T *)dx);
+		if (rest)
+			LAUNCH(accumulate, rest, T, s, rest, (const T *)dy + v,
+			       (T *)dx + v);
+	});
 	return cudaGetLastError();
 }
 
