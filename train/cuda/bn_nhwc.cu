@@ -427,20 +427,18 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_train(
 		return cudaSuccess;
 	const bn_launch l = launch_of(m, c, ws);
 	NN_CUDA_DISPATCH(prec, T, {
-		bn_partial<T><<<l.grid, l.block, 0, s>>>(
+		NN_LAUNCH(bn_partial<T>, l.grid, l.block, s)(
 			m, c, l.sp.rows, (const T *)x, NULL, NULL, (double *)ws);
-		bn_stats<T><<<l.sgrid, l.sblock, 0, s>>>(
+		NN_LAUNCH(bn_stats<T>, l.sgrid, l.sblock, s)(
 			m, c, l.sp.nb, (const T *)x, (const double *)ws, eps,
 			momentum, gamma, beta, rm, rv, save_mean, save_invstd,
 			l.co);
 		const size_t nv = pass_vectors<T>(l, c, x, y, NULL);
 		if (nv)
-			bn_normalise_v<T><<<nn_cuda_blocks(nv), NN_CUDA_THREADS, 0,
-					    s>>>(nv, c, l.small, (const T *)x,
-						 l.co, (T *)y, relu);
+			NN_LAUNCH_OVER(bn_normalise_v<T>, nv, s)(
+				nv, c, l.small, (const T *)x, l.co, (T *)y, relu);
 		else
-			bn_normalise<T><<<nn_cuda_blocks(l.total),
-					  NN_CUDA_THREADS, 0, s>>>(
+			NN_LAUNCH_OVER(bn_normalise<T>, l.total, s)(
 				l.total, c, l.small, (const T *)x, l.co, (T *)y,
 				relu);
 	});
@@ -456,10 +454,9 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_forward_eval(
 	if (!total)
 		return cudaSuccess;
 	NN_CUDA_DISPATCH(prec, T,
-			 bn_eval<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0,
-				      s>>>(total, c, total <= UINT32_MAX, eps,
-					   (const T *)x, gamma, beta, rm, rv,
-					   (T *)y, relu));
+			 NN_LAUNCH_OVER(bn_eval<T>, total, s)(
+				 total, c, total <= UINT32_MAX, eps, (const T *)x,
+				 gamma, beta, rm, rv, (T *)y, relu));
 	return cudaGetLastError();
 }
 
@@ -473,21 +470,21 @@ extern "C" cudaError_t nn_cuda_k_bn_nhwc_backward(
 		return cudaSuccess;
 	const bn_launch l = launch_of(m, c, ws);
 	NN_CUDA_DISPATCH(prec, T, {
-		bn_partial<T><<<l.grid, l.block, 0, s>>>(
+		NN_LAUNCH(bn_partial<T>, l.grid, l.block, s)(
 			m, c, l.sp.rows, (const T *)x, (const T *)dy, save_mean,
 			(double *)ws);
-		bn_grad_stats<<<l.sgrid, l.sblock, 0, s>>>(
+		NN_LAUNCH(bn_grad_stats, l.sgrid, l.sblock, s)(
 			m, c, l.sp.nb, (const double *)ws, gamma, save_mean,
 			save_invstd, dgamma, dbeta, l.co);
 		const size_t nv = dx ? pass_vectors<T>(l, c, x, dy, dx) : 0;
 		if (nv)
-			bn_dx_v<T><<<nn_cuda_blocks(nv), NN_CUDA_THREADS, 0, s>>>(
+			NN_LAUNCH_OVER(bn_dx_v<T>, nv, s)(
 				nv, c, l.small, (const T *)x, (const T *)dy, l.co,
 				(T *)dx, overwrite);
 		else if (dx)
-			bn_dx<T><<<nn_cuda_blocks(l.total), NN_CUDA_THREADS, 0,
-				   s>>>(l.total, c, l.small, (const T *)x,
-					(const T *)dy, l.co, (T *)dx, overwrite);
+			NN_LAUNCH_OVER(bn_dx<T>, l.total, s)(
+				l.total, c, l.small, (const T *)x, (const T *)dy,
+				l.co, (T *)dx, overwrite);
 	});
 	return cudaGetLastError();
 }

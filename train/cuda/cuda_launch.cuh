@@ -15,6 +15,22 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
+/*
+ * NN_LAUNCH(kernel, grid, block, stream)(arguments...): a launch with no
+ * dynamic shared memory. A build may define it first to run the kernels
+ * elsewhere: the kernel tests run them on the host
+ * (tests/train/cuda_host_run.h).
+ */
+#ifndef NN_LAUNCH
+#define NN_LAUNCH(kernel, grid, block, stream)                                 \
+	kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
+/* NN_LAUNCH_OVER(kernel, count, stream)(...): an element-wise kernel over
+ * count items, NN_CUDA_THREADS to a block */
+#define NN_LAUNCH_OVER(kernel, count, stream)                                  \
+	NN_LAUNCH(kernel, nn_cuda_blocks(count), NN_CUDA_THREADS, stream)
+
 #define NN_CUDA_THREADS 256
 #define NN_CUDA_MAX_BLOCKS 65535u
 

@@ -204,8 +204,7 @@ __global__ static void fill_rows(size_t count, int out, const float *b,
 }
 
 #define LAUNCH(kernel, count, T, s, ...)                                       \
-	kernel<T><<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(           \
-		__VA_ARGS__)
+	NN_LAUNCH_OVER(kernel<T>, count, s)(__VA_ARGS__)
 
 extern "C" cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, int prec,
 					      size_t count, const void *x,
@@ -328,7 +327,6 @@ extern "C" cudaError_t nn_cuda_k_fill_rows(cudaStream_t s, int n, int out,
 {
 	size_t count = (size_t)n * (size_t)out;
 	if (count)
-		fill_rows<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, out, b, y);
+		NN_LAUNCH_OVER(fill_rows, count, s)(count, out, b, y);
 	return cudaGetLastError();
 }

@@ -110,11 +110,10 @@ extern "C" cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision,
 	if (!count)
 		return cudaSuccess;
 	if (precision == NN_PREC_BF16)
-		to_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+		NN_LAUNCH_OVER(to_bf16, count, s)(
 			count, x, (__nv_bfloat16 *)y);
 	else if (precision == NN_PREC_FP16)
-		to_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, x, (__half *)y);
+		NN_LAUNCH_OVER(to_fp16, count, s)(count, x, (__half *)y);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();
@@ -127,10 +126,10 @@ extern "C" cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision,
 	if (!count)
 		return cudaSuccess;
 	if (precision == NN_PREC_BF16)
-		from_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+		NN_LAUNCH_OVER(from_bf16, count, s)(
 			count, (const __nv_bfloat16 *)x, y, add);
 	else if (precision == NN_PREC_FP16)
-		from_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+		NN_LAUNCH_OVER(from_fp16, count, s)(
 			count, (const __half *)x, y, add);
 	else
 		return cudaErrorInvalidValue;
@@ -143,11 +142,9 @@ extern "C" cudaError_t nn_cuda_k_round_f32(cudaStream_t s, int precision,
 	if (!count)
 		return cudaSuccess;
 	if (precision == NN_PREC_BF16)
-		round_bf16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, x);
+		NN_LAUNCH_OVER(round_bf16, count, s)(count, x);
 	else if (precision == NN_PREC_FP16)
-		round_fp16<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-			count, x);
+		NN_LAUNCH_OVER(round_fp16, count, s)(count, x);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();
@@ -160,7 +157,7 @@ extern "C" cudaError_t nn_cuda_k_unscale_check(cudaStream_t s, size_t count,
 	cudaError_t e = cudaMemsetAsync(found, 0, sizeof(int), s);
 	if (e != cudaSuccess || !count)
 		return e;
-	unscale_check<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
+	NN_LAUNCH_OVER(unscale_check, count, s)(
 		count, g, inv, found);
 	return cudaGetLastError();
 }
@@ -173,13 +170,11 @@ extern "C" cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision,
 	if (!count)
 		return cudaSuccess;
 	if (precision == NN_PREC_BF16)
-		to_half_nhwc<__nv_bfloat16>
-			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-				count, c, hw, x, (__nv_bfloat16 *)y);
+		NN_LAUNCH_OVER(to_half_nhwc<__nv_bfloat16>, count, s)(
+			count, c, hw, x, (__nv_bfloat16 *)y);
 	else if (precision == NN_PREC_FP16)
-		to_half_nhwc<__half>
-			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-				count, c, hw, x, (__half *)y);
+		NN_LAUNCH_OVER(to_half_nhwc<__half>, count, s)(
+			count, c, hw, x, (__half *)y);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();
@@ -194,13 +189,11 @@ extern "C" cudaError_t nn_cuda_k_from_half_nhwc(cudaStream_t s, int precision,
 	if (!count)
 		return cudaSuccess;
 	if (precision == NN_PREC_BF16)
-		from_half_nhwc<__nv_bfloat16>
-			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-				count, c, hw, (const __nv_bfloat16 *)x, y, add);
+		NN_LAUNCH_OVER(from_half_nhwc<__nv_bfloat16>, count, s)(
+			count, c, hw, (const __nv_bfloat16 *)x, y, add);
 	else if (precision == NN_PREC_FP16)
-		from_half_nhwc<__half>
-			<<<nn_cuda_blocks(count), NN_CUDA_THREADS, 0, s>>>(
-				count, c, hw, (const __half *)x, y, add);
+		NN_LAUNCH_OVER(from_half_nhwc<__half>, count, s)(
+			count, c, hw, (const __half *)x, y, add);
 	else
 		return cudaErrorInvalidValue;
 	return cudaGetLastError();

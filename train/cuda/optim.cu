@@ -85,8 +85,8 @@ extern "C" cudaError_t nn_cuda_k_sgd(cudaStream_t s, float *p, const float *g,
 {
 	if (!r->blocks)
 		return cudaSuccess;
-	sgd<<<run_blocks(r), NN_CUDA_THREADS, 0, s>>>(p, g, buf, *r, wd, mom,
-						     first, nesterov, neg_lr);
+	NN_LAUNCH(sgd, run_blocks(r), NN_CUDA_THREADS, s)(
+		p, g, buf, *r, wd, mom, first, nesterov, neg_lr);
 	return cudaGetLastError();
 }
 
@@ -98,7 +98,7 @@ extern "C" cudaError_t nn_cuda_k_adam(cudaStream_t s, float *p, const float *g,
 {
 	if (!r->blocks)
 		return cudaSuccess;
-	adam<<<run_blocks(r), NN_CUDA_THREADS, 0, s>>>(p, g, m, v, *r, *c, l2,
-						      decoupled);
+	NN_LAUNCH(adam, run_blocks(r), NN_CUDA_THREADS, s)(
+		p, g, m, v, *r, *c, l2, decoupled);
 	return cudaGetLastError();
 }

@@ -265,8 +265,7 @@ static size_t planes_of(const nn_pool_desc *d)
 }
 
 #define LAUNCH(kernel, total, T, s, ...)                                       \
-	kernel<T><<<nn_cuda_blocks(total), NN_CUDA_THREADS, 0, s>>>(           \
-		__VA_ARGS__)
+	NN_LAUNCH_OVER(kernel<T>, total, s)(__VA_ARGS__)
 
 extern "C" cudaError_t nn_cuda_k_maxpool_forward(cudaStream_t s, int prec,
 						 const nn_pool_desc *d,

@@ -81,8 +81,8 @@ extern "C" cudaError_t nn_cuda_k_channel_sum(cudaStream_t s, int prec, int n,
 	if (n <= 0 || c <= 0 || !hw)
 		return cudaSuccess;
 	NN_CUDA_DISPATCH(prec, T,
-			 channel_sum<T><<<(unsigned)c, NN_CUDA_THREADS, 0, s>>>(
-				 n, c, hw, (const T *)dy, db));
+			 NN_LAUNCH(channel_sum<T>, (unsigned)c, NN_CUDA_THREADS,
+				   s)(n, c, hw, (const T *)dy, db));
 	return cudaGetLastError();
 }
 
@@ -96,8 +96,8 @@ extern "C" cudaError_t nn_cuda_k_bn_frozen_backward(
 	if (d->n <= 0 || d->c <= 0 || !hw)
 		return cudaSuccess;
 	NN_CUDA_DISPATCH(prec, T,
-			 bn_frozen_backward<T><<<(unsigned)d->c, NN_CUDA_THREADS,
-						 0, s>>>(
+			 NN_LAUNCH(bn_frozen_backward<T>, (unsigned)d->c,
+				   NN_CUDA_THREADS, s)(
 				 d->n, d->c, hw, d->eps, (const T *)x, gamma,
 				 running_mean, running_var, (const T *)dy,
 				 (T *)dx, dgamma, dbeta, overwrite));

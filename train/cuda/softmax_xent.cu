@@ -136,11 +136,11 @@ extern "C" cudaError_t nn_cuda_k_xent(cudaStream_t s, int n, int k,
 	double *loss = (double *)workspace;
 	nn_cuda_xent_result *res =
 		(nn_cuda_xent_result *)((char *)workspace + losses_bytes(n));
-	check_labels<<<1, NN_CUDA_THREADS, 0, s>>>(n, k, labels, res);
-	per_sample<<<(unsigned)n, NN_CUDA_THREADS, 0, s>>>(
+	NN_LAUNCH(check_labels, 1, NN_CUDA_THREADS, s)(n, k, labels, res);
+	NN_LAUNCH(per_sample, (unsigned)n, NN_CUDA_THREADS, s)(
 		k, logits, labels, (double)smoothing, (double)scale, dlogits,
 		loss, NULL, res);
-	sum_losses<<<1, 1, 0, s>>>(n, loss, res);
+	NN_LAUNCH(sum_losses, 1, 1, s)(n, loss, res);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return e;
@@ -188,10 +188,10 @@ extern "C" cudaError_t nn_cuda_k_xent_tally(cudaStream_t s, int n, int k,
 	double *hit = (double *)((char *)workspace + losses_bytes(n));
 	nn_cuda_xent_result *res =
 		(nn_cuda_xent_result *)((char *)workspace + 2 * losses_bytes(n));
-	check_labels<<<1, NN_CUDA_THREADS, 0, s>>>(n, k, labels, res);
-	per_sample<<<(unsigned)n, NN_CUDA_THREADS, 0, s>>>(
+	NN_LAUNCH(check_labels, 1, NN_CUDA_THREADS, s)(n, k, labels, res);
+	NN_LAUNCH(per_sample, (unsigned)n, NN_CUDA_THREADS, s)(
 		k, logits, labels, (double)smoothing, (double)scale, dlogits,
 		loss, hit, res);
-	add_tally<<<1, 1, 0, s>>>(n, loss, hit, res, (long long)step, tally);
+	NN_LAUNCH(add_tally, 1, 1, s)(n, loss, hit, res, (long long)step, tally);
 	return cudaGetLastError();
 }

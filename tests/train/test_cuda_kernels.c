@@ -1,0 +1,577 @@
+/*
+ * test_cuda_kernels.c - the CUDA backend's own kernels (cuda_kernels.h)
+ * against the CPU backend, run on the host (cuda_host_run.h): every
+ * machine checks what the kernels compute, and the GPU tests
+ * (test_backend_cuda) are left to check that the device runs them alike.
+ *
+ * Rules, as test_backend_cuda's:
+ *  - ReLU, add, accumulate, dropout (values and mask), pooling (values,
+ *    argmax, gradients), the 16-bit conversions and the unscale check:
+ *    the CPU's bits, in fp32, bf16 and fp16, over counts that leave a
+ *    tail after the 16-byte vectors and with tensors off 16-byte
+ *    alignment (the single-value kernels).
+ *  - Channels-last batch norm (bn_nhwc.cu) against the CPU's 16-bit
+ *    twin: the statistics and dgamma/dbeta to 1e-5 relative (both sum in
+ *    double, in other orders), y and dx to one 16-bit rounding step of
+ *    each element (a float result on either side of a rounding boundary),
+ *    at shapes that pick each of the kernels' paths.
+ *  - Cross-entropy: the loss sum to 1e-12 relative, dlogits to 1e-6.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "nn_test_util.h"
+#include "test.h"
+#include "train/cuda/cuda_kernels.h"
+#include "train/nn_internal.h"
+
+static nn_ctx cpu;
+static ims_error err;
+
+static const char *pname(int prec)
+{
+	return prec == NN_PREC_BF16 ? "bf16" : prec == NN_PREC_FP16 ? "fp16" : "fp32";
+}
+
+static size_t esize(int prec)
+{
+	return prec == NN_PREC_FP32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+/* A tensor of n values of prec, `off` values past a 64-byte boundary;
+ * free with tfree. */
+typedef struct tensor {
+	char *base;
+	void *p;
+} tensor;
+
+static tensor tnew(int prec, size_t n, int off)
+{
+	tensor t;
+	t.base = aligned_alloc(64, ((n + (size_t)off) * esize(prec) + 64) / 64 * 64);
+	CHECK(t.base != NULL);
+	t.p = t.base + (size_t)off * esize(prec);
+	return t;
+}
+
+static void tfree(tensor *t)
+{
+	free(t->base);
+}
+
+/* f rounded into the tensor's type */
+static void tset(int prec, tensor *t, const float *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (prec == NN_PREC_FP32)
+			((float *)t->p)[i] = f[i];
+		else
+			((uint16_t *)t->p)[i] = prec == NN_PREC_BF16
+							? ims_f32_to_bf16(f[i])
+							: ims_f32_to_f16(f[i]);
+	}
+}
+
+static float tget(int prec, const void *p, size_t i)
+{
+	if (prec == NN_PREC_FP32)
+		return ((const float *)p)[i];
+	const uint16_t h = ((const uint16_t *)p)[i];
+	return prec == NN_PREC_BF16 ? ims_bf16_to_f32(h) : ims_f16_to_f32(h);
+}
+
+/* a tensor of random values in [lo, hi), with -0, +0 and (with nan) a
+ * NaN among them */
+static tensor trand(int prec, size_t n, int off, uint64_t seed, float lo,
+		    float hi, int nan)
+{
+	float *f = nn_test_alloc(n);
+	nn_test_fill(f, n, seed, lo, hi);
+	if (n > 3) {
+		f[1] = -0.0f;
+		f[2] = 0.0f;
+		if (nan)
+			f[3] = NAN;
+	}
+	tensor t = tnew(prec, n, off);
+	tset(prec, &t, f, n);
+	free(f);
+	return t;
+}
+
+static tensor tcopy(int prec, const tensor *src, size_t n, int off)
+{
+	tensor t = tnew(prec, n, off);
+	memcpy(t.p, src->p, n * esize(prec));
+	return t;
+}
+
+static void same(const char *what, const void *want, const void *got,
+		 size_t bytes)
+{
+	test_checks_++;
+	if (memcmp(want, got, bytes)) {
+		size_t i = 0;
+		while (((const uint8_t *)want)[i] == ((const uint8_t *)got)[i])
+			i++;
+		fprintf(stderr, "%s: differs from the CPU from byte %zu of %zu\n",
+			what, i, bytes);
+		test_failures_++;
+	}
+}
+
+/* n values of prec: the same bits, or both NaN (a NaN's payload is the
+ * converting function's choice) */
+static void same_act(int prec, const char *what, const void *want,
+		     const void *got, size_t n)
+{
+	const size_t e = esize(prec);
+	test_checks_++;
+	for (size_t i = 0; i < n; i++) {
+		const float w = tget(prec, want, i), g = tget(prec, got, i);
+		if (memcmp((const char *)want + i * e, (const char *)got + i * e,
+			   e) &&
+		    !(isnan(w) && isnan(g))) {
+			fprintf(stderr, "%s[%zu]: cpu %.9g, kernel %.9g\n", what,
+				i, (double)w, (double)g);
+			test_failures_++;
+			return;
+		}
+	}
+}
+
+/* |got - want| <= rtol max(|want|, floor) for each float */
+static void near(const char *what, const float *want, const float *got,
+		 size_t n, double rtol, double floor)
+{
+	test_checks_++;
+	for (size_t i = 0; i < n; i++) {
+		const double w = want[i], g = got[i];
+		const double scale = fabs(w) > floor ? fabs(w) : floor;
+		if (!(fabs(g - w) <= rtol * scale)) {
+			fprintf(stderr, "%s[%zu]: cpu %.9g, kernel %.9g\n", what, i,
+				w, g);
+			test_failures_++;
+			return;
+		}
+	}
+}
+
+/* each 16-bit (or float) value within one rounding step of the CPU's:
+ * |got - want| <= 2^-p max(|want|, floor) */
+static void near_act(int prec, const char *what, const void *want,
+		     const void *got, size_t n, double floor)
+{
+	const double step = prec == NN_PREC_BF16 ? 0x1p-7
+			    : prec == NN_PREC_FP16 ? 0x1p-10
+						   : 0x1p-22;
+	test_checks_++;
+	for (size_t i = 0; i < n; i++) {
+		const double w = tget(prec, want, i), g = tget(prec, got, i);
+		const double scale = fabs(w) > floor ? fabs(w) : floor;
+		if (!(fabs(g - w) <= step * scale)) {
+			fprintf(stderr, "%s[%zu]: cpu %.9g, kernel %.9g\n", what, i,
+				w, g);
+			test_failures_++;
+			return;
+		}
+	}
+}
+
+#define KERNEL_OK(call)                                                        \
+	do {                                                                   \
+		cudaError_t e_ = (call);                                       \
+		test_checks_++;                                                \
+		if (e_ != cudaSuccess) {                                       \
+			fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__,   \
+				__LINE__, #call, (int)e_);                     \
+			test_failures_++;                                      \
+		}                                                              \
+	} while (0)
+
+/* ---- elementwise.cu ---------------------------------------------------- */
+
+static void elementwise_case(int prec, size_t n, int off)
+{
+	char what[64], name[128];
+	snprintf(what, sizeof(what), "%s, %zu values, off %d", pname(prec), n,
+		 off);
+	cpu.precision = prec;
+	tensor a = trand(prec, n, 0, 11, -1, 1, 1);
+	tensor b = trand(prec, n, 0, 12, -1, 1, 0);
+	tensor ka = tcopy(prec, &a, n, off), kb = tcopy(prec, &b, n, off);
+	tensor y = tnew(prec, n, 0), ky = tnew(prec, n, off);
+
+	CHECK_OK(cpu.be->add_forward(&cpu, n, a.p, b.p, y.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_add(NULL, prec, n, ka.p, kb.p, ky.p));
+	snprintf(name, sizeof(name), "add, %s", what);
+	same_act(prec, name, y.p, ky.p, n);
+
+	CHECK_OK(cpu.be->accumulate(&cpu, n, a.p, y.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_accumulate(NULL, prec, n, ka.p, ky.p));
+	snprintf(name, sizeof(name), "accumulate, %s", what);
+	same_act(prec, name, y.p, ky.p, n);
+
+	CHECK_OK(cpu.be->relu_forward(&cpu, n, y.p, y.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_relu_forward(NULL, prec, n, ky.p, ky.p));
+	snprintf(name, sizeof(name), "relu in place, %s", what);
+	same_act(prec, name, y.p, ky.p, n);
+
+	for (int over = 0; over < 2; over++) {
+		tensor dx = tcopy(prec, &b, n, 0), kdx = tcopy(prec, &b, n, off);
+		cpu.dx_overwrite = over;
+		CHECK_OK(cpu.be->relu_backward(&cpu, n, y.p, a.p, dx.p, &err), &err);
+		KERNEL_OK(nn_cuda_k_relu_backward(NULL, prec, n, ky.p, ka.p, kdx.p,
+						  over));
+		snprintf(name, sizeof(name), "relu dx (%s), %s",
+			 over ? "overwritten" : "added to", what);
+		same_act(prec, name, dx.p, kdx.p, n);
+
+		/* dropout p 0.3 (mask) and p 0 (a copy, no mask) */
+		for (int k = 0; k < 2; k++) {
+			const float p = k ? 0.0f : 0.3f;
+			uint8_t *mask = malloc(n), *kmask = malloc(n);
+			cpu.dx_overwrite = 0;
+			CHECK_OK(cpu.be->dropout_forward(&cpu, n, p, 77, a.p, y.p,
+							 k ? NULL : mask, &err),
+				 &err);
+			KERNEL_OK(nn_cuda_k_dropout_forward(
+				NULL, prec, n, p, 1.0f / (1.0f - p), 77, ka.p, ky.p,
+				k ? NULL : kmask));
+			snprintf(name, sizeof(name), "dropout p %g, %s", (double)p,
+				 what);
+			same_act(prec, name, y.p, ky.p, n);
+			if (!k)
+				same(name, mask, kmask, n);
+			cpu.dx_overwrite = over;
+			CHECK_OK(cpu.be->dropout_backward(&cpu, n, p, mask, b.p, dx.p,
+							  &err),
+				 &err);
+			KERNEL_OK(nn_cuda_k_dropout_backward(
+				NULL, prec, n, 1.0f / (1.0f - p), k ? NULL : kmask,
+				kb.p, kdx.p, over));
+			snprintf(name, sizeof(name), "dropout p %g dx (%s), %s",
+				 (double)p, over ? "overwritten" : "added to", what);
+			same_act(prec, name, dx.p, kdx.p, n);
+			free(mask), free(kmask);
+		}
+		tfree(&dx), tfree(&kdx);
+	}
+	cpu.dx_overwrite = 0;
+	cpu.precision = NN_PREC_FP32;
+	tfree(&a), tfree(&b), tfree(&ka), tfree(&kb), tfree(&y), tfree(&ky);
+}
+
+static void test_elementwise(void)
+{
+	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++) {
+		elementwise_case(prec, 5, 0);
+		elementwise_case(prec, 1003, 0); /* vectors and a tail */
+		elementwise_case(prec, 1003, 1); /* unaligned: one value at a time */
+		elementwise_case(prec, 4096, 0);
+	}
+}
+
+/* ---- bn_nhwc.cu -------------------------------------------------------- */
+
+static void bn_case(int prec, int n, int c, int hw, float shift, int relu,
+		    int off)
+{
+	char what[96], name[160];
+	snprintf(what, sizeof(what), "%s bn %dx%dx%dx%d%s%s, off %d",
+		 pname(prec), n, hw, hw, c, shift != 0 ? " shifted" : "",
+		 relu ? " relu" : "", off);
+	const size_t m = (size_t)n * hw * hw, cnt = m * (size_t)c;
+	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 1, relu};
+	cpu.precision = prec;
+	tensor x = trand(prec, cnt, 0, 21, -2 + shift, 3 + shift, 0);
+	tensor dy = trand(prec, cnt, 0, 22, -1, 1, 0);
+	tensor dx0 = trand(prec, cnt, 0, 23, -1, 1, 0);
+	tensor kx = tcopy(prec, &x, cnt, off), kdy = tcopy(prec, &dy, cnt, off);
+	tensor y = tnew(prec, cnt, 0), ky = tnew(prec, cnt, off);
+	float *g = nn_test_alloc(c), *b = nn_test_alloc(c);
+	nn_test_fill(g, c, 24, 0.5f, 1.5f);
+	nn_test_fill(b, c, 25, -0.5f, 0.5f);
+	float *st = nn_test_alloc(8 * (size_t)c);
+	float *rm = st, *rv = st + c, *sm = st + 2 * c, *si = st + 3 * c;
+	float *krm = st + 4 * c, *krv = st + 5 * c, *ksm = st + 6 * c;
+	float *ksi = st + 7 * c;
+	for (int i = 0; i < c; i++)
+		rm[i] = krm[i] = 0.25f, rv[i] = krv[i] = 2.0f;
+	void *ws = aligned_alloc(256, (nn_cuda_k_bn_nhwc_workspace(m, c) + 255) /
+					      256 * 256);
+	CHECK(ws != NULL);
+
+	CHECK_OK(cpu.be->bn_forward_train(&cpu, &d, x.p, g, b, rm, rv, sm, si,
+					  y.p, &err),
+		 &err);
+	KERNEL_OK(nn_cuda_k_bn_nhwc_forward_train(NULL, prec, m, c, d.eps,
+						  d.momentum, kx.p, g, b, krm,
+						  krv, ksm, ksi, ky.p, relu, ws));
+	const char *sn[4] = {"running mean", "running var", "saved mean",
+			     "saved 1/std"};
+	for (int k = 0; k < 4; k++) {
+		snprintf(name, sizeof(name), "%s: %s", what, sn[k]);
+		near(name, st + (size_t)k * c, st + (size_t)(4 + k) * c, c, 1e-5,
+		     1e-3);
+	}
+	snprintf(name, sizeof(name), "%s: y", what);
+	near_act(prec, name, y.p, ky.p, cnt, 1.0);
+
+	float *dg = nn_test_alloc(c), *db = nn_test_alloc(c);
+	float *kdg = nn_test_alloc(c), *kdb = nn_test_alloc(c);
+	for (int over = 0; over < 2; over++) {
+		tensor dx = tcopy(prec, &dx0, cnt, 0);
+		tensor kdx = tcopy(prec, &dx0, cnt, off);
+		cpu.dx_overwrite = over;
+		CHECK_OK(cpu.be->bn_backward(&cpu, &d, x.p, g, sm, si, dy.p, dx.p,
+					     dg, db, &err),
+			 &err);
+		KERNEL_OK(nn_cuda_k_bn_nhwc_backward(NULL, prec, m, c, kx.p, g,
+						     sm, si, kdy.p, kdx.p, kdg,
+						     kdb, over, ws));
+		snprintf(name, sizeof(name), "%s: dx (%s)", what,
+			 over ? "overwritten" : "added to");
+		near_act(prec, name, dx.p, kdx.p, cnt, 1.0);
+		snprintf(name, sizeof(name), "%s: dgamma", what);
+		near(name, dg, kdg, c, 1e-5, 1e-2);
+		snprintf(name, sizeof(name), "%s: dbeta", what);
+		near(name, db, kdb, c, 1e-5, 1e-2);
+		tfree(&dx), tfree(&kdx);
+	}
+	/* dgamma alone: no dx, no dbeta */
+	memset(kdg, 0, (size_t)c * sizeof(float));
+	KERNEL_OK(nn_cuda_k_bn_nhwc_backward(NULL, prec, m, c, kx.p, g, sm, si,
+					     kdy.p, NULL, kdg, NULL, 1, ws));
+	snprintf(name, sizeof(name), "%s: dgamma alone", what);
+	near(name, dg, kdg, c, 1e-5, 1e-2);
+	cpu.dx_overwrite = 0;
+
+	CHECK_OK(cpu.be->bn_forward_eval(&cpu, &d, x.p, g, b, rm, rv, y.p, &err),
+		 &err);
+	KERNEL_OK(nn_cuda_k_bn_nhwc_forward_eval(NULL, prec, m, c, d.eps, kx.p,
+						 g, b, rm, rv, ky.p, relu));
+	snprintf(name, sizeof(name), "%s: evaluation y", what);
+	near_act(prec, name, y.p, ky.p, cnt, 1.0);
+
+	cpu.precision = NN_PREC_FP32;
+	free(ws), free(st), free(g), free(b), free(dg), free(db), free(kdg);
+	free(kdb);
+	tfree(&x), tfree(&dy), tfree(&dx0), tfree(&kx), tfree(&kdy);
+	tfree(&y), tfree(&ky);
+}
+
+static void test_bn_nhwc(void)
+{
+	for (int prec = NN_PREC_BF16; prec <= NN_PREC_FP16; prec++) {
+		/* prec, n, c, hw, shift, relu, off */
+		bn_case(prec, 4, 8, 5, 0, 1, 0);     /* one vector per row */
+		bn_case(prec, 3, 6, 5, 0, 1, 0);     /* 6 channels: single values */
+		bn_case(prec, 9, 40, 7, 50, 0, 0);   /* 40 = 32 + 8; mean >> std */
+		bn_case(prec, 2, 64, 14, 0, 1, 1);   /* unaligned */
+		bn_case(prec, 2, 64, 136, 0, 0, 0);  /* 36992 rows: the slice cap */
+		bn_case(prec, 1, 2048, 3, 0, 1, 0);  /* 64 channel groups */
+	}
+}
+
+/* ---- pool.cu ----------------------------------------------------------- */
+
+static void pool_case(int prec, nn_pool_desc d, int max, const char *shape)
+{
+	char what[96], name[160];
+	snprintf(what, sizeof(what), "%s %s %s%s", pname(prec),
+		 max ? "maxpool" : "avgpool", shape, d.nhwc ? " nhwc" : "");
+	const size_t nx = (size_t)d.n * d.c * d.h_in * d.w_in;
+	const size_t ny = (size_t)d.n * d.c * d.h_out * d.w_out;
+	cpu.precision = prec;
+	tensor x = trand(prec, nx, 0, 31, -1, 1, 0);
+	tensor dy = trand(prec, ny, 0, 32, -1, 1, 0);
+	tensor y = tnew(prec, ny, 0), ky = tnew(prec, ny, 0);
+	int32_t *am = calloc(ny, sizeof(int32_t)), *kam = calloc(ny, sizeof(int32_t));
+	if (max) {
+		CHECK_OK(cpu.be->maxpool_forward(&cpu, &d, x.p, y.p, am, &err), &err);
+		KERNEL_OK(nn_cuda_k_maxpool_forward(NULL, prec, &d, x.p, ky.p, kam));
+		snprintf(name, sizeof(name), "%s: argmax", what);
+		same(name, am, kam, ny * sizeof(int32_t));
+	} else {
+		CHECK_OK(cpu.be->avgpool_forward(&cpu, &d, x.p, y.p, &err), &err);
+		KERNEL_OK(nn_cuda_k_avgpool_forward(NULL, prec, &d, x.p, ky.p));
+	}
+	snprintf(name, sizeof(name), "%s: y", what);
+	same_act(prec, name, y.p, ky.p, ny);
+	for (int over = 0; over < 2; over++) {
+		tensor dx = tcopy(prec, &x, nx, 0), kdx = tcopy(prec, &x, nx, 0);
+		cpu.dx_overwrite = over;
+		if (max) {
+			CHECK_OK(cpu.be->maxpool_backward(&cpu, &d, am, dy.p, dx.p,
+							  &err),
+				 &err);
+			KERNEL_OK(nn_cuda_k_maxpool_backward(NULL, prec, &d, kam,
+							     dy.p, kdx.p, over));
+		} else {
+			CHECK_OK(cpu.be->avgpool_backward(&cpu, &d, dy.p, dx.p, &err),
+				 &err);
+			KERNEL_OK(nn_cuda_k_avgpool_backward(NULL, prec, &d, dy.p,
+							     kdx.p, over));
+		}
+		snprintf(name, sizeof(name), "%s: dx (%s)", what,
+			 over ? "overwritten" : "added to");
+		same_act(prec, name, dx.p, kdx.p, nx);
+		tfree(&dx), tfree(&kdx);
+	}
+	cpu.dx_overwrite = 0;
+	cpu.precision = NN_PREC_FP32;
+	free(am), free(kam);
+	tfree(&x), tfree(&dy), tfree(&y), tfree(&ky);
+}
+
+static void test_pool(void)
+{
+	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++)
+		for (int nhwc = 0; nhwc < 2; nhwc++) {
+			if (nhwc && prec == NN_PREC_FP32)
+				continue; /* channels-last is 16-bit only */
+			nn_pool_desc d;
+			CHECK_OK(nn_pool_desc_init(&d, 2, 5, 9, 9, 3, 2, 1, &err),
+				 &err);
+			d.nhwc = nhwc;
+			pool_case(prec, d, 1, "3x3/2 pad 1");
+			CHECK_OK(nn_pool_desc_init(&d, 2, 5, 8, 8, 2, 2, 0, &err),
+				 &err);
+			d.nhwc = nhwc;
+			pool_case(prec, d, 0, "2x2/2");
+			CHECK_OK(nn_pool_desc_init_adaptive(&d, 2, 5, 7, 7, 1, 1,
+							    &err),
+				 &err);
+			d.nhwc = nhwc;
+			pool_case(prec, d, 0, "adaptive 1x1");
+			CHECK_OK(nn_pool_desc_init_adaptive(&d, 2, 5, 7, 9, 3, 2,
+							    &err),
+				 &err);
+			d.nhwc = nhwc;
+			pool_case(prec, d, 0, "adaptive 3x2");
+		}
+}
+
+/* ---- half.cu ----------------------------------------------------------- */
+
+static void half_case(int prec)
+{
+	char name[96];
+	const size_t n = 1003;
+	cpu.precision = prec;
+	float *f = nn_test_alloc(n);
+	nn_test_fill(f, n, 41, -70000, 70000); /* fp16 overflows to Inf */
+	f[0] = NAN, f[1] = -0.0f, f[2] = 1e-30f;
+	tensor h = tnew(prec, n, 0), kh = tnew(prec, n, 0);
+	CHECK_OK(cpu.be->act_from_f32(&cpu, n, f, h.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_to_half(NULL, prec, n, f, kh.p));
+	snprintf(name, sizeof(name), "%s: rounded", pname(prec));
+	same_act(prec, name, h.p, kh.p, n);
+	float *w = nn_test_alloc(n), *kw = nn_test_alloc(n);
+	CHECK_OK(cpu.be->act_to_f32(&cpu, n, h.p, w, &err), &err);
+	KERNEL_OK(nn_cuda_k_from_half(NULL, prec, n, kh.p, kw, 0));
+	snprintf(name, sizeof(name), "%s: widened", pname(prec));
+	same_act(NN_PREC_FP32, name, w, kw, n);
+	/* channels-last: 3 images of 7 channels x 47 values */
+	CHECK_OK(cpu.be->act_from_f32_nhwc(&cpu, 3, 7, 47, f, h.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_to_half_nhwc(NULL, prec, 3, 7, 47, f, kh.p));
+	snprintf(name, sizeof(name), "%s: rounded channels-last", pname(prec));
+	same_act(prec, name, h.p, kh.p, 3 * 7 * 47);
+	/* and back, added to: element (i, c, j) of the 16-bit copy returns to
+	 * where it came from */
+	memcpy(kw, f, 3 * 7 * 47 * sizeof(float));
+	KERNEL_OK(nn_cuda_k_from_half_nhwc(NULL, prec, 3, 7, 47, kh.p, kw, 1));
+	for (size_t i = 0; i < 3 * 7 * 47; i++)
+		w[i] = f[i] + tget(prec, h.p, (i / (7 * 47)) * 7 * 47 +
+						       (i % 47) * 7 + (i / 47) % 7);
+	snprintf(name, sizeof(name), "%s: widened from channels-last", pname(prec));
+	same_act(NN_PREC_FP32, name, w, kw, 3 * 7 * 47);
+	cpu.precision = NN_PREC_FP32;
+	free(f), free(w), free(kw);
+	tfree(&h), tfree(&kh);
+}
+
+static void unscale_case(size_t n, size_t bad_at, float bad)
+{
+	float *g = nn_test_alloc(n ? n : 1), *kg = nn_test_alloc(n ? n : 1);
+	nn_test_fill(g, n, 51, -100, 100);
+	if (bad_at < n)
+		g[bad_at] = bad;
+	memcpy(kg, g, n * sizeof(float));
+	int found = -1, kfound = -1;
+	CHECK_OK(nn_unscale_check(&cpu, g, n, 1.0f / 1024, &found, &err),
+		 &err);
+	KERNEL_OK(nn_cuda_k_unscale_check(NULL, n, kg, 1.0f / 1024, &kfound));
+	CHECK_EQ_INT(kfound, found);
+	same_act(NN_PREC_FP32, "unscaled gradients", g, kg, n);
+	free(g), free(kg);
+}
+
+static void test_half(void)
+{
+	half_case(NN_PREC_BF16);
+	half_case(NN_PREC_FP16);
+	unscale_case(1003, 1003, 0);
+	unscale_case(1003, 500, INFINITY);
+	unscale_case(1003, 0, NAN);
+	unscale_case(0, 0, 0);
+}
+
+/* ---- softmax_xent.cu --------------------------------------------------- */
+
+static void xent_case(int n, int k, float smoothing)
+{
+	char name[96];
+	const size_t nz = (size_t)n * k;
+	float *z = nn_test_alloc(nz), *g = nn_test_alloc(nz);
+	float *kg = nn_test_alloc(nz);
+	int32_t *labels = calloc((size_t)n, sizeof(int32_t));
+	nn_test_fill(z, nz, 61, -5, 5);
+	for (int i = 0; i < n; i++)
+		labels[i] = (int32_t)((i * 7919u) % (unsigned)k);
+	double loss = 0;
+	CHECK_OK(nn_cpu_softmax_xent(&cpu, n, k, z, labels, smoothing, 1.0f / n,
+				     &loss, g, &err),
+		 &err);
+	void *ws = malloc(nn_cuda_k_xent_workspace(n));
+	nn_cuda_xent_result r;
+	KERNEL_OK(nn_cuda_k_xent(NULL, n, k, z, labels, smoothing, 1.0f / n, kg,
+				 ws, &r));
+	snprintf(name, sizeof(name), "xent n %d k %d smoothing %g: dlogits", n,
+		 k, (double)smoothing);
+	near(name, g, kg, nz, 1e-6, 1e-6);
+	CHECK_NEAR(r.loss_sum, loss, 1e-12 * fabs(loss));
+	CHECK_EQ_INT(r.bad_sample, -1);
+	/* a bad label: found, and dlogits left alone */
+	labels[n / 2] = k;
+	memset(kg, 0, nz * sizeof(float));
+	KERNEL_OK(nn_cuda_k_xent(NULL, n, k, z, labels, smoothing, 1.0f / n, kg,
+				 ws, &r));
+	CHECK_EQ_INT(r.bad_sample, n / 2);
+	CHECK_EQ_INT(r.bad_label, k);
+	CHECK_EQ_INT(kg[0] == 0.0f && kg[nz - 1] == 0.0f, 1);
+	free(ws), free(z), free(g), free(kg), free(labels);
+}
+
+static void test_xent(void)
+{
+	xent_case(4, 10, 0);
+	xent_case(33, 1000, 0.1f);
+	xent_case(1, 2, 0.5f);
+}
+
+int main(void)
+{
+	CHECK_OK(nn_ctx_init_cpu(&cpu, 1, &err), &err);
+	test_elementwise();
+	test_bn_nhwc();
+	test_pool();
+	test_half();
+	test_xent();
+	nn_ctx_release(&cpu);
+	return TEST_EXIT();
+}
