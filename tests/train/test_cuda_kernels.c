@@ -16,6 +16,10 @@
  *    each element (a float result on either side of a rounding boundary),
  *    at shapes that pick each of the kernels' paths.
  *  - Cross-entropy: the loss sum to 1e-12 relative, dlogits to 1e-6.
+ *  - Bias gradients (channel sums) to 1e-6 of a double sum; frozen batch
+ *    norm's dx within one rounding, dgamma and dbeta to 1e-5.
+ *  - SGD (momentum, Nesterov) and Adam(W) over three steps, the runs cut
+ *    by train/optim.c for a device context: the host loops' bits.
  */
 #include <math.h>
 #include <stdint.h>
@@ -564,6 +568,177 @@ static void test_xent(void)
 	xent_case(1, 2, 0.5f);
 }
 
+/* ---- reduce.cu --------------------------------------------------------- */
+
+/* The bias gradient: per channel, the sum of dy over images and plane, in
+ * double (the kernel's tree adds in another order). */
+static void channel_sum_case(int prec, int n, int c, size_t hw)
+{
+	char name[96];
+	const size_t cnt = (size_t)n * c * hw;
+	tensor dy = trand(prec, cnt, 0, 71, -1, 1, 0);
+	float *want = nn_test_alloc(c), *got = nn_test_alloc(c);
+	for (int ch = 0; ch < c; ch++) {
+		double sum = 0;
+		for (int i = 0; i < n; i++)
+			for (size_t j = 0; j < hw; j++)
+				sum += tget(prec, dy.p, ((size_t)i * c + ch) * hw + j);
+		want[ch] = (float)sum;
+	}
+	KERNEL_OK(nn_cuda_k_channel_sum(NULL, prec, n, c, hw, dy.p, got));
+	snprintf(name, sizeof(name), "%s channel sum %dx%dx%zu", pname(prec), n,
+		 c, hw);
+	near(name, want, got, c, 1e-6, 1e-3);
+	free(want), free(got);
+	tfree(&dy);
+}
+
+/* Frozen batch norm's backward (NCHW) against the CPU's, both dx modes */
+static void frozen_case(int prec, int n, int c, int hw)
+{
+	char name[96];
+	const size_t cnt = (size_t)n * c * hw * hw;
+	nn_bn_desc d = {n, c, hw, hw, 1e-5f, 0.1f, 0, 0};
+	cpu.precision = prec;
+	tensor x = trand(prec, cnt, 0, 81, -2, 3, 0);
+	tensor dy = trand(prec, cnt, 0, 82, -1, 1, 0);
+	float *g = nn_test_alloc(c), *rm = nn_test_alloc(c), *rv = nn_test_alloc(c);
+	nn_test_fill(g, c, 83, 0.5f, 1.5f);
+	nn_test_fill(rm, c, 84, -0.5f, 0.5f);
+	nn_test_fill(rv, c, 85, 0.5f, 2.0f);
+	float *dg = nn_test_alloc(c), *db = nn_test_alloc(c);
+	float *kdg = nn_test_alloc(c), *kdb = nn_test_alloc(c);
+	for (int over = 0; over < 2; over++) {
+		tensor dx = tcopy(prec, &x, cnt, 0), kdx = tcopy(prec, &x, cnt, 0);
+		cpu.dx_overwrite = over;
+		CHECK_OK(cpu.be->bn_backward_frozen(&cpu, &d, x.p, g, rm, rv, dy.p,
+						    dx.p, dg, db, &err),
+			 &err);
+		KERNEL_OK(nn_cuda_k_bn_frozen_backward(NULL, prec, &d, x.p, g, rm,
+						       rv, dy.p, kdx.p, kdg, kdb,
+						       over));
+		snprintf(name, sizeof(name), "%s frozen bn dx (%s)", pname(prec),
+			 over ? "overwritten" : "added to");
+		near_act(prec, name, dx.p, kdx.p, cnt, 1.0);
+		snprintf(name, sizeof(name), "%s frozen bn dgamma", pname(prec));
+		near(name, dg, kdg, c, 1e-5, 1e-2);
+		snprintf(name, sizeof(name), "%s frozen bn dbeta", pname(prec));
+		near(name, db, kdb, c, 1e-5, 1e-2);
+		tfree(&dx), tfree(&kdx);
+	}
+	cpu.dx_overwrite = 0;
+	cpu.precision = NN_PREC_FP32;
+	free(g), free(rm), free(rv), free(dg), free(db), free(kdg), free(kdb);
+	tfree(&x), tfree(&dy);
+}
+
+static void test_reduce(void)
+{
+	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++) {
+		channel_sum_case(prec, 3, 5, 49);
+		channel_sum_case(prec, 2, 3, 1000); /* more than a block's threads */
+		frozen_case(prec, 2, 5, 7);
+		frozen_case(prec, 3, 4, 12);
+	}
+}
+
+/* ---- optim.cu ---------------------------------------------------------- */
+
+/* A context whose update entries are the kernels: train/optim.c then cuts
+ * its batches of runs as it does for a device and hands them over. */
+static nn_backend kernel_be;
+static nn_ctx kernel_ctx;
+
+static int k_sgd(nn_ctx *c, float *p, const float *g, float *buf,
+		 const nn_optim_runs *r, float wd, float mom, int first,
+		 int nesterov, float neg_lr, ims_error *e)
+{
+	(void)c;
+	cudaError_t rc = nn_cuda_k_sgd(NULL, p, g, buf, r, wd, mom, first,
+				       nesterov, neg_lr);
+	return rc == cudaSuccess ? 0 : ims_fail(e, IMS_EIO, "sgd kernel: %d", rc);
+}
+
+static int k_adam(nn_ctx *c, float *p, const float *g, float *m, float *v,
+		  const nn_optim_runs *r, const nn_adam_scalars *sc, float l2,
+		  int decoupled, ims_error *e)
+{
+	(void)c;
+	cudaError_t rc = nn_cuda_k_adam(NULL, p, g, m, v, r, sc, l2, decoupled);
+	return rc == cudaSuccess ? 0 : ims_fail(e, IMS_EIO, "adam kernel: %d", rc);
+}
+
+/* three steps of the host loops and of the kernels: the same bits in the
+ * parameters and every state buffer */
+static void optim_case(int kind, int nesterov, double wd,
+		       const nn_optim_segment *segs, size_t nsegs, size_t n)
+{
+	float *p = nn_test_alloc(n), *kp = nn_test_alloc(n);
+	float *g = nn_test_alloc(n);
+	nn_test_fill(p, n, 11 + (uint64_t)kind, -1, 1);
+	memcpy(kp, p, n * sizeof(float));
+	nn_optim_opts o;
+	nn_optim_opts_init(&o, kind);
+	if (kind == NN_OPTIM_SGD) {
+		o.momentum = 0.9;
+		o.nesterov = nesterov;
+	}
+	o.weight_decay = wd;
+	nn_optim *host = NULL, *k = NULL;
+	CHECK_OK(nn_optim_create(&o, n, &host, &err), &err);
+	o.ctx = &kernel_ctx;
+	CHECK_OK(nn_optim_create(&o, n, &k, &err), &err);
+	for (int step = 0; step < 3; step++) {
+		nn_test_fill(g, n, 100 + (uint64_t)step, -0.5f, 0.5f);
+		const double lr = 0.1 / (step + 1);
+		CHECK_OK(nn_optim_step(host, p, g, segs, nsegs, lr, &err), &err);
+		CHECK_OK(nn_optim_step(k, kp, g, segs, nsegs, lr, &err), &err);
+	}
+	char name[96];
+	snprintf(name, sizeof(name), "optimiser %d%s, %zu segments", kind,
+		 nesterov ? " nesterov" : "", nsegs);
+	same(name, p, kp, n * sizeof(float));
+	for (size_t i = 0; i < nn_optim_state_count(host); i++)
+		same(name, nn_optim_state(host, i), nn_optim_state(k, i),
+		     n * sizeof(float));
+	nn_optim_free(host);
+	nn_optim_free(k);
+	free(p), free(kp), free(g);
+}
+
+static void test_optim(void)
+{
+	kernel_be = *cpu.be;
+	kernel_be.sgd_update = k_sgd;
+	kernel_be.adam_update = k_adam;
+	CHECK_OK(nn_ctx_init_cpu(&kernel_ctx, 1, &err), &err);
+	kernel_ctx.be = &kernel_be;
+	const nn_optim_segment three[3] = {
+		{0, 4000, 1, 1},    /* decay */
+		{4000, 3000, 0, 1}, /* no decay (batch norm, bias) */
+		{7000, 2000, 1, 0}, /* frozen */
+	};
+	optim_case(NN_OPTIM_SGD, 0, 1e-4, three, 3, 10003);
+	optim_case(NN_OPTIM_SGD, 1, 5e-4, three, 3, 10003);
+	optim_case(NN_OPTIM_ADAM, 0, 1e-2, three, 3, 10003);
+	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, three, 3, 10003);
+	/* 300 tensors, gaps, frozen and undecayed ones: two batches of runs */
+	enum { NS = 300 };
+	nn_optim_segment *many = calloc(NS, sizeof(*many));
+	size_t n = 0;
+	for (int i = 0; i < NS; i++) {
+		n += (size_t)(i % 3 == 0);
+		size_t count = (size_t)(i * 7919) % 900;
+		many[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
+		n += count;
+	}
+	optim_case(NN_OPTIM_SGD, 1, 5e-4, many, NS, n);
+	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, many, NS, n);
+	free(many);
+	kernel_ctx.be = cpu.be;
+	nn_ctx_release(&kernel_ctx);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&cpu, 1, &err), &err);
@@ -572,6 +747,8 @@ int main(void)
 	test_pool();
 	test_half();
 	test_xent();
+	test_reduce();
+	test_optim();
 	nn_ctx_release(&cpu);
 	return TEST_EXIT();
 }
