@@ -72,6 +72,7 @@ model_runs+=("resnet50_fp32_tf32off|resnet50|fp32|--tf32 off")
 bench_runs=(
   "bench_bf16|PRECISIONS='bf16 bf16-nchw' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
   "bench_fp32|PRECISIONS='fp32 tf32' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+  "bench_kernels|PRECISIONS=bf16 MODELS='resnet50:224' ROUNDS=1 PROFILE=0 KERNELS=1"
 )
 # a setting run.sh learns is one more line here, e.g.
 # "bench_b128|PRECISIONS=bf16 BATCH=128 MODELS='resnet50:224' ROUNDS=1"

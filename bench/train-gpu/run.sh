@@ -48,6 +48,12 @@
 #                  layer by layer), its table in $WORK/profile-*.txt, and
 #                  torch_gpu.py --profile 5's (PyTorch's device time by op
 #                  kind) in $WORK/profile-torch-*.txt; 0: none [1]
+#   KERNELS        1: after that, per model and precision, Nsight Compute
+#                  (ncu, on PATH) times every kernel of 4 synthetic steps
+#                  of imshard-train and 5 of torch_gpu.py, and kernels.py
+#                  prints ms per step by kernel family side by side
+#                  (steps after the warm-up ones; $WORK/kernels-*.txt,
+#                  the CSVs beside them); slow: a few minutes a model [0]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -72,6 +78,7 @@ WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-gpu-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 PROFILE=${PROFILE:-1}
+KERNELS=${KERNELS:-0}
 
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
@@ -206,6 +213,42 @@ if [ "$PROFILE" = 1 ]; then
 				grep -v '^model=' "$out" >&2 || true
 			else
 				echo "run.sh: profiling torch $model $p failed: $(tail -n1 "$out.err")" >&2
+			fi
+		done
+	done
+fi
+
+# --- kernel by kernel: ncu's time of every kernel, by family ----------------------
+if [ "$KERNELS" = 1 ] && ! command -v ncu >/dev/null; then
+	echo "run.sh: KERNELS=1 needs ncu (Nsight Compute) on PATH; skipped" >&2
+elif [ "$KERNELS" = 1 ]; then
+	ncu_time=(ncu --metrics gpu__time_duration.sum --csv --print-units base
+		--clock-control none)
+	for m in $MODELS; do
+		model=${m%%:*}
+		for p in $PRECISIONS; do
+			ki="$WORK/kernels-$model-$p.csv"
+			kt=-
+			# shellcheck disable=SC2046
+			if ! "${ncu_time[@]}" --log-file "$ki" "$IMSHARD_TRAIN" --train "$train_json" \
+				--device cuda --model "$model" --size "${m#*:}" --batch-size "$BATCH" \
+				--lr 0.01 --epochs 1 $(prec_flags "$p") --threads "$THREADS" \
+				--max-steps 4 --synthetic --quiet >"$ki.out" 2>&1; then
+				echo "run.sh: ncu over imshard $model $p failed: $(tail -n1 "$ki.out")" >&2
+				continue
+			fi
+			if [ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ]; then
+				kt="$WORK/kernels-torch-$model-$p.csv"
+				"${ncu_time[@]}" --log-file "$kt" "$TORCH_PYTHON" "$here/torch_gpu.py" \
+					--model "$model" --size "${m#*:}" --batch "$BATCH" --precision "$p" \
+					--warmup 2 --steps 3 >"$kt.out" 2>&1 || {
+					echo "run.sh: ncu over torch $model $p failed: $(tail -n1 "$kt.out")" >&2
+					kt=-
+				}
+			fi
+			if "$PYTHON" "$here/kernels.py" "$ki" "$kt" >"$WORK/kernels-$model-$p.txt"; then
+				echo "run.sh: $model $p, device time by kernel family:" >&2
+				cat "$WORK/kernels-$model-$p.txt" >&2
 			fi
 		done
 	done
