@@ -65,6 +65,7 @@ const nn_backend nn_backend_cpu = {
 	.dropout_forward = nn_cpu_mp_dropout_forward,
 	.dropout_backward = nn_cpu_mp_dropout_backward,
 	.add_forward = nn_cpu_mp_add_forward,
+	.add_relu_forward = nn_cpu_mp_add_relu_forward,
 	.accumulate = nn_cpu_mp_accumulate,
 	.softmax_xent = nn_cpu_softmax_xent,
 	.act_from_f32 = nn_cpu_mp_from_f32,

@@ -389,19 +389,19 @@ static int half_inputs(nn_model *m, const float *x, int n, ims_error *err)
 }
 
 /*
- * 1 when node i is a batch norm whose output the next node, a ReLU,
- * overwrites in place (the plan made them share bytes): that ReLU then
- * runs inside the batch norm's kernels (nn_bn_desc.relu) and its own
- * node does nothing. Backward is unchanged: the ReLU's backward reads
- * the same y.
+ * 1 when node i is a batch norm or an add whose output the next node, a
+ * ReLU, overwrites in place (the plan made them share bytes): that ReLU
+ * then runs inside node i's kernels (nn_bn_desc.relu, add_relu_forward)
+ * and its own node does nothing. Backward is unchanged: the ReLU's
+ * backward reads the same y.
  */
 static int relu_fused(const nn_model *m, int i)
 {
 	if (i < 0 || i + 1 >= m->n_nodes)
 		return 0;
 	const nn_node *b = &m->nodes[i], *r = &m->nodes[i + 1];
-	return b->op == NN_OP_BN && r->op == NN_OP_RELU && r->in0 == i &&
-	       b->y && r->y == b->y;
+	return (b->op == NN_OP_BN || b->op == NN_OP_ADD) &&
+	       r->op == NN_OP_RELU && r->in0 == i && b->y && r->y == b->y;
 }
 
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
@@ -504,8 +504,9 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		case NN_OP_FLATTEN:
 			break;
 		case NN_OP_ADD:
-			FORWARD_IF_ERR(be->add_forward(ctx, count, in,
-						       m->nodes[nd->in1].y, nd->y, err));
+			FORWARD_IF_ERR((relu_fused(m, i) ? be->add_relu_forward
+							 : be->add_forward)(
+				ctx, count, in, m->nodes[nd->in1].y, nd->y, err));
 			break;
 		}
 		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 0, t0, err));

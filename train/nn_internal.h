@@ -228,6 +228,9 @@ int nn_cpu_dropout_backward(nn_ctx *ctx, size_t count, float p,
 /* y = a + b */
 int nn_cpu_add_forward(nn_ctx *ctx, size_t count, const float *a,
 		       const float *b, float *y, ims_error *err);
+/* y = relu(a + b): add, then the ReLU layer's operation on the sum */
+int nn_cpu_add_relu_forward(nn_ctx *ctx, size_t count, const float *a,
+			    const float *b, float *y, ims_error *err);
 /*
  * dx += dy: the backward of add (called once per input), of flatten
  * (a reshaping view) and of any identity.
@@ -387,6 +390,8 @@ int nn_cpu_mp_dropout_backward(nn_ctx *ctx, size_t count, float p,
 			       ims_error *err);
 int nn_cpu_mp_add_forward(nn_ctx *ctx, size_t count, const void *a,
 			  const void *b, void *y, ims_error *err);
+int nn_cpu_mp_add_relu_forward(nn_ctx *ctx, size_t count, const void *a,
+			       const void *b, void *y, ims_error *err);
 int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 			 ims_error *err);
 int nn_cpu_mp_from_f32(nn_ctx *ctx, size_t count, const float *src, void *dst,
@@ -524,6 +529,11 @@ struct nn_backend {
 				const void *dy, void *dx, ims_error *);
 	int (*add_forward)(nn_ctx *, size_t, const void *a, const void *b,
 			   void *y, ims_error *);
+	/* y = relu(a + b), the ReLU applied to the stored sum as the ReLU
+	 * layer would: a residual block's add and the ReLU after it in one
+	 * pass (the model's, where the plan runs that ReLU in place) */
+	int (*add_relu_forward)(nn_ctx *, size_t, const void *a,
+				const void *b, void *y, ims_error *);
 	/* dx += dy, or dx = dy with ctx->dx_overwrite; both activations */
 	int (*accumulate)(nn_ctx *, size_t, const void *dy, void *dx,
 			  ims_error *);

@@ -1,6 +1,10 @@
 /* test_add.c - residual add and gradient accumulation: exact values,
  * aliasing (y = a + y, in place), finite differences through add, NULL dx,
- * and the same bits on 1 and 2 threads. */
+ * and the same bits on 1 and 2 threads; add + ReLU in one pass against
+ * the two layers. */
+#include <math.h>
+#include <string.h>
+
 #include "nn_test_util.h"
 #include "train/nn_internal.h"
 
@@ -122,6 +126,30 @@ static void test_in_place(void)
 	free(buf);
 }
 
+/* add + ReLU in one pass: add then the ReLU layer, bit for bit (NaN
+ * passes, -0 stays -0), in place too, on 1 and 2 threads */
+static void test_add_relu(void)
+{
+	const size_t n = 200003;
+	float *a = nn_test_alloc(n), *b = nn_test_alloc(n), *want = nn_test_alloc(n);
+	float *y = nn_test_alloc(n);
+	nn_test_fill(a, n, 51, -1, 1);
+	nn_test_fill(b, n, 52, -1, 1);
+	a[0] = NAN, a[1] = -0.0f, b[1] = -0.0f, a[2] = INFINITY, b[3] = -INFINITY;
+	CHECK_OK(nn_cpu_add_forward(&ctx1, n, a, b, want, &err), &err);
+	CHECK_OK(nn_cpu_relu_forward(&ctx1, n, want, want, &err), &err);
+	CHECK(isnan(want[0]) && signbit(want[1]) && want[3] == 0.0f);
+	for (int t = 0; t < 2; t++) {
+		nn_ctx *c = t ? &ctx2 : &ctx1;
+		CHECK_OK(nn_cpu_add_relu_forward(c, n, a, b, y, &err), &err);
+		CHECK_MEM(y, want, n * sizeof(float));
+		memcpy(y, b, n * sizeof(float));
+		CHECK_OK(nn_cpu_add_relu_forward(c, n, a, y, y, &err), &err);
+		CHECK_MEM(y, want, n * sizeof(float));
+	}
+	free(a), free(b), free(want), free(y);
+}
+
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx1, 1, &err), &err);
@@ -131,6 +159,7 @@ int main(void)
 	test_threads();
 	test_overwrite();
 	test_in_place();
+	test_add_relu();
 	nn_ctx_release(&ctx1);
 	nn_ctx_release(&ctx2);
 	return TEST_EXIT();

@@ -817,6 +817,12 @@ static void half_ew_case(int prec, size_t cnt, int off)
 	CHECK_OK(gpu.be->add_forward(&gpu, cnt, ga, gb, gy, &err), &err);
 	snprintf(name, sizeof(name), "%s: add", what);
 	same_dev(name, y, gy, cnt * h2);
+	CHECK_OK(cpu.be->add_relu_forward(&cpu, cnt, ah, bh, y, &err), &err);
+	CHECK_OK(gpu.be->add_relu_forward(&gpu, cnt, ga, gb, gy, &err), &err);
+	snprintf(name, sizeof(name), "%s: add + relu", what);
+	same_dev(name, y, gy, cnt * h2);
+	CHECK_OK(cpu.be->add_forward(&cpu, cnt, ah, bh, y, &err), &err);
+	CHECK_OK(gpu.be->add_forward(&gpu, cnt, ga, gb, gy, &err), &err);
 	CHECK_OK(cpu.be->accumulate(&cpu, cnt, ah, y, &err), &err);
 	CHECK_OK(gpu.be->accumulate(&gpu, cnt, ga, gy, &err), &err);
 	snprintf(name, sizeof(name), "%s: accumulate", what);

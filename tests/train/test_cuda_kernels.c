@@ -210,9 +210,15 @@ static void elementwise_case(int prec, size_t n, int off)
 	tensor y = tnew(prec, n, 0), ky = tnew(prec, n, off);
 
 	CHECK_OK(cpu.be->add_forward(&cpu, n, a.p, b.p, y.p, &err), &err);
-	KERNEL_OK(nn_cuda_k_add(NULL, prec, n, ka.p, kb.p, ky.p));
+	KERNEL_OK(nn_cuda_k_add(NULL, prec, n, ka.p, kb.p, ky.p, 0));
 	snprintf(name, sizeof(name), "add, %s", what);
 	same_act(prec, name, y.p, ky.p, n);
+	CHECK_OK(cpu.be->add_relu_forward(&cpu, n, a.p, b.p, y.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_add(NULL, prec, n, ka.p, kb.p, ky.p, 1));
+	snprintf(name, sizeof(name), "add + relu, %s", what);
+	same_act(prec, name, y.p, ky.p, n);
+	CHECK_OK(cpu.be->add_forward(&cpu, n, a.p, b.p, y.p, &err), &err);
+	KERNEL_OK(nn_cuda_k_add(NULL, prec, n, ka.p, kb.p, ky.p, 0));
 
 	CHECK_OK(cpu.be->accumulate(&cpu, n, a.p, y.p, &err), &err);
 	KERNEL_OK(nn_cuda_k_accumulate(NULL, prec, n, ka.p, ky.p));

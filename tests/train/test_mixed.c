@@ -569,6 +569,13 @@ static void elementwise_case(int p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		ref[i] = ar[i] + br[i];
 	same16("add", p, ref, y, n);
+	/* add + ReLU: the rounded sum, then relu on it */
+	uint16_t *yr = nan16(p, n);
+	CHECK_OK(ctx.be->add_relu_forward(&ctx, n, ah, bh, yr, &err), &err);
+	CHECK_OK(ctx.be->relu_forward(&ctx, n, y, y, &err), &err);
+	CHECK_MEM(yr, y, n * sizeof(uint16_t));
+	free(yr);
+	CHECK_OK(ctx.be->add_forward(&ctx, n, ah, bh, y, &err), &err);
 	CHECK_OK(ctx.be->accumulate(&ctx, n, ah, dxa, &err), &err);
 	for (size_t i = 0; i < n; i++)
 		ref[i] = dx0r[i] + ar[i];

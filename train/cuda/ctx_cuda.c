@@ -273,6 +273,7 @@ const nn_backend nn_backend_cuda = {
 	.dropout_forward = nn_cuda_dropout_forward,
 	.dropout_backward = nn_cuda_dropout_backward,
 	.add_forward = nn_cuda_add_forward,
+	.add_relu_forward = nn_cuda_add_relu_forward,
 	.accumulate = nn_cuda_accumulate,
 	.softmax_xent = nn_cuda_softmax_xent,
 	.xent_tally = nn_cuda_xent_tally,

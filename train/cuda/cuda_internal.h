@@ -211,6 +211,8 @@ int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
 			     ims_error *err);
 int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const void *a,
 			const void *b, void *y, ims_error *err);
+int nn_cuda_add_relu_forward(nn_ctx *ctx, size_t count, const void *a,
+			     const void *b, void *y, ims_error *err);
 int nn_cuda_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 		       ims_error *err);
 int nn_cuda_act_from_f32(nn_ctx *ctx, size_t count, const float *src,

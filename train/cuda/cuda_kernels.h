@@ -39,8 +39,9 @@ cudaError_t nn_cuda_k_relu_forward(cudaStream_t s, int prec, size_t count,
 cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, int prec, size_t count,
 				    const void *y, const void *dy, void *dx,
 				    int overwrite);
+/* y = a + b; with relu, then y = relu(y) on the stored sum */
 cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
-			  const void *a, const void *b, void *y);
+			  const void *a, const void *b, void *y, int relu);
 /* dx += dy */
 cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec, size_t count,
 				 const void *dy, void *dx);

@@ -45,11 +45,19 @@ __global__ static void relu_backward(size_t count, const T *y, const T *dy,
 	}
 }
 
+/* with relu, the ReLU layer's operation on the stored sum */
 template <typename T>
-__global__ static void add(size_t count, const T *a, const T *b, T *y)
+__global__ static void add(size_t count, const T *a, const T *b, T *y,
+			   int relu)
 {
 	NN_CUDA_FOR_EACH(i, count)
-	nn_st(y, i, nn_ld(a, i) + nn_ld(b, i));
+	{
+		nn_st(y, i, nn_ld(a, i) + nn_ld(b, i));
+		if (relu) {
+			const float v = nn_ld(y, i);
+			nn_st(y, i, v < 0.0f ? 0.0f : v);
+		}
+	}
 }
 
 template <typename T>
@@ -94,15 +102,21 @@ __global__ static void relu_backward_v(size_t nv, const T *y, const T *dy,
 }
 
 template <typename T>
-__global__ static void add_v(size_t nv, const T *a, const T *b, T *y)
+__global__ static void add_v(size_t nv, const T *a, const T *b, T *y,
+			     int relu)
 {
 	NN_CUDA_FOR_EACH(j, nv)
 	{
 		const nn_vec<T> u = nn_ldv(a, j), v = nn_ldv(b, j);
 		nn_vec<T> o;
 #pragma unroll
-		for (int k = 0; k < nn_vec<T>::N; k++)
+		for (int k = 0; k < nn_vec<T>::N; k++) {
 			o.set(k, u.get(k) + v.get(k));
+			if (relu) {
+				const float f = o.get(k);
+				o.set(k, f < 0.0f ? 0.0f : f);
+			}
+		}
 		nn_stv(y, j, o);
 	}
 }
@@ -245,7 +259,8 @@ extern "C" cudaError_t nn_cuda_k_relu_backward(cudaStream_t s, int prec,
 }
 
 extern "C" cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
-				     const void *a, const void *b, void *y)
+				     const void *a, const void *b, void *y,
+				     int relu)
 {
 	if (!count)
 		return cudaSuccess;
@@ -254,10 +269,10 @@ extern "C" cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
 		const size_t v = nv * nn_vec<T>::N, rest = count - v;
 		if (nv)
 			LAUNCH(add_v, nv, T, s, nv, (const T *)a, (const T *)b,
-			       (T *)y);
+			       (T *)y, relu);
 		if (rest)
 			LAUNCH(add, rest, T, s, rest, (const T *)a + v,
-			       (const T *)b + v, (T *)y + v);
+			       (const T *)b + v, (T *)y + v, relu);
 	});
 	return cudaGetLastError();
 }

@@ -141,7 +141,17 @@ int nn_cuda_add_forward(nn_ctx *ctx, size_t count, const void *a,
 			const void *b, void *y, ims_error *err)
 {
 	CUDA_CHECK(err, "add on cuda",
-		   nn_cuda_k_add(stream_of(ctx), prec_of(ctx), count, a, b, y));
+		   nn_cuda_k_add(stream_of(ctx), prec_of(ctx), count, a, b, y,
+				 0));
+	return 0;
+}
+
+int nn_cuda_add_relu_forward(nn_ctx *ctx, size_t count, const void *a,
+			     const void *b, void *y, ims_error *err)
+{
+	CUDA_CHECK(err, "add and relu on cuda",
+		   nn_cuda_k_add(stream_of(ctx), prec_of(ctx), count, a, b, y,
+				 1));
 	return 0;
 }
 

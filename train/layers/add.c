@@ -24,6 +24,19 @@ int nn_cpu_add_forward(nn_ctx *ctx, size_t count, const float *a,
 	return 0;
 }
 
+int nn_cpu_add_relu_forward(nn_ctx *ctx, size_t count, const float *a,
+			    const float *b, float *y, ims_error *err)
+{
+	(void)err;
+	const int nt = count < ADD_PAR_MIN ? 1 : ctx->threads;
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (size_t i = 0; i < count; i++) {
+		const float v = a[i] + b[i];
+		y[i] = v < 0.0f ? 0.0f : v; /* NaN passes, as in relu.c */
+	}
+	return 0;
+}
+
 int nn_cpu_accumulate(nn_ctx *ctx, size_t count, const float *dy, float *dx,
 		      ims_error *err)
 {

@@ -582,6 +582,25 @@ int nn_cpu_mp_add_forward(nn_ctx *ctx, size_t count, const void *a,
 	return 0;
 }
 
+/* the sum rounded, then the ReLU layer's operation on the stored value */
+int nn_cpu_mp_add_relu_forward(nn_ctx *ctx, size_t count, const void *a,
+			       const void *b, void *y, ims_error *err)
+{
+	FORWARD_IF_ERR(nn_mp_check_precision(ctx, "add", err));
+	if (!nn_mp_is_half(ctx))
+		return nn_cpu_add_relu_forward(ctx, count, a, b, y, err);
+	const uint16_t *ha = a, *hb = b;
+	uint16_t *hy = y;
+	const int prec = ctx->precision, nt = threads_for(ctx, count);
+#pragma omp parallel for num_threads(nt) schedule(static)
+	for (size_t i = 0; i < count; i++) {
+		const uint16_t q =
+			round1(prec, widen1(prec, ha[i]) + widen1(prec, hb[i]));
+		hy[i] = widen1(prec, q) < 0.0f ? 0 : q;
+	}
+	return 0;
+}
+
 int nn_cpu_mp_accumulate(nn_ctx *ctx, size_t count, const void *dy, void *dx,
 			 ims_error *err)
 {
