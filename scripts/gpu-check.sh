@@ -67,11 +67,13 @@ for m in convnet7 resnet18 resnet50; do
   model_runs+=("${m}_bf16_nchw|$m|bf16|--channels-last off")
 done
 model_runs+=("resnet50_fp32_tf32off|resnet50|fp32|--tf32 off")
+# fp32 channels-last (TF32's layout), on request only until measured
+model_runs+=("resnet50_fp32_nhwc|resnet50|fp32|--channels-last on")
 
 # --- bench/train-gpu settings: name|environment for run.sh ---------------------
 bench_runs=(
   "bench_bf16|PRECISIONS='bf16 bf16-nchw' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
-  "bench_fp32|PRECISIONS='fp32 tf32' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
+  "bench_fp32|PRECISIONS='fp32 tf32 tf32-nhwc' MODELS='resnet50:224 resnet18:224' ROUNDS=1"
   "bench_kernels|PRECISIONS=bf16 MODELS='resnet50:224' ROUNDS=1 PROFILE=0 KERNELS=1"
 )
 # a setting run.sh learns is one more line here, e.g.

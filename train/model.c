@@ -93,12 +93,12 @@ static int allocate(nn_model *m, ims_error *err)
 	m->params = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
-	if (m->precision != NN_PREC_FP32) {
+	if (nn_model_copies(m))
 		m->params16 = dev_alloc(m, m->n_params * m->act_bytes, &fail);
+	if (m->precision != NN_PREC_FP32)
 		m->logits32 = dev_alloc(m, (size_t)m->max_batch * m->classes *
 						   sizeof(float),
 					&fail);
-	}
 	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
 	if (!m->counters)
 		fail = 1;
@@ -282,13 +282,13 @@ static float *tensor_ptr(nn_model *m, float *base, int t)
 	return t < 0 ? NULL : base + m->tensors[t].offset;
 }
 
-/* Convolution and linear weights as the kernels take them: the 16-bit
- * copy in mixed precision. */
+/* Convolution and linear weights as the kernels take them: the copy in
+ * mixed precision or channels-last. */
 static const void *weight_ptr(nn_model *m, int t)
 {
 	if (t < 0)
 		return NULL;
-	if (m->precision == NN_PREC_FP32)
+	if (!nn_model_copies(m))
 		return m->params + m->tensors[t].offset;
 	return (const char *)m->params16 + m->tensors[t].offset * m->act_bytes;
 }
@@ -350,16 +350,16 @@ static int prof_add(nn_model *m, int kind, int backward, double t0,
 }
 
 /*
- * Mixed precision: the forward pass's 16-bit inputs, made once per pass:
- * the batch rounded into the plan's input buffer, and every parameter
- * rounded into the weight copy (one pass over the contiguous block, so
- * the optimiser's update of the fp32 master weights reaches the next
- * forward, and no layer rounds its weights itself). Channels-last: the
- * batch goes in as N x H x W x 3, and each convolution wider than 1x1
- * has its copy rewritten c_out x kh x kw x c_in (a 1x1 one is the same
- * either way).
+ * The forward pass's copies (nn_model_copies), made once per pass. Mixed
+ * precision: the batch rounded into the plan's input buffer, and every
+ * parameter rounded into the weight copy (one pass over the contiguous
+ * block, so the optimiser's update of the fp32 master weights reaches
+ * the next forward, and no layer rounds its weights itself). Channels-
+ * last: the batch goes in as N x H x W x 3, and each convolution wider
+ * than 1x1 has its copy rewritten c_out x kh x kw x c_in (a 1x1 one is
+ * the same either way); in fp32 the copies are the same values.
  */
-static int half_inputs(nn_model *m, const float *x, int n, ims_error *err)
+static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 {
 	nn_ctx *ctx = m->ctx;
 	const nn_backend *be = ctx->be;
@@ -423,6 +423,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		  m->name, m->precision, ctx->precision);
 	const nn_backend *be = ctx->be;
 	const int half = m->precision != NN_PREC_FP32;
+	const int copies = nn_model_copies(m);
 	/* a failed pass leaves nothing for backward to read */
 	m->last_n = 0;
 	m->last_train = 0;
@@ -431,11 +432,11 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 							 : NN_MODE_TRAIN);
 	double t0;
 	FORWARD_IF_ERR(prof_now(m, &t0, err));
-	if (half) {
-		FORWARD_IF_ERR(half_inputs(m, x, n, err));
+	if (copies) {
+		FORWARD_IF_ERR(input_copies(m, x, n, err));
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 	}
-	const void *xin = half ? m->x16 : (const void *)x;
+	const void *xin = copies ? m->x16 : (const void *)x;
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
@@ -631,7 +632,8 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		}
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
 		const void *in = src ? src->y
-			       : half ? m->x16 : (const void *)m->last_x;
+			       : nn_model_copies(m) ? m->x16
+						    : (const void *)m->last_x;
 		/* no gradient for the model input, nor into a frozen backbone */
 		void *dx = src && (!head_only || src->head) ? src->dy : NULL;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
@@ -751,9 +753,11 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 	m->last_n = 0;
 	m->last_train = 0;
 	nn_mem_bind(m, mode);
-	/* fp32 reads the caller's batch, which is not here yet: a stand-in */
+	/* without copies the caller's batch is read, which is not here yet:
+	 * a stand-in */
 	void *xin = m->x16;
-	if (m->precision == NN_PREC_FP32) {
+	const int stand_in = !nn_model_copies(m);
+	if (stand_in) {
 		xin = be->alloc(ctx, (size_t)m->max_batch * 3 * m->in_h *
 					     m->in_w * sizeof(float));
 		RETURN_IF(!xin, err, IMS_ENOMEM,
@@ -775,7 +779,7 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 					   : NULL,
 				      err);
 	}
-	if (m->precision == NN_PREC_FP32)
+	if (stand_in)
 		be->free(ctx, xin);
 	FORWARD_IF_ERR(rc);
 	for (int i = 0; i < m->n_nodes && be->bn_prepare; i++) {

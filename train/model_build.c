@@ -286,10 +286,10 @@ int nn_b_add(nn_model *m, int a, int b)
  * ctx->channels_last, resolved for this model: with it on, every
  * convolution, batch norm and pooling descriptor says nhwc. A model whose
  * classifier flattens a map wider than 1x1 (vgg16's 512x7x7) reads it in
- * NCHW order through its linear weights, so it stays NCHW; so does fp32,
- * whose weights the kernels read in place (no copy to lay out anew).
- * NN_CL_AUTO turns it on only on a device (the CPU gains nothing from
- * it); NN_CL_ON fails where it cannot be.
+ * NCHW order through its linear weights, so it stays NCHW. NN_CL_AUTO
+ * turns it on only on a device (the CPU gains nothing from it) in 16
+ * bits (fp32 channels-last, TF32's layout, is not yet measured on a
+ * GPU); NN_CL_ON, in any precision, fails where it cannot be.
  */
 int nn_b_layout(nn_model *m, ims_error *err)
 {
@@ -300,9 +300,6 @@ int nn_b_layout(nn_model *m, ims_error *err)
 	if (want == NN_CL_OFF)
 		return 0;
 	char why[160] = "";
-	if (m->precision == NN_PREC_FP32)
-		snprintf(why, sizeof(why),
-			 "it needs 16-bit activations (bf16 or fp16)");
 	for (int i = 0; i < m->n_nodes && !why[0]; i++) {
 		const nn_node *nd = &m->nodes[i];
 		if (nd->op != NN_OP_FLATTEN)
@@ -315,7 +312,8 @@ int nn_b_layout(nn_model *m, ims_error *err)
 				 src->c, src->h, src->w);
 	}
 	if (want == NN_CL_AUTO)
-		if (why[0] || strcmp(m->ctx->be->name, "cuda"))
+		if (why[0] || strcmp(m->ctx->be->name, "cuda") ||
+		    m->precision == NN_PREC_FP32)
 			return 0;
 	RETURN_IF(why[0], err, IMS_EUNSUPPORTED,
 		  "cannot build %s channels-last: %s", m->name, why);

@@ -137,7 +137,10 @@ struct nn_model {
 	/* Mixed precision (ctx->precision at creation): activations of
 	 * act_bytes each; in 16 bits the weights' 16-bit copy (made from
 	 * params by each forward, laid out like them), the input's copy
-	 * (bound from the plan) and the logits widened for the loss. */
+	 * (bound from the plan) and the logits widened for the loss.
+	 * Channels-last keeps the two copies in fp32 too (nn_model_copies):
+	 * the input as N x H x W x 3, convolution weights c_out x kh x kw
+	 * x c_in. */
 	int precision;
 	int channels_last; /* 1: every descriptor's nhwc set (nn_b_layout) */
 	size_t act_bytes;
@@ -151,6 +154,14 @@ struct nn_model {
 	ims_error *build_err;
 	nn_model_mem mem;
 };
+
+/* 1 when the kernels read the input's and the weights' copies (x16,
+ * params16) rather than the caller's batch and params: in 16 bits, and
+ * channels-last in any precision. */
+static inline int nn_model_copies(const nn_model *m)
+{
+	return m->precision != NN_PREC_FP32 || m->channels_last;
+}
 
 /* Builders: return the new node's index, or -1 after an error (recorded). */
 int nn_b_conv(nn_model *m, const char *name, int in, int c_out, int k,

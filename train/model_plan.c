@@ -58,7 +58,7 @@ size_t nn_value_bytes(const nn_model *m, int v)
 {
 	const nn_node *nd = &m->nodes[v / NN_V_KINDS];
 	if (v % NN_V_KINDS == NN_V_INPUT)
-		return v / NN_V_KINDS == 0 && m->precision != NN_PREC_FP32
+		return v / NN_V_KINDS == 0 && nn_model_copies(m)
 			       ? (size_t)m->max_batch * 3 * m->in_h * m->in_w *
 					 m->act_bytes
 			       : 0;
@@ -502,8 +502,9 @@ void nn_model_memory_info(const nn_model *m, nn_model_memory *out)
 	out->eval_bytes = m->mem.plans[NN_MODE_EVAL].bytes;
 	out->unplanned_bytes = m->mem.unplanned_bytes;
 	out->precision = m->precision;
+	if (nn_model_copies(m))
+		out->weight_copy_bytes = m->n_params * m->act_bytes;
 	if (m->precision != NN_PREC_FP32)
-		out->weight_copy_bytes = m->n_params * m->act_bytes +
-					 (size_t)m->max_batch * m->classes *
-						 sizeof(float);
+		out->weight_copy_bytes += (size_t)m->max_batch * m->classes *
+					  sizeof(float);
 }

@@ -433,7 +433,8 @@ typedef struct nn_model_memory {
 	int precision;            /* NN_PREC_*: activations of 4 or 2 bytes */
 	size_t weight_copy_bytes; /* mixed precision: the weights' 16-bit
 				     copy and the widened logits, besides
-				     the arena (0 in fp32) */
+				     the arena; fp32 channels-last: the
+				     weights' copy; else 0 */
 } nn_model_memory;
 
 /* Fills *out for m. */

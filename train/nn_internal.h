@@ -429,22 +429,18 @@ int nn_ctx_workspace_grow(nn_ctx *ctx, size_t have, size_t want,
 /*
  * Channels-last (a descriptor's nhwc = 1, nn_model_create with
  * ctx->channels_last): activations stored N x H x W x C, as cuDNN's
- * tensor-core kernels read them, with no transpose around each call. Only
- * in 16 bits, where the model makes its 16-bit weight copy anyway and
- * makes it in the layout the kernels want (nn_backend.act_from_f32_nhwc);
- * fp32 keeps NCHW. This is the check every layout-aware entry runs:
- * nhwc 0 or 1, and 1 only with a 16-bit ctx->precision.
+ * tensor-core kernels read them, with no transpose around each call. The
+ * model lays its weight copy out as the kernels want it
+ * (nn_backend.act_from_f32_nhwc): 16-bit values in mixed precision, a
+ * copy of the fp32 ones in fp32 (TF32's tensor cores want NHWC too; on
+ * the CPU, train/layers/cl32.c). This is the check every layout-aware
+ * entry runs: nhwc 0 or 1.
  */
-static inline int nn_layout_check(const nn_ctx *ctx, int nhwc,
-				  const char *what, ims_error *err)
+static inline int nn_layout_check(int nhwc, const char *what, ims_error *err)
 {
 	RETURN_IF(nhwc != 0 && nhwc != 1, err, IMS_EINVAL,
 		  "cannot %s: layout flag %d is not 0 (NCHW) or 1 (NHWC)", what,
 		  nhwc);
-	RETURN_IF(nhwc && ctx->precision == NN_PREC_FP32, err, IMS_EINVAL,
-		  "cannot %s channels-last in fp32: channels-last needs "
-		  "16-bit activations (bf16 or fp16)",
-		  what);
 	return 0;
 }
 

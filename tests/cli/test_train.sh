@@ -147,15 +147,15 @@ expect 2 fit --tf32 maybe
 one_line "$T/err"
 contains "$T/err" "--tf32 must be on or off, got 'maybe'"
 # channels-last: the CPU's twin computes the NCHW run's bits (resnet18
-# bf16: the same losses and checkpoint tensors, optimiser state too);
-# refused in fp32 and for a model whose classifier reads a wider map;
-# auto stays NCHW on the CPU; the log and summary say which ran
+# bf16: the same losses and checkpoint tensors, optimiser state too; fp32
+# convnet7 likewise); refused for a model whose classifier reads a wider
+# map; auto stays NCHW on the CPU; the log and summary say which ran
 expect 2 fit --channels-last maybe
 one_line "$T/err"
 contains "$T/err" "--channels-last must be auto, on or off, got 'maybe'"
-expect 1 fit --channels-last on
-one_line "$T/err"
-contains "$T/err" "cannot build convnet7 channels-last: it needs 16-bit activations"
+for cl in on off; do
+  expect 0 fit --channels-last $cl --max-steps 3 --log-every 1 --log-dir "$T/cl32_$cl" --checkpoint-dir "$T/cl32k_$cl"
+done
 expect 1 fit --channels-last on --precision bf16 --model vgg16 --size 32
 one_line "$T/err"
 contains "$T/err" "cannot build vgg16 channels-last: its classifier reads a 512x7x7 map in NCHW order"
@@ -168,6 +168,9 @@ same "$(json "$T/cl_auto/summary.json" 'j["options"]["channels_last"]')" "False"
 losses() { python3 -c 'import json,sys; print([json.loads(l)["loss"] for l in open(sys.argv[1]) if "\"train\"" in l])' "$1/metrics.jsonl"; }
 same "$(losses "$T/cl_on")" "$(losses "$T/cl_off")" "channels-last losses"
 expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/clk_on/checkpoint.safetensors" "$T/clk_off/checkpoint.safetensors" --rtol 0 --prefix ""
+same "$(json "$T/cl32_on/summary.json" '(j["options"]["channels_last"], j["options"]["precision"])')" "(True, 'fp32')" "fp32 channels-last summary"
+same "$(losses "$T/cl32_on")" "$(losses "$T/cl32_off")" "fp32 channels-last losses"
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/cl32k_on/checkpoint.safetensors" "$T/cl32k_off/checkpoint.safetensors" --rtol 0 --prefix ""
 expect 2 fit --precision fp8
 one_line "$T/err"
 contains "$T/err" "--precision must be fp32, bf16 or fp16, got 'fp8'"

@@ -290,6 +290,94 @@ static void conv_case(int n, int c_in, int hw, int c_out, int k, int stride,
 	free(dxo), free(dw), free(db), free(nan_x);
 }
 
+/*
+ * fp32 channels-last (nhwc descriptors, the KRSC weight copy) against
+ * the CPU's channels-last twin (train/layers/cl32.c): convolution y, dx
+ * (accumulated), dw (c_out x c_in x kh x kw on both) and db; batch norm
+ * y, running statistics, dx, dgamma, dbeta; max pooling y.
+ */
+static void cl32_case(int n, int c_in, int hw, int c_out, int k, int stride,
+		      int bias)
+{
+	char what[96], name[160];
+	snprintf(what, sizeof(what), "fp32 nhwc conv %dx%d s%d %dx%d %d->%d%s", k,
+		 k, stride, hw, hw, c_in, c_out, bias ? " bias" : "");
+	nn_conv_desc d;
+	CHECK_OK(nn_conv_desc_init(&d, n, c_in, hw, hw, c_out, k, stride, k / 2,
+				   1, 1, bias, &err),
+		 &err);
+	d.nhwc = 1;
+	const size_t nx = (size_t)n * c_in * hw * hw;
+	const size_t ny = (size_t)n * c_out * d.h_out * d.w_out;
+	const size_t nw = (size_t)c_out * c_in * k * k;
+	float *x = nn_test_alloc(nx), *w = nn_test_alloc(nw), *b = nn_test_alloc(c_out);
+	float *dy = nn_test_alloc(ny), *dx = nn_test_alloc(nx), *y = nn_test_alloc(ny);
+	float *dw = nn_test_alloc(nw), *db = nn_test_alloc(c_out);
+	nn_test_fill(x, nx, 31, -1, 1);
+	nn_test_fill(w, nw, 32, -0.5f, 0.5f);
+	nn_test_fill(b, c_out, 33, -1, 1);
+	nn_test_fill(dy, ny, 34, -1, 1);
+	nn_test_fill(dx, nx, 35, -1, 1);
+	float *gx = up(x, nx), *gw = up(w, nw), *gb = up(b, c_out);
+	float *gdy = up(dy, ny), *gdx = up(dx, nx), *gy = up(NULL, ny);
+	float *gdw = up(NULL, nw), *gdb = up(NULL, c_out);
+	CHECK_OK(cpu.be->conv_forward(&cpu, &d, x, w, bias ? b : NULL, y, &err),
+		 &err);
+	CHECK_OK(cpu.be->conv_backward(&cpu, &d, x, w, dy, dx, dw,
+				       bias ? db : NULL, &err),
+		 &err);
+	CHECK_OK(gpu.be->conv_forward(&gpu, &d, gx, gw, bias ? gb : NULL, gy,
+				      &err),
+		 &err);
+	CHECK_OK(gpu.be->conv_backward(&gpu, &d, gx, gw, gdy, gdx, gdw,
+				       bias ? gdb : NULL, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s y", what);
+	near_dev(name, y, gy, ny);
+	snprintf(name, sizeof(name), "%s dx (accumulated)", what);
+	near_dev(name, dx, gdx, nx);
+	snprintf(name, sizeof(name), "%s dw", what);
+	near_dev(name, dw, gdw, nw);
+	if (bias) {
+		snprintf(name, sizeof(name), "%s db", what);
+		near_dev(name, db, gdb, c_out);
+	}
+	/* the output's batch norm (then its pooling), channels-last */
+	const int c = c_out, ho = d.h_out;
+	nn_bn_desc bd = {n, c, ho, ho, 1e-5f, 0.1f, 1, 0};
+	float *g = filled(c, 1.25f), *be = filled(c, 0.5f), *st = filled(4 * (size_t)c, 1);
+	float *dg = nn_test_alloc(c), *dbe = nn_test_alloc(c), *by = nn_test_alloc(ny);
+	float *gg = up(g, c), *gbe = up(be, c), *gst = up(st, 4 * (size_t)c);
+	float *gdg = up(NULL, c), *gdbe = up(NULL, c), *gby = up(NULL, ny);
+	CHECK_OK(cpu.be->bn_forward_train(&cpu, &bd, y, g, be, st, st + c,
+					  st + 2 * c, st + 3 * c, by, &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_forward_train(&gpu, &bd, gy, gg, gbe, gst, gst + c,
+					  gst + 2 * c, gst + 3 * c, gby, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s, bn y", what);
+	near_dev(name, by, gby, ny);
+	snprintf(name, sizeof(name), "%s, bn statistics", what);
+	near_dev(name, st, gst, 4 * (size_t)c);
+	CHECK_OK(cpu.be->bn_backward(&cpu, &bd, y, g, st + 2 * c, st + 3 * c, dy,
+				     by, dg, dbe, &err),
+		 &err);
+	CHECK_OK(gpu.be->bn_backward(&gpu, &bd, gy, gg, gst + 2 * c, gst + 3 * c,
+				     gdy, gby, gdg, gdbe, &err),
+		 &err);
+	snprintf(name, sizeof(name), "%s, bn dx", what);
+	near_dev(name, by, gby, ny);
+	snprintf(name, sizeof(name), "%s, bn dgamma", what);
+	near_dev(name, dg, gdg, c);
+	snprintf(name, sizeof(name), "%s, bn dbeta", what);
+	near_dev(name, dbe, gdbe, c);
+	dfree(gx), dfree(gw), dfree(gb), dfree(gdy), dfree(gdx), dfree(gy);
+	dfree(gdw), dfree(gdb), dfree(gg), dfree(gbe), dfree(gst), dfree(gdg);
+	dfree(gdbe), dfree(gby);
+	free(x), free(w), free(b), free(dy), free(dx), free(y), free(dw), free(db);
+	free(g), free(be), free(st), free(dg), free(dbe), free(by);
+}
+
 static void test_conv(void)
 {
 	/* n, c_in, hw, c_out, k, stride, pad, dil, groups, bias */
@@ -303,6 +391,10 @@ static void test_conv(void)
 	conv_case(2, 8, 9, 12, 3, 1, 1, 1, 4, 1);   /* groups 4 */
 	conv_case(2, 8, 9, 8, 3, 2, 1, 1, 8, 0);    /* depthwise stride 2 */
 	conv_case(1, 4, 5, 6, 5, 1, 0, 1, 2, 1);    /* 5x5 valid, groups 2 */
+	/* fp32 channels-last: n, c_in, hw, c_out, k, stride, bias */
+	cl32_case(2, 8, 9, 16, 3, 1, 1);
+	cl32_case(2, 16, 8, 32, 1, 2, 0);
+	cl32_case(2, 3, 23, 8, 7, 2, 0);
 
 	/* a bad descriptor fails as on the CPU */
 	nn_conv_desc d;

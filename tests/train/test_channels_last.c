@@ -9,12 +9,13 @@
  *    results, transposed, bit for bit: outputs, dx added into and
  *    overwritten, dw (which stays c_out x c_in x kh x kw), db, dgamma,
  *    dbeta, batch statistics, running averages, a max pool's argmax (in
- *    the output's order).
- *  - fp32, or a layout flag other than 0 and 1, is refused.
+ *    the output's order). In bf16 (train/layers/mixed.c) and in fp32
+ *    (train/layers/cl32.c).
+ *  - A layout flag other than 0 and 1 is refused.
  *  - A resnet18 made channels-last computes the NCHW model's logits,
- *    gradients and running statistics bit for bit, over two steps.
- *    NN_CL_AUTO on the CPU stays NCHW; NN_CL_ON is refused in fp32 and
- *    for a model whose classifier reads a wider map (vgg16).
+ *    gradients and running statistics bit for bit, over two steps, in
+ *    bf16 and in fp32. NN_CL_AUTO on the CPU stays NCHW; NN_CL_ON is
+ *    refused for a model whose classifier reads a wider map (vgg16).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,11 +41,16 @@ static void *to_nhwc(const void *src, size_t es, int n, int c, size_t hw)
 	return d;
 }
 
-/* count random 16-bit values in [lo, hi) */
-static uint16_t *rand16(size_t count, uint64_t seed, float lo, float hi)
+/* bytes of one activation in the context's precision */
+static size_t es;
+
+/* count random activations in [lo, hi): bf16 values, or floats in fp32 */
+static void *rand_act(size_t count, uint64_t seed, float lo, float hi)
 {
 	float *f = nn_test_alloc(count);
 	nn_test_fill(f, count, seed, lo, hi);
+	if (es == sizeof(float))
+		return f;
 	uint16_t *h = malloc(count * 2 + 2);
 	for (size_t i = 0; i < count; i++)
 		h[i] = ims_f32_to_bf16(f[i]);
@@ -82,13 +88,13 @@ static void conv_case(int n, int c_in, int hw, int c_out, int k, int stride,
 	const size_t hi = (size_t)hw * hw, ho = (size_t)d.h_out * d.w_out;
 	const size_t nx = (size_t)n * c_in * hi, ny = (size_t)n * c_out * ho;
 	const size_t nw = (size_t)c_out * c_in * k * k;
-	uint16_t *x = rand16(nx, 1, -1, 1), *w = rand16(nw, 2, -0.5f, 0.5f);
-	uint16_t *dy = rand16(ny, 3, -1, 1), *dx0 = rand16(nx, 4, -1, 1);
+	void *x = rand_act(nx, 1, -1, 1), *w = rand_act(nw, 2, -0.5f, 0.5f);
+	void *dy = rand_act(ny, 3, -1, 1), *dx0 = rand_act(nx, 4, -1, 1);
 	float *b = nn_test_alloc(c_out);
 	nn_test_fill(b, c_out, 5, -1, 1);
-	uint16_t *xt = to_nhwc(x, 2, n, c_in, hi), *dyt = to_nhwc(dy, 2, n, c_out, ho);
-	uint16_t *wt = to_nhwc(w, 2, c_out, c_in, (size_t)k * k);
-	uint16_t *y = malloc(ny * 2), *yt = malloc(ny * 2);
+	void *xt = to_nhwc(x, es, n, c_in, hi), *dyt = to_nhwc(dy, es, n, c_out, ho);
+	void *wt = to_nhwc(w, es, c_out, c_in, (size_t)k * k);
+	void *y = malloc(ny * es), *yt = malloc(ny * es);
 	float *dw = nn_test_alloc(nw), *dwt = nn_test_alloc(nw);
 	float *db = nn_test_alloc(c_out), *dbt = nn_test_alloc(c_out);
 	char what[96];
@@ -98,17 +104,17 @@ static void conv_case(int n, int c_in, int hw, int c_out, int k, int stride,
 	dt.nhwc = 1;
 	CHECK_OK(ctx.be->conv_forward(&ctx, &d, x, w, b, y, &err), &err);
 	CHECK_OK(ctx.be->conv_forward(&ctx, &dt, xt, wt, b, yt, &err), &err);
-	same_t(what, y, yt, 2, n, c_out, ho);
+	same_t(what, y, yt, es, n, c_out, ho);
 	for (int over = 0; over < 2; over++) {
-		uint16_t *dx = dup(dx0, nx * 2);
-		uint16_t *dxt = to_nhwc(dx0, 2, n, c_in, hi);
+		void *dx = dup(dx0, nx * es);
+		void *dxt = to_nhwc(dx0, es, n, c_in, hi);
 		ctx.dx_overwrite = over;
 		CHECK_OK(ctx.be->conv_backward(&ctx, &d, x, w, dy, dx, dw, db, &err),
 			 &err);
 		CHECK_OK(ctx.be->conv_backward(&ctx, &dt, xt, wt, dyt, dxt, dwt,
 					       dbt, &err),
 			 &err);
-		same_t(what, dx, dxt, 2, n, c_in, hi);
+		same_t(what, dx, dxt, es, n, c_in, hi);
 		CHECK_MEM(dw, dwt, nw * sizeof(float));
 		if (bias)
 			CHECK_MEM(db, dbt, c_out * sizeof(float));
@@ -128,9 +134,9 @@ static void bn_case(int n, int c, int hw)
 	nn_bn_desc dt = d;
 	dt.nhwc = 1;
 	const size_t p = (size_t)hw * hw, nx = (size_t)n * c * p;
-	uint16_t *x = rand16(nx, 11, -2, 3), *dy = rand16(nx, 12, -1, 1);
-	uint16_t *dx0 = rand16(nx, 13, -1, 1);
-	uint16_t *xt = to_nhwc(x, 2, n, c, p), *dyt = to_nhwc(dy, 2, n, c, p);
+	void *x = rand_act(nx, 11, -2, 3), *dy = rand_act(nx, 12, -1, 1);
+	void *dx0 = rand_act(nx, 13, -1, 1);
+	void *xt = to_nhwc(x, es, n, c, p), *dyt = to_nhwc(dy, es, n, c, p);
 	float *g = nn_test_alloc(c), *be = nn_test_alloc(c);
 	nn_test_fill(g, c, 14, 0.5f, 1.5f);
 	nn_test_fill(be, c, 15, -0.5f, 0.5f);
@@ -142,14 +148,14 @@ static void bn_case(int n, int c, int hw)
 			st[l][i] = nn_test_alloc(c);
 			nn_test_fill(st[l][i], c, 16 + i, 0.5f, 1.0f);
 		}
-	uint16_t *y = malloc(nx * 2), *yt = malloc(nx * 2);
+	void *y = malloc(nx * es), *yt = malloc(nx * es);
 	CHECK_OK(ctx.be->bn_forward_train(&ctx, &d, x, g, be, st[0][0], st[0][1],
 					  st[0][2], st[0][3], y, &err),
 		 &err);
 	CHECK_OK(ctx.be->bn_forward_train(&ctx, &dt, xt, g, be, st[1][0],
 					  st[1][1], st[1][2], st[1][3], yt, &err),
 		 &err);
-	same_t("bn train y", y, yt, 2, n, c, p);
+	same_t("bn train y", y, yt, es, n, c, p);
 	for (int i = 0; i < 4; i++)
 		CHECK_MEM(st[0][i], st[1][i], c * sizeof(float));
 	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &d, x, g, be, st[0][0], st[0][1],
@@ -158,26 +164,26 @@ static void bn_case(int n, int c, int hw)
 	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &dt, xt, g, be, st[1][0],
 					 st[1][1], yt, &err),
 		 &err);
-	same_t("bn eval y", y, yt, 2, n, c, p);
-	/* a fused ReLU (d.relu): the 16-bit ReLU after the store, so -0
-	 * stays -0 as the ReLU layer leaves it */
+	same_t("bn eval y", y, yt, es, n, c, p);
+	/* a fused ReLU (d.relu): the ReLU after the store, so -0 stays -0
+	 * as the ReLU layer leaves it */
 	nn_bn_desc dr = d, drt = dt;
 	dr.relu = drt.relu = 1;
-	uint16_t *yr = malloc(nx * 2);
+	void *yr = malloc(nx * es);
 	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &dr, x, g, be, st[0][0], st[0][1],
 					 yr, &err),
 		 &err);
 	CHECK_OK(ctx.be->relu_forward(&ctx, nx, y, y, &err), &err);
-	CHECK_MEM(y, yr, nx * 2);
+	CHECK_MEM(y, yr, nx * es);
 	CHECK_OK(ctx.be->bn_forward_eval(&ctx, &drt, xt, g, be, st[1][0],
 					 st[1][1], yt, &err),
 		 &err);
-	same_t("bn eval y, fused relu", y, yt, 2, n, c, p);
+	same_t("bn eval y, fused relu", y, yt, es, n, c, p);
 	free(yr);
 	for (int frozen = 0; frozen < 2; frozen++)
 		for (int over = 0; over < 2; over++) {
-			uint16_t *dx = dup(dx0, nx * 2);
-			uint16_t *dxt = to_nhwc(dx0, 2, n, c, p);
+			void *dx = dup(dx0, nx * es);
+			void *dxt = to_nhwc(dx0, es, n, c, p);
 			ctx.dx_overwrite = over;
 			if (frozen) {
 				CHECK_OK(ctx.be->bn_backward_frozen(
@@ -201,7 +207,7 @@ static void bn_case(int n, int c, int hw)
 							     st[1][5], &err),
 					 &err);
 			}
-			same_t(frozen ? "bn frozen dx" : "bn dx", dx, dxt, 2, n, c,
+			same_t(frozen ? "bn frozen dx" : "bn dx", dx, dxt, es, n, c,
 			       p);
 			CHECK_MEM(st[0][4], st[1][4], c * sizeof(float));
 			CHECK_MEM(st[0][5], st[1][5], c * sizeof(float));
@@ -224,10 +230,10 @@ static void pool_case(int maxpool, const nn_pool_desc *d)
 	const int n = d->n, c = d->c;
 	const size_t hi = (size_t)d->h_in * d->w_in, ho = (size_t)d->h_out * d->w_out;
 	const size_t nx = (size_t)n * c * hi, ny = (size_t)n * c * ho;
-	uint16_t *x = rand16(nx, 21, -2, 2), *dy = rand16(ny, 22, -1, 1);
-	uint16_t *dx0 = rand16(nx, 23, -1, 1);
-	uint16_t *xt = to_nhwc(x, 2, n, c, hi), *dyt = to_nhwc(dy, 2, n, c, ho);
-	uint16_t *y = malloc(ny * 2), *yt = malloc(ny * 2);
+	void *x = rand_act(nx, 21, -2, 2), *dy = rand_act(ny, 22, -1, 1);
+	void *dx0 = rand_act(nx, 23, -1, 1);
+	void *xt = to_nhwc(x, es, n, c, hi), *dyt = to_nhwc(dy, es, n, c, ho);
+	void *y = malloc(ny * es), *yt = malloc(ny * es);
 	int32_t *am = malloc(ny * 4), *amt = malloc(ny * 4);
 	const char *what = maxpool ? "maxpool" : "avgpool";
 	if (maxpool) {
@@ -239,10 +245,10 @@ static void pool_case(int maxpool, const nn_pool_desc *d)
 		CHECK_OK(ctx.be->avgpool_forward(&ctx, d, x, y, &err), &err);
 		CHECK_OK(ctx.be->avgpool_forward(&ctx, &dt, xt, yt, &err), &err);
 	}
-	same_t(what, y, yt, 2, n, c, ho);
+	same_t(what, y, yt, es, n, c, ho);
 	for (int over = 0; over < 2; over++) {
-		uint16_t *dx = dup(dx0, nx * 2);
-		uint16_t *dxt = to_nhwc(dx0, 2, n, c, hi);
+		void *dx = dup(dx0, nx * es);
+		void *dxt = to_nhwc(dx0, es, n, c, hi);
 		ctx.dx_overwrite = over;
 		if (maxpool) {
 			CHECK_OK(ctx.be->maxpool_backward(&ctx, d, am, dy, dx, &err),
@@ -256,7 +262,7 @@ static void pool_case(int maxpool, const nn_pool_desc *d)
 			CHECK_OK(ctx.be->avgpool_backward(&ctx, &dt, dyt, dxt, &err),
 				 &err);
 		}
-		same_t(what, dx, dxt, 2, n, c, hi);
+		same_t(what, dx, dxt, es, n, c, hi);
 		free(dx), free(dxt);
 	}
 	ctx.dx_overwrite = 0;
@@ -272,10 +278,10 @@ static void test_copy_and_refusals(void)
 	const size_t hw = 7, count = (size_t)n * c * hw;
 	float *src = nn_test_alloc(count);
 	nn_test_fill(src, count, 31, -3, 3);
-	uint16_t *a = malloc(count * 2), *b = malloc(count * 2);
+	void *a = malloc(count * es), *b = malloc(count * es);
 	CHECK_OK(ctx.be->act_from_f32(&ctx, count, src, a, &err), &err);
 	CHECK_OK(ctx.be->act_from_f32_nhwc(&ctx, n, c, hw, src, b, &err), &err);
-	same_t("from_f32_nhwc", a, b, 2, n, c, hw);
+	same_t("from_f32_nhwc", a, b, es, n, c, hw);
 
 	nn_conv_desc d;
 	CHECK_OK(nn_conv_desc_init(&d, 1, 2, 4, 4, 2, 3, 1, 1, 1, 1, 0, &err),
@@ -285,18 +291,10 @@ static void test_copy_and_refusals(void)
 	CHECK(ctx.be->conv_forward(&ctx, &d, buf, buf, NULL, buf, &err) ==
 	      IMS_EINVAL);
 	CHECK(strstr(err.msg, "layout flag 2") != NULL);
-	ctx.precision = NN_PREC_FP32;
-	d.nhwc = 1;
-	CHECK(ctx.be->conv_forward(&ctx, &d, buf, buf, NULL, buf, &err) ==
-	      IMS_EINVAL);
-	CHECK(strstr(err.msg, "channels-last in fp32") != NULL);
 	nn_bn_desc bd = {.n = 2, .c = 2, .h = 2, .w = 2, .eps = 1e-5f,
-			 .momentum = 0.1f, .nhwc = 1};
+			 .momentum = 0.1f, .nhwc = -1};
 	CHECK(ctx.be->bn_forward_eval(&ctx, &bd, buf, buf, buf, buf, buf, buf,
 				      &err) == IMS_EINVAL);
-	CHECK(ctx.be->act_from_f32_nhwc(&ctx, n, c, hw, src, b, &err) ==
-	      IMS_EINVAL);
-	ctx.precision = NN_PREC_BF16;
 	free(src), free(a), free(b), free(buf);
 }
 
@@ -305,20 +303,21 @@ static void test_copy_and_refusals(void)
 static nn_model *make(const char *name, int cl, int prec, int *rc)
 {
 	nn_model *m = NULL;
+	const int keep = ctx.precision;
 	ctx.channels_last = cl;
 	ctx.precision = prec;
 	*rc = nn_model_create(&ctx, name, 10, 32, 32, 2, 7, &m, &err);
 	ctx.channels_last = NN_CL_OFF;
-	ctx.precision = NN_PREC_BF16;
+	ctx.precision = keep;
 	return m;
 }
 
-static void test_model(void)
+static void test_model(int prec)
 {
 	int rc;
-	nn_model *m[2] = {make("resnet18", NN_CL_OFF, NN_PREC_BF16, &rc), NULL};
+	nn_model *m[2] = {make("resnet18", NN_CL_OFF, prec, &rc), NULL};
 	CHECK_OK(rc, &err);
-	m[1] = make("resnet18", NN_CL_ON, NN_PREC_BF16, &rc);
+	m[1] = make("resnet18", NN_CL_ON, prec, &rc);
 	CHECK_OK(rc, &err);
 	if (!m[0] || !m[1])
 		return;
@@ -352,13 +351,11 @@ static void test_model(void)
 	nn_model_free(m[0]);
 	nn_model_free(m[1]);
 
-	nn_model *a = make("resnet18", NN_CL_AUTO, NN_PREC_BF16, &rc);
+	nn_model *a = make("resnet18", NN_CL_AUTO, prec, &rc);
 	CHECK_OK(rc, &err);
 	CHECK(a && nn_model_channels_last(a) == 0); /* the CPU: no gain */
 	nn_model_free(a);
-	CHECK(!make("resnet18", NN_CL_ON, NN_PREC_FP32, &rc));
-	CHECK(rc == IMS_EUNSUPPORTED && strstr(err.msg, "16-bit"));
-	CHECK(!make("vgg16", NN_CL_ON, NN_PREC_BF16, &rc));
+	CHECK(!make("vgg16", NN_CL_ON, prec, &rc));
 	CHECK(rc == IMS_EUNSUPPORTED && strstr(err.msg, "512x7x7"));
 	CHECK(!make("resnet18", 7, NN_PREC_BF16, &rc));
 	CHECK(rc == IMS_EINVAL);
@@ -367,21 +364,26 @@ static void test_model(void)
 int main(void)
 {
 	CHECK_OK(nn_ctx_init_cpu(&ctx, 2, &err), &err);
-	ctx.precision = NN_PREC_BF16;
-	conv_case(2, 5, 9, 7, 3, 1, 1);
-	conv_case(2, 6, 9, 4, 3, 2, 0);
-	conv_case(3, 4, 6, 8, 1, 1, 0);
-	conv_case(1, 3, 17, 8, 7, 2, 0); /* resnet's stem */
-	bn_case(3, 5, 4);
-	bn_case(2, 3, 1);
-	nn_pool_desc d;
-	CHECK_OK(nn_pool_desc_init(&d, 2, 5, 9, 9, 3, 2, 1, &err), &err);
-	pool_case(1, &d);
-	pool_case(0, &d);
-	CHECK_OK(nn_pool_desc_init_adaptive(&d, 3, 6, 5, 5, 1, 1, &err), &err);
-	pool_case(0, &d);
-	test_copy_and_refusals();
-	test_model();
+	const int precs[2] = {NN_PREC_BF16, NN_PREC_FP32};
+	for (int k = 0; k < 2; k++) {
+		ctx.precision = precs[k];
+		es = nn_act_bytes(ctx.precision);
+		conv_case(2, 5, 9, 7, 3, 1, 1);
+		conv_case(2, 6, 9, 4, 3, 2, 0);
+		conv_case(3, 4, 6, 8, 1, 1, 0);
+		conv_case(1, 3, 17, 8, 7, 2, 0); /* resnet's stem */
+		bn_case(3, 5, 4);
+		bn_case(2, 3, 1);
+		nn_pool_desc d;
+		CHECK_OK(nn_pool_desc_init(&d, 2, 5, 9, 9, 3, 2, 1, &err), &err);
+		pool_case(1, &d);
+		pool_case(0, &d);
+		CHECK_OK(nn_pool_desc_init_adaptive(&d, 3, 6, 5, 5, 1, 1, &err),
+			 &err);
+		pool_case(0, &d);
+		test_copy_and_refusals();
+		test_model(precs[k]);
+	}
 	nn_ctx_release(&ctx);
 	return TEST_EXIT();
 }

@@ -10,11 +10,14 @@
  *    the CPU's bits, in fp32, bf16 and fp16, over counts that leave a
  *    tail after the 16-byte vectors and with tensors off 16-byte
  *    alignment (the single-value kernels).
- *  - Channels-last batch norm (bn_nhwc.cu) against the CPU's 16-bit
- *    twin: the statistics and dgamma/dbeta to 1e-5 relative (both sum in
- *    double, in other orders), y and dx to one 16-bit rounding step of
- *    each element (a float result on either side of a rounding boundary),
- *    at shapes that pick each of the kernels' paths.
+ *  - Channels-last batch norm (bn_nhwc.cu) against the CPU's twin (16
+ *    bits: mixed.c; fp32: cl32.c): the statistics and dgamma/dbeta to
+ *    1e-5 relative (both sum in double, in other orders), y and dx to one
+ *    16-bit rounding step of each element (a float result on either side
+ *    of a rounding boundary), in fp32 to 2^-20 relative (the evaluation
+ *    formula's order differs by an ulp or two), at shapes that pick each
+ *    of the kernels' paths. Pooling and the channels-last copies in fp32
+ *    too.
  *  - Cross-entropy: the loss sum to 1e-12 relative, dlogits to 1e-6.
  *  - Bias gradients (channel sums) to 1e-6 of a double sum; frozen batch
  *    norm's dx within one rounding, dgamma and dbeta to 1e-5.
@@ -171,7 +174,7 @@ static void near_act(int prec, const char *what, const void *want,
 {
 	const double step = prec == NN_PREC_BF16 ? 0x1p-7
 			    : prec == NN_PREC_FP16 ? 0x1p-10
-						   : 0x1p-22;
+						   : 0x1p-20;
 	test_checks_++;
 	for (size_t i = 0; i < n; i++) {
 		const double w = tget(prec, want, i), g = tget(prec, got, i);
@@ -376,7 +379,7 @@ static void bn_case(int prec, int n, int c, int hw, float shift, int relu,
 
 static void test_bn_nhwc(void)
 {
-	for (int prec = NN_PREC_BF16; prec <= NN_PREC_FP16; prec++) {
+	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++) {
 		/* prec, n, c, hw, shift, relu, off */
 		bn_case(prec, 4, 8, 5, 0, 1, 0);     /* one vector per row */
 		bn_case(prec, 3, 6, 5, 0, 1, 0);     /* 6 channels: single values */
@@ -442,8 +445,6 @@ static void test_pool(void)
 {
 	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++)
 		for (int nhwc = 0; nhwc < 2; nhwc++) {
-			if (nhwc && prec == NN_PREC_FP32)
-				continue; /* channels-last is 16-bit only */
 			nn_pool_desc d;
 			CHECK_OK(nn_pool_desc_init(&d, 2, 5, 9, 9, 3, 2, 1, &err),
 				 &err);
@@ -467,6 +468,23 @@ static void test_pool(void)
 }
 
 /* ---- half.cu ----------------------------------------------------------- */
+
+/* fp32 channels-last's copies: the input and weights transposed, and the
+ * weight gradient back */
+static void cl32_copy_case(void)
+{
+	const size_t n = 3 * 7 * 47;
+	float *f = nn_test_alloc(n), *want = nn_test_alloc(n);
+	float *got = nn_test_alloc(n), *back = nn_test_alloc(n);
+	nn_test_fill(f, n, 45, -3, 3);
+	CHECK_OK(cpu.be->act_from_f32_nhwc(&cpu, 3, 7, 47, f, want, &err), &err);
+	KERNEL_OK(nn_cuda_k_to_half_nhwc(NULL, NN_PREC_FP32, 3, 7, 47, f, got));
+	same_act(NN_PREC_FP32, "fp32 channels-last copy", want, got, n);
+	KERNEL_OK(nn_cuda_k_from_half_nhwc(NULL, NN_PREC_FP32, 3, 7, 47, got,
+					   back, 0));
+	same_act(NN_PREC_FP32, "fp32 channels-last copy, back", f, back, n);
+	free(f), free(want), free(got), free(back);
+}
 
 static void half_case(int prec)
 {
@@ -525,6 +543,7 @@ static void test_half(void)
 {
 	half_case(NN_PREC_BF16);
 	half_case(NN_PREC_FP16);
+	cl32_copy_case();
 	unscale_case(1003, 1003, 0);
 	unscale_case(1003, 500, INFINITY);
 	unscale_case(1003, 0, NAN);

@@ -37,7 +37,7 @@ static int set_descs(nn_ctx *ctx, const nn_bn_desc *d, ims_error *err)
 	static const char what[] = "describe a batch norm to cuDNN";
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, "batch-normalise", err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "batch-normalise", err));
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, "batch-normalise", err));
 	const cudnnDataType_t t = ctx->precision == NN_PREC_BF16
 					  ? CUDNN_DATA_BFLOAT16
 				  : ctx->precision == NN_PREC_FP16
@@ -99,7 +99,7 @@ int nn_cuda_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	if (d->nhwc) {
 		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		FORWARD_IF_ERR(nn_layout_check(d->nhwc, what, err));
 		void *ws = nn_cuda_workspace(
 			ctx, nn_cuda_k_bn_nhwc_workspace(m, d->c), err);
 		if (!ws)
@@ -134,7 +134,7 @@ int nn_cuda_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	if (d->nhwc) {
 		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		FORWARD_IF_ERR(nn_layout_check(d->nhwc, what, err));
 		CUDA_CHECK(err, "batch-normalise (evaluation) on cuda",
 			   nn_cuda_k_bn_nhwc_forward_eval(
 				   dev->stream, ctx->precision, rows(d), d->c,
@@ -165,7 +165,7 @@ int nn_cuda_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 	nn_cuda_dev *dev = nn_cuda_dev_of(ctx);
 	if (d->nhwc) {
 		FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-		FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+		FORWARD_IF_ERR(nn_layout_check(d->nhwc, what, err));
 		void *ws = nn_cuda_workspace(
 			ctx, nn_cuda_k_bn_nhwc_workspace(rows(d), d->c), err);
 		if (!ws)
@@ -222,7 +222,7 @@ int nn_cuda_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 	static const char what[] = "backpropagate frozen batch-norm";
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, what, err));
 	if (!dx && !dgamma && !dbeta)
 		return 0;
 	/* the kernel reads NCHW; channels-last is n*h*w 1x1 "images" of c

@@ -139,11 +139,15 @@ static size_t conv_nw(const nn_conv_desc *d)
 	return (size_t)d->c_out * (d->c_in / d->groups) * d->kh * d->kw;
 }
 
-/* Workspace a direction needs beside cuDNN's: the 16-bit weight gradient
- * cuDNN writes before it is widened. */
+/* Workspace a direction needs beside cuDNN's: the weight gradient cuDNN
+ * writes before it reaches the fp32 gradient, c_out x c_in x kh x kw: in
+ * 16 bits, to be widened; channels-last in fp32, c_out x kh x kw x c_in,
+ * to be transposed (a 1x1 filter is the same either way). */
 static size_t extra_bytes(const nn_ctx *ctx, const nn_conv_desc *d, int dir)
 {
-	if (dir != DIR_FILTER || ctx->precision == NN_PREC_FP32)
+	if (dir != DIR_FILTER)
+		return 0;
+	if (ctx->precision == NN_PREC_FP32 && !(d->nhwc && d->kh * d->kw > 1))
 		return 0;
 	return nn_cuda_round256(conv_nw(d) * nn_act_bytes(ctx->precision));
 }
@@ -318,8 +322,7 @@ static int rank(nn_ctx *ctx, const nn_conv_desc *d, int dir,
 		ctx->conv_algo == NN_ALGO_BENCHMARK && b && b->x && b->w &&
 		(dir != DIR_FWD || b->y) &&
 		(dir != DIR_DATA || (b->dy && b->dx)) &&
-		(dir != DIR_FILTER ||
-		 (b->dy && (b->dw || ctx->precision != NN_PREC_FP32)));
+		(dir != DIR_FILTER || (b->dy && (b->dw || extra_bytes(ctx, d, dir))));
 	int rc = bench ? rank_benchmark(ctx, d, dir, b, l, err)
 		       : rank_heuristic(ctx, dir, l, err);
 	if (rc)
@@ -454,7 +457,7 @@ static int check_args(nn_ctx *ctx, const nn_conv_desc *d, const char *what,
 {
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, what, err));
 	RETURN_IF(!nn_algo_mode_name(ctx->conv_algo), err, IMS_EINVAL,
 		  "cannot %s: unknown algorithm mode %d", what, ctx->conv_algo);
 	return 0;

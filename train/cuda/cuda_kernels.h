@@ -164,7 +164,8 @@ cudaError_t nn_cuda_k_to_half(cudaStream_t s, int precision, size_t count,
 cudaError_t nn_cuda_k_from_half(cudaStream_t s, int precision, size_t count,
 				const void *x, float *y, int add);
 /* Channels-last: x is n x c x hw floats, y the same values rounded as
- * n x hw x c (the model's input and convolution weight copies) */
+ * n x hw x c (the model's input and convolution weight copies); these
+ * two also take NN_PREC_FP32, a transposing copy */
 cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision, int n,
 				   int c, size_t hw, const float *x, void *y);
 /* ... and back: x is n x hw x c 16-bit values, y (+)= them as n x c x hw

@@ -169,14 +169,9 @@ extern "C" cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision,
 	const size_t count = (size_t)n * (size_t)c * hw;
 	if (!count)
 		return cudaSuccess;
-	if (precision == NN_PREC_BF16)
-		NN_LAUNCH_OVER(to_half_nhwc<__nv_bfloat16>, count, s)(
-			count, c, hw, x, (__nv_bfloat16 *)y);
-	else if (precision == NN_PREC_FP16)
-		NN_LAUNCH_OVER(to_half_nhwc<__half>, count, s)(
-			count, c, hw, x, (__half *)y);
-	else
-		return cudaErrorInvalidValue;
+	NN_CUDA_DISPATCH(precision, T,
+			 NN_LAUNCH_OVER(to_half_nhwc<T>, count, s)(
+				 count, c, hw, x, (T *)y));
 	return cudaGetLastError();
 }
 
@@ -188,13 +183,8 @@ extern "C" cudaError_t nn_cuda_k_from_half_nhwc(cudaStream_t s, int precision,
 	const size_t count = (size_t)n * (size_t)c * hw;
 	if (!count)
 		return cudaSuccess;
-	if (precision == NN_PREC_BF16)
-		NN_LAUNCH_OVER(from_half_nhwc<__nv_bfloat16>, count, s)(
-			count, c, hw, (const __nv_bfloat16 *)x, y, add);
-	else if (precision == NN_PREC_FP16)
-		NN_LAUNCH_OVER(from_half_nhwc<__half>, count, s)(
-			count, c, hw, (const __half *)x, y, add);
-	else
-		return cudaErrorInvalidValue;
+	NN_CUDA_DISPATCH(precision, T,
+			 NN_LAUNCH_OVER(from_half_nhwc<T>, count, s)(
+				 count, c, hw, (const T *)x, y, add));
 	return cudaGetLastError();
 }

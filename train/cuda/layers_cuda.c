@@ -49,7 +49,7 @@ int nn_cuda_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			    ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "max-pool", err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "max-pool", err));
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, "max-pool", err));
 	CUDA_CHECK(err, "max-pool on cuda",
 		   nn_cuda_k_maxpool_forward(stream_of(ctx), prec_of(ctx), d, x,
 					     y, argmax));
@@ -61,7 +61,7 @@ int nn_cuda_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			     ims_error *err)
 {
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, "backpropagate max-pool", err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "backpropagate max-pool",
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, "backpropagate max-pool",
 				       err));
 	if (!dx)
 		return 0;
@@ -76,7 +76,7 @@ int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			    const void *x, void *y, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "average-pool", err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc, "average-pool", err));
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc, "average-pool", err));
 	CUDA_CHECK(err, "average-pool on cuda",
 		   nn_cuda_k_avgpool_forward(stream_of(ctx), prec_of(ctx), d, x,
 					     y));
@@ -88,7 +88,7 @@ int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, "backpropagate average-pool",
 					     err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d->nhwc,
+	FORWARD_IF_ERR(nn_layout_check(d->nhwc,
 				       "backpropagate average-pool", err));
 	if (!dx)
 		return 0;
@@ -208,7 +208,7 @@ int nn_cuda_act_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
 	static const char what[] =
 		"convert to the activation type channels-last on cuda";
 	FORWARD_IF_ERR(nn_cuda_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, 1, what, err));
+	FORWARD_IF_ERR(nn_layout_check(1, what, err));
 	RETURN_IF(n < 0 || c < 1 || (n && (!src || !dst)), err, IMS_EINVAL,
 		  "cannot %s: %d x %d x %zu values", what, n, c, hw);
 	CUDA_CHECK(err, what,

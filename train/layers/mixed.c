@@ -262,9 +262,10 @@ int nn_cpu_mp_conv_forward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 {
 	static const char what[] = "run a convolution";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_conv_forward(ctx, d, x, w, b, y, err);
+		return (d && d->nhwc ? nn_cpu_cl32_conv_forward
+				     : nn_cpu_conv_forward)(ctx, d, x, w, b, y, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	RETURN_IF(!x || !w || !y || (d->bias && !b), err, IMS_EINVAL,
 		  "cannot run a convolution: missing %s",
@@ -296,9 +297,11 @@ int nn_cpu_mp_conv_backward(nn_ctx *ctx, const nn_conv_desc *d, const void *x,
 {
 	static const char what[] = "run a convolution backward";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_conv_backward(ctx, d, x, w, dy, dx, dw, db, err);
+		return (d && d->nhwc ? nn_cpu_cl32_conv_backward
+				     : nn_cpu_conv_backward)(ctx, d, x, w, dy, dx,
+							     dw, db, err);
 	FORWARD_IF_ERR(nn_conv_check_desc(d, what, err));
 	if (!d->bias)
 		db = NULL;
@@ -416,9 +419,10 @@ int nn_cpu_mp_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
 {
 	static const char what[] = "batch-normalise (training)";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_bn_forward_train(ctx, d, x, gamma, beta,
+		return (d && d->nhwc ? nn_cpu_cl32_bn_forward_train
+				     : nn_cpu_bn_forward_train)(ctx, d, x, gamma, beta,
 					       running_mean, running_var,
 					       save_mean, save_invstd, y, err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
@@ -443,9 +447,10 @@ int nn_cpu_mp_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 {
 	static const char what[] = "batch-normalise (evaluation)";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_bn_forward_eval(ctx, d, x, gamma, beta,
+		return (d && d->nhwc ? nn_cpu_cl32_bn_forward_eval
+				     : nn_cpu_bn_forward_eval)(ctx, d, x, gamma, beta,
 					      running_mean, running_var, y, err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
 	const size_t n = bn_count(d), count[2] = {n, n};
@@ -468,9 +473,10 @@ int nn_cpu_mp_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const void *x,
 {
 	static const char what[] = "backpropagate batch-norm";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_bn_backward(ctx, d, x, gamma, save_mean,
+		return (d && d->nhwc ? nn_cpu_cl32_bn_backward
+				     : nn_cpu_bn_backward)(ctx, d, x, gamma, save_mean,
 					  save_invstd, dy, dx, dgamma, dbeta,
 					  err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));
@@ -499,9 +505,10 @@ int nn_cpu_mp_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 {
 	static const char what[] = "backpropagate frozen batch-norm";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_bn_backward_frozen(ctx, d, x, gamma, running_mean,
+		return (d && d->nhwc ? nn_cpu_cl32_bn_backward_frozen
+				     : nn_cpu_bn_backward_frozen)(ctx, d, x, gamma, running_mean,
 						 running_var, dy, dx, dgamma,
 						 dbeta, err);
 	FORWARD_IF_ERR(nn_bn_check_desc(d, what, err));

@@ -36,6 +36,49 @@ void nn_mp_store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
 		    int32_t *dst);
 
+/* fp32 channels-last (cl32.c): the NCHW fp32 kernels between transposes,
+ * the NCHW run's bits; the descriptors' nhwc is 1 */
+int nn_cpu_cl32_conv_forward(nn_ctx *ctx, const nn_conv_desc *d,
+			     const float *x, const float *w, const float *b,
+			     float *y, ims_error *err);
+int nn_cpu_cl32_conv_backward(nn_ctx *ctx, const nn_conv_desc *d,
+			      const float *x, const float *w, const float *dy,
+			      float *dx, float *dw, float *db, ims_error *err);
+int nn_cpu_cl32_bn_forward_train(nn_ctx *ctx, const nn_bn_desc *d,
+				 const float *x, const float *gamma,
+				 const float *beta, float *running_mean,
+				 float *running_var, float *save_mean,
+				 float *save_invstd, float *y, ims_error *err);
+int nn_cpu_cl32_bn_forward_eval(nn_ctx *ctx, const nn_bn_desc *d,
+				const float *x, const float *gamma,
+				const float *beta, const float *running_mean,
+				const float *running_var, float *y,
+				ims_error *err);
+int nn_cpu_cl32_bn_backward(nn_ctx *ctx, const nn_bn_desc *d, const float *x,
+			    const float *gamma, const float *save_mean,
+			    const float *save_invstd, const float *dy,
+			    float *dx, float *dgamma, float *dbeta,
+			    ims_error *err);
+int nn_cpu_cl32_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
+				   const float *x, const float *gamma,
+				   const float *running_mean,
+				   const float *running_var, const float *dy,
+				   float *dx, float *dgamma, float *dbeta,
+				   ims_error *err);
+int nn_cpu_cl32_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+				const float *x, float *y, int32_t *argmax,
+				ims_error *err);
+int nn_cpu_cl32_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+				 const int32_t *argmax, const float *dy,
+				 float *dx, ims_error *err);
+int nn_cpu_cl32_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
+				const float *x, float *y, ims_error *err);
+int nn_cpu_cl32_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
+				 const float *dy, float *dx, ims_error *err);
+/* dst (n x hw x c) = src (n x c x hw) */
+int nn_cpu_cl32_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
+			      const float *src, float *dst);
+
 /*
  * Runs a backward kernel that writes dx into the fp32 copy dx32 with the
  * overwrite convention, then stores it into the 16-bit dx with the

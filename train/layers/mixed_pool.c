@@ -44,9 +44,10 @@ int nn_cpu_mp_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "max-pool";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_maxpool_forward(ctx, d, x, y, argmax, err);
+		return (d && d->nhwc ? nn_cpu_cl32_maxpool_forward
+				     : nn_cpu_maxpool_forward)(ctx, d, x, y, argmax, err);
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
 	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
 	/* x, y, and channels-last the argmax in NCHW order (int32 in a
@@ -70,9 +71,10 @@ int nn_cpu_mp_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "backpropagate max-pool";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_maxpool_backward(ctx, d, argmax, dy, dx, err);
+		return (d && d->nhwc ? nn_cpu_cl32_maxpool_backward
+				     : nn_cpu_maxpool_backward)(ctx, d, argmax, dy, dx, err);
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
 	if (!dx)
 		return 0;
@@ -98,9 +100,10 @@ int nn_cpu_mp_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "average-pool";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_avgpool_forward(ctx, d, x, y, err);
+		return (d && d->nhwc ? nn_cpu_cl32_avgpool_forward
+				     : nn_cpu_avgpool_forward)(ctx, d, x, y, err);
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
 	const size_t count[2] = {pool_nx(d), pool_ny(d)};
 	float *f[2];
@@ -117,9 +120,10 @@ int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "backpropagate average-pool";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, d ? d->nhwc : 0, what, err));
+	FORWARD_IF_ERR(nn_layout_check(d ? d->nhwc : 0, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_avgpool_backward(ctx, d, dy, dx, err);
+		return (d && d->nhwc ? nn_cpu_cl32_avgpool_backward
+				     : nn_cpu_avgpool_backward)(ctx, d, dy, dx, err);
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
 	if (!dx)
 		return 0;
@@ -193,9 +197,11 @@ int nn_cpu_mp_from_f32_nhwc(nn_ctx *ctx, int n, int c, size_t hw,
 {
 	static const char what[] = "convert to the activation type channels-last";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
-	FORWARD_IF_ERR(nn_layout_check(ctx, 1, what, err));
+	FORWARD_IF_ERR(nn_layout_check(1, what, err));
 	RETURN_IF(n < 0 || c < 1 || (n && (!src || !dst)), err, IMS_EINVAL,
 		  "cannot %s: %d x %d x %zu values", what, n, c, hw);
+	if (!nn_mp_is_half(ctx))
+		return nn_cpu_cl32_from_f32_nhwc(ctx, n, c, hw, src, dst);
 	nn_mp_store_l(ctx, 1, n, c, hw, src, dst, 0);
 	return 0;
 }
