@@ -18,8 +18,10 @@
 
 #define TEST_SKIP 77
 
-static int test_failures_;
-static int test_checks_;
+/* one pair per test program, however many of its files include this
+ * header (weak: the linker keeps one) */
+__attribute__((weak)) int test_failures_;
+__attribute__((weak)) int test_checks_;
 
 #define CHECK(cond)                                                            \
 	do {                                                                   \

@@ -17,7 +17,8 @@
 static void put(const char *dir, const char *name)
 {
 	char p[4200];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	const int len = snprintf(p, sizeof(p), "%s/%s", dir, name);
+	CHECK(len > 0 && (size_t)len < sizeof(p));
 	FILE *f = fopen(p, "wb");
 	CHECK(f != NULL);
 	if (f)
