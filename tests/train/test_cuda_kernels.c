@@ -489,7 +489,7 @@ static void cl32_copy_case(void)
 static void half_case(int prec)
 {
 	char name[96];
-	const size_t n = 1003;
+	const size_t n = 3150; /* the largest channels-last shape below */
 	cpu.precision = prec;
 	float *f = nn_test_alloc(n);
 	nn_test_fill(f, n, 41, -70000, 70000); /* fp16 overflows to Inf */
@@ -504,20 +504,32 @@ static void half_case(int prec)
 	KERNEL_OK(nn_cuda_k_from_half(NULL, prec, n, kh.p, kw, 0));
 	snprintf(name, sizeof(name), "%s: widened", pname(prec));
 	same_act(NN_PREC_FP32, name, w, kw, n);
-	/* channels-last: 3 images of 7 channels x 47 values */
-	CHECK_OK(cpu.be->act_from_f32_nhwc(&cpu, 3, 7, 47, f, h.p, &err), &err);
-	KERNEL_OK(nn_cuda_k_to_half_nhwc(NULL, prec, 3, 7, 47, f, kh.p));
-	snprintf(name, sizeof(name), "%s: rounded channels-last", pname(prec));
-	same_act(prec, name, h.p, kh.p, 3 * 7 * 47);
-	/* and back, added to: element (i, c, j) of the 16-bit copy returns to
-	 * where it came from */
-	memcpy(kw, f, 3 * 7 * 47 * sizeof(float));
-	KERNEL_OK(nn_cuda_k_from_half_nhwc(NULL, prec, 3, 7, 47, kh.p, kw, 1));
-	for (size_t i = 0; i < 3 * 7 * 47; i++)
-		w[i] = f[i] + tget(prec, h.p, (i / (7 * 47)) * 7 * 47 +
-						       (i % 47) * 7 + (i / 47) % 7);
-	snprintf(name, sizeof(name), "%s: widened from channels-last", pname(prec));
-	same_act(NN_PREC_FP32, name, w, kw, 3 * 7 * 47);
+	/* channels-last: 3 images of 7 channels x 47 values (a part of a
+	 * tile each way), and a weight's shape, 5 x 70 channels x 3x3 (three
+	 * channel tiles) */
+	const int shapes[2][3] = {{3, 7, 47}, {5, 70, 9}};
+	for (int k = 0; k < 2; k++) {
+		const int in = shapes[k][0], ic = shapes[k][1], ihw = shapes[k][2];
+		const size_t cnt = (size_t)in * ic * ihw, plane = (size_t)ic * ihw;
+		CHECK_OK(cpu.be->act_from_f32_nhwc(&cpu, in, ic, ihw, f, h.p, &err),
+			 &err);
+		KERNEL_OK(nn_cuda_k_to_half_nhwc(NULL, prec, in, ic, ihw, f, kh.p));
+		snprintf(name, sizeof(name), "%s: rounded channels-last %dx%dx%d",
+			 pname(prec), in, ic, ihw);
+		same_act(prec, name, h.p, kh.p, cnt);
+		/* and back, added to: element (i, c, j) of the 16-bit copy
+		 * returns to where it came from */
+		memcpy(kw, f, cnt * sizeof(float));
+		KERNEL_OK(nn_cuda_k_from_half_nhwc(NULL, prec, in, ic, ihw, kh.p, kw,
+						   1));
+		for (size_t i = 0; i < cnt; i++)
+			w[i] = f[i] + tget(prec, h.p,
+					   (i / plane) * plane +
+						   (i % ihw) * ic + (i / ihw) % ic);
+		snprintf(name, sizeof(name), "%s: widened from channels-last %dx%dx%d",
+			 pname(prec), in, ic, ihw);
+		same_act(NN_PREC_FP32, name, w, kw, cnt);
+	}
 	cpu.precision = NN_PREC_FP32;
 	free(f), free(w), free(kw);
 	tfree(&h), tfree(&kh);

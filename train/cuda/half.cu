@@ -61,33 +61,75 @@ __global__ static void round_fp16(size_t count, float *x)
 	x[i] = __half2float(__float2half_rn(x[i]));
 }
 
-/* Channels-last copies: element (i, ch, j) of an n x c x hw fp32 tensor
- * and of the n x hw x c 16-bit one. One thread per 16-bit element, so
- * the 16-bit side is written (or read) in order. */
-template <typename H>
-__global__ static void to_half_nhwc(size_t count, int c, size_t hw,
-				    const float *x, H *y)
+/*
+ * Channels-last copies: element (i, ch, j) of an n x c x hw fp32 tensor
+ * and of the n x hw x c one of type T. A transpose per image in tiles of
+ * TILE x TILE through shared memory, so that both the read and the write
+ * of a warp are TILE neighbouring elements (a thread per element would
+ * make one of the two strided: c_in apart for a weight copy's reads, or
+ * hw apart). Blocks: TILE x TILE_ROWS threads, grid (hw tiles, c tiles,
+ * images).
+ */
+#define TILE 32
+#define TILE_ROWS 8
+
+template <typename T>
+__global__ static void to_half_nhwc(int c, size_t hw, const float *x, T *y)
 {
-	NN_CUDA_FOR_EACH(i, count)
-	{
-		const size_t ch = i % (size_t)c, t = i / (size_t)c;
-		const size_t j = t % hw, img = t / hw;
-		nn_st(y, i, x[(img * (size_t)c + ch) * hw + j]);
+	__shared__ float tile[TILE][TILE + 1];
+	const size_t img = blockIdx.z, j0 = (size_t)blockIdx.x * TILE;
+	const int c0 = blockIdx.y * TILE, tx = threadIdx.x;
+	const float *xi = x + img * (size_t)c * hw;
+	T *yi = y + img * hw * (size_t)c;
+	for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+		const int ch = c0 + r;
+		const size_t j = j0 + tx;
+		if (ch < c && j < hw)
+			tile[r][tx] = xi[(size_t)ch * hw + j];
+	}
+	__syncthreads();
+	for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+		const size_t j = j0 + r;
+		const int ch = c0 + tx;
+		if (ch < c && j < hw)
+			nn_st(yi, j * (size_t)c + ch, tile[tx][r]);
 	}
 }
 
-template <typename H>
-__global__ static void from_half_nhwc(size_t count, int c, size_t hw,
-				      const H *x, float *y, int add)
+template <typename T>
+__global__ static void from_half_nhwc(int c, size_t hw, const T *x, float *y,
+				      int add)
 {
-	NN_CUDA_FOR_EACH(i, count)
-	{
-		const size_t ch = i % (size_t)c, t = i / (size_t)c;
-		const size_t j = t % hw, img = t / hw;
-		float *o = y + (img * (size_t)c + ch) * hw + j;
-		const float v = nn_ld(x, i);
-		*o = add ? *o + v : v;
+	__shared__ float tile[TILE][TILE + 1];
+	const size_t img = blockIdx.z, j0 = (size_t)blockIdx.x * TILE;
+	const int c0 = blockIdx.y * TILE, tx = threadIdx.x;
+	const T *xi = x + img * hw * (size_t)c;
+	float *yi = y + img * (size_t)c * hw;
+	for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+		const size_t j = j0 + r;
+		const int ch = c0 + tx;
+		if (ch < c && j < hw)
+			tile[r][tx] = nn_ld(xi, j * (size_t)c + ch);
 	}
+	__syncthreads();
+	for (int r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+		const int ch = c0 + r;
+		const size_t j = j0 + tx;
+		if (ch < c && j < hw) {
+			float *o = yi + (size_t)ch * hw + j;
+			const float v = tile[tx][r];
+			*o = add ? *o + v : v;
+		}
+	}
+}
+
+/* the transposes' grids: images in groups a grid's z reaches */
+#define MAX_GRID_Z 65535
+
+static dim3 tiles(int c, size_t hw, int images)
+{
+	return dim3((unsigned)((hw + TILE - 1) / TILE),
+		    (unsigned)((c + TILE - 1) / TILE), (unsigned)images);
 }
 
 /* Every thread that sees a non-finite value writes the same 1, so the
@@ -169,9 +211,15 @@ extern "C" cudaError_t nn_cuda_k_to_half_nhwc(cudaStream_t s, int precision,
 	const size_t count = (size_t)n * (size_t)c * hw;
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(precision, T,
-			 NN_LAUNCH_OVER(to_half_nhwc<T>, count, s)(
-				 count, c, hw, x, (T *)y));
+	NN_CUDA_DISPATCH(precision, T, {
+		for (int i = 0; i < n; i += MAX_GRID_Z) {
+			const int k = n - i < MAX_GRID_Z ? n - i : MAX_GRID_Z;
+			NN_LAUNCH(to_half_nhwc<T>, tiles(c, hw, k),
+				  dim3(TILE, TILE_ROWS), s)(
+				c, hw, x + (size_t)i * c * hw,
+				(T *)y + (size_t)i * c * hw);
+		}
+	});
 	return cudaGetLastError();
 }
 
@@ -183,8 +231,14 @@ extern "C" cudaError_t nn_cuda_k_from_half_nhwc(cudaStream_t s, int precision,
 	const size_t count = (size_t)n * (size_t)c * hw;
 	if (!count)
 		return cudaSuccess;
-	NN_CUDA_DISPATCH(precision, T,
-			 NN_LAUNCH_OVER(from_half_nhwc<T>, count, s)(
-				 count, c, hw, (const T *)x, y, add));
+	NN_CUDA_DISPATCH(precision, T, {
+		for (int i = 0; i < n; i += MAX_GRID_Z) {
+			const int k = n - i < MAX_GRID_Z ? n - i : MAX_GRID_Z;
+			NN_LAUNCH(from_half_nhwc<T>, tiles(c, hw, k),
+				  dim3(TILE, TILE_ROWS), s)(
+				c, hw, (const T *)x + (size_t)i * c * hw,
+				y + (size_t)i * c * hw, add);
+		}
+	});
 	return cudaGetLastError();
 }
