@@ -54,6 +54,14 @@ int nn_ctx_sync(nn_ctx *ctx, ims_error *err)
 	return ctx->be->sync ? ctx->be->sync(ctx, err) : 0;
 }
 
+int nn_ctx_sync_now(nn_ctx *ctx, double *t, ims_error *err)
+{
+	*t = 0;
+	FORWARD_IF_ERR(nn_ctx_sync(ctx, err));
+	*t = ims_now();
+	return 0;
+}
+
 int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)
 {
 	if (ctx->be->pci_bus_id)

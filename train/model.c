@@ -330,11 +330,7 @@ static int prof_kind(nn_op op)
 static int prof_now(nn_model *m, double *t, ims_error *err)
 {
 	*t = 0;
-	if (!m->prof)
-		return 0;
-	FORWARD_IF_ERR(nn_ctx_sync(m->ctx, err));
-	*t = ims_now();
-	return 0;
+	return m->prof ? nn_ctx_sync_now(m->ctx, t, err) : 0;
 }
 
 /* Adds the time since t0 (the kernels since done) to kind's sum. */

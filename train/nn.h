@@ -207,6 +207,9 @@ int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 /* Blocks until every piece of work queued on ctx has run; reports an
  * asynchronous device error. Nothing to wait for on the CPU: 0. */
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err);
+/* For profiling: nn_ctx_sync, then *t = ims_now(), so the time counts
+ * the work queued before it; *t is 0 after an error. */
+int nn_ctx_sync_now(nn_ctx *ctx, double *t, ims_error *err);
 /* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes), by which
  * NVML finds it (train/gpumon.h); "" on the CPU. */
 int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);

@@ -223,11 +223,7 @@ static int step_update(run *r, uint64_t step, const step_io *io,
 static int prof_clock(run *r, int on, double *t, ims_error *err)
 {
 	*t = 0;
-	if (!on)
-		return 0;
-	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err));
-	*t = ims_now();
-	return 0;
+	return on ? nn_ctx_sync_now(&r->ctx, t, err) : 0;
 }
 
 static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
