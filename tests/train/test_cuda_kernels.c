@@ -18,7 +18,8 @@
  *    formula's order differs by an ulp or two), at shapes that pick each
  *    of the kernels' paths. Pooling and the channels-last copies in fp32
  *    too.
- *  - Cross-entropy: the loss sum to 1e-12 relative, dlogits to 1e-6.
+ *  - Cross-entropy and its tally: the loss sum to 1e-12 relative, dlogits
+ *    to 1e-6, the tally's hits, NaN step and bad-label step exactly.
  *  - Bias gradients (channel sums) to 1e-6 of a double sum; frozen batch
  *    norm's dx within one rounding, dgamma and dbeta to 1e-5.
  *  - SGD (momentum, Nesterov) and Adam(W) over three steps, the runs cut
@@ -598,8 +599,62 @@ static void xent_case(int n, int k, float smoothing)
 	free(ws), free(z), free(g), free(kg), free(labels);
 }
 
+/* The tally (nn_xent_tally's kernels): three steps added up, a NaN
+ * loss's step noted, a bad label's step noted with nothing else changed */
+static void tally_case(int n, int k, float smoothing)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "xent tally n %d k %d: dlogits", n, k);
+	const size_t nz = (size_t)n * k;
+	float *z = nn_test_alloc(nz), *g = nn_test_alloc(nz);
+	float *kg = nn_test_alloc(nz);
+	int32_t *labels = calloc((size_t)n, sizeof(int32_t));
+	void *ws = malloc(nn_cuda_k_xent_tally_workspace(n));
+	nn_tally ct = {0}, kt = {0};
+	for (int step = 1; step <= 3; step++) {
+		nn_test_fill(z, nz, 70 + (uint64_t)step, -3, 3);
+		for (int i = 0; i < n; i++) {
+			labels[i] = (int32_t)((i * 31u + (unsigned)step) % (unsigned)k);
+			if (i % 3 == 0 && k > 1) /* a tie with class 0 */
+				z[(size_t)i * k + labels[i]] = z[(size_t)i * k];
+		}
+		if (step == 2)
+			z[0] = NAN;
+		CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing,
+					   1.0f / n, g, step, &ct, &err),
+			 &err);
+		KERNEL_OK(nn_cuda_k_xent_tally(NULL, n, k, z, labels, smoothing,
+					       1.0f / n, kg, step, ws, &kt));
+		if (step != 2)
+			near(name, g, kg, nz, 1e-6, 1e-6);
+	}
+	CHECK(isnan(ct.loss_sum) && isnan(kt.loss_sum));
+	CHECK_EQ_INT((int)kt.correct, (int)ct.correct);
+	CHECK_EQ_INT((int)kt.nonfinite_step, 2);
+	CHECK_EQ_INT((int)kt.bad_label_step, 0);
+	nn_tally c2 = {0}, k2 = {0};
+	CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing, 1.0f / n,
+				   g, 4, &c2, &err),
+		 &err);
+	KERNEL_OK(nn_cuda_k_xent_tally(NULL, n, k, z, labels, smoothing,
+				       1.0f / n, kg, 4, ws, &k2));
+	CHECK_NEAR(k2.loss_sum, c2.loss_sum, 1e-12 * fabs(c2.loss_sum));
+	CHECK_EQ_INT((int)k2.correct, (int)c2.correct);
+	labels[n - 1] = k;
+	memcpy(g, kg, nz * sizeof(float));
+	KERNEL_OK(nn_cuda_k_xent_tally(NULL, n, k, z, labels, smoothing,
+				       1.0f / n, kg, 5, ws, &k2));
+	CHECK_EQ_INT((int)k2.bad_label_step, 5);
+	CHECK_EQ_INT((int)k2.correct, (int)c2.correct);
+	same("tally: dlogits left alone after a bad label", g, kg,
+	     nz * sizeof(float));
+	free(ws), free(z), free(g), free(kg), free(labels);
+}
+
 static void test_xent(void)
 {
+	tally_case(6, 10, 0);
+	tally_case(33, 1000, 0.1f);
 	xent_case(4, 10, 0);
 	xent_case(33, 1000, 0.1f);
 	xent_case(1, 2, 0.5f);
