@@ -6,7 +6,8 @@
  *
  * Rules, as test_backend_cuda's:
  *  - ReLU, add, accumulate, dropout (values and mask), pooling (values,
- *    argmax, gradients), the 16-bit conversions and the unscale check:
+ *    argmax, gradients), biases, the 16-bit conversions and the unscale
+ *    check:
  *    the CPU's bits, in fp32, bf16 and fp16, over counts that leave a
  *    tail after the 16-byte vectors and with tensors off 16-byte
  *    alignment (the single-value kernels).
@@ -279,8 +280,51 @@ static void elementwise_case(int prec, size_t n, int off)
 	tfree(&a), tfree(&b), tfree(&ka), tfree(&kb), tfree(&y), tfree(&ky);
 }
 
+/* the bias of a 16-bit product (round(y + b[c]) over planes; channels-
+ * last calls it with n*hw rows of c and hw 1), an fp32 GEMM's bias rows,
+ * and a weight gradient rounded to 16 bits in place */
+static void bias_case(int prec)
+{
+	char name[64];
+	const int n = 3, c = 5;
+	const size_t hw = 37, cnt = (size_t)n * c * hw;
+	float *b = nn_test_alloc(c), *want = nn_test_alloc(cnt);
+	nn_test_fill(b, c, 61, -2, 2);
+	tensor y = trand(prec, cnt, 0, 62, -1, 1, 0);
+	for (size_t i = 0; i < cnt; i++)
+		want[i] = tget(prec, y.p, i) + b[i / hw % c];
+	tensor w = tnew(prec, cnt, 0);
+	tset(prec, &w, want, cnt);
+	KERNEL_OK(nn_cuda_k_add_bias(NULL, prec, n, c, hw, b, y.p));
+	snprintf(name, sizeof(name), "%s add_bias", pname(prec));
+	same_act(prec, name, w.p, y.p, cnt);
+	tfree(&y), tfree(&w);
+	if (prec == NN_PREC_FP32) {
+		float *rows = nn_test_alloc(cnt);
+		KERNEL_OK(nn_cuda_k_fill_rows(NULL, (int)(cnt / c), c, b, rows));
+		for (size_t i = 0; i < cnt; i++)
+			want[i] = b[i % c];
+		same("fill_rows", want, rows, cnt * sizeof(float));
+		free(rows);
+	} else {
+		float *g = nn_test_alloc(cnt);
+		nn_test_fill(g, cnt, 63, -1000, 1000);
+		for (size_t i = 0; i < cnt; i++)
+			want[i] = prec == NN_PREC_BF16
+					  ? ims_bf16_to_f32(ims_f32_to_bf16(g[i]))
+					  : ims_f16_to_f32(ims_f32_to_f16(g[i]));
+		KERNEL_OK(nn_cuda_k_round_f32(NULL, prec, cnt, g));
+		snprintf(name, sizeof(name), "%s round_f32", pname(prec));
+		same_act(NN_PREC_FP32, name, want, g, cnt);
+		free(g);
+	}
+	free(b), free(want);
+}
+
 static void test_elementwise(void)
 {
+	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++)
+		bias_case(prec);
 	for (int prec = NN_PREC_FP32; prec <= NN_PREC_FP16; prec++) {
 		elementwise_case(prec, 5, 0);
 		elementwise_case(prec, 1003, 0); /* vectors and a tail */
