@@ -27,43 +27,79 @@
  * in fp32 it continues from dx as the CPU's scatter does.
  */
 #include <math.h>
+#include <stdint.h>
 
 #include "train/cuda/act_types.cuh"
 #include "train/cuda/cuda_kernels.h"
 #include "train/cuda/cuda_launch.cuh"
 
-/* The fields of nn_pool_desc the kernels read, by value. */
+/* The fields of nn_pool_desc the kernels read, by value; small: every
+ * index fits 32 bits, so the divisions that place an element take 32-bit
+ * arithmetic (a 64-bit one is several times the instructions). */
 typedef struct pool_args {
 	int h_in, w_in, h_out, w_out;
 	int kh, kw, sh, sw, ph, pw;
 	int adaptive;
 	int c, nhwc;
+	int small;
 } pool_args;
 
 static pool_args args_of(const nn_pool_desc *d)
 {
+	const size_t in = (size_t)d->h_in * d->w_in, out = (size_t)d->h_out * d->w_out;
+	const size_t most = (size_t)d->n * d->c * (in > out ? in : out);
 	pool_args a = {d->h_in,     d->w_in,     d->h_out, d->w_out,
 		       d->kh,       d->kw,       d->stride_h, d->stride_w,
 		       d->pad_h,    d->pad_w,    d->adaptive, d->c,
-		       d->nhwc};
+		       d->nhwc,     most <= UINT32_MAX};
 	return a;
 }
 
-/* The index of value j of plane p (p = n C + c; planes of `plane`
- * values) in NCHW or, with a.nhwc, NHWC order. */
-__device__ static inline size_t at(const pool_args &a, size_t p, size_t j,
-				   size_t plane)
+/* Where plane p's values live (p = n C + c; planes of `plane` values):
+ * value j at base + j step, in NCHW (step 1) or, with a.nhwc, NHWC
+ * (step C). Computed once per thread. */
+typedef struct plane_ix {
+	size_t base, step;
+} plane_ix;
+
+__device__ static inline plane_ix plane_of(const pool_args &a, size_t p,
+					   size_t plane)
 {
-	if (!a.nhwc)
-		return p * plane + j;
-	const size_t c = (size_t)a.c;
-	return (p / c * plane + j) * c + p % c;
+	plane_ix ix;
+	if (!a.nhwc) {
+		ix.base = p * plane;
+		ix.step = 1;
+	} else {
+		const size_t c = (size_t)a.c;
+		ix.base = (a.small ? (unsigned)p / (unsigned)c : p / c) * plane * c +
+			  (a.small ? (unsigned)p % (unsigned)c : p % c);
+		ix.step = c;
+	}
+	return ix;
+}
+
+__device__ static inline size_t at(const plane_ix &ix, size_t j)
+{
+	return ix.base + j * ix.step;
 }
 
 /* The plane *p and offset *j of element i (at's inverse). */
 __device__ static inline void where(const pool_args &a, size_t i,
 				    size_t plane, size_t *p, size_t *j)
 {
+	if (a.small) {
+		const unsigned u = (unsigned)i, pl = (unsigned)plane,
+			       c = (unsigned)a.c;
+		if (!a.nhwc) {
+			*p = u / pl;
+			*j = u % pl;
+		} else {
+			const unsigned t = u / c;
+			*j = t % pl;
+			*p = (size_t)(t / pl) * c + u % c;
+		}
+		return;
+	}
 	if (!a.nhwc) {
 		*p = i / plane;
 		*j = i % plane;
@@ -72,6 +108,13 @@ __device__ static inline void where(const pool_args &a, size_t i,
 	const size_t c = (size_t)a.c, t = i / c;
 	*j = t % plane;
 	*p = t / plane * c + i % c;
+}
+
+/* row and column of offset j in a plane w wide (planes are < 2^31) */
+__device__ static inline void row_col(size_t j, int w, int *r, int *col)
+{
+	*r = (int)((unsigned)j / (unsigned)w);
+	*col = (int)((unsigned)j % (unsigned)w);
 }
 
 /* Input span [*s, *e) of output o along one axis and the length the
@@ -111,8 +154,9 @@ __global__ static void maxpool_forward(pool_args a, size_t total, const T *x,
 	{
 		size_t p, oj;
 		where(a, i, out_plane, &p, &oj);
-		const int ow = (int)(oj % (size_t)a.w_out);
-		const int oh = (int)(oj / (size_t)a.w_out);
+		int oh, ow;
+		row_col(oj, a.w_out, &oh, &ow);
+		const plane_ix xin = plane_of(a, p, in_plane);
 		int hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
 		const int he = hs + a.kh < a.h_in ? hs + a.kh : a.h_in;
 		const int we = ws + a.kw < a.w_in ? ws + a.kw : a.w_in;
@@ -123,8 +167,7 @@ __global__ static void maxpool_forward(pool_args a, size_t total, const T *x,
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++) {
 				const float v = nn_ld(
-					x, at(a, p, (size_t)ih * a.w_in + iw,
-					      in_plane));
+					x, at(xin, (size_t)ih * a.w_in + iw));
 				if (v > best || v != v) {
 					best = v;
 					arg = ih * a.w_in + iw;
@@ -159,8 +202,9 @@ __global__ static void maxpool_backward(pool_args a, size_t total,
 	{
 		size_t p, ij;
 		where(a, i, in_plane, &p, &ij);
-		const int iw = (int)(ij % (size_t)a.w_in);
-		const int ih = (int)(ij / (size_t)a.w_in);
+		int ih, iw;
+		row_col(ij, a.w_in, &ih, &iw);
+		const plane_ix yout = plane_of(a, p, out_plane);
 		const int32_t me = ih * a.w_in + iw;
 		int oh0, oh1, ow0, ow1;
 		covering(ih, a.kh, a.sh, a.ph, a.h_out, &oh0, &oh1);
@@ -168,8 +212,7 @@ __global__ static void maxpool_backward(pool_args a, size_t total,
 		float acc = start_of(dx, i, overwrite);
 		for (int oh = oh0; oh < oh1; oh++)
 			for (int ow = ow0; ow < ow1; ow++) {
-				const size_t o = at(a, p, (size_t)oh * a.w_out + ow,
-						    out_plane);
+				const size_t o = at(yout, (size_t)oh * a.w_out + ow);
 				if (argmax[o] == me)
 					acc += nn_ld(dy, o);
 			}
@@ -187,8 +230,9 @@ __global__ static void avgpool_forward(pool_args a, size_t total, const T *x,
 	{
 		size_t p, oj;
 		where(a, i, out_plane, &p, &oj);
-		const int ow = (int)(oj % (size_t)a.w_out);
-		const int oh = (int)(oj / (size_t)a.w_out);
+		int oh, ow;
+		row_col(oj, a.w_out, &oh, &ow);
+		const plane_ix xin = plane_of(a, p, in_plane);
 		int hs, he, ws, we;
 		const int lh = span(a.adaptive, oh, a.h_in, a.h_out, a.kh, a.sh,
 				    a.ph, &hs, &he);
@@ -197,8 +241,7 @@ __global__ static void avgpool_forward(pool_args a, size_t total, const T *x,
 		double s = 0;
 		for (int ih = hs; ih < he; ih++)
 			for (int iw = ws; iw < we; iw++)
-				s += nn_ld(x, at(a, p, (size_t)ih * a.w_in + iw,
-						 in_plane));
+				s += nn_ld(x, at(xin, (size_t)ih * a.w_in + iw));
 		nn_st(y, i, (float)(s / ((double)lh * lw)));
 	}
 }
@@ -230,8 +273,9 @@ __global__ static void avgpool_backward(pool_args a, size_t total,
 	{
 		size_t p, ij;
 		where(a, i, in_plane, &p, &ij);
-		const int iw = (int)(ij % (size_t)a.w_in);
-		const int ih = (int)(ij / (size_t)a.w_in);
+		int ih, iw;
+		row_col(ij, a.w_in, &ih, &iw);
+		const plane_ix yout = plane_of(a, p, out_plane);
 		int oh0, oh1, ow0, ow1;
 		avg_covering(a, 0, ih, &oh0, &oh1);
 		avg_covering(a, 1, iw, &ow0, &ow1);
@@ -249,9 +293,8 @@ __global__ static void avgpool_backward(pool_args a, size_t total,
 						    &ws, &we);
 				if (iw < ws || iw >= we)
 					continue;
-				acc += (float)(nn_ld(dy, at(a, p,
-							    (size_t)oh * a.w_out + ow,
-							    out_plane)) /
+				acc += (float)(nn_ld(dy, at(yout, (size_t)oh * a.w_out +
+								  ow)) /
 					       ((double)lh * lw));
 			}
 		}
