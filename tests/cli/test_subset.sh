@@ -234,7 +234,10 @@ usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --seed x
 mkdir -p "$T/lab"
 printf '0\t2147483647\ta.jpg\n1\t0\tb.jpg\n' >"$T/lab/h.lst"
 set +e
-if ldd "$IMSHARD" 2>/dev/null | grep -q libasan; then # ASan reserves terabytes: cap allocations instead
+# ASan reserves terabytes: cap allocations instead. grep reads all of
+# ldd's output: with -q it may exit first, and pipefail then reports
+# ldd's SIGPIPE as "no libasan" (tests/cli/lib.sh's memcap)
+if ldd "$IMSHARD" 2>/dev/null | grep libasan >/dev/null; then
 	cap='export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1:max_allocation_size_mb=4000"'
 else
 	cap='ulimit -v 4000000'
