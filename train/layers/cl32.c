@@ -229,23 +229,6 @@ int nn_cpu_cl32_bn_backward_frozen(nn_ctx *ctx, const nn_bn_desc *d,
 
 /* ---- pooling ------------------------------------------------------------------ */
 
-static size_t hw_in(const nn_pool_desc *d)
-{
-	return (size_t)d->h_in * d->w_in;
-}
-
-static size_t hw_out(const nn_pool_desc *d)
-{
-	return (size_t)d->h_out * d->w_out;
-}
-
-static nn_pool_desc pool_nchw(const nn_pool_desc *d)
-{
-	nn_pool_desc nd = *d;
-	nd.nhwc = 0;
-	return nd;
-}
-
 int nn_cpu_cl32_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 				const float *x, float *y, int32_t *argmax,
 				ims_error *err)
@@ -253,18 +236,17 @@ int nn_cpu_cl32_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 	static const char what[] = "max-pool";
 	FORWARD_IF_ERR(nn_maxpool_check_desc(d, what, err));
 	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
-	const size_t nx = (size_t)d->n * d->c * hw_in(d),
-		     ny = (size_t)d->n * d->c * hw_out(d);
+	const size_t nx = pool_nx(d), ny = pool_ny(d);
 	/* x, y and the argmax in NCHW order (int32 in a float buffer) */
 	const size_t count[3] = {nx, ny, ny};
 	float *f[3];
 	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
 	int32_t *am = (int32_t *)(void *)f[2];
-	to_nchw(ctx, d->n, d->c, hw_in(d), x, f[0]);
-	const nn_pool_desc nd = pool_nchw(d);
+	to_nchw(ctx, d->n, d->c, pool_hw_in(d), x, f[0]);
+	const nn_pool_desc nd = nchw_pool(d);
 	FORWARD_IF_ERR(nn_cpu_maxpool_forward(ctx, &nd, f[0], f[1], am, err));
-	to_nhwc(ctx, d->n, d->c, hw_out(d), f[1], y);
-	nn_mp_argmax_l(1, d->n, d->c, hw_out(d), am, argmax);
+	to_nhwc(ctx, d->n, d->c, pool_hw_out(d), f[1], y);
+	nn_mp_argmax_l(1, d->n, d->c, pool_hw_out(d), am, argmax);
 	return 0;
 }
 
@@ -277,18 +259,17 @@ int nn_cpu_cl32_maxpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 	if (!dx)
 		return 0;
 	RETURN_IF(!argmax, err, IMS_EINVAL, "cannot %s: no argmax", what);
-	const size_t nx = (size_t)d->n * d->c * hw_in(d),
-		     ny = (size_t)d->n * d->c * hw_out(d);
+	const size_t nx = pool_nx(d), ny = pool_ny(d);
 	const size_t count[3] = {ny, nx, ny};
 	float *f[3];
 	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 3, f, what, err));
 	int32_t *am = (int32_t *)(void *)f[2];
-	nn_mp_argmax_l(0, d->n, d->c, hw_out(d), argmax, am);
-	to_nchw(ctx, d->n, d->c, hw_out(d), dy, f[0]);
-	dx_in(ctx, d->n, d->c, hw_in(d), dx, f[1]);
-	const nn_pool_desc nd = pool_nchw(d);
+	nn_mp_argmax_l(0, d->n, d->c, pool_hw_out(d), argmax, am);
+	to_nchw(ctx, d->n, d->c, pool_hw_out(d), dy, f[0]);
+	dx_in(ctx, d->n, d->c, pool_hw_in(d), dx, f[1]);
+	const nn_pool_desc nd = nchw_pool(d);
 	FORWARD_IF_ERR(nn_cpu_maxpool_backward(ctx, &nd, am, f[0], f[1], err));
-	dx_out(ctx, d->n, d->c, hw_in(d), f[1], dx);
+	dx_out(ctx, d->n, d->c, pool_hw_in(d), f[1], dx);
 	return 0;
 }
 
@@ -297,14 +278,13 @@ int nn_cpu_cl32_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 {
 	static const char what[] = "average-pool";
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
-	const size_t count[2] = {(size_t)d->n * d->c * hw_in(d),
-				 (size_t)d->n * d->c * hw_out(d)};
+	const size_t count[2] = {pool_nx(d), pool_ny(d)};
 	float *f[2];
 	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 2, f, what, err));
-	to_nchw(ctx, d->n, d->c, hw_in(d), x, f[0]);
-	const nn_pool_desc nd = pool_nchw(d);
+	to_nchw(ctx, d->n, d->c, pool_hw_in(d), x, f[0]);
+	const nn_pool_desc nd = nchw_pool(d);
 	FORWARD_IF_ERR(nn_cpu_avgpool_forward(ctx, &nd, f[0], f[1], err));
-	to_nhwc(ctx, d->n, d->c, hw_out(d), f[1], y);
+	to_nhwc(ctx, d->n, d->c, pool_hw_out(d), f[1], y);
 	return 0;
 }
 
@@ -315,15 +295,14 @@ int nn_cpu_cl32_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 	FORWARD_IF_ERR(nn_avgpool_check_desc(d, what, err));
 	if (!dx)
 		return 0;
-	const size_t count[2] = {(size_t)d->n * d->c * hw_out(d),
-				 (size_t)d->n * d->c * hw_in(d)};
+	const size_t count[2] = {pool_ny(d), pool_nx(d)};
 	float *f[2];
 	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, count, 2, f, what, err));
-	to_nchw(ctx, d->n, d->c, hw_out(d), dy, f[0]);
-	dx_in(ctx, d->n, d->c, hw_in(d), dx, f[1]);
-	const nn_pool_desc nd = pool_nchw(d);
+	to_nchw(ctx, d->n, d->c, pool_hw_out(d), dy, f[0]);
+	dx_in(ctx, d->n, d->c, pool_hw_in(d), dx, f[1]);
+	const nn_pool_desc nd = nchw_pool(d);
 	FORWARD_IF_ERR(nn_cpu_avgpool_backward(ctx, &nd, f[0], f[1], err));
-	dx_out(ctx, d->n, d->c, hw_in(d), f[1], dx);
+	dx_out(ctx, d->n, d->c, pool_hw_in(d), f[1], dx);
 	return 0;
 }
 

@@ -36,6 +36,35 @@ void nn_mp_store_l(const nn_ctx *ctx, int nhwc, int n, int c, size_t hw,
 void nn_mp_argmax_l(int to_nhwc, int n, int c, size_t hw, const int32_t *src,
 		    int32_t *dst);
 
+/* A pooling descriptor's element counts (x, y), plane sizes (in, out),
+ * and the descriptor for the NCHW fp32 kernels the entries call. */
+static inline size_t pool_nx(const nn_pool_desc *d)
+{
+	return (size_t)d->n * d->c * d->h_in * d->w_in;
+}
+
+static inline size_t pool_ny(const nn_pool_desc *d)
+{
+	return (size_t)d->n * d->c * d->h_out * d->w_out;
+}
+
+static inline size_t pool_hw_in(const nn_pool_desc *d)
+{
+	return (size_t)d->h_in * d->w_in;
+}
+
+static inline size_t pool_hw_out(const nn_pool_desc *d)
+{
+	return (size_t)d->h_out * d->w_out;
+}
+
+static inline nn_pool_desc nchw_pool(const nn_pool_desc *d)
+{
+	nn_pool_desc nd = *d;
+	nd.nhwc = 0;
+	return nd;
+}
+
 /* fp32 channels-last (cl32.c): the NCHW fp32 kernels between transposes,
  * the NCHW run's bits; the descriptors' nhwc is 1 */
 int nn_cpu_cl32_conv_forward(nn_ctx *ctx, const nn_conv_desc *d,

@@ -11,33 +11,6 @@
 
 /* ---- pooling and dropout: through fp32 copies ---------------------------------- */
 
-static size_t pool_nx(const nn_pool_desc *d)
-{
-	return (size_t)d->n * d->c * d->h_in * d->w_in;
-}
-
-static size_t pool_ny(const nn_pool_desc *d)
-{
-	return (size_t)d->n * d->c * d->h_out * d->w_out;
-}
-
-static size_t pool_hw_in(const nn_pool_desc *d)
-{
-	return (size_t)d->h_in * d->w_in;
-}
-
-static size_t pool_hw_out(const nn_pool_desc *d)
-{
-	return (size_t)d->h_out * d->w_out;
-}
-
-static nn_pool_desc nchw_pool(const nn_pool_desc *d)
-{
-	nn_pool_desc nd = *d;
-	nd.nhwc = 0;
-	return nd;
-}
-
 int nn_cpu_mp_maxpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 			      const void *x, void *y, int32_t *argmax,
 			      ims_error *err)
