@@ -190,6 +190,10 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		p->activations.max_batch,
 		p->activations.activation_bytes_per_image / 1048576.0,
 		p->channels_last ? "channels-last (NHWC)" : "NCHW");
+	if (!strcmp(o->net.device, "cuda"))
+		train_say("cuda graphs: %s%s", p->cuda_graphs ? "on (" : "off: ",
+			  p->cuda_graphs ? "each step's passes recorded once, from the third step, then replayed)"
+					 : p->cuda_graphs_off);
 	if (o->data.synthetic)
 		train_say("--synthetic: every step trains on one "
 			"fixed random batch per rank (nothing decoded); "
@@ -530,8 +534,9 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->net.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
-		{"channels-last", 0, CLI_STRING, &o->net.channels_last, "auto|on|off", "store activations NHWC (N x H x W x C), as cuDNN's tensor cores read them and PyTorch's channels_last does; auto: on for --device cuda in bf16/fp16 with a model whose classifier reads a 1x1 map (all but vgg16), off otherwise; on: in fp32 too (TF32's layout; not yet measured on a GPU), and on the CPU (the same bits as off, slower: a reference) (auto)", 0, 0},
+		{"channels-last", 0, CLI_STRING, &o->net.channels_last, "auto|on|off", "store activations NHWC (N x H x W x C), as cuDNN's tensor cores read them and PyTorch's channels_last does; auto: on for --device cuda in bf16/fp16, or fp32 with --tf32 on, with a model whose classifier reads a 1x1 map (all but vgg16), off otherwise; on: in fp32 without TF32 too, and on the CPU (the same bits as off, slower: a reference) (auto)", 0, 0},
 		{"cudnn-algo", 0, CLI_STRING, &o->net.cudnn_algo, "MODE", "cuda: how convolution algorithms are chosen, once per shape: benchmark (time each, keep the fastest), heuristic (cuDNN's ranking) or deterministic (the same bits every run) (benchmark)", 0, 0},
+		{"cuda-graphs", 0, CLI_STRING, &o->net.cuda_graphs, "auto|on|off", "cuda: record each step's forward and backward passes once as CUDA graphs and replay them, so the host queues two calls instead of hundreds of kernels; auto: on with one rank in fp32/bf16 without --profile, off otherwise (fp16 reads its loss every step; several ranks allreduce inside backward); on: refuse to start where it cannot be used (auto)", 0, 0},
 		{"tf32", 0, CLI_STRING, &tf32, "on|off", "cuda, fp32: TF32 tensor cores for convolutions and GEMMs (on from compute capability 8.0, as PyTorch's cuDNN default)", 0, 0},
 		{"init", 0, CLI_STRING, &o->net.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"init-partial", 0, CLI_FLAG, &o->net.init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
@@ -633,6 +638,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	    strcmp(o->net.channels_last, "off"))
 		USAGE("--channels-last must be auto, on or off, got '%s'",
 		      o->net.channels_last);
+	if (o->net.cuda_graphs && strcmp(o->net.cuda_graphs, "auto") &&
+	    strcmp(o->net.cuda_graphs, "on") &&
+	    strcmp(o->net.cuda_graphs, "off"))
+		USAGE("--cuda-graphs must be auto, on or off, got '%s'",
+		      o->net.cuda_graphs);
 	if (tf32 && strcmp(tf32, "on") && strcmp(tf32, "off"))
 		USAGE("--tf32 must be on or off, got '%s'", tf32);
 	if (tf32)

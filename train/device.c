@@ -54,6 +54,48 @@ int nn_ctx_sync(nn_ctx *ctx, ims_error *err)
 	return ctx->be->sync ? ctx->be->sync(ctx, err) : 0;
 }
 
+int nn_ctx_can_record(const nn_ctx *ctx)
+{
+	return ctx->be && ctx->be->graph_begin && ctx->be->graph_end &&
+	       ctx->be->graph_launch && ctx->be->graph_free;
+}
+
+int nn_ctx_record_begin(nn_ctx *ctx, ims_error *err)
+{
+	RETURN_IF(!nn_ctx_can_record(ctx), err, IMS_EUNSUPPORTED,
+		  "cannot record a pass on the %s backend: it runs work as it "
+		  "is queued",
+		  ctx->be ? ctx->be->name : "(no)");
+	return ctx->be->graph_begin(ctx, err);
+}
+
+int nn_ctx_record_end(nn_ctx *ctx, int keep, nn_graph **out, ims_error *err)
+{
+	*out = NULL;
+	RETURN_IF(!nn_ctx_can_record(ctx), err, IMS_EUNSUPPORTED,
+		  "cannot record a pass on the %s backend: it runs work as it "
+		  "is queued",
+		  ctx->be ? ctx->be->name : "(no)");
+	void *g = NULL;
+	FORWARD_IF_ERR(ctx->be->graph_end(ctx, keep, &g, err));
+	*out = g;
+	return 0;
+}
+
+int nn_ctx_replay(nn_ctx *ctx, nn_graph *g, ims_error *err)
+{
+	RETURN_IF(!nn_ctx_can_record(ctx) || !g, err, IMS_EINVAL,
+		  "cannot replay a recording: %s",
+		  g ? "the backend cannot record" : "there is none");
+	return ctx->be->graph_launch(ctx, g, err);
+}
+
+void nn_graph_free(nn_ctx *ctx, nn_graph *g)
+{
+	if (g && nn_ctx_can_record(ctx))
+		ctx->be->graph_free(ctx, g);
+}
+
 int nn_ctx_sync_now(nn_ctx *ctx, double *t, ims_error *err)
 {
 	*t = 0;

@@ -263,6 +263,16 @@ float *nn_model_buffers(nn_model *m, size_t *count)
 	return m->buffers;
 }
 
+const void *nn_model_arena(const nn_model *m) { return m->mem.arena; }
+
+int nn_model_has_dropout(const nn_model *m)
+{
+	for (int i = 0; i < m->n_nodes; i++)
+		if (m->nodes[i].op == NN_OP_DROPOUT && m->nodes[i].drop_p > 0)
+			return 1;
+	return 0;
+}
+
 nn_ctx *nn_model_ctx(nn_model *m)
 {
 	return m->ctx;
@@ -400,6 +410,34 @@ static int relu_fused(const nn_model *m, int i)
 	       r->op == NN_OP_RELU && r->in0 == i && b->y && r->y == b->y;
 }
 
+/* The binding of a forward pass that trains or evaluates. */
+static nn_plan_mode forward_mode(const nn_model *m, int train)
+{
+	return !train ? NN_MODE_EVAL
+	       : m->mem.use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
+						 : NN_MODE_TRAIN;
+}
+
+/*
+ * What a finished forward pass leaves on the host: each batch norm that
+ * used batch statistics counts the batch, backward learns which batch it
+ * differentiates, and the logits are named. The device's work is not
+ * here, so that a replayed recording (nn_model_forward_host) leaves the
+ * host exactly as running the pass does.
+ */
+static void forward_done(nn_model *m, const float *x, int n, int train,
+			 const float **logits)
+{
+	for (int i = 0; i < m->n_nodes && train && !m->frozen_bn; i++)
+		if (m->nodes[i].op == NN_OP_BN)
+			m->counters[m->tensors[m->nodes[i].nbt].offset]++;
+	m->last_n = n;
+	m->last_train = train;
+	m->last_x = x;
+	*logits = m->precision != NN_PREC_FP32 ? m->logits32
+					       : m->nodes[m->n_nodes - 1].y;
+}
+
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
 		     ims_error *err)
@@ -423,9 +461,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	/* a failed pass leaves nothing for backward to read */
 	m->last_n = 0;
 	m->last_train = 0;
-	nn_mem_bind(m, !train ? NN_MODE_EVAL
-		       : m->mem.use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
-							 : NN_MODE_TRAIN);
+	nn_mem_bind(m, forward_mode(m, train));
 	double t0;
 	FORWARD_IF_ERR(prof_now(m, &t0, err));
 	if (copies) {
@@ -460,7 +496,6 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 				FORWARD_IF_ERR(be->bn_forward_train(
 					ctx, &d, in, w, b, rm, rv, nd->save_mean,
 					nd->save_invstd, nd->y, err));
-				m->counters[m->tensors[nd->nbt].offset]++;
 			} else {
 				FORWARD_IF_ERR(be->bn_forward_eval(ctx, &d, in, w, b,
 								   rm, rv, nd->y, err));
@@ -509,9 +544,6 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 0, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, i, err));
 	}
-	m->last_n = n;
-	m->last_train = train;
-	m->last_x = x;
 	const nn_node *last = &m->nodes[m->n_nodes - 1];
 	if (half) {
 		/* the loss reads float: the 16-bit logits widened */
@@ -519,12 +551,25 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		FORWARD_IF_ERR(be->act_to_f32(ctx, (size_t)n * last->c, last->y,
 					      m->logits32, err));
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
-		*logits = m->logits32;
-	} else {
-		*logits = last->y;
 	}
+	forward_done(m, x, n, train, logits);
 	if (m->prof)
 		m->prof->forwards++;
+	return 0;
+}
+
+int nn_model_forward_host(nn_model *m, const float *x, int n, int train,
+			  const float **logits, ims_error *err)
+{
+	RETURN_IF(n < 1 || n > m->max_batch || !m->mem.arena ||
+			  (train && m->mem.use == NN_USE_EVAL),
+		  err, IMS_EINVAL,
+		  "cannot account for a replayed pass of %s on a batch of %d",
+		  m->name, n);
+	m->last_n = 0;
+	m->last_train = 0;
+	nn_mem_bind(m, forward_mode(m, train));
+	forward_done(m, x, n, train, logits);
 	return 0;
 }
 

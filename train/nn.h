@@ -99,11 +99,11 @@ typedef struct nn_ctx {
 	/* How models made on this context lay out their activations, read
 	 * by nn_model_create (a model keeps it): NN_CL_OFF (0, the default:
 	 * NCHW), NN_CL_ON (channels-last, N x H x W x C, as cuDNN's tensor
-	 * cores read them and PyTorch's channels_last stores them; needs
-	 * 16-bit precision and a model whose linear layers read 1x1 maps,
-	 * every one but vgg16, else nn_model_create fails) or NN_CL_AUTO
-	 * (on where it pays: 16 bits on a device, with a model that can; off
-	 * otherwise). The weights, their gradients, checkpoints and results
+	 * cores read them and PyTorch's channels_last stores them; needs a
+	 * model whose linear layers read 1x1 maps, every one but vgg16, else
+	 * nn_model_create fails) or NN_CL_AUTO (on where it pays: on a
+	 * device in 16 bits, or in fp32 with tf32 set, with a model that
+	 * can; off otherwise). The weights, their gradients, checkpoints and results
 	 * do not change: on the CPU a channels-last model computes the same
 	 * bits as an NCHW one (it transposes around its NCHW kernels, a
 	 * reference, not a speed-up). nn_model_channels_last says what a
@@ -207,6 +207,26 @@ int nn_ctx_copy(nn_ctx *ctx, void *dst, const void *src, size_t bytes,
 /* Blocks until every piece of work queued on ctx has run; reports an
  * asynchronous device error. Nothing to wait for on the CPU: 0. */
 int nn_ctx_sync(nn_ctx *ctx, ims_error *err);
+/*
+ * Recording (CUDA graphs; a device whose backend can record, else
+ * nn_ctx_can_record says 0 and the others fail). Between
+ * nn_ctx_record_begin and nn_ctx_record_end the work the calling thread
+ * queues on ctx is recorded, not run: nothing may wait for the device
+ * (a copy to the host, nn_ctx_sync, an allocation), or the recording
+ * fails. nn_ctx_record_end stops recording and, with keep and no
+ * failure, gives the recording as *out (else NULL; nothing of it ran).
+ * nn_ctx_replay queues the recorded work once more, with the same
+ * arguments and addresses; the host code that queued it does not run
+ * (nn_model_forward_host does a forward pass's share). nn_graph_free
+ * accepts NULL. train/loop/graphs.c records a training step's passes.
+ */
+typedef struct nn_graph nn_graph;
+int nn_ctx_can_record(const nn_ctx *ctx);
+int nn_ctx_record_begin(nn_ctx *ctx, ims_error *err);
+int nn_ctx_record_end(nn_ctx *ctx, int keep, nn_graph **out, ims_error *err);
+int nn_ctx_replay(nn_ctx *ctx, nn_graph *g, ims_error *err);
+void nn_graph_free(nn_ctx *ctx, nn_graph *g);
+
 /* For profiling: nn_ctx_sync, then *t = ims_now(), so the time counts
  * the work queued before it; *t is 0 after an error. */
 int nn_ctx_sync_now(nn_ctx *ctx, double *t, ims_error *err);
@@ -347,6 +367,23 @@ nn_ctx *nn_model_ctx(nn_model *m);
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
 		     ims_error *err);
+/*
+ * The host's share of a forward pass whose device work was recorded
+ * (nn_ctx_record_begin) and is being replayed: what nn_model_forward
+ * leaves on the host (the batch-norm counters, the pass backward reads,
+ * *logits) without queuing anything. The replay must be of a pass
+ * recorded with the same x, n and train, since the last
+ * nn_model_set_use (nn_model_arena).
+ */
+int nn_model_forward_host(nn_model *m, const float *x, int n, int train,
+			  const float **logits, ims_error *err);
+/* 1 when a training forward pass of m draws dropout (its masks follow
+ * the pass's dropout_seed), else 0. */
+int nn_model_has_dropout(const nn_model *m);
+/* The activations' arena, whose address every pass reads: it changes
+ * when nn_model_set_use reallocates it, and a recording that read the
+ * old one must not be replayed. */
+const void *nn_model_arena(const nn_model *m);
 /*
  * Backward pass of the last training forward, from dlogits (n x classes,
  * device memory), which reads that forward's x again (keep it unchanged

@@ -661,6 +661,13 @@ struct nn_backend {
 	/* Blocks the host until every piece of work queued on the context
 	 * has run; reports an asynchronous device error. */
 	int (*sync)(nn_ctx *, ims_error *);
+	/* Recording (nn_ctx_record_begin and the rest, nn.h): graph_end
+	 * gives an opaque replayable recording, or NULL; graph_free accepts
+	 * NULL. train/cuda/graph_cuda.c (CUDA graphs). */
+	int (*graph_begin)(nn_ctx *, ims_error *);
+	int (*graph_end)(nn_ctx *, int keep, void **out, ims_error *);
+	int (*graph_launch)(nn_ctx *, void *graph, ims_error *);
+	void (*graph_free)(nn_ctx *, void *graph);
 	/* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes),
 	 * which NVML finds it by (train/gpumon.h). */
 	int (*pci_bus_id)(nn_ctx *, char *buf, int len, ims_error *);

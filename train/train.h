@@ -64,6 +64,8 @@ typedef struct nn_train_plan {
 	nn_model_memory activations; /* the model's planned activation memory */
 	int channels_last;         /* 1: the model stores its activations
 				      NHWC (--channels-last) */
+	int cuda_graphs;           /* 1: passes recorded and replayed */
+	const char *cuda_graphs_off; /* why not, when 0 */
 } nn_train_plan;
 
 /*
@@ -281,6 +283,9 @@ typedef struct nn_train_net {
 				     default (on from compute capability 8) */
 	const char *channels_last; /* --channels-last auto|on|off (NULL:
 				     auto): NHWC activations (nn_ctx) */
+	const char *cuda_graphs;  /* --cuda-graphs auto|on|off (NULL: auto):
+				     a step's passes recorded once and
+				     replayed (train/loop/graphs.c) */
 	const char *init;         /* --init weights.safetensors */
 	int init_partial;         /* --init-partial: --init may hold fewer
 				     than the backbone's tensors */

@@ -110,6 +110,24 @@ PY
   run env IMSHARD_INJECT_NAN_STEP=2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --device cuda --precision bf16 --max-steps 3
   same "$rc" 1 "(bf16 on cuda fed a NaN at step 2)"
   contains "$T/err" "loss is NaN at step 2: stopping"
+  # --cuda-graphs: passes recorded once and replayed train the bits the
+  # queued ones do (resnet18 records forward and backward), in fp32 and
+  # bf16; the summary counts them, and says why when off
+  for p in fp32 bf16; do
+    for g in on off; do
+      expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model resnet18 --size 32 --threads 1 --batch-size 8 --quiet \
+        --device cuda --precision $p --tf32 off --cudnn-algo deterministic --max-steps 6 --log-every 1 \
+        --log-dir "$T/graph_${p}_$g" --checkpoint-dir "$T/graphk_${p}_$g" --cuda-graphs $g
+    done
+    same "$(json "$T/graph_${p}_on/summary.json" '(j["cuda_graphs"]["recorded"] >= 2, j["cuda_graphs"]["replayed"] >= 4, j["cuda_graphs"]["off"])')" "(True, True, None)" "$p: passes recorded and replayed"
+    same "$(json "$T/graph_${p}_off/summary.json" '(j["cuda_graphs"]["recorded"], j["cuda_graphs"]["off"])')" "(0, '--cuda-graphs off')" "$p: none with --cuda-graphs off"
+    same "$(grep -o '"loss":[^,]*' "$T/graph_${p}_on/metrics.jsonl")" "$(grep -o '"loss":[^,]*' "$T/graph_${p}_off/metrics.jsonl")" "$p: replayed steps' losses"
+    expect 0 cmp_st "$T/graphk_${p}_on/checkpoint.safetensors" "$T/graphk_${p}_off/checkpoint.safetensors" --rtol 0 --prefix ""
+  done
+  # fp16 decides each step on the host: on is refused, auto says why not
+  run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model resnet18 --size 32 --threads 1 --batch-size 8 --device cuda --precision fp16 --max-steps 1 --cuda-graphs on
+  same "$rc" 1 "(fp16 with --cuda-graphs on)"
+  contains "$T/err" "cannot use --cuda-graphs on: fp16 reads its loss and gradients every step"
 else
   one_line "$T/err"
   contains "$T/err" "use --device cpu"
@@ -119,6 +137,17 @@ else
   one_line "$T/err"
   contains "$T/err" "cannot use --device cuda: "
 fi
+# --cuda-graphs is a device's: on the CPU, on is refused, auto and off
+# say nothing
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --cuda-graphs on
+same "$rc" 1 "(--cuda-graphs on, --device cpu)"
+one_line "$T/err"
+contains "$T/err" "cannot use --cuda-graphs on: the device runs work as it is queued (--device cpu)"
+expect 0 fit --max-steps 1 --cuda-graphs off --log-dir "$T/graph_cpu"
+same "$(json "$T/graph_cpu/summary.json" '(j["options"]["cuda_graphs"], j["cuda_graphs"]["recorded"], j["cuda_graphs"]["off"])')" "('off', 0, '--cuda-graphs off')" "cpu summary"
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --cuda-graphs maybe
+same "$rc" 2 "(--cuda-graphs maybe)"
+contains "$T/err" "--cuda-graphs must be auto, on or off, got 'maybe'"
 # mixed precision on the CPU (the device's reference graph): bf16 trains
 # without loss scaling; fp16 with an injected Inf gradient at step 3
 # skips that step and halves the scale; the options say what ran

@@ -4,7 +4,8 @@
  * on a fixed batch lowers the loss, frozen-backbone backward, evaluation
  * mode and determinism, batch-size limits; the ReLU fused into the batch
  * norm or add before it (nn_bn_desc.relu, add_relu_forward) where the
- * plan runs it in place.
+ * plan runs it in place; a replayed pass's host share
+ * (nn_model_forward_host).
  */
 #include <math.h>
 #include <string.h>
@@ -329,6 +330,69 @@ static void relu_fusion(void)
 	nn_ctx_release(&ctx);
 }
 
+/*
+ * A replayed pass's host share (nn_model_forward_host, for recorded
+ * passes): the counters, the pass backward may follow and the logits'
+ * place are what running the pass leaves, and nothing is computed. The
+ * CPU cannot record, and says so.
+ */
+static void forward_host(nn_ctx *ctx)
+{
+	ims_error err;
+	nn_model *a = NULL, *b = NULL;
+	const int n = 2, k = 3, hw = 16;
+	CHECK_OK(nn_model_create(ctx, "resnet18", k, hw, hw, n, 5, &a, &err), &err);
+	CHECK_OK(nn_model_create(ctx, "resnet18", k, hw, hw, n, 5, &b, &err), &err);
+	if (!a || !b)
+		return;
+	float *x = nn_test_alloc((size_t)n * 3 * hw * hw);
+	float *r = nn_test_alloc((size_t)n * k);
+	nn_test_fill(x, (size_t)n * 3 * hw * hw, 4, -1, 1);
+	nn_test_fill(r, (size_t)n * k, 5, -1, 1);
+	size_t nc;
+	int64_t *ca = nn_model_counters(a, &nc);
+	const int64_t *cb = nn_model_counters(b, NULL);
+	const float *la, *lb, *lb2;
+	/* two training passes and an evaluation one, run and accounted for */
+	for (int i = 0; i < 3; i++) {
+		CHECK_OK(nn_model_forward(a, x, n, i < 2, 0, &la, &err), &err);
+		CHECK_OK(nn_model_forward_host(b, x, n, i < 2, &lb, &err), &err);
+	}
+	CHECK(nc > 0 && ca[0] == 2);
+	CHECK(memcmp(ca, cb, nc * sizeof(int64_t)) == 0);
+	/* nothing ran: b's logits are as the arena was made (zero) */
+	CHECK(lb[0] == 0 && lb[k - 1] == 0 && la[0] != 0);
+	CHECK_EQ_INT(nn_model_backward(b, r, 0, &err), IMS_EINVAL);
+	CHECK_OK(nn_model_forward_host(b, x, n, 1, &lb, &err), &err);
+	CHECK_OK(nn_model_forward(b, x, n, 1, 0, &lb2, &err), &err);
+	CHECK(lb == lb2);
+	CHECK_EQ_INT((int)cb[0], 4);
+	/* a backward after a replayed training pass is accepted */
+	CHECK_OK(nn_model_forward_host(b, x, n, 1, &lb, &err), &err);
+	CHECK_OK(nn_model_backward(b, r, 0, &err), &err);
+	CHECK_EQ_INT(nn_model_forward_host(b, x, n + 1, 1, &lb, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "batch of 3") != NULL);
+	CHECK(nn_model_arena(a) != NULL && nn_model_arena(a) != nn_model_arena(b));
+	CHECK_EQ_INT(nn_model_has_dropout(a), 0);
+	nn_model *c = NULL;
+	CHECK_OK(nn_model_create(ctx, "convnet7", k, hw, hw, n, 5, &c, &err), &err);
+	CHECK_EQ_INT(nn_model_has_dropout(c), 1);
+	nn_model_free(c);
+	/* the CPU runs work as it is queued: nothing to record */
+	nn_graph *rec = (nn_graph *)&err;
+	CHECK_EQ_INT(nn_ctx_can_record(ctx), 0);
+	CHECK_EQ_INT(nn_ctx_record_begin(ctx, &err), IMS_EUNSUPPORTED);
+	CHECK(strstr(err.msg, "cannot record a pass on the cpu backend") != NULL);
+	CHECK_EQ_INT(nn_ctx_record_end(ctx, 1, &rec, &err), IMS_EUNSUPPORTED);
+	CHECK(rec == NULL);
+	CHECK_EQ_INT(nn_ctx_replay(ctx, NULL, &err), IMS_EINVAL);
+	nn_graph_free(ctx, NULL);
+	nn_model_free(a);
+	nn_model_free(b);
+	free(x);
+	free(r);
+}
+
 int main(void)
 {
 	nn_ctx ctx;
@@ -343,6 +407,7 @@ int main(void)
 	gradients(&ctx, "resnet18", 32, 2, 1);
 	training_lowers_loss(&ctx);
 	head_only_and_eval(&ctx);
+	forward_host(&ctx);
 	nn_ctx_release(&ctx);
 	thread_count_repeatable();
 	relu_fusion();

@@ -303,6 +303,10 @@ const nn_backend nn_backend_cuda = {
 	.host_memory = "pinned memory (cudaHostAlloc)",
 	.unscale_check = nn_cuda_unscale_check,
 	.sync = nn_cuda_sync,
+	.graph_begin = nn_cuda_graph_begin,
+	.graph_end = nn_cuda_graph_end,
+	.graph_launch = nn_cuda_graph_launch,
+	.graph_free = nn_cuda_graph_free,
 	.pci_bus_id = nn_cuda_pci_bus_id,
 };
 

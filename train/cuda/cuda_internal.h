@@ -243,6 +243,10 @@ int nn_cuda_unscale_check(nn_ctx *ctx, float *g, size_t n, float inv,
 int nn_cuda_loss_prepare(nn_ctx *ctx, int n, int k, ims_error *err);
 int nn_cuda_sync(nn_ctx *ctx, ims_error *err);
 int nn_cuda_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
+int nn_cuda_graph_begin(nn_ctx *ctx, ims_error *err);
+int nn_cuda_graph_end(nn_ctx *ctx, int keep, void **out, ims_error *err);
+int nn_cuda_graph_launch(nn_ctx *ctx, void *graph, ims_error *err);
+void nn_cuda_graph_free(nn_ctx *ctx, void *graph);
 int nn_cuda_stage_create(nn_ctx *ctx, size_t x_bytes, size_t label_bytes,
 			 nn_stage **out, ims_error *err);
 int nn_cuda_stage_put(nn_stage *s, int slot, const void *x, size_t x_bytes,

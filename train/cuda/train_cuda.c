@@ -2,8 +2,8 @@
  * train_cuda.c - what the training loop needs of the CUDA backend beyond
  * the layers: the optimiser updates (optim.cu's kernels), fp16's gradient
  * check (half.cu), input staging
- * (batches copied to the device on a copy stream, double-buffered) and a
- * full synchronisation.
+ * (batches copied to the device on a copy stream, double-buffered), a
+ * full synchronisation and recording (CUDA graphs of the compute stream).
  *
  * Staging, per slot (0, 1): a device buffer for the batch and one for its
  * labels, an event `copied` recorded on the copy stream after the copies,
@@ -79,6 +79,64 @@ int nn_cuda_sync(nn_ctx *ctx, ims_error *err)
 	CUDA_CHECK(err, "wait for the cuda device",
 		   cudaStreamSynchronize(nn_cuda_dev_of(ctx)->stream));
 	return 0;
+}
+
+/* ---- recording (CUDA graphs) ---------------------------------------------
+ *
+ * The compute stream is captured in thread-local mode: the loader's
+ * threads may allocate pinned memory and queue copies on the copy stream
+ * meanwhile, while this thread's waiting calls fail the capture (the
+ * caller then runs the pass as usual). A failed capture leaves an error
+ * that the next call would return: cudaGetLastError takes it.
+ */
+
+int nn_cuda_graph_begin(nn_ctx *ctx, ims_error *err)
+{
+	CUDA_CHECK(err, "start recording the compute stream",
+		   cudaStreamBeginCapture(nn_cuda_dev_of(ctx)->stream,
+					  cudaStreamCaptureModeThreadLocal));
+	return 0;
+}
+
+int nn_cuda_graph_end(nn_ctx *ctx, int keep, void **out, ims_error *err)
+{
+	*out = NULL;
+	cudaGraph_t g = NULL;
+	cudaError_t e = cudaStreamEndCapture(nn_cuda_dev_of(ctx)->stream, &g);
+	if (e != cudaSuccess || !keep) {
+		if (g)
+			cudaGraphDestroy(g);
+		(void)cudaGetLastError();
+		if (e != cudaSuccess)
+			return nn_cuda_fail_rt(err, e, "record the compute stream",
+					       __FILE__, __LINE__);
+		return 0;
+	}
+	cudaGraphExec_t x = NULL;
+	e = cudaGraphInstantiate(&x, g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return nn_cuda_fail_rt(err, e, "make a recording replayable",
+				       __FILE__, __LINE__);
+	}
+	*out = x;
+	return 0;
+}
+
+int nn_cuda_graph_launch(nn_ctx *ctx, void *graph, ims_error *err)
+{
+	CUDA_CHECK(err, "replay a recording",
+		   cudaGraphLaunch((cudaGraphExec_t)graph,
+				   nn_cuda_dev_of(ctx)->stream));
+	return 0;
+}
+
+void nn_cuda_graph_free(nn_ctx *ctx, void *graph)
+{
+	(void)ctx;
+	if (graph)
+		cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 int nn_cuda_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)

@@ -6,6 +6,7 @@
  *               optimiser and schedule, gradient buckets
  *   step.c      one step (next batch, forward, loss, backward,
  *               allreduce, update) and one epoch of them
+ *   graphs.c    the step's passes recorded once and replayed (CUDA graphs)
  *   stage.c     batches on a device: staging slots, the next batch taken
  *               ahead, logits read back, the loader's pinned memory
  *   validate.c  validation
@@ -147,6 +148,35 @@ typedef struct loop_bad {
 	uint64_t val_count;    /* in the last validation, all ranks' */
 } loop_bad;
 
+/* A recorded pass (graphs.c), kept for the addresses and sizes its
+ * kernels were given. */
+enum { LOOP_PASS_FORWARD, LOOP_PASS_BACKWARD };
+typedef struct loop_graph {
+	int pass;            /* LOOP_PASS_* */
+	const void *addr;    /* forward: the batch; backward: the loss
+				gradient (device memory) */
+	const void *batch;   /* backward: the forward pass's batch, which
+				it reads again (fp32 NCHW's first layer) */
+	int n;               /* samples */
+	const void *arena;   /* the activations' (nn_model_arena) */
+	int flag;            /* backward: head_only */
+	nn_graph *g;
+} loop_graph;
+
+/* Two staging slots and the --synthetic batch, forward and backward. */
+#define LOOP_GRAPHS 8
+
+/* --cuda-graphs: the step's passes recorded once, then replayed. */
+typedef struct loop_graphs {
+	int on;              /* passes are recorded and replayed */
+	int forward;         /* the forward pass too (no dropout) */
+	const char *why;     /* why not, when off */
+	loop_graph e[LOOP_GRAPHS];
+	int count;
+	uint64_t recorded, replayed;
+	int64_t *counters;   /* the model's, kept while a pass records */
+} loop_graphs;
+
 typedef struct run {
 	const nn_train_opts *o;
 	nn_train_hooks hooks;  /* the caller's, or all zero */
@@ -177,6 +207,7 @@ typedef struct run {
 	nn_model_card card;    /* what checkpoints record for inference */
 	loop_data data;
 	loop_stage st;
+	loop_graphs graphs;
 	loop_log log;
 } run;
 
@@ -230,6 +261,16 @@ int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
 int loop_read_logits(run *r, const float **logits, int n, ims_error *err);
 int loop_read_tally(run *r, loop_interval *iv, int reset, ims_error *err);
 int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
+
+/* graphs.c: nn_model_forward and nn_model_backward, replayed from a
+ * recording where the run records (loop_setup_graphs) and use says this
+ * step may */
+int loop_setup_graphs(run *r, ims_error *err);
+void loop_graphs_release(run *r);
+int loop_graph_forward(run *r, int use, const float *x, int n, uint64_t seed,
+		       const float **logits, ims_error *err);
+int loop_graph_backward(run *r, int use, const float *x, const float *dlogits,
+			int n, int head_only, ims_error *err);
 
 /* step.c */
 int loop_setup_overflow(run *r, ims_error *err);

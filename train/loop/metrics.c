@@ -138,6 +138,8 @@ void loop_plan(const run *r, nn_train_plan *p)
 	p->validation = r->data.val != NULL;
 	nn_model_memory_info(r->m, &p->activations);
 	p->channels_last = nn_model_channels_last(r->m);
+	p->cuda_graphs = r->graphs.on;
+	p->cuda_graphs_off = r->graphs.why;
 	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
 			 &p->dropped_ranks);
 	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->optim.batch_size;
@@ -290,6 +292,7 @@ cJSON *loop_options_json(const run *r)
 					: "?");
 	cJSON_AddBoolToObject(j, "tf32", r->ctx.tf32);
 	cJSON_AddBoolToObject(j, "channels_last", nn_model_channels_last(r->m));
+	cJSON_AddStringToObject(j, "cuda_graphs", o->net.cuda_graphs ? o->net.cuda_graphs : "auto");
 	cJSON_AddNumberToObject(j, "max_steps", (double)o->optim.max_steps);
 	cJSON_AddNumberToObject(j, "momentum", o->optim.momentum);
 	cJSON_AddNumberToObject(j, "weight_decay", o->optim.weight_decay);
@@ -366,6 +369,15 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	/* --cuda-graphs: passes recorded and replays of them in this part;
+	 * why none, when so */
+	cJSON *g = cJSON_AddObjectToObject(j, "cuda_graphs");
+	cJSON_AddNumberToObject(g, "recorded", (double)r->graphs.recorded);
+	cJSON_AddNumberToObject(g, "replayed", (double)r->graphs.replayed);
+	if (r->graphs.why)
+		cJSON_AddStringToObject(g, "off", r->graphs.why);
+	else
+		cJSON_AddNullToObject(g, "off");
 	cJSON_AddNumberToObject(j, "bad_records", (double)res->bad_records);
 	cJSON *first = cJSON_AddArrayToObject(j, "bad_record_indices");
 	for (int i = 0; i < r->bad.n_first; i++)

@@ -60,6 +60,11 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	RETURN_IF(loop_channels_last(o->net.channels_last) < 0, err, IMS_EINVAL,
 		  "unknown --channels-last '%s': use auto, on or off",
 		  o->net.channels_last);
+	RETURN_IF(o->net.cuda_graphs && strcmp(o->net.cuda_graphs, "auto") &&
+			  strcmp(o->net.cuda_graphs, "on") &&
+			  strcmp(o->net.cuda_graphs, "off"),
+		  err, IMS_EINVAL, "unknown --cuda-graphs '%s': use auto, on or off",
+		  o->net.cuda_graphs);
 	RETURN_IF(o->net.tf32 < -1 || o->net.tf32 > 1, err, IMS_EINVAL,
 		  "--tf32 is %d: use 1 (on), 0 (off) or -1 (the device's "
 		  "default)",

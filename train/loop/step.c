@@ -259,10 +259,12 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	double t0 = ims_now();
 	if (r->scaler.enabled)
 		FORWARD_IF_ERR(step_keep_buffers(r, 0, err));
-	/* forward (queued on a device; the loss below waits for it) */
-	FORWARD_IF_ERR(nn_model_forward(r->m, io.x, b->count, 1,
-					ims_hash64(o->seed, step), &io.logits,
-					err));
+	/* forward (queued on a device; the loss below waits for it),
+	 * replayed from a recording after a part's first two steps */
+	const int replay = k >= 2;
+	FORWARD_IF_ERR(loop_graph_forward(r, replay, io.x, b->count,
+					  ims_hash64(o->seed, step), &io.logits,
+					  err));
 	if (ahead && r->st.stage && !o->data.synthetic) {
 		double w = 0;
 		FORWARD_IF_ERR(loop_take_ahead(r, b, step + 1, &w, err));
@@ -276,8 +278,8 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(step_loss(r, b, step, &io, err));
 	FORWARD_IF_ERR(prof_clock(r, prof, &p2, err));
 	/* backward; time inside MPI during it is communication */
-	FORWARD_IF_ERR(nn_model_backward(r->m, r->dlogits, o->net.freeze_backbone,
-					 err));
+	FORWARD_IF_ERR(loop_graph_backward(r, replay, io.x, r->dlogits, b->count,
+					   o->net.freeze_backbone, err));
 	nn_model_set_profile(r->m, NULL);
 	const double t1 = ims_now();
 	const double in_backward = dp_buckets_take_seconds(r->dp.buckets);

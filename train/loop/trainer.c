@@ -58,6 +58,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_setup_buckets(r, err));
 	FORWARD_IF_ERR(loop_setup_device(r, err));
 	FORWARD_IF_ERR(loop_reserve_memory(r, err));
+	FORWARD_IF_ERR(loop_setup_graphs(r, err));
 	FORWARD_IF_ERR(loop_take_locks(r, err));
 	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
@@ -125,6 +126,7 @@ static void tear_down(run *r)
 {
 	loop_close_metrics(r);
 	loop_history_release(r);
+	loop_graphs_release(r);
 	loop_free_stage(r);
 	loop_free_data(r);
 	nn_optim_free(r->opt);
