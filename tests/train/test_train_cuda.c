@@ -604,6 +604,35 @@ static void test_fp16_scaling(void)
 	cpu.precision = NN_PREC_FP32;
 }
 
+/* --channels-last auto: on for a device in 16 bits, and in fp32 with
+ * TF32; off without TF32, and on the CPU (the twin's "device"). */
+static void layout_auto_case(void)
+{
+	const int dev = !strcmp(gpu.be->name, "cuda");
+	static const struct {
+		int precision, tf32, want;
+	} cases[] = {
+		{NN_PREC_BF16, 0, 1},
+		{NN_PREC_FP32, 1, 1},
+		{NN_PREC_FP32, 0, 0},
+	};
+	const int tf32 = gpu.tf32, precision = gpu.precision;
+	gpu.channels_last = NN_CL_AUTO;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		nn_model *m = NULL;
+		gpu.precision = cases[i].precision;
+		gpu.tf32 = cases[i].tf32;
+		CHECK_OK(nn_model_create(&gpu, "resnet18", 10, 32, 32, 2, 7, &m,
+					 &err),
+			 &err);
+		CHECK_EQ_INT(nn_model_channels_last(m), dev && cases[i].want);
+		nn_model_free(m);
+	}
+	gpu.channels_last = NN_CL_OFF;
+	gpu.tf32 = tf32;
+	gpu.precision = precision;
+}
+
 int main(int argc, char **argv)
 {
 	CHECK_OK(nn_ctx_init_cpu(&cpu, 2, &err), &err);
@@ -628,6 +657,7 @@ int main(int argc, char **argv)
 	train_case("resnet18", 5e-3, NN_PREC_FP32, 0, 32);
 	train_case("convnet7", TOL_BF16, NN_PREC_BF16, 0, 32);
 	train_case("resnet18", TOL_BF16, NN_PREC_BF16, 1, 64);
+	layout_auto_case();
 	plan_case("convnet7");
 	plan_case("resnet18");
 	test_fp16_scaling();
