@@ -20,12 +20,12 @@
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]
 #   MODELS         model:size list (convnet7 too) [resnet50:224 resnet18:224]
 #   BATCH          batch size, every contender [64]
-#   PRECISIONS     fp32, tf32, bf16 (both sides), fp16, bf16-nchw or
-#                  tf32-nhwc (imshard only: fp16 and bf16-nchw compared
-#                  with torch's bf16, tf32-nhwc with its tf32; bf16-nchw is
-#                  bf16 with --channels-last off, the layout before
-#                  channels-last; tf32-nhwc is tf32 with --channels-last
-#                  on) [fp32 tf32 bf16]
+#   PRECISIONS     fp32, tf32, bf16 (both sides), fp16, bf16-nchw,
+#                  bf16-nograph or tf32-nchw (imshard only: fp16,
+#                  bf16-nchw and bf16-nograph compared with torch's bf16,
+#                  tf32-nchw with its tf32; bf16-nchw and tf32-nchw are
+#                  bf16 and tf32 with --channels-last off, bf16-nograph
+#                  bf16 with --cuda-graphs off) [fp32 tf32 bf16]
 #   STEPS          imshard steps per run (--max-steps) [30]
 #   LOG_EVERY      metrics interval; rates come from the intervals after
 #                  the first (warm-up) one [5]
@@ -86,7 +86,7 @@ bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
 for p in $PRECISIONS; do
-	case "$p" in fp32 | tf32 | bf16 | fp16 | bf16-nchw | tf32-nhwc) ;; *) die "PRECISIONS may hold fp32, tf32, bf16, fp16, bf16-nchw and tf32-nhwc, got '$p'" ;; esac
+	case "$p" in fp32 | tf32 | bf16 | fp16 | bf16-nchw | bf16-nograph | tf32-nchw) ;; *) die "PRECISIONS may hold fp32, tf32, bf16, fp16, bf16-nchw, bf16-nograph and tf32-nchw, got '$p'" ;; esac
 done
 # imshard-train's flags for a precision
 prec_flags() {
@@ -94,7 +94,8 @@ prec_flags() {
 	fp32) echo --precision fp32 --tf32 off ;;
 	tf32) echo --precision fp32 --tf32 on ;;
 	bf16-nchw) echo --precision bf16 --channels-last off ;;
-	tf32-nhwc) echo --precision fp32 --tf32 on --channels-last on ;;
+	bf16-nograph) echo --precision bf16 --cuda-graphs off ;;
+	tf32-nchw) echo --precision fp32 --tf32 on --channels-last off ;;
 	*) echo --precision "$1" ;;
 	esac
 }
@@ -162,7 +163,7 @@ for m in $MODELS; do
 	model=${m%%:*}
 	for p in $PRECISIONS; do
 		contenders+=("${model}_${p}_syn" "${model}_${p}_loader")
-		[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != tf32-nhwc ] &&
+		[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != bf16-nograph ] && [ "$p" != tf32-nchw ] &&
 			contenders+=("torch_${model}_${p}")
 	done
 done
@@ -207,7 +208,7 @@ if [ "$PROFILE" = 1 ]; then
 				echo "run.sh: profiling $model $p failed: $(head -n1 "$out.err")" >&2
 			fi
 			# PyTorch's device time by op kind, the same table's shape
-			[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != tf32-nhwc ] || continue
+			[ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != bf16-nograph ] && [ "$p" != tf32-nchw ] || continue
 			out="$WORK/profile-torch-$model-$p.txt"
 			if "$TORCH_PYTHON" "$here/torch_gpu.py" --model "$model" --size "${m#*:}" \
 				--batch "$BATCH" --precision "$p" --warmup 5 --steps 5 --profile 5 \
@@ -240,7 +241,7 @@ elif [ "$KERNELS" = 1 ]; then
 				echo "run.sh: ncu over imshard $model $p failed: $(tail -n1 "$ki.out")" >&2
 				continue
 			fi
-			if [ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != tf32-nhwc ]; then
+			if [ "$torch_ok" = 1 ] && [ "$p" != fp16 ] && [ "$p" != bf16-nchw ] && [ "$p" != bf16-nograph ] && [ "$p" != tf32-nchw ]; then
 				kt="$WORK/kernels-torch-$model-$p.csv"
 				"${ncu_time[@]}" --log-file "$kt" "$TORCH_PYTHON" "$here/torch_gpu.py" \
 					--model "$model" --size "${m#*:}" --batch "$BATCH" --precision "$p" \

@@ -97,7 +97,7 @@ def main():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
         model, prec, _ = name.rsplit("_", 2)
-        tprec = {"fp16": "bf16", "bf16-nchw": "bf16", "tf32-nhwc": "tf32"}.get(prec, prec)
+        tprec = {"fp16": "bf16", "bf16-nchw": "bf16", "bf16-nograph": "bf16", "tf32-nchw": "tf32"}.get(prec, prec)
         tname = "torch_%s_%s" % (model, tprec)
         t = out["contenders"].get(tname)
         if t and t["images_per_s"]:
