@@ -56,6 +56,26 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
   exit 1
 }
 
+# --- cuDNN and NCCL: the toolkit's, or PyTorch's wheels --------------------------
+# A GPU machine with PyTorch from pip often has cuDNN and NCCL only as its
+# wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13): where the toolkit has no
+# header of its own and no CUDNN_ROOT / NCCL_ROOT is set, the build is
+# pointed at them (CMakeLists.txt takes their versioned library files)
+wheel_root() {
+  python3 -c 'import importlib, sys; print(list(importlib.import_module("nvidia." + sys.argv[1]).__path__)[0])' "$1" 2>/dev/null || true
+}
+cuda_inc=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../include
+libs_from=""
+for lib in cudnn nccl; do
+  var=$(echo "$lib" | tr a-z A-Z)_ROOT
+  [ -z "${!var:-}" ] && [ ! -e "$cuda_inc/$lib.h" ] && [ ! -e "/usr/include/$lib.h" ] || continue
+  w=$(wheel_root "$lib")
+  [ -n "$w" ] && [ -e "$w/include/$lib.h" ] || continue
+  export "$var=$w"
+  export LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  libs_from="$libs_from $lib from $w;"
+done
+
 # --- what each model run is: name|model|precision|extra imshard-train flags ----
 model_runs=()
 for m in convnet7 resnet18 resnet50 vgg16; do
@@ -90,6 +110,7 @@ results="$out/results.tsv"
   echo "# imshard gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (modified)')"
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/# gpu /'
+  [ -z "$libs_from" ] || echo "# wheels:$libs_from"
   printf '# check\tstatus\tseconds\tdetail\n'
 } >"$results"
 
