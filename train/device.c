@@ -60,22 +60,27 @@ int nn_ctx_can_record(const nn_ctx *ctx)
 	       ctx->be->graph_launch && ctx->be->graph_free;
 }
 
+/* The one line for a backend that runs work as it is queued. */
+static int cannot_record(const nn_ctx *ctx, ims_error *err)
+{
+	return ims_fail(err, IMS_EUNSUPPORTED,
+			"cannot record a pass on the %s backend: it runs work "
+			"as it is queued",
+			ctx->be ? ctx->be->name : "(no)");
+}
+
 int nn_ctx_record_begin(nn_ctx *ctx, ims_error *err)
 {
-	RETURN_IF(!nn_ctx_can_record(ctx), err, IMS_EUNSUPPORTED,
-		  "cannot record a pass on the %s backend: it runs work as it "
-		  "is queued",
-		  ctx->be ? ctx->be->name : "(no)");
+	if (!nn_ctx_can_record(ctx))
+		return cannot_record(ctx, err);
 	return ctx->be->graph_begin(ctx, err);
 }
 
 int nn_ctx_record_end(nn_ctx *ctx, int keep, nn_graph **out, ims_error *err)
 {
 	*out = NULL;
-	RETURN_IF(!nn_ctx_can_record(ctx), err, IMS_EUNSUPPORTED,
-		  "cannot record a pass on the %s backend: it runs work as it "
-		  "is queued",
-		  ctx->be ? ctx->be->name : "(no)");
+	if (!nn_ctx_can_record(ctx))
+		return cannot_record(ctx, err);
 	void *g = NULL;
 	FORWARD_IF_ERR(ctx->be->graph_end(ctx, keep, &g, err));
 	*out = g;
