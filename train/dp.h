@@ -114,7 +114,7 @@ void dp_buckets_free(dp_buckets *b);
  * event recorded on the context's compute stream, and the compute stream
  * waits on an event recorded after it, so the host queues them without
  * blocking. The host only blocks where it has to know the result
- * (dp_nccl_broadcast, dp_nccl_allreduce_avg, dp_nccl_finish), and there
+ * (dp_nccl_broadcast, dp_nccl_allreduce_avg, dp_nccl_wait), and there
  * it polls: a collective that makes no progress for the timeout, or an
  * error NCCL reports asynchronously (a peer that died), aborts the
  * communicator and fails with one line, so no rank waits forever.
@@ -156,14 +156,25 @@ int dp_nccl_allreduce_avg(dp_nccl *n, float *buf, size_t count,
  * communication stream as soon as backward has finished it, behind an
  * event on the compute stream, so the allreduce overlaps the rest of
  * backward. Per step: dp_nccl_ready(ready) from the model's gradient hook
- * (buf[ready .. count) is final), then dp_nccl_finish, which queues what
- * is left, makes the compute stream wait for the last bucket and waits
- * (polling, with the timeout) until every bucket is done.
- * dp_nccl_buckets sets the buffer and bucket size (once).
+ * (buf[ready .. count) is final), then dp_nccl_flush, which queues what
+ * is left and makes the compute stream wait for the last bucket, then
+ * dp_nccl_wait, which waits (polling, with the timeout) until the compute
+ * stream's work so far, and with it every bucket, is done. dp_nccl_finish
+ * is flush and wait. dp_nccl_buckets sets the buffer and bucket size
+ * (once).
+ *
+ * Recording (nn_ctx_record_begin, CUDA graphs): ready and flush queue
+ * without waiting for the host, so a backward pass recorded with them
+ * holds the step's collectives; a replay queues them all again, and the
+ * host then calls dp_nccl_wait alone. Every rank must replay, record and
+ * queue its passes in the same order (NCCL matches collectives by
+ * order).
  */
 int dp_nccl_buckets(dp_nccl *n, float *buf, size_t count,
 		    size_t bucket_floats, ims_error *err);
 int dp_nccl_ready(dp_nccl *n, size_t ready, ims_error *err);
+int dp_nccl_flush(dp_nccl *n, ims_error *err);
+int dp_nccl_wait(dp_nccl *n, ims_error *err);
 int dp_nccl_finish(dp_nccl *n, ims_error *err);
 /* Seconds the host spent blocked in the calls above since the last take. */
 double dp_nccl_take_seconds(dp_nccl *n);

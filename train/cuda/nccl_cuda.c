@@ -25,7 +25,9 @@ struct dp_nccl {
 	int rank, world;
 	double timeout_s;
 	cudaStream_t compute, stream;
-	cudaEvent_t computed, done;
+	/* computed, done: the streams' joins (inside a recorded pass too);
+	 * landed: what the host polls, recorded on the compute stream */
+	cudaEvent_t computed, done, landed;
 	/* buckets */
 	float *buf;
 	size_t count, size;
@@ -111,23 +113,30 @@ void dp_nccl_free(dp_nccl *n)
 		cudaEventDestroy(n->computed);
 	if (n->done)
 		cudaEventDestroy(n->done);
+	if (n->landed)
+		cudaEventDestroy(n->landed);
 	if (n->stream)
 		cudaStreamDestroy(n->stream);
 	free(n);
 }
 
 /*
- * Blocks until `done` has run on the device, polling: NCCL's asynchronous
- * error (a peer gone) or no completion within the timeout aborts the
- * communicator and fails.
+ * Blocks until what the compute stream has queued so far has run on the
+ * device, the collectives it waits for included, polling: NCCL's
+ * asynchronous error (a peer gone) or no completion within the timeout
+ * aborts the communicator and fails. The event is recorded here, on the
+ * compute stream, so the wait also covers collectives a replayed pass
+ * queued (an event recorded while recording is not recorded again when
+ * the pass is replayed).
  */
 static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 {
 	RETURN_IF(n->failed, err, IMS_EIO,
 		  "cannot %s: the nccl communicator was aborted", what);
+	CUDA_CHECK(err, what, cudaEventRecord(n->landed, n->compute));
 	const double t0 = ims_now();
 	for (;;) {
-		cudaError_t e = cudaEventQuery(n->done);
+		cudaError_t e = cudaEventQuery(n->landed);
 		if (e == cudaSuccess)
 			break;
 		if (e != cudaErrorNotReady)
@@ -180,6 +189,8 @@ static int setup(dp_nccl *n, dp_comm *c, ims_error *err)
 		   cudaEventCreateWithFlags(&n->computed, cudaEventDisableTiming));
 	CUDA_CHECK(err, what,
 		   cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
+	CUDA_CHECK(err, what,
+		   cudaEventCreateWithFlags(&n->landed, cudaEventDisableTiming));
 	ncclUniqueId id;
 	memset(&id, 0, sizeof(id));
 	if (n->rank == 0) {
@@ -326,13 +337,25 @@ int dp_nccl_ready(dp_nccl *n, size_t ready, ims_error *err)
 	return 0;
 }
 
-int dp_nccl_finish(dp_nccl *n, ims_error *err)
+/* Nothing here waits for the host, so it may be recorded with the
+ * backward pass (train/loop/graphs.c) and replayed with it. */
+int dp_nccl_flush(dp_nccl *n, ims_error *err)
 {
 	static const char what[] = "allreduce the gradients with nccl";
 	FORWARD_IF_ERR(dp_nccl_ready(n, 0, err));
 	n->started = 0; /* the next step starts over */
-	FORWARD_IF_ERR(before_compute(n, what, err));
-	return wait_done(n, what, err);
+	return before_compute(n, what, err);
+}
+
+int dp_nccl_wait(dp_nccl *n, ims_error *err)
+{
+	return wait_done(n, "allreduce the gradients with nccl", err);
+}
+
+int dp_nccl_finish(dp_nccl *n, ims_error *err)
+{
+	FORWARD_IF_ERR(dp_nccl_flush(n, err));
+	return dp_nccl_wait(n, err);
 }
 
 double dp_nccl_take_seconds(dp_nccl *n)

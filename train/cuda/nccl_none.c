@@ -63,6 +63,18 @@ int dp_nccl_ready(dp_nccl *n, size_t ready, ims_error *err)
 	return ims_fail(err, IMS_EUNSUPPORTED, "cannot allreduce: no NCCL");
 }
 
+int dp_nccl_flush(dp_nccl *n, ims_error *err)
+{
+	(void)n;
+	return ims_fail(err, IMS_EUNSUPPORTED, "cannot allreduce: no NCCL");
+}
+
+int dp_nccl_wait(dp_nccl *n, ims_error *err)
+{
+	(void)n;
+	return ims_fail(err, IMS_EUNSUPPORTED, "cannot allreduce: no NCCL");
+}
+
 int dp_nccl_finish(dp_nccl *n, ims_error *err)
 {
 	(void)n;

@@ -21,11 +21,16 @@
  * first two steps of each part run as queued: their convolutions choose
  * algorithms (cudnnFind waits for the device, which a recording cannot).
  *
- * Used where nothing in a pass waits for the host: --device cuda, one
- * rank (the gradient buckets' allreduce runs inside backward), fp32 or
- * bf16 (fp16 reads its loss and gradients every step) and no --profile.
- * A recording that fails (something in the pass waited) is told once,
- * and the run goes on with every pass queued as before; with
+ * Used where nothing in a pass waits for the host: --device cuda, fp32
+ * or bf16 (fp16 reads its loss and gradients every step) and no
+ * --profile. With several ranks (NCCL), the backward pass is recorded
+ * with the gradient buckets' collectives it queues and the join that
+ * ends them (dp_nccl_flush), and the host waits after the replay
+ * (dp_nccl_wait); every rank takes the same steps, so every rank
+ * records and replays in the same order. That is only with
+ * --cuda-graphs on until it is measured on several GPUs: auto leaves it
+ * off there. A recording that fails (something in the pass waited) is
+ * told once, and the run goes on with every pass queued as before; with
  * --cuda-graphs on it is an error instead.
  */
 #include <stdlib.h>
@@ -38,14 +43,19 @@ static const char *pass_name(int pass)
 	return pass == LOOP_PASS_FORWARD ? "forward" : "backward";
 }
 
-/* The reason recording is not used, or NULL when it is. */
-static const char *graphs_refused(const run *r)
+/* The reason recording is not used, or NULL when it is (on: --cuda-graphs
+ * on, else auto). */
+static const char *graphs_refused(const run *r, int on)
 {
 	const nn_train_opts *o = r->o;
 	if (!nn_ctx_can_record(&r->ctx))
 		return "the device runs work as it is queued (--device cpu)";
-	if (r->dp.world > 1)
-		return "several ranks (the allreduce runs inside backward)";
+	if (r->dp.world > 1 && !r->dp.nccl)
+		return "several ranks without NCCL (MPI's allreduce waits for the host)";
+	if (r->dp.world > 1 && !on)
+		return "several ranks (recording NCCL's allreduce with backward "
+		       "is not yet measured on several GPUs: --cuda-graphs on "
+		       "records it)";
 	if (r->scaler.enabled || !r->st.defer_loss)
 		return "fp16 reads its loss and gradients every step";
 	if (o->out.profile > 0)
@@ -59,10 +69,9 @@ int loop_setup_graphs(run *r, ims_error *err)
 	const char *mode = r->o->net.cuda_graphs;
 	const int want = !mode || !strcmp(mode, "auto") ? -1 : !strcmp(mode, "on");
 	memset(G, 0, sizeof(*G));
-	G->why = want == 0 ? "--cuda-graphs off" : graphs_refused(r);
+	G->why = want == 0 ? "--cuda-graphs off" : graphs_refused(r, want == 1);
 	RETURN_IF(want == 1 && G->why, err, IMS_EINVAL,
-		  "cannot use --cuda-graphs on: %s (auto leaves it off there)",
-		  G->why);
+		  "cannot use --cuda-graphs on: %s", G->why);
 	if (G->why)
 		return 0;
 	G->on = 1;
@@ -96,13 +105,19 @@ static loop_graph *find(loop_graphs *G, const loop_graph *key)
 	return NULL;
 }
 
-/* The pass itself, queued (or recorded while recording). */
+/*
+ * The pass itself, queued (or recorded while recording). With NCCL the
+ * backward pass ends with the gradients' last buckets queued and the
+ * compute stream waiting for them, so a recording of it holds the
+ * step's whole allreduce; step.c's dp_nccl_wait then waits for it.
+ */
 static int run_pass(run *r, const loop_graph *k, uint64_t seed,
 		    const float **logits, ims_error *err)
 {
 	if (k->pass == LOOP_PASS_FORWARD)
 		return nn_model_forward(r->m, k->addr, k->n, 1, seed, logits, err);
-	return nn_model_backward(r->m, k->addr, k->flag, err);
+	FORWARD_IF_ERR(nn_model_backward(r->m, k->addr, k->flag, err));
+	return r->dp.nccl ? dp_nccl_flush(r->dp.nccl, err) : 0;
 }
 
 /*
@@ -141,6 +156,10 @@ static int record(run *r, const loop_graph *k, uint64_t seed,
 	memcpy(c, G->counters, nc * sizeof(int64_t));
 	G->on = 0;
 	G->why = "a recording failed";
+	/* with several ranks the failed recording may hold some of the
+	 * step's collectives, which no rank runs: the ranks' NCCL order is
+	 * no longer known to agree, so the run ends (it is --cuda-graphs on
+	 * there) */
 	RETURN_IF(r->o->net.cuda_graphs && !strcmp(r->o->net.cuda_graphs, "on"),
 		  err, IMS_EIO, "cannot record the %s pass (--cuda-graphs on): %s",
 		  pass_name(k->pass), why.msg);

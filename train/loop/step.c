@@ -149,8 +149,9 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
 	if (r->dp.nccl) {
-		/* ncclAvg: the mean, on the device */
-		FORWARD_IF_ERR(dp_nccl_finish(r->dp.nccl, err));
+		/* ncclAvg: the mean, on the device, queued by backward's
+		 * pass (graphs.c); the host waits for it here */
+		FORWARD_IF_ERR(dp_nccl_wait(r->dp.nccl, err));
 		(void)dp_nccl_take_seconds(r->dp.nccl);
 	} else if (r->dp.world > 1) {
 		FORWARD_IF_ERR(dp_buckets_finish(r->dp.buckets, err));
