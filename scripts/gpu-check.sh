@@ -143,15 +143,15 @@ imshard="$build/tools/imshard"
 train="$build/tools/imshard-train"
 
 # --- 2. gpu tests ------------------------------------------------------------------
-# A build without NCCL (no MPI on this machine: NCCL is bootstrapped over
-# it) has no multi-rank device path to test: test_nccl would refuse as a
-# skip, which IMSHARD_REQUIRE_GPU turns into a failure. It is left out and
-# said so.
+# A build without NCCL (neither the toolkit nor a wheel has it) has no
+# multi-rank device path to test: test_nccl would refuse as a skip, which
+# IMSHARD_REQUIRE_GPU turns into a failure. It is left out and said so.
+# (Without MPI, NCCL is built for one rank: test_nccl runs that.)
 t=$(now)
 ctest_skip=()
 if ! grep -q 'NCCL ON' "$build.configure.log"; then
   ctest_skip=(-E '^test_nccl')
-  record ctest_nccl not-run 0 "this build has no NCCL: $(grep -o 'MPI [A-Z]*' "$build.configure.log" | head -1) (NCCL starts over MPI; see scripts/setup.sh --download)"
+  record ctest_nccl not-run 0 "this build has no NCCL (set NCCL_ROOT, or install NCCL or PyTorch's nvidia-nccl wheel)"
 fi
 if (cd "$build" && IMSHARD_REQUIRE_GPU=1 ctest -L gpu "${ctest_skip[@]}" --output-on-failure) >"$out/ctest-gpu.log" 2>&1; then
   record ctest_gpu pass "$(since "$t")" "$(grep -m1 'tests passed' "$out/ctest-gpu.log")"

@@ -120,12 +120,14 @@ void dp_buckets_free(dp_buckets *b);
  * communicator and fails with one line, so no rank waits forever.
  *
  * Caveats: as for dp_comm. Builds without NCCL (or without the CUDA
- * backend or MPI) have every function: dp_nccl_available says 0 and
- * dp_nccl_create fails with IMS_EUNSUPPORTED and a line saying so.
+ * backend) have every function: dp_nccl_available says 0 and
+ * dp_nccl_create fails with IMS_EUNSUPPORTED and a line saying so. A
+ * build with NCCL but without MPI has one rank only (dp_init), which the
+ * trainer never gives NCCL; test_nccl still runs it.
  */
 typedef struct dp_nccl dp_nccl;
 
-/* 1 when this build has NCCL (and MPI to bootstrap it), else 0. */
+/* 1 when this build has NCCL, else 0. */
 int dp_nccl_available(void);
 
 /*

@@ -1,6 +1,6 @@
 /*
  * nccl_none.c - dp.h's NCCL part in a build without NCCL (or without the CUDA
- * backend or MPI): it exists so callers need no #ifdef, and says so.
+ * backend): it exists so callers need no #ifdef, and says so.
  */
 #include "train/dp.h"
 
@@ -18,7 +18,7 @@ int dp_nccl_create(dp_comm *c, nn_ctx *ctx, double timeout_s, dp_nccl **out,
 	*out = NULL;
 	return ims_fail(err, IMS_EUNSUPPORTED,
 			"cannot train on cuda with several ranks: this build has "
-			"no NCCL (configured without it, MPI or the CUDA backend); "
+			"no NCCL (configured without it or the CUDA backend); "
 			"run one rank or use --device cpu");
 }
 

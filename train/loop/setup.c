@@ -99,7 +99,7 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	RETURN_IF(!strcmp(o->net.device, "cuda") && world > 1 && !dp_nccl_available(),
 		  err, IMS_EUNSUPPORTED,
 		  "cannot train on cuda with %d ranks: this build has no NCCL "
-		  "(configured without it, MPI or the CUDA backend); run one "
+		  "(configured without it or the CUDA backend); run one "
 		  "rank or use --device cpu",
 		  world);
 	return 0;
