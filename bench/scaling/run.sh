@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/scaling/run.sh - the scaling benchmark as a report: imshard-train
-# (convnet7, CPU, 1 thread per rank) on the sample data at world sizes 1
-# and 2 and at two batch sizes per rank, the same epochs (so the same
-# images) for every run, then `imshard report` over the runs: speedup and
-# efficiency both ways (at the same batch per rank and at the same global
-# batch), why they differ, time to a target accuracy, accuracy against
-# batch and world size. Rounds are interleaved (even rounds in reverse
+# (convnet7, CPU, 1 thread per rank, or DEVICE=cuda: a GPU per rank) on
+# the sample data at world sizes 1 and 2 and at two batch sizes per
+# rank, the same epochs (so the same images) for every run, then
+# `imshard report` over the runs: speedup and efficiency both ways (at
+# the same batch per rank and at the same global batch), why they
+# differ, time to a target accuracy, accuracy against batch and world
+# size. Rounds are interleaved (even rounds in reverse
 # order); each round gets its own report, and the table at the end gives
 # every round's figures.
 #
@@ -29,6 +30,11 @@
 #                  rate follows the global batch [0.05]
 #   LOG_EVERY      metrics interval in steps [5]
 #   TARGET         --target-acc of the report [0.6]
+#   DEVICE         cpu: --threads 1 per rank; cuda: --device cuda, one GPU
+#                  per rank (a machine with as many GPUs as the largest
+#                  world size) [cpu]
+#   EXTRA          more imshard-train flags for every run, e.g. on GPUs
+#                  "--precision bf16 --cuda-graphs on" []
 #   ROUNDS         interleaved rounds [1]
 #   MPIRUN         launcher [mpirun]
 #   MPI_PIN        1: one core per rank (the 1-rank runs under taskset -c 0,
@@ -56,12 +62,21 @@ WORLDS=${WORLDS:-1 2}
 LR32=${LR32:-0.05}
 LOG_EVERY=${LOG_EVERY:-5}
 TARGET=${TARGET:-0.6}
+DEVICE=${DEVICE:-cpu}
+EXTRA=${EXTRA:-}
 ROUNDS=${ROUNDS:-1}
 MPIRUN=${MPIRUN:-mpirun}
 MPI_PIN=${MPI_PIN:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-scaling-work}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 
+case "$DEVICE" in
+cpu) per_rank=(--threads 1) ;;
+cuda) per_rank=(--device cuda) ;;
+*) die "DEVICE must be cpu or cuda, got '$DEVICE'" ;;
+esac
+# shellcheck disable=SC2206 # EXTRA is a list of flags
+per_rank+=($EXTRA)
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 # shellcheck disable=SC2086 # WORLDS is a list
@@ -87,7 +102,7 @@ train() {
 	local launch
 	bench_ranks "$w"
 	local cmd=("${launch[@]}" "$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model "$MODEL"
-		--size "$SIZE" --epochs "$EPOCHS" --batch-size "$b" --lr "$lr" --threads 1
+		--size "$SIZE" --epochs "$EPOCHS" --batch-size "$b" --lr "$lr" "${per_rank[@]}"
 		--log-every "$LOG_EVERY" --log-dir "$logdir" --quiet)
 	printf '%s\n' "${cmd[*]}" >>"$WORK/commands.txt"
 	rm -rf "$logdir"
@@ -107,7 +122,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	dirs=()
 	for name in "${runs[@]}"; do dirs+=("$WORK/r$r/$name"); done
 	"$IMSHARD" report "${dirs[@]}" -o "$WORK/r$r/report.html" --csv "$WORK/r$r/csv" \
-		--target-acc "$TARGET" --title "imshard scaling: $MODEL on the sample data, round $r" \
+		--target-acc "$TARGET" --title "imshard scaling: $MODEL on the sample data ($DEVICE${EXTRA:+ $EXTRA}), round $r" \
 		>"$WORK/r$r/report.txt"
 	cp "$WORK/r$r/report.html" "$WORK/report.html"
 done
