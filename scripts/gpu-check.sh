@@ -214,23 +214,30 @@ for prec in fp32 fp16; do
 done
 
 # --- 4b. CUDA graphs: replayed passes train the queued ones' bits --------------------
-for prec in fp32 bf16; do
+# graphs_check NAME PREC RUNNER...: resnet18 trained by RUNNER (a command
+# taking imshard-train's flags) with --cuda-graphs on and off: replayed
+# passes, and the same tensors bit for bit
+graphs_check() {
+  local name=$1 prec=$2 t d cmp_out="" replayed
+  shift 2
   t=$(now)
-  d="$out/graphs_$prec"
-  cmp_out=""
-  same=(--model resnet18 --precision "$prec" --epochs 2 --seed 5 --cudnn-algo deterministic --tf32 off)
-  if fit "${same[@]}" --cuda-graphs on --checkpoint-dir "$d/on" --log-dir "$d/on" >"$d.on.log" 2>&1 &&
-    fit "${same[@]}" --cuda-graphs off --checkpoint-dir "$d/off" >"$d.off.log" 2>&1; then
+  d="$out/$name"
+  local same=(--model resnet18 --precision "$prec" --epochs 2 --seed 5 --cudnn-algo deterministic --tf32 off)
+  if "$@" "${same[@]}" --cuda-graphs on --checkpoint-dir "$d/on" --log-dir "$d/on" >"$d.on.log" 2>&1 &&
+    "$@" "${same[@]}" --cuda-graphs off --checkpoint-dir "$d/off" >"$d.off.log" 2>&1; then
     replayed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cuda_graphs"]["replayed"])' "$d/on/summary.json" 2>/dev/null || echo 0)
     if [ "${replayed:-0}" -gt 0 ] &&
       cmp_out=$(python3 "$repo/tests/cli/st_compare.py" "$d/on/checkpoint.safetensors" "$d/off/checkpoint.safetensors" --rtol 0 --prefix ""); then
-      record "graphs_$prec" pass "$(since "$t")" "$replayed passes replayed: the queued run's tensors, bit for bit"
+      record "$name" pass "$(since "$t")" "$replayed passes replayed: the queued run's tensors, bit for bit"
     else
-      record "graphs_$prec" fail "$(since "$t")" "replayed $replayed passes; ${cmp_out:-no comparison}"
+      record "$name" fail "$(since "$t")" "replayed $replayed passes; ${cmp_out:-no comparison}"
     fi
   else
-    record "graphs_$prec" fail "$(since "$t")" "$(cat "$d".*.log | grep -m1 '^imshard' || echo 'no line')"
+    record "$name" fail "$(since "$t")" "$(cat "$d".*.log | grep -m1 '^imshard' || echo 'no line')"
   fi
+}
+for prec in fp32 bf16; do
+  graphs_check "graphs_$prec" "$prec" fit
 done
 
 # --- 5. two ranks through NCCL, one of them stopped ---------------------------------
@@ -307,25 +314,9 @@ else
 
   # two ranks, the allreduce recorded with backward and replayed: the
   # queued run's tensors, bit for bit
+  fit2() { mpirun -np 2 "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 --batch-size 16 --lr 0.01 "$@"; }
   for prec in fp32 bf16; do
-    t=$(now)
-    d="$out/nccl_graphs_$prec"
-    cmp_out=""
-    same=(--model resnet18 --precision "$prec" --epochs 2 --seed 5 --cudnn-algo deterministic --tf32 off)
-    if mpirun -np 2 "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 --batch-size 16 --lr 0.01 \
-      "${same[@]}" --cuda-graphs on --checkpoint-dir "$d/on" --log-dir "$d/on" >"$d.on.log" 2>&1 &&
-      mpirun -np 2 "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 --batch-size 16 --lr 0.01 \
-        "${same[@]}" --cuda-graphs off --checkpoint-dir "$d/off" >"$d.off.log" 2>&1; then
-      replayed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cuda_graphs"]["replayed"])' "$d/on/summary.json" 2>/dev/null || echo 0)
-      if [ "${replayed:-0}" -gt 0 ] &&
-        cmp_out=$(python3 "$repo/tests/cli/st_compare.py" "$d/on/checkpoint.safetensors" "$d/off/checkpoint.safetensors" --rtol 0 --prefix ""); then
-        record "nccl_graphs_$prec" pass "$(since "$t")" "two ranks, $replayed passes replayed: the queued run's tensors, bit for bit"
-      else
-        record "nccl_graphs_$prec" fail "$(since "$t")" "replayed $replayed passes; ${cmp_out:-no comparison}"
-      fi
-    else
-      record "nccl_graphs_$prec" fail "$(since "$t")" "$(cat "$d".*.log | grep -m1 '^imshard' || echo 'no line')"
-    fi
+    graphs_check "nccl_graphs_$prec" "$prec" fit2
   done
 fi
 
