@@ -8,9 +8,12 @@ RESULTS (JSON).
 Per contender, over rounds: median images/s (imshard: the mean of the
 train lines after the first interval, which holds start-up and cuDNN's
 algorithm choice; torch: its timed steps), imshard's median data wait per
-step, and GPU memory: imshard's largest mem_used_mib of its gpu lines
-(NVML: the whole device, CUDA context and workspaces included; absent
-when NVML is not there), torch's max_memory_allocated (tensors only).
+step, and GPU memory in use on the device (context, workspaces and
+reserves included, every process: the contenders run one at a time):
+imshard's largest mem_used_mib of its gpu lines (NVML; absent when NVML
+is not there), torch's used_mib after its timed steps (absent in lines
+of an older torch_gpu.py); and torch's max_memory_allocated (tensors
+only, "torch tensors MiB"), which imshard has no figure like.
 Ratios: each imshard row (<model>_<prec>_<input>) / torch in the same
 precision (torch_<model>_<prec>; fp16 and bf16-nchw against torch's
 bf16).
@@ -54,7 +57,8 @@ def torch_run(log):
     if "images_per_s" not in kv:
         return None
     return {"images_per_s": float(kv["images_per_s"]),
-            "gpu_mem_mib": float(kv["max_mem_mib"]), "torch": kv.get("torch")}
+            "gpu_mem_mib": float(kv["used_mib"]) if "used_mib" in kv else None,
+            "tensor_mib": float(kv["max_mem_mib"]), "torch": kv.get("torch")}
 
 
 def med(xs):
@@ -78,21 +82,24 @@ def main():
             runs.setdefault(name, []).append(r)
     out = {"meta": {k[5:].lower(): v for k, v in os.environ.items() if k.startswith("META_")},
            "contenders": {}}
-    print("%-26s %12s %12s %12s %6s" % ("contender", "images/s", "wait ms", "GPU MiB", "runs"))
+    print("%-26s %12s %12s %12s %12s %6s" % ("contender", "images/s", "wait ms", "GPU MiB",
+                                              "tensors MiB", "runs"))
     for name, rs in runs.items():
         ok = [r for r in rs if r]
         c = {"runs": len(rs), "failed": len(rs) - len(ok),
              "images_per_s": med([r["images_per_s"] for r in ok]),
              "images_per_s_rounds": [r["images_per_s"] if r else None for r in rs],
              "data_wait_ms": med([r.get("data_wait_ms") for r in ok]),
-             "gpu_mem_mib": max([r["gpu_mem_mib"] for r in ok if r.get("gpu_mem_mib")] or [0]) or None}
+             "gpu_mem_mib": max([r["gpu_mem_mib"] for r in ok if r.get("gpu_mem_mib")] or [0]) or None,
+             "tensor_mib": max([r["tensor_mib"] for r in ok if r.get("tensor_mib")] or [0]) or None}
         out["contenders"][name] = c
         fmt = lambda v, f: (f % v) if v is not None else "-"
-        print("%-26s %12s %12s %12s %6s" % (name, fmt(c["images_per_s"], "%.1f"),
-                                          fmt(c["data_wait_ms"], "%.1f"),
-                                          fmt(c["gpu_mem_mib"], "%.0f"),
-                                          "%d/%d" % (len(ok), len(rs))))
-    ratios = {}
+        print("%-26s %12s %12s %12s %12s %6s" % (name, fmt(c["images_per_s"], "%.1f"),
+                                              fmt(c["data_wait_ms"], "%.1f"),
+                                              fmt(c["gpu_mem_mib"], "%.0f"),
+                                              fmt(c["tensor_mib"], "%.0f"),
+                                              "%d/%d" % (len(ok), len(rs))))
+    ratios, mem_ratios = {}, {}
     for name, c in out["contenders"].items():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
@@ -102,9 +109,14 @@ def main():
         t = out["contenders"].get(tname)
         if t and t["images_per_s"]:
             ratios["%s / %s" % (name, tname)] = c["images_per_s"] / t["images_per_s"]
+        if t and t["gpu_mem_mib"] and c["gpu_mem_mib"]:
+            mem_ratios["%s / %s" % (name, tname)] = c["gpu_mem_mib"] / t["gpu_mem_mib"]
     out["ratios"] = ratios
+    out["memory_ratios"] = mem_ratios
     for k, v in ratios.items():
         print("%-48s %.3f" % (k, v))
+    for k, v in mem_ratios.items():
+        print("%-48s %.3f GPU memory" % (k, v))
     with open(sys.argv[2], "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

@@ -17,9 +17,14 @@ untimed steps, then N timed steps (more while fewer than S seconds have
 passed), synchronising the device before reading the clock, and prints
 one line
     model=... size=... batch=... precision=... steps=... seconds=...
-    images_per_s=... step_ms=... max_mem_mib=... torch=... gpu=...
+    images_per_s=... step_ms=... max_mem_mib=... used_mib=... torch=... gpu=...
 max_mem_mib is torch.cuda.max_memory_allocated (tensors only, not the
-CUDA context or the caching allocator's reserve).
+CUDA context or the caching allocator's reserve); used_mib is the
+device's memory in use after the timed steps (torch.cuda.mem_get_info:
+total less free, every process, the CUDA context, cuDNN's workspace and
+the caching allocator's reserve included), the measure of imshard's
+NVML gpu lines (mem_used_mib), so the two compare like for like when
+nothing else runs on the GPU.
 
 --profile K then runs K more steps under torch.profiler and prints where
 their device time went, in imshard-train --profile's table: each op's
@@ -103,10 +108,15 @@ def main():
             if time.perf_counter() - t0 >= a.seconds:
                 break
     dt = time.perf_counter() - t0
+    used = 0.0
+    if cuda:
+        free, total = torch.cuda.mem_get_info()
+        used = (total - free) / 1048576.0
     print("model=%s size=%d batch=%d precision=%s steps=%d seconds=%.3f images_per_s=%.3f "
-          "step_ms=%.3f max_mem_mib=%.1f torch=%s gpu=%s"
+          "step_ms=%.3f max_mem_mib=%.1f used_mib=%.1f torch=%s gpu=%s"
           % (a.model, a.size, a.batch, a.precision, n, dt, n * a.batch / dt, 1e3 * dt / n,
-             torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0.0, torch.__version__,
+             torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0.0, used,
+             torch.__version__,
              torch.cuda.get_device_name().replace(" ", "_") if cuda else "cpu"))
     if a.profile > 0:
         profile(torch, step, sync, a.profile, cuda)
