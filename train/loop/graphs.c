@@ -105,19 +105,36 @@ static loop_graph *find(loop_graphs *G, const loop_graph *key)
 	return NULL;
 }
 
-/*
- * The pass itself, queued (or recorded while recording). With NCCL the
- * backward pass ends with the gradients' last buckets queued and the
- * compute stream waiting for them, so a recording of it holds the
- * step's whole allreduce; step.c's dp_nccl_wait then waits for it.
- */
+/* The pass itself, queued (or recorded while recording). */
 static int run_pass(run *r, const loop_graph *k, uint64_t seed,
 		    const float **logits, ims_error *err)
 {
 	if (k->pass == LOOP_PASS_FORWARD)
 		return nn_model_forward(r->m, k->addr, k->n, 1, seed, logits, err);
-	FORWARD_IF_ERR(nn_model_backward(r->m, k->addr, k->flag, err));
-	return r->dp.nccl ? dp_nccl_flush(r->dp.nccl, err) : 0;
+	return nn_model_backward(r->m, k->addr, k->flag, err);
+}
+
+/*
+ * The pass as recorded. With NCCL a backward pass ends with the
+ * gradients' last buckets queued and the compute stream waiting for them
+ * (dp_nccl_flush), so its recording holds the step's whole allreduce and
+ * step_allreduce only waits for it. A queued pass leaves that to
+ * step_allreduce, after --profile's clock.
+ */
+static int record_pass(run *r, const loop_graph *k, uint64_t seed,
+		       const float **logits, ims_error *err)
+{
+	FORWARD_IF_ERR(run_pass(r, k, seed, logits, err));
+	if (k->pass == LOOP_PASS_BACKWARD && r->dp.nccl)
+		return dp_nccl_flush(r->dp.nccl, err);
+	return 0;
+}
+
+/* this step's collectives are in the backward pass's recording */
+static void mark_flushed(run *r, const loop_graph *k)
+{
+	if (k->pass == LOOP_PASS_BACKWARD && r->dp.nccl)
+		r->graphs.flushed = 1;
 }
 
 /*
@@ -138,7 +155,7 @@ static int record(run *r, const loop_graph *k, uint64_t seed,
 	nn_graph *g = NULL;
 	int rc = nn_ctx_record_begin(&r->ctx, &why);
 	if (!rc) {
-		rc = run_pass(r, k, seed, logits, &why);
+		rc = record_pass(r, k, seed, logits, &why);
 		ims_error end_err;
 		int rc_end = nn_ctx_record_end(&r->ctx, !rc, &g,
 					       rc ? &end_err : &why);
@@ -150,6 +167,7 @@ static int record(run *r, const loop_graph *k, uint64_t seed,
 		*e = *k;
 		e->g = g;
 		G->recorded++;
+		mark_flushed(r, k);
 		/* recording ran nothing: the pass runs now */
 		return nn_ctx_replay(&r->ctx, g, err);
 	}
@@ -188,6 +206,7 @@ static int pass(run *r, const loop_graph *k, int use, uint64_t seed,
 							     1, logits, err));
 		FORWARD_IF_ERR(nn_ctx_replay(&r->ctx, e->g, err));
 		G->replayed++;
+		mark_flushed(r, k);
 		return 0;
 	}
 	if (G->count == LOOP_GRAPHS) /* more slots than foreseen */

@@ -175,6 +175,9 @@ typedef struct loop_graphs {
 	int count;
 	uint64_t recorded, replayed;
 	int64_t *counters;   /* the model's, kept while a pass records */
+	int flushed;         /* this step's backward pass was recorded or
+				replayed with NCCL's rest of the allreduce
+				(dp_nccl_flush) in it */
 } loop_graphs;
 
 typedef struct run {
@@ -264,7 +267,8 @@ int loop_poison(run *r, const aug_batch *b, uint64_t step, ims_error *err);
 
 /* graphs.c: nn_model_forward and nn_model_backward, replayed from a
  * recording where the run records (loop_setup_graphs) and use says this
- * step may */
+ * step may; a recorded backward pass with NCCL ends with dp_nccl_flush
+ * (graphs.flushed says so, for step_allreduce) */
 int loop_setup_graphs(run *r, ims_error *err);
 void loop_graphs_release(run *r);
 int loop_graph_forward(run *r, int use, const float *x, int n, uint64_t seed,

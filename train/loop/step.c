@@ -149,8 +149,12 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
 	if (r->dp.nccl) {
-		/* ncclAvg: the mean, on the device, queued by backward's
-		 * pass (graphs.c); the host waits for it here */
+		/* ncclAvg: the mean, on the device; the buckets backward
+		 * did not start are queued here, or were in its recording
+		 * (graphs.c), and the host waits for them */
+		if (!r->graphs.flushed)
+			FORWARD_IF_ERR(dp_nccl_flush(r->dp.nccl, err));
+		r->graphs.flushed = 0;
 		FORWARD_IF_ERR(dp_nccl_wait(r->dp.nccl, err));
 		(void)dp_nccl_take_seconds(r->dp.nccl);
 	} else if (r->dp.world > 1) {
