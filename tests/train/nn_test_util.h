@@ -39,6 +39,49 @@ static inline float *nn_test_alloc(size_t n)
 	return p;
 }
 
+/*
+ * ns parameter tensors as the optimiser's batching sees a large model's:
+ * a gap before every third, sizes (i * 7919) % max_count (some empty),
+ * every other one without decay, every fifth frozen. *total: the floats
+ * they span. The caller frees the array.
+ */
+static inline nn_optim_segment *nn_test_segments(int ns, size_t max_count,
+						 size_t *total)
+{
+	nn_optim_segment *sg = calloc((size_t)ns, sizeof(*sg));
+	if (!sg) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	size_t n = 0;
+	for (int i = 0; i < ns; i++) {
+		n += (size_t)(i % 3 == 0); /* a gap */
+		size_t count = (size_t)i * 7919 % max_count;
+		sg[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
+		n += count;
+	}
+	*total = n;
+	return sg;
+}
+
+/*
+ * The cross-entropy tally's inputs at step (1, 2, 3, ...): n x k logits
+ * in [-3, 3), labels that move with the step, every third sample's label
+ * logit tied with class 0's, and at step 2 a NaN as the first logit.
+ */
+static inline void nn_test_tally_inputs(float *z, int32_t *labels, int n,
+					int k, int step)
+{
+	nn_test_fill(z, (size_t)n * k, 70 + (uint64_t)step, -3, 3);
+	for (int i = 0; i < n; i++) {
+		labels[i] = (int32_t)((i * 31u + (unsigned)step) % (unsigned)k);
+		if (i % 3 == 0 && k > 1) /* a tie with class 0 */
+			z[(size_t)i * k + labels[i]] = z[(size_t)i * k];
+	}
+	if (step == 2)
+		z[0] = NAN;
+}
+
 /* Runs one backward kernel writing n floats of dx: 0 or an error code. */
 typedef int (*nn_test_dx_fn)(nn_ctx *ctx, void *ud, float *dx);
 

@@ -712,14 +712,7 @@ static void tally_case(int n, int k, float smoothing)
 	nn_tally ct = {0}, ht;
 	nn_tally *dt = up_bytes(&ct, sizeof(ct));
 	for (int step = 1; step <= 3; step++) {
-		nn_test_fill(z, nz, 70 + (uint64_t)step, -3, 3);
-		for (int i = 0; i < n; i++) {
-			labels[i] = (int32_t)((i * 31u + (unsigned)step) % (unsigned)k);
-			if (i % 3 == 0 && k > 1) /* a tie with class 0 */
-				z[(size_t)i * k + labels[i]] = z[(size_t)i * k];
-		}
-		if (step == 2)
-			z[0] = NAN;
+		nn_test_tally_inputs(z, labels, n, k, step);
 		CHECK_OK(gpu.be->to_device(&gpu, gz, z, nz * sizeof(float), &err),
 			 &err);
 		CHECK_OK(gpu.be->to_device(&gpu, gl, labels,

@@ -390,14 +390,7 @@ static void tally_case(int n, int k, float smoothing)
 	void *ws = malloc(nn_cuda_k_xent_tally_workspace(n));
 	nn_tally ct = {0}, kt = {0};
 	for (int step = 1; step <= 3; step++) {
-		nn_test_fill(z, nz, 70 + (uint64_t)step, -3, 3);
-		for (int i = 0; i < n; i++) {
-			labels[i] = (int32_t)((i * 31u + (unsigned)step) % (unsigned)k);
-			if (i % 3 == 0 && k > 1) /* a tie with class 0 */
-				z[(size_t)i * k + labels[i]] = z[(size_t)i * k];
-		}
-		if (step == 2)
-			z[0] = NAN;
+		nn_test_tally_inputs(z, labels, n, k, step);
 		CHECK_OK(nn_cpu_xent_tally(&cpu, n, k, z, labels, smoothing,
 					   1.0f / n, g, step, &ct, &err),
 			 &err);
@@ -520,14 +513,8 @@ static void test_optim(void)
 	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, three, 3, 10003);
 	/* 300 tensors, gaps, frozen and undecayed ones: two batches of runs */
 	enum { NS = 300 };
-	nn_optim_segment *many = calloc(NS, sizeof(*many));
-	size_t n = 0;
-	for (int i = 0; i < NS; i++) {
-		n += (size_t)(i % 3 == 0);
-		size_t count = (size_t)(i * 7919) % 900;
-		many[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
-		n += count;
-	}
+	size_t n;
+	nn_optim_segment *many = nn_test_segments(NS, 900, &n);
 	optim_case(NN_OPTIM_SGD, 1, 5e-4, many, NS, n);
 	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, many, NS, n);
 	free(many);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn_test_util.h"
 #include "test.h"
 #include "train/nn.h"
 
@@ -486,14 +487,8 @@ static void test_errors(void)
 static void test_many_segments(int kind, int nesterov)
 {
 	enum { NS = 700 };
-	nn_optim_segment *sg = calloc(NS, sizeof(*sg));
-	size_t n = 0;
-	for (int i = 0; i < NS; i++) {
-		n += (size_t)(i % 3 == 0); /* a gap */
-		size_t count = (size_t)(i * 7919) % 9000;
-		sg[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
-		n += count;
-	}
+	size_t n;
+	nn_optim_segment *sg = nn_test_segments(NS, 9000, &n);
 	float *p = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
 	float *ref = calloc(n, sizeof(float));
 	for (size_t i = 0; i < n; i++)

@@ -162,14 +162,8 @@ static void test_optim(void)
 	/* 700 tensors, gaps, frozen and undecayed ones: three batches of
 	 * runs, three launches */
 	enum { NS = 700 };
-	nn_optim_segment *many = calloc(NS, sizeof(*many));
-	size_t n = 0;
-	for (int i = 0; i < NS; i++) {
-		n += (size_t)(i % 3 == 0);
-		size_t count = (size_t)(i * 7919) % 9000;
-		many[i] = (nn_optim_segment){n, count, i % 2 == 0, i % 5 != 4};
-		n += count;
-	}
+	size_t n;
+	nn_optim_segment *many = nn_test_segments(NS, 9000, &n);
 	optim_case(NN_OPTIM_SGD, 1, 5e-4, many, NS, n);
 	optim_case(NN_OPTIM_ADAMW, 0, 1e-2, many, NS, n);
 	free(many);
