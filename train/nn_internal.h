@@ -663,7 +663,8 @@ struct nn_backend {
 	int (*sync)(nn_ctx *, ims_error *);
 	/* Recording (nn_ctx_record_begin and the rest, nn.h): graph_end
 	 * gives an opaque replayable recording, or NULL; graph_free accepts
-	 * NULL. train/cuda/graph_cuda.c (CUDA graphs). */
+	 * NULL. train/cuda/train_cuda.c (CUDA graphs); the CPU twin's in
+	 * train/record_host.c. */
 	int (*graph_begin)(nn_ctx *, ims_error *);
 	int (*graph_end)(nn_ctx *, int keep, void **out, ims_error *);
 	int (*graph_launch)(nn_ctx *, void *graph, ims_error *);

@@ -24,6 +24,8 @@
  *     (abort): a free cannot report an error, and on a device the copy
  *     engine would read freed memory. The stage must be freed (its copies
  *     drained) before the memory it copies from.
+ * Passes are recorded and replayed as on a device (CUDA graphs), by
+ * record_host.c.
  * Its 16-bit entries and fp16 gradient pass are the CPU backend's own
  * (train/layers/mixed.c, nn_unscale_check's host loop), so the loop's
  * mixed precision and loss-scaling protocol run here too.
@@ -32,16 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/nn_internal.h"
+#include "train/host_twin.h"
 #include "train/stage_slots.h"
-
-/* ctx->dev of a staged context: the CPU backend's state first (its
- * 16-bit entries find their workspace there), then the stage, which
- * host_free consults. */
-typedef struct host_twin {
-	nn_cpu_state cpu;
-	struct host_stage *stage;
-} host_twin;
 
 /* A copy queued into a slot, made when the slot is read. */
 typedef struct host_copy {
@@ -203,8 +197,10 @@ static int stage_reuse(nn_stage *st, const void *host, ims_error *err)
 static void twin_release(nn_ctx *ctx)
 {
 	host_twin *t = ctx->dev;
-	if (t)
+	if (t) {
+		nn_host_record_release(t);
 		nn_cpu_state_clear(&t->cpu);
+	}
 	free(ctx->dev);
 	ctx->dev = NULL;
 }
@@ -224,6 +220,8 @@ static const nn_backend *staged_table(void)
 		b.host_alloc = host_alloc;
 		b.host_free = host_free;
 		b.host_memory = "page-aligned host memory (staged as for a device)";
+		/* passes recorded and replayed as a device's (record_host.c) */
+		nn_host_record_install(&b);
 		b.name = "cpu";
 	}
 	return &b;

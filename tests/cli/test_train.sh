@@ -299,6 +299,37 @@ for l in map(json.loads, open(sys.argv[1])):
         print(l["type"], l.get("step"), l.get("loss"), l.get("accuracy"), l.get("top1"), l.get("top5"))' "$1"; }
 same "$(hs_lines "$T/hs1/metrics.jsonl")" "$(hs_lines "$T/hs0/metrics.jsonl")" "staged loop's metrics"
 same "$(hs_lines "$T/hs1/metrics.jsonl" | grep -c '^train')" "$(hs_lines "$T/hs0/metrics.jsonl" | grep -c '^train')" "staged loop's step count"
+# The twin records its passes and replays them as a device does (CUDA
+# graphs: train/record_host.c, --cuda-graphs auto): convnet7 above
+# replayed its backward passes (its forward draws dropout); resnet18
+# records forward and backward for each of the two staging slots, then
+# replays them, and trains the plain loop's bits: in fp32 NCHW, whose
+# first convolution's weight gradient reads the batch itself (a
+# backward recording not keyed by the batch's address differs here), and
+# in bf16 channels-last.
+same "$(json "$T/hs1/summary.json" 'j["cuda_graphs"]["recorded"] > 0, j["cuda_graphs"]["replayed"] > 0, j["cuda_graphs"]["off"]')" "True True None" "(staged convnet7's recorded passes)"
+for hp in "fp32" "bf16 --channels-last on"; do
+  # shellcheck disable=SC2206 # the precision and its flags
+  hg=(--model resnet18 --precision $hp --seed 9 --epochs 2 --max-steps 8)
+  hn=${hp%% *}
+  expect 0 fit "${hg[@]}" --checkpoint-dir "$T/hg0$hn"
+  expect 0 hs "${hg[@]}" --checkpoint-dir "$T/hg1$hn" --log-dir "$T/hg1$hn"
+  st_same "$T/hg0$hn/checkpoint.safetensors" "$T/hg1$hn/checkpoint.safetensors" ||
+    fail "the staged loop's replayed resnet18 ($hp) differs from the plain loop's"
+  checks=$((checks + 1))
+  same "$(json "$T/hg1$hn/summary.json" 'j["cuda_graphs"]["recorded"], j["cuda_graphs"]["replayed"]')" "4 8" "(resnet18 $hp: 2 slots x forward and backward recorded, steps 3-8 replayed)"
+done
+# on: the same; off: nothing recorded, the same tensors
+hg=(--model resnet18 --precision fp32 --seed 9 --epochs 2 --max-steps 8)
+expect 0 hs "${hg[@]}" --checkpoint-dir "$T/hg2" --log-dir "$T/hg2" --cuda-graphs on
+expect 0 hs "${hg[@]}" --checkpoint-dir "$T/hg3" --log-dir "$T/hg3" --cuda-graphs off
+same "$(json "$T/hg2/summary.json" 'j["cuda_graphs"]["replayed"]')" 8 "(staged run with --cuda-graphs on)"
+same "$(json "$T/hg3/summary.json" 'j["cuda_graphs"]["recorded"], j["cuda_graphs"]["off"]')" "0 --cuda-graphs off" "(staged run with --cuda-graphs off)"
+for d in hg2 hg3; do
+  cmp_st "$T/hg0fp32/checkpoint.safetensors" "$T/$d/checkpoint.safetensors" --rtol 0 --prefix "" >/dev/null ||
+    fail "the staged loop's resnet18 ($d) differs from the plain loop's"
+  checks=$((checks + 1))
+done
 # the loader's batches are in the backend's host memory for batches (a
 # GPU's pinned memory), passed through the loader's allocator callbacks,
 # only on a device run (here its CPU twin); a cpu run keeps the loader's

@@ -31,7 +31,9 @@
  * --cuda-graphs on until it is measured on several GPUs: auto leaves it
  * off there. A recording that fails (something in the pass waited) is
  * told once, and the run goes on with every pass queued as before; with
- * --cuda-graphs on it is an error instead.
+ * --cuda-graphs on it is an error instead. The CPU twin of a device
+ * (IMSHARD_TEST_HOST_STAGE, train/record_host.c) records too, so all of
+ * this runs in CI against the plain CPU loop's bits.
  */
 #include <stdlib.h>
 #include <string.h>
