@@ -12,6 +12,9 @@
 #  4. resume       a checkpoint written on the device, resumed there: the
 #                  same tensors as the uninterrupted run
 #     graphs       --cuda-graphs on and off: the same tensors
+#     errors       a NaN batch stops the run with its line (under
+#                  compute-sanitizer where there is one); an fp16 forward
+#                  overflow is skipped with its statistics put back
 #  5. ranks        two ranks through NCCL, one stopped (SIGSTOP) after it
 #                  started: the other must end within --collective-timeout
 #                  with its one line, with --cuda-graphs off and on; two
@@ -239,6 +242,49 @@ graphs_check() {
 for prec in fp32 bf16; do
   graphs_check "graphs_$prec" "$prec" fit
 done
+
+# --- 4c. the device's error paths ---------------------------------------------------
+# A NaN fed at step 4 (IMSHARD_INJECT_NAN_STEP: the batch poisoned before
+# its copy is queued) stops the run with its one line, after a step that
+# took the next batch ahead: the staging slots are freed, their copy
+# stream synchronised, before the loader's pinned ring they copy from.
+# Under compute-sanitizer's memcheck where the toolkit has it, so a
+# device access to freed memory on that exit fails the check.
+t=$(now)
+d="$out/nan_stop"
+sanitizer=()
+if command -v compute-sanitizer >/dev/null; then
+  sanitizer=(compute-sanitizer --tool memcheck --error-exitcode 99)
+fi
+rc=0
+IMSHARD_INJECT_NAN_STEP=4 "${sanitizer[@]}" "$train" --train "$tr_json" --val "$va_json" --device cuda --size 64 \
+  --batch-size 16 --lr 0.01 --model convnet7 --epochs 2 --quiet >"$d.log" 2>&1 || rc=$?
+if [ "$rc" = 1 ] && grep -q 'loss is NaN at step 4' "$d.log"; then
+  record nan_stop pass "$(since "$t")" "stopped at step 4 with its line${sanitizer[*]:+, memcheck clean}"
+else
+  record nan_stop fail "$(since "$t")" "exit $rc: $(first_line "$d.log")"
+fi
+# fp16: a forward pass that overflowed (a NaN batch at step 3) is skipped
+# and the scale halved, the batch-norm statistics it changed put back:
+# against the same run skipping step 3 for a gradient overflow
+# (IMSHARD_INJECT_INF_GRAD_STEP), the same weights, its own finite
+# statistics and the counters one batch behind
+t=$(now)
+d="$out/fp16_overflow"
+same=(--model resnet18 --precision fp16 --seed 9 --max-steps 6 --log-every 1 --cudnn-algo deterministic)
+if IMSHARD_INJECT_NAN_STEP=3 fit "${same[@]}" --checkpoint-dir "$d/fwd" --log-dir "$d/fwd" >"$d.fwd.log" 2>&1 &&
+  IMSHARD_INJECT_INF_GRAD_STEP=3 fit "${same[@]}" --checkpoint-dir "$d/grad" >"$d.grad.log" 2>&1; then
+  verdict=$(python3 "$repo/tests/cli/st_tool.py" overflow "$d/fwd/checkpoint.safetensors" "$d/grad/checkpoint.safetensors")
+  skipped=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["skipped_steps"])' "$d/fwd/summary.json" 2>/dev/null || echo "?")
+  if [ "$verdict" = "counter stat weight" ] && [ "$skipped" = 1 ] &&
+    grep -q 'step 3: fp16 forward pass (loss not finite) overflowed' "$d.fwd.log"; then
+    record fp16_overflow pass "$(since "$t")" "step 3 skipped, statistics put back: $verdict"
+  else
+    record fp16_overflow fail "$(since "$t")" "skipped $skipped; checkpoint against a gradient overflow: $verdict"
+  fi
+else
+  record fp16_overflow fail "$(since "$t")" "$(cat "$d".*.log | grep -m1 '^imshard' || echo 'no line')"
+fi
 
 # --- 5. two ranks through NCCL, one of them stopped ---------------------------------
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -24,8 +24,19 @@ Standard library only.
                            wrote, e.g. safetensors.torch.save_file)
   st_tool.py drop FILE TENSOR...
                            remove tensors, the checksum rewritten
+  st_tool.py overflow FWD GRAD
+                           FWD: a run whose step was skipped for a forward
+                           overflow (batch-norm statistics put back);
+                           GRAD: the same run whose step was skipped for a
+                           gradient overflow instead. Prints "counter stat
+                           weight" when FWD's weights equal GRAD's, its
+                           running statistics are finite and differ, and
+                           its counters are one batch behind; otherwise
+                           names what did not hold. Exit 0.
 """
+import array
 import json
+import math
 import struct
 import sys
 
@@ -159,6 +170,25 @@ def main(argv):
             out += raw
         meta["checksum"] = "crc32c:%08x" % checksum(out, 0, new, meta)
         write(argv[1], out, 0, new, meta)
+        return 0
+    if cmd == "overflow" and len(argv) == 3:
+        da, ba, ha, _ = load(argv[1])
+        db, bb, hb, _ = load(argv[2])
+        out = set()
+        for k in sorted(ha):
+            if k.startswith("optim."):
+                continue
+            a = tensor_bytes(da, ba, ha[k])
+            b = tensor_bytes(db, bb, hb[k]) if k in hb else None
+            if k.endswith("num_batches_tracked"):
+                ok = b is not None and array.array("q", a)[0] + 1 == array.array("q", b)[0]
+                out.add("counter" if ok else "counter " + k)
+            elif k.endswith(("running_mean", "running_var")):
+                ok = all(map(math.isfinite, array.array("f", a))) and a != b
+                out.add("stat" if ok else "stat " + k)
+            else:
+                out.add("weight" if a == b else "weight " + k)
+        print(" ".join(sorted(out)))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

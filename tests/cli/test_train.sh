@@ -386,28 +386,7 @@ print(all(math.isfinite(l["loss"]) for l in map(json.loads, open(sys.argv[1])) i
 # skipped); its batch-norm statistics lack step 3's batch: finite, and
 # the counters one batch behind
 expect 0 env IMSHARD_INJECT_INF_GRAD_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6 --precision fp16 --checkpoint-dir "$T/hf3"
-same "$(python3 - "$T/hf2/checkpoint.safetensors" "$T/hf3/checkpoint.safetensors" <<'PY'
-import array, json, math, struct, sys
-def load(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    h = json.loads(data[8:8 + n]); h.pop("__metadata__", None)
-    return {k: (t["dtype"], data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]) for k, t in h.items()}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-out = []
-for k in sorted(a):
-    if k.startswith("optim."):
-        continue
-    da, ba = a[k]
-    if k.endswith("num_batches_tracked"):
-        out.append("counter" if array.array("q", ba)[0] + 1 == array.array("q", b[k][1])[0] else "counter " + k)
-    elif k.endswith(("running_mean", "running_var")):
-        out.append("stat" if all(map(math.isfinite, array.array("f", ba))) and ba != b[k][1] else "stat " + k)
-    else:
-        out.append("weight" if ba == b[k][1] else "weight " + k)
-print(" ".join(sorted(set(out))))
-PY
-)" "counter stat weight" "(forward overflow against gradient overflow: checkpoint)"
+same "$(st_tool overflow "$T/hf2/checkpoint.safetensors" "$T/hf3/checkpoint.safetensors")" "counter stat weight" "(forward overflow against gradient overflow: checkpoint)"
 # fp32 and bf16 on a device read the loss only when an interval is
 # reported (--log-every) or a checkpoint written: the twin, reporting
 # every 4 steps and checkpointing every 3, trains and reports exactly as
