@@ -319,6 +319,15 @@ for hp in "fp32" "bf16 --channels-last on"; do
   checks=$((checks + 1))
   same "$(json "$T/hg1$hn/summary.json" 'j["cuda_graphs"]["recorded"], j["cuda_graphs"]["replayed"]')" "4 8" "(resnet18 $hp: 2 slots x forward and backward recorded, steps 3-8 replayed)"
 done
+# the head alone (--freeze-backbone): its backward passes are keyed
+# apart and stop at the head
+hh=(--model resnet18 --seed 9 --epochs 2 --max-steps 8 --init "$T/hg0fp32/checkpoint.safetensors" --freeze-backbone --reset-head)
+expect 0 fit "${hh[@]}" --checkpoint-dir "$T/hh0"
+expect 0 hs "${hh[@]}" --checkpoint-dir "$T/hh1" --log-dir "$T/hh1"
+st_same "$T/hh0/checkpoint.safetensors" "$T/hh1/checkpoint.safetensors" ||
+  fail "the staged loop's replayed head-only resnet18 differs from the plain loop's"
+checks=$((checks + 1))
+same "$(json "$T/hh1/summary.json" 'j["cuda_graphs"]["recorded"], j["cuda_graphs"]["replayed"]')" "4 8" "(head-only resnet18's recorded passes)"
 # on: the same; off: nothing recorded, the same tensors
 hg=(--model resnet18 --precision fp32 --seed 9 --epochs 2 --max-steps 8)
 expect 0 hs "${hg[@]}" --checkpoint-dir "$T/hg2" --log-dir "$T/hg2" --cuda-graphs on
