@@ -138,6 +138,17 @@ static int relu_fused(const nn_model *m, int i)
 	       r->op == NN_OP_RELU && r->in0 == i && b->y && r->y == b->y;
 }
 
+/* A pass (" backward", or "" for forward) runs in the precision the
+ * model was built for: its context may not have changed since. */
+static int same_precision(const nn_model *m, const char *pass, ims_error *err)
+{
+	RETURN_IF(m->ctx->precision != m->precision, err, IMS_EINVAL,
+		  "cannot run %s%s: it was built for precision %d, its context "
+		  "now says %d",
+		  m->name, pass, m->precision, m->ctx->precision);
+	return 0;
+}
+
 /* The binding of a forward pass that trains or evaluates. */
 static nn_plan_mode forward_mode(const nn_model *m, int train)
 {
@@ -179,10 +190,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
 		  "cannot run %s: its activations could not be allocated", m->name);
 	nn_ctx *ctx = m->ctx;
-	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
-		  "cannot run %s: it was built for precision %d, its context "
-		  "now says %d",
-		  m->name, m->precision, ctx->precision);
+	FORWARD_IF_ERR(same_precision(m, "", err));
 	const nn_backend *be = ctx->be;
 	const int half = m->precision != NN_PREC_FP32;
 	const int copies = nn_model_copies(m);
@@ -353,10 +361,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		  "planned for training the head alone",
 		  m->name);
 	nn_ctx *ctx = m->ctx;
-	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
-		  "cannot run %s backward: it was built for precision %d, its "
-		  "context now says %d",
-		  m->name, m->precision, ctx->precision);
+	FORWARD_IF_ERR(same_precision(m, " backward", err));
 	const nn_backend *be = ctx->be;
 	const int half = m->precision != NN_PREC_FP32;
 	const int n = m->last_n;
