@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh without a GPU: whatever nvidia-smi says (missing,
 # no driver, no device), one line and exit 1 before anything is built;
-# bad usage exits 2. (With a GPU the script is the check itself.)
+# bad usage exits 2. With a GPU listed but no driver (a fake nvidia-smi):
+# --only runs the groups named alone, on the build there, each failing
+# with the trainer's line. (With a GPU the script is the check itself.)
 source "$IMS_TESTLIB"
 check="$IMS_SRC/scripts/gpu-check.sh"
 fake="$T/bin"
@@ -12,6 +14,17 @@ expect 2 bash "$check" --bogus
 contains "$T/err" "unknown argument '--bogus'"
 expect 2 bash "$check" --build
 contains "$T/err" "--build needs a folder"
+expect 2 bash "$check" --only
+contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,bench)"
+expect 2 bash "$check" --only models,bogus
+contains "$T/err" "unknown group 'bogus' in --only"
+expect 2 bash "$check" --only models --no-bench
+contains "$T/err" "--only and --skip (or --no-bench) do not go together"
+expect 2 bash "$check" --skip build,gpu-tests,models,resume,graphs,errors,ranks,bench
+contains "$T/err" "--skip leaves no group to run"
+expect 2 bash "$check" --skip build --build "$T/nobuild"
+contains "$T/err" "no CUDA build in $T/nobuild to use without the build group"
+absent "$T/nobuild"
 
 # nvidia-smi missing: a PATH holding only what the script's first lines need
 for tool in bash grep dirname sed cat; do ln -sf "$(command -v $tool)" "$fake/$tool"; done
@@ -29,4 +42,34 @@ printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
 expect 1 env PATH="$fake:$PATH" bash "$check" --build "$T/b2"
 same "$(cat "$T/err")" "$no_gpu_line" "(no device)"
 absent "$T/b2"
+
+# one GPU listed, no driver: the groups asked for run on the build there
+# (no build group: nothing built), each check failing with its line
+printf '#!/bin/sh\ncase "$1" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;; *) echo "0, NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06" ;; esac\n' >"$fake/nvidia-smi"
+build=$(dirname "$(dirname "$IMSHARD")")
+if grep -q 'CUDA backend ON' "$build.configure.log" 2>/dev/null; then
+  res="$T/o/results.tsv"
+  had_dir=$([ -e "$build/gpu-check" ] && echo 1 || echo 0)
+  expect 1 env PATH="$fake:$PATH" bash "$check" --build "$build" --out "$T/o" --only errors,resume
+  contains "$T/err" "gpu-check: 0 passed, 4 failed, 0 not run; results in $res"
+  contains "$res" "# groups resume errors"
+  contains "$res" "# gpu 0, NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06"
+  same "$(grep -v '^#' "$res" | cut -f1,2 | tr '\t\n' ': ')" "resume_fp32:fail resume_fp16:fail nan_stop:fail fp16_overflow:fail " "(checks run)"
+  for c in resume_fp32 resume_fp16 fp16_overflow; do
+    same "$(grep "^$c	" "$res" | cut -f4)" "imshard: cannot use --device cuda: no NVIDIA driver is installed (cudaErrorInsufficientDriver); use --device cpu" "($c's line)"
+  done
+  exists "$T/o/data/packed/train.json"
+  exists "$T/o/resume_fp32.full.log"
+  absent "$T/o/build.log"
+  absent "$T/o/ctest-gpu.log"
+  same "$([ -e "$build/gpu-check" ] && echo 1 || echo 0)" "$had_dir" "(nothing written in the build folder)"
+  # a group run again: its own logs replaced, the others' kept
+  echo stale >"$T/o/nan_stop.stale"
+  expect 1 env PATH="$fake:$PATH" bash "$check" --build "$build" --out "$T/o" --only errors
+  same "$(grep -v '^#' "$res" | cut -f1 | tr '\n' ' ')" "nan_stop fp16_overflow " "(errors again)"
+  absent "$T/o/nan_stop.stale"
+  exists "$T/o/resume_fp32.full.log"
+else
+  echo "cli_gpu_check: $build has no CUDA build (scripts/build.sh makes one where the toolkit is): --only on a build not checked"
+fi
 finish
