@@ -145,6 +145,21 @@ int dp_nccl_create(dp_comm *c, nn_ctx *ctx, double timeout_s, dp_nccl **out,
  * and events. n may be NULL. */
 void dp_nccl_free(dp_nccl *n);
 
+/*
+ * Aborting. NCCL's abort waits until no CUDA graph holds the
+ * communicator's collectives (NCCL 2.26 and later: a recording keeps a
+ * reference until it is destroyed), so a rank whose peer failed while a
+ * recorded pass held collectives would hang in the abort instead of
+ * failing. Before every abort (a failure, the timeout, dp_nccl_abort)
+ * this layer ends and drops a recording of the compute stream still in
+ * progress, then calls release(ctx), which must destroy every kept
+ * recording (nn_graph_free) that holds collectives of n; a replay still
+ * running is freed when it ends, which the abort makes happen.
+ * dp_nccl_abort aborts now: every later call on n fails fast.
+ */
+void dp_nccl_on_abort(dp_nccl *n, void (*release)(void *ctx), void *ctx);
+void dp_nccl_abort(dp_nccl *n);
+
 /* Copies root's count device floats to every rank; waits for it. */
 int dp_nccl_broadcast(dp_nccl *n, float *buf, size_t count, int root,
 		      ims_error *err);

@@ -9,16 +9,21 @@
  * bit) and under mpirun -np 2 (test_nccl_np2: two GPUs; the two
  * allreduces must then agree bit for bit too, as a sum of two is
  * commutative). The bucketed allreduce recorded as a CUDA graph and
- * replayed gives the same bits.
+ * replayed gives the same bits. Aborted while that recording is kept
+ * (as when a peer fails mid-run), the communicator first has it
+ * released (dp_nccl_on_abort), so the abort returns (NCCL's waits for
+ * every graph that holds its collectives) and later calls fail fast.
  *
  * Exits 77 (skipped) without NCCL in the build, on a machine without a
  * GPU, or with fewer GPUs than ranks on a machine; fails on a GPU host
  * that cannot run it, and with IMSHARD_REQUIRE_GPU=1 (gpu_test.h).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu_test.h"
 #include "test.h"
@@ -31,6 +36,27 @@ static void fill(float *v, size_t n, int rank)
 	ims_rng_seed(&r, 99, (uint64_t)rank);
 	for (size_t i = 0; i < n; i++)
 		v[i] = (float)(2 * ims_rng_uniform(&r) - 1);
+}
+
+/* the recording dp_nccl_abort must have released before it aborts */
+static nn_graph *kept;
+static int releases;
+
+static void release_kept(void *ctx)
+{
+	nn_graph_free(ctx, kept);
+	kept = NULL;
+	releases++;
+}
+
+static void abort_hung(int sig)
+{
+	(void)sig;
+	static const char m[] = "FAIL: dp_nccl_abort did not return within 60 s "
+				"(a recording still holds the communicator)\n";
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(2);
+	_exit(1);
 }
 
 int main(int argc, char **argv)
@@ -155,7 +181,6 @@ int main(int argc, char **argv)
 			 &err);
 		CHECK(memcmp(a, b, count * sizeof(float)) == 0 || world > 2);
 	}
-	nn_graph_free(&gpu, g);
 
 	/* broadcast: rank 0's data everywhere */
 	CHECK_OK(gpu.be->to_device(&gpu, d1, host, count * sizeof(float), &err), &err);
@@ -163,8 +188,25 @@ int main(int argc, char **argv)
 	CHECK_OK(gpu.be->to_host(&gpu, a, d1, count * sizeof(float), &err), &err);
 	fill(want, count, 0);
 	CHECK(memcmp(a, want, count * sizeof(float)) == 0);
-	printf("rank %d of %d: bucketed == recorded == plain allreduce, broadcast ok\n", rank,
-	       world);
+
+	/* aborted with the recording kept: released first, then aborted */
+	kept = g;
+	dp_nccl_on_abort(n, release_kept, &gpu);
+	signal(SIGALRM, abort_hung);
+	alarm(60);
+	dp_nccl_abort(n);
+	alarm(0);
+	CHECK_EQ_INT(releases, 1);
+	CHECK(kept == NULL);
+	dp_nccl_abort(n); /* once only */
+	CHECK_EQ_INT(releases, 1);
+	CHECK(dp_nccl_allreduce_avg(n, d1, count, &err) == IMS_EIO);
+	CHECK(strstr(err.msg, "the nccl communicator was aborted") != NULL);
+	CHECK(dp_nccl_ready(n, 0, &err) == IMS_EIO);
+	CHECK_OK(nn_ctx_sync(&gpu, &err), &err);
+	printf("rank %d of %d: bucketed == recorded == plain allreduce, broadcast ok, "
+	       "aborted with a recording kept\n",
+	       rank, world);
 
 	gpu.be->free(&gpu, d1);
 	gpu.be->free(&gpu, d2);

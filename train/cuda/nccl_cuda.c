@@ -33,7 +33,41 @@ struct dp_nccl {
 	size_t count, size;
 	int n, started;
 	double seconds;
+	/* destroys the recordings that hold collectives (dp_nccl_on_abort) */
+	void (*release)(void *ctx);
+	void *release_ctx;
 };
+
+/*
+ * Ends the communicator after a failure: the recordings that hold its
+ * collectives go first, or ncclCommAbort would wait for them forever
+ * (dp.h). A capture still open (a bucket that timed out while backward
+ * was recorded) is joined back to the compute stream and ended here:
+ * while it is open this thread may not make the calls the abort makes.
+ */
+static void abort_comm(dp_nccl *n)
+{
+	if (!n->comm || n->failed)
+		return;
+	enum cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+	if (cudaStreamIsCapturing(n->compute, &s) == cudaSuccess &&
+	    s != cudaStreamCaptureStatusNone) {
+		enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+		if (cudaStreamIsCapturing(n->stream, &cs) == cudaSuccess &&
+		    cs != cudaStreamCaptureStatusNone &&
+		    cudaEventRecord(n->done, n->stream) == cudaSuccess)
+			(void)cudaStreamWaitEvent(n->compute, n->done, 0);
+		cudaGraph_t g = NULL;
+		(void)cudaStreamEndCapture(n->compute, &g);
+		if (g)
+			cudaGraphDestroy(g);
+		(void)cudaGetLastError();
+	}
+	if (n->release)
+		n->release(n->release_ctx);
+	ncclCommAbort(n->comm);
+	n->failed = 1;
+}
 
 /* "cannot WHAT: NCCL error NAME (last message) at FILE:LINE"; the
  * communicator is aborted (every later call on it fails fast). */
@@ -44,10 +78,8 @@ static int nccl_fail(dp_nccl *n, ims_error *err, ncclResult_t r,
 	int rc = ims_fail(err, IMS_EIO, "cannot %s: NCCL error %s (%s) at %s:%d",
 			  what, ncclGetErrorString(r), last ? last : "",
 			  file, line);
-	if (n && n->comm && !n->failed) {
-		ncclCommAbort(n->comm);
-		n->failed = 1;
-	}
+	if (n)
+		abort_comm(n);
 	return rc;
 }
 
@@ -66,8 +98,7 @@ static int settle(dp_nccl *n, ncclResult_t r, const char *what,
 				 "cannot %s: rank %d waited %g s for its peers (one "
 				 "died or hangs; --collective-timeout): NCCL aborted",
 				 what, n->rank, n->timeout_s);
-			ncclCommAbort(n->comm);
-			n->failed = 1;
+			abort_comm(n);
 			return IMS_EIO;
 		}
 		struct timespec ts = {0, 100000}; /* 0.1 ms */
@@ -95,6 +126,18 @@ static int settle(dp_nccl *n, ncclResult_t r, const char *what,
 int dp_nccl_available(void)
 {
 	return 1;
+}
+
+void dp_nccl_on_abort(dp_nccl *n, void (*release)(void *ctx), void *ctx)
+{
+	n->release = release;
+	n->release_ctx = ctx;
+}
+
+void dp_nccl_abort(dp_nccl *n)
+{
+	if (n)
+		abort_comm(n);
 }
 
 void dp_nccl_free(dp_nccl *n)
@@ -153,8 +196,7 @@ static int wait_done(dp_nccl *n, const char *what, ims_error *err)
 					  "peers (one died or hangs; "
 					  "--collective-timeout): NCCL aborted",
 					  what, n->rank, n->timeout_s);
-			ncclCommAbort(n->comm);
-			n->failed = 1;
+			abort_comm(n);
 			return rc;
 		}
 		struct timespec ts = {0, 100000}; /* 0.1 ms */
@@ -344,6 +386,9 @@ int dp_nccl_flush(dp_nccl *n, ims_error *err)
 	static const char what[] = "allreduce the gradients with nccl";
 	FORWARD_IF_ERR(dp_nccl_ready(n, 0, err));
 	n->started = 0; /* the next step starts over */
+	if (!n->n)
+		return 0; /* no collective: the communication stream is not in
+			   * a recording to join back from */
 	return before_compute(n, what, err);
 }
 

@@ -27,6 +27,18 @@ void dp_nccl_free(dp_nccl *n)
 	(void)n;
 }
 
+void dp_nccl_on_abort(dp_nccl *n, void (*release)(void *ctx), void *ctx)
+{
+	(void)n;
+	(void)release;
+	(void)ctx;
+}
+
+void dp_nccl_abort(dp_nccl *n)
+{
+	(void)n;
+}
+
 int dp_nccl_broadcast(dp_nccl *n, float *buf, size_t count, int root,
 		      ims_error *err)
 {

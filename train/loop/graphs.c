@@ -40,6 +40,25 @@
 
 #include "train/loop/loop_internal.h"
 
+/*
+ * The recordings destroyed, and no more made: at the end, and (through
+ * dp_nccl_on_abort) before NCCL aborts the communicator, which would
+ * wait forever for recordings that hold its collectives. The counters'
+ * copy stays: the pass being recorded may still put them back.
+ */
+static void drop(void *ctx)
+{
+	run *r = ctx;
+	loop_graphs *G = &r->graphs;
+	for (int i = 0; i < G->count; i++)
+		nn_graph_free(&r->ctx, G->e[i].g);
+	G->count = 0;
+	if (G->on) {
+		G->on = 0;
+		G->why = "NCCL was aborted";
+	}
+}
+
 static const char *pass_name(int pass)
 {
 	return pass == LOOP_PASS_FORWARD ? "forward" : "backward";
@@ -83,16 +102,16 @@ int loop_setup_graphs(run *r, ims_error *err)
 	G->counters = malloc((nc ? nc : 1) * sizeof(int64_t));
 	RETURN_IF(!G->counters, err, IMS_ENOMEM,
 		  "cannot train: out of memory");
+	if (r->dp.nccl)
+		dp_nccl_on_abort(r->dp.nccl, drop, r);
 	return 0;
 }
 
 void loop_graphs_release(run *r)
 {
-	loop_graphs *G = &r->graphs;
-	for (int i = 0; i < G->count; i++)
-		nn_graph_free(&r->ctx, G->e[i].g);
-	free(G->counters);
-	memset(G, 0, sizeof(*G));
+	drop(r);
+	free(r->graphs.counters);
+	memset(&r->graphs, 0, sizeof(r->graphs));
 }
 
 static loop_graph *find(loop_graphs *G, const loop_graph *key)
