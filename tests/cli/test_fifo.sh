@@ -51,6 +51,22 @@ expect 1 t "$IMSHARD_TRAIN" --train "$T/fifo.json" --val "$T/p/train.json" --mod
 one_line "$T/err"
 contains "$T/err" "fifo.json': not a regular file (a FIFO)"
 
+# --- a FIFO at LOGDIR/metrics.jsonl (a new run truncates it, a resumed
+# one appends): refused at once, not opened for writing and waited on
+mkdir -p "$T/logf"
+mkfifo "$T/logf/metrics.jsonl"
+expect 0 t "$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --batch-size 4 --threads 1 --quiet \
+  --max-steps 1 --epochs 2 --checkpoint-dir "$T/ckf"
+cp "$T/ckf/checkpoint.safetensors" "$T/ckf.before"
+for extra in "--max-steps 1" "--resume --epochs 2 --checkpoint-dir $T/ckf"; do
+  # shellcheck disable=SC2086
+  expect 1 t "$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --batch-size 4 --threads 1 --quiet \
+    --log-dir "$T/logf" $extra
+  one_line "$T/err"
+  contains "$T/err" "logf/metrics.jsonl': not a regular file (a FIFO)"
+done
+expect 0 cmp "$T/ckf/checkpoint.safetensors" "$T/ckf.before"
+
 # --- a shard that is a FIFO (with the manifest's size made to agree) ------
 shard="$T/p/train-00000-of-00001.mdb"
 mv "$shard" "$T/real.mdb"

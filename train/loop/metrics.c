@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -68,6 +69,49 @@ static int log_path(const nn_train_opts *o, const char *file, char *out,
 
 /* --log-dir: rank 0 starts metrics.jsonl afresh unless resuming; the
  * others wait for that before appending. */
+/*
+ * metrics.jsonl opened for writing with flags (O_TRUNC, O_APPEND), a
+ * regular file or nothing: O_NOFOLLOW refuses a link planted at the name
+ * (it would be written through), O_NONBLOCK keeps a FIFO from blocking
+ * the open (with no reader it fails at once, ENXIO), fstat judges what
+ * was opened.
+ */
+static int open_metrics(const char *path, int flags, int *out, ims_error *err)
+{
+	*out = -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+				    O_NOCTTY | O_CLOEXEC | flags,
+		      0644);
+	struct stat st;
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENXIO && lstat(path, &st) == 0)
+			return ims_fail(err, IMS_EFORMAT,
+					"cannot open '%s': not a regular file (%s)",
+					path, ims_file_kind(st.st_mode));
+		return ims_fail(err, IMS_EIO, "cannot open '%s': %s", path,
+				e == ELOOP ? "it is a symbolic link (refused: it "
+					     "would be written through)"
+					   : strerror(e));
+	}
+	int fl = -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (fl = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+		int reg = fl >= 0 || S_ISREG(st.st_mode);
+		close(fd);
+		if (!reg)
+			return ims_fail(err, IMS_EFORMAT,
+					"cannot open '%s': not a regular file (%s)",
+					path, ims_file_kind(st.st_mode));
+		return ims_fail(err, IMS_EIO, "cannot open '%s': %s", path,
+				strerror(e));
+	}
+	*out = fd;
+	return 0;
+}
+
 int loop_open_metrics(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -77,20 +121,18 @@ int loop_open_metrics(run *r, ims_error *err)
 	char *path = r->log.metrics_path;
 	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(r->log.metrics_path),
 				err));
-	if (r->dp.rank == 0 && !o->out.resume) {
-		/* O_NOFOLLOW: a link planted at the name is refused, never
-		 * written through */
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			close(fd);
-	}
-	FORWARD_IF_ERR(dp_barrier(r->dp.comm, err));
-	r->log.metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-				 0644);
-	RETURN_IF(r->log.metrics_fd < 0, err, IMS_EIO, "cannot open '%s': %s", path,
-		  errno == ELOOP ? "it is a symbolic link (refused: it would be written through)"
-				 : strerror(errno));
-	return 0;
+	int fd = -1, rc = 0;
+	if (r->dp.rank == 0 && !o->out.resume)
+		rc = open_metrics(path, O_TRUNC, &fd, err);
+	if (fd >= 0)
+		close(fd);
+	/* every rank meets here, rank 0's failure or not; each then opens
+	 * the same file and fails alike */
+	ims_error barrier_err;
+	int brc = dp_barrier(r->dp.comm, rc ? &barrier_err : err);
+	FORWARD_IF_ERR(rc);
+	FORWARD_IF_ERR(brc);
+	return open_metrics(path, O_APPEND, &r->log.metrics_fd, err);
 }
 
 void loop_close_metrics(run *r)
