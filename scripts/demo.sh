@@ -19,7 +19,7 @@ $imshard info "$out/packed/train.json"
 $train --train "$out/packed/train.json" --val "$out/packed/val.json" \
 	--model convnet7 --size 32 --epochs 15 --batch-size 32 --lr 0.05 \
 	--warmup-epochs 1 --log-every 15 \
-	--log-dir "$out/run" --checkpoint-dir "$out/run"
+	--log-dir "$out/run" --checkpoint-dir "$out/run" --force
 set +x
 python3 - "$out/run/summary.json" <<'PY'
 import json, sys

@@ -87,6 +87,9 @@ static const cli_command command = {
 	"--size, training split, or --epochs under a decaying schedule is\n"
 	"refused. Resuming a finished run changes nothing. A second trainer on\n"
 	"the same --log-dir or --checkpoint-dir is refused (imshard-train.lock).\n"
+	"So is a new run (no --resume) where an earlier run left its checkpoint\n"
+	"or logs (metrics.jsonl, summary.json, eval files): --force removes them\n"
+	"first and says so.\n"
 	"A NaN or infinite training or validation loss stops training with an\n"
 	"error naming the step (with fp16, once the scale S below is down to 1);\n"
 	"the checkpoint written before it is kept. Records that cannot be\n"
@@ -544,6 +547,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"freeze-backbone", 0, CLI_FLAG, &o->net.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o->out.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
 		{"resume", 0, CLI_FLAG, &o->out.resume, NULL, "continue from DIR's checkpoint", 0, 0},
+		{"force", 0, CLI_FLAG, &o->out.force, NULL, "start a new run over an earlier run's checkpoint and logs (removed first)", 0, 0},
 		{"checkpoint-every", 0, CLI_U64, &ckpt_every, "N", "also checkpoint every N steps (0: epoch ends only)", 0, 0},
 		{"log-dir", 0, CLI_STRING, &o->out.log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
@@ -657,6 +661,8 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("--freeze-backbone needs --init");
 	if (o->out.resume && !o->out.checkpoint_dir)
 		USAGE("--resume needs --checkpoint-dir");
+	if (o->out.resume && o->out.force)
+		USAGE("--resume and --force exclude each other (--force starts a new run)");
 	if (o->out.resume && o->net.init)
 		USAGE("--resume and --init exclude each other");
 	if (o->net.init_partial && !o->net.init)

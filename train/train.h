@@ -316,6 +316,9 @@ typedef struct nn_train_optim {
 typedef struct nn_train_out {
 	const char *checkpoint_dir; /* --checkpoint-dir */
 	int resume;               /* --resume */
+	int force;                /* --force: a new run in folders that hold
+				     an earlier run's checkpoint or logs
+				     removes them first (else refused) */
 	int64_t checkpoint_every; /* --checkpoint-every steps (0 = epoch ends) */
 	const char *log_dir;      /* --log-dir */
 	int log_every;            /* --log-every steps (10) */

@@ -74,8 +74,9 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/c" --val-ratio 0.25 --seed 3 --
 mkdir -p "$T/ck" "$T/log"
 # What a SIGTERM during a checkpoint write leaves behind.
 echo half >"$T/ck/checkpoint.safetensors.tmp.$dead"
+# --force: each run here is a new one over the last one's files
 fit=("$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model convnet7
-  --size 16 --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --quiet)
+  --size 16 --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --quiet --force)
 planted "$T/ck" checkpoint.safetensors "${fit[@]}" --log-dir "$T/log"
 same "$rc" 0 "train"
 untouched checkpoint

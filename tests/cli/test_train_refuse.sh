@@ -14,7 +14,8 @@
 #  - --init that loads nothing, or part of the backbone, is refused unless
 #    --init-partial; --reset-head;
 #  - a second trainer on a locked folder is refused; a failed metrics
-#    write ends the run at once;
+#    write ends the run at once; a new run where an earlier run left its
+#    checkpoint or logs is refused unless --force (which removes them);
 #  - under a memory limit too small for OpenBLAS, one line, no spinning.
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -262,6 +263,40 @@ contains "$T/err" "cannot write '$T/full/metrics.jsonl': No space left on device
 same "$(wc -l <"$T/full/metrics.jsonl")" 2 "metrics lines before the failed write"
 absent "$T/full/summary.json"
 same "$(st_tool get "$T/full/checkpoint.safetensors" step)" 2 "stopped at the step of the failed write"
+
+# --- 6b. a new run where an earlier one left its files -----------------------
+# (a forgotten --resume would have replaced the earlier run's checkpoint at
+# the first save, and left its summary and evaluation files beside the
+# new run's metrics, as if they were the new run's)
+expect 0 fit --epochs 1 --batch-size 8 --checkpoint-dir "$T/er" --log-dir "$T/er"
+cp "$T/er/checkpoint.safetensors" "$T/er.ckpt"
+cp "$T/er/metrics.jsonl" "$T/er.metrics"
+all_files="checkpoint.safetensors, metrics.jsonl, summary.json, eval.json, per_class.csv, confusion.csv, predictions.csv"
+expect 1 fit --max-steps 2 --batch-size 8 --checkpoint-dir "$T/er" --log-dir "$T/er"
+one_line "$T/err"
+same "$(cat "$T/err")" "imshard: cannot start a new run in '$T/er': it holds an earlier run's $all_files (--resume continues that run; --force starts a new one, removing them)"
+expect 0 cmp "$T/er/checkpoint.safetensors" "$T/er.ckpt"
+expect 0 cmp "$T/er/metrics.jsonl" "$T/er.metrics"
+# two folders, each with its part; one folder alone
+expect 0 fit --max-steps 1 --batch-size 8 --log-dir "$T/er2"
+expect 1 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/er" --log-dir "$T/er2"
+contains "$T/err" "cannot start a new run in '$T/er' and '$T/er2': they hold an earlier run's $all_files ("
+expect 1 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/er" --log-dir "$T/er3"
+contains "$T/err" "in '$T/er': it holds an earlier run's checkpoint.safetensors (--resume continues that run; --force starts a new one, removing it)"
+absent "$T/er3/metrics.jsonl"
+# an empty metrics.jsonl tells nothing: not an earlier run
+mkdir -p "$T/er4" && : >"$T/er4/metrics.jsonl"
+expect 0 fit --max-steps 1 --batch-size 8 --log-dir "$T/er4"
+expect 2 fit --max-steps 1 --checkpoint-dir "$T/er" --resume --force
+one_line "$T/err"
+contains "$T/err" "--resume and --force exclude each other"
+# --force: removed first and said so; a new run that fails then leaves no
+# earlier summary to be taken for its own
+expect 1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 \
+  --epochs 2 --lr 1e6 --checkpoint-dir "$T/er" --log-dir "$T/er" --force
+contains "$T/err" "imshard-train: warning: removed an earlier run's $all_files from '$T/er' (--force)"
+contains "$T/err" "is NaN"
+for f in summary.json eval.json per_class.csv confusion.csv predictions.csv; do absent "$T/er/$f"; done
 
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------
 # (AddressSanitizer reserves terabytes of address space: no ulimit -v there;

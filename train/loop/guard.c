@@ -2,7 +2,8 @@
  * guard.c - what keeps a run from going wrong without a word before its
  * first step: its folders locked, so a second trainer started on the same
  * --log-dir or --checkpoint-dir is refused instead of interleaving its
- * metrics.jsonl with this run's and replacing its checkpoints;
+ * metrics.jsonl with this run's and replacing its checkpoints; a new run
+ * refused in folders an earlier run left its files in, unless --force;
  * OpenBLAS's buffers reserved, so a memory limit too small for them is
  * one line now instead of a process spinning in OpenBLAS later; and, on
  * the CPU, the memory the first steps will touch weighed against what
@@ -86,6 +87,85 @@ int loop_take_locks(run *r, ims_error *err)
 	/* every rank hears rank 0's verdict in the next collective: a
 	 * refused rank 0 returns, and its program ends the job */
 	return rc;
+}
+
+/* What a run leaves in its folders (eval_files.c, metrics.c, resume.c). */
+static const char *const checkpoint_files[] = {"checkpoint.safetensors", NULL};
+static const char *const log_files[] = {"metrics.jsonl", "summary.json",
+					"eval.json", "per_class.csv",
+					"confusion.csv", "predictions.csv",
+					NULL};
+
+typedef struct earlier {
+	char paths[8][4096];
+	int n;
+	char names[256]; /* "checkpoint.safetensors, summary.json" */
+	char dirs[2][4096];
+	int n_dirs;
+} earlier;
+
+/* The files of names that an earlier run left in dir: regular files (what
+ * is planted at a name, a link or a FIFO, is refused where the name is
+ * opened), and an empty metrics.jsonl tells nothing (a run that stopped
+ * before its first line). */
+static int find_earlier(earlier *e, const char *dir, const char *const *names,
+			ims_error *err)
+{
+	if (!dir)
+		return 0;
+	int in_dir = 0;
+	for (int i = 0; names[i]; i++) {
+		char *path = e->paths[e->n];
+		FORWARD_IF_ERR(ims_path_join(path, sizeof(e->paths[0]), dir, names[i],
+					     err));
+		struct stat st;
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    (st.st_size == 0 && !strcmp(names[i], "metrics.jsonl")))
+			continue;
+		size_t len = strlen(e->names);
+		snprintf(e->names + len, sizeof(e->names) - len, "%s%s",
+			 len ? ", " : "", names[i]);
+		e->n++;
+		in_dir = 1;
+	}
+	if (in_dir && (e->n_dirs == 0 || strcmp(e->dirs[0], dir)))
+		snprintf(e->dirs[e->n_dirs++], sizeof(e->dirs[0]), "%s", dir);
+	return 0;
+}
+
+int loop_check_earlier_run(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (r->dp.rank != 0 || o->out.resume)
+		return 0;
+	earlier e;
+	memset(&e, 0, sizeof(e));
+	FORWARD_IF_ERR(find_earlier(&e, o->out.checkpoint_dir, checkpoint_files, err));
+	FORWARD_IF_ERR(find_earlier(&e, o->out.log_dir, log_files, err));
+	if (!e.n)
+		return 0;
+	char where[8300];
+	snprintf(where, sizeof(where), "'%s'%s%s%s", e.dirs[0],
+		 e.n_dirs > 1 ? " and '" : "", e.n_dirs > 1 ? e.dirs[1] : "",
+		 e.n_dirs > 1 ? "'" : "");
+	RETURN_IF(!o->out.force, err, IMS_EEXIST,
+		  "cannot start a new run in %s: %s an earlier run's %s "
+		  "(--resume continues that run; --force starts a new one, "
+		  "removing %s)",
+		  where, e.n_dirs > 1 ? "they hold" : "it holds", e.names,
+		  e.n > 1 ? "them" : "it");
+	for (int i = 0; i < e.n; i++)
+		RETURN_IF(unlink(e.paths[i]) != 0, err, IMS_EIO,
+			  "cannot remove '%s' (--force): %s", e.paths[i],
+			  strerror(errno));
+	if (r->log.ev.warning) {
+		char msg[8800];
+		snprintf(msg, sizeof(msg),
+			 "removed an earlier run's %s from %s (--force)", e.names,
+			 where);
+		r->log.ev.warning(r->log.ev.ctx, msg);
+	}
+	return 0;
 }
 
 void loop_release_locks(run *r)

@@ -332,6 +332,10 @@ int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 
 /* guard.c */
 int loop_take_locks(run *r, ims_error *err);
+/* A new run (no --resume) in folders that hold an earlier run's
+ * checkpoint or logs: refused, or with --force those files removed and
+ * the run told (rank 0, which the next collective tells the others). */
+int loop_check_earlier_run(run *r, ims_error *err);
 void loop_release_locks(run *r);
 int loop_reserve_memory(run *r, ims_error *err);
 
