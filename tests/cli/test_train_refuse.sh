@@ -298,6 +298,26 @@ contains "$T/err" "imshard-train: warning: removed an earlier run's $all_files f
 contains "$T/err" "is NaN"
 for f in summary.json eval.json per_class.csv confusion.csv predictions.csv; do absent "$T/er/$f"; done
 
+# --- 6c. ranks started with different options or splits --------------------
+# (before: another --model corrupted memory in the weights' broadcast,
+# another --epochs or split hung until --collective-timeout, another --lr
+# trained apart without a word); what may differ per rank does, and a copy
+# of the split at another path is the same split
+if have_mpi; then
+  cp -r "$T/p" "$T/pcopy"
+  two() { mpi -np 1 "$IMSHARD_TRAIN" "${rk[@]}" $1 : -np 1 "$IMSHARD_TRAIN" "${rk[@]}" $2; }
+  rk=(--val "$va" --model convnet7 --size 16 --batch-size 4 --max-steps 2 --quiet --collective-timeout 30)
+  for d in "--model resnet18|--model" "--epochs 2|--epochs" "--lr 0.2|--lr" "--precision bf16|--precision" \
+    "--train $T/p2/train.json|--train (the split's records)"; do
+    other=${d%|*}
+    flag=${d#*|}
+    # shellcheck disable=SC2086
+    case "$other" in --train*) expect 1 two "--train $tr" "$other" ;; *) expect 1 two "--train $tr" "--train $tr $other" ;; esac
+    contains "$T/err" "cannot train: ranks 0 and 1 were started with different $flag: every rank must be started with the same options and training split"
+  done
+  expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --threads 2"
+fi
+
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------
 # (AddressSanitizer reserves terabytes of address space: no ulimit -v there;
 # grep reads all of ldd's output, see memcap in lib.sh)

@@ -17,6 +17,7 @@
  *   history.c   what earlier parts of a resumed run did, carried in the
  *               checkpoint for the summary
  *   records.c   damaged records met in training and validation
+ *   agree.c     every rank started with the same options and split
  *   guard.c     the run's folders locked against a second trainer, and
  *               OpenBLAS's memory reserved before the first step
  *   metrics.c   metrics.jsonl, summary.json and the progress events
@@ -329,6 +330,10 @@ int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err);
 int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err);
 int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 			const char *reason, uint64_t count, ims_error *err);
+
+/* agree.c: every rank's options and training split the same, or every
+ * rank refuses alike (collective; nothing with one rank) */
+int loop_agree(run *r, ims_error *err);
 
 /* guard.c */
 int loop_take_locks(run *r, ims_error *err);

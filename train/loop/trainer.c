@@ -49,6 +49,7 @@ void nn_train_opts_init(nn_train_opts *o)
 static int set_up(run *r, nn_train_result *res, ims_error *err)
 {
 	FORWARD_IF_ERR(loop_open_context(r, err));
+	FORWARD_IF_ERR(loop_agree(r, err));
 	FORWARD_IF_ERR(loop_open_loaders(r, err));
 	if (r->o->data.synthetic)
 		FORWARD_IF_ERR(loop_make_synthetic(r, err));

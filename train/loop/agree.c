@@ -1,0 +1,127 @@
+/*
+ * agree.c - every rank started for the same run. mpirun starts each rank
+ * from its own command line (a launcher script, an MPMD colon, a node
+ * whose copy of the split is out of date), and ranks that differ would
+ * hang in a collective of another size, corrupt memory in one (another
+ * model's weights broadcast into this one's), or train apart without a
+ * word. So before the first collective that depends on them, every rank
+ * gathers every rank's fingerprint of each option that shapes the
+ * computation or its collectives, and of the training split (its records
+ * and shard digests, not its path: node-local copies may lie elsewhere),
+ * and all refuse alike with one line naming the first option that
+ * differs. What may differ per rank is left out: --threads,
+ * --loader-threads, --quiet, --verbose, --force (rank 0's folders), and
+ * the folders' paths (only whether each is given).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/loop/loop_internal.h"
+
+typedef struct fingerprint {
+	const char *flag;
+	uint64_t h;
+} fingerprint;
+
+static uint64_t of_bytes(const void *p, size_t n)
+{
+	return ims_hash64(ims_crc32c(0, p, n), n);
+}
+
+static uint64_t of_str(const char *s)
+{
+	return s ? of_bytes(s, strlen(s)) : 0x6e756c6cu; /* "null" */
+}
+
+static uint64_t of_f64(double v)
+{
+	return of_bytes(&v, sizeof(v));
+}
+
+static uint64_t of_i64(int64_t v)
+{
+	return ims_hash64((uint64_t)v, 0x69363475u);
+}
+
+/* The options, in --help's order; n is the count. */
+static int fingerprints(const run *r, fingerprint *f)
+{
+	const nn_train_opts *o = r->o;
+	int n = 0;
+#define FP(flag_, h_) f[n++] = (fingerprint){(flag_), (h_)}
+	FP("--train (the split's records)",
+	   ims_hash64(r->data.train_records, r->data.train_digest));
+	FP("--val (given or not)", of_i64(o->data.val_manifest != NULL));
+	FP("--model", of_str(o->net.model));
+	FP("--size", of_i64(o->data.size));
+	FP("--augment", of_str(o->data.augment));
+	FP("--val-crop-frac", of_f64(o->data.val_crop_frac));
+	FP("--mean", of_bytes(o->data.mean, sizeof(o->data.mean)));
+	FP("--std", of_bytes(o->data.std, sizeof(o->data.std)));
+	FP("--shard-owning", of_i64(o->data.shard_owning));
+	FP("--max-bad-records", of_i64(o->data.max_bad_records));
+	FP("--synthetic", of_i64(o->data.synthetic));
+	FP("--device", of_str(o->net.device));
+	FP("--precision", of_str(o->net.precision));
+	FP("--cudnn-algo", of_str(o->net.cudnn_algo));
+	FP("--tf32", of_i64(o->net.tf32));
+	FP("--channels-last", of_str(o->net.channels_last));
+	FP("--cuda-graphs", of_str(o->net.cuda_graphs));
+	FP("--init (given or not)", of_i64(o->net.init != NULL));
+	FP("--init-partial", of_i64(o->net.init_partial));
+	FP("--reset-head", of_i64(o->net.reset_head));
+	FP("--freeze-backbone", of_i64(o->net.freeze_backbone));
+	FP("--freeze-bn", of_i64(o->net.freeze_bn));
+	FP("--epochs", of_i64(o->optim.epochs));
+	FP("--max-steps", of_i64(o->optim.max_steps));
+	FP("--batch-size", of_i64(o->optim.batch_size));
+	FP("--lr", of_f64(o->optim.lr));
+	FP("--no-lr-scaling", of_i64(o->optim.no_lr_scaling));
+	FP("--optimizer", of_i64(o->optim.optimizer));
+	FP("--momentum", of_f64(o->optim.momentum));
+	FP("--nesterov", of_i64(o->optim.nesterov));
+	FP("--weight-decay", of_f64(o->optim.weight_decay));
+	FP("--no-bn-bias-decay", of_i64(o->optim.no_bn_bias_decay));
+	FP("--warmup-epochs", of_f64(o->optim.warmup_epochs));
+	FP("--schedule", of_i64(o->optim.schedule));
+	FP("--label-smoothing", of_f64(o->optim.label_smoothing));
+	FP("--seed", of_i64((int64_t)o->seed));
+	FP("--checkpoint-dir (given or not)", of_i64(o->out.checkpoint_dir != NULL));
+	FP("--resume", of_i64(o->out.resume));
+	FP("--checkpoint-every", of_i64(o->out.checkpoint_every));
+	FP("--log-dir (given or not)", of_i64(o->out.log_dir != NULL));
+	FP("--log-every", of_i64(o->out.log_every));
+	FP("--profile", of_i64(o->out.profile));
+	FP("--bucket-mb", of_f64(o->comm.bucket_mb));
+	FP("--collective-timeout", of_f64(o->comm.collective_timeout));
+#undef FP
+	return n;
+}
+
+#define MAX_FINGERPRINTS 64 /* fingerprints() makes 44 */
+
+int loop_agree(run *r, ims_error *err)
+{
+	if (r->dp.world < 2)
+		return 0;
+	fingerprint f[MAX_FINGERPRINTS];
+	const int n = fingerprints(r, f);
+	/* 52 bits of each: a double holds them exactly */
+	double mine[MAX_FINGERPRINTS];
+	for (int i = 0; i < n; i++)
+		mine[i] = (double)(f[i].h >> 12);
+	double *all = malloc((size_t)r->dp.world * (size_t)n * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot train: out of memory");
+	int rc = dp_allgather_f64(r->dp.comm, mine, (size_t)n, all, err);
+	for (int i = 0; !rc && i < n; i++)
+		for (int k = 1; !rc && k < r->dp.world; k++)
+			if (all[(size_t)k * (size_t)n + (size_t)i] != all[i])
+				rc = ims_fail(err, IMS_EINVAL,
+					      "cannot train: ranks 0 and %d were "
+					      "started with different %s: every rank "
+					      "must be started with the same options "
+					      "and training split",
+					      k, f[i].flag);
+	free(all);
+	return rc;
+}
