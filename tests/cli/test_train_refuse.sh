@@ -114,11 +114,24 @@ contains "$T/err" "with --size 24: its run trains at --size 16"
 expect 1 ck --epochs 3
 one_line "$T/err"
 contains "$T/err" "with --epochs 3: its run was set up for --epochs 2"
+# the normalisation its weights learnt on (before: taken silently, and the
+# model card rewritten with the new one)
+expect 1 ck --mean 1,2,3
+one_line "$T/err"
+contains "$T/err" "with --mean 1,2,3: its run normalised its inputs with --mean 123.675,116.28,103.53, which its weights learnt on"
+expect 1 ck --std 9,9,9
+one_line "$T/err"
+contains "$T/err" "with --std 9,9,9: its run normalised its inputs with --std 58.395,57.12,57.375"
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p2" --val-ratio 0.3 --seed 3 --quiet
 expect 1 ck --train "$T/p2/train.json"
 one_line "$T/err"
 contains "$T/err" "the training split differs: its run trained on split 'train' (120 records"
 same "$(md5sum <"$T/c_part/checkpoint.safetensors")" "$before" "refused resumes leave the checkpoint"
+# optimiser settings are taken as given, and listed
+cp -r "$T/c_part" "$T/c_other"
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 16 --epochs 2 \
+  --checkpoint-dir "$T/c_other" --resume --weight-decay 0.001 --no-bn-bias-decay --label-smoothing 0.1
+contains "$T/err" "imshard-train: resumed with other settings: weight_decay 0.0001 -> 0.001, no_bn_bias_decay off -> on, label_smoothing 0 -> 0.1"
 
 # --- 2. a finished run: nothing changes; a resumed run's summary ---------
 expect 0 fit --batch-size 16 --epochs 1 --checkpoint-dir "$T/done" --log-dir "$T/done"

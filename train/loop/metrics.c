@@ -338,6 +338,7 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddNumberToObject(j, "max_steps", (double)o->optim.max_steps);
 	cJSON_AddNumberToObject(j, "momentum", o->optim.momentum);
 	cJSON_AddNumberToObject(j, "weight_decay", o->optim.weight_decay);
+	cJSON_AddBoolToObject(j, "no_bn_bias_decay", o->optim.no_bn_bias_decay);
 	cJSON_AddNumberToObject(j, "warmup_epochs", o->optim.warmup_epochs);
 	cJSON_AddStringToObject(j, "schedule",
 				o->optim.schedule == NN_LR_STEP       ? "step"

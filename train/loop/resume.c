@@ -204,6 +204,28 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 		  "--seed %llu)",
 		  path, (unsigned long long)o->seed, (unsigned long long)seed,
 		  (unsigned long long)seed);
+	/* the normalisation the weights learnt on: a checkpoint of its run
+	 * keeps it in the model card, as --mean/--std would write it */
+	static const char *const norm_keys[2] = {"mean", "std"};
+	const float *norm_now[2] = {o->data.mean, o->data.std};
+	for (int i = 0; i < 2; i++) {
+		const char *was_v = st_metadata_get(f, norm_keys[i]);
+		float w[3];
+		if (!was_v || sscanf(was_v, "%g,%g,%g", &w[0], &w[1], &w[2]) != 3 ||
+		    !memcmp(w, norm_now[i], sizeof(w)))
+			continue;
+		char now[80], was_t[80];
+		snprintf(now, sizeof(now), "%g,%g,%g", (double)norm_now[i][0],
+			 (double)norm_now[i][1], (double)norm_now[i][2]);
+		snprintf(was_t, sizeof(was_t), "%g,%g,%g", (double)w[0], (double)w[1],
+			 (double)w[2]);
+		return ims_fail(err, IMS_EINVAL,
+				"cannot resume from '%s' with --%s %s: its run "
+				"normalised its inputs with --%s %s, which its weights "
+				"learnt on (resume with --%s %s, or start a new run)",
+				path, norm_keys[i], now, norm_keys[i], was_t,
+				norm_keys[i], was_t);
+	}
 	const char *name = st_metadata_get(f, "train_split");
 	const char *digest = st_metadata_get(f, "train_digest");
 	if (name && digest) {
