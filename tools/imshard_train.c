@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "augment/augment.h"
 #include "cli.h"
 #include "train/train.h"
 
@@ -511,6 +512,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	uint64_t seed = o->seed, max_steps = 0, ckpt_every = 0;
 	int log_every = o->out.log_every, threads = 0, loader_threads = 0;
 	double val_crop = o->data.val_crop_frac;
+	double momentum = -1; /* not given: the optimiser's default */
 	uint64_t max_bad = UINT64_MAX; /* not given: no limit */
 	const cli_opt opts[] = {
 		{"train", 0, CLI_STRING, &o->data.train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
@@ -522,7 +524,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"lr", 0, CLI_DOUBLE, &o->optim.lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
 		{"no-lr-scaling", 0, CLI_FLAG, &o->optim.no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
 		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
-		{"momentum", 0, CLI_DOUBLE, &o->optim.momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
+		{"momentum", 0, CLI_DOUBLE, &momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
 		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
 		{"weight-decay", 0, CLI_DOUBLE, &o->optim.weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
 		{"no-bn-bias-decay", 0, CLI_FLAG, &o->optim.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
@@ -530,7 +532,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
 		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
 		{"augment", 0, CLI_STRING, &o->data.augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
-		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0 < F <= 1 (0.875)", 0, 0},
+		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0.001 <= F <= 1 (0.875)", 1e-3, 1},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
@@ -571,9 +573,16 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 #define USAGE(...) return cli_usage_error(&command, __VA_ARGS__)
 	if (!o->data.train_manifest)
 		USAGE("--train is required");
-	if (!(val_crop > 0 && val_crop <= 1))
-		USAGE("--val-crop-frac must be above 0 and at most 1, got %g", val_crop);
 	o->data.val_crop_frac = val_crop;
+	{
+		/* the loader parses it again; a bad one is bad usage */
+		aug_transform_opts t;
+		aug_transform_opts_init(&t, 1);
+		ims_error aerr;
+		memset(&aerr, 0, sizeof(aerr));
+		if (o->data.augment && aug_transform_parse(o->data.augment, &t, &aerr) < 0)
+			USAGE("--augment: %s", aerr.msg);
+	}
 	if (o->out.quiet && o->out.verbose)
 		USAGE("--quiet and --verbose exclude each other");
 	o->optim.epochs = epochs;
@@ -601,6 +610,11 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		if (o->optim.optimizer != NN_OPTIM_SGD && o->optim.weight_decay == 1e-4)
 			o->optim.weight_decay = o->optim.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
 	}
+	if (momentum >= 0 && o->optim.optimizer != NN_OPTIM_SGD)
+		USAGE("--momentum is for --optimizer sgd (adam and adamw keep "
+		      "moving averages of their own)");
+	if (momentum >= 0)
+		o->optim.momentum = momentum;
 	if (o->optim.nesterov && o->optim.optimizer != NN_OPTIM_SGD)
 		USAGE("--nesterov is for --optimizer sgd");
 	if (o->optim.nesterov && o->optim.momentum <= 0)

@@ -175,6 +175,17 @@ contains "$T/err" "--cudnn-algo must be benchmark, heuristic or deterministic, g
 expect 2 fit --tf32 maybe
 one_line "$T/err"
 contains "$T/err" "--tf32 must be on or off, got 'maybe'"
+# bad usage, before anything is read (before: exit 1 from the loader, a
+# run that took 1e-300, a momentum adam ignored)
+expect 2 fit --augment flip,bogus
+one_line "$T/err"
+contains "$T/err" "--augment: cannot parse transform option 'bogus': unknown option"
+expect 2 fit --val-crop-frac 1e-300
+one_line "$T/err"
+contains "$T/err" "--val-crop-frac must be between 0.001 and 1, got 1e-300"
+expect 2 fit --optimizer adam --momentum 0.5
+one_line "$T/err"
+contains "$T/err" "--momentum is for --optimizer sgd"
 # channels-last: the CPU's twin computes the NCHW run's bits (resnet18
 # bf16: the same losses and checkpoint tensors, optimiser state too; fp32
 # convnet7 likewise); refused for a model whose classifier reads a wider

@@ -122,6 +122,19 @@ contains "$T/err" "with --mean 1,2,3: its run normalised its inputs with --mean 
 expect 1 ck --std 9,9,9
 one_line "$T/err"
 contains "$T/err" "with --std 9,9,9: its run normalised its inputs with --std 58.395,57.12,57.375"
+# the optimiser state the checkpoint holds, named as the setting (before:
+# "tensor 'optim.exp_avg.features.0.weight' is missing")
+expect 1 ck --optimizer adam
+one_line "$T/err"
+contains "$T/err" "with --optimizer adam: its run used --optimizer sgd, whose state the checkpoint holds"
+expect 1 ck --momentum 0
+one_line "$T/err"
+contains "$T/err" "with --momentum 0: its run used --momentum 0.9, and SGD keeps momentum buffers only with a momentum"
+expect 0 "$IMSHARD" sample "$T/s3" --classes 3 --per-class 20 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s3" -o "$T/p3" --val-ratio 0.25 --seed 3 --quiet
+expect 1 ck --train "$T/p3/train.json" --val "$T/p3/val.json"
+one_line "$T/err"
+contains "$T/err" "its run has 4 classes, the splits given now have 3"
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p2" --val-ratio 0.3 --seed 3 --quiet
 expect 1 ck --train "$T/p2/train.json"
 one_line "$T/err"

@@ -272,25 +272,66 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 	return 0;
 }
 
+/*
+ * What would otherwise fail on the first tensor that does not fit, named
+ * as the setting that differs: another model, class count, optimiser, or
+ * SGD with momentum against SGD without (the one keeps a momentum buffer
+ * per tensor, the other none). Read before the checkpoint is verified;
+ * the model and classes are checked again, verified, by check_same.
+ */
+static int check_state(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	const char *path = r->ckpt_path;
+	st_file *f = NULL;
+	FORWARD_IF_ERR(st_open(path, &f, err));
+	char model[64], cls[32], optim[16] = "";
+	const char *m = st_metadata_get(f, "model");
+	const char *c = st_metadata_get(f, "classes");
+	snprintf(model, sizeof(model), "%s", m ? m : "");
+	snprintf(cls, sizeof(cls), "%s", c ? c : "");
+	cJSON *was = meta_options(f);
+	const char *opt_was = opt_str(was, "optimizer");
+	if (opt_was)
+		snprintf(optim, sizeof(optim), "%s", opt_was);
+	const double momentum_was = opt_num(was, "momentum", o->optim.momentum);
+	cJSON_Delete(was);
+	st_close(f);
+	RETURN_IF(m && strcmp(model, o->net.model), err, IMS_EINVAL,
+		  "cannot resume from '%s' with --model %s: its run trains %s "
+		  "(resume with --model %s, or start a new run)",
+		  path, o->net.model, model, model);
+	char now[32];
+	snprintf(now, sizeof(now), "%d", r->data.classes);
+	RETURN_IF(c && strcmp(cls, now), err, IMS_EINVAL,
+		  "cannot resume from '%s': its run has %s classes, the splits "
+		  "given now have %d",
+		  path, cls, r->data.classes);
+	const char *opt_now = o->optim.optimizer == NN_OPTIM_ADAM    ? "adam"
+			      : o->optim.optimizer == NN_OPTIM_ADAMW ? "adamw"
+								     : "sgd";
+	RETURN_IF(optim[0] && strcmp(optim, opt_now), err, IMS_EINVAL,
+		  "cannot resume from '%s' with --optimizer %s: its run used "
+		  "--optimizer %s, whose state the checkpoint holds (resume with "
+		  "--optimizer %s, or start a new run)",
+		  path, opt_now, optim, optim);
+	RETURN_IF(!strcmp(opt_now, "sgd") && (momentum_was == 0) != (o->optim.momentum == 0),
+		  err, IMS_EINVAL,
+		  "cannot resume from '%s' with --momentum %g: its run used "
+		  "--momentum %g, and SGD keeps momentum buffers only with a "
+		  "momentum (resume with a momentum %s 0, or start a new run)",
+		  path, o->optim.momentum, momentum_was,
+		  momentum_was == 0 ? "of" : "above");
+	return 0;
+}
+
 /* Restores the run's state and its position into r->part.at, and what the
  * resumed event tells into r->part.resume. */
 static int resume(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	st_file *f = NULL;
-	/* another model's checkpoint would fail on its first tensor: say
-	 * which setting differs instead (checked again, verified, below) */
-	FORWARD_IF_ERR(st_open(r->ckpt_path, &f, err));
-	const char *m = st_metadata_get(f, "model");
-	int other = m && strcmp(m, o->net.model);
-	char model[64];
-	snprintf(model, sizeof(model), "%s", m ? m : "");
-	st_close(f);
-	f = NULL;
-	RETURN_IF(other, err, IMS_EINVAL,
-		  "cannot resume from '%s' with --model %s: its run trains %s "
-		  "(resume with --model %s, or start a new run)",
-		  r->ckpt_path, o->net.model, model, model);
+	FORWARD_IF_ERR(check_state(r, err));
 	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
 						 err));
 	cJSON *was = meta_options(f);
