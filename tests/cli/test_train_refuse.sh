@@ -246,6 +246,17 @@ contains "$T/err" "cannot freeze the backbone"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors" --reset-head
 same "$rc" 0 "--reset-head"
 contains "$T/err" "head 'classifier.3.weight' (--reset-head): re-initialised"
+# as many classes under other names: the head scores other classes, and
+# is not loaded (before: loaded, label 0 silently meaning another class)
+cp -r "$T/s" "$T/sR"
+first=$(ls "$T/s" | head -1)
+mv "$T/sR/$first" "$T/sR/zz_$first"
+expect 0 "$IMSHARD" convert folder "$T/sR" -o "$T/pR" --val-ratio 0.25 --seed 3 --quiet
+run "$IMSHARD_TRAIN" --train "$T/pR/train.json" --val "$T/pR/val.json" --model convnet7 --size 16 --threads 1 --max-steps 1 \
+  --init "$T/c_part/checkpoint.safetensors"
+same "$rc" 0 "--init of other class names"
+contains "$T/err" "imshard-train: warning: '$T/c_part/checkpoint.safetensors' was trained on other classes (its class 0 is '$first', this run's is "
+contains "$T/err" "head 'classifier.3.bias' (--reset-head): re-initialised"
 expect 2 fit --reset-head
 one_line "$T/err"
 expect 2 fit --init-partial

@@ -386,6 +386,46 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 }
 
 /*
+ * 1 when --init's file records class names (its model card) as many as
+ * this run's but not the same: its head scores other classes
+ * and is not loaded, as with --reset-head, and the run is told why. A
+ * file without names (torchvision's) says nothing; one whose card does
+ * not read is left to the load, which names what is wrong with it.
+ */
+static int init_classes_differ(run *r)
+{
+	int other = 0;
+	st_file *f = NULL;
+	ims_error ignored;
+	if (st_open(r->o->net.init, &f, &ignored) < 0)
+		return 0;
+	nn_model_card c;
+	nn_model_card_init(&c);
+	int rc = nn_model_card_read(f, &c, &ignored);
+	st_close(f);
+	int i = 0;
+	if (!rc && (c.have & NN_CARD_NAMES) && c.classes == r->card.classes)
+		while (i < c.classes && !strcmp(c.class_names[i], r->card.class_names[i]))
+			i++;
+	if (!rc && (c.have & NN_CARD_NAMES) && c.classes == r->card.classes &&
+	    i < c.classes) {
+		other = 1;
+		if (r->log.ev.warning) {
+			char msg[IMS_ERRMSG_MAX];
+			snprintf(msg, sizeof(msg),
+				 "'%s' was trained on other classes (its class %d is "
+				 "'%s', this run's is '%s'): its head is not loaded, "
+				 "as with --reset-head",
+				 r->o->net.init, i, c.class_names[i],
+				 r->card.class_names[i]);
+			r->log.ev.warning(r->log.ev.ctx, msg);
+		}
+	}
+	nn_model_card_release(&c);
+	return other;
+}
+
+/*
  * The model, from --init's weights when given, and the same on every
  * rank: rank 0's parameters and running statistics broadcast (over NCCL
  * between devices, its id sent over MPI).
@@ -404,10 +444,13 @@ int loop_make_model(run *r, ims_error *err)
 	 * collective: nothing is reallocated once steps run */
 	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
 	if (o->net.init) {
+		const int other = !o->net.reset_head && init_classes_differ(r);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
 		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m,
-						       o->net.reset_head ? NN_INIT_RESET_HEAD : 0,
+						       o->net.reset_head || other
+							       ? NN_INIT_RESET_HEAD
+							       : 0,
 						       &rep, err));
 		/* told only once accepted: a refused file's error is the
 		 * one line said about it */
