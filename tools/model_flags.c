@@ -10,6 +10,7 @@
 #include "datasets/datasets.h"
 #include "imshard_model.h"
 #include "recordio/recordio.h"
+#include "train/checkpoint.h"
 #include "train/nn.h"
 
 void cli_pick_blas_kernels(char **argv)
@@ -174,7 +175,9 @@ int model_card_resolve(const char *cmd, const char *weights,
 	nn_model_card_init(card);
 	ims_error err;
 	st_file *sf = NULL;
-	if (st_open(weights, &sf, &err) < 0 || nn_model_card_read(sf, card, &err) < 0) {
+	int verified;
+	if (st_open(weights, &sf, &err) < 0 || nn_checkpoint_verify(sf, &verified, &err) < 0 ||
+	    nn_model_card_read(sf, card, &err) < 0) {
 		st_close(sf);
 		cli_error("%s: %s", cmd, err.msg);
 		return CLI_EXIT_FAIL;

@@ -59,6 +59,11 @@ static int verify_checksum(const st_file *f, const char *action,
 	return 0;
 }
 
+int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err)
+{
+	return verify_checksum(f, "cannot load", verified, err);
+}
+
 static int trained(nn_tensor_kind kind)
 {
 	return kind == NN_TENSOR_WEIGHT || kind == NN_TENSOR_BIAS ||

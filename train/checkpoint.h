@@ -113,6 +113,17 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			    nn_load_report *report, ims_error *err);
 
 /*
+ * Verifies an open file against the checksum in its metadata, as the
+ * loads do: *verified 1 when it has one and it matches, 0 when it has
+ * none (a file written by another program). For a program that reads
+ * the metadata (the model card) before the tensors: a damaged card is
+ * then the damage it is, not a wrong class name. Errors: IMS_ECORRUPT
+ * ("cannot load 'PATH': its content does not match its checksum ..."),
+ * IMS_EIO.
+ */
+int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err);
+
+/*
  * Restores m and, when opt is not NULL, opt exactly (bit for bit) from the
  * checkpoint at path, for --resume: parameters, running statistics,
  * counters, optimiser state and step count, so the next step gives the

@@ -167,6 +167,14 @@ expect 0 "$IMSHARD" convert folder "$T/sr" -o "$T/pr" --val-ratio 0.25 --quiet
 expect 1 "$IMSHARD" eval "$ck" "$T/pr/val.json"
 one_line "$T/err"
 contains "$T/err" "its class 3 is 'plus', the model's is 'cross'"
+# a byte of the card's class names flipped: the damage, named as such
+# (before: "its class 3 is 'cross', the model's is 'Cross'")
+/usr/bin/python3 -c 'import sys
+d = bytearray(open(sys.argv[1], "rb").read()); i = d.find(b"cross", d.index(b"class_names")); d[i] = ord("C")
+open(sys.argv[2], "wb").write(d)' "$ck" "$T/flip.safetensors"
+expect 1 "$IMSHARD" eval "$T/flip.safetensors" "$va"
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/flip.safetensors': its content does not match its checksum"
 # a manifest that is not one
 echo "not a manifest" >"$T/text.json"
 expect 1 "$IMSHARD" eval "$ck" "$T/text.json"
