@@ -146,6 +146,7 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 	m->in_h = in_h;
 	m->in_w = in_w;
 	m->max_batch = max_batch;
+	m->world = 1;
 	m->ctx = ctx;
 	m->precision = ctx->precision;
 	m->act_bytes = nn_act_bytes(ctx->precision);
@@ -213,6 +214,15 @@ void nn_model_free(nn_model *m)
 
 const char *nn_model_name(const nn_model *m) { return m->name; }
 void nn_model_freeze_bn(nn_model *m, int on) { m->frozen_bn = on != 0; }
+
+int nn_model_set_rank(nn_model *m, int rank, int world, ims_error *err)
+{
+	RETURN_IF(world < 1 || rank < 0 || rank >= world, err, IMS_EINVAL,
+		  "cannot place %s on rank %d of %d", m->name, rank, world);
+	m->rank = rank;
+	m->world = world;
+	return 0;
+}
 int nn_model_classes(const nn_model *m) { return m->classes; }
 int nn_model_tensor_count(const nn_model *m) { return m->n_tensors; }
 double nn_model_macs(const nn_model *m) { return m->macs; }

@@ -133,6 +133,7 @@ struct nn_model {
 	int last_n, last_train; /* of the last forward */
 	const float *last_x;    /* its input, read again by backward */
 	int frozen_bn;          /* batch norm on running statistics in training */
+	int rank, world;        /* nn_model_set_rank: dropout's placement */
 	double macs;
 	/* Mixed precision (ctx->precision at creation): activations of
 	 * act_bytes each; in 16 bits the weights' 16-bit copy (made from

@@ -262,13 +262,18 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 			FORWARD_IF_ERR(be->linear_forward(ctx, &d, in, w, b, nd->y, err));
 			break;
 		}
-		case NN_OP_DROPOUT:
-			/* p = 0 copies: evaluation runs the same node */
+		case NN_OP_DROPOUT: {
+			/* p = 0 copies: evaluation runs the same node. Masks
+			 * follow each sample's place in the global batch, so
+			 * ranks do not all drop the same units. */
+			const nn_dropout_place at = {count / (size_t)n, m->rank,
+						     m->world};
 			FORWARD_IF_ERR(be->dropout_forward(
 				ctx, count, train ? nd->drop_p : 0.0f,
-				ims_hash64(dropout_seed, (uint64_t)i), in, nd->y,
-				nd->mask, err));
+				ims_hash64(dropout_seed, (uint64_t)i), &at, in,
+				nd->y, nd->mask, err));
 			break;
+		}
 		case NN_OP_FLATTEN:
 			break;
 		case NN_OP_ADD:

@@ -378,7 +378,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 int nn_model_forward_host(nn_model *m, const float *x, int n, int train,
 			  const float **logits, ims_error *err);
 /* 1 when a training forward pass of m draws dropout (its masks follow
- * the pass's dropout_seed), else 0. */
+ * the pass's dropout_seed and nn_model_set_rank), else 0. */
 int nn_model_has_dropout(const nn_model *m);
 /* The activations' arena, whose address every pass reads: it changes
  * when nn_model_set_use reallocates it, and a recording that read the
@@ -408,6 +408,17 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
  * N-rank training equal to 1-rank training on the same global batch.
  */
 void nn_model_freeze_bn(nn_model *m, int on);
+/*
+ * Says that m trains as rank `rank` of `world` data-parallel ranks whose
+ * batches the loader deals out in turn (global sample rank + k * world is
+ * the rank's local sample k, augment/augment.h): each training forward
+ * then draws the dropout mask of a sample's element from its place in
+ * the global batch, so the ranks drop what one rank given the whole
+ * batch would, not all the same units (0 of 1 when built). Nothing else
+ * depends on it; evaluation draws no dropout.
+ * Errors: IMS_EINVAL (world < 1, rank outside [0, world)).
+ */
+int nn_model_set_rank(nn_model *m, int rank, int world, ims_error *err);
 /* Multiply-accumulate count of one forward pass of one sample (x2 = FLOPs). */
 double nn_model_macs(const nn_model *m);
 /*

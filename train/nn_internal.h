@@ -212,13 +212,35 @@ int nn_cpu_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 /* ---- dropout (layers/dropout.c) ---------------------------------------- */
 
 /*
+ * Where a rank's batch sits in the global batch of all ranks, which the
+ * loader deals out in turn: rank `rank` of `world` holds global samples
+ * rank + k * world (k = 0, 1, ...), so its element k * per_sample + f is
+ * element (rank + k * world) * per_sample + f of the one-rank batch.
+ * Dropout draws each element's mask from that global index, so N ranks
+ * drop what one rank given the whole batch would. NULL, or world = 1,
+ * is one rank: the global index is the element's own.
+ */
+typedef struct nn_dropout_place {
+	size_t per_sample; /* elements per sample: count / n */
+	int rank, world;   /* 0 <= rank < world */
+} nn_dropout_place;
+
+/* Checks at (may be NULL) against a tensor of count elements: IMS_EINVAL
+ * unless 0 <= rank < world and, with world > 1, per_sample >= 1 divides
+ * count. */
+int nn_dropout_check_place(const nn_dropout_place *at, size_t count,
+			   const char *what, ims_error *err);
+
+/*
  * Inverted dropout: y = x * keep / (1 - p). Whether element i is kept is a
- * pure function of (seed, i) (a counter-based hash), so it does not depend
- * on thread count; mask (count bytes, caller-owned) records it. p in [0, 1).
+ * pure function of (seed, its global index under at) (a counter-based
+ * hash), so it does not depend on thread count or rank count; mask (count
+ * bytes, caller-owned) records it. p in [0, 1); at as above (NULL: one
+ * rank).
  */
 int nn_cpu_dropout_forward(nn_ctx *ctx, size_t count, float p, uint64_t seed,
-			   const float *x, float *y, uint8_t *mask,
-			   ims_error *err);
+			   const nn_dropout_place *at, const float *x, float *y,
+			   uint8_t *mask, ims_error *err);
 int nn_cpu_dropout_backward(nn_ctx *ctx, size_t count, float p,
 			    const uint8_t *mask, const float *dy, float *dx,
 			    ims_error *err);
@@ -383,8 +405,9 @@ int nn_cpu_mp_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			       const void *dy, void *dx, ims_error *err);
 int nn_cpu_mp_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			      uint64_t seed, const void *x, void *y,
-			      uint8_t *mask, ims_error *err);
+			      uint64_t seed, const nn_dropout_place *at,
+			      const void *x, void *y, uint8_t *mask,
+			      ims_error *err);
 int nn_cpu_mp_dropout_backward(nn_ctx *ctx, size_t count, float p,
 			       const uint8_t *mask, const void *dy, void *dx,
 			       ims_error *err);
@@ -519,8 +542,8 @@ struct nn_backend {
 	int (*avgpool_backward)(nn_ctx *, const nn_pool_desc *,
 				const void *dy, void *dx, ims_error *);
 	int (*dropout_forward)(nn_ctx *, size_t, float, uint64_t,
-			       const void *x, void *y, uint8_t *mask,
-			       ims_error *);
+			       const nn_dropout_place *at, const void *x,
+			       void *y, uint8_t *mask, ims_error *);
 	int (*dropout_backward)(nn_ctx *, size_t, float, const uint8_t *mask,
 				const void *dy, void *dx, ims_error *);
 	int (*add_forward)(nn_ctx *, size_t, const void *a, const void *b,

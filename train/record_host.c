@@ -72,6 +72,8 @@ typedef struct rec_op {
 	int n, c;
 	float f;
 	uint64_t seed;
+	nn_dropout_place at; /* dropout's, by value: the caller's is gone */
+	int has_at;
 } rec_op;
 
 typedef struct host_rec {
@@ -411,14 +413,18 @@ static int r_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 }
 
 static int r_dropout_forward(nn_ctx *ctx, size_t count, float p, uint64_t seed,
-			     const void *x, void *y, uint8_t *mask,
-			     ims_error *err)
+			     const nn_dropout_place *at, const void *x, void *y,
+			     uint8_t *mask, ims_error *err)
 {
 	if (!recording(ctx))
-		return CPU.dropout_forward(ctx, count, p, seed, x, y, mask, err);
+		return CPU.dropout_forward(ctx, count, p, seed, at, x, y, mask,
+					   err);
 	rec_op *o = keep(ctx, R_DROPOUT_F);
 	if (o) {
 		o->count = count, o->f = p, o->seed = seed;
+		o->has_at = at != NULL;
+		if (at)
+			o->at = *at;
 		o->p[0] = (void *)x, o->p[1] = y, o->p[2] = mask;
 	}
 	return kept(o, err);
@@ -580,8 +586,9 @@ static int run_op(nn_ctx *ctx, const rec_op *o, ims_error *err)
 	case R_AVGPOOL_B:
 		return CPU.avgpool_backward(ctx, &o->d.pool, p[0], p[1], err);
 	case R_DROPOUT_F:
-		return CPU.dropout_forward(ctx, o->count, o->f, o->seed, p[0], p[1],
-					   p[2], err);
+		return CPU.dropout_forward(ctx, o->count, o->f, o->seed,
+					   o->has_at ? &o->at : NULL, p[0],
+					   p[1], p[2], err);
 	case R_DROPOUT_B:
 		return CPU.dropout_backward(ctx, o->count, o->f, p[0], p[1], p[2],
 					    err);

@@ -510,6 +510,13 @@ if have_mpi; then
   expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 4 --freeze-bn --checkpoint-dir "$T/r2"
   expect 0 cmp_st "$T/r1/checkpoint.safetensors" "$T/r2/checkpoint.safetensors" --rtol 1e-5
   expect 0 cmp_st "$T/r1/checkpoint.safetensors" "$T/r2/checkpoint.safetensors" --rtol 1e-5 --prefix optim.
+  # dropout (convnet7): each rank draws its samples' masks from their
+  # places in the global batch, so the ranks drop what one rank would
+  drop=(--train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 3 --no-lr-scaling --lr 0.05 --quiet --freeze-bn)
+  expect 0 "$IMSHARD_TRAIN" "${drop[@]}" --batch-size 8 --checkpoint-dir "$T/d1"
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${drop[@]}" --batch-size 4 --checkpoint-dir "$T/d2"
+  expect 0 cmp_st "$T/d1/checkpoint.safetensors" "$T/d2/checkpoint.safetensors" --rtol 1e-5
+  expect 0 cmp_st "$T/d1/checkpoint.safetensors" "$T/d2/checkpoint.safetensors" --rtol 1e-5 --prefix optim.
   # per-rank batch statistics: not the same computation (the check can fail)
   expect 0 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 8 --checkpoint-dir "$T/b1"
   expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${common[@]}" --batch-size 4 --checkpoint-dir "$T/b2"

@@ -452,11 +452,12 @@ static void test_elementwise(void)
 		for (int k = 0; k < 3; k++) {
 			uint8_t *mask = calloc(n, 1);
 			uint8_t *gmask = up_bytes(NULL, n);
-			CHECK_OK(nn_cpu_dropout_forward(&cpu, n, ps[k], 77 + k, x,
-							y, mask, &err),
+			CHECK_OK(nn_cpu_dropout_forward(&cpu, n, ps[k], 77 + k,
+							NULL, x, y, mask, &err),
 				 &err);
 			CHECK_OK(gpu.be->dropout_forward(&gpu, n, ps[k], 77 + k,
-							 gx, gy, gmask, &err),
+							 NULL, gx, gy, gmask,
+							 &err),
 				 &err);
 			same_dev_f("dropout y", y, gy, n);
 			same_dev("dropout mask", mask, gmask, n);
@@ -485,14 +486,15 @@ static void test_elementwise(void)
 			same_dev_f("dropout dx (overwritten)", dxo, gdx, n);
 			/* no mask kept */
 			CHECK_OK(gpu.be->dropout_forward(&gpu, n, ps[k], 77 + k,
-							 gx, gy, NULL, &err),
+							 NULL, gx, gy, NULL,
+							 &err),
 				 &err);
 			same_dev_f("dropout y (no mask)", y, gy, n);
 			free(mask);
 			dfree(gmask);
 		}
-		CHECK_EQ_INT(gpu.be->dropout_forward(&gpu, n, 1.0f, 1, gx, gy,
-						     NULL, &err),
+		CHECK_EQ_INT(gpu.be->dropout_forward(&gpu, n, 1.0f, 1, NULL, gx,
+						     gy, NULL, &err),
 			     IMS_EINVAL);
 
 		dfree(gx), dfree(gb), dfree(gdy), dfree(gy), dfree(gdx);

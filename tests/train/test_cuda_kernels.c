@@ -81,31 +81,44 @@ static void elementwise_case(int prec, size_t n, int off)
 			 over ? "overwritten" : "added to", what);
 		same_act(prec, name, dx.p, kdx.p, n);
 
-		/* dropout p 0.3 (mask) and p 0 (a copy, no mask) */
-		for (int k = 0; k < 2; k++) {
-			const float p = k ? 0.0f : 0.3f;
+		/* dropout p 0.3 (mask), p 0 (a copy, no mask), and p 0.3
+		 * as rank 2 of 3 with samples of the largest divisor of n
+		 * up to 64 (the global index) */
+		size_t per = 1;
+		for (size_t d = 2; d <= 64; d++)
+			if (n % d == 0)
+				per = d;
+		const nn_dropout_place at = {per, 2, 3};
+		for (int k = 0; k < 3; k++) {
+			const float p = k == 1 ? 0.0f : 0.3f;
+			const nn_dropout_place *pl = k == 2 ? &at : NULL;
 			uint8_t *mask = malloc(n), *kmask = malloc(n);
 			cpu.dx_overwrite = 0;
-			CHECK_OK(cpu.be->dropout_forward(&cpu, n, p, 77, a.p, y.p,
-							 k ? NULL : mask, &err),
+			uint8_t *cm = k == 1 ? NULL : mask;
+			CHECK_OK(cpu.be->dropout_forward(&cpu, n, p, 77, pl,
+							 a.p, y.p, cm, &err),
 				 &err);
 			KERNEL_OK(nn_cuda_k_dropout_forward(
-				NULL, prec, n, p, 1.0f / (1.0f - p), 77, ka.p, ky.p,
-				k ? NULL : kmask));
-			snprintf(name, sizeof(name), "dropout p %g, %s", (double)p,
-				 what);
+				NULL, prec, n, p, 1.0f / (1.0f - p), 77,
+				pl ? pl->per_sample : n, pl ? pl->rank : 0,
+				pl ? pl->world : 1, ka.p, ky.p,
+				k == 1 ? NULL : kmask));
+			snprintf(name, sizeof(name), "dropout p %g%s, %s",
+				 (double)p, pl ? " (rank 2 of 3)" : "", what);
 			same_act(prec, name, y.p, ky.p, n);
-			if (!k)
+			if (k != 1)
 				same(name, mask, kmask, n);
 			cpu.dx_overwrite = over;
 			CHECK_OK(cpu.be->dropout_backward(&cpu, n, p, mask, b.p, dx.p,
 							  &err),
 				 &err);
 			KERNEL_OK(nn_cuda_k_dropout_backward(
-				NULL, prec, n, 1.0f / (1.0f - p), k ? NULL : kmask,
-				kb.p, kdx.p, over));
-			snprintf(name, sizeof(name), "dropout p %g dx (%s), %s",
-				 (double)p, over ? "overwritten" : "added to", what);
+				NULL, prec, n, 1.0f / (1.0f - p),
+				k == 1 ? NULL : kmask, kb.p, kdx.p, over));
+			snprintf(name, sizeof(name),
+				 "dropout p %g%s dx (%s), %s", (double)p,
+				 pl ? " (rank 2 of 3)" : "",
+				 over ? "overwritten" : "added to", what);
 			same_act(prec, name, dx.p, kdx.p, n);
 			free(mask), free(kmask);
 		}

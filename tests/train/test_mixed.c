@@ -608,13 +608,15 @@ static void elementwise_case(int p, size_t n)
 	/* dropout: the fp32 mask, values rounded once */
 	uint8_t *mask = malloc(n), *mref = malloc(n);
 	ctx.precision = p;
-	CHECK_OK(ctx.be->dropout_forward(&ctx, n, 0.3f, 99, ah, y, mask, &err),
+	CHECK_OK(ctx.be->dropout_forward(&ctx, n, 0.3f, 99, NULL, ah, y, mask,
+					 &err),
 		 &err);
 	memcpy(dxa, dx0h, n * sizeof(uint16_t));
 	CHECK_OK(ctx.be->dropout_backward(&ctx, n, 0.3f, mask, bh, dxa, &err),
 		 &err);
 	ctx.precision = NN_PREC_FP32;
-	CHECK_OK(nn_cpu_dropout_forward(&ctx, n, 0.3f, 99, ar, ref, mref, &err),
+	CHECK_OK(nn_cpu_dropout_forward(&ctx, n, 0.3f, 99, NULL, ar, ref, mref,
+					&err),
 		 &err);
 	CHECK(!memcmp(mask, mref, n));
 	same16("dropout y", p, ref, y, n);

@@ -204,8 +204,9 @@ int nn_cuda_avgpool_forward(nn_ctx *ctx, const nn_pool_desc *d,
 int nn_cuda_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 			     const void *dy, void *dx, ims_error *err);
 int nn_cuda_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			    uint64_t seed, const void *x, void *y,
-			    uint8_t *mask, ims_error *err);
+			    uint64_t seed, const nn_dropout_place *at,
+			    const void *x, void *y, uint8_t *mask,
+			    ims_error *err);
 int nn_cuda_dropout_backward(nn_ctx *ctx, size_t count, float p,
 			     const uint8_t *mask, const void *dy, void *dx,
 			     ims_error *err);

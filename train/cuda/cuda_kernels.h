@@ -45,10 +45,13 @@ cudaError_t nn_cuda_k_add(cudaStream_t s, int prec, size_t count,
 /* dx += dy */
 cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec, size_t count,
 				 const void *dy, void *dx);
-/* keep i when p == 0 or the top 53 bits of ims_hash64(seed, i) / 2^53
- * >= p; y = keep ? x * scale : 0 (y = x when p == 0); mask may be NULL */
+/* keep i when p == 0 or the top 53 bits of ims_hash64(seed, g) / 2^53
+ * >= p, g the global index of i (nn_dropout_place: i itself when world
+ * is 1, else (rank + k * world) * per_sample + f for i = k * per_sample
+ * + f); y = keep ? x * scale : 0 (y = x when p == 0); mask may be NULL */
 cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, int prec, size_t count,
 				      float p, float scale, uint64_t seed,
+				      size_t per_sample, int rank, int world,
 				      const void *x, void *y, uint8_t *mask);
 /* dx (+)= mask ? dy * scale : 0; mask NULL means all kept with scale 1 */
 cudaError_t nn_cuda_k_dropout_backward(cudaStream_t s, int prec, size_t count,

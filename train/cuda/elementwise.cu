@@ -166,9 +166,21 @@ __device__ static inline uint64_t hash64(uint64_t a, uint64_t b)
 /* 2^-53, exact */
 #define INV_2_53 (1.0 / 9007199254740992.0)
 
+/* Local element i's index in the batch of all ranks: rank + k * world is
+ * the global sample of local sample k (the CPU's global_index). */
+__device__ static inline uint64_t global_index(size_t i, uint64_t per_sample,
+					       int rank, int world)
+{
+	if (world == 1)
+		return i;
+	const uint64_t f = i % per_sample, k = i / per_sample;
+	return ((uint64_t)rank + k * (uint64_t)world) * per_sample + f;
+}
+
 template <typename T>
 __global__ static void dropout_forward(size_t count, double p, float scale,
-				       uint64_t seed, const T *x, T *y,
+				       uint64_t seed, uint64_t per_sample,
+				       int rank, int world, const T *x, T *y,
 				       uint8_t *mask)
 {
 	NN_CUDA_FOR_EACH(i, count)
@@ -176,9 +188,9 @@ __global__ static void dropout_forward(size_t count, double p, float scale,
 		int keep = 1;
 		float v = nn_ld(x, i);
 		if (p != 0.0) {
-			keep = (double)(hash64(seed, (uint64_t)i) >> 11) *
-				       INV_2_53 >=
-			       p;
+			const uint64_t g =
+				global_index(i, per_sample, rank, world);
+			keep = (double)(hash64(seed, g) >> 11) * INV_2_53 >= p;
 			v = keep ? __fmul_rn(v, scale) : 0.0f;
 		}
 		nn_st(y, i, v);
@@ -296,17 +308,17 @@ extern "C" cudaError_t nn_cuda_k_accumulate(cudaStream_t s, int prec,
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_cuda_k_dropout_forward(cudaStream_t s, int prec,
-						 size_t count, float p,
-						 float scale, uint64_t seed,
-						 const void *x, void *y,
-						 uint8_t *mask)
+extern "C" cudaError_t nn_cuda_k_dropout_forward(
+	cudaStream_t s, int prec, size_t count, float p, float scale,
+	uint64_t seed, size_t per_sample, int rank, int world, const void *x,
+	void *y, uint8_t *mask)
 {
 	if (!count)
 		return cudaSuccess;
 	NN_CUDA_DISPATCH(prec, T,
 			 LAUNCH(dropout_forward, count, T, s, count, (double)p,
-				scale, seed, (const T *)x, (T *)y, mask));
+				scale, seed, (uint64_t)per_sample, rank, world,
+				(const T *)x, (T *)y, mask));
 	return cudaGetLastError();
 }
 

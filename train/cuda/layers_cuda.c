@@ -106,15 +106,21 @@ static int check_p(float p, const char *what, ims_error *err)
 }
 
 int nn_cuda_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			    uint64_t seed, const void *x, void *y,
-			    uint8_t *mask, ims_error *err)
+			    uint64_t seed, const nn_dropout_place *at,
+			    const void *x, void *y, uint8_t *mask,
+			    ims_error *err)
 {
 	FORWARD_IF_ERR(check_p(p, "apply dropout", err));
+	FORWARD_IF_ERR(nn_dropout_check_place(at, count, "apply dropout", err));
+	const nn_dropout_place one = {count, 0, 1};
+	if (!at)
+		at = &one;
 	/* the CPU's scale, computed the CPU's way */
 	const float scale = 1.0f / (1.0f - p);
 	CUDA_CHECK(err, "apply dropout on cuda",
 		   nn_cuda_k_dropout_forward(stream_of(ctx), prec_of(ctx), count,
-					     p, scale, seed, x, y, mask));
+					     p, scale, seed, at->per_sample,
+					     at->rank, at->world, x, y, mask));
 	return 0;
 }
 

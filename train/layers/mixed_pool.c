@@ -111,20 +111,21 @@ int nn_cpu_mp_avgpool_backward(nn_ctx *ctx, const nn_pool_desc *d,
 }
 
 int nn_cpu_mp_dropout_forward(nn_ctx *ctx, size_t count, float p,
-			      uint64_t seed, const void *x, void *y,
-			      uint8_t *mask, ims_error *err)
+			      uint64_t seed, const nn_dropout_place *at,
+			      const void *x, void *y, uint8_t *mask,
+			      ims_error *err)
 {
 	static const char what[] = "apply dropout";
 	FORWARD_IF_ERR(nn_mp_check_precision(ctx, what, err));
 	if (!nn_mp_is_half(ctx))
-		return nn_cpu_dropout_forward(ctx, count, p, seed, x, y, mask,
-					      err);
+		return nn_cpu_dropout_forward(ctx, count, p, seed, at, x, y,
+					      mask, err);
 	const size_t c[2] = {count, count};
 	float *f[2];
 	FORWARD_IF_ERR(nn_mp_wide_bufs(ctx, c, 2, f, what, err));
 	nn_mp_widen(ctx, count, x, f[0]);
-	FORWARD_IF_ERR(nn_cpu_dropout_forward(ctx, count, p, seed, f[0], f[1],
-					      mask, err));
+	FORWARD_IF_ERR(nn_cpu_dropout_forward(ctx, count, p, seed, at, f[0],
+					      f[1], mask, err));
 	nn_mp_store(ctx, count, f[1], y, 0);
 	return 0;
 }
