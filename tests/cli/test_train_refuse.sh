@@ -345,14 +345,14 @@ if have_mpi; then
   two() { mpi -np 1 "$IMSHARD_TRAIN" "${rk[@]}" $1 : -np 1 "$IMSHARD_TRAIN" "${rk[@]}" $2; }
   rk=(--val "$va" --model convnet7 --size 16 --batch-size 4 --max-steps 2 --quiet --collective-timeout 30)
   for d in "--model resnet18|--model" "--epochs 2|--epochs" "--lr 0.2|--lr" "--precision bf16|--precision" \
-    "--train $T/p2/train.json|--train (the split's records)"; do
+    "--train $T/p2/train.json|--train (the split's records)" "--val $T/p2/val.json|--val (the split's records, or none)"; do
     other=${d%|*}
     flag=${d#*|}
     # shellcheck disable=SC2086
     case "$other" in --train*) expect 1 two "--train $tr" "$other" ;; *) expect 1 two "--train $tr" "--train $tr $other" ;; esac
-    contains "$T/err" "cannot train: ranks 0 and 1 were started with different $flag: every rank must be started with the same options and training split"
+    contains "$T/err" "cannot train: ranks 0 and 1 were started with different $flag: every rank must be started with the same options and splits"
   done
-  expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --threads 2"
+  expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --val $T/pcopy/val.json --threads 2"
 fi
 
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------

@@ -6,8 +6,8 @@
  * model's weights broadcast into this one's), or train apart without a
  * word. So before the first collective that depends on them, every rank
  * gathers every rank's fingerprint of each option that shapes the
- * computation or its collectives, and of the training split (its records
- * and shard digests, not its path: node-local copies may lie elsewhere),
+ * computation or its collectives, and of the splits (their records
+ * and shard digests, not their paths: node-local copies may lie elsewhere),
  * and all refuse alike with one line naming the first option that
  * differs. What may differ per rank is left out: --threads,
  * --loader-threads, --quiet, --verbose, --force (rank 0's folders), and
@@ -51,7 +51,7 @@ static int fingerprints(const run *r, fingerprint *f)
 #define FP(flag_, h_) f[n++] = (fingerprint){(flag_), (h_)}
 	FP("--train (the split's records)",
 	   ims_hash64(r->data.train_records, r->data.train_digest));
-	FP("--val (given or not)", of_i64(o->data.val_manifest != NULL));
+	FP("--val (the split's records, or none)", r->data.val_digest);
 	FP("--model", of_str(o->net.model));
 	FP("--size", of_i64(o->data.size));
 	FP("--augment", of_str(o->data.augment));
@@ -120,7 +120,7 @@ int loop_agree(run *r, ims_error *err)
 					      "cannot train: ranks 0 and %d were "
 					      "started with different %s: every rank "
 					      "must be started with the same options "
-					      "and training split",
+					      "and splits",
 					      k, f[i].flag);
 	free(all);
 	return rc;

@@ -17,7 +17,7 @@
  *   history.c   what earlier parts of a resumed run did, carried in the
  *               checkpoint for the summary
  *   records.c   damaged records met in training and validation
- *   agree.c     every rank started with the same options and split
+ *   agree.c     every rank started with the same options and splits
  *   guard.c     the run's folders locked against a second trainer, and
  *               OpenBLAS's memory reserved before the first step
  *   metrics.c   metrics.jsonl, summary.json and the progress events
@@ -53,6 +53,8 @@ typedef struct loop_data {
 	 * count and a digest of its shards' digests */
 	char train_name[256];
 	uint64_t train_records, train_digest;
+	/* the validation split's, for the ranks' agreement (0 without one) */
+	uint64_t val_digest;
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;
@@ -331,7 +333,7 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err);
 int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 			const char *reason, uint64_t count, ims_error *err);
 
-/* agree.c: every rank's options and training split the same, or every
+/* agree.c: every rank's options and splits the same, or every
  * rank refuses alike (collective; nothing with one rank) */
 int loop_agree(run *r, ims_error *err);
 

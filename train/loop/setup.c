@@ -107,6 +107,16 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 
 /* The class lists of both splits must agree: labels are indices. Without
  * --val the training split's list is the run's. */
+/* A split's records, wherever it lies: its count and its shards' digests
+ * (which cover every record's key and header). */
+static uint64_t split_digest(const rio_manifest *m)
+{
+	uint64_t d = ims_hash64(m->records, m->n_shards);
+	for (size_t i = 0; i < m->n_shards; i++)
+		d = ims_hash64(ims_hash64(d, m->shards[i].records), m->shards[i].digest);
+	return d;
+}
+
 int loop_load_classes(run *r, ims_error *err)
 {
 	rio_manifest a = {0}, b = {0};
@@ -150,10 +160,8 @@ int loop_load_classes(run *r, ims_error *err)
 	snprintf(r->data.train_name, sizeof(r->data.train_name), "%s",
 		 a.name ? a.name : "");
 	r->data.train_records = a.records;
-	uint64_t d = ims_hash64(a.records, a.n_shards);
-	for (size_t i = 0; i < a.n_shards; i++)
-		d = ims_hash64(ims_hash64(d, a.shards[i].records), a.shards[i].digest);
-	r->data.train_digest = d;
+	r->data.train_digest = split_digest(&a);
+	r->data.val_digest = r->o->data.val_manifest ? split_digest(&b) : 0;
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
 	return rc;
