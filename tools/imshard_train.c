@@ -250,7 +250,9 @@ static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
 	for (int i = 0; i < r->n_reinit; i++)
 		train_say("head '%s' %s: re-initialised",
 			r->reinit[i],
-			r->head_reset ? "(--reset-head)" : "has another shape in the file");
+			r->head_reset == 2 ? "(trained on other classes)"
+			: r->head_reset  ? "(--reset-head)"
+					 : "has another shape in the file");
 	for (int i = 0; i < r->n_missing; i++)
 		train_say("'%s' is not in '%s': kept as initialised",
 			r->missing[i], path);

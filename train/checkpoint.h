@@ -64,7 +64,10 @@ typedef struct nn_load_report {
 			      (another class count), or every head tensor
 			      with NN_INIT_RESET_HEAD: kept as they were */
 	int n_reinit;
-	int head_reset;    /* NN_INIT_RESET_HEAD was given */
+	int head_reset;    /* NN_INIT_RESET_HEAD was given (a caller that
+			      gave it for a reason of its own may say so
+			      here: imshard-train sets 2 when the file was
+			      trained on other class names) */
 	int verified;      /* 1: the file's checksum was there and matched;
 			      0: the file has none (not written by
 			      nn_checkpoint_save: nothing to verify) */

@@ -256,7 +256,7 @@ run "$IMSHARD_TRAIN" --train "$T/pR/train.json" --val "$T/pR/val.json" --model c
   --init "$T/c_part/checkpoint.safetensors"
 same "$rc" 0 "--init of other class names"
 contains "$T/err" "imshard-train: warning: '$T/c_part/checkpoint.safetensors' was trained on other classes (its class 0 is '$first', this run's is "
-contains "$T/err" "head 'classifier.3.bias' (--reset-head): re-initialised"
+contains "$T/err" "head 'classifier.3.bias' (trained on other classes): re-initialised"
 expect 2 fit --reset-head
 one_line "$T/err"
 expect 2 fit --init-partial

@@ -461,6 +461,8 @@ int loop_make_model(run *r, ims_error *err)
 							       ? NN_INIT_RESET_HEAD
 							       : 0,
 						       &rep, err));
+		if (other && rep.head_reset)
+			rep.head_reset = 2;
 		/* told only once accepted: a refused file's error is the
 		 * one line said about it */
 		int rc = check_init(r, &rep, err);
