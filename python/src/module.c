@@ -5,6 +5,7 @@
 #include "ext.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
@@ -16,7 +17,15 @@ PyObject *ims_py_raise(int code, const ims_error *e)
 {
 	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
 	const char *msg = e && e->msg[0] ? e->msg : ims_strerror(code);
-	PyObject *exc = PyObject_CallFunction(type, "s", msg);
+	/* messages quote paths and names as they are: bytes that are not
+	 * UTF-8 (or a multibyte character cut at the message's end) are
+	 * shown as \xHH rather than failing with a UnicodeDecodeError */
+	PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg),
+					      "backslashreplace");
+	if (!text)
+		return NULL;
+	PyObject *exc = PyObject_CallFunctionObjArgs(type, text, NULL);
+	Py_DECREF(text);
 	if (!exc)
 		return NULL;
 	PyObject *c = PyLong_FromLong(code);

@@ -83,6 +83,24 @@ static int split_open(split_obj *s)
 	return 0;
 }
 
+/*
+ * s->mu is only ever waited for with the GIL released: a thread that holds
+ * mu takes the GIL back before it lets mu go, so a thread waiting for mu
+ * while holding the GIL would wait for ever (two threads reading one
+ * Split did). Returns with mu held and the GIL held; 0 (mu released, the
+ * error set) when the split was closed meanwhile.
+ */
+static int split_lock(split_obj *s)
+{
+	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&s->mu);
+	Py_END_ALLOW_THREADS
+	if (split_open(s))
+		return 1;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
 static Py_ssize_t split_len(PyObject *self)
 {
 	split_obj *s = (split_obj *)self;
@@ -120,7 +138,8 @@ static PyObject *split_record(PyObject *self, PyObject *arg)
 	rio_record rec;
 	ims_error err;
 	int rc;
-	pthread_mutex_lock(&s->mu);
+	if (!split_lock(s))
+		return NULL;
 	Py_BEGIN_ALLOW_THREADS
 	rc = rio_cursor_get(s->cur, i, &rec, &err);
 	Py_END_ALLOW_THREADS
@@ -169,7 +188,8 @@ static PyObject *split_decode(PyObject *self, PyObject *arg)
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;
-	pthread_mutex_lock(&s->mu);
+	if (!split_lock(s))
+		return NULL;
 	Py_BEGIN_ALLOW_THREADS
 	rc = decode_locked(s, i, &err);
 	Py_END_ALLOW_THREADS
@@ -318,7 +338,10 @@ static PyObject *split_verify(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;
-	pthread_mutex_lock(&s->mu);
+	if (!split_lock(s)) {
+		Py_DECREF(v.problems);
+		return NULL;
+	}
 	Py_BEGIN_ALLOW_THREADS
 	rc = rio_verify(s->reader, &o, &res, NULL, &err);
 	Py_END_ALLOW_THREADS
@@ -336,8 +359,11 @@ static PyObject *split_close(PyObject *self, PyObject *unused)
 {
 	(void)unused;
 	split_obj *s = (split_obj *)self;
-	if (s->mu_ready)
+	if (s->mu_ready) {
+		Py_BEGIN_ALLOW_THREADS
 		pthread_mutex_lock(&s->mu);
+		Py_END_ALLOW_THREADS
+	}
 	split_free_members(s);
 	if (s->mu_ready)
 		pthread_mutex_unlock(&s->mu);

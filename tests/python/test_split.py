@@ -193,3 +193,39 @@ def test_argument_errors_are_value_errors(sample):
         kw.update(bad)
         with pytest.raises(ValueError):
             imshard.Loader(sample["train"], kw.pop("batch_size"), 16, **kw)
+
+
+def test_threads_sharing_a_split_finish(sample):
+    # a thread holding the split's lock takes the GIL back before it lets
+    # the lock go: another thread must never wait for the lock holding
+    # the GIL (before: two threads decoding deadlocked within seconds)
+    import threading
+
+    s = imshard.Split(sample["train"])
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                for i in range(len(s)):
+                    s.decode(i)
+                    s[i]
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, daemon=True) for _ in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in ts), "threads sharing a Split deadlocked"
+    assert errors == []
+    s.close()
+
+
+def test_errors_with_bytes_that_are_not_utf8_are_imshard_errors(tmp_path):
+    # the message quotes the path's bytes: shown escaped, still imshard.Error
+    missing = os.fsencode(str(tmp_path)) + b"/nu\xe9/missing.json"
+    with pytest.raises(imshard.Error) as e:
+        imshard.Split(missing)
+    assert "nu\\xe9" in str(e.value)
