@@ -353,6 +353,27 @@ if have_mpi; then
     contains "$T/err" "cannot train: ranks 0 and 1 were started with different $flag: every rank must be started with the same options and splits"
   done
   expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --val $T/pcopy/val.json --threads 2"
+  # the same records under other class names (before: trained, rank 1's
+  # labels meaning other classes)
+  sed 's/^/x_/' "$T/p/classes.txt" >"$T/names.txt"
+  for split in train val; do
+    expect 0 "$IMSHARD" pack "$T/p/$split.lst" "$T/s" -o "$T/pn/$split" --classes "$T/names.txt" --quiet
+  done
+  expect 1 two "--train $tr" "--train $T/pn/train.json --val $T/pn/val.json"
+  contains "$T/err" "ranks 0 and 1 were started with different --train (its class names)"
+  # each rank resuming its own --checkpoint-dir (node-local folders):
+  # other checkpoints are refused (before: another position hung until
+  # the timeout, the same position with other weights trained apart)
+  res=(--val "$va" --model convnet7 --size 16 --batch-size 4 --epochs 3 --quiet --collective-timeout 30 --train "$tr")
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${res[@]}" --max-steps 2 --checkpoint-dir "$T/rkA"
+  cp -r "$T/rkA" "$T/rkB"
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${res[@]}" --max-steps 3 --checkpoint-dir "$T/rkB" --resume
+  expect 1 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume : \
+    -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkB" --resume
+  contains "$T/err" "cannot resume: ranks 0 and 1 read different checkpoints (rank 0's is at step 2 of epoch 1, rank 1's at step 3 of epoch 1): every rank must resume from the same file"
+  cp -r "$T/rkA" "$T/rkC"
+  expect 0 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --max-steps 4 : \
+    -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkC" --resume --max-steps 4
 fi
 
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------

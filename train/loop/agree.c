@@ -51,6 +51,10 @@ static int fingerprints(const run *r, fingerprint *f)
 #define FP(flag_, h_) f[n++] = (fingerprint){(flag_), (h_)}
 	FP("--train (the split's records)",
 	   ims_hash64(r->data.train_records, r->data.train_digest));
+	uint64_t names = (uint64_t)r->card.classes;
+	for (int i = 0; i < r->card.classes; i++)
+		names = ims_hash64(names, of_str(r->card.class_names[i]));
+	FP("--train (its class names)", names);
 	FP("--val (the split's records, or none)", r->data.val_digest);
 	FP("--model", of_str(o->net.model));
 	FP("--size", of_i64(o->data.size));
@@ -98,7 +102,7 @@ static int fingerprints(const run *r, fingerprint *f)
 	return n;
 }
 
-#define MAX_FINGERPRINTS 64 /* fingerprints() makes 44 */
+#define MAX_FINGERPRINTS 64 /* fingerprints() makes 45 */
 
 int loop_agree(run *r, ims_error *err)
 {
@@ -122,6 +126,28 @@ int loop_agree(run *r, ims_error *err)
 					      "must be started with the same options "
 					      "and splits",
 					      k, f[i].flag);
+	free(all);
+	return rc;
+}
+
+int loop_agree_resume(run *r, ims_error *err)
+{
+	if (r->dp.world < 2 || !r->part.resumed)
+		return 0;
+	double mine[3] = {(double)(r->part.checkpoint_id >> 12),
+			  (double)r->part.at.step, (double)r->part.at.epoch};
+	double *all = malloc((size_t)r->dp.world * 3 * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot resume: out of memory");
+	int rc = dp_allgather_f64(r->dp.comm, mine, 3, all, err);
+	for (int k = 1; !rc && k < r->dp.world; k++)
+		if (all[3 * (size_t)k] != all[0])
+			rc = ims_fail(err, IMS_EINVAL,
+				      "cannot resume: ranks 0 and %d read different "
+				      "checkpoints (rank 0's is at step %.0f of epoch "
+				      "%.0f, rank %d's at step %.0f of epoch %.0f): "
+				      "every rank must resume from the same file",
+				      k, all[1], all[2] + 1, k, all[3 * (size_t)k + 1],
+				      all[3 * (size_t)k + 2] + 1);
 	free(all);
 	return rc;
 }

@@ -136,6 +136,9 @@ typedef struct loop_part {
 	loop_history hist;
 	nn_train_resume resume;  /* what loop_report_resumed tells */
 	char changed[1024];      /* resume.changed's text */
+	uint64_t checkpoint_id;  /* resumed: the checkpoint's checksum and
+				    position, which every rank must share
+				    (loop_agree_resume) */
 } loop_part;
 
 /* Records the loader could not load (records.c). */
@@ -336,6 +339,9 @@ int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 /* agree.c: every rank's options and splits the same, or every
  * rank refuses alike (collective; nothing with one rank) */
 int loop_agree(run *r, ims_error *err);
+/* resumed: every rank read the same checkpoint (each reads its own
+ * --checkpoint-dir, which may be node-local), or every rank refuses */
+int loop_agree_resume(run *r, ims_error *err);
 
 /* guard.c */
 int loop_take_locks(run *r, ims_error *err);

@@ -379,6 +379,10 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 				       err);
 	if (!rc) {
 		changed_options(r, was, r->part.changed, sizeof(r->part.changed));
+		const char *sum = st_metadata_get(f, "checksum");
+		r->part.checkpoint_id = ims_hash64(
+			ims_hash64(sum ? ims_crc32c(0, sum, strlen(sum)) : 0, s),
+			ims_hash64(e, pos));
 		r->part.at.epoch = (int)e;
 		r->part.at.position = pos;
 		r->part.at.step = s;
