@@ -375,9 +375,12 @@ static void on_step_skipped(void *ctx, uint64_t step, double scale,
 			scale, new_scale);
 }
 
+/* Even with --quiet, as damaged records are: a warning says something
+ * was removed, replaced or doubted, which no run may do without a word. */
 static void on_warning(void *ctx, const char *msg)
 {
-	if (printing(ctx))
+	const printer *pr = ctx;
+	if (pr->rank == 0)
 		train_say("warning: %s", msg);
 }
 
@@ -563,7 +566,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->net.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
 		{"synthetic", 0, CLI_FLAG, &o->data.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
-		{"quiet", 'q', CLI_FLAG, &o->out.quiet, NULL, "no progress lines", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &o->out.quiet, NULL, "no progress lines (warnings and damaged records are still told)", 0, 0},
 		{"verbose", 'v', CLI_FLAG, &o->out.verbose, NULL, "also say where the loader's batches live (page-aligned or pinned host memory)", 0, 0},
 		{"profile", 0, CLI_INT, &o->out.profile, "K", "time steps 3 to K+2 piece by piece, each layer waited for (slower; the same results): a table at the end and summary.json's \"profile\" (0: off)", 0, 1e6},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};

@@ -334,6 +334,27 @@ expect 1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 -
 contains "$T/err" "imshard-train: warning: removed an earlier run's $all_files from '$T/er' (--force)"
 contains "$T/err" "is NaN"
 for f in summary.json eval.json per_class.csv confusion.csv predictions.csv; do absent "$T/er/$f"; done
+# --force never removes an earlier run for a run refused anyway: a FIFO
+# (or link) at metrics.jsonl is refused first; a file that cannot be
+# moved leaves every earlier file in place (before: the checkpoint and
+# summary removed, then the run refused)
+expect 0 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/ef" --log-dir "$T/ef"
+rm "$T/ef/metrics.jsonl" && mkfifo "$T/ef/metrics.jsonl"
+expect 1 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/ef" --log-dir "$T/ef" --force
+one_line "$T/err"
+contains "$T/err" "metrics.jsonl': not a regular file (a FIFO)"
+exists "$T/ef/checkpoint.safetensors"
+exists "$T/ef/summary.json"
+expect 0 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/eg" --log-dir "$T/eg"
+if chattr +i "$T/eg/summary.json" 2>/dev/null; then
+  expect 1 fit --max-steps 1 --batch-size 8 --checkpoint-dir "$T/eg" --log-dir "$T/eg" --force
+  chattr -i "$T/eg/summary.json"
+  contains "$T/err" "cannot remove '$T/eg/summary.json' (--force): Operation not permitted; the earlier run's files are left as they were"
+  for f in checkpoint.safetensors metrics.jsonl summary.json; do exists "$T/eg/$f"; done
+  same "$(ls "$T/eg" | grep -c removed)" 0 "nothing left moved aside"
+else
+  echo "note: chattr +i not permitted here: --force's all-or-nothing not checked"
+fi
 
 # --- 6c. ranks started with different options or splits --------------------
 # (before: another --model corrupted memory in the weights' broadcast,

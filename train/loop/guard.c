@@ -142,6 +142,24 @@ int loop_check_earlier_run(run *r, ims_error *err)
 	memset(&e, 0, sizeof(e));
 	FORWARD_IF_ERR(find_earlier(&e, o->out.checkpoint_dir, checkpoint_files, err));
 	FORWARD_IF_ERR(find_earlier(&e, o->out.log_dir, log_files, err));
+	/* what metrics.jsonl's open would refuse, refused before --force
+	 * removes anything (a run refused after its removal would have
+	 * lost the earlier run for nothing) */
+	if (o->out.log_dir) {
+		char path[4096];
+		struct stat st;
+		FORWARD_IF_ERR(ims_path_join(path, sizeof(path), o->out.log_dir,
+					     "metrics.jsonl", err));
+		if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+			return ims_fail(err, IMS_EIO,
+					"cannot open '%s': it is a symbolic link "
+					"(refused: it would be written through)",
+					path);
+		if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+			return ims_fail(err, IMS_EFORMAT,
+					"cannot open '%s': not a regular file (%s)",
+					path, ims_file_kind(st.st_mode));
+	}
 	if (!e.n)
 		return 0;
 	char where[8300];
@@ -154,9 +172,25 @@ int loop_check_earlier_run(run *r, ims_error *err)
 		  "removing %s)",
 		  where, e.n_dirs > 1 ? "they hold" : "it holds", e.names,
 		  e.n > 1 ? "them" : "it");
+	/* all or nothing: each moved aside first, every move undone when one
+	 * fails, and only then removed */
+	char aside[8][4200];
+	for (int i = 0; i < e.n; i++) {
+		snprintf(aside[i], sizeof(aside[i]), "%s.removed.%ld", e.paths[i],
+			 (long)getpid());
+		if (rename(e.paths[i], aside[i]) != 0) {
+			int er = errno;
+			for (int k = i - 1; k >= 0; k--)
+				(void)rename(aside[k], e.paths[k]);
+			return ims_fail(err, IMS_EIO,
+					"cannot remove '%s' (--force): %s; the "
+					"earlier run's files are left as they were",
+					e.paths[i], strerror(er));
+		}
+	}
 	for (int i = 0; i < e.n; i++)
-		RETURN_IF(unlink(e.paths[i]) != 0, err, IMS_EIO,
-			  "cannot remove '%s' (--force): %s", e.paths[i],
+		RETURN_IF(unlink(aside[i]) != 0, err, IMS_EIO,
+			  "cannot remove '%s' (--force): %s", aside[i],
 			  strerror(errno));
 	if (r->log.ev.warning) {
 		char msg[8800];
