@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "imshard.h"
 #include "report/report.h"
@@ -124,6 +125,25 @@ int cmd_report(int argc, char **argv)
 	if (!out) {
 		free(pos);
 		return cli_usage_error(&command, "-o report.html is required");
+	}
+	/* the page must not replace what it is made from */
+	struct stat so;
+	for (int i = 0; i < np && stat(out, &so) == 0; i++) {
+		static const char *const inputs[] = {"metrics.jsonl", "summary.json"};
+		for (int k = 0; k < 2; k++) {
+			char p[4200];
+			struct stat si;
+			snprintf(p, sizeof(p), "%s/%s", pos[i], inputs[k]);
+			if (stat(p, &si) == 0 && si.st_dev == so.st_dev &&
+			    si.st_ino == so.st_ino) {
+				int u = cli_usage_error(&command,
+							"-o '%s' is run '%s''s %s, which "
+							"the report reads: write it elsewhere",
+							out, pos[i], inputs[k]);
+				free(pos);
+				return u;
+			}
+		}
 	}
 	rep_opts o = {title, target};
 	rep_report r;

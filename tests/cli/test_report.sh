@@ -39,6 +39,14 @@ contains "$T/err" "missing arguments"
 expect 2 "$IMSHARD" report "$T/a"
 one_line "$T/err"
 contains "$T/err" "imshard: report: -o report.html is required"
+# -o one of the files it reads (before: metrics.jsonl replaced by the page)
+cp "$T/b/metrics.jsonl" "$T/b.metrics"
+for f in metrics.jsonl summary.json; do
+  expect 2 "$IMSHARD" report "$T/a" "$T/b" -o "$T/b/$f"
+  one_line "$T/err"
+  contains "$T/err" "-o '$T/b/$f' is run '$T/b''s $f, which the report reads: write it elsewhere"
+done
+expect 0 cmp "$T/b/metrics.jsonl" "$T/b.metrics"
 expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --no-such-flag
 one_line "$T/err"
 contains "$T/err" "unknown option '--no-such-flag'"
