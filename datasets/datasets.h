@@ -115,9 +115,11 @@ void ds_list_read_opts_init(ds_list_read_opts *o);
 int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 		      ds_list *l, ims_error *err);
 
-/* Checks that rows first .. count-1 with an absolute path lie under root
- * (as given or as resolved; see ds_list_read_opts.root). root NULL checks
- * nothing. 0, or IMS_EINVAL with the row in *bad_row (may be NULL). */
+/* Checks that rows first .. count-1 have no '..' component nor an empty
+ * path (as ds_list_read does) and that those with an absolute path lie
+ * under root (as given or as resolved; see ds_list_read_opts.root). root
+ * NULL checks nothing. 0, or IMS_EINVAL with the row in *bad_row (may be
+ * NULL). */
 int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
 			size_t *bad_row, ims_error *err);
 

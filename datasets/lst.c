@@ -232,6 +232,14 @@ int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
 	}
 	for (size_t i = first; i < l->count; i++) {
 		const char *p = l->items[i].path;
+		/* rows that came from elsewhere than a list file (the Python
+		 * package's) meet the reader's rule here */
+		const char *why = bad_path_reason(p, strlen(p));
+		if (why) {
+			if (bad_row)
+				*bad_row = i;
+			return ims_fail(err, IMS_EINVAL, "path '%s' %s", p, why);
+		}
 		if (p[0] != '/')
 			continue;
 		if ((have_given && lies_under(p, given)) || (have_real && lies_under(p, real)))

@@ -15,6 +15,7 @@ Errors raise imshard.Error (an OSError) with the C library's one-line
 message; bad arguments raise imshard.ArgumentError (an imshard.Error and a
 ValueError).
 """
+import numbers
 import os
 import sys
 import warnings
@@ -405,16 +406,24 @@ def _pack_kwargs(options):
     return kw
 
 
+def _integer(v, i, what):
+    # a label of 1.5 or True is a mistake the command refuses in a list
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise ArgumentError("row %d: %s %r is not an integer" % (i, what, v))
+    return int(v)
+
+
 def _rows(rows):
     out = []
     for i, r in enumerate(rows):
         r = tuple(r)
         if len(r) == 2:
-            out.append((i, int(r[0]), (), r[1]))
+            out.append((i, _integer(r[0], i, "label"), (), r[1]))
         elif len(r) == 3:
-            out.append((int(r[0]), int(r[1]), (), r[2]))
+            out.append((_integer(r[0], i, "index"), _integer(r[1], i, "label"), (), r[2]))
         elif len(r) == 4:
-            out.append((int(r[0]), int(r[1]), tuple(r[2]), r[3]))
+            out.append((_integer(r[0], i, "index"), _integer(r[1], i, "label"),
+                        tuple(r[2]), r[3]))
         else:
             raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
                                 "(index, label, extras, path), got %d fields" % (i, len(r)))
@@ -492,6 +501,9 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         raise ArgumentError("label must be species or supercategory, got %r" % (label,))
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
         raise ArgumentError("val_ratio plus test_ratio must be below 1")
+    # the command's --seed is 0 .. 2^64 - 1; the C call would wrap -1
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise ArgumentError("seed must be an integer from 0 to 2**64 - 1, got %r" % (seed,))
     per_class = {k: v for k, v in (("train", per_class_train), ("val", per_class_val),
                                    ("test", per_class_test)) if v is not None}
     totals = {k: v for k, v in (("train", train_total), ("val", val_total)) if v is not None}

@@ -227,7 +227,14 @@ static int classes_into(PyObject *classes, ds_list *l)
 		return -1;
 	ims_error err;
 	for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-		const char *name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+		PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+		if (!PyUnicode_Check(item)) {
+			Py_DECREF(seq);
+			ims_py_arg_error("classes[%zd] must be a str (a class name), got %s", i,
+					 Py_TYPE(item)->tp_name);
+			return -1;
+		}
+		const char *name = PyUnicode_AsUTF8(item);
 		if (!name || ds_list_add_class(l, name, NULL, &err) < 0) {
 			Py_DECREF(seq);
 			if (!PyErr_Occurred())

@@ -126,3 +126,22 @@ def test_convert_shuffle_and_all_or_nothing(sample, imshard_bin, tmp_path):
     assert not os.path.exists(tmp_path / "py" / ".imshard-convert")
     imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25, force=True)
     assert json.load(open(tmp_path / "py" / "train.json"))["shuffled"] is True
+
+
+def test_rows_meet_the_list_rules(sample, tmp_path):
+    # what `imshard pack` refuses in a list file is refused in rows too
+    # (before: a '..' path and label 1.5 or True were packed)
+    img = sample["img"]
+    first = sorted(p for p in img.rglob("*") if p.is_file())[0]
+    rel = first.relative_to(img)
+    climb = os.path.join("..", img.name, str(rel))
+    with pytest.raises(imshard.ArgumentError, match="has a '..' component"):
+        imshard.pack([(0, climb)], img, tmp_path / "p1" / "train")
+    for label in (1.5, True):
+        with pytest.raises(imshard.ArgumentError, match="is not an integer"):
+            imshard.pack([(label, str(rel))], img, tmp_path / "p2" / "train")
+    with pytest.raises(imshard.ArgumentError, match=r"classes\[0\] must be a str"):
+        imshard.pack([(0, str(rel))], img, tmp_path / "p3" / "train", classes=[1])
+    with pytest.raises(imshard.ArgumentError, match="seed must be an integer"):
+        imshard.convert("folder", img, tmp_path / "c", val_ratio=0.2, seed=-1)
+    assert not (tmp_path / "p1").exists() or not any((tmp_path / "p1").iterdir())
