@@ -64,12 +64,20 @@ def distributed_rank():
     return 0, 1, "default (no torch.distributed, no RANK/WORLD_SIZE)"
 
 
+def _u64(v, what):
+    # the C side takes unsigned 64-bit values, which would wrap -1 or 2**64
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
+        raise ArgumentError("%s must be an integer from 0 to 2**64 - 1, got %r" % (what, v))
+    return int(v)
+
+
 def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0):
     """Rank `rank`'s share of epoch `epoch` over n records (the C partition
     every loader and imshard-train use) as a list of record indices; with
     `offset`, of the positions from `offset` on (an epoch continued after
     `offset` records were consumed, with any rank count)."""
-    return _imshard.partition(n, rank, world, epoch, seed, shuffle, pad, offset)
+    return _imshard.partition(_u64(n, "n"), rank, world, _u64(epoch, "epoch"),
+                              _u64(seed, "seed"), shuffle, pad, _u64(offset, "offset"))
 
 
 def decode(data, apply_orientation=True):
@@ -254,6 +262,8 @@ class Loader:
         if threads is None:
             threads = 0
         self.copy = bool(copy)
+        seed = _u64(seed, "seed")
+        epoch = _u64(epoch, "epoch")
         self._c = _imshard.Loader(
             manifest, batch_size, size, augment=augment, train=bool(train), rank=rank,
             world=world, threads=threads, seed=seed, layout=layout, dtype=self.dtype,
@@ -266,6 +276,7 @@ class Loader:
         self.train = bool(train)
         self._next_epoch = epoch
         self._bad_said = 0
+        self._pass = 0  # which pass the C loader is on (epoch() starts one)
 
     def __len__(self):
         """Batches per epoch, the same on every rank."""
@@ -273,7 +284,7 @@ class Loader:
 
     def set_epoch(self, epoch):
         """The epoch the next pass over the loader produces."""
-        self._next_epoch = int(epoch)
+        self._next_epoch = _u64(epoch, "epoch")
 
     @property
     def stats(self):
@@ -305,8 +316,9 @@ class Loader:
 
     def epoch(self, epoch):
         """An iterator over the batches of one given epoch."""
-        self._c.start_epoch(epoch)
-        return _EpochIterator(self)
+        self._c.start_epoch(_u64(epoch, "epoch"))
+        self._pass += 1
+        return _EpochIterator(self, epoch)
 
     def __iter__(self):
         e = self._next_epoch
@@ -349,21 +361,31 @@ class _EpochIterator:
     """Batches of the epoch the loader started; keeps no reference to a
     batch it handed out (a generator frame would, holding a ring slot)."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, epoch):
         self._loader = loader
+        self._pass = loader._pass
+        self._epoch = epoch
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._loader is None:
+        loader = self._loader  # another thread may end this pass meanwhile
+        if loader is None:
             raise StopIteration
-        t = self._loader._c.next()
+        if loader._pass != self._pass:
+            # the loader makes one pass at a time: a new one (iter() or
+            # epoch()) stopped this one, whose rest would be lost unsaid
+            self._loader = None
+            raise Error("this pass over epoch %d was ended by a newer pass over the "
+                        "loader (iter() or epoch() again): its remaining batches are "
+                        "not made; finish a pass before starting the next" % self._epoch)
+        t = loader._c.next()
         if t is None:
-            loader, self._loader = self._loader, None
+            self._loader = None
             loader._report_bad()
             raise StopIteration
-        return self._loader._make(t)
+        return loader._make(t)
 
 
 def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, augment=None,

@@ -280,3 +280,27 @@ def test_bench_load_in_process(sample):
     r = imshard.bench_load(sample["train"], 8, 32, epochs=2, seconds=0, threads=2)
     n = len(imshard.Loader(sample["train"], 8, 32, threads=1))
     assert r["batches"] == 2 * n and r["images"] == 16 * n and r["images_per_s"] > 0
+
+
+def test_a_pass_ended_by_a_newer_one_says_so(sample):
+    # before: the first iterator silently yielded nothing more
+    with imshard.Loader(sample["train"], 8, 32, rank=0, world=1, threads=1) as L:
+        first = iter(L)
+        next(first)
+        second = iter(L)
+        assert sum(1 for _ in second) == len(L)
+        with pytest.raises(imshard.Error, match="ended by a newer pass"):
+            next(first)
+
+
+def test_seeds_and_epochs_out_of_range_are_refused(sample):
+    # before: seed 2**64 was seed 0, -1 was 2**64 - 1, epoch -1 an
+    # OverflowError at iteration, partition(-1, ...) a MemoryError
+    for kw in ({"seed": -1}, {"seed": 2**64}, {"epoch": -1}, {"seed": 1.5}):
+        with pytest.raises(imshard.ArgumentError, match="must be an integer from 0"):
+            imshard.Loader(sample["train"], 8, 32, rank=0, world=1, **kw)
+    with imshard.Loader(sample["train"], 8, 32, rank=0, world=1, threads=1) as L:
+        with pytest.raises(imshard.ArgumentError):
+            L.set_epoch(-1)
+    with pytest.raises(imshard.ArgumentError):
+        imshard.partition(-1, 0, 1)
