@@ -107,6 +107,14 @@ if have_mpi; then
   lacks "$T/err" "MPI_ABORT"
   expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/none.json" --threads 1
   same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  # ranks given other splits or batch sizes (before: MPI_ERR_TRUNCATE and
+  # an abort): refused alike, one line
+  expect 1 mpi -np 1 "$IMSHARD" eval "$ck" "$va" --threads 1 : -np 1 "$IMSHARD" eval "$ck" "$T/p/train.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  contains "$T/err" "cannot evaluate: ranks 0 and 1 were started with different SPLIT (its records)"
+  lacks "$T/err" "MPI_ABORT"
+  expect 1 mpi -np 1 "$IMSHARD" eval "$ck" "$va" --threads 1 : -np 1 "$IMSHARD" eval "$ck" "$va" --threads 1 --batch-size 7
+  contains "$T/err" "started with different --batch-size"
   # a rank whose set-up fails alone names itself; the other says why it stops
   expect 1 mpi -np 2 bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then s=$2; else s=$1; fi
     exec "$IMSHARD" eval "$0" "$s" --threads 1' "$ck" "$va" "$T/p5/val.json"

@@ -18,14 +18,14 @@
 
 #include "train/loop/loop_internal.h"
 
-typedef struct fingerprint {
-	const char *flag;
-	uint64_t h;
-} fingerprint;
-
 static uint64_t of_bytes(const void *p, size_t n)
 {
 	return ims_hash64(ims_crc32c(0, p, n), n);
+}
+
+uint64_t loop_fingerprint_str(const char *s)
+{
+	return s ? of_bytes(s, strlen(s)) : 0x6e756c6cu; /* "null" */
 }
 
 static uint64_t of_str(const char *s)
@@ -51,10 +51,7 @@ static int fingerprints(const run *r, fingerprint *f)
 #define FP(flag_, h_) f[n++] = (fingerprint){(flag_), (h_)}
 	FP("--train (the split's records)",
 	   ims_hash64(r->data.train_records, r->data.train_digest));
-	uint64_t names = (uint64_t)r->card.classes;
-	for (int i = 0; i < r->card.classes; i++)
-		names = ims_hash64(names, of_str(r->card.class_names[i]));
-	FP("--train (its class names)", names);
+	FP("--train (its class names)", loop_fingerprint_names(&r->card));
 	FP("--val (the split's records, or none)", r->data.val_digest);
 	FP("--model", of_str(o->net.model));
 	FP("--size", of_i64(o->data.size));
@@ -102,32 +99,51 @@ static int fingerprints(const run *r, fingerprint *f)
 	return n;
 }
 
-#define MAX_FINGERPRINTS 64 /* fingerprints() makes 45 */
+uint64_t loop_fingerprint_names(const nn_model_card *c)
+{
+	uint64_t h = (uint64_t)c->classes;
+	for (int i = 0; i < c->classes && c->class_names; i++)
+		h = ims_hash64(h, of_str(c->class_names[i]));
+	return h;
+}
 
-int loop_agree(run *r, ims_error *err)
+int loop_agree_on(run *r, const fingerprint *f, int n, const char *verb,
+		  ims_error *err)
 {
 	if (r->dp.world < 2)
 		return 0;
-	fingerprint f[MAX_FINGERPRINTS];
-	const int n = fingerprints(r, f);
 	/* 52 bits of each: a double holds them exactly */
-	double mine[MAX_FINGERPRINTS];
+	double *mine = calloc((size_t)n, sizeof(double));
+	double *all = calloc((size_t)r->dp.world * (size_t)n, sizeof(double));
+	if (!mine || !all) {
+		free(mine);
+		free(all);
+		return ims_fail(err, IMS_ENOMEM, "cannot %s: out of memory", verb);
+	}
 	for (int i = 0; i < n; i++)
 		mine[i] = (double)(f[i].h >> 12);
-	double *all = malloc((size_t)r->dp.world * (size_t)n * sizeof(double));
-	RETURN_IF(!all, err, IMS_ENOMEM, "cannot train: out of memory");
 	int rc = dp_allgather_f64(r->dp.comm, mine, (size_t)n, all, err);
 	for (int i = 0; !rc && i < n; i++)
 		for (int k = 1; !rc && k < r->dp.world; k++)
 			if (all[(size_t)k * (size_t)n + (size_t)i] != all[i])
 				rc = ims_fail(err, IMS_EINVAL,
-					      "cannot train: ranks 0 and %d were "
+					      "cannot %s: ranks 0 and %d were "
 					      "started with different %s: every rank "
 					      "must be started with the same options "
 					      "and splits",
-					      k, f[i].flag);
+					      verb, k, f[i].flag);
+	free(mine);
 	free(all);
 	return rc;
+}
+
+#define MAX_FINGERPRINTS 64 /* fingerprints() makes 45 */
+
+int loop_agree(run *r, ims_error *err)
+{
+	fingerprint f[MAX_FINGERPRINTS];
+	const int n = fingerprints(r, f);
+	return loop_agree_on(r, f, n, "train", err);
 }
 
 int loop_agree_resume(run *r, ims_error *err)

@@ -252,10 +252,11 @@ static int check_eval_opts(const nn_eval_opts *o, ims_error *err)
 /* The split's class names must be the card's, in order: labels are
  * indices into them. */
 static int check_classes(const char *split, const nn_model_card *card,
-			 ims_error *err)
+			 uint64_t *digest, ims_error *err)
 {
 	rio_manifest m = {0};
 	FORWARD_IF_ERR(rio_manifest_load(split, &m, err));
+	*digest = loop_split_digest(&m);
 	int rc = 0;
 	char a[128], b[128];
 	if (m.n_classes != (size_t)card->classes) {
@@ -323,6 +324,40 @@ static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
  * rank that left. rc is this rank's set-up status; a rank that set up
  * while another did not fails with a line saying so.
  */
+/*
+ * Ranks started with another split or weights would sum counts of other
+ * sizes (MPI_ERR_TRUNCATE) or of other records: every rank compares what
+ * it was given (agree.c), after the set-up all ranks reached.
+ */
+static int agree_inputs(run *r, const nn_eval_opts *o, uint64_t split,
+			ims_error *err)
+{
+	const nn_model_card *c = o->card;
+	st_file *f = NULL;
+	ims_error ignored;
+	uint64_t weights = 0;
+	if (st_open(o->weights, &f, &ignored) == 0) {
+		weights = loop_fingerprint_str(st_metadata_get(f, "checksum"));
+		st_close(f);
+	}
+	uint64_t card = ims_hash64(loop_fingerprint_str(c->model),
+				   ims_hash64((uint64_t)c->size, (uint64_t)c->classes));
+	card = ims_hash64(card, ims_crc32c(0, c->mean, sizeof(c->mean)));
+	card = ims_hash64(card, ims_crc32c(0, c->std, sizeof(c->std)));
+	card = ims_hash64(card, ims_crc32c(0, &c->val_crop_frac,
+					   sizeof(c->val_crop_frac)));
+	const fingerprint fp[] = {
+		{"SPLIT (its records)", split},
+		{"weights (their checksum)", weights},
+		{"model settings (--model, --size, --mean, --std, --val-crop-frac)", card},
+		{"class names", loop_fingerprint_names(c)},
+		{"--batch-size", (uint64_t)o->batch_size * 0x9e3779b97f4a7c15u},
+		{"--device", loop_fingerprint_str(o->device)},
+	};
+	return loop_agree_on(r, fp, (int)(sizeof(fp) / sizeof(fp[0])), "evaluate",
+			     err);
+}
+
 static int agree_setup(run *r, int rc, nn_eval_result *res, ims_error *err)
 {
 	res->setup_failed_here = rc < 0;
@@ -378,7 +413,8 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	e.want_rows = 1;
 	e.progress = o->progress;
 	e.ctx = o->ctx;
-	int rc = check_classes(o->split, o->card, err);
+	uint64_t split = 0;
+	int rc = check_classes(o->split, o->card, &split, err);
 	if (!rc)
 		rc = eval_context(&r, o, err);
 	if (!rc)
@@ -388,6 +424,15 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	if (!rc)
 		rc = loop_setup_device(&r, err);
 	rc = agree_setup(&r, rc, res, err);
+	if (!rc) {
+		rc = agree_inputs(&r, o, split, err);
+		/* refused alike by every rank, none in a collective: the
+		 * program ends without aborting the job */
+		if (rc == IMS_EINVAL) {
+			res->setup_failed_here = 1;
+			res->setup_failed_ranks = r.dp.world;
+		}
+	}
 	if (!rc)
 		rc = loop_eval_pass(&r, r.data.val, &e, err);
 	if (!rc)

@@ -339,6 +339,21 @@ int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 /* agree.c: every rank's options and splits the same, or every
  * rank refuses alike (collective; nothing with one rank) */
 int loop_agree(run *r, ims_error *err);
+/* What a rank was started with, one fingerprint per option (flag names
+ * it in the refusal); loop_agree_on gathers every rank's and refuses
+ * ("cannot VERB: ranks 0 and K were started with different FLAG ...")
+ * where any differs. Collective; nothing with one rank. */
+typedef struct fingerprint {
+	const char *flag;
+	uint64_t h;
+} fingerprint;
+int loop_agree_on(run *r, const fingerprint *f, int n, const char *verb,
+		  ims_error *err);
+uint64_t loop_fingerprint_str(const char *s);
+uint64_t loop_fingerprint_names(const nn_model_card *c);
+/* a split's records, wherever it lies: its count and shard digests */
+struct rio_manifest;
+uint64_t loop_split_digest(const struct rio_manifest *m);
 /* resumed: every rank read the same checkpoint (each reads its own
  * --checkpoint-dir, which may be node-local), or every rank refuses */
 int loop_agree_resume(run *r, ims_error *err);

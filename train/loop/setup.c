@@ -109,7 +109,7 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
  * --val the training split's list is the run's. */
 /* A split's records, wherever it lies: its count and its shards' digests
  * (which cover every record's key and header). */
-static uint64_t split_digest(const rio_manifest *m)
+uint64_t loop_split_digest(const rio_manifest *m)
 {
 	uint64_t d = ims_hash64(m->records, m->n_shards);
 	for (size_t i = 0; i < m->n_shards; i++)
@@ -160,8 +160,8 @@ int loop_load_classes(run *r, ims_error *err)
 	snprintf(r->data.train_name, sizeof(r->data.train_name), "%s",
 		 a.name ? a.name : "");
 	r->data.train_records = a.records;
-	r->data.train_digest = split_digest(&a);
-	r->data.val_digest = r->o->data.val_manifest ? split_digest(&b) : 0;
+	r->data.train_digest = loop_split_digest(&a);
+	r->data.val_digest = r->o->data.val_manifest ? loop_split_digest(&b) : 0;
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
 	return rc;
