@@ -5,7 +5,8 @@ Standard library only.
   st_tool.py same A B      exit 0 when A and B hold the same tensors, byte
                            for byte (optimiser state included), and the same
                            metadata but for "run" (the run's history: wall
-                           times) and "checksum" (which covers "run");
+                           times), "run_id" (two runs started apart are two
+                           runs) and "checksum" (which covers both);
                            otherwise print the first difference, exit 1
   st_tool.py get FILE KEY  print metadata value KEY ("None" when absent)
   st_tool.py set FILE KEY=VALUE... [--keep-checksum]
@@ -109,7 +110,7 @@ def main(argv):
             if tensor_bytes(da, ba, ha[k]) != tensor_bytes(db, bb, hb[k]):
                 print("tensor %s differs" % k)
                 return 1
-        skip = ("run", "checksum")
+        skip = ("run", "run_id", "checksum")
         for k in sorted(set(ma) | set(mb)):
             if k not in skip and ma.get(k) != mb.get(k):
                 print("metadata %s: %r vs %r" % (k, ma.get(k), mb.get(k)))

@@ -334,6 +334,18 @@ expect 1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 -
 contains "$T/err" "imshard-train: warning: removed an earlier run's $all_files from '$T/er' (--force)"
 contains "$T/err" "is NaN"
 for f in summary.json eval.json per_class.csv confusion.csv predictions.csv; do absent "$T/er/$f"; done
+# a resumed run whose --log-dir holds another run's logs (before: it
+# appended to that run's metrics.jsonl and replaced its summary)
+expect 0 fit --epochs 1 --batch-size 8 --log-dir "$T/la" --checkpoint-dir "$T/ca"
+expect 0 fit --epochs 2 --max-steps 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/lb"
+cp "$T/la/metrics.jsonl" "$T/la.metrics"
+expect 1 fit --epochs 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/la" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume into --log-dir '$T/la': it holds the logs of another run (its summary.json is run $(json "$T/la/summary.json" 'j["run_id"]')'s"
+expect 0 cmp "$T/la/metrics.jsonl" "$T/la.metrics"
+# its own --log-dir: the run's id carried through its parts
+expect 0 fit --epochs 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/lb" --resume
+same "$(json "$T/lb/summary.json" 'j["run_id"]')" "$(st_tool get "$T/cb/checkpoint.safetensors" run_id)" "(the run's id in both)"
 # --force never removes an earlier run for a run refused anyway: a FIFO
 # (or link) at metrics.jsonl is refused first; a file that cannot be
 # moved leaves every earlier file in place (before: the checkpoint and

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "train/loop/loop_internal.h"
 
 #define LOCK_NAME "imshard-train.lock"
@@ -199,6 +201,38 @@ int loop_check_earlier_run(run *r, ims_error *err)
 			 where);
 		r->log.ev.warning(r->log.ev.ctx, msg);
 	}
+	return 0;
+}
+
+int loop_check_resumed_logs(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (r->dp.rank != 0 || !r->part.resumed || !o->out.log_dir || !r->part.run_id[0])
+		return 0;
+	char path[4096];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), o->out.log_dir, "summary.json",
+				     err));
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	ims_error ignored;
+	size_t len = 0;
+	uint8_t *text = NULL;
+	if (ims_read_file(path, &text, &len, 1 << 20, &ignored) < 0)
+		return 0;
+	cJSON *j = cJSON_ParseWithLength((const char *)text, len);
+	free(text);
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+	char theirs[32] = "";
+	if (cJSON_IsString(id))
+		snprintf(theirs, sizeof(theirs), "%s", id->valuestring);
+	cJSON_Delete(j);
+	/* a summary without an id (older, or another program's) says nothing */
+	RETURN_IF(theirs[0] && strcmp(theirs, r->part.run_id), err, IMS_EEXIST,
+		  "cannot resume into --log-dir '%s': it holds the logs of another run "
+		  "(its summary.json is run %s's, the checkpoint is run %s's); give "
+		  "this run the --log-dir its earlier parts wrote to, or a new one",
+		  o->out.log_dir, theirs, r->part.run_id);
 	return 0;
 }
 

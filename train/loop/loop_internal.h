@@ -136,6 +136,10 @@ typedef struct loop_part {
 	loop_history hist;
 	nn_train_resume resume;  /* what loop_report_resumed tells */
 	char changed[1024];      /* resume.changed's text */
+	char run_id[24];         /* the run's (all its parts'): made when it
+				    starts, kept in its checkpoints and
+				    summary.json; "" for a run resumed from
+				    a checkpoint that has none */
 	uint64_t checkpoint_id;  /* resumed: the checkpoint's checksum and
 				    position, which every rank must share
 				    (loop_agree_resume) */
@@ -364,6 +368,9 @@ int loop_take_locks(run *r, ims_error *err);
  * checkpoint or logs: refused, or with --force those files removed and
  * the run told (rank 0, which the next collective tells the others). */
 int loop_check_earlier_run(run *r, ims_error *err);
+/* A resumed run whose --log-dir holds another run's summary.json (its
+ * run_id differs): refused (rank 0, after the checkpoint is read). */
+int loop_check_resumed_logs(run *r, ims_error *err);
 void loop_release_locks(run *r);
 int loop_reserve_memory(run *r, ims_error *err);
 

@@ -363,6 +363,8 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 {
 	const nn_train_opts *o = r->o;
 	cJSON *j = cJSON_CreateObject();
+	if (r->part.run_id[0])
+		cJSON_AddStringToObject(j, "run_id", r->part.run_id);
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
 	cJSON_AddStringToObject(j, "model", o->net.model);
 	cJSON_AddStringToObject(j, "device", o->net.device);

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -65,6 +67,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			      "train_split", r->data.train_name,
 			      "train_records", nrec, "train_digest", dig,
 			      "options", opts, "run", hist,
+			      "run_id", r->part.run_id,
 			      "skipped_steps", sk,
 			      r->scaler.enabled ? "loss_scale" : NULL, ls,
 			      "loss_scale_good_steps", lg, NULL};
@@ -379,6 +382,9 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 				       err);
 	if (!rc) {
 		changed_options(r, was, r->part.changed, sizeof(r->part.changed));
+		const char *id = st_metadata_get(f, "run_id");
+		snprintf(r->part.run_id, sizeof(r->part.run_id), "%s",
+			 id && strlen(id) < sizeof(r->part.run_id) ? id : "");
 		const char *sum = st_metadata_get(f, "checksum");
 		r->part.checkpoint_id = ims_hash64(
 			ims_hash64(sum ? ims_crc32c(0, sum, strlen(sum)) : 0, s),
@@ -428,8 +434,17 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(ims_path_join(r->ckpt_path, sizeof(r->ckpt_path),
 				     o->out.checkpoint_dir, "checkpoint.safetensors",
 				     err));
-	if (!o->out.resume)
+	if (!o->out.resume) {
+		/* a new run: an id its checkpoints and summary carry, so a
+		 * later part can tell its own logs from another run's */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(r->part.run_id, sizeof(r->part.run_id), "%016llx",
+			 (unsigned long long)ims_hash64(
+				 ims_hash64((uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec),
+				 (uint64_t)getpid()));
 		return 0;
+	}
 	FORWARD_IF_ERR(resume(r, res, err));
 	r->part.resumed = 1;
 	return 0;

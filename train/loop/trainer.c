@@ -64,6 +64,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_check_earlier_run(r, err));
 	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
 	FORWARD_IF_ERR(loop_agree_resume(r, err));
+	FORWARD_IF_ERR(loop_check_resumed_logs(r, err));
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
 	if (r->part.complete)
 		return loop_report_resumed(r, err);
