@@ -523,9 +523,7 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         raise ArgumentError("label must be species or supercategory, got %r" % (label,))
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
         raise ArgumentError("val_ratio plus test_ratio must be below 1")
-    # the command's --seed is 0 .. 2^64 - 1; the C call would wrap -1
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
-        raise ArgumentError("seed must be an integer from 0 to 2**64 - 1, got %r" % (seed,))
+    seed = _u64(seed, "seed")  # the command's --seed; the C call would wrap -1
     per_class = {k: v for k, v in (("train", per_class_train), ("val", per_class_val),
                                    ("test", per_class_test)) if v is not None}
     totals = {k: v for k, v in (("train", train_total), ("val", val_total)) if v is not None}

@@ -28,10 +28,7 @@ uint64_t loop_fingerprint_str(const char *s)
 	return s ? of_bytes(s, strlen(s)) : 0x6e756c6cu; /* "null" */
 }
 
-static uint64_t of_str(const char *s)
-{
-	return s ? of_bytes(s, strlen(s)) : 0x6e756c6cu; /* "null" */
-}
+#define of_str loop_fingerprint_str
 
 static uint64_t of_f64(double v)
 {
