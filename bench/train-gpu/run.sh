@@ -133,7 +133,7 @@ fi
 
 # --- contenders -----------------------------------------------------------------
 # NAME: <model>_<prec>_syn | <model>_<prec>_loader | torch_<model>_<prec>
-size_of() { local m; for m in $MODELS; do [ "${m%%:*}" = "$1" ] && echo "${m#*:}"; done; }
+size_of() { local m; for m in $MODELS; do [ "${m%%:*}" != "$1" ] || echo "${m#*:}"; done; }
 set_cmd() {
 	local name=$1 logdir=$2 model size
 	case "$name" in
@@ -262,4 +262,6 @@ version=$("$IMSHARD" --version 2>&1 | head -n1)
 META_GPU="$gpu_name" META_VERSION="$version" META_BATCH="$BATCH" META_ROUNDS="$ROUNDS" \
 META_PRECISIONS="$PRECISIONS" \
 META_MODELS="$MODELS" META_STEPS="$STEPS" META_LOG_EVERY="$LOG_EVERY" \
+META_CPU="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//'), $(nproc) cores" \
+META_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
 	"$PYTHON" "$here/summarize.py" "$runs" "$RESULTS"

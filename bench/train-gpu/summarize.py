@@ -16,13 +16,25 @@ of an older torch_gpu.py); and torch's max_memory_allocated (tensors
 only, "torch tensors MiB"), which imshard has no figure like.
 Ratios: each imshard row (<model>_<prec>_<input>) / torch in the same
 precision (torch_<model>_<prec>; fp16 and bf16-nchw against torch's
-bf16).
+bf16), round by round, and their median: the contenders of one round
+ran minutes apart on the same machine, so a machine that changed between
+rounds moves both sides of that round's ratio. imshard's whole-run rate
+(summary.json's images_per_s: every step, start-up excluded) is kept
+beside the interval rate, so a rate the wall clock disagrees with shows.
 Standard library only.
 """
 import json
 import os
 import statistics
 import sys
+
+
+def whole_run(logdir):
+    try:
+        with open(os.path.join(logdir, "summary.json")) as f:
+            return json.load(f).get("images_per_s")
+    except (OSError, ValueError):
+        return None
 
 
 def imshard_run(logdir):
@@ -47,7 +59,8 @@ def imshard_run(logdir):
     if not rates:
         return None
     return {"images_per_s": sum(rates) / len(rates),
-            "data_wait_ms": sum(waits) / len(waits), "gpu_mem_mib": mem}
+            "data_wait_ms": sum(waits) / len(waits), "gpu_mem_mib": mem,
+            "run_images_per_s": whole_run(logdir)}
 
 
 def torch_run(log):
@@ -82,24 +95,26 @@ def main():
             runs.setdefault(name, []).append(r)
     out = {"meta": {k[5:].lower(): v for k, v in os.environ.items() if k.startswith("META_")},
            "contenders": {}}
-    print("%-26s %12s %12s %12s %12s %6s" % ("contender", "images/s", "wait ms", "GPU MiB",
-                                              "tensors MiB", "runs"))
+    print("%-26s %12s %12s %12s %12s %12s %6s" % ("contender", "images/s", "whole run",
+                                                   "wait ms", "GPU MiB", "tensors MiB", "runs"))
     for name, rs in runs.items():
         ok = [r for r in rs if r]
         c = {"runs": len(rs), "failed": len(rs) - len(ok),
              "images_per_s": med([r["images_per_s"] for r in ok]),
              "images_per_s_rounds": [r["images_per_s"] if r else None for r in rs],
+             "run_images_per_s": med([r.get("run_images_per_s") for r in ok]),
              "data_wait_ms": med([r.get("data_wait_ms") for r in ok]),
              "gpu_mem_mib": max([r["gpu_mem_mib"] for r in ok if r.get("gpu_mem_mib")] or [0]) or None,
              "tensor_mib": max([r["tensor_mib"] for r in ok if r.get("tensor_mib")] or [0]) or None}
         out["contenders"][name] = c
         fmt = lambda v, f: (f % v) if v is not None else "-"
-        print("%-26s %12s %12s %12s %12s %6s" % (name, fmt(c["images_per_s"], "%.1f"),
-                                              fmt(c["data_wait_ms"], "%.1f"),
+        print("%-26s %12s %12s %12s %12s %12s %6s" % (name, fmt(c["images_per_s"], "%.1f"),
+                                                   fmt(c["run_images_per_s"], "%.1f"),
+                                                   fmt(c["data_wait_ms"], "%.1f"),
                                               fmt(c["gpu_mem_mib"], "%.0f"),
                                               fmt(c["tensor_mib"], "%.0f"),
                                               "%d/%d" % (len(ok), len(rs))))
-    ratios, mem_ratios = {}, {}
+    ratios, ratio_rounds, mem_ratios = {}, {}, {}
     for name, c in out["contenders"].items():
         if name.startswith("torch_") or c["images_per_s"] is None:
             continue
@@ -107,14 +122,21 @@ def main():
         tprec = {"fp16": "bf16", "bf16-nchw": "bf16", "bf16-nograph": "bf16", "tf32-nchw": "tf32"}.get(prec, prec)
         tname = "torch_%s_%s" % (model, tprec)
         t = out["contenders"].get(tname)
-        if t and t["images_per_s"]:
-            ratios["%s / %s" % (name, tname)] = c["images_per_s"] / t["images_per_s"]
+        key = "%s / %s" % (name, tname)
+        if t:
+            rr = [a / b if a and b else None
+                  for a, b in zip(c["images_per_s_rounds"], t["images_per_s_rounds"])]
+            if any(r is not None for r in rr):
+                ratio_rounds[key] = rr
+                ratios[key] = med(rr)
         if t and t["gpu_mem_mib"] and c["gpu_mem_mib"]:
             mem_ratios["%s / %s" % (name, tname)] = c["gpu_mem_mib"] / t["gpu_mem_mib"]
     out["ratios"] = ratios
+    out["ratio_rounds"] = ratio_rounds
     out["memory_ratios"] = mem_ratios
     for k, v in ratios.items():
-        print("%-48s %.3f" % (k, v))
+        print("%-48s %.3f (median of rounds: %s)" % (k, v, " ".join(
+            "%.3f" % r if r is not None else "-" for r in ratio_rounds[k])))
     for k, v in mem_ratios.items():
         print("%-48s %.3f GPU memory" % (k, v))
     with open(sys.argv[2], "w") as f:

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# bench/train-gpu/run.sh without a GPU: a fake nvidia-smi, a fake
+# imshard-train (its metrics.jsonl and summary.json) and a fake torch
+# (its one line), each rate set round by round, so what run.sh and
+# summarize.py make of them is known exactly: every model of MODELS runs
+# (the default two), ONLY picks contenders, the ratio against PyTorch is
+# the median of the rounds' own ratios (not a ratio of medians), and the
+# whole-run rate and the environment are kept beside it.
+source "$IMS_TESTLIB"
+run_sh="$IMS_SRC/bench/train-gpu/run.sh"
+fake="$T/bin"
+mkdir -p "$fake" "$T/count"
+
+printf '#!/bin/sh\ncase "$1" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;; *) echo "NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06" ;; esac\n' >"$fake/nvidia-smi"
+
+# imshard-train: round N of a contender (counted per model, precision and
+# input) trains at the Nth rate of RATES_<model>; every flag a contender
+# is run with must be there
+cat >"$fake/imshard-train" <<'EOF'
+#!/usr/bin/env bash
+set -eu
+log="" model="" size="" prec="" input=loader
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --log-dir) log=$2; shift ;;
+  --model) model=$2; shift ;;
+  --size) size=$2; shift ;;
+  --precision) prec=$2; shift ;;
+  --synthetic) input=syn ;;
+  esac
+  shift
+done
+[ -n "$size" ] || { echo "imshard-train: --size needs a value" >&2; exit 2; }
+[ -n "$log" ] || exit 0 # the probe
+key="$model-$prec-$input"
+n=$(($(cat "$COUNT/$key" 2>/dev/null || echo 0) + 1))
+echo "$n" >"$COUNT/$key"
+var="RATES_$model"
+rate=$(echo "${!var}" | cut -d' ' -f"$n")
+[ "$rate" != fail ] || { echo "imshard-train: cannot use --device cuda (a failed round)" >&2; exit 1; }
+mkdir -p "$log"
+{
+  echo '{"type":"train","step":1,"images_per_s":1,"data_wait_ms":9}'
+  echo "{\"type\":\"train\",\"step\":2,\"images_per_s\":$rate,\"data_wait_ms\":0.5}"
+  echo "{\"type\":\"train\",\"step\":3,\"images_per_s\":$rate,\"data_wait_ms\":0.5}"
+  echo '{"type":"gpu","mem_used_mib":300}'
+} >"$log/metrics.jsonl"
+echo "{\"images_per_s\": $((rate / 2))}" >"$log/summary.json"
+echo "validation top-1 10.00% ($key round $n at $rate images/s)"
+EOF
+# torch: "python -c" is the import probe; torch_gpu.py's line otherwise
+cat >"$fake/python-torch" <<'EOF'
+#!/usr/bin/env bash
+[ "$1" = -c ] && exit 0
+model=""
+while [ $# -gt 0 ]; do [ "$1" = --model ] && model=$2; shift; done
+n=$(($(cat "$COUNT/torch-$model" 2>/dev/null || echo 0) + 1))
+echo "$n" >"$COUNT/torch-$model"
+var="TORCH_$model"
+echo "model=$model images_per_s=$(echo "${!var}" | cut -d' ' -f"$n") max_mem_mib=100 used_mib=200 torch=fake"
+EOF
+chmod +x "$fake"/*
+
+bench() {
+  rm -rf "$T/count"/* "$T/work"
+  env PATH="$fake:$PATH" COUNT="$T/count" IMSHARD_TRAIN="$fake/imshard-train" TORCH_PYTHON="$fake/python-torch" \
+    DATA="$T/data" WORK="$T/work" PER_CLASS=20 STEPS=2 BATCH=2 PROFILE=0 PRECISIONS=bf16 \
+    LD_LIBRARY_PATH=/opt/one:/opt/two "$@" bash "$run_sh"
+}
+res="$T/work/results.json"
+
+# imshard 100 400 120 against torch 50 100 200: the rounds' ratios are
+# 2, 4 and 0.6, their median 2 (the medians' ratio, 120/100, would be 1.2)
+expect 0 bench RATES_resnet50="100 400 120" RATES_resnet18="30 30 30" TORCH_resnet50="50 100 200" TORCH_resnet18="10 20 30" ROUNDS=3
+same "$(json "$res" 'sorted(j["contenders"])')" "['resnet18_bf16_loader', 'resnet18_bf16_syn', 'resnet50_bf16_loader', 'resnet50_bf16_syn', 'torch_resnet18_bf16', 'torch_resnet50_bf16']" "(both default models ran)"
+same "$(json "$res" 'j["ratio_rounds"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "[2.0, 4.0, 0.6]" "(rounds' ratios)"
+same "$(json "$res" 'j["ratios"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "2.0" "(median of the rounds' ratios)"
+same "$(json "$res" 'j["ratios"]["resnet18_bf16_loader / torch_resnet18_bf16"]')" "1.5" "(resnet18: 3, 1.5, 1)"
+same "$(json "$res" 'j["contenders"]["resnet50_bf16_syn"]["images_per_s"]')" "120.0" "(interval rate: the median round)"
+same "$(json "$res" 'j["contenders"]["resnet50_bf16_syn"]["run_images_per_s"]')" "60" "(whole-run rate)"
+same "$(json "$res" 'j["memory_ratios"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "1.5" "(GPU memory, like for like)"
+same "$(json "$res" 'j["meta"]["ld_library_path"]')" "/opt/one:/opt/two" "(the libraries' search path)"
+same "$(json "$res" '"cores" in j["meta"]["cpu"]')" "True" "(the host)"
+contains "$T/out" "resnet50_bf16_syn / torch_resnet50_bf16          2.000 (median of rounds: 2.000 4.000 0.600)"
+
+# ONLY: the contenders named, no others
+expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224 resnet18:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
+same "$(json "$res" 'sorted(j["contenders"])')" "['resnet50_bf16_syn', 'torch_resnet50_bf16']" "(ONLY)"
+
+# a failed round has no ratio; the others' median stands
+expect 0 bench RATES_resnet50="100 fail 300" TORCH_resnet50="50 50 100" MODELS="resnet50:224" ROUNDS=3 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
+same "$(json "$res" 'j["ratio_rounds"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "[2.0, None, 3.0]" "(a round without a rate)"
+same "$(json "$res" 'j["ratios"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "2.5" "(median of the rounds that ran)"
+
+# no GPU: one line, exit 1
+printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
+expect 1 bench ROUNDS=1
+contains "$T/err" "no GPU: nvidia-smi lists none"
+
+finish
