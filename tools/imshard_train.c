@@ -194,6 +194,8 @@ static void on_started(void *ctx, const nn_train_plan *p)
 		p->activations.max_batch,
 		p->activations.activation_bytes_per_image / 1048576.0,
 		p->channels_last ? "channels-last (NHWC)" : "NCHW");
+	if (p->device_stack)
+		train_say("cuda: %s", p->device_stack);
 	if (!strcmp(o->net.device, "cuda"))
 		train_say("cuda graphs: %s%s", p->cuda_graphs ? "on (" : "off: ",
 			  p->cuda_graphs ? "each step's passes recorded once, from the third step, then replayed)"

@@ -118,6 +118,15 @@ int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err)
 	return 0;
 }
 
+int nn_ctx_describe(const nn_ctx *ctx, char *buf, size_t cap)
+{
+	if (ctx && ctx->be && ctx->be->describe)
+		return ctx->be->describe(ctx, buf, cap);
+	if (cap)
+		buf[0] = '\0';
+	return 0;
+}
+
 int nn_cuda_device_for_rank(int local_rank, int visible)
 {
 	if (visible < 1 || local_rank < 0)

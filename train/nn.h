@@ -233,6 +233,16 @@ int nn_ctx_sync_now(nn_ctx *ctx, double *t, ims_error *err);
 /* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes), by which
  * NVML finds it (train/gpumon.h); "" on the CPU. */
 int nn_ctx_pci_bus_id(nn_ctx *ctx, char *buf, int len, ims_error *err);
+/*
+ * One line naming what a device context runs on, into buf (cap bytes,
+ * cut to fit): the GPU and its compute capability, the CUDA versions of
+ * the driver and the runtime, cuDNN's and cuBLAS's, and the file each of
+ * those libraries (and NCCL, where loaded) was loaded from. Two runs of
+ * one binary that differ in speed on one machine differ here first when
+ * a library search path chose another cuDNN or driver library. "" on the
+ * CPU. Returns the length written.
+ */
+int nn_ctx_describe(const nn_ctx *ctx, char *buf, size_t cap);
 
 /*
  * A CPU context whose backend also stages batches as a device does (two

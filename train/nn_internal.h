@@ -695,6 +695,8 @@ struct nn_backend {
 	/* The device's PCI bus id ("0000:3b:00.0") into buf (len bytes),
 	 * which NVML finds it by (train/gpumon.h). */
 	int (*pci_bus_id)(nn_ctx *, char *buf, int len, ims_error *);
+	/* nn_ctx_describe's line; NULL: "" (the CPU) */
+	int (*describe)(const nn_ctx *, char *buf, size_t cap);
 };
 
 extern const nn_backend nn_backend_cpu;

@@ -66,6 +66,10 @@ typedef struct nn_train_plan {
 				      NHWC (--channels-last) */
 	int cuda_graphs;           /* 1: passes recorded and replayed */
 	const char *cuda_graphs_off; /* why not, when 0 */
+	const char *device_stack;  /* on a device: the GPU, driver, runtime,
+				      cuDNN and cuBLAS, each version and the
+				      file it was loaded from
+				      (nn_ctx_describe); NULL on the CPU */
 } nn_train_plan;
 
 /*

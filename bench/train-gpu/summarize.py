@@ -21,6 +21,9 @@ ran minutes apart on the same machine, so a machine that changed between
 rounds moves both sides of that round's ratio. imshard's whole-run rate
 (summary.json's images_per_s: every step, start-up excluded) is kept
 beside the interval rate, so a rate the wall clock disagrees with shows.
+device_stacks: the distinct lines imshard's runs gave for what they ran
+on (GPU, driver, cuDNN, cuBLAS and their files): more than one is
+printed as a note.
 Standard library only.
 """
 import json
@@ -29,12 +32,12 @@ import statistics
 import sys
 
 
-def whole_run(logdir):
+def summary(logdir):
     try:
         with open(os.path.join(logdir, "summary.json")) as f:
-            return json.load(f).get("images_per_s")
+            return json.load(f)
     except (OSError, ValueError):
-        return None
+        return {}
 
 
 def imshard_run(logdir):
@@ -60,7 +63,8 @@ def imshard_run(logdir):
         return None
     return {"images_per_s": sum(rates) / len(rates),
             "data_wait_ms": sum(waits) / len(waits), "gpu_mem_mib": mem,
-            "run_images_per_s": whole_run(logdir)}
+            "run_images_per_s": summary(logdir).get("images_per_s"),
+            "device_stack": summary(logdir).get("device_stack")}
 
 
 def torch_run(log):
@@ -131,6 +135,15 @@ def main():
                 ratios[key] = med(rr)
         if t and t["gpu_mem_mib"] and c["gpu_mem_mib"]:
             mem_ratios["%s / %s" % (name, tname)] = c["gpu_mem_mib"] / t["gpu_mem_mib"]
+    # what each imshard run said it ran on (imshard-train's "cuda:" line):
+    # more than one means the rounds did not run the same libraries
+    stacks = sorted({r["device_stack"] for rs in runs.values() for r in rs
+                     if r and r.get("device_stack")})
+    out["device_stacks"] = stacks
+    if len(stacks) > 1:
+        print("note: the imshard runs ran on %d different GPU stacks:" % len(stacks))
+        for st in stacks:
+            print("  " + st)
     out["ratios"] = ratios
     out["ratio_rounds"] = ratio_rounds
     out["memory_ratios"] = mem_ratios

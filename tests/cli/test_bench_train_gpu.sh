@@ -45,7 +45,7 @@ mkdir -p "$log"
   echo "{\"type\":\"train\",\"step\":3,\"images_per_s\":$rate,\"data_wait_ms\":0.5}"
   echo '{"type":"gpu","mem_used_mib":300}'
 } >"$log/metrics.jsonl"
-echo "{\"images_per_s\": $((rate / 2))}" >"$log/summary.json"
+echo "{\"images_per_s\": $((rate / 2)), \"device_stack\": \"GPU; cuDNN 9.19.0 ($n)\"}" >"$log/summary.json"
 echo "validation top-1 10.00% ($key round $n at $rate images/s)"
 EOF
 # torch: "python -c" is the import probe; torch_gpu.py's line otherwise
@@ -82,10 +82,15 @@ same "$(json "$res" 'j["memory_ratios"]["resnet50_bf16_syn / torch_resnet50_bf16
 same "$(json "$res" 'j["meta"]["ld_library_path"]')" "/opt/one:/opt/two" "(the libraries' search path)"
 same "$(json "$res" '"cores" in j["meta"]["cpu"]')" "True" "(the host)"
 contains "$T/out" "resnet50_bf16_syn / torch_resnet50_bf16          2.000 (median of rounds: 2.000 4.000 0.600)"
+# each round's imshard runs said what they ran on: three lines here
+same "$(json "$res" 'j["device_stacks"]')" "['GPU; cuDNN 9.19.0 (1)', 'GPU; cuDNN 9.19.0 (2)', 'GPU; cuDNN 9.19.0 (3)']" "(the stacks the runs named)"
+contains "$T/out" "note: the imshard runs ran on 3 different GPU stacks:"
 
 # ONLY: the contenders named, no others
 expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224 resnet18:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
 same "$(json "$res" 'sorted(j["contenders"])')" "['resnet50_bf16_syn', 'torch_resnet50_bf16']" "(ONLY)"
+same "$(json "$res" 'j["device_stacks"]')" "['GPU; cuDNN 9.19.0 (1)']" "(one stack)"
+lacks "$T/out" "note: "
 
 # a failed round has no ratio; the others' median stands
 expect 0 bench RATES_resnet50="100 fail 300" TORCH_resnet50="50 50 100" MODELS="resnet50:224" ROUNDS=3 ONLY="resnet50_bf16_syn torch_resnet50_bf16"

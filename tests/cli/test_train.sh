@@ -82,6 +82,13 @@ if fit --device cuda --max-steps 1 >"$T/out" 2>"$T/err"; then
   # line before, not with fixed values)
   expect 0 fit --device cuda --precision bf16 --max-steps 3 --log-every 1 --log-dir "$T/bf16"
   same "$(json "$T/bf16/summary.json" '(j["loss_scale"], j["skipped_steps"], j["options"]["precision"])')" "(1, 0, 'bf16')" "bf16 summary"
+  # what the device runs on: one line, the same in summary.json, naming
+  # the files cuDNN and cuBLAS were loaded from
+  expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --batch-size 8 --device cuda --precision bf16 --max-steps 1 --log-dir "$T/stack"
+  contains "$T/err" "imshard-train: cuda: "
+  contains "$T/err" "; cuDNN 9."
+  same "$(json "$T/stack/summary.json" '"/libcudnn.so" in j["device_stack"] and "/libcublas.so" in j["device_stack"]')" True "(device_stack names the libraries' files)"
+  same "$(grep -cxF "imshard-train: cuda: $(json "$T/stack/summary.json" 'j["device_stack"]')" "$T/err")" 1 "(the line is summary.json's)"
   export IMSHARD_INJECT_INF_GRAD_STEP=3
   expect 0 fit --device cuda --precision fp16 --max-steps 3 --log-every 1 --log-dir "$T/fp16" --checkpoint-dir "$T/fp16ck"
   unset IMSHARD_INJECT_INF_GRAD_STEP
@@ -145,6 +152,7 @@ one_line "$T/err"
 contains "$T/err" "cannot use --cuda-graphs on: the device runs work as it is queued (--device cpu)"
 expect 0 fit --max-steps 1 --cuda-graphs off --log-dir "$T/graph_cpu"
 same "$(json "$T/graph_cpu/summary.json" '(j["options"]["cuda_graphs"], j["cuda_graphs"]["recorded"], j["cuda_graphs"]["off"])')" "('off', 0, '--cuda-graphs off')" "cpu summary"
+same "$(json "$T/graph_cpu/summary.json" '"device_stack" in j')" False "(no device_stack on the CPU)"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --cuda-graphs maybe
 same "$rc" 2 "(--cuda-graphs maybe)"
 contains "$T/err" "--cuda-graphs must be auto, on or off, got 'maybe'"

@@ -9,7 +9,9 @@
  * device index out of range is IMS_EINVAL. Each is one line that names
  * the way out.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "train/cuda/cuda_setup.h"
@@ -110,6 +112,59 @@ int main(void)
 		     "object file)";
 	judge(&p, IMS_EIO, "1 GPU is present but cannot load cuBLAS "
 			   "(libcublas.so.13: cannot open shared object file)");
+
+	/* the line naming what a context runs on: every field, in order */
+	nn_cuda_stack st;
+	memset(&st, 0, sizeof(st));
+	snprintf(st.gpu, sizeof(st.gpu), "NVIDIA H100 80GB HBM3");
+	st.sm_major = 9;
+	st.driver_version = 13000;
+	st.runtime_version = 13000;
+	st.cudnn_version = 91900;
+	st.cublas_version = 130100;
+	snprintf(st.libcuda, sizeof(st.libcuda), "/lib/libcuda.so.580.65.06");
+	snprintf(st.cudnn, sizeof(st.cudnn), "/w/libcudnn.so.9.19.0");
+	snprintf(st.cublas, sizeof(st.cublas), "/w/libcublas.so.13.1.0.3");
+	snprintf(st.nccl, sizeof(st.nccl), "/w/libnccl.so.2.28.9");
+	char line[1024];
+	const char *want =
+		"NVIDIA H100 80GB HBM3 (sm_90); CUDA driver 13.0 "
+		"(/lib/libcuda.so.580.65.06), runtime 13.0 (linked in); cuDNN "
+		"9.19.0 (/w/libcudnn.so.9.19.0); cuBLAS 13.1.0 "
+		"(/w/libcublas.so.13.1.0.3); NCCL (/w/libnccl.so.2.28.9)";
+	CHECK_EQ_INT(nn_cuda_describe(&st, line, sizeof(line)), (int)strlen(want));
+	CHECK_EQ_STR(line, want);
+	/* a shared runtime is named; no NCCL, no cuBLAS version: left out */
+	snprintf(st.cudart, sizeof(st.cudart), "/w/libcudart.so.13.0.96");
+	st.nccl[0] = '\0';
+	st.cublas_version = 0;
+	st.cudnn_version = 90100;
+	nn_cuda_describe(&st, line, sizeof(line));
+	CHECK_EQ_STR(line, "NVIDIA H100 80GB HBM3 (sm_90); CUDA driver 13.0 "
+			   "(/lib/libcuda.so.580.65.06), runtime 13.0 "
+			   "(/w/libcudart.so.13.0.96); cuDNN 9.1.0 "
+			   "(/w/libcudnn.so.9.19.0); cuBLAS (/w/libcublas.so.13.1.0.3)");
+	/* cut to fit, terminated, never past cap */
+	char small[24];
+	memset(small, 'x', sizeof(small));
+	int n = nn_cuda_describe(&st, small, 16);
+	CHECK_EQ_INT(n, 15);
+	CHECK_EQ_STR(small, "NVIDIA H100 80G");
+	CHECK(small[16] == 'x');
+
+	/* the file a loaded library came from: this test links the C
+	 * library, so it is found, links resolved; a stem nothing loaded
+	 * starts with is not */
+	char path[4096];
+	CHECK_EQ_INT(nn_cuda_loaded_lib("libc.so", path, sizeof(path)), 0);
+	CHECK(path[0] == '/');
+	CHECK(strstr(path, "/libc") != NULL);
+	CHECK(access(path, R_OK) == 0);
+	char real[4096];
+	CHECK(realpath(path, real) && !strcmp(real, path));
+	CHECK_EQ_INT(nn_cuda_loaded_lib("libnot-loaded-here.so", path, sizeof(path)), -1);
+	CHECK_EQ_STR(path, "");
+	CHECK_EQ_INT(nn_cuda_loaded_lib("", path, sizeof(path)), -1);
 
 	CHECK_EQ_STR(nn_cuda_min_driver(13), "580.65.06");
 	CHECK_EQ_STR(nn_cuda_min_driver(12), "525.60.13");

@@ -253,6 +253,34 @@ static void cuda_release(nn_ctx *ctx)
 	ctx->dev = NULL;
 }
 
+/* The device, the versions the runtime and libraries give, and the files
+ * they were loaded from (cuda_setup.h). */
+static int describe(const nn_ctx *ctx, char *buf, size_t cap)
+{
+	const nn_cuda_dev *dev = ctx->dev;
+	nn_cuda_stack s;
+	memset(&s, 0, sizeof(s));
+	struct cudaDeviceProp prop;
+	if (cudaGetDeviceProperties(&prop, dev->device) == cudaSuccess) {
+		snprintf(s.gpu, sizeof(s.gpu), "%s", prop.name);
+		s.sm_major = prop.major;
+		s.sm_minor = prop.minor;
+	}
+	cudaDriverGetVersion(&s.driver_version);
+	cudaRuntimeGetVersion(&s.runtime_version);
+	(void)cudaGetLastError();
+	s.cudnn_version = (int)cudnnGetVersion();
+	if (nn_cublas()->get_version(dev->cublas, &s.cublas_version) !=
+	    CUBLAS_STATUS_SUCCESS)
+		s.cublas_version = 0;
+	nn_cuda_loaded_lib("libcuda.so", s.libcuda, sizeof(s.libcuda));
+	nn_cuda_loaded_lib("libcudart.so", s.cudart, sizeof(s.cudart));
+	nn_cuda_loaded_lib("libcudnn.so", s.cudnn, sizeof(s.cudnn));
+	nn_cuda_loaded_lib("libcublas.so", s.cublas, sizeof(s.cublas));
+	nn_cuda_loaded_lib("libnccl.so", s.nccl, sizeof(s.nccl));
+	return nn_cuda_describe(&s, buf, cap);
+}
+
 const nn_backend nn_backend_cuda = {
 	.name = "cuda",
 	.conv_forward = nn_cuda_conv_forward,
@@ -308,6 +336,7 @@ const nn_backend nn_backend_cuda = {
 	.graph_launch = nn_cuda_graph_launch,
 	.graph_free = nn_cuda_graph_free,
 	.pci_bus_id = nn_cuda_pci_bus_id,
+	.describe = describe,
 };
 
 /* Binds the libraries to the stream and makes the reusable descriptors. */

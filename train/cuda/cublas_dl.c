@@ -44,6 +44,7 @@ static void load(void)
 	    bind(lib, (void **)&api.sgemm, "cublasSgemm_v2") &&
 	    bind(lib, (void **)&api.gemm_ex, "cublasGemmEx") &&
 	    bind(lib, (void **)&api.set_workspace, "cublasSetWorkspace_v2") &&
+	    bind(lib, (void **)&api.get_version, "cublasGetVersion_v2") &&
 	    bind(lib, (void **)&api.status_name, "cublasGetStatusName") &&
 	    bind(lib, (void **)&api.status_string, "cublasGetStatusString"))
 		loaded = &api;

@@ -2,7 +2,7 @@
  * cublas_dl.h - cuBLAS, loaded when the CUDA backend starts rather than
  * linked. Linking it pulls in cuBLASLt, whose load alone cost every CPU
  * run of imshard-train ~150 MiB of resident memory and ~0.1-0.2 s of
- * start-up; the backend calls ten functions of it.
+ * start-up; the backend calls eleven functions of it.
  */
 #ifndef IMSHARD_CUBLAS_DL_H
 #define IMSHARD_CUBLAS_DL_H
@@ -31,6 +31,8 @@ typedef struct nn_cublas_api {
 	/* the handle's workspace, given rather than allocated by cuBLAS
 	 * when it first needs it (in a step, beside NCCL's kernels) */
 	cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+	/* CUBLAS_VERSION's form: 130100 = 13.1.0 */
+	cublasStatus_t (*get_version)(cublasHandle_t, int *);
 	const char *(*status_name)(cublasStatus_t);
 	const char *(*status_string)(cublasStatus_t);
 } nn_cublas_api;

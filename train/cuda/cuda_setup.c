@@ -2,8 +2,13 @@
  * cuda_setup.c - the verdict on a CUDA set-up (cuda_setup.h): no GPU
  * here, a bad argument, or a broken GPU host, each with its one line.
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include <dirent.h>
+#include <limits.h>
+#include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/cuda/cuda_setup.h"
@@ -129,4 +134,93 @@ int nn_cuda_judge(const nn_cuda_probe *p, ims_error *err)
 		  p->count, p->count == 1 ? " is" : "s are",
 		  p->blas_why ? p->blas_why : "cuBLAS cannot be loaded");
 	return 0;
+}
+
+typedef struct lib_search {
+	const char *stem;
+	const char *found; /* the loaded object's name as the loader has it */
+} lib_search;
+
+static int match_lib(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	lib_search *q = data;
+	const char *name = info->dlpi_name;
+	if (!name || !name[0])
+		return 0; /* the executable itself */
+	const char *base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	if (strncmp(base, q->stem, strlen(q->stem)))
+		return 0;
+	q->found = name;
+	return 1;
+}
+
+int nn_cuda_loaded_lib(const char *stem, char *path, size_t cap)
+{
+	if (cap)
+		path[0] = '\0';
+	lib_search q = {stem, NULL};
+	if (!stem || !stem[0] || !dl_iterate_phdr(match_lib, &q) || !q.found)
+		return -1;
+	/* the link names a version (libcuda.so.1), the file the release
+	 * (libcuda.so.580.65.06) */
+	char real[PATH_MAX];
+	const char *name = realpath(q.found, real) ? real : q.found;
+	if (cap)
+		snprintf(path, cap, "%s", name);
+	return 0;
+}
+
+/* Appends to buf (cap bytes) at *len, cut to fit. */
+static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	if (*len + 1 >= cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+/* " (path)", or `none` when the library was not found loaded. */
+static void add_file(char *buf, size_t cap, size_t *len, const char *path,
+		     const char *none)
+{
+	if (path[0])
+		add(buf, cap, len, " (%s)", path);
+	else if (none)
+		add(buf, cap, len, " (%s)", none);
+}
+
+int nn_cuda_describe(const nn_cuda_stack *s, char *buf, size_t cap)
+{
+	size_t len = 0;
+	char v[32];
+	if (!cap)
+		return 0;
+	buf[0] = '\0';
+	add(buf, cap, &len, "%s (sm_%d%d); CUDA driver ",
+	    s->gpu[0] ? s->gpu : "a GPU", s->sm_major, s->sm_minor);
+	version(s->driver_version, v, sizeof(v));
+	add(buf, cap, &len, "%s", v);
+	add_file(buf, cap, &len, s->libcuda, NULL);
+	version(s->runtime_version, v, sizeof(v));
+	add(buf, cap, &len, ", runtime %s", v);
+	add_file(buf, cap, &len, s->cudart, "linked in");
+	/* cuDNN 9 and cuBLAS: major * 10000 + minor * 100 + patch */
+	add(buf, cap, &len, "; cuDNN %d.%d.%d", s->cudnn_version / 10000,
+	    s->cudnn_version / 100 % 100, s->cudnn_version % 100);
+	add_file(buf, cap, &len, s->cudnn, "linked in");
+	if (s->cublas_version > 0)
+		add(buf, cap, &len, "; cuBLAS %d.%d.%d", s->cublas_version / 10000,
+		    s->cublas_version / 100 % 100, s->cublas_version % 100);
+	else
+		add(buf, cap, &len, "; cuBLAS");
+	add_file(buf, cap, &len, s->cublas, NULL);
+	if (s->nccl[0])
+		add(buf, cap, &len, "; NCCL (%s)", s->nccl);
+	return (int)len;
 }

@@ -61,4 +61,42 @@ int nn_cuda_kernel_gpus(void);
  * ("580.65.06" for 13), NULL when not known here. */
 const char *nn_cuda_min_driver(int runtime_major);
 
+/*
+ * What a CUDA context runs on, for the line that names it
+ * (nn_ctx_describe): two runs of one binary on one machine that differ in
+ * speed differ here first, when a library search path picked another
+ * cuDNN or driver library.
+ */
+typedef struct nn_cuda_stack {
+	char gpu[256];           /* cudaDeviceProp.name */
+	int sm_major, sm_minor;  /* compute capability */
+	int driver_version;      /* the CUDA version the driver supports
+				    (cudaDriverGetVersion: 13000 = 13.0) */
+	int runtime_version;     /* this build's runtime (13000 = 13.0) */
+	int cudnn_version;       /* cudnnGetVersion (91900 = 9.19.0) */
+	int cublas_version;      /* cublasGetVersion (130100 = 13.1.0); 0
+				    when not known */
+	/* the files loaded ("" when none is): nn_cuda_loaded_lib's */
+	char libcuda[512], cudart[512], cudnn[512], cublas[512], nccl[512];
+} nn_cuda_stack;
+
+/*
+ * The file a shared library of this process was loaded from: the first
+ * loaded object whose file name starts with stem ("libcudnn.so"), links
+ * resolved ("/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), into path
+ * (cap bytes, cut to fit). 0, or -1 when no such object is loaded (path
+ * is then "").
+ */
+int nn_cuda_loaded_lib(const char *stem, char *path, size_t cap);
+
+/*
+ * s as one line into buf (cap bytes, cut to fit), e.g.
+ *   NVIDIA H100 80GB HBM3 (sm_90); CUDA driver 13.0 (/lib/libcuda.so.580.65.06),
+ *   runtime 13.0 (linked in); cuDNN 9.19.0 (/w/libcudnn.so.9.19.0); cuBLAS
+ *   13.1.0 (/w/libcublas.so.13.1.0.3); NCCL (/w/libnccl.so.2.28.9)
+ * A library not loaded is left out (NCCL) or said so; returns the length
+ * written.
+ */
+int nn_cuda_describe(const nn_cuda_stack *s, char *buf, size_t cap);
+
 #endif

@@ -96,6 +96,7 @@ typedef struct loop_log {
 	uint64_t metrics_writes; /* this rank's, for hooks.metrics_fail_write */
 	nn_gpumon *gpumon;   /* NVML, NULL when absent: no gpu lines */
 	int device;          /* this rank's GPU (CUDA ordinal) */
+	char stack[1536];    /* nn_ctx_describe's line; "" on the CPU */
 	double t_run;        /* when nn_train_run started */
 	double t_start;      /* training clock's zero: after start-up, moved
 				back by earlier parts' training time */

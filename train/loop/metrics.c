@@ -182,6 +182,7 @@ void loop_plan(const run *r, nn_train_plan *p)
 	p->channels_last = nn_model_channels_last(r->m);
 	p->cuda_graphs = r->graphs.on;
 	p->cuda_graphs_off = r->graphs.why;
+	p->device_stack = r->log.stack[0] ? r->log.stack : NULL;
 	aug_loader_share(r->data.train, &p->records_per_rank, NULL,
 			 &p->dropped_ranks);
 	uint64_t used = p->steps_per_epoch * (uint64_t)r->o->optim.batch_size;
@@ -414,6 +415,8 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
+	if (plan.device_stack)
+		cJSON_AddStringToObject(j, "device_stack", plan.device_stack);
 	/* --cuda-graphs: passes recorded and replays of them in this part;
 	 * why none, when so */
 	cJSON *g = cJSON_AddObjectToObject(j, "cuda_graphs");

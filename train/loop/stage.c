@@ -80,6 +80,7 @@ int loop_setup_device(run *r, ims_error *err)
 		}
 		char pci[64] = "";
 		FORWARD_IF_ERR(nn_ctx_pci_bus_id(&r->ctx, pci, (int)sizeof(pci), err));
+		nn_ctx_describe(&r->ctx, r->log.stack, sizeof(r->log.stack));
 		const char *why = NULL;
 		r->log.gpumon = nn_gpumon_open(NULL, pci, r->log.device, &why);
 		if (!r->log.gpumon)
