@@ -222,8 +222,8 @@ class Loader:
 
     The rule for those views: a batch's ring slot is not reused while any
     array (or tensor) viewing it is alive, so a view can never show another
-    batch's pixels. The ring has prefetch + 1 slots (`prefetch` batches
-    made ahead of the one a loop holds): keeping prefetch + 1 batches
+    batch's pixels. The ring has prefetch + 1 slots (`prefetch`, 1..1024,
+    batches made ahead of the one a loop holds): keeping prefetch + 1 batches
     alive and asking for another raises imshard.Error (it names copy=True);
     copy=True hands out copies and never holds the ring.
 
@@ -245,6 +245,9 @@ class Loader:
 
     close() (or a with block, or dropping the loader) stops the C threads at
     once; closing twice is harmless. Ctrl-C interrupts a waiting loader.
+    close() from another thread ends a loop waiting in the loader with
+    imshard.Error ("the loader was closed while waiting for a batch")
+    within a twentieth of a second.
     """
 
     def __init__(self, manifest, batch_size, size=224, *, augment="flip", train=True,

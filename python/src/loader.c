@@ -14,6 +14,7 @@
 #include "ext.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "augment/augment.h"
 
@@ -25,6 +26,10 @@ typedef struct {
 	Py_ssize_t exported;  /* BatchMemory objects alive */
 	int stopped;          /* close() was called */
 	int epoch_running;
+	int busy;             /* threads inside the C loader with the GIL
+				 released: the C loader is one thread's at a
+				 time, so close() from another thread waits
+				 for them (at most SIGNAL_SLICE) */
 } loader_obj;
 
 typedef struct {
@@ -127,8 +132,14 @@ static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
 		ims_py_arg_error("std values must be greater than 0");
 		return -1;
 	}
-	if (threads < 0 || prefetch < 1) {
-		ims_py_arg_error("threads must be >= 0 (0 = all cores) and prefetch >= 1");
+	if (threads < 0) {
+		ims_py_arg_error("threads must be >= 0 (0 = all cores), got %d", threads);
+		return -1;
+	}
+	/* as imshard bench-load --prefetch: each batch ahead is a batch of
+	 * memory, and a number past this is a typo, not a ring */
+	if (prefetch < 1 || prefetch > 1024) {
+		ims_py_arg_error("prefetch must be 1..1024, got %d", prefetch);
 		return -1;
 	}
 	o->batch_size = batch;
@@ -155,10 +166,16 @@ static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
 
 /* ---- Loader ----------------------------------------------------------- */
 
+static void sleep_ms(long ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&t, NULL);
+}
+
 /* Frees the C loader once it is closed and nothing views its ring. */
 static void loader_maybe_free(loader_obj *s)
 {
-	if (s->l && s->stopped && s->exported == 0) {
+	if (s->l && s->stopped && s->exported == 0 && s->busy == 0) {
 		aug_loader *l = s->l;
 		s->l = NULL;
 		Py_BEGIN_ALLOW_THREADS
@@ -211,9 +228,13 @@ static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
 		return NULL;
 	ims_error err;
 	int rc;
+	s->busy++;
 	Py_BEGIN_ALLOW_THREADS
 	rc = aug_loader_start_epoch(s->l, e, &err);
 	Py_END_ALLOW_THREADS
+	s->busy--;
+	if (!loader_usable(s)) /* closed meanwhile, from another thread */
+		return NULL;
 	if (rc < 0)
 		return ims_py_raise(rc, &err);
 	s->epoch_running = 1;
@@ -239,13 +260,27 @@ static PyObject *loader_next(PyObject *self, PyObject *unused)
 	double waited = 0;
 	for (;;) {
 		double t0 = ims_now();
+		s->busy++;
 		Py_BEGIN_ALLOW_THREADS
 		rc = aug_loader_next_timed(s->l, &b, SIGNAL_SLICE, &err);
 		Py_END_ALLOW_THREADS
+		s->busy--;
 		waited += ims_now() - t0;
+		if (s->stopped) {
+			/* close() from another thread, waiting for us to leave:
+			 * a batch just taken goes back first */
+			if (rc == 0)
+				aug_loader_release(s->l, &b, NULL);
+			PyErr_SetString(ims_py_error,
+					"the loader was closed while waiting for a batch");
+			return NULL;
+		}
 		if (rc != 2)
 			break;
+		/* a signal handler may close the loader: not busy here */
 		if (PyErr_CheckSignals() < 0)
+			return NULL;
+		if (!loader_usable(s))
 			return NULL;
 	}
 	if (rc == 1)
@@ -294,11 +329,19 @@ static PyObject *loader_close(PyObject *self, PyObject *unused)
 	(void)unused;
 	loader_obj *s = (loader_obj *)self;
 	if (s->l && !s->stopped) {
+		/* first: no call enters from now on */
+		s->stopped = 1;
+		/* a thread inside next() or start_epoch() leaves within a
+		 * slice; it needs the GIL to, and then sees stopped */
+		while (s->busy > 0) {
+			Py_BEGIN_ALLOW_THREADS
+			sleep_ms(1);
+			Py_END_ALLOW_THREADS
+		}
 		aug_loader *l = s->l;
 		Py_BEGIN_ALLOW_THREADS
 		aug_loader_stop(l);
 		Py_END_ALLOW_THREADS
-		s->stopped = 1;
 	}
 	loader_maybe_free(s);
 	Py_RETURN_NONE;

@@ -241,6 +241,52 @@ def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
     assert took < 3, "Ctrl-C took %.1f s" % took
 
 
+def test_close_from_another_thread(sample):
+    # batches of 8 at 384 px on one thread, ten an epoch: the iterating
+    # thread waits in next() most of the time; close() from here must wait
+    # for it to leave the C loader (not free the loader under it) and the
+    # loop must end with imshard.Error, the loader's own kind, not
+    # ArgumentError
+    import threading
+    base = threads_now()
+    loader = imshard.Loader(sample["train"], 8, 384, threads=1, prefetch=1)
+    got, seen = [], threading.Event()
+
+    def consume():
+        try:
+            for e in range(1000):
+                for x in loader.epoch(e):
+                    seen.set()
+                    del x
+            got.append("finished")
+        except Exception as exc:  # noqa: BLE001 - the kind is what is checked
+            got.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    assert seen.wait(30), "no batch came"
+    for _ in range(3):
+        time.sleep(0.05)
+        t0 = time.time()
+        loader.close()
+        assert time.time() - t0 < 5
+    t.join(10)
+    assert not t.is_alive(), "the consumer is still in next()"
+    assert len(got) == 1 and type(got[0]) is imshard.Error, got
+    assert "closed" in str(got[0])
+    assert settle(base) <= base, "threads left behind"
+
+
+def test_prefetch_bounds(sample):
+    with pytest.raises(imshard.ArgumentError, match=r"prefetch must be 1\.\.1024, got 1025"):
+        imshard.Loader(sample["val"], 2, 8, train=False, threads=1, prefetch=1025)
+    with pytest.raises(imshard.ArgumentError, match=r"prefetch must be 1\.\.1024, got 0"):
+        imshard.Loader(sample["val"], 2, 8, train=False, threads=1, prefetch=0)
+    l = imshard.Loader(sample["val"], 2, 8, train=False, threads=1, prefetch=1024)
+    assert sum(1 for _ in l.epoch(0)) == len(l)
+    l.close()
+
+
 def test_rank_defaults(sample, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
