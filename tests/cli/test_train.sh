@@ -183,6 +183,16 @@ contains "$T/err" "--cudnn-algo must be benchmark, heuristic or deterministic, g
 expect 2 fit --tf32 maybe
 one_line "$T/err"
 contains "$T/err" "--tf32 must be on or off, got 'maybe'"
+# a device's settings on the CPU would be recorded and do nothing:
+# refused, but for what the CPU does anyway (off, deterministic: above)
+expect 1 fit --tf32 on
+one_line "$T/err"
+contains "$T/err" "cannot use --tf32 on with --device cpu: TF32 is a GPU's tensor-core format"
+for a in benchmark heuristic; do
+  expect 1 fit --cudnn-algo $a
+  one_line "$T/err"
+  contains "$T/err" "cannot use --cudnn-algo $a with --device cpu: it chooses cuDNN's algorithms on a GPU"
+done
 # bad usage, before anything is read (before: exit 1 from the loader, a
 # run that took 1e-300, a momentum adam ignored)
 expect 2 fit --augment flip,bogus

@@ -69,6 +69,20 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 		  "--tf32 is %d: use 1 (on), 0 (off) or -1 (the device's "
 		  "default)",
 		  o->net.tf32);
+	/* a device's settings: on the CPU they would be recorded in the
+	 * options and do nothing (off and deterministic are what it does) */
+	RETURN_IF(!strcmp(o->net.device, "cpu") && o->net.tf32 == 1, err, IMS_EINVAL,
+		  "cannot use --tf32 on with --device cpu: TF32 is a GPU's "
+		  "tensor-core format and the CPU multiplies in fp32 (leave "
+		  "--tf32 out, or use --device cuda)");
+	RETURN_IF(!strcmp(o->net.device, "cpu") && o->net.cudnn_algo &&
+			  loop_algo_mode(o->net.cudnn_algo) != NN_ALGO_DETERMINISTIC,
+		  err, IMS_EINVAL,
+		  "cannot use --cudnn-algo %s with --device cpu: it chooses "
+		  "cuDNN's algorithms on a GPU, and the CPU's convolutions give "
+		  "the same bits every run (leave --cudnn-algo out, or use "
+		  "--device cuda)",
+		  o->net.cudnn_algo);
 	RETURN_IF(o->optim.epochs < 1, err, IMS_EINVAL, "cannot train %d epochs",
 		  o->optim.epochs);
 	RETURN_IF(o->optim.batch_size < 1, err, IMS_EINVAL,
