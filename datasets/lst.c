@@ -791,6 +791,13 @@ int ds_classes_read(const char *path, ds_list *l, ims_error *err)
 				  "name (line i names label i-1)",
 				  path, pending_blank);
 		*le = '\0';
+		/* a TAB is where a list's columns part, never in a name */
+		if (strchr(p, '\t'))
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read classes '%s': line %zu holds a TAB "
+				  "('%.60s'): a class-names file has one name per line "
+				  "(is it an im2rec .lst list: index, label, path?)",
+				  path, line, p);
 		GOTO_IF_ERR(out, rc, ds_list_add_class(&tmp, p, NULL, err));
 		p = next;
 	}
@@ -824,10 +831,11 @@ int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 	for (size_t i = 0; i < l->n_classes; i++) {
 		const char *name = l->classes[i] ? l->classes[i] : "";
 		size_t n = strlen(name);
-		if (n == 0 || strpbrk(name, "\n\r"))
+		if (n == 0 || strpbrk(name, "\n\r\t"))
 			GOTO_FAIL(out, rc, err, IMS_EINVAL,
 				  "cannot write classes '%s': class %zu ('%s') is "
-				  "empty or holds a line break",
+				  "empty or holds a line break or TAB (it could not be "
+				  "read back)",
 				  path, i, name);
 		if (ims_buf_append(&b, name, n) < 0 || ims_buf_append(&b, "\n", 1) < 0)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM,

@@ -461,12 +461,26 @@ static void test_classes(void)
 	CHECK(strstr(err.msg, "line 2: empty class name") != NULL);
 	CHECK_EQ_INT(r.n_classes, 0);
 	CHECK_EQ_INT(ds_classes_read(tmp_path("none.classes"), &r, &err), IMS_ENOTFOUND);
+	/* an im2rec list given where class names belong: refused, not read
+	 * as names like "0\t3\tcat/1.jpg" */
+	const char lst[] = "0\t3\tcat/1.jpg\n1\t0\tdog/2.jpg\n";
+	p = tmp_path("train.lst");
+	write_text(p, lst, sizeof(lst) - 1);
+	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 1 holds a TAB") != NULL);
+	CHECK(strstr(err.msg, "im2rec .lst list") != NULL);
+	CHECK_EQ_INT(r.n_classes, 0);
 	ds_list_release(&r);
 
 	/* Names the format cannot hold. */
 	CHECK_OK(ds_list_add_class(&r, "two\nlines", NULL, &err), &err);
 	CHECK_EQ_INT(ds_classes_write(tmp_path("bad.classes"), &r, &err), IMS_EINVAL);
 	CHECK(!file_exists(tmp_path("bad.classes")));
+	ds_list_release(&r);
+	CHECK_OK(ds_list_add_class(&r, "tab\there", NULL, &err), &err);
+	CHECK_EQ_INT(ds_classes_write(tmp_path("tab.classes"), &r, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "holds a line break or TAB") != NULL);
+	CHECK(!file_exists(tmp_path("tab.classes")));
 	ds_list_release(&r);
 	ds_list_release(&l);
 }
