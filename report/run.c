@@ -314,9 +314,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->mem_total_mib = sc.mem_total;
 		l->line = ln;
 	} else if (strcmp(t->valuestring, "epoch") == 0 ||
-		   strcmp(t->valuestring, "resume") == 0) {
-		/* imshard-train's damaged-record counts per epoch and a
-		 * resumed part's start (docs/TRAINING.md): not drawn */
+		   strcmp(t->valuestring, "resume") == 0 ||
+		   strcmp(t->valuestring, "start") == 0) {
+		/* imshard-train's damaged-record counts per epoch, each
+		 * part's start and a resumed part's settings
+		 * (docs/TRAINING.md): not drawn */
 	} else {
 		char name[40];
 		snprintf(name, sizeof(name), "%s", t->valuestring);

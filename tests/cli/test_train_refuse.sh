@@ -292,12 +292,13 @@ expect 1 fit --max-steps 1 --log-dir "$T/lk2"
 one_line "$T/err"
 contains "$T/err" "another imshard-train (pid $first) is using it"
 kill "$first"; wait "$first" 2>/dev/null
-# the third metrics write fails as on a full disk: the run ends there
-expect 1 env IMSHARD_INJECT_METRICS_ENOSPC=3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --quiet \
+# the fourth metrics write (after the start line and two train lines)
+# fails as on a full disk: the run ends there
+expect 1 env IMSHARD_INJECT_METRICS_ENOSPC=4 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --quiet \
   --epochs 3 --log-every 1 --log-dir "$T/full" --checkpoint-dir "$T/full" --checkpoint-every 1
 one_line "$T/err"
 contains "$T/err" "cannot write '$T/full/metrics.jsonl': No space left on device: stopping"
-same "$(wc -l <"$T/full/metrics.jsonl")" 2 "metrics lines before the failed write"
+same "$(wc -l <"$T/full/metrics.jsonl")" 3 "metrics lines before the failed write"
 absent "$T/full/summary.json"
 same "$(st_tool get "$T/full/checkpoint.safetensors" step)" 2 "stopped at the step of the failed write"
 
@@ -343,9 +344,20 @@ expect 1 fit --epochs 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/la
 one_line "$T/err"
 contains "$T/err" "cannot resume into --log-dir '$T/la': it holds the logs of another run (its summary.json is run $(json "$T/la/summary.json" 'j["run_id"]')'s"
 expect 0 cmp "$T/la/metrics.jsonl" "$T/la.metrics"
+# a run killed before its summary: its metrics.jsonl's first line, the
+# "start" line, names it (before: the resumed run appended to it)
+same "$(head -n1 "$T/la/metrics.jsonl" | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print(j["type"], j["run_id"], j["step"], j["world"])')" "start $(json "$T/la/summary.json" 'j["run_id"]') 0 1" "(each part's start line)"
+mkdir -p "$T/lk"
+cp "$T/la/metrics.jsonl" "$T/lk/"
+expect 1 fit --epochs 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/lk" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume into --log-dir '$T/lk': it holds the logs of another run (its metrics.jsonl is run $(json "$T/la/summary.json" 'j["run_id"]')'s"
+expect 0 cmp "$T/lk/metrics.jsonl" "$T/la.metrics"
+absent "$T/lk/summary.json"
 # its own --log-dir: the run's id carried through its parts
 expect 0 fit --epochs 2 --batch-size 8 --checkpoint-dir "$T/cb" --log-dir "$T/lb" --resume
 same "$(json "$T/lb/summary.json" 'j["run_id"]')" "$(st_tool get "$T/cb/checkpoint.safetensors" run_id)" "(the run's id in both)"
+same "$(python3 -c 'import json,sys; print(" ".join("%s:%s" % (j["run_id"], j["step"]) for j in map(json.loads, open(sys.argv[1])) if j["type"] == "start"))' "$T/lb/metrics.jsonl")" "$(json "$T/lb/summary.json" 'j["run_id"]'):0 $(json "$T/lb/summary.json" 'j["run_id"]'):2" "(a start line per part, the same id)"
 # --force never removes an earlier run for a run refused anyway: a FIFO
 # (or link) at metrics.jsonl is refused first; a file that cannot be
 # moved leaves every earlier file in place (before: the checkpoint and

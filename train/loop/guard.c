@@ -204,35 +204,71 @@ int loop_check_earlier_run(run *r, ims_error *err)
 	return 0;
 }
 
+/* The run_id of the JSON object in the first len bytes of text (up to its
+ * first line break when line is set), into id ("" when none). */
+static void run_id_of(const char *text, size_t len, int line, char *id, size_t cap)
+{
+	id[0] = '\0';
+	if (line) {
+		const char *nl = memchr(text, '\n', len);
+		if (!nl)
+			return; /* a first line cut by the read: no id read */
+		len = (size_t)(nl - text);
+	}
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+	if (cJSON_IsString(v))
+		snprintf(id, cap, "%s", v->valuestring);
+	cJSON_Delete(j);
+}
+
+/* The run that wrote LOGDIR/name, as its run_id says: summary.json's, or
+ * metrics.jsonl's first line (each part's "start" line carries it). ""
+ * when the file is absent, not a plain file, or names none (older, or
+ * another program's): that says nothing. */
+static int logged_run_id(const char *log_dir, const char *name, char *id, size_t cap,
+			 ims_error *err)
+{
+	id[0] = '\0';
+	char path[4096];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), log_dir, name, err));
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	const int metrics = !strcmp(name, "metrics.jsonl");
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* metrics.jsonl can be long: its first line is all that is read */
+	size_t cap_read = metrics ? 65536 : 1 << 20, len = 0;
+	char *text = malloc(cap_read);
+	ssize_t n = 1;
+	while (text && len < cap_read &&
+	       (n = read(fd, text + len, cap_read - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	if (text && n >= 0)
+		run_id_of(text, len, metrics, id, cap);
+	free(text);
+	return 0;
+}
+
 int loop_check_resumed_logs(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	if (r->dp.rank != 0 || !r->part.resumed || !o->out.log_dir || !r->part.run_id[0])
 		return 0;
-	char path[4096];
-	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), o->out.log_dir, "summary.json",
-				     err));
-	struct stat st;
-	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return 0;
-	ims_error ignored;
-	size_t len = 0;
-	uint8_t *text = NULL;
-	if (ims_read_file(path, &text, &len, 1 << 20, &ignored) < 0)
-		return 0;
-	cJSON *j = cJSON_ParseWithLength((const char *)text, len);
-	free(text);
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
-	char theirs[32] = "";
-	if (cJSON_IsString(id))
-		snprintf(theirs, sizeof(theirs), "%s", id->valuestring);
-	cJSON_Delete(j);
-	/* a summary without an id (older, or another program's) says nothing */
-	RETURN_IF(theirs[0] && strcmp(theirs, r->part.run_id), err, IMS_EEXIST,
-		  "cannot resume into --log-dir '%s': it holds the logs of another run "
-		  "(its summary.json is run %s's, the checkpoint is run %s's); give "
-		  "this run the --log-dir its earlier parts wrote to, or a new one",
-		  o->out.log_dir, theirs, r->part.run_id);
+	static const char *const names[] = {"summary.json", "metrics.jsonl"};
+	for (int i = 0; i < 2; i++) {
+		char theirs[32];
+		FORWARD_IF_ERR(logged_run_id(o->out.log_dir, names[i], theirs,
+					     sizeof(theirs), err));
+		RETURN_IF(theirs[0] && strcmp(theirs, r->part.run_id), err, IMS_EEXIST,
+			  "cannot resume into --log-dir '%s': it holds the logs of another run "
+			  "(its %s is run %s's, the checkpoint is run %s's); give "
+			  "this run the --log-dir its earlier parts wrote to, or a new one",
+			  o->out.log_dir, names[i], theirs, r->part.run_id);
+	}
 	return 0;
 }
 

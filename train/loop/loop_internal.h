@@ -369,8 +369,9 @@ int loop_take_locks(run *r, ims_error *err);
  * checkpoint or logs: refused, or with --force those files removed and
  * the run told (rank 0, which the next collective tells the others). */
 int loop_check_earlier_run(run *r, ims_error *err);
-/* A resumed run whose --log-dir holds another run's summary.json (its
- * run_id differs): refused (rank 0, after the checkpoint is read). */
+/* A resumed run whose --log-dir holds another run's summary.json or
+ * metrics.jsonl (its run_id differs; a killed run left no summary):
+ * refused (rank 0, after the checkpoint is read). */
 int loop_check_resumed_logs(run *r, ims_error *err);
 void loop_release_locks(run *r);
 int loop_reserve_memory(run *r, ims_error *err);
@@ -381,6 +382,10 @@ void loop_close_metrics(run *r);
 void loop_plan(const run *r, nn_train_plan *p);
 int loop_metrics_line(run *r, struct cJSON *obj, ims_error *err);
 void loop_report_start(run *r);
+/* metrics.jsonl's "start" line of this part (rank 0): the run's id, where
+ * the part starts, its ranks and batch; a resumed run's check of its
+ * --log-dir reads it back (loop_check_resumed_logs). */
+int loop_start_line(run *r, ims_error *err);
 int loop_report_interval(run *r, int epoch, uint64_t step,
 			 const loop_interval *iv, ims_error *err);
 int loop_report_validation(run *r, const nn_train_validation *v,

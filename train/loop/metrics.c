@@ -135,6 +135,20 @@ int loop_open_metrics(run *r, ims_error *err)
 	return open_metrics(path, O_APPEND, &r->log.metrics_fd, err);
 }
 
+int loop_start_line(run *r, ims_error *err)
+{
+	if (r->dp.rank != 0 || r->log.metrics_fd < 0)
+		return 0;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "type", "start");
+	cJSON_AddStringToObject(j, "run_id", r->part.run_id);
+	cJSON_AddNumberToObject(j, "epoch", r->part.at.epoch);
+	cJSON_AddNumberToObject(j, "step", (double)r->part.at.step);
+	cJSON_AddNumberToObject(j, "world", r->dp.world);
+	cJSON_AddNumberToObject(j, "batch", r->o->optim.batch_size);
+	return loop_metrics_line(r, j, err);
+}
+
 void loop_close_metrics(run *r)
 {
 	if (r->log.metrics_fd >= 0)

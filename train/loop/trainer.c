@@ -69,6 +69,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	if (r->part.complete)
 		return loop_report_resumed(r, err);
 	FORWARD_IF_ERR(loop_open_metrics(r, err));
+	FORWARD_IF_ERR(loop_start_line(r, err));
 	if (r->part.resumed)
 		FORWARD_IF_ERR(loop_report_resumed(r, err));
 	loop_report_start(r);
