@@ -1,0 +1,331 @@
+/*
+ * test_checkpoint_init.c - loading weights with --init
+ * (nn_checkpoint_load_init): a file with every tensor, head
+ * re-initialisation for another class count or when asked, missing and
+ * unexpected tensors, a backbone tensor of another shape or dtype refused
+ * with the model untouched, half-precision files, and a hand-written
+ * torchvision file. Saving and resuming is test_checkpoint.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint_test.h"
+#include "nn_test_util.h"
+#include "test.h"
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* --init from a file with every tensor, and with a checkpoint's state. */
+static void test_init_same(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "init.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 13);
+	nn_optim *oa = ckpt_make_optim(NN_OPTIM_SGD, a);
+	ckpt_step(a, oa, 51);
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b));
+	CHECK_EQ_INT(r.n_missing, 0);
+	CHECK_EQ_INT(r.n_unexpected, 0); /* optim.* is not reported */
+	CHECK_EQ_INT(r.n_reinit, 0);
+	CHECK(ckpt_same_tensors(a, b));
+	nn_load_report_release(&r);
+	CHECK(ckpt_report_empty(&r));
+	nn_load_report_release(NULL);
+
+	nn_model *c = ckpt_make("convnet7", 5, 16, 3);
+	CHECK_OK(nn_checkpoint_load_init(path, c, 0, NULL, &e), &e);
+	CHECK(ckpt_same_tensors(a, c));
+
+	nn_optim_free(oa);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(c);
+}
+
+/* Another class count: the head keeps its initialisation. */
+static void test_init_head(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "head.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 14);
+	CHECK_OK(nn_checkpoint_save(path, a, NULL, NULL, &e), &e);
+
+	nn_model *b = ckpt_make("convnet7", 7, 16, 2);
+	nn_model *fresh = ckpt_make("convnet7", 7, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 2);
+	CHECK_EQ_INT(r.n_missing, 0);
+	CHECK_EQ_INT(r.n_unexpected, 0);
+	CHECK_EQ_INT(r.n_reinit, 2);
+	if (r.n_reinit == 2) {
+		CHECK_EQ_STR(r.reinit[0], "classifier.3.weight");
+		CHECK_EQ_STR(r.reinit[1], "classifier.3.bias");
+	}
+	for (int i = 0; i < nn_model_tensor_count(b); i++) {
+		const nn_tensor_info *ti = nn_model_tensor(b, i);
+		CHECK(ckpt_same_named(ti->head ? fresh : a, b, ti->name));
+	}
+	nn_load_report_release(&r);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(fresh);
+}
+
+/* Missing tensors keep their initialisation; extra ones are listed. */
+static void test_init_missing_unexpected(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "partial.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 15);
+	const char *skip[] = {"features.1.num_batches_tracked", "features.0.weight",
+			      "features.1.running_var", NULL};
+	const char *extra[] = {"extra.weight", "optim.exp_avg.extra", "fc.weight",
+			       NULL};
+	ckpt_variant v = {.skip = skip, .extra = extra};
+	ckpt_write_variant(path, a, &v);
+
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_model *fresh = ckpt_make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 3);
+	CHECK_EQ_INT(r.n_reinit, 0);
+	CHECK_EQ_INT(r.n_missing, 3);
+	if (r.n_missing == 3) { /* model order */
+		CHECK_EQ_STR(r.missing[0], "features.0.weight");
+		CHECK_EQ_STR(r.missing[1], "features.1.running_var");
+		CHECK_EQ_STR(r.missing[2], "features.1.num_batches_tracked");
+	}
+	CHECK_EQ_INT(r.n_unexpected, 2);
+	if (r.n_unexpected == 2) { /* file order */
+		CHECK_EQ_STR(r.unexpected[0], "extra.weight");
+		CHECK_EQ_STR(r.unexpected[1], "fc.weight");
+	}
+	for (int i = 0; i < nn_model_tensor_count(b); i++) {
+		const char *name = nn_model_tensor(b, i)->name;
+		CHECK(ckpt_same_named(ckpt_listed(skip, name) ? fresh : a, b, name));
+	}
+	nn_load_report_release(&r);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(fresh);
+}
+
+/* A backbone tensor of another shape: refused before anything is written. */
+static void test_init_mismatch(void)
+{
+	ims_error e;
+	char path[4300], want[8800];
+	ckpt_path_in(path, sizeof(path), "mismatch.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 16);
+	ckpt_variant v = {.reshape = "features.4.weight", .to_ndim = 4,
+		     .to = {64, 3, 3, 3}};
+	ckpt_write_variant(path, a, &v);
+
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	ckpt_snap sb = ckpt_snap_take(b);
+	nn_load_report r = {.loaded = 99};
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want),
+		 "cannot load '%s': tensor 'features.4.weight' has shape [64, 3, 3, 3] in the file, the model needs [64, 32, 3, 3]",
+		 path);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK(ckpt_snap_same(b, &sb));
+	CHECK(ckpt_report_empty(&r));
+
+	/* integers where floats belong */
+	st_writer *w = NULL;
+	CHECK_OK(st_writer_create(&w, &e), &e);
+	const int64_t s32[1] = {32};
+	int32_t ints[32] = {0};
+	CHECK_OK(st_writer_add(w, "features.1.weight", ST_I32, 1, s32, ints, &e), &e);
+	CHECK_OK(st_writer_write(w, path, &e), &e);
+	st_writer_free(w);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EUNSUPPORTED);
+	CHECK(strstr(e.msg, "'features.1.weight' has dtype I32") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* a counter stored as a fraction */
+	CHECK_OK(st_writer_create(&w, &e), &e);
+	const float half = 2.5f, one[32] = {1};
+	CHECK_OK(st_writer_add(w, "features.1.weight", ST_F32, 1, s32, one, &e), &e);
+	CHECK_OK(st_writer_add(w, "features.1.num_batches_tracked", ST_F32, 0, NULL,
+			       &half, &e), &e);
+	CHECK_OK(st_writer_write(w, path, &e), &e);
+	st_writer_free(w);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "'features.1.num_batches_tracked' holds 2.5") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	ckpt_snap_free(&sb);
+	nn_model_free(a);
+	nn_model_free(b);
+}
+
+/* F16, BF16 and F64 weights and I32 or F32 counters load, converted. */
+static void test_init_halves(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "halves.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 17);
+	ckpt_variant v = {.halves = 1};
+	ckpt_write_variant(path, a, &v);
+
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b));
+	int bad = 0, rounded = 0;
+	for (int i = 0; i < nn_model_tensor_count(a); i++) {
+		const nn_tensor_info *ti = nn_model_tensor(a, i);
+		size_t bytes;
+		const void *pa = ckpt_data_of(a, ti, &bytes);
+		const void *pb = ckpt_data_of(b, nn_model_tensor(b, i), &bytes);
+		if (ti->kind == NN_TENSOR_COUNTER) {
+			bad += memcmp(pa, pb, bytes) != 0;
+			continue;
+		}
+		const float *fa = pa, *fb = pb;
+		for (size_t k = 0; k < ti->count; k++) {
+			float want = i % 3 == 2 ? fa[k]
+				     : i % 3   ? ims_bf16_to_f32(ims_f32_to_bf16(fa[k]))
+					       : ims_f16_to_f32(ims_f32_to_f16(fa[k]));
+			bad += memcmp(&want, &fb[k], sizeof(float)) != 0;
+			rounded += want != fa[k];
+		}
+	}
+	CHECK_EQ_INT(bad, 0);
+	CHECK(rounded > 0);
+	nn_load_report_release(&r);
+	nn_model_free(a);
+	nn_model_free(b);
+}
+
+/* NN_INIT_RESET_HEAD: a head of the same shape is not loaded. */
+static void test_init_reset_head(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "reset.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 20);
+	CHECK_OK(nn_checkpoint_save(path, a, NULL, NULL, &e), &e);
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_model *fresh = ckpt_make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_RESET_HEAD, &r, &e), &e);
+	CHECK_EQ_INT(r.head_reset, 1);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b) - 2);
+	CHECK_EQ_INT(r.n_reinit, 2);
+	for (int i = 0; i < nn_model_tensor_count(b); i++) {
+		const nn_tensor_info *ti = nn_model_tensor(b, i);
+		CHECK(ckpt_same_named(ti->head ? fresh : a, b, ti->name));
+	}
+	nn_load_report_release(&r);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(fresh);
+}
+
+/* torchvision's names, written by hand: ImageNet weights for 1000 classes
+ * into a 10-class resnet18. */
+static void test_torchvision(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "resnet18-imagenet.safetensors");
+	float *conv1 = nn_test_alloc(64 * 3 * 7 * 7), *bn[4], *fcw, *fcb;
+	nn_test_fill(conv1, 64 * 3 * 7 * 7, 61, -0.5f, 0.5f);
+	for (int i = 0; i < 4; i++) {
+		bn[i] = nn_test_alloc(64);
+		nn_test_fill(bn[i], 64, 62 + (uint64_t)i, 0.1f, 1);
+	}
+	fcw = nn_test_alloc(1000 * 512);
+	fcb = nn_test_alloc(1000);
+	int64_t nbt = 12345;
+	const int64_t s_conv1[4] = {64, 3, 7, 7}, s64[1] = {64},
+		      s_fcw[2] = {1000, 512}, s_fcb[1] = {1000};
+	st_writer *w = NULL;
+	CHECK_OK(st_writer_create(&w, &e), &e);
+	CHECK_OK(st_writer_add(w, "conv1.weight", ST_F32, 4, s_conv1, conv1, &e), &e);
+	CHECK_OK(st_writer_add(w, "bn1.weight", ST_F32, 1, s64, bn[0], &e), &e);
+	CHECK_OK(st_writer_add(w, "bn1.bias", ST_F32, 1, s64, bn[1], &e), &e);
+	CHECK_OK(st_writer_add(w, "bn1.running_mean", ST_F32, 1, s64, bn[2], &e), &e);
+	CHECK_OK(st_writer_add(w, "bn1.running_var", ST_F32, 1, s64, bn[3], &e), &e);
+	CHECK_OK(st_writer_add(w, "bn1.num_batches_tracked", ST_I64, 0, NULL, &nbt,
+			       &e), &e);
+	CHECK_OK(st_writer_add(w, "fc.weight", ST_F32, 2, s_fcw, fcw, &e), &e);
+	CHECK_OK(st_writer_add(w, "fc.bias", ST_F32, 1, s_fcb, fcb, &e), &e);
+	CHECK_OK(st_writer_write(w, path, &e), &e);
+	st_writer_free(w);
+
+	nn_model *m = ckpt_make("resnet18", 10, 32, 1);
+	ckpt_snap before = ckpt_snap_take(m);
+	CHECK_EQ_INT(nn_model_tensor_count(m), 122); /* torchvision's state_dict */
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(path, m, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, 6);
+	CHECK_EQ_INT(r.n_reinit, 2);
+	if (r.n_reinit == 2) {
+		CHECK_EQ_STR(r.reinit[0], "fc.weight");
+		CHECK_EQ_STR(r.reinit[1], "fc.bias");
+	}
+	CHECK_EQ_INT(r.n_missing, 122 - 8);
+	if (r.n_missing > 0)
+		CHECK_EQ_STR(r.missing[0], "layer1.0.conv1.weight");
+	CHECK_EQ_INT(r.n_unexpected, 0);
+	const nn_tensor_info *ti = nn_model_tensor(m, nn_model_find(m, "conv1.weight"));
+	CHECK_MEM(nn_model_params(m, NULL) + ti->offset, conv1,
+		  64 * 3 * 7 * 7 * sizeof(float));
+	ti = nn_model_tensor(m, nn_model_find(m, "bn1.running_var"));
+	CHECK_MEM(nn_model_buffers(m, NULL) + ti->offset, bn[3], 64 * sizeof(float));
+	ti = nn_model_tensor(m, nn_model_find(m, "bn1.num_batches_tracked"));
+	CHECK_EQ_INT(nn_model_counters(m, NULL)[ti->offset], 12345);
+	/* the head and the missing tensors keep their initialisation */
+	static const char *const kept[] = {"fc.weight", "fc.bias",
+					   "layer4.1.bn2.weight"};
+	for (int i = 0; i < 3; i++) {
+		ti = nn_model_tensor(m, nn_model_find(m, kept[i]));
+		CHECK_MEM(nn_model_params(m, NULL) + ti->offset,
+			  before.p + ti->offset, ti->count * sizeof(float));
+	}
+	nn_load_report_release(&r);
+
+	ckpt_snap_free(&before);
+	nn_model_free(m);
+	free(conv1);
+	for (int i = 0; i < 4; i++)
+		free(bn[i]);
+	free(fcw);
+	free(fcb);
+}
+
+int main(void)
+{
+	ckpt_setup("checkpoint-init");
+	test_init_same();
+	test_init_head();
+	test_init_missing_unexpected();
+	test_init_mismatch();
+	test_init_halves();
+	test_init_reset_head();
+	test_torchvision();
+	nn_ctx_release(&ckpt_ctx);
+	return test_tmp_done(ckpt_dir, TEST_EXIT());
+}
