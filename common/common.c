@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,4 +193,78 @@ int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 	RETURN_IF(n < 0 || (size_t)n >= outlen, err, IMS_EINVAL,
 		  "cannot join '%s' and '%s': path too long", dir ? dir : "", rel);
 	return 0;
+}
+
+/* Folds "." and ".." of rest onto the absolute path in buf (cap bytes):
+ * 0, or -1 when it does not fit. */
+static int fold_onto(char *buf, size_t cap, const char *rest)
+{
+	size_t len = strlen(buf);
+	while (*rest) {
+		while (*rest == '/')
+			rest++;
+		const char *end = strchr(rest, '/');
+		size_t n = end ? (size_t)(end - rest) : strlen(rest);
+		if (n == 0)
+			break;
+		if (n == 1 && rest[0] == '.') {
+			/* nothing */
+		} else if (n == 2 && rest[0] == '.' && rest[1] == '.') {
+			char *slash = strrchr(buf, '/');
+			len = slash && slash != buf ? (size_t)(slash - buf) : 1;
+			buf[len] = '\0';
+		} else {
+			int need = len > 1 ? 1 : 0;
+			if (len + (size_t)need + n + 1 > cap)
+				return -1;
+			if (need)
+				buf[len++] = '/';
+			memcpy(buf + len, rest, n);
+			len += n;
+			buf[len] = '\0';
+		}
+		rest += n;
+	}
+	return 0;
+}
+
+/* path resolved into out (PATH_MAX bytes): its longest existing leading
+ * part through realpath, the rest folded on; 0, or -1. */
+static int resolve_loosely(const char *path, char *out)
+{
+	char head[PATH_MAX];
+	int n = snprintf(head, sizeof(head), "%s", path[0] ? path : ".");
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return -1;
+	size_t cut = strlen(head);
+	for (;;) {
+		char saved = head[cut];
+		head[cut] = '\0';
+		if (realpath(cut ? head : "/", out)) {
+			head[cut] = saved;
+			return fold_onto(out, PATH_MAX, head + cut);
+		}
+		head[cut] = saved;
+		/* the part before the last slash, or the working folder */
+		while (cut > 0 && head[cut - 1] == '/')
+			cut--;
+		while (cut > 0 && head[cut - 1] != '/')
+			cut--;
+		if (cut == 0) {
+			if (path[0] == '/' || !realpath(".", out))
+				return -1;
+			return fold_onto(out, PATH_MAX, head);
+		}
+	}
+}
+
+int ims_path_within(const char *path, const char *dir)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	if (!path || !dir || !realpath(dir, d) || resolve_loosely(path, p) < 0)
+		return 0;
+	size_t n = strlen(d);
+	if (n == 1) /* "/" holds everything */
+		return 1;
+	return strncmp(p, d, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }

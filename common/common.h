@@ -497,6 +497,14 @@ int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 		  ims_error *err);
 
 /*
+ * 1 when path, resolved (links followed; a part that does not exist yet
+ * taken as written, "." and ".." folded), is dir or lies under it
+ * (resolved too); 0 otherwise, also when dir does not resolve. For a
+ * writer that must not write into the tree it reads.
+ */
+int ims_path_within(const char *path, const char *dir);
+
+/*
  * Text from the outside (file and folder names, class names) on its way to
  * a terminal or a UTF-8 file (text.c).
  *

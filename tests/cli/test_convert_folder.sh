@@ -71,5 +71,14 @@ expect 1 "$IMSHARD" convert folder "$T/flat" -o "$T/w" --quiet
 one_line "$T/err"
 contains "$T/err" "'$T/flat'"
 expect 2 "$IMSHARD" convert folder "$R" -o "$T/w" --no-clutter --quiet
+# OUTDIR inside ROOT: a later convert would read the split's folder as a
+# class and shift every label after it (before: written, and read so)
+cp -r "$R" "$T/in"
+expect 2 "$IMSHARD" convert folder "$T/in" -o "$T/in/aout" --quiet
+one_line "$T/err"
+contains "$T/err" "output folder '$T/in/aout' is inside the dataset root '$T/in'"
+absent "$T/in/aout"
+expect 2 "$IMSHARD" convert folder "$T/in" -o "$T/in" --quiet
+expect 0 "$IMSHARD" convert folder "$T/in" -o "$T/in-packed" --quiet
 
 finish

@@ -262,6 +262,15 @@ usage_error "$C" -o "$T/u/x" --exts ".jpg,,.png"
 expect_stderr "empty extension"
 usage_error "$C" -o "$T/u/x" --no-shuffle=1
 [ ! -e "$T/u" ] || fail "usage error created outputs"
+# lists written into ROOT: a later listing would take their folder for a
+# class and shift every label after it (before: written, then read so)
+usage_error "$C" -o "$C/0lists/c"
+expect_stderr "writes into ROOT '$C', where a later listing would read it"
+[ ! -e "$C/0lists" ] || fail "refused -o left its folder in ROOT"
+usage_error "$C" -o "$C/c"
+(cd "$C" && "$IMSHARD" list . -o lists/c >"$T/stdout" 2>"$T/stderr") && fail "'list . -o lists/c' from ROOT was accepted"
+ln -s "$C" "$T/via_link"
+usage_error "$C" -o "$T/via_link/0lists/c"
 
 if [ "$failures" -ne 0 ]; then
 	echo "test_list.sh: $failures failure(s)" >&2

@@ -90,5 +90,37 @@ int main(void)
 	CHECK_OK(ims_path_join(joined, sizeof(joined), "a/", "b", &e), &e);
 	CHECK_EQ_STR(joined, "a/b");
 	CHECK(ims_path_join(joined, sizeof(joined), "aaaaaaaaaa", "bbbbbbbbbb", &e) < 0);
+
+	/* ims_path_within: a writer's output against the tree it reads,
+	 * existing or not, through ".." and links */
+	char root[4200], p[4400], link[4300];
+	snprintf(root, sizeof(root), "%s/a", dir);
+	CHECK(ims_path_within(root, root) == 1);
+	snprintf(p, sizeof(p), "%s/a/b", dir);
+	CHECK(ims_path_within(p, root) == 1);
+	snprintf(p, sizeof(p), "%s/a/new/deeper", dir); /* not made yet */
+	CHECK(ims_path_within(p, root) == 1);
+	snprintf(p, sizeof(p), "%s/a/b/../../a/x", dir);
+	CHECK(ims_path_within(p, root) == 1);
+	snprintf(p, sizeof(p), "%s/a/new/../../elsewhere", dir);
+	CHECK(ims_path_within(p, root) == 0);
+	snprintf(p, sizeof(p), "%s/ab", dir); /* a sibling sharing the prefix */
+	CHECK(ims_path_within(p, root) == 0);
+	snprintf(p, sizeof(p), "%s", dir);
+	CHECK(ims_path_within(p, root) == 0);
+	snprintf(link, sizeof(link), "%s/to_b", dir); /* a link into the tree */
+	snprintf(p, sizeof(p), "%s/a/b", dir);
+	CHECK(symlink(p, link) == 0);
+	snprintf(p, sizeof(p), "%s/to_b/out", dir);
+	CHECK(ims_path_within(p, root) == 1);
+	snprintf(p, sizeof(p), "%s/none/x", dir); /* dir not resolvable */
+	CHECK(ims_path_within(root, p) == 0);
+	char cwd[4096];
+	CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+	CHECK(chdir(root) == 0); /* relative paths: from the working folder */
+	CHECK(ims_path_within("b/new", root) == 1);
+	CHECK(ims_path_within("../elsewhere", root) == 0);
+	CHECK(ims_path_within(".", root) == 1);
+	CHECK(chdir(cwd) == 0);
 	return TEST_EXIT();
 }

@@ -128,6 +128,17 @@ def test_convert_shuffle_and_all_or_nothing(sample, imshard_bin, tmp_path):
     assert json.load(open(tmp_path / "py" / "train.json"))["shuffled"] is True
 
 
+def test_convert_refuses_an_output_inside_the_dataset(sample, tmp_path):
+    # a split folder inside a folder layout would be a class to the next
+    # convert, every label after it shifted (before: written)
+    import shutil
+    root = tmp_path / "img"
+    shutil.copytree(sample["img"], root)
+    with pytest.raises(imshard.ArgumentError, match="is inside the dataset root"):
+        imshard.convert("folder", root, root / "aout", val_ratio=0.25)
+    assert not os.path.exists(root / "aout")
+
+
 def test_rows_meet_the_list_rules(sample, tmp_path):
     # what `imshard pack` refuses in a list file is refused in rows too
     # (before: a '..' path and label 1.5 or True were packed)
