@@ -212,6 +212,11 @@ int cmd_convert(int argc, char **argv)
 		if (sizes[i].per_class && sizes[i].total)
 			return cli_usage_error(&command, "give --per-class-%s or --%s-total, not both",
 					       sizes[i].split, sizes[i].split);
+	/* the same usage error as `imshard list --exts`, before anything */
+	ims_error xerr;
+	ims_error_clear(&xerr);
+	if (exts && ds_scan_check_exts(exts, &xerr) < 0)
+		return cli_usage_error(&command, "--exts: %s", xerr.msg);
 	pack_convert_opts co;
 	pack_convert_opts_init(&co);
 	rc = cli_pack_flags_apply(&command, &pf, &co.pack);

@@ -71,6 +71,13 @@ expect 1 "$IMSHARD" convert folder "$T/flat" -o "$T/w" --quiet
 one_line "$T/err"
 contains "$T/err" "'$T/flat'"
 expect 2 "$IMSHARD" convert folder "$R" -o "$T/w" --no-clutter --quiet
+# a bad --exts is a usage error, as for imshard list (before: exit 1)
+for x in , . .j/g; do
+  expect 2 "$IMSHARD" convert folder "$R" -o "$T/w" --exts "$x" --quiet
+  one_line "$T/err"
+  contains "$T/err" "--exts: "
+done
+absent "$T/w"
 # OUTDIR inside ROOT: a later convert would read the split's folder as a
 # class and shift every label after it (before: written, and read so)
 cp -r "$R" "$T/in"
