@@ -430,7 +430,11 @@ enum {
 	IMS_KIND_NONE = 0,
 	IMS_KIND_FILE = 1,
 	IMS_KIND_FOLDER = 2,
-	IMS_KIND_OTHER = 3
+	IMS_KIND_OTHER = 3,
+	/* listings only: a symbolic link whose target cannot be reached
+	 * (missing, or a loop of links), told apart so that a scan can say
+	 * so rather than call it a file of another kind */
+	IMS_KIND_BROKEN = 4
 };
 int ims_path_kind(const char *path);
 
@@ -451,7 +455,8 @@ int ims_path_kind(const char *path);
 
 typedef struct ims_dir_entry {
 	const char *name;
-	int kind; /* IMS_KIND_FILE, IMS_KIND_FOLDER or IMS_KIND_OTHER */
+	int kind; /* IMS_KIND_FILE, IMS_KIND_FOLDER, IMS_KIND_OTHER or
+		     IMS_KIND_BROKEN */
 } ims_dir_entry;
 
 typedef struct ims_dir_listing {

@@ -115,9 +115,12 @@ static int list_fd_owned(int fd, const char *shown, unsigned flags,
 		} else if (de->d_type == DT_DIR) {
 			kind = IMS_KIND_FOLDER;
 		} else if (de->d_type == DT_LNK || de->d_type == DT_UNKNOWN) {
-			struct stat st; /* follow links; a dangling one is OTHER */
+			struct stat st; /* follow links; a dangling one is BROKEN */
 			if (fstatat(dirfd(dir), name, &st, 0) == 0)
 				kind = kind_of_mode(st.st_mode);
+			else if (fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				 S_ISLNK(st.st_mode))
+				kind = IMS_KIND_BROKEN;
 		}
 		if (add_entry(d, name, kind) < 0) {
 			rc = ims_fail(err, IMS_ENOMEM,

@@ -168,8 +168,9 @@ typedef struct ds_scan_opts {
 /* What a scan skipped, for the log. */
 typedef struct ds_scan_report {
 	size_t ignored_files;   /* files whose extension did not match, and
-				 * entries that are no regular file (dangling
-				 * links, sockets) */
+				 * entries that are no regular file (sockets,
+				 * FIFOs) */
+	size_t broken_links;    /* links whose target is missing or loops */
 	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
 	size_t empty_classes;   /* subfolders holding no matching file */
 	size_t loose_files;     /* matching files directly in root (no class) */

@@ -29,6 +29,10 @@ static int note_report(ds_dataset *d, const ds_scan_report *r,
 	if (r->ignored_files && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu file%s not matching %s", r->ignored_files,
 				     plural(r->ignored_files), exts);
+	if (r->broken_links && rc == 0)
+		rc = ds_dataset_note(d, "ignored %zu broken link%s (target missing, or "
+				     "the links loop)",
+				     r->broken_links, plural(r->broken_links));
 	if (r->ignored_nested && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu image%s in nested folders (use "
 				     "--recursive to make every folder a class)",
@@ -74,7 +78,8 @@ static int load_folder(const char *root, const ds_convert_opts *o,
 				      va ? &va->list : NULL, te ? &te->list : NULL, err));
 
 	GOTO_IF_ERR(out, rc, note_report(out, &rep, exts, err));
-	if (!o->recursive && (rep.ignored_files || rep.ignored_nested || rep.loose_files)) {
+	if (!o->recursive && (rep.ignored_files || rep.broken_links || rep.ignored_nested ||
+				rep.loose_files)) {
 		dsf_ignored ig;
 		memset(&ig, 0, sizeof(ig));
 		GOTO_IF_ERR(out, rc, dsf_note_ignored(out, root, "", &all, &ig, err));

@@ -151,8 +151,14 @@ static inline int dsf_note_ignored(ds_dataset *d, const char *dir,
 						  "class folder)", err);
 			} else if (!bsearch(&key, names, k, sizeof(*names), dsf_cmp_str)) {
 				ig->files++;
-				rc = dsf_note_one(d, ig, "non-image file", shown, cls, key,
-						  "", err);
+				rc = dsf_note_one(d, ig,
+						  ls.e[i].kind == IMS_KIND_BROKEN ? "broken link"
+										  : "non-image file",
+						  shown, cls, key,
+						  ls.e[i].kind == IMS_KIND_BROKEN
+							  ? " (its target is missing, or the links loop)"
+							  : "",
+						  err);
 			}
 		}
 		if (rc < 0)

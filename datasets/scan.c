@@ -145,6 +145,15 @@ static int io_fail(const scan_ctx *c, const char *what, int e)
  * success *dup_fd is dfd, kept open for openat/fstatat on its children
  * (the caller closes it); on failure dfd is closed.
  */
+/* An entry left out of the listing, counted by why. */
+static void skip(scan_ctx *c, const ims_dir_entry *e)
+{
+	if (e->kind == IMS_KIND_BROKEN)
+		c->rep.broken_links++;
+	else
+		c->rep.ignored_files++;
+}
+
 static int read_listing(scan_ctx *c, int dfd, ims_dir_listing *d, int *dup_fd)
 {
 	memset(d, 0, sizeof(*d));
@@ -264,7 +273,7 @@ static int count_nested(scan_ctx *c, int dfd)
 		} else if (d.e[i].kind == IMS_KIND_FILE && matches(&c->exts, d.e[i].name)) {
 			c->rep.ignored_nested++;
 		} else {
-			c->rep.ignored_files++;
+			skip(c, &d.e[i]);
 		}
 	}
 out:
@@ -285,7 +294,7 @@ static int walk_recursive(scan_ctx *c, int dfd)
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
 		if (d.e[i].kind != IMS_KIND_FILE || !matches(&c->exts, d.e[i].name)) {
 			if (d.e[i].kind != IMS_KIND_FOLDER)
-				c->rep.ignored_files++;
+				skip(c, &d.e[i]);
 			continue;
 		}
 		if (c->rel_len == 0) {
@@ -329,7 +338,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 		if (d.e[i].kind == IMS_KIND_FILE && matches(&c->exts, d.e[i].name))
 			c->rep.loose_files++;
 		else
-			c->rep.ignored_files++;
+			skip(c, &d.e[i]);
 	}
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
 		if (d.e[i].kind != IMS_KIND_FOLDER)
@@ -366,7 +375,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 						}
 						rel_pop(c, old2);
 					} else {
-						c->rep.ignored_files++;
+						skip(c, e);
 					}
 				}
 				if (rc == 0 && c->l->count == before)

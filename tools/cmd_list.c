@@ -202,6 +202,11 @@ int cmd_list(int argc, char **argv)
 		cli_info(quiet, "skipped %zu file%s not matching %s", rep.ignored_files,
 			 ims_plural(rep.ignored_files, "", "s"),
 			 exts ? exts : ".jpg,.jpeg,.png");
+	if (rep.broken_links)
+		cli_warn(quiet, "skipped %zu broken link%s (%s target is missing, or the "
+			 "links loop)",
+			 rep.broken_links, ims_plural(rep.broken_links, "", "s"),
+			 rep.broken_links == 1 ? "its" : "their");
 	if (rep.ignored_nested)
 		cli_info(quiet, "skipped %zu image%s in folders nested inside class "
 			 "folders (--recursive lists them as classes of their own)",

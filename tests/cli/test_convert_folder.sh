@@ -87,5 +87,13 @@ contains "$T/err" "output folder '$T/in/aout' is inside the dataset root '$T/in'
 absent "$T/in/aout"
 expect 2 "$IMSHARD" convert folder "$T/in" -o "$T/in" --quiet
 expect 0 "$IMSHARD" convert folder "$T/in" -o "$T/in-packed" --quiet
+# a broken link named like an image is named as one (before: "non-image
+# file")
+cls=$(ls "$T/in" | head -1)
+ln -s gone.jpg "$T/in/$cls/photo.jpg"
+expect 0 "$IMSHARD" convert folder "$T/in" -o "$T/in-bl"
+contains "$T/err" "ignored 1 broken link (target missing, or the links loop)"
+contains "$T/err" "photo.jpg' (its target is missing, or the links loop)"
+lacks "$T/err" "non-image file '$cls/photo.jpg'"
 
 finish

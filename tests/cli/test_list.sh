@@ -262,6 +262,17 @@ usage_error "$C" -o "$T/u/x" --exts ".jpg,,.png"
 expect_stderr "empty extension"
 usage_error "$C" -o "$T/u/x" --no-shuffle=1
 [ ! -e "$T/u" ] || fail "usage error created outputs"
+# a broken link named like an image: said so, not "not matching"
+# (before: counted with the files of other extensions)
+mkdir -p "$T/bl/a" "$T/bl/b"
+: >"$T/bl/a/x.jpg"
+: >"$T/bl/b/y.jpg"
+ln -s gone.jpg "$T/bl/a/photo.jpg"
+ln -s self.jpg "$T/bl/b/self.jpg"
+run list "$T/bl" -o "$T/blout/d"
+expect_rc 0
+expect_stderr "skipped 2 broken links (their target is missing, or the links loop)"
+grep -qF "not matching" "$T/stderr" && fail "broken links counted as files not matching"
 # lists written into ROOT: a later listing would take their folder for a
 # class and shift every label after it (before: written, then read so)
 usage_error "$C" -o "$C/0lists/c"

@@ -51,7 +51,7 @@ static void test_order_and_kinds(const char *dir)
 	static const char *const names[] = {"B.jpg", "a10.jpg", "a2.jpg",
 		"b.jpg", "dangling", "link-to-file", "link-to-sub", "pipe", "sub"};
 	static const int kinds[] = {IMS_KIND_FILE, IMS_KIND_FILE, IMS_KIND_FILE,
-		IMS_KIND_FILE, IMS_KIND_OTHER, IMS_KIND_FILE, IMS_KIND_FOLDER,
+		IMS_KIND_FILE, IMS_KIND_BROKEN, IMS_KIND_FILE, IMS_KIND_FOLDER,
 		IMS_KIND_OTHER, IMS_KIND_FOLDER};
 	CHECK_EQ_U64(ls.n, 9);
 	for (size_t i = 0; i < ls.n && i < 9; i++) {
