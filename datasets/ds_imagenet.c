@@ -169,6 +169,10 @@ static int read_text(ctx *c, const char *path, char **buf)
 				"cannot read '%s': not a text file (holds a NUL byte)",
 				path);
 	}
+	/* a UTF-8 byte order mark (an editor's, on Windows) is no part of
+	 * the first wnid or header; the buffer stays the one to free */
+	if (len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3))
+		memmove(data, data + 3, len - 3 + 1);
 	*buf = (char *)data;
 	return 0;
 }
@@ -432,8 +436,6 @@ static int label_from_csv(ctx *c, val_set *v, const char *valdir)
 	int rc = 0;
 	size_t line = 0;
 	char *s, *cur = buf;
-	if (!strncmp(cur, "\xEF\xBB\xBF", 3))
-		cur += 3;
 	while ((s = next_line(&cur))) {
 		line++;
 		if (line == 1) {

@@ -317,11 +317,11 @@ int cli_parse(const cli_command *cmd, const cli_opt *opts, int argc,
 				val = eq + 1;
 			}
 		} else {
-			if (a[2] != '\0')
-				return cli_usage_error(cmd, "unknown option '%s'", a);
 			o = find_short(opts, a[1]);
-			if (!o)
+			if (!o || (a[2] != '\0' && o->type == CLI_FLAG))
 				return cli_usage_error(cmd, "unknown option '%s'", a);
+			if (a[2] != '\0')
+				val = a + 2; /* -j4, as getopt takes it */
 		}
 		if (o->type != CLI_FLAG && !val) {
 			if (i + 1 >= argc)

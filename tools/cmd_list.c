@@ -131,7 +131,7 @@ int cmd_list(int argc, char **argv)
 		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
 		 "keep rows in sorted order (class, then file\n"
 		 "name) instead of shuffling them with --seed", 0, 0},
-		{"quiet", 0, CLI_FLAG, &quiet, NULL,
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL,
 		 "print nothing but errors", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
@@ -262,6 +262,10 @@ int cmd_list(int argc, char **argv)
 		}
 		cli_info(quiet, "wrote '%s': %zu %s", path, parts[s].count,
 			 ims_plural(parts[s].count, "image", "images"));
+		/* a ratio that rounds to nothing in every class */
+		if (parts[s].count == 0)
+			cli_warn(quiet, "'%s' is empty: the %s ratio rounds to no image in "
+				 "any class", path, split_name[s]);
 	}
 	snprintf(path, plen, "%s.classes", output);
 	if (ds_classes_write(path, names, &err) < 0) {

@@ -59,6 +59,14 @@ expect 0 "$IMSHARD" convert imagenet "$T/kaggle" -o "$T/again" -q
 same "$(cat "$T/again/train.lst" "$T/again/val.lst")" \
   "$(cat "$T/out-kaggle/train.lst" "$T/out-kaggle/val.lst")" "(rerun)"
 
+# A byte order mark before the mapping's first wnid (an editor's): the
+# same dataset (before: "wnid ... is not in LOC_synset_mapping.txt")
+cp -r "$T/kaggle" "$T/bom"
+printf '\357\273\277' | cat - "$T/kaggle/LOC_synset_mapping.txt" >"$T/bom/LOC_synset_mapping.txt"
+expect 0 "$IMSHARD" convert imagenet "$T/bom" -o "$T/out-bom" -q
+same "$(cat "$T/out-bom/train.lst" "$T/out-bom/val.lst")" \
+  "$(cat "$T/out-kaggle/train.lst" "$T/out-kaggle/val.lst")" "(a BOM in the mapping)"
+
 # Resized to 64, two train images per class.
 expect 0 "$IMSHARD" convert imagenet "$T/devkit" -o "$T/small" --resize 64 --per-class-train 2 --seed 3 -q
 same "$(json "$T/small/train.json" 'j["records"]')" 20

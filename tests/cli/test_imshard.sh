@@ -23,6 +23,19 @@ for c in list subset pack info verify extract sample convert bench-load report; 
   one_line "$T/err"
 done
 
+# A short option's value attached (-j4, as getopt takes it) or apart;
+# a flag takes none; -q for every command that prints progress
+expect 0 "$IMSHARD" sample "$T/s" --classes 2 --per-class 3 -q
+expect 0 "$IMSHARD" list "$T/s" -o "$T/l/d" -q
+same "$(cat "$T/err")" "" "(list -q prints nothing)"
+expect 0 "$IMSHARD" pack "$T/l/d_train.lst" "$T/s" -o "$T/p/a" -j1 -q
+expect 0 "$IMSHARD" verify "$T/p/a.json" -j2 -q
+expect 2 "$IMSHARD" verify "$T/p/a.json" -qq
+one_line "$T/err"
+contains "$T/err" "unknown option '-qq'"
+expect 2 "$IMSHARD" verify "$T/p/a.json" -j0
+contains "$T/err" "--threads"
+
 # Out-of-range and malformed values: exit 2 and one line naming the flag,
 # before any input is read (none of these paths exist).
 while IFS='|' read -r flag args; do

@@ -262,6 +262,12 @@ usage_error "$C" -o "$T/u/x" --exts ".jpg,,.png"
 expect_stderr "empty extension"
 usage_error "$C" -o "$T/u/x" --no-shuffle=1
 [ ! -e "$T/u" ] || fail "usage error created outputs"
+# a ratio that leaves a split empty: written, and said so (before: an
+# empty list without a word)
+run list "$C" -o "$T/thin/c" --train-ratio 0.999
+expect_rc 0
+expect_stderr "thin/c_val.lst' is empty: the val ratio rounds to no image in any class"
+[ -e "$T/thin/c_val.lst" ] && [ ! -s "$T/thin/c_val.lst" ] || fail "the empty val list was not written"
 # a broken link named like an image: said so, not "not matching"
 # (before: counted with the files of other extensions)
 mkdir -p "$T/bl/a" "$T/bl/b"
