@@ -231,11 +231,12 @@ static int read_categories(inat *st, const cJSON *arr, const char *path,
 		RETURN_IF(st->cats[id].name, err, IMS_ECORRUPT,
 			  "cannot load '%s': category id %llu appears twice", path,
 			  (unsigned long long)id);
-		RETURN_IF(strpbrk(name, "\n\r/") || strpbrk(super, "\n\r/"), err,
-			  IMS_ECORRUPT,
-			  "cannot load '%s': category %llu has a name with a line "
-			  "break or '/'",
-			  path, (unsigned long long)id);
+		const int bad_name = strpbrk(name, "\n\r/") != NULL;
+		RETURN_IF(bad_name || strpbrk(super, "\n\r/"), err, IMS_ECORRUPT,
+			  "cannot load '%s': category %llu has a %s with a line "
+			  "break or '/' ('%s')",
+			  path, (unsigned long long)id, bad_name ? "name" : "supercategory",
+			  bad_name ? name : super);
 		st->cats[id].name = strdup(name);
 		st->cats[id].super = strdup(super);
 		RETURN_IF(!st->cats[id].name || !st->cats[id].super, err,

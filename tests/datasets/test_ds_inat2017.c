@@ -318,6 +318,11 @@ static void test_errors(void)
 	expect_broken("duplicate-id", IMS_ECORRUPT, "image id 123456 appears twice",
 		      "/train2017.json'");
 	expect_broken("missing-json", IMS_ENOTFOUND, "/val2017.json'", NULL);
+	/* the field named is the one at fault (before: "a name") */
+	expect_broken("slash-super", IMS_ECORRUPT,
+		      "category 2 has a supercategory with a line break or '/' "
+		      "('Plantae/Fungi')",
+		      "/train2017.json'");
 	expect_broken("missing-key", IMS_ECORRUPT, "'annotations'",
 		      "/val2017.json'");
 
