@@ -307,6 +307,12 @@ FILE *ims_fopen_read(const char *path, ims_error *err);
  * file", for a st_mode. */
 const char *ims_file_kind(unsigned mode);
 
+/* 1 when a and b name one file: the same path, or two paths to one
+ * existing file (same device and inode: a hard or symbolic link, another
+ * spelling such as ./x), else 0. What a command checks before it writes
+ * an output that could be one of its inputs. */
+int ims_same_file(const char *a, const char *b);
+
 /*
  * Reads a whole regular file (ims_open_read) into a malloc'd buffer that
  * the caller frees; *len receives its size. Files larger than max_bytes

@@ -36,6 +36,15 @@ const char *ims_file_kind(unsigned mode)
 	}
 }
 
+int ims_same_file(const char *a, const char *b)
+{
+	if (strcmp(a, b) == 0)
+		return 1;
+	struct stat x, y;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
+	       x.st_ino == y.st_ino;
+}
+
 int ims_open_read(const char *path, int *fd, struct stat *st_out,
 		  ims_error *err)
 {

@@ -37,14 +37,6 @@ static const cli_command command = {
 	"failure, 2 bad usage (also: -o exists without --force, or is the\n"
 	"checkpoint)."};
 
-/* 1 when a and b name the same existing file. */
-static int same_file(const char *a, const char *b)
-{
-	struct stat x, y;
-	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
-	       x.st_ino == y.st_ino;
-}
-
 int cmd_export(int argc, char **argv)
 {
 	model_flags mf = {0};
@@ -63,7 +55,7 @@ int cmd_export(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!out)
 		return cli_usage_error(&command, "-o WEIGHTS.safetensors is required");
-	if (same_file(pos[0], out))
+	if (ims_same_file(pos[0], out))
 		return cli_usage_error(&command,
 				       "-o '%s' is the checkpoint itself: write the "
 				       "export elsewhere",

@@ -23,7 +23,8 @@ static const cli_command subset_cmd = {
 	"gives the same subset on every machine, and a smaller count picks a\n"
 	"subset of what a larger one picks. OUT.lst keeps IN.lst's row order and\n"
 	"its rows unchanged (index, labels, path). It is written atomically; its\n"
-	"folder is created when missing.\n"
+	"folder is created when missing. OUT.lst and the classes file written\n"
+	"beside it must not be IN.lst or the classes file read (bad usage).\n"
 	"\n"
 	"A class with fewer rows than wanted is an error naming each such class\n"
 	"and its count, unless --allow-short, which takes all of its rows and\n"
@@ -185,6 +186,37 @@ int cmd_subset(int argc, char **argv)
 	/* With a classes file, its names bound the labels (checked below,
 	 * naming the file); without, the list's own distinct labels do. */
 	src_classes = find_classes(in_path, classes_file, &err);
+	if (src_classes) {
+		size_t len = strlen(output) + 16;
+		dst_classes = malloc(len);
+		if (!dst_classes ||
+		    ds_classes_path_for_list(output, dst_classes, len, &err) < 0) {
+			cli_error("cannot name the classes file of '%s'", output);
+			goto done;
+		}
+	}
+	/* The output is written over whatever is at its name: refuse the
+	 * names of the files this run reads before reading them. */
+	if (ims_same_file(output, in_path)) {
+		status = cli_usage_error(&subset_cmd, "-o '%s' is the input list "
+					 "'%s': write the subset elsewhere",
+					 output, in_path);
+		goto done;
+	}
+	if (src_classes && ims_same_file(output, src_classes)) {
+		status = cli_usage_error(&subset_cmd, "-o '%s' is the classes file "
+					 "'%s' read with the list: write the subset "
+					 "elsewhere",
+					 output, src_classes);
+		goto done;
+	}
+	if (dst_classes && ims_same_file(dst_classes, in_path)) {
+		status = cli_usage_error(&subset_cmd, "-o '%s' would write its "
+					 "classes file over the input list '%s': "
+					 "write the subset elsewhere",
+					 output, in_path);
+		goto done;
+	}
 	ds_list_read_opts ro;
 	ds_list_read_opts_init(&ro);
 	ro.max_label = max_label >= 0 ? max_label : src_classes ? DS_LABEL_CEILING : DS_LABEL_AUTO;
@@ -257,14 +289,7 @@ int cmd_subset(int argc, char **argv)
 		 hi);
 
 	if (src_classes) {
-		size_t len = strlen(output) + 16;
-		dst_classes = malloc(len);
-		if (!dst_classes ||
-		    ds_classes_path_for_list(output, dst_classes, len, &err) < 0) {
-			cli_error("cannot name the classes file of '%s'", output);
-			goto done;
-		}
-		if (strcmp(dst_classes, src_classes) != 0) {
+		if (!ims_same_file(dst_classes, src_classes)) {
 			if (ds_classes_write(dst_classes, &in, &err) < 0) {
 				cli_error("%s", err.msg);
 				goto done;

@@ -228,6 +228,27 @@ usage_error "$IN" "$IN" -o "$T/u/x.lst" --per-class 3
 usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --seed x
 [ ! -e "$T/u" ] || fail "usage error created outputs"
 
+# ---- outputs over inputs -----------------------------------------------------------
+# -o naming the input list, by its name, another spelling or a link, or
+# the classes file read, and an OUT whose classes file would be the input:
+# refused before anything is read or written. The old code replaced the
+# input with its own subset.
+mkdir -p "$T/self"
+cp "$IN" "$T/self/in_train.lst"
+cp "$T/lists/data.classes" "$T/self/in.classes"
+ln -s in_train.lst "$T/self/link.lst"
+cp "$IN" "$T/self/names.classes"
+cp "$T/lists/data.classes" "$T/self/names.txt"
+before=$(cat "$T/self"/* | cksum)
+for o in "$T/self/in_train.lst" "$T/self/./in_train.lst" "$T/self/link.lst" "$T/self/in.classes"; do
+	usage_error "$T/self/in_train.lst" -o "$o" --per-class 2
+	expect_stderr "write the subset elsewhere"
+done
+usage_error "$T/self/names.classes" -o "$T/self/names.lst" --per-class 2 --classes "$T/self/names.txt"
+expect_stderr "would write its classes file over the input list"
+expect_eq "inputs after refusals" "$(cat "$T/self"/* | cksum)" "$before"
+expect_eq "files after refusals" "$(ls "$T/self" | paste -sd,)" "in.classes,in_train.lst,link.lst,names.classes,names.txt"
+
 # ---- labels are bounded class ids ---------------------------------------------
 # A label of 2147483647 once sized subset's per-class arrays to 16 GB; run
 # under a memory limit so that, unfixed, it fails instead.
