@@ -535,6 +535,22 @@ int ims_utf8_valid(const char *s, size_t *bad);
 const char *ims_escape(const char *s, char *buf, size_t len);
 
 /*
+ * Names kept one per line (class names: classes files, manifests).
+ *
+ * ims_name_line_problem: why s cannot be one line of such a file and read
+ * back as itself: "is empty", "holds a line break" (LF or CR), "holds a
+ * TAB" (where an im2rec list's columns part) or "is only spaces" (read
+ * as a blank line); NULL when it can. s may be NULL ("is empty").
+ *
+ * ims_find_duplicate: whether two of names[0..n) are equal: 1 with the
+ * pair whose second name comes first in *first < *dup, 0 when all
+ * differ, -1 when out of memory. O(n log n).
+ */
+const char *ims_name_line_problem(const char *s);
+int ims_find_duplicate(const char *const *names, size_t n, size_t *first,
+		       size_t *dup);
+
+/*
  * ims_plural: the noun for a count of n, one when n is 1 and many
  * otherwise ("1 shard", "0 shards", "2 shards"): every printed count
  * goes through it. Returns one of its arguments (not copied).

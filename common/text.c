@@ -4,11 +4,15 @@
  * Names come from file systems and lists, which hold bytes, not text: a
  * file named with an ESC byte can move the cursor or retitle the terminal
  * when printed, and a Latin-1 folder name is not valid in a UTF-8 JSON
- * manifest. One decoder serves both questions.
+ * manifest. One decoder serves both questions. Class names also travel
+ * as lines of a names file (`imshard list`, `extract`, convert's
+ * classes.txt), so the rules for such a line live here too, for the
+ * readers and writers of those files and of manifests alike.
  */
 #include "common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Length of the well-formed UTF-8 sequence at p (1..4), or 0. */
@@ -87,6 +91,59 @@ const char *ims_escape(const char *s, char *buf, size_t len)
 	}
 	buf[o] = '\0';
 	return buf;
+}
+
+const char *ims_name_line_problem(const char *s)
+{
+	if (!s || !*s)
+		return "is empty";
+	if (strpbrk(s, "\n\r"))
+		return "holds a line break";
+	if (strchr(s, '\t'))
+		return "holds a TAB";
+	/* a line of spaces reads back as a blank line, not as a name */
+	if (s[strspn(s, " ")] == '\0')
+		return "is only spaces";
+	return NULL;
+}
+
+typedef struct name_at {
+	const char *s;
+	size_t i;
+} name_at;
+
+static int cmp_name_at(const void *a, const void *b)
+{
+	const name_at *x = a, *y = b;
+	int c = strcmp(x->s, y->s);
+	if (c)
+		return c;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Sorting rather than comparing every pair: ImageNet-21k has 21,841
+ * classes, and files of names are outside input of any length. */
+int ims_find_duplicate(const char *const *names, size_t n, size_t *first,
+		       size_t *dup)
+{
+	if (n < 2)
+		return 0;
+	name_at *a = malloc(n * sizeof(*a));
+	if (!a)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		a[i] = (name_at){names[i] ? names[i] : "", i};
+	qsort(a, n, sizeof(*a), cmp_name_at);
+	int found = 0;
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(a[i - 1].s, a[i].s) == 0 && (!found || a[i].i < *dup)) {
+			*first = a[i - 1].i;
+			*dup = a[i].i;
+			found = 1;
+		}
+	}
+	free(a);
+	return found;
 }
 
 const char *ims_plural(uint64_t n, const char *one, const char *many)

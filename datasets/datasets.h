@@ -131,10 +131,12 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err);
 
 /* Reads/writes class names, one per line, line i = label i. Reading
  * replaces l's class names (rows untouched), skips trailing blank lines
- * and a CR before each LF, and refuses blank lines elsewhere, duplicates
- * and lines holding a TAB (an im2rec list given as class names). Writing
- * is atomic and refuses empty names or names holding line breaks or a
- * TAB. */
+ * and a CR before each LF, and refuses blank lines elsewhere, duplicates,
+ * lines holding a TAB (an im2rec list given as class names) and any other
+ * CR. Writing is atomic and refuses what could not be read back: names
+ * that are empty, only spaces, or hold a line break or a TAB, and
+ * duplicates (ims_name_line_problem and ims_find_duplicate, the rules a
+ * manifest's class names are verified against too). */
 int ds_classes_read(const char *path, ds_list *l, ims_error *err);
 int ds_classes_write(const char *path, const ds_list *l, ims_error *err);
 

@@ -713,42 +713,6 @@ out:
 
 /* ---- class name files ---------------------------------------------------- */
 
-static int cmp_name_idx(const void *a, const void *b, void *arg)
-{
-	char **names = arg;
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	int c = strcmp(names[x], names[y]);
-	if (c)
-		return c;
-	return x < y ? -1 : x > y;
-}
-
-/* Finds a duplicate name in O(n log n); returns 0 or fills *first, *dup. */
-static int find_duplicate(char **names, size_t n, size_t *first, size_t *dup)
-{
-	if (n < 2)
-		return 0;
-	size_t *idx = malloc(n * sizeof(size_t));
-	if (!idx)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		idx[i] = i;
-	qsort_r(idx, n, sizeof(size_t), cmp_name_idx, names);
-	int found = 0;
-	for (size_t i = 1; i < n; i++) {
-		if (strcmp(names[idx[i - 1]], names[idx[i]]) == 0) {
-			/* Report the pair whose second line comes first. */
-			if (!found || idx[i] < *dup) {
-				*first = idx[i - 1];
-				*dup = idx[i];
-			}
-			found = 1;
-		}
-	}
-	free(idx);
-	return found;
-}
-
 int ds_classes_read(const char *path, ds_list *l, ims_error *err)
 {
 	uint8_t *data = NULL;
@@ -798,11 +762,20 @@ int ds_classes_read(const char *path, ds_list *l, ims_error *err)
 				  "('%.60s'): a class-names file has one name per line "
 				  "(is it an im2rec .lst list: index, label, path?)",
 				  path, line, p);
+		/* what is left (a CR inside the line) would not be written
+		 * back: ds_classes_write refuses it */
+		const char *why = ims_name_line_problem(p);
+		if (why)
+			GOTO_FAIL(out, rc, err, IMS_EFORMAT,
+				  "cannot read classes '%s': line %zu: class name "
+				  "'%.60s' %s",
+				  path, line, p, why);
 		GOTO_IF_ERR(out, rc, ds_list_add_class(&tmp, p, NULL, err));
 		p = next;
 	}
 	size_t first = 0, dup = 0;
-	int d = find_duplicate(tmp.classes, tmp.n_classes, &first, &dup);
+	int d = ims_find_duplicate((const char *const *)tmp.classes, tmp.n_classes,
+				   &first, &dup);
 	if (d < 0)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 			  "cannot read classes '%s': out of memory", path);
@@ -828,15 +801,26 @@ int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 {
 	ims_buf b = {0};
 	int rc = 0;
+	size_t first = 0, dup = 0;
+	int d = ims_find_duplicate((const char *const *)l->classes, l->n_classes,
+				   &first, &dup);
+	if (d < 0)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+			  "cannot write classes '%s': out of memory", path);
+	if (d)
+		GOTO_FAIL(out, rc, err, IMS_EINVAL,
+			  "cannot write classes '%s': class %zu ('%s') repeats class "
+			  "%zu (it could not be read back)",
+			  path, dup, l->classes[dup], first);
 	for (size_t i = 0; i < l->n_classes; i++) {
 		const char *name = l->classes[i] ? l->classes[i] : "";
-		size_t n = strlen(name);
-		if (n == 0 || strpbrk(name, "\n\r\t"))
+		const char *why = ims_name_line_problem(name);
+		if (why)
 			GOTO_FAIL(out, rc, err, IMS_EINVAL,
-				  "cannot write classes '%s': class %zu ('%s') is "
-				  "empty or holds a line break or TAB (it could not be "
-				  "read back)",
-				  path, i, name);
+				  "cannot write classes '%s': class %zu ('%s') %s (it "
+				  "could not be read back)",
+				  path, i, name, why);
+		size_t n = strlen(name);
 		if (ims_buf_append(&b, name, n) < 0 || ims_buf_append(&b, "\n", 1) < 0)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 				  "cannot write classes '%s': out of memory", path);

@@ -417,10 +417,25 @@ int pack_check_names(const ds_list *list, const char *split, ims_error *err)
 	RETURN_IF(split && !ims_utf8_valid(split, NULL), err, IMS_EINVAL,
 		  "split name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md); choose another -o NAME",
 		  ims_escape(split, e, sizeof(e)));
-	for (size_t c = 0; c < list->n_classes; c++)
+	for (size_t c = 0; c < list->n_classes; c++) {
 		RETURN_IF(!ims_utf8_valid(list->classes[c], NULL), err, IMS_EINVAL,
 			  "class %zu's name '%s' is not UTF-8, which a manifest must be (docs/FORMAT.md): rename it (a class folder: e.g. convmv -f latin1 -t utf8 --notest), or give UTF-8 names with --classes FILE",
 			  c, ims_escape(list->classes[c], e, sizeof(e)));
+		/* The names go on as lines of classes files (extract, list,
+		 * convert), and verify holds a manifest to the same rules:
+		 * the library refuses what a classes file given to the CLI
+		 * could not hold. */
+		const char *why = ims_name_line_problem(list->classes[c]);
+		RETURN_IF(why, err, IMS_EINVAL,
+			  "class %zu's name '%s' %s: a class name must be one line of a classes file (docs/FORMAT.md)",
+			  c, ims_escape(list->classes[c], e, sizeof(e)), why);
+	}
+	size_t first = 0, dup = 0;
+	int d = ims_find_duplicate((const char *const *)list->classes, list->n_classes,
+				   &first, &dup);
+	RETURN_IF(d < 0, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(d, err, IMS_EINVAL, "class %zu's name '%s' repeats class %zu's",
+		  dup, ims_escape(list->classes[dup], e, sizeof(e)), first);
 	return 0;
 }
 

@@ -128,7 +128,10 @@ typedef struct pack_report {
  * in NAME.errors.tsv and passed to opts->skipped. The manifest is written
  * last: on any failure, interruption, or when every file was skipped, no
  * manifest exists and rerunning the same call starts afresh. Classes come
- * from list->classes (or "0".."K-1" when the list has none).
+ * from list->classes (or "0".."K-1" when the list has none); names that
+ * are not UTF-8, that a classes file could not hold (empty, only spaces,
+ * a line break or a TAB) or that repeat are refused (IMS_EINVAL) before
+ * anything is written.
  * Nothing is left behind by a failed run: no lock, shard or temporary file
  * (only NAME.errors.tsv, which names the files that were skipped).
  * Errors: IMS_EEXIST (split exists, no force), IMS_ELIMIT (more than

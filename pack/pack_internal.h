@@ -14,8 +14,9 @@
  * order of pack_convert_opts.subset: "train", "val", "test". */
 extern const char *const pack_managed_splits[PACK_N_SUBSET_SPLITS];
 
-/* Refuses (IMS_EINVAL) a split name or class name that is not UTF-8: a
- * manifest is UTF-8 JSON. split may be NULL. */
+/* Refuses (IMS_EINVAL) a split name or class name that is not UTF-8 (a
+ * manifest is UTF-8 JSON), and class names that a classes file could not
+ * hold (ims_name_line_problem) or that repeat. split may be NULL. */
 int pack_check_names(const ds_list *list, const char *split, ims_error *err);
 
 /* Called before each step of a switch (tests stop a process there). */

@@ -41,6 +41,27 @@ void rio_manifest_release(rio_manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
+int rio_manifest_check_classes(const rio_manifest *m, ims_error *err)
+{
+	for (size_t c = 0; c < m->n_classes; c++) {
+		RETURN_IF(!ims_utf8_valid(m->classes[c], NULL), err, IMS_ECORRUPT,
+			  "class %zu ('%s') is not UTF-8: pack refuses such class names",
+			  c, m->classes[c]);
+		const char *why = ims_name_line_problem(m->classes[c]);
+		RETURN_IF(why, err, IMS_ECORRUPT,
+			  "class %zu ('%s') %s: pack refuses such class names (a class name is one line of a classes file)",
+			  c, m->classes[c], why);
+	}
+	size_t first = 0, dup = 0;
+	int d = ims_find_duplicate((const char *const *)m->classes, m->n_classes,
+				   &first, &dup);
+	RETURN_IF(d < 0, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(d, err, IMS_ECORRUPT,
+		  "class %zu ('%s') has the name of class %zu: pack refuses repeated class names",
+		  dup, m->classes[dup], first);
+	return 0;
+}
+
 static int get_u64(const cJSON *obj, const char *key, uint64_t *out,
 		   const char *path, ims_error *err)
 {

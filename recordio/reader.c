@@ -836,5 +836,15 @@ int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 	if (rc < 0)
 		return ims_fail_context(err, "record %llu in shard '%s'",
 					(unsigned long long)index, s->path);
+	/* The writer gives every record of a split the same count and
+	 * records it in the manifest; readers size and print the extra
+	 * labels by the manifest (info, extract's list), so a record that
+	 * disagrees is as damaged as one with a bad checksum. */
+	if (rec->n_extra != r->m.n_extra_labels)
+		return ims_fail(err, IMS_ECORRUPT,
+				"record %llu in shard '%s': %u extra %s, the manifest's \"extra_labels\" is %u",
+				(unsigned long long)index, s->path, rec->n_extra,
+				ims_plural(rec->n_extra, "label", "labels"),
+				r->m.n_extra_labels);
 	return 0;
 }

@@ -155,7 +155,9 @@ typedef struct rio_manifest {
 	char **classes;      /* class names, label i = classes[i] */
 	size_t n_classes;
 	uint64_t *class_counts; /* n_classes entries */
-	unsigned n_extra_labels;
+	unsigned n_extra_labels; /* extra float labels of every record (a
+				    record with another count is refused
+				    when read) */
 	rio_shard_info *shards;
 	size_t n_shards;
 	uint64_t skipped;    /* source files the packer skipped */
@@ -176,6 +178,17 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err);
 
 /* Frees everything m owns and zeroes it. NULL and zeroed are fine. */
 void rio_manifest_release(rio_manifest *m);
+
+/*
+ * Whether m's class names are names `imshard pack` writes: UTF-8, each
+ * one line of a classes file (not empty, not only spaces, no line break
+ * or TAB: ims_name_line_problem) and none repeated, so that a classes
+ * file made from them (extract's) packs again. Returns 0, or
+ * IMS_ECORRUPT naming the first bad class. Loading does not apply it (a
+ * split so named still reads and trains); rio_verify reports it, and
+ * writers of classes files refuse before writing.
+ */
+int rio_manifest_check_classes(const rio_manifest *m, ims_error *err);
 
 /* The manifest as pretty JSON text (malloc'd, caller frees), in the format
  * m->format_version names (format 2 writes digests as strings of 16 hex
@@ -365,8 +378,9 @@ void rio_cursor_close(rio_cursor *c);
  * into the map and is valid until the cursor is closed. Reading indices in
  * increasing order is a sequential walk (no tree descent per record).
  * Errors: IMS_EINVAL (index out of range), IMS_ENOTFOUND (key missing
- * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record: the message
- * names the shard and index), IMS_ECHANGED (the shard's size or
+ * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record, or one
+ * whose number of extra labels is not the manifest's extra_labels: the
+ * message names the shard and index), IMS_ECHANGED (the shard's size or
  * modification time is no longer what was checked at open: it was
  * truncated or rewritten; no record of it can be trusted, so stop rather
  * than retry). Costs one fstat per call for that check.
@@ -381,10 +395,11 @@ int rio_reader_shard_of(const rio_reader *r, uint64_t index);
 
 /*
  * What `imshard verify` and Split.verify check, read through r: every
- * record's header and payload CRC-32C, its label against the classes and
- * its encoding against the manifest's, each shard's digest (format 2;
- * format 1 digests depend only on record counts and are not compared) and
- * the class counts. recordio never looks inside a payload: a caller that
+ * record's header and payload CRC-32C, its label against the classes, its
+ * number of extra labels and its encoding against the manifest's, each
+ * shard's digest (format 2; format 1 digests depend only on record counts
+ * and are not compared), the class counts and the class names
+ * (rio_manifest_check_classes). recordio never looks inside a payload: a caller that
  * decodes images does so in check.
  */
 typedef struct rio_verify_opts {
@@ -401,7 +416,8 @@ typedef struct rio_verify_opts {
 	/* Each problem as one line without a prefix, as it is found: a bad
 	 * record ("record 5 in shard 'F': payload checksum mismatch ..."), an
 	 * unreadable shard, then after the reads the shards' encoding and
-	 * digest findings and the class counts. Never called concurrently. */
+	 * digest findings, the class names and the class counts. Never
+	 * called concurrently. */
 	void (*problem)(void *ctx, const char *line);
 	/* Records checked so far, every 256 records of a shard and at each
 	 * shard's end. Nonzero stops the check (rio_verify returns

@@ -1,6 +1,7 @@
 /*
  * verify.c - a split checked end to end (rio_verify): every record's
- * checksums, label and encoding, each shard's digest, the class counts.
+ * checksums, labels and encoding, each shard's digest, the class names
+ * and counts.
  *
  * `imshard verify` and the Python binding's Split.verify both call it, so
  * both find the same problems and say them in the same words. Shards are
@@ -191,6 +192,18 @@ static int check_split(vctx *v)
 	return problems;
 }
 
+/* The names are checked here rather than at load: a split whose
+ * manifest holds a name pack refuses still reads and trains, but its
+ * classes cannot go through a classes file again. */
+static int check_names(vctx *v)
+{
+	ims_error e;
+	if (rio_manifest_check_classes(v->m, &e) == 0)
+		return 0;
+	say(v, "%s", e.msg);
+	return 1;
+}
+
 static int check_counts(vctx *v)
 {
 	const rio_manifest *m = v->m;
@@ -273,6 +286,7 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 			say(&v, "... and %llu more bad records",
 			    (unsigned long long)(v.named - v.max_named));
 		int problems = check_split(&v);
+		problems |= check_names(&v);
 		if (!res->bad && !problems)
 			problems = check_counts(&v);
 		res->ok = !res->bad && !problems;

@@ -19,7 +19,9 @@ static const cli_command command = {
 	"raw records are written as PNG.",
 	"DIR/extract.lst lists what was written in im2rec's format (index, label,\n"
 	"extra labels, file), with DIR/extract.classes, so the files can be\n"
-	"packed again.\n\n"
+	"packed again. A split whose class names pack would refuse (repeated,\n"
+	"empty, holding a line break or TAB) is refused before anything is\n"
+	"written.\n\n"
 	"Exit status: 0 written, 1 a record is missing or damaged, or a file\n"
 	"cannot be written, 2 bad usage."};
 
@@ -95,7 +97,18 @@ int cmd_extract(int argc, char **argv)
 	ims_mapguard_install("imshard: extract");
 	if (rio_reader_open(pos[0], &r, &err) < 0 ||
 	    rio_cursor_open(r, RIO_CHECK_PAYLOAD_CRC, &c, &err) < 0 ||
-	    aug_codec_create(&codec, &err) < 0 || ims_mkdir_p(out, &err) < 0 ||
+	    aug_codec_create(&codec, &err) < 0) {
+		cli_error("extract: %s", err.msg);
+		goto done;
+	}
+	/* extract.classes is written for pack to read back: names it would
+	 * refuse are refused before anything is written */
+	if (rio_manifest_check_classes(rio_reader_manifest(r), &err) < 0) {
+		cli_error("extract: manifest '%s': %s; extract.classes could not be packed again (see 'imshard verify')",
+			  pos[0], err.msg);
+		goto done;
+	}
+	if (ims_mkdir_p(out, &err) < 0 ||
 	    ims_temp_sweep_matching(out, extract_name, NULL, &err) < 0) {
 		cli_error("extract: %s", err.msg);
 		goto done;

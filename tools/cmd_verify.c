@@ -17,8 +17,10 @@ static const cli_command command = {
 	"imshard verify MANIFEST.json [--decode] [--rehash] [--threads T] [--quiet]",
 	"Checks a packed split end to end: the shards against the manifest (files,\n"
 	"sizes, record ranges), every record's header and payload checksums\n"
-	"(CRC-32C), each shard's digest, the manifest's encoding and the class\n"
-	"counts; with --decode also decodes every image.",
+	"(CRC-32C), each shard's digest, the manifest's encoding and number of\n"
+	"extra labels, the class counts and the class names (names pack would\n"
+	"refuse: repeated, empty, holding a line break or TAB); with --decode\n"
+	"also decodes every image.",
 	"Each bad record is named (shard and index) with the reason; the checks\n"
 	"go on through the whole split.\n\n"
 	"A shard's digest (manifest format 2) covers every record's key, header,\n"

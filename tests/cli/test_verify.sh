@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # imshard verify catches a flipped byte, a truncated shard and a manifest
-# that disagrees with its shards, naming what is wrong.
+# that disagrees with its shards or holds class names pack refuses, naming
+# what is wrong.
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 3 --per-class 8 --quiet
@@ -129,6 +130,42 @@ sed -i 's/"encoding":\t"keep"/"encoding": "png"/' "$T/e/train.json"
 expect 1 "$IMSHARD" verify "$T/e/train.json"
 contains "$T/err" "24 of 24 records do not match the manifest's encoding 'png' (record 0: a kept "
 contains "$T/err" "FAILED"
+
+# A manifest that says the records carry extra labels they do not: each
+# record is bad, and info's "3 float labels per record" would be false.
+# Class names pack refuses (repeated, holding a TAB or a line break):
+# named, exit 1 (before, both passed verify with exit 0).
+setjson() { # setjson MANIFEST PYTHON: edits the manifest as j
+  /usr/bin/python3 -c "import json, sys
+j = json.load(open(sys.argv[1])); $2
+json.dump(j, open(sys.argv[1], 'w'))" "$1"
+}
+fresh x
+setjson "$T/x/train.json" 'j["extra_labels"] = 3'
+expect 1 "$IMSHARD" verify "$T/x/train.json"
+contains "$T/err" "record 0 in shard '$T/x/train-00000-of-00001.mdb': 0 extra labels, the manifest's \"extra_labels\" is 3"
+contains "$T/err" "FAILED: 24 of 24 records bad"
+fresh x
+setjson "$T/x/train.json" 'j["classes"][1] = j["classes"][0]'
+expect 1 "$IMSHARD" verify "$T/x/train.json"
+contains "$T/err" "class 1 ('$(json "$T/x/train.json" 'j["classes"][0]')') has the name of class 0: pack refuses repeated class names"
+contains "$T/err" "FAILED"
+fresh x
+setjson "$T/x/train.json" 'j["classes"][2] = "a\tb"'
+expect 1 "$IMSHARD" verify "$T/x/train.json"
+contains "$T/err" "class 2 ('a\x09b') holds a TAB: pack refuses such class names"
+fresh x
+setjson "$T/x/train.json" 'j["classes"][0] = "a\nb\x1b[2J"'
+expect 1 "$IMSHARD" verify "$T/x/train.json"
+contains "$T/err" "class 0 ('a\x0ab\x1b[2J') holds a line break"
+checks=$((checks + 1))
+! grep -q $'\x1b' "$T/err" || fail "an ESC from a class name reached stderr"
+# extract refuses such names before writing anything: the classes file it
+# writes would be refused by pack.
+expect 1 "$IMSHARD" extract "$T/x/train.json" -o "$T/x/out"
+one_line "$T/err"
+contains "$T/err" "extract.classes could not be packed again"
+absent "$T/x/out"
 
 # --- format 1 manifests: read, never called verified by digest, --rehash ---
 fresh v

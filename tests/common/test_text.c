@@ -1,5 +1,5 @@
-/* test_text.c - UTF-8 checks, terminal-safe escaping and plural nouns
- * (common/text.c). */
+/* test_text.c - UTF-8 checks, terminal-safe escaping, the rules for names
+ * kept one per line, and plural nouns (common/text.c). */
 #include <string.h>
 
 #include "common/common.h"
@@ -40,6 +40,23 @@ int main(void)
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 7, "\xc3\x97\xc3\x97\xc3\x97");
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 6, "\xc3\x97...");
 	escaped("anything", 3, "");
+
+	/* Names kept one per line: what a line cannot hold, and repeats. */
+	CHECK(ims_name_line_problem("Anas \xc3\x97 platyrhynchos") == NULL);
+	CHECK(ims_name_line_problem(" lead and trail ") == NULL);
+	CHECK_EQ_STR(ims_name_line_problem(""), "is empty");
+	CHECK_EQ_STR(ims_name_line_problem(NULL), "is empty");
+	CHECK_EQ_STR(ims_name_line_problem("a\nb"), "holds a line break");
+	CHECK_EQ_STR(ims_name_line_problem("a\r"), "holds a line break");
+	CHECK_EQ_STR(ims_name_line_problem("a\tb"), "holds a TAB");
+	CHECK_EQ_STR(ims_name_line_problem("   "), "is only spaces");
+	const char *names[] = {"b", "a", "c", "a", "b"};
+	size_t first = 9, dup = 9;
+	CHECK_EQ_INT(ims_find_duplicate(names, 5, &first, &dup), 1);
+	CHECK_EQ_U64(first, 1); /* a (1, 3) before b (0, 4): 3 < 4 */
+	CHECK_EQ_U64(dup, 3);
+	CHECK_EQ_INT(ims_find_duplicate(names, 3, &first, &dup), 0);
+	CHECK_EQ_INT(ims_find_duplicate(names, 0, &first, &dup), 0);
 
 	/* Counts: the singular for exactly one, the plural otherwise. */
 	CHECK_EQ_STR(ims_plural(1, "shard", "shards"), "shard");

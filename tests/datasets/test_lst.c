@@ -479,8 +479,30 @@ static void test_classes(void)
 	ds_list_release(&r);
 	CHECK_OK(ds_list_add_class(&r, "tab\there", NULL, &err), &err);
 	CHECK_EQ_INT(ds_classes_write(tmp_path("tab.classes"), &r, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "holds a line break or TAB") != NULL);
+	CHECK(strstr(err.msg, "class 0 ('tab\there') holds a TAB") != NULL);
 	CHECK(!file_exists(tmp_path("tab.classes")));
+	ds_list_release(&r);
+	/* A name of spaces reads back as a blank line, and a repeated name
+	 * is refused by the reader: neither is written. */
+	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
+	CHECK_OK(ds_list_add_class(&r, "  ", NULL, &err), &err);
+	CHECK_EQ_INT(ds_classes_write(tmp_path("sp.classes"), &r, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "class 1 ('  ') is only spaces") != NULL);
+	CHECK(!file_exists(tmp_path("sp.classes")));
+	ds_list_release(&r);
+	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
+	CHECK_OK(ds_list_add_class(&r, "b", NULL, &err), &err);
+	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
+	CHECK_EQ_INT(ds_classes_write(tmp_path("dup2.classes"), &r, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "class 2 ('a') repeats class 0") != NULL);
+	CHECK(!file_exists(tmp_path("dup2.classes")));
+	ds_list_release(&r);
+	/* A CR inside a line (not before its LF) is no part of a name. */
+	const char cr[] = "a\rb\nc\r\n";
+	p = tmp_path("cr.classes");
+	write_text(p, cr, sizeof(cr) - 1);
+	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "line 1: class name 'a\rb' holds a line break") != NULL);
 	ds_list_release(&r);
 	ds_list_release(&l);
 }

@@ -43,7 +43,7 @@ for si, s in enumerate(man["shards"]):
             assert magic == b"IMSR" and ver == 1
             enc, flags, ch, orient, label, nx = struct.unpack_from("<BBBBiH", val, 8)
             plen, pcrc, hcrc = struct.unpack_from("<III", val, 36)
-            assert hlen == 48 + 4 * nx and len(val) == hlen + plen
+            assert hlen == 48 + 4 * nx and len(val) == hlen + plen and nx == man["extra_labels"]
             assert hcrc == crc32c(val[48:hlen], crc32c(val[:44])), "header crc"
             assert pcrc == crc32c(val[hlen:]), "payload crc"
             digest = fnv1a64(key + val[:hlen], digest)

@@ -218,6 +218,33 @@ int main(void)
 		o.root = "/no/such/root";
 		CHECK_EQ_INT(pack_run(&l, &o, &rep, &e), IMS_ENOTFOUND);
 		CHECK(strstr(e.msg, "/no/such/root") != NULL);
+		o.root = root;
+		/* Class names a classes file could not hold, or repeated:
+		 * the library (Python's pack, convert) refuses what the CLI's
+		 * classes file reader refuses, and verify would report. */
+		static const struct {
+			const char *a, *b, *msg;
+		} names[] = {
+			{"cat", "cat", "class 1's name 'cat' repeats class 0's"},
+			{"cat", "", "class 1's name '' is empty"},
+			{"c\tat", "dog", "class 0's name 'c\\x09at' holds a TAB"},
+			{"cat", "d\nog", "class 1's name 'd\\x0aog' holds a line break"},
+		};
+		snprintf(a, sizeof(a), "%s/names", tmp);
+		o.out_dir = a;
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+			ds_list n;
+			ds_list_init(&n);
+			CHECK_OK(ds_list_append(&n, 0, 0, NULL, 0, l.items[0].path, &e), &e);
+			CHECK_OK(ds_list_add_class(&n, names[k].a, NULL, &e), &e);
+			CHECK_OK(ds_list_add_class(&n, names[k].b, NULL, &e), &e);
+			CHECK_EQ_INT(pack_run(&n, &o, &rep, &e), IMS_EINVAL);
+			if (!strstr(e.msg, names[k].msg))
+				fprintf(stderr, "'%s' lacks '%s'\n", e.msg, names[k].msg);
+			CHECK(strstr(e.msg, names[k].msg) != NULL);
+			CHECK(access(a, F_OK) != 0);
+			ds_list_release(&n);
+		}
 	}
 	/* A stray huge label: refused, naming the row, before anything is
 	 * sized by it or written (it once grew a pack to 24 GB). */

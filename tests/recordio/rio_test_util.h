@@ -72,6 +72,26 @@ static inline void rio_test_write_split(const char *dir, uint64_t n, uint64_t sh
 	CHECK_OK(rio_writer_finish(w, &m, NULL, &e), &e);
 }
 
+/* Replaces the first `from` in the file at path with `to`. */
+static inline void edit_manifest(const char *path, const char *from, const char *to)
+{
+	uint8_t *data;
+	size_t len;
+	ims_error e;
+	CHECK_OK(ims_read_file(path, &data, &len, 0, &e), &e);
+	char *s = (char *)data;
+	char *at = strstr(s, from);
+	CHECK(at != NULL);
+	if (!at) {
+		free(data);
+		return;
+	}
+	char out[65536];
+	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+	CHECK_OK(ims_write_file_atomic(path, out, strlen(out), &e), &e);
+	free(data);
+}
+
 static inline int file_exists(const char *dir, const char *name)
 {
 	char p[4096];

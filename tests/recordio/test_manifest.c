@@ -206,6 +206,36 @@ int main(void)
 		    "not 'train-00001-of-00002.mdb'");
 	expect_bad2(dir, "\"name\":\"train\"", "\"name\":\"a/b\"", "not a plain name");
 
+	/* Class names pack refuses load (the split still reads) and are
+	 * named by rio_manifest_check_classes, which verify and extract use. */
+	static const struct {
+		const char *classes, *msg;
+	} names[] = {
+		{"[\"a\",\"b\"]", NULL},
+		{"[\" a \",\"b c\"]", NULL},
+		{"[\"a\",\"a\"]", "class 1 ('a') has the name of class 0: pack refuses repeated class names"},
+		{"[\"a\",\"\"]", "class 1 ('') is empty: pack refuses"},
+		{"[\"  \",\"b\"]", "class 0 ('  ') is only spaces: pack refuses"},
+		{"[\"a\\nb\",\"b\"]", "class 0 ('a\nb') holds a line break: pack refuses"},
+		{"[\"a\",\"b\\r\"]", "class 1 ('b\r') holds a line break: pack refuses"},
+		{"[\"a\\tb\",\"b\"]", "class 0 ('a\tb') holds a TAB: pack refuses"},
+		{"[\"a\",\"\xe9\"]", "class 1 ('\xe9') is not UTF-8: pack refuses"},
+	};
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		char text[4096];
+		const char *from = "[\"a\",\"b\"]", *at = strstr(good2, from);
+		snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - good2), good2,
+			 names[k].classes, at + strlen(from));
+		CHECK_OK(load_text(dir, text, &m, &e), &e);
+		ims_error_clear(&e);
+		int rc = rio_manifest_check_classes(&m, &e);
+		CHECK_EQ_INT(rc, names[k].msg ? IMS_ECORRUPT : 0);
+		if (names[k].msg && !strstr(e.msg, names[k].msg))
+			fprintf(stderr, "message '%s' lacks '%s'\n", e.msg, names[k].msg);
+		CHECK(!names[k].msg || strstr(e.msg, names[k].msg) != NULL);
+		rio_manifest_release(&m);
+	}
+
 	rehash(dir);
 	return TEST_EXIT();
 }

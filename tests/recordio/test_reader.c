@@ -1,30 +1,12 @@
 /* test_reader.c - zero-copy views, refusal of shards that disagree with
- * their manifest, and of damaged shards (most cases are crashes that
- * fuzz_shard found inside LMDB before the reader checked shards). */
+ * their manifest, of records whose extra labels do not, and of damaged
+ * shards (most cases are crashes that fuzz_shard found inside LMDB
+ * before the reader checked shards). */
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "rio_test_util.h"
 #include "test.h"
-
-static void edit_manifest(const char *path, const char *from, const char *to)
-{
-	uint8_t *data;
-	size_t len;
-	ims_error e;
-	CHECK_OK(ims_read_file(path, &data, &len, 0, &e), &e);
-	char *s = (char *)data;
-	char *at = strstr(s, from);
-	CHECK(at != NULL);
-	if (!at) {
-		free(data);
-		return;
-	}
-	char out[65536];
-	snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
-	CHECK_OK(ims_write_file_atomic(path, out, strlen(out), &e), &e);
-	free(data);
-}
 
 static int open_fails(const char *manifest, int code, const char *needle)
 {
@@ -417,6 +399,68 @@ static void changed_shards(const char *dir)
 	rio_reader_close(r);
 }
 
+/* ---- extra labels ------------------------------------------------------
+ * The writer gives every record the manifest's extra_labels; a record
+ * that holds another count (a manifest edited by hand, a shard of
+ * another split) is refused where it is read, as a damaged one is. */
+
+static void extra_labels(const char *dir)
+{
+	static const char *names[] = {"a", "b", "c"};
+	ims_error e;
+	rio_writer_opts o = {0};
+	o.dir = dir;
+	o.name = "s";
+	o.force = 1;
+	rio_writer *w;
+	CHECK_OK(rio_writer_open(&o, &w, &e), &e);
+	static uint8_t buf[10000];
+	for (uint64_t i = 0; i < 20; i++) {
+		rio_record rec;
+		make_record(&rec, i, buf, 3);
+		rec.n_extra = 2;
+		rec.extra[0] = (float)i;
+		rec.extra[1] = 0.5f;
+		CHECK_OK(rio_writer_add(w, &rec, &e), &e);
+	}
+	rio_writer_meta meta = {"keep", names, 3, 0, NULL, NULL};
+	CHECK_OK(rio_writer_finish(w, &meta, NULL, &e), &e);
+	char manifest[4200];
+	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
+
+	static const struct {
+		const char *says;
+		int rc;
+		const char *msg;
+	} cases[] = {
+		{"\"extra_labels\":\t2", 0, ""},
+		{"\"extra_labels\":\t0", IMS_ECORRUPT,
+		 "record 0 in shard '%s/s-00000-of-00001.mdb': 2 extra labels, the manifest's \"extra_labels\" is 0"},
+		{"\"extra_labels\":\t3", IMS_ECORRUPT,
+		 "record 0 in shard '%s/s-00000-of-00001.mdb': 2 extra labels, the manifest's \"extra_labels\" is 3"},
+	};
+	const char *now = "\"extra_labels\":\t2";
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		edit_manifest(manifest, now, cases[k].says);
+		now = cases[k].says;
+		rio_reader *r;
+		CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+		rio_cursor *c;
+		CHECK_OK(rio_cursor_open(r, 0, &c, &e), &e);
+		rio_record rec;
+		ims_error_clear(&e);
+		CHECK_EQ_INT(rio_cursor_get(c, 0, &rec, &e), cases[k].rc);
+		char want[IMS_ERRMSG_MAX];
+		snprintf(want, sizeof(want), cases[k].msg, dir);
+		if (cases[k].rc)
+			CHECK_EQ_STR(e.msg, want);
+		else
+			CHECK(rec.n_extra == 2 && rec.extra[1] == 0.5f);
+		rio_cursor_close(c);
+		rio_reader_close(r);
+	}
+}
+
 int main(void)
 {
 	alarm(300); /* a FIFO that blocks an open is a failure, not a hang */
@@ -510,6 +554,8 @@ int main(void)
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
 
+	test_tmpdir(dir, sizeof(dir), "reader-extra");
+	extra_labels(dir);
 	test_tmpdir(dir, sizeof(dir), "reader-damaged");
 	damaged_shards(dir);
 	test_tmpdir(dir, sizeof(dir), "reader-changed");

@@ -1,8 +1,9 @@
 /* test_verify.c - rio_verify, the check behind `imshard verify` and
  * Split.verify: a good split passes with the manifest's digests, a
  * caller's check marks records bad and each is named once, the same
- * problems whatever the thread count, the naming limit, and progress
- * stopping the check. */
+ * problems whatever the thread count, the naming limit, progress
+ * stopping the check, and a manifest whose class names or extra_labels
+ * are not what pack writes. */
 #include <pthread.h>
 
 #include "rio_test_util.h"
@@ -147,6 +148,32 @@ int main(void)
 	CHECK_EQ_INT(s.n, 1);
 	CHECK_EQ_STR(s.lines[0], "record 7: rejected by the check");
 	s.stop_at = 0;
+
+	/* The manifest's class names and extra_labels are held to what pack
+	 * writes: a repeated name is one problem (no record is bad), a
+	 * record count of extra labels that differs makes each record bad. */
+	rio_reader_close(r);
+	edit_manifest(manifest, "[\"a\", \"b\", \"c\"]", "[\"a\", \"b\", \"a\"]");
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	CHECK_EQ_INT(run(r, 2, &s, &res, NULL, 0, 0), 0);
+	CHECK(!res.ok);
+	CHECK_EQ_U64(res.bad, 0);
+	CHECK_EQ_INT(s.n, 1);
+	CHECK_EQ_STR(s.lines[0], "class 2 ('a') has the name of class 0: pack refuses repeated class names");
+	rio_reader_close(r);
+	edit_manifest(manifest, "[\"a\", \"b\", \"a\"]", "[\"a\", \"b\", \"c\"]");
+	edit_manifest(manifest, "\"extra_labels\":\t0", "\"extra_labels\":\t3");
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	CHECK_EQ_INT(run(r, 1, &s, &res, NULL, 2, 0), 0);
+	CHECK(!res.ok);
+	CHECK_EQ_U64(res.bad, 300);
+	CHECK_EQ_INT(s.n, 3);
+	char want[sizeof(dir) + 256];
+	snprintf(want, sizeof(want), "record 0 in shard '%s/%s': 0 extra labels, the manifest's \"extra_labels\" is 3",
+		 dir, rio_reader_manifest(r)->shards[0].file);
+	CHECK_EQ_STR(s.lines[0], want);
+	CHECK_EQ_STR(s.lines[2], "... and 298 more bad records");
+	edit_manifest(manifest, "\"extra_labels\":\t3", "\"extra_labels\":\t0");
 
 	rio_verify_result none;
 	CHECK_EQ_INT(rio_verify(NULL, NULL, &none, NULL, &e), IMS_EINVAL);
