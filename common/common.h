@@ -535,6 +535,17 @@ int ims_utf8_valid(const char *s, size_t *bad);
 const char *ims_escape(const char *s, char *buf, size_t len);
 
 /*
+ * ims_escape_json: JSON text as cJSON prints it (C0 controls inside
+ * strings already written as \u00XX) made as safe to print as
+ * ims_escape's output, and still JSON: DEL and C1 controls become
+ * \u007f and \u0080..\u009f, bytes that are not UTF-8 the text \xHH
+ * (written \\xHH); everything else is kept, cJSON's own line breaks and
+ * TABs included. Returns a malloc'd string the caller frees, NULL when
+ * out of memory.
+ */
+char *ims_escape_json(const char *json);
+
+/*
  * Names kept one per line (class names: classes files, manifests).
  *
  * ims_name_line_problem: why s cannot be one line of such a file and read

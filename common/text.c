@@ -93,6 +93,39 @@ const char *ims_escape(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+char *ims_escape_json(const char *json)
+{
+	const unsigned char *p = (const unsigned char *)json;
+	/* at most 6 bytes out ("\\xHH" or "\u00HH") per byte in */
+	size_t len = strlen(json);
+	char *out = malloc(6 * len + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; p[i];) {
+		size_t n = utf8_seq(p + i);
+		if (n == 0) {
+			/* JSON has no escape for a byte: the text \xHH, as pack
+			 * writes such bytes into a manifest */
+			o += (size_t)sprintf(out + o, "\\\\x%02x", p[i]);
+			i++;
+		} else if (p[i] == 0x7F) {
+			o += (size_t)sprintf(out + o, "\\u007f");
+			i++;
+		} else if (n == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0) {
+			o += (size_t)sprintf(out + o, "\\u00%02x", p[i + 1]);
+			i += 2;
+		} else {
+			/* cJSON's layout (LF, TAB) and escapes, and text */
+			memcpy(out + o, p + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 const char *ims_name_line_problem(const char *s)
 {
 	if (!s || !*s)

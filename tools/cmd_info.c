@@ -64,21 +64,26 @@ int cmd_info(int argc, char **argv)
 			problems++;
 		}
 	}
+	/* Every string here comes from the manifest, which anyone may have
+	 * edited: each is printed through ims_escape (ims_escape_json for
+	 * --json), like every other message of the program. */
 	if (json) {
 		char *text = rio_manifest_to_json(&m);
-		if (!text) {
+		char *safe = text ? ims_escape_json(text) : NULL;
+		free(text);
+		if (!safe) {
 			cli_error("info: out of memory");
 			rio_manifest_release(&m);
 			return CLI_EXIT_FAIL;
 		}
-		printf("%s\n", text);
-		free(text);
+		printf("%s\n", safe);
+		free(safe);
 	} else {
 		char b[32], e1[1024], e2[4096];
 		printf("split:      %s (%s)\n", ims_escape(m.name, e1, sizeof(e1)),
 		       ims_escape(pos[0], e2, sizeof(e2)));
 		printf("records:    %llu\n", (unsigned long long)m.records);
-		printf("encoding:   %s\n", m.encoding);
+		printf("encoding:   %s\n", ims_escape(m.encoding, e1, sizeof(e1)));
 		printf("format:     version %d%s\n", m.format_version,
 		       m.format_version < 2 ? " (shard digests prove nothing: "
 					      "'imshard verify --rehash' upgrades it)" : "");
@@ -93,8 +98,8 @@ int cmd_info(int argc, char **argv)
 			       m.errors_file ? ims_escape(m.errors_file, e2, sizeof(e2)) :
 					       "the errors file");
 		if (m.created_at)
-			printf("created:    %s by %s\n", m.created_at,
-			       m.created_by ? m.created_by : "?");
+			printf("created:    %s by %s\n", ims_escape(m.created_at, e1, sizeof(e1)),
+			       m.created_by ? ims_escape(m.created_by, e2, sizeof(e2)) : "?");
 		uint64_t lo = UINT64_MAX, hi = 0;
 		for (size_t i = 0; i < m.n_classes; i++) {
 			lo = m.class_counts[i] < lo ? m.class_counts[i] : lo;

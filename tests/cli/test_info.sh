@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# imshard info: the human summary, the --json keys, and damaged inputs.
+# imshard info: the human summary, the --json keys, damaged inputs, and
+# edited manifests' strings escaped.
 source "$IMS_TESTLIB"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 3 --per-class 5 --quiet
@@ -40,6 +41,38 @@ mv "$T/p/train-00001-of-00002.mdb" "$T/p/gone"
 expect 1 "$IMSHARD" info "$T/p/train.json"
 contains "$T/err" "train-00001-of-00002.mdb' is missing"
 mv "$T/p/gone" "$T/p/train-00001-of-00002.mdb"
+
+# Strings of an edited manifest never reach the terminal raw: ESC, BEL,
+# DEL, C1 controls and a byte that is not UTF-8 in created_by,
+# created_at and a class name come out as \xHH (before: created_by and
+# created_at were printed raw, and --json printed DEL, C1 and bad bytes
+# raw). --json stays JSON and keeps the values.
+mkdir -p "$T/esc"
+cp "$T/p/train-0000"[01]"-of-00002.mdb" "$T/esc/"
+/usr/bin/python3 - "$T/p/train.json" "$T/esc/train.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["created_by"] = "\x1b]0;owned\x07\x1b[2J"
+j["created_at"] = "\x7f\u009b31m@BAD@"
+j["classes"][0] = "c\u009b2J\x1b[31m"
+open(sys.argv[2], "wb").write(json.dumps(j).encode().replace(b"@BAD@", b"\xe9"))
+PY
+raw_bytes() { # raw_bytes FILE: ESC, BEL, DEL, a C1 control or a lone 0xe9 in FILE
+  /usr/bin/python3 -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+sys.exit(0 if any(x in d for x in (b"\x1b", b"\x07", b"\x7f", b"\xc2\x9b", b"\xe9")) else 1)' "$1"
+}
+expect 0 "$IMSHARD" info "$T/esc/train.json"
+checks=$((checks + 1))
+! raw_bytes "$T/out" || fail "info printed a control or non-UTF-8 byte raw"
+contains "$T/out" 'created:    \x7f\xc2\x9b31m\xe9 by \x1b]0;owned\x07\x1b[2J'
+contains "$T/out" 'c\xc2\x9b2J\x1b[31m'
+expect 0 "$IMSHARD" info "$T/esc/train.json" --json
+checks=$((checks + 1))
+! raw_bytes "$T/out" || fail "info --json printed a control or non-UTF-8 byte raw"
+same "$(json "$T/out" 'ascii(j["created_by"]) + ascii(j["created_at"]) + ascii(j["classes"][0])')" \
+  "'\x1b]0;owned\x07\x1b[2J''\x7f\x9b31m\\\\xe9''c\x9b2J\x1b[31m'"
 
 echo '{"not": "a manifest"}' >"$T/x.json"
 expect 1 "$IMSHARD" info "$T/x.json"

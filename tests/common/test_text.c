@@ -1,5 +1,6 @@
-/* test_text.c - UTF-8 checks, terminal-safe escaping, the rules for names
- * kept one per line, and plural nouns (common/text.c). */
+/* test_text.c - UTF-8 checks, terminal-safe escaping (of JSON too), the
+ * rules for names kept one per line, and plural nouns (common/text.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -40,6 +41,12 @@ int main(void)
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 7, "\xc3\x97\xc3\x97\xc3\x97");
 	escaped("\xc3\x97\xc3\x97\xc3\x97", 6, "\xc3\x97...");
 	escaped("anything", 3, "");
+
+	/* JSON as cJSON prints it: DEL and C1 as \u escapes, a bad byte as
+	 * the text \xHH; layout, cJSON's escapes and text kept. */
+	char *j = ims_escape_json("{\n\t\"a\":\t\"x\\u001b\x7f\xc2\x9b\xe9 \xc3\x97\"\n}");
+	CHECK_EQ_STR(j, "{\n\t\"a\":\t\"x\\u001b\\u007f\\u009b\\\\xe9 \xc3\x97\"\n}");
+	free(j);
 
 	/* Names kept one per line: what a line cannot hold, and repeats. */
 	CHECK(ims_name_line_problem("Anas \xc3\x97 platyrhynchos") == NULL);
