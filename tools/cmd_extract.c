@@ -187,10 +187,8 @@ int cmd_extract(int argc, char **argv)
 			goto done;
 		}
 	}
-	if (!quiet)
-		fprintf(stderr, "imshard: extracted %llu %s to '%s'\n",
-			(unsigned long long)written,
-			ims_plural(written, "record", "records"), out);
+	cli_info(quiet, "extracted %llu %s to '%s'", (unsigned long long)written,
+		 ims_plural(written, "record", "records"), out);
 	status = CLI_EXIT_OK;
 done:
 	if (lst)

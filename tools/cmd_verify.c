@@ -192,13 +192,12 @@ int cmd_verify(int argc, char **argv)
 				  pos[0]);
 		status = CLI_EXIT_FAIL;
 	} else {
-		if (!quiet)
-			fprintf(stderr, "imshard: verify: '%s' OK: %llu %s in %zu shard%s checked%s in %.1f s; %s\n",
-				pos[0], (unsigned long long)res.checked,
-				ims_plural(res.checked, "record", "records"), ns, ims_plural(ns, "", "s"),
-				decode ? " and decoded" : "", secs,
-				res.digests_checked ? "shard digests match" :
-						      "shard digests NOT checked (format 1 manifest)");
+		cli_info(quiet, "verify: '%s' OK: %llu %s in %zu shard%s checked%s in %.1f s; %s",
+			 pos[0], (unsigned long long)res.checked,
+			 ims_plural(res.checked, "record", "records"), ns, ims_plural(ns, "", "s"),
+			 decode ? " and decoded" : "", secs,
+			 res.digests_checked ? "shard digests match" :
+					       "shard digests NOT checked (format 1 manifest)");
 		if (rehash_flag)
 			status = rehash(pos[0], m, digests, quiet);
 	}

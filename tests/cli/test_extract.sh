@@ -44,6 +44,15 @@ import sys
 from PIL import Image
 im = Image.open(sys.argv[1]); assert min(im.size) == 20, im.size' "$T/raw/00000000.png" || fail "raw extract is not a 20px PNG"
 
+# The summary names the folder through ims_escape, as every message does
+# (before: ESC came out raw).
+esc="$T/e"$'\e'"[31mX"
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$esc" -i 0
+contains "$T/err" "extracted 1 record to '$T/e\x1b[31mX'"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "extract printed an ESC raw"
+exists "$esc/00000000.jpg"
+
 expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index 9999
 one_line "$T/err"
 contains "$T/err" "out of range"

@@ -203,6 +203,15 @@ lacks "$T/err" "format 1"
 expect 0 "$IMSHARD" verify "$T/v/train.json" --rehash
 contains "$T/err" "nothing to rewrite"
 
+# The OK line names the manifest through ims_escape (before: raw).
+esc="$T/v"$'\e'"[2J"
+mkdir -p "$esc"
+cp "$T/p/train.json" "$T/p/train-00000-of-00001.mdb" "$esc/"
+expect 0 "$IMSHARD" verify "$esc/train.json"
+contains "$T/err" "verify: '$T/v\x1b[2J/train.json' OK"
+checks=$((checks + 1))
+! grep -q $'\e' "$T/err" || fail "verify printed an ESC raw"
+
 expect 1 "$IMSHARD" verify "$T/none.json"
 one_line "$T/err"
 expect 2 "$IMSHARD" verify "$T/p/train.json" --threads 0
