@@ -22,8 +22,11 @@ static const cli_command command = {
 	"packed again. A split whose class names pack would refuse (repeated,\n"
 	"empty, holding a line break or TAB) is refused before anything is\n"
 	"written.\n\n"
+	"A refused or failed run removes the folders it created while they are\n"
+	"still empty (a folder that existed is kept); files written before a\n"
+	"failure stay, without extract.lst.\n\n"
 	"Exit status: 0 written, 1 a record is missing or damaged, or a file\n"
-	"cannot be written, 2 bad usage."};
+	"cannot be written, 2 bad usage (also: --index out of range)."};
 
 /* The files extract writes: NNNNNNNN.jpg / .png, extract.lst and
  * extract.classes. */
@@ -93,6 +96,7 @@ int cmd_extract(int argc, char **argv)
 	size_t lst_len = 0;
 	int status = CLI_EXIT_FAIL;
 	uint64_t written = 0;
+	char *created = NULL; /* the outermost folder this run made, if any */
 	/* A shard truncated under us is named, not a silent SIGBUS. */
 	ims_mapguard_install("imshard: extract");
 	if (rio_reader_open(pos[0], &r, &err) < 0 ||
@@ -108,11 +112,6 @@ int cmd_extract(int argc, char **argv)
 			  pos[0], err.msg);
 		goto done;
 	}
-	if (ims_mkdir_p(out, &err) < 0 ||
-	    ims_temp_sweep_matching(out, extract_name, NULL, &err) < 0) {
-		cli_error("extract: %s", err.msg);
-		goto done;
-	}
 	uint64_t n = rio_reader_count(r);
 	for (int i = 0; i < idx.count; i++)
 		if (which[i] >= n) {
@@ -121,6 +120,11 @@ int cmd_extract(int argc, char **argv)
 			status = CLI_EXIT_USAGE;
 			goto done;
 		}
+	if (ims_mkdir_p_created(out, &created, &err) < 0 ||
+	    ims_temp_sweep_matching(out, extract_name, NULL, &err) < 0) {
+		cli_error("extract: %s", err.msg);
+		goto done;
+	}
 	lst = open_memstream(&lst_text, &lst_len);
 	if (!lst) {
 		cli_error("extract: out of memory");
@@ -191,6 +195,12 @@ int cmd_extract(int argc, char **argv)
 		 ims_plural(written, "record", "records"), out);
 	status = CLI_EXIT_OK;
 done:
+	/* A run that failed before writing a file leaves no folder behind;
+	 * files it did write stay, and without extract.lst the folder does
+	 * not pass for a finished extraction. */
+	if (status != CLI_EXIT_OK && created)
+		ims_rmdir_created(out, created);
+	free(created);
 	if (lst)
 		fclose(lst);
 	free(lst_text);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # imshard extract: keep-mode records come back byte-identical; selected
-# indices; raw records as PNG; bad indices.
+# indices; raw records as PNG; bad indices and failures leave no folder.
 source "$IMS_TESTLIB"
 source "$(dirname "$0")/fixtures.sh"
 
@@ -53,9 +53,30 @@ checks=$((checks + 1))
 ! grep -q $'\e' "$T/err" || fail "extract printed an ESC raw"
 exists "$esc/00000000.jpg"
 
+# A refused or failed run leaves no folder it made (before: an index out
+# of range left -o's folder, empty), and never removes one that was there.
 expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index 9999
 one_line "$T/err"
 contains "$T/err" "out of range"
+absent "$T/bad"
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad/x/y" -i 0 -i 9999
+one_line "$T/err"
+absent "$T/bad"
+mkdir -p "$T/there"
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/there/new" --index 9999
+absent "$T/there/new"
+exists "$T/there"
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/there" --index 9999
+exists "$T/there"
+# The first record unreadable (the manifest says 2 extra labels, records
+# hold none): exit 1, no folder.
+mkdir -p "$T/x2"
+cp "$T/p/keep-0000"[01]"-of-00002.mdb" "$T/x2/"
+sed 's/"extra_labels":\t0/"extra_labels":\t2/' "$T/p/keep.json" >"$T/x2/keep.json"
+expect 1 "$IMSHARD" extract "$T/x2/keep.json" -o "$T/bad/z"
+one_line "$T/err"
+contains "$T/err" "0 extra labels, the manifest's \"extra_labels\" is 2"
+absent "$T/bad"
 expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index x
 one_line "$T/err"
 expect 2 "$IMSHARD" extract "$T/p/keep.json"
