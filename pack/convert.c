@@ -276,13 +276,16 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 		RETURN_IF(o->subset[i].per_class && o->subset[i].total, err,
 			  IMS_EINVAL, "give --per-class-%s or --%s-total, not both",
 			  pack_managed_splits[i], pack_managed_splits[i]);
-	/* a split written into the dataset would be read back by the next
-	 * convert: for a folder layout its folder becomes a class and shifts
-	 * every label after it */
-	RETURN_IF(ims_path_within(o->out_dir, o->root), err, IMS_EINVAL,
+	/* a split in a folder under the dataset root would be read back by
+	 * the next convert: for a folder layout that folder becomes a class
+	 * and shifts every label after it (files directly in the root belong
+	 * to no class: the root itself is fine) */
+	RETURN_IF(ims_path_within(o->out_dir, o->root) &&
+			  !ims_path_within(o->root, o->out_dir),
+		  err, IMS_EINVAL,
 		  "output folder '%s' is inside the dataset root '%s', where a later "
 		  "convert would read it (a folder layout takes it for a class and "
-		  "shifts every label after it): write outside the dataset",
+		  "shifts every label after it): write in the root itself or outside it",
 		  o->out_dir, o->root);
 
 	ds_dataset d;

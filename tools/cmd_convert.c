@@ -159,7 +159,7 @@ int cmd_convert(int argc, char **argv)
 	cli_pack_flags_init(&pf);
 	split_size sizes[PACK_N_SUBSET_SPLITS] = {{"train", 0, 0}, {"val", 0, 0}, {"test", 0, 0}};
 	const cli_opt opts[] = {
-		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required; outside ROOT)", 0, 0},
+		{"output", 'o', CLI_STRING, &out, "OUTDIR", "where to write the splits (required; not in a folder\nunder ROOT)", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S", "seed of the splits, subsets and shuffle (default 0)", 0, 0},
 		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
 		 "keep each split in the dataset's list order (sorted\nby class for most) instead of shuffling it", 0, 0},

@@ -110,7 +110,7 @@ int cmd_list(int argc, char **argv)
 		{"output", 'o', CLI_STRING, &output, "PREFIX",
 		 "write PREFIX_train.lst (and PREFIX_val.lst,\n"
 		 "PREFIX_test.lst) and PREFIX.classes (required;\n"
-		 "outside ROOT)", 0, 0},
+		 "not in a folder under ROOT)", 0, 0},
 		{"recursive", 0, CLI_FLAG, &recursive, NULL,
 		 "walk the whole tree (im2rec's rule): each folder\n"
 		 "holding an image is a class named by its path\n"
@@ -154,17 +154,18 @@ int cmd_list(int argc, char **argv)
 				       "-o takes a prefix ('%.*s' writes '%.*s_train.lst'), "
 				       "not a .lst file name",
 				       (int)(olen - 4), output, (int)(olen - 4), output);
-	/* lists written into ROOT would be read by the next listing: a
-	 * folder of them as a class (every label after it shifted) */
+	/* lists in a folder under ROOT would be read by the next listing:
+	 * that folder as a class (every label after it shifted); files
+	 * directly in ROOT belong to no class, so ROOT itself is fine */
 	char out_dir[4096];
 	const char *slash = strrchr(output, '/');
 	snprintf(out_dir, sizeof(out_dir), "%.*s", slash ? (int)(slash - output) : 1,
 		 slash ? (slash == output ? "/" : output) : ".");
-	if (ims_path_within(out_dir, root))
+	if (ims_path_within(out_dir, root) && !ims_path_within(root, out_dir))
 		return cli_usage_error(&list_cmd,
-				       "-o '%s' writes into ROOT '%s', where a later listing "
+				       "-o '%s' writes into a folder under ROOT '%s', where a later listing "
 				       "would read it (a folder of lists becomes a class and "
-				       "shifts every label after it): write the lists outside ROOT",
+				       "shifts every label after it): write the lists in ROOT itself or outside it",
 				       output, root);
 	if (!(train_ratio > 0))
 		return cli_usage_error(&list_cmd, "--train-ratio must be greater than 0");
