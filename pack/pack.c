@@ -301,6 +301,11 @@ typedef struct sink {
 	rio_writer *w;
 	FILE *errors;
 	char errors_path[4096], errors_tmp[4200];
+	/* A split of this name existed when the writer opened (--force): a
+	 * failed run leaves it whole, its errors file included. */
+	int replacing;
+	char manifest[4200];
+	char first_skip[600]; /* "'path': why" of the first skipped file */
 	int cur_shard;
 	uint64_t done, packed, skipped, bytes_in, bytes_out;
 } sink;
@@ -335,10 +340,49 @@ static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
 	fputc('\t', k->errors);
 	tsv_field(k->errors, s->why);
 	fputc('\n', k->errors);
+	if (k->skipped == 0) {
+		char ep[300];
+		snprintf(k->first_skip, sizeof(k->first_skip), "'%s': %s",
+			 ims_escape(e->path, ep, sizeof(ep)), s->why);
+	}
 	k->skipped++;
 	if (j->o->skipped)
 		j->o->skipped(j->o->ctx, row, e->path, s->why);
 	return 0;
+}
+
+/* Where a failed run's skipped files are named: its errors file, or, when
+ * the split it would have replaced is kept (with that split's own errors
+ * file), only here, by the first of them. */
+static const char *skips_named(const sink *k, char *buf, size_t len)
+{
+	if (k->replacing)
+		snprintf(buf, len, "the first: %s; '%s' is kept as it was, with its errors file",
+			 k->first_skip, k->manifest);
+	else
+		snprintf(buf, len, "see '%s'", k->errors_path);
+	return buf;
+}
+
+/*
+ * A failed run's errors file: where no split of this name exists, it is
+ * published, so that the skipped files stay named (nothing else of the
+ * run is left); where one does, that split keeps its own and ours goes.
+ * Decided under the split's lock: the writer's while it is open, else
+ * taken again (held elsewhere: another run owns the name now, ours goes).
+ */
+static void settle_errors(sink *k, const pack_opts *o)
+{
+	if (!k->errors_tmp[0] || access(k->errors_tmp, F_OK) != 0)
+		return;
+	rio_lock *l = NULL;
+	if (!k->w && rio_lock_take(o->out_dir, o->name, &l, NULL) < 0) {
+		unlink(k->errors_tmp);
+		return;
+	}
+	if (access(k->manifest, F_OK) == 0 || rename(k->errors_tmp, k->errors_path) != 0)
+		unlink(k->errors_tmp);
+	rio_lock_release(l);
 }
 
 /* Appends one processed row to the writer (or records its skip). */
@@ -364,12 +408,13 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 		k->bytes_out += s->rec.payload_len;
 	} else {
 		FORWARD_IF_ERR(note_skip(j, k, row, s, err));
+		char where[9000];
 		RETURN_IF(o->max_errors >= 0 && k->skipped > (uint64_t)o->max_errors,
 			  err, IMS_ELIMIT,
-			  "stopped after %llu skipped %s (--max-errors %lld); see '%s'",
+			  "stopped after %llu skipped %s (--max-errors %lld); %s",
 			  (unsigned long long)k->skipped,
 			  ims_plural(k->skipped, "file", "files"), (long long)o->max_errors,
-			  k->errors_path);
+			  skips_named(k, where, sizeof(where)));
 	}
 	if (s->buf.cap > PACK_KEEP_CAPACITY)
 		ims_buf_release(&s->buf);
@@ -571,6 +616,8 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	if (plen < 0 || (size_t)plen >= sizeof(k.errors_path))
 		GOTO_FAIL(out, rc, err, IMS_EINVAL, "output path '%s/%s' is too long",
 			  o->out_dir, o->name);
+	snprintf(k.manifest, sizeof(k.manifest), "%s/%s.json", o->out_dir, o->name);
+	k.replacing = access(k.manifest, F_OK) == 0;
 	ims_temp_sweep_for(k.errors_path, NULL); /* litter of killed packs */
 
 	uint64_t n = list->count;
@@ -628,20 +675,19 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	}
 	omp_destroy_lock(&writer_lock);
 
+	/* The errors file stays a temporary until the split is published
+	 * (rio_writer_finish renames it), or the run fails (settle_errors). */
 	if (k.errors) {
 		int bad = fflush(k.errors) != 0 || fsync(fileno(k.errors)) != 0;
 		bad |= fclose(k.errors) != 0;
 		k.errors = NULL;
-		if (bad || rename(k.errors_tmp, k.errors_path) != 0) {
+		if (bad) {
+			int e = errno;
+			unlink(k.errors_tmp);
 			if (!stop)
 				GOTO_FAIL(out, rc, err, IMS_EIO, "cannot write '%s': %s",
-					  k.errors_path, strerror(errno));
-		} else {
-			snprintf(rep->errors, sizeof(rep->errors), "%s", k.errors_path);
+					  k.errors_tmp, strerror(e));
 		}
-	} else {
-		/* No skips this time: a replaced split's old report must go. */
-		unlink(k.errors_path);
 	}
 	rep->packed = k.packed;
 	rep->skipped = k.skipped;
@@ -653,10 +699,12 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 			*err = stop_err;
 		goto out;
 	}
-	if (k.packed == 0)
+	if (k.packed == 0) {
+		char where[9000];
 		GOTO_FAIL(out, rc, err, IMS_EFORMAT,
-			  "no image could be packed: all %llu files were skipped (see '%s')",
-			  (unsigned long long)k.skipped, k.errors_path);
+			  "no image could be packed: all %llu files were skipped (%s)",
+			  (unsigned long long)k.skipped, skips_named(&k, where, sizeof(where)));
+	}
 
 	opts_json = options_json(&j);
 	size_t nc = ds_list_num_classes(list);
@@ -684,6 +732,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	char errors_name[4200];
 	snprintf(errors_name, sizeof(errors_name), "%s.errors.tsv", o->name);
 	meta.errors_file = k.skipped ? errors_name : NULL;
+	meta.errors_tmp = k.skipped ? k.errors_tmp : NULL;
 	meta.options_json = opts_json;
 	char *manifest = NULL;
 	rc = rio_writer_finish(k.w, &meta, &manifest, err);
@@ -692,6 +741,8 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	free(numbers);
 	if (rc == 0) {
 		snprintf(rep->manifest, sizeof(rep->manifest), "%s", manifest);
+		if (k.skipped)
+			snprintf(rep->errors, sizeof(rep->errors), "%s", k.errors_path);
 		rio_manifest m;
 		if (rio_manifest_load(manifest, &m, NULL) == 0) {
 			rep->shards = (int)m.n_shards;
@@ -700,10 +751,10 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	}
 	free(manifest);
 out:
-	if (k.errors) {
+	if (k.errors)
 		fclose(k.errors);
-		unlink(k.errors_tmp);
-	}
+	if (rc < 0)
+		settle_errors(&k, o);
 	rio_writer_abort(k.w);
 	if (workers)
 		for (int t = 0; t < threads; t++) {

@@ -115,7 +115,8 @@ typedef struct pack_report {
 	int shards;           /* shards written */
 	double seconds;       /* wall time */
 	char manifest[4096];  /* path of NAME.json, when written */
-	char errors[4096];    /* path of NAME.errors.tsv, or "" when none */
+	char errors[4096];    /* path of NAME.errors.tsv as published, or ""
+				 when none (or the run failed) */
 	pack_order order;     /* what the manifest records (LIST or SHUFFLED) */
 	const char *order_why;/* when inferred (opts order AUTO): why, as
 				 pack_list_order says; NULL otherwise */
@@ -133,7 +134,10 @@ typedef struct pack_report {
  * a line break or a TAB) or that repeat are refused (IMS_EINVAL) before
  * anything is written.
  * Nothing is left behind by a failed run: no lock, shard or temporary file
- * (only NAME.errors.tsv, which names the files that were skipped).
+ * (only NAME.errors.tsv, which names the files that were skipped, when no
+ * split of that name exists). A split being replaced (force) stays whole
+ * when the run fails, its NAME.errors.tsv included: the new errors file
+ * is published with the new manifest.
  * Errors: IMS_EEXIST (split exists, no force), IMS_ELIMIT (more than
  * max_errors files skipped), IMS_EINTR (cancelled), IMS_EFORMAT (no
  * file could be packed), IMS_EINVAL (bad options, or a label past

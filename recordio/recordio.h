@@ -298,6 +298,12 @@ typedef struct rio_writer_meta {
 	size_t n_classes;
 	uint64_t skipped;
 	const char *errors_file;       /* file name in dir, or NULL */
+	/* The errors file's content: a complete, synced temporary file in dir
+	 * that rio_writer_finish renames to errors_file when it publishes the
+	 * split, or NULL (then errors_file must be NULL too). With no errors
+	 * file, dir/NAME.errors.tsv (docs/FORMAT.md) of a replaced split, or
+	 * of a failed run, is removed at that point instead. */
+	const char *errors_tmp;
 	const char *options_json;      /* JSON object text, or NULL */
 } rio_writer_meta;
 
@@ -320,12 +326,16 @@ void rio_lock_release(rio_lock *l);
 void rio_writer_set_order(rio_writer *w, int order);
 
 /*
- * Finishes: commits, syncs and compacts every shard, gives them their final
- * names (SSSSS-of-NNNNN), removes a replaced split's surplus shards, and
- * writes the manifest last, atomically. Frees w whatever the outcome; on
- * failure no manifest exists. m->n_classes must exceed every label
- * written (IMS_EINVAL otherwise). *manifest_path (may be NULL) receives the
- * path written (malloc'd).
+ * Finishes: commits, syncs and compacts every shard, removes a replaced
+ * split's manifest, gives the shards their final names (SSSSS-of-NNNNN),
+ * removes the replaced split's surplus shards, publishes the errors file
+ * (m->errors_tmp), and writes the manifest last, atomically. Frees w
+ * whatever the outcome. On a failure before the replaced manifest is
+ * removed (committing or compacting a shard), the replaced split stays
+ * whole, errors file included; after it, no manifest exists. On failure
+ * m->errors_tmp is left where it is, for the caller. m->n_classes must
+ * exceed every label written (IMS_EINVAL otherwise). *manifest_path (may
+ * be NULL) receives the path written (malloc'd).
  */
 int rio_writer_finish(rio_writer *w, const rio_writer_meta *m,
 		      char **manifest_path, ims_error *err);

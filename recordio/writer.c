@@ -728,6 +728,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	if (manifest_path)
 		*manifest_path = NULL;
 
+	if ((meta->errors_tmp != NULL) != (meta->errors_file != NULL) ||
+	    (meta->errors_file && (!meta->errors_file[0] || strchr(meta->errors_file, '/'))))
+		GOTO_FAIL(out, rc, err, IMS_EINVAL,
+			  "an errors file needs both a plain file name and its temporary");
 	/* Labels must name classes the manifest lists. */
 	size_t n_classes = meta->n_classes;
 	for (size_t l = n_classes; l < w->n_counts; l++)
@@ -815,6 +819,27 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 			if (ims_path_join(p, sizeof(p), w->dir, old.shards[i].file, NULL) == 0)
 				unlink(p);
 		}
+	}
+	/* The errors file belongs to the split it describes: published with
+	 * it, after the old manifest is gone, so that a run failing earlier
+	 * leaves the replaced split's own file as it was. */
+	if (meta->errors_tmp) {
+		char errs[4096];
+		GOTO_IF_ERR(out, rc, ims_path_join(errs, sizeof(errs), w->dir,
+						   meta->errors_file, err));
+		if (rename(meta->errors_tmp, errs) != 0)
+			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
+				  meta->errors_tmp, errs, strerror(errno));
+	} else {
+		char *errs = xasprintf("%s/%s.errors.tsv", w->dir, w->name);
+		if (!errs)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+		if (unlink(errs) != 0 && errno != ENOENT)
+			rc = ims_fail(err, IMS_EIO, "cannot remove old errors file '%s': %s",
+				      errs, strerror(errno));
+		free(errs);
+		if (rc < 0)
+			goto out;
 	}
 	GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
 	GOTO_IF_ERR(out, rc, rio_manifest_save(manifest, &m, err));

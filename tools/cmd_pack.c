@@ -52,7 +52,8 @@ static const cli_command command = {
 	"summary says which and why.\n\n"
 	"Interrupting (Ctrl-C, kill) leaves no manifest; rerunning the same command\n"
 	"removes the leftovers and packs afresh. An existing split is never\n"
-	"replaced without --force.\n\n"
+	"replaced without --force, and a failed --force run leaves it as it was,\n"
+	"its errors file included.\n\n"
 	"Exit status: 0 packed, 1 failed (nothing published), 2 bad usage."};
 
 int cmd_pack(int argc, char **argv)

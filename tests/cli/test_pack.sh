@@ -146,6 +146,27 @@ expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/k1/train" --shards 1 --f
 same "$(json "$T/k1/train.json" 'len(j["shards"])')" 1
 absent "$T/k1/train-00001-of-00003.mdb"
 expect 0 "$IMSHARD" verify "$T/k1/train.json"
+# A failed --force leaves the split it keeps whole: its errors file too
+# (the failed run's went over it while the manifest still named it).
+mkdir -p "$T/ef"
+(head -5 "$T/s_train.lst"; printf '90\t0\tgone.jpg\n') >"$T/ef/some.lst"
+printf '0\t0\tnope.jpg\n' >"$T/ef/bad.lst"
+expect 0 "$IMSHARD" pack "$T/ef/some.lst" "$T/s" -o "$T/ef/x" --quiet
+cp "$T/ef/x.errors.tsv" "$T/ef/kept.tsv"
+expect 1 "$IMSHARD" pack "$T/ef/bad.lst" "$T/s" -o "$T/ef/x" --force --quiet
+one_line "$T/err"
+contains "$T/err" "all 1 files were skipped (the first: 'nope.jpg': cannot open"
+contains "$T/err" "'$T/ef/x.json' is kept as it was, with its errors file"
+checks=$((checks + 1))
+cmp -s "$T/ef/x.errors.tsv" "$T/ef/kept.tsv" || fail "a failed --force changed the kept split's errors file: $(cat "$T/ef/x.errors.tsv")"
+same "$(json "$T/ef/x.json" 'j["errors_file"]')" x.errors.tsv
+expect 1 "$IMSHARD" pack "$T/ef/some.lst" "$T/s" -o "$T/ef/x" --force --max-errors 0 --quiet
+contains "$T/err" "'$T/ef/x.json' is kept as it was"
+same "$(ls "$T/ef" | grep -c tmp)" 0 "(temporaries left)"
+expect 0 "$IMSHARD" verify "$T/ef/x.json"
+# Replaced by a run without skips: the old errors file goes with the split.
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ef/x" --force --quiet
+absent "$T/ef/x.errors.tsv"
 
 # Bad usage: exit 2, one line, nothing written.
 for args in "--encoding gif" "--resize 64 --encoding keep" "--shards 0" "--quality 101" \

@@ -68,7 +68,7 @@ static inline void rio_test_write_split(const char *dir, uint64_t n, uint64_t sh
 		make_record(&r, i, buf, 3);
 		CHECK_OK(rio_writer_add(w, &r, &e), &e);
 	}
-	rio_writer_meta m = {"keep", names, 3, 0, NULL, NULL};
+	rio_writer_meta m = {.encoding = "keep", .classes = names, .n_classes = 3};
 	CHECK_OK(rio_writer_finish(w, &m, NULL, &e), &e);
 }
 
