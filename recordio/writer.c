@@ -133,9 +133,9 @@ static int classify(const char *fname, const char *name)
 		return -1;
 	const char *rest = fname + nl + 1;
 	size_t rl = strlen(rest);
-	if (rl == 5 + 13 && is_digits(rest, 5) && strcmp(rest + 5, ".mdb.partial") == 0)
-		return 0;
-	if (rl == 5 + 13 && is_digits(rest, 5) && strcmp(rest + 5, ".mdb.compact") == 0)
+	/* SSSSS then ".mdb.partial" or ".mdb.compact", 12 characters each */
+	if (rl == 5 + 12 && is_digits(rest, 5) &&
+	    (strcmp(rest + 5, ".mdb.partial") == 0 || strcmp(rest + 5, ".mdb.compact") == 0))
 		return 0;
 	if (rl == 5 + 4 + 5 + 4 && is_digits(rest, 5) &&
 	    strncmp(rest + 5, "-of-", 4) == 0 && is_digits(rest + 9, 5) &&

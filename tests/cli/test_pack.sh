@@ -168,6 +168,20 @@ expect 0 "$IMSHARD" verify "$T/ef/x.json"
 expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ef/x" --force --quiet
 absent "$T/ef/x.errors.tsv"
 
+# Working shards an earlier run left (.partial, .compact) are removed by
+# the next pack of the name, whatever their index (docs/FORMAT.md), with
+# or without a manifest; look-alikes of another name or shape stay.
+mkdir -p "$T/wk"
+for force in "" --force; do
+  truncate -s 1M "$T/wk/x-00004.mdb.partial" "$T/wk/x-00002.mdb.compact" \
+    "$T/wk/x-0004.mdb.partial" "$T/wk/y-00004.mdb.partial"
+  expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/wk/x" --quiet $force
+  absent "$T/wk/x-00004.mdb.partial"
+  absent "$T/wk/x-00002.mdb.compact"
+  exists "$T/wk/x-0004.mdb.partial"
+  exists "$T/wk/y-00004.mdb.partial"
+done
+
 # Bad usage: exit 2, one line, nothing written.
 for args in "--encoding gif" "--resize 64 --encoding keep" "--shards 0" "--quality 101" \
   "--shards 2 --shard-size 1M" "--threads -1" "--shard-size 12Q" "--check-decode --encoding png" \

@@ -94,7 +94,7 @@ static inline void edit_manifest(const char *path, const char *from, const char 
 
 static inline int file_exists(const char *dir, const char *name)
 {
-	char p[4096];
+	char p[4400];
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	return access(p, F_OK) == 0;
 }

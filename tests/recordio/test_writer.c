@@ -43,6 +43,17 @@ static int write_split(const char *dir, const char *name, uint64_t n,
 	return rio_writer_finish(w, &m, NULL, e);
 }
 
+/* Creates an empty file dir/name. */
+static void touch_file(const char *dir, const char *name)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "w");
+	CHECK(f != NULL);
+	if (f)
+		fclose(f);
+}
+
 /* Reads every record back and compares bytes and fields. */
 static void check_split(const char *dir, const char *name, uint64_t n)
 {
@@ -257,6 +268,37 @@ int main(void)
 		CHECK_EQ_INT(count_files(dir, ".mdb.partial"), 0);
 		CHECK_EQ_INT(count_files(dir, ".mdb.compact"), 0);
 		check_split(dir, "killed", 200);
+	}
+
+	/* Working shards of an earlier run are removed by the next writer of
+	 * the name, whatever their index (a rerun that writes fewer shards
+	 * does not overwrite them), with or without a manifest; files that
+	 * only look like them stay. */
+	{
+		static const char *const stale[] = {"left-00004.mdb.partial",
+						    "left-00002.mdb.compact"};
+		static const char *const decoys[] = {
+			"left-0004.mdb.partial", "left-000004.mdb.partial",
+			"left-00004.mdb.partial.bak", "left-0000x.mdb.compact",
+			"left-x-00004.mdb.partial", "other-00004.mdb.partial",
+			"left-00004.mdb"};
+		for (int pass = 0; pass < 2; pass++) {
+			for (size_t i = 0; i < 2; i++)
+				touch_file(dir, stale[i]);
+			for (size_t i = 0; i < sizeof(decoys) / sizeof(decoys[0]); i++)
+				touch_file(dir, decoys[i]);
+			/* pass 0: no manifest, no force; 1: replacing one */
+			CHECK_OK(write_split(dir, "left", 10, 0, pass, 0, &e), &e);
+			for (size_t i = 0; i < 2; i++)
+				CHECK(!file_exists(dir, stale[i]));
+			for (size_t i = 0; i < sizeof(decoys) / sizeof(decoys[0]); i++)
+				CHECK(file_exists(dir, decoys[i]));
+			check_split(dir, "left", 10);
+		}
+		/* Refused (the split exists, no force): nothing is touched. */
+		touch_file(dir, stale[0]);
+		CHECK_EQ_INT(write_split(dir, "left", 10, 0, 0, 0, &e), IMS_EEXIST);
+		CHECK(file_exists(dir, stale[0]));
 	}
 
 	/* A label without a class name is refused at finish, leaving nothing. */
