@@ -268,3 +268,9 @@ int ims_path_within(const char *path, const char *dir)
 		return 1;
 	return strncmp(p, d, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }
+
+int ims_plain_name(const char *name)
+{
+	return name && name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 &&
+	       strcmp(name, "..") != 0;
+}

@@ -507,6 +507,10 @@ void ims_rmdir_created(const char *path, const char *top);
 int ims_path_join(char *out, size_t outlen, const char *dir, const char *rel,
 		  ims_error *err);
 
+/* 1 when name can be a file's name inside a folder: not empty, no '/',
+ * and not "." or ".." (which name folders); else 0. */
+int ims_plain_name(const char *name);
+
 /*
  * 1 when path, resolved (links followed; a part that does not exist yet
  * taken as written, "." and ".." folded), is dir or lies under it

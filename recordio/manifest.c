@@ -93,10 +93,9 @@ static int get_str(const cJSON *obj, const char *key, char **out, int required,
 	return 0;
 }
 
-/* A shard file name must be a plain name in the manifest's folder. */
-static int safe_file_name(const char *s)
+int rio_split_name_ok(const char *name)
 {
-	return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
+	return ims_plain_name(name);
 }
 
 /* The pack modes a manifest may name (pack/pack.h's encodings). */
@@ -153,7 +152,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		  RIO_MANIFEST_VERSION);
 	m->format_version = (int)v;
 	FORWARD_IF_ERR(get_str(root, "name", &m->name, 1, path, err));
-	RETURN_IF(!safe_file_name(m->name), err, IMS_ECORRUPT,
+	RETURN_IF(!rio_split_name_ok(m->name), err, IMS_ECORRUPT,
 		  "manifest '%s': split name '%s' is not a plain name", path, m->name);
 	FORWARD_IF_ERR(get_u64(root, "records", &m->records, path, err));
 	FORWARD_IF_ERR(get_str(root, "encoding", &m->encoding, 1, path, err));
@@ -237,7 +236,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		RETURN_IF(!cJSON_IsObject(it), err, IMS_ECORRUPT,
 			  "manifest '%s': shard %zu is not an object", path, i);
 		FORWARD_IF_ERR(get_str(it, "path", &s->file, 1, path, err));
-		RETURN_IF(!safe_file_name(s->file), err, IMS_ECORRUPT,
+		RETURN_IF(!ims_plain_name(s->file), err, IMS_ECORRUPT,
 			  "manifest '%s': shard path '%s' must be a file name in the manifest's folder",
 			  path, s->file);
 		FORWARD_IF_ERR(get_u64(it, "first", &s->first, path, err));

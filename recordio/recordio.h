@@ -168,6 +168,12 @@ typedef struct rio_manifest {
 	int order;           /* RIO_ORDER_* */
 } rio_manifest;
 
+/* 1 when name can name a split (NAME of NAME.json): a plain file name
+ * (ims_plain_name: not empty, no '/', not "." or ".."), else 0. Readers
+ * refuse a manifest whose "name" is not, and writers a name that is not,
+ * so that no split is written that readers refuse. */
+int rio_split_name_ok(const char *name);
+
 /* Loads and validates a manifest (a known format version and encoding,
  * consistent counts, shard ranges contiguous from 0, shard i of n named
  * NAME-iiiii-of-nnnnn.mdb after the split's name). Fills m; release with

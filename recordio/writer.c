@@ -225,7 +225,7 @@ int rio_lock_take(const char *dir, const char *name, rio_lock **out,
 		  ims_error *err)
 {
 	*out = NULL;
-	RETURN_IF(!dir || !name || !name[0] || strchr(name, '/'), err, IMS_EINVAL,
+	RETURN_IF(!dir || !rio_split_name_ok(name), err, IMS_EINVAL,
 		  "cannot lock a split: bad folder or name");
 	rio_lock *l = calloc(1, sizeof(*l));
 	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
@@ -537,8 +537,9 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	*out = NULL;
 	RETURN_IF(!o || !o->dir || !o->name || !o->name[0], err, IMS_EINVAL,
 		  "cannot open writer: output folder and name are required");
-	RETURN_IF(strchr(o->name, '/'), err, IMS_EINVAL,
-		  "split name '%s' must not contain '/'", o->name);
+	RETURN_IF(!rio_split_name_ok(o->name), err, IMS_EINVAL,
+		  "split name '%s' is not a plain name (a file name: no '/', not '.' or '..')",
+		  o->name);
 	rio_writer *w = calloc(1, sizeof(*w));
 	RETURN_IF(!w, err, IMS_ENOMEM, "out of memory");
 	w->lock_fd = -1;

@@ -10,6 +10,7 @@
 #include "imshard.h"
 #include "datasets/datasets.h"
 #include "pack/pack.h"
+#include "recordio/recordio.h"
 
 static const cli_command command = {
 	"pack",
@@ -66,7 +67,7 @@ int cmd_pack(int argc, char **argv)
 	cli_pack_flags_init(&pf);
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "OUTDIR/NAME",
-		 "where to write: OUTDIR/NAME.json and OUTDIR/NAME-*.mdb (required)", 0, 0},
+		 "where to write: OUTDIR/NAME.json and OUTDIR/NAME-*.mdb (required;\nNAME a file name, not . or ..)", 0, 0},
 		CLI_PACK_OPTIONS(&pf),
 		{"classes", 0, CLI_STRING, &classes, "FILE",
 		 "class names, one per line, line i = label i", 0, 0},
@@ -121,6 +122,11 @@ int cmd_pack(int argc, char **argv)
 	snprintf(dirbuf, sizeof(dirbuf), "%s", outbuf);
 	snprintf(namebuf, sizeof(namebuf), "%s", basename(outbuf));
 	const char *dir = dirname(dirbuf);
+	/* The rule readers apply to a manifest's name: "p/." would write a
+	 * split named '.' that every reader refuses. */
+	if (!rio_split_name_ok(namebuf))
+		return cli_usage_error(&command, "-o needs OUTDIR/NAME with NAME a file name, not '%s' (got '%s')",
+				       namebuf, out);
 
 	ims_error err;
 	ds_list list;

@@ -192,6 +192,17 @@ done
 expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s"
 one_line "$T/err"
 contains "$T/err" "-o OUTDIR/NAME is required"
+# A split named '.' or '..' would be refused by every reader: so is the
+# -o that names one (it once packed, said "into 0 shards", exit 0).
+mkdir -p "$T/dots/in"
+cd "$T/dots/in" || fail "cd"
+for o in "$T/u/." "$T/u/.." "$T/u/..json" . ..; do
+  expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$o"
+  one_line "$T/err"
+  contains "$T/err" "with NAME a file name, not '."
+done
+cd - >/dev/null || fail "cd -"
+same "$(ls -A "$T/dots" "$T/dots/in" | tr '\n' ' ')" "$T/dots: in  $T/dots/in: " "(files left by -o . or ..)"
 absent "$T/u/x.json"
 # Runtime failures: exit 1, one line.
 expect 1 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --shards 49

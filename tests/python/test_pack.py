@@ -57,6 +57,11 @@ def test_pack_errors_as_the_command(sample, imshard_bin, tmp_path):
                 dict(encoding="png", check_decode=True), dict(colour=True)):
         with pytest.raises(imshard.ArgumentError):
             imshard.pack(lst, root, tmp_path / "w", **bad)
+    # a split named '.' or '..' no reader would open
+    for dots in ("/.", "/..", "/..json"):
+        with pytest.raises(imshard.ArgumentError, match="not a plain name"):
+            imshard.pack(lst, root, str(tmp_path / "d") + dots)
+    assert not (tmp_path / "d").exists()
     with pytest.raises(imshard.Error, match="nope.lst"):
         imshard.pack(tmp_path / "nope.lst", root, tmp_path / "w")
 

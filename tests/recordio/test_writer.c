@@ -301,6 +301,22 @@ int main(void)
 		CHECK(file_exists(dir, stale[0]));
 	}
 
+	/* Split names readers refuse are refused before anything is made. */
+	{
+		static const char *const bad[] = {".", "..", "", "a/b"};
+		char sub[4200];
+		snprintf(sub, sizeof(sub), "%s/dots", dir);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			CHECK(!rio_split_name_ok(bad[i]));
+			CHECK_EQ_INT(write_split(sub, bad[i], 3, 0, 0, 0, &e), IMS_EINVAL);
+			rio_lock *l = NULL;
+			CHECK_EQ_INT(rio_lock_take(sub, bad[i], &l, &e), IMS_EINVAL);
+			rio_lock_release(l);
+		}
+		CHECK(!file_exists(dir, "dots"));
+		CHECK(rio_split_name_ok(".x") && rio_split_name_ok("train"));
+	}
+
 	/* A label without a class name is refused at finish, leaving nothing. */
 	{
 		rio_writer_opts o = {0};
