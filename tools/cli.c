@@ -105,6 +105,12 @@ int cli_parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+int cli_names_folder(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return !ims_plain_name(slash ? slash + 1 : path);
+}
+
 int cli_parse_size(const char *s, uint64_t *out)
 {
 	if (!s || !*s || *s == '-')

@@ -110,5 +110,9 @@ int cli_parse_triple(const char *s, float out[3]);
 int cli_parse_size(const char *s, uint64_t *out);
 /* Formats bytes as "1.5 GiB" into buf. */
 const char *cli_format_bytes(double bytes, char *buf, size_t len);
+/* 1 when an output path can only name a folder, not a file: it ends in
+ * '/', or its last component is not a plain name (ims_plain_name: "." or
+ * ".."); else 0. */
+int cli_names_folder(const char *path);
 
 #endif

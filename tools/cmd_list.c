@@ -145,7 +145,7 @@ int cmd_list(int argc, char **argv)
 	if (!output)
 		return cli_usage_error(&list_cmd, "missing -o PREFIX");
 	size_t olen = strlen(output);
-	if (output[olen - 1] == '/')
+	if (cli_names_folder(output))
 		return cli_usage_error(&list_cmd,
 				       "-o takes a file prefix such as out/caltech, "
 				       "not a folder ('%s')", output);

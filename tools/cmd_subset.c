@@ -163,6 +163,10 @@ int cmd_subset(int argc, char **argv)
 	const char *in_path = pos[0];
 	if (!output)
 		return cli_usage_error(&subset_cmd, "missing -o OUT.lst");
+	if (cli_names_folder(output))
+		return cli_usage_error(&subset_cmd,
+				       "-o takes a file name such as out/small_train.lst, "
+				       "not a folder ('%s')", output);
 	if ((per_class == NOT_GIVEN) == (total == NOT_GIVEN))
 		return cli_usage_error(&subset_cmd,
 				       "give exactly one of --per-class N and --total N");

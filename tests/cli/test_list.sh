@@ -249,6 +249,11 @@ usage_error "$C" -o "$T/u/x" --bogus
 usage_error "$C" -o "$T/u/x" -z
 usage_error "$C" -o
 usage_error "$C" -o "$T/u/"
+# '.' and '..' name folders too (they wrote hidden '._train.lst', '..classes')
+usage_error "$C" -o "$T/u/."
+expect_stderr "not a folder"
+usage_error "$C" -o "$T/u/.."
+expect_stderr "not a folder"
 usage_error "$C" -o "$T/u/x.lst"
 usage_error "$C" -o "$T/u/x" --train-ratio 0
 usage_error "$C" -o "$T/u/x" --train-ratio 1.5

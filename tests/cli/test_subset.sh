@@ -226,6 +226,12 @@ usage_error "$IN" --per-class 3
 usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --bogus
 usage_error "$IN" "$IN" -o "$T/u/x.lst" --per-class 3
 usage_error "$IN" -o "$T/u/x.lst" --per-class 3 --seed x
+# -o naming a folder, not a file (it failed late with "Device or resource
+# busy", exit 1, after making the folder)
+for o in "$T/u/" "$T/u/." "$T/u/.."; do
+	usage_error "$IN" -o "$o" --per-class 3
+	grep -qF -- "-o takes a file name" "$T/stderr" || fail "-o $o: $(cat "$T/stderr")"
+done
 [ ! -e "$T/u" ] || fail "usage error created outputs"
 
 # ---- outputs over inputs -----------------------------------------------------------
