@@ -167,6 +167,7 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	out->bytes_in = pr.bytes_in;
 	out->bytes_out = pr.bytes_out;
 	out->shards = pr.shards;
+	out->shards_left_out = pr.shards_left_out;
 	out->seconds = pr.seconds;
 	FORWARD_IF_ERR(summarize(pr.manifest, out, err));
 	/* Reported where they will be once the convert is done. */

@@ -307,6 +307,9 @@ typedef struct sink {
 	char manifest[4200];
 	char first_skip[600]; /* "'path': why" of the first skipped file */
 	int cur_shard;
+	/* With opts->shards: ranges of rows that gave a shard (at least one
+	 * record), and the last of them. */
+	int filled, last_filled;
 	uint64_t done, packed, skipped, bytes_in, bytes_out;
 } sink;
 
@@ -406,6 +409,10 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 						j->list->items[row].path);
 		k->packed++;
 		k->bytes_out += s->rec.payload_len;
+		if (k->cur_shard != k->last_filled) {
+			k->filled++;
+			k->last_filled = k->cur_shard;
+		}
 	} else {
 		FORWARD_IF_ERR(note_skip(j, k, row, s, err));
 		char where[9000];
@@ -592,6 +599,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	sink k;
 	memset(&k, 0, sizeof(k));
 	k.cur_shard = 0;
+	k.last_filled = -1;
 	slot *slots = calloc(window, sizeof(*slots));
 	uint64_t *ready = calloc(window, sizeof(*ready));
 	worker *workers = calloc((size_t)threads, sizeof(*workers));
@@ -743,6 +751,8 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 		snprintf(rep->manifest, sizeof(rep->manifest), "%s", manifest);
 		if (k.skipped)
 			snprintf(rep->errors, sizeof(rep->errors), "%s", k.errors_path);
+		if (o->shards > k.filled)
+			rep->shards_left_out = o->shards - k.filled;
 		rio_manifest m;
 		if (rio_manifest_load(manifest, &m, NULL) == 0) {
 			rep->shards = (int)m.n_shards;

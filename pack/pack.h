@@ -68,7 +68,8 @@ typedef struct pack_opts {
 	pack_encoding encoding;
 	int shards;            /* this many shards by list position, at most the
 				  list's length (0 = by size); a shard whose
-				  whole range of rows was skipped is left out */
+				  whole range of rows was skipped is left out
+				  (counted in pack_report.shards_left_out) */
 	uint64_t shard_bytes;  /* roll shards at this size (0 = 1 GiB) when shards is 0 */
 	int resize;            /* shorter side in pixels (0 = keep) */
 	int max_size;          /* cap on the longer side (0 = none) */
@@ -113,6 +114,10 @@ typedef struct pack_report {
 	uint64_t bytes_in;    /* source bytes read */
 	uint64_t bytes_out;   /* payload bytes written */
 	int shards;           /* shards written */
+	/* With opts->shards: shards asked for that were left out because
+	 * every row of their range was skipped (shards + shards_left_out ==
+	 * opts->shards); the caller should say so. 0 otherwise. */
+	int shards_left_out;
 	double seconds;       /* wall time */
 	char manifest[4096];  /* path of NAME.json, when written */
 	char errors[4096];    /* path of NAME.errors.tsv as published, or ""
@@ -187,6 +192,7 @@ typedef struct pack_convert_split {
 	uint64_t bytes_in;    /* source bytes read */
 	uint64_t bytes_out;   /* payload bytes written */
 	int shards;           /* shards written */
+	int shards_left_out;  /* as pack_report's: asked for, not written */
 	size_t classes;       /* classes in the manifest */
 	uint64_t fewest, most;/* records of the smallest and largest class */
 	double seconds;       /* packing wall time */

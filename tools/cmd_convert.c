@@ -92,6 +92,7 @@ typedef struct split_size {
 typedef struct convert_ui {
 	cli_pack_ui pack;
 	int quiet;
+	int shards; /* --shards, per split (0: by size) */
 	int packing; /* between split_begin and split_end */
 	char label[64];
 } convert_ui;
@@ -128,6 +129,13 @@ static void on_split_end(void *ctx, const pack_convert_split *s)
 	convert_ui *u = ctx;
 	cli_pack_ui_finish(&u->pack);
 	u->packing = 0;
+	/* Even with --quiet: the split is not laid out as asked. */
+	if (s->shards_left_out)
+		cli_warn(0, "convert: %s: wrote %d of the %d shards asked for (--shards %d): the rows of the other %d %s were all skipped (%llu skipped %s in all, listed in '%s')",
+			 s->name, s->shards, u->shards, u->shards, s->shards_left_out,
+			 ims_plural(s->shards_left_out, "shard", "shards"),
+			 (unsigned long long)s->skipped, ims_plural(s->skipped, "file", "files"),
+			 s->errors);
 	if (u->quiet)
 		return;
 	cli_say("convert: %s: %llu %s, %zu %s, %llu to %llu per class, %llu skipped%s%s%s, %.1f s",
@@ -178,7 +186,8 @@ int cmd_convert(int argc, char **argv)
 		{"val-total", 0, CLI_INT, &sizes[1].total, "N", "take N val images, divided evenly across classes", 1, 2147483647},
 		{"allow-short", 0, CLI_FLAG, &allow_short, NULL, "a class with too few images gives all it has (reported)", 0, 0},
 		CLI_PACK_OPTIONS(&pf),
-		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "only errors", 0, 0},
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL,
+		 "only errors, and the warning when a split gets fewer\nshards than --shards asked", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[2];
 	int np;
@@ -250,6 +259,7 @@ int cmd_convert(int argc, char **argv)
 	convert_ui u;
 	memset(&u, 0, sizeof(u));
 	u.quiet = quiet;
+	u.shards = pf.shards;
 	cli_catch_signals();
 	co.pack.cancel = cli_interrupt_flag();
 	co.pack.progress = on_progress;

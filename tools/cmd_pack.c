@@ -33,7 +33,9 @@ static const cli_command command = {
 	"Files that are missing, empty, truncated, not images, absurdly large or\n"
 	"undecodable are skipped; each is named on stderr and in\n"
 	"OUTDIR/NAME.errors.tsv (row, index, path, reason). The run fails if none\n"
-	"could be packed, or past --max-errors skips.\n\n"
+	"could be packed, or past --max-errors skips. With --shards N, a shard\n"
+	"whose rows were all skipped is left out, and a warning (even with\n"
+	"--quiet) says how many of the N were written.\n\n"
 	"Class names come from --classes, or from the list's PREFIX.classes file\n"
 	"as written by 'imshard list' (LIST 'data_train.lst' -> 'data.classes'),\n"
 	"or are the label numbers.\n\n"
@@ -206,5 +208,12 @@ int cmd_pack(int argc, char **argv)
 				rep.order_why);
 		cli_say("wrote '%s'", rep.manifest);
 	}
+	/* Even with --quiet: the split is not laid out as asked. */
+	if (rep.shards_left_out)
+		cli_warn(0, "pack: wrote %d of the %d shards asked for (--shards %d): the rows of the other %d %s were all skipped (%llu skipped %s in all, listed in '%s')",
+			 rep.shards, o.shards, o.shards, rep.shards_left_out,
+			 ims_plural(rep.shards_left_out, "shard", "shards"),
+			 (unsigned long long)rep.skipped, ims_plural(rep.skipped, "file", "files"),
+			 rep.errors);
 	return CLI_EXIT_OK;
 }

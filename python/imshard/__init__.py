@@ -459,6 +459,11 @@ def _tell_skipped(report, what):
     if report["skipped"]:
         warnings.warn("imshard: %s: %d files skipped, listed in '%s'"
                       % (what, report["skipped"], report["errors_file"]), stacklevel=3)
+    if report["shards_left_out"]:
+        asked = report["shards"] + report["shards_left_out"]
+        warnings.warn("imshard: %s: wrote %d of the %d shards asked for (shards=%d): the rows of "
+                      "the other %d were all skipped" % (what, report["shards"], asked, asked,
+                                                         report["shards_left_out"]), stacklevel=3)
 
 
 def pack(list_or_rows, root, out, *, classes=None, **options):
@@ -473,8 +478,10 @@ def pack(list_or_rows, root, out, *, classes=None, **options):
     check_decode, force: the command's flags, checked the same way.
 
     Returns the report (listed, packed, skipped, bytes_in, bytes_out,
-    shards, seconds, manifest, errors_file, skipped_files: [(row, path,
-    why)]). Skipped files are also reported through warnings.
+    shards, shards_left_out, seconds, manifest, errors_file, skipped_files:
+    [(row, path, why)]). Skipped files, and shards asked for (shards=N)
+    that were left out because all their rows were skipped, are also
+    reported through warnings.
     """
     out = os.fspath(out)
     if out.endswith(".json"):

@@ -248,11 +248,12 @@ static int classes_into(PyObject *classes, ds_list *l)
 
 static PyObject *report_dict(const pack_report *r, const skip_log *s)
 {
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:d,s:N,s:N,s:N}", "listed",
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N}", "listed",
 			     (unsigned long long)r->listed, "packed", (unsigned long long)r->packed,
 			     "skipped", (unsigned long long)r->skipped, "bytes_in",
 			     (unsigned long long)r->bytes_in, "bytes_out",
-			     (unsigned long long)r->bytes_out, "shards", r->shards, "seconds",
+			     (unsigned long long)r->bytes_out, "shards", r->shards, "shards_left_out",
+			     r->shards_left_out, "seconds",
 			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
 			     "errors_file",
 			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
@@ -477,11 +478,12 @@ static int add_shorts(PyObject *shorts, const char *split, const pack_short_clas
 
 static PyObject *split_dict(const pack_convert_split *r, const skip_log *s)
 {
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:d,s:N,s:N,s:N}", "listed",
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N}", "listed",
 			     (unsigned long long)r->listed, "packed", (unsigned long long)r->records,
 			     "skipped", (unsigned long long)r->skipped, "bytes_in",
 			     (unsigned long long)r->bytes_in, "bytes_out",
-			     (unsigned long long)r->bytes_out, "shards", r->shards, "seconds",
+			     (unsigned long long)r->bytes_out, "shards", r->shards, "shards_left_out",
+			     r->shards_left_out, "seconds",
 			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
 			     "errors_file",
 			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),

@@ -163,6 +163,17 @@ for i in $(seq 8); do
   absent "$T/kill/.imshard-convert"
 done
 
+# --shards N per split: a shard whose rows were all skipped is left out,
+# with a warning even with --quiet.
+mkdir -p "$T/fs/a"
+cp "$(ls -d "$T/s"/*/* | head -1)" "$T/fs/a/a1.jpg"
+cp "$(ls -d "$T/s"/*/* | head -2 | tail -1)" "$T/fs/a/a2.jpg"
+for z in z1 z2 z3; do printf 'not an image' >"$T/fs/a/$z.jpg"; done
+expect 0 "$IMSHARD" convert folder "$T/fs" -o "$T/fso" --no-shuffle --shards 5 --quiet
+one_line "$T/err"
+contains "$T/err" "warning: convert: train: wrote 2 of the 5 shards asked for (--shards 5): the rows of the other 3 shards were all skipped (3 skipped files in all, listed in '$T/fso/train.errors.tsv')"
+same "$(json "$T/fso/train.json" 'len(j["shards"])')" 2
+
 # One packing path: convert's records equal list + pack of its own list.
 expect 0 "$IMSHARD" pack "$T/o/train.lst" "$T/s" -o "$T/p/train" --classes "$T/o/classes.txt" --quiet
 for f in $(cd "$T/o" && ls train-*.mdb); do

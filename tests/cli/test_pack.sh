@@ -26,6 +26,7 @@ for i in 0 1 2; do
   checks=$((checks + 1))
   cmp -s "$T/k1/$f" "$T/k2/$f" || fail "$f differs between 1 and 2 threads"
 done
+lacks "$T/err" "shards asked for"
 absent "$T/k1/train.errors.tsv"
 absent "$T/k1/train.lock"
 same "$(json "$T/k1/train.json" 'j["records"]')" 48
@@ -167,6 +168,19 @@ expect 0 "$IMSHARD" verify "$T/ef/x.json"
 # Replaced by a run without skips: the old errors file goes with the split.
 expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ef/x" --force --quiet
 absent "$T/ef/x.errors.tsv"
+
+# --shards N where every row of some ranges is skipped: those shards are
+# left out, and a warning says so even with --quiet (it said nothing).
+mkdir -p "$T/fs"
+(head -2 "$T/s_train.lst"; printf '97\t0\tm1.jpg\n98\t0\tm2.jpg\n99\t0\tm3.jpg\n') >"$T/fs/mix.lst"
+expect 0 "$IMSHARD" pack "$T/fs/mix.lst" "$T/s" -o "$T/fs/q" --shards 5 --quiet
+one_line "$T/err"
+contains "$T/err" "warning: pack: wrote 2 of the 5 shards asked for (--shards 5): the rows of the other 3 shards were all skipped (3 skipped files in all, listed in '$T/fs/q.errors.tsv')"
+same "$(json "$T/fs/q.json" 'len(j["shards"])')" 2
+same "$(ls "$T/fs" | grep -c '^q-.*\.mdb$')" 2 "(shard files)"
+expect 0 "$IMSHARD" pack "$T/fs/mix.lst" "$T/s" -o "$T/fs/v" --shards 5
+contains "$T/err" "packed 2 of 5 images into 2 shards"
+contains "$T/err" "wrote 2 of the 5 shards asked for"
 
 # Working shards an earlier run left (.partial, .compact) are removed by
 # the next pack of the name, whatever their index (docs/FORMAT.md), with

@@ -1,6 +1,7 @@
 """imshard.pack and imshard.convert: the same shards, lists and errors as
 the command line, skipped files told and counted."""
 import filecmp
+import json
 import os
 import shutil
 
@@ -78,6 +79,12 @@ def test_skipped_files_are_told_and_counted(sample, tmp_path):
     assert (rep["packed"], rep["skipped"]) == (3, 2)
     assert [r[1] for r in rep["skipped_files"]] == ["circle/broken.jpg", "circle/missing.jpg"]
     assert os.path.exists(rep["errors_file"])
+    # shards=N: a range of rows all skipped gives no shard, and that is told
+    with pytest.warns(UserWarning, match=r"wrote 3 of the 5 shards asked for \(shards=5\)"):
+        rep = imshard.pack(rows, root, tmp_path / "out" / "s5", shards=5)
+    assert (rep["shards"], rep["shards_left_out"]) == (3, 2)
+    with open(tmp_path / "out" / "s5.json") as f:
+        assert len(json.load(f)["shards"]) == 3
     with pytest.raises(imshard.Error, match="max-errors"):
         imshard.pack(rows, root, tmp_path / "out" / "s2", max_errors=1)
     assert not os.path.exists(tmp_path / "out" / "s2.json")
