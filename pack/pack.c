@@ -509,6 +509,9 @@ static int check_opts(const ds_list *list, const pack_opts *o, ims_error *err)
 		  "give either a shard count or a shard size, not both");
 	RETURN_IF(o->quality < 0 || o->quality > 100, err, IMS_EINVAL,
 		  "JPEG quality %d is not in 1..100", o->quality);
+	RETURN_IF(o->quality && o->encoding != PACK_JPEG, err, IMS_EINVAL,
+		  "a JPEG quality applies to encoding jpeg only, not %s",
+		  pack_encoding_name(o->encoding));
 	RETURN_IF(o->resize < 0 || o->resize > AUG_MAX_SIDE || o->max_size < 0 ||
 			  o->max_size > AUG_MAX_SIDE,
 		  err, IMS_EINVAL, "sizes must be in 1..%d pixels", AUG_MAX_SIDE);

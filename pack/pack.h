@@ -74,7 +74,8 @@ typedef struct pack_opts {
 	int resize;            /* shorter side in pixels (0 = keep) */
 	int max_size;          /* cap on the longer side (0 = none) */
 	int center_crop;       /* crop the centred square after resizing */
-	int quality;           /* JPEG quality 1..100 (0 = 95) */
+	int quality;           /* JPEG quality 1..100 (0 = 95); encoding jpeg
+				  only (IMS_EINVAL otherwise) */
 	int threads;           /* worker threads (0 = all cores) */
 	int64_t max_errors;    /* fail once more files than this are skipped (-1 = never) */
 	int force;             /* replace an existing split */

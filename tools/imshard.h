@@ -64,7 +64,7 @@ int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
 	{"center-crop", 0, CLI_FLAG, &(f)->center_crop, NULL,                  \
 	 "then keep the centred square (side = the shorter side)", 0, 0},      \
 	{"quality", 0, CLI_INT, &(f)->quality, "Q",                            \
-	 "JPEG quality for --encoding jpeg (default 95)", 1, 100},             \
+	 "JPEG quality, for --encoding jpeg only (default 95)", 1, 100},       \
 	{"threads", 'j', CLI_INT, &(f)->threads, "T",                          \
 	 "worker threads (default: all cores)", 1, 1024},                      \
 	{"max-errors", 0, CLI_INT, &(f)->max_errors, "N",                      \

@@ -138,8 +138,7 @@ void cli_pack_ui_finish(cli_pack_ui *u)
 void cli_pack_flags_init(cli_pack_flags *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->quality = 95;
-	f->max_errors = -1;
+	f->max_errors = -1; /* quality 0: not given (pack_run's default, 95) */
 }
 
 int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
@@ -158,6 +157,12 @@ int cli_pack_flags_apply(const cli_command *cmd, const cli_pack_flags *f,
 				       "--resize, --max-size and --center-crop change pixels: use --encoding jpeg, png or raw");
 	if (f->check_decode && enc != PACK_KEEP)
 		return cli_usage_error(cmd, "--check-decode applies to --encoding keep only (re-encoding always decodes)");
+	/* Only JPEG has a quality: with another encoding it would be
+	 * silently ignored. */
+	if (f->quality && enc != PACK_JPEG)
+		return cli_usage_error(cmd, "--quality applies to --encoding jpeg only, and the encoding is %s%s",
+				       pack_encoding_name((pack_encoding)enc),
+				       f->encoding ? "" : " (the default without a resize option)");
 	pack_opts_init(o);
 	o->encoding = (pack_encoding)enc;
 	o->shards = f->shards;

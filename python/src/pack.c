@@ -153,6 +153,12 @@ static int pack_args_apply(const pack_args *a, pack_opts *o)
 		ims_py_arg_error("check_decode applies to encoding keep only (re-encoding always decodes)");
 		return -1;
 	}
+	if (a->quality && enc != PACK_JPEG) {
+		ims_py_arg_error("quality applies to encoding jpeg only, and the encoding is %s%s",
+				 pack_encoding_name((pack_encoding)enc),
+				 a->encoding ? "" : " (the default without a resize option)");
+		return -1;
+	}
 	pack_opts_init(o);
 	o->encoding = (pack_encoding)enc;
 	o->shards = a->shards;

@@ -32,6 +32,9 @@ expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --resize 32 --encoding keep
 one_line "$T/err"
 expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 1.5
 one_line "$T/err"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --quality 80 --encoding png
+one_line "$T/err"
+contains "$T/err" "--quality applies to --encoding jpeg only"
 absent "$T/o"
 # A missing root: exit 1, one line.
 expect 1 "$IMSHARD" convert folder "$T/none" -o "$T/o"

@@ -90,6 +90,13 @@ expect 0 "$IMSHARD" verify "$T/jpg/test.json" --decode
 # Options that do not apply to cifar10 are usage errors.
 expect 2 "$IMSHARD" convert cifar10 "$T/c" -o "$T/u" --val-ratio 0.1
 one_line "$T/err"
+# So is a JPEG quality without JPEG: the default stores raw pixels, and
+# --quality was silently ignored.
+for enc in "" "--encoding raw" "--encoding png"; do
+  expect 2 "$IMSHARD" convert cifar10 "$T/c" -o "$T/u" --quality 50 $enc
+  one_line "$T/err"
+  contains "$T/err" "--quality applies to --encoding jpeg only"
+done
 absent "$T/u"
 
 # Faults: exit 1, one line naming the file, nothing published.

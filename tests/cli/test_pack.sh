@@ -199,7 +199,8 @@ done
 # Bad usage: exit 2, one line, nothing written.
 for args in "--encoding gif" "--resize 64 --encoding keep" "--shards 0" "--quality 101" \
   "--shards 2 --shard-size 1M" "--threads -1" "--shard-size 12Q" "--check-decode --encoding png" \
-  "--seed 3" "--shuffle --seed x"; do
+  "--seed 3" "--shuffle --seed x" "--quality 5" "--quality 5 --encoding png" \
+  "--quality 5 --encoding raw --resize 16" "--quality 5 --encoding keep"; do
   expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" $args
   one_line "$T/err"
 done
@@ -232,6 +233,11 @@ printf 'garbage line\n' >"$T/bad.lst"
 expect 1 "$IMSHARD" pack "$T/bad.lst" "$T/s" -o "$T/u/x"
 one_line "$T/err"
 contains "$T/err" "line 1"
+# So would a JPEG quality without JPEG.
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --encoding png --quality 5
+contains "$T/err" "--quality applies to --encoding jpeg only, and the encoding is png"
+expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --quality 5
+contains "$T/err" "the encoding is keep (the default without a resize option)"
 # A seed without --shuffle would be ignored: refused, naming the way out.
 expect 2 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/u/x" --seed 3
 contains "$T/err" "add --shuffle or drop --seed"

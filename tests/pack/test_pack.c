@@ -215,6 +215,15 @@ int main(void)
 		o.resize = 32; /* with keep */
 		CHECK_EQ_INT(pack_run(&l, &o, &rep, &e), IMS_EINVAL);
 		o.resize = 0;
+		/* A JPEG quality would be ignored by any other encoding. */
+		for (int enc = PACK_KEEP; enc <= PACK_RAW; enc++) {
+			o.encoding = (pack_encoding)enc;
+			o.quality = 50;
+			if (enc != PACK_JPEG)
+				CHECK_EQ_INT(pack_run(&l, &o, &rep, &e), IMS_EINVAL);
+		}
+		o.encoding = PACK_KEEP;
+		o.quality = 0;
 		o.root = "/no/such/root";
 		CHECK_EQ_INT(pack_run(&l, &o, &rep, &e), IMS_ENOTFOUND);
 		CHECK(strstr(e.msg, "/no/such/root") != NULL);

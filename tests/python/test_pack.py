@@ -55,7 +55,8 @@ def test_pack_errors_as_the_command(sample, imshard_bin, tmp_path):
     assert "already exists" in str(e.value)
     imshard.pack(lst, root, tmp_path / "v", force=True)
     for bad in (dict(encoding="webp"), dict(encoding="keep", resize=32), dict(shards=2, shard_size=1 << 20),
-                dict(encoding="png", check_decode=True), dict(colour=True)):
+                dict(encoding="png", check_decode=True), dict(colour=True),
+                dict(encoding="png", quality=5), dict(encoding="raw", quality=5), dict(quality=5)):
         with pytest.raises(imshard.ArgumentError):
             imshard.pack(lst, root, tmp_path / "w", **bad)
     # a split named '.' or '..' no reader would open
@@ -105,6 +106,10 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
     assert res["splits"]["train"]["packed"] == 10 * 5
     with pytest.raises(imshard.Error, match="already exists"):
         imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25)
+    for bad in (dict(quality=50), dict(encoding="raw", quality=50)):
+        with pytest.raises(imshard.ArgumentError, match="quality applies to encoding jpeg only"):
+            imshard.convert("folder", sample["img"], tmp_path / "q", **bad)
+    assert not (tmp_path / "q").exists()
     with pytest.raises(imshard.ArgumentError, match="no_clutter applies to caltech256"):
         imshard.convert("folder", sample["img"], tmp_path / "x", no_clutter=True)
     with pytest.raises(imshard.ArgumentError, match="unknown dataset"):
