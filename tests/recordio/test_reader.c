@@ -423,7 +423,7 @@ static void extra_labels(const char *dir)
 		rec.extra[1] = 0.5f;
 		CHECK_OK(rio_writer_add(w, &rec, &e), &e);
 	}
-	rio_writer_meta meta = {"keep", names, 3, 0, NULL, NULL};
+	rio_writer_meta meta = {"keep", names, 3, 0, NULL, NULL, NULL};
 	CHECK_OK(rio_writer_finish(w, &meta, NULL, &e), &e);
 	char manifest[4200];
 	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
