@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <limits.h>
 #include <link.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,55 +171,43 @@ int nn_cuda_loaded_lib(const char *stem, char *path, size_t cap)
 	return 0;
 }
 
-/* Appends to buf (cap bytes) at *len, cut to fit. */
-static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-	if (*len + 1 >= cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
-}
-
 /* " (path)", or `none` when the library was not found loaded. */
-static void add_file(char *buf, size_t cap, size_t *len, const char *path,
-		     const char *none)
+static void add_file(ims_buf *b, const char *path, const char *none)
 {
-	if (path[0])
-		add(buf, cap, len, " (%s)", path);
-	else if (none)
-		add(buf, cap, len, " (%s)", none);
+	if (path[0] || none)
+		ims_buf_printf(b, " (%s)", path[0] ? path : none);
 }
 
 int nn_cuda_describe(const nn_cuda_stack *s, char *buf, size_t cap)
 {
-	size_t len = 0;
-	char v[32];
 	if (!cap)
 		return 0;
-	buf[0] = '\0';
-	add(buf, cap, &len, "%s (sm_%d%d); CUDA driver ",
-	    s->gpu[0] ? s->gpu : "a GPU", s->sm_major, s->sm_minor);
-	version(s->driver_version, v, sizeof(v));
-	add(buf, cap, &len, "%s", v);
-	add_file(buf, cap, &len, s->libcuda, NULL);
-	version(s->runtime_version, v, sizeof(v));
-	add(buf, cap, &len, ", runtime %s", v);
-	add_file(buf, cap, &len, s->cudart, "linked in");
+	ims_buf b = {0};
+	char drv[32], rt[32];
+	version(s->driver_version, drv, sizeof(drv));
+	version(s->runtime_version, rt, sizeof(rt));
+	ims_buf_printf(&b, "%s (sm_%d%d); CUDA driver %s", s->gpu[0] ? s->gpu : "a GPU",
+		       s->sm_major, s->sm_minor, drv);
+	add_file(&b, s->libcuda, NULL);
+	ims_buf_printf(&b, ", runtime %s", rt);
+	add_file(&b, s->cudart, "linked in");
 	/* cuDNN 9 and cuBLAS: major * 10000 + minor * 100 + patch */
-	add(buf, cap, &len, "; cuDNN %d.%d.%d", s->cudnn_version / 10000,
-	    s->cudnn_version / 100 % 100, s->cudnn_version % 100);
-	add_file(buf, cap, &len, s->cudnn, "linked in");
+	ims_buf_printf(&b, "; cuDNN %d.%d.%d", s->cudnn_version / 10000,
+		       s->cudnn_version / 100 % 100, s->cudnn_version % 100);
+	add_file(&b, s->cudnn, "linked in");
 	if (s->cublas_version > 0)
-		add(buf, cap, &len, "; cuBLAS %d.%d.%d", s->cublas_version / 10000,
-		    s->cublas_version / 100 % 100, s->cublas_version % 100);
+		ims_buf_printf(&b, "; cuBLAS %d.%d.%d", s->cublas_version / 10000,
+			       s->cublas_version / 100 % 100, s->cublas_version % 100);
 	else
-		add(buf, cap, &len, "; cuBLAS");
-	add_file(buf, cap, &len, s->cublas, NULL);
+		ims_buf_puts(&b, "; cuBLAS");
+	add_file(&b, s->cublas, NULL);
 	if (s->nccl[0])
-		add(buf, cap, &len, "; NCCL (%s)", s->nccl);
-	return (int)len;
+		ims_buf_printf(&b, "; NCCL (%s)", s->nccl);
+	size_t len = 0;
+	char *text = ims_buf_take(&b, &len);
+	snprintf(buf, cap, "%s", text ? text : "");
+	free(text);
+	if (!text)
+		len = 0;
+	return (int)(len < cap ? len : cap - 1);
 }
