@@ -159,8 +159,12 @@ int cmd_list(int argc, char **argv)
 	 * directly in ROOT belong to no class, so ROOT itself is fine */
 	char out_dir[4096];
 	const char *slash = strrchr(output, '/');
-	snprintf(out_dir, sizeof(out_dir), "%.*s", slash ? (int)(slash - output) : 1,
-		 slash ? (slash == output ? "/" : output) : ".");
+	if (!slash)
+		snprintf(out_dir, sizeof(out_dir), ".");
+	else if (slash == output)
+		snprintf(out_dir, sizeof(out_dir), "/");
+	else
+		snprintf(out_dir, sizeof(out_dir), "%.*s", (int)(slash - output), output);
 	if (ims_path_within(out_dir, root) && !ims_path_within(root, out_dir))
 		return cli_usage_error(&list_cmd,
 				       "-o '%s' writes into a folder under ROOT '%s', where a later listing "
