@@ -70,6 +70,18 @@ void cli_info(int quiet, const char *fmt, ...)
 	va_end(ap);
 }
 
+void cli_print(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char text[4 * IMS_ERRMSG_MAX];
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	char safe[4 * sizeof(text)];
+	fputs(ims_escape(text, safe, sizeof(safe)), stdout);
+	fputc('\n', stdout);
+}
+
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 {
 	if (muted)

@@ -82,6 +82,10 @@ void cli_info(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 
  * whole (ims_escape): control characters and bytes that are not UTF-8 in
  * a name print as \xHH, never raw to the terminal. */
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints one line of a command's report to stdout, escaped the same way
+ * (the line ends here: a newline in fmt would print as \x0a). Not muted:
+ * callers print reports on rank 0 only. */
+void cli_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* One command of a program with subcommands (imshard, imshard-model). */
 typedef struct cli_subcommand {

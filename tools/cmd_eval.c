@@ -120,8 +120,8 @@ static void print_table(const nn_eval_result *r, const nn_model_card *c,
 			const char *weights, const char *split)
 {
 	char d[128], name[96];
-	printf("'%s' (%s) on '%s'\n", weights, model_card_describe(c, d, sizeof(d)),
-	       split);
+	cli_print("'%s' (%s) on '%s'", weights, model_card_describe(c, d, sizeof(d)),
+		  split);
 	printf("records %llu  top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n\n",
 	       (unsigned long long)r->records, 100 * r->top1, 100 * r->top5, r->loss);
 	int w = 5;
@@ -233,7 +233,7 @@ static int print_json(const nn_eval_result *r, const nn_model_card *c,
 static int fail(dp_comm *comm, const ims_error *err)
 {
 	if (dp_world(comm) > 1)
-		fprintf(stderr, "imshard: eval: rank %d: %s\n", dp_rank(comm), err->msg);
+		cli_error("eval: rank %d: %s", dp_rank(comm), err->msg);
 	else
 		cli_error("eval: %s", err->msg);
 	dp_abort(comm, CLI_EXIT_FAIL);
@@ -311,8 +311,7 @@ int cmd_eval(int argc, char **argv)
 			if (res.setup_failed_ranks == world)
 				cli_error("eval: %s", err.msg);
 			else
-				fprintf(stderr, "imshard: eval: rank %d: %s\n", dp_rank(comm),
-					err.msg);
+				cli_error("eval: rank %d: %s", dp_rank(comm), err.msg);
 		}
 		nn_model_card_release(&card);
 		dp_finalize(comm);

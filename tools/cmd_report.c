@@ -67,15 +67,15 @@ static void print_summary(const rep_report *r)
 	for (size_t g = 0; g < r->n_groups; g++) {
 		const rep_group *gr = &r->groups[g];
 		if (gr->baseline < 0) {
-			printf("no 1-rank run to compare with for %s\n", gr->key);
+			cli_print("no 1-rank run to compare with for %s", gr->key);
 			continue;
 		}
 		for (size_t a = 0; a < gr->n_members; a++) {
 			if ((long)gr->members[a] == gr->baseline)
 				continue;
 			const rep_compare *c = &gr->cmp[a];
-			printf("%s (%d %s) vs %s, same %s: speedup_speed %.3g "
-			       "(efficiency %.3g), speedup_time %.3g (efficiency %.3g)%s\n",
+			cli_print("%s (%d %s) vs %s, same %s: speedup_speed %.3g "
+				  "(efficiency %.3g), speedup_time %.3g (efficiency %.3g)%s",
 			       r->runs[gr->members[a]].label, r->stats[gr->members[a]].world,
 			       ims_plural((uint64_t)r->stats[gr->members[a]].world, "rank", "ranks"),
 			       r->runs[gr->baseline].label,
@@ -88,11 +88,11 @@ static void print_summary(const rep_report *r)
 		for (size_t i = 0; i < r->n_runs; i++) {
 			const rep_stats *s = &r->stats[i];
 			if (s->target_reached)
-				printf("%s: top-1 %.4g reached after %g epochs, %.3f s\n",
+				cli_print("%s: top-1 %.4g reached after %g epochs, %.3f s",
 				       r->runs[i].label, r->opts.target_acc, s->target_epochs,
 				       s->target_wall_s);
 			else
-				printf("%s: top-1 %.4g not reached (best %.4g)\n", r->runs[i].label,
+				cli_print("%s: top-1 %.4g not reached (best %.4g)", r->runs[i].label,
 				       r->opts.target_acc, s->best_top1);
 		}
 }

@@ -83,6 +83,14 @@ contains "$T/out" "records $records  top-1"
 contains "$T/out" "confusion matrix (rows: true class, columns: predicted class)"
 contains "$T/out" "crescent"
 same "$(wc -l <"$T/err")" 0 "(-q: nothing on stderr)"
+# the heading names the weights and the split as given: escaped (before:
+# an ESC in either path reached the terminal raw)
+mkdir -p "$T/e"$'\e[2J'
+cp "$ck" "$T/e"$'\e[2J'/ck.safetensors
+expect 0 "$IMSHARD" eval "$T/e"$'\e[2J'/ck.safetensors "$va" --threads 1 -q
+contains "$T/out" "'$T/e\x1b[2J/ck.safetensors' (convnet7, 4 classes, 16 px) on '$va'"
+! grep -q $'\e' "$T/out" || fail "eval printed an ESC raw"
+checks=$((checks + 1))
 
 # a split of other classes, for the refusals below
 expect 0 "$IMSHARD" sample "$T/s5" --classes 5 --per-class 4 --quiet
@@ -119,6 +127,13 @@ if have_mpi; then
   expect 1 mpi -np 2 bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then s=$2; else s=$1; fi
     exec "$IMSHARD" eval "$0" "$s" --threads 1' "$ck" "$va" "$T/p5/val.json"
   same "$(grep -c '^imshard: eval: rank 1: cannot evaluate on' "$T/err")" 1 "(the failing rank named)"
+  # that line names the rank's split: escaped
+  cp -r "$T/p5" "$T/p5"$'\e[2J'
+  expect 1 mpi -np 2 bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then s=$2; else s=$1; fi
+    exec "$IMSHARD" eval "$0" "$s" --threads 1' "$ck" "$va" "$T/p5"$'\e[2J/val.json'
+  contains "$T/err" "imshard: eval: rank 1: cannot evaluate on '$T/p5\x1b[2J/val.json'"
+  ! grep -q $'\e' "$T/err" || fail "eval printed a rank's ESC raw"
+  checks=$((checks + 1))
   same "$(grep -c '^imshard: eval: rank' "$T/err")" 1 "(the other rank ends quietly)"
   lacks "$T/err" "MPI_ABORT"
 else

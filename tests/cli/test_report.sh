@@ -91,6 +91,14 @@ same "$(cat "$T/err")" "" "no warnings for clean logs"
 contains "$T/out" "b (2 ranks) vs a, same batch per rank: speedup_speed 1.4 (efficiency 0.7), speedup_time 1.25 (efficiency 0.625) per image"
 contains "$T/out" "b: top-1 0.55 reached after 2 epochs, 3.900 s"
 contains "$T/out" "a: top-1 0.55 not reached (best 0.5)"
+# a run label comes from its folder's name: printed escaped (before: an
+# ESC in the name reached the terminal raw)
+cp -r "$T/b" "$T/b"$'\e[31mX'
+expect 0 "$IMSHARD" report "$T/a" "$T/b"$'\e[31mX' -o "$T/esc.html" --target-acc 0.55
+contains "$T/out" "b\x1b[31mX (2 ranks) vs a, same batch per rank"
+contains "$T/out" "b\x1b[31mX: top-1 0.55 reached after 2 epochs"
+! grep -q $'\e' "$T/out" || fail "report printed an ESC raw"
+checks=$((checks + 1))
 for f in runs train val gpu ranks terms scaling skipped; do exists "$T/csv/$f.csv"; done
 /usr/bin/python3 - "$T/csv" "$T/page/report.html" <<'PY' || fail "CSV or page figures"
 import csv, sys, re
