@@ -149,6 +149,7 @@ static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 	po.name = sp->name;
 	po.source = lst; /* where it will be */
 	po.force = 0;    /* the staging folder starts empty */
+	po.discard_errors = 1; /* a failed split's stage goes: name no file in it */
 	po.read_row = d->rows_are_records ? o->adapter->read_row : NULL;
 	po.order = o->no_shuffle ? PACK_ORDER_LIST : PACK_ORDER_SHUFFLED;
 	if (o->split_begin)
@@ -294,6 +295,7 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 	rio_lock *locks[PACK_N_SUBSET_SPLITS] = {NULL};
 	int rc = 0, staged = 0, touching = 0;
 	char stage[4200];
+	char *made = NULL; /* the outermost folder of out_dir this run made */
 	rep->stage = PACK_CONVERT_LOAD;
 	GOTO_IF_ERR(out, rc, o->adapter->load(o->root, &o->dataset, &d, err));
 	d.adapter = o->adapter;
@@ -323,7 +325,7 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 	 * staging folder. Then what an interrupted convert left is finished
 	 * or discarded, and replacing is refused before anything is written. */
 	rep->stage = PACK_CONVERT_WRITE;
-	GOTO_IF_ERR(out, rc, ims_mkdir_p(o->out_dir, err));
+	GOTO_IF_ERR(out, rc, ims_mkdir_p_created(o->out_dir, &made, err));
 	touching = 1;
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
 		GOTO_IF_ERR(out, rc, rio_lock_take(o->out_dir, pack_managed_splits[i],
@@ -364,6 +366,11 @@ out:
 	}
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
 		rio_lock_release(locks[i]);
+	/* A failed convert into a folder it made leaves no empty folder
+	 * (after the locks, whose files are in it). */
+	if (rc < 0 && staged < 2)
+		ims_rmdir_created(o->out_dir, made);
+	free(made);
 	ds_dataset_release(&d);
 	return rc;
 }

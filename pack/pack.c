@@ -304,6 +304,7 @@ typedef struct sink {
 	/* A split of this name existed when the writer opened (--force): a
 	 * failed run leaves it whole, its errors file included. */
 	int replacing;
+	int discard; /* opts->discard_errors */
 	char manifest[4200];
 	char first_skip[600]; /* "'path': why" of the first skipped file */
 	int cur_shard;
@@ -362,6 +363,8 @@ static const char *skips_named(const sink *k, char *buf, size_t len)
 	if (k->replacing)
 		snprintf(buf, len, "the first: %s; '%s' is kept as it was, with its errors file",
 			 k->first_skip, k->manifest);
+	else if (k->discard)
+		snprintf(buf, len, "the first: %s", k->first_skip);
 	else
 		snprintf(buf, len, "see '%s'", k->errors_path);
 	return buf;
@@ -370,7 +373,8 @@ static const char *skips_named(const sink *k, char *buf, size_t len)
 /*
  * A failed run's errors file: where no split of this name exists, it is
  * published, so that the skipped files stay named (nothing else of the
- * run is left); where one does, that split keeps its own and ours goes.
+ * run is left); where one does, that split keeps its own and ours goes;
+ * with opts->discard_errors it goes in any case.
  * Decided under the split's lock: the writer's while it is open, else
  * taken again (held elsewhere: another run owns the name now, ours goes).
  */
@@ -383,7 +387,8 @@ static void settle_errors(sink *k, const pack_opts *o)
 		unlink(k->errors_tmp);
 		return;
 	}
-	if (access(k->manifest, F_OK) == 0 || rename(k->errors_tmp, k->errors_path) != 0)
+	if (o->discard_errors || access(k->manifest, F_OK) == 0 ||
+	    rename(k->errors_tmp, k->errors_path) != 0)
 		unlink(k->errors_tmp);
 	rio_lock_release(l);
 }
@@ -629,6 +634,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 			  o->out_dir, o->name);
 	snprintf(k.manifest, sizeof(k.manifest), "%s/%s.json", o->out_dir, o->name);
 	k.replacing = access(k.manifest, F_OK) == 0;
+	k.discard = o->discard_errors;
 	ims_temp_sweep_for(k.errors_path, NULL); /* litter of killed packs */
 
 	uint64_t n = list->count;

@@ -102,6 +102,11 @@ typedef struct pack_opts {
 	int (*read_row)(const char *root, const ds_entry *e, uint8_t **data,
 			size_t *cap, ds_pixels *px, ims_error *err);
 	pack_order order;      /* recorded in the manifest; AUTO infers it */
+	/* A failed run removes its errors file instead of publishing it, and
+	 * its message names the first skipped file: for an out_dir that is
+	 * itself removed on failure (convert's staging folder), where a path
+	 * into it would name nothing. */
+	int discard_errors;
 } pack_opts;
 
 /* Fills o with the defaults above (all zero except max_errors = -1 and

@@ -176,6 +176,22 @@ expect 0 "$IMSHARD" convert folder "$T/fs" -o "$T/fso" --no-shuffle --shards 5 -
 one_line "$T/err"
 contains "$T/err" "warning: convert: train: wrote 2 of the 5 shards asked for (--shards 5): the rows of the other 3 shards were all skipped (3 skipped files in all, listed in '$T/fso/train.errors.tsv')"
 same "$(json "$T/fso/train.json" 'len(j["shards"])')" 2
+# past --max-errors: the message names the first skipped file, not an
+# errors file in the staging folder that the failure removes (before:
+# "see 'OUT/.imshard-convert/train.errors.tsv'", a file that was gone),
+# and the output folder the convert made is not left behind, empty
+expect 1 "$IMSHARD" convert folder "$T/fs" -o "$T/fme/deep" --no-shuffle --max-errors 1 --quiet
+one_line "$T/err"
+contains "$T/err" "imshard: convert: train: stopped after 2 skipped files (--max-errors 1); the first: 'a/z1.jpg': not a JPEG or PNG image"
+lacks "$T/err" ".imshard-convert"
+absent "$T/fme"
+# into an existing set: the earlier splits are kept, and said so
+expect 1 "$IMSHARD" convert folder "$T/fs" -o "$T/fso" --no-shuffle --max-errors 1 --force --quiet
+contains "$T/err" "the first: 'a/z1.jpg'"
+contains "$T/err" "nothing was replaced: '$T/fso' keeps its earlier splits train"
+lacks "$T/err" ".imshard-convert"
+same "$(json "$T/fso/train.json" 'len(j["shards"])')" 2
+exists "$T/fso/train.errors.tsv"
 
 # One packing path: convert's records equal list + pack of its own list.
 expect 0 "$IMSHARD" pack "$T/o/train.lst" "$T/s" -o "$T/p/train" --classes "$T/o/classes.txt" --quiet
