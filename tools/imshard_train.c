@@ -520,6 +520,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	int log_every = o->out.log_every, threads = 0, loader_threads = 0;
 	double val_crop = o->data.val_crop_frac;
 	double momentum = -1; /* not given: the optimiser's default */
+	double weight_decay = -1; /* not given: the optimiser's default */
 	uint64_t max_bad = UINT64_MAX; /* not given: no limit */
 	const cli_opt opts[] = {
 		{"train", 0, CLI_STRING, &o->data.train_manifest, "TRAIN.json", "training split manifest (required)", 0, 0},
@@ -533,7 +534,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
 		{"momentum", 0, CLI_DOUBLE, &momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
 		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
-		{"weight-decay", 0, CLI_DOUBLE, &o->optim.weight_decay, "W", "weight decay (1e-4; decoupled for adamw)", 0, 1},
+		{"weight-decay", 0, CLI_DOUBLE, &weight_decay, "W", "weight decay (sgd 1e-4, adam 0, adamw 0.01; decoupled for adamw)", 0, 1},
 		{"no-bn-bias-decay", 0, CLI_FLAG, &o->optim.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
 		{"warmup-epochs", 0, CLI_DOUBLE, &o->optim.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
@@ -614,9 +615,14 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 			o->optim.optimizer = NN_OPTIM_ADAMW;
 		else
 			USAGE("--optimizer must be sgd, adam or adamw, got '%s'", optimizer);
-		if (o->optim.optimizer != NN_OPTIM_SGD && o->optim.weight_decay == 1e-4)
-			o->optim.weight_decay = o->optim.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
 	}
+	/* A value given is kept as given, whatever it is: only a decay left
+	 * out follows the optimiser (before, an explicit 1e-4 with adam or
+	 * adamw was taken for the default and replaced). */
+	if (weight_decay >= 0)
+		o->optim.weight_decay = weight_decay;
+	else if (o->optim.optimizer != NN_OPTIM_SGD)
+		o->optim.weight_decay = o->optim.optimizer == NN_OPTIM_ADAMW ? 0.01 : 0;
 	if (momentum >= 0 && o->optim.optimizer != NN_OPTIM_SGD)
 		USAGE("--momentum is for --optimizer sgd (adam and adamw keep "
 		      "moving averages of their own)");
