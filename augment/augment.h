@@ -308,7 +308,8 @@ typedef enum aug_layout {
 } aug_layout;
 
 /* Output element type. U8: the interpolated pixel rounded to nearest
- * (mean/std are ignored). F32: (pixel - mean[c]) * (1 / std[c]) in float,
+ * (mean/std must stay 0 and 1: anything else is refused, IMS_EINVAL).
+ * F32: (pixel - mean[c]) * (1 / std[c]) in float,
  * pixel in 0..255. F16 (IEEE binary16) and BF16: that float rounded to
  * nearest-even (values beyond the F16 range become infinity). Host byte
  * order. */

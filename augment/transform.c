@@ -95,6 +95,16 @@ static int check_opts(const aug_transform_opts *o, ims_error *err)
 	RETURN_IF(o->dtype < AUG_DTYPE_U8 || o->dtype > AUG_DTYPE_BF16, err,
 		  IMS_EINVAL, "cannot transform: unknown dtype %d",
 		  (int)o->dtype);
+	/* u8 samples are the pixels themselves: a normalisation asked for
+	 * with them would be dropped without a word */
+	for (int c = 0; c < 3; c++)
+		RETURN_IF(o->dtype == AUG_DTYPE_U8 && (o->mean[c] != 0 || o->std[c] != 1),
+			  err, IMS_EINVAL,
+			  "cannot transform: mean %g,%g,%g and std %g,%g,%g need a "
+			  "float dtype (f32, f16 or bf16): u8 samples are the pixels as "
+			  "they are",
+			  (double)o->mean[0], (double)o->mean[1], (double)o->mean[2],
+			  (double)o->std[0], (double)o->std[1], (double)o->std[2]);
 	return 0;
 }
 

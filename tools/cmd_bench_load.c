@@ -200,7 +200,7 @@ int cmd_bench_load(int argc, char **argv)
 		{"dtype", 0, CLI_STRING, &dtype, "D", "element type: u8, f32 (default), f16 or bf16", 0, 0},
 		{"mean", 0, CLI_STRING, &mean_s, "R,G,B",
 		 "per-channel mean subtracted, in pixel units\n"
-		 "0..255 (default 0,0,0; ignored for u8)", 0, 0},
+		 "0..255 (default 0,0,0; f32, f16 and bf16 only)", 0, 0},
 		{"std", 0, CLI_STRING, &std_s, "R,G,B",
 		 "per-channel std divided by, > 0 (default 1,1,1);\n"
 		 "ImageNet's: --mean 123.675,116.28,103.53\n"
@@ -290,6 +290,10 @@ int cmd_bench_load(int argc, char **argv)
 		if (!(tr->std[0] > 0 && tr->std[1] > 0 && tr->std[2] > 0))
 			return cli_usage_error(&command, "--std values must be greater than 0, got '%s'", std_s);
 	}
+	for (int c = 0; c < 3; c++)
+		if (tr->dtype == AUG_DTYPE_U8 && (tr->mean[c] != 0 || tr->std[c] != 1))
+			return cli_usage_error(&command, "--mean and --std need --dtype f32, f16 "
+					       "or bf16: u8 samples are the pixels as they are");
 	if (rank >= world)
 		return cli_usage_error(&command, "--rank %d must be less than --world %d", rank, world);
 	if (seconds <= 0 && !epochs)

@@ -216,9 +216,11 @@ class Loader:
 
     Iterating yields Batch (images, labels) pairs: images is a NumPy array
     (N, 3, size, size) for layout 'nchw' or (N, size, size, 3) for 'nhwc',
-    of dtype float32 (normalised: (pixel - mean) / std, pixels 0..255),
-    float16, uint8 (not normalised) or bfloat16 (as uint16 bits); labels is
-    int64. The images view the loader's ring without a copy.
+    of dtype float32 (normalised: (pixel - mean) / std, pixels 0..255;
+    mean and std default to ImageNet's), float16, uint8 (the pixels: a
+    mean or std other than 0 and 1 is refused) or bfloat16 (as uint16
+    bits); labels is int64. The images view the loader's ring without a
+    copy.
 
     The rule for those views: a batch's ring slot is not reused while any
     array (or tensor) viewing it is alive, so a view can never show another
@@ -252,7 +254,7 @@ class Loader:
 
     def __init__(self, manifest, batch_size, size=224, *, augment="flip", train=True,
                  rank=None, world=None, threads=None, seed=0, layout="nchw",
-                 dtype="float32", mean=IMAGENET_MEAN, std=IMAGENET_STD, prefetch=3,
+                 dtype="float32", mean=None, std=None, prefetch=3,
                  shard_owning=False, drop_last=None, copy=False, pinned=True, epoch=0):
         if (rank is None) != (world is None):
             raise ArgumentError("give both rank and world, or neither")
@@ -262,6 +264,14 @@ class Loader:
         if dtype not in _DTYPES:
             raise ArgumentError("dtype must be float32, float16, bfloat16 or uint8, got %r" % (dtype,))
         self.dtype = _DTYPES[dtype]
+        # uint8 samples are the pixels as they are: a mean or std given
+        # with them is refused (by the C loader), not dropped, so the
+        # default follows the dtype
+        raw = self.dtype == "uint8"
+        if mean is None:
+            mean = (0, 0, 0) if raw else IMAGENET_MEAN
+        if std is None:
+            std = (1, 1, 1) if raw else IMAGENET_STD
         if threads is None:
             threads = 0
         self.copy = bool(copy)

@@ -132,6 +132,13 @@ static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
 		ims_py_arg_error("std values must be greater than 0");
 		return -1;
 	}
+	for (int c = 0; c < 3; c++)
+		if (o->transform.dtype == AUG_DTYPE_U8 &&
+		    (o->transform.mean[c] != 0 || o->transform.std[c] != 1)) {
+			ims_py_arg_error("mean and std need a float dtype (float32, float16 "
+					 "or bfloat16): uint8 samples are the pixels as they are");
+			return -1;
+		}
 	if (threads < 0) {
 		ims_py_arg_error("threads must be >= 0 (0 = all cores), got %d", threads);
 		return -1;

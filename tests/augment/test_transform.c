@@ -612,6 +612,15 @@ static void test_golden(void)
 	}
 	uint64_t h = fnv1a(batch, 4 * one);
 	o.dtype = AUG_DTYPE_U8;
+	/* u8 with a normalisation is refused, not ignored */
+	aug_plan refused;
+	CHECK_EQ_INT(aug_sample_plan(&o, 160, 120, 1234, 2, 100, &refused, &err),
+		     IMS_EINVAL);
+	CHECK(strstr(err.msg, "u8 samples are the pixels as they are") != NULL);
+	for (int c = 0; c < 3; c++) {
+		o.mean[c] = 0;
+		o.std[c] = 1;
+	}
 	one = aug_sample_bytes(&o);
 	for (int i = 0; i < 4; i++) {
 		aug_plan p;

@@ -153,6 +153,14 @@ done
 expect 2 "$IMSHARD" bench-load
 one_line "$T/err"
 absent "$T/d9"
+# u8 samples are the pixels: a normalisation with them is refused, not
+# dropped (before: --mean/--std were ignored without a word)
+expect 2 "$IMSHARD" bench-load "$m" --dtype u8 --mean 1,2,3 --quiet
+one_line "$T/err"
+contains "$T/err" "--mean and --std need --dtype f32, f16 or bf16"
+expect 2 "$IMSHARD" bench-load "$m" --dtype u8 --std 2,2,2 --quiet
+one_line "$T/err"
+expect 0 "$IMSHARD" bench-load "$m" --dtype u8 --mean 0,0,0 --std 1,1,1 --epochs 1 --seconds 0 --size 16 --quiet
 
 # Loader errors: exit 1, one line.
 expect 1 "$IMSHARD" bench-load "$T/none.json" --quiet

@@ -287,6 +287,24 @@ def test_prefetch_bounds(sample):
     l.close()
 
 
+def test_uint8_normalisation_refused(sample):
+    # uint8 samples are the pixels: a mean or std given with them is
+    # refused, not dropped (before: silently ignored); left out, the
+    # default follows the dtype (ImageNet's for floats, none for uint8)
+    for kw in (dict(mean=imshard.IMAGENET_MEAN), dict(std=(2, 2, 2))):
+        with pytest.raises(imshard.ArgumentError, match="uint8 samples are the pixels"):
+            imshard.Loader(sample["val"], 2, 8, train=False, threads=1, dtype="uint8", **kw)
+        with pytest.raises(imshard.ArgumentError, match="uint8 samples are the pixels"):
+            imshard.bench_load(sample["val"], 2, 8, train=False, threads=1, dtype="uint8",
+                               epochs=1, **kw)
+    with imshard.Loader(sample["val"], 2, 8, train=False, threads=1, dtype="uint8") as l:
+        images, _ = next(iter(l.epoch(0)))
+        assert images.dtype.name == "uint8"
+    with imshard.Loader(sample["val"], 2, 8, train=False, threads=1) as l:
+        images, _ = next(iter(l.epoch(0)))
+        assert images.dtype.name == "float32" and images.min() < 0
+
+
 def test_rank_defaults(sample, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
