@@ -34,8 +34,8 @@ static const cli_command command = {
 	"--classes for weights that lack them); --size, --mean, --std and\n"
 	"--val-crop-frac change what is recorded.\n\n"
 	"Exit status: 0 written, 1 a missing or damaged checkpoint or a write\n"
-	"failure, 2 bad usage (also: -o exists without --force, or is the\n"
-	"checkpoint)."};
+	"failure, 2 bad usage (also: -o exists without --force, is a folder\n"
+	"or is the checkpoint)."};
 
 int cmd_export(int argc, char **argv)
 {
@@ -61,6 +61,12 @@ int cmd_export(int argc, char **argv)
 				       "export elsewhere",
 				       out);
 	struct stat st;
+	/* a folder cannot be replaced by a file: refused before the
+	 * weights are written out for nothing */
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+		return cli_usage_error(&command, "-o '%s' is a folder: name the file to "
+				       "write, e.g. '%s/weights.safetensors'",
+				       out, out);
 	if (!force && lstat(out, &st) == 0)
 		return cli_usage_error(&command, "'%s' exists (--force replaces it)", out);
 	nn_model_card card;

@@ -227,12 +227,29 @@ one_line "$T/err"
 expect 0 "$IMSHARD" eval --help
 contains "$T/out" "--val-crop-frac"
 contains "$T/out" "mpirun"
+# eval -o naming a file: refused before the evaluation (before: the
+# table was printed, then the files could not be written: exit 1)
+: >"$T/afile"
+expect 2 "$IMSHARD" eval "$ck" "$va" --threads 1 -o "$T/afile"
+one_line "$T/err"
+contains "$T/err" "-o '$T/afile' is a file"
+same "$(wc -c <"$T/out")" 0 "(no table)"
 # export: not over the checkpoint, not over a file without --force
 expect 2 "$IMSHARD" export "$ck" -o "$ck"
 one_line "$T/err"
 expect 2 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
 contains "$T/err" "exists (--force replaces it)"
 expect 0 "$IMSHARD" export "$ck" -o "$T/w.safetensors" --force -q
+# a folder: refused up front, with or without --force (before: with it,
+# the weights were written, then the rename failed on the folder; without
+# it, the message offered --force)
+mkdir -p "$T/wdir"
+for f in "" --force; do
+  expect 2 "$IMSHARD" export "$ck" -o "$T/wdir" $f
+  one_line "$T/err"
+  contains "$T/err" "-o '$T/wdir' is a folder: name the file to write"
+done
+same "$(ls -A "$T/wdir" | wc -l)" 0 "(nothing written into the folder)"
 expect 2 "$IMSHARD" export "$ck"
 contains "$T/err" "-o WEIGHTS.safetensors is required"
 # the export holds no optimiser state and loads as --init weights
