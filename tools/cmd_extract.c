@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "augment/augment.h"
 #include "imshard.h"
@@ -24,7 +25,8 @@ static const cli_command command = {
 	"written.\n\n"
 	"A refused or failed run removes the folders it created while they are\n"
 	"still empty (a folder that existed is kept); files written before a\n"
-	"failure stay, without extract.lst.\n\n"
+	"failure stay, without extract.lst: an earlier run's extract.lst and\n"
+	"extract.classes are removed before the first file is written.\n\n"
 	"Exit status: 0 written, 1 a record is missing or damaged, or a file\n"
 	"cannot be written, 2 bad usage (also: --index out of range)."};
 
@@ -124,6 +126,19 @@ int cmd_extract(int argc, char **argv)
 	    ims_temp_sweep_matching(out, extract_name, NULL, &err) < 0) {
 		cli_error("extract: %s", err.msg);
 		goto done;
+	}
+	/* An earlier run's list goes before the first file is replaced: a
+	 * run that fails partway must not leave a list naming its files
+	 * with another split's labels. */
+	for (int i = 0; i < 2; i++) {
+		char old_file[8192];
+		snprintf(old_file, sizeof(old_file), "%s/%s", out,
+			 i ? "extract.classes" : "extract.lst");
+		if (unlink(old_file) < 0 && errno != ENOENT) {
+			cli_error("extract: cannot remove the earlier '%s': %s", old_file,
+				  strerror(errno));
+			goto done;
+		}
 	}
 	lst = open_memstream(&lst_text, &lst_len);
 	if (!lst) {

@@ -77,6 +77,19 @@ expect 1 "$IMSHARD" extract "$T/x2/keep.json" -o "$T/bad/z"
 one_line "$T/err"
 contains "$T/err" "0 extra labels, the manifest's \"extra_labels\" is 2"
 absent "$T/bad"
+# A run that fails partway into a folder of an earlier extraction leaves
+# no extract.lst: the earlier list would name the new run's files with
+# the earlier split's labels (before: it stayed). A folder at record 2's
+# name makes the write of that record fail after records 0 and 1.
+expect 0 "$IMSHARD" extract "$T/p/raw.json" -o "$T/again" --quiet
+exists "$T/again/extract.lst"
+rm -f "$T/again/00000002.png"
+mkdir "$T/again/00000002.jpg"
+expect 1 "$IMSHARD" extract "$T/p/keep.json" -o "$T/again" --quiet
+one_line "$T/err"
+contains "$T/err" "00000002.jpg"
+absent "$T/again/extract.lst"
+absent "$T/again/extract.classes"
 expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index x
 one_line "$T/err"
 expect 2 "$IMSHARD" extract "$T/p/keep.json"
