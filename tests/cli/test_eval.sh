@@ -227,6 +227,15 @@ one_line "$T/err"
 expect 0 "$IMSHARD" eval --help
 contains "$T/out" "--val-crop-frac"
 contains "$T/out" "mpirun"
+# eval -o over an earlier evaluation, failing at predictions.csv (a
+# folder in its place): no eval.json is left to vouch for the mixed CSV
+# files (before: the earlier one stayed)
+cp -r "$T/ev" "$T/ev_again"
+rm "$T/ev_again/predictions.csv"
+mkdir "$T/ev_again/predictions.csv"
+expect 1 "$IMSHARD" eval "$ck" "$va" --threads 1 -q -o "$T/ev_again"
+contains "$T/err" "predictions.csv"
+absent "$T/ev_again/eval.json"
 # eval -o naming a file: refused before the evaluation (before: the
 # table was printed, then the files could not be written: exit 1)
 : >"$T/afile"

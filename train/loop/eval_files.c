@@ -3,13 +3,16 @@
  * spreadsheet or pandas (per_class.csv, confusion.csv, predictions.csv)
  * and one that programs read (eval.json: `imshard report` draws per-class
  * accuracy and the confusion matrix from it and confusion.csv). Each
- * file is built in memory and written atomically, eval.json last, so a
- * folder whose eval.json is there holds the CSV files of that same
- * evaluation or of a later one being written.
+ * file is built in memory and written atomically, eval.json last and an
+ * earlier eval.json removed first, so a folder whose eval.json is there
+ * holds the CSV files of that same evaluation or of a later one being
+ * written, never those of a later one that failed partway.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -205,6 +208,10 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 		  "or class names",
 		  dir);
 	FORWARD_IF_ERR(ims_mkdir_p(dir, err));
+	char earlier[4200];
+	FORWARD_IF_ERR(ims_path_join(earlier, sizeof(earlier), dir, "eval.json", err));
+	RETURN_IF(unlink(earlier) < 0 && errno != ENOENT, err, IMS_EIO,
+		  "cannot remove the earlier '%s': %s", earlier, strerror(errno));
 	FORWARD_IF_ERR(write_per_class(dir, res, card, err));
 	FORWARD_IF_ERR(write_confusion(dir, res, card, err));
 	FORWARD_IF_ERR(write_predictions(dir, res, card, err));
