@@ -4,9 +4,11 @@
  * class) plus the class names. The work is ds_scan_folder, ds_split and
  * ds_list_write; this file checks options and reports.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "imshard.h"
@@ -33,7 +35,9 @@ static const cli_command list_cmd = {
 	"  PREFIX.classes     class names, one per line, line i = label i\n"
 	"Lists use im2rec's format, `index<TAB>label<TAB>path`, with paths\n"
 	"relative to ROOT and index the image's position in sorted order (a\n"
-	"stable id). Each file is written atomically; PREFIX's folder is created\n"
+	"stable id). Every file is written to a temporary and the temporaries\n"
+	"are renamed only once all are written, so a failed run leaves the\n"
+	"earlier lists and classes as they were; PREFIX's folder is created\n"
 	"when missing.\n"
 	"\n"
 	"The split is stratified: within each class, round(n * test ratio)\n"
@@ -192,6 +196,8 @@ int cmd_list(int argc, char **argv)
 	for (int s = 0; s < N_SPLITS; s++)
 		ds_list_init(&parts[s]);
 	char *path = NULL;
+	char *stage = NULL; /* the temporaries, slen bytes each; "" once renamed */
+	size_t slen = 0;
 	int status = CLI_EXIT_FAIL;
 
 	ds_scan_opts so = {exts, recursive};
@@ -250,6 +256,60 @@ int cmd_list(int argc, char **argv)
 		cli_error("list: out of memory");
 		goto out;
 	}
+	/* Every file is written to its temporary first and renamed only
+	 * when all were written: a run failing partway leaves the earlier
+	 * lists and classes together, never a new train list beside an old
+	 * val list (the same image in both) or old class names. */
+	for (int s = 0; s <= N_SPLITS; s++) {
+		struct stat dst;
+		if (s < N_SPLITS && !have[s])
+			continue;
+		if (s < N_SPLITS)
+			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
+		else
+			snprintf(path, plen, "%s.classes", output);
+		if (stat(path, &dst) == 0 && S_ISDIR(dst.st_mode)) {
+			cli_error("list: '%s' is a folder: nothing was written", path);
+			goto out;
+		}
+	}
+	slen = plen + 32;
+	stage = calloc(N_SPLITS + 1, slen);
+	if (!stage) {
+		cli_error("list: out of memory");
+		goto out;
+	}
+	for (int s = 0; s <= N_SPLITS; s++) {
+		if (s < N_SPLITS && !have[s])
+			continue;
+		if (s < N_SPLITS)
+			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
+		else
+			snprintf(path, plen, "%s.classes", output);
+		ims_temp_sweep_for(path, NULL);
+		snprintf(stage + (size_t)s * slen, slen, "%s.tmp.%ld", path, (long)getpid());
+		const char *st = stage + (size_t)s * slen;
+		int wrc = s < N_SPLITS ? ds_list_write(st, &parts[s], &err)
+				       : ds_classes_write(st, names, &err);
+		if (wrc < 0) {
+			cli_error("%s", err.msg);
+			goto out;
+		}
+	}
+	for (int s = 0; s <= N_SPLITS; s++) {
+		if (s < N_SPLITS && !have[s])
+			continue;
+		if (s < N_SPLITS)
+			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
+		else
+			snprintf(path, plen, "%s.classes", output);
+		if (rename(stage + (size_t)s * slen, path) < 0) {
+			cli_error("list: cannot rename '%s' to '%s': %s",
+				  stage + (size_t)s * slen, path, strerror(errno));
+			goto out;
+		}
+		stage[(size_t)s * slen] = '\0';
+	}
 	for (int s = 0; s < N_SPLITS; s++) {
 		if (!have[s]) {
 			/* Left from an earlier run with other ratios: say so
@@ -261,10 +321,6 @@ int cmd_list(int argc, char **argv)
 			continue;
 		}
 		snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
-		if (ds_list_write(path, &parts[s], &err) < 0) {
-			cli_error("%s", err.msg);
-			goto out;
-		}
 		cli_info(quiet, "wrote '%s': %zu %s", path, parts[s].count,
 			 ims_plural(parts[s].count, "image", "images"));
 		/* a ratio that rounds to nothing in every class */
@@ -273,14 +329,14 @@ int cmd_list(int argc, char **argv)
 				 "any class", path, split_name[s]);
 	}
 	snprintf(path, plen, "%s.classes", output);
-	if (ds_classes_write(path, names, &err) < 0) {
-		cli_error("%s", err.msg);
-		goto out;
-	}
 	cli_info(quiet, "wrote '%s': %zu %s", path, names->n_classes,
 		 ims_plural(names->n_classes, "class", "classes"));
 	status = CLI_EXIT_OK;
 out:
+	for (int s = 0; stage && s <= N_SPLITS; s++)
+		if (stage[(size_t)s * slen])
+			unlink(stage + (size_t)s * slen);
+	free(stage);
 	free(path);
 	ds_list_release(&all);
 	for (int s = 0; s < N_SPLITS; s++)

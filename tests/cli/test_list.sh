@@ -160,6 +160,23 @@ expect_rc 0
 [ "$(sort "$V")" != "$(sort "$T/split3/c_val.lst")" ] || fail "seeds 7 and 8 gave the same val rows"
 expect_eq "seed 8 val rows" "$(rows "$T/split3/c_val.lst")" 9
 
+# A run that cannot write every file writes none: the earlier lists stay
+# together (before: the new train list was written, then the val list
+# failed, leaving the same images in train and val). A folder at the val
+# list's name is the failure here.
+cp -r "$T/split2" "$T/split4"
+rm "$T/split4/c_val.lst"
+mkdir "$T/split4/c_val.lst"
+run list "$C" -o "$T/split4/c" --train-ratio 0.8 --seed 8 --quiet
+expect_rc 1
+expect_stderr_lines 1
+expect_stderr "c_val.lst' is a folder: nothing was written"
+cmp -s "$TR" "$T/split4/c_train.lst" || fail "a failed list replaced the train list"
+cmp -s "$T/split2/c.classes" "$T/split4/c.classes" || fail "a failed list replaced the classes"
+expect_eq "no temporaries" "$(ls "$T/split4" | grep -c tmp || true)" 0
+# and a successful run leaves no temporary either
+expect_eq "no temporaries" "$(ls "$T/split3" | grep -c tmp || true)" 0
+
 # Train, val and test.
 run list "$C" -o "$T/three/c" --train-ratio 0.7 --test-ratio 0.1 --no-shuffle
 expect_rc 0
