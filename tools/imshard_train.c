@@ -688,6 +688,9 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("--freeze-backbone needs --init");
 	if (o->out.resume && !o->out.checkpoint_dir)
 		USAGE("--resume needs --checkpoint-dir");
+	if (ckpt_every && !o->out.checkpoint_dir)
+		USAGE("--checkpoint-every needs --checkpoint-dir (where the "
+		      "checkpoints go)");
 	if (o->out.resume && o->out.force)
 		USAGE("--resume and --force exclude each other (--force starts a new run)");
 	if (o->out.resume && o->net.init)

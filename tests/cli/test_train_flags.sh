@@ -2,7 +2,8 @@
 # imshard-train: flags taken as given and outputs checked before the
 # first step. A --weight-decay given with --optimizer adam or adamw is
 # the one used (the old code replaced 1e-4, sgd's default, by the
-# optimiser's).
+# optimiser's); --checkpoint-every without --checkpoint-dir is bad usage
+# (it did nothing).
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -25,5 +26,11 @@ expect 0 fit --max-steps 1 --optimizer adamw --log-dir "$T/wd_adamw0"
 same "$(decay "$T/wd_adamw0")" 0.01 "(adamw's default)"
 expect 0 fit --max-steps 1 --log-dir "$T/wd_sgd0"
 same "$(decay "$T/wd_sgd0")" 0.0001 "(sgd's default)"
+
+# --- --checkpoint-every needs somewhere to write ------------------------
+expect 2 fit --max-steps 1 --checkpoint-every 1
+one_line "$T/err"
+contains "$T/err" "--checkpoint-every needs --checkpoint-dir"
+expect 0 fit --max-steps 1 --checkpoint-every 0
 
 finish
