@@ -3,7 +3,10 @@
 # first step. A --weight-decay given with --optimizer adam or adamw is
 # the one used (the old code replaced 1e-4, sgd's default, by the
 # optimiser's); --checkpoint-every without --checkpoint-dir is bad usage
-# (it did nothing).
+# (it did nothing). A folder where the run renames a file it writes
+# (checkpoint.safetensors, summary.json, the per-class files) is refused
+# before the first step, new run or resumed (before: the run trained to
+# its first checkpoint or its end, then failed the rename).
 source "$IMS_TESTLIB"
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -32,5 +35,26 @@ expect 2 fit --max-steps 1 --checkpoint-every 1
 one_line "$T/err"
 contains "$T/err" "--checkpoint-every needs --checkpoint-dir"
 expect 0 fit --max-steps 1 --checkpoint-every 0
+
+# --- a folder at a name the run writes ---------------------------------
+for f in checkpoint.safetensors summary.json eval.json per_class.csv confusion.csv predictions.csv; do
+  rm -rf "$T/fold"
+  mkdir -p "$T/fold/$f"
+  expect 1 fit --val "$va" --max-steps 1 --log-dir "$T/fold" --checkpoint-dir "$T/fold"
+  one_line "$T/err"
+  contains "$T/err" "'$T/fold/$f' is a folder, and this run writes a file of that name"
+  absent "$T/fold/metrics.jsonl"
+done
+# without --val no per-class file is written: a folder there is harmless
+rm -rf "$T/fold" && mkdir -p "$T/fold/eval.json"
+expect 0 fit --max-steps 1 --log-dir "$T/fold"
+# resumed: the same check
+rm -rf "$T/fold" && mkdir -p "$T/rs"
+expect 0 fit --epochs 2 --max-steps 1 --log-dir "$T/rs" --checkpoint-dir "$T/rs"
+rm "$T/rs/summary.json" && mkdir "$T/rs/summary.json"
+cp "$T/rs/metrics.jsonl" "$T/rs.metrics"
+expect 1 fit --epochs 2 --log-dir "$T/rs" --checkpoint-dir "$T/rs" --resume
+contains "$T/err" "'$T/rs/summary.json' is a folder"
+cmp -s "$T/rs/metrics.jsonl" "$T/rs.metrics" || fail "the refused resume appended to metrics.jsonl"
 
 finish

@@ -135,6 +135,42 @@ static int find_earlier(earlier *e, const char *dir, const char *const *names,
 	return 0;
 }
 
+/* The files a run writes by renaming a temporary over them: a folder at
+ * one of those names fails the rename, at the first checkpoint or at the
+ * run's end, after the training it was to record. */
+static int check_folder_at(const char *dir, const char *name,
+			   const char *when, ims_error *err)
+{
+	char path[4096];
+	struct stat st;
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
+	RETURN_IF(lstat(path, &st) == 0 && S_ISDIR(st.st_mode), err, IMS_EEXIST,
+		  "cannot train into '%s': '%s' is a folder, and this run "
+		  "writes a file of that name %s; remove or rename it",
+		  dir, path, when);
+	return 0;
+}
+
+int loop_check_outputs(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	if (r->dp.rank != 0)
+		return 0;
+	if (o->out.checkpoint_dir)
+		FORWARD_IF_ERR(check_folder_at(o->out.checkpoint_dir,
+					       "checkpoint.safetensors",
+					       "at its first checkpoint", err));
+	if (!o->out.log_dir)
+		return 0;
+	FORWARD_IF_ERR(check_folder_at(o->out.log_dir, "summary.json",
+				       "at its end", err));
+	/* the per-class files follow the last validation */
+	for (int i = 2; o->data.val_manifest && log_files[i]; i++)
+		FORWARD_IF_ERR(check_folder_at(o->out.log_dir, log_files[i],
+					       "after its last validation", err));
+	return 0;
+}
+
 int loop_check_earlier_run(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;

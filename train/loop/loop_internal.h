@@ -365,6 +365,10 @@ int loop_agree_resume(run *r, ims_error *err);
 
 /* guard.c */
 int loop_take_locks(run *r, ims_error *err);
+/* A folder where the run will rename a file (checkpoint.safetensors,
+ * summary.json, the per-class files after the last validation): refused
+ * before the first step, new run or resumed (rank 0). */
+int loop_check_outputs(run *r, ims_error *err);
 /* A new run (no --resume) in folders that hold an earlier run's
  * checkpoint or logs: refused, or with --force those files removed and
  * the run told (rank 0, which the next collective tells the others). */

@@ -61,6 +61,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_reserve_memory(r, err));
 	FORWARD_IF_ERR(loop_setup_graphs(r, err));
 	FORWARD_IF_ERR(loop_take_locks(r, err));
+	FORWARD_IF_ERR(loop_check_outputs(r, err));
 	FORWARD_IF_ERR(loop_check_earlier_run(r, err));
 	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
 	FORWARD_IF_ERR(loop_agree_resume(r, err));
