@@ -541,6 +541,10 @@ typedef struct aug_host_alloc {
 	const char *name;
 } aug_host_alloc;
 
+/* The most decoding threads a loader takes: past it OpenMP may fail to
+ * make them, and libgomp then aborts the process. */
+#define AUG_MAX_THREADS 1024
+
 typedef struct aug_loader_opts {
 	const char *manifest;   /* NAME.json of the split */
 	int rank, world;        /* 0 <= rank < world (1 rank: 0, 1) */
@@ -550,7 +554,8 @@ typedef struct aug_loader_opts {
 				   0: file order, validation transform */
 	aug_transform_opts transform; /* output size, layout, dtype, mean/std,
 					 augmentations */
-	int threads;            /* OpenMP workers (0 = all cores) */
+	int threads;            /* OpenMP workers, 0..AUG_MAX_THREADS (0 = all
+				   cores) */
 	int prefetch;           /* batches prepared ahead (ring depth; 0 = 3) */
 	int drop_remainder;     /* 1: shares drop the records that do not divide
 				   evenly among ranks (default for train);
@@ -618,7 +623,8 @@ typedef struct aug_batch {
 /*
  * Opens the split and checks the options. Starts nothing: the first
  * aug_loader_start_epoch does. Errors: the reader's, IMS_EINVAL (bad
- * options, or a split too small for one batch per rank).
+ * options, threads past AUG_MAX_THREADS among them, or a split too small
+ * for one batch per rank).
  */
 int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err);
 

@@ -140,6 +140,9 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		  o->batch_size);
 	RETURN_IF(o->threads < 0 || o->prefetch < 0, err, IMS_EINVAL,
 		  "threads and prefetch must not be negative");
+	RETURN_IF(o->threads > AUG_MAX_THREADS, err, IMS_EINVAL,
+		  "cannot open loader with %d threads: at most %d", o->threads,
+		  AUG_MAX_THREADS);
 	aug_loader *l = calloc(1, sizeof(*l));
 	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
 	l->o = *o;

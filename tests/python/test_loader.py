@@ -305,6 +305,31 @@ def test_uint8_normalisation_refused(sample):
         assert images.dtype.name == "float32" and images.min() < 0
 
 
+def test_threads_bounds(sample, tmp_path):
+    # in a child: before the bound, threads=100000 reached OpenMP, which
+    # could not make them and aborted the interpreter (libgomp's "Thread
+    # creation failed"), from the loader's first batch and from bench_load
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent("""
+        import sys, imshard
+        for call in (lambda: next(iter(imshard.Loader(sys.argv[1], 2, 8, threads=100000))),
+                     lambda: imshard.bench_load(sys.argv[1], 2, 8, threads=100000, epochs=1)):
+            try:
+                call()
+                print("accepted")
+            except imshard.ArgumentError as e:
+                print("refused:", e)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["val"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["refused: cannot open loader with 100000 threads: at most 1024"] * 2, \
+        p.stdout + p.stderr
+    l = imshard.Loader(sample["val"], 2, 8, train=False, threads=1024)
+    assert l.info["batches_per_epoch"] > 0
+    l.close()
+
+
 def test_rank_defaults(sample, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
