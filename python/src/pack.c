@@ -123,7 +123,7 @@ static PyObject *skip_list(const skip_log *s)
 typedef struct {
 	const char *encoding;
 	int shards, resize, max_size, center_crop, quality, threads, check_decode, force;
-	unsigned long long shard_size;
+	long long shard_size;
 	long long max_errors;
 	int main; /* called on the main thread: catch SIGINT */
 } pack_args;
@@ -132,6 +132,13 @@ static int pack_args_apply(const pack_args *a, pack_opts *o)
 {
 	if (a->shards && a->shard_size) {
 		ims_py_arg_error("give shards or shard_size, not both");
+		return -1;
+	}
+	/* as --shard-size: a size past the bounds is a mistake (a negative
+	 * one used to wrap to 2^64 - 1 bytes, one shard whatever its size) */
+	if (a->shard_size && (a->shard_size < 4096 || a->shard_size > 1000000000000000LL)) {
+		ims_py_arg_error("shard_size must be from 4096 to 10**15 bytes (0: 1 GiB), got %lld",
+				 a->shard_size);
 		return -1;
 	}
 	if (a->shards < 0 || a->resize < 0 || a->max_size < 0 || a->quality < 0 || a->quality > 100 ||
@@ -162,7 +169,7 @@ static int pack_args_apply(const pack_args *a, pack_opts *o)
 	pack_opts_init(o);
 	o->encoding = (pack_encoding)enc;
 	o->shards = a->shards;
-	o->shard_bytes = a->shard_size;
+	o->shard_bytes = (uint64_t)a->shard_size;
 	o->resize = a->resize;
 	o->max_size = a->max_size;
 	o->center_crop = a->center_crop;
@@ -302,7 +309,7 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	PyObject *list_path, *rows, *classes, *root, *out_dir;
 	const char *name;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&s|ziKiipiiLppp", names, &list_path, &rows,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&s|ziLiipiiLppp", names, &list_path, &rows,
 					 &classes, PyUnicode_FSConverter, &root,
 					 PyUnicode_FSConverter, &out_dir, &name, &a.encoding,
 					 &a.shards, &a.shard_size, &a.resize, &a.max_size,
@@ -517,7 +524,7 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	int no_clutter = 0, recursive = 0, allow_short = 0, shuffle = 1;
 	unsigned long long seed = 0;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&|ddpzzpzKOOppziKiipiiLppp", names, &dataset,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&|ddpzzpzKOOppziLiipiiLppp", names, &dataset,
 					 PyUnicode_FSConverter, &root, PyUnicode_FSConverter, &out,
 					 &val_ratio, &test_ratio, &no_clutter, &label, &keep,
 					 &recursive, &exts, &seed, &per_class, &totals, &allow_short,

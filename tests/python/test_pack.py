@@ -59,6 +59,14 @@ def test_pack_errors_as_the_command(sample, imshard_bin, tmp_path):
                 dict(encoding="png", quality=5), dict(encoding="raw", quality=5), dict(quality=5)):
         with pytest.raises(imshard.ArgumentError):
             imshard.pack(lst, root, tmp_path / "w", **bad)
+    # shard_size as --shard-size takes it (4096 to 10**15 bytes): -1 wrapped
+    # to 2**64 - 1 and 2**64 to 0 before, both packed without a word
+    for size in (-1, 1, 4095, 10**15 + 1, 2**64):
+        with pytest.raises((imshard.ArgumentError, OverflowError)):
+            imshard.pack(lst, root, tmp_path / "w", shard_size=size)
+        with pytest.raises((imshard.ArgumentError, OverflowError)):
+            imshard.convert("folder", sample["img"], tmp_path / "cs", shard_size=size)
+    assert not (tmp_path / "w").exists() and not (tmp_path / "cs").exists()
     # a split named '.' or '..' no reader would open
     for dots in ("/.", "/..", "/..json"):
         with pytest.raises(imshard.ArgumentError, match="not a plain name"):
