@@ -541,6 +541,10 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
             raise ArgumentError("%s applies to %s, not to %s" % (opt, datasets, dataset))
     if label is not None and label not in ("species", "supercategory"):
         raise ArgumentError("label must be species or supercategory, got %r" % (label,))
+    # None is the C side's -1, "not given": a negative ratio given must not
+    # pass for it (caltech256 took -0.5 as its default 0.2, folder as 0)
+    if val_ratio is not None and not 0 <= val_ratio < 1:
+        raise ArgumentError("val_ratio must be in [0, 1), got %r" % (val_ratio,))
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
         raise ArgumentError("val_ratio plus test_ratio must be below 1")
     seed = _u64(seed, "seed")  # the command's --seed; the C call would wrap -1

@@ -122,6 +122,12 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
         imshard.convert("folder", sample["img"], tmp_path / "x", no_clutter=True)
     with pytest.raises(imshard.ArgumentError, match="unknown dataset"):
         imshard.convert("mnist", sample["img"], tmp_path / "x")
+    # a negative val_ratio is no ratio (before: taken for "not given", and
+    # the folder's splits made without a val split or a word)
+    for ratio in (-0.5, -1, 1.0, float("nan")):
+        with pytest.raises(imshard.ArgumentError, match=r"val_ratio must be in \[0, 1\)"):
+            imshard.convert("folder", sample["img"], tmp_path / "vr", val_ratio=ratio)
+    assert not (tmp_path / "vr").exists()
     p = run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli2",
             "--per-class-train", "1000", "-q", ok=False)
     with pytest.raises(imshard.Error) as e:
