@@ -300,6 +300,7 @@ int cmd_eval(int argc, char **argv)
 	eo.device = device;
 	eo.batch_size = batch;
 	eo.threads = threads;
+	eo.output = out;
 	/* where batches live matters on a device only */
 	eo.quiet = mf.quiet || strcmp(device, "cuda");
 	eo.progress = on_progress;

@@ -48,6 +48,11 @@ typedef struct nn_eval_opts {
 	int threads;                /* compute and decoding threads per rank
 				       (0: all cores) */
 	int quiet;                  /* 1: no loader line about batch memory */
+	const char *output;         /* the folder the caller will give
+				       nn_eval_write, or NULL: checked on rank
+				       0 before the pass (nn_eval_check_output),
+				       so a folder it cannot write fails the
+				       set-up, not the end of a long pass */
 	/* after each of this rank's batches: batches done, of total (may be
 	 * NULL; called on every rank) */
 	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
@@ -102,7 +107,7 @@ void nn_eval_result_release(nn_eval_result *r);
  * (setup_failed_ranks == world) and end without aborting the job.
  * Errors: IMS_EINVAL (options; a card with fields unknown; the split's
  * classes differ from the card's: the message names the first
- * difference), IMS_EUNSUPPORTED (device this build or host lacks), the
+ * difference), IMS_EEXIST (o->output cannot be written: above), IMS_EUNSUPPORTED (device this build or host lacks), the
  * manifest's and loader's (a missing or damaged split), the weights'
  * (nn_model_load_weights), the device's, MPI's, IMS_ENOMEM.
  */
@@ -136,5 +141,14 @@ typedef struct nn_eval_origin {
 int nn_eval_write(const char *dir, const nn_eval_result *res,
 		  const nn_model_card *card, const nn_eval_origin *origin,
 		  ims_error *err);
+
+/*
+ * Whether nn_eval_write could write into dir, as far as can be told
+ * before: dir is a folder or is missing (it is made then), and none of
+ * the four files' names is a folder (their rename would fail). Makes and
+ * changes nothing. Errors: IMS_EEXIST (the message names the file or
+ * folder in the way).
+ */
+int nn_eval_check_output(const char *dir, ims_error *err);
 
 #endif

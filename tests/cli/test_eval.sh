@@ -136,6 +136,13 @@ if have_mpi; then
   checks=$((checks + 1))
   same "$(grep -c '^imshard: eval: rank' "$T/err")" 1 "(the other rank ends quietly)"
   lacks "$T/err" "MPI_ABORT"
+  # -o that rank 0 cannot write into: refused before the pass, rank 0 named
+  echo x >"$T/ofile2"
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$va" --threads 1 -o "$T/ofile2"
+  contains "$T/err" "imshard: eval: rank 0: cannot write the evaluation into '$T/ofile2': it is a regular file"
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  lacks "$T/err" "MPI_ABORT"
+  same "$(wc -c <"$T/out")" 0 "(-o a file at 2 ranks: nothing evaluated)"
 else
   echo "mpirun not usable: multi-rank eval not checked"
 fi
@@ -171,6 +178,19 @@ expect 0 "$IMSHARD" eval "$ck" "$va" --size 24 --threads 1 --json
 contains "$T/err" "--size 24 in place of the 16 px"
 
 # --- bad inputs: one line, exit 1 or 2 ------------------------------------
+# -o where the files cannot go: refused before the pass (before: the
+# whole split was evaluated and its table printed, then exit 1)
+echo x >"$T/ofile"
+expect 1 "$IMSHARD" eval "$ck" "$va" --threads 1 -o "$T/ofile"
+one_line "$T/err"
+contains "$T/err" "cannot write the evaluation into '$T/ofile': it is a regular file, not a folder"
+same "$(wc -c <"$T/out")" 0 "(-o a file: nothing evaluated)"
+mkdir -p "$T/odir/predictions.csv"
+expect 1 "$IMSHARD" eval "$ck" "$va" --threads 1 -o "$T/odir"
+one_line "$T/err"
+contains "$T/err" "cannot write the evaluation into '$T/odir': '$T/odir/predictions.csv' is a folder"
+same "$(wc -c <"$T/out")" 0 "(a folder at predictions.csv: nothing evaluated)"
+absent "$T/odir/per_class.csv"
 expect 1 "$IMSHARD" eval "$T/none.safetensors" "$va"
 one_line "$T/err"
 contains "$T/err" "none.safetensors"

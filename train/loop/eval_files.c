@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -229,4 +230,26 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 	}
 	free(text);
 	return rc;
+}
+
+int nn_eval_check_output(const char *dir, ims_error *err)
+{
+	static const char *const names[] = {"per_class.csv", "confusion.csv",
+					    "predictions.csv", "eval.json"};
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return 0; /* made by nn_eval_write (or said there why not) */
+	RETURN_IF(!S_ISDIR(st.st_mode), err, IMS_EEXIST,
+		  "cannot write the evaluation into '%s': it is %s, not a folder",
+		  dir, ims_file_kind(st.st_mode));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[4096];
+		FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, names[i], err));
+		RETURN_IF(lstat(path, &st) == 0 && S_ISDIR(st.st_mode), err,
+			  IMS_EEXIST,
+			  "cannot write the evaluation into '%s': '%s' is a folder; "
+			  "remove or rename it",
+			  dir, path);
+	}
+	return 0;
 }

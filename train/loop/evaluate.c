@@ -423,6 +423,10 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		rc = eval_loader(&r, o, err);
 	if (!rc)
 		rc = loop_setup_device(&r, err);
+	/* rank 0 writes the files: a folder it cannot write them into
+	 * fails the set-up, which every rank then hears */
+	if (!rc && o->output && r.dp.rank == 0)
+		rc = nn_eval_check_output(o->output, err);
 	rc = agree_setup(&r, rc, res, err);
 	if (!rc) {
 		rc = agree_inputs(&r, o, split, err);
