@@ -346,10 +346,12 @@ int cmd_eval(int argc, char **argv)
 		if (res.bad_records)
 			cli_warn(mf.quiet,
 				 "eval: %llu %s of '%s' could not be read or "
-				 "decoded and were replaced by others (counted twice); "
-				 "'imshard verify --decode' names them",
+				 "decoded and %s left out of the scores (%llu "
+				 "counted); 'imshard verify --decode' names them",
 				 (unsigned long long)res.bad_records,
-				 ims_plural(res.bad_records, "record", "records"), pos[1]);
+				 ims_plural(res.bad_records, "record", "records"), pos[1],
+				 res.bad_records == 1 ? "was" : "were",
+				 (unsigned long long)res.records);
 		if (out) {
 			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0};
 			if (nn_eval_write(out, &res, &card, &origin, &err) < 0) {

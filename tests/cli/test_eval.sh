@@ -177,6 +177,18 @@ contains "$T/err" "names 5 classes"
 expect 0 "$IMSHARD" eval "$ck" "$va" --size 24 --threads 1 --json
 contains "$T/err" "--size 24 in place of the 16 px"
 
+# --- damaged records: left out of the scores, and said so -----------------
+# (the warning said they were "replaced by others (counted twice)",
+# which they are not: the records counted and the matrix leave them out)
+cp -r "$T/p" "$T/pd"
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/pd/val.json" 2 5
+expect 0 "$IMSHARD" eval "$ck" "$T/pd/val.json" --threads 1 --json
+same "$(json "$T/out" '(j["records"], j["bad_records"], sum(map(sum, j["confusion"])))')" \
+  "($((records - 2)), 2, $((records - 2)))"
+one_line "$T/err"
+contains "$T/err" "2 records of '$T/pd/val.json' could not be read or decoded and were left out of the scores ($((records - 2)) counted)"
+lacks "$T/err" "counted twice"
+
 # --- bad inputs: one line, exit 1 or 2 ------------------------------------
 # -o where the files cannot go: refused before the pass (before: the
 # whole split was evaluated and its table printed, then exit 1)
