@@ -593,6 +593,10 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	}
 	if (o->out.quiet && o->out.verbose)
 		USAGE("--quiet and --verbose exclude each other");
+	if (o->optim.warmup_epochs > epochs)
+		USAGE("--warmup-epochs %g is more than --epochs %d (the warmup "
+		      "is part of the run)",
+		      o->optim.warmup_epochs, epochs);
 	o->optim.epochs = epochs;
 	o->optim.batch_size = batch;
 	o->data.size = size;

@@ -3,7 +3,8 @@
 # first step. A --weight-decay given with --optimizer adam or adamw is
 # the one used (the old code replaced 1e-4, sgd's default, by the
 # optimiser's); --checkpoint-every without --checkpoint-dir is bad usage
-# (it did nothing). A folder where the run renames a file it writes
+# (it did nothing), and so is a --warmup-epochs past --epochs (it was a
+# run-time failure, exit 1, after the splits were read). A folder where the run renames a file it writes
 # (checkpoint.safetensors, summary.json, the per-class files) is refused
 # before the first step, new run or resumed (before: the run trained to
 # its first checkpoint or its end, then failed the rename).
@@ -35,6 +36,12 @@ expect 2 fit --max-steps 1 --checkpoint-every 1
 one_line "$T/err"
 contains "$T/err" "--checkpoint-every needs --checkpoint-dir"
 expect 0 fit --max-steps 1 --checkpoint-every 0
+
+# --- a warmup longer than the run is bad usage --------------------------
+expect 2 fit --epochs 1 --warmup-epochs 5
+one_line "$T/err"
+contains "$T/err" "--warmup-epochs 5 is more than --epochs 1"
+expect 0 fit --epochs 2 --warmup-epochs 2 --max-steps 1
 
 # --- a folder at a name the run writes ---------------------------------
 for f in checkpoint.safetensors summary.json eval.json per_class.csv confusion.csv predictions.csv; do
