@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -272,13 +271,6 @@ int cmd_eval(int argc, char **argv)
 	if (!rc && strcmp(device, "cpu") && strcmp(device, "cuda"))
 		rc = cli_usage_error(&command, "--device must be cpu or cuda, got '%s'",
 				     device);
-	/* found before the evaluation, not after it: a file in the way of
-	 * -o would otherwise cost the whole pass over the split */
-	struct stat ost;
-	if (!rc && out && stat(out, &ost) == 0 && !S_ISDIR(ost.st_mode))
-		rc = cli_usage_error(&command, "-o '%s' is a file: -o names the folder "
-				     "the four result files are written to",
-				     out);
 	const int rank0 = dp_rank(comm) == 0;
 	/* notes from rank 0 only: every rank resolves the same card */
 	model_flags quiet_mf = mf;

@@ -40,17 +40,6 @@ expect 2 fit --epochs 0
 one_line "$T/err"
 expect 2 fit --optimizer rmsprop
 contains "$T/err" "--optimizer must be sgd, adam or adamw"
-# --weight-decay as given, for every optimiser; left out, the optimiser's
-# default (before: an explicit 1e-4 with adam or adamw was taken for the
-# default and silently replaced by 0 or 0.01)
-for c in "sgd 1e-4 0.0001" "adam 1e-4 0.0001" "adamw 1e-4 0.0001" "adam 0.02 0.02" \
-         "sgd - 0.0001" "adam - 0" "adamw - 0.01"; do
-  set -- $c
-  wd=(--weight-decay "$2"); [ "$2" = - ] && wd=()
-  rm -rf "$T/wd"
-  expect 0 fit --optimizer "$1" "${wd[@]}" --epochs 1 --max-steps 1 --log-dir "$T/wd"
-  same "$(json "$T/wd/summary.json" 'j["options"]["weight_decay"]')" "$3" "(--optimizer $1 --weight-decay $2)"
-done
 expect 2 fit --freeze-backbone
 contains "$T/err" "--freeze-backbone needs --init"
 expect 2 fit --resume
