@@ -1,39 +1,18 @@
 /*
- * writer.c - appends records to LMDB shards and publishes a split.
+ * writer.c - appends records to a split's shards and publishes the split.
  *
- * Life of a shard: records go to NAME-SSSSS.mdb.partial (MDB_NOSYNC,
- * MDB_NOLOCK: one writer, guarded by NAME.lock), batched into write
- * transactions of about txn_bytes. A full shard is synced and becomes
- * NAME-SSSSS.mdb.compact: compacted by a copy when its freelist is worth
- * reclaiming, renamed otherwise. Only
- * rio_writer_finish, once every shard is durable, renames them to
- * NAME-SSSSS-of-NNNNN.mdb (N is known only then) and writes NAME.json.
+ * Life of a split: rio_writer_open takes NAME.lock and removes what an
+ * interrupted run left; records go to one shard at a time
+ * (writer_shard.c: NAME-SSSSS.mdb.partial, NAME-SSSSS.mdb.compact once
+ * full and durable). Only rio_writer_finish, once every shard is
+ * durable, renames them to NAME-SSSSS-of-NNNNN.mdb (N is known only
+ * then) and writes NAME.json.
  * A crash at any point leaves no manifest, and the next open removes the
  * leftovers.
- *
- * Map growth: the transaction's records are kept in our own buffer until
- * the commit succeeds, so MDB_MAP_FULL (from a put or the commit) is
- * handled by aborting, doubling the map and replaying the batch. The user
- * never chooses a map size.
- *
- * MDB_WRITEMAP: LMDB writes pages straight into the shared file mapping
- * instead of into malloc'd pages that it then write()s: one copy of every
- * byte less, which halves keep-mode packing time. Two hazards come with
- * it and are handled here:
- *  - a store into a hole of a sparse file on a full disk raises SIGBUS.
- *    Before each batch, the file's blocks are reserved with
- *    posix_fallocate for a conservative estimate of the pages the batch
- *    can touch, so a full disk is a clean IMS_EIO before any page is
- *    written;
- *  - touched pages of the mapping count as resident memory. After every
- *    REMAP_BYTES written the environment is closed and reopened, which
- *    unmaps them (the data stays in the page cache, dirty until written
- *    back, and the final fsync covers the whole file), so memory stays
- *    bounded whatever the shard size.
- * The file is truncated to its used pages when the shard is closed.
  */
 #define _GNU_SOURCE
 #include "recordio.h"
+#include "writer_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,53 +28,7 @@
 #define DEFAULT_MAP_SIZE (1ull << 30)
 #define DEFAULT_TXN_BYTES (8ull << 20)
 
-typedef struct done_shard {
-	char *path; /* the .compact file */
-	uint64_t first, records;
-	uint64_t digest;
-} done_shard;
-
-struct rio_writer {
-	char *dir, *name;
-	char *created_dir; /* outermost folder open made, removed on abort */
-	uint64_t shard_bytes_max;
-	uint64_t txn_bytes;
-	int force;
-	int lock_fd;
-	char *lock_path;
-	int order; /* RIO_ORDER_*, for the manifest */
-
-	/* Current shard; env is NULL between shards. */
-	MDB_env *env;
-	MDB_dbi dbi;
-	uint64_t map_size;
-	char *work_path;
-	uint64_t shard_first, shard_records, shard_bytes;
-	rio_digest shard_digest;
-
-	/* Records of the open transaction batch, concatenated. */
-	uint8_t *buf;
-	size_t buf_len, buf_cap;
-	size_t *val_len;
-	size_t n_pending, pending_cap;
-	uint64_t pending_pages; /* overflow pages the batch needs, at most */
-	uint64_t reserved;      /* bytes of the working file fallocated */
-	uint64_t since_remap;   /* bytes committed since the map was last opened */
-	uint64_t psize;         /* LMDB's page size: the OS page size (4 KiB on
-				   x86-64, up to 64 KiB elsewhere) */
-	uint64_t pending_first;
-
-	uint64_t count;
-	int n_extra; /* -1 until the first record fixes it */
-	uint64_t *class_counts;
-	size_t n_counts;
-
-	done_shard *done;
-	size_t n_done, done_cap;
-};
-
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
+char *rio_xasprintf(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -104,16 +37,6 @@ static char *xasprintf(const char *fmt, ...)
 		s = NULL;
 	va_end(ap);
 	return s;
-}
-
-static int lmdb_fail(ims_error *err, int rc, const char *what, const char *path)
-{
-	int code = IMS_ELMDB;
-	if (rc == ENOSPC || rc == EIO || rc == EACCES || rc == EROFS ||
-	    rc == EDQUOT || rc == ENOENT)
-		code = IMS_EIO;
-	return ims_fail(err, code, "cannot %s '%s': %s", what, path,
-			mdb_strerror(rc));
 }
 
 /* Is fname one of our files for split `name`: a working or compacted shard
@@ -230,7 +153,7 @@ int rio_lock_take(const char *dir, const char *name, rio_lock **out,
 	rio_lock *l = calloc(1, sizeof(*l));
 	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
 	l->fd = -1;
-	l->path = xasprintf("%s/%s.lock", dir[0] ? dir : ".", name);
+	l->path = rio_xasprintf("%s/%s.lock", dir[0] ? dir : ".", name);
 	int rc = l->path ? lock_split(dir, name, l->path, &l->fd, err) :
 			   ims_fail(err, IMS_ENOMEM, "out of memory");
 	if (rc < 0) {
@@ -252,285 +175,6 @@ void rio_lock_release(rio_lock *l)
 	free(l);
 }
 
-static int reserve_space(rio_writer *w, ims_error *err);
-
-/* Opens (fresh: creates) the working file's environment and its database. */
-static int open_env(rio_writer *w, int fresh, ims_error *err)
-{
-	if (fresh) {
-		unlink(w->work_path);
-		w->reserved = 0;
-	}
-	w->since_remap = 0;
-	int rc = mdb_env_create(&w->env);
-	if (rc)
-		return lmdb_fail(err, rc, "create LMDB environment for", w->work_path);
-	rc = mdb_env_set_mapsize(w->env, (size_t)w->map_size);
-	if (!rc)
-		rc = mdb_env_open(w->env, w->work_path,
-				  MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOLOCK | MDB_WRITEMAP, 0644);
-	if (!rc) {
-		MDB_stat st;
-		rc = mdb_env_stat(w->env, &st);
-		if (!rc)
-			w->psize = st.ms_psize;
-	}
-	if (!rc && fresh) {
-		/* Blocks for the first pages before anything goes through the
-		 * map (see reserve_space). */
-		int r = reserve_space(w, err);
-		if (r < 0) {
-			mdb_env_close(w->env);
-			w->env = NULL;
-			unlink(w->work_path);
-			return r;
-		}
-	}
-	MDB_txn *txn = NULL;
-	if (!rc)
-		rc = mdb_txn_begin(w->env, NULL, 0, &txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, NULL, 0, &w->dbi);
-	if (!rc) {
-		rc = mdb_txn_commit(txn);
-		txn = NULL;
-	}
-	if (rc) {
-		if (txn)
-			mdb_txn_abort(txn);
-		mdb_env_close(w->env);
-		w->env = NULL;
-		unlink(w->work_path);
-		return lmdb_fail(err, rc, "create shard", w->work_path);
-	}
-	return 0;
-}
-
-static int open_shard(rio_writer *w, ims_error *err)
-{
-	size_t idx = w->n_done;
-	free(w->work_path);
-	w->work_path = xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
-	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "out of memory");
-	RETURN_IF(idx > 99999, err, IMS_ELIMIT,
-		  "cannot start shard %zu of '%s': at most 100000 shards (use a larger --shard-size)",
-		  idx, w->name);
-	FORWARD_IF_ERR(open_env(w, 1, err));
-	w->shard_first = w->count;
-	w->shard_records = 0;
-	w->shard_bytes = 0;
-	rio_digest_begin(&w->shard_digest, w->name, idx);
-	return 0;
-}
-
-static int grow_map(rio_writer *w, ims_error *err)
-{
-	uint64_t next = w->map_size * 2;
-	int rc = mdb_env_set_mapsize(w->env, (size_t)next);
-	if (rc)
-		return lmdb_fail(err, rc, "grow the map of", w->work_path);
-	w->map_size = next;
-	return 0;
-}
-
-
-/*
- * Reserves disk blocks for every page the pending batch can touch: pages
- * up to the last used one, plus the batch's overflow pages, plus leaf and
- * branch pages copied on write, with a generous margin. Pages reused from
- * the freelist lie below the last used page, so they are covered too.
- */
-static int reserve_space(rio_writer *w, ims_error *err)
-{
-	MDB_envinfo info;
-	int rc = mdb_env_info(w->env, &info);
-	if (rc)
-		return lmdb_fail(err, rc, "inspect", w->work_path);
-	uint64_t pages = (uint64_t)info.me_last_pgno + 1 + w->pending_pages +
-			 w->n_pending / 64 + 256;
-	uint64_t want = pages * w->psize;
-	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
-	while (want > w->map_size)
-		FORWARD_IF_ERR(grow_map(w, err));
-	if (want <= w->reserved)
-		return 0;
-	int fd;
-	rc = mdb_env_get_fd(w->env, &fd);
-	if (rc)
-		return lmdb_fail(err, rc, "inspect", w->work_path);
-	rc = posix_fallocate(fd, (off_t)w->reserved, (off_t)(want - w->reserved));
-	if (rc)
-		return ims_fail(err, IMS_EIO, "cannot write shard '%s': %s", w->work_path,
-				strerror(rc));
-	w->reserved = want;
-	return 0;
-}
-
-/* Written pages stay mapped, and so count as our memory, until the map
- * goes: reopen the environment every REMAP_BYTES. */
-#define REMAP_BYTES (32u << 20)
-
-static int maybe_remap(rio_writer *w, ims_error *err)
-{
-	if (w->since_remap < REMAP_BYTES)
-		return 0;
-	mdb_env_close(w->env);
-	w->env = NULL;
-	return open_env(w, 0, err);
-}
-
-/* Writes the pending batch in one transaction, growing the map and
- * replaying as often as MDB_MAP_FULL demands. */
-static int flush_batch(rio_writer *w, ims_error *err)
-{
-	if (w->n_pending == 0)
-		return 0;
-	FORWARD_IF_ERR(reserve_space(w, err));
-	for (;;) {
-		MDB_txn *txn;
-		int rc = mdb_txn_begin(w->env, NULL, 0, &txn);
-		if (rc)
-			return lmdb_fail(err, rc, "begin a write transaction in",
-					 w->work_path);
-		size_t off = 0;
-		for (size_t i = 0; i < w->n_pending && !rc; i++) {
-			uint8_t kb[RIO_KEY_SIZE];
-			uint64_t k = w->pending_first + i;
-			for (int b = 0; b < 8; b++)
-				kb[b] = (uint8_t)(k >> (56 - 8 * b));
-			MDB_val key = {RIO_KEY_SIZE, kb};
-			MDB_val val = {w->val_len[i], w->buf + off};
-			rc = mdb_put(txn, w->dbi, &key, &val, MDB_APPEND);
-			off += w->val_len[i];
-		}
-		if (rc) {
-			mdb_txn_abort(txn);
-		} else {
-			rc = mdb_txn_commit(txn);
-		}
-		if (rc == MDB_MAP_FULL) {
-			FORWARD_IF_ERR(grow_map(w, err));
-			continue;
-		}
-		if (rc)
-			return lmdb_fail(err, rc, "write records to", w->work_path);
-		break;
-	}
-	w->since_remap += w->buf_len;
-	w->n_pending = 0;
-	w->pending_pages = 0;
-	w->buf_len = 0;
-	return maybe_remap(w, err);
-}
-
-static int fsync_path(const char *path, ims_error *err)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	RETURN_IF(fd < 0, err, IMS_EIO, "cannot open '%s': %s", path,
-		  strerror(errno));
-	int rc = 0;
-	if (fsync(fd) != 0)
-		rc = ims_fail(err, IMS_EIO, "cannot sync '%s': %s", path,
-			      strerror(errno));
-	close(fd);
-	return rc;
-}
-
-/*
- * Pages on the shard's freelist versus pages in the file. Append-only
- * writing frees only the few branch and meta pages each transaction
- * copies, so a finished shard is normally compact already.
- */
-static int free_pages(rio_writer *w, size_t *free_out, size_t *total_out)
-{
-	MDB_envinfo info;
-	int rc = mdb_env_info(w->env, &info);
-	if (rc)
-		return rc;
-	*total_out = info.me_last_pgno + 1;
-	*free_out = 0;
-	MDB_txn *txn;
-	rc = mdb_txn_begin(w->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return rc;
-	MDB_cursor *cur;
-	rc = mdb_cursor_open(txn, 0 /* FREE_DBI */, &cur);
-	if (!rc) {
-		MDB_val k, v;
-		/* Each freelist value is a page list whose first word is its
-		 * length (LMDB's IDL layout). */
-		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0)
-			if (v.mv_size >= sizeof(size_t))
-				*free_out += *(const size_t *)v.mv_data;
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
-		mdb_cursor_close(cur);
-	}
-	mdb_txn_abort(txn);
-	return rc;
-}
-
-/*
- * Flushes and syncs the open shard and leaves it as its .compact file:
- * copied with MDB_CP_COMPACT when more than 1% of it is free pages,
- * renamed as it is otherwise (a copy would only double the disk writes).
- */
-static int close_shard(rio_writer *w, ims_error *err)
-{
-	if (!w->env)
-		return 0;
-	FORWARD_IF_ERR(flush_batch(w, err));
-	char *compact = xasprintf("%s/%s-%05zu.mdb.compact", w->dir, w->name,
-				  w->n_done);
-	RETURN_IF(!compact, err, IMS_ENOMEM, "out of memory");
-	unlink(compact);
-	size_t nfree = 0, total = 0;
-	int rc = mdb_env_sync(w->env, 1);
-	if (!rc)
-		rc = free_pages(w, &nfree, &total);
-	int copy = !rc && nfree * 100 > total;
-	if (copy)
-		rc = mdb_env_copy2(w->env, compact, MDB_CP_COMPACT);
-	if (rc) {
-		unlink(compact);
-		free(compact);
-		return lmdb_fail(err, rc, "compact shard", w->work_path);
-	}
-	mdb_env_close(w->env);
-	w->env = NULL;
-	if (copy) {
-		if (fsync_path(compact, err) < 0) {
-			free(compact);
-			return err ? err->code : IMS_EIO;
-		}
-		unlink(w->work_path);
-	} else {
-		/* The map and our reservation run past the last page; readers
-		 * never look there. */
-		if (truncate(w->work_path, (off_t)(total * w->psize)) != 0 ||
-		    fsync_path(w->work_path, err) < 0 ||
-		    rename(w->work_path, compact) != 0) {
-			int e = errno;
-			free(compact);
-			return ims_fail(err, IMS_EIO, "cannot finish shard '%s': %s",
-					w->work_path, strerror(e));
-		}
-	}
-	if (w->n_done == w->done_cap) {
-		size_t cap = w->done_cap ? w->done_cap * 2 : 8;
-		done_shard *d = realloc(w->done, cap * sizeof(*d));
-		if (!d) {
-			free(compact);
-			return ims_fail(err, IMS_ENOMEM, "out of memory");
-		}
-		w->done = d;
-		w->done_cap = cap;
-	}
-	w->done[w->n_done++] = (done_shard){compact, w->shard_first,
-					     w->shard_records,
-					     rio_digest_value(&w->shard_digest)};
-	return 0;
-}
 
 int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 {
@@ -557,7 +201,7 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	if (access(w->dir, W_OK) != 0)
 		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot write to folder '%s': %s",
 			  w->dir, strerror(errno));
-	w->lock_path = xasprintf("%s/%s.lock", w->dir, w->name);
+	w->lock_path = rio_xasprintf("%s/%s.lock", w->dir, w->name);
 	if (!w->lock_path)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
 	GOTO_IF_ERR(fail, rc, take_lock(w, err));
@@ -593,7 +237,7 @@ int rio_writer_new_shard(rio_writer *w, ims_error *err)
 {
 	if (!w->env || w->shard_records == 0)
 		return 0;
-	return close_shard(w, err);
+	return rio_writer_close_shard(w, err);
 }
 
 static int count_label(rio_writer *w, int32_t label, ims_error *err)
@@ -627,9 +271,9 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 	size_t vlen = hlen + rec->payload_len;
 	if (w->env && w->shard_bytes_max && w->shard_records > 0 &&
 	    w->shard_bytes + vlen > w->shard_bytes_max)
-		FORWARD_IF_ERR(close_shard(w, err));
+		FORWARD_IF_ERR(rio_writer_close_shard(w, err));
 	if (!w->env)
-		FORWARD_IF_ERR(open_shard(w, err));
+		FORWARD_IF_ERR(rio_writer_open_shard(w, err));
 	if (w->buf_len + vlen > w->buf_cap) {
 		size_t cap = w->buf_cap ? w->buf_cap : (1u << 20);
 		while (cap < w->buf_len + vlen)
@@ -664,7 +308,7 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 	w->shard_bytes += vlen;
 	w->count++;
 	if (w->buf_len >= w->txn_bytes)
-		FORWARD_IF_ERR(flush_batch(w, err));
+		FORWARD_IF_ERR(rio_writer_flush_batch(w, err));
 	return 0;
 }
 
@@ -744,8 +388,8 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	/* An empty split still gets one (empty) shard so readers need no
 	 * special case. */
 	if (!w->env && w->n_done == 0)
-		GOTO_IF_ERR(out, rc, open_shard(w, err));
-	GOTO_IF_ERR(out, rc, close_shard(w, err));
+		GOTO_IF_ERR(out, rc, rio_writer_open_shard(w, err));
+	GOTO_IF_ERR(out, rc, rio_writer_close_shard(w, err));
 
 	GOTO_IF_ERR(out, rc, ims_path_join(manifest, sizeof(manifest), w->dir, w->name, err));
 	strncat(manifest, ".json", sizeof(manifest) - strlen(manifest) - 1);
@@ -793,8 +437,8 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.n_shards = w->n_done;
 	for (size_t i = 0; i < w->n_done; i++) {
 		rio_shard_info *s = &m.shards[i];
-		s->file = xasprintf("%s-%05zu-of-%05zu.mdb", w->name, i, w->n_done);
-		finals[i] = xasprintf("%s/%s", w->dir, s->file ? s->file : "");
+		s->file = rio_xasprintf("%s-%05zu-of-%05zu.mdb", w->name, i, w->n_done);
+		finals[i] = rio_xasprintf("%s/%s", w->dir, s->file ? s->file : "");
 		if (!s->file || !finals[i])
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
 		if (rename(w->done[i].path, finals[i]) != 0)
@@ -832,7 +476,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
 				  meta->errors_tmp, errs, strerror(errno));
 	} else {
-		char *errs = xasprintf("%s/%s.errors.tsv", w->dir, w->name);
+		char *errs = rio_xasprintf("%s/%s.errors.tsv", w->dir, w->name);
 		if (!errs)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
 		if (unlink(errs) != 0 && errno != ENOENT)
