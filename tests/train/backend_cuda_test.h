@@ -1,8 +1,9 @@
 /*
  * backend_cuda_test.h - shared by test_backend_cuda's files:
- * test_backend_cuda.c (the rules, the fp32 entries, main) and
- * test_backend_cuda_mixed.c (16 bits in both layouts, fp32 channels-
- * last); defined in backend_cuda_test.c.
+ * test_backend_cuda.c (the rules, the fp32 cuDNN and cuBLAS entries,
+ * main), test_backend_cuda_kernels.c (the fp32 entries of the backend's
+ * own kernels) and test_backend_cuda_mixed.c (16 bits in both layouts,
+ * fp32 channels-last); defined in backend_cuda_test.c.
  */
 #ifndef IMSHARD_BACKEND_CUDA_TEST_H
 #define IMSHARD_BACKEND_CUDA_TEST_H
@@ -60,6 +61,11 @@ void near16_dev(int prec, const char *what, const uint16_t *want, void *d,
 		size_t n, double tol);
 void near_f_dev(const char *what, const float *want, float *d, size_t n,
 		double tol);
+
+/* test_backend_cuda_kernels.c: element-wise, pooling, cross-entropy */
+void test_elementwise(void);
+void test_pool(void);
+void test_xent(void);
 
 /* test_backend_cuda_mixed.c: the 16-bit cases, then fp32 channels-last */
 void test_mixed(void);
