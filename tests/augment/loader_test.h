@@ -44,11 +44,11 @@ extern char lt_big[4200];  /* big.jpg x 4 */
 /* lt_odd's files under lt_tmp/fx, record i being lt_odd_files[i] */
 extern const char *const lt_odd_files[LT_ODD_N];
 
-/* Makes the scratch folder $IMS_TMP/<tag>-XXXXXX, the fixtures and the
- * sample dataset in it, and packs the splits of the LT_SPLIT_* mask.
- * Building a split is checked (a check per list row, two per pack), so a
- * program's count includes those of the splits it asks for. Exits 1 when
- * it cannot. */
+/* Makes the scratch folder $IMS_TMP/<tag>-XXXXXX, the sample dataset in
+ * it (and the make_images fixtures, under fx/, when a split of the mask
+ * reads them), and packs the splits of the LT_SPLIT_* mask. Set-up, not a
+ * test: it runs no checks, so a program's count is its tests' alone, and
+ * exits 1 with a line naming the call that failed. */
 void lt_setup(const char *tag, unsigned splits);
 
 /* Everything one rank got in one epoch. */
