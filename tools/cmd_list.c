@@ -104,6 +104,19 @@ static void warn_empty_classes(const ds_list *l, int quiet)
 	free(counts);
 }
 
+/* File s of a run into buf: PREFIX_<split>.lst for s < N_SPLITS, else
+ * PREFIX.classes; 0 for a split this run does not write. */
+static int out_file(char *buf, size_t len, const char *output, const int *have, int s)
+{
+	if (s < N_SPLITS && !have[s])
+		return 0;
+	if (s < N_SPLITS)
+		snprintf(buf, len, "%s_%s.lst", output, split_name[s]);
+	else
+		snprintf(buf, len, "%s.classes", output);
+	return 1;
+}
+
 int cmd_list(int argc, char **argv)
 {
 	const char *output = NULL, *exts = NULL;
@@ -262,12 +275,8 @@ int cmd_list(int argc, char **argv)
 	 * val list (the same image in both) or old class names. */
 	for (int s = 0; s <= N_SPLITS; s++) {
 		struct stat dst;
-		if (s < N_SPLITS && !have[s])
+		if (!out_file(path, plen, output, have, s))
 			continue;
-		if (s < N_SPLITS)
-			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
-		else
-			snprintf(path, plen, "%s.classes", output);
 		if (stat(path, &dst) == 0 && S_ISDIR(dst.st_mode)) {
 			cli_error("list: '%s' is a folder: nothing was written", path);
 			goto out;
@@ -280,12 +289,8 @@ int cmd_list(int argc, char **argv)
 		goto out;
 	}
 	for (int s = 0; s <= N_SPLITS; s++) {
-		if (s < N_SPLITS && !have[s])
+		if (!out_file(path, plen, output, have, s))
 			continue;
-		if (s < N_SPLITS)
-			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
-		else
-			snprintf(path, plen, "%s.classes", output);
 		ims_temp_sweep_for(path, NULL);
 		snprintf(stage + (size_t)s * slen, slen, "%s.tmp.%ld", path, (long)getpid());
 		const char *st = stage + (size_t)s * slen;
@@ -297,12 +302,8 @@ int cmd_list(int argc, char **argv)
 		}
 	}
 	for (int s = 0; s <= N_SPLITS; s++) {
-		if (s < N_SPLITS && !have[s])
+		if (!out_file(path, plen, output, have, s))
 			continue;
-		if (s < N_SPLITS)
-			snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
-		else
-			snprintf(path, plen, "%s.classes", output);
 		if (rename(stage + (size_t)s * slen, path) < 0) {
 			cli_error("list: cannot rename '%s' to '%s': %s",
 				  stage + (size_t)s * slen, path, strerror(errno));
