@@ -552,6 +552,11 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
                                    ("test", per_class_test)) if v is not None}
     totals = {k: v for k, v in (("train", train_total), ("val", val_total)) if v is not None}
     if isinstance(classes, (list, tuple)):
+        # the C side takes the command's comma-separated list: a name
+        # holding a comma would come out as two names
+        for name in classes:
+            if not isinstance(name, str) or "," in name:
+                raise ArgumentError("classes must be names without a comma, got %r" % (name,))
         classes = ",".join(classes)
     kw = _pack_kwargs(options)
     res = _imshard.convert(dataset, root, out, val_ratio=-1.0 if val_ratio is None else val_ratio,

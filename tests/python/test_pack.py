@@ -128,6 +128,12 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
         with pytest.raises(imshard.ArgumentError, match=r"val_ratio must be in \[0, 1\)"):
             imshard.convert("folder", sample["img"], tmp_path / "vr", val_ratio=ratio)
     assert not (tmp_path / "vr").exists()
+    # inat2017's classes to keep: a name holding a comma would reach the
+    # comma-separated list as two names (before: split without a word)
+    for bad in (["Aves", "a,b"], [3]):
+        with pytest.raises(imshard.ArgumentError, match="classes must be names without a comma"):
+            imshard.convert("inat2017", tmp_path / "no-inat", tmp_path / "kc", classes=bad)
+    assert not (tmp_path / "kc").exists()
     p = run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli2",
             "--per-class-train", "1000", "-q", ok=False)
     with pytest.raises(imshard.Error) as e:
