@@ -126,8 +126,24 @@ int cmd_report(int argc, char **argv)
 		free(pos);
 		return cli_usage_error(&command, "-o report.html is required");
 	}
-	/* the page must not replace what it is made from */
 	struct stat so;
+	if (stat(out, &so) == 0 && S_ISDIR(so.st_mode)) {
+		free(pos);
+		return cli_usage_error(&command, "-o '%s' is a folder: name the page to "
+				       "write, e.g. '%s/report.html'",
+				       out, out);
+	}
+	/* one run named twice would be drawn and compared with itself */
+	for (int i = 0; i < np; i++)
+		for (int k = 0; k < i; k++)
+			if (ims_same_file(pos[i], pos[k])) {
+				int u = cli_usage_error(&command, "'%s' and '%s' are the same "
+							"run: name each run once",
+							pos[k], pos[i]);
+				free(pos);
+				return u;
+			}
+	/* the page must not replace what it is made from */
 	for (int i = 0; i < np && stat(out, &so) == 0; i++) {
 		static const char *const inputs[] = {"metrics.jsonl", "summary.json"};
 		for (int k = 0; k < 2; k++) {

@@ -78,6 +78,17 @@ contains "$T/err" "nowhere"
 expect 1 "$IMSHARD" report "$T/a/summary.json" -o "$T/r.html"
 one_line "$T/err"
 contains "$T/err" "is not a folder"
+# -o a folder, and a run named twice: bad usage before anything is read
+# (before: the page was made, then its rename failed on the folder; the
+# run was drawn and compared with itself)
+mkdir -p "$T/pagedir"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/pagedir"
+one_line "$T/err"
+contains "$T/err" "-o '$T/pagedir' is a folder: name the page to write"
+expect 2 "$IMSHARD" report "$T/a" "$T/b" "$T/a/" -o "$T/twice.html"
+one_line "$T/err"
+contains "$T/err" "'$T/a' and '$T/a/' are the same run"
+absent "$T/twice.html"
 : >"$T/blocker"
 expect 1 "$IMSHARD" report "$T/a" -o "$T/blocker/r.html"
 one_line "$T/err"
