@@ -247,9 +247,9 @@ int cmd_predict(int argc, char **argv)
 {
 	model_flags mf = {0};
 	out_opts o = {5, 0, 0};
-	int batch = 16, threads = 0;
+	int batch = 16, threads = 0, top = 0; /* 0: not given */
 	const cli_opt opts[] = {
-		{"top", 'k', CLI_INT, &o.top, "K", "classes per image, most probable first (5)", 1, 1e9},
+		{"top", 'k', CLI_INT, &top, "K", "classes per image, most probable first (5)", 1, 1e9},
 		{"json", 0, CLI_FLAG, &o.json, NULL, "one JSON object per image", 0, 0},
 		{"logits", 0, CLI_FLAG, &o.logits, NULL, "with --json: every class's logit too", 0, 0},
 		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass (16)", 1, 4096},
@@ -274,6 +274,12 @@ int cmd_predict(int argc, char **argv)
 		free(pos);
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
+	if (top > card.classes)
+		cli_info(mf.quiet, "predict: --top %d, but '%s' has %d classes: each "
+			 "image gets all %d",
+			 top, pos[0], card.classes, card.classes);
+	if (top)
+		o.top = top;
 	if (o.top > card.classes)
 		o.top = card.classes;
 	predictor p;

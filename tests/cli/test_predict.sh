@@ -66,6 +66,11 @@ assert sorted(t["class"] for t in j["top"]) == [0, 1, 2, 3], j
 print("ok")
 PY
 contains "$T/m" "ok"
+# --top past the class count is said once (before: 4 classes given for
+# --top 10 without a word); the default 5 on 4 classes says nothing
+contains "$T/err" "--top 10, but '$ck' has 4 classes: each image gets all 4"
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1
+same "$(cat "$T/err")" "" "(the default --top says nothing)"
 
 # --- EXIF orientation, alpha, any size ------------------------------------
 # logits of each image, then the largest difference from rgb.jpg's
