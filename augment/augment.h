@@ -452,6 +452,10 @@ int aug_plan_build(const aug_transform_opts *o, int src_w, int src_h,
 int aug_plan_rebase(aug_plan *p, double x0, double y0, double sx, double sy,
 		    ims_error *err);
 
+/* 0 when o is a transform every call below takes; else IMS_EINVAL with
+ * what is wrong in err (output size, ranges, mean/std, layout, dtype). */
+int aug_transform_check(const aug_transform_opts *o, ims_error *err);
+
 /* Bytes of one output sample: out_w * out_h * 3 * element size. 0 when o
  * is NULL or invalid. */
 size_t aug_sample_bytes(const aug_transform_opts *o);

@@ -154,9 +154,8 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	if (!l->manifest)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
 	l->o.manifest = l->manifest;
+	GOTO_IF_ERR(fail, rc, aug_transform_check(&o->transform, err));
 	l->sample_bytes = aug_sample_bytes(&o->transform);
-	if (l->sample_bytes == 0)
-		GOTO_FAIL(fail, rc, err, IMS_EINVAL, "the transform's output size or type is invalid");
 	GOTO_IF_ERR(fail, rc, rio_reader_open(o->manifest, &l->reader, err));
 	l->n = rio_reader_count(l->reader);
 	const rio_manifest *m = rio_reader_manifest(l->reader);

@@ -82,12 +82,14 @@ static int check_opts(const aug_transform_opts *o, ims_error *err)
 		  "cannot transform: shift %g is not in [0, 1]", o->shift);
 	RETURN_IF(!(o->rotate >= 0 && o->rotate <= 180), err, IMS_EINVAL,
 		  "cannot transform: rotate %g is not in [0, 180]", o->rotate);
+	/* 1 / std must be a float: a std of 1e-45 passed "> 0" and made
+	 * every sample infinite */
 	for (int c = 0; c < 3; c++)
 		RETURN_IF(!(o->std[c] > 0 && isfinite(o->std[c]) &&
-			    isfinite(o->mean[c])),
+			    isfinite(1.0f / o->std[c]) && isfinite(o->mean[c])),
 			  err, IMS_EINVAL,
-			  "cannot transform: channel %d has mean %g, std %g "
-			  "(std must be > 0)",
+			  "cannot transform: channel %d has mean %g, std %g (both "
+			  "must be finite, std > 0 with 1/std a finite float)",
 			  c, (double)o->mean[c], (double)o->std[c]);
 	RETURN_IF(o->layout != AUG_LAYOUT_NCHW && o->layout != AUG_LAYOUT_NHWC,
 		  err, IMS_EINVAL, "cannot transform: unknown layout %d",
@@ -106,6 +108,11 @@ static int check_opts(const aug_transform_opts *o, ims_error *err)
 			  (double)o->mean[0], (double)o->mean[1], (double)o->mean[2],
 			  (double)o->std[0], (double)o->std[1], (double)o->std[2]);
 	return 0;
+}
+
+int aug_transform_check(const aug_transform_opts *o, ims_error *err)
+{
+	return check_opts(o, err);
 }
 
 /* ---- option string ---------------------------------------------------- */

@@ -379,6 +379,14 @@ int cli_parse_triple(const char *s, float out[3])
 	return 0;
 }
 
+int cli_std_ok(const float std[3])
+{
+	for (int c = 0; c < 3; c++)
+		if (!(std[c] > 0 && isfinite(1.0f / std[c])))
+			return 0;
+	return 1;
+}
+
 static void subcommand_usage(FILE *f, const cli_subcommand *cmds,
 			     const char *usage_line, const char *intro)
 {

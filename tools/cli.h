@@ -110,6 +110,9 @@ int cli_parse_u64(const char *s, uint64_t *out);
 /* Parses three comma-separated finite numbers ("123.7,116.3,103.5", a
  * per-channel mean or std) into out; returns 0 or -1. */
 int cli_parse_triple(const char *s, float out[3]);
+/* 1 when each of a per-channel std is above 0 with 1/std a finite float
+ * (at least about 3e-39: below, every normalised sample is infinite). */
+int cli_std_ok(const float std[3]);
 /* Parses "256M", "1.5G", "4096" into bytes; returns 0 or -1. */
 int cli_parse_size(const char *s, uint64_t *out);
 /* Formats bytes as "1.5 GiB" into buf. */

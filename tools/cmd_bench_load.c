@@ -287,8 +287,8 @@ int cmd_bench_load(int argc, char **argv)
 	if (std_s) {
 		if (cli_parse_triple(std_s, tr->std) < 0)
 			return cli_usage_error(&command, "--std expects three numbers R,G,B, got '%s'", std_s);
-		if (!(tr->std[0] > 0 && tr->std[1] > 0 && tr->std[2] > 0))
-			return cli_usage_error(&command, "--std values must be greater than 0, got '%s'", std_s);
+		if (!cli_std_ok(tr->std))
+			return cli_usage_error(&command, "--std values must be greater than 0 with 1/std a finite float (at least about 3e-39), got '%s'", std_s);
 	}
 	for (int c = 0; c < 3; c++)
 		if (tr->dtype == AUG_DTYPE_U8 && (tr->mean[c] != 0 || tr->std[c] != 1))

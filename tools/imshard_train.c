@@ -650,9 +650,8 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("--mean needs three numbers like 123.7,116.3,103.5, got '%s'", mean);
 	if (std && cli_parse_triple(std, o->data.std))
 		USAGE("--std needs three numbers like 58.4,57.1,57.4, got '%s'", std);
-	for (int c = 0; c < 3; c++)
-		if (!(o->data.std[c] > 0))
-			USAGE("--std values must be above 0");
+	if (!cli_std_ok(o->data.std))
+		USAGE("--std values must be above 0 with 1/std a finite float (at least about 3e-39)");
 	int known = 0;
 	for (const char *const *n = nn_model_names(); *n; n++)
 		known |= !strcmp(*n, o->net.model);

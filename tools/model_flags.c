@@ -147,7 +147,7 @@ static int apply_flags(const char *cmd, const char *weights,
 		card->have |= NN_CARD_MEAN;
 	}
 	if (f->std) {
-		if (cli_parse_triple(f->std, v) || !(v[0] > 0 && v[1] > 0 && v[2] > 0)) {
+		if (cli_parse_triple(f->std, v) || !cli_std_ok(v)) {
 			cli_error("%s: --std needs three numbers above 0 like 58.4,57.1,57.4, got '%s'",
 				  cmd, f->std);
 			return CLI_EXIT_USAGE;

@@ -142,7 +142,7 @@ same "$(raw_ok "$T/d4" "$T/d5" "$T/d1" "$T/d6" 2>&1)" ok "raw dumps equal the PN
 
 # Bad options: exit 2, one line.
 for bad in "--batch 0" "--rank 2 --world 2" "--dtype f64" "--layout chw" \
-	   "--mean 1,2" "--std 1,0,1" "--size 4" "--size 5000" "--threads 0" \
+	   "--mean 1,2" "--std 1,0,1" "--std 1e-45,1,1" "--size 4" "--size 5000" "--threads 0" \
 	   "--threads 2000" "--augment bogus" "--dump 0 $T/d9" "--dump 2" \
 	   "--seconds 0" "--mean 1,2,x" "--dump 2 --json" \
 	   "--dump-format raw" "--dump 2 $T/d9 --dump-format jpeg"; do

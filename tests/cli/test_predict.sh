@@ -153,6 +153,12 @@ expect 2 "$IMSHARD" predict "$ck"
 one_line "$T/err"
 expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --top 0
 one_line "$T/err"
+# a --std of 0 or whose inverse is no float (before: 1e-45 was taken,
+# every input infinite)
+for sd in 1,0,1 1e-45,1,1; do
+  expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --std $sd
+  one_line "$T/err"
+done
 expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --logits
 one_line "$T/err"
 contains "$T/err" "--logits needs --json"

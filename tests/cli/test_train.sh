@@ -45,6 +45,10 @@ contains "$T/err" "--freeze-backbone needs --init"
 expect 2 fit --resume
 contains "$T/err" "--resume needs --checkpoint-dir"
 expect 2 fit --std 1,0,1
+# a std whose inverse is no float made every sample infinite (before:
+# taken, as it is above 0)
+expect 2 fit --std 1e-45,1,1
+contains "$T/err" "1/std a finite float"
 one_line "$T/err"
 expect 0 "$IMSHARD_TRAIN" --help
 contains "$T/out" "--checkpoint-every"

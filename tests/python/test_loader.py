@@ -305,6 +305,16 @@ def test_uint8_normalisation_refused(sample):
         assert images.dtype.name == "float32" and images.min() < 0
 
 
+def test_mean_std_checked(sample):
+    # the transform's own reason (before: "the transform's output size or
+    # type is invalid" for any of these), and a std whose inverse is no
+    # float refused (before: every sample infinite)
+    for kw in (dict(mean=(float("nan"), 0, 0)), dict(std=(float("inf"), 1, 1)),
+               dict(std=(1e-45, 1, 1))):
+        with pytest.raises(imshard.ArgumentError, match="channel 0 has mean"):
+            imshard.Loader(sample["val"], 2, 8, train=False, threads=1, **kw)
+
+
 def test_threads_bounds(sample, tmp_path):
     # in a child: before the bound, threads=100000 reached OpenMP, which
     # could not make them and aborted the interpreter (libgomp's "Thread
