@@ -412,7 +412,8 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
  * this run's but not the same: its head scores other classes
  * and is not loaded, as with --reset-head, and the run is told why. A
  * file without names (torchvision's) says nothing; one whose card does
- * not read is left to the load, which names what is wrong with it.
+ * not read is left to the load, which names what is wrong with it. A
+ * recorded normalisation other than the run's is told too.
  */
 static int init_classes_differ(run *r)
 {
@@ -442,6 +443,26 @@ static int init_classes_differ(run *r)
 				 r->card.class_names[i]);
 			r->log.ev.warning(r->log.ev.ctx, msg);
 		}
+	}
+	/* weights learnt from inputs normalised otherwise see other numbers
+	 * now: said, not refused (a run may mean it) */
+	int same_norm = 1;
+	for (int k = 0; k < 3; k++)
+		same_norm &= c.mean[k] == r->o->data.mean[k] && c.std[k] == r->o->data.std[k];
+	if (!rc && (c.have & NN_CARD_MEAN) && (c.have & NN_CARD_STD) && !same_norm &&
+	    r->log.ev.warning) {
+		char msg[IMS_ERRMSG_MAX];
+		snprintf(msg, sizeof(msg),
+			 "'%s' was trained on inputs normalised with --mean %g,%g,%g "
+			 "--std %g,%g,%g; this run normalises with --mean %g,%g,%g "
+			 "--std %g,%g,%g (give its values to match)",
+			 r->o->net.init, (double)c.mean[0], (double)c.mean[1],
+			 (double)c.mean[2], (double)c.std[0], (double)c.std[1],
+			 (double)c.std[2], (double)r->o->data.mean[0],
+			 (double)r->o->data.mean[1], (double)r->o->data.mean[2],
+			 (double)r->o->data.std[0], (double)r->o->data.std[1],
+			 (double)r->o->data.std[2]);
+		r->log.ev.warning(r->log.ev.ctx, msg);
 	}
 	nn_model_card_release(&c);
 	return other;
