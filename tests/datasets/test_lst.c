@@ -1,6 +1,6 @@
 /*
- * test_lst.c - ds_list basics, im2rec .lst reading and writing, class
- * name files.
+ * test_lst.c - im2rec .lst files (datasets/lst.c): reading and writing,
+ * malformed lines, the label bound, absolute paths under ROOT.
  *
  * Lists are written as text into a fresh folder under $IMS_TMP, in the
  * shapes real tools produce them: im2rec's `3.000000` float labels,
@@ -8,8 +8,6 @@
  * spaces and non-ASCII names.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,52 +16,7 @@
 
 #include "datasets/datasets.h"
 #include "test.h"
-#include "ds_test_util.h"
-
-static char tmpdir[1024];
-
-static void make_tmpdir(void)
-{
-	test_tmpdir(tmpdir, sizeof(tmpdir), "test_lst");
-}
-
-static const char *tmp_path(const char *name)
-{
-	static char buf[8][4200];
-	static int slot;
-	char *p = buf[slot++ % 8];
-	snprintf(p, sizeof(buf[0]), "%s/%s", tmpdir, name);
-	return p;
-}
-
-static void write_text(const char *path, const char *text, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fwrite(text, 1, len, f);
-	fclose(f);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return buf;
-}
-
-static int file_exists(const char *p)
-{
-	struct stat st;
-	return stat(p, &st) == 0;
-}
+#include "list_test_util.h"
 
 /* Files named like ims_write_file_atomic's temporaries. */
 static int count_tmp_files(void)
@@ -75,66 +28,6 @@ static int count_tmp_files(void)
 			n += strstr(ls.e[i].name, ".tmp.") != NULL;
 	ims_dir_listing_release(&ls);
 	return n;
-}
-
-static void test_basics(void)
-{
-	ims_error err;
-	ds_list l;
-	ds_list_init(&l);
-	CHECK_EQ_INT(ds_list_num_classes(&l), 0);
-	int32_t lab = -1;
-	CHECK_OK(ds_list_add_class(&l, "001.ak47", &lab, &err), &err);
-	CHECK_EQ_INT(lab, 0);
-	CHECK_OK(ds_list_add_class(&l, "015.bonsai-101", &lab, &err), &err);
-	CHECK_EQ_INT(lab, 1);
-	/* Enough classes to cross several capacity steps. */
-	for (int i = 0; i < 100; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "class%03d", i);
-		CHECK_OK(ds_list_add_class(&l, name, &lab, &err), &err);
-		CHECK_EQ_INT(lab, i + 2);
-	}
-	CHECK_EQ_INT(l.n_classes, 102);
-	CHECK_EQ_STR(l.classes[101], "class099");
-
-	float ex[2] = {0.5f, -2.0f};
-	CHECK_OK(ds_list_append(&l, 7, 1, NULL, 0, "015.bonsai-101/015_0001.jpg", &err), &err);
-	CHECK_OK(ds_list_append(&l, 8, 150, ex, 2, "x/y.jpg", &err), &err);
-	CHECK_OK(ds_list_append(&l, 9, 1, NULL, 0, "015.bonsai-101/015_0002.jpg", &err), &err);
-	CHECK_EQ_INT(l.count, 3);
-	CHECK_EQ_U64(l.items[1].index, 8);
-	CHECK_EQ_INT(l.items[1].n_extra, 2);
-	CHECK(l.items[1].extra[1] == -2.0f);
-	CHECK_EQ_STR(l.items[0].path, "015.bonsai-101/015_0001.jpg");
-	/* max(n_classes, max label + 1) */
-	CHECK_EQ_INT(ds_list_num_classes(&l), 151);
-	size_t counts[151];
-	ds_list_class_counts(&l, counts);
-	CHECK_EQ_INT(counts[0], 0);
-	CHECK_EQ_INT(counts[1], 2);
-	CHECK_EQ_INT(counts[150], 1);
-
-	/* Bad rows are refused and leave the list unchanged. */
-	CHECK_EQ_INT(ds_list_append(&l, 1, -1, NULL, 0, "a.jpg", &err), IMS_EINVAL);
-	CHECK_EQ_INT(ds_list_append(&l, 1, 0, ex, DS_MAX_EXTRA_LABELS + 1, "a.jpg", &err),
-		     IMS_EINVAL);
-	CHECK_EQ_INT(ds_list_append(&l, 1, 0, NULL, 0, NULL, &err), IMS_EINVAL);
-	CHECK_EQ_INT(l.count, 3);
-
-	ds_list copy;
-	ds_list_init(&copy);
-	CHECK_OK(ds_list_copy_classes(&copy, &l, &err), &err);
-	CHECK_EQ_INT(copy.n_classes, 102);
-	CHECK_EQ_INT(copy.count, 0);
-	CHECK(copy.classes[0] != l.classes[0]);
-	CHECK_EQ_STR(copy.classes[1], "015.bonsai-101");
-	ds_list_release(&copy);
-
-	ds_list_release(&l);
-	CHECK(l.items == NULL && l.count == 0 && l.classes == NULL);
-	ds_list_release(&l); /* twice is fine */
-	ds_list_release(NULL);
 }
 
 static void test_round_trip(void)
@@ -415,121 +308,6 @@ static void test_write_refuses(void)
 	ds_list_release(&l);
 }
 
-static void test_classes(void)
-{
-	ims_error err;
-	ds_list l;
-	ds_list_init(&l);
-	const char *names[] = {"Amphibia", "Anas superciliosa × platyrhynchos", "015.bonsai-101",
-			       "n01440764"};
-	for (int i = 0; i < 4; i++)
-		CHECK_OK(ds_list_add_class(&l, names[i], NULL, &err), &err);
-	const char *p = tmp_path("x.classes");
-	CHECK_OK(ds_classes_write(p, &l, &err), &err);
-	char *text = slurp(p);
-	CHECK_EQ_STR(text, "Amphibia\nAnas superciliosa × platyrhynchos\n015.bonsai-101\n"
-			   "n01440764\n");
-	ds_list r;
-	ds_list_init(&r);
-	CHECK_OK(ds_list_add_class(&r, "replaced", NULL, &err), &err);
-	CHECK_OK(ds_classes_read(p, &r, &err), &err);
-	CHECK_EQ_INT(r.n_classes, 4);
-	for (int i = 0; i < 4 && (size_t)i < r.n_classes; i++)
-		CHECK_EQ_STR(r.classes[i], names[i]);
-	ds_list_release(&r);
-
-	/* CRLF, trailing blank lines (CIFAR-10's batches.meta.txt has them). */
-	const char meta[] = "airplane\r\nautomobile\r\nbird\r\n\r\n\n  \n";
-	p = tmp_path("meta.txt");
-	write_text(p, meta, sizeof(meta) - 1);
-	CHECK_OK(ds_classes_read(p, &r, &err), &err);
-	CHECK_EQ_INT(r.n_classes, 3);
-	if (r.n_classes == 3)
-		CHECK_EQ_STR(r.classes[2], "bird");
-	ds_list_release(&r);
-
-	/* Duplicates and inner blank lines are refused, with line numbers. */
-	const char dup[] = "crane\ncat\ndog\ncrane\n";
-	p = tmp_path("dup.classes");
-	write_text(p, dup, sizeof(dup) - 1);
-	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
-	CHECK(strstr(err.msg, "line 4: class 'crane' repeats line 1") != NULL);
-	const char hole[] = "a\n\nb\n";
-	p = tmp_path("hole.classes");
-	write_text(p, hole, sizeof(hole) - 1);
-	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
-	CHECK(strstr(err.msg, "line 2: empty class name") != NULL);
-	CHECK_EQ_INT(r.n_classes, 0);
-	CHECK_EQ_INT(ds_classes_read(tmp_path("none.classes"), &r, &err), IMS_ENOTFOUND);
-	/* an im2rec list given where class names belong: refused, not read
-	 * as names like "0\t3\tcat/1.jpg" */
-	const char lst[] = "0\t3\tcat/1.jpg\n1\t0\tdog/2.jpg\n";
-	p = tmp_path("train.lst");
-	write_text(p, lst, sizeof(lst) - 1);
-	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
-	CHECK(strstr(err.msg, "line 1 holds a TAB") != NULL);
-	CHECK(strstr(err.msg, "im2rec .lst list") != NULL);
-	CHECK_EQ_INT(r.n_classes, 0);
-	ds_list_release(&r);
-
-	/* Names the format cannot hold. */
-	CHECK_OK(ds_list_add_class(&r, "two\nlines", NULL, &err), &err);
-	CHECK_EQ_INT(ds_classes_write(tmp_path("bad.classes"), &r, &err), IMS_EINVAL);
-	CHECK(!file_exists(tmp_path("bad.classes")));
-	ds_list_release(&r);
-	CHECK_OK(ds_list_add_class(&r, "tab\there", NULL, &err), &err);
-	CHECK_EQ_INT(ds_classes_write(tmp_path("tab.classes"), &r, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "class 0 ('tab\there') holds a TAB") != NULL);
-	CHECK(!file_exists(tmp_path("tab.classes")));
-	ds_list_release(&r);
-	/* A name of spaces reads back as a blank line, and a repeated name
-	 * is refused by the reader: neither is written. */
-	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
-	CHECK_OK(ds_list_add_class(&r, "  ", NULL, &err), &err);
-	CHECK_EQ_INT(ds_classes_write(tmp_path("sp.classes"), &r, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "class 1 ('  ') is only spaces") != NULL);
-	CHECK(!file_exists(tmp_path("sp.classes")));
-	ds_list_release(&r);
-	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
-	CHECK_OK(ds_list_add_class(&r, "b", NULL, &err), &err);
-	CHECK_OK(ds_list_add_class(&r, "a", NULL, &err), &err);
-	CHECK_EQ_INT(ds_classes_write(tmp_path("dup2.classes"), &r, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "class 2 ('a') repeats class 0") != NULL);
-	CHECK(!file_exists(tmp_path("dup2.classes")));
-	ds_list_release(&r);
-	/* A CR inside a line (not before its LF) is no part of a name. */
-	const char cr[] = "a\rb\nc\r\n";
-	p = tmp_path("cr.classes");
-	write_text(p, cr, sizeof(cr) - 1);
-	CHECK_EQ_INT(ds_classes_read(p, &r, &err), IMS_EFORMAT);
-	CHECK(strstr(err.msg, "line 1: class name 'a\rb' holds a line break") != NULL);
-	ds_list_release(&r);
-	ds_list_release(&l);
-}
-
-static void test_classes_path(void)
-{
-	ims_error err;
-	char out[64];
-	struct {
-		const char *in, *want;
-	} cases[] = {
-		{"out/caltech_train.lst", "out/caltech.classes"},
-		{"out/caltech_val.lst", "out/caltech.classes"},
-		{"out/caltech_test.lst", "out/caltech.classes"},
-		{"caltech.lst", "caltech.classes"},
-		{"out/inat_train_small.lst", "out/inat_train_small.classes"},
-		{"out/x_train", "out/x.classes"},
-		{"a_val_train.lst", "a_val.classes"},
-	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		CHECK_OK(ds_classes_path_for_list(cases[i].in, out, sizeof(out), &err), &err);
-		CHECK_EQ_STR(out, cases[i].want);
-	}
-	CHECK_EQ_INT(ds_classes_path_for_list("out/caltech_train.lst", out, 10, &err),
-		     IMS_EINVAL);
-}
-
 /* Many rows: reading and writing stay linear (this would crawl if not). */
 static void test_many_rows(void)
 {
@@ -715,18 +493,13 @@ static void test_absolute_paths(void)
 
 int main(void)
 {
-	make_tmpdir();
-	test_basics();
+	make_tmpdir("test_lst");
 	test_round_trip();
 	test_read_im2rec();
 	test_malformed();
 	test_write_refuses();
-	test_classes();
-	test_classes_path();
 	test_many_rows();
 	test_label_bound();
 	test_absolute_paths();
-	if (!test_failures_)
-		test_rm_tree(tmpdir);
-	return TEST_EXIT();
+	return test_tmp_done(tmpdir, TEST_EXIT());
 }
