@@ -122,5 +122,5 @@ int main(void)
 	CHECK(ims_path_within("../elsewhere", root) == 0);
 	CHECK(ims_path_within(".", root) == 1);
 	CHECK(chdir(cwd) == 0);
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

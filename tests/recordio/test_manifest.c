@@ -237,5 +237,5 @@ int main(void)
 	}
 
 	rehash(dir);
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }

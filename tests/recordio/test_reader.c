@@ -554,11 +554,16 @@ int main(void)
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
 
-	test_tmpdir(dir, sizeof(dir), "reader-extra");
-	extra_labels(dir);
-	test_tmpdir(dir, sizeof(dir), "reader-damaged");
-	damaged_shards(dir);
-	test_tmpdir(dir, sizeof(dir), "reader-changed");
-	changed_shards(dir);
-	return TEST_EXIT();
+	char extra[4096], damaged[4096], changed[4096];
+	test_tmpdir(extra, sizeof(extra), "reader-extra");
+	extra_labels(extra);
+	test_tmpdir(damaged, sizeof(damaged), "reader-damaged");
+	damaged_shards(damaged);
+	test_tmpdir(changed, sizeof(changed), "reader-changed");
+	changed_shards(changed);
+	int failures = TEST_EXIT();
+	test_tmp_done(extra, failures);
+	test_tmp_done(damaged, failures);
+	test_tmp_done(changed, failures);
+	return test_tmp_done(dir, failures);
 }

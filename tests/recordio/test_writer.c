@@ -411,5 +411,5 @@ int main(void)
 			CHECK(write_split(ro, "s", 3, 0, 0, 0, &e) < 0);
 		}
 	}
-	return TEST_EXIT();
+	return test_tmp_done(dir, TEST_EXIT());
 }
