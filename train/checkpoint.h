@@ -31,6 +31,7 @@
 
 #include "common/common.h"
 #include "train/nn.h"
+#include "train/optim.h"
 #include "train/safetensors.h"
 
 /*

@@ -19,7 +19,7 @@
  * batches stay here, shared by both.
  */
 #include "train/nn_internal.h"
-#include "train/nn.h"
+#include "train/optim.h"
 
 #include <math.h>
 #include <omp.h>

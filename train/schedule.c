@@ -1,9 +1,9 @@
 /*
  * schedule.c - learning rate per optimiser step: linear scaling by world
  * size, linear warmup, then constant, step (milestone) or cosine decay.
- * The formulas are in train.h; this file only evaluates them.
+ * The formulas are in schedule.h; this file only evaluates them.
  */
-#include "train/nn.h"
+#include "train/schedule.h"
 
 #include <math.h>
 #include <string.h>

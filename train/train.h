@@ -34,6 +34,8 @@
 #include "train/checkpoint.h"
 #include "train/dp.h"
 #include "train/nn.h"
+#include "train/optim.h"
+#include "train/schedule.h"
 
 /* ---- what the loop reports ------------------------------------------------ */
 

@@ -17,6 +17,7 @@
 
 #include "common/common.h"
 #include "train/nn.h"
+#include "train/optim.h"
 #include "test.h"
 
 /* Fills v[0..n) with uniform values in [lo, hi) from (seed, stream). */

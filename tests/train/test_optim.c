@@ -1,5 +1,5 @@
 /*
- * test_optim.c - SGD, Adam and AdamW against the formulas of train.h
+ * test_optim.c - SGD, Adam and AdamW against the formulas of optim.h
  * evaluated in double, segments (no decay, frozen, uncovered), state save
  * and restore continuing bit for bit, thread-count independence, many
  * tensors in one step (several batches of runs) as each alone, and the
@@ -11,7 +11,7 @@
 
 #include "nn_test_util.h"
 #include "test.h"
-#include "train/nn.h"
+#include "train/optim.h"
 
 #define N 8
 #define STEPS 5

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "test.h"
-#include "train/nn.h"
+#include "train/schedule.h"
 
 /* Equal to 1e-12 relative: the rates are a handful of double operations. */
 #define CHECK_LR(a, b) CHECK_NEAR((a), (b), 1e-12 * fabs((double)(b)) + 1e-300)

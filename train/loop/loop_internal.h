@@ -33,6 +33,8 @@
 #include "train/eval.h"
 #include "train/loss_scale.h"
 #include "train/model_card.h"
+#include "train/optim.h"
+#include "train/schedule.h"
 #include "train/train.h"
 
 /* The ranks: MPI for host tensors and statistics, NCCL for a device's. */
