@@ -1,8 +1,8 @@
 /*
- * ds_test_util.h - helpers the dataset adapter tests share: a scratch
- * folder, running a fixture generator, and comparisons of lists and notes.
- * Each test file is its own program, so these are static inline. Scratch
- * folders come from test_tmp.h (test_tmpdir, test_rm_tree).
+ * ds_test_util.h - helpers the dataset adapter tests share: running a
+ * fixture generator, and comparisons of lists and notes. Each test file
+ * is its own program, so these are static inline. Scratch folders are
+ * each test's own, from test_tmp.h (test_tmpdir, test_tmp_done).
  */
 #ifndef IMSHARD_DS_TEST_UTIL_H
 #define IMSHARD_DS_TEST_UTIL_H
