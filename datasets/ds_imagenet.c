@@ -266,7 +266,10 @@ static void shown_add(char *buf, size_t len, size_t *count, const char *name)
 {
 	if (*count < MAX_SHOWN) {
 		size_t u = strlen(buf);
-		snprintf(buf + u, len - u, "%s'%s'", u ? ", " : "", name);
+		/* a name too long for the note is cut: the count still says it */
+		if (snprintf(buf + u, len - u, "%s'%s'", u ? ", " : "", name) >=
+		    (int)(len - u))
+			buf[len - 1] = '\0';
 	} else if (*count == MAX_SHOWN) {
 		size_t u = strlen(buf);
 		snprintf(buf + u, len - u, ", ...");

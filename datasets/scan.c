@@ -245,7 +245,7 @@ static int enter(scan_ctx *c, int parent, const char *name, int *fd)
 /* Adds one row for c->rel + "/" + file name under label. */
 static int add_row(scan_ctx *c, int32_t label, const char *name)
 {
-	size_t old;
+	size_t old = 0; /* gcc -O3 cannot see the error paths leave it unread */
 	FORWARD_IF_ERR(rel_push(c, name, &old));
 	int rc = ds_list_append(c->l, c->l->count, label, NULL, 0, c->rel, c->err);
 	rel_pop(c, old);

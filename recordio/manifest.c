@@ -143,7 +143,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 	RETURN_IF(!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "imshard") != 0,
 		  err, IMS_EFORMAT,
 		  "'%s' is not an imshard manifest (no \"format\": \"imshard\")", path);
-	uint64_t v;
+	uint64_t v = 0; /* gcc -O3 cannot see get_u64 sets it */
 	FORWARD_IF_ERR(get_u64(root, "format_version", &v, path, err));
 	RETURN_IF(v < RIO_MANIFEST_VERSION_MIN || v > RIO_MANIFEST_VERSION, err,
 		  IMS_EFORMAT,
