@@ -11,13 +11,20 @@
 #       below) and of every dependency a base Debian system lacks (priority
 #       required and important left out) into DIR, with DIR/packages.txt
 #       naming them. Needs the package archive, not root.
+#   scripts/setup.sh --download DIR --gpu-node
+#       the same for a GPU machine, which has a C compiler, CMake and the
+#       CUDA toolkit of its own (nvcc needs a host compiler) and may run
+#       another distribution: the build's libraries, pkg-config and Open
+#       MPI (the ones scripts/gpu-check.sh needs), without the compiler
+#       toolchain and what only it brings (~30 MiB instead of ~100).
 #   scripts/setup.sh --from DIR [--prefix P]
 #       as root without --prefix: installs DIR's packages (apt-get, no
 #       network). Otherwise unpacks them into P (default DIR/prefix; dpkg -x,
 #       no root), points their pkg-config files at P and writes P/env.sh,
 #       which sets CMAKE_PREFIX_PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH and
-#       PATH: `source P/env.sh && scripts/build.sh build` then builds and
-#       tests against P.
+#       PATH (and, where Open MPI is among them, what relocates it: its
+#       mpirun and mpicc then work from P): `source P/env.sh &&
+#       scripts/build.sh build` then builds and tests against P.
 #
 # The CUDA toolkit, cuDNN and NCCL are not Debian packages here: they come
 # with NVIDIA's installers (docs/TRAINING.md, "Setting up a GPU machine").
@@ -34,8 +41,22 @@ packages=(
   chromium  # headless, for the report's end-to-end test (tests/cli/test_report_e2e.sh)
 )
 
+# --gpu-node: what scripts/gpu-check.sh needs beside the machine's own
+# compiler, CMake and CUDA toolkit
+gpu_packages=(
+  pkg-config
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  liblmdb-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin
+)
+# what the build runs with: kept even where the toolchain brings it too
+# (Open MPI's and OpenBLAS's Fortran run-time, say)
+gpu_runtime=(
+  pkg-config libturbojpeg0 libjpeg62-turbo libpng16-16 zlib1g liblmdb0
+  libcjson1 libopenblas0 libopenmpi3 openmpi-bin
+)
+
 die() { echo "setup: $*" >&2; exit 1; }
-usage() { echo "setup: $*" >&2; echo "usage: scripts/setup.sh [--download DIR [PACKAGE...] | --from DIR [--prefix P]]" >&2; exit 2; }
+usage() { echo "setup: $*" >&2; echo "usage: scripts/setup.sh [--download DIR [--gpu-node | PACKAGE...] | --from DIR [--prefix P]]" >&2; exit 2; }
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -68,12 +89,25 @@ closure() {
 }
 
 download() {
-  local dir=$1
+  local dir=$1 gpu_node=0
   shift
+  if [ "${1:-}" = "--gpu-node" ]; then
+    [ $# -eq 1 ] || usage "--gpu-node takes no packages: it names its own"
+    gpu_node=1
+    set -- "${gpu_packages[@]}"
+  fi
   [ $# -gt 0 ] || set -- "${packages[@]}"
   mkdir -p "$dir" || die "cannot create '$dir'"
   local list
   list=$(closure "$@")
+  if [ $gpu_node -eq 1 ]; then
+    # the toolchain's closure less what the libraries need at run time:
+    # the GPU machine's own compiler takes its place, and a second libc6-dev
+    # or gcc unpacked before it on the paths would shadow its own
+    local toolchain
+    toolchain=$(comm -23 <(resolve build-essential gfortran) <(resolve "${gpu_runtime[@]}"))
+    list=$(comm -23 <(printf '%s\n' "$list") <(printf '%s\n' "$toolchain"))
+  fi
   local n
   n=$(printf '%s\n' "$list" | wc -l)
   echo "setup: downloading $n packages into '$dir'" >&2
@@ -121,6 +155,19 @@ export PKG_CONFIG_PATH="$prefix/usr/lib/$arch/pkgconfig:$prefix/usr/lib/pkgconfi
 export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PATH="$prefix/usr/bin:\$PATH"
 EOF
+  if [ -e "$prefix/usr/bin/orterun" ]; then
+    # Open MPI finds its plug-ins, help files and launcher through the
+    # paths it was built with (/usr) unless told the new place; dpkg -x runs
+    # no maintainer scripts, so the alternatives that name mpirun, mpiexec
+    # and mpicc are made here, as links in the prefix
+    local f
+    for f in "$prefix"/usr/bin/*.openmpi; do
+      [ -e "${f%.openmpi}" ] || ln -s "$(basename "$f")" "${f%.openmpi}"
+    done
+    echo "export OPAL_PREFIX=\"$prefix/usr\"" >>"$prefix/env.sh.tmp"
+    [ ! -d "$prefix/usr/lib/$arch/pmix2/lib/pmix" ] ||
+      echo "export PMIX_MCA_mca_base_component_path=\"$prefix/usr/lib/$arch/pmix2/lib/pmix\"" >>"$prefix/env.sh.tmp"
+  fi
   mv "$prefix/env.sh.tmp" "$prefix/env.sh"
   echo "setup: unpacked $n packages into '$prefix'; build with: source '$prefix/env.sh' && scripts/build.sh build" >&2
 }

@@ -23,9 +23,23 @@ mkdir "$T/empty"
 expect 1 bash "$setup" --from "$T/empty" --prefix "$T/p0"
 contains "$T/err" "it holds no .deb files"
 absent "$T/p0"
+expect 2 bash "$setup" --download "$T/g" --gpu-node liblmdb-dev
+contains "$T/err" "--gpu-node takes no packages: it names its own"
+absent "$T/g"
+
+# jpeglib.h takes the library's version from jconfig.h: headers whose
+# jconfig.h is another libjpeg's than the library found (the prefix's
+# jpeglib.h beside a GPU machine's own jconfig.h, say) stop the configure
+# with one line, where the build used to fail every decode at run time
+mkdir -p "$T/fakejpeg/include"
+cp /usr/include/jpeglib.h /usr/include/jmorecfg.h /usr/include/jerror.h "$T/fakejpeg/include/"
+sed -E 's/^(#define[ \t]+JPEG_LIB_VERSION[ \t]+)[0-9]+/\180/' /usr/include/x86_64-linux-gnu/jconfig.h >"$T/fakejpeg/include/jconfig.h"
+expect 1 cmake -S "$IMS_SRC" -B "$T/bj" -DIMSHARD_WITH_CUDA=OFF -DIMSHARD_WITH_MPI=OFF -DCMAKE_PREFIX_PATH="$T/fakejpeg"
+# (CMake folds its messages: compared unfolded)
+same "$(tr -s ' \n' '  ' <"$T/err" | grep -c 'jconfig.h is for libjpeg version 80 (libjpeg.so.8) but the library found is .*libjpeg.so.62')" 1 "(configure against another libjpeg's jconfig.h)"
 
 if [ "${ARCHIVE:-0}" = 1 ]; then
-  expect 0 bash "$setup" --download "$T/debs" liblmdb-dev libcjson-dev libpng-dev
+  expect 0 bash "$setup" --download "$T/debs" liblmdb-dev libcjson-dev libpng-dev libjpeg62-turbo-dev
   contains "$T/err" "on the machine without the archive: scripts/setup.sh --from"
   # the named packages and their libraries; the base system left out
   for p in liblmdb-dev liblmdb0 libcjson-dev libcjson1 libpng-dev libpng16-16 zlib1g-dev; do
@@ -54,8 +68,32 @@ if [ "${ARCHIVE:-0}" = 1 ]; then
   for v in LMDB_LIBDIR CJSON_LIBDIR PNG_LIBDIR; do
     same "$(sed -n "s/^$v:INTERNAL=//p" "$T/b/CMakeCache.txt")" "$T/pfx/usr/lib/x86_64-linux-gnu" "($v)"
   done
+  # jpeglib.h and the jconfig.h it reads (Debian's multiarch folder) both
+  # from the prefix
+  same "$(sed -n 's/^JPEG_INCLUDE:PATH=//p' "$T/b/CMakeCache.txt")" "$T/pfx/usr/include" "(jpeglib.h's folder)"
+  same "$(sed -n 's/^JPEG_CONFIG_INCLUDE:PATH=//p' "$T/b/CMakeCache.txt")" "$T/pfx/usr/include/x86_64-linux-gnu" "(jconfig.h's folder)"
   run env LD_LIBRARY_PATH="$T/pfx/usr/lib/x86_64-linux-gnu" ldd "$T/b/tests/recordio/test_writer"
   contains "$T/out" "liblmdb.so.0 => $T/pfx/usr/lib/x86_64-linux-gnu/liblmdb.so.0"
   expect 0 env LD_LIBRARY_PATH="$T/pfx/usr/lib/x86_64-linux-gnu" "$T/b/tests/recordio/test_writer"
+  # --gpu-node: the build's libraries, pkg-config and Open MPI with their
+  # Fortran run-time, without the compiler toolchain a GPU machine has
+  expect 0 bash "$setup" --download "$T/gn" --gpu-node
+  for p in libturbojpeg0-dev liblmdb-dev libopenblas-dev libopenmpi-dev openmpi-bin pkg-config libgfortran5; do
+    grep -qx "$p" "$T/gn/packages.txt" || fail "--gpu-node's packages.txt lacks $p"
+    checks=$((checks + 1))
+  done
+  for p in gcc-12 cpp-12 gfortran-12 libc6-dev linux-libc-dev binutils libgcc-12-dev; do
+    ! grep -qx "$p" "$T/gn/packages.txt" || fail "--gpu-node's packages.txt holds the toolchain's $p"
+    checks=$((checks + 1))
+  done
+  # unpacked: Open MPI told where it is, its alternatives made as links
+  expect 0 bash "$setup" --from "$T/gn" --prefix "$T/gnp"
+  contains "$T/gnp/env.sh" "export OPAL_PREFIX=\"$T/gnp/usr\""
+  contains "$T/gnp/env.sh" "export PMIX_MCA_mca_base_component_path=\"$T/gnp/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix\""
+  same "$(readlink "$T/gnp/usr/bin/mpirun")" mpirun.openmpi "(mpirun's link)"
+  same "$(readlink "$T/gnp/usr/bin/mpicc")" mpicc.openmpi "(mpicc's link)"
+  # mpicc names the prefix's headers and libraries
+  run bash -c "source '$T/gnp/env.sh' && mpicc --showme"
+  contains "$T/out" "-I$T/gnp/usr/lib/x86_64-linux-gnu/openmpi/include"
 fi
 finish
