@@ -69,6 +69,12 @@ if grep -q 'CUDA backend ON' "$build.configure.log" 2>/dev/null; then
   same "$(grep -v '^#' "$res" | cut -f1 | tr '\n' ' ')" "nan_stop fp16_overflow " "(errors again)"
   absent "$T/o/nan_stop.stale"
   exists "$T/o/resume_fp32.full.log"
+  # one GPU: the multirank tests (a GPU per rank) are left out and said
+  # so, not failed by their refusal
+  expect 1 env PATH="$fake:$PATH" bash "$check" --build "$build" --out "$T/o" --only gpu-tests
+  same "$(grep '^ctest_multirank	' "$res" | cut -f2,4 | tr '\t' '|')" "not-run|the multirank tests need a GPU per rank (2); this machine has 1" "(multirank tests with one GPU)"
+  lacks "$T/o/ctest-gpu.log" "test_nccl_np2"
+  contains "$T/o/ctest-gpu.log" "test_backend_cuda"
 else
   echo "cli_gpu_check: $build has no CUDA build (scripts/build.sh makes one where the toolkit is): --only on a build not checked"
 fi
