@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds with -Werror, runs
-# every test; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
+# every test; builds the libraries and tools again as Release (-O3), which
+# must be as clean; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
 # and runs every test again; then runs each libFuzzer harness for 10 s
 # from a fixed seed (scripts/fuzz.sh; bench/fuzz runs them longer). GPU tests are skipped (not passed) without a GPU.
 # The Python package is installed into a virtual environment from the
@@ -25,6 +26,11 @@ rm -rf build/python-venv
 build/python-venv/bin/pip install --quiet --disable-pip-version-check ./python
 IMSHARD="$PWD/build/tools/imshard" MAKE_IMAGES="$PWD/build/tests/fixtures/make_images" \
   build/python-venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+
+echo "== build (Release: the libraries and tools, -Werror; gcc -O3 warns where -O2 does not)"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DIMSHARD_WERROR=ON -DIMSHARD_WITH_CUDA=OFF \
+  >build-release.configure.log 2>&1 || { cat build-release.configure.log >&2; exit 1; }
+cmake --build build-release -j"$jobs" --target imshard imshard-train
 
 echo "== build (ASan + UBSan)"
 bash scripts/build.sh build-asan -DIMSHARD_SANITIZE=address,undefined -DIMSHARD_PYTHON=ON \
