@@ -18,7 +18,10 @@
 #       MPI (the ones scripts/gpu-check.sh needs), without the compiler
 #       toolchain and what only it brings (~30 MiB instead of ~100).
 #   scripts/setup.sh --from DIR [--prefix P]
-#       as root without --prefix: installs DIR's packages (apt-get, no
+#       takes the .deb files DIR/packages.txt names (one of each: a folder
+#       downloaded into twice keeps the first list's files, which are left
+#       out and counted), or every .deb in DIR where there is no list.
+#       As root without --prefix: installs DIR's packages (apt-get, no
 #       network). Otherwise unpacks them into P (default DIR/prefix; dpkg -x,
 #       no root), points their pkg-config files at P and writes P/env.sh,
 #       which sets CMAKE_PREFIX_PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH and
@@ -136,12 +139,40 @@ relocate_pc() {
   done < <(find "$prefix" -name '*.pc' -type f -print0)
 }
 
+# pick_debs DIR: fills the array `debs` with the .deb files to install: those
+# DIR/packages.txt names, one each, where --download wrote that list (a
+# folder downloaded into twice keeps the first list's files, which may be
+# the toolchain --gpu-node leaves out, or an older version); every .deb
+# in DIR otherwise.
+pick_debs() {
+  local dir=$1 p f n_all
+  debs=()
+  n_all=$(compgen -G "$dir/*.deb" | wc -l)
+  if [ ! -f "$dir/packages.txt" ]; then
+    debs=("$dir"/*.deb)
+    return
+  fi
+  while IFS= read -r p; do
+    [ -n "$p" ] || continue
+    local found=()
+    for f in "$dir/${p}"_*.deb; do
+      [ -e "$f" ] && found+=("$f")
+    done
+    [ ${#found[@]} -gt 0 ] || die "cannot install from '$dir': packages.txt names $p, and there is no ${p}_*.deb"
+    [ ${#found[@]} -eq 1 ] || die "cannot install from '$dir': ${#found[@]} files of $p (${found[*]##*/}); remove all but one"
+    debs+=("${found[0]}")
+  done <"$dir/packages.txt"
+  [ ${#debs[@]} -gt 0 ] || die "cannot install from '$dir': its packages.txt names no package"
+  [ "$n_all" -eq ${#debs[@]} ] ||
+    echo "setup: $((n_all - ${#debs[@]})) .deb files in '$dir' are not in its packages.txt: left out" >&2
+}
+
 unpack() {
   local dir=$1 prefix=$2 deb
   mkdir -p "$prefix" || die "cannot create '$prefix'"
   prefix=$(cd "$prefix" && pwd)
   local n=0
-  for deb in "$dir"/*.deb; do
+  for deb in "${debs[@]}"; do
     dpkg -x "$deb" "$prefix" || die "cannot unpack '$deb' into '$prefix'"
     n=$((n + 1))
   done
@@ -176,9 +207,10 @@ from() {
   local dir=$1 prefix=$2
   [ -d "$dir" ] || die "cannot install from '$dir': no such folder"
   compgen -G "$dir/*.deb" >/dev/null || die "cannot install from '$dir': it holds no .deb files (made by scripts/setup.sh --download)"
+  dir=$(cd "$dir" && pwd) # apt-get takes a file for a package only by its path
+  pick_debs "$dir"
   if [ -z "$prefix" ] && [ "$(id -u)" -eq 0 ]; then
-    dir=$(cd "$dir" && pwd) # apt-get takes a file for a package only by its path
-    local debs=("$dir"/*.deb) log
+    local log
     log=$(mktemp)
     export DEBIAN_FRONTEND=noninteractive
     echo "setup: installing ${#debs[@]} packages from '$dir'" >&2

@@ -27,6 +27,35 @@ expect 2 bash "$setup" --download "$T/g" --gpu-node liblmdb-dev
 contains "$T/err" "--gpu-node takes no packages: it names its own"
 absent "$T/g"
 
+# a folder downloaded into twice: --from takes the files packages.txt
+# names, one each, and says how many others it left out (packages made
+# here with dpkg-deb, one file each)
+mkpkg() { # NAME VERSION
+  local d="$T/src-$1-$2"
+  mkdir -p "$d/DEBIAN" "$d/usr/share/$1"
+  printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' "$1" "$2" >"$d/DEBIAN/control"
+  echo "$2" >"$d/usr/share/$1/version"
+  dpkg-deb -b "$d" "$T/twice/${1}_${2}_all.deb" >/dev/null
+}
+mkdir -p "$T/twice"
+mkpkg pkg-a 1.0
+mkpkg gcc-fake 1.0
+echo pkg-a >"$T/twice/packages.txt"
+expect 0 bash "$setup" --from "$T/twice" --prefix "$T/p1"
+contains "$T/err" "setup: 1 .deb files in '$T/twice' are not in its packages.txt: left out"
+contains "$T/err" "unpacked 1 packages into '$T/p1'"
+same "$(cat "$T/p1/usr/share/pkg-a/version")" 1.0 "(the listed package)"
+absent "$T/p1/usr/share/gcc-fake"
+# two versions of a listed package: which one is meant is not guessed
+mkpkg pkg-a 2.0
+expect 1 bash "$setup" --from "$T/twice" --prefix "$T/p2"
+same "$(cat "$T/err")" "setup: cannot install from '$T/twice': 2 files of pkg-a (pkg-a_1.0_all.deb pkg-a_2.0_all.deb); remove all but one" "(two versions)"
+absent "$T/p2"
+rm "$T/twice"/pkg-a_*.deb
+expect 1 bash "$setup" --from "$T/twice" --prefix "$T/p3"
+same "$(cat "$T/err")" "setup: cannot install from '$T/twice': packages.txt names pkg-a, and there is no pkg-a_*.deb" "(a listed package missing)"
+absent "$T/p3"
+
 # jpeglib.h takes the library's version from jconfig.h: headers whose
 # jconfig.h is another libjpeg's than the library found (the prefix's
 # jpeglib.h beside a GPU machine's own jconfig.h, say) stop the configure
