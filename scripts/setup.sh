@@ -16,7 +16,7 @@
 #       CUDA toolkit of its own (nvcc needs a host compiler) and may run
 #       another distribution: the build's libraries, pkg-config and Open
 #       MPI (the ones scripts/gpu-check.sh needs), without the compiler
-#       toolchain and what only it brings (~30 MiB instead of ~100).
+#       toolchain and what only it brings (39 MiB instead of 98 here).
 #   scripts/setup.sh --from DIR [--prefix P]
 #       takes the .deb files DIR/packages.txt names (one of each: a folder
 #       downloaded into twice keeps the first list's files, which are left
