@@ -29,9 +29,13 @@ static void vsay(const char *prefix, const char *fmt, va_list ap)
 	char text[4 * IMS_ERRMSG_MAX];
 	vsnprintf(text, sizeof(text), fmt, ap);
 	char safe[4 * sizeof(text)];
-	fputs(prefix, stderr);
-	fputs(ims_escape(text, safe, sizeof(safe)), stderr);
-	fputc('\n', stderr);
+	/* one write per line: stderr is unbuffered, and the ranks of an
+	 * mpirun job share it, so a line written in pieces interleaves with
+	 * another rank's ("imshard: imshard: rank 0: ...") */
+	char line[sizeof(safe) + 64];
+	snprintf(line, sizeof(line), "%s%s\n", prefix,
+		 ims_escape(text, safe, sizeof(safe)));
+	fputs(line, stderr);
 }
 
 void cli_say(const char *fmt, ...)

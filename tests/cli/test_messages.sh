@@ -66,4 +66,18 @@ contains "$T/err" "extracted 1 record to"
 expect 0 "$IMSHARD" info "$T/p1/one.json"
 contains "$T/out" "in 1 shard"
 
+# --- a message is one write -------------------------------------------------
+# The ranks of an mpirun job share stderr, which is unbuffered: a line
+# written in pieces interleaved with another rank's ("imshard: imshard:
+# rank 0: ..."), so each message goes out in one write(2). Seen with
+# strace where it may trace (not in every container).
+if command -v strace >/dev/null && strace -f -qq -e trace=none true 2>/dev/null; then
+  run strace -f -qq -s 4096 -e trace=write -e signal=none -o "$T/writes" "$IMSHARD" info "$T/none.json"
+  same "$rc" 1 "exit status of info on a missing manifest"
+  same "$(grep -c 'write(2, ' "$T/writes")" 1 "stderr writes for one error line"
+  contains "$T/writes" "write(2, \"imshard: info: cannot open manifest"
+else
+  echo "note: strace cannot trace here: one write per message not checked"
+fi
+
 finish

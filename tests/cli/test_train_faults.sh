@@ -117,6 +117,11 @@ if have_mpi; then
   checks=$((checks + 1))
   [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "2 ranks with a NaN on rank 1 exited $rc"
   contains "$T/err" "loss is NaN at step 2"
+  # the loss is summed over ranks, so every rank stops at that step and
+  # the job ends without an abort, saying so once (before: one line per
+  # rank, their pieces interleaved, and MPI_ABORT's banner)
+  same "$(grep -c 'loss is NaN' "$T/err")" 1 "the NaN stop told once over 2 ranks"
+  lacks "$T/err" "MPI_ABORT"
 fi
 
 # --- SIGKILL at random points, then resume = uninterrupted ---------------

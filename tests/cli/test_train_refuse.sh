@@ -403,7 +403,29 @@ if have_mpi; then
     # shellcheck disable=SC2086
     case "$other" in --train*) expect 1 two "--train $tr" "$other" ;; *) expect 1 two "--train $tr" "--train $tr $other" ;; esac
     contains "$T/err" "cannot train: ranks 0 and 1 were started with different $flag: every rank must be started with the same options and splits"
+    # every rank refuses alike: rank 0's line alone, no abort (before:
+    # a line per rank, interleaved, then MPI_ABORT's banner)
+    same "$(grep -c 'cannot train: ranks 0 and 1' "$T/err")" 1 "the refusal told once ($flag)"
+    lacks "$T/err" "MPI_ABORT"
   done
+  # what each rank sets up alone and fails alike is told once too: a
+  # split no rank has, a batch larger than each rank's share, more ranks
+  # than shards under --shard-owning (before: once per rank, interleaved)
+  for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
+    "--train $tr --batch-size 64|not enough for one batch of 64" \
+    "--train $tr --shard-owning|cannot give each of 2 ranks records"; do
+    # shellcheck disable=SC2086
+    expect 1 mpi -np 2 "$IMSHARD_TRAIN" "${rk[@]}" ${d%|*}
+    same "$(grep -c "^imshard: " "$T/err")" 1 "one line for ${d%|*}"
+    contains "$T/err" "${d#*|}"
+    lacks "$T/err" "rank 1"
+    lacks "$T/err" "MPI_ABORT"
+  done
+  # a rank that fails alone is named, the other ranks end with it
+  expect 1 two "--train $tr" "--train $T/none.json"
+  same "$(grep -c "^imshard: " "$T/err")" 1 "one line for rank 1's own failure"
+  contains "$T/err" "imshard: rank 1: cannot open manifest '$T/none.json'"
+  lacks "$T/err" "MPI_ABORT"
   expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --val $T/pcopy/val.json --threads 2"
   # the same records under other class names (before: trained, rank 1's
   # labels meaning other classes)
