@@ -761,6 +761,18 @@ int main(int argc, char **argv)
 	rc = nn_train_run(&o, comm, &res, &err);
 	if (trained_log)
 		fclose(trained_log);
+	if (rc < 0 && res.failed_ranks > 0 && dp_world(comm) > 1) {
+		/* every rank is here, none in a collective: end without an
+		 * abort. Failed alike everywhere (a refusal, a NaN loss):
+		 * rank 0's line alone; else each rank that failed names
+		 * itself. */
+		if (res.failed_alike && dp_rank(comm) == 0)
+			cli_error("%s", err.msg);
+		else if (!res.failed_alike && res.failed_here)
+			cli_error("rank %d: %s", dp_rank(comm), err.msg);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
 	if (rc < 0)
 		return fail_run(comm, &err);
 	if (res.nothing_to_do && dp_rank(comm) == 0) {

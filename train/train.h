@@ -400,6 +400,15 @@ typedef struct nn_train_result {
 				      loaded (each replaced) */
 	uint64_t val_bad_records;  /* in the last validation (left out) */
 	nn_train_profile profile;  /* --profile's, rank 0's on rank 0 */
+	/* set also when nn_train_run fails at a point the ranks reach
+	 * together (the set-up's agreement: options, splits, checkpoints,
+	 * and what each rank set up alone; a NaN or infinite training
+	 * loss): how many ranks failed there, whether this one did, and
+	 * whether all did with the same message. No rank then waits in a
+	 * collective, so the caller may end without dp_abort, printing
+	 * rank 0's line alone when failed_alike. All 0 when this rank
+	 * failed alone: the caller must dp_abort. */
+	int failed_ranks, failed_here, failed_alike;
 } nn_train_result;
 
 /*
@@ -412,7 +421,8 @@ typedef struct nn_train_result {
  * and skips steps whose gradients overflow (train/loss_scale.h); a NaN or
  * Inf loss ends the run in every precision. res (caller-owned) is filled
  * on success. A rank that fails returns the error; the caller should
- * dp_abort so the others do not wait forever.
+ * dp_abort so the others do not wait forever, unless res->failed_ranks
+ * says every rank failed there together (above).
  * A resumed run continues at the checkpoint's position in its epoch with
  * this run's ranks and batch size (nn_train_resume); settings that change
  * what the position means (seed, model, size, classes, the training

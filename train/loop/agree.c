@@ -122,16 +122,65 @@ int loop_agree_on(run *r, const fingerprint *f, int n, const char *verb,
 	int rc = dp_allgather_f64(r->dp.comm, mine, (size_t)n, all, err);
 	for (int i = 0; !rc && i < n; i++)
 		for (int k = 1; !rc && k < r->dp.world; k++)
-			if (all[(size_t)k * (size_t)n + (size_t)i] != all[i])
+			if (all[(size_t)k * (size_t)n + (size_t)i] != all[i]) {
+				/* every rank compared the same table */
 				rc = ims_fail(err, IMS_EINVAL,
-					      "cannot %s: ranks 0 and %d were "
-					      "started with different %s: every rank "
-					      "must be started with the same options "
-					      "and splits",
-					      verb, k, f[i].flag);
+					 "cannot %s: ranks 0 and %d were started "
+					 "with different %s: every rank must be "
+					 "started with the same options and splits",
+					 verb, k, f[i].flag);
+				loop_failed_alike(r);
+			}
 	free(mine);
 	free(all);
 	return rc;
+}
+
+void loop_failed_alike(run *r)
+{
+	r->failed_ranks = r->dp.world;
+	r->failed_here = 1;
+	r->failed_alike = 1;
+}
+
+int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err)
+{
+	r->failed_ranks = r->failed_here = r->failed_alike = rc < 0;
+	if (r->dp.world < 2)
+		return rc;
+	/* whether each rank failed, and a digest of its message: ranks that
+	 * all failed alike (a path every rank was given) are told once */
+	const double mine[2] = {rc < 0,
+				rc < 0 ? (double)(loop_fingerprint_str(err->msg) >> 12) : 0};
+	double *all = malloc((size_t)r->dp.world * 2 * sizeof(double));
+	ims_error e;
+	int arc = all ? dp_allgather_f64(r->dp.comm, mine, 2, all, &e)
+		      : ims_fail(&e, IMS_ENOMEM, "cannot %s: out of memory", verb);
+	if (arc < 0) {
+		/* not agreed: this rank's failure is its own (the caller
+		 * aborts the job) */
+		free(all);
+		r->failed_ranks = r->failed_here = r->failed_alike = 0;
+		if (rc < 0)
+			return rc;
+		*err = e;
+		return arc;
+	}
+	int failed = 0, alike = 1;
+	for (int k = 0; k < r->dp.world; k++) {
+		failed += all[2 * (size_t)k] != 0;
+		alike = alike && all[2 * (size_t)k] != 0 &&
+			all[2 * (size_t)k + 1] == all[1];
+	}
+	free(all);
+	r->failed_ranks = failed;
+	r->failed_alike = alike;
+	if (rc < 0 || failed == 0)
+		return rc;
+	return ims_fail(err, IMS_EINVAL,
+			"cannot %s: %d of %d ranks could not set up (named on "
+			"stderr)",
+			verb, failed, r->dp.world);
 }
 
 #define MAX_FINGERPRINTS 64 /* fingerprints() makes 45 */
@@ -153,14 +202,16 @@ int loop_agree_resume(run *r, ims_error *err)
 	RETURN_IF(!all, err, IMS_ENOMEM, "cannot resume: out of memory");
 	int rc = dp_allgather_f64(r->dp.comm, mine, 3, all, err);
 	for (int k = 1; !rc && k < r->dp.world; k++)
-		if (all[3 * (size_t)k] != all[0])
+		if (all[3 * (size_t)k] != all[0]) {
 			rc = ims_fail(err, IMS_EINVAL,
-				      "cannot resume: ranks 0 and %d read different "
-				      "checkpoints (rank 0's is at step %.0f of epoch "
-				      "%.0f, rank %d's at step %.0f of epoch %.0f): "
-				      "every rank must resume from the same file",
-				      k, all[1], all[2] + 1, k, all[3 * (size_t)k + 1],
-				      all[3 * (size_t)k + 2] + 1);
+				 "cannot resume: ranks 0 and %d read different "
+				 "checkpoints (rank 0's is at step %.0f of epoch "
+				 "%.0f, rank %d's at step %.0f of epoch %.0f): "
+				 "every rank must resume from the same file",
+				 k, all[1], all[2] + 1, k, all[3 * (size_t)k + 1],
+				 all[3 * (size_t)k + 2] + 1);
+			loop_failed_alike(r);
+		}
 	free(all);
 	return rc;
 }

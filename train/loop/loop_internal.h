@@ -225,6 +225,12 @@ typedef struct run {
 	loop_stage st;
 	loop_graphs graphs;
 	loop_log log;
+	/* a failure the ranks decided together (loop_agree_setup, a refusal
+	 * of loop_agree_on or loop_agree_resume, a NaN loss summed over
+	 * ranks): how many failed there, whether this one did, whether all
+	 * did with one message (nn_train_result's failed_*); all 0 after a
+	 * failure of this rank alone */
+	int failed_ranks, failed_here, failed_alike;
 } run;
 
 /* Steps between two progress reports: time split and loss sums. */
@@ -364,6 +370,15 @@ uint64_t loop_split_digest(const struct rio_manifest *m);
 /* resumed: every rank read the same checkpoint (each reads its own
  * --checkpoint-dir, which may be node-local), or every rank refuses */
 int loop_agree_resume(run *r, ims_error *err);
+/* After a step each rank takes alone (rc: its result), every rank hears
+ * whether any failed, so none is left waiting in the next collective:
+ * sets r->failed_*, and a rank whose own step went well fails too
+ * (IMS_EINVAL, "cannot VERB: N of W ranks could not set up"). Returns
+ * rc when it failed. Collective; with one rank it returns rc. */
+int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err);
+/* Marks this rank's failure as one every rank meets at this point with
+ * the same message (decided on numbers every rank holds alike). */
+void loop_failed_alike(run *r);
 
 /* guard.c */
 int loop_take_locks(run *r, ims_error *err);

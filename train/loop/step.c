@@ -181,12 +181,17 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 5, err));
 	iv->comm_s += ims_now() - c2;
 	const int verdict = nn_loss_scale_check_loss(&r->scaler, io->stats[0]);
-	RETURN_IF(verdict == NN_LOSS_STOP, err, IMS_EINVAL,
-		  "loss is %s at step %llu%s: stopping (lower --lr or check the "
-		  "data; the last checkpoint written before this step is kept)",
-		  isnan(io->stats[0]) ? "NaN" : "infinite",
-		  (unsigned long long)step + 1,
-		  r->scaler.enabled ? " with the fp16 loss scale at 1" : "");
+	if (verdict == NN_LOSS_STOP) {
+		/* the loss summed over ranks: every rank stops here alike */
+		loop_failed_alike(r);
+		return ims_fail(err, IMS_EINVAL,
+				"loss is %s at step %llu%s: stopping (lower --lr or "
+				"check the data; the last checkpoint written before "
+				"this step is kept)",
+				isnan(io->stats[0]) ? "NaN" : "infinite",
+				(unsigned long long)step + 1,
+				r->scaler.enabled ? " with the fp16 loss scale at 1" : "");
+	}
 	if (verdict == NN_LOSS_OVERFLOW) {
 		io->stats[3] = 1;
 		io->forward_overflow = 1;

@@ -48,11 +48,19 @@ void nn_train_opts_init(nn_train_opts *o)
  */
 static int set_up(run *r, nn_train_result *res, ims_error *err)
 {
-	FORWARD_IF_ERR(loop_open_context(r, err));
+	/* What each rank sets up alone (the device, the splits, the
+	 * loaders) is agreed on before the next collective: a rank that
+	 * failed still joins it, so the ranks end together and a failure
+	 * every rank met alike (a path given to all, a batch larger than
+	 * each rank's share) is told once, not once per rank with an abort
+	 * of the job. */
+	int rc = loop_open_context(r, err);
+	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_agree(r, err));
-	FORWARD_IF_ERR(loop_open_loaders(r, err));
-	if (r->o->data.synthetic)
-		FORWARD_IF_ERR(loop_make_synthetic(r, err));
+	rc = loop_open_loaders(r, err);
+	if (!rc && r->o->data.synthetic)
+		rc = loop_make_synthetic(r, err);
+	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_make_model(r, err));
 	FORWARD_IF_ERR(loop_setup_overflow(r, err));
 	FORWARD_IF_ERR(loop_setup_optim(r, err));
@@ -175,6 +183,11 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		res->nothing_to_do = r.part.complete;
 	else if (!rc)
 		rc = train(&r, res, err);
+	if (rc < 0) {
+		res->failed_ranks = r.failed_ranks;
+		res->failed_here = r.failed_here;
+		res->failed_alike = r.failed_alike;
+	}
 	tear_down(&r);
 	return rc;
 }
