@@ -48,9 +48,12 @@ int cmd_export(int argc, char **argv)
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	int rc = model_one_process(&command, "write the whole file again");
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
 	const char *pos[1];
 	int np = 0;
-	int rc = cli_parse(&command, opts, argc, argv, pos, 1, 1, &np);
+	rc = cli_parse(&command, opts, argc, argv, pos, 1, 1, &np);
 	if (rc)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	if (!out)

@@ -257,13 +257,18 @@ int cmd_predict(int argc, char **argv)
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr (failures are still named)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
+	int rc = model_one_process(&command, "predict every image and print "
+					     "its line again ('imshard eval' "
+					     "shares a split among ranks)");
+	if (rc)
+		return rc < 0 ? CLI_EXIT_OK : rc;
 	const char **pos = calloc((size_t)argc + 1, sizeof(char *));
 	if (!pos) {
 		cli_error("predict: out of memory");
 		return CLI_EXIT_FAIL;
 	}
 	int np = 0;
-	int rc = cli_parse(&command, opts, argc, argv, pos, 2, argc, &np);
+	rc = cli_parse(&command, opts, argc, argv, pos, 2, argc, &np);
 	if (!rc && o.logits && !o.json)
 		rc = cli_usage_error(&command, "--logits needs --json");
 	nn_model_card card;

@@ -75,6 +75,16 @@ const char *model_card_describe(const nn_model_card *c, char *buf, size_t len);
  */
 void cli_pick_blas_kernels(char **argv);
 
+/*
+ * predict and export are one process. Started as several ranks (mpirun
+ * -np N), each would do all the work and print or write all of it again,
+ * so they refuse: 0 when this process runs alone, else CLI_EXIT_USAGE
+ * after one line on rank 0 (what: what each rank would repeat) and -1 on
+ * the other ranks, which should end with status 0 (mpirun ends the job
+ * at the first non-zero exit, before rank 0 might have said why).
+ */
+int model_one_process(const cli_command *cmd, const char *what);
+
 /* The subcommands of imshard-model. */
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);

@@ -11,6 +11,7 @@
 #include "imshard_model.h"
 #include "recordio/recordio.h"
 #include "train/checkpoint.h"
+#include "train/dp.h"
 #include "train/nn.h"
 
 void cli_pick_blas_kernels(char **argv)
@@ -235,4 +236,23 @@ int model_card_resolve(const char *cmd, const char *weights,
 		       : "");
 	nn_model_card_release(card);
 	return CLI_EXIT_USAGE;
+}
+
+int model_one_process(const cli_command *cmd, const char *what)
+{
+	int rank;
+	const int world = dp_launched(&rank);
+	if (world < 2)
+		return 0;
+	/* every rank gets here: rank 0 says it. The others end with 0:
+	 * mpirun ends the job at the first non-zero exit, which could
+	 * otherwise kill rank 0 before its line is out (no MPI here to
+	 * wait on); the job still exits with rank 0's status. */
+	if (rank != 0)
+		return -1;
+	return cli_usage_error(cmd,
+			       "started as %d ranks (mpirun): %s runs as one "
+			       "process, and each rank would %s; run it without "
+			       "mpirun",
+			       world, cmd->name, what);
 }

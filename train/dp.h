@@ -42,6 +42,15 @@ typedef struct dp_comm dp_comm;
  * IMS_ENOMEM.
  */
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err);
+/*
+ * How many ranks a launcher (mpirun, a PMI launcher) started this
+ * process among, read from the launcher's environment as dp_init reads
+ * it, without touching MPI; *rank (may be NULL) gets this process's rank
+ * there. 0 (and rank 0) when no launcher did; 1 when one did without
+ * saying how many. For programs that run as one process and must say so
+ * when started as several.
+ */
+int dp_launched(int *rank);
 int dp_rank(const dp_comm *c);
 int dp_world(const dp_comm *c);
 /* This process's rank among the ranks on its machine (0 ..

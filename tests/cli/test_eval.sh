@@ -107,6 +107,11 @@ if have_mpi; then
     same "$(cut -d, -f1-5,7 "$T/ev$np/predictions.csv" | md5sum)" "$(cut -d, -f1-5,7 "$T/ev/predictions.csv" | md5sum)" \
       "(predictions at $np ranks)"
   done
+  # export is one process: as N ranks each wrote the file again
+  expect 2 mpi -np 2 "$IMSHARD" export "$ck" -o "$T/wmpi.safetensors"
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  contains "$T/err" "imshard: export: started as 2 ranks (mpirun): export runs as one process"
+  absent "$T/wmpi.safetensors"
   # bad input fails every rank alike: one line, no abort (mpirun adds
   # its own lines about the exit status)
   expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/p5/val.json" --threads 1

@@ -166,4 +166,15 @@ expect 0 "$IMSHARD" predict --help
 contains "$T/out" "EXIF orientation"
 contains "$T/out" "--top"
 
+# --- under mpirun: refused once, by rank 0 ------------------------------------
+# predict is one process; as N ranks each predicted every image and
+# printed its line again (N copies of the output, exit 0)
+if have_mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  expect 2 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun -np 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"
+  contains "$T/err" "imshard: predict: started as 2 ranks (mpirun): predict runs as one process"
+  same "$(wc -c <"$T/out")" 0 "(nothing predicted)"
+fi
+
 finish

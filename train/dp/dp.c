@@ -68,6 +68,18 @@ static int launched_world(void)
 	return v ? atoi(v) : 0;
 }
 
+int dp_launched(int *rank)
+{
+	const char *v = getenv("OMPI_COMM_WORLD_RANK");
+	if (!v)
+		v = getenv("PMI_RANK");
+	if (!v)
+		v = getenv("PMIX_RANK");
+	if (rank)
+		*rank = v ? atoi(v) : 0;
+	return launched_world();
+}
+
 int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
 {
 	RETURN_IF(!out, err, IMS_EINVAL, "cannot start ranks: no output");
