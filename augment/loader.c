@@ -169,8 +169,11 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		}
 		if (least == 0)
 			GOTO_FAIL(fail, rc, err, IMS_EINVAL,
-				  "shard-owning mode: %zu shards cannot give each of %d ranks records",
-				  m->n_shards, o->world);
+				  "shard-owning mode: %zu %s cannot give each of %d "
+				  "ranks records (pack the split into at least %d "
+				  "shards, or read it without shard-owning mode)",
+				  m->n_shards, ims_plural(m->n_shards, "shard", "shards"),
+				  o->world, o->world);
 		l->per_rank = least;
 		l->dropped = total - least * w;
 		l->n_owned = owned_count(m, o->rank, o->world);

@@ -413,7 +413,7 @@ if have_mpi; then
   # than shards under --shard-owning (before: once per rank, interleaved)
   for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
     "--train $tr --batch-size 64|not enough for one batch of 64" \
-    "--train $tr --shard-owning|cannot give each of 2 ranks records"; do
+    "--train $tr --shard-owning|shard-owning mode: 1 shard cannot give each of 2 ranks records (pack the split into at least 2 shards"; do
     # shellcheck disable=SC2086
     expect 1 mpi -np 2 "$IMSHARD_TRAIN" "${rk[@]}" ${d%|*}
     same "$(grep -c "^imshard: " "$T/err")" 1 "one line for ${d%|*}"
