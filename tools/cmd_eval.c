@@ -35,7 +35,9 @@ static const cli_command command = {
 	"Under mpirun each rank evaluates its share of the records (shares\n"
 	"padded to equal length, repeats not counted) and rank 0 prints: the\n"
 	"numbers equal one rank's. --threads is per rank (default all cores:\n"
-	"with N ranks on one machine give each cores/N).\n\n"
+	"with N ranks on one machine give each cores/N). A rank that hangs\n"
+	"(stopped, its node unreachable) ends the job after\n"
+	"--collective-timeout seconds, as in imshard-train.\n\n"
 	"Output: a table on stdout (the matrix when there are at most 20\n"
 	"classes, else the pairs most often confused); --json prints one JSON\n"
 	"object instead (records, top1, top5, topk, loss, bad_records,\n"
@@ -255,6 +257,7 @@ int cmd_eval(int argc, char **argv)
 	ims_mapguard_install("imshard");
 	model_flags mf = {0};
 	int batch = 32, threads = 0, json = 0;
+	double timeout = 600;
 	const char *device = "cpu", *out = NULL;
 	const cli_opt opts[] = {
 		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
@@ -262,6 +265,7 @@ int cmd_eval(int argc, char **argv)
 		{"device", 0, CLI_STRING, &device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"json", 0, CLI_FLAG, &json, NULL, "print one JSON object instead of the table", 0, 0},
 		{"output", 'o', CLI_STRING, &out, "DIR", "write per_class.csv, confusion.csv, predictions.csv and eval.json here", 0, 0},
+		{"collective-timeout", 0, CLI_DOUBLE, &timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no progress or notes on stderr", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -282,6 +286,13 @@ int cmd_eval(int argc, char **argv)
 	if (rc) {
 		dp_finalize(comm);
 		return rc < 0 ? CLI_EXIT_OK : rc;
+	}
+	/* the pass's collectives wait for every rank: one stopped alive
+	 * would leave the others waiting forever (mpirun only ends a job
+	 * whose rank died) */
+	if (dp_set_timeout(comm, timeout, "imshard: eval", &err) < 0) {
+		nn_model_card_release(&card);
+		return fail(comm, &err);
 	}
 	progress pr = {rank0 && !mf.quiet && isatty(STDERR_FILENO), 0};
 	nn_eval_opts eo;

@@ -78,10 +78,11 @@ int dp_barrier(dp_comm *c, ims_error *err);
  * caller left to return to) when one blocking collective has waited
  * longer than that, so a job whose rank hangs alive ends instead of
  * waiting forever (mpirun ends a job whose rank died by itself). 0: no
- * limit. IMS_EINVAL for a negative value, IMS_EIO when the thread cannot
- * start.
+ * limit. who starts that line ("imshard-train"); it must outlive c.
+ * IMS_EINVAL for a negative value, IMS_EIO when the thread cannot start.
  */
-int dp_set_timeout(dp_comm *c, double seconds, ims_error *err);
+int dp_set_timeout(dp_comm *c, double seconds, const char *who,
+		   ims_error *err);
 /* Ends every rank of the job at once (after a fatal error on one rank,
  * the others would wait forever in the next collective). */
 void dp_abort(dp_comm *c, int code);

@@ -107,6 +107,38 @@ if have_mpi; then
     same "$(cut -d, -f1-5,7 "$T/ev$np/predictions.csv" | md5sum)" "$(cut -d, -f1-5,7 "$T/ev/predictions.csv" | md5sum)" \
       "(predictions at $np ranks)"
   done
+  # a rank that hangs alive: the others end after --collective-timeout
+  # (before: eval had no timeout, and rank 0 waited forever). Rank 1 is
+  # stopped once it has mapped the split's shard, past MPI's start-up;
+  # --size 512 and batches of 1 make the pass last seconds.
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$IMSHARD" eval "$ck" "$va" \
+    --threads 1 --batch-size 1 --size 512 -q --collective-timeout 3 >"$T/hang.out" 2>&1 &
+  job=$!
+  shard=$(ls "$T/p"/val-*.mdb | head -n1)
+  stopped=""
+  i=0
+  while [ -z "$stopped" ] && [ $((i += 1)) -le 1200 ]; do
+    for p in $(pgrep -f "imshard-model eval $ck" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+        grep -qF "$shard" "/proc/$p/maps" 2>/dev/null; then
+        kill -STOP "$p" && stopped=$p
+      fi
+    done
+    [ -n "$stopped" ] || sleep 0.05
+  done
+  checks=$((checks + 1))
+  [ -n "$stopped" ] || fail "no rank 1 process reading the split: $(tail -n 3 "$T/hang.out" | tr '\n' ' ')"
+  t0=$SECONDS
+  wait "$job"
+  rc=$?
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "eval ended with $rc with rank 1 stopped (124: still waiting after 120 s)"
+  checks=$((checks + 1))
+  [ "$took" -le 60 ] || fail "eval took $took s to end with rank 1 stopped"
+  contains "$T/hang.out" "imshard: eval: rank 0: waited more than 3 s for the other ranks"
+  [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+  expect 2 "$IMSHARD" eval "$ck" "$va" --collective-timeout -1
   # export is one process: as N ranks each wrote the file again
   expect 2 mpi -np 2 "$IMSHARD" export "$ck" -o "$T/wmpi.safetensors"
   same "$(grep -c '^imshard: ' "$T/err")" 1 "(one line for two ranks)"

@@ -44,11 +44,11 @@ static void *watch(void *arg)
 		int64_t since = __atomic_load_n(&c->waiting_since_ns, __ATOMIC_ACQUIRE);
 		if (!c->stop && since && (ims_now_ns() - since) / 1e9 > c->timeout_s) {
 			fprintf(stderr,
-				"imshard-train: rank %d: waited more than %g s for "
+				"%s: rank %d: waited more than %g s for "
 				"the other ranks in a collective "
 				"(--collective-timeout): a rank died or hangs; "
 				"ending this rank so the job ends\n",
-				c->rank, c->timeout_s);
+				c->who, c->rank, c->timeout_s);
 			fflush(stderr);
 			_exit(1);
 		}
@@ -148,10 +148,13 @@ void dp_abort(dp_comm *c, int code)
 		dp_mpi_abort(c, code);
 }
 
-int dp_set_timeout(dp_comm *c, double seconds, ims_error *err)
+int dp_set_timeout(dp_comm *c, double seconds, const char *who,
+		   ims_error *err)
 {
 	RETURN_IF(!(seconds >= 0), err, IMS_EINVAL,
 		  "collective timeout %g s: use 0 (none) or more", seconds);
+	if (c)
+		c->who = who ? who : "imshard";
 	if (!c || c->world == 1 || seconds == 0 || c->watching) {
 		if (c)
 			c->timeout_s = seconds;

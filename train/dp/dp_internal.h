@@ -22,6 +22,7 @@ struct dp_comm {
 	/* collective timeout: the watchdog thread ends the process when a
 	 * blocking collective has waited longer than timeout_s */
 	double timeout_s;
+	const char *who; /* the watchdog's line starts with it */
 	int64_t waiting_since_ns; /* atomic; 0 when in no blocking collective */
 	int watching, stop;
 	pthread_t watchdog;

@@ -220,7 +220,8 @@ int loop_open_context(run *r, ims_error *err)
 		set_compute(r);
 	}
 	nn_loss_scale_init(&r->scaler, !strcmp(o->net.precision, "fp16"));
-	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->comm.collective_timeout, err));
+	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->comm.collective_timeout,
+				      "imshard-train", err));
 	RETURN_IF(r->hooks.inf_grad_step && !r->scaler.enabled, err, IMS_EINVAL,
 		  "cannot inject an infinite gradient without --precision fp16 "
 		  "(only fp16 checks gradients for overflow)");
