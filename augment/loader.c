@@ -199,10 +199,16 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		}
 	} else {
 		rio_remainder mode = o->drop_remainder ? RIO_REMAINDER_DROP : RIO_REMAINDER_PAD;
-		if (l->n < w)
+		/* Dropping the remainder leaves such ranks nothing. Padding
+		 * does not: rio_partition wraps round the order as often as
+		 * it takes and share_pad flags the repeats, so a validation
+		 * split smaller than the job is still evaluated, each record
+		 * counted once, as one rank evaluates it. */
+		if (l->n < w && mode == RIO_REMAINDER_DROP)
 			GOTO_FAIL(fail, rc, err, IMS_EINVAL,
-				  "the split holds %llu records, fewer than the %d ranks",
-				  (unsigned long long)l->n, o->world);
+				  "'%s' holds %llu %s, fewer than the %d ranks",
+				  o->manifest, (unsigned long long)l->n,
+				  ims_plural(l->n, "record", "records"), o->world);
 		l->per_rank = rio_partition_size(l->n, o->world, mode);
 		l->padded = mode == RIO_REMAINDER_PAD ? l->per_rank * w - l->n : 0;
 		l->dropped = mode == RIO_REMAINDER_DROP ? l->n - l->per_rank * w : 0;

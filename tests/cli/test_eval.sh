@@ -107,6 +107,17 @@ if have_mpi; then
     same "$(cut -d, -f1-5,7 "$T/ev$np/predictions.csv" | md5sum)" "$(cut -d, -f1-5,7 "$T/ev/predictions.csv" | md5sum)" \
       "(predictions at $np ranks)"
   done
+  # a split with fewer records than ranks: the shares are padded with
+  # flagged repeats, so 3 ranks evaluate 2 records as one rank does
+  # (before: "the split holds 2 records, fewer than the 3 ranks")
+  head -n 2 "$T/p/val.lst" >"$T/two.lst"
+  expect 0 "$IMSHARD" pack "$T/two.lst" "$T/s" -o "$T/p2r/val" --classes "$T/p/classes.txt" --quiet
+  expect 0 "$IMSHARD" eval "$ck" "$T/p2r/val.json" --threads 1 --json -q
+  cp "$T/out" "$T/two1.json"
+  expect 0 mpi -np 3 "$IMSHARD" eval "$ck" "$T/p2r/val.json" --threads 1 --json -q
+  same "$(json "$T/out" '(j["records"], j["top1"], j["top5"], j["confusion"], round(j["loss"], 6))')" \
+    "$(json "$T/two1.json" '(j["records"], j["top1"], j["top5"], j["confusion"], round(j["loss"], 6))')" \
+    "(2 records at 3 ranks)"
   # a rank that hangs alive: the others end after --collective-timeout
   # (before: eval had no timeout, and rank 0 waited forever). Rank 1 is
   # stopped once it has mapped the split's shard, past MPI's start-up;

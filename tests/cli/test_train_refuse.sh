@@ -411,7 +411,10 @@ if have_mpi; then
   # what each rank sets up alone and fails alike is told once too: a
   # split no rank has, a batch larger than each rank's share, more ranks
   # than shards under --shard-owning (before: once per rank, interleaved)
+  head -n 1 "$T/p/train.lst" >"$T/one.lst"
+  expect 0 "$IMSHARD" pack "$T/one.lst" "$T/s" -o "$T/p1r/train" --classes "$T/p/classes.txt" --quiet
   for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
+    "--train $T/p1r/train.json|imshard: '$T/p1r/train.json' holds 1 record, fewer than the 2 ranks" \
     "--train $tr --batch-size 64|not enough for one batch of 64" \
     "--train $tr --shard-owning|shard-owning mode: 1 shard cannot give each of 2 ranks records (pack the split into at least 2 shards"; do
     # shellcheck disable=SC2086
