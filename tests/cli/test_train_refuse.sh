@@ -448,6 +448,12 @@ if have_mpi; then
   expect 1 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume : \
     -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkB" --resume
   contains "$T/err" "cannot resume: ranks 0 and 1 read different checkpoints (rank 0's is at step 2 of epoch 1, rank 1's at step 3 of epoch 1): every rank must resume from the same file"
+  # a setting every rank's checkpoint refuses alike is told once, with no
+  # abort (before: a line per rank, then MPI_ABORT's banner)
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --seed 5
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for a resume both ranks refuse"
+  contains "$T/err" "imshard: cannot resume from '$T/rkA/checkpoint.safetensors' with --seed 5"
+  lacks "$T/err" "MPI_ABORT"
   cp -r "$T/rkA" "$T/rkC"
   expect 0 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --max-steps 4 : \
     -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkC" --resume --max-steps 4

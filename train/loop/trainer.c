@@ -68,10 +68,17 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_setup_device(r, err));
 	FORWARD_IF_ERR(loop_reserve_memory(r, err));
 	FORWARD_IF_ERR(loop_setup_graphs(r, err));
-	FORWARD_IF_ERR(loop_take_locks(r, err));
-	FORWARD_IF_ERR(loop_check_outputs(r, err));
-	FORWARD_IF_ERR(loop_check_earlier_run(r, err));
-	FORWARD_IF_ERR(loop_open_checkpoints(r, res, err));
+	/* rank 0's folders, then each rank's checkpoint (each reads its
+	 * own --checkpoint-dir): a resumed run every rank refuses alike
+	 * (another --seed) is told once too */
+	rc = loop_take_locks(r, err);
+	if (!rc)
+		rc = loop_check_outputs(r, err);
+	if (!rc)
+		rc = loop_check_earlier_run(r, err);
+	if (!rc)
+		rc = loop_open_checkpoints(r, res, err);
+	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_agree_resume(r, err));
 	FORWARD_IF_ERR(loop_check_resumed_logs(r, err));
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
