@@ -54,7 +54,9 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	 * every rank met alike (a path given to all, a batch larger than
 	 * each rank's share) is told once, not once per rank with an abort
 	 * of the job. */
-	int rc = loop_open_context(r, err);
+	int rc = loop_check_opts(r->o, r->dp.world, err);
+	if (!rc)
+		rc = loop_open_context(r, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_agree(r, err));
 	rc = loop_open_loaders(r, err);
@@ -168,7 +170,8 @@ static void tear_down(run *r)
 int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		 ims_error *err)
 {
-	FORWARD_IF_ERR(loop_check_opts(o, dp_world(comm), err));
+	memset(res, 0, sizeof(*res));
+	res->best_epoch = -1;
 	run r;
 	memset(&r, 0, sizeof(r));
 	r.log.t_run = ims_now();
@@ -183,8 +186,6 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	r.dp.world = dp_world(comm);
 	r.log.metrics_fd = -1;
 	r.st.ahead_slot = -1;
-	memset(res, 0, sizeof(*res));
-	res->best_epoch = -1;
 	int rc = set_up(&r, res, err);
 	if (!rc && r.part.complete)
 		res->nothing_to_do = r.part.complete;
