@@ -19,6 +19,13 @@
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
+/* --collective-timeout's help, the same in every command that runs
+ * ranks (imshard-train, imshard eval). */
+#define CLI_HELP_COLLECTIVE_TIMEOUT                                          \
+	"with several ranks, end this rank (and so the job) when a "          \
+	"collective has waited S seconds for the others: a rank that hangs " \
+	"(600; 0 = wait forever)"
+
 typedef enum cli_opt_type {
 	CLI_FLAG,   /* int, set to 1 */
 	CLI_INT,    /* int within [min, max] */

@@ -265,7 +265,7 @@ int cmd_eval(int argc, char **argv)
 		{"device", 0, CLI_STRING, &device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"json", 0, CLI_FLAG, &json, NULL, "print one JSON object instead of the table", 0, 0},
 		{"output", 'o', CLI_STRING, &out, "DIR", "write per_class.csv, confusion.csv, predictions.csv and eval.json here", 0, 0},
-		{"collective-timeout", 0, CLI_DOUBLE, &timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
+		{"collective-timeout", 0, CLI_DOUBLE, &timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no progress or notes on stderr", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};

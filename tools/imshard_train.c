@@ -4,11 +4,9 @@
  * alone for one. Parses flags into nn_train_opts, reads the tests' fault
  * injection from the environment into nn_train_hooks, runs nn_train_run
  * (the loop is train/loop/, behind train/train.h) and prints what its
- * events report.
+ * events report (train_print.c).
  */
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +15,7 @@
 #include "augment/augment.h"
 #include "cli.h"
 #include "train/train.h"
+#include "train_print.h"
 
 static const cli_command command = {
 	"imshard-train",
@@ -120,278 +119,6 @@ static const cli_command command = {
 	"  imshard-train --train t.json --val v.json --model resnet50 \\\n"
 	"      --init resnet50.safetensors --freeze-backbone --lr 0.01\n\n"
 	"Exit status: 0 success, 1 training failed, 2 bad usage."};
-
-/* ---- what the loop reports, as lines on stderr ---------------------------- */
-
-/* Rank 0 prints the run's lines (every rank gets the same events); a
- * rank note is its rank's own; --quiet prints none. */
-typedef struct printer {
-	const nn_train_opts *o;
-	int rank;
-} printer;
-
-/* One line: "imshard-train: " and the message, escaped whole, since
- * paths, tensor and class names come from outside and a control byte in
- * one must not reach the terminal. */
-static void train_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void train_say(const char *fmt, ...)
-{
-	char text[4 * IMS_ERRMSG_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	char safe[4 * sizeof(text)];
-	fprintf(stderr, "imshard-train: %s\n", ims_escape(text, safe, sizeof(safe)));
-}
-
-static int printing(const printer *p)
-{
-	return p->rank == 0 && !p->o->out.quiet;
-}
-
-static void on_started(void *ctx, const nn_train_plan *p)
-{
-	const printer *pr = ctx;
-	const nn_train_opts *o = pr->o;
-	if (!printing(pr))
-		return;
-	/* a run resumed with another batch: --lr is for the first part's */
-	char per[48] = "";
-	if (p->lr_batch != o->optim.batch_size && !o->optim.no_lr_scaling)
-		snprintf(per, sizeof(per), " of batch %d", p->lr_batch);
-	train_say("%s, %d classes, %d %s x batch %d, %llu %s per "
-		"epoch (%llu %s per rank); lr %g per rank%s, %g with %d %s x "
-		"batch %d (%s)",
-		o->net.model, p->classes, p->world, ims_plural(p->world, "rank", "ranks"),
-		o->optim.batch_size, (unsigned long long)p->steps_per_epoch,
-		ims_plural(p->steps_per_epoch, "step", "steps"),
-		(unsigned long long)p->records_per_rank,
-		ims_plural(p->records_per_rank, "record", "records"), o->optim.lr, per,
-		p->lr_peak, p->world, ims_plural(p->world, "rank", "ranks"),
-		o->optim.batch_size,
-		o->optim.no_lr_scaling ? "scaling off" : "linear scaling rule");
-	train_say("%llu training %s dropped per epoch (%llu so "
-		"ranks are equal, %llu in short last batches: every step "
-		"trains whole batches)",
-		(unsigned long long)p->dropped,
-		ims_plural(p->dropped, "record", "records"),
-		(unsigned long long)p->dropped_ranks,
-		(unsigned long long)p->dropped_batch);
-	train_say("threads per rank: %d compute (%s), %d loading "
-		"(%s)",
-		p->threads, o->net.threads ? "--threads" : "OpenMP's default",
-		p->loader_threads,
-		o->data.loader_threads ? "--loader-threads"
-		: o->net.threads      ? "as --threads"
-				  : "the cores this process may run on");
-	if (!p->validation)
-		train_say("no --val: training without validation "
-			"(no accuracy is measured)");
-	train_say("activations: %.1f MiB planned for batches of %d "
-		"(%.2f MiB per image), %s",
-		(double)p->activations.activation_bytes / 1048576.0,
-		p->activations.max_batch,
-		p->activations.activation_bytes_per_image / 1048576.0,
-		p->channels_last ? "channels-last (NHWC)" : "NCHW");
-	if (p->device_stack)
-		train_say("cuda: %s", p->device_stack);
-	if (!strcmp(o->net.device, "cuda"))
-		train_say("cuda graphs: %s%s", p->cuda_graphs ? "on (" : "off: ",
-			  p->cuda_graphs ? "each step's passes recorded once, from the third step, then replayed)"
-					 : p->cuda_graphs_off);
-	if (o->data.synthetic)
-		train_say("--synthetic: every step trains on one "
-			"fixed random batch per rank (nothing decoded); "
-			"validation reads %s",
-			o->data.val_manifest ? o->data.val_manifest : "nothing (no --val)");
-}
-
-/* --profile's table on stdout: milliseconds per step, each piece's share
- * of the timed steps' compute. */
-static void print_profile(const nn_train_profile *p)
-{
-	const double n = (double)p->steps, ms = 1000.0 / n;
-	const double all = p->step_s > 0 ? p->step_s : 1;
-	printf("profile of %llu %s (ms per step; each piece waited for, so the "
-	       "sum is slower than an unprofiled step):\n",
-	       (unsigned long long)p->steps, ims_plural(p->steps, "step", "steps"));
-	printf("  %-10s %9s %9s %6s\n", "piece", "forward", "backward", "share");
-	double layers = 0;
-	for (int k = 0; k < NN_PROF_KINDS; k++) {
-		const double f = p->layers.forward_s[k], b = p->layers.backward_s[k];
-		layers += f + b;
-		if (f + b > 0)
-			printf("  %-10s %9.3f %9.3f %5.1f%%\n", nn_profile_kinds[k],
-			       f * ms, b * ms, 100 * (f + b) / all);
-	}
-	const struct {
-		const char *name;
-		double s;
-	} rest[] = {{"loss", p->loss_s}, {"allreduce", p->allreduce_s},
-		    {"update", p->update_s}};
-	for (size_t k = 0; k < sizeof(rest) / sizeof(rest[0]); k++)
-		printf("  %-10s %9.3f %9s %5.1f%%\n", rest[k].name, rest[k].s * ms,
-		       "", 100 * rest[k].s / all);
-	const double other = p->step_s - layers - p->loss_s - p->allreduce_s -
-			     p->update_s;
-	printf("  %-10s %9.3f %9s %5.1f%%\n", "other", other * ms, "",
-	       100 * other / all);
-	printf("  %-10s %9.3f\n", "step", p->step_s * ms);
-}
-
-static void on_initialised(void *ctx, const char *path, const nn_load_report *r)
-{
-	const printer *pr = ctx;
-	if (!printing(pr))
-		return;
-	train_say("loaded %d %s from '%s' (%s)",
-		r->loaded, ims_plural((uint64_t)r->loaded, "tensor", "tensors"), path,
-		r->verified ? "checksum verified"
-			    : "it has no checksum: nothing to verify");
-	for (int i = 0; i < r->n_reinit; i++)
-		train_say("head '%s' %s: re-initialised",
-			r->reinit[i],
-			r->head_reset == 2 ? "(trained on other classes)"
-			: r->head_reset  ? "(--reset-head)"
-					 : "has another shape in the file");
-	for (int i = 0; i < r->n_missing; i++)
-		train_say("'%s' is not in '%s': kept as initialised",
-			r->missing[i], path);
-	for (int i = 0; i < r->n_unexpected; i++)
-		train_say("'%s' in '%s' is not a tensor of %s: "
-			"ignored",
-			r->unexpected[i], path, pr->o->net.model);
-}
-
-static void on_resumed(void *ctx, const nn_train_resume *r)
-{
-	const printer *pr = ctx;
-	/* a complete run is told on stdout by main, quiet or not */
-	if (!printing(pr) || r->complete)
-		return;
-	train_say("resuming from '%s' at epoch %d, step %llu "
-		"(position %llu of the epoch's order)%s",
-		r->path, r->epoch + 1, (unsigned long long)r->step,
-		(unsigned long long)r->position,
-		r->verified ? "" : "; it has no checksum (written before "
-				   "checkpoints had one): not verified");
-	const int global_was = r->world_was * r->batch_was,
-		  global = r->world * r->batch;
-	if (r->world_was != r->world || r->batch_was != r->batch)
-		train_say("resumed with %d rank%s x batch %d (was %d x "
-			"%d): global batch %d (was %d), peak lr %g (was %g); the "
-			"schedule is re-derived over the data",
-			r->world, r->world > 1 ? "s" : "", r->batch, r->world_was,
-			r->batch_was, global, global_was, r->lr_peak, r->lr_peak_was);
-	if (r->position)
-		train_say("the rest of epoch %d: %llu steps%s",
-			r->epoch + 1, (unsigned long long)r->rest_steps,
-			r->rest_unused ? " (its last records fill no batch on every "
-					 "rank: not trained, as at an epoch's end)"
-				       : "");
-	if (r->changed && r->changed[0])
-		train_say("resumed with other settings: %s",
-			r->changed);
-}
-
-/* s seconds as H:MM:SS, "?" when negative (unknown). */
-static const char *clock_text(double s, char *buf, size_t len)
-{
-	if (!(s >= 0)) {
-		snprintf(buf, len, "?");
-		return buf;
-	}
-	unsigned long long t = (unsigned long long)(s + 0.5);
-	snprintf(buf, len, "%llu:%02llu:%02llu", t / 3600, t / 60 % 60, t % 60);
-	return buf;
-}
-
-static void on_progress(void *ctx, const nn_train_progress *p)
-{
-	if (!printing(ctx))
-		return;
-	char el[32], eta[32];
-	train_say("epoch %d step %llu/%llu loss %.4f acc %.1f%% "
-		"lr %.4g, %.0f img/s per rank, %.0f img/s total, elapsed %s, "
-		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)",
-		p->epoch + 1, (unsigned long long)p->step,
-		(unsigned long long)p->total_steps,
-		p->samples > 0 ? p->loss_sum / p->samples : 0,
-		p->samples > 0 ? 100 * p->correct / p->samples : 0, p->lr,
-		p->images_per_s, p->images_per_s_total,
-		clock_text(p->elapsed_s, el, sizeof(el)),
-		clock_text(p->eta_s, eta, sizeof(eta)),
-		1e3 * p->wait_s / p->steps, 1e3 * p->compute_s / p->steps,
-		1e3 * p->comm_s / p->steps);
-}
-
-static void on_validated(void *ctx, const nn_train_validation *v)
-{
-	if (printing(ctx))
-		train_say("epoch %d validation: top-1 %.2f%%, "
-			"top-5 %.2f%%, loss %.4f (%llu %s)",
-			v->epoch + 1, 100 * v->top1, 100 * v->top5, v->loss,
-			(unsigned long long)v->records,
-			ims_plural(v->records, "record", "records"));
-}
-
-/* One line per epoch (or validation) that met records it could not load:
- * shown under --quiet too, since the run's data is not what it was told. */
-static void on_records_replaced(void *ctx, const nn_train_bad *b)
-{
-	const printer *pr = ctx;
-	if (pr->rank != 0)
-		return;
-	char list[160] = "";
-	size_t n = 0;
-	for (int i = 0; i < b->listed && n < sizeof(list); i++)
-		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%llu",
-				      i ? ", " : "", (unsigned long long)b->indices[i]);
-	const char *why = b->reason ? b->reason : "";
-	if (b->validation)
-		train_say("warning: epoch %d validation: %llu record%s "
-			"could not be loaded and %s left out (records %s%s%s%s)",
-			b->epoch + 1, (unsigned long long)b->count,
-			b->count == 1 ? "" : "s", b->count == 1 ? "was" : "were", list,
-			(uint64_t)b->listed < b->count ? ", ..." : "",
-			why[0] ? "; " : "", why);
-	else
-		train_say("warning: epoch %d: %llu training record%s "
-			"could not be loaded, each replaced by another record of "
-			"the epoch (records %s%s%s%s); %llu in the run so far",
-			b->epoch + 1, (unsigned long long)b->count,
-			b->count == 1 ? "" : "s", list,
-			(uint64_t)b->listed < b->count ? ", ..." : "",
-			why[0] ? "; " : "", why, (unsigned long long)b->total);
-}
-
-static void on_step_skipped(void *ctx, uint64_t step, double scale,
-			    double new_scale, int forward)
-{
-	if (printing(ctx))
-		train_say("step %llu: fp16 %s overflowed at "
-			"loss scale %g: step skipped, scale now %g",
-			(unsigned long long)step,
-			forward ? "forward pass (loss not finite)" : "gradients",
-			scale, new_scale);
-}
-
-/* Even with --quiet, as damaged records are: a warning says something
- * was removed, replaced or doubted, which no run may do without a word. */
-static void on_warning(void *ctx, const char *msg)
-{
-	const printer *pr = ctx;
-	if (pr->rank == 0)
-		train_say("warning: %s", msg);
-}
-
-static void on_rank_note(void *ctx, const char *msg)
-{
-	const printer *pr = ctx;
-	if (!pr->o->out.quiet)
-		train_say("%s", msg);
-}
 
 /* ---- fault injection for tests (docs/TRAINING.md) ------------------------ */
 
@@ -563,7 +290,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
-		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", "with several ranks, end this rank (and so the job) when a collective has waited S seconds for the others: a rank that hangs (600; 0 = wait forever)", 0, 1e9},
+		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->data.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
@@ -742,19 +469,9 @@ int main(int argc, char **argv)
 	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &trained_log,
 		       &err) < 0)
 		return fail_run(comm, &err);
-	printer pr = {&o, dp_rank(comm)};
-	const nn_train_events events = {
-		.started = on_started,
-		.initialised = on_initialised,
-		.resumed = on_resumed,
-		.progress = on_progress,
-		.validated = on_validated,
-		.step_skipped = on_step_skipped,
-		.records_replaced = on_records_replaced,
-		.warning = on_warning,
-		.rank_note = on_rank_note,
-		.ctx = &pr,
-	};
+	train_printer pr = {&o, dp_rank(comm)};
+	nn_train_events events;
+	train_print_events(&pr, &events);
 	o.events = &events;
 	o.hooks = &hooks;
 	nn_train_result res;
@@ -788,7 +505,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (dp_rank(comm) == 0 && res.profile.steps)
-		print_profile(&res.profile);
+		train_print_profile(&res.profile);
 	else if (dp_rank(comm) == 0 && o.out.profile)
 		train_say("--profile %d: the run ended before step 3, nothing was timed",
 			  o.out.profile);
