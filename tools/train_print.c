@@ -260,6 +260,12 @@ static void on_warning(void *ctx, const char *msg)
 		train_say("warning: %s", msg);
 }
 
+static void on_rank_warning(void *ctx, const char *msg)
+{
+	(void)ctx;
+	train_say("warning: %s", msg);
+}
+
 static void on_rank_note(void *ctx, const char *msg)
 {
 	const train_printer *pr = ctx;
@@ -279,5 +285,6 @@ void train_print_events(train_printer *p, nn_train_events *ev)
 	ev->records_replaced = on_records_replaced;
 	ev->warning = on_warning;
 	ev->rank_note = on_rank_note;
+	ev->rank_warning = on_rank_warning;
 	ev->ctx = p;
 }

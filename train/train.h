@@ -203,6 +203,10 @@ typedef struct nn_train_events {
 	/* something this rank goes on without (NVML missing: no gpu lines);
 	 * one line naming the rank, without a newline */
 	void (*rank_note)(void *ctx, const char *msg);
+	/* a warning of this rank's own (an earlier run's metrics.jsonl
+	 * removed by --force from a --log-dir that is not rank 0's folder);
+	 * one line naming the rank, without a newline */
+	void (*rank_warning)(void *ctx, const char *msg);
 	void *ctx;
 } nn_train_events;
 

@@ -458,6 +458,33 @@ if have_mpi; then
   cp -r "$T/rkA" "$T/rkC"
   expect 0 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --max-steps 4 : \
     -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkC" --resume --max-steps 4
+  # each rank's own --log-dir (node-local folders): a rank whose folder is
+  # not rank 0's locks it, starts its metrics.jsonl anew, refuses an
+  # earlier run's, and rank 0 says the logs are split (before: rank 1
+  # appended its lines to whatever run its folder held, without a word)
+  lg=(--val "$va" --model convnet7 --size 16 --batch-size 4 --max-steps 2 --log-every 1 --quiet --collective-timeout 30 --train "$tr")
+  logs() { mpi -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$1" ${3:-} : -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$2" ${3:-}; }
+  starts() { grep -c '"type":"start"' "$1/metrics.jsonl"; }
+  run_of() { head -n 1 "$1/metrics.jsonl" | sed 's/.*"run_id":"\([^"]*\)".*/\1/'; }
+  expect 0 logs "$T/lgA" "$T/lgB"
+  contains "$T/err" "imshard-train: warning: --log-dir '$T/lgA' is another folder than rank 0's on 1 rank (storage local to a node; rank 1 first): its metrics.jsonl lines go there; summary.json and the evaluation files are in rank 0's alone"
+  same "$(starts "$T/lgB")" 1 "rank 1's own folder starts with the run's line"
+  same "$(run_of "$T/lgB")" "$(run_of "$T/lgA")" "rank 1's folder names rank 0's run"
+  exists "$T/lgB/imshard-train.lock"
+  expect 1 logs "$T/lgA2" "$T/lgB"
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for rank 1's earlier run"
+  contains "$T/err" "imshard: rank 1: cannot start a new run in '$T/lgB': it holds an earlier run's metrics.jsonl (--resume continues that run; --force starts a new one, removing it)"
+  lacks "$T/err" "MPI_ABORT"
+  lines_before=$(wc -l <"$T/lgB/metrics.jsonl")
+  expect 0 logs "$T/lgA3" "$T/lgB" --force
+  contains "$T/err" "removed an earlier run's metrics.jsonl"
+  same "$(starts "$T/lgB")" 1 "rank 1's earlier run removed (--force)"
+  same "$(run_of "$T/lgB")" "$(run_of "$T/lgA3")" "rank 1's folder holds this run alone"
+  same "$(wc -l <"$T/lgB/metrics.jsonl")" "$lines_before" "the same lines as the first run"
+  # the same folder under another path is rank 0's: nothing split
+  expect 0 logs "$T/lgC" "$T/./lgC"
+  lacks "$T/err" "another folder"
+  same "$(starts "$T/lgC")" 1 "one start line in a shared folder"
 fi
 
 # --- 7. a memory limit too small for OpenBLAS's buffers --------------------

@@ -29,10 +29,11 @@
  * flock on DIR/imshard-train.lock, held until the process ends (the lock
  * file stays: removing it would let a third process lock a new file while
  * the second still holds the old). The holder's pid is written in it for
- * the message a refused trainer gives.
+ * the message a refused trainer gives, and on the next line the job's
+ * mark, by which the other ranks tell rank 0's folder from their own.
  */
-static int lock_dir(const char *dir, const char *flag, int *fd_out,
-		    ims_error *err)
+static int lock_dir(const char *dir, const char *flag, uint64_t mark,
+		    int *fd_out, ims_error *err)
 {
 	char path[4096];
 	FORWARD_IF_ERR(ims_mkdir_p(dir, err));
@@ -56,9 +57,13 @@ static int lock_dir(const char *dir, const char *flag, int *fd_out,
 					flag);
 		return ims_fail(err, IMS_EIO, "cannot lock '%s': %s", path, strerror(e));
 	}
-	char pid[32];
-	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+	char pid[64];
+	int n = snprintf(pid, sizeof(pid), "%ld\n%016llx\n", (long)getpid(),
+			 (unsigned long long)mark);
+	/* synced: a rank on another node reads the mark through a network
+	 * file system */
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n ||
+	    fsync(fd) != 0) {
 		int e = errno;
 		close(fd);
 		return ims_fail(err, IMS_EIO, "cannot write lock file '%s': %s", path,
@@ -68,12 +73,114 @@ static int lock_dir(const char *dir, const char *flag, int *fd_out,
 	return 0;
 }
 
+/* A number no other job's lock files hold: read from the kernel's
+ * random source, else made of the clock and the pid. Never 0 (0 says
+ * "no mark"), and under 2^53 so a double carries it exactly. */
+static uint64_t new_mark(void)
+{
+	uint64_t m = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &m, sizeof(m)) != (ssize_t)sizeof(m))
+			m = 0;
+		close(fd);
+	}
+	if (!m)
+		m = loop_fingerprint_str("") ^ (uint64_t)(ims_now() * 1e9) ^
+		    ((uint64_t)getpid() << 32);
+	m >>= 11;
+	return m ? m : 1;
+}
+
+/* The mark in DIR's lock file: 0 when it has none (absent, or written
+ * by another version). */
+static uint64_t lock_mark(const char *dir)
+{
+	char path[4096], text[64] = "";
+	if (ims_path_join(path, sizeof(path), dir, LOCK_NAME, NULL) < 0)
+		return 0;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+	close(fd);
+	text[n > 0 ? n : 0] = 0;
+	const char *nl = strchr(text, '\n');
+	return nl ? strtoull(nl + 1, NULL, 16) : 0;
+}
+
+/* Which folder `dir` is on this machine, as a number under 2^53 (0 when
+ * it cannot be made or seen: the lock that follows says why). */
+static double folder_key(const char *dir)
+{
+	struct stat st;
+	char host[256] = "", id[512];
+	if (ims_mkdir_p(dir, NULL) < 0 || stat(dir, &st) != 0)
+		return 0;
+	(void)gethostname(host, sizeof(host) - 1);
+	snprintf(id, sizeof(id), "%s:%llu:%llu", host, (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	uint64_t k = loop_fingerprint_str(id) >> 11;
+	return (double)(k ? k : 1);
+}
+
+/*
+ * With several ranks, which folder each rank's --log-dir is: rank 0's
+ * (its lock file holds the job's mark, seen through shared storage) or
+ * one of its own, a folder on the rank's node. The lowest rank of each
+ * such folder locks and owns it (its metrics.jsonl is started anew, an
+ * earlier run's refused) and rank 0 says once that the logs are split.
+ */
+static int find_log_owners(run *r, uint64_t mark, int locked, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	double m = (double)mark;
+	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &m, sizeof(m), 0, err));
+	double key = 0; /* 0: rank 0's folder, or rank 0 failed */
+	if (r->dp.rank != 0 && m != 0 && lock_mark(o->out.log_dir) != (uint64_t)m)
+		key = folder_key(o->out.log_dir);
+	double *keys = malloc((size_t)r->dp.world * sizeof(double));
+	RETURN_IF(!keys, err, IMS_ENOMEM, "cannot lock --log-dir: out of memory");
+	if (dp_allgather_f64(r->dp.comm, &key, 1, keys, err) < 0) {
+		free(keys);
+		return -1;
+	}
+	int own = key != 0, ranks = 0, first = -1;
+	for (int k = 1; k < r->dp.world; k++) {
+		own = own && !(k < r->dp.rank && keys[k] == key);
+		if (keys[k] != 0) {
+			ranks++;
+			first = first < 0 ? k : first;
+		}
+	}
+	free(keys);
+	if (own) {
+		r->log.owns_dir = 1;
+		FORWARD_IF_ERR(lock_dir(o->out.log_dir, "--log-dir", (uint64_t)m,
+					&r->lock_fd[0], err));
+	}
+	if (r->dp.rank == 0 && locked && ranks && r->log.ev.warning) {
+		char msg[4600];
+		snprintf(msg, sizeof(msg),
+			 "--log-dir '%s' is another folder than rank 0's on %d %s "
+			 "(storage local to a node; rank %d first): %s metrics.jsonl "
+			 "lines go there; summary.json and the evaluation files are "
+			 "in rank 0's alone",
+			 o->out.log_dir, ranks, ims_plural((uint64_t)ranks, "rank", "ranks"),
+			 first, ranks == 1 ? "its" : "their");
+		r->log.ev.warning(r->log.ev.ctx, msg);
+	}
+	return 0;
+}
+
 int loop_take_locks(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	int rc = 0;
+	const uint64_t mark = r->dp.rank == 0 ? new_mark() : 0;
+	r->log.owns_dir = r->dp.rank == 0 && o->out.log_dir;
 	if (r->dp.rank == 0 && o->out.log_dir)
-		rc = lock_dir(o->out.log_dir, "--log-dir", &r->lock_fd[0], err);
+		rc = lock_dir(o->out.log_dir, "--log-dir", mark, &r->lock_fd[0], err);
 	if (!rc && r->dp.rank == 0 && o->out.checkpoint_dir) {
 		/* one folder for both: locked once (a second flock of this
 		 * process on another descriptor of the file would refuse) */
@@ -83,11 +190,18 @@ int loop_take_locks(run *r, ims_error *err)
 			   stat(o->out.checkpoint_dir, &b) == 0 && a.st_dev == b.st_dev &&
 			   a.st_ino == b.st_ino;
 		if (!same)
-			rc = lock_dir(o->out.checkpoint_dir, "--checkpoint-dir", &r->lock_fd[1],
-				      err);
+			rc = lock_dir(o->out.checkpoint_dir, "--checkpoint-dir", mark,
+				      &r->lock_fd[1], err);
 	}
-	/* every rank hears rank 0's verdict in the next collective: a
-	 * refused rank 0 returns, and its program ends the job */
+	/* every rank takes part whatever rank 0's verdict (mark 0 when it
+	 * failed); a rank refused here, or rank 0 before, is agreed on by
+	 * the caller */
+	if (r->dp.world > 1 && o->out.log_dir) {
+		ims_error e;
+		int orc = find_log_owners(r, rc ? 0 : mark, !rc, rc ? &e : err);
+		if (!rc)
+			rc = orc;
+	}
 	return rc;
 }
 
@@ -174,11 +288,13 @@ int loop_check_outputs(run *r, ims_error *err)
 int loop_check_earlier_run(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (r->dp.rank != 0 || o->out.resume)
+	if ((r->dp.rank != 0 && !r->log.owns_dir) || o->out.resume)
 		return 0;
 	earlier e;
 	memset(&e, 0, sizeof(e));
-	FORWARD_IF_ERR(find_earlier(&e, o->out.checkpoint_dir, checkpoint_files, err));
+	if (r->dp.rank == 0)
+		FORWARD_IF_ERR(find_earlier(&e, o->out.checkpoint_dir,
+					    checkpoint_files, err));
 	FORWARD_IF_ERR(find_earlier(&e, o->out.log_dir, log_files, err));
 	/* what metrics.jsonl's open would refuse, refused before --force
 	 * removes anything (a run refused after its removal would have
@@ -230,12 +346,17 @@ int loop_check_earlier_run(run *r, ims_error *err)
 		RETURN_IF(unlink(aside[i]) != 0, err, IMS_EIO,
 			  "cannot remove '%s' (--force): %s", aside[i],
 			  strerror(errno));
-	if (r->log.ev.warning) {
-		char msg[8800];
+	/* rank 0's is the run's; another owner's folder is its own */
+	void (*tell)(void *, const char *) = r->dp.rank == 0 ? r->log.ev.warning
+							     : r->log.ev.rank_warning;
+	if (tell) {
+		char who[32] = "", msg[8800];
+		if (r->dp.rank)
+			snprintf(who, sizeof(who), "rank %d: ", r->dp.rank);
 		snprintf(msg, sizeof(msg),
-			 "removed an earlier run's %s from %s (--force)", e.names,
-			 where);
-		r->log.ev.warning(r->log.ev.ctx, msg);
+			 "%sremoved an earlier run's %s from %s (--force)", who,
+			 e.names, where);
+		tell(r->log.ev.ctx, msg);
 	}
 	return 0;
 }
@@ -292,7 +413,7 @@ static int logged_run_id(const char *log_dir, const char *name, char *id, size_t
 int loop_check_resumed_logs(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	if (r->dp.rank != 0 || !r->part.resumed || !o->out.log_dir || !r->part.run_id[0])
+	if (!r->log.owns_dir || !r->part.resumed || !r->part.run_id[0])
 		return 0;
 	static const char *const names[] = {"summary.json", "metrics.jsonl"};
 	for (int i = 0; i < 2; i++) {

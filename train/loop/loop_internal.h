@@ -94,6 +94,9 @@ typedef struct loop_stage {
 typedef struct loop_log {
 	nn_train_events ev;  /* the caller's, or all NULL */
 	int metrics_fd;      /* LOGDIR/metrics.jsonl, -1 without --log-dir */
+	int owns_dir;        /* this rank locks --log-dir and starts its
+				metrics.jsonl: rank 0, and a rank whose folder
+				is not rank 0's (node-local storage; guard.c) */
 	char metrics_path[4096];
 	uint64_t metrics_writes; /* this rank's, for hooks.metrics_fail_write */
 	nn_gpumon *gpumon;   /* NVML, NULL when absent: no gpu lines */
@@ -381,6 +384,10 @@ int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err);
 void loop_failed_alike(run *r);
 
 /* guard.c */
+/* Rank 0 locks its folders; a rank whose --log-dir is not rank 0's
+ * folder (storage local to its node) locks its own, the lowest such rank
+ * of each folder, and owns it (r->log.owns_dir). Collective with a
+ * --log-dir and several ranks; failures are agreed on by the caller. */
 int loop_take_locks(run *r, ims_error *err);
 /* A folder where the run will rename a file (checkpoint.safetensors,
  * summary.json, the per-class files after the last validation): refused
@@ -388,11 +395,12 @@ int loop_take_locks(run *r, ims_error *err);
 int loop_check_outputs(run *r, ims_error *err);
 /* A new run (no --resume) in folders that hold an earlier run's
  * checkpoint or logs: refused, or with --force those files removed and
- * the run told (rank 0, which the next collective tells the others). */
+ * the run told (rank 0, and the owner of a --log-dir of its own; the
+ * next collective tells the others). */
 int loop_check_earlier_run(run *r, ims_error *err);
 /* A resumed run whose --log-dir holds another run's summary.json or
  * metrics.jsonl (its run_id differs; a killed run left no summary):
- * refused (rank 0, after the checkpoint is read). */
+ * refused (each folder's owner, after the checkpoint is read). */
 int loop_check_resumed_logs(run *r, ims_error *err);
 void loop_release_locks(run *r);
 int loop_reserve_memory(run *r, ims_error *err);

@@ -122,22 +122,20 @@ int loop_open_metrics(run *r, ims_error *err)
 	FORWARD_IF_ERR(log_path(o, "metrics.jsonl", path, sizeof(r->log.metrics_path),
 				err));
 	int fd = -1, rc = 0;
-	if (r->dp.rank == 0 && !o->out.resume)
+	/* a new run starts the file: rank 0, and the owner of a folder of
+	 * its own (guard.c); every rank meets here, one's failure or not */
+	if (r->log.owns_dir && !o->out.resume)
 		rc = open_metrics(path, O_TRUNC, &fd, err);
 	if (fd >= 0)
 		close(fd);
-	/* every rank meets here, rank 0's failure or not; each then opens
-	 * the same file and fails alike */
-	ims_error barrier_err;
-	int brc = dp_barrier(r->dp.comm, rc ? &barrier_err : err);
-	FORWARD_IF_ERR(rc);
-	FORWARD_IF_ERR(brc);
+	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	return open_metrics(path, O_APPEND, &r->log.metrics_fd, err);
 }
 
 int loop_start_line(run *r, ims_error *err)
 {
-	if (r->dp.rank != 0 || r->log.metrics_fd < 0)
+	/* each folder's first line names the run (loop_check_resumed_logs) */
+	if (!r->log.owns_dir || r->log.metrics_fd < 0)
 		return 0;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "type", "start");

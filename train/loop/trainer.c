@@ -82,7 +82,8 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 		rc = loop_open_checkpoints(r, res, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_agree_resume(r, err));
-	FORWARD_IF_ERR(loop_check_resumed_logs(r, err));
+	FORWARD_IF_ERR(loop_agree_setup(r, loop_check_resumed_logs(r, err),
+					"train", err));
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
 	if (r->part.complete)
 		return loop_report_resumed(r, err);
