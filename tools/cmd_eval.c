@@ -316,15 +316,10 @@ int cmd_eval(int argc, char **argv)
 		/* every rank is here, none in a collective: end without an
 		 * abort. Failed alike everywhere (bad input): rank 0's line
 		 * alone; else each rank that failed names itself. */
-		const int world = dp_world(comm);
-		if (world == 1)
+		if (dp_world(comm) == 1 || (res.setup_failed_alike && rank0))
 			cli_error("eval: %s", err.msg);
-		else if (res.setup_failed_ranks == world ? rank0 : res.setup_failed_here) {
-			if (res.setup_failed_ranks == world)
-				cli_error("eval: %s", err.msg);
-			else
-				cli_error("eval: rank %d: %s", dp_rank(comm), err.msg);
-		}
+		else if (!res.setup_failed_alike && res.setup_failed_here)
+			cli_error("eval: rank %d: %s", dp_rank(comm), err.msg);
 		nn_model_card_release(&card);
 		dp_finalize(comm);
 		return CLI_EXIT_FAIL;

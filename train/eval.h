@@ -87,10 +87,11 @@ typedef struct nn_eval_result {
 	/* per class (classes entries): samples, top-1 and top-k hits */
 	uint64_t *class_records, *class_top1, *class_topk;
 	/* set also when nn_eval_run fails: whether this rank's set-up
-	 * (split, classes, weights, loader, device) failed, and on how many
-	 * ranks it did (the ranks agree on it before the pass; 0 when the
-	 * failure came later, in the pass) */
-	int setup_failed_here, setup_failed_ranks;
+	 * (split, classes, weights, loader, device) failed, on how many
+	 * ranks it did, and whether every rank failed with the same message
+	 * (the ranks agree on it before the pass; 0 when the failure came
+	 * later, in the pass) */
+	int setup_failed_here, setup_failed_ranks, setup_failed_alike;
 } nn_eval_result;
 
 /* Frees what r holds and zeroes it; r may be NULL. */
@@ -104,7 +105,7 @@ void nn_eval_result_release(nn_eval_result *r);
  * fails on some rank fails every rank before the pass starts: a rank
  * whose own set-up went well gets IMS_EINVAL "N of W ranks could not
  * set up", so a caller can print one line when all failed alike
- * (setup_failed_ranks == world) and end without aborting the job.
+ * (setup_failed_alike) and end without aborting the job.
  * Errors: IMS_EINVAL (options; a card with fields unknown; the split's
  * classes differ from the card's: the message names the first
  * difference), IMS_EEXIST (o->output cannot be written: above), IMS_EUNSUPPORTED (device this build or host lacks), the

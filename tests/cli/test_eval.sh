@@ -184,6 +184,13 @@ if have_mpi; then
   checks=$((checks + 1))
   same "$(grep -c '^imshard: eval: rank' "$T/err")" 1 "(the other rank ends quietly)"
   lacks "$T/err" "MPI_ABORT"
+  # ranks that each fail for a reason of their own: each named (before:
+  # rank 0's line alone, as if every rank had failed alike)
+  expect 1 mpi -np 1 "$IMSHARD" eval "$ck" "$T/none0.json" --threads 1 : -np 1 "$IMSHARD" eval "$ck" "$T/none1.json" --threads 1
+  same "$(grep -c '^imshard: ' "$T/err")" 2 "(a line for each rank's own failure)"
+  contains "$T/err" "imshard: eval: rank 0: cannot open manifest '$T/none0.json'"
+  contains "$T/err" "imshard: eval: rank 1: cannot open manifest '$T/none1.json'"
+  lacks "$T/err" "MPI_ABORT"
   # -o that rank 0 cannot write into: refused before the pass, rank 0 named
   echo x >"$T/ofile2"
   expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$va" --threads 1 -o "$T/ofile2"

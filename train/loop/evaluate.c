@@ -318,13 +318,6 @@ static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
 }
 
 /*
- * Set-up fails alike on every rank for bad input (a missing split, other
- * classes, damaged weights): the ranks agree on it before the first
- * collective of the pass, so they return together rather than wait on a
- * rank that left. rc is this rank's set-up status; a rank that set up
- * while another did not fails with a line saying so.
- */
-/*
  * Ranks started with another split or weights would sum counts of other
  * sizes (MPI_ERR_TRUNCATE) or of other records: every rank compares what
  * it was given (agree.c), after the set-up all ranks reached.
@@ -358,29 +351,20 @@ static int agree_inputs(run *r, const nn_eval_opts *o, uint64_t split,
 			     err);
 }
 
+/*
+ * Set-up fails alike on every rank for bad input (a missing split, other
+ * classes, damaged weights): the ranks agree on it before the first
+ * collective of the pass, so they return together rather than wait on a
+ * rank that left. rc is this rank's set-up status; a rank that set up
+ * while another did not fails with a line saying so.
+ */
 static int agree_setup(run *r, int rc, nn_eval_result *res, ims_error *err)
 {
-	res->setup_failed_here = rc < 0;
-	if (r->dp.world == 1) {
-		res->setup_failed_ranks = rc < 0;
-		return rc;
-	}
-	double failed = rc < 0;
-	ims_error e;
-	int arc = dp_allreduce_sum_f64(r->dp.comm, &failed, 1, &e);
-	if (arc < 0) {
-		if (rc < 0)
-			return rc;
-		*err = e;
-		return arc;
-	}
-	res->setup_failed_ranks = (int)failed;
-	if (rc < 0 || failed == 0)
-		return rc;
-	return ims_fail(err, IMS_EINVAL,
-			"cannot evaluate: %d of %d ranks could not set up (named "
-			"on stderr)",
-			(int)failed, r->dp.world);
+	rc = loop_agree_setup(r, rc, "evaluate", err);
+	res->setup_failed_here = r->failed_here;
+	res->setup_failed_ranks = r->failed_ranks;
+	res->setup_failed_alike = r->failed_alike;
+	return rc;
 }
 
 int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
@@ -432,10 +416,9 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		rc = agree_inputs(&r, o, split, err);
 		/* refused alike by every rank, none in a collective: the
 		 * program ends without aborting the job */
-		if (rc == IMS_EINVAL) {
-			res->setup_failed_here = 1;
-			res->setup_failed_ranks = r.dp.world;
-		}
+		res->setup_failed_here = r.failed_here;
+		res->setup_failed_ranks = r.failed_ranks;
+		res->setup_failed_alike = r.failed_alike;
 	}
 	if (!rc)
 		rc = loop_eval_pass(&r, r.data.val, &e, err);
