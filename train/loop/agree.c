@@ -138,14 +138,14 @@ int loop_agree_on(run *r, const fingerprint *f, int n, const char *verb,
 
 void loop_failed_alike(run *r)
 {
-	r->failed_ranks = r->dp.world;
-	r->failed_here = 1;
-	r->failed_alike = 1;
+	r->failed.ranks = r->dp.world;
+	r->failed.here = 1;
+	r->failed.alike = 1;
 }
 
 int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err)
 {
-	r->failed_ranks = r->failed_here = r->failed_alike = rc < 0;
+	r->failed.ranks = r->failed.here = r->failed.alike = rc < 0;
 	if (r->dp.world < 2)
 		return rc;
 	/* whether each rank failed, and a digest of its message: ranks that
@@ -160,7 +160,7 @@ int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err)
 		/* not agreed: this rank's failure is its own (the caller
 		 * aborts the job) */
 		free(all);
-		r->failed_ranks = r->failed_here = r->failed_alike = 0;
+		r->failed.ranks = r->failed.here = r->failed.alike = 0;
 		if (rc < 0)
 			return rc;
 		*err = e;
@@ -173,8 +173,8 @@ int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err)
 			all[2 * (size_t)k + 1] == all[1];
 	}
 	free(all);
-	r->failed_ranks = failed;
-	r->failed_alike = alike;
+	r->failed.ranks = failed;
+	r->failed.alike = alike;
 	if (rc < 0 || failed == 0)
 		return rc;
 	return ims_fail(err, IMS_EINVAL,

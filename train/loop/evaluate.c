@@ -361,9 +361,9 @@ static int agree_inputs(run *r, const nn_eval_opts *o, uint64_t split,
 static int agree_setup(run *r, int rc, nn_eval_result *res, ims_error *err)
 {
 	rc = loop_agree_setup(r, rc, "evaluate", err);
-	res->setup_failed_here = r->failed_here;
-	res->setup_failed_ranks = r->failed_ranks;
-	res->setup_failed_alike = r->failed_alike;
+	res->setup_failed_here = r->failed.here;
+	res->setup_failed_ranks = r->failed.ranks;
+	res->setup_failed_alike = r->failed.alike;
 	return rc;
 }
 
@@ -416,9 +416,9 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		rc = agree_inputs(&r, o, split, err);
 		/* refused alike by every rank, none in a collective: the
 		 * program ends without aborting the job */
-		res->setup_failed_here = r.failed_here;
-		res->setup_failed_ranks = r.failed_ranks;
-		res->setup_failed_alike = r.failed_alike;
+		res->setup_failed_here = r.failed.here;
+		res->setup_failed_ranks = r.failed.ranks;
+		res->setup_failed_alike = r.failed.alike;
 	}
 	if (!rc)
 		rc = loop_eval_pass(&r, r.data.val, &e, err);

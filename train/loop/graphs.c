@@ -77,7 +77,7 @@ static const char *graphs_refused(const run *r, int on)
 		return "several ranks (recording NCCL's allreduce with backward "
 		       "is not yet measured on several GPUs: --cuda-graphs on "
 		       "records it)";
-	if (r->scaler.enabled || !r->st.defer_loss)
+	if (r->fp16.scaler.enabled || !r->st.defer_loss)
 		return "fp16 reads its loss and gradients every step";
 	if (o->out.profile > 0)
 		return "--profile times each layer";

@@ -79,7 +79,7 @@ char *loop_history_save(run *r, const nn_train_result *res)
 	cJSON *first = cJSON_AddArrayToObject(j, "bad_record_indices");
 	for (int i = 0; first && i < r->bad.n_first; i++)
 		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
-	cJSON_AddNumberToObject(j, "lr_batch", r->lr_batch);
+	cJSON_AddNumberToObject(j, "lr_batch", r->sched.lr_batch);
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	return text;
@@ -105,7 +105,7 @@ static int num(const cJSON *j, const char *key, double lo, double *v,
 /*
  * Restores the earlier parts from a checkpoint's "run" text (NULL: a
  * checkpoint from before it was kept, whose totals start at 0): into
- * r->part.hist, r->log, r->bad, r->lr_batch and res's totals.
+ * r->part.hist, r->log, r->bad, r->sched.lr_batch and res's totals.
  */
 int loop_history_load(run *r, const char *text, nn_train_result *res,
 		      const char *path, ims_error *err)
@@ -153,7 +153,7 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 	r->bad.total = (uint64_t)v[15];
 	res->bad_records = r->bad.total;
 	if (v[16] >= 1)
-		r->lr_batch = (int)v[16];
+		r->sched.lr_batch = (int)v[16];
 	const cJSON *x;
 	cJSON_ArrayForEach(x, first)
 	{

@@ -196,6 +196,35 @@ typedef struct loop_graphs {
 				(dp_nccl_flush) in it */
 } loop_graphs;
 
+/* The learning rate's schedule and where the run is on it (setup.c). */
+typedef struct loop_sched {
+	nn_lr_schedule lr;
+	int lr_batch;          /* the batch per rank --lr is given for: the
+				  run's first part's */
+	double pos;            /* the schedule's position of the step being
+				  trained (nn_lr_at_position) */
+	uint64_t total_steps;  /* steps in all the run will have trained */
+} loop_sched;
+
+/* fp16's overflow handling (step.c); disabled in other precisions. */
+typedef struct loop_fp16 {
+	nn_loss_scale scaler;
+	/* the model's buffers (device) and counters (host) as they were
+	 * before this step's forward pass, put back when its loss is not
+	 * finite (the overflowed batch's statistics would stay) */
+	float *saved_buffers;
+	int64_t *saved_counters;
+} loop_fp16;
+
+/* A failure the ranks decided together (loop_agree_setup, a refusal of
+ * loop_agree_on or loop_agree_resume, a NaN loss summed over ranks): how
+ * many failed there, whether this one did, whether all did with one
+ * message (nn_train_result's failed_*); all 0 after a failure of this
+ * rank alone. */
+typedef struct loop_verdict {
+	int ranks, here, alike;
+} loop_verdict;
+
 typedef struct run {
 	const nn_train_opts *o;
 	nn_train_hooks hooks;  /* the caller's, or all zero */
@@ -206,21 +235,11 @@ typedef struct run {
 	nn_optim *opt;
 	nn_optim_segment *segs;
 	size_t nsegs;
-	nn_lr_schedule lr;
-	int lr_batch;          /* the batch per rank --lr is given for: the
-				  run's first part's */
-	double sched;          /* the schedule's position of the step being
-				  trained (nn_lr_at_position) */
-	uint64_t total_steps;  /* steps in all the run will have trained */
+	loop_sched sched;
 	loop_part part;        /* where this part of the run starts */
 	loop_bad bad;
 	int lock_fd[2];        /* the folders' locks (guard.c), -1 none */
-	nn_loss_scale scaler;  /* fp16's loss scale; disabled otherwise */
-	/* fp16: the model's buffers (device) and counters (host) as they
-	 * were before this step's forward pass, put back when its loss is
-	 * not finite (the overflowed batch's statistics would stay) */
-	float *saved_buffers;
-	int64_t *saved_counters;
+	loop_fp16 fp16;
 	float *dlogits;        /* the loss gradient, device memory */
 	char ckpt_path[4096];
 	nn_model_card card;    /* what checkpoints record for inference */
@@ -228,12 +247,7 @@ typedef struct run {
 	loop_stage st;
 	loop_graphs graphs;
 	loop_log log;
-	/* a failure the ranks decided together (loop_agree_setup, a refusal
-	 * of loop_agree_on or loop_agree_resume, a NaN loss summed over
-	 * ranks): how many failed there, whether this one did, whether all
-	 * did with one message (nn_train_result's failed_*); all 0 after a
-	 * failure of this rank alone */
-	int failed_ranks, failed_here, failed_alike;
+	loop_verdict failed;
 } run;
 
 /* Steps between two progress reports: time split and loss sums. */

@@ -186,9 +186,9 @@ void loop_plan(const run *r, nn_train_plan *p)
 	p->threads = r->ctx.threads;
 	p->loader_threads = r->log.loader_threads;
 	p->steps_per_epoch = r->data.steps_per_epoch;
-	p->total_steps = r->total_steps;
-	p->lr_peak = nn_lr_peak(&r->lr);
-	p->lr_batch = r->lr_batch;
+	p->total_steps = r->sched.total_steps;
+	p->lr_peak = nn_lr_peak(&r->sched.lr);
+	p->lr_batch = r->sched.lr_batch;
 	p->validation = r->data.val != NULL;
 	nn_model_memory_info(r->m, &p->activations);
 	p->channels_last = nn_model_channels_last(r->m);
@@ -238,19 +238,19 @@ int loop_report_interval(run *r, int epoch, uint64_t step,
 		.world = r->dp.world,
 		.epoch = epoch,
 		.step = step,
-		.total_steps = r->total_steps,
+		.total_steps = r->sched.total_steps,
 		.steps = steps,
 		.images = iv->images,
 		.seconds = span,
 		.loss_sum = iv->loss_sum,
 		.correct = iv->correct,
 		.samples = iv->samples,
-		.lr = nn_lr_at_position(&r->lr, r->sched), /* the last step's */
+		.lr = nn_lr_at_position(&r->sched.lr, r->sched.pos), /* the last step's */
 		.wait_s = iv->wait_s,
 		.compute_s = iv->compute_s,
 		.comm_s = iv->comm_s,
-		.loss_scale = nn_loss_scale_value(&r->scaler),
-		.skipped_steps = r->scaler.skipped,
+		.loss_scale = nn_loss_scale_value(&r->fp16.scaler),
+		.skipped_steps = r->fp16.scaler.skipped,
 		.images_per_s = span > 0 ? iv->images / span : 0,
 		.images_per_s_total = span > 0 ? iv->samples / span : 0,
 		.elapsed_s = elapsed,
@@ -324,7 +324,7 @@ cJSON *loop_options_json(const run *r)
 	cJSON_AddNumberToObject(j, "epochs", o->optim.epochs);
 	cJSON_AddNumberToObject(j, "batch_size", o->optim.batch_size);
 	cJSON_AddNumberToObject(j, "lr", o->optim.lr);
-	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->sched.lr));
 	cJSON_AddStringToObject(j, "model", o->net.model);
 	cJSON_AddNumberToObject(j, "size", o->data.size);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
@@ -385,8 +385,8 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	cJSON_AddNumberToObject(j, "batch_per_rank", o->optim.batch_size);
 	cJSON_AddNumberToObject(j, "global_batch", (double)o->optim.batch_size * r->dp.world);
 	cJSON_AddNumberToObject(j, "lr_per_rank", o->optim.lr);
-	cJSON_AddNumberToObject(j, "lr_batch", r->lr_batch);
-	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->lr));
+	cJSON_AddNumberToObject(j, "lr_batch", r->sched.lr_batch);
+	cJSON_AddNumberToObject(j, "lr_peak", nn_lr_peak(&r->sched.lr));
 	cJSON_AddNumberToObject(j, "epochs", res->epochs_done);
 	cJSON_AddNumberToObject(j, "steps", (double)res->steps);
 	cJSON_AddNumberToObject(j, "images", (double)res->images);

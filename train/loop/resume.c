@@ -60,7 +60,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	 * them (an fp16 run resumed from it must not start from S = 1) */
 	char ls[NN_LOSS_SCALE_META_LEN], lg[NN_LOSS_SCALE_META_LEN];
 	char sk[NN_LOSS_SCALE_META_LEN];
-	nn_loss_scale_format(&r->scaler, ls, lg, sk);
+	nn_loss_scale_format(&r->fp16.scaler, ls, lg, sk);
 	const char *meta[] = {"epoch", e, "epoch_position", ep, "step", s,
 			      "world", w, "batch_size", b, "seed", seed,
 			      "model", r->o->net.model, "classes", cls, "size", size,
@@ -69,7 +69,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			      "options", opts, "run", hist,
 			      "run_id", r->part.run_id,
 			      "skipped_steps", sk,
-			      r->scaler.enabled ? "loss_scale" : NULL, ls,
+			      r->fp16.scaler.enabled ? "loss_scale" : NULL, ls,
 			      "loss_scale_good_steps", lg, NULL};
 	/* then the model card (train/model_card.h): all that eval, predict
 	 * and export need besides the weights */
@@ -371,12 +371,12 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 			      (unsigned long long)pos,
 			      (unsigned long long)r->data.train_records);
 	if (!rc)
-		rc = nn_loss_scale_restore(&r->scaler,
+		rc = nn_loss_scale_restore(&r->fp16.scaler,
 					   st_metadata_get(f, "loss_scale"),
 					   st_metadata_get(f, "loss_scale_good_steps"),
 					   st_metadata_get(f, "skipped_steps"),
 					   r->ckpt_path, err);
-	r->lr_batch = (int)batch_was;
+	r->sched.lr_batch = (int)batch_was;
 	if (!rc)
 		rc = loop_history_load(r, st_metadata_get(f, "run"), res, r->ckpt_path,
 				       err);
@@ -423,7 +423,7 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	memset(&r->part.at, 0, sizeof(r->part.at));
-	r->lr_batch = o->optim.batch_size;
+	r->sched.lr_batch = o->optim.batch_size;
 	if (!o->out.checkpoint_dir)
 		return 0;
 	if (r->dp.rank == 0) {
@@ -459,7 +459,7 @@ int loop_report_resumed(run *r, ims_error *err)
 {
 	nn_train_resume *v = &r->part.resume;
 	const uint64_t global = (uint64_t)r->o->optim.batch_size * (uint64_t)r->dp.world;
-	v->lr_peak = nn_lr_peak(&r->lr);
+	v->lr_peak = nn_lr_peak(&r->sched.lr);
 	if (!r->part.complete && v->epoch < r->o->optim.epochs) {
 		v->rest_steps = aug_loader_batches_at(r->data.train, v->position);
 		v->rest_unused = r->data.train_records - v->position - v->rest_steps * global;

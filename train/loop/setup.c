@@ -219,10 +219,10 @@ int loop_open_context(run *r, ims_error *err)
 		r->ctx_ok = 1;
 		set_compute(r);
 	}
-	nn_loss_scale_init(&r->scaler, !strcmp(o->net.precision, "fp16"));
+	nn_loss_scale_init(&r->fp16.scaler, !strcmp(o->net.precision, "fp16"));
 	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->comm.collective_timeout,
 				      "imshard-train", err));
-	RETURN_IF(r->hooks.inf_grad_step && !r->scaler.enabled, err, IMS_EINVAL,
+	RETURN_IF(r->hooks.inf_grad_step && !r->fp16.scaler.enabled, err, IMS_EINVAL,
 		  "cannot inject an infinite gradient without --precision fp16 "
 		  "(only fp16 checks gradients for overflow)");
 	FORWARD_IF_ERR(loop_load_classes(r, err));
@@ -528,7 +528,7 @@ int loop_make_model(run *r, ims_error *err)
  * rate at a point of the data is the uninterrupted run's, and the loop
  * places a resumed epoch's first step where its position falls), and the
  * linear scaling rule follows the global batch: --lr is for one rank at
- * the batch size the run started with (r->lr_batch).
+ * the batch size the run started with (r->sched.lr_batch).
  */
 int loop_setup_schedule(run *r, ims_error *err)
 {
@@ -540,7 +540,7 @@ int loop_setup_schedule(run *r, ims_error *err)
 	nn_lr_opts_init(&lo);
 	/* 1.0 exactly unless the batch changed: the same bits as ever */
 	lo.base_lr = o->optim.no_lr_scaling ? o->optim.lr
-				      : o->optim.lr * ((double)o->optim.batch_size / (double)r->lr_batch);
+				      : o->optim.lr * ((double)o->optim.batch_size / (double)r->sched.lr_batch);
 	lo.world = r->dp.world;
 	lo.no_scaling = o->optim.no_lr_scaling;
 	lo.warmup_steps = (int64_t)llround(o->optim.warmup_epochs *
@@ -559,10 +559,10 @@ int loop_setup_schedule(run *r, ims_error *err)
 					 ? (int64_t)total
 					 : lo.warmup_steps + 1;
 	}
-	FORWARD_IF_ERR(nn_lr_schedule_init(&r->lr, &lo, err));
-	r->total_steps = r->part.at.step;
+	FORWARD_IF_ERR(nn_lr_schedule_init(&r->sched.lr, &lo, err));
+	r->sched.total_steps = r->part.at.step;
 	if (r->part.at.epoch < o->optim.epochs)
-		r->total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
+		r->sched.total_steps += (r->part.at.position ? aug_loader_batches_at(r->data.train,
 									  r->part.at.position)
 						  : r->data.steps_per_epoch) +
 				  (uint64_t)(o->optim.epochs - r->part.at.epoch - 1) *

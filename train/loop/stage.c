@@ -68,7 +68,7 @@ int loop_setup_device(run *r, ims_error *err)
 		st->hctx_ok = 1;
 		/* fp16 decides each step on its loss and gradients, so it
 		 * reads them each step */
-		st->defer_loss = !r->scaler.enabled;
+		st->defer_loss = !r->fp16.scaler.enabled;
 		if (st->defer_loss) {
 			static const nn_tally zero;
 			st->tally = nn_ctx_alloc(&r->ctx, sizeof(nn_tally));

@@ -52,21 +52,21 @@ typedef struct step_io {
  * spoil, made before the first step (no allocation inside one). */
 int loop_setup_overflow(run *r, ims_error *err)
 {
-	if (!r->scaler.enabled)
+	if (!r->fp16.scaler.enabled)
 		return 0;
 	size_t nb, nc;
 	(void)nn_model_buffers(r->m, &nb);
 	(void)nn_model_counters(r->m, &nc);
 	if (nb) {
-		r->saved_buffers = nn_ctx_alloc(&r->ctx, nb * sizeof(float));
-		RETURN_IF(!r->saved_buffers, err, IMS_ENOMEM,
+		r->fp16.saved_buffers = nn_ctx_alloc(&r->ctx, nb * sizeof(float));
+		RETURN_IF(!r->fp16.saved_buffers, err, IMS_ENOMEM,
 			  "cannot keep the model's batch-norm statistics for "
 			  "fp16's overflow check: out of %s memory",
 			  nn_ctx_device(&r->ctx));
 	}
 	if (nc) {
-		r->saved_counters = malloc(nc * sizeof(int64_t));
-		RETURN_IF(!r->saved_counters, err, IMS_ENOMEM,
+		r->fp16.saved_counters = malloc(nc * sizeof(int64_t));
+		RETURN_IF(!r->fp16.saved_counters, err, IMS_ENOMEM,
 			  "cannot keep the model's counters for fp16's overflow "
 			  "check: out of memory");
 	}
@@ -81,11 +81,11 @@ static int step_keep_buffers(run *r, int back, ims_error *err)
 	float *b = nn_model_buffers(r->m, &nb);
 	int64_t *c = nn_model_counters(r->m, &nc);
 	if (nb)
-		FORWARD_IF_ERR(nn_ctx_copy(&r->ctx, back ? b : r->saved_buffers,
-					   back ? r->saved_buffers : b,
+		FORWARD_IF_ERR(nn_ctx_copy(&r->ctx, back ? b : r->fp16.saved_buffers,
+					   back ? r->fp16.saved_buffers : b,
 					   nb * sizeof(float), err));
 	if (nc)
-		memcpy(back ? c : r->saved_counters, back ? r->saved_counters : c,
+		memcpy(back ? c : r->fp16.saved_counters, back ? r->fp16.saved_counters : c,
 		       nc * sizeof(int64_t));
 	return 0;
 }
@@ -102,7 +102,7 @@ static int step_loss(run *r, const aug_batch *b, uint64_t step, step_io *io,
 		     ims_error *err)
 {
 	const float ranks = r->dp.nccl ? 1.0f : (float)r->dp.world;
-	const float scale = nn_loss_scale_value(&r->scaler);
+	const float scale = nn_loss_scale_value(&r->fp16.scaler);
 	io->stats[2] = b->count;
 	if (r->st.defer_loss) {
 		/* the labels are checked here, on the host where they are,
@@ -164,7 +164,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	double c1 = ims_now();
 	iv->comm_s += c1 - c0;
 	int found_inf = 0;
-	if (r->scaler.enabled) {
+	if (r->fp16.scaler.enabled) {
 		if (step + 1 == r->hooks.inf_grad_step) {
 			const float inf = INFINITY;
 			FORWARD_IF_ERR(nn_ctx_to_device(&r->ctx,
@@ -172,7 +172,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 							sizeof(inf), err));
 		}
 		FORWARD_IF_ERR(nn_unscale_check(&r->ctx, g, np,
-						1.0f / nn_loss_scale_value(&r->scaler),
+						1.0f / nn_loss_scale_value(&r->fp16.scaler),
 						&found_inf, err));
 	}
 	double c2 = ims_now();
@@ -180,7 +180,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	io->stats[3] = found_inf;
 	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 5, err));
 	iv->comm_s += ims_now() - c2;
-	const int verdict = nn_loss_scale_check_loss(&r->scaler, io->stats[0]);
+	const int verdict = nn_loss_scale_check_loss(&r->fp16.scaler, io->stats[0]);
 	if (verdict == NN_LOSS_STOP) {
 		/* the loss summed over ranks: every rank stops here alike */
 		loop_failed_alike(r);
@@ -190,7 +190,7 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 				"this step is kept)",
 				isnan(io->stats[0]) ? "NaN" : "infinite",
 				(unsigned long long)step + 1,
-				r->scaler.enabled ? " with the fp16 loss scale at 1" : "");
+				r->fp16.scaler.enabled ? " with the fp16 loss scale at 1" : "");
 	}
 	if (verdict == NN_LOSS_OVERFLOW) {
 		io->stats[3] = 1;
@@ -206,15 +206,15 @@ static int step_update(run *r, uint64_t step, const step_io *io,
 		       loop_interval *iv, ims_error *err)
 {
 	double t0 = ims_now();
-	const float scale = nn_loss_scale_value(&r->scaler);
+	const float scale = nn_loss_scale_value(&r->fp16.scaler);
 	float *p = nn_model_params(r->m, NULL);
 	float *g = nn_model_grads(r->m, NULL);
-	if (nn_loss_scale_update(&r->scaler, io->stats[3] > 0)) {
+	if (nn_loss_scale_update(&r->fp16.scaler, io->stats[3] > 0)) {
 		FORWARD_IF_ERR(nn_optim_step(r->opt, p, g, r->segs, r->nsegs,
-					     nn_lr_at_position(&r->lr, r->sched), err));
+					     nn_lr_at_position(&r->sched.lr, r->sched.pos), err));
 	} else if (r->log.ev.step_skipped) {
 		r->log.ev.step_skipped(r->log.ev.ctx, step + 1, scale,
-				       nn_loss_scale_value(&r->scaler),
+				       nn_loss_scale_value(&r->fp16.scaler),
 				       io->forward_overflow);
 	}
 	if (io->slot >= 0)
@@ -267,7 +267,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(prof_clock(r, prof, &p0, err));
 	nn_model_set_profile(r->m, prof ? &pf->layers : NULL);
 	double t0 = ims_now();
-	if (r->scaler.enabled)
+	if (r->fp16.scaler.enabled)
 		FORWARD_IF_ERR(step_keep_buffers(r, 0, err));
 	/* forward (queued on a device; the loss below waits for it),
 	 * replayed from a recording after a part's first two steps */
@@ -401,7 +401,7 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		iv.wait_s += ims_now() - w0;
 		/* another batch of this epoch follows this one */
 		const int ahead = s + 1 < steps && *step + 1 < max_steps;
-		r->sched = sched0 + (double)s;
+		r->sched.pos = sched0 + (double)s;
 		FORWARD_IF_ERR(train_step(r, &b, *step, ahead, &iv, err));
 		++*step;
 		iv.steps++;

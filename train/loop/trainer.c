@@ -106,7 +106,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	const double startup = r->log.t_part - r->log.t_run;
 	uint64_t step = r->part.at.step;
 	uint64_t max_steps = o->optim.max_steps > 0 ? (uint64_t)o->optim.max_steps : UINT64_MAX;
-	uint64_t all = r->total_steps; /* resume-aware: loop_setup_schedule */
+	uint64_t all = r->sched.total_steps; /* resume-aware: loop_setup_schedule */
 	r->log.step0 = step;
 	r->log.step_end = all < max_steps ? all : max_steps;
 	int stop = step >= max_steps;
@@ -137,8 +137,8 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
 	res->busy_s = r->log.busy_s;
 	res->profile = r->log.prof;
-	res->loss_scale = nn_loss_scale_value(&r->scaler);
-	res->skipped_steps = r->scaler.skipped;
+	res->loss_scale = nn_loss_scale_value(&r->fp16.scaler);
+	res->skipped_steps = r->fp16.scaler.skipped;
 	res->bad_records = r->bad.total;
 	return loop_write_summary(r, res, err);
 }
@@ -155,8 +155,8 @@ static void tear_down(run *r)
 	loop_free_data(r);
 	nn_optim_free(r->opt);
 	if (r->ctx_ok)
-		nn_ctx_free(&r->ctx, r->saved_buffers);
-	free(r->saved_counters);
+		nn_ctx_free(&r->ctx, r->fp16.saved_buffers);
+	free(r->fp16.saved_counters);
 	nn_model_free(r->m);
 	free(r->segs);
 	loop_free_device(r);
@@ -193,9 +193,9 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	else if (!rc)
 		rc = train(&r, res, err);
 	if (rc < 0) {
-		res->failed_ranks = r.failed_ranks;
-		res->failed_here = r.failed_here;
-		res->failed_alike = r.failed_alike;
+		res->failed_ranks = r.failed.ranks;
+		res->failed_here = r.failed.here;
+		res->failed_alike = r.failed.alike;
 	}
 	tear_down(&r);
 	return rc;
