@@ -28,6 +28,8 @@
 #       PATH (and, where Open MPI is among them, what relocates it: its
 #       mpirun and mpicc then work from P): `source P/env.sh &&
 #       scripts/build.sh build` then builds and tests against P.
+#   scripts/setup.sh -h | --help
+#       prints this text.
 #
 # The CUDA toolkit, cuDNN and NCCL are not Debian packages here: they come
 # with NVIDIA's installers (docs/TRAINING.md, "Setting up a GPU machine").
@@ -59,7 +61,7 @@ gpu_runtime=(
 )
 
 die() { echo "setup: $*" >&2; exit 1; }
-usage() { echo "setup: $*" >&2; echo "usage: scripts/setup.sh [--download DIR [--gpu-node | PACKAGE...] | --from DIR [--prefix P]]" >&2; exit 2; }
+usage() { echo "setup: $*" >&2; echo "usage: scripts/setup.sh [--download DIR [--gpu-node | PACKAGE...] | --from DIR [--prefix P]] (see --help)" >&2; exit 2; }
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -247,6 +249,7 @@ case "${1:-}" in
   from "$dir" "$prefix"
   exit 0
   ;;
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 "") ;;
 *) usage "unknown option '$1'" ;;
 esac

@@ -13,6 +13,13 @@ setup="$IMS_SRC/scripts/setup.sh"
 # usage and missing input
 expect 2 bash "$setup" --bogus
 contains "$T/err" "setup: unknown option '--bogus'"
+contains "$T/err" "(see --help)"
+# --help explains every option
+expect 0 bash "$setup" --help
+for o in "--download DIR" "--gpu-node" "PACKAGE" "--from DIR" "--prefix P" "-h | --help"; do
+  contains "$T/out" "$o"
+done
+expect 0 bash "$setup" -h
 expect 2 bash "$setup" --download
 contains "$T/err" "--download needs a folder"
 expect 2 bash "$setup" --from "$T/none" extra
