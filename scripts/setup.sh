@@ -93,14 +93,11 @@ closure() {
   comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$base")
 }
 
+# download DIR GPU_NODE [PACKAGE...]
 download() {
-  local dir=$1 gpu_node=0
-  shift
-  if [ "${1:-}" = "--gpu-node" ]; then
-    [ $# -eq 1 ] || usage "--gpu-node takes no packages: it names its own"
-    gpu_node=1
-    set -- "${gpu_packages[@]}"
-  fi
+  local dir=$1 gpu_node=$2
+  shift 2
+  [ "$gpu_node" = 0 ] || set -- "${gpu_packages[@]}"
   [ $# -gt 0 ] || set -- "${packages[@]}"
   mkdir -p "$dir" || die "cannot create '$dir'"
   local list
@@ -229,30 +226,44 @@ from() {
   unpack "$dir" "${prefix:-$dir/prefix}"
 }
 
-case "${1:-}" in
---download)
-  [ $# -ge 2 ] || usage "--download needs a folder"
-  shift
-  dir=$1
-  shift
-  download "$dir" "$@"
+# Options in any order; a folder option's value is never empty (an empty
+# --prefix would otherwise mean none: as root, an install into the system)
+mode="" dir="" prefix="" gpu_node=0 args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --download | --from | --prefix)
+    [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#-}" = "$2" ] || usage "$1 needs a folder"
+    case "$1" in
+    --prefix) prefix=$2 ;;
+    *)
+      [ -z "$mode" ] || usage "--download and --from do not go together: run one, then the other"
+      mode=${1#--}
+      dir=$2
+      ;;
+    esac
+    shift 2
+    ;;
+  --gpu-node) gpu_node=1; shift ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) usage "unknown option '$1'" ;;
+  *) args+=("$1"); shift ;;
+  esac
+done
+[ "$mode" = from ] || [ -z "$prefix" ] || usage "--prefix goes with --from DIR"
+[ "$mode" = download ] || [ "$gpu_node" = 0 ] || usage "--gpu-node goes with --download DIR"
+case "$mode" in
+download)
+  [ "$gpu_node" = 0 ] || [ ${#args[@]} -eq 0 ] || usage "--gpu-node takes no packages: it names its own"
+  download "$dir" "$gpu_node" "${args[@]}"
   exit 0
   ;;
---from)
-  [ $# -ge 2 ] || usage "--from needs a folder"
-  dir=$2
-  prefix=""
-  if [ $# -ge 3 ]; then
-    [ "$3" = "--prefix" ] && [ $# -eq 4 ] || usage "unexpected arguments after --from '$dir': ${*:3}"
-    prefix=$4
-  fi
+from)
+  [ ${#args[@]} -eq 0 ] || usage "unexpected arguments after --from '$dir': ${args[*]}"
   from "$dir" "$prefix"
   exit 0
   ;;
--h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-"") ;;
-*) usage "unknown option '$1'" ;;
 esac
+[ ${#args[@]} -eq 0 ] || usage "unexpected argument '${args[0]}'"
 
 missing=()
 for p in "${packages[@]}"; do

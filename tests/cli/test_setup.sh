@@ -33,6 +33,23 @@ absent "$T/p0"
 expect 2 bash "$setup" --download "$T/g" --gpu-node liblmdb-dev
 contains "$T/err" "--gpu-node takes no packages: it names its own"
 absent "$T/g"
+# an empty or missing --prefix is refused: taken for none, it would
+# install into the system as root
+expect 2 bash "$setup" --from "$T/empty" --prefix ""
+same "$(head -n1 "$T/err")" "setup: --prefix needs a folder" "(an empty --prefix)"
+expect 2 bash "$setup" --from "$T/empty" --prefix
+same "$(head -n1 "$T/err")" "setup: --prefix needs a folder" "(--prefix without its folder)"
+# a folder that is not given: the next option is not taken for it
+expect 2 bash "$setup" --download --gpu-node
+same "$(head -n1 "$T/err")" "setup: --download needs a folder" "(--download without its folder)"
+# options where they do not belong
+expect 2 bash "$setup" --prefix "$T/p0"
+contains "$T/err" "setup: --prefix goes with --from DIR"
+expect 2 bash "$setup" --from "$T/empty" --gpu-node
+contains "$T/err" "setup: --gpu-node goes with --download DIR"
+expect 2 bash "$setup" --from "$T/empty" --download "$T/g"
+contains "$T/err" "setup: --download and --from do not go together"
+absent "$T/g"
 
 # a folder downloaded into twice: --from takes the files packages.txt
 # names, one each, and says how many others it left out (packages made
@@ -53,6 +70,9 @@ contains "$T/err" "setup: 1 .deb files in '$T/twice' are not in its packages.txt
 contains "$T/err" "unpacked 1 packages into '$T/p1'"
 same "$(cat "$T/p1/usr/share/pkg-a/version")" 1.0 "(the listed package)"
 absent "$T/p1/usr/share/gcc-fake"
+# options in any order
+expect 0 bash "$setup" --prefix "$T/p1b" --from "$T/twice"
+same "$(cat "$T/p1b/usr/share/pkg-a/version")" 1.0 "(--prefix before --from)"
 # two versions of a listed package: which one is meant is not guessed
 mkpkg pkg-a 2.0
 expect 1 bash "$setup" --from "$T/twice" --prefix "$T/p2"
