@@ -142,17 +142,21 @@ relocate_pc() {
 # DIR/packages.txt names, one each, where --download wrote that list (a
 # folder downloaded into twice keeps the first list's files, which may be
 # the toolchain --gpu-node leaves out, or an older version); every .deb
-# in DIR otherwise.
+# in DIR otherwise. The list is read as an editor may leave it: CRLF line
+# ends, blank lines and spaces, a name twice, no newline at the end.
 pick_debs() {
   local dir=$1 p f n_all
+  local -A seen=()
   debs=()
   n_all=$(compgen -G "$dir/*.deb" | wc -l)
   if [ ! -f "$dir/packages.txt" ]; then
     debs=("$dir"/*.deb)
     return
   fi
-  while IFS= read -r p; do
-    [ -n "$p" ] || continue
+  while IFS= read -r p || [ -n "$p" ]; do
+    p=${p//[[:space:]]/}
+    [ -n "$p" ] && [ -z "${seen[$p]:-}" ] || continue
+    seen[$p]=1
     local found=()
     for f in "$dir/${p}"_*.deb; do
       [ -e "$f" ] && found+=("$f")

@@ -54,12 +54,12 @@ absent "$T/g"
 # a folder downloaded into twice: --from takes the files packages.txt
 # names, one each, and says how many others it left out (packages made
 # here with dpkg-deb, one file each)
-mkpkg() { # NAME VERSION
-  local d="$T/src-$1-$2"
-  mkdir -p "$d/DEBIAN" "$d/usr/share/$1"
+mkpkg() { # NAME VERSION [FOLDER (default $T/twice)]
+  local d="$T/src-$1-$2" to=${3:-$T/twice}
+  mkdir -p "$d/DEBIAN" "$d/usr/share/$1" "$to"
   printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' "$1" "$2" >"$d/DEBIAN/control"
   echo "$2" >"$d/usr/share/$1/version"
-  dpkg-deb -b "$d" "$T/twice/${1}_${2}_all.deb" >/dev/null
+  dpkg-deb -b "$d" "$to/${1}_${2}_all.deb" >/dev/null
 }
 mkdir -p "$T/twice"
 mkpkg pkg-a 1.0
@@ -82,6 +82,14 @@ rm "$T/twice"/pkg-a_*.deb
 expect 1 bash "$setup" --from "$T/twice" --prefix "$T/p3"
 same "$(cat "$T/err")" "setup: cannot install from '$T/twice': packages.txt names pkg-a, and there is no pkg-a_*.deb" "(a listed package missing)"
 absent "$T/p3"
+
+# packages.txt as an editor may leave it: CRLF line ends, blank lines and
+# spaces, a name twice, no newline after the last name: each package once
+for p in pkg-a pkg-b pkg-c; do mkpkg $p 1.0 "$T/edited"; done
+printf 'pkg-a\r\n\r\n  pkg-b \r\npkg-a\npkg-c' >"$T/edited/packages.txt"
+expect 0 bash "$setup" --from "$T/edited" --prefix "$T/pe"
+same "$(cat "$T/err")" "setup: unpacked 3 packages into '$T/pe'; build with: source '$T/pe/env.sh' && scripts/build.sh build" "(an edited packages.txt)"
+same "$(cat "$T"/pe/usr/share/pkg-*/version | tr '\n' ' ')" "1.0 1.0 1.0 " "(every package it names)"
 
 # jpeglib.h takes the library's version from jconfig.h: headers whose
 # jconfig.h is another libjpeg's than the library found (the prefix's
