@@ -21,6 +21,9 @@
 #       takes the .deb files DIR/packages.txt names (one of each: a folder
 #       downloaded into twice keeps the first list's files, which are left
 #       out and counted), or every .deb in DIR where there is no list.
+#       Each is checked first (whole, and for this machine's architecture
+#       or all): a damaged or foreign file stops it before anything is
+#       installed or unpacked.
 #       As root without --prefix: installs DIR's packages (apt-get, no
 #       network). Otherwise unpacks them into P (default DIR/prefix; dpkg -x,
 #       no root), points their pkg-config files at P and writes P/env.sh,
@@ -170,13 +173,38 @@ pick_debs() {
     echo "setup: $((n_all - ${#debs[@]})) .deb files in '$dir' are not in its packages.txt: left out" >&2
 }
 
+# check_debs DIR: each file of debs is whole (its contents read to the
+# end), and a package of all architectures or of this machine's: checked
+# before anything is installed or unpacked, so that a copy cut short, a
+# file renamed .deb or another machine's package stops --from with its
+# name, and a prefix an earlier --from made stays as it was.
+check_debs() {
+  local dir=$1 host deb arch why
+  command -v dpkg-deb >/dev/null ||
+    die "cannot install from '$dir': dpkg-deb is missing (the packages are Debian's: dpkg unpacks them)"
+  host=$(dpkg --print-architecture)
+  for deb in "${debs[@]}"; do
+    why=""
+    if ! arch=$(dpkg-deb -f "$deb" Architecture 2>/dev/null) || ! why=$(dpkg-deb --fsys-tarfile "$deb" 2>&1 >/dev/null); then
+      [ -n "$why" ] || why=$(dpkg-deb -f "$deb" Architecture 2>&1 >/dev/null || true)
+      die "cannot install from '$dir': '${deb##*/}' is cut short or not a Debian package (copy it again; dpkg-deb says: $(printf '%s\n' "$why" | sed -n '1s/.*: //p'))"
+    fi
+    [ "$arch" = all ] || [ "$arch" = "$host" ] ||
+      die "cannot install from '$dir': '${deb##*/}' is a package for $arch, and this machine is $host (download the packages where dpkg --print-architecture says $host)"
+  done
+}
+
 unpack() {
   local dir=$1 prefix=$2 deb
   mkdir -p "$prefix" || die "cannot create '$prefix'"
   prefix=$(cd "$prefix" && pwd)
-  local n=0
+  # an earlier env.sh goes first: a prefix this run leaves unfinished
+  # (a full disk, say) has none, and does not look ready
+  rm -f "$prefix/env.sh"
+  local n=0 why
   for deb in "${debs[@]}"; do
-    dpkg -x "$deb" "$prefix" || die "cannot unpack '$deb' into '$prefix'"
+    why=$(dpkg -x "$deb" "$prefix" 2>&1) ||
+      die "cannot unpack '$deb' into '$prefix', which is left unfinished without env.sh: $(printf '%s\n' "$why" | tail -n1)"
     n=$((n + 1))
   done
   relocate_pc "$prefix"
@@ -212,6 +240,7 @@ from() {
   compgen -G "$dir/*.deb" >/dev/null || die "cannot install from '$dir': it holds no .deb files (made by scripts/setup.sh --download)"
   dir=$(cd "$dir" && pwd) # apt-get takes a file for a package only by its path
   pick_debs "$dir"
+  check_debs "$dir"
   if [ -z "$prefix" ] && [ "$(id -u)" -eq 0 ]; then
     local log
     log=$(mktemp)

@@ -54,12 +54,12 @@ absent "$T/g"
 # a folder downloaded into twice: --from takes the files packages.txt
 # names, one each, and says how many others it left out (packages made
 # here with dpkg-deb, one file each)
-mkpkg() { # NAME VERSION [FOLDER (default $T/twice)]
-  local d="$T/src-$1-$2" to=${3:-$T/twice}
+mkpkg() { # NAME VERSION [FOLDER (default $T/twice) [ARCHITECTURE (default all)]]
+  local d="$T/src-$1-$2" to=${3:-$T/twice} arch=${4:-all}
   mkdir -p "$d/DEBIAN" "$d/usr/share/$1" "$to"
-  printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' "$1" "$2" >"$d/DEBIAN/control"
+  printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: t <t@t>\nDescription: t\n' "$1" "$2" "$arch" >"$d/DEBIAN/control"
   echo "$2" >"$d/usr/share/$1/version"
-  dpkg-deb -b "$d" "$to/${1}_${2}_all.deb" >/dev/null
+  dpkg-deb -b "$d" "$to/${1}_${2}_$arch.deb" >/dev/null
 }
 mkdir -p "$T/twice"
 mkpkg pkg-a 1.0
@@ -90,6 +90,29 @@ printf 'pkg-a\r\n\r\n  pkg-b \r\npkg-a\npkg-c' >"$T/edited/packages.txt"
 expect 0 bash "$setup" --from "$T/edited" --prefix "$T/pe"
 same "$(cat "$T/err")" "setup: unpacked 3 packages into '$T/pe'; build with: source '$T/pe/env.sh' && scripts/build.sh build" "(an edited packages.txt)"
 same "$(cat "$T"/pe/usr/share/pkg-*/version | tr '\n' ' ')" "1.0 1.0 1.0 " "(every package it names)"
+
+# a damaged or foreign file stops --from before anything is unpacked: a
+# copy cut short (its contents end early), a text file named .deb, another
+# architecture's package; a prefix an earlier --from made stays as it was
+host=$(dpkg --print-architecture)
+other=$([ "$host" = arm64 ] && echo amd64 || echo arm64)
+for bad in short text foreign; do
+  rm -rf "$T/bad"
+  cp -r "$T/edited" "$T/bad"
+  case $bad in
+  short) head -c -40 "$T/edited/pkg-b_1.0_all.deb" >"$T/bad/pkg-b_1.0_all.deb" ;;
+  text) echo "not a package" >"$T/bad/pkg-b_1.0_all.deb" ;;
+  foreign) rm "$T/bad/pkg-b_1.0_all.deb" && mkpkg pkg-b 1.0 "$T/bad" "$other" ;;
+  esac
+  expect 1 bash "$setup" --from "$T/bad" --prefix "$T/pe"
+  case $bad in
+  foreign) same "$(cat "$T/err")" "setup: cannot install from '$T/bad': 'pkg-b_1.0_$other.deb' is a package for $other, and this machine is $host (download the packages where dpkg --print-architecture says $host)" "(another architecture's package)" ;;
+  *) same "$(sed 's/ dpkg-deb says: .*//' "$T/err")" "setup: cannot install from '$T/bad': 'pkg-b_1.0_all.deb' is cut short or not a Debian package (copy it again;" "($bad)" ;;
+  esac
+  same "$(wc -l <"$T/err")" 1 "($bad: one line)"
+  same "$(cat "$T/pe/usr/share/pkg-b/version")" 1.0 "($bad: the earlier prefix untouched)"
+  exists "$T/pe/env.sh"
+done
 
 # jpeglib.h takes the library's version from jconfig.h: headers whose
 # jconfig.h is another libjpeg's than the library found (the prefix's
