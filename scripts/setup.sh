@@ -26,7 +26,9 @@
 #       installed or unpacked.
 #       As root without --prefix: installs DIR's packages (apt-get, no
 #       network). Otherwise unpacks them into P (default DIR/prefix; dpkg -x,
-#       no root), points their pkg-config files at P and writes P/env.sh,
+#       no root; its path of letters, digits and / ( ) + , . = @ ^ _ ~ -
+#       only, which pkg-config passes on unchanged), points their
+#       pkg-config files at P and writes P/env.sh,
 #       which sets CMAKE_PREFIX_PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH and
 #       PATH (and, where Open MPI is among them, what relocates it: its
 #       mpirun and mpicc then work from P): `source P/env.sh &&
@@ -195,7 +197,15 @@ check_debs() {
 }
 
 unpack() {
-  local dir=$1 prefix=$2 deb
+  local dir=$1 prefix=$2 deb abs odd
+  # The prefix's path goes into the .pc files, which pkg-config splits at
+  # a space and passes on mangled where it holds & # ' " \ * ; ! % [ ] < >
+  # ? { } | ` or a non-ASCII byte (seen with pkgconf 1.8), into env.sh
+  # between double quotes ($) and into colon-separated lists (:).
+  case "$prefix" in /*) abs=$prefix ;; *) abs=$PWD/$prefix ;; esac
+  odd=$(printf '%s' "$abs" | LC_ALL=C tr -d 'A-Za-z0-9/()+,.=@^_~-')
+  [ -z "$odd" ] ||
+    die "cannot unpack into '$abs': its path holds '$odd' (pkg-config and env.sh take letters, digits and / ( ) + , . = @ ^ _ ~ - only); name another with --prefix"
   mkdir -p "$prefix" || die "cannot create '$prefix'"
   prefix=$(cd "$prefix" && pwd)
   # an earlier env.sh goes first: a prefix this run leaves unfinished

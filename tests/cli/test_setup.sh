@@ -91,6 +91,23 @@ expect 0 bash "$setup" --from "$T/edited" --prefix "$T/pe"
 same "$(cat "$T/err")" "setup: unpacked 3 packages into '$T/pe'; build with: source '$T/pe/env.sh' && scripts/build.sh build" "(an edited packages.txt)"
 same "$(cat "$T"/pe/usr/share/pkg-*/version | tr '\n' ' ')" "1.0 1.0 1.0 " "(every package it names)"
 
+# a prefix whose path pkg-config or env.sh would garble (pkg-config splits
+# a path at a space and mangles & # ' and the like; env.sh would expand $;
+# a colon splits PATH) is refused before anything is written; DIR itself
+# may hold them, its default prefix not
+for odd in "a space" "amp&" "hash#" 'dollar$HOME' 'quote"' "colon:x" "accent-é"; do
+  expect 1 bash "$setup" --from "$T/edited" --prefix "$T/$odd"
+  same "$(sed 's/ (pkg-config .*//' "$T/err")" "setup: cannot unpack into '$T/$odd': its path holds '$(printf '%s' "$odd" | LC_ALL=C tr -d 'A-Za-z0-9/()+,.=@^_~-')'" "(a prefix with '$odd')"
+  absent "$T/$odd"
+done
+cp -r "$T/edited" "$T/my debs"
+expect 1 bash "$setup" --from "$T/my debs" --prefix "$T/my debs/prefix"
+contains "$T/err" "setup: cannot unpack into '$T/my debs/prefix': its path holds ' '"
+contains "$T/err" "name another with --prefix"
+absent "$T/my debs/prefix"
+expect 0 bash "$setup" --from "$T/my debs" --prefix "$T/p-(1)_x+y"
+contains "$T/p-(1)_x+y/env.sh" "export PATH=\"$T/p-(1)_x+y/usr/bin:\$PATH\""
+
 # a damaged or foreign file stops --from before anything is unpacked: a
 # copy cut short (its contents end early), a text file named .deb, another
 # architecture's package; a prefix an earlier --from made stays as it was
