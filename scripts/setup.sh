@@ -252,18 +252,26 @@ from() {
   pick_debs "$dir"
   check_debs "$dir"
   if [ -z "$prefix" ] && [ "$(id -u)" -eq 0 ]; then
-    local log
+    local log parts
     log=$(mktemp)
+    parts=$(mktemp -d)
     export DEBIAN_FRONTEND=noninteractive
     echo "setup: installing ${#debs[@]} packages from '$dir'" >&2
-    # local files only: --no-download fails rather than reach an archive
-    if ! apt-get install -y -qq --no-download --no-install-recommends "${debs[@]}" >/dev/null 2>"$log"; then
+    # local files only: with no package source (and its own cache, not the
+    # system's), apt-get sees DIR's files and what is installed, and has no
+    # archive to reach. (--no-download would say the same, but apt 2.6
+    # then refuses every local file: "Internal Error, Pathname to install
+    # is not absolute", and where the lists name the same version it
+    # takes the archive's file and cannot fetch it.)
+    if ! apt-get install -y -qq --no-install-recommends -o Dir::Etc::SourceList=/dev/null \
+      -o Dir::Etc::SourceParts="$parts" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+      "${debs[@]}" >/dev/null 2>"$log"; then
       local why
       why=$(grep -m1 '^E:' "$log" || tail -1 "$log")
-      rm -f "$log"
+      rm -rf "$log" "$parts"
       die "cannot install the packages in '$dir': $why"
     fi
-    rm -f "$log"
+    rm -rf "$log" "$parts"
     return
   fi
   unpack "$dir" "${prefix:-$dir/prefix}"

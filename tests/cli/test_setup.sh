@@ -91,6 +91,21 @@ expect 0 bash "$setup" --from "$T/edited" --prefix "$T/pe"
 same "$(cat "$T/err")" "setup: unpacked 3 packages into '$T/pe'; build with: source '$T/pe/env.sh' && scripts/build.sh build" "(an edited packages.txt)"
 same "$(cat "$T"/pe/usr/share/pkg-*/version | tr '\n' ' ')" "1.0 1.0 1.0 " "(every package it names)"
 
+# as root without --prefix: apt-get installs the folder's files, with no
+# package source to reach (here apt-get only prints the dpkg calls it
+# would make: Debug::pkgDPkgPM, nothing installed)
+if [ "$(id -u)" = 0 ] && ! dpkg -s pkg-a >/dev/null 2>&1; then
+  mkdir -p "$T/bin"
+  printf '#!/bin/sh\nexec /usr/bin/apt-get -o Debug::pkgDPkgPM=true "$@"\n' >"$T/bin/apt-get"
+  chmod +x "$T/bin/apt-get"
+  expect 0 env PATH="$T/bin:$PATH" bash "$setup" --from "$T/edited"
+  same "$(cat "$T/err")" "setup: installing 3 packages from '$T/edited'" "(as root, into the system)"
+  run dpkg -s pkg-a
+  same "$rc" 1 "(nothing installed by the check)"
+else
+  echo "cli_setup: not root: --from without --prefix (apt-get install) not checked"
+fi
+
 # a prefix whose path pkg-config or env.sh would garble (pkg-config splits
 # a path at a space and mangles & # ' and the like; env.sh would expand $;
 # a colon splits PATH) is refused before anything is written; DIR itself
