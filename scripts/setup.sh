@@ -131,16 +131,20 @@ download() {
   echo "setup: $n packages ($(du -sh "$dir" | cut -f1)) in '$dir'; on the machine without the archive: scripts/setup.sh --from '$dir'" >&2
 }
 
-# Every .pc file under the prefix names /usr as Debian installed it:
-# relocate those paths into the prefix, so pkg-config (and CMake through
-# it) hands the compiler the prefix's headers and libraries.
+# relocate_pc PREFIX PC...: the packages' .pc files name /usr as Debian
+# installed it: relocate those paths into the prefix, so pkg-config (and
+# CMake through it) hands the compiler the prefix's headers and libraries.
+# Only the files the packages brought (links left alone): a prefix shared
+# with other software (~/.local, say) keeps its other .pc files as they are.
 relocate_pc() {
   local prefix=$1 pc
-  while IFS= read -r -d '' pc; do
+  shift
+  for pc in "$@"; do
+    [ -f "$pc" ] && [ ! -L "$pc" ] || continue
     sed -i -E \
       -e "s#^([A-Za-z_]+)=/usr(/|\$)#\\1=${prefix}/usr\\2#" \
       -e "s#(-[IL])/usr/#\\1${prefix}/usr/#g" "$pc"
-  done < <(find "$prefix" -name '*.pc' -type f -print0)
+  done
 }
 
 # pick_debs DIR: fills the array `debs` with the .deb files to install: those
@@ -211,13 +215,17 @@ unpack() {
   # an earlier env.sh goes first: a prefix this run leaves unfinished
   # (a full disk, say) has none, and does not look ready
   rm -f "$prefix/env.sh"
-  local n=0 why
+  local n=0 out f pcs=()
   for deb in "${debs[@]}"; do
-    why=$(dpkg -x "$deb" "$prefix" 2>&1) ||
-      die "cannot unpack '$deb' into '$prefix', which is left unfinished without env.sh: $(printf '%s\n' "$why" | tail -n1)"
+    # dpkg-deb -X is dpkg -x that names the files it unpacks
+    out=$(dpkg-deb -X "$deb" "$prefix" 2>&1) ||
+      die "cannot unpack '$deb' into '$prefix', which is left unfinished without env.sh: $(printf '%s\n' "$out" | tail -n1)"
+    while IFS= read -r f; do
+      case "$f" in *.pc) pcs+=("$prefix/${f#./}") ;; esac
+    done <<<"$out"
     n=$((n + 1))
   done
-  relocate_pc "$prefix"
+  relocate_pc "$prefix" "${pcs[@]}"
   local arch
   arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
   cat >"$prefix/env.sh.tmp" <<EOF

@@ -56,9 +56,10 @@ absent "$T/g"
 # here with dpkg-deb, one file each)
 mkpkg() { # NAME VERSION [FOLDER (default $T/twice) [ARCHITECTURE (default all)]]
   local d="$T/src-$1-$2" to=${3:-$T/twice} arch=${4:-all}
-  mkdir -p "$d/DEBIAN" "$d/usr/share/$1" "$to"
+  mkdir -p "$d/DEBIAN" "$d/usr/share/$1" "$d/usr/lib/pkgconfig" "$to"
   printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: t <t@t>\nDescription: t\n' "$1" "$2" "$arch" >"$d/DEBIAN/control"
   echo "$2" >"$d/usr/share/$1/version"
+  printf 'prefix=/usr\nlibdir=${prefix}/lib\nName: %s\nDescription: t\nVersion: %s\nCflags: -I/usr/include/%s\nLibs: -L${libdir} -l%s\n' "$1" "$2" "$1" "$1" >"$d/usr/lib/pkgconfig/$1.pc"
   dpkg-deb -b "$d" "$to/${1}_${2}_$arch.deb" >/dev/null
 }
 mkdir -p "$T/twice"
@@ -70,6 +71,18 @@ contains "$T/err" "setup: 1 .deb files in '$T/twice' are not in its packages.txt
 contains "$T/err" "unpacked 1 packages into '$T/p1'"
 same "$(cat "$T/p1/usr/share/pkg-a/version")" 1.0 "(the listed package)"
 absent "$T/p1/usr/share/gcc-fake"
+# its pkg-config file points at the prefix
+contains "$T/p1/usr/lib/pkgconfig/pkg-a.pc" "prefix=$T/p1/usr"
+contains "$T/p1/usr/lib/pkgconfig/pkg-a.pc" "Cflags: -I$T/p1/usr/include/pkg-a"
+# and only the packages' own: another's in a prefix shared with other
+# software (--prefix ~/.local, say) is left as it is
+mkdir -p "$T/shared/lib/pkgconfig" "$T/shared/usr/lib/pkgconfig"
+printf 'prefix=/usr\nCflags: -I/usr/include/other\n' | tee "$T/shared/lib/pkgconfig/other.pc" >"$T/shared/usr/lib/pkgconfig/other.pc"
+expect 0 bash "$setup" --from "$T/twice" --prefix "$T/shared"
+contains "$T/shared/usr/lib/pkgconfig/pkg-a.pc" "prefix=$T/shared/usr"
+for pc in "$T/shared/lib/pkgconfig/other.pc" "$T/shared/usr/lib/pkgconfig/other.pc"; do
+  same "$(cat "$pc" | tr '\n' ' ')" "prefix=/usr Cflags: -I/usr/include/other " "(another's .pc in the prefix)"
+done
 # options in any order
 expect 0 bash "$setup" --prefix "$T/p1b" --from "$T/twice"
 same "$(cat "$T/p1b/usr/share/pkg-a/version")" 1.0 "(--prefix before --from)"
