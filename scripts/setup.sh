@@ -226,8 +226,13 @@ unpack() {
     n=$((n + 1))
   done
   relocate_pc "$prefix" "${pcs[@]}"
+  # the multiarch folder of the packages' libraries (x86_64-linux-gnu):
+  # dpkg-architecture's (dpkg-dev), else the one the packages made (a GPU
+  # machine seldom has dpkg-dev), else uname's where they made none
   local arch
-  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null) || arch=""
+  [ -n "$arch" ] || arch=$(cd "$prefix/usr/lib" 2>/dev/null && ls -d -- *-linux-gnu* 2>/dev/null | head -n1) || true
+  [ -n "$arch" ] || arch="$(uname -m)-linux-gnu"
   cat >"$prefix/env.sh.tmp" <<EOF
 # imshard's build dependencies unpacked by scripts/setup.sh --from
 export CMAKE_PREFIX_PATH="$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"

@@ -159,6 +159,21 @@ for bad in short text foreign; do
   exists "$T/pe/env.sh"
 done
 
+# the multiarch folder env.sh names is where the packages put their
+# libraries, also without dpkg-architecture (dpkg-dev, which a GPU
+# machine seldom has): not guessed as x86_64's (here an arm64 machine's
+# packages, made as architecture all)
+d="$T/src-arm"
+mkdir -p "$d/DEBIAN" "$d/usr/lib/aarch64-linux-gnu/pkgconfig" "$T/arm" "$T/nodev"
+printf 'Package: libarm\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' >"$d/DEBIAN/control"
+printf 'prefix=/usr\nName: arm\nDescription: t\nVersion: 1\n' >"$d/usr/lib/aarch64-linux-gnu/pkgconfig/arm.pc"
+dpkg-deb -b "$d" "$T/arm/libarm_1_all.deb" >/dev/null
+printf '#!/bin/sh\necho "dpkg-architecture: not found" >&2\nexit 127\n' >"$T/nodev/dpkg-architecture"
+chmod +x "$T/nodev/dpkg-architecture"
+expect 0 env PATH="$T/nodev:$PATH" bash "$setup" --from "$T/arm" --prefix "$T/parm"
+contains "$T/parm/env.sh" "export PKG_CONFIG_PATH=\"$T/parm/usr/lib/aarch64-linux-gnu/pkgconfig:"
+contains "$T/parm/env.sh" "export LD_LIBRARY_PATH=\"$T/parm/usr/lib/aarch64-linux-gnu:"
+
 # jpeglib.h takes the library's version from jconfig.h: headers whose
 # jconfig.h is another libjpeg's than the library found (the prefix's
 # jpeglib.h beside a GPU machine's own jconfig.h, say) stop the configure
