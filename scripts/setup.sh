@@ -89,12 +89,14 @@ resolve() {
 # installing an older copy of it over a newer one would downgrade it.
 closure() {
   local want base
-  want=$(resolve "$@")
+  # (closure runs in a command substitution, where set -e is off: a
+  # resolve that stopped stops it too)
+  want=$(resolve "$@") || exit 1
   [ -n "$want" ] || die "cannot resolve the packages' dependencies: apt-get listed none (run apt-get update)"
   # shellcheck disable=SC2046
   base=$(resolve $(apt-cache dumpavail | awk '
     /^Package: / {p = $2}
-    /^Priority: (required|important)$/ || /^Essential: yes$/ {print p}' | sort -u))
+    /^Priority: (required|important)$/ || /^Essential: yes$/ {print p}' | sort -u)) || exit 1
   comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$base")
 }
 
@@ -104,8 +106,8 @@ download() {
   shift 2
   [ "$gpu_node" = 0 ] || set -- "${gpu_packages[@]}"
   [ $# -gt 0 ] || set -- "${packages[@]}"
-  mkdir -p "$dir" || die "cannot create '$dir'"
-  local list
+  [ ! -e "$dir" ] || [ -d "$dir" ] || die "cannot download into '$dir': it is not a folder"
+  local list why
   list=$(closure "$@")
   if [ $gpu_node -eq 1 ]; then
     # the toolchain's closure less what the libraries need at run time:
@@ -115,6 +117,9 @@ download() {
     toolchain=$(comm -23 <(resolve build-essential gfortran) <(resolve "${gpu_runtime[@]}"))
     list=$(comm -23 <(printf '%s\n' "$list") <(printf '%s\n' "$toolchain"))
   fi
+  # made once the packages resolve: a name the archive lacks leaves none
+  why=$(mkdir -p "$dir" 2>&1) || die "cannot create '$dir': ${why##*: }"
+  [ -w "$dir" ] || die "cannot download into '$dir': it is not writable"
   local n
   n=$(printf '%s\n' "$list" | wc -l)
   echo "setup: downloading $n packages into '$dir'" >&2

@@ -33,6 +33,14 @@ absent "$T/p0"
 expect 2 bash "$setup" --download "$T/g" --gpu-node liblmdb-dev
 contains "$T/err" "--gpu-node takes no packages: it names its own"
 absent "$T/g"
+# --download into a file, or of a package the archive does not have:
+# one line, nothing made
+touch "$T/afile"
+expect 1 bash "$setup" --download "$T/afile" liblmdb-dev
+same "$(cat "$T/err")" "setup: cannot download into '$T/afile': it is not a folder" "(--download into a file)"
+expect 1 bash "$setup" --download "$T/nd" no-such-package-imshard
+same "$(cat "$T/err")" "setup: cannot resolve the packages' dependencies: E: Unable to locate package no-such-package-imshard" "(an unknown package)"
+absent "$T/nd"
 # an empty or missing --prefix is refused: taken for none, it would
 # install into the system as root
 expect 2 bash "$setup" --from "$T/empty" --prefix ""
