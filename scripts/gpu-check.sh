@@ -34,7 +34,8 @@
 #  8. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
 #                  torch with CUDA imports), its results.json kept
 #
-# Writes results.tsv in --out (DIR/gpu-check by default: one line per
+# Writes results.tsv in --out (DIR/gpu-check by default; a new or empty
+# folder, or one an earlier gpu-check wrote: one line per
 # check run: name, pass, fail or not-run, seconds, detail; a header names
 # the GPU, driver, commit and the groups run) with each check's logs
 # beside it, prints a summary, and exits 0 when nothing failed, 1
@@ -101,6 +102,14 @@ want() { case " $run_groups " in *" $1 "*) return 0 ;; esac; return 1; }
 case "$build" in /*) ;; *) build="$repo/$build" ;; esac
 [ -n "$out" ] || out="$build/gpu-check"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+# --out is the checks' own: each removes its logs and data there by name
+# (data/, build.log, ...) before it runs, so a folder of other things is
+# refused rather than have a "data" of its own replaced
+if [ -e "$out" ]; then
+  [ -d "$out" ] || usage "--out '$out' is not a folder"
+  [ -z "$(ls -A "$out")" ] || head -n1 "$out/results.tsv" 2>/dev/null | grep -q '^# imshard gpu-check' ||
+    usage "--out '$out' holds files of its own (not an earlier gpu-check's results.tsv), which the checks' logs and data could replace: name a new or empty folder"
+fi
 # without the build group, the folder must hold a CUDA build already
 if ! want build; then
   grep -q 'CUDA backend ON' "$build.configure.log" 2>/dev/null && [ -x "$build/tools/imshard-train" ] ||

@@ -46,6 +46,35 @@ absent "$T/b2"
 # one GPU listed, no driver: the groups asked for run on the build there
 # (no build group: nothing built), each check failing with its line
 printf '#!/bin/sh\ncase "$1" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;; *) echo "0, NVIDIA H100 80GB HBM3, 81559 MiB, 580.65.06" ;; esac\n' >"$fake/nvidia-smi"
+
+# a stand-in CUDA build (its configure log says so; its imshard-train
+# fails as on a machine without a driver, after FAKE_SLEEP seconds), so
+# that what follows needs neither CUDA nor a GPU
+fb="$T/fb"
+mkdir -p "$fb/tools"
+echo "-- imshard: CUDA backend ON" >"$fb.configure.log"
+printf '#!/bin/sh\nexit 0\n' >"$fb/tools/imshard"
+printf '#!/bin/sh\nsleep "${FAKE_SLEEP:-0}"\necho "imshard: cannot use --device cuda: no NVIDIA driver" >&2\nexit 1\n' >"$fb/tools/imshard-train"
+chmod +x "$fb/tools/imshard" "$fb/tools/imshard-train"
+# --out naming a folder of other things: the checks' logs and data
+# (data/, build.log, ...) would replace what is there under those names.
+# Refused before anything runs, as is a file; an earlier gpu-check's
+# folder (its results.tsv) or an empty one is used
+mkdir -p "$T/mine/data"
+echo keep >"$T/mine/data/notes.txt"
+expect 2 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/mine" --only errors
+same "$(cat "$T/err")" "gpu-check: --out '$T/mine' holds files of its own (not an earlier gpu-check's results.tsv), which the checks' logs and data could replace: name a new or empty folder" "(--out a folder of other things)"
+same "$(cat "$T/mine/data/notes.txt")" keep "(its files kept)"
+absent "$T/mine/results.tsv"
+touch "$T/ofile"
+expect 2 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/ofile" --only errors
+same "$(cat "$T/err")" "gpu-check: --out '$T/ofile' is not a folder" "(--out a file)"
+mkdir "$T/o0"
+expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only errors
+contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
+expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only errors
+contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
+
 build=$(dirname "$(dirname "$IMSHARD")")
 if grep -q 'CUDA backend ON' "$build.configure.log" 2>/dev/null; then
   res="$T/o/results.tsv"
