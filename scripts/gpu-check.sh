@@ -37,7 +37,9 @@
 # Writes results.tsv in --out (DIR/gpu-check by default; a new or empty
 # folder, or one an earlier gpu-check wrote: one line per
 # check run: name, pass, fail or not-run, seconds, detail; a header names
-# the GPU, driver, commit and the groups run) with each check's logs
+# the GPU, driver, commit and the groups run; the last line is the tally,
+# "# end: ...", or "# interrupted by SIGINT ..." where a signal stopped
+# the run part-way, which then exits 128 + the signal's number) with each check's logs
 # beside it, prints a summary, and exits 0 when nothing failed, 1
 # otherwise; a check run again replaces its own logs and leaves the
 # others'. Without a GPU (nvidia-smi lists none) it exits 1 at once with
@@ -180,6 +182,27 @@ results="$out/results.tsv"
   printf '# check\tstatus\tseconds\tdetail\n'
 } >"$results"
 
+# A run stopped part-way (Ctrl-C, the end of a session) says so as the
+# last line of results.tsv, which is otherwise the tally ("# end: ..."):
+# a file with neither was cut off harder (SIGKILL, a lost machine). The
+# ranks group's mpirun and stopped rank go too (a background job does
+# not get the terminal's SIGINT).
+group=""
+launcher=""
+victim=""
+exec {stderr}>&2 # the trap may run inside a check's redirection
+stopped() {
+  trap - INT TERM HUP
+  [ -z "$launcher" ] || kill "$launcher" 2>/dev/null || true
+  [ -z "$victim" ] || kill -KILL "$victim" 2>/dev/null || true
+  echo "# interrupted by SIG$1${group:+ in the $group group}: the check it ran and the groups after it did not finish" >>"$results"
+  echo "gpu-check: interrupted by SIG$1${group:+ in the $group group} after $passed passed, $failed failed, $notrun not run; results in $results are not a whole run" >&"$stderr"
+  exit $((128 + $2))
+}
+trap 'stopped INT 2' INT
+trap 'stopped TERM 15' TERM
+trap 'stopped HUP 1' HUP
+
 failed=0
 passed=0
 notrun=0
@@ -205,6 +228,7 @@ check_build() {
     record build pass "$(since "$t")" "$(grep -o 'imshard: MPI.*' "$build.configure.log" | head -1)"
   else
     record build fail "$(since "$t")" "$(first_line "$out/build.log")"
+    echo "# end: the build failed; nothing else ran" >>"$results"
     echo "gpu-check: the build failed: nothing else can run (log: $out/build.log); results in $results" >&2
     exit 1
   fi
@@ -248,6 +272,7 @@ make_data() {
   "$imshard" sample "$data/images" --classes 4 --per-class 40 --quiet >"$out/data.log" 2>&1 &&
     "$imshard" convert folder "$data/images" -o "$data/packed" --val-ratio 0.25 --seed 1 --quiet >>"$out/data.log" 2>&1 || {
     record data fail 0 "$(first_line "$out/data.log")"
+    echo "# end: no data for the runs; nothing else ran" >>"$results"
     exit 1
   }
 }
@@ -431,6 +456,7 @@ check_ranks() {
       if [ -z "$victim" ] || [ -z "$survivor" ]; then
         kill "$launcher" 2>/dev/null || true
         wait "$launcher" 2>/dev/null || true
+        launcher=""
         record "nccl_timeout_graphs_$g" fail "$(since "$t")" "the two ranks did not start training: $(first_line "$d.err")"
         continue
       fi
@@ -444,6 +470,7 @@ check_ranks() {
       kill -KILL "$victim" 2>/dev/null || true
       [ "$rc" = 0 ] || kill -KILL "$survivor" 2>/dev/null || true
       wait "$launcher" 2>/dev/null || true
+      launcher="" victim=""
       if [ "$rc" != 0 ]; then
         record "nccl_timeout_graphs_$g" fail "$waited" "rank 0 still ran $((limit + 60)) s after rank 1 stopped (--collective-timeout $limit)"
       elif grep -qE "rank 0:? waited" "$d.err"; then
@@ -480,11 +507,13 @@ check_bench() {
 # --- the groups asked for, in order ------------------------------------------------
 data_made=0
 for g in $run_groups; do
+  group=$g
   case "$g" in
   models | resume | graphs | errors | ranks) [ "$data_made" = 1 ] || { make_data; data_made=1; } ;;
   esac
   "check_${g//-/_}"
 done
 
+echo "# end: $passed passed, $failed failed, $notrun not run" >>"$results"
 echo "gpu-check: $passed passed, $failed failed, $notrun not run; results in $results" >&2
 [ "$failed" = 0 ]

@@ -74,6 +74,26 @@ expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only
 contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
 expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only errors
 contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
+# a whole run ends its results.tsv with the tally; one interrupted
+# (Ctrl-C: SIGINT to its process group, here in a session of its own with
+# SIGINT's default action) says so there and on stderr, exits 130, and
+# never looks whole
+same "$(tail -n1 "$T/o0/results.tsv")" "# end: 0 passed, 2 failed, 0 not run" "(a whole run's last line)"
+mkdir "$T/oi"
+FAKE_SLEEP=2 PATH="$fake:$PATH" setsid env --default-signal=INT bash "$check" --build "$fb" --out "$T/oi" --only errors >"$T/oi.out" 2>"$T/oi.err" &
+pid=$!
+for _ in $(seq 1 150); do
+  grep -q '^nan_stop' "$T/oi/results.tsv" 2>/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+kill -INT -- -"$pid"
+wait "$pid"
+same "$?" 130 "(exit status of an interrupted run)"
+same "$(grep -v '^#' "$T/oi/results.tsv" | cut -f1 | tr '\n' ' ')" "nan_stop " "(the checks that finished)"
+same "$(tail -n1 "$T/oi/results.tsv")" "# interrupted by SIGINT in the errors group: the check it ran and the groups after it did not finish" "(an interrupted run's last line)"
+lacks "$T/oi/results.tsv" "# end:"
+same "$(tail -n1 "$T/oi.err")" "gpu-check: interrupted by SIGINT in the errors group after 0 passed, 1 failed, 0 not run; results in $T/oi/results.tsv are not a whole run" "(what an interrupted run says)"
 
 build=$(dirname "$(dirname "$IMSHARD")")
 if grep -q 'CUDA backend ON' "$build.configure.log" 2>/dev/null; then
