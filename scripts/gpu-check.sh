@@ -5,13 +5,21 @@
 #   scripts/gpu-check.sh [--build DIR] [--out DIR] [--only GROUPS]
 #                        [--skip GROUPS] [--no-bench]
 #
+#   --build DIR     the build folder (default build-gpu; a relative DIR is
+#                   relative to the repository root, as for scripts/build.sh)
+#   --out DIR       where results.tsv and the logs go (default DIR/gpu-check;
+#                   a relative DIR is relative to the current folder)
+#   --only GROUPS   run these groups alone
+#   --skip GROUPS   run all groups but these
+#   --no-bench      --skip bench
+#   -h, --help      this text
+#
 # GROUPS is a comma-separated list of the numbered groups below (build,
 # gpu-tests, models, resume, graphs, errors, ranks, bench: run in that
-# order); --only runs those alone, --skip all but those, --no-bench is
-# --skip bench. Without
-# the build group, --build DIR must already hold a CUDA build (made by
-# scripts/build.sh or an earlier gpu-check), which is used as it is: a
-# long check can so be run in parts, or one failing group again.
+# order). Without the build group, --build DIR must already hold a CUDA
+# build (made by scripts/build.sh or an earlier gpu-check), which is used
+# as it is: a long check can so be run in parts, or one failing group
+# again.
 #
 #  1. build        scripts/build.sh DIR -DIMSHARD_WITH_CUDA=ON (-Werror)
 #  2. gpu-tests    ctest -L gpu with IMSHARD_REQUIRE_GPU=1: a skip fails

@@ -10,6 +10,13 @@ fake="$T/bin"
 mkdir -p "$fake"
 no_gpu_line="gpu-check: no GPU: nvidia-smi lists none (this check needs a CUDA GPU and its driver)"
 
+# --help names every option, with the folders' defaults and where a
+# relative one is taken from
+expect 0 bash "$check" --help
+for o in "--build DIR" "--out DIR" "--only GROUPS" "--skip GROUPS" "--no-bench" "-h, --help" \
+  "build folder (default build-gpu" "relative to the repository root" "relative to the current folder"; do
+  contains "$T/out" "$o"
+done
 expect 2 bash "$check" --bogus
 contains "$T/err" "unknown argument '--bogus'"
 expect 2 bash "$check" --build
