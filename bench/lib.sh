@@ -39,6 +39,39 @@ bench_args() {
 	done
 }
 
+# bench_need_count NAME...: stop unless each named setting (a list: each
+# of its words) is a whole number of 1 or more, before anything runs:
+# ROUNDS=abc would otherwise stop deep in the script on "abc: unbound
+# variable", ROUNDS=0 run nothing and exit 0, BATCH=0 go to every run.
+bench_need_count() {
+	local name w
+	for name in "$@"; do
+		for w in ${!name}; do
+			[[ $w =~ ^[1-9][0-9]*$ ]] || die "$name must be a whole number of 1 or more, got '$w'"
+		done
+		[ -n "${!name// /}" ] || die "$name must be a whole number of 1 or more, got ''"
+	done
+}
+
+# bench_need_flag NAME...: stop unless each named setting is 0 or 1.
+bench_need_flag() {
+	local name
+	for name in "$@"; do
+		case "${!name}" in 0 | 1) ;; *) die "$name must be 0 or 1, got '${!name}'" ;; esac
+	done
+}
+
+# bench_need_number NAME...: stop unless each named setting is a number
+# above 0 (0.05, 1e-3).
+bench_need_number() {
+	local name
+	for name in "$@"; do
+		[[ ${!name} =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] &&
+			awk -v x="${!name}" 'BEGIN { exit !(x + 0 > 0) }' ||
+			die "$name must be a number above 0, got '${!name}'"
+	done
+}
+
 # bench_need_bin PATH NAME HINT: stop unless PATH is an executable.
 bench_need_bin() { [ -x "$1" ] || die "cannot find $2 at '$1' ($3)"; }
 

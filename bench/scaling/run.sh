@@ -70,6 +70,9 @@ MPI_PIN=${MPI_PIN:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-scaling-work}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 
+bench_need_count PER_CLASS SIZE EPOCHS BATCHES WORLDS LOG_EVERY ROUNDS
+bench_need_flag MPI_PIN
+bench_need_number LR32 TARGET
 case "$DEVICE" in
 cpu) per_rank=(--threads 1) ;;
 cuda) per_rank=(--device cuda) ;;

@@ -82,6 +82,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 PROFILE=${PROFILE:-1}
 KERNELS=${KERNELS:-0}
 
+bench_need_count BATCH STEPS LOG_EVERY ROUNDS THREADS PER_CLASS TORCH_SECONDS
+bench_need_flag PROFILE KERNELS
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac

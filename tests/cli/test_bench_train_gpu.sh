@@ -5,7 +5,8 @@
 # summarize.py make of them is known exactly: every model of MODELS runs
 # (the default two), ONLY picks contenders, the ratio against PyTorch is
 # the median of the rounds' own ratios (not a ratio of medians), and the
-# whole-run rate and the environment are kept beside it.
+# whole-run rate and the environment are kept beside it. Settings that
+# are not numbers (here and in bench/scaling/run.sh) stop with one line.
 source "$IMS_TESTLIB"
 run_sh="$IMS_SRC/bench/train-gpu/run.sh"
 fake="$T/bin"
@@ -96,6 +97,33 @@ lacks "$T/out" "note: "
 expect 0 bench RATES_resnet50="100 fail 300" TORCH_resnet50="50 50 100" MODELS="resnet50:224" ROUNDS=3 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
 same "$(json "$res" 'j["ratio_rounds"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "[2.0, None, 3.0]" "(a round without a rate)"
 same "$(json "$res" 'j["ratios"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "2.5" "(median of the rounds that ran)"
+
+# settings that are not numbers, or numbers out of range: one line, exit
+# 1, before anything is made (ROUNDS=abc was "abc: unbound variable";
+# ROUNDS=0 or 1.5 ran nothing and exited 0 with an empty table; BATCH=0
+# or -4 passed on to every run)
+for bad in BATCH=0 BATCH=-4 ROUNDS=abc ROUNDS=0 ROUNDS=1.5 STEPS=abc LOG_EVERY=0 THREADS=0 TORCH_SECONDS=x PER_CLASS=0; do
+  rm -rf "$T/work"
+  expect 1 bench "$bad"
+  same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be a whole number of 1 or more, got '${bad#*=}'" "($bad)"
+  absent "$T/work"
+done
+for bad in PROFILE=2 KERNELS=yes; do
+  expect 1 bench "$bad"
+  same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be 0 or 1, got '${bad#*=}'" "($bad)"
+done
+# bench/scaling/run.sh's settings, through the same checks
+scaling() { env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$fake/imshard-train" DATA="$T/sdata" WORK="$T/swork" "$@" bash "$IMS_SRC/bench/scaling/run.sh"; }
+for bad in "ROUNDS=abc|abc" "EPOCHS=0|0" "BATCHES=16 x|x" "WORLDS=0 2|0" "LOG_EVERY=-1|-1"; do
+  expect 1 scaling "${bad%|*}"
+  same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be a whole number of 1 or more, got '${bad#*|}'" "(scaling: ${bad%|*})"
+  absent "$T/swork"
+  absent "$T/sdata"
+done
+expect 1 scaling MPI_PIN=yes
+same "$(cat "$T/err")" "run.sh: MPI_PIN must be 0 or 1, got 'yes'" "(scaling: MPI_PIN)"
+expect 1 scaling LR32=abc
+same "$(cat "$T/err")" "run.sh: LR32 must be a number above 0, got 'abc'" "(scaling: LR32)"
 
 # no GPU: one line, exit 1
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
