@@ -13,8 +13,10 @@
 #
 # Fails at once with one line where no GPU is present (nvidia-smi lists
 # none) or imshard-train cannot train on it (a build without the CUDA
-# backend, a driver too old). Builds nothing: build imshard and
-# imshard-train first. Settings come from the environment (defaults in
+# backend, a driver too old), and exits 1 at the end where every run of
+# a contender failed (its results.json written all the same). Builds
+# nothing: build imshard and imshard-train first. Settings come from the
+# environment (defaults in
 # brackets; relative paths are taken from the repository root):
 #   IMSHARD        imshard binary [build/tools/imshard]
 #   IMSHARD_TRAIN  imshard-train binary [build/tools/imshard-train]

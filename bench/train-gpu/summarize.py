@@ -24,6 +24,7 @@ beside the interval rate, so a rate the wall clock disagrees with shows.
 device_stacks: the distinct lines imshard's runs gave for what they ran
 on (GPU, driver, cuDNN, cuBLAS and their files): more than one is
 printed as a note.
+Exits 1, RESULTS written, where every run of a contender failed.
 Standard library only.
 """
 import json
@@ -155,7 +156,14 @@ def main():
     with open(sys.argv[2], "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-    return 0
+    # a contender without one run that ran has no figures: the benchmark
+    # failed (its results say which), not passed with a row of dashes
+    none = [n for n, c in out["contenders"].items() if c["failed"] == c["runs"]]
+    for n in none:
+        c = out["contenders"][n]
+        print("summarize.py: every run of %s failed (%d of %d): no figures for it in %s"
+              % (n, c["failed"], c["runs"], sys.argv[2]), file=sys.stderr)
+    return 1 if none else 0
 
 
 if __name__ == "__main__":

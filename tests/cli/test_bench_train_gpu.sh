@@ -97,6 +97,11 @@ lacks "$T/out" "note: "
 expect 0 bench RATES_resnet50="100 fail 300" TORCH_resnet50="50 50 100" MODELS="resnet50:224" ROUNDS=3 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
 same "$(json "$res" 'j["ratio_rounds"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "[2.0, None, 3.0]" "(a round without a rate)"
 same "$(json "$res" 'j["ratios"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "2.5" "(median of the rounds that ran)"
+# a contender none of whose runs ran (a batch too large for the GPU, say)
+# fails the benchmark: its results say so, and so does the exit status
+expect 1 bench RATES_resnet50="fail fail" TORCH_resnet50="50 50" MODELS="resnet50:224" ROUNDS=2 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
+same "$(tail -n1 "$T/err")" "summarize.py: every run of resnet50_bf16_syn failed (2 of 2): no figures for it in $res" "(a contender without a run)"
+same "$(json "$res" 'j["contenders"]["resnet50_bf16_syn"]["failed"]')" 2 "(its failures recorded)"
 
 # settings that are not numbers, or numbers out of range: one line, exit
 # 1, before anything is made (ROUNDS=abc was "abc: unbound variable";
