@@ -86,6 +86,9 @@ KERNELS=${KERNELS:-0}
 
 bench_need_count BATCH STEPS LOG_EVERY ROUNDS THREADS PER_CLASS TORCH_SECONDS
 bench_need_flag PROFILE KERNELS
+for m in $MODELS; do
+	[[ $m =~ ^[A-Za-z0-9_]+:[1-9][0-9]*$ ]] || die "MODELS holds model:size words (resnet50:224), got '$m'"
+done
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac

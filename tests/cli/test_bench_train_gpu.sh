@@ -113,6 +113,12 @@ for bad in BATCH=0 BATCH=-4 ROUNDS=abc ROUNDS=0 ROUNDS=1.5 STEPS=abc LOG_EVERY=0
   same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be a whole number of 1 or more, got '${bad#*=}'" "($bad)"
   absent "$T/work"
 done
+for bad in "resnet50" "resnet50:" "resnet50:224 resnet18:x" ":224"; do
+  rm -rf "$T/work"
+  expect 1 bench MODELS="$bad"
+  same "$(cat "$T/err")" "run.sh: MODELS holds model:size words (resnet50:224), got '${bad##* }'" "(MODELS=$bad)"
+  absent "$T/work"
+done
 for bad in PROFILE=2 KERNELS=yes; do
   expect 1 bench "$bad"
   same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be 0 or 1, got '${bad#*=}'" "($bad)"
