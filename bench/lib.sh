@@ -72,6 +72,16 @@ bench_need_number() {
 	done
 }
 
+# bench_own_work FILE: stop unless $WORK is new, empty, or holds FILE (the
+# first thing the script writes there): the script removes its logs there
+# by name (WORK/logs/*, WORK/r1 ...), so a folder of other things is
+# refused rather than have a logs/ of its own emptied.
+bench_own_work() {
+	[ ! -e "$WORK" ] || [ -d "$WORK" ] || die "WORK='$WORK' is not a folder"
+	[ ! -d "$WORK" ] || [ -z "$(ls -A "$WORK")" ] || [ -e "$WORK/$1" ] ||
+		die "WORK='$WORK' holds files of its own (no $1 of an earlier run): name a new or empty folder"
+}
+
 # bench_need_bin PATH NAME HINT: stop unless PATH is an executable.
 bench_need_bin() { [ -x "$1" ] || die "cannot find $2 at '$1' ($3)"; }
 

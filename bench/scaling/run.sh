@@ -39,7 +39,8 @@
 #   MPIRUN         launcher [mpirun]
 #   MPI_PIN        1: one core per rank (the 1-rank runs under taskset -c 0,
 #                  the 2 ranks with --bind-to core), 0: nothing pinned [0]
-#   WORK           logs, reports and CSV [/tmp/imshard-bench-scaling-work]
+#   WORK           logs, reports and CSV: new, empty or an earlier run's
+#                  [/tmp/imshard-bench-scaling-work]
 #   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
 #
 # Output: WORK/rN/<run>/ (each run's --log-dir), WORK/rN/report.html and
@@ -80,6 +81,7 @@ cuda) per_rank=(--device cuda) ;;
 esac
 # shellcheck disable=SC2206 # EXTRA is a list of flags
 per_rank+=($EXTRA)
+bench_own_work commands.txt
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 # shellcheck disable=SC2086 # WORLDS is a list
@@ -113,7 +115,8 @@ train() {
 }
 
 mkdir -p "$WORK"
-rm -rf "${WORK:?}"/r[0-9]* "$WORK/commands.txt"
+rm -rf "${WORK:?}"/r[0-9]*
+: >"$WORK/commands.txt"
 echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); runs: ${runs[*]}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
 	bench_order "$r" "${runs[@]}"

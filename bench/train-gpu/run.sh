@@ -44,7 +44,8 @@
 #                  0: none [auto]
 #   TORCH_PYTHON   interpreter for torch [python3]
 #   TORCH_SECONDS  timed seconds per torch run, after 5 warm-up steps [5]
-#   WORK           scratch folder for logs and results [/tmp/imshard-bench-train-gpu-work]
+#   WORK           scratch folder for logs and results: new, empty or an
+#                  earlier run's [/tmp/imshard-bench-train-gpu-work]
 #   RESULTS        JSON written at the end [$WORK/results.json]
 #   PYTHON         interpreter for summarize.py (standard library only) [/usr/bin/python3]
 #   PROFILE        after the rounds, one synthetic run per model and
@@ -89,6 +90,7 @@ bench_need_flag PROFILE KERNELS
 for m in $MODELS; do
 	[[ $m =~ ^[A-Za-z0-9_]+:[1-9][0-9]*$ ]] || die "MODELS holds model:size words (resnet50:224), got '$m'"
 done
+bench_own_work runs.tsv
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_need_bin "$IMSHARD_TRAIN" imshard-train "build it or set IMSHARD_TRAIN"
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
@@ -115,6 +117,8 @@ gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,
 
 mkdir -p "$WORK/logs"
 rm -rf "${WORK:?}/logs"/*
+runs="$WORK/runs.tsv"
+printf '# round\tcontender\twall_s\trc\tlog\tlogdir\n' >"$runs"
 
 # --- data ---------------------------------------------------------------------
 bench_sample_data ".data-pc$PER_CLASS" "$PER_CLASS" --per-class-val 4
@@ -176,8 +180,6 @@ for m in $MODELS; do
 done
 bench_only
 
-runs="$WORK/runs.tsv"
-printf '# round\tcontender\twall_s\trc\tlog\tlogdir\n' >"$runs"
 echo "run.sh: $gpu_name; $n_train training images; contenders: ${contenders[*]}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do
 	echo "run.sh: round $r of $ROUNDS" >&2

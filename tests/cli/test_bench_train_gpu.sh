@@ -136,6 +136,25 @@ same "$(cat "$T/err")" "run.sh: MPI_PIN must be 0 or 1, got 'yes'" "(scaling: MP
 expect 1 scaling LR32=abc
 same "$(cat "$T/err")" "run.sh: LR32 must be a number above 0, got 'abc'" "(scaling: LR32)"
 
+# WORK naming a folder of other things: run.sh empties WORK/logs and
+# scaling's removes WORK/r1, r2 ... by name, so it is refused, its files
+# kept; an earlier run's WORK is used again
+mkdir -p "$T/mine/logs" "$T/mine/r1"
+echo keep | tee "$T/mine/logs/notes.txt" >"$T/mine/r1/notes.txt"
+expect 1 bench WORK="$T/mine"
+same "$(cat "$T/err")" "run.sh: WORK='$T/mine' holds files of its own (no runs.tsv of an earlier run): name a new or empty folder" "(WORK of other things)"
+expect 1 scaling WORK="$T/mine"
+same "$(cat "$T/err")" "run.sh: WORK='$T/mine' holds files of its own (no commands.txt of an earlier run): name a new or empty folder" "(scaling: WORK of other things)"
+same "$(cat "$T/mine/logs/notes.txt" "$T/mine/r1/notes.txt" | tr '\n' ' ')" "keep keep " "(its files kept)"
+touch "$T/wfile"
+expect 1 bench WORK="$T/wfile"
+same "$(cat "$T/err")" "run.sh: WORK='$T/wfile' is not a folder" "(WORK a file)"
+expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
+rm -rf "$T/count"/*
+expect 0 env PATH="$fake:$PATH" COUNT="$T/count" IMSHARD_TRAIN="$fake/imshard-train" TORCH_PYTHON="$fake/python-torch" \
+  DATA="$T/data" WORK="$T/work" PER_CLASS=20 STEPS=2 BATCH=2 PROFILE=0 PRECISIONS=bf16 RATES_resnet50="100" \
+  TORCH_resnet50="50" MODELS="resnet50:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16" bash "$run_sh"
+
 # no GPU: one line, exit 1
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
 expect 1 bench ROUNDS=1
