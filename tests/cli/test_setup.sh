@@ -59,6 +59,21 @@ expect 2 bash "$setup" --from "$T/empty" --download "$T/g"
 contains "$T/err" "setup: --download and --from do not go together"
 absent "$T/g"
 
+# the other scripts: --help prints their use and runs nothing, and what
+# they do not take exits 2 with one line (run from a copy whose setup.sh
+# and cmake only leave a mark)
+mkdir -p "$T/repo/scripts" "$T/repo/bin"
+cp "$IMS_SRC"/scripts/build.sh "$IMS_SRC"/scripts/test.sh "$IMS_SRC"/scripts/demo.sh "$T/repo/scripts/"
+printf '#!/bin/sh\ntouch "%s/ran"\nexit 1\n' "$T/repo" | tee "$T/repo/scripts/setup.sh" >"$T/repo/bin/cmake"
+chmod +x "$T/repo/bin/cmake"
+script() { local s=$1; shift; env PATH="$T/repo/bin:$PATH" bash "$T/repo/scripts/$s" "$@"; }
+expect 0 script build.sh --help
+contains "$T/out" "scripts/build.sh [BUILD_DIR] [CMAKE_OPTION...]"
+expect 2 script build.sh -DIMSHARD_WITH_CUDA=ON
+same "$(cat "$T/err")" "build.sh: the first argument is the build folder, not '-DIMSHARD_WITH_CUDA=ON' (scripts/build.sh build -DIMSHARD_WITH_CUDA=ON; see --help)" "(build.sh without its folder)"
+absent "$T/repo/ran"
+same "$(ls "$T/repo")" "$(printf 'bin\nscripts')" "(nothing written)"
+
 # a folder downloaded into twice: --from takes the files packages.txt
 # names, one each, and says how many others it left out (packages made
 # here with dpkg-deb, one file each)
