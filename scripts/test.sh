@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+#   scripts/test.sh [-h | --help]
+#
 # The whole test suite: installs dependencies, builds with -Werror, runs
 # every test; builds the libraries and tools again as Release (-O3), which
 # must be as clean; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -8,6 +10,11 @@
 # working tree (pip install ./python, as a user would) and its tests run
 # with pytest against the build's tools.
 set -euo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+"") ;;
+*) echo "test.sh: unknown argument '$1' (it takes none; see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc)

@@ -71,6 +71,10 @@ expect 0 script build.sh --help
 contains "$T/out" "scripts/build.sh [BUILD_DIR] [CMAKE_OPTION...]"
 expect 2 script build.sh -DIMSHARD_WITH_CUDA=ON
 same "$(cat "$T/err")" "build.sh: the first argument is the build folder, not '-DIMSHARD_WITH_CUDA=ON' (scripts/build.sh build -DIMSHARD_WITH_CUDA=ON; see --help)" "(build.sh without its folder)"
+expect 0 script test.sh --help
+contains "$T/out" "scripts/test.sh [-h | --help]"
+expect 2 script test.sh --quick
+same "$(cat "$T/err")" "test.sh: unknown argument '--quick' (it takes none; see --help)" "(test.sh with an argument)"
 absent "$T/repo/ran"
 same "$(ls "$T/repo")" "$(printf 'bin\nscripts')" "(nothing written)"
 
