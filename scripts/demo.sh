@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
+#   scripts/demo.sh [OUT]
+#   scripts/demo.sh -h | --help   prints this text
+#
 # The main job on the built-in sample data: installs dependencies, builds,
 # generates the sample image set, converts it into packed train and val
 # splits, verifies them, trains convnet7 on the CPU and prints validation
-# accuracy and images/s. Output goes to out/ (or $1).
+# accuracy and images/s. Output goes to OUT (default out/, relative to the
+# repository root): OUT/sample, OUT/packed and OUT/run, replaced.
 set -euo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+-*) echo "demo.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "demo.sh: unexpected argument '$2': it takes one folder (see --help)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh build >/dev/null

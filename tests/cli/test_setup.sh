@@ -75,6 +75,13 @@ expect 0 script test.sh --help
 contains "$T/out" "scripts/test.sh [-h | --help]"
 expect 2 script test.sh --quick
 same "$(cat "$T/err")" "test.sh: unknown argument '--quick' (it takes none; see --help)" "(test.sh with an argument)"
+expect 0 script demo.sh --help
+contains "$T/out" "scripts/demo.sh [OUT]"
+expect 2 script demo.sh --out "$T/d"
+same "$(cat "$T/err")" "demo.sh: unknown option '--out' (see --help)" "(demo.sh with an option)"
+expect 2 script demo.sh "$T/d" extra
+same "$(cat "$T/err")" "demo.sh: unexpected argument 'extra': it takes one folder (see --help)" "(demo.sh with two folders)"
+absent "$T/d"
 absent "$T/repo/ran"
 same "$(ls "$T/repo")" "$(printf 'bin\nscripts')" "(nothing written)"
 
