@@ -71,6 +71,7 @@ groups() {
     *) usage "unknown group '$g' in $2 (groups: $(echo $groups_all | tr ' ' ,))" ;;
     esac
   done
+  [ -n "$out" ] || usage "$2 needs a list of groups ($(echo $groups_all | tr ' ' ,))"
   echo "$out"
 }
 build="build-gpu"

@@ -23,6 +23,8 @@ expect 2 bash "$check" --build
 contains "$T/err" "--build needs a folder"
 expect 2 bash "$check" --only
 contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,bench)"
+expect 2 bash "$check" --only ,
+contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,bench)"
 expect 2 bash "$check" --only models,bogus
 contains "$T/err" "unknown group 'bogus' in --only"
 expect 2 bash "$check" --only models --no-bench
