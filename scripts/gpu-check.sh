@@ -505,7 +505,12 @@ check_bench() {
     IFS='|' read -r name envs <<<"$spec"
     t=$(now)
     fresh "$name"
-    if eval "env $envs IMSHARD='$imshard' IMSHARD_TRAIN='$train' WORK='$out/$name' bash '$repo/bench/train-gpu/run.sh'" >"$out/$name.log" 2>&1; then
+    # only the setting's own words go through eval: the paths, which may
+    # hold a quote, are passed as they are
+    if (
+      eval "export $envs"
+      IMSHARD=$imshard IMSHARD_TRAIN=$train WORK=$out/$name exec bash "$repo/bench/train-gpu/run.sh"
+    ) >"$out/$name.log" 2>&1; then
       record "$name" pass "$(since "$t")" "$(grep -m1 -E 'resnet50' "$out/$name.log" || echo "see $out/$name/results.json")"
     else
       record "$name" fail "$(since "$t")" "$(first_line "$out/$name.log")"

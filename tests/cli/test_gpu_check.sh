@@ -62,7 +62,7 @@ printf '#!/bin/sh\ncase "$1" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GP
 fb="$T/fb"
 mkdir -p "$fb/tools"
 echo "-- imshard: CUDA backend ON" >"$fb.configure.log"
-printf '#!/bin/sh\nexit 0\n' >"$fb/tools/imshard"
+printf '#!/bin/sh\n[ "$1" != sample ] || mkdir -p "$2"\n' >"$fb/tools/imshard"
 printf '#!/bin/sh\nsleep "${FAKE_SLEEP:-0}"\necho "imshard: cannot use --device cuda: no NVIDIA driver" >&2\nexit 1\n' >"$fb/tools/imshard-train"
 chmod +x "$fb/tools/imshard" "$fb/tools/imshard-train"
 # --out naming a folder of other things: the checks' logs and data
@@ -83,6 +83,12 @@ expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only
 contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
 expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only errors
 contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
+# the bench group hands run.sh its folders as they are, a quote in them
+# too (run.sh then stops on the stand-in's empty sample data)
+expect 1 env PATH="$fake:$PATH" DATA="$T/bdata" bash "$check" --build "$fb" --out "$T/it's" --only bench
+exists "$T/it's/bench_bf16/runs.tsv"
+same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/bdata/packed'" "(bench with a quote in --out)"
+
 # a whole run ends its results.tsv with the tally; one interrupted
 # (Ctrl-C: SIGINT to its process group, here in a session of its own with
 # SIGINT's default action) says so there and on stderr, exits 130, and
