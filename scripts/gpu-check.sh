@@ -40,7 +40,8 @@
 #                  on one GPU, so with one GPU this checks that refusal
 #                  instead and the rest is reported "not run"
 #  8. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
-#                  torch with CUDA imports), its results.json kept
+#                  torch with CUDA imports), its results.json kept; its
+#                  sample data in OUT/bench-data, made once
 #
 # Writes results.tsv in --out (DIR/gpu-check by default; a new or empty
 # folder, or one an earlier gpu-check wrote: one line per
@@ -506,10 +507,13 @@ check_bench() {
     t=$(now)
     fresh "$name"
     # only the setting's own words go through eval: the paths, which may
-    # hold a quote, are passed as they are
+    # hold a quote, are passed as they are. The sample data stays in
+    # --out (kept between runs: run.sh makes it once), not in run.sh's
+    # default in /tmp or a DATA the environment holds for something else
     if (
       eval "export $envs"
-      IMSHARD=$imshard IMSHARD_TRAIN=$train WORK=$out/$name exec bash "$repo/bench/train-gpu/run.sh"
+      IMSHARD=$imshard IMSHARD_TRAIN=$train WORK=$out/$name DATA=$out/bench-data \
+        exec bash "$repo/bench/train-gpu/run.sh"
     ) >"$out/$name.log" 2>&1; then
       record "$name" pass "$(since "$t")" "$(grep -m1 -E 'resnet50' "$out/$name.log" || echo "see $out/$name/results.json")"
     else

@@ -84,10 +84,13 @@ contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/re
 expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/o0" --only errors
 contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
 # the bench group hands run.sh its folders as they are, a quote in them
-# too (run.sh then stops on the stand-in's empty sample data)
+# too, and keeps its sample data in --out, not where a DATA of the
+# environment (or run.sh's default in /tmp) says (run.sh then stops on
+# the stand-in's empty sample data)
 expect 1 env PATH="$fake:$PATH" DATA="$T/bdata" bash "$check" --build "$fb" --out "$T/it's" --only bench
 exists "$T/it's/bench_bf16/runs.tsv"
-same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/bdata/packed'" "(bench with a quote in --out)"
+same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/it's/bench-data/packed'" "(bench with a quote in --out)"
+absent "$T/bdata"
 
 # a whole run ends its results.tsv with the tally; one interrupted
 # (Ctrl-C: SIGINT to its process group, here in a session of its own with
