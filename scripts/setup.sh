@@ -206,7 +206,7 @@ check_debs() {
 }
 
 unpack() {
-  local dir=$1 prefix=$2 deb abs odd
+  local dir=$1 prefix=$2 deb abs odd why
   # The prefix's path goes into the .pc files, which pkg-config splits at
   # a space and passes on mangled where it holds & # ' " \ * ; ! % [ ] < >
   # ? { } | ` or a non-ASCII byte (seen with pkgconf 1.8), into env.sh
@@ -215,7 +215,7 @@ unpack() {
   odd=$(printf '%s' "$abs" | LC_ALL=C tr -d 'A-Za-z0-9/()+,.=@^_~-')
   [ -z "$odd" ] ||
     die "cannot unpack into '$abs': its path holds '$odd' (pkg-config and env.sh take letters, digits and / ( ) + , . = @ ^ _ ~ - only); name another with --prefix"
-  mkdir -p "$prefix" || die "cannot create '$prefix'"
+  why=$(mkdir -p "$prefix" 2>&1) || die "cannot create '$prefix': ${why##*: }"
   prefix=$(cd "$prefix" && pwd)
   # an earlier env.sh goes first: a prefix this run leaves unfinished
   # (a full disk, say) has none, and does not look ready

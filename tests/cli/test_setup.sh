@@ -162,6 +162,9 @@ for odd in "a space" "amp&" "hash#" 'dollar$HOME' 'quote"' "colon:x" "accent-é"
   same "$(sed 's/ (pkg-config .*//' "$T/err")" "setup: cannot unpack into '$T/$odd': its path holds '$(printf '%s' "$odd" | LC_ALL=C tr -d 'A-Za-z0-9/()+,.=@^_~-')'" "(a prefix with '$odd')"
   absent "$T/$odd"
 done
+# a prefix that cannot be made (a file on its path): one line
+expect 1 bash "$setup" --from "$T/edited" --prefix "$T/afile/p"
+same "$(cat "$T/err")" "setup: cannot create '$T/afile/p': Not a directory" "(a prefix under a file)"
 cp -r "$T/edited" "$T/my debs"
 expect 1 bash "$setup" --from "$T/my debs" --prefix "$T/my debs/prefix"
 contains "$T/err" "setup: cannot unpack into '$T/my debs/prefix': its path holds ' '"
