@@ -222,8 +222,9 @@ static int set_value(const cli_command *cmd, const cli_opt *o,
 		if (errno || end == val || *end || v < -2147483647L || v > 2147483647L)
 			return cli_usage_error(cmd, "--%s expects an integer, got '%s'",
 					       o->name, val);
+		/* whole-number bounds in whole numbers: %g gave "1.04858e+06" */
 		if (!in_range(o, (double)v))
-			return cli_usage_error(cmd, "--%s must be between %g and %g, got %ld",
+			return cli_usage_error(cmd, "--%s must be between %.0f and %.0f, got %ld",
 					       o->name, o->min, o->max, v);
 		*(int *)o->dst = (int)v;
 		return 0;
@@ -234,7 +235,7 @@ static int set_value(const cli_command *cmd, const cli_opt *o,
 			return cli_usage_error(cmd, "--%s expects a non-negative integer, got '%s'",
 					       o->name, val);
 		if (!in_range(o, (double)v))
-			return cli_usage_error(cmd, "--%s must be between %g and %g, got %s",
+			return cli_usage_error(cmd, "--%s must be between %.0f and %.0f, got %s",
 					       o->name, o->min, o->max, val);
 		*(uint64_t *)o->dst = v;
 		return 0;
@@ -258,7 +259,7 @@ static int set_value(const cli_command *cmd, const cli_opt *o,
 			return cli_usage_error(cmd, "--%s expects a size such as 512M or 2G, got '%s'",
 					       o->name, val);
 		if (!in_range(o, (double)v))
-			return cli_usage_error(cmd, "--%s must be between %g and %g bytes, got %s",
+			return cli_usage_error(cmd, "--%s must be between %.0f and %.0f bytes, got %s",
 					       o->name, o->min, o->max, val);
 		*(uint64_t *)o->dst = v;
 		return 0;

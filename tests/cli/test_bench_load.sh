@@ -153,6 +153,12 @@ done
 expect 2 "$IMSHARD" bench-load
 one_line "$T/err"
 absent "$T/d9"
+# a whole-number option's range is said in whole numbers (before: "1 and
+# 1.04858e+06", which is not even the bound)
+expect 2 "$IMSHARD" bench-load "$m" --world 0
+contains "$T/err" "--world must be between 1 and 1048576, got 0"
+expect 2 "$IMSHARD" bench-load "$m" --epochs 0
+contains "$T/err" "--epochs must be between 1 and 1000000, got 0"
 # u8 samples are the pixels: a normalisation with them is refused, not
 # dropped (before: --mean/--std were ignored without a word)
 expect 2 "$IMSHARD" bench-load "$m" --dtype u8 --mean 1,2,3 --quiet
