@@ -157,7 +157,8 @@ bench_order() {
 }
 
 # bench_only: keeps the contenders (array) that $ONLY names; all when ONLY
-# is empty. Stops when it names none of them.
+# is empty. Stops when it names none of them, and says which names it
+# holds that are no contender (a typo, or one this machine left out).
 bench_only() {
 	[ -n "${ONLY:-}" ] || return 0
 	local picked=() c
@@ -165,6 +166,12 @@ bench_only() {
 		case " $ONLY " in *" $c "*) picked+=("$c") ;; esac
 	done
 	[ ${#picked[@]} -gt 0 ] || die "ONLY='$ONLY' names none of: ${contenders[*]}"
+	for c in $ONLY; do
+		case " ${contenders[*]} " in
+		*" $c "*) ;;
+		*) echo "$me: ONLY names $c, which is none of the contenders here: left out" >&2 ;;
+		esac
+	done
 	contenders=("${picked[@]}")
 }
 

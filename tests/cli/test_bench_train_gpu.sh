@@ -93,6 +93,12 @@ same "$(json "$res" 'sorted(j["contenders"])')" "['resnet50_bf16_syn', 'torch_re
 same "$(json "$res" 'j["device_stacks"]')" "['GPU; cuDNN 9.19.0 (1)']" "(one stack)"
 lacks "$T/out" "note: "
 
+# a name ONLY holds that is no contender (a typo) is said, not dropped
+# without a word
+expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf61"
+contains "$T/err" "run.sh: ONLY names torch_resnet50_bf61, which is none of the contenders here: left out"
+same "$(json "$res" 'sorted(j["contenders"])')" "['resnet50_bf16_syn']" "(ONLY with a typo)"
+
 # a failed round has no ratio; the others' median stands
 expect 0 bench RATES_resnet50="100 fail 300" TORCH_resnet50="50 50 100" MODELS="resnet50:224" ROUNDS=3 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
 same "$(json "$res" 'j["ratio_rounds"]["resnet50_bf16_syn / torch_resnet50_bf16"]')" "[2.0, None, 3.0]" "(a round without a rate)"
