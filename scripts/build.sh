@@ -16,6 +16,8 @@ esac
 cd "$(dirname "$0")/.."
 dir=${1:-build}
 shift || true
+# build/ as a shell completes it is build: its log is build.configure.log
+while [ "${dir%/}" != "$dir" ] && [ "$dir" != / ]; do dir=${dir%/}; done
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIMSHARD_WERROR=ON "$@" >"$dir.configure.log" 2>&1 ||
   { cat "$dir.configure.log" >&2; exit 1; }
 cmake --build "$dir" -j"$(nproc)"

@@ -112,6 +112,8 @@ done
 # want GROUP: GROUP is one of those this run runs
 want() { case " $run_groups " in *" $1 "*) return 0 ;; esac; return 1; }
 case "$build" in /*) ;; *) build="$repo/$build" ;; esac
+# DIR/ as a shell completes it is DIR: its configure log is DIR.configure.log
+while [ "${build%/}" != "$build" ] && [ "$build" != / ]; do build=${build%/}; done
 [ -n "$out" ] || out="$build/gpu-check"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 # --out is the checks' own: each removes its logs and data there by name

@@ -92,6 +92,11 @@ exists "$T/it's/bench_bf16/runs.tsv"
 same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/it's/bench-data/packed'" "(bench with a quote in --out)"
 absent "$T/bdata"
 
+# --build as a shell completes it, with a trailing slash: the same build
+# (its configure log beside it, not in it)
+expect 1 env PATH="$fake:$PATH" bash "$check" --build "$fb/" --out "$T/o0" --only errors
+contains "$T/err" "gpu-check: 0 passed, 2 failed, 0 not run; results in $T/o0/results.tsv"
+
 # a whole run ends its results.tsv with the tally; one interrupted
 # (Ctrl-C: SIGINT to its process group, here in a session of its own with
 # SIGINT's default action) says so there and on stderr, exits 130, and

@@ -84,6 +84,10 @@ same "$(cat "$T/err")" "demo.sh: unexpected argument 'extra': it takes one folde
 absent "$T/d"
 absent "$T/repo/ran"
 same "$(ls "$T/repo")" "$(printf 'bin\nscripts')" "(nothing written)"
+# a build folder as a shell completes it, with a trailing slash: its
+# configure log beside it (where gpu-check looks), as without
+expect 1 script build.sh "$T/repo/b/"
+exists "$T/repo/b.configure.log"
 
 # a folder downloaded into twice: --from takes the files packages.txt
 # names, one each, and says how many others it left out (packages made
