@@ -41,7 +41,9 @@
 #                  instead and the rest is reported "not run"
 #  8. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
 #                  torch with CUDA imports), its results.json kept; its
-#                  sample data in OUT/bench-data, made once
+#                  sample data in OUT/bench-data, made once; run.sh's
+#                  settings from the table below alone (TORCH_PYTHON and
+#                  PYTHON from the environment)
 #
 # Writes results.tsv in --out (DIR/gpu-check by default; a new or empty
 # folder, or one an earlier gpu-check wrote: one line per
@@ -511,8 +513,14 @@ check_bench() {
     # only the setting's own words go through eval: the paths, which may
     # hold a quote, are passed as they are. The sample data stays in
     # --out (kept between runs: run.sh makes it once), not in run.sh's
-    # default in /tmp or a DATA the environment holds for something else
+    # default in /tmp or a DATA the environment holds for something else.
+    # run.sh's other settings come from the line alone (BATCH, ONLY or
+    # RESULTS left in the environment would change the check or send its
+    # results elsewhere); the interpreters, TORCH_PYTHON and PYTHON, are
+    # the machine's, and pass
     if (
+      unset MODELS BATCH PRECISIONS STEPS LOG_EVERY ROUNDS THREADS PER_CLASS ONLY TORCH \
+        TORCH_SECONDS RESULTS PROFILE KERNELS
       eval "export $envs"
       IMSHARD=$imshard IMSHARD_TRAIN=$train WORK=$out/$name DATA=$out/bench-data \
         exec bash "$repo/bench/train-gpu/run.sh"

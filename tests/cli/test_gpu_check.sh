@@ -91,6 +91,12 @@ expect 1 env PATH="$fake:$PATH" DATA="$T/bdata" bash "$check" --build "$fb" --ou
 exists "$T/it's/bench_bf16/runs.tsv"
 same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/it's/bench-data/packed'" "(bench with a quote in --out)"
 absent "$T/bdata"
+# run.sh's settings come from the bench group's table alone: ones the
+# environment holds (for another tool, or left from a bench session) do
+# not change the check, nor send its results elsewhere
+expect 1 env PATH="$fake:$PATH" BATCH=0 ONLY=bogus RESULTS="$T/elsewhere.json" bash "$check" --build "$fb" --out "$T/it's" --only bench
+same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/it's/bench-data/packed'" "(bench with run.sh's settings in the environment)"
+absent "$T/elsewhere.json"
 
 # --build as a shell completes it, with a trailing slash: the same build
 # (its configure log beside it, not in it)
