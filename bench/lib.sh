@@ -239,5 +239,13 @@ bench_sample_data() {
 	train_json="$DATA/packed/train.json"
 	val_json="$DATA/packed/val.json"
 	{ [ -s "$train_json" ] && [ -s "$val_json" ]; } || die "no packed splits in '$DATA/packed'"
+	# the mark without the whole sample: a run stopped while it was made,
+	# a copy cut short
+	local f missing=""
+	for f in train.lst val.lst; do
+		[ -s "$DATA/packed/$f" ] || missing="$missing, no $f"
+	done
+	compgen -G "$DATA/packed/*.mdb" >/dev/null || missing="$missing, no shards"
+	[ -z "$missing" ] || die "'$DATA' holds an incomplete sample (${missing#, }): remove it, and the next run makes it again"
 	cat "$DATA/packed"/*.mdb >/dev/null
 }

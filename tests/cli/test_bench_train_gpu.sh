@@ -161,6 +161,14 @@ expect 0 env PATH="$fake:$PATH" COUNT="$T/count" IMSHARD_TRAIN="$fake/imshard-tr
   DATA="$T/data" WORK="$T/work" PER_CLASS=20 STEPS=2 BATCH=2 PROFILE=0 PRECISIONS=bf16 RATES_resnet50="100" \
   TORCH_resnet50="50" MODELS="resnet50:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16" bash "$run_sh"
 
+# DATA with the sample's mark but not the whole sample (a run stopped
+# while it was made, a copy cut short): one line that says what to do
+mkdir -p "$T/part/packed"
+touch "$T/part/.data-pc20"
+echo '{}' | tee "$T/part/packed/train.json" >"$T/part/packed/val.json"
+expect 1 bench DATA="$T/part"
+same "$(cat "$T/err")" "run.sh: '$T/part' holds an incomplete sample (no train.lst, no val.lst, no shards): remove it, and the next run makes it again" "(an incomplete sample)"
+
 # no GPU: one line, exit 1
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
 expect 1 bench ROUNDS=1
