@@ -54,7 +54,9 @@
 # beside it, prints a summary, and exits 0 when nothing failed, 1
 # otherwise; a check run again replaces its own logs and leaves the
 # others'. Without a GPU (nvidia-smi lists none) it exits 1 at once with
-# one line, before building anything; bad usage exits 2.
+# one line, before building anything, as it does where nvidia-smi does
+# not answer within NVIDIA_SMI_TIMEOUT seconds (120; a hung driver would
+# otherwise hang the check); bad usage exits 2.
 #
 # Adding a run is one line: a model run in `model_runs` below, a bench
 # setting in `bench_runs` (another batch size, say).
@@ -133,7 +135,14 @@ if ! want build; then
 fi
 
 # --- a GPU, or one line --------------------------------------------------------
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+smi_wait=${NVIDIA_SMI_TIMEOUT:-120}
+smi_rc=0
+smi_list=$(timeout "$smi_wait" nvidia-smi -L 2>/dev/null) || smi_rc=$?
+[ "$smi_rc" != 124 ] || {
+  echo "gpu-check: nvidia-smi did not answer within $smi_wait s (a hung driver?): nothing checked" >&2
+  exit 1
+}
+gpus=$(printf '%s\n' "$smi_list" | grep -c '^GPU ' || true)
 [ "${gpus:-0}" -gt 0 ] || {
   echo "gpu-check: no GPU: nvidia-smi lists none (this check needs a CUDA GPU and its driver)" >&2
   exit 1
@@ -191,7 +200,7 @@ results="$out/results.tsv"
   echo "# imshard gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# groups$run_groups"
   echo "# commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (modified)')"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/# gpu /'
+  timeout "$smi_wait" nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | sed 's/^/# gpu /'
   [ -z "$libs_from" ] || echo "# wheels:$libs_from"
   printf '# check\tstatus\tseconds\tdetail\n'
 } >"$results"

@@ -12,7 +12,8 @@
 #     MODELS='resnet50:224' BATCH=128 ROUNDS=3 bench/train-gpu/run.sh
 #
 # Fails at once with one line where no GPU is present (nvidia-smi lists
-# none) or imshard-train cannot train on it (a build without the CUDA
+# none, or does not answer within NVIDIA_SMI_TIMEOUT seconds [120]: a
+# hung driver) or imshard-train cannot train on it (a build without the CUDA
 # backend, a driver too old), and exits 1 at the end where every run of
 # a contender failed (its results.json written all the same). Builds
 # nothing: build imshard and imshard-train first. Settings come from the
@@ -111,9 +112,13 @@ prec_flags() {
 first_prec=${PRECISIONS%% *}
 
 # --- a GPU, or one line ------------------------------------------------------
-command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ||
+smi_wait=${NVIDIA_SMI_TIMEOUT:-120}
+smi_rc=0
+smi_list=$(timeout "$smi_wait" nvidia-smi -L 2>/dev/null) || smi_rc=$?
+[ "$smi_rc" != 124 ] || die "nvidia-smi did not answer within $smi_wait s (a hung driver?)"
+printf '%s\n' "$smi_list" | grep -q '^GPU ' ||
 	die "no GPU: nvidia-smi lists none (bench/train-gpu needs a CUDA GPU; bench/train measures the CPU)"
-gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1)
+gpu_name=$(timeout "$smi_wait" nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1)
 
 mkdir -p "$WORK/logs"
 rm -rf "${WORK:?}/logs"/*

@@ -173,5 +173,9 @@ same "$(cat "$T/err")" "run.sh: '$T/part' holds an incomplete sample (no train.l
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
 expect 1 bench ROUNDS=1
 contains "$T/err" "no GPU: nvidia-smi lists none"
+# a hung driver: nvidia-smi never answers (before: run.sh waited with it)
+printf '#!/bin/sh\nexec sleep 30\n' >"$fake/nvidia-smi"
+NVIDIA_SMI_TIMEOUT=2 expect 1 bench ROUNDS=1
+same "$(cat "$T/err")" "run.sh: nvidia-smi did not answer within 2 s (a hung driver?)" "(nvidia-smi hung)"
 
 finish

@@ -36,7 +36,7 @@ contains "$T/err" "no CUDA build in $T/nobuild to use without the build group"
 absent "$T/nobuild"
 
 # nvidia-smi missing: a PATH holding only what the script's first lines need
-for tool in bash grep dirname sed cat; do ln -sf "$(command -v $tool)" "$fake/$tool"; done
+for tool in bash grep dirname sed cat timeout; do ln -sf "$(command -v $tool)" "$fake/$tool"; done
 expect 1 env PATH="$fake" bash "$check" --build "$T/b0"
 same "$(cat "$T/err")" "$no_gpu_line" "(no nvidia-smi)"
 absent "$T/b0"
@@ -51,6 +51,11 @@ printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
 expect 1 env PATH="$fake:$PATH" bash "$check" --build "$T/b2"
 same "$(cat "$T/err")" "$no_gpu_line" "(no device)"
 absent "$T/b2"
+# a hung driver: nvidia-smi never answers (before: gpu-check waited with it)
+printf '#!/bin/sh\nexec sleep 30\n' >"$fake/nvidia-smi"
+expect 1 timeout 60 env NVIDIA_SMI_TIMEOUT=2 PATH="$fake:$PATH" bash "$check" --build "$T/b3"
+same "$(cat "$T/err")" "gpu-check: nvidia-smi did not answer within 2 s (a hung driver?): nothing checked" "(nvidia-smi hung)"
+absent "$T/b3"
 
 # one GPU listed, no driver: the groups asked for run on the build there
 # (no build group: nothing built), each check failing with its line
