@@ -53,6 +53,15 @@ bench_need_count() {
 	done
 }
 
+# bench_need_whole NAME...: stop unless each named setting is a whole
+# number of 0 or more (a seed, a limit where 0 means none).
+bench_need_whole() {
+	local name
+	for name in "$@"; do
+		[[ ${!name} =~ ^(0|[1-9][0-9]*)$ ]] || die "$name must be a whole number of 0 or more, got '${!name}'"
+	done
+}
+
 # bench_need_flag NAME...: stop unless each named setting is 0 or 1.
 bench_need_flag() {
 	local name
@@ -62,7 +71,13 @@ bench_need_flag() {
 }
 
 # bench_need_number NAME...: stop unless each named setting is a number
-# above 0 (0.05, 1e-3).
+# above 0 (0.05, 1e-3); bench_need_number_or_empty: or empty (not set).
+bench_need_number_or_empty() {
+	local name
+	for name in "$@"; do
+		[ -z "${!name}" ] || bench_need_number "$name"
+	done
+}
 bench_need_number() {
 	local name
 	for name in "$@"; do

@@ -28,6 +28,7 @@ ROUNDS=${ROUNDS:-5}
 WORK=${WORK:-/tmp/imshard-bench-convert}
 ENC_ARGS=${ENC_ARGS:-}
 PY=${PYTHON:-/usr/bin/python3}
+bench_need_count N_IMAGES N_VAL ROUNDS
 
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 if [ ! -d "$CORPUS" ]; then

@@ -47,6 +47,8 @@ PY_LIMIT=${PY_LIMIT:-0}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-load-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
+bench_need_count N_IMAGES ROUNDS BATCH SIZE
+bench_need_whole SEED PY_LIMIT
 
 # --- setup ------------------------------------------------------------------
 # GNU time, numpy and Pillow are installed here when missing (bench_install).

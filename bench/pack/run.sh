@@ -54,6 +54,9 @@ RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 SHORTER=256
 QUALITY=95
+bench_need_count N_IMAGES ROUNDS
+bench_need_whole SEED PY_LIMIT
+bench_need_flag DRY_RUN SIZE_CHECK
 
 bench_gnu_time
 bench_need_bin "$JPEG_FLOOR" jpeg_floor "build it: cmake --build build --target jpeg_floor, or set JPEG_FLOOR"

@@ -126,6 +126,11 @@ TORCH_SECONDS=${TORCH_SECONDS:-4}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-train-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
+bench_need_count PER_CLASS VAL_PER_CLASS ROUNDS BATCH C7_STEPS C7_LOG_EVERY R18_STEPS \
+	R18_LOG_EVERY SGEMM_N MPI_SIZE MPI_STEPS MPI_LOG_EVERY
+bench_need_number SGEMM_SECONDS TORCH_SECONDS
+bench_need_number_or_empty BUCKET_MB BUCKET_MB_ALT
+bench_need_flag MPI MPI_PIN
 
 # --- setup ------------------------------------------------------------------
 bench_gnu_time

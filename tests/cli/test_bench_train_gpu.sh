@@ -6,7 +6,8 @@
 # (the default two), ONLY picks contenders, the ratio against PyTorch is
 # the median of the rounds' own ratios (not a ratio of medians), and the
 # whole-run rate and the environment are kept beside it. Settings that
-# are not numbers (here and in bench/scaling/run.sh) stop with one line.
+# are not numbers (here, in bench/scaling/run.sh and in the CPU
+# benchmarks' run.sh) stop with one line.
 source "$IMS_TESTLIB"
 run_sh="$IMS_SRC/bench/train-gpu/run.sh"
 fake="$T/bin"
@@ -141,6 +142,20 @@ expect 1 scaling MPI_PIN=yes
 same "$(cat "$T/err")" "run.sh: MPI_PIN must be 0 or 1, got 'yes'" "(scaling: MPI_PIN)"
 expect 1 scaling LR32=abc
 same "$(cat "$T/err")" "run.sh: LR32 must be a number above 0, got 'abc'" "(scaling: LR32)"
+# the CPU benchmarks' settings too (before: ROUNDS=abc stopped deep in
+# the script on an unbound variable, ROUNDS=0 ran nothing, SEED=-1 made a
+# corpus named for it), each before anything is made or installed
+for bad in "train|ROUNDS=abc|a whole number of 1 or more" "train|BATCH=0|a whole number of 1 or more" \
+  "train|SGEMM_SECONDS=x|a number above 0" "train|BUCKET_MB=-1|a number above 0" "train|MPI=2|0 or 1" \
+  "load|ROUNDS=0|a whole number of 1 or more" "load|SEED=-1|a whole number of 0 or more" \
+  "pack|N_IMAGES=1.5|a whole number of 1 or more" "pack|DRY_RUN=yes|0 or 1" \
+  "convert|N_VAL=x|a whole number of 1 or more"; do
+  IFS='|' read -r script setting what <<<"$bad"
+  expect 1 env WORK="$T/cwork" CORPUS="$T/corpus" DATA="$T/cdata" "$setting" bash "$IMS_SRC/bench/$script/run.sh"
+  same "$(cat "$T/err")" "run.sh: ${setting%%=*} must be $what, got '${setting#*=}'" "(bench/$script: $setting)"
+  absent "$T/cwork"
+  absent "$T/corpus"
+done
 
 # WORK naming a folder of other things: run.sh empties WORK/logs and
 # scaling's removes WORK/r1, r2 ... by name, so it is refused, its files
