@@ -31,6 +31,11 @@ same "$(decay "$T/wd_adamw0")" 0.01 "(adamw's default)"
 expect 0 fit --max-steps 1 --log-dir "$T/wd_sgd0"
 same "$(decay "$T/wd_sgd0")" 0.0001 "(sgd's default)"
 
+# --- the options record what ran ----------------------------------------
+# the CPU's convolutions give the same bits every run: a cpu run without
+# --cudnn-algo is deterministic, not a device's default benchmark
+same "$(json "$T/wd_sgd0/summary.json" '(j["options"]["cudnn_algo"], j["options"]["tf32"])')" "('deterministic', False)" "(cpu run, no --cudnn-algo)"
+
 # --- --checkpoint-every needs somewhere to write ------------------------
 expect 2 fit --max-steps 1 --checkpoint-every 1
 one_line "$T/err"

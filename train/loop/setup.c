@@ -192,6 +192,11 @@ static void set_compute(run *r)
 							   : NN_PREC_FP32;
 	if (o->net.cudnn_algo)
 		r->ctx.conv_algo = loop_algo_mode(o->net.cudnn_algo);
+	/* the options record the context's mode as what ran: the CPU's
+	 * convolutions give the same bits every run, whatever a device's
+	 * default would be */
+	if (!strcmp(o->net.device, "cpu"))
+		r->ctx.conv_algo = NN_ALGO_DETERMINISTIC;
 	if (o->net.tf32 >= 0)
 		r->ctx.tf32 = o->net.tf32;
 	r->ctx.channels_last = loop_channels_last(o->net.channels_last);
