@@ -518,12 +518,22 @@ int main(int argc, char **argv)
 		       100 * res.best_top1, res.best_epoch + 1);
 	else if (dp_rank(comm) == 0)
 		printf("no validation (no --val); ");
-	if (dp_rank(comm) == 0)
+	if (dp_rank(comm) == 0) {
 		printf("%.1f images/s over %d %s (%.1f s of training, %.1f s "
-		       "start-up)\n",
+		       "start-up)",
 		       res.images_per_s, dp_world(comm),
 		       ims_plural(dp_world(comm), "rank", "ranks"), res.train_s,
 		       res.startup_s);
+		/* the per-step lines are progress, which --quiet hides: steps
+		 * that trained nothing are still counted where the run ends */
+		if (res.skipped_steps)
+			printf("; %llu fp16 %s skipped (gradients or loss "
+			       "overflowed), loss scale now %g",
+			       (unsigned long long)res.skipped_steps,
+			       ims_plural(res.skipped_steps, "step", "steps"),
+			       res.loss_scale);
+		putchar('\n');
+	}
 	dp_finalize(comm);
 	return CLI_EXIT_OK;
 }
