@@ -185,14 +185,19 @@ static void on_progress(void *ctx, const nn_train_progress *p)
 {
 	if (!printing(ctx))
 		return;
-	char el[32], eta[32];
-	train_say("epoch %d step %llu/%llu loss %.4f acc %.1f%% "
+	char el[32], eta[32], fit[64];
+	/* every step of the interval skipped for an fp16 forward overflow
+	 * leaves no loss to give: a 0 would read as a perfect fit */
+	if (p->scored > 0)
+		snprintf(fit, sizeof(fit), "loss %.4f acc %.1f%%",
+			 p->loss_sum / p->scored, 100 * p->correct / p->scored);
+	else
+		snprintf(fit, sizeof(fit), "no loss (every step skipped)");
+	train_say("epoch %d step %llu/%llu %s "
 		"lr %.4g, %.0f img/s per rank, %.0f img/s total, elapsed %s, "
 		"eta %s (wait %.0f ms, compute %.0f ms, comm %.0f ms per step)",
 		p->epoch + 1, (unsigned long long)p->step,
-		(unsigned long long)p->total_steps,
-		p->samples > 0 ? p->loss_sum / p->samples : 0,
-		p->samples > 0 ? 100 * p->correct / p->samples : 0, p->lr,
+		(unsigned long long)p->total_steps, fit, p->lr,
 		p->images_per_s, p->images_per_s_total,
 		clock_text(p->elapsed_s, el, sizeof(el)),
 		clock_text(p->eta_s, eta, sizeof(eta)),

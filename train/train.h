@@ -90,6 +90,10 @@ typedef struct nn_train_progress {
 	double loss_sum;         /* summed loss over all ranks' samples */
 	double correct;          /* of those, top-1 hits */
 	double samples;          /* all ranks' samples */
+	double scored;           /* of those, the samples in loss_sum and
+				    correct: all but fp16's steps whose
+				    forward pass overflowed (0: no loss to
+				    report) */
 	double lr;               /* the rate of the last step */
 	double wait_s, compute_s, comm_s; /* this rank's data wait, compute
 					     and communication time */

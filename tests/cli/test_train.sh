@@ -192,6 +192,15 @@ assert s["options"]["precision"] == "fp16", s
 print("ok")
 PY
 contains "$T/m" "ok"
+# every step's fp16 forward pass overflows (inputs of about 1e5): an
+# interval of skipped steps has no loss, not a loss of 0, and its images
+# still count in the total images/s
+run "$IMSHARD_TRAIN" --train "$tr" --model convnet7 --size 16 --threads 1 --batch-size 8 --precision fp16 --std 0.001,0.001,0.001 --max-steps 2 --log-every 2 --log-dir "$T/ovf"
+same "$rc" 0 "(fp16, every step overflowed)"
+contains "$T/err" "epoch 1 step 2/5 no loss (every step skipped) lr"
+lacks "$T/err" " 0 img/s total"
+contains "$T/out" "; 2 fp16 steps skipped (gradients or loss overflowed), loss scale now 16384"
+same "$(python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "\"train\"" in x]; print([(x["step"], x["loss"], x["accuracy"], x["skipped_steps"]) for x in l])' "$T/ovf/metrics.jsonl")" "[(2, None, None, 2)]" "(the interval of skipped steps)"
 expect 2 fit --cudnn-algo fastest
 one_line "$T/err"
 contains "$T/err" "--cudnn-algo must be benchmark, heuristic or deterministic, got 'fastest'"
@@ -444,8 +453,9 @@ checks=$((checks + 1))
 expect 0 env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --seed 9 --max-steps 6 --precision fp16 --checkpoint-dir "$T/hf2" --log-dir "$T/hf2" --log-every 1
 contains "$T/err" "step 3: fp16 forward pass (loss not finite) overflowed at loss scale 65536: step skipped, scale now 32768"
 same "$(json "$T/hf2/summary.json" 'j["skipped_steps"], j["loss_scale"]')" "1 32768" "(skipped overflowed forward pass)"
+# (step 3's interval is that step alone: no loss, null)
 same "$(python3 -c 'import json,math,sys
-print(all(math.isfinite(l["loss"]) for l in map(json.loads, open(sys.argv[1])) if l["type"] == "train"))' "$T/hf2/metrics.jsonl")" True "(train lines' loss finite)"
+print(all(l["loss"] is None if l["step"] == 3 else math.isfinite(l["loss"]) for l in map(json.loads, open(sys.argv[1])) if l["type"] == "train"))' "$T/hf2/metrics.jsonl")" True "(train lines' loss finite, step 3's none)"
 # its weights are those of a run whose step 3 overflowed in backward (also
 # skipped); its batch-norm statistics lack step 3's batch: finite, and
 # the counters one batch behind

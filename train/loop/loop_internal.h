@@ -254,6 +254,7 @@ typedef struct run {
 typedef struct loop_interval {
 	double wait_s, compute_s, comm_s;
 	double loss_sum, correct, samples; /* all ranks' */
+	double scored; /* of samples, those in loss_sum and correct */
 	int steps;
 	uint64_t images;                   /* this rank's */
 	double t0;

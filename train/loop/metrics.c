@@ -245,6 +245,7 @@ int loop_report_interval(run *r, int epoch, uint64_t step,
 		.loss_sum = iv->loss_sum,
 		.correct = iv->correct,
 		.samples = iv->samples,
+		.scored = iv->scored,
 		.lr = nn_lr_at_position(&r->sched.lr, r->sched.pos), /* the last step's */
 		.wait_s = iv->wait_s,
 		.compute_s = iv->compute_s,
@@ -265,8 +266,15 @@ int loop_report_interval(run *r, int epoch, uint64_t step,
 	cJSON_AddNumberToObject(j, "rank", p.rank);
 	cJSON_AddNumberToObject(j, "epoch", epoch);
 	cJSON_AddNumberToObject(j, "step", (double)step);
-	cJSON_AddNumberToObject(j, "loss", p.samples > 0 ? p.loss_sum / p.samples : 0);
-	cJSON_AddNumberToObject(j, "accuracy", p.samples > 0 ? p.correct / p.samples : 0);
+	/* an interval whose every step overflowed in fp16 has no loss: null,
+	 * not a 0 that reads as a perfect fit */
+	if (p.scored > 0) {
+		cJSON_AddNumberToObject(j, "loss", p.loss_sum / p.scored);
+		cJSON_AddNumberToObject(j, "accuracy", p.correct / p.scored);
+	} else {
+		cJSON_AddNullToObject(j, "loss");
+		cJSON_AddNullToObject(j, "accuracy");
+	}
 	cJSON_AddNumberToObject(j, "lr", p.lr);
 	cJSON_AddNumberToObject(j, "images_per_s", p.images_per_s);
 	cJSON_AddNumberToObject(j, "data_wait_ms", 1e3 * p.wait_s / steps);

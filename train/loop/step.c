@@ -311,11 +311,13 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 		pf->step_s += p5 - p0;
 	}
 	/* a skipped overflowed step's loss is not finite: the interval's
-	 * loss and accuracy are those of the steps whose loss was */
+	 * loss and accuracy are those of the steps whose loss was, its
+	 * images/s every step's */
+	iv->samples += io.stats[2];
 	if (!io.forward_overflow) {
 		iv->loss_sum += io.stats[0];
 		iv->correct += io.stats[1];
-		iv->samples += io.stats[2];
+		iv->scored += io.stats[2];
 	}
 	return 0;
 }
