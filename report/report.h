@@ -51,7 +51,9 @@ typedef struct rep_train_line {
 	int rank, epoch;
 	int64_t step;        /* global step at the end of the interval */
 	int steps;           /* steps in the interval; 0 when the line lacks it */
-	double loss, accuracy, lr; /* lr is NAN when absent */
+	double loss, accuracy, lr; /* lr is NAN when absent; loss and
+				      accuracy NAN for an interval whose every
+				      step fp16 skipped (both null) */
 	double images_per_s; /* this rank's */
 	double data_wait_ms, compute_ms, comm_ms; /* per step */
 	double wall_s;       /* seconds since training started; NAN when absent */

@@ -159,9 +159,18 @@ static const field gpu_fields[] = {
 static int read_fields(const cJSON *o, const field *f, scratch *sc, char *why,
 		       size_t why_len, const char *type)
 {
+	/* a train interval whose every step fp16 skipped (a forward
+	 * overflow) has neither: both null, no value. A lone null is a
+	 * number that was NaN or infinite when written. */
+	const int no_loss =
+		!strcmp(type, "train") &&
+		cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "loss")) &&
+		cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "accuracy"));
 	for (; f->key; f++) {
 		double *dst = (double *)((char *)sc + f->offset);
 		*dst = NAN;
+		if (no_loss && (!strcmp(f->key, "loss") || !strcmp(f->key, "accuracy")))
+			continue;
 		int rc = num_field(o, f->key, f->lo, f->hi, f->integer, dst, why,
 				   why_len);
 		if (rc == F_BAD)

@@ -77,7 +77,8 @@ static void test_bad_lines(void)
 		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":0}\n" /* 23 steps 0 */
 		     GOOD_TRAIN(1, 5)                                        /* 24 */
 		     "{\"type\":\"val\",\"epoch\":0,\"step\":10,\"top1\":0.5,\"top5\":0.9,\"loss\":1,\"records\":8,\"wall_s\":2,\"val_s\":0.1}\n" /* 25 */
-		     "{\"type\":\"train\",\"rank\":0,\"epoch\":1,\"step\":15,\"loss\":2",  /* 26 cut, no newline */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":20,\"loss\":null,\"accuracy\":null,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,\"wall_s\":2}\n" /* 26 fp16: every step skipped, no loss */
+		     "{\"type\":\"train\",\"rank\":0,\"epoch\":1,\"step\":15,\"loss\":2",  /* 27 cut, no newline */
 		     big) < 0)
 		exit(1);
 	rep_test_write(dir, "metrics.jsonl", text, mpath, sizeof(mpath));
@@ -86,8 +87,8 @@ static void test_bad_lines(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_INT(r.lines, 26);
-	CHECK_EQ_U64(r.n_train, 2);
+	CHECK_EQ_INT(r.lines, 27);
+	CHECK_EQ_U64(r.n_train, 3);
 	CHECK_EQ_U64(r.n_val, 1);
 	CHECK_EQ_U64(r.n_gpu, 0);
 	CHECK_EQ_U64(r.n_diags_total, 21);
@@ -114,7 +115,8 @@ static void test_bad_lines(void)
 	CHECK(diag_at(&r, mpath, 21, "exceeds 'mem_total_mib'"));
 	CHECK(diag_at(&r, mpath, 22, "no \"type\" string"));
 	CHECK(diag_at(&r, mpath, 23, "'steps' is 0"));
-	CHECK(diag_at(&r, mpath, 26, "truncated line"));
+	CHECK(diag_at(&r, mpath, 27, "truncated line"));
+	CHECK(!has_diag(&r, ":26:"));
 	CHECK(!has_diag(&r, ":16:"));
 	CHECK(!has_diag(&r, ":17:"));
 	CHECK(!has_diag(&r, ":24:"));
@@ -124,6 +126,11 @@ static void test_bad_lines(void)
 	CHECK_EQ_INT(r.train[0].steps, 5);
 	CHECK_NEAR(r.train[0].images_per_s, 100, 0);
 	CHECK_EQ_U64(r.train[1].line, 24);
+	/* both null: an interval with no loss, kept with none (a lone null,
+	 * line 8, was NaN or infinite) */
+	CHECK_EQ_U64(r.train[2].line, 26);
+	CHECK(isnan(r.train[2].loss) && isnan(r.train[2].accuracy));
+	CHECK_NEAR(r.train[2].images_per_s, 100, 0);
 	CHECK_NEAR(r.val[0].val_s, 0.1, 1e-12);
 	CHECK_NEAR(r.val[0].records, 8, 0);
 	CHECK_EQ_INT(r.missing, 0);
@@ -136,9 +143,9 @@ static void test_bad_lines(void)
 	fputs("\"step\":1,\"top1\":0.5}\n", f);
 	fclose(f);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	/* line 26 now ends with the added newline: damaged, not cut */
-	CHECK(diag_at(&r, mpath, 26, "not valid JSON"));
-	CHECK(diag_at(&r, mpath, 27, "NUL byte"));
+	/* line 27 now ends with the added newline: damaged, not cut */
+	CHECK(diag_at(&r, mpath, 27, "not valid JSON"));
+	CHECK(diag_at(&r, mpath, 28, "NUL byte"));
 	rep_run_release(&r);
 }
 
