@@ -13,6 +13,7 @@
 
 #include "imshard_model.h"
 #include "train/eval.h"
+#include "train/safetensors.h"
 
 /* The matrix is printed up to this many classes; beyond, the pairs most
  * often confused. */
@@ -32,6 +33,11 @@ static const cli_command command = {
 	"--mean/--std; every record is counted once. The split's class names\n"
 	"must be the model's, in order.\n\n"
 	MODEL_CARD_HELP "\n"
+	"--precision is the activations' storage, with fp32 sums either way,\n"
+	"as imshard-train's: by default the precision the checkpoint's run\n"
+	"trained and validated in (said on stderr when it is bf16 or fp16),\n"
+	"so the numbers equal the run's last validation at its batch size and\n"
+	"threads; fp32 for weights that record none.\n\n"
 	"Under mpirun each rank evaluates its share of the records (shares\n"
 	"padded to equal length, repeats not counted) and rank 0 prints: the\n"
 	"numbers equal one rank's. --threads is per rank (default all cores:\n"
@@ -119,11 +125,11 @@ static pair *confused_pairs(const nn_eval_result *r, size_t *n)
 }
 
 static void print_table(const nn_eval_result *r, const nn_model_card *c,
-			const char *weights, const char *split)
+			const char *weights, const char *split, const char *precision)
 {
 	char d[128], name[96];
-	cli_print("'%s' (%s) on '%s'", weights, model_card_describe(c, d, sizeof(d)),
-		  split);
+	cli_print("'%s' (%s, %s) on '%s'", weights, model_card_describe(c, d, sizeof(d)),
+		  precision, split);
 	printf("records %llu  top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n\n",
 	       (unsigned long long)r->records, 100 * r->top1, 100 * r->top5, r->loss);
 	int w = 5;
@@ -178,13 +184,14 @@ static void print_table(const nn_eval_result *r, const nn_model_card *c,
  * streamed row by row (a million-cell matrix as cJSON nodes would take
  * gigabytes). */
 static int print_json(const nn_eval_result *r, const nn_model_card *c,
-		      const char *weights, const char *split)
+		      const char *weights, const char *split, const char *precision)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "weights", weights);
 	cJSON_AddStringToObject(j, "split", split);
 	cJSON_AddStringToObject(j, "model", c->model);
 	cJSON_AddNumberToObject(j, "size", c->size);
+	cJSON_AddStringToObject(j, "precision", precision);
 	cJSON_AddNumberToObject(j, "records", (double)r->records);
 	cJSON_AddNumberToObject(j, "top1", r->top1);
 	cJSON_AddNumberToObject(j, "top5", r->top5);
@@ -231,6 +238,27 @@ static int print_json(const nn_eval_result *r, const nn_model_card *c,
 
 /* ---- the command --------------------------------------------------------- */
 
+/* The precision the weights' run trained and validated in, as its
+ * checkpoint's options record it: "" for an export, other programs'
+ * weights, or a file that cannot be read (the pass says why). */
+static void run_precision(const char *weights, char *out, size_t cap)
+{
+	out[0] = 0;
+	st_file *f = NULL;
+	ims_error ignored;
+	if (st_open(weights, &f, &ignored) < 0)
+		return;
+	const char *s = st_metadata_get(f, "options");
+	cJSON *j = s ? cJSON_Parse(s) : NULL;
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
+	if (cJSON_IsString(p) && (!strcmp(p->valuestring, "fp32") ||
+				  !strcmp(p->valuestring, "bf16") ||
+				  !strcmp(p->valuestring, "fp16")))
+		snprintf(out, cap, "%s", p->valuestring);
+	cJSON_Delete(j);
+	st_close(f);
+}
+
 /* One line (naming the rank when there are several), every rank ended. */
 static int fail(dp_comm *comm, const ims_error *err)
 {
@@ -258,11 +286,12 @@ int cmd_eval(int argc, char **argv)
 	model_flags mf = {0};
 	int batch = 32, threads = 0, json = 0;
 	double timeout = 600;
-	const char *device = "cpu", *out = NULL;
+	const char *device = "cpu", *out = NULL, *precision = NULL;
 	const cli_opt opts[] = {
 		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
 		{"threads", 0, CLI_INT, &threads, "T", "compute and decoding threads per rank (all cores)", 0, 1024},
 		{"device", 0, CLI_STRING, &device, "DEV", "cpu or cuda (cpu)", 0, 0},
+		{"precision", 0, CLI_STRING, &precision, "P", "fp32, bf16 or fp16: activations stored in 16 bits, sums in fp32 (the precision the checkpoint's run trained in; fp32 for other weights)", 0, 0},
 		{"json", 0, CLI_FLAG, &json, NULL, "print one JSON object instead of the table", 0, 0},
 		{"output", 'o', CLI_STRING, &out, "DIR", "write per_class.csv, confusion.csv, predictions.csv and eval.json here", 0, 0},
 		{"collective-timeout", 0, CLI_DOUBLE, &timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
@@ -275,6 +304,10 @@ int cmd_eval(int argc, char **argv)
 	if (!rc && strcmp(device, "cpu") && strcmp(device, "cuda"))
 		rc = cli_usage_error(&command, "--device must be cpu or cuda, got '%s'",
 				     device);
+	if (!rc && precision && strcmp(precision, "fp32") && strcmp(precision, "bf16") &&
+	    strcmp(precision, "fp16"))
+		rc = cli_usage_error(&command, "--precision must be fp32, bf16 or fp16, got '%s'",
+				     precision);
 	const int rank0 = dp_rank(comm) == 0;
 	/* notes from rank 0 only: every rank resolves the same card */
 	model_flags quiet_mf = mf;
@@ -294,6 +327,17 @@ int cmd_eval(int argc, char **argv)
 		nn_model_card_release(&card);
 		return fail(comm, &err);
 	}
+	/* left out: the run's own, so the numbers are its validation's */
+	char ran[8];
+	run_precision(pos[0], ran, sizeof(ran));
+	if (!precision) {
+		precision = ran[0] ? ran : "fp32";
+		if (strcmp(precision, "fp32") && rank0)
+			cli_info(mf.quiet,
+				 "eval: in %s, the precision its run trained and "
+				 "validated in (--precision fp32 for full precision)",
+				 precision);
+	}
 	progress pr = {rank0 && !mf.quiet && isatty(STDERR_FILENO), 0};
 	nn_eval_opts eo;
 	nn_eval_opts_init(&eo);
@@ -301,6 +345,7 @@ int cmd_eval(int argc, char **argv)
 	eo.weights = pos[0];
 	eo.card = &card;
 	eo.device = device;
+	eo.precision = precision;
 	eo.batch_size = batch;
 	eo.threads = threads;
 	eo.output = out;
@@ -351,16 +396,19 @@ int cmd_eval(int argc, char **argv)
 				 res.bad_records == 1 ? "was" : "were",
 				 (unsigned long long)res.records);
 		if (out) {
-			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0};
+			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0,
+						 precision};
 			if (nn_eval_write(out, &res, &card, &origin, &err) < 0) {
 				cli_error("eval: %s", err.msg);
 				status = CLI_EXIT_FAIL;
 			}
 		}
 		if (json)
-			status = print_json(&res, &card, pos[0], pos[1]) ? CLI_EXIT_FAIL : status;
+			status = print_json(&res, &card, pos[0], pos[1], precision)
+					 ? CLI_EXIT_FAIL
+					 : status;
 		else
-			print_table(&res, &card, pos[0], pos[1]);
+			print_table(&res, &card, pos[0], pos[1], precision);
 		fflush(stdout);
 	}
 	nn_eval_result_release(&res);

@@ -44,6 +44,11 @@ typedef struct nn_eval_opts {
 	const nn_model_card *card;  /* the model and its input; every field
 				       known (NN_CARD_ALL) */
 	const char *device;         /* "cpu" (default) or "cuda" */
+	const char *precision;      /* the activations' storage: "fp32"
+				       (default), "bf16" or "fp16", with fp32
+				       math either way, as imshard-train's
+				       --precision: a run's own validation
+				       ran in its precision */
 	int batch_size;             /* per rank (32) */
 	int threads;                /* compute and decoding threads per rank
 				       (0: all cores) */
@@ -122,6 +127,7 @@ typedef struct nn_eval_origin {
 	const char *split;      /* the split's manifest */
 	int epoch;              /* the trainer's epoch from 0; -1: none */
 	uint64_t step;          /* the trainer's step (with epoch >= 0) */
+	const char *precision;  /* the pass's (NULL: not written) */
 } nn_eval_origin;
 
 /*

@@ -49,6 +49,24 @@ expect 0 "$IMSHARD" eval "$T/w.safetensors" "$va" --threads 1 --json -q
 same "$(json "$T/out" '(j["records"], j["top1"], j["top5"])')" \
   "$(json "$T/eval.json" '(j["records"], j["top1"], j["top5"])')"
 same "$(json "$T/out" 'abs(j["loss"] - '"$(last 'j["loss"]')"') < 1e-5')" True "(loss at batch 32)"
+# a bf16 run: eval runs in its precision by default (said), so it equals
+# its last validation bit for bit (before: fp32 without a word, the loss
+# off in the fifth digit); --precision fp32 asks for full precision
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --epochs 2 --precision bf16 --log-dir "$T/run16" --checkpoint-dir "$T/run16" --quiet
+grep '"type":"val"' "$T/run16/metrics.jsonl" | tail -1 >"$T/lastval16.json"
+want16=$(json "$T/lastval16.json" '(j["records"], j["top1"], j["top5"], repr(j["loss"]))')
+expect 0 "$IMSHARD" eval "$T/run16/checkpoint.safetensors" "$va" --batch-size 8 --threads 1 --json
+same "$(numbers "$T/out")" "$want16" "(bf16 eval = the bf16 run's last validation, bit for bit)"
+same "$(json "$T/out" 'j["precision"]')" bf16 "(the precision in the JSON)"
+same "$(cat "$T/err")" "imshard: eval: in bf16, the precision its run trained and validated in (--precision fp32 for full precision)" "(the precision said)"
+same "$(json "$T/run16/eval.json" 'j["precision"]')" bf16 "(the trainer's eval.json names it)"
+expect 0 "$IMSHARD" eval "$T/run16/checkpoint.safetensors" "$va" --batch-size 8 --threads 1 --json --precision fp32
+same "$(json "$T/out" 'j["precision"]')" fp32 "(--precision fp32)"
+same "$(json "$T/out" 'abs(j["loss"] - '"$(json "$T/lastval16.json" 'j["loss"]')"') < 1e-2')" True "(fp32 loss near the bf16 one)"
+lacks "$T/err" "in bf16"
+expect 2 "$IMSHARD" eval "$ck" "$va" --precision fp8
+same "$(cat "$T/err" | head -n1)" "imshard: eval: --precision must be fp32, bf16 or fp16, got 'fp8' (see 'imshard eval --help')" "(--precision fp8)"
 
 # --- the files: the trainer's last validation wrote what eval -o writes --
 for f in per_class.csv confusion.csv predictions.csv eval.json; do exists "$T/run/$f"; done
@@ -88,7 +106,7 @@ same "$(wc -l <"$T/err")" 0 "(-q: nothing on stderr)"
 mkdir -p "$T/e"$'\e[2J'
 cp "$ck" "$T/e"$'\e[2J'/ck.safetensors
 expect 0 "$IMSHARD" eval "$T/e"$'\e[2J'/ck.safetensors "$va" --threads 1 -q
-contains "$T/out" "'$T/e\x1b[2J/ck.safetensors' (convnet7, 4 classes, 16 px) on '$va'"
+contains "$T/out" "'$T/e\x1b[2J/ck.safetensors' (convnet7, 4 classes, 16 px, fp32) on '$va'"
 ! grep -q $'\e' "$T/out" || fail "eval printed an ESC raw"
 checks=$((checks + 1))
 

@@ -180,6 +180,8 @@ static cJSON *summary(const nn_eval_result *r, const nn_model_card *c,
 	cJSON_AddStringToObject(j, "model", c->model);
 	cJSON_AddNumberToObject(j, "size", c->size);
 	cJSON_AddNumberToObject(j, "val_crop_frac", c->val_crop_frac);
+	if (o->precision)
+		cJSON_AddStringToObject(j, "precision", o->precision);
 	cJSON_AddNumberToObject(j, "records", (double)r->records);
 	cJSON_AddNumberToObject(j, "top1", r->top1);
 	cJSON_AddNumberToObject(j, "top5", r->top5);

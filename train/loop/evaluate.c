@@ -229,6 +229,7 @@ void nn_eval_opts_init(nn_eval_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->device = "cpu";
+	o->precision = "fp32";
 	o->batch_size = 32;
 }
 
@@ -242,6 +243,11 @@ static int check_eval_opts(const nn_eval_opts *o, ims_error *err)
 	RETURN_IF(!o->device || (strcmp(o->device, "cpu") && strcmp(o->device, "cuda")),
 		  err, IMS_EINVAL, "cannot evaluate on device '%s': use cpu or cuda",
 		  o->device ? o->device : "");
+	RETURN_IF(!o->precision || (strcmp(o->precision, "fp32") &&
+				    strcmp(o->precision, "bf16") &&
+				    strcmp(o->precision, "fp16")),
+		  err, IMS_EINVAL, "cannot evaluate in precision '%s': use fp32, "
+		  "bf16 or fp16", o->precision ? o->precision : "");
 	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
 		  "cannot evaluate in batches of %d", o->batch_size);
 	RETURN_IF(o->threads < 0, err, IMS_EINVAL,
@@ -289,6 +295,10 @@ static int eval_context(run *r, const nn_eval_opts *o, ims_error *err)
 		FORWARD_IF_ERR(nn_ctx_init_cpu(&r->ctx, o->threads, err));
 	}
 	r->ctx_ok = 1;
+	/* as the trainer's set_compute: 16-bit activations, fp32 sums */
+	r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
+			   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
+							   : NN_PREC_FP32;
 	return 0;
 }
 
@@ -346,6 +356,7 @@ static int agree_inputs(run *r, const nn_eval_opts *o, uint64_t split,
 		{"class names", loop_fingerprint_names(c)},
 		{"--batch-size", (uint64_t)o->batch_size * 0x9e3779b97f4a7c15u},
 		{"--device", loop_fingerprint_str(o->device)},
+		{"--precision", loop_fingerprint_str(o->precision)},
 	};
 	return loop_agree_on(r, fp, (int)(sizeof(fp) / sizeof(fp[0])), "evaluate",
 			     err);
@@ -378,6 +389,7 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	nn_train_opts_init(&to);
 	to.net.model = o->card->model;
 	to.net.device = o->device;
+	to.net.precision = o->precision;
 	to.optim.batch_size = o->batch_size;
 	to.data.size = o->card->size;
 	to.net.threads = o->threads;

@@ -45,7 +45,7 @@ static int write_eval_files(run *r, const loop_eval *e, int epoch,
 	int rc = 0;
 	if (r->dp.rank == 0) {
 		nn_eval_origin origin = {"imshard-train", NULL, r->o->data.val_manifest,
-					 epoch, step};
+					 epoch, step, r->o->net.precision};
 		rc = nn_eval_write(r->o->out.log_dir, &res, &r->card, &origin, err);
 	}
 	nn_eval_result_release(&res);
