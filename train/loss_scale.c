@@ -41,6 +41,11 @@ int nn_loss_scale_update(nn_loss_scale *s, int found_inf)
 	return 1;
 }
 
+int nn_loss_scale_at_floor(const nn_loss_scale *s)
+{
+	return s->enabled && s->scale <= NN_LOSS_SCALE_MIN;
+}
+
 int nn_loss_scale_check_loss(const nn_loss_scale *s, double loss)
 {
 	if (isfinite(loss))

@@ -78,6 +78,11 @@ int nn_loss_scale_update(nn_loss_scale *s, int found_inf);
 enum { NN_LOSS_STOP = -1, NN_LOSS_FINITE = 0, NN_LOSS_OVERFLOW = 1 };
 int nn_loss_scale_check_loss(const nn_loss_scale *s, double loss);
 
+/* 1 when an enabled scaler is at NN_LOSS_SCALE_MIN: gradients that
+ * overflow there cannot be brought into range by halving, and the run
+ * ends as for a loss that is not finite there; 0 otherwise. */
+int nn_loss_scale_at_floor(const nn_loss_scale *s);
+
 /*
  * The state as checkpoint metadata values (decimal strings, each buffer
  * NN_LOSS_SCALE_META_LEN bytes): S, the good-step count, the skipped

@@ -192,6 +192,16 @@ assert s["options"]["precision"] == "fp16", s
 print("ok")
 PY
 contains "$T/m" "ok"
+# gradients that overflow with the scale already at 1 (a checkpoint's
+# scale set to 1, resumed): the run stops alike (before: skipped, and
+# every later step could be, the run ending in success)
+expect 0 fit --precision fp16 --max-steps 2 --checkpoint-dir "$T/cfl"
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_edit.py" "$T/cfl/checkpoint.safetensors" "$T/cfl/x" --set loss_scale=1
+mv "$T/cfl/x" "$T/cfl/checkpoint.safetensors"
+before=$(md5sum <"$T/cfl/checkpoint.safetensors")
+expect 1 env IMSHARD_INJECT_INF_GRAD_STEP=3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --precision fp16 --max-steps 4 --checkpoint-dir "$T/cfl" --resume
+contains "$T/err" "imshard: gradients overflowed at step 3 with the fp16 loss scale at 1: stopping (lower --lr, or train in bf16, whose range is fp32's; the last checkpoint written before this step is kept)"
+same "$(md5sum <"$T/cfl/checkpoint.safetensors")" "$before" "(the checkpoint before the overflow kept)"
 # every step's fp16 forward pass overflows (inputs of about 1e5): an
 # interval of skipped steps has no loss, not a loss of 0, and its images
 # still count in the total images/s

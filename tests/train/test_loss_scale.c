@@ -62,6 +62,7 @@ static void test_loss(void)
 	/* the step then goes through the overflow path */
 	CHECK_EQ_INT(nn_loss_scale_update(&s, 1), 0);
 	CHECK(nn_loss_scale_value(&s) == 32768.0f);
+	CHECK(!nn_loss_scale_at_floor(&s));
 	/* 2^-1 is never reached: at S = 1 the run stops */
 	for (int i = 0; i < 15; i++) {
 		CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_OVERFLOW);
@@ -69,11 +70,15 @@ static void test_loss(void)
 	}
 	CHECK(nn_loss_scale_value(&s) == 1.0f);
 	CHECK_EQ_U64(s.skipped, 16);
+	/* at the floor: overflowed gradients end the run too */
+	CHECK(nn_loss_scale_at_floor(&s));
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_STOP);
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, INFINITY), NN_LOSS_STOP);
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 1.0), NN_LOSS_FINITE);
-	/* bf16 and fp32: a disabled scaler stops at once */
+	/* bf16 and fp32: a disabled scaler stops at once (and has no floor
+	 * for gradients: it checks none) */
 	nn_loss_scale_init(&s, 0);
+	CHECK(!nn_loss_scale_at_floor(&s));
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, INFINITY), NN_LOSS_STOP);
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, NAN), NN_LOSS_STOP);
 	CHECK_EQ_INT(nn_loss_scale_check_loss(&s, 3.0), NN_LOSS_FINITE);

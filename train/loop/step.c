@@ -196,6 +196,18 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 		io->stats[3] = 1;
 		io->forward_overflow = 1;
 		FORWARD_IF_ERR(step_keep_buffers(r, 1, err));
+	} else if (io->stats[3] > 0 && nn_loss_scale_at_floor(&r->fp16.scaler)) {
+		/* backward overflowed at S = 1: halving can go no lower, and
+		 * every later step would be skipped alike, a run that trains
+		 * nothing and ends in success. The flag is summed over ranks:
+		 * every rank stops here alike. */
+		loop_failed_alike(r);
+		return ims_fail(err, IMS_EINVAL,
+				"gradients overflowed at step %llu with the fp16 "
+				"loss scale at 1: stopping (lower --lr, or train in "
+				"bf16, whose range is fp32's; the last checkpoint "
+				"written before this step is kept)",
+				(unsigned long long)step + 1);
 	}
 	return loop_bad_step(r, (uint64_t)io->stats[4], step, err);
 }
