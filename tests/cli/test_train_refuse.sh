@@ -431,6 +431,9 @@ if have_mpi; then
   contains "$T/err" "imshard: rank 1: cannot open manifest '$T/none.json'"
   lacks "$T/err" "MPI_ABORT"
   expect 0 two "--train $tr --threads 1" "--train $T/pcopy/train.json --val $T/pcopy/val.json --threads 2"
+  # a default given on one rank and left out on the other is the same
+  # setting (before: refused as different --cudnn-algo)
+  expect 0 two "--train $tr --cudnn-algo deterministic --tf32 off --channels-last auto --cuda-graphs auto" "--train $tr"
   # the same records under other class names (before: trained, rank 1's
   # labels meaning other classes)
   sed 's/^/x_/' "$T/p/classes.txt" >"$T/names.txt"

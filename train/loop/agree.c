@@ -40,6 +40,11 @@ static uint64_t of_i64(int64_t v)
 	return ims_hash64((uint64_t)v, 0x69363475u);
 }
 
+static const char *or_auto(const char *mode)
+{
+	return mode ? mode : "auto";
+}
+
 /* The options, in --help's order; n is the count. */
 static int fingerprints(const run *r, fingerprint *f)
 {
@@ -61,10 +66,12 @@ static int fingerprints(const run *r, fingerprint *f)
 	FP("--synthetic", of_i64(o->data.synthetic));
 	FP("--device", of_str(o->net.device));
 	FP("--precision", of_str(o->net.precision));
-	FP("--cudnn-algo", of_str(o->net.cudnn_algo));
-	FP("--tf32", of_i64(o->net.tf32));
-	FP("--channels-last", of_str(o->net.channels_last));
-	FP("--cuda-graphs", of_str(o->net.cuda_graphs));
+	/* as the context runs them, and auto whether given or left out: a
+	 * rank given a default and one left to it agree */
+	FP("--cudnn-algo", of_i64(r->ctx.conv_algo));
+	FP("--tf32", of_i64(r->ctx.tf32));
+	FP("--channels-last", of_str(or_auto(o->net.channels_last)));
+	FP("--cuda-graphs", of_str(or_auto(o->net.cuda_graphs)));
 	FP("--init (given or not)", of_i64(o->net.init != NULL));
 	FP("--init-partial", of_i64(o->net.init_partial));
 	FP("--reset-head", of_i64(o->net.reset_head));
