@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -157,6 +158,44 @@ static int check_limit(int res, const char *what, const char *used_key,
 	return 0;
 }
 
+/*
+ * OpenBLAS's allocator (driver/others/memory.c), exported by the library
+ * but declared in none of its installed headers. Its buffers are a pool
+ * shared by every thread: a call takes the first free one and hands it
+ * back when it returns, and a new buffer is made only when all are taken,
+ * so the pool grows to the most calls ever running at once.
+ */
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+
+/* Whether `threads` more buffers can be mapped now, asked of the kernel
+ * itself: the counters check_limit reads miss what a strict overcommit
+ * policy refuses, and a buffer OpenBLAS cannot map it retries for ever.
+ * One mapping a buffer, as OpenBLAS makes them. */
+static int probe_room(int threads, ims_error *err)
+{
+	void **maps = calloc((size_t)threads, sizeof(*maps));
+	RETURN_IF(!maps, err, IMS_ENOMEM,
+		  "cannot reserve OpenBLAS's buffers: out of memory");
+	int got = 0;
+	while (got < threads) {
+		void *p = mmap(NULL, BLAS_BUFFER_BYTES, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			break;
+		maps[got++] = p;
+	}
+	for (int i = 0; i < got; i++)
+		munmap(maps[i], BLAS_BUFFER_BYTES);
+	free(maps);
+	RETURN_IF(got < threads, err, IMS_ENOMEM,
+		  "cannot reserve OpenBLAS's buffers: the system maps %d of "
+		  "the %d (%.0f MiB each) that %d compute threads need (out "
+		  "of memory); use fewer --threads",
+		  got, threads, (double)BLAS_BUFFER_BYTES / 1048576.0, threads);
+	return 0;
+}
+
 int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err)
 {
 	if (!nn_ctx_on_host(ctx))
@@ -167,21 +206,25 @@ int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err)
 				   need, threads, err));
 	FORWARD_IF_ERR(check_limit(RLIMIT_DATA, "data-segment (ulimit -d)", "VmData",
 				   need, threads, err));
-	/* Big enough that no small-matrix path skips the buffer. */
-	enum { N = 128 };
-	float *m = calloc((size_t)3 * N * N * (size_t)threads, sizeof(float));
-	RETURN_IF(!m, err, IMS_ENOMEM,
+	FORWARD_IF_ERR(probe_room(threads, err));
+	void **held = calloc((size_t)threads, sizeof(*held));
+	RETURN_IF(!held, err, IMS_ENOMEM,
 		  "cannot reserve OpenBLAS's buffers: out of memory");
-	/* one buffer per calling thread, none of OpenBLAS's own threads */
-	const int blas_threads = openblas_get_num_threads();
-	openblas_set_num_threads(1);
+	/* Every buffer is taken before any is handed back: a GEMM per
+	 * thread would make a single buffer when the threads happen to run
+	 * one after another, and the first step whose GEMMs overlap would
+	 * then ask for another under the limit. A team smaller than asked
+	 * takes the missing threads' buffers too. Each thread frees what it
+	 * took, as a build of OpenBLAS with a pool per thread requires. */
 #pragma omp parallel num_threads(threads)
 	{
-		float *a = m + (size_t)3 * N * N * (size_t)omp_get_thread_num();
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f,
-			    a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
+		const int t = omp_get_thread_num(), team = omp_get_num_threads();
+		for (int i = t; i < threads; i += team)
+			held[i] = blas_memory_alloc(0);
+#pragma omp barrier
+		for (int i = t; i < threads; i += team)
+			blas_memory_free(held[i]);
 	}
-	openblas_set_num_threads(blas_threads);
-	free(m);
+	free(held);
 	return 0;
 }

@@ -281,15 +281,18 @@ const char *nn_blas_better_core(void);
 
 /*
  * OpenBLAS takes a buffer of its own (BUFFER_SIZE plus a page: 128 MiB on
- * its default x86-64 and arm64 builds) for each thread that first calls
- * it, and when that allocation fails it retries forever: a process under
- * a memory limit (ulimit -v, or RLIMIT_DATA) spins at full CPU with no
- * word. nn_ctx_reserve_blas checks, on a CPU context, that the limits
- * leave room for a buffer per compute thread beside what the process
- * already maps, then has every compute thread make its buffer now, so no
- * later call of a step allocates one. Call it once the model and
- * everything else of a run is allocated (OpenBLAS keeps the buffers for
- * the process's life). A device context: 0, nothing done.
+ * its default x86-64 and arm64 builds) for each GEMM running at once: its
+ * buffers are a pool shared by all threads, which grows when every buffer
+ * is taken (one per compute thread in a step) and is kept for the
+ * process's life. When making a buffer fails it retries forever: a
+ * process under a memory limit (ulimit -v, or RLIMIT_DATA) spins at full
+ * CPU with no word. nn_ctx_reserve_blas checks, on a CPU context, that the
+ * limits leave room for a buffer per compute thread beside what the
+ * process already maps and that the system maps them, then takes them all
+ * at once and hands them back, so no later call of a step makes one,
+ * however its threads are scheduled. Call it once the model and
+ * everything else of a run is allocated. A device context: 0, nothing
+ * done.
  * Errors: IMS_ENOMEM, naming the limit, what is mapped and what the
  * buffers need.
  */
