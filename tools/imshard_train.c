@@ -110,7 +110,9 @@ static const cli_command command = {
 	"OpenBLAS falls back to generic SSE kernels on CPU models newer than its\n"
 	"release; imshard-train then restarts itself once with OPENBLAS_CORETYPE\n"
 	"naming the kernels the CPU supports (SkylakeX, Haswell), several times\n"
-	"faster. Set OPENBLAS_CORETYPE yourself to choose.\n\n"
+	"faster. Set OPENBLAS_CORETYPE yourself to choose. Under a memory limit\n"
+	"(ulimit -v or -d) it restarts with OPENBLAS_NUM_THREADS=1: OpenBLAS's own\n"
+	"threads, which it never uses, would each take 128 MiB as OpenBLAS loads.\n\n"
 	"Examples:\n"
 	"  imshard-train --train out/train.json --val out/val.json --model convnet7 \\\n"
 	"      --size 32 --epochs 10 --batch-size 64 --lr 0.05 --log-dir runs/a\n"
@@ -214,21 +216,31 @@ static int fail_run(dp_comm *comm, const ims_error *err)
 }
 
 /*
- * OpenBLAS picks its kernels when it loads, before main; when it fell back
- * to generic SSE kernels on a CPU it does not know, run again with the
- * kernels the CPU supports (several times faster GEMMs). Once only: the
- * variable set here stops a second re-execution.
+ * OpenBLAS picks its kernels and starts its threads when it loads, before
+ * main. Run again, once, with the kernels the CPU supports when it fell
+ * back to generic SSE kernels on a CPU it does not know (several times
+ * faster GEMMs), and without its threads under a memory limit, where one
+ * whose buffer does not fit would spin and hang the exit (the trainer
+ * never gives them work). The variables set here stop a second
+ * re-execution.
  */
-static void pick_blas_kernels(char **argv)
+static void restart_for_blas(char **argv)
 {
-	const char *better = nn_blas_better_core();
-	if (!better || getenv("IMSHARD_BLAS_PICKED"))
+	const char *better =
+		getenv("IMSHARD_BLAS_PICKED") ? NULL : nn_blas_better_core();
+	const int one_thread = nn_blas_threads_at_risk();
+	if (!better && !one_thread)
 		return;
-	/* remembers what OpenBLAS chose, for the log line after parsing */
-	setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
-	setenv("OPENBLAS_CORETYPE", better, 1);
+	if (better) {
+		/* remembers what OpenBLAS chose, for the log line after
+		 * parsing */
+		setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
+		setenv("OPENBLAS_CORETYPE", better, 1);
+	}
+	if (one_thread)
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
 	execv("/proc/self/exe", argv);
-	/* exec failed: go on with the kernels we have */
+	/* exec failed: go on with the OpenBLAS we have */
 }
 
 /*
@@ -438,7 +450,7 @@ int main(int argc, char **argv)
 	dp_comm *comm = NULL;
 	ims_error err;
 	ims_error_clear(&err);
-	pick_blas_kernels(argv);
+	restart_for_blas(argv);
 	/* MPI first: it may rewrite argv, and every rank parses the same */
 	if (dp_init(&argc, &argv, &comm, &err) < 0) {
 		cli_error("%s", err.msg);

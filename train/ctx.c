@@ -115,6 +115,20 @@ const char *nn_blas_better_core(void)
 	return NULL;
 }
 
+int nn_blas_threads_at_risk(void)
+{
+	const char *env = getenv("OPENBLAS_NUM_THREADS");
+	if ((env && !strcmp(env, "1")) || openblas_get_num_threads() < 2)
+		return 0;
+	const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		struct rlimit rl;
+		if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+			return 1;
+	}
+	return 0;
+}
+
 /* OpenBLAS's BUFFER_SIZE on its default x86-64 and arm64 builds (32 << 22)
  * plus the page it adds, and what the allocator rounds an allocation of
  * that size up to. Seen in a debugger: malloc(134221824) per thread. */

@@ -278,6 +278,20 @@ const char *nn_blas_core(void);
  * and re-executing itself (imshard-train does).
  */
 const char *nn_blas_better_core(void);
+/*
+ * OpenBLAS starts threads of its own when it loads (one fewer than the
+ * CPUs), and each takes one of its buffers (below) for its life as it
+ * starts, racing the program's own start-up; imshard never gives them
+ * work (its kernels call OpenBLAS one thread at a time, from their
+ * OpenMP teams). Under a limit on address space or data (ulimit -v, -d)
+ * a thread whose buffer does not fit retries for ever, and the process
+ * spins, then hangs at exit, where OpenBLAS waits for its threads.
+ * 1 when such a limit is set and OpenBLAS runs such threads, unless
+ * OPENBLAS_NUM_THREADS is 1 already. OpenBLAS reads OPENBLAS_NUM_THREADS
+ * when it loads, so a program acts on this by setting it to 1 and
+ * re-executing itself (imshard-train does).
+ */
+int nn_blas_threads_at_risk(void);
 
 /*
  * OpenBLAS takes a buffer of its own (BUFFER_SIZE plus a page: 128 MiB on

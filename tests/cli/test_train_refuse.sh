@@ -507,13 +507,15 @@ if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep libasan >/dev/null; then
   contains "$T/err" "use fewer --threads"
   # limits around what the buffers need: each run trains or ends with a
   # word, none spins (before: a step whose GEMMs overlapped asked OpenBLAS
-  # for a buffer the set-up had not made, and OpenBLAS retried for ever).
-  # Near the limit a run may also end as others make it: what is
-  # allocated after the check fails with imshard's own line, or libgomp's
-  # for a thread it cannot start; and before main, a library that cannot
-  # be mapped (exit 127), or OpenBLAS unable to start its threads (SIGINT,
-  # which it raises then) in a build that maps more.
-  for lim in 450000 500000 550000 600000 650000 700000; do
+  # for a buffer the set-up had not made, and OpenBLAS retried for ever;
+  # and below what OpenBLAS's own threads take as it loads, 128 MiB each,
+  # one of them retried for ever and the exit waited for it, after the
+  # refusal). Near the limit a run may also end as others make it: what
+  # is allocated after the check fails with imshard's own line, or
+  # libgomp's for a thread it cannot start; and before main, a library
+  # that cannot be mapped (exit 127), or OpenBLAS unable to start its
+  # threads (SIGINT, which it raises then) in a build that maps more.
+  for lim in 150000 175000 450000 500000 550000 600000 650000 700000; do
     for threads in 1 2 3 4; do
       run capped "$lim" 20 --threads "$threads"
       checks=$((checks + 1))
