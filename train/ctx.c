@@ -210,35 +210,56 @@ static int probe_room(int threads, ims_error *err)
 	return 0;
 }
 
-int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err)
+/* Whether the limits and the system leave room for `threads` buffers
+ * beside what is mapped now. */
+static int check_room(int threads, ims_error *err)
 {
-	if (!nn_ctx_on_host(ctx))
-		return 0;
-	const int threads = ctx->threads;
 	const double need = (double)threads * (double)BLAS_BUFFER_BYTES;
 	FORWARD_IF_ERR(check_limit(RLIMIT_AS, "address-space (ulimit -v)", "VmSize",
 				   need, threads, err));
 	FORWARD_IF_ERR(check_limit(RLIMIT_DATA, "data-segment (ulimit -d)", "VmData",
 				   need, threads, err));
-	FORWARD_IF_ERR(probe_room(threads, err));
+	return probe_room(threads, err);
+}
+
+int nn_ctx_reserve_blas(nn_ctx *ctx, ims_error *err)
+{
+	if (!nn_ctx_on_host(ctx))
+		return 0;
+	const int threads = ctx->threads;
 	void **held = calloc((size_t)threads, sizeof(*held));
 	RETURN_IF(!held, err, IMS_ENOMEM,
 		  "cannot reserve OpenBLAS's buffers: out of memory");
-	/* Every buffer is taken before any is handed back: a GEMM per
-	 * thread would make a single buffer when the threads happen to run
-	 * one after another, and the first step whose GEMMs overlap would
-	 * then ask for another under the limit. A team smaller than asked
-	 * takes the missing threads' buffers too. Each thread frees what it
-	 * took, as a build of OpenBLAS with a pool per thread requires. */
+	int rc = 0;
 #pragma omp parallel num_threads(threads)
 	{
-		const int t = omp_get_thread_num(), team = omp_get_num_threads();
-		for (int i = t; i < threads; i += team)
-			held[i] = blas_memory_alloc(0);
+		/* The room is measured from inside the team that takes the
+		 * buffers: starting its threads maps their stacks, and each
+		 * thread's first allocation a malloc heap of its own (64 MiB
+		 * of address space with glibc), which would otherwise be
+		 * mapped between the check and the buffers. */
+		void *volatile first = malloc(1);
+		free(first);
 #pragma omp barrier
-		for (int i = t; i < threads; i += team)
-			blas_memory_free(held[i]);
+#pragma omp single
+		rc = check_room(threads, err);
+		/* Every buffer is taken before any is handed back: a GEMM per
+		 * thread would make a single buffer when the threads happen
+		 * to run one after another, and the first step whose GEMMs
+		 * overlap would then ask for another under the limit. A team
+		 * smaller than asked takes the missing threads' buffers too.
+		 * Each thread frees what it took, as a build of OpenBLAS with
+		 * a pool per thread requires. */
+		if (!rc) {
+			const int t = omp_get_thread_num();
+			const int team = omp_get_num_threads();
+			for (int i = t; i < threads; i += team)
+				held[i] = blas_memory_alloc(0);
+#pragma omp barrier
+			for (int i = t; i < threads; i += team)
+				blas_memory_free(held[i]);
+		}
 	}
 	free(held);
-	return 0;
+	return rc;
 }

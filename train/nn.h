@@ -302,8 +302,8 @@ int nn_blas_threads_at_risk(void);
  * process under a memory limit (ulimit -v, or RLIMIT_DATA) spins at full
  * CPU with no word. nn_ctx_reserve_blas checks, on a CPU context, that the
  * limits leave room for a buffer per compute thread beside what the
- * process already maps and that the system maps them, then takes them all
- * at once and hands them back, so no later call of a step makes one,
+ * process maps once those threads are started, and that the system maps
+ * them, then takes them all at once and hands them back, so no later call of a step makes one,
  * however its threads are scheduled. Call it once the model and
  * everything else of a run is allocated. A device context: 0, nothing
  * done.

@@ -508,6 +508,8 @@ if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep libasan >/dev/null; then
   # limits around what the buffers need: each run trains or ends with a
   # word, none spins (before: a step whose GEMMs overlapped asked OpenBLAS
   # for a buffer the set-up had not made, and OpenBLAS retried for ever;
+  # the set-up's own buffers did not fit when the compute threads, started
+  # after the check, took the room with their stacks and malloc heaps;
   # and below what OpenBLAS's own threads take as it loads, 128 MiB each,
   # one of them retried for ever and the exit waited for it, after the
   # refusal). Near the limit a run may also end as others make it: what
@@ -515,7 +517,7 @@ if ! ldd "$IMSHARD_TRAIN" 2>/dev/null | grep libasan >/dev/null; then
   # libgomp's for a thread it cannot start; and before main, a library
   # that cannot be mapped (exit 127), or OpenBLAS unable to start its
   # threads (SIGINT, which it raises then) in a build that maps more.
-  for lim in 150000 175000 450000 500000 550000 600000 650000 700000; do
+  for lim in 150000 175000 350000 400000 450000 500000 550000 600000 650000 700000; do
     for threads in 1 2 3 4; do
       run capped "$lim" 20 --threads "$threads"
       checks=$((checks + 1))
