@@ -577,8 +577,14 @@ int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
 			l->share_pad[k] = position + (uint64_t)l->o.rank +
 						  k * (uint64_t)l->o.world >= l->n;
 	}
-	if (pthread_create(&l->producer, NULL, produce, l) != 0)
-		return ims_fail(err, IMS_EIO, "cannot start the loader's producer thread");
+	const int e = pthread_create(&l->producer, NULL, produce, l);
+	if (e != 0)
+		return ims_fail(err, e == EAGAIN ? IMS_ENOMEM : IMS_EIO,
+				"cannot start the loader's producer thread: %s%s",
+				strerror(e),
+				e == EAGAIN ? " (out of memory or a limit on "
+					      "threads or memory)"
+					    : "");
 	l->running = 1;
 	return 0;
 }

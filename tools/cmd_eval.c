@@ -251,9 +251,7 @@ static void run_precision(const char *weights, char *out, size_t cap)
 	const char *s = st_metadata_get(f, "options");
 	cJSON *j = s ? cJSON_Parse(s) : NULL;
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
-	if (cJSON_IsString(p) && (!strcmp(p->valuestring, "fp32") ||
-				  !strcmp(p->valuestring, "bf16") ||
-				  !strcmp(p->valuestring, "fp16")))
+	if (cJSON_IsString(p) && nn_precision_of(p->valuestring) >= 0)
 		snprintf(out, cap, "%s", p->valuestring);
 	cJSON_Delete(j);
 	st_close(f);
@@ -304,8 +302,7 @@ int cmd_eval(int argc, char **argv)
 	if (!rc && strcmp(device, "cpu") && strcmp(device, "cuda"))
 		rc = cli_usage_error(&command, "--device must be cpu or cuda, got '%s'",
 				     device);
-	if (!rc && precision && strcmp(precision, "fp32") && strcmp(precision, "bf16") &&
-	    strcmp(precision, "fp16"))
+	if (!rc && precision && nn_precision_of(precision) < 0)
 		rc = cli_usage_error(&command, "--precision must be fp32, bf16 or fp16, got '%s'",
 				     precision);
 	const int rank0 = dp_rank(comm) == 0;

@@ -182,7 +182,9 @@ static int predictor_open(predictor *p, const char *weights,
 		  "cannot predict: out of memory");
 	for (int i = 0; i < p->n_workers; i++)
 		FORWARD_IF_ERR(aug_codec_create(&p->workers[i].codec, err));
-	return 0;
+	/* under a memory limit, a line now rather than OpenBLAS spinning
+	 * for a buffer in the first batch */
+	return nn_ctx_reserve_blas(&p->ctx, err);
 }
 
 /*

@@ -6,8 +6,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "imshard_model.h"
+#include "train/nn.h"
 
 static const cli_subcommand commands[] = {
 	{"eval", cmd_eval, "top-1, top-5, loss, per class and the confusion matrix on a split"},
@@ -17,7 +19,10 @@ static const cli_subcommand commands[] = {
 
 static void before_command(char **argv)
 {
-	cli_pick_blas_kernels(argv);
+	/* OpenBLAS's kernels and threads, chosen when it loads: a restart
+	 * with better ones, once (nn.h) */
+	if (nn_blas_restart_env())
+		execv("/proc/self/exe", argv); /* failed: go on as we are */
 	/* a weights file truncated while mapped is named, not a silent
 	 * SIGBUS */
 	ims_mapguard_install("imshard");

@@ -67,15 +67,6 @@ int model_card_resolve(const char *cmd, const char *weights,
 const char *model_card_describe(const nn_model_card *c, char *buf, size_t len);
 
 /*
- * OpenBLAS picks its kernels when it loads; when it fell back to generic
- * SSE kernels on a CPU it does not know, re-executes the program once
- * with OPENBLAS_CORETYPE naming the kernels the CPU supports (several
- * times faster GEMMs), remembering the first choice in
- * IMSHARD_BLAS_PICKED. Returns only when no re-execution happened.
- */
-void cli_pick_blas_kernels(char **argv);
-
-/*
  * predict and export are one process. Started as several ranks (mpirun
  * -np N), each would do all the work and print or write all of it again,
  * so they refuse: 0 when this process runs alone, else CLI_EXIT_USAGE

@@ -216,34 +216,6 @@ static int fail_run(dp_comm *comm, const ims_error *err)
 }
 
 /*
- * OpenBLAS picks its kernels and starts its threads when it loads, before
- * main. Run again, once, with the kernels the CPU supports when it fell
- * back to generic SSE kernels on a CPU it does not know (several times
- * faster GEMMs), and without its threads under a memory limit, where one
- * whose buffer does not fit would spin and hang the exit (the trainer
- * never gives them work). The variables set here stop a second
- * re-execution.
- */
-static void restart_for_blas(char **argv)
-{
-	const char *better =
-		getenv("IMSHARD_BLAS_PICKED") ? NULL : nn_blas_better_core();
-	const int one_thread = nn_blas_threads_at_risk();
-	if (!better && !one_thread)
-		return;
-	if (better) {
-		/* remembers what OpenBLAS chose, for the log line after
-		 * parsing */
-		setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
-		setenv("OPENBLAS_CORETYPE", better, 1);
-	}
-	if (one_thread)
-		setenv("OPENBLAS_NUM_THREADS", "1", 1);
-	execv("/proc/self/exe", argv);
-	/* exec failed: go on with the OpenBLAS we have */
-}
-
-/*
  * Fills o from the command line: 0, CLI_EXIT_USAGE after a one-line error,
  * or -1 after --help.
  */
@@ -398,8 +370,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		USAGE("unknown model '%s' (convnet7, resnet18, resnet50, vgg16)", o->net.model);
 	if (strcmp(o->net.device, "cpu") && strcmp(o->net.device, "cuda"))
 		USAGE("--device must be cpu or cuda, got '%s'", o->net.device);
-	if (strcmp(o->net.precision, "fp32") && strcmp(o->net.precision, "bf16") &&
-	    strcmp(o->net.precision, "fp16"))
+	if (nn_precision_of(o->net.precision) < 0)
 		USAGE("--precision must be fp32, bf16 or fp16, got '%s'", o->net.precision);
 	if (o->net.cudnn_algo && strcmp(o->net.cudnn_algo, "benchmark") &&
 	    strcmp(o->net.cudnn_algo, "heuristic") &&
@@ -450,7 +421,10 @@ int main(int argc, char **argv)
 	dp_comm *comm = NULL;
 	ims_error err;
 	ims_error_clear(&err);
-	restart_for_blas(argv);
+	/* OpenBLAS's kernels and threads, chosen when it loads: a restart
+	 * with better ones, once (nn.h) */
+	if (nn_blas_restart_env())
+		execv("/proc/self/exe", argv); /* failed: go on as we are */
 	/* MPI first: it may rewrite argv, and every rank parses the same */
 	if (dp_init(&argc, &argv, &comm, &err) < 0) {
 		cli_error("%s", err.msg);

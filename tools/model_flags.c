@@ -14,18 +14,6 @@
 #include "train/dp.h"
 #include "train/nn.h"
 
-void cli_pick_blas_kernels(char **argv)
-{
-	const char *better = nn_blas_better_core();
-	if (!better || getenv("IMSHARD_BLAS_PICKED"))
-		return;
-	/* remembers what OpenBLAS chose, for a log line after parsing */
-	setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
-	setenv("OPENBLAS_CORETYPE", better, 1);
-	execv("/proc/self/exe", argv);
-	/* exec failed: go on with the kernels we have */
-}
-
 const char *model_card_describe(const nn_model_card *c, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s, %d classes, %d px", c->model, c->classes, c->size);

@@ -89,6 +89,16 @@ float *nn_ctx_scratch(nn_ctx *ctx, size_t n, ims_error *err)
 	return ctx->scratch;
 }
 
+int nn_precision_of(const char *name)
+{
+	if (!name)
+		return -1;
+	return !strcmp(name, "fp32")   ? NN_PREC_FP32
+	       : !strcmp(name, "bf16") ? NN_PREC_BF16
+	       : !strcmp(name, "fp16") ? NN_PREC_FP16
+				       : -1;
+}
+
 const char *nn_blas_core(void)
 {
 	const char *c = openblas_get_corename();
@@ -129,6 +139,22 @@ int nn_blas_threads_at_risk(void)
 	return 0;
 }
 
+int nn_blas_restart_env(void)
+{
+	const char *better =
+		getenv("IMSHARD_BLAS_PICKED") ? NULL : nn_blas_better_core();
+	const int one_thread = nn_blas_threads_at_risk();
+	if (better) {
+		/* what OpenBLAS chose, for the program's line after the
+		 * restart; also what stops a second one */
+		setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
+		setenv("OPENBLAS_CORETYPE", better, 1);
+	}
+	if (one_thread)
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+	return better || one_thread;
+}
+
 /* OpenBLAS's BUFFER_SIZE on its default x86-64 and arm64 builds (32 << 22)
  * plus the page it adds, and what the allocator rounds an allocation of
  * that size up to. Seen in a debugger: malloc(134221824) per thread. */
@@ -162,13 +188,16 @@ static int check_limit(int res, const char *what, const char *used_key,
 		return 0;
 	const double limit = (double)rl.rlim_cur, used = status_bytes(used_key);
 	const double mib = 1048576.0;
+	char each[64] = "the one compute thread";
+	if (threads > 1)
+		snprintf(each, sizeof(each), "each of %d compute threads", threads);
 	RETURN_IF(used + need > limit, err, IMS_ENOMEM,
-		  "cannot train within the %s limit of %.0f MiB: %.0f MiB are "
-		  "mapped after set-up and OpenBLAS needs %.0f MiB more (%.0f MiB "
-		  "for each of %d compute threads); raise the limit or use fewer "
-		  "--threads",
+		  "the %s limit of %.0f MiB is too small: %.0f MiB are mapped "
+		  "after set-up and OpenBLAS needs %.0f MiB more (%.0f MiB for "
+		  "%s); raise the limit%s",
 		  what, limit / mib, used / mib, need / mib,
-		  (double)BLAS_BUFFER_BYTES / mib, threads);
+		  (double)BLAS_BUFFER_BYTES / mib, each,
+		  threads > 1 ? " or use fewer --threads" : "");
 	return 0;
 }
 

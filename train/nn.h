@@ -119,6 +119,9 @@ typedef struct nn_ctx {
 enum { NN_WINO_AUTO = 0, NN_WINO_OFF = 1, NN_WINO_ALL = 2 };
 enum { NN_MEMPLAN_ON = 0, NN_MEMPLAN_OFF = 1, NN_MEMPLAN_POISON = 2 };
 enum { NN_PREC_FP32 = 0, NN_PREC_BF16 = 1, NN_PREC_FP16 = 2 };
+/* The NN_PREC_* a precision's name ("fp32", "bf16", "fp16") stands for;
+ * -1 for any other name or NULL. */
+int nn_precision_of(const char *name);
 enum { NN_CL_OFF = 0, NN_CL_ON = 1, NN_CL_AUTO = 2 };
 enum { NN_ALGO_BENCHMARK = 0, NN_ALGO_HEURISTIC = 1, NN_ALGO_DETERMINISTIC = 2 };
 
@@ -292,6 +295,17 @@ const char *nn_blas_better_core(void);
  * re-executing itself (imshard-train does).
  */
 int nn_blas_threads_at_risk(void);
+/*
+ * What every program running networks does first, before anything else
+ * of its start-up: sets OPENBLAS_CORETYPE (when nn_blas_better_core
+ * names a kernel set; IMSHARD_BLAS_PICKED then holds OpenBLAS's own
+ * choice, for a line saying so) and OPENBLAS_NUM_THREADS=1 (when
+ * nn_blas_threads_at_risk), and returns 1 when it set either: the
+ * program then re-executes itself (execv("/proc/self/exe", argv)), as
+ * OpenBLAS reads both when it loads. The variables it sets make it
+ * return 0 in the restarted process. 0: nothing to do.
+ */
+int nn_blas_restart_env(void);
 
 /*
  * OpenBLAS takes a buffer of its own (BUFFER_SIZE plus a page: 128 MiB on

@@ -135,15 +135,10 @@ static int time_sgemm(int threads, int n, double seconds)
 
 int main(int argc, char **argv)
 {
-	/* The same kernel choice as imshard-train (which re-executes itself
-	 * with OPENBLAS_CORETYPE when OpenBLAS fell back to generic kernels),
-	 * so the sgemm reference runs the kernels the trainer runs. */
-	const char *better = nn_blas_better_core();
-	if (better && !getenv("IMSHARD_BLAS_PICKED")) {
-		setenv("IMSHARD_BLAS_PICKED", nn_blas_core(), 1);
-		setenv("OPENBLAS_CORETYPE", better, 1);
+	/* The same kernels as imshard-train, so the sgemm reference runs
+	 * what the trainer runs */
+	if (nn_blas_restart_env())
 		execv("/proc/self/exe", argv);
-	}
 	int threads = 0, n = 2048, classes = 10;
 	double seconds = 2;
 	int rc = 0;

@@ -94,6 +94,44 @@ memcap() {
   fi
 }
 
+# under_limits "LIMITS" "THREADS" PROGRAM ARGS...: PROGRAM ARGS --threads T
+# under ulimit -v L, for each L (KB) and T, each killed after 20 s. Each
+# run must end, with exit 0 or a word: imshard's line or libgomp's for what
+# did not fit, the loader's for a library it could not map (127), or
+# OpenBLAS's when it cannot start its threads (it raises SIGINT then). One
+# spinning on a buffer that does not fit (timeout's 124) fails. Callers
+# skip it in AddressSanitizer builds, which reserve terabytes of address
+# space (asan_build).
+under_limits() {
+  local lim threads ok
+  for lim in $1; do
+    for threads in $2; do
+      run bash -c 'ulimit -v "$1"; exec timeout 20 "${@:2}"' _ "$lim" "${@:3}" \
+        --threads "$threads"
+      checks=$((checks + 1))
+      ok=0
+      case $rc in
+        0) ok=1 ;;
+        1) grep -qE '^(imshard|libgomp): ' "$T/err" && ok=1 ;;
+        127) grep -q 'error while loading shared libraries' "$T/err" && ok=1 ;;
+        130) grep -q '^OpenBLAS blas_thread_init: ' "$T/err" && ok=1 ;;
+      esac
+      if [ "$rc" = 124 ]; then
+        fail "ulimit -v $lim, --threads $threads: still running after 20 s: ${*:3}"
+      elif [ "$ok" = 0 ]; then
+        fail "ulimit -v $lim, --threads $threads: exit $rc: ${*:3}"
+        sed 's/^/  | /' "$T/err" | head >&2
+      fi
+    done
+  done
+}
+
+# asan_build: whether imshard was built with AddressSanitizer (grep reads
+# all of ldd's output, see memcap).
+asan_build() {
+  ldd "$IMSHARD" 2>/dev/null | grep libasan >/dev/null
+}
+
 finish() {
   echo "$checks checks, $failures failed"
   if [ "$failures" = 0 ]; then

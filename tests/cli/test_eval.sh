@@ -370,6 +370,21 @@ expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7
   --batch-size 8 --max-steps 1 --init "$T/w.safetensors"
 contains "$T/err" "loaded 34 tensors"
 
+# --- a memory limit too small for OpenBLAS's buffers ----------------------
+# one line, as for the trainer (before: eval spun at full CPU for a buffer
+# OpenBLAS could not map, under 350 to 700 MB with any --threads, until
+# killed; OpenBLAS's own threads spun from start-up, and a pass's GEMMs
+# asked for buffers none had checked)
+if ! asan_build; then
+  run bash -c 'ulimit -v 600000; exec timeout 60 "$@"' _ "$IMSHARD" eval "$ck" "$va" -q \
+    --threads 4
+  same "$rc" 1 "(eval under ulimit -v 600000, 4 threads: exit)"
+  one_line "$T/err"
+  contains "$T/err" "imshard: eval: the address-space (ulimit -v) limit of 586 MiB is too small"
+  under_limits "350000 400000 450000 500000 550000 600000 700000" "1 2 4" \
+    "$IMSHARD" eval "$ck" "$va" -q
+fi
+
 # --- report draws the per-class files of a run folder ---------------------
 expect 0 "$IMSHARD" report "$T/run" -o "$T/r.html" --quiet
 contains "$T/r.html" "Per-class accuracy"

@@ -166,6 +166,20 @@ expect 0 "$IMSHARD" predict --help
 contains "$T/out" "EXIF orientation"
 contains "$T/out" "--top"
 
+# --- a memory limit too small for OpenBLAS's buffers ----------------------
+# one line, as for the trainer (before: predict spun at full CPU for a
+# buffer OpenBLAS could not map, until killed)
+if ! asan_build; then
+  three=$(head -3 "$T/files" | tr '\n' ' ')
+  run bash -c 'ulimit -v 600000; exec timeout 60 "$@"' _ "$IMSHARD" predict "$ck" $three \
+    -q --threads 4
+  same "$rc" 1 "(predict under ulimit -v 600000, 4 threads: exit)"
+  one_line "$T/err"
+  contains "$T/err" "imshard: predict: the address-space (ulimit -v) limit of 586 MiB is too small"
+  under_limits "350000 400000 450000 500000 550000 600000 700000" "1 2 4" \
+    "$IMSHARD" predict "$ck" $three -q
+fi
+
 # --- under mpirun: refused once, by rank 0 ------------------------------------
 # predict is one process; as N ranks each predicted every image and
 # printed its line again (N copies of the output, exit 0)

@@ -243,10 +243,7 @@ static int check_eval_opts(const nn_eval_opts *o, ims_error *err)
 	RETURN_IF(!o->device || (strcmp(o->device, "cpu") && strcmp(o->device, "cuda")),
 		  err, IMS_EINVAL, "cannot evaluate on device '%s': use cpu or cuda",
 		  o->device ? o->device : "");
-	RETURN_IF(!o->precision || (strcmp(o->precision, "fp32") &&
-				    strcmp(o->precision, "bf16") &&
-				    strcmp(o->precision, "fp16")),
-		  err, IMS_EINVAL, "cannot evaluate in precision '%s': use fp32, "
+	RETURN_IF(nn_precision_of(o->precision) < 0, err, IMS_EINVAL, "cannot evaluate in precision '%s': use fp32, "
 		  "bf16 or fp16", o->precision ? o->precision : "");
 	RETURN_IF(o->batch_size < 1, err, IMS_EINVAL,
 		  "cannot evaluate in batches of %d", o->batch_size);
@@ -296,9 +293,7 @@ static int eval_context(run *r, const nn_eval_opts *o, ims_error *err)
 	}
 	r->ctx_ok = 1;
 	/* as the trainer's set_compute: 16-bit activations, fp32 sums */
-	r->ctx.precision = !strcmp(o->precision, "bf16")   ? NN_PREC_BF16
-			   : !strcmp(o->precision, "fp16") ? NN_PREC_FP16
-							   : NN_PREC_FP32;
+	r->ctx.precision = nn_precision_of(o->precision);
 	return 0;
 }
 
@@ -419,6 +414,10 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		rc = eval_loader(&r, o, err);
 	if (!rc)
 		rc = loop_setup_device(&r, err);
+	/* under a memory limit, a line now rather than OpenBLAS spinning
+	 * for a buffer in the pass */
+	if (!rc)
+		rc = nn_ctx_reserve_blas(&r.ctx, err);
 	/* rank 0 writes the files: a folder it cannot write them into
 	 * fails the set-up, which every rank then hears */
 	if (!rc && o->output && r.dp.rank == 0)

@@ -47,10 +47,7 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	RETURN_IF(strcmp(o->net.device, "cpu") && strcmp(o->net.device, "cuda"), err,
 		  IMS_EINVAL, "cannot train on device '%s': use cpu or cuda",
 		  o->net.device);
-	RETURN_IF(strcmp(o->net.precision, "fp32") &&
-			  strcmp(o->net.precision, "bf16") &&
-			  strcmp(o->net.precision, "fp16"),
-		  err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
+	RETURN_IF(nn_precision_of(o->net.precision) < 0, err, IMS_EINVAL, "unknown precision '%s': use fp32, bf16 or fp16",
 		  o->net.precision);
 	RETURN_IF(o->net.cudnn_algo && loop_algo_mode(o->net.cudnn_algo) < 0, err,
 		  IMS_EINVAL,
@@ -187,9 +184,7 @@ int loop_load_classes(run *r, ims_error *err)
 static void set_compute(run *r)
 {
 	const nn_train_opts *o = r->o;
-	r->ctx.precision = !strcmp(o->net.precision, "bf16")   ? NN_PREC_BF16
-			   : !strcmp(o->net.precision, "fp16") ? NN_PREC_FP16
-							   : NN_PREC_FP32;
+	r->ctx.precision = nn_precision_of(o->net.precision);
 	if (o->net.cudnn_algo)
 		r->ctx.conv_algo = loop_algo_mode(o->net.cudnn_algo);
 	/* the options record the context's mode as what ran: the CPU's
@@ -224,7 +219,8 @@ int loop_open_context(run *r, ims_error *err)
 		r->ctx_ok = 1;
 		set_compute(r);
 	}
-	nn_loss_scale_init(&r->fp16.scaler, !strcmp(o->net.precision, "fp16"));
+	nn_loss_scale_init(&r->fp16.scaler,
+			   nn_precision_of(o->net.precision) == NN_PREC_FP16);
 	FORWARD_IF_ERR(dp_set_timeout(r->dp.comm, o->comm.collective_timeout,
 				      "imshard-train", err));
 	RETURN_IF(r->hooks.inf_grad_step && !r->fp16.scaler.enabled, err, IMS_EINVAL,
