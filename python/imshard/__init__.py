@@ -249,7 +249,8 @@ class Loader:
     once; closing twice is harmless. Ctrl-C interrupts a waiting loader.
     close() from another thread ends a loop waiting in the loader with
     imshard.Error ("the loader was closed while waiting for a batch")
-    within a twentieth of a second.
+    within a twentieth of a second. Threads sharing a loader take turns; a
+    pass started by one ends the pass another waits in (imshard.Error).
     """
 
     def __init__(self, manifest, batch_size, size=224, *, augment="flip", train=True,
@@ -289,7 +290,7 @@ class Loader:
         self.train = bool(train)
         self._next_epoch = epoch
         self._bad_said = 0
-        self._pass = 0  # which pass the C loader is on (epoch() starts one)
+        self._pass = 0  # the C loader's number of the pass epoch() last started
 
     def __len__(self):
         """Batches per epoch, the same on every rank."""
@@ -329,8 +330,7 @@ class Loader:
 
     def epoch(self, epoch):
         """An iterator over the batches of one given epoch."""
-        self._c.start_epoch(_u64(epoch, "epoch"))
-        self._pass += 1
+        self._pass = self._c.start_epoch(_u64(epoch, "epoch"))
         return _EpochIterator(self, epoch)
 
     def __iter__(self):
@@ -386,14 +386,17 @@ class _EpochIterator:
         loader = self._loader  # another thread may end this pass meanwhile
         if loader is None:
             raise StopIteration
-        if loader._pass != self._pass:
+        # the C side checks the pass under the lock that makes its callers
+        # take turns: a pass started by another thread while this one
+        # waits ends this one there, and none of its batches come here
+        t = loader._c.next(self._pass)
+        if t is False:
             # the loader makes one pass at a time: a new one (iter() or
             # epoch()) stopped this one, whose rest would be lost unsaid
             self._loader = None
             raise Error("this pass over epoch %d was ended by a newer pass over the "
                         "loader (iter() or epoch() again): its remaining batches are "
                         "not made; finish a pass before starting the next" % self._epoch)
-        t = loader._c.next()
         if t is None:
             self._loader = None
             loader._report_bad()

@@ -10,9 +10,16 @@
  * viewed, next() raises instead of waiting for a slot that never comes
  * back. Closing the loader stops its threads at once (aug_loader_stop)
  * and frees the ring when the last view is gone.
+ *
+ * The C loader has one consumer: next() and start_epoch() from several
+ * Python threads take turns on a mutex (each wait for a batch is cut into
+ * slices, so a turn is short), and a pass started by one thread ends the
+ * pass another thread is waiting in, rather than handing it the new
+ * pass's batches.
  */
 #include "ext.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,9 +34,16 @@ typedef struct {
 	int stopped;          /* close() was called */
 	int epoch_running;
 	int busy;             /* threads inside the C loader with the GIL
-				 released: the C loader is one thread's at a
-				 time, so close() from another thread waits
-				 for them (at most SIGNAL_SLICE) */
+				 released, or waiting for `use`: close()
+				 from another thread waits for them (at
+				 most a SIGNAL_SLICE each) */
+	pthread_mutex_t use;  /* held around each C loader call that may
+				 wait (aug_loader_next_timed,
+				 aug_loader_start_epoch): one consumer at a
+				 time; only ever waited for without the GIL */
+	int use_ready;
+	unsigned long long passes; /* start_epoch calls; read and written
+				      under `use` */
 } loader_obj;
 
 typedef struct {
@@ -201,6 +215,10 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	Py_CLEAR(s->manifest);
 	if (loader_opts_from(args, kw, &s->o, &s->manifest, NULL, NULL) < 0)
 		return -1;
+	if (!s->use_ready) {
+		pthread_mutex_init(&s->use, NULL);
+		s->use_ready = 1;
+	}
 	s->o.hold_batches = 1;
 	/* One slot more than the batches prepared ahead: the batch a loop
 	 * variable still holds while the next is asked for. */
@@ -227,6 +245,8 @@ static int loader_usable(loader_obj *s)
 	return 0;
 }
 
+/* start_epoch(e) -> the pass number, which next() takes to know its pass
+ * was not ended by a newer one (from another thread). */
 static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
 {
 	loader_obj *s = (loader_obj *)self;
@@ -234,10 +254,15 @@ static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
 	if (PyErr_Occurred() || !loader_usable(s))
 		return NULL;
 	ims_error err;
+	ims_error_clear(&err);
 	int rc;
+	unsigned long long pass;
 	s->busy++;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&s->use);
+	pass = ++s->passes;
 	rc = aug_loader_start_epoch(s->l, e, &err);
+	pthread_mutex_unlock(&s->use);
 	Py_END_ALLOW_THREADS
 	s->busy--;
 	if (!loader_usable(s)) /* closed meanwhile, from another thread */
@@ -245,34 +270,42 @@ static PyObject *loader_start_epoch(PyObject *self, PyObject *arg)
 	if (rc < 0)
 		return ims_py_raise(rc, &err);
 	s->epoch_running = 1;
-	Py_RETURN_NONE;
+	return PyLong_FromUnsignedLongLong(pass);
 }
 
 /* The seconds next() waits between two checks for Ctrl-C. */
 #define SIGNAL_SLICE 0.05
 
-/* next() -> (BatchMemory, labels bytes (int32), indices bytes (uint64),
- * padded bytes (uint8), count, epoch, step, wait seconds), or None when
- * the epoch is over. */
-static PyObject *loader_next(PyObject *self, PyObject *unused)
+/* next(pass=0) -> (BatchMemory, labels bytes (int32), indices bytes
+ * (uint64), padded bytes (uint8), count, epoch, step, wait seconds), None
+ * when the epoch is over, or False when `pass` (start_epoch's number; 0:
+ * any) was ended by a newer pass: its batches are not made any more, and
+ * the new pass's are not this caller's to take. */
+static PyObject *loader_next(PyObject *self, PyObject *args)
 {
-	(void)unused;
 	loader_obj *s = (loader_obj *)self;
-	if (!loader_usable(s))
+	unsigned long long pass = 0;
+	if (!PyArg_ParseTuple(args, "|K", &pass) || !loader_usable(s))
 		return NULL;
 	aug_batch b;
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;
+	int stale = 0;
 	double waited = 0;
 	for (;;) {
 		double t0 = ims_now();
 		s->busy++;
 		Py_BEGIN_ALLOW_THREADS
-		rc = aug_loader_next_timed(s->l, &b, SIGNAL_SLICE, &err);
+		pthread_mutex_lock(&s->use);
+		stale = pass && s->passes != pass;
+		rc = stale ? 0 : aug_loader_next_timed(s->l, &b, SIGNAL_SLICE, &err);
+		pthread_mutex_unlock(&s->use);
 		Py_END_ALLOW_THREADS
 		s->busy--;
 		waited += ims_now() - t0;
+		if (stale)
+			Py_RETURN_FALSE;
 		if (s->stopped) {
 			/* close() from another thread, waiting for us to leave:
 			 * a batch just taken goes back first */
@@ -423,12 +456,17 @@ static void loader_dealloc(PyObject *self)
 		Py_END_ALLOW_THREADS
 	}
 	Py_CLEAR(s->manifest);
+	if (s->use_ready)
+		pthread_mutex_destroy(&s->use);
 	Py_TYPE(self)->tp_free(self);
 }
 
 static PyMethodDef loader_methods[] = {
-	{"start_epoch", loader_start_epoch, METH_O, "start_epoch(e): produce epoch e's batches"},
-	{"next", loader_next, METH_NOARGS, "next() -> batch tuple, or None at the end of the epoch"},
+	{"start_epoch", loader_start_epoch, METH_O,
+	 "start_epoch(e) -> pass number: produce epoch e's batches"},
+	{"next", loader_next, METH_VARARGS,
+	 "next(pass=0) -> batch tuple, None at the end of the epoch, False when a newer pass\n"
+	 "than `pass` (start_epoch's number) ended it"},
 	{"close", loader_close, METH_NOARGS,
 	 "close(): stop the threads now; the ring is freed once no batch is viewed"},
 	{"info", loader_info, METH_NOARGS, "info() -> dict: shares, shapes"},
@@ -498,7 +536,7 @@ static void batch_dealloc(PyObject *self)
 	batch_obj *m = (batch_obj *)self;
 	loader_obj *s = m->owner;
 	if (s) {
-		if (s->l && !m->released)
+			if (s->l && !m->released)
 			aug_loader_release(s->l, &m->b, NULL);
 		s->exported--;
 		loader_maybe_free(s);

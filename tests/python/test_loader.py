@@ -403,3 +403,37 @@ def test_seeds_and_epochs_out_of_range_are_refused(sample):
             L.set_epoch(-1)
     with pytest.raises(imshard.ArgumentError):
         imshard.partition(-1, 0, 1)
+
+
+def test_a_new_pass_from_another_thread_loses_no_batch(sample):
+    # one thread waits in next() for epoch 0's batches while another
+    # starts epoch 1: before, the waiting thread took the first batches of
+    # the new pass (a data race inside the C loader, which has one
+    # consumer), so the new pass came out short or hit the ring limit
+    import threading
+    m = sample["train"]
+    with imshard.Loader(m, 8, 384, rank=0, world=1, threads=1, prefetch=1) as L:
+        want = [b.indices.copy() for b in imshard.Loader(m, 8, 384, rank=0, world=1, threads=1,
+                                                           copy=True).epoch(1)]
+        got, inside = [], threading.Event()
+
+        def old_pass():
+            try:
+                for b in L.epoch(0):
+                    del b
+                    inside.set()
+                got.append("finished")
+            except imshard.Error as exc:
+                got.append(exc)
+
+        t = threading.Thread(target=old_pass)
+        t.start()
+        assert inside.wait(30), "no batch came"
+        time.sleep(0.05)  # the old pass is waiting for its next batch
+        new = [b.indices.copy() for b in L.epoch(1)]
+        t.join(30)
+        assert not t.is_alive()
+        assert len(got) == 1 and isinstance(got[0], imshard.Error), got
+        assert "ended by a newer pass" in str(got[0])
+        assert len(new) == len(want) and all(np.array_equal(a, b) for a, b in zip(new, want))
+
