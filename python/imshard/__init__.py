@@ -250,7 +250,9 @@ class Loader:
     close() from another thread ends a loop waiting in the loader with
     imshard.Error ("the loader was closed while waiting for a batch")
     within a twentieth of a second. Threads sharing a loader take turns; a
-    pass started by one ends the pass another waits in (imshard.Error).
+    pass started by one ends the pass another waits in (imshard.Error). A
+    forked child cannot use its parent's loader (imshard.Error): its threads
+    are not copied by fork.
     """
 
     def __init__(self, manifest, batch_size, size=224, *, augment="flip", train=True,

@@ -15,13 +15,15 @@
  * Python threads take turns on a mutex (each wait for a batch is cut into
  * slices, so a turn is short), and a pass started by one thread ends the
  * pass another thread is waiting in, rather than handing it the new
- * pass's batches.
+ * pass's batches. A forked child has none of the loader's threads: there
+ * it is refused, and closing it only forgets it.
  */
 #include "ext.h"
 
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "augment/augment.h"
 
@@ -44,6 +46,8 @@ typedef struct {
 	int use_ready;
 	unsigned long long passes; /* start_epoch calls; read and written
 				      under `use` */
+	pid_t pid;            /* the process that opened the C loader: its
+				 threads exist only there */
 } loader_obj;
 
 typedef struct {
@@ -193,9 +197,29 @@ static void sleep_ms(long ms)
 	nanosleep(&t, NULL);
 }
 
+/* Whether this is a child forked from the process that opened the C
+ * loader: its producer thread and OpenMP team were not copied, and its
+ * mutexes may be held by threads that are not there, so stopping,
+ * freeing or waiting on it can hang for ever. */
+static int loader_forked(const loader_obj *s)
+{
+	return s->l && s->pid != getpid();
+}
+
+/* In a forked child the C loader is the parent's: forgotten, not freed
+ * (its memory is this process's copy, gone when the process ends). */
+static void loader_forget_if_forked(loader_obj *s)
+{
+	if (loader_forked(s)) {
+		s->l = NULL;
+		s->stopped = 1;
+	}
+}
+
 /* Frees the C loader once it is closed and nothing views its ring. */
 static void loader_maybe_free(loader_obj *s)
 {
+	loader_forget_if_forked(s);
 	if (s->l && s->stopped && s->exported == 0 && s->busy == 0) {
 		aug_loader *l = s->l;
 		s->l = NULL;
@@ -234,11 +258,20 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	s->stopped = 0;
+	s->pid = getpid();
 	return 0;
 }
 
 static int loader_usable(loader_obj *s)
 {
+	if (loader_forked(s)) {
+		PyErr_Format(ims_py_error,
+			     "cannot use a loader opened by process %ld in its forked child %ld: "
+			     "the loader's threads are not copied by fork (open the Loader in "
+			     "the child, or start children with 'spawn' or 'forkserver')",
+			     (long)s->pid, (long)getpid());
+		return 0;
+	}
 	if (s->l && !s->stopped)
 		return 1;
 	PyErr_SetString(ims_py_error, "the loader is closed");
@@ -368,6 +401,7 @@ static PyObject *loader_close(PyObject *self, PyObject *unused)
 {
 	(void)unused;
 	loader_obj *s = (loader_obj *)self;
+	loader_forget_if_forked(s);
 	if (s->l && !s->stopped) {
 		/* first: no call enters from now on */
 		s->stopped = 1;
@@ -422,6 +456,9 @@ static PyObject *loader_stats(PyObject *self, PyObject *unused)
 {
 	(void)unused;
 	loader_obj *s = (loader_obj *)self;
+	/* in a forked child the stats' mutex may be held by a thread not there */
+	if (loader_forked(s) && !loader_usable(s))
+		return NULL;
 	if (!s->l) {
 		PyErr_SetString(ims_py_error, "the loader is closed");
 		return NULL;
@@ -448,6 +485,7 @@ static void loader_dealloc(PyObject *self)
 {
 	loader_obj *s = (loader_obj *)self;
 	/* no BatchMemory can be alive: each holds a reference to us */
+	loader_forget_if_forked(s);
 	if (s->l) {
 		aug_loader *l = s->l;
 		s->l = NULL;
@@ -536,7 +574,8 @@ static void batch_dealloc(PyObject *self)
 	batch_obj *m = (batch_obj *)self;
 	loader_obj *s = m->owner;
 	if (s) {
-			if (s->l && !m->released)
+		loader_forget_if_forked(s);
+		if (s->l && !m->released)
 			aug_loader_release(s->l, &m->b, NULL);
 		s->exported--;
 		loader_maybe_free(s);

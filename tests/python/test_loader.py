@@ -437,3 +437,44 @@ def test_a_new_pass_from_another_thread_loses_no_batch(sample):
         assert "ended by a newer pass" in str(got[0])
         assert len(new) == len(want) and all(np.array_equal(a, b) for a, b in zip(new, want))
 
+
+def test_a_forked_child_is_refused_the_parents_loader(sample, tmp_path):
+    # the loader's threads are not copied by fork: before, a child that
+    # went on with the parent's loader (a fork-started DataLoader worker,
+    # a multiprocessing pool) waited for ever for batches no thread made,
+    # or hung starting an epoch or giving a batch back
+    script = tmp_path / "fork.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, imshard
+        l = imshard.Loader(sys.argv[1], 8, 128, rank=0, world=1, threads=2, prefetch=1)
+        it = iter(l)
+        b = next(it)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a hang ends the child, not the test
+            for what, call in (("next", lambda: next(it)), ("epoch", lambda: next(iter(l))),
+                               ("stats", lambda: l.stats)):
+                try:
+                    call()
+                    print(what, "worked", flush=True)
+                except imshard.Error as e:
+                    print(what, "refused:", e, flush=True)
+            del b
+            l.close()
+            print("closed", l.closed, flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child status", status, flush=True)
+        del b
+        print("parent", sum(1 for _ in it) + 1 == len(l), sum(1 for _ in l) == len(l), flush=True)
+        l.close()
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[-2:] == ["child status 0", "parent True True"], p.stdout + p.stderr
+    for what, line in zip(("next", "epoch", "stats"), lines):
+        assert line.startswith(what + " refused: cannot use a loader opened by process"), line
+        assert "fork" in line
+    assert lines[3] == "closed True", p.stdout
