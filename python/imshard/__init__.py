@@ -453,6 +453,17 @@ def _integer(v, i, what):
     return int(v)
 
 
+def _index(v, i):
+    # a list file's index column is 0..2**64 - 1, as the list reader
+    # checks it; the C call would wrap -1 to 2**64 - 1 and 2**64 to 0
+    v = _integer(v, i, "index")
+    if v < 0:
+        raise ArgumentError("row %d: index %d is negative" % (i, v))
+    if v >= 2**64:
+        raise ArgumentError("row %d: index %d is too large (at most 2**64 - 1)" % (i, v))
+    return v
+
+
 def _rows(rows):
     out = []
     for i, r in enumerate(rows):
@@ -460,10 +471,9 @@ def _rows(rows):
         if len(r) == 2:
             out.append((i, _integer(r[0], i, "label"), (), r[1]))
         elif len(r) == 3:
-            out.append((_integer(r[0], i, "index"), _integer(r[1], i, "label"), (), r[2]))
+            out.append((_index(r[0], i), _integer(r[1], i, "label"), (), r[2]))
         elif len(r) == 4:
-            out.append((_integer(r[0], i, "index"), _integer(r[1], i, "label"),
-                        tuple(r[2]), r[3]))
+            out.append((_index(r[0], i), _integer(r[1], i, "label"), tuple(r[2]), r[3]))
         else:
             raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
                                 "(index, label, extras, path), got %d fields" % (i, len(r)))

@@ -193,3 +193,18 @@ def test_rows_meet_the_list_rules(sample, tmp_path):
     with pytest.raises(imshard.ArgumentError, match="seed must be an integer"):
         imshard.convert("folder", img, tmp_path / "c", val_ratio=0.2, seed=-1)
     assert not (tmp_path / "p1").exists() or not any((tmp_path / "p1").iterdir())
+
+
+def test_row_indices_meet_the_list_rules(sample, tmp_path):
+    # a list file's index column is 0..2**64 - 1 (`imshard pack` refuses
+    # '-1' and '18446744073709551616'); before, rows packed index -1 as
+    # 2**64 - 1 and 2**64 as 0, without a word
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    for index, why in ((-1, "is negative"), (2**64, "is too large")):
+        for row in ((index, 0, rel), (index, 0, (0.5,), rel)):
+            with pytest.raises(imshard.ArgumentError, match="row 0: index %d %s" % (index, why)):
+                imshard.pack([row], img, tmp_path / "p" / "train")
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+    rep = imshard.pack([(2**64 - 1, 0, rel)], img, tmp_path / "q" / "train")
+    assert rep["packed"] == 1
