@@ -514,6 +514,10 @@ def pack(list_or_rows, root, out, *, classes=None, **options):
     out_dir, name = os.path.split(out)
     if not name:
         raise ArgumentError("out needs OUTDIR/NAME, e.g. out/train (got %r)" % (out,))
+    if isinstance(classes, (str, bytes)):
+        # a str is a sequence too: "cat" would be the classes 'c', 'a', 't'
+        raise ArgumentError("classes must be a list of names (label i = classes[i]), "
+                            "not one string: %r" % (classes,))
     kw = _pack_kwargs(options)
     if isinstance(list_or_rows, (str, bytes, os.PathLike)):
         rep = _imshard.pack(list_or_rows, None, classes, root, out_dir or ".", name, **kw)

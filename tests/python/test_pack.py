@@ -208,3 +208,16 @@ def test_row_indices_meet_the_list_rules(sample, tmp_path):
     assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
     rep = imshard.pack([(2**64 - 1, 0, rel)], img, tmp_path / "q" / "train")
     assert rep["packed"] == 1
+
+
+def test_classes_given_as_one_string_are_refused(sample, tmp_path):
+    # a str is a sequence of characters: before, classes="cat" packed a
+    # split whose classes were 'c', 'a' and 't'
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    for classes in ("cat", b"cat"):
+        with pytest.raises(imshard.ArgumentError, match="classes must be a list of names"):
+            imshard.pack([(0, rel)], img, tmp_path / "p" / "train", classes=classes)
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+    rep = imshard.pack([(0, rel)], img, tmp_path / "q" / "train", classes=("cat",))
+    assert imshard.Split(rep["manifest"]).classes == ["cat"]
