@@ -109,18 +109,21 @@ static Py_ssize_t split_len(PyObject *self)
 	return (Py_ssize_t)rio_reader_count(s->reader);
 }
 
-/* Index from a Python int, negative counting from the end. */
+/* Index from a Python int, negative counting from the end. One past 64
+ * bits is out of range like any other (an IndexError, not the
+ * OverflowError of the conversion). */
 static int split_index(split_obj *s, PyObject *arg, uint64_t *out)
 {
-	long long i = PyLong_AsLongLong(arg);
+	int over = 0;
+	long long i = PyLong_AsLongLongAndOverflow(arg, &over);
 	if (i == -1 && PyErr_Occurred())
 		return 0;
 	long long n = (long long)rio_reader_count(s->reader);
-	if (i < 0)
+	if (!over && i < 0)
 		i += n;
-	if (i < 0 || i >= n) {
-		PyErr_Format(PyExc_IndexError, "record index %lld out of range (%lld records)",
-			     PyLong_AsLongLong(arg), n);
+	if (over || i < 0 || i >= n) {
+		PyErr_Format(PyExc_IndexError, "record index %R out of range (%lld records)", arg,
+			     n);
 		return 0;
 	}
 	*out = (uint64_t)i;

@@ -229,3 +229,15 @@ def test_errors_with_bytes_that_are_not_utf8_are_imshard_errors(tmp_path):
     with pytest.raises(imshard.Error) as e:
         imshard.Split(missing)
     assert "nu\\xe9" in str(e.value)
+
+
+def test_huge_record_indices_are_index_errors(sample):
+    # before: an index past 64 bits raised OverflowError ("int too big to
+    # convert"), not the IndexError the manual promises
+    with imshard.Split(sample["val"]) as s:
+        for i in (2**63, 2**64, 10**30, -2**63 - 1, -10**30):
+            with pytest.raises(IndexError, match="out of range"):
+                s[i]
+            with pytest.raises(IndexError, match="out of range"):
+                s.decode(i)
+        assert s[-1] == s[len(s) - 1]
