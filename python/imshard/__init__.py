@@ -71,6 +71,15 @@ def _u64(v, what):
     return int(v)
 
 
+def _count(v, what):
+    # the C side takes a C int: a bool is a mistake (True would pass for
+    # 1), and a float or a number past 32 bits would raise TypeError or
+    # OverflowError instead of saying which argument is wrong
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not -2**31 <= v < 2**31:
+        raise ArgumentError("%s must be an integer, got %r" % (what, v))
+    return int(v)
+
+
 def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0):
     """Rank `rank`'s share of epoch `epoch` over n records (the C partition
     every loader and imshard-train use) as a list of record indices; with
@@ -264,6 +273,9 @@ class Loader:
         if rank is None:
             rank, world, source = distributed_rank()
             _say_once("imshard: loader rank %d of %d, from %s" % (rank, world, source))
+        batch_size, size = _count(batch_size, "batch_size"), _count(size, "size")
+        rank, world = _count(rank, "rank"), _count(world, "world")
+        prefetch = _count(prefetch, "prefetch")
         if dtype not in _DTYPES:
             raise ArgumentError("dtype must be float32, float16, bfloat16 or uint8, got %r" % (dtype,))
         self.dtype = _DTYPES[dtype]
@@ -275,8 +287,7 @@ class Loader:
             mean = (0, 0, 0) if raw else IMAGENET_MEAN
         if std is None:
             std = (1, 1, 1) if raw else IMAGENET_STD
-        if threads is None:
-            threads = 0
+        threads = 0 if threads is None else _count(threads, "threads")
         self.copy = bool(copy)
         seed = _u64(seed, "seed")
         epoch = _u64(epoch, "epoch")
@@ -415,6 +426,10 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     std 1). Returns a dict: images, batches, seconds, images_per_s, epochs,
     stall_fraction, batches_per_epoch, records_per_rank, padded, dropped,
     threads, stats."""
+    batch_size, size = _count(batch_size, "batch_size"), _count(size, "size")
+    rank, world = _count(rank, "rank"), _count(world, "world")
+    threads, prefetch = _count(threads, "threads"), _count(prefetch, "prefetch")
+    epochs = _count(epochs, "epochs")
     return _imshard.bench_load(manifest, batch_size, size, augment=augment, train=bool(train),
                                rank=rank, world=world, threads=threads, seed=seed,
                                layout=layout, dtype=_DTYPES.get(dtype, dtype), mean=mean,

@@ -478,3 +478,24 @@ def test_a_forked_child_is_refused_the_parents_loader(sample, tmp_path):
         assert line.startswith(what + " refused: cannot use a loader opened by process"), line
         assert "fork" in line
     assert lines[3] == "closed True", p.stdout
+
+
+def test_loader_counts_must_be_integers(sample):
+    # before: True passed for 1 (batch_size=True made batches of one),
+    # 4.0 raised a TypeError and 2**31 an OverflowError, not ArgumentError
+    m = sample["val"]
+    for kw in (dict(batch_size=True), dict(size=True), dict(threads=True), dict(prefetch=True),
+               dict(rank=True, world=2), dict(rank=0, world=True), dict(batch_size=4.0),
+               dict(size=16.0), dict(batch_size=2**31), dict(threads=-2**40),
+               dict(batch_size=None)):
+        args = dict(size=16, threads=1)
+        args.update(kw)
+        batch = args.pop("batch_size", 4)
+        with pytest.raises(imshard.ArgumentError, match="must be an integer"):
+            imshard.Loader(m, batch, train=False, **args)
+        with pytest.raises(imshard.ArgumentError, match="must be an integer"):
+            imshard.bench_load(m, batch, train=False, epochs=1, **args)
+    # NumPy integers are integers
+    with imshard.Loader(m, np.int64(4), np.int32(16), train=False, rank=np.int64(0),
+                        world=np.int64(1), threads=np.uint8(1)) as L:
+        assert next(iter(L))[0].shape == (4, 3, 16, 16)
