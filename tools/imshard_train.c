@@ -215,6 +215,10 @@ static int fail_run(dp_comm *comm, const ims_error *err)
 	return CLI_EXIT_FAIL;
 }
 
+/* Whether --bucket-mb was given, for the note that one rank has no use
+ * for it. */
+static int bucket_mb_given;
+
 /*
  * Fills o from the command line: 0, CLI_EXIT_USAGE after a one-line error,
  * or -1 after --help.
@@ -275,7 +279,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
 		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
 		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
-		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda)", 0.001, 1024},
+		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda); one rank has no use for it", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->data.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
 		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->net.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
@@ -395,6 +399,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	 * size). On CPUs the rank's own thread moves MPI's data, so overlap
 	 * gains little, and one blocking allreduce after backward measured
 	 * cheaper than 1 MiB non-blocking buckets (docs/TRAINING.md). */
+	bucket_mb_given = o->comm.bucket_mb != 0;
 	if (o->comm.bucket_mb == 0)
 		o->comm.bucket_mb = strcmp(o->net.device, "cuda") ? 1024 : 25;
 	if (o->net.freeze_backbone && !o->net.init)
@@ -444,6 +449,9 @@ int main(int argc, char **argv)
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
 
+	if (bucket_mb_given && dp_world(comm) == 1 && !o.out.quiet)
+		train_say("--bucket-mb %g has no effect with one rank: there are "
+			  "no gradients to sum across ranks", o.comm.bucket_mb);
 	const char *picked = getenv("IMSHARD_BLAS_PICKED");
 	if (picked && !o.out.quiet && dp_rank(comm) == 0)
 		train_say("OpenBLAS kernels '%s' (it chose its generic '%s' "

@@ -5,7 +5,7 @@
 # records dropped per epoch counted (short last batches included); --val
 # optional (said once, no accuracy in summary.json); --val-crop-frac
 # validated and recorded; counts printed with their right plural.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun "$@"; }
 
@@ -106,10 +106,18 @@ exists "$T/nv/checkpoint.safetensors"
 expect 0 "$IMSHARD" report "$T/nv" -o "$T/nv.html" --quiet
 exists "$T/nv.html"
 
+# --- --bucket-mb with one rank: said to have no effect ---------------------
+# (before: accepted without a word)
+expect 0 fit --max-steps 1 --bucket-mb 8
+contains "$T/err" "imshard-train: --bucket-mb 8 has no effect with one rank"
+expect 0 fit --max-steps 1
+lacks "$T/err" "--bucket-mb"
+
 # --- two ranks: the total sums both ------------------------------------------
 if have_mpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --size 16 --threads 1 --batch-size 8 --log-every 1 --log-dir "$T/m"
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --size 16 --threads 1 --batch-size 8 --log-every 1 --log-dir "$T/m" --bucket-mb 8
+  lacks "$T/err" "has no effect"
   # 22 records per rank: 2 steps of 8, 6 per rank in the short batch
   contains "$T/err" "2 ranks x batch 8, 2 steps per epoch (22 records per rank)"
   contains "$T/err" "12 training records dropped per epoch (0 so ranks are equal, 12 in short last batches"
