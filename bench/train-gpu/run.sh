@@ -131,12 +131,15 @@ n_train=$(grep -c . "$DATA/packed/train.lst")
 [ $((STEPS * BATCH)) -le "$n_train" ] ||
 	die "$STEPS steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
 
-# imshard-train must train on the GPU: its one line otherwise
+# imshard-train must train on the GPU with this data: its error line
+# otherwise (notes of imshard-train may come first), whatever the cause
 probe="$WORK/logs/probe"
 "$IMSHARD_TRAIN" --train "$train_json" --val "$val_json" --model convnet7 --size 32 \
 	--batch-size 8 --max-steps 1 --device cuda $(prec_flags "$first_prec") --quiet \
-	>"$probe.out" 2>"$probe.err" ||
-	die "imshard-train cannot train on the GPU: $(head -n1 "$probe.err")"
+	>"$probe.out" 2>"$probe.err" || {
+	why=$(grep -m1 '^imshard: ' "$probe.err") || why=$(tail -n1 "$probe.err")
+	die "a one-step probe (convnet7, --device cuda, DATA's splits) failed: ${why:-imshard-train exited with no word}"
+}
 
 torch_ok=0
 if [ "$TORCH" = auto ]; then

@@ -8,7 +8,7 @@
 # whole-run rate and the environment are kept beside it. Settings that
 # are not numbers (here, in bench/scaling/run.sh and in the CPU
 # benchmarks' run.sh) stop with one line.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 run_sh="$IMS_SRC/bench/train-gpu/run.sh"
 fake="$T/bin"
 mkdir -p "$fake" "$T/count"
@@ -33,7 +33,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$size" ] || { echo "imshard-train: --size needs a value" >&2; exit 2; }
-[ -n "$log" ] || exit 0 # the probe
+if [ -z "$log" ]; then # the probe
+  [ -z "${FAKE_PROBE_FAIL:-}" ] && exit 0
+  echo "imshard-train: a note before the error" >&2
+  echo "imshard: $FAKE_PROBE_FAIL" >&2
+  exit 1
+fi
 key="$model-$prec-$input"
 n=$(($(cat "$COUNT/$key" 2>/dev/null || echo 0) + 1))
 echo "$n" >"$COUNT/$key"
@@ -183,6 +188,11 @@ touch "$T/part/.data-pc20"
 echo '{}' | tee "$T/part/packed/train.json" >"$T/part/packed/val.json"
 expect 1 bench DATA="$T/part"
 same "$(cat "$T/err")" "run.sh: '$T/part' holds an incomplete sample (no train.lst, no val.lst, no shards): remove it, and the next run makes it again" "(an incomplete sample)"
+
+# the probe fails (here as damaged shards would make it): its error line,
+# not the note before it, and not said to be the GPU's
+expect 1 bench ROUNDS=1 FAKE_PROBE_FAIL="cannot read shard 'x.mdb': corrupt"
+same "$(cat "$T/err")" "run.sh: a one-step probe (convnet7, --device cuda, DATA's splits) failed: imshard: cannot read shard 'x.mdb': corrupt" "(the probe's error line)"
 
 # no GPU: one line, exit 1
 printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' >"$fake/nvidia-smi"
