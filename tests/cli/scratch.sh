@@ -2,9 +2,13 @@
 # scripts that keep helpers of their own (test_list.sh, test_subset.sh,
 # test_sample.sh) as `source scratch.sh TAG`: T is a fresh folder
 # $IMS_TMP/TAG-XXXXXX (TAG: cli when not given).
+# Every path a test writes is under $T, and some tests remove folders under
+# it: a test goes no further than this without one (an empty T would make
+# "$T/work" a folder of the root).
 : "${IMS_TMP:=/tmp}"
-mkdir -p "$IMS_TMP"
-T=$(mktemp -d "$IMS_TMP/${1:-cli}-XXXXXX")
+mkdir -p "$IMS_TMP" || exit 1
+T=$(mktemp -d "$IMS_TMP/${1:-cli}-XXXXXX") || exit 1
+[ -n "$T" ] && [ -d "$T" ] || { echo "no scratch folder under '$IMS_TMP'" >&2; exit 1; }
 
 # scratch_done PASSED: removes $T when PASSED is 1; else says where it is
 # kept, to look at what the failing test left.

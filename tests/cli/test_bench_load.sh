@@ -2,7 +2,7 @@
 # imshard bench-load: counts per epoch for train, validation and one rank of
 # two; the JSON keys; --dump writes viewable PNGs whatever the layout and
 # dtype; bad options exit 2 with one line, loader errors exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 12 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --quiet

@@ -3,7 +3,7 @@
 # with exit 1 and one line naming the shard (before: SIGBUS, exit 135, no
 # word). Depending on where the truncation lands, the reader's check before
 # each record or the SIGBUS guard says it; either names the shard.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 3 --per-class 10 --quiet

@@ -2,7 +2,7 @@
 # imshard convert, dataset-independent: usage errors, option/dataset
 # mismatches, subsets, refusal to overwrite, one packing path (the same
 # records as list + pack).
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" convert --help
 for o in --output --seed --no-shuffle --val-ratio --test-ratio --no-clutter --label --classes --recursive \

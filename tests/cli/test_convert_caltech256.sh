@@ -6,7 +6,7 @@
 # labels of named files, stratified val counts, --no-clutter, balanced
 # subsets (disjoint splits), determinism, verify --decode, the notes, and
 # a wrong root named in one line with exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 gen() { /usr/bin/python3 "$IMS_SRC/tests/fixtures/make_caltech256.py" "$@" || fail "generator failed: $*"; }
 # label_of LST PATH: the label column of PATH's row in LST (empty if none).

@@ -4,7 +4,7 @@
 # payload is the generator's pixels interleaved, byte for byte; FILE#RECORD
 # lists; ROOT as the batches folder itself; balanced subsets; PNG encoding;
 # faulty batches named in one line with exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 GEN="$IMS_SRC/tests/fixtures/make_cifar10.py"
 gen() { /usr/bin/python3 "$GEN" "$@" || fail "generator failed: $*"; }

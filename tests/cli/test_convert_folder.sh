@@ -4,7 +4,7 @@
 # nested folder and an image directly in ROOT: splits and their stratified
 # counts, classes.txt, labels, notes, --recursive, --exts, balanced subsets
 # (disjoint splits), determinism, verify --decode and the errors.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 label_of() { awk -F'\t' -v p="$2" '$NF == p { print $2 }' "$1"; }
 shared() { cut -f3 "$1" | sort >"$T/.sa"; cut -f3 "$2" | sort >"$T/.sb"; comm -12 "$T/.sa" "$T/.sb" | wc -l; }

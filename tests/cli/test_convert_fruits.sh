@@ -6,7 +6,7 @@
 # capitalised (Train/Test), a val split out of train, balanced subsets
 # (disjoint splits), RGBA flattened when re-encoded to JPEG, verify
 # --decode, and the layout errors named in one line with exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 gen() { /usr/bin/python3 "$IMS_SRC/tests/fixtures/make_fruits.py" "$@" || fail "generator failed: $*"; }
 label_of() { awk -F'\t' -v p="$2" '$NF == p { print $2 }' "$1"; }

@@ -5,7 +5,7 @@
 # the CMYK / greyscale / PNG-named-.JPEG oddities packed and decodable,
 # resize + balanced subset, and broken layouts failing with one line that
 # names the culprit.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 PY=/usr/bin/python3
 GEN="$IMS_SRC/tests/fixtures/make_imagenet.py"

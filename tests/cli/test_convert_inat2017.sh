@@ -5,7 +5,7 @@
 # that follow the supercategory folders; disjoint splits; the species
 # labels with a non-ASCII class name; every broken variant named in one
 # line with exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 GEN="$IMS_SRC/tests/fixtures/make_inat2017.py"
 gen() { /usr/bin/python3 "$GEN" "$@" || fail "generator failed: $*"; }

@@ -7,7 +7,7 @@
 # versions and other programs' weights name the flags they need; bad
 # inputs give one line and exit 1 or 2; report draws the per-class
 # files; the data-side binary links no BLAS or MPI.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 edit() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_edit.py" "$@"; }
 mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" mpirun "$@"; }

@@ -5,7 +5,7 @@
 # and its logits on a batch of images equal imshard predict's within
 # export_torch.py's tolerance. Skipped (77) where torch, torchvision or
 # safetensors do not import (PYTHONPATH names where they are).
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 py() { /usr/bin/python3 "$IMS_SRC/tests/cli/export_torch.py" "$@"; }
 

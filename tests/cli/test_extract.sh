@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # imshard extract: keep-mode records come back byte-identical; selected
 # indices; raw records as PNG; bad indices and failures leave no folder.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 source "$(dirname "$0")/fixtures.sh"
 
 make_odd_tree "$T/odd"

@@ -5,7 +5,7 @@
 # one, ends verify, extract, info, bench-load and imshard-train with one
 # line. Every command runs under `timeout`: on code that opens a FIFO
 # blindly the test fails (exit 124) instead of hanging.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 t() { timeout 30 "$@"; }
 

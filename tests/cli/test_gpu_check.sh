@@ -4,7 +4,7 @@
 # bad usage exits 2. With a GPU listed but no driver (a fake nvidia-smi):
 # --only runs the groups named alone, on the build there, each failing
 # with the trainer's line. (With a GPU the script is the check itself.)
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 check="$IMS_SRC/scripts/gpu-check.sh"
 fake="$T/bin"
 mkdir -p "$fake"

@@ -5,7 +5,7 @@
 # a GPU was required. Where a GPU is present they run (exit 0) and this
 # test only checks that. Which failures count as "no GPU" is
 # test_cuda_setup's subject.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${GPU_TESTS:?GPU_TESTS must list the gpu test binaries (colon-separated)}"
 
 IFS=: read -r -a bins <<<"$GPU_TESTS"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The command table and the usage contract every subcommand shares:
 # --help exits 0, bad flags and missing arguments exit 2 with one line.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 2 "$IMSHARD"
 contains "$T/err" "usage: imshard <command>"

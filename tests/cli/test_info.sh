@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # imshard info: the human summary, the --json keys, damaged inputs, and
 # edited manifests' strings escaped.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 3 --per-class 5 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A reader written from docs/FORMAT.md alone (Python, lmdb module) reads
 # every record of splits in each encoding and checks every CRC.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 reader="$IMS_SRC/tests/interop/read_split.py"
 /usr/bin/python3 -c 'import lmdb' 2>/dev/null || { echo "python3-lmdb is missing (scripts/setup.sh installs it)"; exit 1; }
 

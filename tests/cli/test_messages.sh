@@ -4,7 +4,7 @@
 # the rest counted), convert's short-class error names --allow-short, a
 # missing dataset layout names every path looked for, and counts of one
 # take the singular ("1 shard", "1 record", "1 class").
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 # --- short classes: 12 classes of 3 images, 5 wanted ----------------------
 expect 0 "$IMSHARD" sample "$T/s12" --classes 12 --per-class 3 --quiet

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # imshard pack: every encoding, thread-count independence, odd-but-valid
 # and bad files, --max-errors, refusal to overwrite, and bad usage.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 source "$(dirname "$0")/fixtures.sh"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 12 --seed 3 --quiet

@@ -6,7 +6,7 @@
 # packed or skipped and named, never half-read into the split. A
 # read-only output folder and an output folder that is a file are refused
 # with one line.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 40 --seed 2 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet

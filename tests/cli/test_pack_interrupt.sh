@@ -2,7 +2,7 @@
 # An interrupted pack (kill -9 at several points, or Ctrl-C) leaves no
 # manifest; rerunning the same command gives a complete split identical to
 # an uninterrupted pack.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 6 --per-class 100 --seed 9 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet

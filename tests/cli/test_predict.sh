@@ -5,7 +5,7 @@
 # predicts what the upright one does, the same pixels without the tag do
 # not); a PNG with alpha is composited over white; any size; bad images
 # are named on stderr, the others still predicted in order, exit 1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 edit() { /usr/bin/python3 "$IMS_SRC/tests/cli/img_edit.py" "$@"; }
 

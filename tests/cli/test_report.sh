@@ -3,7 +3,7 @@
 # run folder exits 1 with one line, skipped lines are named FILE:LINE on
 # stderr without failing, and the page and CSV files of two fixture runs
 # (1 and 2 ranks, figures worked out by hand) carry the computed speedups.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 # --- the fixture runs (the values of tests/report/rep_test_util.h) --------
 opts() { # WORLD BATCH LR SEED

@@ -5,7 +5,7 @@
 # Chromium laid it out every expected chart is present with drawn marks of
 # non-zero size. Skipped (77) without mpirun (or MPI in the build) or
 # Chromium (scripts/setup.sh installs Debian's chromium).
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
 have_mpi || { echo "skip: no mpirun, or a build without MPI"; exit 77; }

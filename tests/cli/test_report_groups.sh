@@ -3,7 +3,7 @@
 # scaling group (the page shows each run's threads), and the final top-1
 # charts draw one point per x (the mean of runs sharing it), never a line
 # that runs back or straight up between two runs at one x.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 opts() { # WORLD BATCH SEED THREADS
   printf '"options":{"train":"p/train.json","val":"p/val.json","epochs":2,"batch_size":%s,"lr":0.1,"model":"convnet7","size":32,"threads":%s,"world":%s,"seed":%s,"optimizer":"sgd","device":"cpu","precision":"fp32","augment":"flip"}' "$2" "$4" "$1" "$3"

@@ -7,7 +7,7 @@
 # them without root, and CMake, pointed at the prefix by its env.sh, finds
 # them there, builds test_writer against them, and the test runs on the
 # prefix's liblmdb.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 setup="$IMS_SRC/scripts/setup.sh"
 
 # usage and missing input

@@ -8,7 +8,7 @@
 #
 # A command's temporary carries its pid; `bash -c '...; exec CMD'` plants
 # the link at $$, which the exec'd command keeps.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
 echo precious >"$T/victim"

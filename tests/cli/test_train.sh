@@ -7,7 +7,7 @@
 # a checkpoint inside an epoch gives the bytes of an uninterrupted run;
 # mpirun -np 2 at batch B equals one rank at batch 2B (frozen batch norm)
 # within 1e-5, and plainly differs with per-rank batch statistics.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 cmp_st() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$@"; }
 # the same tensors, bit for bit, and metadata but the run's wall times

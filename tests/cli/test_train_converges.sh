@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # imshard-train learns: the README demo's run (convnet7 on the built-in
 # sample set, 32 px, 15 epochs on the CPU) reaches >= 90% validation top-1.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 expect 0 "$IMSHARD" sample "$T/s" --classes 10 --per-class 60 --quiet
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.2 --seed 1 --quiet

@@ -7,7 +7,7 @@
 # every step, always leaves a checkpoint that resumes, and resuming after
 # the kills ends with the bytes of an uninterrupted run (every tensor and
 # the metadata but the run's wall times).
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet

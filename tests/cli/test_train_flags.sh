@@ -8,7 +8,7 @@
 # (checkpoint.safetensors, summary.json, the per-class files) is refused
 # before the first step, new run or resumed (before: the run trained to
 # its first checkpoint or its end, then failed the rename).
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet

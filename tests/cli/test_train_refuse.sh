@@ -17,7 +17,7 @@
 #    write ends the run at once; a new run where an earlier run left its
 #    checkpoint or logs is refused unless --force (which removes them);
 #  - under a memory limit too small for OpenBLAS, one line, no spinning.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 cmp_st() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$@"; }
 st_tool() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" "$@"; }

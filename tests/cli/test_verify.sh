@@ -2,7 +2,7 @@
 # imshard verify catches a flipped byte, a truncated shard and a manifest
 # that disagrees with its shards or holds class names pack refuses, naming
 # what is wrong.
-source "$IMS_TESTLIB"
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 3 --per-class 8 --quiet
 expect 0 "$IMSHARD" list "$T/s" -o "$T/s" --no-shuffle --quiet
