@@ -87,14 +87,24 @@ bench_need_number() {
 	done
 }
 
-# bench_own_work FILE: stop unless $WORK is new, empty, or holds FILE (the
-# first thing the script writes there): the script removes its logs there
-# by name (WORK/logs/*, WORK/r1 ...), so a folder of other things is
-# refused rather than have a logs/ of its own emptied.
+# bench_own_work FILE...: stop unless $WORK is new, empty, or holds one of
+# the FILEs (what the script writes there first): the script removes its
+# logs and outputs there by name (WORK/logs/*, WORK/r1, WORK/out ...), so
+# a folder of other things is refused rather than have a logs/ of its own
+# emptied. The message names the first FILE.
 bench_own_work() {
 	[ ! -e "$WORK" ] || [ -d "$WORK" ] || die "WORK='$WORK' is not a folder"
-	[ ! -d "$WORK" ] || [ -z "$(ls -A "$WORK")" ] || [ -e "$WORK/$1" ] ||
+	[ ! -d "$WORK" ] || [ -z "$(ls -A "$WORK")" ] || {
+		local f
+		for f in "$@"; do [ ! -e "$WORK/$f" ] || return 0; done
 		die "WORK='$WORK' holds files of its own (no $1 of an earlier run): name a new or empty folder"
+	}
+}
+
+# bench_mark_work MARK: WORK made and MARK written in it, so the next run
+# knows the folder as its own (bench_own_work MARK).
+bench_mark_work() {
+	mkdir -p "$WORK" && touch "$WORK/$1" || die "cannot write in WORK='$WORK'"
 }
 
 # bench_need_bin PATH NAME HINT: stop unless PATH is an executable.

@@ -25,17 +25,21 @@ CORPUS=${CORPUS:-/tmp/imshard-bench-corpus}
 N_IMAGES=${N_IMAGES:-3000}
 N_VAL=${N_VAL:-300}
 ROUNDS=${ROUNDS:-5}
-WORK=${WORK:-/tmp/imshard-bench-convert}
+WORK=$(abspath "${WORK:-/tmp/imshard-bench-convert}")
 ENC_ARGS=${ENC_ARGS:-}
 PY=${PYTHON:-/usr/bin/python3}
 bench_need_count N_IMAGES N_VAL ROUNDS
+# WORK's root/, lists/, out/ and p/ are made anew: a folder of other
+# things is refused (before: the whole of WORK was removed)
+bench_own_work .bench-convert root/map_clsloc.txt
 
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 if [ ! -d "$CORPUS" ]; then
   echo "bench/convert: generating $N_IMAGES images in $CORPUS" >&2
   "$PY" "$repo/bench/pack/make_corpus.py" "$CORPUS" --n "$N_IMAGES"
 fi
-rm -rf "$WORK"
+bench_mark_work .bench-convert
+rm -rf "$WORK/root" "$WORK/lists" "$WORK/out" "$WORK/p"
 root="$WORK/root"
 mkdir -p "$root/train" "$root/val" "$root/ILSVRC2012_devkit_t12/data"
 # train: the corpus's wnid folders (symlinked files: no copy to time).

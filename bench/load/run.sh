@@ -49,6 +49,9 @@ RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 PYTHON=${PYTHON:-/usr/bin/python3}
 bench_need_count N_IMAGES ROUNDS BATCH SIZE
 bench_need_whole SEED PY_LIMIT
+# WORK's logs/ and packed/ are emptied below: a folder of other things is
+# refused (its mark, or an earlier run's list)
+bench_own_work .bench-load corpus_train.lst
 
 # --- setup ------------------------------------------------------------------
 # GNU time, numpy and Pillow are installed here when missing (bench_install).
@@ -61,6 +64,7 @@ bench_need_bin "$FULL_DECODE" full_decode "cmake --build build --target full_dec
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 "$IMSHARD" bench-load --help >/dev/null 2>&1 || die "'$IMSHARD' has no bench-load command"
 
+bench_mark_work .bench-load
 mkdir -p "$WORK/logs"
 rm -rf "$WORK/logs"/*
 

@@ -57,6 +57,9 @@ QUALITY=95
 bench_need_count N_IMAGES ROUNDS
 bench_need_whole SEED PY_LIMIT
 bench_need_flag DRY_RUN SIZE_CHECK
+# WORK's logs/ and out/ are emptied below: a folder of other things is
+# refused (its mark, or an earlier run's runs.tsv)
+bench_own_work .bench-pack runs.tsv
 
 bench_gnu_time
 bench_need_bin "$JPEG_FLOOR" jpeg_floor "build it: cmake --build build --target jpeg_floor, or set JPEG_FLOOR"
@@ -66,6 +69,7 @@ fi
 "$PYTHON" -c 'import PIL, lmdb' 2>/dev/null ||
 	die "'$PYTHON' lacks Pillow or lmdb (apt-get install python3-pil python3-lmdb)"
 
+bench_mark_work .bench-pack
 mkdir -p "$WORK/logs"
 out="$WORK/out" # every packed/copied output lives here and is removed after use
 rm -rf "$out" "$WORK/logs"/*

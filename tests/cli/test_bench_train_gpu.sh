@@ -172,6 +172,18 @@ same "$(cat "$T/err")" "run.sh: WORK='$T/mine' holds files of its own (no runs.t
 expect 1 scaling WORK="$T/mine"
 same "$(cat "$T/err")" "run.sh: WORK='$T/mine' holds files of its own (no commands.txt of an earlier run): name a new or empty folder" "(scaling: WORK of other things)"
 same "$(cat "$T/mine/logs/notes.txt" "$T/mine/r1/notes.txt" | tr '\n' ' ')" "keep keep " "(its files kept)"
+# the CPU benchmarks the same (before: bench/convert removed the whole of
+# WORK, bench/load emptied its logs/ and packed/, bench/pack its logs/ and
+# out/), each before anything is made
+mkdir -p "$T/mine/packed" "$T/mine/out" "$T/mine/root"
+echo keep | tee "$T/mine/packed/notes.txt" "$T/mine/out/notes.txt" >"$T/mine/root/notes.txt"
+for b in load pack convert; do
+  expect 1 env WORK="$T/mine" CORPUS="$T/corpus" ROUNDS=1 bash "$IMS_SRC/bench/$b/run.sh"
+  same "$(cat "$T/err")" "run.sh: WORK='$T/mine' holds files of its own (no .bench-$b of an earlier run): name a new or empty folder" "(bench/$b: WORK of other things)"
+  absent "$T/corpus"
+done
+same "$(cat "$T/mine/logs/notes.txt" "$T/mine/r1/notes.txt" "$T/mine"/{packed,out,root}/notes.txt | tr '\n' ' ')" \
+  "keep keep keep keep keep " "(their files kept)"
 touch "$T/wfile"
 expect 1 bench WORK="$T/wfile"
 same "$(cat "$T/err")" "run.sh: WORK='$T/wfile' is not a folder" "(WORK a file)"
