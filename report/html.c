@@ -127,9 +127,13 @@ static void runs_table(ims_buf *b, const rep_report *r)
 				rb_html(b, run->diags[k]);
 				ims_buf_puts(b, "\n");
 			}
-			if (run->n_diags_total > run->n_diags)
-				ims_buf_printf(b, "... and %zu more in %s\n",
-					  run->n_diags_total - run->n_diags, run->dir);
+			if (run->n_diags_total > run->n_diags) {
+				/* the folder's name is the user's: escaped */
+				ims_buf_printf(b, "... and %zu more in ",
+					  run->n_diags_total - run->n_diags);
+				rb_html(b, run->dir);
+				ims_buf_puts(b, "\n");
+			}
 		}
 		ims_buf_puts(b, "</div>\n");
 	}

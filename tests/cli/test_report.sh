@@ -149,4 +149,13 @@ for i in $(seq 1 40); do echo "not json $i"; done >"$T/junk/metrics.jsonl"
 expect 0 "$IMSHARD" report "$T/junk" -o "$T/r4.html"
 same "$(wc -l <"$T/err")" 21 "20 named lines and a count"
 contains "$T/err" "20 more skipped lines"
+# past the 100 lines kept per run, the page counts the rest with the
+# folder's name, escaped (before: a folder named with '<' and '&' reached
+# the page raw there)
+mkdir -p "$T/j<b>&"
+for i in $(seq 1 105); do echo "not json $i"; done >"$T/j<b>&/metrics.jsonl"
+expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r5.html" -q
+contains "$T/r5.html" "... and 5 more in $T/j&lt;b&gt;&amp;"
+lacks "$T/r5.html" "<b>&"
+
 finish
