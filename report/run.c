@@ -204,16 +204,18 @@ typedef struct caps {
 
 /* ---- metrics.jsonl ---------------------------------------------------------- */
 
-/* One line (without its newline). 0, or IMS_ENOMEM. */
+/* One line (without its newline; too_long: only its start is there, the
+ * whole is longer than REP_MAX_LINE). 0, or IMS_ENOMEM. */
 static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
-		      const char *text, size_t len, int last_unterminated)
+		      const char *text, size_t len, int last_unterminated,
+		      int too_long)
 {
 	size_t i = 0;
 	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r'))
 		i++;
-	if (i == len)
+	if (i == len && !too_long)
 		return 0; /* blank: nothing was meant */
-	if (len > REP_MAX_LINE)
+	if (too_long)
 		return diag(run, file, ln, "line is longer than %d bytes", REP_MAX_LINE);
 	if (memchr(text, '\0', len))
 		return diag(run, file, ln, "line holds a NUL byte");
@@ -339,6 +341,66 @@ out:
 	return rc;
 }
 
+/*
+ * metrics.jsonl line by line, in bounded memory: only the first
+ * REP_MAX_LINE + 1 bytes of a line are kept, since a longer line is skipped
+ * anyway. Reading a line whole (getline) would take memory in proportion
+ * to a damaged file, and on running out fail as if the file ended there.
+ */
+typedef struct line_reader {
+	FILE *f;
+	char *in;          /* READ_CHUNK bytes read ahead */
+	size_t pos, end;
+	char *line;        /* LINE_CAP bytes: the kept part, NUL-terminated */
+} line_reader;
+
+#define READ_CHUNK 65536
+#define LINE_CAP (REP_MAX_LINE + 2)
+
+/*
+ * The next line into r->line: *len is its full length without the
+ * newline, *terminated whether a newline ended it. Returns 1 for a line,
+ * 0 at the end, -1 on a read error (errno set).
+ */
+static int next_line(line_reader *r, size_t *len, int *terminated)
+{
+	size_t n = 0;
+	int any = 0;
+	for (;;) {
+		if (r->pos == r->end) {
+			r->pos = 0;
+			r->end = fread(r->in, 1, READ_CHUNK, r->f);
+			if (r->end == 0) {
+				if (ferror(r->f))
+					return -1;
+				break;
+			}
+		}
+		any = 1;
+		const char *s = r->in + r->pos;
+		size_t avail = r->end - r->pos;
+		const char *nl = memchr(s, '\n', avail);
+		size_t take = nl ? (size_t)(nl - s) : avail;
+		if (n < LINE_CAP - 1) {
+			size_t keep = LINE_CAP - 1 - n < take ? LINE_CAP - 1 - n : take;
+			memcpy(r->line + n, s, keep);
+		}
+		n += take;
+		r->pos += take + (nl ? 1 : 0);
+		if (nl) {
+			*terminated = 1;
+			goto done;
+		}
+	}
+	if (!any)
+		return 0;
+	*terminated = 0;
+done:
+	r->line[n < LINE_CAP - 1 ? n : LINE_CAP - 1] = '\0';
+	*len = n;
+	return 1;
+}
+
 static int read_metrics(rep_run *run, const char *path, ims_error *err)
 {
 	ims_error oe;
@@ -351,28 +413,34 @@ static int read_metrics(rep_run *run, const char *path, ims_error *err)
 		return oe.code;
 	}
 	caps cap = {0, 0, 0};
-	char *line = NULL;
-	size_t linecap = 0;
-	ssize_t n;
-	int rc = 0;
+	line_reader lr = {f, malloc(READ_CHUNK), 0, 0, malloc(LINE_CAP)};
+	if (!lr.in || !lr.line) {
+		free(lr.in);
+		free(lr.line);
+		fclose(f);
+		return ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory", path);
+	}
+	size_t len = 0;
+	int terminated = 0, got, rc = 0;
 	errno = 0;
-	while ((n = getline(&line, &linecap, f)) >= 0) {
+	while ((got = next_line(&lr, &len, &terminated)) > 0) {
 		run->lines++;
-		size_t len = (size_t)n;
-		int terminated = len > 0 && line[len - 1] == '\n';
-		if (terminated)
-			len--;
-		rc = parse_line(run, &cap, path, run->lines, line, len, !terminated);
+		/* a line too long is judged by its length alone: its kept
+		 * part is never parsed */
+		rc = parse_line(run, &cap, path, run->lines, lr.line,
+				len < LINE_CAP - 1 ? len : LINE_CAP - 1, !terminated,
+				len > REP_MAX_LINE);
 		if (rc < 0)
 			break;
 		errno = 0;
 	}
-	if (!rc && ferror(f))
+	if (!rc && got < 0)
 		rc = ims_fail(err, IMS_EIO, "cannot read '%s': %s", path,
 			      strerror(errno ? errno : EIO));
 	else if (rc == IMS_ENOMEM)
 		ims_fail(err, rc, "cannot read '%s': out of memory", path);
-	free(line);
+	free(lr.in);
+	free(lr.line);
 	fclose(f);
 	return rc;
 }

@@ -158,4 +158,25 @@ expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r5.html" -q
 contains "$T/r5.html" "... and 5 more in $T/j&lt;b&gt;&amp;"
 lacks "$T/r5.html" "<b>&"
 
+# a line of 300 MB without a newline (a damaged file) is skipped in bounded
+# memory and the lines after it are read (before: getline took the whole
+# line; short of memory it failed as if at the end of the file, and the
+# report dropped the rest of the file without a word and exited 0)
+mkdir -p "$T/long"
+train 0 0 5 50 2 150 0 1.0 >"$T/long/metrics.jsonl"
+truncate -s 300M "$T/long.bin"
+cat "$T/long.bin" >>"$T/long/metrics.jsonl"
+rm "$T/long.bin"
+{ echo; train 0 0 10 100 1 95 0 1.5; } >>"$T/long/metrics.jsonl"
+if asan_build; then
+  cap='export ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1:max_allocation_size_mb=100";'
+else
+  cap='ulimit -v 200000;'
+fi
+run bash -c "$cap"' exec "$@"' _ "$IMSHARD" report "$T/long" -o "$T/long.html" --csv "$T/long.csv"
+same "$rc" 0 "(report of a 300 MB line under a memory cap: exit)"
+contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes (skipped)"
+same "$(grep -c '^long,0,' "$T/long.csv/train.csv")" 2 "train lines read around the long one"
+rm -r "$T/long"
+
 finish
