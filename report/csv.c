@@ -218,6 +218,10 @@ static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
 	return save(&b, dir, "skipped.csv", err);
 }
 
+const char *const rep_csv_names[] = {"runs.csv", "train.csv", "val.csv",
+				     "gpu.csv", "ranks.csv", "terms.csv",
+				     "scaling.csv", "skipped.csv", NULL};
+
 int rep_report_write_csv(const rep_report *r, const char *dir, ims_error *err)
 {
 	RETURN_IF(!r->analyzed, err, IMS_EINVAL,

@@ -349,6 +349,9 @@ int rep_report_write_html(const rep_report *r, const char *path,
  */
 int rep_report_write_csv(const rep_report *r, const char *dir,
 			 ims_error *err);
+/* The names of the files rep_report_write_csv writes, NULL-terminated:
+ * what a caller checks its other outputs against. */
+extern const char *const rep_csv_names[];
 void rep_report_release(rep_report *r);
 
 #ifdef __cplusplus

@@ -42,8 +42,10 @@ static const cli_command command = {
 	"\n"
 	"The page uses no script, font or URL outside itself: it opens offline\n"
 	"and prints. Output files are written atomically; the folder of -o is\n"
-	"created when missing. A summary line per scaling comparison goes to\n"
-	"stdout unless --quiet.\n"
+	"created when missing. -o is a new name or a regular file to replace,\n"
+	"never a file a RUNDIR holds (metrics.jsonl, summary.json, eval.json,\n"
+	"confusion.csv) nor one of the --csv files. A summary line per scaling\n"
+	"comparison goes to stdout unless --quiet.\n"
 	"\n"
 	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
 	"metrics.jsonl or a write failure, 2 bad usage.\n"
@@ -60,6 +62,30 @@ static int make_parent(const char *path, ims_error *err)
 	int rc = ims_mkdir_p(dirname(copy), err);
 	free(copy);
 	return rc;
+}
+
+/* 1 when a and b name one file, or would once written: the same file
+ * (ims_same_file), or the same name in the same existing folder. */
+static int same_path(const char *a, const char *b)
+{
+	if (ims_same_file(a, b))
+		return 1;
+	char *ca = strdup(a), *cb = strdup(b);
+	int same = 0;
+	if (ca && cb) {
+		char *da = strdup(dirname(ca)), *db = strdup(dirname(cb));
+		free(ca);
+		free(cb);
+		ca = strdup(a);
+		cb = strdup(b);
+		same = da && db && ca && cb && strcmp(basename(ca), basename(cb)) == 0 &&
+		       ims_same_file(da, db);
+		free(da);
+		free(db);
+	}
+	free(ca);
+	free(cb);
+	return same;
 }
 
 static void print_summary(const rep_report *r)
@@ -133,6 +159,32 @@ int cmd_report(int argc, char **argv)
 				       "write, e.g. '%s/report.html'",
 				       out, out);
 	}
+	/* the page is renamed into place: a FIFO or a device there (say
+	 * /dev/null) would be replaced by it, not written to */
+	if (stat(out, &so) == 0 && !S_ISREG(so.st_mode)) {
+		free(pos);
+		return cli_usage_error(&command, "-o '%s' is %s, not a regular file: name "
+				       "a file to write",
+				       out, ims_file_kind(so.st_mode));
+	}
+	if (csv && stat(csv, &so) == 0 && !S_ISDIR(so.st_mode)) {
+		free(pos);
+		return cli_usage_error(&command, "--csv '%s' is %s: name a folder for "
+				       "the CSV files",
+				       csv, ims_file_kind(so.st_mode));
+	}
+	/* the page would be replaced by a CSV file written after it */
+	for (int k = 0; csv && rep_csv_names[k]; k++) {
+		char p[4200];
+		snprintf(p, sizeof(p), "%s/%s", csv, rep_csv_names[k]);
+		if (same_path(out, p)) {
+			free(pos);
+			return cli_usage_error(&command, "-o '%s' is one of the CSV files "
+					       "written into --csv '%s': write the page "
+					       "elsewhere",
+					       out, csv);
+		}
+	}
 	/* one run named twice would be drawn and compared with itself */
 	for (int i = 0; i < np; i++)
 		for (int k = 0; k < i; k++)
@@ -145,8 +197,9 @@ int cmd_report(int argc, char **argv)
 			}
 	/* the page must not replace what it is made from */
 	for (int i = 0; i < np && stat(out, &so) == 0; i++) {
-		static const char *const inputs[] = {"metrics.jsonl", "summary.json"};
-		for (int k = 0; k < 2; k++) {
+		static const char *const inputs[] = {"metrics.jsonl", "summary.json",
+						     "eval.json", "confusion.csv"};
+		for (int k = 0; k < 4; k++) {
 			char p[4200];
 			struct stat si;
 			snprintf(p, sizeof(p), "%s/%s", pos[i], inputs[k]);
@@ -185,7 +238,9 @@ int cmd_report(int argc, char **argv)
 	if (total > shown)
 		cli_warn(quiet, "report: %zu more skipped lines (listed in the report)",
 			 total - shown);
-	if (make_parent(out, &err) < 0 || rep_report_write_html(&r, out, &err) < 0) {
+	/* both folders first: a --csv that cannot be made leaves no page */
+	if (make_parent(out, &err) < 0 || (csv && ims_mkdir_p(csv, &err) < 0) ||
+	    rep_report_write_html(&r, out, &err) < 0) {
 		cli_error("report: %s", err.msg);
 		goto done;
 	}

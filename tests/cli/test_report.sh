@@ -179,4 +179,48 @@ contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes (ski
 same "$(grep -c '^long,0,' "$T/long.csv/train.csv")" 2 "train lines read around the long one"
 rm -r "$T/long"
 
+# -o where the page would replace an input or another output, or be
+# renamed over what is not a regular file: bad usage, nothing written
+# (before: a run's eval.json or confusion.csv was replaced by the page, a
+# FIFO or /dev/null by a regular file, and -o DIR/train.csv with --csv DIR
+# by train.csv without a word)
+echo '{"per_class":[{"name":"a","records":1,"top1":1,"top5":1}]}' >"$T/b/eval.json"
+printf 'true/predicted,a\na,1\n' >"$T/b/confusion.csv"
+for f in eval.json confusion.csv; do
+  cp "$T/b/$f" "$T/b.$f"
+  expect 2 "$IMSHARD" report "$T/a" "$T/b" -o "$T/b/$f"
+  one_line "$T/err"
+  contains "$T/err" "-o '$T/b/$f' is run '$T/b''s $f, which the report reads: write it elsewhere"
+  expect 0 cmp "$T/b/$f" "$T/b.$f"
+done
+rm "$T/b/eval.json" "$T/b/confusion.csv"
+mkfifo "$T/fifo"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/fifo"
+one_line "$T/err"
+contains "$T/err" "-o '$T/fifo' is a FIFO, not a regular file"
+[ -p "$T/fifo" ] || fail "the FIFO was replaced"
+# through a link of the scratch folder: unfixed, the link is replaced, not
+# /dev/null itself
+ln -s /dev/null "$T/null"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/null"
+one_line "$T/err"
+contains "$T/err" "-o '$T/null' is a character device, not a regular file"
+[ -L "$T/null" ] || fail "the link to /dev/null was replaced"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/csvout/train.csv" --csv "$T/csvout/"
+one_line "$T/err"
+contains "$T/err" "-o '$T/csvout/train.csv' is one of the CSV files written into --csv '$T/csvout/'"
+absent "$T/csvout"
+mkdir "$T/csvout"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/csvout/../csvout/runs.csv" --csv "$T/csvout"
+one_line "$T/err"
+contains "$T/err" "is one of the CSV files written into --csv '$T/csvout'"
+absent "$T/csvout/runs.csv"
+# --csv a file: bad usage; --csv a folder that cannot be made: no page
+# (before: the page was written, then the CSV folder failed)
+expect 2 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/a/metrics.jsonl"
+one_line "$T/err"
+contains "$T/err" "--csv '$T/a/metrics.jsonl' is a regular file: name a folder"
+expect 1 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/blocker/csv"
+one_line "$T/err"
+absent "$T/r6.html"
 finish
