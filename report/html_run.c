@@ -106,6 +106,16 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 	if (run->wall_goes_back)
 		NOTE("wall_s goes back in metrics.jsonl: the file holds more than one "
 		     "run (resumed into the same --log-dir?); curves overlap.");
+	/* a rank-local --log-dir holds its ranks' lines elsewhere; the
+	 * speed then stands on a guess, which the page must own up to */
+	int silent = 0;
+	for (int r = 0; r < st->world && run->n_train; r++)
+		silent += st->ranks[r].lines == 0;
+	if (silent)
+		NOTE("%d of %d ranks have no train line in this metrics.jsonl (their "
+		     "logs are in another --log-dir, or they died first): each is taken "
+		     "to run at the mean steady speed of the others.",
+		     silent, st->world);
 	if (!st->warmup_excluded && st->world && run->n_train)
 		NOTE("Some rank logged a single interval: its warm-up is part of its steady "
 		     "speed (log more often with --log-every).");

@@ -223,4 +223,12 @@ contains "$T/err" "--csv '$T/a/metrics.jsonl' is a regular file: name a folder"
 expect 1 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/blocker/csv"
 one_line "$T/err"
 absent "$T/r6.html"
+# a rank without a train line in the folder (its --log-dir was another)
+# is said to be guessed at the others' speed (before: assumed without a
+# word)
+mkdir -p "$T/split"
+grep '"rank":0' "$T/b/metrics.jsonl" >"$T/split/metrics.jsonl"
+cp "$T/b/summary.json" "$T/split/"
+expect 0 "$IMSHARD" report "$T/split" -o "$T/split.html" -q
+contains "$T/split.html" "1 of 2 ranks have no train line in this metrics.jsonl"
 finish
