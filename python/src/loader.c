@@ -544,11 +544,27 @@ static const char *buffer_format(aug_dtype d)
 	}
 }
 
+/*
+ * The images are one C-contiguous block: any request but a Fortran-ordered
+ * one is served. A request without PyBUF_ND (PyBUF_SIMPLE: hashlib, file
+ * writes, bytes()) gets what the protocol promises it, one dimension of
+ * unsigned bytes; with PyBUF_ND, the 4-d shape, and the strides only when
+ * asked for.
+ */
 static int batch_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
 	batch_obj *m = (batch_obj *)self;
+	view->obj = NULL;
 	if (m->released) {
 		PyErr_SetString(PyExc_BufferError, "the batch was given back to the loader");
+		return -1;
+	}
+	int wide = 0; /* dimensions longer than 1: Fortran order too if at most one */
+	for (int k = 0; k < 4; k++)
+		wide += m->shape[k] > 1;
+	if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && wide > 1) {
+		PyErr_SetString(PyExc_BufferError,
+				"a batch's images are C-contiguous, not Fortran-contiguous");
 		return -1;
 	}
 	const aug_transform_opts *tr = &m->owner->o.transform;
@@ -557,11 +573,19 @@ static int batch_getbuffer(PyObject *self, Py_buffer *view, int flags)
 	view->buf = m->b.data;
 	view->len = m->shape[0] * m->strides[0];
 	view->readonly = 0;
-	view->itemsize = m->strides[3];
-	view->format = (flags & PyBUF_FORMAT) ? (char *)buffer_format(tr->dtype) : NULL;
-	view->ndim = 4;
-	view->shape = (flags & PyBUF_ND) ? m->shape : NULL;
-	view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? m->strides : NULL;
+	if (flags & PyBUF_ND) {
+		view->itemsize = m->strides[3];
+		view->format = (flags & PyBUF_FORMAT) ? (char *)buffer_format(tr->dtype) : NULL;
+		view->ndim = 4;
+		view->shape = m->shape;
+		view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? m->strides : NULL;
+	} else {
+		view->itemsize = 1;
+		view->format = (flags & PyBUF_FORMAT) ? (char *)"B" : NULL;
+		view->ndim = 1;
+		view->shape = NULL;
+		view->strides = NULL;
+	}
 	view->suboffsets = NULL;
 	view->internal = NULL;
 	return 0;

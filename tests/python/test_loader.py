@@ -499,3 +499,48 @@ def test_loader_counts_must_be_integers(sample):
     with imshard.Loader(m, np.int64(4), np.int32(16), train=False, rank=np.int64(0),
                         world=np.int64(1), threads=np.uint8(1)) as L:
         assert next(iter(L))[0].shape == (4, 3, 16, 16)
+
+
+def test_batch_memory_honours_buffer_requests(sample):
+    # a plain (PyBUF_SIMPLE) request is one dimension of bytes: before,
+    # the 4-d shape came with it, and hashlib refused the batch
+    # ("Buffer must be single dimension")
+    import ctypes
+    import hashlib
+    with imshard.Loader(sample["train"], 4, 16, rank=0, world=1, threads=1) as L:
+        L._c.start_epoch(0)
+        t = L._c.next()
+        mem, images = t[0], np.asarray(t[0])
+        assert images.shape == (4, 3, 16, 16) and images.dtype == np.float32
+        assert hashlib.md5(mem).hexdigest() == hashlib.md5(images.tobytes()).hexdigest()
+        assert memoryview(mem).shape == (4, 3, 16, 16) and memoryview(mem).format == "f"
+
+        class Py_buffer(ctypes.Structure):
+            _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object),
+                        ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
+                        ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p),
+                        ("strides", ctypes.c_void_p), ("suboffsets", ctypes.c_void_p),
+                        ("internal", ctypes.c_void_p)]
+
+        get, release = ctypes.pythonapi.PyObject_GetBuffer, ctypes.pythonapi.PyBuffer_Release
+        get.argtypes = [ctypes.py_object, ctypes.POINTER(Py_buffer), ctypes.c_int]
+        release.argtypes = [ctypes.POINTER(Py_buffer)]
+        SIMPLE, WRITABLE, FORMAT, ND, STRIDES = 0, 0x1, 0x4, 0x8, 0x10 | 0x8
+        F_CONTIGUOUS = 0x40 | STRIDES
+        for flags, ndim, itemsize, fmt in ((SIMPLE, 1, 1, None), (WRITABLE, 1, 1, None),
+                                           (FORMAT, 1, 1, b"B"), (ND, 4, 4, None),
+                                           (ND | FORMAT, 4, 4, b"f"), (STRIDES, 4, 4, None)):
+            v = Py_buffer()
+            assert get(mem, ctypes.byref(v), flags) == 0
+            try:
+                assert (v.ndim, v.itemsize, v.format, v.len) == (ndim, itemsize, fmt,
+                                                                 images.nbytes), flags
+                assert bool(v.shape) == (flags & ND == ND) and bool(v.strides) == (flags & STRIDES == STRIDES)
+                assert v.buf == mem.address
+            finally:
+                release(ctypes.byref(v))
+        with pytest.raises(BufferError, match="not Fortran-contiguous"):
+            get(mem, ctypes.byref(Py_buffer()), F_CONTIGUOUS)
+        del t, mem, images
+        assert L._c.exported == 0
