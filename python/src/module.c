@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
@@ -60,8 +61,29 @@ PyObject *ims_py_fspath(PyObject *o)
 	return b;
 }
 
-/* partition(n, rank, world, epoch, seed, shuffle, pad, offset) -> list of
- * indices: rio_partition, the rank share every loader takes. */
+/* Bytes as "12.0 GiB" for a message. */
+static const char *human_bytes(double b, char *buf, size_t len)
+{
+	static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"};
+	int u = 0;
+	while (b >= 1024 && u < 7) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+/*
+ * partition(n, rank, world, epoch, seed, shuffle, pad, offset) -> list of
+ * indices: rio_partition, the rank share every loader takes. The share and
+ * the epoch's order (n indices when shuffled) are 8 bytes an index, and
+ * the list 8 more per index of the share: a size past the machine's
+ * memory is refused up front, naming it (before: a bare MemoryError, or a
+ * byte count that wrapped past 2^64 and a write past the allocation; and
+ * malloc's NULL is no answer to count on: overcommit, or a sanitizer's
+ * allocator, may give none). The shuffle runs with the GIL released.
+ */
 static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
@@ -85,13 +107,40 @@ static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 	po.remainder = pad ? RIO_REMAINDER_PAD : RIO_REMAINDER_DROP;
 	po.offset = offset;
 	uint64_t per = rio_partition_count(&po);
-	uint64_t *out = PyMem_Malloc((per ? per : 1) * sizeof(uint64_t));
-	if (!out)
-		return PyErr_NoMemory();
+	/* what the call needs at the least: the share, the order, the list */
+	double need = 8.0 * (double)per + (shuffle ? 8.0 * (double)n : 0) +
+		      (double)sizeof(PyObject *) * (double)per;
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+	uint64_t *out = NULL;
+	if (per <= (uint64_t)PY_SSIZE_T_MAX / 8 && (!shuffle || n <= (uint64_t)SIZE_MAX / 8) &&
+	    !(ram > 0 && need > ram))
+		out = PyMem_RawMalloc((per ? per : 1) * sizeof(uint64_t));
+	if (!out) {
+		char h[32], m[32];
+		return PyErr_Format(PyExc_MemoryError,
+				    "cannot partition %llu records: rank %d's share of %llu "
+				    "indices needs %s or more (out of memory%s%s)",
+				    n, rank, (unsigned long long)per,
+				    human_bytes(need, h, sizeof(h)),
+				    ram > 0 && need > ram ? ": the machine has " : "",
+				    ram > 0 && need > ram ? human_bytes(ram, m, sizeof(m)) : "");
+	}
 	ims_error err;
-	int rc = rio_partition(&po, out, NULL, &err);
+	ims_error_clear(&err);
+	int rc;
+	Py_BEGIN_ALLOW_THREADS
+	rc = rio_partition(&po, out, NULL, &err);
+	Py_END_ALLOW_THREADS
 	if (rc < 0) {
-		PyMem_Free(out);
+		PyMem_RawFree(out);
+		if (rc == IMS_ENOMEM) {
+			char h[32];
+			return PyErr_Format(PyExc_MemoryError,
+					    "cannot partition %llu records: the epoch's order "
+					    "needs %s (out of memory)",
+					    n, human_bytes(8.0 * (double)n, h, sizeof(h)));
+		}
 		return ims_py_raise(rc, &err);
 	}
 	PyObject *list = PyList_New((Py_ssize_t)per);
@@ -103,7 +152,7 @@ static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 		}
 		PyList_SET_ITEM(list, (Py_ssize_t)i, v);
 	}
-	PyMem_Free(out);
+	PyMem_RawFree(out);
 	return list;
 }
 

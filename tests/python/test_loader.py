@@ -544,3 +544,43 @@ def test_batch_memory_honours_buffer_requests(sample):
             get(mem, ctypes.byref(Py_buffer()), F_CONTIGUOUS)
         del t, mem, images
         assert L._c.exported == 0
+
+
+def test_partition_of_an_impossible_size_says_so():
+    # before: partition(2**40, 0, 1) raised a MemoryError with no message,
+    # and 2**62 records wrapped the byte count past 2**64 and wrote past
+    # the allocation (a crash)
+    for n, kw in ((2**40, {}), (2**62, {}), (2**64 - 1, dict(shuffle=False)),
+                  (2**40, dict(world=2**20, rank=3))):
+        world, rank = kw.pop("world", 1), kw.pop("rank", 0)
+        with pytest.raises(MemoryError, match="cannot partition %d records: .* needs [0-9.]+ [TPEZ]iB" % n):
+            imshard.partition(n, rank, world, **kw)
+
+
+def test_partition_releases_the_gil():
+    # the shuffle of 20 million records (the share is 20 thousand: the
+    # list is quick to make) runs while this thread goes on; before, it
+    # held the GIL throughout
+    import threading
+    n, world = 20_000_000, 1000
+    t0 = time.perf_counter()
+    imshard.partition(n, 0, world, seed=1)
+    alone = time.perf_counter() - t0
+    done, gaps = threading.Event(), []
+    result = []
+
+    def work():
+        result.append(imshard.partition(n, 0, world, seed=1))
+        done.set()
+
+    th = threading.Thread(target=work)
+    last = time.perf_counter()
+    th.start()
+    while not done.is_set():
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+        time.sleep(0.001)
+    th.join()
+    assert len(result[0]) == n // world
+    assert max(gaps) < alone / 2, "the main thread stood still %.3f s of %.3f s" % (max(gaps), alone)
