@@ -14,8 +14,12 @@ reused only once no tensor or array views it. bfloat16 batches come as
 torch.bfloat16. When CUDA is available the ring is page-locked so
 .cuda(non_blocking=True) copies overlap: each ring buffer is registered
 with cudaHostRegister through torch as it is first seen (and unregistered
-on close); the C loader itself knows no device.
+on close, in the process that registered it: a forked child's close()
+leaves the parent's registrations alone, as the C loader there is only
+forgotten); the C loader itself knows no device.
 """
+import os
+
 import torch
 
 import imshard
@@ -35,6 +39,7 @@ class Loader(imshard.Loader):
         super().__init__(*args, **kw)
         self._cuda = cuda and kw.get("pinned", True)
         self._registered = {}
+        self._pid = os.getpid()  # whose CUDA context holds the registrations
 
     @property
     def pinned(self):
@@ -70,7 +75,11 @@ class Loader(imshard.Loader):
     def close(self):
         reg = getattr(self, "_registered", None)
         if reg:
-            for addr in list(reg):
-                torch.cuda.cudart().cudaHostUnregister(addr)
+            # a forked child has no CUDA context of its own (CUDA does not
+            # survive fork): the registrations are the parent's, which
+            # unregisters them; calling CUDA here fails or hangs
+            if os.getpid() == self._pid:
+                for addr in list(reg):
+                    torch.cuda.cudart().cudaHostUnregister(addr)
             reg.clear()
         super().close()

@@ -1,0 +1,64 @@
+"""imshard.torch's CUDA page-locking protocol in a forked child, with a
+stand-in torch module that records the CUDA calls (the real one need not
+be installed, and no GPU is needed: what is checked is which process calls
+cudaHostUnregister)."""
+import subprocess
+import sys
+import textwrap
+
+FAKE_TORCH = """
+import os, sys, types
+calls = []
+
+class Cudart:
+    def cudaHostRegister(self, addr, nbytes, flags):
+        calls.append(("register", os.getpid(), addr))
+        return 0
+
+    def cudaHostUnregister(self, addr):
+        calls.append(("unregister", os.getpid(), addr))
+        return 0
+
+torch = types.ModuleType("torch")
+torch.cuda = types.SimpleNamespace(is_available=lambda: True, init=lambda: None,
+                                   cudart=lambda: Cudart())
+torch.from_numpy = lambda a: a
+torch.bfloat16 = "bfloat16"
+sys.modules["torch"] = torch
+"""
+
+
+def test_a_forked_child_leaves_the_parents_cuda_registrations(sample, tmp_path):
+    # before: close() in a forked child (a fork-started DataLoader worker
+    # dropping its copy of the loader) called cudaHostUnregister there,
+    # where CUDA, initialised by the parent, cannot be used
+    script = tmp_path / "fork.py"
+    script.write_text(FAKE_TORCH + textwrap.dedent("""
+        from imshard.torch import Loader
+        l = Loader(sys.argv[1], 4, 16, rank=0, world=1, threads=1, prefetch=1)
+        b = next(iter(l))
+        assert l.pinned
+        print("registered", len([c for c in calls if c[0] == "register"]), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            del b
+            l.close()
+            print("child unregistered",
+                  len([c for c in calls if c[0] == "unregister" and c[1] == os.getpid()]),
+                  "closed", l.closed, flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        del b
+        l.close()
+        print("parent unregistered",
+              sorted(c[2] for c in calls if c[0] == "unregister" and c[1] == os.getpid()) ==
+              sorted(c[2] for c in calls if c[0] == "register"), "child status", status,
+              flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3 and lines[0] != "registered 0", p.stdout + p.stderr
+    assert lines[1:] == ["child unregistered 0 closed True",
+                         "parent unregistered True child status 0"], p.stdout + p.stderr
