@@ -479,6 +479,16 @@ def _index(v, i):
     return v
 
 
+def _extras(v, i):
+    # each value is checked on the C side, which names the row as the list
+    # reader names a line; a value that is no sequence is refused here
+    try:
+        return tuple(v)
+    except TypeError:
+        raise ArgumentError("row %d: extra labels must be a sequence of numbers, got %r"
+                            % (i, v)) from None
+
+
 def _rows(rows):
     out = []
     for i, r in enumerate(rows):
@@ -488,7 +498,7 @@ def _rows(rows):
         elif len(r) == 3:
             out.append((_index(r[0], i), _integer(r[1], i, "label"), (), r[2]))
         elif len(r) == 4:
-            out.append((_index(r[0], i), _integer(r[1], i, "label"), tuple(r[2]), r[3]))
+            out.append((_index(r[0], i), _integer(r[1], i, "label"), _extras(r[2], i), r[3]))
         else:
             raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
                                 "(index, label, extras, path), got %d fields" % (i, len(r)))

@@ -10,6 +10,8 @@
  */
 #include "ext.h"
 
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,6 +183,59 @@ static int pack_args_apply(const pack_args *a, pack_opts *o)
 	return 0;
 }
 
+/*
+ * The exception set while row i was read becomes an ArgumentError naming
+ * the row, as the list reader names a list file's line (a TypeError for
+ * a non-number said nothing of where). Out of memory stays what it is.
+ */
+static void row_error(Py_ssize_t i)
+{
+	if (PyErr_ExceptionMatches(PyExc_MemoryError))
+		return;
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	PyErr_NormalizeException(&type, &value, &tb);
+	PyObject *text = value ? PyObject_Str(value) : NULL;
+	const char *why = text ? PyUnicode_AsUTF8(text) : NULL;
+	PyErr_Clear();
+	ims_py_arg_error("row %zd: %s", i, why ? why : "cannot be read");
+	Py_XDECREF(text);
+	Py_XDECREF(type);
+	Py_XDECREF(value);
+	Py_XDECREF(tb);
+}
+
+/* Extra label k of row i: a finite number a float holds, as the list
+ * reader takes a list file's label columns (NaN, inf and 1e300 passed
+ * into the records before). 0 or -1 with the row named. */
+static int extra_label(PyObject *extra, Py_ssize_t i, Py_ssize_t k, float *out)
+{
+	PyObject *v = PySequence_GetItem(extra, k);
+	if (!v) {
+		row_error(i);
+		return -1;
+	}
+	if (PyBool_Check(v) || !PyNumber_Check(v)) {
+		ims_py_arg_error("row %zd: extra label %zd must be a number, got %s", i, k,
+				 Py_TYPE(v)->tp_name);
+		Py_DECREF(v);
+		return -1;
+	}
+	double d = PyFloat_AsDouble(v);
+	Py_DECREF(v);
+	if (d == -1.0 && PyErr_Occurred()) {
+		row_error(i);
+		return -1;
+	}
+	if (!isfinite(d) || fabs(d) > FLT_MAX) {
+		ims_py_arg_error("row %zd: extra label %zd is %g: not a finite number a float holds",
+				 i, k, d);
+		return -1;
+	}
+	*out = (float)d;
+	return 0;
+}
+
 /* Rows from Python: a sequence of (index, label, extra, path). */
 static int rows_into(PyObject *rows, ds_list *l)
 {
@@ -200,25 +255,27 @@ static int rows_into(PyObject *rows, ds_list *l)
 		PyObject *extra, *path;
 		if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KiOO&", &index, &label, &extra,
 				      PyUnicode_FSConverter, &path)) {
+			row_error(i);
 			Py_DECREF(seq);
 			return -1;
 		}
 		float ex[DS_MAX_EXTRA_LABELS];
-		Py_ssize_t ne = PySequence_Size(extra);
-		if (ne < 0 || ne > DS_MAX_EXTRA_LABELS) {
-			Py_DECREF(path);
-			Py_DECREF(seq);
+		Py_ssize_t ne = PySequence_Check(extra) ? PySequence_Size(extra) : -1;
+		int rc = 0;
+		if (ne < 0) {
 			PyErr_Clear();
-			ims_py_arg_error("row %zd: at most %d extra labels", i, DS_MAX_EXTRA_LABELS);
-			return -1;
+			ims_py_arg_error("row %zd: extra labels must be a sequence of numbers, got %s",
+					 i, Py_TYPE(extra)->tp_name);
+			rc = -1;
+		} else if (ne > DS_MAX_EXTRA_LABELS) {
+			ims_py_arg_error("row %zd: %zd extra labels (at most %d)", i, ne,
+					 DS_MAX_EXTRA_LABELS);
+			rc = -1;
 		}
-		for (Py_ssize_t k = 0; k < ne; k++) {
-			PyObject *v = PySequence_GetItem(extra, k);
-			ex[k] = v ? (float)PyFloat_AsDouble(v) : 0;
-			Py_XDECREF(v);
-		}
-		int rc = PyErr_Occurred() ? -1 : ds_list_append(l, index, label, ex, (int)ne,
-							    PyBytes_AS_STRING(path), &err);
+		for (Py_ssize_t k = 0; rc == 0 && k < ne; k++)
+			rc = extra_label(extra, i, k, &ex[k]);
+		if (rc == 0)
+			rc = ds_list_append(l, index, label, ex, (int)ne, PyBytes_AS_STRING(path), &err);
 		Py_DECREF(path);
 		if (rc < 0) {
 			Py_DECREF(seq);

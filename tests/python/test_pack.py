@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import imshard
@@ -221,3 +222,28 @@ def test_classes_given_as_one_string_are_refused(sample, tmp_path):
     assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
     rep = imshard.pack([(0, rel)], img, tmp_path / "q" / "train", classes=("cat",))
     assert imshard.Split(rep["manifest"]).classes == ["cat"]
+
+
+def test_bad_extra_labels_and_paths_name_the_row(sample, tmp_path):
+    # before: a TypeError or ValueError naming no row ("must be real
+    # number, not str"), and NaN, inf or 1e300 packed into the records,
+    # where a list file's label column refuses them
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    good = (0, 0, (0.5,), rel)
+    for bad, why in (((1, 0, (0.5, "x"), rel), "row 1: extra label 1 must be a number, got str"),
+                     ((1, 0, (None,), rel), "row 1: extra label 0 must be a number"),
+                     ((1, 0, (True,), rel), "row 1: extra label 0 must be a number, got bool"),
+                     ((1, 0, 5, rel), "row 1: extra labels must be a sequence of numbers"),
+                     ((1, 0, (float("nan"),), rel), "row 1: extra label 0 is nan: not a finite"),
+                     ((1, 0, (float("-inf"),), rel), "row 1: extra label 0 is -inf"),
+                     ((1, 0, (1e300,), rel), "row 1: extra label 0 is 1e\\+300"),
+                     ((1, 0, (0.5,), 7), "row 1: expected str, bytes or os.PathLike"),
+                     ((1, 0, (0.5,), "a\0b"), "row 1: embedded null"),
+                     ((1, 2**40, rel), "row 1: .*greater than maximum")):
+        with pytest.raises(imshard.ArgumentError, match=why):
+            imshard.pack([good, bad], img, tmp_path / "p" / "train")
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+    rep = imshard.pack([good, (1, 0, (np.float32(2.5),), rel), (2, 0, [3], rel)], img,
+                       tmp_path / "q" / "train")
+    assert [r.extra for r in imshard.Split(rep["manifest"])] == [(0.5,), (2.5,), (3.0,)]
