@@ -106,6 +106,27 @@ static void skip_log_release(skip_log *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/*
+ * A split was written but what its callbacks reported could not all be
+ * kept: a MemoryError that says so (returning the report would pass off
+ * a short skipped_files list as the whole of it). `what` names the work,
+ * `lost` what is missing, `errors` the errors file (NULL: several).
+ */
+static void raise_log_oom(const char *what, const char *lost, const char *errors)
+{
+	char msg[9000];
+	snprintf(msg, sizeof(msg),
+		 "%s, but cannot report all of its %s: out of memory (%s%s%s)", what, lost,
+		 errors ? "the skipped files are listed in '" :
+			  "each split's errors file lists its skipped files",
+		 errors ? errors : "", errors ? "'" : "");
+	PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "backslashreplace");
+	if (text) {
+		PyErr_SetObject(PyExc_MemoryError, text);
+		Py_DECREF(text);
+	}
+}
+
 static PyObject *skip_list(const skip_log *s)
 {
 	PyObject *l = PyList_New((Py_ssize_t)s->n);
@@ -413,6 +434,12 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	pack_report rep;
 	if (run_pack(&l, &o, &rep, &s, a.main, &err) < 0)
 		goto out;
+	if (s.oom) {
+		char what[4200];
+		snprintf(what, sizeof(what), "packed '%s'", rep.manifest);
+		raise_log_oom(what, "skipped files", rep.errors);
+		goto out;
+	}
 	res = report_dict(&rep, &s);
 out:
 	Py_XDECREF(lp);
@@ -654,8 +681,13 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	Py_END_ALLOW_THREADS
 	if (guard_end(&g) < 0)
 		goto out;
-	if (log.oom) {
-		PyErr_NoMemory();
+	int log_oom = log.oom;
+	for (int i = 0; i < DS_MAX_SPLITS; i++)
+		log_oom |= log.skips[i].oom;
+	if (rc == 0 && log_oom) {
+		char what[4200];
+		snprintf(what, sizeof(what), "converted '%s' into '%s'", dataset, outp);
+		raise_log_oom(what, "skipped files and notes", NULL);
 		goto out;
 	}
 	for (size_t i = 0; i < log.n_notes; i++) {
