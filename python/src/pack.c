@@ -5,8 +5,10 @@
  *
  * Ctrl-C: pack_run may call back from its worker threads, where Python
  * cannot look for signals, so while it runs on the main thread SIGINT sets
- * pack_run's cancel flag directly (the previous handler is put back after)
- * and KeyboardInterrupt is raised once it has stopped cleanly.
+ * that call's cancel flag directly (the previous handler is put back after)
+ * and KeyboardInterrupt is raised once it has stopped cleanly. Each call has
+ * its own flag: packs running at once on other threads are not stopped by
+ * a Ctrl-C (Python gives it to the main thread alone) and do not clear it.
  */
 #include "ext.h"
 
@@ -21,24 +23,33 @@
 #include "pack/pack.h"
 #include "recordio/recordio.h"
 
-static volatile int g_cancel;
+/* The cancel flag of the pack running on the main thread, or NULL: the
+ * one thing the signal handler reaches, so a global. One at most: the
+ * main thread is inside that pack until it ends. */
+static volatile int *volatile g_main_cancel;
+
 static void on_sigint(int sig)
 {
 	(void)sig;
-	g_cancel = 1;
+	volatile int *c = g_main_cancel;
+	if (c)
+		*c = 1;
 }
 
 typedef struct {
 	struct sigaction old;
-	int installed;
+	int installed, main;
+	volatile int cancel; /* this call's: pack_opts.cancel points here */
 } sig_guard;
 
 /* main: the caller runs on Python's main thread, where SIGINT is handled */
 static void guard_begin(sig_guard *g, int main)
 {
-	g_cancel = 0;
+	g->cancel = 0;
 	g->installed = 0;
+	g->main = main;
 	if (main) {
+		g_main_cancel = &g->cancel;
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_sigint;
@@ -51,7 +62,9 @@ static int guard_end(sig_guard *g)
 {
 	if (g->installed)
 		sigaction(SIGINT, &g->old, NULL);
-	if (g_cancel) {
+	if (g->main)
+		g_main_cancel = NULL;
+	if (g->cancel) {
 		PyErr_SetNone(PyExc_KeyboardInterrupt);
 		return -1;
 	}
@@ -357,7 +370,7 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 {
 	sig_guard g;
 	guard_begin(&g, main);
-	o->cancel = &g_cancel;
+	o->cancel = &g.cancel;
 	o->skipped = on_skipped;
 	o->ctx = s;
 	int rc;
@@ -672,9 +685,9 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	co.ctx = &log;
 	co.pack.skipped = log_skipped;
 	co.pack.ctx = &log;
-	co.pack.cancel = &g_cancel;
 	sig_guard g;
 	guard_begin(&g, a.main);
+	co.pack.cancel = &g.cancel;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
 	rc = pack_convert(&co, &rep, &err);

@@ -324,3 +324,79 @@ def test_a_skipped_files_log_out_of_memory_is_not_a_success(sample, tmp_path):
     # the split was written, and its errors file lists every skipped file
     errors = open(tmp_path / "out" / "p" / "s.errors.tsv").read()
     assert all(f in errors for f in ("a/missing.jpg", "b/missing.jpg", "a/broken.jpg"))
+
+
+def test_packs_on_two_threads_at_once(sample, tmp_path):
+    # each pack has its own cancel flag (one global flag was shared, and
+    # each pack cleared it as it began): two at once both finish, equal
+    # to a pack made alone
+    import threading
+    rows = [(0, str(p.relative_to(sample["img"]))) for p in sorted(sample["img"].rglob("*.*"))] * 4
+    opts = dict(encoding="jpeg", resize=40, threads=1, shards=2)
+    imshard.pack(rows, sample["img"], tmp_path / "alone" / "s", **opts)
+    reps, errors = {}, []
+
+    def pack(k):
+        try:
+            reps[k] = imshard.pack(rows, sample["img"], tmp_path / k / "s", **opts)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=pack, args=(k,)) for k in ("t1", "t2")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors and sorted(reps) == ["t1", "t2"], errors
+    for k in ("t1", "t2"):
+        assert reps[k]["packed"] == len(rows)
+        same_split(tmp_path / "alone", tmp_path / k, "s")
+
+
+def test_ctrl_c_stops_the_main_threads_pack_not_another_threads(sample, tmp_path):
+    # SIGINT is Python's main thread's: the pack running there stops
+    # cleanly (KeyboardInterrupt, no manifest), and a pack running on
+    # another thread at the time finishes whole. Before, the one global
+    # flag stopped both, and raised KeyboardInterrupt on the other thread
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "two.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, threading, imshard
+        root, out = sys.argv[1], sys.argv[2]
+        files = sorted(os.path.relpath(os.path.join(d, f), root)
+                       for d, _, fs in os.walk(root) for f in fs)
+        rows = [(0, f) for f in files] * 30
+        opts = dict(encoding="jpeg", resize=64, threads=1)
+        res, started = {}, threading.Event()
+
+        def other():
+            started.set()
+            try:
+                res["other"] = imshard.pack(rows, root, out + "/other", **opts)
+            except BaseException as e:
+                res["other"] = e
+
+        t = threading.Thread(target=other)
+        t.start()
+        started.wait()
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            imshard.pack(rows, root, out + "/main", **opts)
+            print("main finished", flush=True)
+        except KeyboardInterrupt:
+            print("main interrupted", flush=True)
+        t.join()
+        r = res["other"]
+        print("other", r["packed"] == len(rows) if isinstance(r, dict) else repr(r), flush=True)
+        left = os.listdir(out) if os.path.isdir(out) else []
+        print("left", sorted(f for f in left if f.startswith("main")), flush=True)
+        print("other split", os.path.exists(out + "/other.json") and
+              len(imshard.Split(out + "/other.json")) == len(rows), flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), str(sample["img"]), str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["main interrupted", "other True", "left []",
+                                     "other split True"], p.stdout + p.stderr
