@@ -15,6 +15,7 @@ Errors raise imshard.Error (an OSError) with the C library's one-line
 message; bad arguments raise imshard.ArgumentError (an imshard.Error and a
 ValueError).
 """
+import math
 import numbers
 import os
 import sys
@@ -430,6 +431,11 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     rank, world = _count(rank, "rank"), _count(world, "world")
     threads, prefetch = _count(threads, "threads"), _count(prefetch, "prefetch")
     epochs = _count(epochs, "epochs")
+    # as --seconds takes it: a finite number (inf measured for ever, and
+    # NaN was refused as "negative")
+    if (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)
+            or not math.isfinite(seconds) or seconds < 0):
+        raise ArgumentError("seconds must be a finite number >= 0, got %r" % (seconds,))
     return _imshard.bench_load(manifest, batch_size, size, augment=augment, train=bool(train),
                                rank=rank, world=world, threads=threads, seed=seed,
                                layout=layout, dtype=_DTYPES.get(dtype, dtype), mean=mean,

@@ -584,3 +584,25 @@ def test_partition_releases_the_gil():
     th.join()
     assert len(result[0]) == n // world
     assert max(gaps) < alone / 2, "the main thread stood still %.3f s of %.3f s" % (max(gaps), alone)
+
+
+def test_bench_load_seconds_must_be_finite(sample, tmp_path):
+    # as --seconds: before, seconds=inf measured for ever and NaN was
+    # refused as "negative" (in a child: the old behaviour hangs)
+    script = tmp_path / "secs.py"
+    script.write_text(textwrap.dedent("""
+        import sys, imshard
+        for s in (float("inf"), float("nan"), -1.0, "10", True):
+            try:
+                imshard.bench_load(sys.argv[1], 4, 16, seconds=s, threads=1)
+                print("accepted", s)
+            except imshard.ArgumentError as e:
+                print("refused:", e)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["val"]], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["refused: seconds must be a finite number >= 0, got %s" % s
+                                     for s in ("inf", "nan", "-1.0", "'10'", "True")], p.stdout
+    r = imshard.bench_load(sample["val"], 4, 16, train=False, threads=1, seconds=0, epochs=1)
+    assert r["epochs"] == 1
