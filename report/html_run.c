@@ -80,6 +80,72 @@ static int steps_build(const rep_run *run, const rep_stats *st, steps_series *s)
 
 /* ---- one run ---------------------------------------------------------------------- */
 
+/* A resumed run is one run in parts (its start and resume lines say so):
+ * where each part began, and the lines of killed parts that the next one
+ * trained again, which no figure counts. */
+static void run_parts_notes(ims_buf *b, const rep_run *run)
+{
+	if (run->n_run_ids > 1) {
+		ims_buf_printf(b, "<li>metrics.jsonl holds the lines of %d runs (start "
+			       "lines with different run_id): curves overlap.</li>",
+			       run->n_run_ids);
+		return;
+	}
+	if (run->n_parts > 1) {
+		ims_buf_printf(b, "<li>One run in %zu parts, resumed from its checkpoint",
+			       run->n_parts);
+		for (size_t k = 1; k < run->n_parts; k++) {
+			const rep_part *p = &run->parts[k];
+			const rep_part *q = &run->parts[k - 1];
+			ims_buf_puts(b, k == 1 ? " at" : k + 1 == run->n_parts ? " and at" : ", at");
+			if (p->step >= 0)
+				ims_buf_printf(b, " step %lld", (long long)p->step);
+			else
+				ims_buf_printf(b, " line %zu", p->line);
+			if (p->epoch >= 0)
+				ims_buf_printf(b, " (epoch %d)", p->epoch + 1);
+			int was = p->world_was ? p->world_was : q->world;
+			if (was && p->world && was != p->world)
+				ims_buf_printf(b, " with %d %s instead of %d", p->world,
+					       rep_ranks_word(p->world), was);
+		}
+		ims_buf_puts(b, ".");
+		int worlds = 0;
+		for (size_t k = 1; k < run->n_parts; k++)
+			worlds |= run->parts[k].world && run->parts[0].world &&
+				  run->parts[k].world != run->parts[0].world;
+		if (worlds)
+			ims_buf_printf(b, " Per-rank figures are the last part's %d %s; "
+				       "the earlier parts' other ranks are in the curves.",
+				       run->world, rep_ranks_word(run->world));
+		ims_buf_puts(b, "</li>");
+	}
+	if (run->n_superseded + run->n_superseded_val + run->n_superseded_gpu) {
+		ims_buf_printf(b, "<li>%zu train line%s", run->n_superseded,
+			       ims_plural(run->n_superseded, "", "s"));
+		if (run->n_superseded_val)
+			ims_buf_printf(b, ", %zu val line%s", run->n_superseded_val,
+				       ims_plural(run->n_superseded_val, "", "s"));
+		if (run->n_superseded_gpu)
+			ims_buf_printf(b, ", %zu gpu line%s", run->n_superseded_gpu,
+				       ims_plural(run->n_superseded_gpu, "", "s"));
+		ims_buf_puts(b, " logged after a part's last checkpoint");
+		const char *sep = " (";
+		for (size_t k = 0; k < run->n_parts; k++) {
+			const rep_part *p = &run->parts[k];
+			if (!p->superseded)
+				continue;
+			ims_buf_printf(b, "%spart %zu: the intervals ending at steps %lld to %lld", sep, k + 1,
+				       (long long)p->superseded_lo,
+				       (long long)p->superseded_hi);
+			sep = "; ";
+		}
+		ims_buf_puts(b, sep[0] == ';' ? ")" : "");
+		ims_buf_puts(b, " were trained again by the next part: its lines replace "
+			     "them, and no figure or curve counts them.</li>");
+	}
+}
+
 static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 {
 	ims_buf_puts(b, "<ul class=\"note\">");
@@ -103,9 +169,10 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 		     "against epoch only, throughput against epoch.");
 	if (run->missing & REP_MISSING_VAL_S)
 		NOTE("Some val lines lack \"val_s\".");
-	if (run->wall_goes_back)
-		NOTE("wall_s goes back in metrics.jsonl: the file holds more than one "
-		     "run (resumed into the same --log-dir?); curves overlap.");
+	run_parts_notes(b, run);
+	if (run->wall_goes_back && run->n_run_ids <= 1)
+		NOTE("wall_s goes back in metrics.jsonl where no part's start line "
+		     "explains it: the file may hold more than one run; curves overlap.");
 	/* a rank-local --log-dir holds its ranks' lines elsewhere; the
 	 * speed then stands on a guess, which the page must own up to */
 	int silent = 0;

@@ -142,6 +142,28 @@ typedef struct rep_classes {
 } rep_classes;
 
 
+#define REP_RUN_ID_MAX 64 /* bytes of a start line's run_id kept, NUL included */
+
+/*
+ * One part of a run: what one imshard-train process (one mpirun) trained,
+ * from its "start" line (and "resume" line, when it continues a checkpoint)
+ * to the next part's. A part killed after its last checkpoint logged steps
+ * that the next part trains again: those lines are superseded (dropped, and
+ * counted here) by the next part's, so each step is drawn once.
+ */
+typedef struct rep_part {
+	size_t line;              /* its start line (or resume line, in logs
+				     without start lines) in metrics.jsonl */
+	int64_t step;             /* global step it starts from; -1 unknown */
+	int epoch;                /* epoch it starts in; -1 unknown */
+	int world;                /* its ranks; 0 unknown */
+	int world_was;            /* the checkpoint's ranks; 0 unknown */
+	int resumed;              /* a resume line says it continues a checkpoint */
+	char run_id[REP_RUN_ID_MAX]; /* "" when the line has none */
+	size_t superseded;        /* its train lines a later part trained again */
+	int64_t superseded_lo, superseded_hi; /* their steps (interval ends) */
+} rep_part;
+
 typedef struct rep_run {
 	char *dir;                /* the folder as given */
 	char *label;              /* short unique name (rep_report_analyze) */
@@ -156,7 +178,14 @@ typedef struct rep_run {
 	rep_summary sum;
 	int world;                /* summary's world, else 1 + highest rank */
 	unsigned missing;         /* REP_MISSING_* */
-	int wall_goes_back;       /* rank 0's wall_s decreases: appended twice (resumed?) */
+	rep_part *parts;          /* in file order; none in logs without start lines */
+	size_t n_parts;
+	size_t n_superseded;      /* train lines superseded (rep_part), dropped */
+	size_t n_superseded_val, n_superseded_gpu; /* val and gpu lines so */
+	int n_run_ids;            /* distinct run_ids of the parts: > 1, the
+				     file holds several runs */
+	int wall_goes_back;       /* rank 0's wall_s still decreases once the
+				     superseded lines are gone: not one run */
 	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */
 	size_t n_diags;
 	size_t n_diags_total;     /* all of them, kept or not */

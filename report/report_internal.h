@@ -129,4 +129,23 @@ void rep_html_classes(ims_buf *b, const rep_run *run, size_t run_i);
 /* html_run.c: run i's section of the page. */
 void rep_html_run(ims_buf *b, const rep_report *r, size_t i);
 
+/* ---- run.c and parts.c: reading a run folder ------------------------------ */
+
+/* Records the diagnostic "FILE:LINE: why" of run ("FILE: why" for line 0).
+ * 0 or IMS_ENOMEM. Past REP_MAX_DIAGS only the count grows. */
+int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+struct cJSON;
+/* A "start" line (resume 0) or a "resume" line (resume 1) of metrics.jsonl
+ * at line ln: begins a part of the run (a resume line right after its
+ * part's start line completes that part). 0 or IMS_ENOMEM. */
+int rep_part_line(rep_run *run, const char *file, size_t ln,
+		  const struct cJSON *o, int resume);
+/* Once every line is read: drops the lines later parts trained again
+ * (counted), and those of ranks their part (or summary.json) does not
+ * have (diagnosed); sets run->world, n_run_ids and wall_goes_back.
+ * 0 or IMS_ENOMEM. */
+int rep_parts_settle(rep_run *run, const char *file);
+
 #endif

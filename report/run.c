@@ -25,13 +25,7 @@
 
 /* ---- diagnostics ----------------------------------------------------------- */
 
-static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
-		...) __attribute__((format(printf, 4, 5)));
-
-/* Records "FILE:LINE: why" (or "FILE: why" for line 0). Returns 0 or
- * IMS_ENOMEM. Past REP_MAX_DIAGS only the count grows. */
-static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
-		...)
+int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 {
 	run->n_diags_total++;
 	if (run->n_diags >= REP_MAX_DIAGS)
@@ -57,7 +51,7 @@ static int diag(rep_run *run, const char *file, size_t line, const char *fmt,
 
 int rep_run_diag(rep_run *run, const char *file, const char *why)
 {
-	return diag(run, file, 0, "%s", why);
+	return rep_diag(run, file, 0, "%s", why);
 }
 
 /* ---- fields ------------------------------------------------------------------ */
@@ -216,13 +210,13 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	if (i == len && !too_long)
 		return 0; /* blank: nothing was meant */
 	if (too_long)
-		return diag(run, file, ln, "line is longer than %d bytes", REP_MAX_LINE);
+		return rep_diag(run, file, ln, "line is longer than %d bytes", REP_MAX_LINE);
 	if (memchr(text, '\0', len))
-		return diag(run, file, ln, "line holds a NUL byte");
+		return rep_diag(run, file, ln, "line holds a NUL byte");
 	const char *end = NULL;
 	cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!o)
-		return diag(run, file, ln, "%s",
+		return rep_diag(run, file, ln, "%s",
 			    last_unterminated
 				    ? "truncated line (the file ends inside it)"
 				    : "not valid JSON (truncated or damaged line?)");
@@ -230,24 +224,24 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	/* two appenders' lines run together parse as the first alone */
 	for (; end && end < text + len; end++)
 		if (*end != ' ' && *end != '\t' && *end != '\r') {
-			rc = diag(run, file, ln,
+			rc = rep_diag(run, file, ln,
 				  "text after the JSON object (two lines run together?)");
 			goto out;
 		}
 	char why[256];
 	scratch sc;
 	if (!cJSON_IsObject(o)) {
-		rc = diag(run, file, ln, "not a JSON object");
+		rc = rep_diag(run, file, ln, "not a JSON object");
 		goto out;
 	}
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
 	if (!cJSON_IsString(t)) {
-		rc = diag(run, file, ln, "no \"type\" string");
+		rc = rep_diag(run, file, ln, "no \"type\" string");
 		goto out;
 	}
 	if (strcmp(t->valuestring, "train") == 0) {
 		if (read_fields(o, train_fields, &sc, why, sizeof(why), "train") < 0) {
-			rc = diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s", why);
 			goto out;
 		}
 		if (push((void **)&run->train, &run->n_train, &cap->train,
@@ -275,11 +269,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_WALL;
 	} else if (strcmp(t->valuestring, "val") == 0) {
 		if (read_fields(o, val_fields, &sc, why, sizeof(why), "val") < 0) {
-			rc = diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s", why);
 			goto out;
 		}
 		if (!isnan(sc.top5) && sc.top5 < sc.top1) {
-			rc = diag(run, file, ln, "'top5' %g is below 'top1' %g",
+			rc = rep_diag(run, file, ln, "'top5' %g is below 'top1' %g",
 				  sc.top5, sc.top1);
 			goto out;
 		}
@@ -303,11 +297,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_VAL_S;
 	} else if (strcmp(t->valuestring, "gpu") == 0) {
 		if (read_fields(o, gpu_fields, &sc, why, sizeof(why), "gpu") < 0) {
-			rc = diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s", why);
 			goto out;
 		}
 		if (!isnan(sc.mem_total) && sc.mem > sc.mem_total) {
-			rc = diag(run, file, ln,
+			rc = rep_diag(run, file, ln,
 				  "'mem_used_mib' %g exceeds 'mem_total_mib' %g",
 				  sc.mem, sc.mem_total);
 			goto out;
@@ -324,16 +318,19 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->mem_used_mib = sc.mem;
 		l->mem_total_mib = sc.mem_total;
 		l->line = ln;
-	} else if (strcmp(t->valuestring, "epoch") == 0 ||
-		   strcmp(t->valuestring, "resume") == 0 ||
-		   strcmp(t->valuestring, "start") == 0) {
-		/* imshard-train's damaged-record counts per epoch, each
-		 * part's start and a resumed part's settings
+	} else if (strcmp(t->valuestring, "start") == 0 ||
+		   strcmp(t->valuestring, "resume") == 0) {
+		/* each part's start and a resumed part's settings: where
+		 * the run's parts begin (parts.c) */
+		rc = rep_part_line(run, file, ln, o,
+				   strcmp(t->valuestring, "resume") == 0);
+	} else if (strcmp(t->valuestring, "epoch") == 0) {
+		/* imshard-train's damaged-record counts per epoch
 		 * (docs/TRAINING.md): not drawn */
 	} else {
 		char name[40];
 		snprintf(name, sizeof(name), "%s", t->valuestring);
-		rc = diag(run, file, ln, "unknown line type '%s'%s", name,
+		rc = rep_diag(run, file, ln, "unknown line type '%s'%s", name,
 			  strlen(t->valuestring) >= sizeof(name) ? "..." : "");
 	}
 out:
@@ -457,7 +454,7 @@ static int sum_string(rep_run *run, const char *file, const cJSON *o,
 	if (!v)
 		return 0;
 	if (!cJSON_IsString(v))
-		return diag(run, file, 0, "'%s' is not a string", key);
+		return rep_diag(run, file, 0, "'%s' is not a string", key);
 	*out = strdup(v->valuestring);
 	return *out ? 0 : IMS_ENOMEM;
 }
@@ -470,7 +467,7 @@ static int sum_num(rep_run *run, const char *file, const cJSON *o,
 	*out = NAN;
 	if (num_field(o, key, lo, hi, 0, out, why, sizeof(why)) == F_BAD) {
 		*out = NAN;
-		return diag(run, file, 0, "%s", why);
+		return rep_diag(run, file, 0, "%s", why);
 	}
 	return 0;
 }
@@ -484,7 +481,7 @@ static int sum_array(rep_run *run, const char *file, const cJSON *o,
 	if (!a)
 		return 0;
 	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != world)
-		return diag(run, file, 0, "'%s' is not an array of %d numbers (one per rank)",
+		return rep_diag(run, file, 0, "'%s' is not an array of %d numbers (one per rank)",
 			    key, world);
 	double *v = malloc(sizeof(double) * (size_t)world);
 	if (!v)
@@ -496,7 +493,7 @@ static int sum_array(rep_run *run, const char *file, const cJSON *o,
 		if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
 		    e->valuedouble < 0 || e->valuedouble > BIG) {
 			free(v);
-			return diag(run, file, 0, "'%s'[%d] is not a number of seconds",
+			return rep_diag(run, file, 0, "'%s'[%d] is not a number of seconds",
 				    key, i);
 		}
 		v[i++] = e->valuedouble;
@@ -511,10 +508,10 @@ static int read_options(rep_run *run, const char *file, const cJSON *o)
 	if (!opts)
 		return 0;
 	if (!cJSON_IsObject(opts))
-		return diag(run, file, 0, "'options' is not an object");
+		return rep_diag(run, file, 0, "'options' is not an object");
 	int n = cJSON_GetArraySize(opts);
 	if (n > MAX_OPTIONS) {
-		FORWARD_IF_ERR(diag(run, file, 0, "'options' has %d entries: the first %d are kept",
+		FORWARD_IF_ERR(rep_diag(run, file, 0, "'options' has %d entries: the first %d are kept",
 				    n, MAX_OPTIONS));
 		n = MAX_OPTIONS;
 	}
@@ -561,15 +558,15 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
 		if (e.code == IMS_ENOMEM)
 			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
-		return diag(run, path, 0, "%s", e.msg);
+		return rep_diag(run, path, 0, "%s", e.msg);
 	}
 	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
 	free(data);
 	if (!o)
-		return diag(run, path, 0, "not valid JSON (truncated?): ignored");
+		return rep_diag(run, path, 0, "not valid JSON (truncated?): ignored");
 	int rc = 0;
 	if (!cJSON_IsObject(o)) {
-		rc = diag(run, path, 0, "not a JSON object: ignored");
+		rc = rep_diag(run, path, 0, "not a JSON object: ignored");
 		goto out;
 	}
 	run->has_summary = 1;
@@ -577,7 +574,7 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	double world = NAN;
 	GOTO_IF_ERR(out, rc, sum_num(run, path, o, "world", 1, REP_MAX_RANKS, &world));
 	if (!isnan(world) && world != floor(world)) {
-		GOTO_IF_ERR(out, rc, diag(run, path, 0, "'world' is not a whole number"));
+		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'world' is not a whole number"));
 		world = NAN;
 	}
 	s->world = isnan(world) ? 0 : (int)world;
@@ -624,44 +621,6 @@ out:
 
 /* ---- the run ------------------------------------------------------------------ */
 
-/* Lines of ranks the summary says do not exist are dropped (named). */
-static int check_ranks(rep_run *run, const char *file)
-{
-	int hi = -1;
-	for (size_t i = 0; i < run->n_train; i++)
-		hi = run->train[i].rank > hi ? run->train[i].rank : hi;
-	for (size_t i = 0; i < run->n_gpu; i++)
-		hi = run->gpu[i].rank > hi ? run->gpu[i].rank : hi;
-	if (!run->sum.world) {
-		run->world = hi + 1 > 0 ? hi + 1 : 1;
-		return 0;
-	}
-	run->world = run->sum.world;
-	size_t k = 0;
-	for (size_t i = 0; i < run->n_train; i++) {
-		if (run->train[i].rank < run->world) {
-			run->train[k++] = run->train[i];
-			continue;
-		}
-		FORWARD_IF_ERR(diag(run, file, run->train[i].line,
-				    "rank %d, but summary.json says world %d",
-				    run->train[i].rank, run->world));
-	}
-	run->n_train = k;
-	k = 0;
-	for (size_t i = 0; i < run->n_gpu; i++) {
-		if (run->gpu[i].rank < run->world) {
-			run->gpu[k++] = run->gpu[i];
-			continue;
-		}
-		FORWARD_IF_ERR(diag(run, file, run->gpu[i].line,
-				    "rank %d, but summary.json says world %d",
-				    run->gpu[i].rank, run->world));
-	}
-	run->n_gpu = k;
-	return 0;
-}
-
 /* Every summary number starts absent. */
 static void summary_init(rep_summary *s)
 {
@@ -699,19 +658,9 @@ int rep_run_load(rep_run *run, const char *dir, ims_error *err)
 	GOTO_IF_ERR(fail, rc, read_metrics(run, metrics, err));
 	GOTO_IF_ERR(fail, rc, read_summary(run, summary, err));
 	GOTO_IF_ERR(fail, rc, rep_classes_load(run, dir, err));
-	rc = check_ranks(run, metrics);
+	rc = rep_parts_settle(run, metrics);
 	if (rc < 0)
 		GOTO_FAIL(fail, rc, err, rc, "cannot read '%s': out of memory", metrics);
-	/* wall_s restarts when a resumed run appends to the same file */
-	double last = -1;
-	for (size_t i = 0; i < run->n_train; i++) {
-		const rep_train_line *l = &run->train[i];
-		if (l->rank != 0 || isnan(l->wall_s))
-			continue;
-		if (l->wall_s < last)
-			run->wall_goes_back = 1;
-		last = l->wall_s;
-	}
 	return 0;
 fail:
 	rep_run_release(run);
@@ -727,6 +676,7 @@ void rep_run_release(rep_run *run)
 	free(run->train);
 	free(run->val);
 	free(run->gpu);
+	free(run->parts);
 	for (size_t i = 0; i < run->n_diags; i++)
 		free(run->diags[i]);
 	free(run->diags);

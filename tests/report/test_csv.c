@@ -57,9 +57,9 @@ int main(void)
 	CHECK_EQ_U64(lines(s), 3);
 	CHECK(s && strstr(s, "\n\"a,1\",\"") != NULL);
 	/* run b: target 0.55 reached after 2 epochs at 3.9 s */
-	CHECK(s && strstr(s, ",1,2,3.9,1,0\n") != NULL);
+	CHECK(s && strstr(s, ",1,2,3.9,1,0,1,0\n") != NULL);
 	/* run a: not reached, the epoch and time fields empty */
-	CHECK(s && strstr(s, ",0,,,1,0\n") != NULL);
+	CHECK(s && strstr(s, ",0,,,1,0,1,0\n") != NULL);
 	free(s);
 
 	s = slurp(out, "train.csv");

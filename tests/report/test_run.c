@@ -347,6 +347,77 @@ static void test_trainer_lines(void)
 	rep_run_release(&r);
 }
 
+#define TRAIN_AT(rank, step, ips, wall)                                           \
+	"{\"type\":\"train\",\"rank\":" #rank ",\"epoch\":0,\"step\":" #step     \
+	",\"loss\":2,\"accuracy\":0.5,\"lr\":0.1,\"images_per_s\":" #ips        \
+	",\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,"       \
+	"\"wall_s\":" #wall "}\n"
+#define GPU_AT(rank, wall)                                                        \
+	"{\"type\":\"gpu\",\"rank\":" #rank ",\"device\":0,\"wall_s\":" #wall    \
+	",\"util\":50,\"mem_used_mib\":100}\n"
+
+/* A run killed after its checkpoint at step 10 (its lines to step 15 are
+ * lost work) and resumed from it with 1 rank instead of 2: the resumed
+ * part's lines supersede the killed part's for steps 11..15, and rank 1's
+ * lines of the first part belong to the run although summary.json (the
+ * last part's) says world 1. */
+static void test_resumed_parts(void)
+{
+	char dir[4200], mpath[4300];
+	rep_test_sub(dir, sizeof(dir), tmp, "resumed");
+	rep_test_write(dir, "metrics.jsonl",
+		       "{\"type\":\"start\",\"run_id\":\"r-1\",\"epoch\":0,\"step\":0,\"world\":2,\"batch\":10}\n"
+		       TRAIN_AT(0, 5, 50, 1) TRAIN_AT(1, 5, 50, 1) GPU_AT(0, 1.1)
+		       TRAIN_AT(0, 10, 100, 2) TRAIN_AT(1, 10, 100, 2) GPU_AT(0, 2.1)
+		       "{\"type\":\"val\",\"epoch\":0,\"step\":10,\"top1\":0.5,\"wall_s\":2.2}\n"
+		       /* lost: trained again below (a slow interval) */
+		       TRAIN_AT(0, 15, 10, 3) GPU_AT(0, 3.1) TRAIN_AT(1, 15, 10, 3)
+		       "{\"type\":\"start\",\"run_id\":\"r-1\",\"epoch\":1,\"step\":10,\"world\":1,\"batch\":10}\n"
+		       "{\"type\":\"resume\",\"epoch\":1,\"step\":10,\"epoch_position\":0,\"world_was\":2,\"world\":1}\n"
+		       TRAIN_AT(0, 15, 40, 2.6) GPU_AT(0, 2.7) TRAIN_AT(0, 20, 100, 3.1),
+		       mpath, sizeof(mpath));
+	rep_test_write(dir, "summary.json", "{\"world\":1,\"batch_per_rank\":10}", NULL, 0);
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.n_parts, 2);
+	CHECK_EQ_INT(r.parts[0].world, 2);
+	CHECK_EQ_INT(r.parts[1].world, 1);
+	CHECK_EQ_INT(r.parts[1].world_was, 2);
+	CHECK(r.parts[1].resumed);
+	CHECK_EQ_INT((int)r.parts[1].step, 10);
+	CHECK_EQ_U64(r.parts[0].superseded, 2);
+	CHECK_EQ_INT((int)r.parts[0].superseded_lo, 15);
+	CHECK_EQ_INT((int)r.parts[0].superseded_hi, 15);
+	CHECK_EQ_U64(r.n_superseded, 2);
+	CHECK_EQ_U64(r.n_superseded_gpu, 1);
+	CHECK_EQ_U64(r.n_superseded_val, 0);
+	CHECK_EQ_U64(r.n_train, 6); /* rank 1's first part kept */
+	CHECK_EQ_U64(r.n_gpu, 3);
+	CHECK_EQ_U64(r.n_val, 1);
+	CHECK_EQ_INT(r.n_run_ids, 1);
+	CHECK(!r.wall_goes_back);
+	CHECK_EQ_INT(r.world, 1);
+	/* rank 0's steady speed sees steps 6..20 once: 100, 40, 100 */
+	rep_stats st;
+	CHECK_OK(rep_stats_compute(&r, -1, &st, &err), &err);
+	CHECK_NEAR(st.ranks[0].speed, 15.0 / (5 / 100.0 + 5 / 40.0 + 5 / 100.0), 1e-9);
+	rep_stats_release(&st);
+	rep_run_release(&r);
+
+	/* two runs' start lines in one file: not parts of one run */
+	rep_test_write(dir, "metrics.jsonl",
+		       "{\"type\":\"start\",\"run_id\":\"r-1\",\"epoch\":0,\"step\":0,\"world\":1}\n"
+		       TRAIN_AT(0, 5, 50, 1)
+		       "{\"type\":\"start\",\"run_id\":\"r-2\",\"epoch\":0,\"step\":0,\"world\":1}\n"
+		       TRAIN_AT(0, 5, 50, 1),
+		       NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_INT(r.n_run_ids, 2);
+	rep_run_release(&r);
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_run");
@@ -356,6 +427,7 @@ int main(void)
 	test_old_and_gpu();
 	test_folder_errors();
 	test_trainer_lines();
+	test_resumed_parts();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();

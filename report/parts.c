@@ -1,0 +1,265 @@
+/*
+ * parts.c - a run in parts: imshard-train appends each part of a resumed
+ * run (one process per rank, one mpirun) to the same metrics.jsonl, after a
+ * "start" line (and a "resume" line) that says where the part starts, with
+ * how many ranks, and which run it continues (run_id).
+ *
+ * A part killed after its last checkpoint logged steps the next part
+ * trains again from that checkpoint. Those lines describe work that was
+ * thrown away: counted in a steady speed or drawn beside the lines that
+ * replaced them, a step would count twice. They are superseded: dropped
+ * here and counted per part, so that every figure sees each step once, as
+ * the run's totals (summary.json) do.
+ *
+ * Ranks are checked against their own part: a resume with fewer ranks
+ * leaves the earlier part's higher ranks in the file, and they are the
+ * run's lines, not damaged ones.
+ */
+#define _GNU_SOURCE
+#include "report_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A whole number of key in [lo, hi], else -1 (absent or bad: the part is
+ * still a part, with that field unknown). */
+static double whole(const cJSON *o, const char *key, double lo, double hi)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+	    v->valuedouble < lo || v->valuedouble > hi ||
+	    v->valuedouble != floor(v->valuedouble))
+		return -1;
+	return v->valuedouble;
+}
+
+int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
+		  int resume)
+{
+	rep_part *last = run->n_parts ? &run->parts[run->n_parts - 1] : NULL;
+	/* the trainer writes a part's resume line right after its start
+	 * line; a resume line alone (older logs) starts a part itself */
+	int fresh = last && !(run->n_train && run->train[run->n_train - 1].line > last->line) &&
+		    !(run->n_val && run->val[run->n_val - 1].line > last->line) &&
+		    !(run->n_gpu && run->gpu[run->n_gpu - 1].line > last->line);
+	if (resume && fresh && !last->resumed) {
+		last->resumed = 1;
+		double w = whole(o, "world_was", 1, REP_MAX_RANKS);
+		last->world_was = w > 0 ? (int)w : 0;
+		if (!last->world) {
+			w = whole(o, "world", 1, REP_MAX_RANKS);
+			last->world = w > 0 ? (int)w : 0;
+		}
+		return 0;
+	}
+	rep_part *p = realloc(run->parts, (run->n_parts + 1) * sizeof(*p));
+	if (!p)
+		return IMS_ENOMEM;
+	run->parts = p;
+	p = &run->parts[run->n_parts++];
+	memset(p, 0, sizeof(*p));
+	p->line = ln;
+	double v = whole(o, "step", 0, 1e15);
+	p->step = v >= 0 ? (int64_t)v : -1;
+	v = whole(o, "epoch", 0, 1e7);
+	p->epoch = v >= 0 ? (int)v : -1;
+	v = whole(o, "world", 1, REP_MAX_RANKS);
+	p->world = v > 0 ? (int)v : 0;
+	p->resumed = resume;
+	if (resume) {
+		v = whole(o, "world_was", 1, REP_MAX_RANKS);
+		p->world_was = v > 0 ? (int)v : 0;
+	}
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "run_id");
+	if (cJSON_IsString(id) && strlen(id->valuestring) < sizeof(p->run_id))
+		memcpy(p->run_id, id->valuestring, strlen(id->valuestring) + 1);
+	else if (id)
+		return rep_diag(run, file, ln, "'run_id' is not a string of under %d bytes",
+				REP_RUN_ID_MAX);
+	if (p->step < 0)
+		return rep_diag(run, file, ln,
+				"%s line without a valid 'step': earlier lines are "
+				"not checked against it",
+				resume ? "resume" : "start");
+	return 0;
+}
+
+/* The part that holds line ln: the last one starting before it; -1 for
+ * lines before the first part. */
+static long part_of(const rep_run *run, size_t ln)
+{
+	long k = -1;
+	for (size_t i = 0; i < run->n_parts && run->parts[i].line < ln; i++)
+		k = (long)i;
+	return k;
+}
+
+/* Whether line ln (at step: an interval's end, a validation's step) was
+ * trained again: a later part of the same run starts before its step. A
+ * part continues the run when its resume line says so or its run_id is
+ * the line's part's; another run's start line supersedes nothing. */
+static int redone(const rep_run *run, size_t ln, int64_t step)
+{
+	long j = part_of(run, ln);
+	const char *id = j >= 0 ? run->parts[j].run_id : "";
+	for (size_t k = 0; k < run->n_parts; k++) {
+		const rep_part *p = &run->parts[k];
+		if (p->line <= ln || p->step < 0 || step <= p->step)
+			continue;
+		if (p->run_id[0] && id[0] ? strcmp(p->run_id, id) == 0 : p->resumed)
+			return 1;
+	}
+	return 0;
+}
+
+/* Drops superseded lines, counting them (train lines per part). gpu
+ * lines follow the train line of their interval on the same rank: they
+ * go with it. */
+static int supersede(rep_run *run)
+{
+	unsigned char *gone_rank = NULL;
+	if (run->n_parts < 2)
+		return 0;
+	if (run->n_gpu) {
+		gone_rank = calloc(REP_MAX_RANKS, 1);
+		if (!gone_rank)
+			return IMS_ENOMEM;
+	}
+	size_t k = 0, g = 0, gk = 0;
+	for (size_t i = 0; i < run->n_train; i++) {
+		const rep_train_line *l = &run->train[i];
+		/* gpu lines before this train line take their rank's last */
+		for (; g < run->n_gpu && run->gpu[g].line < l->line; g++) {
+			if (gone_rank[run->gpu[g].rank])
+				run->n_superseded_gpu++;
+			else
+				run->gpu[gk++] = run->gpu[g];
+		}
+		int gone = redone(run, l->line, l->step);
+		if (gone_rank)
+			gone_rank[l->rank] = (unsigned char)gone;
+		if (!gone) {
+			run->train[k++] = *l;
+			continue;
+		}
+		run->n_superseded++;
+		long pi = part_of(run, l->line);
+		if (pi < 0)
+			continue; /* before the first start line: not a part's */
+		rep_part *p = &run->parts[pi];
+		if (!p->superseded || l->step < p->superseded_lo)
+			p->superseded_lo = l->step;
+		if (!p->superseded || l->step > p->superseded_hi)
+			p->superseded_hi = l->step;
+		p->superseded++;
+	}
+	run->n_train = k;
+	for (; g < run->n_gpu; g++) {
+		if (gone_rank[run->gpu[g].rank])
+			run->n_superseded_gpu++;
+		else
+			run->gpu[gk++] = run->gpu[g];
+	}
+	if (gone_rank)
+		run->n_gpu = gk;
+	free(gone_rank);
+	k = 0;
+	for (size_t i = 0; i < run->n_val; i++) {
+		if (redone(run, run->val[i].line, run->val[i].step))
+			run->n_superseded_val++;
+		else
+			run->val[k++] = run->val[i];
+	}
+	run->n_val = k;
+	return 0;
+}
+
+/* The ranks a line of rank `rank` at line ln may have: its part's world,
+ * else the largest the run had; *why names the source. 0: unknown. */
+static int world_for(const rep_run *run, size_t ln, int widest,
+		     const char **why)
+{
+	long pi = part_of(run, ln);
+	if (pi >= 0 && run->parts[pi].world) {
+		*why = "its part's start line says world";
+		return run->parts[pi].world;
+	}
+	*why = run->sum.world ? "summary.json says world" : "the start lines say world";
+	return widest;
+}
+
+/* Lines of ranks their part (or the run) does not have are dropped,
+ * named. */
+static int check_ranks(rep_run *run, const char *file, int widest)
+{
+	size_t k = 0;
+	const char *why;
+	for (size_t i = 0; i < run->n_train; i++) {
+		const rep_train_line *l = &run->train[i];
+		int w = world_for(run, l->line, widest, &why);
+		if (!w || l->rank < w) {
+			run->train[k++] = *l;
+			continue;
+		}
+		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d",
+					l->rank, why, w));
+	}
+	run->n_train = k;
+	k = 0;
+	for (size_t i = 0; i < run->n_gpu; i++) {
+		const rep_gpu_line *l = &run->gpu[i];
+		int w = world_for(run, l->line, widest, &why);
+		if (!w || l->rank < w) {
+			run->gpu[k++] = *l;
+			continue;
+		}
+		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d",
+					l->rank, why, w));
+	}
+	run->n_gpu = k;
+	return 0;
+}
+
+int rep_parts_settle(rep_run *run, const char *file)
+{
+	FORWARD_IF_ERR(supersede(run));
+	/* the widest part: summary.json's world is the last part's */
+	int widest = run->sum.world;
+	for (size_t i = 0; i < run->n_parts; i++)
+		widest = run->parts[i].world > widest ? run->parts[i].world : widest;
+	FORWARD_IF_ERR(check_ranks(run, file, widest));
+	/* the run's shape is its last part's, as summary.json's */
+	int last = run->n_parts ? run->parts[run->n_parts - 1].world : 0;
+	run->world = run->sum.world ? run->sum.world : last;
+	if (!run->world) {
+		int hi = -1;
+		for (size_t i = 0; i < run->n_train; i++)
+			hi = run->train[i].rank > hi ? run->train[i].rank : hi;
+		for (size_t i = 0; i < run->n_gpu; i++)
+			hi = run->gpu[i].rank > hi ? run->gpu[i].rank : hi;
+		run->world = hi + 1 > 0 ? hi + 1 : 1;
+	}
+	run->n_run_ids = 0;
+	for (size_t i = 0; i < run->n_parts; i++) {
+		const char *id = run->parts[i].run_id;
+		size_t k = 0;
+		while (k < i && strcmp(run->parts[k].run_id, id) != 0)
+			k++;
+		run->n_run_ids += id[0] && k == i;
+	}
+	/* with the superseded lines gone a resumed run's clock only goes
+	 * forward (each part starts it at the checkpoint's train_s) */
+	double t = -1;
+	for (size_t i = 0; i < run->n_train; i++) {
+		const rep_train_line *l = &run->train[i];
+		if (l->rank != 0 || isnan(l->wall_s))
+			continue;
+		if (l->wall_s < t)
+			run->wall_goes_back = 1;
+		t = l->wall_s;
+	}
+	return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# imshard report on real resumed runs: a part killed after its last
+# checkpoint (its lines after it trained again by the next part) is drawn
+# once per step and described as one run in parts; a run resumed with
+# fewer ranks keeps the earlier part's other ranks' lines without a
+# warning (2 ranks: skipped without mpirun).
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+
+expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 16 --quiet
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
+# 48 training images, batch 4: 12 steps an epoch, a train line every 2
+common=(--train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16
+  --threads 1 --batch-size 4 --epochs 2 --lr 0.05 --log-every 2 --quiet)
+
+# --- a part killed after its checkpoint ------------------------------------
+# Part 1 stops at step 4 (its checkpoint); part 2 trains to step 8 and
+# logs steps 6 and 8; putting back the step-4 checkpoint makes part 2 one
+# that died after it, as a kill does; part 3 trains 5..24 again.
+run=(--log-dir "$T/r" --checkpoint-dir "$T/r")
+expect 0 "$IMSHARD_TRAIN" "${common[@]}" "${run[@]}" --max-steps 4
+cp "$T/r/checkpoint.safetensors" "$T/step4.safetensors"
+expect 0 "$IMSHARD_TRAIN" "${common[@]}" "${run[@]}" --max-steps 8 --resume
+cp "$T/step4.safetensors" "$T/r/checkpoint.safetensors"
+expect 0 "$IMSHARD_TRAIN" "${common[@]}" "${run[@]}" --resume
+same "$(grep -c '"type":"start"' "$T/r/metrics.jsonl")" 3 "three parts"
+same "$(grep -c '"type":"train".*"step":6,' "$T/r/metrics.jsonl")" 2 "step 6 logged twice"
+
+expect 0 "$IMSHARD" report "$T/r" -o "$T/r.html" --csv "$T/csv"
+same "$(cat "$T/err")" "" "no warnings for a resumed run"
+# each step once (before: 14 rows, steps 6 and 8 twice)
+same "$(tail -n +2 "$T/csv/train.csv" | cut -d, -f4 | tr '\n' ' ')" \
+  "2 4 6 8 10 12 14 16 18 20 22 24 " "train.csv: every step once"
+contains "$T/csv/runs.csv" ",0,3,2"   # skipped_lines, parts, superseded_lines
+contains "$T/r.html" "One run in 3 parts, resumed from its checkpoint at step 4 (epoch 1) and at step 4 (epoch 1)."
+# the val line part 2 wrote when it stopped at step 8 is superseded too
+contains "$T/r.html" "2 train lines, 1 val line logged after a part's last checkpoint (part 2: the intervals ending at steps 6 to 8) were trained again"
+lacks "$T/r.html" "wall_s goes back"
+lacks "$T/r.html" "more than one run"
+
+# --- resumed with fewer ranks ----------------------------------------------
+if have_mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  w=(--log-dir "$T/w" --checkpoint-dir "$T/w")
+  expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    mpirun -np 2 --bind-to none "$IMSHARD_TRAIN" "${common[@]}" "${w[@]}" --max-steps 4
+  expect 0 "$IMSHARD_TRAIN" "${common[@]}" "${w[@]}" --resume
+  expect 0 "$IMSHARD" report "$T/w" -o "$T/w.html" --csv "$T/wcsv"
+  # before: "rank 1, but summary.json says world 1" for each of them
+  same "$(cat "$T/err")" "" "no warnings for the first part's rank 1"
+  same "$(grep -c '^w,1,' "$T/wcsv/train.csv")" 2 "rank 1's lines of part 1 kept"
+  contains "$T/w.html" "One run in 2 parts, resumed from its checkpoint at step 4 (epoch 1) with 1 rank instead of 2. Per-rank figures are the last part's 1 rank"
+fi
+finish
