@@ -157,6 +157,14 @@ for i in $(seq 1 105); do echo "not json $i"; done >"$T/j<b>&/metrics.jsonl"
 expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r5.html" -q
 contains "$T/r5.html" "... and 5 more in $T/j&lt;b&gt;&amp;"
 lacks "$T/r5.html" "<b>&"
+# CSV text cells a spreadsheet would run as formulas start with a ' (a
+# run folder named "=1+2", a model "@cmd"); a number stays a number
+mkdir -p "$T/f/=1+2"
+cp "$T/a/metrics.jsonl" "$T/f/=1+2/"
+sed 's/"model":"convnet7"/"model":"@cmd"/' "$T/a/summary.json" >"$T/f/=1+2/summary.json"
+expect 0 "$IMSHARD" report "$T/f/=1+2" -o "$T/f.html" --csv "$T/f.csv" -q
+contains "$T/f.csv/runs.csv" "\"'=1+2\",$T/f/=1+2,1,\"'@cmd\","
+contains "$T/f.csv/train.csv" "\"'=1+2\",0,0,5,"
 
 # a line of 300 MB without a newline (a damaged file) is skipped in bounded
 # memory and the lines after it are read (before: getline took the whole
