@@ -13,7 +13,7 @@
 #include "imshard.h"
 #include "report/report.h"
 
-/* Warnings printed for skipped lines; the page lists them all. */
+/* Warnings printed for skipped lines; the page lists REP_MAX_DIAGS per run. */
 #define SHOWN_DIAGS 20
 #define MAX_RUNS 1000
 
@@ -228,16 +228,22 @@ int cmd_report(int argc, char **argv)
 		cli_error("report: %s", err.msg);
 		goto done;
 	}
-	size_t shown = 0, total = 0;
+	size_t shown = 0, total = 0, kept = 0;
 	for (size_t i = 0; i < r.n_runs; i++) {
 		const rep_run *run = &r.runs[i];
 		total += run->n_diags_total;
+		kept += run->n_diags;
 		for (size_t k = 0; k < run->n_diags && shown < SHOWN_DIAGS; k++, shown++)
 			cli_warn(quiet, "report: %s (skipped)", run->diags[k]);
 	}
-	if (total > shown)
+	/* the page keeps REP_MAX_DIAGS per run: past them it only counts */
+	if (total > shown && kept == total)
 		cli_warn(quiet, "report: %zu more skipped lines (listed in the report)",
 			 total - shown);
+	else if (total > shown)
+		cli_warn(quiet, "report: %zu more skipped lines (the report lists %zu of "
+			 "the %zu, the first %d of each run)",
+			 total - shown, kept, total, REP_MAX_DIAGS);
 	/* both folders first: a --csv that cannot be made leaves no page */
 	if (make_parent(out, &err) < 0 || (csv && ims_mkdir_p(csv, &err) < 0) ||
 	    rep_report_write_html(&r, out, &err) < 0) {

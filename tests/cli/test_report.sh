@@ -157,6 +157,11 @@ for i in $(seq 1 105); do echo "not json $i"; done >"$T/j<b>&/metrics.jsonl"
 expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r5.html" -q
 contains "$T/r5.html" "... and 5 more in $T/j&lt;b&gt;&amp;"
 lacks "$T/r5.html" "<b>&"
+# stderr says how many the page lists (before: "85 more skipped lines
+# (listed in the report)", but the page lists 100 of the 105)
+expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r7.html"
+contains "$T/err" "85 more skipped lines (the report lists 100 of the 105, the first 100 of each run)"
+lacks "$T/err" "(listed in the report)"
 # CSV text cells a spreadsheet would run as formulas start with a ' (a
 # run folder named "=1+2", a model "@cmd"); a number stays a number
 mkdir -p "$T/f/=1+2"
