@@ -146,6 +146,46 @@ static void run_parts_notes(ims_buf *b, const rep_run *run)
 	}
 }
 
+/* The ranks of run i that have train lines, as "1, 2" into t. */
+static void ranks_with_lines(const rep_run *run, char *t, size_t len)
+{
+	size_t at = 0;
+	t[0] = '\0';
+	for (int k = 0; k < run->world && k < REP_MAX_RANKS && at + 16 < len; k++)
+		for (size_t n = 0; n < run->n_train; n++)
+			if (run->train[n].rank == k) {
+				at += (size_t)snprintf(t + at, len - at, "%s%d", at ? ", " : "", k);
+				break;
+			}
+}
+
+/* A rank-local --log-dir given beside its run's folder: both are named,
+ * so neither stands alone as if it were a run of its own. */
+static void rank_local_notes(ims_buf *b, const rep_report *r, size_t i)
+{
+	const rep_run *run = &r->runs[i];
+	char t[200];
+	if (run->rank_local_of >= 0) {
+		ranks_with_lines(run, t, sizeof(t));
+		ims_buf_printf(b, "<ul class=\"note\"><li>This folder is a rank-local "
+			       "--log-dir of run <a href=\"#run-%ld\">", run->rank_local_of);
+		rb_html(b, r->runs[run->rank_local_of].label);
+		ims_buf_printf(b, "</a> (the same run_id, or job mark): it holds the lines of rank %s "
+			       "of that run's %d, and its figures here are those ranks' "
+			       "alone.</li></ul>\n", t, run->world);
+	}
+	for (size_t j = 0; j < r->n_runs; j++) {
+		if (r->runs[j].rank_local_of != (long)i)
+			continue;
+		ranks_with_lines(&r->runs[j], t, sizeof(t));
+		ims_buf_printf(b, "<ul class=\"note\"><li>The lines of rank %s of this run "
+			       "are in its rank-local --log-dir, shown as run <a href=\"#run-%zu\">",
+			       t, j);
+		rb_html(b, r->runs[j].label);
+		ims_buf_puts(b, "</a>.</li></ul>\n");
+	}
+}
+
 static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 {
 	ims_buf_puts(b, "<ul class=\"note\">");
@@ -565,6 +605,7 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i)
 		ims_buf_printf(b, "; busy max/min %s", rep_fmt_n(n1, st->busy_ratio));
 	ims_buf_puts(b, ".</p>\n");
 	run_notes(b, run, st);
+	rank_local_notes(b, r, i);
 
 	steps_series ss;
 	if (steps_build(run, st, &ss) < 0) {

@@ -223,8 +223,31 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 	return 0;
 }
 
+/* The lock file's second line: the mark of the job that last trained
+ * into the folder, the same in every rank-local --log-dir of that job.
+ * The lines carry the run_id only when the run has a --checkpoint-dir. */
+static void read_job_mark(rep_run *run, const char *dir)
+{
+	char path[4200], text[128];
+	run->job_mark[0] = '\0';
+	snprintf(path, sizeof(path), "%s/imshard-train.lock", dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	char *nl = strchr(text, '\n');
+	if (nl && strspn(nl + 1, "0123456789abcdef") == 16 &&
+	    strspn(nl + 1, "0") < 16) {
+		memcpy(run->job_mark, nl + 1, 16);
+		run->job_mark[16] = '\0';
+	}
+}
+
 int rep_parts_settle(rep_run *run, const char *file)
 {
+	read_job_mark(run, run->dir);
 	FORWARD_IF_ERR(supersede(run));
 	/* the widest part: summary.json's world is the last part's */
 	int widest = run->sum.world;

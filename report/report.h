@@ -184,6 +184,14 @@ typedef struct rep_run {
 	size_t n_superseded_val, n_superseded_gpu; /* val and gpu lines so */
 	int n_run_ids;            /* distinct run_ids of the parts: > 1, the
 				     file holds several runs */
+	char job_mark[17];        /* the last job's mark in the folder's
+				     imshard-train.lock (16 hex digits), by
+				     which the ranks of one job tell their
+				     folders; "" when none */
+	long rank_local_of;       /* a rank-local --log-dir: the index in
+				     rep_report.runs of the run (same run_id)
+				     whose other ranks' lines it lacks; -1
+				     (rep_report_analyze sets it) */
 	int wall_goes_back;       /* rank 0's wall_s still decreases once the
 				     superseded lines are gone: not one run */
 	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */

@@ -3,7 +3,8 @@
 # checkpoint (its lines after it trained again by the next part) is drawn
 # once per step and described as one run in parts; a run resumed with
 # fewer ranks keeps the earlier part's other ranks' lines without a
-# warning (2 ranks: skipped without mpirun).
+# warning, and a rank-local --log-dir given beside rank 0's is named as
+# that run's (2 ranks: skipped without mpirun).
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -50,5 +51,14 @@ if have_mpi; then
   same "$(cat "$T/err")" "" "no warnings for the first part's rank 1"
   same "$(grep -c '^w,1,' "$T/wcsv/train.csv")" 2 "rank 1's lines of part 1 kept"
   contains "$T/w.html" "One run in 2 parts, resumed from its checkpoint at step 4 (epoch 1) with 1 rank instead of 2. Per-rank figures are the last part's 1 rank"
+  # rank 1 logs into a folder of its own (an MPMD launch): given beside
+  # rank 0's, each folder names the other (before: a second run of its own)
+  expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    mpirun --bind-to none -np 1 "$IMSHARD_TRAIN" "${common[@]}" --log-dir "$T/l0" --max-steps 4 : \
+    -np 1 "$IMSHARD_TRAIN" "${common[@]}" --log-dir "$T/l1" --max-steps 4
+  exists "$T/l1/metrics.jsonl"
+  expect 0 "$IMSHARD" report "$T/l0" "$T/l1" -o "$T/l.html"
+  contains "$T/l.html" "This folder is a rank-local --log-dir of run <a href=\"#run-0\">l0</a> (the same run_id, or job mark): it holds the lines of rank 1 of that run's 2"
+  contains "$T/l.html" "The lines of rank 1 of this run are in its rank-local --log-dir, shown as run <a href=\"#run-1\">l1</a>."
 fi
 finish
