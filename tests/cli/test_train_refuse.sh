@@ -473,6 +473,12 @@ if have_mpi; then
   contains "$T/err" "imshard-train: warning: --log-dir '$T/lgA' is another folder than rank 0's on 1 rank (storage local to a node; rank 1 first): its metrics.jsonl lines go there; summary.json and the evaluation files are in rank 0's alone"
   same "$(starts "$T/lgB")" 1 "rank 1's own folder starts with the run's line"
   same "$(run_of "$T/lgB")" "$(run_of "$T/lgA")" "rank 1's folder names rank 0's run"
+  [ -n "$(run_of "$T/lgA")" ] || fail "no run_id without --checkpoint-dir"
+  # with a --checkpoint-dir too (before: each rank made an id of its own,
+  # and without one the start lines named none)
+  expect 0 logs "$T/lgD" "$T/lgE" "--checkpoint-dir $T/ckD"
+  same "$(run_of "$T/lgE")" "$(run_of "$T/lgD")" "rank 1's folder names rank 0's run (--checkpoint-dir)"
+  same "$(run_of "$T/lgD")" "$(json "$T/lgD/summary.json" 'j["run_id"]')" "the start line's run is summary.json's"
   exists "$T/lgB/imshard-train.lock"
   expect 1 logs "$T/lgA2" "$T/lgB"
   same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for rank 1's earlier run"

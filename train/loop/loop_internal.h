@@ -142,10 +142,11 @@ typedef struct loop_part {
 	loop_history hist;
 	nn_train_resume resume;  /* what loop_report_resumed tells */
 	char changed[1024];      /* resume.changed's text */
-	char run_id[24];         /* the run's (all its parts'): made when it
-				    starts, kept in its checkpoints and
-				    summary.json; "" for a run resumed from
-				    a checkpoint that has none */
+	char run_id[24];         /* the run's (all its parts' and ranks'):
+				    made by rank 0 when it starts, kept in
+				    its checkpoints and summary.json; "" for
+				    a run resumed from a checkpoint that has
+				    none */
 	uint64_t checkpoint_id;  /* resumed: the checkpoint's checksum and
 				    position, which every rank must share
 				    (loop_agree_resume) */
@@ -348,6 +349,7 @@ int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 
 /* resume.c */
 int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err);
+int loop_share_run_id(run *r, ims_error *err);
 int loop_report_resumed(run *r, ims_error *err);
 int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			 uint64_t position, uint64_t step, ims_error *err);

@@ -416,6 +416,20 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 }
 
 /*
+ * Every rank's run_id is rank 0's: a new run's is made on each rank from
+ * its own clock and pid, and a rank-local --log-dir's start line must
+ * name the run rank 0's folder names. A resumed run's is its
+ * checkpoint's, the same file on every rank (loop_agree_resume).
+ */
+int loop_share_run_id(run *r, ims_error *err)
+{
+	if (r->dp.world < 2 || r->o->out.resume)
+		return 0;
+	return dp_broadcast(r->dp.comm, r->part.run_id, sizeof(r->part.run_id), 0,
+			    err);
+}
+
+/*
  * --checkpoint-dir: made by rank 0, and with --resume the run's state,
  * position (r->part.at) and history read back; a fresh run starts at 0.
  */
@@ -424,6 +438,17 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 	const nn_train_opts *o = r->o;
 	memset(&r->part.at, 0, sizeof(r->part.at));
 	r->sched.lr_batch = o->optim.batch_size;
+	if (!o->out.resume) {
+		/* a new run: an id its logs, checkpoints and summary carry,
+		 * so a later part, or a report, can tell its own lines from
+		 * another run's; rank 0's, every rank's (loop_share_run_id) */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		snprintf(r->part.run_id, sizeof(r->part.run_id), "%016llx",
+			 (unsigned long long)ims_hash64(
+				 ims_hash64((uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec),
+				 (uint64_t)getpid()));
+	}
 	if (!o->out.checkpoint_dir)
 		return 0;
 	if (r->dp.rank == 0) {
@@ -434,17 +459,8 @@ int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(ims_path_join(r->ckpt_path, sizeof(r->ckpt_path),
 				     o->out.checkpoint_dir, "checkpoint.safetensors",
 				     err));
-	if (!o->out.resume) {
-		/* a new run: an id its checkpoints and summary carry, so a
-		 * later part can tell its own logs from another run's */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		snprintf(r->part.run_id, sizeof(r->part.run_id), "%016llx",
-			 (unsigned long long)ims_hash64(
-				 ims_hash64((uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec),
-				 (uint64_t)getpid()));
+	if (!o->out.resume)
 		return 0;
-	}
 	FORWARD_IF_ERR(resume(r, res, err));
 	r->part.resumed = 1;
 	return 0;

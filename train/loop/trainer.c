@@ -81,6 +81,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	if (!rc)
 		rc = loop_open_checkpoints(r, res, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
+	FORWARD_IF_ERR(loop_share_run_id(r, err));
 	FORWARD_IF_ERR(loop_agree_resume(r, err));
 	FORWARD_IF_ERR(loop_agree_setup(r, loop_check_resumed_logs(r, err),
 					"train", err));
