@@ -58,4 +58,36 @@ done <<'EOF'
 --threads|verify no.json --threads 0
 --target-acc|report nodir -o r.html --target-acc 1.5
 EOF
+# Every option of every command is in the manual (docs/*.md, README.md):
+# its long name, as --help lists it (before: bench-load's --seconds,
+# --prefetch and --no-pinned were in --help alone). --output is -o's long
+# name, which the manual writes -o.
+documented() {
+  local o
+  for o in $(grep -oE '(^|[ ,])--[a-z0-9][a-z0-9-]*' "$T/out" | tr -d ' ,' | sort -u); do
+    case $o in --help | --output) continue ;; esac
+    checks=$((checks + 1))
+    grep -rqF -- "$o" "$IMS_SRC/docs" "$IMS_SRC/README.md" || fail "$1: $o is in --help, not in docs/ or README.md"
+  done
+}
+for c in list subset pack info verify extract sample bench-load report eval predict export; do
+  expect 0 "$IMSHARD" $c --help
+  documented "imshard $c"
+done
+for d in folder caltech256 fruits inat2017 imagenet cifar10; do
+  expect 0 "$IMSHARD" convert $d --help
+  documented "imshard convert $d"
+done
+# the scripts too, each with a --help (before: fuzz.sh took --help for
+# its SECONDS and exited 2)
+for s in build demo fuzz gpu-check setup test; do
+  expect 0 bash "$IMS_SRC/scripts/$s.sh" --help
+  documented "scripts/$s.sh"
+done
+train=${IMSHARD_TRAIN:-$(dirname "$IMSHARD")/imshard-train}
+if [ -x "$train" ]; then
+  expect 0 "$train" --help
+  documented imshard-train
+fi
+
 finish
