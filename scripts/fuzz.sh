@@ -8,6 +8,11 @@
 # FUZZ_SEED=N fixes libFuzzer's random seed (CI: the same inputs every run,
 # so a run fails only on a change; unset: a new seed each run).
 set -euo pipefail
+case "${1:-}" in -h | --help)
+  # the comment above, as the other scripts' --help
+  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+  exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
