@@ -10,6 +10,7 @@
  */
 #include "recordio.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ uint64_t rio_partition_size(uint64_t n, int world, rio_remainder mode)
 	if (world <= 0)
 		return 0;
 	uint64_t w = (uint64_t)world;
-	return mode == RIO_REMAINDER_DROP ? n / w : (n + w - 1) / w;
+	/* not (n + w - 1) / w: that wraps to 0 for n near 2^64 */
+	return mode == RIO_REMAINDER_DROP ? n / w : n / w + (n % w != 0);
 }
 
 void rio_partition_opts_init(rio_partition_opts *o)
@@ -53,10 +55,16 @@ int rio_partition(const rio_partition_opts *o, uint64_t *out,
 	uint64_t per = rio_partition_count(o);
 	uint64_t *perm = NULL;
 	if (o->shuffle) {
+		/* n * 8 wraps for n >= 2^61: a small buffer the shuffle below
+		 * would then write n entries into. */
+		RETURN_IF(n > SIZE_MAX / sizeof(*perm), err, IMS_ENOMEM,
+			  "cannot partition %llu records: their order needs more than %zu bytes",
+			  (unsigned long long)n, (size_t)SIZE_MAX);
 		perm = malloc(n * sizeof(*perm));
 		RETURN_IF(!perm, err, IMS_ENOMEM,
-			  "cannot partition %llu records: out of memory",
-			  (unsigned long long)n);
+			  "cannot partition %llu records: their order needs %llu bytes (out of memory)",
+			  (unsigned long long)n,
+			  (unsigned long long)(n * sizeof(*perm)));
 		for (uint64_t i = 0; i < n; i++)
 			perm[i] = i;
 		ims_rng rng;
@@ -70,11 +78,17 @@ int rio_partition(const rio_partition_opts *o, uint64_t *out,
 	}
 	uint64_t w = (uint64_t)o->world;
 	for (uint64_t k = 0; k < per; k++) {
-		uint64_t pos = (uint64_t)o->rank + k * w;
+		/* k * w <= rest - 1, so rank + k * w wraps only when rest is
+		 * within world of 2^64, and then the true position lies in
+		 * [rest, 2 * rest): one subtraction, in wrapping arithmetic,
+		 * takes it back. */
+		uint64_t pos;
+		if (__builtin_add_overflow((uint64_t)o->rank, k * w, &pos))
+			pos -= rest;
 		/* Past the end only under PAD: wrap to the start of the rest
 		 * of the order (more than once when it holds fewer records
 		 * than ranks). */
-		if (pos >= rest)
+		else if (pos >= rest)
 			pos %= rest;
 		pos += o->offset;
 		out[k] = perm ? perm[pos] : pos;
@@ -82,8 +96,10 @@ int rio_partition(const rio_partition_opts *o, uint64_t *out,
 	free(perm);
 	if (info) {
 		info->per_rank = per;
-		info->padded = per * w > rest ? per * w - rest : 0;
-		info->dropped = per * w < rest ? rest - per * w : 0;
+		/* per * w itself can wrap when rest is near 2^64 */
+		uint64_t part = rest % w;
+		info->padded = o->remainder == RIO_REMAINDER_PAD && part ? w - part : 0;
+		info->dropped = o->remainder == RIO_REMAINDER_DROP ? part : 0;
 	}
 	return 0;
 }

@@ -517,7 +517,8 @@ uint64_t rio_partition_count(const rio_partition_opts *o);
  * record is seen twice or skipped. Any rank computes its share alone: no
  * communication. info (may be NULL) counts over the positions from offset.
  * Errors: IMS_EINVAL (rank outside the world, unknown remainder mode,
- * n == 0, offset >= n), IMS_ENOMEM (the permutation).
+ * n == 0, offset >= n), IMS_ENOMEM (the shuffled order's n * 8 bytes
+ * cannot be allocated, or overflow a size_t: the message names n).
  */
 int rio_partition(const rio_partition_opts *o, uint64_t *out,
 		  rio_partition_info *info, ims_error *err);

@@ -1,7 +1,8 @@
 /* test_partition.c - rank shares: disjoint, covering, equal lengths for
  * every world size 1..8, deterministic, reshuffled per epoch; an epoch
  * continued from a position with another rank count sees each record of
- * the rest once. */
+ * the rest once; sizes whose byte counts overflow are refused, not
+ * written past. */
 #include "rio_test_util.h"
 #include "test.h"
 
@@ -116,6 +117,43 @@ static void check_offsets(void)
 	CHECK_EQ_U64(out[1], 7); /* position 5 of the rest wraps to 1: record 7 */
 }
 
+/*
+ * Sizes near 2^64. The shuffled order takes n * 8 bytes, which wraps for
+ * n >= 2^61: it must be refused by name, not allocated short and written
+ * past. Counts and padding must not wrap either.
+ */
+static void check_huge(void)
+{
+	ims_error e;
+	uint64_t out[4];
+	rio_partition_info info;
+	const uint64_t wraps = (1ull << 61) + 1; /* * 8 wraps to 8 */
+	ims_error_clear(&e);
+	CHECK_EQ_INT(part(wraps, 0, 1, 0, 0, 1, RIO_REMAINDER_DROP, wraps - 2, out,
+			  NULL, &e), IMS_ENOMEM);
+	CHECK(strstr(e.msg, "2305843009213693953 records") != NULL);
+	ims_error_clear(&e);
+	CHECK_EQ_INT(part(UINT64_MAX, 1, 2, 0, 0, 1, RIO_REMAINDER_PAD,
+			  UINT64_MAX - 3, out, NULL, &e), IMS_ENOMEM);
+	CHECK(strstr(e.msg, "18446744073709551615 records") != NULL);
+
+	/* (n + w - 1) / w wrapped to 0 */
+	CHECK_EQ_U64(rio_partition_size(UINT64_MAX, 2, RIO_REMAINDER_PAD),
+		     1ull << 63);
+	CHECK_EQ_U64(rio_partition_size(UINT64_MAX, 1, RIO_REMAINDER_PAD),
+		     UINT64_MAX);
+	CHECK_EQ_U64(rio_partition_size(UINT64_MAX, 2, RIO_REMAINDER_DROP),
+		     (1ull << 63) - 1);
+
+	/* unshuffled, the last positions of the largest split */
+	CHECK_OK(part(UINT64_MAX, 1, 2, 0, 0, 0, RIO_REMAINDER_PAD,
+		      UINT64_MAX - 3, out, &info, &e), &e);
+	CHECK_EQ_U64(info.per_rank, 2);
+	CHECK_EQ_U64(info.padded, 1);
+	CHECK_EQ_U64(out[0], UINT64_MAX - 2);
+	CHECK_EQ_U64(out[1], UINT64_MAX - 3); /* position 3 of 3 wraps to 0 */
+}
+
 int main(void)
 {
 	ims_error e;
@@ -162,5 +200,6 @@ int main(void)
 	CHECK_EQ_U64(rio_partition_size(10, 3, RIO_REMAINDER_PAD), 4);
 	CHECK_EQ_U64(rio_partition_size(10, 3, RIO_REMAINDER_DROP), 3);
 	check_offsets();
+	check_huge();
 	return TEST_EXIT();
 }
