@@ -14,10 +14,25 @@
 PyObject *ims_py_error;
 PyObject *ims_py_argument_error;
 
+/* The libraries' "already exists" errors name the command's flag
+ * ("use --force to replace it"); from Python the remedy is the keyword:
+ * the message says force=True instead. */
+static const char *python_remedy(int code, const char *msg, char *buf, size_t size)
+{
+	const char *at = code == IMS_EEXIST ? strstr(msg, "--force") : NULL;
+	if (!at)
+		return msg;
+	snprintf(buf, size, "%.*sforce=True%s", (int)(at - msg), msg,
+		 at + strlen("--force"));
+	return buf;
+}
+
 PyObject *ims_py_raise(int code, const ims_error *e)
 {
 	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
-	const char *msg = e && e->msg[0] ? e->msg : ims_strerror(code);
+	char remedy[sizeof(e->msg) + 16];
+	const char *msg = python_remedy(code, e && e->msg[0] ? e->msg : ims_strerror(code),
+					remedy, sizeof(remedy));
 	/* messages quote paths and names as they are: bytes that are not
 	 * UTF-8 (or a multibyte character cut at the message's end) are
 	 * shown as \xHH rather than failing with a UnicodeDecodeError */

@@ -52,8 +52,12 @@ def test_pack_errors_as_the_command(sample, imshard_bin, tmp_path):
     assert p.returncode == 1
     with pytest.raises(imshard.Error) as e:
         imshard.pack(lst, root, tmp_path / "v")
-    assert p.stderr.strip() == "imshard: pack: " + str(e.value)
-    assert "already exists" in str(e.value)
+    # the same error, with the remedy as Python spells it (it said
+    # "use --force", a flag no Python call takes)
+    assert "use --force to replace it" in p.stderr
+    assert p.stderr.strip() == "imshard: pack: " + str(e.value).replace("force=True", "--force")
+    assert "already exists; use force=True to replace it" in str(e.value)
+    assert "--force" not in str(e.value)
     imshard.pack(lst, root, tmp_path / "v", force=True)
     for bad in (dict(encoding="webp"), dict(encoding="keep", resize=32), dict(shards=2, shard_size=1 << 20),
                 dict(encoding="png", check_decode=True), dict(colour=True),
@@ -113,7 +117,7 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
     assert filecmp.cmp(tmp_path / "cli" / "classes.txt", tmp_path / "py" / "classes.txt",
                        shallow=False)
     assert res["splits"]["train"]["packed"] == 10 * 5
-    with pytest.raises(imshard.Error, match="already exists"):
+    with pytest.raises(imshard.Error, match="already exists; use force=True to replace it"):
         imshard.convert("folder", sample["img"], tmp_path / "py", val_ratio=0.25)
     for bad in (dict(quality=50), dict(encoding="raw", quality=50)):
         with pytest.raises(imshard.ArgumentError, match="quality applies to encoding jpeg only"):
