@@ -436,6 +436,10 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     if (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)
             or not math.isfinite(seconds) or seconds < 0):
         raise ArgumentError("seconds must be a finite number >= 0, got %r" % (seconds,))
+    # as the command refuses --seconds 0 without --epochs (this ran for
+    # 10 s, a limit the caller had just asked not to have)
+    if seconds == 0 and epochs == 0:
+        raise ArgumentError("seconds=0 (no time limit) needs epochs")
     return _imshard.bench_load(manifest, batch_size, size, augment=augment, train=bool(train),
                                rank=rank, world=world, threads=threads, seed=seed,
                                layout=layout, dtype=_DTYPES.get(dtype, dtype), mean=mean,

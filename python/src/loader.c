@@ -669,8 +669,11 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 		Py_XDECREF(manifest);
 		return NULL;
 	}
-	if (bo.seconds == 0 && bo.epochs == 0)
-		bo.seconds = 10;
+	/* as the command: no limit at all would run for ever */
+	if (bo.seconds == 0 && bo.epochs == 0) {
+		Py_XDECREF(manifest);
+		return ims_py_arg_error("seconds=0 (no time limit) needs epochs");
+	}
 	bench_ctx c = {NULL, 0, 0};
 	bo.cancel = &c.cancel;
 	bo.progress = bench_progress;

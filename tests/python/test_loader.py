@@ -606,3 +606,25 @@ def test_bench_load_seconds_must_be_finite(sample, tmp_path):
                                      for s in ("inf", "nan", "-1.0", "'10'", "True")], p.stdout
     r = imshard.bench_load(sample["val"], 4, 16, train=False, threads=1, seconds=0, epochs=1)
     assert r["epochs"] == 1
+
+
+def test_bench_load_without_any_limit_is_refused(sample, tmp_path):
+    # as the command refuses --seconds 0 without --epochs: before,
+    # seconds=0 with epochs=0 measured for 10 s without a word (in a child
+    # with a timeout: the old behaviour runs on)
+    script = tmp_path / "nolimit.py"
+    script.write_text(textwrap.dedent("""
+        import sys, imshard, imshard._imshard as c
+        for f in (lambda: imshard.bench_load(sys.argv[1], 4, 16, seconds=0, epochs=0, threads=1),
+                  lambda: c.bench_load(sys.argv[1], 4, 16, seconds=0.0, epochs=0, threads=1)):
+            try:
+                f()
+                print("accepted")
+            except imshard.ArgumentError as e:
+                print("refused:", e)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["val"]], capture_output=True,
+                       text=True, timeout=15)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["refused: seconds=0 (no time limit) needs epochs"] * 2, \
+        p.stdout
