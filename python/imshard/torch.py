@@ -43,7 +43,14 @@ class Loader(imshard.Loader):
 
     @property
     def pinned(self):
-        """Whether batches are page-locked (registered with CUDA)."""
+        """Whether batches are page-locked (registered with CUDA). False in
+        a forked child and once closed: page-locking belongs to the CUDA
+        context that registered the ring, which a child does not have (its
+        copies of the batches are plain memory), and close() unregisters."""
+        # stats raises in a forked child (the loader's threads are the
+        # parent's), so this is answered before asking it
+        if os.getpid() != self._pid or self.closed:
+            return False
         return bool(self.stats["pinned"] or self._registered)
 
     def _pin(self, mem):

@@ -62,3 +62,32 @@ def test_a_forked_child_leaves_the_parents_cuda_registrations(sample, tmp_path):
     assert len(lines) == 3 and lines[0] != "registered 0", p.stdout + p.stderr
     assert lines[1:] == ["child unregistered 0 closed True",
                          "parent unregistered True child status 0"], p.stdout + p.stderr
+
+
+def test_pinned_answers_in_a_forked_child(sample, tmp_path):
+    # before: loader.pinned asked the C loader's stats, which raise
+    # imshard.Error in a forked child; the child has no CUDA context, so
+    # its copies of the batches are not page-locked: False
+    script = tmp_path / "pinned.py"
+    script.write_text(FAKE_TORCH + textwrap.dedent("""
+        from imshard.torch import Loader
+        l = Loader(sys.argv[1], 4, 16, rank=0, world=1, threads=1, prefetch=1)
+        b = next(iter(l))
+        print("parent", l.pinned, flush=True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                print("child", l.pinned, flush=True)
+            except Exception as e:
+                print("child raised", type(e).__name__, e, flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        del b
+        l.close()
+        print("closed", l.pinned, "child status", status, flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["parent True", "child False",
+                                     "closed False child status 0"], p.stdout + p.stderr
