@@ -34,8 +34,8 @@ static const cli_command command = {
 	"--classes for weights that lack them); --size, --mean, --std and\n"
 	"--val-crop-frac change what is recorded.\n\n"
 	"Exit status: 0 written, 1 a missing or damaged checkpoint or a write\n"
-	"failure, 2 bad usage (also: -o exists without --force, is a folder\n"
-	"or is the checkpoint)."};
+	"failure, 2 bad usage (also: -o exists without --force, is a folder,\n"
+	"a device, FIFO or socket, or is the checkpoint)."};
 
 int cmd_export(int argc, char **argv)
 {
@@ -70,6 +70,15 @@ int cmd_export(int argc, char **argv)
 		return cli_usage_error(&command, "-o '%s' is a folder: name the file to "
 				       "write, e.g. '%s/weights.safetensors'",
 				       out, out);
+	/* The weights are written beside -o and renamed over it: over a
+	 * device, FIFO or socket (or a link to one: /dev/stdout) that would
+	 * replace the special file itself, as root /dev/null included, with
+	 * a regular file, --force or not. */
+	if (stat(out, &st) == 0 && !S_ISREG(st.st_mode))
+		return cli_usage_error(&command, "-o '%s' is not a regular file (a "
+				       "device, FIFO or socket): name a file to "
+				       "write",
+				       out);
 	if (!force && lstat(out, &st) == 0)
 		return cli_usage_error(&command, "'%s' exists (--force replaces it)", out);
 	nn_model_card card;

@@ -361,6 +361,21 @@ for f in "" --force; do
   contains "$T/err" "-o '$T/wdir' is a folder: name the file to write"
 done
 same "$(ls -A "$T/wdir" | wc -l)" 0 "(nothing written into the folder)"
+# a FIFO or a device: refused too, with or without --force (before:
+# with it, the weights were renamed over the special file's name, as
+# root over /dev/null itself); the device through a link in the scratch
+# folder
+mkfifo "$T/wfifo"
+ln -s /dev/null "$T/wnull"
+for o in "$T/wfifo" "$T/wnull"; do
+  for f in "" --force; do
+    expect 2 "$IMSHARD" export "$ck" -o "$o" $f
+    one_line "$T/err"
+    contains "$T/err" "-o '$o' is not a regular file (a device, FIFO or socket)"
+  done
+done
+[ -p "$T/wfifo" ] && [ -L "$T/wnull" ] || fail "the FIFO or the link to /dev/null was replaced"
+checks=$((checks + 1))
 expect 2 "$IMSHARD" export "$ck"
 contains "$T/err" "-o WEIGHTS.safetensors is required"
 # the export holds no optimiser state and loads as --init weights
