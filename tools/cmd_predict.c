@@ -125,10 +125,15 @@ static int print_one(const char *path, const float *z, int k,
 	}
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	if (!text)
-		return -1;
-	printf("%s\n", text);
+	/* cJSON copies a path's bytes as they are: one that is not UTF-8
+	 * would make the line invalid JSON (and a C1 control could reach a
+	 * terminal), so it is escaped as every other output is */
+	char *safe = text ? ims_escape_json(text) : NULL;
 	free(text);
+	if (!safe)
+		return -1;
+	printf("%s\n", safe);
+	free(safe);
 	return 0;
 }
 

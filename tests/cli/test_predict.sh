@@ -140,6 +140,22 @@ expect 1 "$IMSHARD" predict "$ck" "$fx/truncated.jpg" -q
 same "$(wc -c <"$T/out")" 0 "(no line for a bad image)"
 one_line "$T/err"
 
+# --- --json: a path that is not UTF-8 or holds a line break --------------
+# still one valid JSON line, the odd byte as the text \xHH (before: the
+# byte went out as it was, a line no JSON reader takes)
+odd="$T/odd"$'\xff\n'"x.jpg"
+cp "$fx/rgb.jpg" "$odd"
+expect 0 "$IMSHARD" predict "$ck" "$odd" --json --top 1 --threads 1 -q
+/usr/bin/python3 - "$T/out" "$T" >"$T/m" 2>&1 <<'PY'
+import json, sys
+lines = open(sys.argv[1], "rb").read().decode("utf-8").splitlines()
+assert len(lines) == 1, lines
+j = json.loads(lines[0])
+assert j["image"] == sys.argv[2] + "/odd\\xff\nx.jpg", j["image"]
+print("ok")
+PY
+contains "$T/m" "ok"
+
 # --- bad checkpoints and usage: one line ----------------------------------
 expect 1 "$IMSHARD" predict "$T/none.safetensors" "$fx/rgb.jpg"
 one_line "$T/err"
