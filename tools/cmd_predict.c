@@ -3,6 +3,7 @@
  * image files, each rendered with the validation transform the model was
  * trained with (augment's aug_render, the loader's own path), in batches.
  */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -35,13 +36,14 @@ static const cli_command command = {
 	"(class index, name, probability, most probable first) and with\n"
 	"--logits every class's logit (the network's raw output). An image that\n"
 	"cannot be read or decoded is named on stderr and the others are still\n"
-	"predicted; the exit status is then 1.\n\n"
+	"predicted; the exit status is then 1, as it is when the lines cannot\n"
+	"be written (a full disk).\n\n"
 	"Examples:\n"
 	"  imshard predict runs/a/checkpoint.safetensors photo.jpg scan.png\n"
 	"  imshard predict model.safetensors *.jpg --top 1 --json\n\n"
-	"Exit status: 0 every image predicted, 1 some image failed or the\n"
-	"checkpoint is missing or damaged, 2 bad usage or a flag the weights\n"
-	"need."};
+	"Exit status: 0 every image predicted, 1 some image failed, the\n"
+	"checkpoint is missing or damaged or the output could not be written,\n"
+	"2 bad usage or a flag the weights need."};
 
 /* Per thread: a codec and the decoded pixels it reuses. */
 typedef struct worker {
@@ -299,7 +301,9 @@ int cmd_predict(int argc, char **argv)
 	ims_error err;
 	int failed = 0;
 	rc = predictor_open(&p, pos[0], &card, batch, threads, &err);
-	for (int i = 1; rc == 0 && i < np; i += batch) {
+	/* stops at the first batch whose lines could not be written: the
+	 * rest would be lost as well */
+	for (int i = 1; rc == 0 && !ferror(stdout) && i < np; i += batch) {
 		int n = np - i < batch ? np - i : batch;
 		int f = predict_batch(&p, pos + i, n, &card, &o, &err);
 		if (f < 0)
@@ -307,7 +311,14 @@ int cmd_predict(int argc, char **argv)
 		else
 			failed += f;
 	}
-	fflush(stdout);
+	/* Predictions that never reached the output (a full disk, a quota)
+	 * are a failure, not status 0 with lines missing. errno is cleared
+	 * so that a write that failed earlier is not given a stale cause. */
+	errno = 0;
+	if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0)
+		rc = ims_fail(&err, IMS_EIO,
+			      "cannot write the predictions to standard output: %s",
+			      strerror(errno ? errno : EIO));
 	if (rc < 0)
 		cli_error("predict: %s", err.msg);
 	else if (failed)

@@ -156,6 +156,15 @@ print("ok")
 PY
 contains "$T/m" "ok"
 
+# --- lines that cannot be written: exit 1, said ---------------------------
+# (before: status 0 with every line lost on a full disk); /dev/full
+# through a link in the scratch folder
+ln -s /dev/full "$T/full"
+run bash -c 'exec "$@" >"$0"' "$T/full" "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/rgb.png" --threads 1
+same "$rc" 1 "(predict onto a full disk: exit)"
+one_line "$T/err"
+contains "$T/err" "imshard: predict: cannot write the predictions to standard output: No space left on device"
+
 # --- bad checkpoints and usage: one line ----------------------------------
 expect 1 "$IMSHARD" predict "$T/none.safetensors" "$fx/rgb.jpg"
 one_line "$T/err"
