@@ -262,7 +262,7 @@ int cmd_predict(int argc, char **argv)
 		{"json", 0, CLI_FLAG, &o.json, NULL, "one JSON object per image", 0, 0},
 		{"logits", 0, CLI_FLAG, &o.logits, NULL, "with --json: every class's logit too", 0, 0},
 		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass (16)", 1, 4096},
-		{"threads", 0, CLI_INT, &threads, "T", "decoding and compute threads (all cores)", 0, 1024},
+		{"threads", 0, CLI_INT, &threads, "T", "decoding and compute threads (all cores; at most the MAX_THREADS OpenBLAS was built for)", 0, 1024},
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr (failures are still named)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -280,6 +280,12 @@ int cmd_predict(int argc, char **argv)
 	rc = cli_parse(&command, opts, argc, argv, pos, 2, argc, &np);
 	if (!rc && o.logits && !o.json)
 		rc = cli_usage_error(&command, "--logits needs --json");
+	/* each thread runs GEMMs: more than OpenBLAS serves is usage, said
+	 * before the weights are read */
+	if (!rc && threads > nn_blas_max_threads())
+		rc = cli_usage_error(&command, "--threads %d: this OpenBLAS was built "
+				     "for at most %d threads (MAX_THREADS)",
+				     threads, nn_blas_max_threads());
 	nn_model_card card;
 	nn_model_card_init(&card);
 	if (!rc)

@@ -2,6 +2,7 @@
  * ctx.c - the compute context: thread count, workspace, backend.
  */
 #include <cblas.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,19 @@ int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err)
 	RETURN_IF(!ctx, err, IMS_EINVAL, "cannot set up a context: no context");
 	RETURN_IF(threads < 0, err, IMS_EINVAL,
 		  "cannot set up a context: %d threads", threads);
+	/* Every thread calls the BLAS and takes a buffer of its own: past
+	 * the build's MAX_THREADS OpenBLAS warns, past its spare table it
+	 * prints "Program is Terminated" to standard output (into predict's
+	 * lines) and reported crashes follow. */
+	const int blas_max = nn_blas_max_threads();
+	RETURN_IF(threads > blas_max, err, IMS_EINVAL,
+		  "cannot use %d threads: this OpenBLAS was built for at most %d "
+		  "(MAX_THREADS)",
+		  threads, blas_max);
 	ctx->be = &nn_backend_cpu;
 	ctx->threads = threads > 0 ? threads : omp_get_max_threads();
+	if (ctx->threads > blas_max)
+		ctx->threads = blas_max; /* more cores than it serves */
 	ctx->scratch = NULL;
 	ctx->scratch_floats = 0;
 	ctx->dev = NULL;
@@ -103,6 +115,15 @@ const char *nn_blas_core(void)
 {
 	const char *c = openblas_get_corename();
 	return c ? c : "unknown";
+}
+
+int nn_blas_max_threads(void)
+{
+	/* the build's configuration string: "OpenBLAS 0.3.21 ... MAX_THREADS=64" */
+	const char *cfg = openblas_get_config();
+	const char *at = cfg ? strstr(cfg, "MAX_THREADS=") : NULL;
+	long n = at ? strtol(at + strlen("MAX_THREADS="), NULL, 10) : 0;
+	return n > 0 && n < INT_MAX ? (int)n : INT_MAX;
 }
 
 const char *nn_blas_better_core(void)

@@ -125,8 +125,9 @@ int nn_precision_of(const char *name);
 enum { NN_CL_OFF = 0, NN_CL_ON = 1, NN_CL_AUTO = 2 };
 enum { NN_ALGO_BENCHMARK = 0, NN_ALGO_HEURISTIC = 1, NN_ALGO_DETERMINISTIC = 2 };
 
-/* Sets up a CPU context with `threads` threads (0 = OpenMP's default).
- * Errors: IMS_EINVAL (no ctx, threads negative). */
+/* Sets up a CPU context with `threads` threads (0 = OpenMP's default,
+ * at most nn_blas_max_threads()). Errors: IMS_EINVAL (no ctx, threads
+ * negative or above nn_blas_max_threads()). */
 int nn_ctx_init_cpu(nn_ctx *ctx, int threads, ims_error *err);
 /*
  * Sets up a CUDA context on device `device` (0-based, of those visible):
@@ -271,6 +272,10 @@ int nn_ctx_init_cpu_staged(nn_ctx *ctx, int threads, ims_error *err);
 
 /* The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott"...). */
 const char *nn_blas_core(void);
+
+/* The threads OpenBLAS was built to serve at once (its MAX_THREADS; INT_MAX
+ * when its configuration does not say): the most a CPU context takes. */
+int nn_blas_max_threads(void);
 /*
  * When OpenBLAS did not recognise this CPU and fell back to a generic SSE
  * kernel set (it does for CPU models newer than its release; its SSE3

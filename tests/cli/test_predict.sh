@@ -187,6 +187,20 @@ done
 expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --logits
 one_line "$T/err"
 contains "$T/err" "--logits needs --json"
+# --threads past what OpenBLAS was built for (MAX_THREADS; 64 for
+# Debian's): one line, exit 2 (before: exit 0, thousands of OpenBLAS
+# "Program is Terminated" lines in the predictions on stdout); a build
+# that serves 1024 threads predicts the image, one clean line
+run "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1024 -q
+lacks "$T/out" "OpenBLAS"
+if [ "$rc" = 2 ]; then
+  one_line "$T/err"
+  contains "$T/err" "--threads 1024: this OpenBLAS was built for at most"
+  same "$(wc -c <"$T/out")" 0 "(nothing predicted)"
+else
+  same "$rc" 0 "(predict --threads 1024: exit)"
+  same "$(wc -l <"$T/out")" 1 "(one line for one image)"
+fi
 expect 0 "$IMSHARD" predict --help
 contains "$T/out" "EXIF orientation"
 contains "$T/out" "--top"
