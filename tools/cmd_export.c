@@ -6,6 +6,7 @@
  * checkpoint.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -110,16 +111,25 @@ int cmd_export(int argc, char **argv)
 		rc = nn_model_load_weights(pos[0], m, &err);
 	if (!rc)
 		rc = nn_model_card_format(&card, &text, &err);
+	/* safetensors metadata is JSON, so UTF-8: a checkpoint whose name
+	 * is not (a Latin-1 file name) was refused after its weights were
+	 * read. exported_from is a note for people; it records the name as
+	 * messages print it, \xHH for such bytes. */
+	size_t from_len = 4 * strlen(pos[0]) + 4;
+	char *from = malloc(from_len);
+	if (!rc && !from)
+		rc = ims_fail(&err, IMS_ENOMEM, "out of memory");
 	if (!rc) {
 		const char *meta[2 * 8 + 3];
 		size_t n = 0;
 		for (; text.kv[n]; n++)
 			meta[n] = text.kv[n];
 		meta[n++] = "exported_from";
-		meta[n++] = pos[0];
+		meta[n++] = ims_escape(pos[0], from, from_len);
 		meta[n] = NULL;
 		rc = nn_checkpoint_save(out, m, NULL, meta, &err);
 	}
+	free(from);
 	if (rc < 0)
 		cli_error("export: %s", err.msg);
 	else

@@ -376,6 +376,13 @@ for o in "$T/wfifo" "$T/wnull"; do
 done
 [ -p "$T/wfifo" ] && [ -L "$T/wnull" ] || fail "the FIFO or the link to /dev/null was replaced"
 checks=$((checks + 1))
+# a checkpoint whose name is not UTF-8 exports, the name recorded as
+# messages print it (before: refused after the weights were read, as
+# safetensors metadata must be UTF-8)
+cp "$ck" "$T/ck"$'\xff'".safetensors"
+expect 0 "$IMSHARD" export "$T/ck"$'\xff'".safetensors" -o "$T/wff.safetensors" -q
+/usr/bin/python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); h=json.loads(d[8:8+struct.unpack("<Q",d[:8])[0]].decode("utf-8")); print(h["__metadata__"]["exported_from"])' "$T/wff.safetensors" >"$T/m" 2>&1
+same "$(cat "$T/m")" "$T/ck\xff.safetensors" "(exported_from)"
 expect 2 "$IMSHARD" export "$ck"
 contains "$T/err" "-o WEIGHTS.safetensors is required"
 # the export holds no optimiser state and loads as --init weights
