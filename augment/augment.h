@@ -322,6 +322,10 @@ typedef enum aug_dtype {
 
 /* Largest out_w / out_h accepted. */
 #define AUG_MAX_OUT_SIDE 4096
+/* The smallest crop fraction: the resized side, max(out) / crop_frac,
+ * must stay a number a long holds (1e-300 made it 1.6e301, whose
+ * conversion is undefined); 0.001 is --val-crop-frac's floor. */
+#define AUG_MIN_CROP_FRAC 1e-3
 
 /*
  * What to produce and how to augment it. Caller-owned plain data; fill it
@@ -354,7 +358,8 @@ typedef enum aug_dtype {
 typedef struct aug_transform_opts {
 	int train;             /* 1: random augmentation; 0: validation */
 	int out_w, out_h;      /* output size, 1..AUG_MAX_OUT_SIDE (224 x 224) */
-	double crop_frac;      /* validation/no-rrc crop fraction, (0, 1] (0.875) */
+	double crop_frac;      /* validation/no-rrc crop fraction,
+				  [AUG_MIN_CROP_FRAC, 1] (0.875) */
 	int rrc;               /* random-resized-crop (train: 1) */
 	double scale_min, scale_max; /* rrc area fraction, 0 < min <= max <= 1
 					(0.08, 1) */

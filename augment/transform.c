@@ -64,9 +64,9 @@ static int check_opts(const aug_transform_opts *o, ims_error *err)
 		  err, IMS_EINVAL,
 		  "cannot transform to %dx%d: sides must be 1..%d", o->out_w,
 		  o->out_h, AUG_MAX_OUT_SIDE);
-	RETURN_IF(!(o->crop_frac > 0 && o->crop_frac <= 1), err, IMS_EINVAL,
-		  "cannot transform: crop fraction %g is not in (0, 1]",
-		  o->crop_frac);
+	RETURN_IF(!(o->crop_frac >= AUG_MIN_CROP_FRAC && o->crop_frac <= 1), err,
+		  IMS_EINVAL, "cannot transform: crop fraction %g is not in [%g, 1]",
+		  o->crop_frac, AUG_MIN_CROP_FRAC);
 	RETURN_IF(!(o->scale_min > 0 && o->scale_min <= o->scale_max &&
 		    o->scale_max <= 1),
 		  err, IMS_EINVAL,

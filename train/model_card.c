@@ -215,8 +215,10 @@ static int read_fields(const st_file *f, nn_model_card *c, ims_error *err)
 		char *end;
 		errno = 0;
 		double v = strtod(s, &end);
-		if (errno || end == s || *end || !(v > 0 && v <= 1))
-			return bad_key(f, "val_crop_frac", s, "a fraction in (0, 1]",
+		/* the floor is --val-crop-frac's (AUG_MIN_CROP_FRAC): 1e-300
+		 * passed and sized the resize at 1.6e301 pixels */
+		if (errno || end == s || *end || !(v >= 1e-3 && v <= 1))
+			return bad_key(f, "val_crop_frac", s, "a fraction in [0.001, 1]",
 				       err);
 		c->val_crop_frac = v;
 		c->have |= NN_CARD_CROP;

@@ -159,6 +159,15 @@ static void test_plan_determinism(void)
 	CHECK_EQ_INT(aug_sample_plan(&v, 0, 375, 1, 2, 3, &a, &err), IMS_EINVAL);
 	v.out_w = 0;
 	CHECK_EQ_INT(aug_sample_plan(&v, 10, 10, 1, 2, 3, &a, &err), IMS_EINVAL);
+	/* A crop fraction whose resize no long holds (1e-300: 2.2e302
+	 * pixels, converted with undefined behaviour before) is refused;
+	 * the floor itself is taken. */
+	aug_transform_opts_init(&v, 0);
+	v.crop_frac = 1e-300;
+	CHECK_EQ_INT(aug_transform_check(&v, &err), IMS_EINVAL);
+	CHECK_EQ_INT(aug_sample_plan(&v, 500, 375, 1, 2, 3, &a, &err), IMS_EINVAL);
+	v.crop_frac = AUG_MIN_CROP_FRAC;
+	CHECK_OK(aug_sample_plan(&v, 500, 375, 1, 2, 3, &a, &err), &err);
 }
 
 static void test_rrc_stats(void)

@@ -172,6 +172,14 @@ contains "$T/err" "none.safetensors"
 head -c 2000 "$ck" >"$T/cut.safetensors"
 expect 1 "$IMSHARD" predict "$T/cut.safetensors" "$fx/rgb.jpg"
 one_line "$T/err"
+# a recorded crop fraction below --val-crop-frac's floor (before: 1e-300
+# was taken, the resize sized at 1.6e301 pixels through an undefined
+# conversion, and predictions printed, exit 0)
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_edit.py" "$ck" "$T/crop.safetensors" --set val_crop_frac=1e-300
+expect 1 "$IMSHARD" predict "$T/crop.safetensors" "$fx/rgb.jpg"
+one_line "$T/err"
+contains "$T/err" "val_crop_frac"
+same "$(wc -c <"$T/out")" 0 "(nothing predicted)"
 expect 1 "$IMSHARD" predict "$fx/rgb.jpg" "$fx/rgb.jpg"
 one_line "$T/err"
 expect 2 "$IMSHARD" predict "$ck"

@@ -141,6 +141,8 @@ static void test_malformed(void)
 	refused("mean", "1,2,nan", IMS_ECORRUPT, "'mean'");
 	refused("std", "1,0,1", IMS_ECORRUPT, "'std'");
 	refused("val_crop_frac", "1.5", IMS_ECORRUPT, "'val_crop_frac'");
+	/* passed before, its resize 1.6e301 pixels (undefined conversion) */
+	refused("val_crop_frac", "1e-300", IMS_ECORRUPT, "a fraction in [0.001, 1]");
 	refused("class_names", "[\"a\"]", IMS_ECORRUPT, "1 names for 2 classes");
 	refused("class_names", "[\"a\", 3]", IMS_ECORRUPT, "class 1");
 	refused("class_names", "{\"a\": 1}", IMS_ECORRUPT, "'class_names'");
