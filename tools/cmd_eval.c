@@ -287,7 +287,7 @@ int cmd_eval(int argc, char **argv)
 	const char *device = "cpu", *out = NULL, *precision = NULL;
 	const cli_opt opts[] = {
 		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
-		{"threads", 0, CLI_INT, &threads, "T", "compute and decoding threads per rank (all cores)", 0, 1024},
+		{"threads", 0, CLI_INT, &threads, "T", "compute and decoding threads per rank (all cores; at most the MAX_THREADS OpenBLAS was built for)", 0, 1024},
 		{"device", 0, CLI_STRING, &device, "DEV", "cpu or cuda (cpu)", 0, 0},
 		{"precision", 0, CLI_STRING, &precision, "P", "fp32, bf16 or fp16: activations stored in 16 bits, sums in fp32 (the precision the checkpoint's run trained in; fp32 for other weights)", 0, 0},
 		{"json", 0, CLI_FLAG, &json, NULL, "print one JSON object instead of the table", 0, 0},

@@ -259,7 +259,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
 		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
-		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below)", 0, 1024},
+		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below), at most the MAX_THREADS OpenBLAS was built for", 0, 1024},
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->net.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},
 		{"channels-last", 0, CLI_STRING, &o->net.channels_last, "auto|on|off", "store activations NHWC (N x H x W x C), as cuDNN's tensor cores read them and PyTorch's channels_last does; auto: on for --device cuda in bf16/fp16, or fp32 with --tf32 on, with a model whose classifier reads a 1x1 map (all but vgg16), off otherwise; on: in fp32 without TF32 too, and on the CPU (the same bits as off, slower: a reference) (auto)", 0, 0},
