@@ -6,7 +6,8 @@
  *
  * Steady speed leaves out each rank's first logged interval: it holds the
  * first touch of every buffer and the loader's first batches, and at a few
- * intervals per run it would dominate a mean. Speeds are combined as
+ * intervals per run it would dominate a mean. A resumed part starts a new
+ * process, so its first interval is left out too (rep_train_line.warmup). Speeds are combined as
  * images over seconds (harmonic, weighted by steps), never as a mean of
  * rates.
  */
@@ -46,11 +47,20 @@ static void rank_stats(const rep_run *run, const rep_train_line *const *l,
 {
 	int have_steps = !(run->missing & REP_MISSING_STEPS);
 	rs->lines = (int)k;
-	rs->warmup_excluded = k > 1;
+	/* the warm-ups: the first by step, and each part's first; when
+	 * every line is one (a line per part), only the run's first goes,
+	 * so that a steady speed is left */
+	size_t n_wu = 0;
+	for (size_t i = 0; i < k; i++)
+		n_wu += i == 0 || l[i]->warmup;
+	int all_wu = n_wu == k;
+	rs->warmup_lines = all_wu ? k > 1 : (int)n_wu;
+	rs->warmup_excluded = rs->warmup_lines > 0;
+#define WARMUP(i) ((i) == 0 ? rs->warmup_excluded : !all_wu && l[i]->warmup)
 	double n_sum = 0, t_sum = 0, w = 0, c = 0, m = 0;
-	for (size_t i = rs->warmup_excluded ? 1 : 0; i < k; i++) {
+	for (size_t i = 0; i < k; i++) {
 		/* a zero rate means the trainer measured no time: no weight */
-		if (!(l[i]->images_per_s > 0))
+		if (WARMUP(i) || !(l[i]->images_per_s > 0))
 			continue;
 		double n = l[i]->steps > 0 ? l[i]->steps : 1;
 		n_sum += n;
@@ -76,9 +86,11 @@ static void rank_stats(const rep_run *run, const rep_train_line *const *l,
 	}
 	if (isfinite(batch) && have_steps) {
 		rs->warmup_s = 0;
-		if (rs->warmup_excluded && l[0]->images_per_s > 0)
-			rs->warmup_s = l[0]->steps * batch / l[0]->images_per_s;
+		for (size_t i = 0; i < k; i++)
+			if (WARMUP(i) && l[i]->images_per_s > 0)
+				rs->warmup_s += l[i]->steps * batch / l[i]->images_per_s;
 	}
+#undef WARMUP
 	if (have_steps && k > 0) {
 		rs->busy_s = rs->wait_s = rs->comm_s = 0;
 		for (size_t i = 0; i < k; i++) {

@@ -367,7 +367,8 @@ static void definitions(ims_buf *b)
 	ims_buf_puts(b,
 		"<section id=\"definitions\">\n<h2>Definitions</h2>\n<dl>\n"
 		"<dt>steady speed</dt><dd>A rank's images/s over its logged intervals after the "
-		"first (the warm-up interval; kept when it is the only one): images over seconds, "
+		"first, and after each resumed part's first (the warm-up intervals, which hold the "
+		"start-up; the run's first is kept when it is the only one): images over seconds, "
 		"i.e. the steps-weighted harmonic mean of the train lines' images_per_s. A run's "
 		"speed is the mean over its ranks.</dd>\n"
 		"<dt>speedup_speed</dt><dd>W &times; speed(W) / speed(1): total steady images/s at "

@@ -118,7 +118,10 @@ static void run_parts_notes(ims_buf *b, const rep_run *run)
 			ims_buf_printf(b, " Per-rank figures are the last part's %d %s; "
 				       "the earlier parts' other ranks are in the curves.",
 				       run->world, rep_ranks_word(run->world));
-		ims_buf_puts(b, "</li>");
+		/* a resumed part starts a new process: its first interval
+		 * holds start-up work as the run's first does */
+		ims_buf_puts(b, " Each resumed part's first interval is a warm-up, left out of "
+			     "the steady speed as the run's first is.</li>");
 	}
 	if (run->n_superseded + run->n_superseded_val + run->n_superseded_gpu) {
 		ims_buf_printf(b, "<li>%zu train line%s", run->n_superseded,

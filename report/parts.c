@@ -191,6 +191,32 @@ static int world_for(const rep_run *run, size_t ln, int widest,
 	return widest;
 }
 
+/* Each part is a new process: its first interval per rank holds the
+ * start-up (first touches, the loader's first batches, compilation) as
+ * the run's first does, and is marked a warm-up. Lines before the first
+ * part (logs without start lines) count as one part. */
+static int mark_warmups(rep_run *run)
+{
+	unsigned char *seen = calloc(REP_MAX_RANKS, 1);
+	if (!seen)
+		return IMS_ENOMEM;
+	size_t p = 0; /* parts that start before the current line */
+	for (size_t i = 0; i < run->n_train; i++) {
+		rep_train_line *l = &run->train[i];
+		size_t q = p;
+		while (q < run->n_parts && run->parts[q].line < l->line)
+			q++;
+		if (q != p) {
+			memset(seen, 0, REP_MAX_RANKS);
+			p = q;
+		}
+		l->warmup = !seen[l->rank];
+		seen[l->rank] = 1;
+	}
+	free(seen);
+	return 0;
+}
+
 /* Lines of ranks their part (or the run) does not have are dropped,
  * named. */
 static int check_ranks(rep_run *run, const char *file, int widest)
@@ -249,6 +275,9 @@ int rep_parts_settle(rep_run *run, const char *file)
 {
 	read_job_mark(run, run->dir);
 	FORWARD_IF_ERR(supersede(run));
+	/* after superseding: a killed part's first interval that was
+	 * trained again is gone with the rest of its replayed lines */
+	FORWARD_IF_ERR(mark_warmups(run));
 	/* the widest part: summary.json's world is the last part's */
 	int widest = run->sum.world;
 	for (size_t i = 0; i < run->n_parts; i++)

@@ -6,9 +6,12 @@
  *
  * The figures (docs/TRAINING.md, "Reports", says the same for users):
  *  - steady speed of a rank: its images/s over its logged intervals after
- *    the first one (the warm-up interval; kept when it is the only one),
- *    images over seconds, i.e. the steps-weighted harmonic mean of the
- *    lines' images_per_s. A run's speed is the mean over its ranks.
+ *    the first one of each part of the run (the warm-up intervals: the
+ *    run's first and each resumed part's; the run's first is kept when it
+ *    is the only one, and only the run's first is left out when every
+ *    interval is a warm-up), images over seconds, i.e. the steps-weighted
+ *    harmonic mean of the lines' images_per_s. A run's speed is the mean
+ *    over its ranks.
  *  - speedup_speed = W * speed(W) / speed(1); speedup_time = train_s(1) /
  *    train_s(W), per image when the two runs trained different numbers of
  *    images; efficiency = speedup / W.
@@ -58,6 +61,9 @@ typedef struct rep_train_line {
 	double data_wait_ms, compute_ms, comm_ms; /* per step */
 	double wall_s;       /* seconds since training started; NAN when absent */
 	size_t line;         /* 1-based line number in metrics.jsonl */
+	int warmup;          /* its rank's first interval in its part (the
+				run's first, or a resumed part's): start-up
+				effects, left out of the steady speed */
 } rep_train_line;
 
 /* One "val" line (rank 0, after each epoch). */
@@ -231,7 +237,8 @@ enum {
 	REP_T_WAIT,    /* steady intervals: waiting for the loader */
 	REP_T_COMM,    /* steady intervals: allreduce */
 	REP_T_OTHER,   /* steady intervals: the rest of the step time */
-	REP_T_WARMUP,  /* the first logged interval */
+	REP_T_WARMUP,  /* the warm-up intervals: the first logged one, and
+			  each resumed part's first */
 	REP_T_VAL,     /* validation */
 	REP_T_CKPT,    /* checkpoints */
 	REP_T_REST,    /* train_s minus all of the above */
@@ -242,7 +249,8 @@ extern const char *const rep_term_names[REP_N_TERMS];
 
 typedef struct rep_rank_stats {
 	int lines;            /* train lines of this rank */
-	int warmup_excluded;  /* 1 when its first interval was left out */
+	int warmup_excluded;  /* 1 when warm-up intervals were left out */
+	int warmup_lines;     /* how many: its first, and each resumed part's */
 	double speed;         /* steady images/s; NAN without usable lines */
 	double wait_ms, compute_ms, comm_ms; /* steady means per step */
 	double step_ms;       /* steady step time (batch / speed); NAN without batch */
@@ -258,7 +266,7 @@ typedef struct rep_stats {
 	double global_batch;
 	double speed;             /* mean over ranks of steady speed */
 	double total_speed;       /* world * speed */
-	int warmup_excluded;      /* every rank had its first interval left out */
+	int warmup_excluded;      /* every rank had its warm-up left out */
 	double busy_ratio;        /* max/min busy seconds; NAN when unknown */
 	int busy_max_rank, busy_min_rank;
 	double stall_fraction;    /* rank 0 data wait / train_s */

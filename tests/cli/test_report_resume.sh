@@ -51,6 +51,7 @@ if have_mpi; then
   same "$(cat "$T/err")" "" "no warnings for the first part's rank 1"
   same "$(grep -c '^w,1,' "$T/wcsv/train.csv")" 2 "rank 1's lines of part 1 kept"
   contains "$T/w.html" "One run in 2 parts, resumed from its checkpoint at step 4 (epoch 1) with 1 rank instead of 2. Per-rank figures are the last part's 1 rank"
+  contains "$T/w.html" "Each resumed part's first interval is a warm-up, left out of the steady speed"
   # rank 1 logs into a folder of its own (an MPMD launch): given beside
   # rank 0's, each folder names the other (before: a second run of its own)
   expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \

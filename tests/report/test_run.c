@@ -399,10 +399,20 @@ static void test_resumed_parts(void)
 	CHECK_EQ_INT(r.n_run_ids, 1);
 	CHECK(!r.wall_goes_back);
 	CHECK_EQ_INT(r.world, 1);
-	/* rank 0's steady speed sees steps 6..20 once: 100, 40, 100 */
+	/* rank 0's steady speed sees steps 6..20 once, without the warm-up
+	 * intervals: the run's first (step 5) and the resumed part's first
+	 * (step 15 at 40 images/s, its start-up) */
+	CHECK(r.train[0].warmup);
+	CHECK(r.train[1].warmup); /* rank 1's first */
+	CHECK(!r.train[2].warmup);
+	CHECK(!r.train[3].warmup);
+	CHECK(r.train[4].warmup); /* the resumed part's first */
+	CHECK(!r.train[5].warmup);
 	rep_stats st;
 	CHECK_OK(rep_stats_compute(&r, -1, &st, &err), &err);
-	CHECK_NEAR(st.ranks[0].speed, 15.0 / (5 / 100.0 + 5 / 40.0 + 5 / 100.0), 1e-9);
+	CHECK_NEAR(st.ranks[0].speed, 100, 1e-9);
+	CHECK_EQ_INT(st.ranks[0].warmup_lines, 2);
+	CHECK_NEAR(st.ranks[0].warmup_s, 5 * 10 / 50.0 + 5 * 10 / 40.0, 1e-9);
 	rep_stats_release(&st);
 	rep_run_release(&r);
 
