@@ -149,38 +149,63 @@ static void run_parts_notes(ims_buf *b, const rep_run *run)
 	}
 }
 
-/* The ranks of run i that have train lines, as "1, 2" into t. */
-static void ranks_with_lines(const rep_run *run, char *t, size_t len)
+/* The ranks of run that have train lines from folder (rep_train_line's;
+ * -1: any), as "1, 2" into t. */
+static void ranks_with_lines(const rep_run *run, int folder, char *t, size_t len)
 {
 	size_t at = 0;
 	t[0] = '\0';
 	for (int k = 0; k < run->world && k < REP_MAX_RANKS && at + 16 < len; k++)
 		for (size_t n = 0; n < run->n_train; n++)
-			if (run->train[n].rank == k) {
+			if (run->train[n].rank == k &&
+			    (folder < 0 || run->train[n].folder == folder)) {
 				at += (size_t)snprintf(t + at, len - at, "%s%d", at ? ", " : "", k);
 				break;
 			}
 }
 
-/* A rank-local --log-dir given beside its run's folder: both are named,
- * so neither stands alone as if it were a run of its own. */
+/* A rank-local --log-dir given beside its run's folder: its lines joined
+ * the run (rank_local.c), and the notes say which ranks' lines came from
+ * which folder. One that could not join (its ranks are the run's already)
+ * and the run are named on each other, so neither stands alone as if it
+ * were a run of its own. */
 static void rank_local_notes(ims_buf *b, const rep_report *r, size_t i)
 {
 	const rep_run *run = &r->runs[i];
 	char t[200];
+	if (run->n_merged) {
+		ranks_with_lines(run, 0, t, sizeof(t));
+		ims_buf_puts(b, "<ul class=\"note\"><li>This run's lines come from more than "
+			     "one folder, merged (each folder's superseded lines worked out "
+			     "in its own file first):");
+		if (t[0])
+			ims_buf_printf(b, " rank %s from this folder;", t);
+		for (size_t k = 0; k < run->n_merged; k++) {
+			const rep_merged *m = &run->merged[k];
+			ranks_with_lines(run, (int)k + 1, t, sizeof(t));
+			ims_buf_printf(b, "%s rank %s from its rank-local --log-dir <code>",
+				       k ? ";" : "", t);
+			rb_html(b, m->dir);
+			ims_buf_printf(b, "</code> (%zu train line%s; the same run_id, or job mark)",
+				       m->n_train, ims_plural(m->n_train, "", "s"));
+		}
+		ims_buf_puts(b, ". Their figures are measured from their own lines.</li></ul>\n");
+	}
 	if (run->rank_local_of >= 0) {
-		ranks_with_lines(run, t, sizeof(t));
+		ranks_with_lines(run, -1, t, sizeof(t));
 		ims_buf_printf(b, "<ul class=\"note\"><li>This folder is a rank-local "
 			       "--log-dir of run <a href=\"#run-%ld\">", run->rank_local_of);
 		rb_html(b, r->runs[run->rank_local_of].label);
 		ims_buf_printf(b, "</a> (the same run_id, or job mark): it holds the lines of rank %s "
-			       "of that run's %d, and its figures here are those ranks' "
-			       "alone.</li></ul>\n", t, run->world);
+			       "of that run's %d, not merged (no train lines, or lines "
+			       "the run cannot take: ranks it has lines of already, validation, an "
+			       "evaluation), so its figures here are those ranks' alone.</li></ul>\n",
+			       t, run->world);
 	}
 	for (size_t j = 0; j < r->n_runs; j++) {
 		if (r->runs[j].rank_local_of != (long)i)
 			continue;
-		ranks_with_lines(&r->runs[j], t, sizeof(t));
+		ranks_with_lines(&r->runs[j], -1, t, sizeof(t));
 		ims_buf_printf(b, "<ul class=\"note\"><li>The lines of rank %s of this run "
 			       "are in its rank-local --log-dir, shown as run <a href=\"#run-%zu\">",
 			       t, j);

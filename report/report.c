@@ -96,60 +96,16 @@ static int label_runs(rep_report *r)
 	return rc;
 }
 
-/* A run's id: its first part's run_id, "" when unknown. */
-static const char *run_id_of(const rep_run *run)
-{
-	return run->n_parts ? run->parts[0].run_id : "";
-}
-
-/* One run: the same run_id, or without one (no --checkpoint-dir) the
- * same job's mark in the lock files. */
-static int same_run(const rep_run *a, const rep_run *b)
-{
-	const char *x = run_id_of(a), *y = run_id_of(b);
-	if (x[0] || y[0])
-		return strcmp(x, y) == 0;
-	return a->job_mark[0] && strcmp(a->job_mark, b->job_mark) == 0;
-}
-
-static int has_rank0(const rep_run *run)
-{
-	for (size_t i = 0; i < run->n_train; i++)
-		if (run->train[i].rank == 0)
-			return 1;
-	return 0;
-}
-
-/* Each rank whose --log-dir is a folder of its own (storage local to its
- * node) starts its metrics.jsonl with the run's start line: a folder
- * without summary.json or rank 0's lines that is another given folder's
- * run (same_run) holds that run's other ranks. It is said so on both (the
- * folders' figures are not merged). */
-static void link_rank_local(rep_report *r)
-{
-	for (size_t j = 0; j < r->n_runs; j++) {
-		rep_run *run = &r->runs[j];
-		run->rank_local_of = -1;
-		const char *id = run_id_of(run);
-		if ((!id[0] && !run->job_mark[0]) || run->has_summary || has_rank0(run))
-			continue;
-		for (size_t i = 0; i < r->n_runs; i++)
-			if (i != j && same_run(run, &r->runs[i]) &&
-			    (r->runs[i].has_summary || has_rank0(&r->runs[i]))) {
-				run->rank_local_of = (long)i;
-				break;
-			}
-	}
-}
-
 int rep_report_analyze(rep_report *r, ims_error *err)
 {
 	RETURN_IF(r->analyzed, err, IMS_EINVAL, "the report is already analysed");
 	free(r->title);
 	r->title = strdup(r->opts.title ? r->opts.title : "imshard run report");
 	RETURN_IF(!r->title, err, IMS_ENOMEM, "cannot analyse the runs: out of memory");
+	/* before labels: a joined folder's name is no run's */
+	RETURN_IF(rep_rank_local_join(r) < 0, err, IMS_ENOMEM,
+		  "cannot analyse the runs: out of memory");
 	RETURN_IF(label_runs(r) < 0, err, IMS_ENOMEM, "cannot analyse the runs: out of memory");
-	link_rank_local(r);
 	r->stats = calloc(r->n_runs ? r->n_runs : 1, sizeof(*r->stats));
 	RETURN_IF(!r->stats, err, IMS_ENOMEM, "cannot analyse the runs: out of memory");
 	for (size_t i = 0; i < r->n_runs; i++)

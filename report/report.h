@@ -60,7 +60,8 @@ typedef struct rep_train_line {
 	double images_per_s; /* this rank's */
 	double data_wait_ms, compute_ms, comm_ms; /* per step */
 	double wall_s;       /* seconds since training started; NAN when absent */
-	size_t line;         /* 1-based line number in metrics.jsonl */
+	size_t line;         /* 1-based line number in its folder's metrics.jsonl */
+	int folder;          /* 0: the run's folder; k: rep_run.merged[k - 1] */
 	int warmup;          /* its rank's first interval in its part (the
 				run's first, or a resumed part's): start-up
 				effects, left out of the steady speed */
@@ -82,6 +83,7 @@ typedef struct rep_gpu_line {
 	double wall_s, util;             /* util in percent, 0..100 */
 	double mem_used_mib, mem_total_mib; /* total NAN when absent */
 	size_t line;
+	int folder;                      /* as rep_train_line's */
 } rep_gpu_line;
 
 /* An option of the run, rendered as text (strings unquoted, numbers as
@@ -170,10 +172,17 @@ typedef struct rep_part {
 	int64_t superseded_lo, superseded_hi; /* their steps (interval ends) */
 } rep_part;
 
+/* A rank-local --log-dir whose lines joined its run (rep_report_analyze):
+ * the folder is then no run of the report of its own. */
+typedef struct rep_merged {
+	char *dir;                /* the folder as given */
+	size_t n_train, n_gpu;    /* its lines that joined */
+} rep_merged;
+
 typedef struct rep_run {
 	char *dir;                /* the folder as given */
 	char *label;              /* short unique name (rep_report_analyze) */
-	rep_train_line *train;    /* in file order */
+	rep_train_line *train;    /* in file order; a merged folder's after */
 	size_t n_train;
 	rep_val_line *val;
 	size_t n_val;
@@ -194,10 +203,13 @@ typedef struct rep_run {
 				     imshard-train.lock (16 hex digits), by
 				     which the ranks of one job tell their
 				     folders; "" when none */
-	long rank_local_of;       /* a rank-local --log-dir: the index in
-				     rep_report.runs of the run (same run_id)
-				     whose other ranks' lines it lacks; -1
+	long rank_local_of;       /* a rank-local --log-dir that could not be
+				     merged (rank_local.c says when): the
+				     index in rep_report.runs of the run (same
+				     run_id) it belongs to; -1
 				     (rep_report_analyze sets it) */
+	rep_merged *merged;       /* rank-local folders whose lines joined */
+	size_t n_merged;
 	int wall_goes_back;       /* rank 0's wall_s still decreases once the
 				     superseded lines are gone: not one run */
 	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */
@@ -376,8 +388,10 @@ typedef struct rep_report {
 void rep_report_init(rep_report *r, const rep_opts *o);
 /* Loads one run folder (rep_run_load) and appends it. */
 int rep_report_add_run(rep_report *r, const char *dir, ims_error *err);
-/* Labels the runs, computes every run's figures and the scaling groups.
- * Call once, after the last rep_report_add_run. */
+/* Joins each rank-local --log-dir to its run, when that run's folder is
+ * given too (rep_run.merged: the folder is no longer a run of its own, and
+ * n_runs drops), labels the runs, computes every run's figures and the
+ * scaling groups. Call once, after the last rep_report_add_run. */
 int rep_report_analyze(rep_report *r, ims_error *err);
 /* The HTML page in a malloc'd NUL-terminated buffer (*len without the
  * NUL). Needs rep_report_analyze. */

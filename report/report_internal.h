@@ -151,4 +151,11 @@ int rep_part_line(rep_run *run, const char *file, size_t ln,
  * 0 or IMS_ENOMEM. */
 int rep_parts_settle(rep_run *run, const char *file);
 
+/* ---- rank_local.c: a rank-local --log-dir beside its run --------------------- */
+
+/* Links each rank-local folder to its run (rank_local_of) and joins its
+ * lines to that run's where no rank would count twice, dropping the folder
+ * from r->runs. Before labelling. 0 or IMS_ENOMEM. */
+int rep_rank_local_join(rep_report *r);
+
 #endif

@@ -263,6 +263,7 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->comm_ms = sc.comm;
 		l->wall_s = sc.wall;
 		l->line = ln;
+		l->folder = 0;
 		if (isnan(sc.steps))
 			run->missing |= REP_MISSING_STEPS;
 		if (isnan(sc.wall))
@@ -318,6 +319,7 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->mem_used_mib = sc.mem;
 		l->mem_total_mib = sc.mem_total;
 		l->line = ln;
+		l->folder = 0;
 	} else if (strcmp(t->valuestring, "start") == 0 ||
 		   strcmp(t->valuestring, "resume") == 0) {
 		/* each part's start and a resumed part's settings: where
@@ -677,6 +679,9 @@ void rep_run_release(rep_run *run)
 	free(run->val);
 	free(run->gpu);
 	free(run->parts);
+	for (size_t i = 0; i < run->n_merged; i++)
+		free(run->merged[i].dir);
+	free(run->merged);
 	for (size_t i = 0; i < run->n_diags; i++)
 		free(run->diags[i]);
 	free(run->diags);

@@ -3,8 +3,8 @@
 # checkpoint (its lines after it trained again by the next part) is drawn
 # once per step and described as one run in parts; a run resumed with
 # fewer ranks keeps the earlier part's other ranks' lines without a
-# warning, and a rank-local --log-dir given beside rank 0's is named as
-# that run's (2 ranks: skipped without mpirun).
+# warning, and a rank-local --log-dir given beside rank 0's joins that
+# run (2 ranks: skipped without mpirun).
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -53,13 +53,32 @@ if have_mpi; then
   contains "$T/w.html" "One run in 2 parts, resumed from its checkpoint at step 4 (epoch 1) with 1 rank instead of 2. Per-rank figures are the last part's 1 rank"
   contains "$T/w.html" "Each resumed part's first interval is a warm-up, left out of the steady speed"
   # rank 1 logs into a folder of its own (an MPMD launch): given beside
-  # rank 0's, each folder names the other (before: a second run of its own)
+  # rank 0's, its lines join the run, measured as if both ranks had logged
+  # into one folder (before: a second run of its own, and rank 1 of the
+  # run guessed at rank 0's speed)
+  one=("${common[@]}" --log-every 1 --max-steps 4)
   expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
-    mpirun --bind-to none -np 1 "$IMSHARD_TRAIN" "${common[@]}" --log-dir "$T/l0" --max-steps 4 : \
-    -np 1 "$IMSHARD_TRAIN" "${common[@]}" --log-dir "$T/l1" --max-steps 4
+    mpirun --bind-to none -np 1 "$IMSHARD_TRAIN" "${one[@]}" --log-dir "$T/l0" : \
+    -np 1 "$IMSHARD_TRAIN" "${one[@]}" --log-dir "$T/l1"
   exists "$T/l1/metrics.jsonl"
-  expect 0 "$IMSHARD" report "$T/l0" "$T/l1" -o "$T/l.html"
-  contains "$T/l.html" "This folder is a rank-local --log-dir of run <a href=\"#run-0\">l0</a> (the same run_id, or job mark): it holds the lines of rank 1 of that run's 2"
-  contains "$T/l.html" "The lines of rank 1 of this run are in its rank-local --log-dir, shown as run <a href=\"#run-1\">l1</a>."
+  expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    mpirun --bind-to none -np 2 "$IMSHARD_TRAIN" "${one[@]}" --log-dir "$T/l2"
+  expect 0 "$IMSHARD" report "$T/l0" "$T/l1" -o "$T/l.html" --csv "$T/lcsv"
+  same "$(cat "$T/err")" "" "no warnings for a rank-local folder"
+  expect 0 "$IMSHARD" report "$T/l2" -o "$T/l2.html" --csv "$T/l2csv"
+  same "$(grep -c '<section class="run"' "$T/l.html")" 1 "one run: the folders merged"
+  same "$(tail -n +2 "$T/lcsv/runs.csv" | wc -l)" 1 "runs.csv: one run"
+  lacks "$T/l.html" "have no train line"
+  contains "$T/l.html" "This run's lines come from more than one folder, merged (each folder's superseded lines worked out in its own file first): rank 0 from this folder; rank 1 from its rank-local --log-dir <code>$T/l1</code> (4 train lines"
+  # per rank: rank, lines, warm-up left out, and a measured speed and busy
+  # time, as in the folder both ranks shared
+  shape() { tail -n +2 "$1" | awk -F, '{print $2, $3, $4, ($5 != ""), ($10 != "")}'; }
+  same "$(shape "$T/lcsv/ranks.csv")" "$(shape "$T/l2csv/ranks.csv")" "ranks.csv: as one folder"
+  same "$(shape "$T/lcsv/ranks.csv" | tr '\n' ' ')" "0 4 1 1 1 1 4 1 1 1 " "ranks.csv: both ranks measured"
+  same "$(grep -c '^l0,1,' "$T/lcsv/train.csv")" 4 "train.csv: rank 1's lines"
+  same "$(grep -c '^l0,' "$T/lcsv/train.csv")" "$(grep -c '^l2,' "$T/l2csv/train.csv")" \
+    "train.csv: as many lines as one folder"
+  # the busy max/min is measured: both ranks' lines in one folder's figures
+  contains "$T/l.html" "busy max/min"
 fi
 finish
