@@ -87,6 +87,53 @@ static int int_dtype(int dtype)
 	}
 }
 
+/* Element i of float tensor t as the model will hold it (F64 rounded). */
+static float f32_at(const st_tensor *t, size_t i)
+{
+	const uint8_t *p = t->data;
+	switch (t->dtype) {
+	case ST_F16:
+		return ims_f16_to_f32(ims_load_le16(p + 2 * i));
+	case ST_BF16:
+		return ims_bf16_to_f32(ims_load_le16(p + 2 * i));
+	case ST_F64: {
+		uint64_t b = 0;
+		for (int k = 7; k >= 0; k--)
+			b = b << 8 | p[8 * i + (size_t)k];
+		double d;
+		memcpy(&d, &b, sizeof(d));
+		return (float)d;
+	}
+	default: {
+		uint32_t b = ims_load_le32(p + 4 * i);
+		float f;
+		memcpy(&f, &b, sizeof(f));
+		return f;
+	}
+	}
+}
+
+/*
+ * NN_INIT_FINITE: a NaN or infinite weight (or running statistic) makes
+ * the first loss NaN, and the run would stop there blaming the learning
+ * rate or the data; refused before anything is written, naming the
+ * tensor. A finite F64 beyond float's range counts as infinite: that is
+ * what the model would hold.
+ */
+static int check_finite(const st_tensor *t, size_t count, const char *path,
+			ims_error *err)
+{
+	for (size_t i = 0; i < count; i++) {
+		float v = f32_at(t, i);
+		RETURN_IF(!isfinite(v), err, IMS_EINVAL,
+			  "cannot load '%s': tensor '%s' holds %s at element %zu "
+			  "(as float32): weights that are not finite make every "
+			  "loss NaN; use a copy saved before it diverged",
+			  path, t->name, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", i);
+	}
+	return 0;
+}
+
 /*
  * Host-memory views of a model's parameters and buffers and an optimiser's
  * state: the storage itself on the CPU backend, copies (read from the
@@ -457,6 +504,8 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
 				  "cannot load '%s': tensor '%s' has dtype %s, the model needs a float type",
 				  path, ti->name, st_dtype_name(t->dtype));
+		} else if (flags & NN_INIT_FINITE) {
+			GOTO_IF_ERR(out, rc, check_finite(t, ti->count, path, err));
 		}
 		src[i] = t;
 		action[i] = LOAD_COPY;

@@ -78,6 +78,9 @@ typedef struct nn_load_report {
 #define NN_INIT_RESET_HEAD 1u /* keep the model's fresh head even where
 				 the file's has the same shape (fine-tuning
 				 for other classes of the same count) */
+#define NN_INIT_FINITE 2u     /* refuse a loaded float tensor holding NaN
+				 or an infinity (as float32): training from
+				 it would make every loss NaN */
 
 /* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
  * fine. */
@@ -106,7 +109,9 @@ void nn_load_report_release(nn_load_report *r);
  * error, left empty.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
- * (shape mismatch outside the head, a fractional float counter),
+ * (shape mismatch outside the head, a fractional float counter, with
+ * NN_INIT_FINITE a value that is not finite: "cannot load 'PATH': tensor
+ * 'fc.weight' holds NaN at element 3 (as float32): ..."),
  * IMS_EUNSUPPORTED (a float tensor stored as an integer or F8 type, a
  * counter stored as F8), IMS_ELIMIT (a U64 counter above INT64_MAX),
  * IMS_ENOMEM; m is then unchanged. Loading fewer tensors than the model

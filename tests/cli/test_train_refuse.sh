@@ -9,7 +9,7 @@
 #    describes the whole run;
 #  - a checkpoint byte flipped is refused by --resume and --init; a file
 #    without a checksum loads, said unverified; a non-finite validation
-#    loss stops the run;
+#    loss stops the run; --init of a weight that is not finite is refused;
 #  - damaged records are counted and named per epoch, --max-bad-records;
 #  - --init that loads nothing, or part of the backbone, is refused unless
 #    --init-partial; --reset-head;
@@ -190,6 +190,21 @@ expect 1 fit --init "$T/negvar.safetensors" --max-steps 1 --checkpoint-dir "$T/n
 one_line "$T/err"
 contains "$T/err" "validation loss is NaN after epoch 1"
 absent "$T/negvar/checkpoint.safetensors"
+# a weight that is not finite is refused by --init, named, before any
+# file is written (before: the run started its logs and stopped at step
+# 1's NaN loss, blaming --lr or the data)
+cp "$T/c_part/checkpoint.safetensors" "$T/naninit.safetensors"
+st_tool poke "$T/naninit.safetensors" features.0.weight 3 nan
+expect 1 fit --init "$T/naninit.safetensors" --max-steps 1 --checkpoint-dir "$T/naninit" --log-dir "$T/naninit"
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/naninit.safetensors': tensor 'features.0.weight' holds NaN at element 3 (as float32)"
+absent "$T/naninit"
+# an infinite head that --reset-head leaves out is never read
+st_tool poke "$T/naninit.safetensors" features.0.weight 3 0
+st_tool poke "$T/naninit.safetensors" classifier.3.weight 0 inf
+expect 1 fit --init "$T/naninit.safetensors" --max-steps 1
+contains "$T/err" "tensor 'classifier.3.weight' holds inf at element 0"
+expect 0 fit --init "$T/naninit.safetensors" --max-steps 1 --reset-head
 
 # --- 4. damaged records: counted, named, limited ---------------------------
 cp -r "$T/p" "$T/pd"

@@ -2,10 +2,11 @@
  * test_checkpoint_init.c - loading weights with --init
  * (nn_checkpoint_load_init): a file with every tensor, head
  * re-initialisation for another class count or when asked, missing and
- * unexpected tensors, a backbone tensor of another shape or dtype refused
- * with the model untouched, half-precision files, and a hand-written
+ * unexpected tensors, a backbone tensor of another shape or dtype, or one
+ * that is not finite (NN_INIT_FINITE), refused with the model untouched, half-precision files, and a hand-written
  * torchvision file. Saving and resuming is test_checkpoint.c's.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,90 @@ static void test_init_halves(void)
 	nn_model_free(b);
 }
 
+/*
+ * NN_INIT_FINITE: a NaN or infinity in any dtype, or an F64 beyond
+ * float's range, is refused with the tensor and element named and the
+ * model untouched; without the flag the values load as they are.
+ */
+static void write_one(const char *path, const nn_tensor_info *ti, int dtype,
+		      const void *data)
+{
+	ims_error e;
+	st_writer *w = NULL;
+	int64_t shape[4];
+	for (int k = 0; k < ti->ndim; k++)
+		shape[k] = ti->shape[k];
+	CHECK_OK(st_writer_create(&w, &e), &e);
+	CHECK_OK(st_writer_add(w, ti->name, dtype, ti->ndim, shape, data, &e), &e);
+	CHECK_OK(st_writer_write(w, path, &e), &e);
+	st_writer_free(w);
+}
+
+static void test_init_finite(void)
+{
+	ims_error e;
+	char path[4300], want[8800];
+	ckpt_path_in(path, sizeof(path), "finite.safetensors");
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	ckpt_snap sb = ckpt_snap_take(b);
+	const nn_tensor_info *ti = nn_model_tensor(b, nn_model_find(b, "features.0.weight"));
+	float *f = calloc(ti->count, sizeof(float));
+	uint16_t *h = calloc(ti->count, sizeof(uint16_t));
+	double *d = calloc(ti->count, sizeof(double));
+	CHECK(f && h && d);
+	nn_load_report r;
+
+	f[7] = NAN;
+	write_one(path, ti, ST_F32, f);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want),
+		 "cannot load '%s': tensor 'features.0.weight' holds NaN at element 7 "
+		 "(as float32): weights that are not finite make every loss NaN; "
+		 "use a copy saved before it diverged",
+		 path);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK(ckpt_snap_same(b, &sb));
+	CHECK(ckpt_report_empty(&r));
+
+	h[3] = 0xfc00; /* F16 -inf */
+	write_one(path, ti, ST_F16, h);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "holds -inf at element 3 (as float32)") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	h[3] = 0;
+	h[ti->count - 1] = 0x7f81; /* BF16 NaN */
+	write_one(path, ti, ST_BF16, h);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want), "holds NaN at element %zu", ti->count - 1);
+	CHECK(strstr(e.msg, want) != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* finite in F64, infinite as the float the model would hold */
+	d[5] = 1e300;
+	write_one(path, ti, ST_F64, d);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "holds inf at element 5 (as float32)") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+	/* without the flag: loaded as it is (imshard eval's check is on the
+	 * network's output) */
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, 1);
+	nn_load_report_release(&r);
+	/* finite values load with the flag */
+	d[5] = 0.25;
+	write_one(path, ti, ST_F64, d);
+	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, 1);
+	nn_load_report_release(&r);
+
+	free(f);
+	free(h);
+	free(d);
+	ckpt_snap_free(&sb);
+	nn_model_free(b);
+}
+
 /* NN_INIT_RESET_HEAD: a head of the same shape is not loaded. */
 static void test_init_reset_head(void)
 {
@@ -324,6 +409,7 @@ int main(void)
 	test_init_missing_unexpected();
 	test_init_mismatch();
 	test_init_halves();
+	test_init_finite();
 	test_init_reset_head();
 	test_torchvision();
 	nn_ctx_release(&ckpt_ctx);
