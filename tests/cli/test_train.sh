@@ -548,6 +548,18 @@ grep -q "$(printf '\033')" "$T/err" && fail "a raw ESC byte reached stderr"
 cmp_st "$T/full/checkpoint.safetensors" "$T/frozen/checkpoint.safetensors" --rtol 0 --prefix features.0. >/dev/null ||
   fail "--freeze-backbone changed the backbone"
 checks=$((checks + 1))
+# its batch norm still normalises by batch statistics and updates its
+# running statistics (as PyTorch's requires_grad=False in train mode);
+# with --freeze-bn too, not one float32 of the backbone moves
+cmp_st "$T/full/checkpoint.safetensors" "$T/frozen/checkpoint.safetensors" --rtol 0 --prefix features.1.running_mean >/dev/null &&
+  fail "--freeze-backbone without --freeze-bn kept the backbone's running statistics"
+checks=$((checks + 1))
+expect 0 fit --epochs 1 --init "$T/full/checkpoint.safetensors" --freeze-backbone --freeze-bn --weight-decay 0.1 --checkpoint-dir "$T/frozen_bn"
+for pre in features. classifier.0.; do
+  cmp_st "$T/full/checkpoint.safetensors" "$T/frozen_bn/checkpoint.safetensors" --rtol 0 --prefix $pre >/dev/null ||
+    fail "--freeze-backbone --freeze-bn changed the backbone ($pre)"
+  checks=$((checks + 1))
+done
 same "$(json "$T/frozen/summary.json" 'j["activation_bytes"] * 2 < '"$(json "$T/run/summary.json" 'j["activation_bytes"]')")" "True" "head-only training plans less memory"
 # fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
 # count is refused on resume with one line
