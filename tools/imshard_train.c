@@ -271,7 +271,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"init", 0, CLI_STRING, &o->net.init, "FILE", "start from weights in a safetensors file (by name)", 0, 0},
 		{"init-partial", 0, CLI_FLAG, &o->net.init_partial, NULL, "let --init hold fewer than the backbone's tensors (the rest stay as initialised; without it such a file is refused)", 0, 0},
 		{"reset-head", 0, CLI_FLAG, &o->net.reset_head, NULL, "re-initialise the head instead of loading --init's, even where its shape matches (other classes of the same count)", 0, 0},
-		{"freeze-backbone", 0, CLI_FLAG, &o->net.freeze_backbone, NULL, "train only the head (needs --init)", 0, 0},
+		{"freeze-backbone", 0, CLI_FLAG, &o->net.freeze_backbone, NULL, "train only the head (needs --init, or --resume: a frozen run resumes frozen only with it)", 0, 0},
 		{"checkpoint-dir", 0, CLI_STRING, &o->out.checkpoint_dir, "DIR", "write checkpoint.safetensors here", 0, 0},
 		{"resume", 0, CLI_FLAG, &o->out.resume, NULL, "continue from DIR's checkpoint", 0, 0},
 		{"force", 0, CLI_FLAG, &o->out.force, NULL, "start a new run over an earlier run's checkpoint and logs (removed first)", 0, 0},
@@ -404,8 +404,8 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	bucket_mb_given = o->comm.bucket_mb != 0;
 	if (o->comm.bucket_mb == 0)
 		o->comm.bucket_mb = strcmp(o->net.device, "cuda") ? 1024 : 25;
-	if (o->net.freeze_backbone && !o->net.init)
-		USAGE("--freeze-backbone needs --init");
+	if (o->net.freeze_backbone && !o->net.init && !o->out.resume)
+		USAGE("--freeze-backbone needs --init or --resume (weights to freeze)");
 	if (o->out.resume && !o->out.checkpoint_dir)
 		USAGE("--resume needs --checkpoint-dir");
 	if (ckpt_every && !o->out.checkpoint_dir)

@@ -305,7 +305,9 @@ typedef struct nn_train_net {
 				     than the backbone's tensors */
 	int reset_head;           /* --reset-head: --init's head is not
 				     loaded, even with the same shape */
-	int freeze_backbone;      /* --freeze-backbone */
+	int freeze_backbone;      /* --freeze-backbone: needs init or
+				     out.resume (a resumed run is frozen
+				     only when this is set again) */
 	int freeze_bn;            /* --freeze-bn */
 } nn_train_net;
 

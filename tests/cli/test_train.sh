@@ -560,6 +560,22 @@ for pre in features. classifier.0.; do
     fail "--freeze-backbone --freeze-bn changed the backbone ($pre)"
   checks=$((checks + 1))
 done
+# a frozen run resumes frozen when given --freeze-backbone again
+# (before: refused as "needs --init", while --init excludes --resume, so
+# a frozen run could only resume with its backbone training): stopped
+# and resumed, the bytes of the uninterrupted run
+fz=(--epochs 2 --seed 5 --freeze-backbone)
+expect 0 fit "${fz[@]}" --init "$T/full/checkpoint.safetensors" --checkpoint-dir "$T/fz_u"
+expect 0 fit "${fz[@]}" --init "$T/full/checkpoint.safetensors" --checkpoint-dir "$T/fz_p" --max-steps 3
+expect 0 fit "${fz[@]}" --checkpoint-dir "$T/fz_p" --resume
+st_same "$T/fz_u/checkpoint.safetensors" "$T/fz_p/checkpoint.safetensors" ||
+  fail "a frozen run stopped and resumed frozen differs from the uninterrupted one"
+checks=$((checks + 1))
+# resumed without it the backbone trains, as the resume line says
+expect 0 fit "${fz[@]}" --init "$T/full/checkpoint.safetensors" --checkpoint-dir "$T/fz_q" --max-steps 3
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --epochs 2 --seed 5 --checkpoint-dir "$T/fz_q" --resume
+same "$rc" 0 "(a frozen run resumed without --freeze-backbone)"
+contains "$T/err" "resumed with other settings: freeze_backbone on -> off"
 same "$(json "$T/frozen/summary.json" 'j["activation_bytes"] * 2 < '"$(json "$T/run/summary.json" 'j["activation_bytes"]')")" "True" "head-only training plans less memory"
 # fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
 # count is refused on resume with one line

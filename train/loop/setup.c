@@ -97,8 +97,11 @@ int loop_check_opts(const nn_train_opts *o, int world, ims_error *err)
 	RETURN_IF(o->out.resume && o->net.init, err, IMS_EINVAL,
 		  "--resume and --init exclude each other: a resumed run "
 		  "continues from its checkpoint");
-	RETURN_IF(o->net.freeze_backbone && !o->net.init, err, IMS_EINVAL,
-		  "--freeze-backbone needs --init weights to freeze");
+	/* a resumed run's weights are its checkpoint's: a frozen run
+	 * resumes frozen only when asked again, as every option is */
+	RETURN_IF(o->net.freeze_backbone && !o->net.init && !o->out.resume, err,
+		  IMS_EINVAL, "--freeze-backbone needs weights to freeze: --init, or "
+		  "--resume of a checkpoint");
 	RETURN_IF((o->net.init_partial || o->net.reset_head) && !o->net.init, err, IMS_EINVAL,
 		  "--%s is about --init's weights: give --init",
 		  o->net.init_partial ? "init-partial" : "reset-head");
