@@ -12,7 +12,8 @@
 #    loss stops the run; --init of a weight that is not finite is refused;
 #  - damaged records are counted and named per epoch, --max-bad-records;
 #  - --init that loads nothing, or part of the backbone, is refused unless
-#    --init-partial; --reset-head;
+#    --init-partial (num_batches_tracked counters are not required);
+#    --reset-head;
 #  - a second trainer on a locked folder is refused; a failed metrics
 #    write ends the run at once; a new run where an earlier run left its
 #    checkpoint or logs is refused unless --force (which removes them);
@@ -258,6 +259,22 @@ contains "$T/err" "'features.4.weight' is not in '$T/partial.safetensors': kept 
 expect 1 fit --init "$T/partial.safetensors" --init-partial --freeze-backbone --max-steps 1
 one_line "$T/err"
 contains "$T/err" "cannot freeze the backbone"
+# batch norm's num_batches_tracked counters change no computation, and
+# files from before PyTorch 0.4.1 or converters lack them: such a file
+# loads whole, and freezes (before: refused without --init-partial, and
+# always with --freeze-backbone, "frozen they would never train")
+cp "$T/c_part/checkpoint.safetensors" "$T/nonbt.safetensors"
+st_tool drop "$T/nonbt.safetensors" features.1.num_batches_tracked features.5.num_batches_tracked \
+  features.9.num_batches_tracked features.13.num_batches_tracked features.17.num_batches_tracked
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/nonbt.safetensors" --freeze-backbone
+same "$rc" 0 "--init of a file without num_batches_tracked, frozen"
+contains "$T/err" "loaded 29 tensors from '$T/nonbt.safetensors'"
+contains "$T/err" "'features.17.num_batches_tracked' is not in '$T/nonbt.safetensors': kept as initialised"
+# a missing running statistic still counts
+st_tool drop "$T/nonbt.safetensors" features.5.running_var
+expect 1 fit --init "$T/nonbt.safetensors" --max-steps 1
+one_line "$T/err"
+contains "$T/err" "it holds 26 of the 27 backbone tensors ('features.5.running_var' is missing)"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors" --reset-head
 same "$rc" 0 "--reset-head"
 contains "$T/err" "head 'classifier.3.weight' (--reset-head): re-initialised"

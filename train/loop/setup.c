@@ -377,21 +377,27 @@ void loop_free_data(run *r)
 
 /*
  * What --init loaded against the model's backbone (every tensor outside
- * the head, running statistics and counters included): a file that holds
- * none of the model's tensors is refused (a file for another model), one
- * that holds fewer than the backbone's unless --init-partial, and a
- * frozen backbone must have been loaded whole.
+ * the head, running statistics included): a file that holds none of the
+ * model's tensors is refused (a file for another model), one that holds
+ * fewer than the backbone's unless --init-partial, and a frozen backbone
+ * must have been loaded whole. Batch norm's num_batches_tracked counters
+ * are not required: they change no computation here (the running
+ * statistics' momentum is fixed), and files written before PyTorch 0.4.1
+ * or by converters lack them; a missing one is still listed.
  */
 static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	int backbone = 0, missing = 0;
 	const char *first = NULL;
-	for (int i = 0; i < nn_model_tensor_count(r->m); i++)
-		backbone += !nn_model_tensor(r->m, i)->head;
+	for (int i = 0; i < nn_model_tensor_count(r->m); i++) {
+		const nn_tensor_info *t = nn_model_tensor(r->m, i);
+		backbone += !t->head && t->kind != NN_TENSOR_COUNTER;
+	}
 	for (int i = 0; i < rep->n_missing; i++) {
 		int k = nn_model_find(r->m, rep->missing[i]);
-		if (k >= 0 && !nn_model_tensor(r->m, k)->head) {
+		const nn_tensor_info *t = k >= 0 ? nn_model_tensor(r->m, k) : NULL;
+		if (t && !t->head && t->kind != NN_TENSOR_COUNTER) {
 			missing++;
 			first = first ? first : rep->missing[i];
 		}
@@ -400,11 +406,15 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 		  "cannot initialise %s from '%s': none of its %d tensors is in the "
 		  "file under its name and shape (weights of another model?)",
 		  o->net.model, o->net.init, nn_model_tensor_count(r->m));
+	char more[48] = "";
+	if (missing > 1)
+		snprintf(more, sizeof(more), " and %d more", missing - 1);
 	RETURN_IF(missing && !o->net.init_partial, err, IMS_EINVAL,
 		  "cannot initialise %s from '%s': it holds %d of the %d backbone "
-		  "tensors ('%s' and %d more are missing); --init-partial keeps the "
-		  "missing ones as initialised",
-		  o->net.model, o->net.init, backbone - missing, backbone, first, missing - 1);
+		  "tensors ('%s'%s %s missing); --init-partial keeps the missing "
+		  "ones as initialised",
+		  o->net.model, o->net.init, backbone - missing, backbone, first,
+		  more, missing > 1 ? "are" : "is");
 	RETURN_IF(missing && o->net.freeze_backbone, err, IMS_EINVAL,
 		  "cannot freeze the backbone of %s: '%s' left %d of its tensors as "
 		  "initialised ('%s' first), and frozen they would never train",
