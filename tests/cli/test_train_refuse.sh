@@ -285,6 +285,12 @@ run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --thre
   --init "$T/c_part/checkpoint.safetensors" --mean 1,2,3
 same "$rc" 0 "--init with another --mean"
 contains "$T/err" "imshard-train: warning: '$T/c_part/checkpoint.safetensors' was trained on inputs normalised with --mean 123.675,116.28,103.53 --std 58.395,57.12,57.375; this run normalises with --mean 1,2,3 --std 58.395,57.12,57.375 (give its values to match)"
+# with --reset-head too: the backbone is loaded all the same (before:
+# nothing said)
+run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 \
+  --init "$T/c_part/checkpoint.safetensors" --mean 1,2,3 --reset-head
+same "$rc" 0 "--init with another --mean and --reset-head"
+contains "$T/err" "was trained on inputs normalised with --mean 123.675,116.28,103.53"
 # as many classes under other names: the head scores other classes, and
 # is not loaded (before: loaded, label 0 silently meaning another class)
 cp -r "$T/s" "$T/sR"

@@ -425,10 +425,12 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 /*
  * 1 when --init's file records class names (its model card) as many as
  * this run's but not the same: its head scores other classes
- * and is not loaded, as with --reset-head, and the run is told why. A
+ * and is not loaded, as with --reset-head, and the run is told why (not
+ * under --reset-head itself, whose head is not loaded anyway). A
  * file without names (torchvision's) says nothing; one whose card does
  * not read is left to the load, which names what is wrong with it. A
- * recorded normalisation other than the run's is told too.
+ * recorded normalisation other than the run's is told too, with
+ * --reset-head as well: the backbone is loaded all the same.
  */
 static int init_classes_differ(run *r)
 {
@@ -445,8 +447,8 @@ static int init_classes_differ(run *r)
 	if (!rc && (c.have & NN_CARD_NAMES) && c.classes == r->card.classes)
 		while (i < c.classes && !strcmp(c.class_names[i], r->card.class_names[i]))
 			i++;
-	if (!rc && (c.have & NN_CARD_NAMES) && c.classes == r->card.classes &&
-	    i < c.classes) {
+	if (!rc && !r->o->net.reset_head && (c.have & NN_CARD_NAMES) &&
+	    c.classes == r->card.classes && i < c.classes) {
 		other = 1;
 		if (r->log.ev.warning) {
 			char msg[IMS_ERRMSG_MAX];
@@ -503,7 +505,7 @@ int loop_make_model(run *r, ims_error *err)
 	 * collective: nothing is reallocated once steps run */
 	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
 	if (o->net.init) {
-		const int other = !o->net.reset_head && init_classes_differ(r);
+		const int other = init_classes_differ(r);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
 		/* a weight that is not finite would stop the run at its first
