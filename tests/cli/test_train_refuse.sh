@@ -174,6 +174,14 @@ contains "$T/err" "cannot resume from '$T/flip/checkpoint.safetensors': its cont
 expect 1 fit --init "$T/flip/checkpoint.safetensors" --max-steps 1
 one_line "$T/err"
 contains "$T/err" "cannot load '$T/flip/checkpoint.safetensors': its content does not match its checksum"
+# a damaged model card is the damage it is: one line, not first a
+# warning that the file was trained on other classes or inputs (before:
+# both warnings, then the refusal)
+cp "$T/c_part/checkpoint.safetensors" "$T/card.safetensors"
+st_tool set "$T/card.safetensors" 'class_names=["a","b","c","d"]' mean=1,2,3 --keep-checksum
+expect 1 fit --init "$T/card.safetensors" --max-steps 1
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/card.safetensors': its content does not match its checksum"
 # verified, or said to have none (a PyTorch export)
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors"
 same "$rc" 0 "--init of a checkpoint"
@@ -273,6 +281,9 @@ contains "$T/err" "'features.17.num_batches_tracked' is not in '$T/nonbt.safeten
 # a missing running statistic still counts
 st_tool drop "$T/nonbt.safetensors" features.5.running_var
 expect 1 fit --init "$T/nonbt.safetensors" --max-steps 1
+one_line "$T/err"
+# refused, it is not first said to be normalised otherwise
+expect 1 fit --init "$T/nonbt.safetensors" --max-steps 1 --mean 1,2,3
 one_line "$T/err"
 contains "$T/err" "it holds 26 of the 27 backbone tensors ('features.5.running_var' is missing)"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/c_part/checkpoint.safetensors" --reset-head

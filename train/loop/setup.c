@@ -422,21 +422,32 @@ static int check_init(run *r, const nn_load_report *rep, ims_error *err)
 	return 0;
 }
 
+/* What --init's model card says against this run, told once the file
+ * is accepted. */
+typedef struct init_card_notes {
+	char classes[IMS_ERRMSG_MAX]; /* "" or the other-classes warning */
+	char norm[IMS_ERRMSG_MAX];    /* "" or the other-normalisation one */
+} init_card_notes;
+
 /*
  * 1 when --init's file records class names (its model card) as many as
- * this run's but not the same: its head scores other classes
- * and is not loaded, as with --reset-head, and the run is told why (not
- * under --reset-head itself, whose head is not loaded anyway). A
- * file without names (torchvision's) says nothing; one whose card does
- * not read is left to the load, which names what is wrong with it. A
- * recorded normalisation other than the run's is told too, with
- * --reset-head as well: the backbone is loaded all the same.
+ * this run's but not the same: its head scores other classes and is not
+ * loaded, as with --reset-head, and n->classes says why (not under
+ * --reset-head itself, whose head is not loaded anyway). A file without
+ * names (torchvision's) says nothing; one whose card does not read is
+ * left to the load, which names what is wrong with it. A recorded
+ * normalisation other than the run's goes to n->norm, with --reset-head
+ * as well: the backbone is loaded all the same. The card is read before
+ * the load has verified the file's checksum, so the caller says these
+ * only once the load has accepted the file: a damaged card is then the
+ * damage it is, told in one line, not a wrong class name.
  */
-static int init_classes_differ(run *r)
+static int init_classes_differ(run *r, init_card_notes *n)
 {
 	int other = 0;
 	st_file *f = NULL;
 	ims_error ignored;
+	n->classes[0] = n->norm[0] = 0;
 	if (st_open(r->o->net.init, &f, &ignored) < 0)
 		return 0;
 	nn_model_card c;
@@ -450,26 +461,19 @@ static int init_classes_differ(run *r)
 	if (!rc && !r->o->net.reset_head && (c.have & NN_CARD_NAMES) &&
 	    c.classes == r->card.classes && i < c.classes) {
 		other = 1;
-		if (r->log.ev.warning) {
-			char msg[IMS_ERRMSG_MAX];
-			snprintf(msg, sizeof(msg),
-				 "'%s' was trained on other classes (its class %d is "
-				 "'%s', this run's is '%s'): its head is not loaded, "
-				 "as with --reset-head",
-				 r->o->net.init, i, c.class_names[i],
-				 r->card.class_names[i]);
-			r->log.ev.warning(r->log.ev.ctx, msg);
-		}
+		snprintf(n->classes, sizeof(n->classes),
+			 "'%s' was trained on other classes (its class %d is "
+			 "'%s', this run's is '%s'): its head is not loaded, "
+			 "as with --reset-head",
+			 r->o->net.init, i, c.class_names[i], r->card.class_names[i]);
 	}
 	/* weights learnt from inputs normalised otherwise see other numbers
 	 * now: said, not refused (a run may mean it) */
 	int same_norm = 1;
 	for (int k = 0; k < 3; k++)
 		same_norm &= c.mean[k] == r->o->data.mean[k] && c.std[k] == r->o->data.std[k];
-	if (!rc && (c.have & NN_CARD_MEAN) && (c.have & NN_CARD_STD) && !same_norm &&
-	    r->log.ev.warning) {
-		char msg[IMS_ERRMSG_MAX];
-		snprintf(msg, sizeof(msg),
+	if (!rc && (c.have & NN_CARD_MEAN) && (c.have & NN_CARD_STD) && !same_norm)
+		snprintf(n->norm, sizeof(n->norm),
 			 "'%s' was trained on inputs normalised with --mean %g,%g,%g "
 			 "--std %g,%g,%g; this run normalises with --mean %g,%g,%g "
 			 "--std %g,%g,%g (give its values to match)",
@@ -479,8 +483,6 @@ static int init_classes_differ(run *r)
 			 (double)r->o->data.mean[1], (double)r->o->data.mean[2],
 			 (double)r->o->data.std[0], (double)r->o->data.std[1],
 			 (double)r->o->data.std[2]);
-		r->log.ev.warning(r->log.ev.ctx, msg);
-	}
 	nn_model_card_release(&c);
 	return other;
 }
@@ -505,7 +507,8 @@ int loop_make_model(run *r, ims_error *err)
 	 * collective: nothing is reallocated once steps run */
 	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
 	if (o->net.init) {
-		const int other = init_classes_differ(r);
+		init_card_notes notes;
+		const int other = init_classes_differ(r, &notes);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
 		/* a weight that is not finite would stop the run at its first
@@ -519,6 +522,11 @@ int loop_make_model(run *r, ims_error *err)
 		/* told only once accepted: a refused file's error is the
 		 * one line said about it */
 		int rc = check_init(r, &rep, err);
+		for (int k = 0; k < 2 && !rc && r->log.ev.warning; k++) {
+			const char *note = k ? notes.norm : notes.classes;
+			if (note[0])
+				r->log.ev.warning(r->log.ev.ctx, note);
+		}
 		if (!rc && r->log.ev.initialised)
 			r->log.ev.initialised(r->log.ev.ctx, o->net.init, &rep);
 		nn_load_report_release(&rep);
