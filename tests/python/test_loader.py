@@ -560,17 +560,19 @@ def test_partition_of_an_impossible_size_says_so():
 def test_partition_releases_the_gil():
     # the shuffle of 20 million records (the share is 20 thousand: the
     # list is quick to make) runs while this thread goes on; before, it
-    # held the GIL throughout
+    # held the GIL throughout, and this thread stood still from the
+    # worker's start to its end. Measured against the worker's own time,
+    # not a time alone, so that a busy machine (which slows both) does not
+    # make it fail.
     import threading
     n, world = 20_000_000, 1000
-    t0 = time.perf_counter()
-    imshard.partition(n, 0, world, seed=1)
-    alone = time.perf_counter() - t0
-    done, gaps = threading.Event(), []
+    done, gaps, span = threading.Event(), [], []
     result = []
 
     def work():
+        t0 = time.perf_counter()
         result.append(imshard.partition(n, 0, world, seed=1))
+        span.append(time.perf_counter() - t0)
         done.set()
 
     th = threading.Thread(target=work)
@@ -583,7 +585,9 @@ def test_partition_releases_the_gil():
         time.sleep(0.001)
     th.join()
     assert len(result[0]) == n // world
-    assert max(gaps) < alone / 2, "the main thread stood still %.3f s of %.3f s" % (max(gaps), alone)
+    assert len(gaps) >= 3 and max(gaps) < 0.75 * span[0], \
+        "the main thread stood still %.3f s of the %.3f s partition took (%d turns)" % (
+            max(gaps), span[0], len(gaps))
 
 
 def test_bench_load_seconds_must_be_finite(sample, tmp_path):
