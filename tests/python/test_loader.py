@@ -216,7 +216,11 @@ def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
     # consumer spends nearly all its time waiting in next()
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent("""
-        import sys, time, imshard
+        import signal, sys, time, imshard
+        # Python leaves SIGINT ignored when it starts so (a test run
+        # started in the background by a non-interactive shell, or under
+        # nohup): Ctrl-C is what this child must hear
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         l = imshard.Loader(sys.argv[1], 64, 384, threads=1, prefetch=1)
         print("ready", flush=True)
         t0 = time.time()
