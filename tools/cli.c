@@ -402,9 +402,23 @@ static void subcommand_usage(FILE *f, const cli_subcommand *cmds,
 		   "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
-int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
-		       const char *usage_line, const char *intro,
-		       void (*before)(char **argv))
+int cli_exit(int rc)
+{
+	/* stdout is a file or a pipe, buffered: a full disk or a closed
+	 * reader shows only when it is flushed, here, after the command
+	 * thought it had succeeded */
+	errno = 0;
+	if ((fflush(stdout) != 0 || ferror(stdout)) && rc == CLI_EXIT_OK) {
+		cli_error("cannot write to standard output: %s",
+			  errno ? strerror(errno) : "write error");
+		return CLI_EXIT_FAIL;
+	}
+	return rc;
+}
+
+static int run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
+			  const char *usage_line, const char *intro,
+			  void (*before)(char **argv))
 {
 	if (argc < 2) {
 		subcommand_usage(stderr, cmds, usage_line, intro);
@@ -428,4 +442,12 @@ int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
 	}
 	cli_error("unknown command '%s' (see 'imshard --help')", name);
 	return CLI_EXIT_USAGE;
+}
+
+int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
+		       const char *usage_line, const char *intro,
+		       void (*before)(char **argv))
+{
+	return cli_exit(run_subcommand(argc, argv, cmds, usage_line, intro,
+				       before));
 }

@@ -112,6 +112,15 @@ int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
 		       const char *usage_line, const char *intro,
 		       void (*before)(char **argv));
 
+/*
+ * A program's exit status from rc, its command's: stdout flushed first,
+ * and a command that succeeded but whose output could not all be written
+ * (a full disk, a closed pipe) fails with one line, never a silent 0.
+ * cli_run_subcommand ends with it; a program without subcommands calls it
+ * on its way out.
+ */
+int cli_exit(int rc);
+
 /* Parses a decimal integer or a seed; returns 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Parses three comma-separated finite numbers ("123.7,116.3,103.5", a

@@ -423,7 +423,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int train_main(int argc, char **argv)
 {
 	dp_comm *comm = NULL;
 	ims_error err;
@@ -532,4 +532,9 @@ int main(int argc, char **argv)
 	}
 	dp_finalize(comm);
 	return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	return cli_exit(train_main(argc, argv));
 }

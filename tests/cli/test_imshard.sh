@@ -90,4 +90,21 @@ if [ -x "$train" ]; then
   documented imshard-train
 fi
 
+# Output that could not all be written (a full disk) fails with one line,
+# after the command itself succeeded: before, every command exited 0
+if [ -w /dev/full ]; then
+  full() {
+    "$@" >/dev/full 2>"$T/err"
+    same "$?" 1 "(to a full disk: $*)"
+    one_line "$T/err"
+    contains "$T/err" "cannot write to standard output"
+  }
+  full "$IMSHARD" --help
+  full "$IMSHARD" --version
+  full "$IMSHARD" list --help
+  full "$IMSHARD" info "$T/p/a.json"
+  full "$IMSHARD" eval --help
+  [ -x "$train" ] && full "$train" --help
+fi
+
 finish
