@@ -2,6 +2,7 @@
  * buf.c - the growable byte buffer every library builds encoded images,
  * list files, JSON headers and report pages in.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,4 +116,41 @@ char *ims_buf_take(ims_buf *b, size_t *len)
 		*len = b->len;
 	memset(b, 0, sizeof(*b));
 	return p;
+}
+
+/* Whether s is a plain decimal number ("-0.5", "+3", "1e-3"): what a
+ * spreadsheet reads as a number, not a formula. */
+static int plain_number(const char *s)
+{
+	if (s[strspn(s, "0123456789+-.eE")] != '\0')
+		return 0;
+	char *end;
+	double v = strtod(s, &end);
+	return end != s && *end == '\0' && isfinite(v);
+}
+
+int ims_csv_quoting(const char *s)
+{
+	/* a text cell a spreadsheet would run as a formula (class names,
+	 * paths and option values are the user's) starts with a ' that
+	 * makes it text; a plain number stays a number */
+	if (s[0] && strchr("=+-@\t\r", s[0]) && !plain_number(s))
+		return 2;
+	return strpbrk(s, ",\"\r\n") ? 1 : 0;
+}
+
+int ims_buf_csv(ims_buf *b, const char *s)
+{
+	if (!s)
+		return b->oom ? IMS_ENOMEM : 0;
+	int q = ims_csv_quoting(s);
+	if (!q)
+		return ims_buf_puts(b, s);
+	ims_buf_puts(b, q == 2 ? "\"'" : "\"");
+	for (const char *c = s; *c; c++) {
+		if (*c == '"')
+			ims_buf_append(b, "\"", 1);
+		ims_buf_append(b, c, 1);
+	}
+	return ims_buf_append(b, "\"", 1);
 }

@@ -138,6 +138,15 @@ int ims_buf_puts(ims_buf *b, const char *s);
 int ims_buf_printf(ims_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int ims_buf_vprintf(ims_buf *b, const char *fmt, va_list ap);
+/* Appends s (NULL: nothing) as one CSV cell (RFC 4180): quoted, quotes
+ * doubled, when it holds a comma, a quote or a line break; and a text a
+ * spreadsheet would run as a formula (starting with = + - @, a tab or a
+ * carriage return, and not a plain number like "-0.5") quoted with a '
+ * first, which makes it text there. */
+int ims_buf_csv(ims_buf *b, const char *s);
+/* How ims_buf_csv writes s, for a writer of its own: 0 as it is, 1
+ * quoted, 2 quoted with a ' first. */
+int ims_csv_quoting(const char *s);
 
 /* Moves the contents out as a NUL-terminated malloc'd string (the caller
  * frees it; an empty buffer gives ""), *len (may be NULL) its length; b is

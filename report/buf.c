@@ -37,40 +37,6 @@ void rb_html(ims_buf *b, const char *s)
 	ims_buf_append(b, run, (size_t)(s - run));
 }
 
-/* Whether s is a plain decimal number ("-0.5", "+3", "1e-3"): what a
- * spreadsheet reads as a number, not a formula. */
-static int plain_number(const char *s)
-{
-	if (s[strspn(s, "0123456789+-.eE")] != '\0')
-		return 0;
-	char *end;
-	double v = strtod(s, &end);
-	return end != s && *end == '\0' && isfinite(v);
-}
-
-void rb_csv(ims_buf *b, const char *s)
-{
-	if (!s)
-		return;
-	/* a text cell a spreadsheet would run as a formula (class names,
-	 * paths and option values are the user's) starts with a ' that
-	 * makes it text; a plain number stays a number */
-	int formula = strchr("=+-@\t\r", s[0]) && s[0] && !plain_number(s);
-	if (!formula && !strpbrk(s, ",\"\r\n")) {
-		ims_buf_puts(b, s);
-		return;
-	}
-	ims_buf_append(b, "\"", 1);
-	if (formula)
-		ims_buf_append(b, "'", 1);
-	for (const char *c = s; *c; c++) {
-		if (*c == '"')
-			ims_buf_append(b, "\"", 1);
-		ims_buf_append(b, c, 1);
-	}
-	ims_buf_append(b, "\"", 1);
-}
-
 void rb_csv_num(ims_buf *b, double v)
 {
 	if (isfinite(v))

@@ -32,7 +32,7 @@ static void nums(ims_buf *b, const double *v, size_t n)
 
 static void run_cell(ims_buf *b, const rep_run *run)
 {
-	rb_csv(b, run->label ? run->label : run->dir);
+	ims_buf_csv(b, run->label ? run->label : run->dir);
 }
 
 static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
@@ -49,11 +49,11 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		const rep_summary *s = &run->sum;
 		run_cell(&b, run);
 		ims_buf_puts(&b, ",");
-		rb_csv(&b, run->dir);
+		ims_buf_csv(&b, run->dir);
 		ims_buf_printf(&b, ",%d,", st->world);
-		rb_csv(&b, s->model ? s->model : "");
+		ims_buf_csv(&b, s->model ? s->model : "");
 		ims_buf_puts(&b, ",");
-		rb_csv(&b, s->device ? s->device : "");
+		ims_buf_csv(&b, s->device ? s->device : "");
 		double v[] = {s->threads, st->batch_per_rank, st->global_batch, s->epochs,
 			      s->steps, st->images, s->wall_s, st->train_s, s->startup_s,
 			      s->images_per_s, st->speed, st->total_speed, st->final_top1,
@@ -161,7 +161,7 @@ static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
 		for (int k = 0; k < REP_N_TERMS; k++) {
 			run_cell(&b, &r->runs[i]);
 			ims_buf_puts(&b, ",");
-			rb_csv(&b, rep_term_names[k]);
+			ims_buf_csv(&b, rep_term_names[k]);
 			nums(&b, &st->terms[k], 1);
 			ims_buf_puts(&b, "\n");
 		}
@@ -183,7 +183,7 @@ static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_printf(&b, "%zu,%s,", g,
 				  gr->mode == REP_SCALE_RANK_BATCH ? "batch_per_rank"
 								   : "global_batch");
-			rb_csv(&b, gr->key);
+			ims_buf_csv(&b, gr->key);
 			ims_buf_puts(&b, ",");
 			run_cell(&b, &r->runs[gr->members[a]]);
 			ims_buf_printf(&b, ",%d", st->world);
@@ -212,7 +212,7 @@ static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
 		for (size_t k = 0; k < run->n_diags; k++) {
 			run_cell(&b, run);
 			ims_buf_puts(&b, ",");
-			rb_csv(&b, run->diags[k]);
+			ims_buf_csv(&b, run->diags[k]);
 			ims_buf_puts(&b, "\n");
 		}
 	}

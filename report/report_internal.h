@@ -20,11 +20,7 @@
 
 /* s with & < > " ' escaped for HTML text and attribute values. */
 void rb_html(ims_buf *b, const char *s);
-/* s as one CSV field: quoted (with "" inside) when it holds , " CR or LF;
- * text that starts with = + - @ TAB or CR, and is not a plain decimal
- * number ("-0.5"), quoted with a ' first, so that a spreadsheet shows it
- * as text instead of running it as a formula. */
-void rb_csv(ims_buf *b, const char *s);
+/* (a text cell of a CSV: ims_buf_csv, common.h) */
 /* A number for CSV: %.10g, empty when not finite. */
 void rb_csv_num(ims_buf *b, double v);
 

@@ -110,6 +110,27 @@ contains "$T/out" "'$T/e\x1b[2J/ck.safetensors' (convnet7, 4 classes, 16 px, fp3
 ! grep -q $'\e' "$T/out" || fail "eval printed an ESC raw"
 checks=$((checks + 1))
 
+# class names a spreadsheet would run as formulas are text in the CSVs
+# (before: "=SUM(A1)" went in raw, while report's CSVs quoted it)
+expect 0 "$IMSHARD" sample "$T/sf" --classes 4 --per-class 2 --quiet
+names=(-3 '=SUM(A1)' @x a,b)
+i=0
+for c in "$T"/sf/*; do mv "$c" "$T/sf/${names[i++]}"; done
+expect 0 "$IMSHARD" convert folder "$T/sf" -o "$T/pf" --val-ratio 0.5 --quiet
+edit "$ck" "$T/formula.safetensors" --set 'class_names=["-3", "=SUM(A1)", "@x", "a,b"]'
+expect 0 "$IMSHARD" eval "$T/formula.safetensors" "$T/pf/val.json" --threads 1 -q -o "$T/evf"
+/usr/bin/python3 - "$T/evf" >"$T/m" 2>&1 <<'PY'
+import csv, sys
+d, want = sys.argv[1], ["-3", "'=SUM(A1)", "'@x", "a,b"]
+assert [r["name"] for r in csv.DictReader(open(d + "/per_class.csv"))] == want
+assert next(csv.reader(open(d + "/confusion.csv")))[1:] == want
+assert [r[0] for r in list(csv.reader(open(d + "/confusion.csv")))[1:]] == want
+pr = list(csv.DictReader(open(d + "/predictions.csv")))
+assert {r["label_name"] for r in pr} <= set(want) and {r["predicted_name"] for r in pr} <= set(want)
+print("ok")
+PY
+contains "$T/m" "ok"
+
 # a split of other classes, for the refusals below
 expect 0 "$IMSHARD" sample "$T/s5" --classes 5 --per-class 4 --quiet
 expect 0 "$IMSHARD" convert folder "$T/s5" -o "$T/p5" --val-ratio 0.5 --quiet

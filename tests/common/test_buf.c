@@ -1,6 +1,7 @@
 /*
  * test_buf.c - the growable buffer (common/buf.c): reserving, appending
- * text past the fast path, taking the text out, sticky allocation failure.
+ * text past the fast path, taking the text out, sticky allocation failure,
+ * CSV cells (quoting, and formulas made text).
  */
 #include <string.h>
 
@@ -65,9 +66,58 @@ static void test_reserve(void)
 	ims_buf_release(&b);
 }
 
+static void test_csv(void)
+{
+	ims_buf b = {0};
+	ims_buf_csv(&b, "plain");
+	ims_buf_puts(&b, "|");
+	ims_buf_csv(&b, "a,b");
+	ims_buf_puts(&b, "|");
+	ims_buf_csv(&b, "say \"hi\"");
+	ims_buf_puts(&b, "|");
+	ims_buf_csv(&b, "two\nlines");
+	ims_buf_puts(&b, "|");
+	ims_buf_csv(&b, NULL);
+	CHECK_EQ_STR(b.text, "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\nlines\"|");
+	ims_buf_release(&b);
+}
+
+/* Text cells a spreadsheet would run as formulas (a class name, a path or
+ * an option value is the user's) are made text with a leading '; plain
+ * numbers written as text stay numbers. */
+static void test_csv_formulas(void)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{"=1+2", "\"'=1+2\""},
+		{"+cmd|' /C calc'!A0", "\"'+cmd|' /C calc'!A0\""},
+		{"-2+3", "\"'-2+3\""},
+		{"@SUM(A1)", "\"'@SUM(A1)\""},
+		{"\tx", "\"'\tx\""},
+		{"=a,\"b\"", "\"'=a,\"\"b\"\"\""},
+		{"-", "\"'-\""},
+		{"-inf", "\"'-inf\""},
+		{"-0.5", "-0.5"},
+		{"+3", "+3"},
+		{"-1e-3", "-1e-3"},
+		{"a=b", "a=b"},
+		{"", ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ims_buf b = {0};
+		ims_buf_csv(&b, cases[i].in);
+		ims_buf_puts(&b, "");
+		CHECK_EQ_STR(b.text, cases[i].out);
+		ims_buf_release(&b);
+	}
+}
+
 int main(void)
 {
 	test_append();
 	test_reserve();
+	test_csv();
+	test_csv_formulas();
 	return TEST_EXIT();
 }

@@ -19,15 +19,16 @@
 
 #include "train/eval.h"
 
-/* A CSV field: quoted (quotes doubled) when it holds a comma, a quote or
- * a line break. */
+/* A CSV field as ims_buf_csv writes it: a class name is the user's
+ * folder name, which a spreadsheet must not run as a formula. */
 static void csv_field(FILE *f, const char *s)
 {
-	if (!strpbrk(s, ",\"\r\n")) {
+	int q = ims_csv_quoting(s);
+	if (!q) {
 		fputs(s, f);
 		return;
 	}
-	fputc('"', f);
+	fputs(q == 2 ? "\"'" : "\"", f);
 	for (; *s; s++) {
 		if (*s == '"')
 			fputc('"', f);

@@ -264,10 +264,12 @@ static int check_classes(const char *split, const nn_model_card *card,
 	char a[128], b[128];
 	if (m.n_classes != (size_t)card->classes) {
 		rc = ims_fail(err, IMS_EINVAL,
-			      "cannot evaluate on '%s': it has %zu classes, the "
+			      "cannot evaluate on '%s': it has %zu %s, the "
 			      "model %d (evaluate on a split packed with the "
 			      "training split's class list)",
-			      split, m.n_classes, card->classes);
+			      split, m.n_classes,
+			      ims_plural(m.n_classes, "class", "classes"),
+			      card->classes);
 	} else {
 		for (size_t i = 0; i < m.n_classes && !rc; i++)
 			if (!nn_model_card_name_eq(card->class_names[i], m.classes[i]))
