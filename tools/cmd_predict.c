@@ -24,8 +24,8 @@ static const cli_command command = {
 	"imshard predict CHECKPOINT IMAGE... [--top K] [--json] [options]",
 	"Predicts the classes of image files with a trained model: the top K\n"
 	"class names and their probabilities, one line per image.",
-	"Images are JPEG or PNG of any size (up to 32768 pixels a side), told\n"
-	"apart by their content; EXIF orientation is applied, alpha is\n"
+	"Images are JPEG or PNG of any size up to 32768 pixels a side and\n"
+	"268435456 pixels (256 Mi) in all, told apart by their content; EXIF orientation is applied, alpha is\n"
 	"composited over white, grey and CMYK become RGB. Each is fed to the\n"
 	"network exactly as validation fed the records it was trained on: the\n"
 	"shorter side resized to size / val-crop-frac, the centre size x size\n"
