@@ -134,6 +134,46 @@ static int check_finite(const st_tensor *t, size_t count, const char *path,
 	return 0;
 }
 
+/* 1 when ti is a batch norm's running variance ("bn1.running_var"). */
+static int running_var(const nn_tensor_info *ti)
+{
+	static const char suffix[] = "running_var";
+	const size_t n = strlen(ti->name), k = sizeof(suffix) - 1;
+	return ti->kind == NN_TENSOR_RUNNING && n >= k &&
+	       !strcmp(ti->name + n - k, suffix);
+}
+
+/*
+ * Batch norm divides by sqrt(running_var + eps): below -eps that is NaN,
+ * between -eps and 0 a channel silently scaled up, and an infinity makes
+ * the channel a constant. Training never writes such a value (a variance
+ * is a mean of squares, updated as a convex mix), so one comes from a
+ * damaged file re-signed or an edited one; every load refuses it before
+ * writing anything, --init, --resume, eval and predict alike, with one
+ * message. action: "cannot load" or "cannot resume from".
+ */
+static int check_variance(const st_tensor *t, size_t count, const char *action,
+			  const char *path, ims_error *err)
+{
+	for (size_t i = 0; i < count; i++) {
+		float v = f32_at(t, i);
+		if (isfinite(v) && v >= 0)
+			continue;
+		char text[32];
+		if (isfinite(v))
+			snprintf(text, sizeof(text), "%g", (double)v);
+		else
+			snprintf(text, sizeof(text), "%s", isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
+		return ims_fail(err, IMS_EINVAL,
+				"%s '%s': tensor '%s' holds %s at element %zu (as "
+				"float32): a running variance is a finite number not "
+				"below 0 (batch norm divides by its square root); the "
+				"file is damaged or was edited, use another copy",
+				action, path, t->name, text, i);
+	}
+	return 0;
+}
+
 /*
  * Host-memory views of a model's parameters and buffers and an optimiser's
  * state: the storage itself on the CPU backend, copies (read from the
@@ -504,6 +544,9 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			GOTO_FAIL(out, rc, err, IMS_EUNSUPPORTED,
 				  "cannot load '%s': tensor '%s' has dtype %s, the model needs a float type",
 				  path, ti->name, st_dtype_name(t->dtype));
+		} else if (running_var(ti)) {
+			GOTO_IF_ERR(out, rc, check_variance(t, ti->count, "cannot load",
+							    path, err));
 		} else if (flags & NN_INIT_FINITE) {
 			GOTO_IF_ERR(out, rc, check_finite(t, ti->count, path, err));
 		}
@@ -630,6 +673,9 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 	for (int i = 0; i < nt; i++) {
 		const nn_tensor_info *ti = nn_model_tensor(m, i);
 		GOTO_IF_ERR(out, rc, resume_find(f, ti->name, ti, &src[i], err));
+		if (running_var(ti))
+			GOTO_IF_ERR(out, rc, check_variance(src[i], ti->count,
+							    "cannot resume from", path, err));
 		for (size_t s = 0; s < ns && trained(ti->kind); s++) {
 			name = optim_name(nn_optim_state_name(opt, s), ti->name);
 			if (!name)

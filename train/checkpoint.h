@@ -103,13 +103,17 @@ void nn_load_report_release(nn_load_report *r);
  *     'layer1.0.conv1.weight' has shape [64, 3, 3, 3] in the file, the
  *     model needs [64, 64, 3, 3]";
  *   - absent: left as it is, listed in report->missing.
- * File tensors the model lacks are listed in report->unexpected, except
- * "optim.*" ones. The optimiser's state is never read. report may be NULL;
- * otherwise it is overwritten (release an earlier one first) and, on
- * error, left empty.
+ * A loaded running variance (a batch norm's "*.running_var") must hold
+ * finite values not below 0, with or without NN_INIT_FINITE: batch norm
+ * divides by its square root. File tensors the model lacks are listed in
+ * report->unexpected, except "optim.*" ones. The optimiser's state is
+ * never read. report may be NULL; otherwise it is overwritten (release an
+ * earlier one first) and, on error, left empty.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
- * (shape mismatch outside the head, a fractional float counter, with
+ * (shape mismatch outside the head, a fractional float counter, a running
+ * variance below 0 or not finite: "cannot load 'PATH': tensor
+ * 'bn1.running_var' holds -0.5 at element 3 (as float32): ...", with
  * NN_INIT_FINITE a value that is not finite: "cannot load 'PATH': tensor
  * 'fc.weight' holds NaN at element 3 (as float32): ..."),
  * IMS_EUNSUPPORTED (a float tensor stored as an integer or F8 type, a
@@ -146,13 +150,16 @@ int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err);
  * optimiser tensors are ignored. Metadata "format", when present, must be
  * "imshard-checkpoint-1"; a "checksum", when present, must match the
  * content (a checkpoint without one, written before checkpoints had them,
- * is read as it is: the caller can tell by its metadata).
+ * is read as it is: the caller can tell by its metadata). A running
+ * variance below 0 or not finite is refused as nn_checkpoint_load_init
+ * refuses it ("cannot resume from 'PATH': tensor ... holds ...").
  * file_out may be NULL; otherwise on success *file_out receives the open
  * file, for st_metadata_get and the like; the caller st_closes it. On
  * error *file_out is NULL.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_EINVAL (message names the missing, misshapen, mistyped
- * or extra tensor; optimiser size differs from the model's),
+ * or extra tensor, or the running variance and its first bad element;
+ * optimiser size differs from the model's),
  * IMS_ECORRUPT (content and checksum differ, negative step count), IMS_EUNSUPPORTED (another format
  * version), IMS_ENOMEM; m and opt are then unchanged.
  */

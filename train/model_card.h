@@ -116,8 +116,9 @@ void nn_model_card_text_release(nn_model_card_text *t);
  * the file may hold nothing else but optimiser state ("optim.*").
  * Errors: st_open's, IMS_EINVAL (the first missing, misshapen or
  * unexpected tensor named, and how many there are: "the file was written
- * for another model or class count"), nn_checkpoint_load_init's; m is
- * then partly loaded at most (discard it).
+ * for another model or class count"), nn_checkpoint_load_init's (a
+ * running variance below 0 or not finite among them); m is then partly
+ * loaded at most (discard it).
  */
 int nn_model_load_weights(const char *path, nn_model *m, ims_error *err);
 

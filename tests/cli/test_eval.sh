@@ -5,7 +5,8 @@
 # the per-class files eval -o writes, byte for byte; eval under mpirun
 # counts each record once and equals one rank; checkpoints of older
 # versions and other programs' weights name the flags they need; bad
-# inputs give one line and exit 1 or 2; report draws the per-class
+# inputs (a running variance below 0 among them) give one line and exit
+# 1 or 2; report draws the per-class
 # files; the data-side binary links no BLAS or MPI.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -337,10 +338,22 @@ expect 1 "$IMSHARD" eval "$T/r18.safetensors" "$va"
 one_line "$T/err"
 contains "$T/err" "is missing"
 # weights that give NaN
-edit "$ck" "$T/nan.safetensors" --nan features.1.running_var
+edit "$ck" "$T/nan.safetensors" --nan features.0.weight
 expect 1 "$IMSHARD" eval "$T/nan.safetensors" "$va" --threads 1
 one_line "$T/err"
 contains "$T/err" "is NaN: the network's output is not finite"
+# a running variance that is not finite, or just below 0, is refused
+# when the weights load, named (before: NaN, or below -eps not NaN but
+# a channel scaled up and every number silently wrong)
+edit "$ck" "$T/nan.safetensors" --nan features.1.running_var
+expect 1 "$IMSHARD" eval "$T/nan.safetensors" "$va" --threads 1
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/nan.safetensors': tensor 'features.1.running_var' holds NaN at element 0 (as float32)"
+cp "$ck" "$T/negvar.safetensors"
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" poke "$T/negvar.safetensors" features.1.running_var 0 -1e-6
+expect 1 "$IMSHARD" eval "$T/negvar.safetensors" "$va" --threads 1
+one_line "$T/err"
+contains "$T/err" "tensor 'features.1.running_var' holds -1e-06 at element 0"
 # usage
 expect 2 "$IMSHARD" eval "$ck"
 one_line "$T/err"

@@ -9,7 +9,8 @@
 #    describes the whole run;
 #  - a checkpoint byte flipped is refused by --resume and --init; a file
 #    without a checksum loads, said unverified; a non-finite validation
-#    loss stops the run; --init of a weight that is not finite is refused;
+#    loss stops the run; --init of a weight that is not finite is refused,
+#    and --init or --resume of a running variance below 0;
 #  - damaged records are counted and named per epoch, --max-bad-records;
 #  - --init that loads nothing, or part of the backbone, is refused unless
 #    --init-partial (num_batches_tracked counters are not required);
@@ -191,14 +192,33 @@ st_tool strip "$T/plain.safetensors"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/plain.safetensors"
 same "$rc" 0 "--init of a file without a checksum"
 contains "$T/err" "(it has no checksum: nothing to verify)"
-# a running variance made negative in a file whose checksum matches: the
-# validation loss is NaN, and the run stops
-cp "$T/c_part/checkpoint.safetensors" "$T/negvar.safetensors"
-st_tool poke "$T/negvar.safetensors" features.1.running_var 0 -1000
-expect 1 fit --init "$T/negvar.safetensors" --max-steps 1 --checkpoint-dir "$T/negvar"
+# a running mean far out of range in a file whose checksum matches: the
+# weights are finite and load, the validation loss is NaN, and the run
+# stops before its checkpoint
+cp "$T/c_part/checkpoint.safetensors" "$T/farmean.safetensors"
+st_tool poke "$T/farmean.safetensors" features.1.running_mean 0 -3e38
+expect 1 fit --init "$T/farmean.safetensors" --max-steps 1 --checkpoint-dir "$T/farmean"
 one_line "$T/err"
 contains "$T/err" "validation loss is NaN after epoch 1"
-absent "$T/negvar/checkpoint.safetensors"
+absent "$T/farmean/checkpoint.safetensors"
+# a running variance made negative in such a file is refused by --init,
+# named with its element, before any file of the run is written, and so
+# is a checkpoint holding one by --resume (before: both loaded, and
+# batch norm divided by the square root of a negative number: a NaN
+# validation loss after the first epoch, or below -eps silent garbage)
+cp "$T/c_part/checkpoint.safetensors" "$T/negvar.safetensors"
+st_tool poke "$T/negvar.safetensors" features.1.running_var 0 -1000
+expect 1 fit --init "$T/negvar.safetensors" --max-steps 1 --checkpoint-dir "$T/negvar" --log-dir "$T/negvar"
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/negvar.safetensors': tensor 'features.1.running_var' holds -1000 at element 0 (as float32): a running variance is a finite number not below 0"
+absent "$T/negvar"
+cp -r "$T/c_part" "$T/negvar_r"
+st_tool poke "$T/negvar_r/checkpoint.safetensors" features.5.running_var 2 -1e-6
+before=$(md5sum <"$T/negvar_r/checkpoint.safetensors")
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/negvar_r" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/negvar_r/checkpoint.safetensors': tensor 'features.5.running_var' holds -1e-06 at element 2 (as float32)"
+same "$(md5sum <"$T/negvar_r/checkpoint.safetensors")" "$before" "a refused resume keeps its checkpoint"
 # a weight that is not finite is refused by --init, named, before any
 # file is written (before: the run started its logs and stopped at step
 # 1's NaN loss, blaming --lr or the data)

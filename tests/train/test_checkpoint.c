@@ -1,9 +1,9 @@
 /*
  * test_checkpoint.c - saving and resuming checkpoints: the saved layout,
  * bit-exact resume of model and optimiser (and the step after it),
- * resume refusals that name the tensor and leave the model untouched,
- * damaged files, the checksum over content and metadata, and a backend
- * whose memory is not the CPU's. Loading weights with --init is
+ * resume refusals that name the tensor (a running variance below 0 among
+ * them) and leave the model untouched, damaged files, the checksum over
+ * content and metadata, and a backend whose memory is not the CPU's. Loading weights with --init is
  * test_checkpoint_init.c's.
  */
 #include <stdio.h>
@@ -293,6 +293,28 @@ static void test_resume_refusals(void)
 	CHECK_EQ_INT(nn_checkpoint_load_resume(alt, b, NULL, NULL, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "'features.0.weight' has dtype F16") != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
+
+	/* a running variance below 0, in a file whose checksum matches (one
+	 * written so): refused as --init refuses it (before: resumed, and
+	 * the next validation's loss was NaN) */
+	const nn_tensor_info *rv = nn_model_tensor(a, nn_model_find(a, "features.5.running_var"));
+	float *var = nn_model_buffers(a, NULL) + rv->offset;
+	const float kept = var[2];
+	var[2] = -3;
+	CHECK_OK(nn_checkpoint_save(alt, a, oa, NULL, &e), &e);
+	var[2] = kept;
+	CHECK_EQ_INT(nn_checkpoint_load_resume(alt, b, ob, &f, &e), IMS_EINVAL);
+	char want[8800];
+	snprintf(want, sizeof(want),
+		 "cannot resume from '%s': tensor 'features.5.running_var' holds -3 "
+		 "at element 2 (as float32): a running variance is a finite number "
+		 "not below 0 (batch norm divides by its square root); the file is "
+		 "damaged or was edited, use another copy",
+		 alt);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK(f == NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+	CHECK(all_zero(nn_optim_state(ob, 0), np));
 
 	CHECK_OK(nn_checkpoint_load_resume(path, b, ob, NULL, &e), &e);
 	CHECK(ckpt_same_tensors(a, b));

@@ -2,9 +2,11 @@
  * test_checkpoint_init.c - loading weights with --init
  * (nn_checkpoint_load_init): a file with every tensor, head
  * re-initialisation for another class count or when asked, missing and
- * unexpected tensors, a backbone tensor of another shape or dtype, or one
- * that is not finite (NN_INIT_FINITE), refused with the model untouched, half-precision files, and a hand-written
- * torchvision file. Saving and resuming is test_checkpoint.c's.
+ * unexpected tensors, a backbone tensor of another shape or dtype, one
+ * that is not finite (NN_INIT_FINITE) or a running variance below 0,
+ * refused with the model untouched, half-precision files, and a
+ * hand-written torchvision file.
+ * Saving and resuming is test_checkpoint.c's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -303,6 +305,80 @@ static void test_init_finite(void)
 }
 
 /* NN_INIT_RESET_HEAD: a head of the same shape is not loaded. */
+/*
+ * A running variance below 0 or not finite is refused whatever the
+ * flags (eval and predict load with none), naming the tensor, element
+ * and value, the model untouched; 0 and -0 are variances (before: loaded,
+ * and eval divided by the square root of a negative number).
+ */
+static void test_init_variance(void)
+{
+	ims_error e;
+	char path[4300], want[8800];
+	ckpt_path_in(path, sizeof(path), "variance.safetensors");
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	ckpt_snap sb = ckpt_snap_take(b);
+	const nn_tensor_info *ti = nn_model_tensor(b, nn_model_find(b, "features.1.running_var"));
+	float *f = calloc(ti->count, sizeof(float));
+	uint16_t *h = calloc(ti->count, sizeof(uint16_t));
+	CHECK(f && h);
+	for (size_t i = 0; i < ti->count; i++)
+		f[i] = 1;
+	nn_load_report r;
+
+	f[3] = -0.5f;
+	write_one(path, ti, ST_F32, f);
+	snprintf(want, sizeof(want),
+		 "cannot load '%s': tensor 'features.1.running_var' holds -0.5 at "
+		 "element 3 (as float32): a running variance is a finite number not "
+		 "below 0 (batch norm divides by its square root); the file is "
+		 "damaged or was edited, use another copy",
+		 path);
+	for (unsigned flags = 0; flags <= NN_INIT_FINITE; flags += NN_INIT_FINITE) {
+		CHECK_EQ_INT(nn_checkpoint_load_init(path, b, flags, &r, &e), IMS_EINVAL);
+		CHECK_EQ_STR(e.msg, want);
+		CHECK(ckpt_snap_same(b, &sb));
+		CHECK(ckpt_report_empty(&r));
+	}
+	/* above -eps too: no NaN, a channel silently scaled up */
+	f[3] = -1e-7f;
+	write_one(path, ti, ST_F32, f);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "holds -1e-07 at element 3") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* not finite, without NN_INIT_FINITE, in another dtype */
+	h[ti->count - 1] = 0x7c00; /* F16 inf */
+	write_one(path, ti, ST_F16, h);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want), "tensor 'features.1.running_var' holds inf at element %zu",
+		 ti->count - 1);
+	CHECK(strstr(e.msg, want) != NULL);
+	h[ti->count - 1] = 0x7e00; /* F16 NaN */
+	write_one(path, ti, ST_F16, h);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "running_var' holds NaN at element") != NULL);
+	CHECK(strstr(e.msg, "a running variance is a finite number") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* 0 and -0 load (F16 zeros, and -0 in F32) */
+	h[ti->count - 1] = 0x8000;
+	write_one(path, ti, ST_F16, h);
+	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, 1);
+	nn_load_report_release(&r);
+	f[3] = -0.0f;
+	write_one(path, ti, ST_F32, f);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.loaded, 1);
+	nn_load_report_release(&r);
+
+	free(f);
+	free(h);
+	ckpt_snap_free(&sb);
+	nn_model_free(b);
+}
+
 static void test_init_reset_head(void)
 {
 	ims_error e;
@@ -410,6 +486,7 @@ int main(void)
 	test_init_mismatch();
 	test_init_halves();
 	test_init_finite();
+	test_init_variance();
 	test_init_reset_head();
 	test_torchvision();
 	nn_ctx_release(&ckpt_ctx);

@@ -3,8 +3,8 @@
  * and read back to the same bits, partial cards (older checkpoints) say
  * what they lack, malformed values are refused with the key named, names
  * that are not UTF-8 are stored escaped; and strict weight loading
- * refuses missing, misshapen and unexpected tensors but takes optimiser
- * state and half-precision files.
+ * refuses missing, misshapen and unexpected tensors and a running
+ * variance below 0, but takes optimiser state and half-precision files.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -244,6 +244,17 @@ static void test_load_weights(void)
 	CHECK_EQ_INT(nn_model_load_weights(other, b, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "'head.extra' is not one of its tensors") != NULL);
 	st_close(f);
+	/* a running variance just below 0, in a checkpoint written so: eval
+	 * and predict would divide by sqrt(var + eps), not NaN but a channel
+	 * silently scaled up (before: loaded) */
+	const nn_tensor_info *rv = nn_model_tensor(a, nn_model_find(a, "features.5.running_var"));
+	float *var = nn_model_buffers(a, NULL) + rv->offset;
+	const float kept = var[1];
+	var[1] = -1e-6f;
+	CHECK_EQ_INT(nn_checkpoint_save(other, a, NULL, NULL, &e), 0);
+	var[1] = kept;
+	CHECK_EQ_INT(nn_model_load_weights(other, b, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "tensor 'features.5.running_var' holds -1e-06 at element 1") != NULL);
 	/* not a safetensors file */
 	path_in(p, sizeof(p), "text.safetensors");
 	FILE *t = fopen(p, "w");
