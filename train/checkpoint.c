@@ -578,6 +578,7 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 	}
 	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (report) {
+		r.file_crc32c = st_file_crc32c(f, &r.file_bytes);
 		*report = r;
 		memset(&r, 0, sizeof(r));
 	}

@@ -72,6 +72,9 @@ typedef struct nn_load_report {
 	int verified;      /* 1: the file's checksum was there and matched;
 			      0: the file has none (not written by
 			      nn_checkpoint_save: nothing to verify) */
+	uint64_t file_bytes;  /* the file read: its size, and the CRC-32C of */
+	uint32_t file_crc32c; /* all its bytes (st_file_crc32c), so a caller
+				 can record which file it started from */
 } nn_load_report;
 
 /* nn_checkpoint_load_init's flags. */
@@ -108,7 +111,8 @@ void nn_load_report_release(nn_load_report *r);
  * divides by its square root. File tensors the model lacks are listed in
  * report->unexpected, except "optim.*" ones. The optimiser's state is
  * never read. report may be NULL; otherwise it is overwritten (release an
- * earlier one first) and, on error, left empty.
+ * earlier one first), its file_bytes and file_crc32c computed over the
+ * whole file, and, on error, left empty.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
  * (shape mismatch outside the head, a fractional float counter, a running

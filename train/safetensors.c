@@ -741,6 +741,13 @@ int st_crc_meta(uint32_t *crc, char *const *keys, char *const *values,
 	return 0;
 }
 
+uint32_t st_file_crc32c(const st_file *f, uint64_t *bytes)
+{
+	if (bytes)
+		*bytes = f->map_len;
+	return ims_crc32c(0, f->map, f->map_len);
+}
+
 int st_checksum(const st_file *f, const char *skip, uint32_t *out,
 		ims_error *err)
 {

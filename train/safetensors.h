@@ -106,6 +106,15 @@ const char *st_path(const st_file *f);
 size_t st_count(const st_file *f);
 
 /*
+ * The whole file as it was mapped by st_open, every byte (header, padding
+ * and data): its CRC-32C (iSCSI's, as ims_crc32c computes it) returned
+ * and its size in bytes in *bytes (bytes may be NULL). Unlike st_checksum
+ * it covers the bytes as they lie, so it names this very file, for
+ * saying which file a program read. Reads the whole file.
+ */
+uint32_t st_file_crc32c(const st_file *f, uint64_t *bytes);
+
+/*
  * Tensor i (0 <= i < st_count) in file order: by data_offsets, which for
  * files written by st_writer is the order tensors were added; empty
  * tensors sharing an offset keep their header order. NULL when i is out of

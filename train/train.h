@@ -300,7 +300,9 @@ typedef struct nn_train_net {
 	const char *cuda_graphs;  /* --cuda-graphs auto|on|off (NULL: auto):
 				     a step's passes recorded once and
 				     replayed (train/loop/graphs.c) */
-	const char *init;         /* --init weights.safetensors */
+	const char *init;         /* --init weights.safetensors (recorded as
+				     "init" in summary.json and checkpoints:
+				     nn_train_run) */
 	int init_partial;         /* --init-partial: --init may hold fewer
 				     than the backbone's tensors */
 	int reset_head;           /* --reset-head: --init's head is not
@@ -427,7 +429,13 @@ typedef struct nn_train_result {
  * o->events what happens. Writes LOGDIR/metrics.jsonl (every rank) and
  * LOGDIR/summary.json (rank 0) when o->log_dir is set, and
  * CHECKPOINT_DIR/checkpoint.safetensors (rank 0) every o->checkpoint_every
- * steps and at each epoch's end. --precision fp16 scales the loss gradient
+ * steps and at each epoch's end. A run started from o->net.init records
+ * that file (its path escaped as imshard prints names, its size and the
+ * CRC-32C of all its bytes, what was loaded, missing, ignored and
+ * re-initialised, and the flags that decided it) as "init" in
+ * summary.json and in every checkpoint's "run" metadata, where a resumed
+ * part takes it from (docs/TRAINING.md, "Fine-tuning"); a checkpoint
+ * without it resumes all the same. --precision fp16 scales the loss gradient
  * and skips steps whose gradients overflow (train/loss_scale.h); a NaN or
  * Inf loss ends the run in every precision. res (caller-owned) is filled
  * on success. A rank that fails returns the error; the caller should

@@ -21,6 +21,9 @@ Standard library only.
   st_tool.py poke FILE TENSOR INDEX VALUE
                            element INDEX of F32 TENSOR set to VALUE, the
                            checksum rewritten (a file written so)
+  st_tool.py crc FILE      print the file's size in bytes and the CRC-32C of
+                           all its bytes (8 hex digits), as --init's record
+                           of the file it started from has them
   st_tool.py strip FILE    remove the checksum (a file another program
                            wrote, e.g. safetensors.torch.save_file)
   st_tool.py drop FILE TENSOR...
@@ -154,6 +157,11 @@ def main(argv):
         struct.pack_into("<f", data, at, float(argv[4]))
         meta["checksum"] = "crc32c:%08x" % checksum(data, base, header, meta)
         write(argv[1], data, base, header, meta)
+        return 0
+    if cmd == "crc" and len(argv) == 2:
+        with open(argv[1], "rb") as f:
+            data = f.read()
+        print(len(data), "%08x" % crc32c(0, data))
         return 0
     if cmd == "strip" and len(argv) == 2:
         data, base, header, meta = load(argv[1])

@@ -537,14 +537,20 @@ contains "$T/err" "cannot resume"
 # activations are not kept for a backward that never reaches them
 expect 0 fit --epochs 1 --init "$T/full/checkpoint.safetensors" --freeze-backbone --log-dir "$T/frozen" --checkpoint-dir "$T/frozen"
 # Names from outside reach the terminal escaped: an --init file whose
-# name holds an ESC sequence is named with \x1b, never the raw byte.
-esc=$(printf 'init\033[31m.safetensors')
+# name holds an ESC sequence is named with \x1b, never the raw byte; its
+# record in summary.json and the checkpoint (below) is escaped alike, a
+# byte that is not UTF-8 too (metadata must be UTF-8: a raw one would
+# fail every checkpoint)
+esc=$(printf 'init\033[31m\377.safetensors')
 cp "$T/full/checkpoint.safetensors" "$T/$esc"
 expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 \
-  --batch-size 8 --epochs 1 --max-steps 1 --init "$T/$esc"
-contains "$T/err" 'init\x1b[31m.safetensors'
+  --batch-size 8 --epochs 1 --max-steps 1 --init "$T/$esc" --log-dir "$T/escinit" --checkpoint-dir "$T/escinit"
+contains "$T/err" 'init\x1b[31m\xff.safetensors'
 checks=$((checks + 1))
 grep -q "$(printf '\033')" "$T/err" && fail "a raw ESC byte reached stderr"
+same "$(json "$T/escinit/summary.json" 'j["init"]["path"]')" "$T/init\x1b[31m\xff.safetensors" "--init's path escaped in summary.json"
+same "$(st_tool get "$T/escinit/checkpoint.safetensors" run | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["init"]["path"])')" \
+  "$T/init\x1b[31m\xff.safetensors" "--init's path escaped in the checkpoint"
 cmp_st "$T/full/checkpoint.safetensors" "$T/frozen/checkpoint.safetensors" --rtol 0 --prefix features.0. >/dev/null ||
   fail "--freeze-backbone changed the backbone"
 checks=$((checks + 1))
@@ -576,6 +582,25 @@ expect 0 fit "${fz[@]}" --init "$T/full/checkpoint.safetensors" --checkpoint-dir
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --epochs 2 --seed 5 --checkpoint-dir "$T/fz_q" --resume
 same "$rc" 0 "(a frozen run resumed without --freeze-backbone)"
 contains "$T/err" "resumed with other settings: freeze_backbone on -> off"
+# --init's provenance: the file's path as given, its size and the
+# CRC-32C of all its bytes, whether its own checksum matched, what was
+# taken and the flags that decided it, in summary.json and in the
+# checkpoint's run history, which a resumed part carries on (before:
+# nothing recorded which file a fine-tuned run started from)
+read -r isize icrc <<<"$(st_tool crc "$T/full/checkpoint.safetensors")"
+pv=(--epochs 2 --seed 5 --freeze-backbone)
+expect 0 fit "${pv[@]}" --init "$T/full/checkpoint.safetensors" --reset-head --checkpoint-dir "$T/pv" --log-dir "$T/pv" --max-steps 3
+want="{'path': '$T/full/checkpoint.safetensors', 'bytes': $isize, 'crc32c': '$icrc', 'verified': True, 'loaded': 32, 'missing': 0, 'ignored': 0, 'reinit': 2, 'init_partial': False, 'reset_head': True, 'other_classes': False, 'freeze_backbone': True}"
+ck_init() { st_tool get "$1" run | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("init"))'; }
+same "$(json "$T/pv/summary.json" 'j["init"]')" "$want" "summary.json's init"
+same "$(ck_init "$T/pv/checkpoint.safetensors")" "$want" "the checkpoint's init"
+expect 0 fit "${pv[@]}" --checkpoint-dir "$T/pv" --log-dir "$T/pv" --resume
+same "$(json "$T/pv/summary.json" '(j["init"], len(j["parts"]))')" "($want, 2)" "a resumed run's summary.json keeps its init"
+same "$(ck_init "$T/pv/checkpoint.safetensors")" "$want" "a resumed run's checkpoint keeps its init"
+# a run from scratch records none, and resumes (as checkpoints from
+# before the record do)
+same "$(json "$T/run/summary.json" '"init" in j')" "False" "no init in a run from scratch"
+same "$(ck_init "$T/part/checkpoint.safetensors")" "None" "no init in a checkpoint from scratch"
 same "$(json "$T/frozen/summary.json" 'j["activation_bytes"] * 2 < '"$(json "$T/run/summary.json" 'j["activation_bytes"]')")" "True" "head-only training plans less memory"
 # fp32 checkpoints carry the skipped count (0), not fp16's scale; a bad
 # count is refused on resume with one line

@@ -4,8 +4,8 @@
  * re-initialisation for another class count or when asked, missing and
  * unexpected tensors, a backbone tensor of another shape or dtype, one
  * that is not finite (NN_INIT_FINITE) or a running variance below 0,
- * refused with the model untouched, half-precision files, and a
- * hand-written torchvision file.
+ * refused with the model untouched, half-precision files, the file's
+ * size and CRC-32C in the report, and a hand-written torchvision file.
  * Saving and resuming is test_checkpoint.c's.
  */
 #include <math.h>
@@ -39,6 +39,13 @@ static void test_init_same(void)
 	CHECK_EQ_INT(r.n_unexpected, 0); /* optim.* is not reported */
 	CHECK_EQ_INT(r.n_reinit, 0);
 	CHECK(ckpt_same_tensors(a, b));
+	/* the file read, named by its size and every byte's CRC-32C */
+	uint8_t *raw = NULL;
+	size_t len = 0;
+	CHECK_OK(ims_read_file(path, &raw, &len, 0, &e), &e);
+	CHECK_EQ_U64(r.file_bytes, len);
+	CHECK_EQ_U64(r.file_crc32c, ims_crc32c(0, raw, len));
+	free(raw);
 	nn_load_report_release(&r);
 	CHECK(ckpt_report_empty(&r));
 	nn_load_report_release(NULL);

@@ -1,8 +1,9 @@
 /*
  * test_safetensors.c - the checkpoint format: round trips through the
  * writer and reader, a file built byte by byte here, the writer's exact
- * bytes, half-precision conversions, and every corruption the reader must
- * refuse with a message naming the file and the tensor.
+ * bytes (and the whole file's CRC-32C), half-precision conversions, and
+ * every corruption the reader must refuse with a message naming the file
+ * and the tensor.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -319,6 +320,13 @@ static void test_writer_bytes(void)
 	if (len == 8 + hl + 9)
 		CHECK_MEM(raw, want, len);
 	free(raw);
+	/* st_file_crc32c: every byte of the file, header and padding too */
+	st_file *g = NULL;
+	CHECK_OK(st_open(path, &g, &e), &e);
+	uint64_t bytes = 0;
+	CHECK_EQ_U64(g ? st_file_crc32c(g, &bytes) : 0, ims_crc32c(0, want, 8 + hl + 9));
+	CHECK_EQ_U64(bytes, 8 + hl + 9);
+	st_close(g);
 
 	/* An empty writer gives "{}" padded: a valid file with nothing in it. */
 	CHECK_OK(st_writer_create(&w, &e), &e);

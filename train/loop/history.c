@@ -3,8 +3,9 @@
  * checkpoint's "run" metadata (a JSON object), so that the summary of a
  * resumed run describes the whole run (its images, the wall and training
  * time of every part, the best validation over all of them, the damaged
- * records met) and not only the part that wrote it. Time a part spent
- * after its last checkpoint (a killed run) is not in it.
+ * records met, the file --init started it from) and not only the part
+ * that wrote it. Time a part spent after its last checkpoint (a killed
+ * run) is not in it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,6 +47,50 @@ cJSON *loop_history_parts(const run *r, const nn_train_result *res)
 	return a;
 }
 
+/*
+ * A run started with --init says what it started from, in every
+ * checkpoint's "run" and in summary.json, so a fine-tuned model names
+ * its origin after any number of resumed parts (--resume and --init
+ * exclude each other: the record is made once, here, and carried). The
+ * path is kept as given, escaped as imshard prints names (control
+ * characters and bytes that are not UTF-8 as \xHH): metadata must be
+ * UTF-8, and a name from outside must not rewrite a terminal that shows
+ * it. Its size and the CRC-32C of all its bytes name the very file read
+ * ("verified": its own checksum was there and matched); the counts and
+ * flags say what of it was taken.
+ */
+int loop_history_init(run *r, const nn_load_report *rep, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	const size_t cap = 4 * strlen(o->net.init) + 1; /* each byte \xHH at most */
+	char *path = malloc(cap);
+	cJSON *j = cJSON_CreateObject();
+	int ok = path && j;
+	if (ok) {
+		char crc[16];
+		snprintf(crc, sizeof(crc), "%08x", rep->file_crc32c);
+		ok = cJSON_AddStringToObject(j, "path", ims_escape(o->net.init, path, cap)) &&
+		     cJSON_AddNumberToObject(j, "bytes", (double)rep->file_bytes) &&
+		     cJSON_AddStringToObject(j, "crc32c", crc) &&
+		     cJSON_AddBoolToObject(j, "verified", rep->verified) &&
+		     cJSON_AddNumberToObject(j, "loaded", rep->loaded) &&
+		     cJSON_AddNumberToObject(j, "missing", rep->n_missing) &&
+		     cJSON_AddNumberToObject(j, "ignored", rep->n_unexpected) &&
+		     cJSON_AddNumberToObject(j, "reinit", rep->n_reinit) &&
+		     cJSON_AddBoolToObject(j, "init_partial", o->net.init_partial) &&
+		     cJSON_AddBoolToObject(j, "reset_head", o->net.reset_head) &&
+		     cJSON_AddBoolToObject(j, "other_classes", rep->head_reset == 2) &&
+		     cJSON_AddBoolToObject(j, "freeze_backbone", o->net.freeze_backbone);
+	}
+	free(path);
+	cJSON_free(r->part.hist.init_json);
+	r->part.hist.init_json = ok ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	RETURN_IF(!r->part.hist.init_json, err, IMS_ENOMEM,
+		  "cannot train: out of memory");
+	return 0;
+}
+
 /* The run so far, for a checkpoint written now: malloc'd JSON text, NULL
  * when out of memory. */
 char *loop_history_save(run *r, const nn_train_result *res)
@@ -80,6 +125,14 @@ char *loop_history_save(run *r, const nn_train_result *res)
 	for (int i = 0; first && i < r->bad.n_first; i++)
 		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
 	cJSON_AddNumberToObject(j, "lr_batch", r->sched.lr_batch);
+	if (r->part.hist.init_json) {
+		cJSON *init = cJSON_Parse(r->part.hist.init_json);
+		if (!init) {
+			cJSON_Delete(j);
+			return NULL;
+		}
+		cJSON_AddItemToObject(j, "init", init);
+	}
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	return text;
@@ -105,7 +158,8 @@ static int num(const cJSON *j, const char *key, double lo, double *v,
 /*
  * Restores the earlier parts from a checkpoint's "run" text (NULL: a
  * checkpoint from before it was kept, whose totals start at 0): into
- * r->part.hist, r->log, r->bad, r->sched.lr_batch and res's totals.
+ * r->part.hist (with --init's record, when the run has one), r->log,
+ * r->bad, r->sched.lr_batch and res's totals.
  */
 int loop_history_load(run *r, const char *text, nn_train_result *res,
 		      const char *path, ims_error *err)
@@ -127,7 +181,11 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 			 err);
 	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(j, "parts");
 	const cJSON *first = cJSON_GetObjectItemCaseSensitive(j, "bad_record_indices");
-	if (!rc && ((parts && !cJSON_IsArray(parts)) || (first && !cJSON_IsArray(first))))
+	/* absent from checkpoints written before it was kept, and from a
+	 * run not started with --init */
+	const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
+	if (!rc && ((parts && !cJSON_IsArray(parts)) ||
+		    (first && !cJSON_IsArray(first)) || (init && !cJSON_IsObject(init))))
 		rc = ims_fail(err, IMS_ECORRUPT,
 			      "cannot resume from '%s': its run history is malformed", path);
 	if (rc) {
@@ -166,6 +224,11 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 		if (!r->part.hist.parts_json)
 			rc = ims_fail(err, IMS_ENOMEM, "cannot resume: out of memory");
 	}
+	if (!rc && init) {
+		r->part.hist.init_json = cJSON_PrintUnformatted(init);
+		if (!r->part.hist.init_json)
+			rc = ims_fail(err, IMS_ENOMEM, "cannot resume: out of memory");
+	}
 	cJSON_Delete(j);
 	return rc;
 }
@@ -174,4 +237,6 @@ void loop_history_release(run *r)
 {
 	cJSON_free(r->part.hist.parts_json);
 	r->part.hist.parts_json = NULL;
+	cJSON_free(r->part.hist.init_json);
+	r->part.hist.init_json = NULL;
 }

@@ -128,6 +128,12 @@ typedef struct loop_start {
 typedef struct loop_history {
 	int parts;             /* earlier parts */
 	char *parts_json;      /* their "parts" array as JSON text, or NULL */
+	char *init_json;       /* the file the run started from (--init): its
+				  "init" object as JSON text, made when it was
+				  loaded (loop_history_init) and carried by
+				  every later part; NULL for a run started
+				  from scratch or from a checkpoint older
+				  than the record */
 	double wall_s, startup_s, wait_s;
 	uint64_t images;
 } loop_history;
@@ -355,6 +361,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			 uint64_t position, uint64_t step, ims_error *err);
 
 /* history.c */
+int loop_history_init(run *r, const nn_load_report *rep, ims_error *err);
 char *loop_history_save(run *r, const nn_train_result *res);
 int loop_history_load(run *r, const char *text, nn_train_result *res,
 		      const char *path, ims_error *err);

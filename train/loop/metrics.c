@@ -388,6 +388,10 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 		cJSON_AddStringToObject(j, "run_id", r->part.run_id);
 	cJSON_AddNumberToObject(j, "world", r->dp.world);
 	cJSON_AddStringToObject(j, "model", o->net.model);
+	/* what --init started the run from, whichever part it was given to
+	 * (history.c); absent for a run from scratch */
+	if (r->part.hist.init_json)
+		cJSON_AddItemToObject(j, "init", cJSON_Parse(r->part.hist.init_json));
 	cJSON_AddStringToObject(j, "device", o->net.device);
 	cJSON_AddNumberToObject(j, "threads", r->ctx.threads);
 	cJSON_AddNumberToObject(j, "batch_per_rank", o->optim.batch_size);

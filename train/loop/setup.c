@@ -522,6 +522,8 @@ int loop_make_model(run *r, ims_error *err)
 		/* told only once accepted: a refused file's error is the
 		 * one line said about it */
 		int rc = check_init(r, &rep, err);
+		if (!rc)
+			rc = loop_history_init(r, &rep, err);
 		for (int k = 0; k < 2 && !rc && r->log.ev.warning; k++) {
 			const char *note = k ? notes.norm : notes.classes;
 			if (note[0])
