@@ -619,6 +619,11 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i)
 		ims_buf_printf(b, ", %s thread%s per rank; train_s %s after %s start-up.",
 			  rep_fmt_n(n1, s->threads), ims_plural(s->threads, "", "s"), rep_fmt_s_n(n2, st->train_s),
 			  rep_fmt_s_n(n3, s->startup_s));
+		if (s->init_path) {
+			ims_buf_puts(b, " Fine-tuned from <code>");
+			rb_html(b, s->init_path);
+			ims_buf_puts(b, "</code>.");
+		}
 	} else
 		ims_buf_puts(b, ".");
 	ims_buf_printf(b, " %zu train, %zu val and %zu gpu lines.</p>\n", run->n_train,

@@ -96,6 +96,9 @@ typedef struct rep_option {
 typedef struct rep_summary {
 	int world;                       /* 0 when absent */
 	char *model, *device;
+	char *init_path;                 /* init.path: the file --init started
+					    the run from (as the trainer wrote
+					    it, escaped); NULL: from scratch */
 	double threads, batch_per_rank, global_batch, lr_per_rank, lr_peak;
 	double epochs, steps, images, wall_s, train_s, startup_s, images_per_s;
 	double busy_max_min_ratio, data_wait_s, stall_fraction;

@@ -582,6 +582,12 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	s->world = isnan(world) ? 0 : (int)world;
 	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "model", &s->model));
 	GOTO_IF_ERR(out, rc, sum_string(run, path, o, "device", &s->device));
+	/* a fine-tuned run names the file it started from */
+	const cJSON *init = cJSON_GetObjectItemCaseSensitive(o, "init");
+	if (init && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(init, "path")))
+		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'init' has no 'path' string"));
+	else if (init)
+		GOTO_IF_ERR(out, rc, sum_string(run, path, init, "path", &s->init_path));
 	/* best_epoch is -1 to the trainer until a validation ran */
 	static const struct {
 		const char *key;
@@ -688,6 +694,7 @@ void rep_run_release(rep_run *run)
 	rep_summary *s = &run->sum;
 	free(s->model);
 	free(s->device);
+	free(s->init_path);
 	free(s->busy_s);
 	free(s->data_wait_s_per_rank);
 	free(s->comm_s_per_rank);

@@ -2,7 +2,8 @@
  * test_html.c - the page (report/html.c) from fixture runs: every run's
  * charts and the charts across runs are there with drawn marks, time to
  * the target, a run without summary.json and GPU lines are shown, skipped
- * lines are named, and nothing on the page reaches outside it.
+ * lines are named, a fine-tuned run names its --init file, and nothing on
+ * the page reaches outside it.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -197,6 +198,47 @@ static void test_partial_runs(void)
 	rep_report_release(&r);
 }
 
+/* A run fine-tuned with --init names its file, escaped for HTML; a run
+ * from scratch says nothing; an init without a path is named. */
+static void test_fine_tuned(void)
+{
+	char dir[4200];
+	static const char *const names[3] = {"ft", "scratch", "noinit"};
+	rep_test_sub(dir, sizeof(dir), tmp, "ft");
+	rep_test_run_a(dir);
+	rep_test_sub(dir, sizeof(dir), tmp, "scratch");
+	rep_test_run_a(dir);
+	rep_test_sub(dir, sizeof(dir), tmp, "noinit");
+	rep_test_run_a(dir);
+	static const char *const init[2] = {
+		"\"init\":{\"path\":\"w/<r18>.safetensors\",\"bytes\":8,\"crc32c\":\"0a1b2c3d\"},",
+		"\"init\":{\"bytes\":8},"};
+	for (int i = 0; i < 2; i++) {
+		char path[4300], *text = NULL;
+		size_t len = 0;
+		ims_error err;
+		rep_test_sub(dir, sizeof(dir), tmp, names[2 * i]);
+		snprintf(path, sizeof(path), "%s/summary.json", dir);
+		CHECK_OK(ims_read_file(path, (uint8_t **)&text, &len, 0, &err), &err);
+		char *with = malloc(len + strlen(init[i]) + 1);
+		if (!text || !with || text[0] != '{')
+			exit(1);
+		snprintf(with, len + strlen(init[i]) + 1, "{%s%.*s", init[i], (int)len - 1, text + 1);
+		CHECK_OK(ims_write_file_atomic(path, with, strlen(with), &err), &err);
+		free(text);
+		free(with);
+	}
+	rep_report r;
+	char *page = render(&r, names, 3, -1);
+	if (!page)
+		return;
+	CHECK(strstr(page, "start-up. Fine-tuned from <code>w/&lt;r18&gt;.safetensors</code>.") != NULL);
+	CHECK_EQ_U64(count(page, "Fine-tuned from"), 1);
+	CHECK(strstr(page, "noinit/summary.json: &#39;init&#39; has no &#39;path&#39; string") != NULL);
+	free(page);
+	rep_report_release(&r);
+}
+
 /* Ten ranks: the per-step mean and extremes instead of a line per rank. */
 static void test_many_ranks(void)
 {
@@ -238,6 +280,7 @@ int main(void)
 	test_tmpdir(tmp, sizeof(tmp), "test_html");
 	test_scaling_page();
 	test_partial_runs();
+	test_fine_tuned();
 	test_many_ranks();
 	if (!test_failures_)
 		test_rm_tree(tmp);
