@@ -426,5 +426,14 @@ int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 				(unsigned long long)index, s->path, rec->n_extra,
 				ims_plural(rec->n_extra, "label", "labels"),
 				r->m.n_extra_labels);
+	/* The writer refuses a label without a class name, and readers
+	 * index the manifest's classes by it (the trainer's loss, eval's
+	 * confusion matrix, extract's list): one past them is a damaged
+	 * record, replaced by the loader, rather than the end of a run. */
+	if ((uint64_t)rec->label >= r->m.n_classes)
+		return ims_fail(err, IMS_ECORRUPT,
+				"record %llu in shard '%s': label %d has no class (the manifest lists %zu)",
+				(unsigned long long)index, s->path, (int)rec->label,
+				r->m.n_classes);
 	return 0;
 }

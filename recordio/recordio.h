@@ -395,8 +395,9 @@ void rio_cursor_close(rio_cursor *c);
  * increasing order is a sequential walk (no tree descent per record).
  * Errors: IMS_EINVAL (index out of range), IMS_ENOTFOUND (key missing
  * from its shard), IMS_ECORRUPT / IMS_EFORMAT (damaged record, or one
- * whose number of extra labels is not the manifest's extra_labels: the
- * message names the shard and index), IMS_ECHANGED (the shard's size or
+ * whose number of extra labels is not the manifest's extra_labels, or
+ * whose label is not below the manifest's class count: the message names
+ * the shard and index), IMS_ECHANGED (the shard's size or
  * modification time is no longer what was checked at open: it was
  * truncated or rewritten; no record of it can be trusted, so stop rather
  * than retry). Costs one fstat per call for that check.

@@ -4,7 +4,8 @@ every check but the digest satisfied (docs/FORMAT.md; lmdb module).
 
 usage: split_edit.py relabel MANIFEST.json INDEX LABEL
            record INDEX gets class LABEL; its header CRC and the manifest's
-           class counts are fixed up to match
+           class counts are fixed up to match (a LABEL the manifest has no
+           class for leaves the counts as they were: they still add up)
        split_edit.py drop-last MANIFEST.json
            the split's last record is deleted; the manifest's counts, shard
            record count and byte size are fixed up to match
@@ -61,8 +62,9 @@ def relabel(mpath, index, label):
         struct.pack_into("<I", val, 44, crc32c(val[48:hlen], crc32c(val[:44])))
         txn.put(key, bytes(val))
     env.close()
-    man["class_counts"][old] -= 1
-    man["class_counts"][label] += 1
+    if label < len(man["classes"]):
+        man["class_counts"][old] -= 1
+        man["class_counts"][label] += 1
     s["bytes"] = os.path.getsize(path)
     save(mpath, man)
 

@@ -262,6 +262,21 @@ expect 0 fit --epochs 1 --log-dir "$T/good"
 lacks "$T/err" "could not be loaded"
 same "$(json "$T/good/summary.json" '(j["bad_records"], j["bad_record_indices"], j["val_bad_records"], j["val_records"])')" "(0, [], 0, 40)" "an intact split's counts"
 
+# a label the manifest has no class for (its class list cut short, or a
+# record relabelled past it) is a damaged record: replaced and named, in
+# training and in validation (before: the run stopped at the loss,
+# "sample 5 has label 9", naming neither split nor record; for a
+# validation record after the epoch's training, with no checkpoint)
+cp -r "$T/p" "$T/pl"
+expect 0 edit relabel "$T/pl/train.json" 5 9
+expect 0 edit relabel "$T/pl/val.json" 2 9
+expect 0 "$IMSHARD_TRAIN" --train "$T/pl/train.json" --val "$T/pl/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1 --log-dir "$T/pl/log"
+contains "$T/err" "epoch 1: 1 training record could not be loaded"
+contains "$T/err" "record 5 in shard '$T/pl/train-00000-of-00001.mdb': label 9 has no class (the manifest lists 4)"
+contains "$T/err" "epoch 1 validation: 1 record could not be loaded and was left out"
+contains "$T/out" "(39 records)"
+same "$(json "$T/pl/log/summary.json" '(j["bad_records"], j["bad_record_indices"], j["val_bad_records"])')" "(1, [5], 1)" "records without a class counted"
+
 # --- 5. --init that loads too little ----------------------------------------
 if have_mpi; then
   expect 1 fit --init "$T/u/checkpoint.safetensors" --max-steps 1

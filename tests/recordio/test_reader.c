@@ -461,6 +461,59 @@ static void extra_labels(const char *dir)
 	}
 }
 
+/* ---- a label without a class -------------------------------------------
+ * A manifest whose class list was cut short (edited by hand, or another
+ * split's) over records that use the classes it lost: each such record is
+ * refused where it is read, naming it; the others read. Before, the
+ * record was served and the trainer stopped at its loss, naming neither
+ * the split nor the record, a whole epoch in when it was a validation
+ * record. */
+
+static void label_without_class(const char *dir)
+{
+	static const char *names[] = {"a", "b", "c"};
+	ims_error e;
+	rio_writer_opts o = {0};
+	o.dir = dir;
+	o.name = "s";
+	o.force = 1;
+	rio_writer *w;
+	CHECK_OK(rio_writer_open(&o, &w, &e), &e);
+	static uint8_t buf[10000];
+	for (uint64_t i = 0; i < 20; i++) {
+		rio_record rec;
+		make_record(&rec, i, buf, 3); /* label i % 3: 7, 7, 6 */
+		CHECK_OK(rio_writer_add(w, &rec, &e), &e);
+	}
+	rio_writer_meta meta = {.encoding = "keep", .classes = names, .n_classes = 3};
+	CHECK_OK(rio_writer_finish(w, &meta, NULL, &e), &e);
+	char manifest[4200];
+	snprintf(manifest, sizeof(manifest), "%s/s.json", dir);
+	edit_manifest(manifest, "[\"a\", \"b\", \"c\"]", "[\"a\", \"b\"]");
+	edit_manifest(manifest, "[7, 7, 6]", "[7, 13]");
+	rio_reader *r;
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	rio_cursor *c;
+	CHECK_OK(rio_cursor_open(r, 0, &c, &e), &e);
+	rio_record rec;
+	for (uint64_t i = 0; i < 20; i++) {
+		ims_error_clear(&e);
+		int rc = rio_cursor_get(c, i, &rec, &e);
+		if (i % 3 < 2) {
+			CHECK_OK(rc, &e);
+			continue;
+		}
+		CHECK_EQ_INT(rc, IMS_ECORRUPT);
+		char want[4096 + IMS_ERRMSG_MAX];
+		snprintf(want, sizeof(want),
+			 "record %llu in shard '%s/s-00000-of-00001.mdb': label 2 has no class (the manifest lists 2)",
+			 (unsigned long long)i, dir);
+		CHECK_EQ_STR(e.msg, want);
+	}
+	rio_cursor_close(c);
+	rio_reader_close(r);
+}
+
 int main(void)
 {
 	alarm(300); /* a FIFO that blocks an open is a failure, not a hang */
@@ -557,12 +610,16 @@ int main(void)
 	char extra[4096], damaged[4096], changed[4096];
 	test_tmpdir(extra, sizeof(extra), "reader-extra");
 	extra_labels(extra);
+	char nolabel[4096];
+	test_tmpdir(nolabel, sizeof(nolabel), "reader-label");
+	label_without_class(nolabel);
 	test_tmpdir(damaged, sizeof(damaged), "reader-damaged");
 	damaged_shards(damaged);
 	test_tmpdir(changed, sizeof(changed), "reader-changed");
 	changed_shards(changed);
 	int failures = TEST_EXIT();
 	test_tmp_done(extra, failures);
+	test_tmp_done(nolabel, failures);
 	test_tmp_done(damaged, failures);
 	test_tmp_done(changed, failures);
 	return test_tmp_done(dir, failures);
