@@ -494,7 +494,9 @@ int aug_warp(const aug_image *src, const aug_plan *p,
  * what validation fed it. scratch holds the decoded pixels (reused
  * between calls; aug_image_release). times (may be NULL) gets the
  * seconds spent decoding ([0]) and warping ([1]) added.
- * Errors: those of aug_sample_plan, aug_decode_region and aug_warp.
+ * Errors: those of aug_sample_plan, aug_decode_region and aug_warp, and
+ * IMS_ECORRUPT when the image decodes to another upright size than
+ * upright_w x upright_h (a record header that is not its image's).
  * Threads: any thread with its own codec and scratch.
  */
 int aug_render(aug_codec *c, const uint8_t *buf, size_t len, int upright_w,

@@ -18,8 +18,16 @@ int aug_render(aug_codec *c, const uint8_t *buf, size_t len, int upright_w,
 				       &plan, err));
 	aug_rect need = {plan.need_x0, plan.need_y0, plan.need_x1, plan.need_y1};
 	aug_region got;
+	aug_image_info info;
 	FORWARD_IF_ERR(aug_decode_region(c, buf, len, AUG_CHANNELS_RGB, &need,
-					 plan.scale, scratch, &got, NULL, err));
+					 plan.scale, scratch, &got, &info, err));
+	/* The plan was drawn for the size given (a record's header): on an
+	 * image of another size it would crop the wrong part of it, or a
+	 * corner, without a word. */
+	RETURN_IF(info.upright_width != upright_w || info.upright_height != upright_h,
+		  err, IMS_ECORRUPT,
+		  "the image is %dx%d (upright), not the %dx%d its header gives",
+		  info.upright_width, info.upright_height, upright_w, upright_h);
 	FORWARD_IF_ERR(aug_plan_rebase(&plan, got.x0, got.y0, got.scale, got.scale,
 				       err));
 	double t1 = times ? ims_now() : 0;

@@ -212,6 +212,43 @@ static void check_errors(aug_codec *c, const char *dir)
 	aug_image_release(&out);
 }
 
+/* aug_render draws its plan for the size it is given (the loader: the
+ * record header's) and refuses an image of another upright size: a
+ * header of a smaller size, or one of the image's sides swapped, made it
+ * render a corner or a stretched part of the image, without a word. */
+static void check_render_size(aug_codec *c, const char *dir)
+{
+	size_t len;
+	uint8_t *buf = load(dir, "exif_6.jpg", &len);
+	aug_image_info info;
+	ims_error err = {0};
+	CHECK_OK(aug_probe(c, buf, len, &info, &err), &err);
+	const int w = info.upright_width, h = info.upright_height;
+	CHECK(w != h);
+	aug_transform_opts t;
+	aug_transform_opts_init(&t, 0);
+	t.out_w = t.out_h = 16;
+	void *dst = malloc(aug_sample_bytes(&t));
+	aug_image scratch = {0};
+	CHECK_OK(aug_render(c, buf, len, w, h, &t, 1, 0, 0, &scratch, dst, NULL,
+			    &err), &err);
+	const int sizes[][2] = {{w / 2, h / 2}, {h, w}, {w, h + 1}};
+	for (size_t k = 0; k < 3; k++) {
+		err.msg[0] = 0;
+		CHECK_EQ_INT(aug_render(c, buf, len, sizes[k][0], sizes[k][1], &t, 1,
+					0, 0, &scratch, dst, NULL, &err),
+			     IMS_ECORRUPT);
+		char want[128];
+		snprintf(want, sizeof(want),
+			 "the image is %dx%d (upright), not the %dx%d its header gives",
+			 w, h, sizes[k][0], sizes[k][1]);
+		CHECK_EQ_STR(err.msg, want);
+	}
+	aug_image_release(&scratch);
+	free(dst);
+	free(buf);
+}
+
 /* Random rectangles on damaged copies of big.jpg (cut short, bytes
  * flipped): any status, never a crash (run under ASan in CI). */
 static void fuzz_big(aug_codec *c, const char *dir)
@@ -285,6 +322,7 @@ int main(void)
 	check_file(c, dir, "big.jpg", 25);
 
 	check_errors(c, dir);
+	check_render_size(c, dir);
 	fuzz_big(c, dir);
 
 	aug_codec_destroy(c);

@@ -6,6 +6,9 @@ usage: split_edit.py relabel MANIFEST.json INDEX LABEL
            record INDEX gets class LABEL; its header CRC and the manifest's
            class counts are fixed up to match (a LABEL the manifest has no
            class for leaves the counts as they were: they still add up)
+       split_edit.py resize MANIFEST.json INDEX WIDTH HEIGHT
+           record INDEX's header gives WIDTH x HEIGHT (its image unchanged);
+           its header CRC is fixed up to match
        split_edit.py drop-last MANIFEST.json
            the split's last record is deleted; the manifest's counts, shard
            record count and byte size are fixed up to match
@@ -69,6 +72,23 @@ def relabel(mpath, index, label):
     save(mpath, man)
 
 
+def resize(mpath, index, width, height):
+    man = json.load(open(mpath))
+    s = shard_of(man, index)
+    path = os.path.join(os.path.dirname(mpath), s["path"])
+    env = lmdb.open(path, subdir=False, lock=False, map_size=max(1 << 24, 2 * os.path.getsize(path)))
+    key = struct.pack(">Q", index)
+    with env.begin(write=True) as txn:
+        val = bytearray(txn.get(key))
+        hlen = struct.unpack_from("<H", val, 6)[0]
+        struct.pack_into("<II", val, 20, width, height)
+        struct.pack_into("<I", val, 44, crc32c(val[48:hlen], crc32c(val[:44])))
+        txn.put(key, bytes(val))
+    env.close()
+    s["bytes"] = os.path.getsize(path)
+    save(mpath, man)
+
+
 def drop_last(mpath):
     man = json.load(open(mpath))
     last = man["records"] - 1
@@ -124,6 +144,8 @@ if __name__ == "__main__":
     cmd, mpath = sys.argv[1], sys.argv[2]
     if cmd == "relabel":
         relabel(mpath, int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "resize":
+        resize(mpath, int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     elif cmd == "drop-last":
         drop_last(mpath)
     elif cmd == "damage":

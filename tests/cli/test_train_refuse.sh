@@ -277,6 +277,15 @@ contains "$T/err" "epoch 1 validation: 1 record could not be loaded and was left
 contains "$T/out" "(39 records)"
 same "$(json "$T/pl/log/summary.json" '(j["bad_records"], j["bad_record_indices"], j["val_bad_records"])')" "(1, [5], 1)" "records without a class counted"
 
+# a record whose header gives another size than its image's is damaged:
+# the sample was planned for that size (before: a header of 8x8 over an
+# image of about 180x220 trained on its top-left corner, without a word)
+cp -r "$T/p" "$T/pz"
+expect 0 edit resize "$T/pz/train.json" 0 8 8
+expect 0 "$IMSHARD_TRAIN" --train "$T/pz/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
+contains "$T/err" "epoch 1: 1 training record could not be loaded"
+contains "$T/err" "(upright), not the 8x8 its header gives"
+
 # --- 5. --init that loads too little ----------------------------------------
 if have_mpi; then
   expect 1 fit --init "$T/u/checkpoint.safetensors" --max-steps 1
