@@ -215,10 +215,18 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	}
 	uint64_t b = (uint64_t)o->batch_size;
 	l->batches = o->drop_last ? l->per_rank / b : (l->per_rank + b - 1) / b;
+	/* the split named, and the batch said to be per rank: a batch
+	 * taken for the global one is the usual cause */
+	if (l->batches == 0 && o->world == 1)
+		GOTO_FAIL(fail, rc, err, IMS_EINVAL,
+			  "'%s' holds %llu %s, not enough for one batch of %d",
+			  o->manifest, (unsigned long long)l->per_rank,
+			  ims_plural(l->per_rank, "record", "records"), o->batch_size);
 	if (l->batches == 0)
 		GOTO_FAIL(fail, rc, err, IMS_EINVAL,
-			  "each rank gets %llu records, not enough for one batch of %d",
-			  (unsigned long long)l->per_rank, o->batch_size);
+			  "'%s' gives each of the %d ranks %llu %s, not enough for one batch of %d (a batch is per rank)",
+			  o->manifest, o->world, (unsigned long long)l->per_rank,
+			  ims_plural(l->per_rank, "record", "records"), o->batch_size);
 	l->share = malloc(l->per_rank * sizeof(uint64_t));
 	l->share_pad = calloc(l->per_rank, 1);
 	if (!l->share || !l->share_pad)

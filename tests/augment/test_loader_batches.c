@@ -558,10 +558,22 @@ static void test_errors(void)
 	o.world = 0;
 	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_EINVAL);
 
-	/* too small for one batch per rank */
+	/* too small for one batch per rank: the split named (before: "each
+	 * rank gets 6 records", and no split) */
 	lt_base_opts(&o, lt_odd, 1, 8, 32);
 	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_EINVAL);
 	CHECK(l == NULL);
+	char want[4400 + 64];
+	snprintf(want, sizeof(want), "'%s' holds 6 records, not enough for one batch of 8",
+		 lt_odd);
+	CHECK_EQ_STR(err.msg, want);
+	lt_base_opts(&o, lt_odd, 1, 4, 32);
+	o.world = 2;
+	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_EINVAL);
+	snprintf(want, sizeof(want),
+		 "'%s' gives each of the 2 ranks 3 records, not enough for one batch of 4 (a batch is per rank)",
+		 lt_odd);
+	CHECK_EQ_STR(err.msg, want);
 
 	lt_base_opts(&o, lt_main, 1, 8, 0);
 	CHECK_EQ_INT(aug_loader_open(&o, &l, &err), IMS_EINVAL);

@@ -508,7 +508,7 @@ if have_mpi; then
   expect 0 "$IMSHARD" pack "$T/one.lst" "$T/s" -o "$T/p1r/train" --classes "$T/p/classes.txt" --quiet
   for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
     "--train $T/p1r/train.json|imshard: '$T/p1r/train.json' holds 1 record, fewer than the 2 ranks" \
-    "--train $tr --batch-size 64|not enough for one batch of 64" \
+    "--train $tr --batch-size 64|imshard: '$tr' gives each of the 2 ranks 60 records, not enough for one batch of 64 (a batch is per rank)" \
     "--train $tr --cudnn-algo heuristic|imshard: cannot use --cudnn-algo heuristic with --device cpu" \
     "--train $tr --shard-owning|shard-owning mode: 1 shard cannot give each of 2 ranks records (pack the split into at least 2 shards"; do
     # shellcheck disable=SC2086
