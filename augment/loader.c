@@ -9,6 +9,7 @@
  * previous one back. Everything a sample looks like comes from (seed,
  * epoch, record index), never from which thread or rank made it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -378,6 +379,19 @@ static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
 	return rc;
 }
 
+
+/* Whether msg already names record index (the reader's messages do:
+ * "record 5 in shard ..."; a decoder's do not), so that the loader's
+ * context does not say it twice ("record 5: record 5 in shard"). */
+static int names_record(const char *msg, uint64_t index)
+{
+	char name[32];
+	int n = snprintf(name, sizeof(name), "record %llu", (unsigned long long)index);
+	for (const char *p = strstr(msg, name); p; p = strstr(p + 1, name))
+		if (!isdigit((unsigned char)p[n]))
+			return 1;
+	return 0;
+}
 /* Fills slot s with batch `step` of the current epoch. */
 static void fill(aug_loader *l, slot *s, uint64_t step)
 {
@@ -411,7 +425,9 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 				s->replaced[j] = 1;
 				s->bad_first[j] = index;
 			}
-			ims_fail_context(&e, "record %llu", (unsigned long long)index);
+			if (!names_record(e.msg, index))
+				ims_fail_context(&e, "record %llu",
+						 (unsigned long long)index);
 #pragma omp critical(aug_loader_bad)
 			{
 				memcpy(last_bad, e.msg, sizeof(last_bad));
