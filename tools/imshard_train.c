@@ -318,6 +318,12 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 	o->optim.batch_size = batch;
 	o->data.size = size;
 	o->seed = seed;
+	/* kept as int64_t: 2^63 and above would wrap to a negative count,
+	 * which reads as "no limit" */
+	if (max_steps > (uint64_t)INT64_MAX || ckpt_every > (uint64_t)INT64_MAX)
+		USAGE("--%s must be at most %lld",
+		      max_steps > (uint64_t)INT64_MAX ? "max-steps" : "checkpoint-every",
+		      (long long)INT64_MAX);
 	o->optim.max_steps = (int64_t)max_steps;
 	o->out.checkpoint_every = (int64_t)ckpt_every;
 	o->out.log_every = log_every;

@@ -42,6 +42,15 @@ one_line "$T/err"
 contains "$T/err" "--checkpoint-every needs --checkpoint-dir"
 expect 0 fit --max-steps 1 --checkpoint-every 0
 
+# --- step counts past what a signed 64-bit count holds are bad usage ------
+# (before: --max-steps 2^63 wrapped to a negative count, read as no limit)
+for f in max-steps checkpoint-every; do
+  expect 2 fit --$f 9223372036854775808 --checkpoint-dir "$T/big"
+  one_line "$T/err"
+  contains "$T/err" "--$f must be at most 9223372036854775807"
+done
+absent "$T/big"
+
 # --- a warmup longer than the run is bad usage --------------------------
 expect 2 fit --epochs 1 --warmup-epochs 5
 one_line "$T/err"
