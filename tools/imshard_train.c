@@ -496,13 +496,20 @@ static int train_main(int argc, char **argv)
 		return fail_run(comm, &err);
 	if (res.nothing_to_do && dp_rank(comm) == 0) {
 		char safe[4 * 4096];
-		printf("nothing to train: the run in '%s' %s at step %llu (%llu "
-		       "%s done); no file changed\n",
+		/* epochs_done counts the epoch a --max-steps stop was
+		 * inside of: not "done" then */
+		char where[64];
+		if (res.nothing_to_do == 1)
+			snprintf(where, sizeof(where), "%d %s done", res.epochs_done,
+				 ims_plural((uint64_t)res.epochs_done, "epoch", "epochs"));
+		else
+			snprintf(where, sizeof(where), "in epoch %d of %d",
+				 res.epochs_done, o.optim.epochs);
+		printf("nothing to train: the run in '%s' %s at step %llu (%s); "
+		       "no file changed\n",
 		       ims_escape(o.out.checkpoint_dir, safe, sizeof(safe)),
 		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
-		       (unsigned long long)res.steps,
-		       (unsigned long long)res.epochs_done,
-		       ims_plural((uint64_t)res.epochs_done, "epoch", "epochs"));
+		       (unsigned long long)res.steps, where);
 		dp_finalize(comm);
 		return CLI_EXIT_OK;
 	}

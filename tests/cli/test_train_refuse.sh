@@ -154,6 +154,11 @@ sums=$(md5sum "$T/done/"*.json* "$T/done/checkpoint.safetensors")
 expect 0 fit --batch-size 16 --epochs 1 --checkpoint-dir "$T/done" --log-dir "$T/done" --resume
 contains "$T/out" "nothing to train: the run in '$T/done' is complete at step 7 (1 epoch done); no file changed"
 same "$(md5sum "$T/done/"*.json* "$T/done/checkpoint.safetensors")" "$sums" "a finished run resumed changes nothing"
+# a run that stopped at --max-steps inside an epoch says where (before:
+# "(1 epoch done)" after 3 of the epoch's 7 steps)
+expect 0 fit --batch-size 16 --epochs 2 --max-steps 3 --checkpoint-dir "$T/ms" --log-dir "$T/ms"
+expect 0 fit --batch-size 16 --epochs 2 --max-steps 3 --checkpoint-dir "$T/ms" --log-dir "$T/ms" --resume
+contains "$T/out" "nothing to train: the run in '$T/ms' reached --max-steps at step 3 (in epoch 1 of 2); no file changed"
 # the 16 -> 32 run's summary: both parts' images and time, the best
 # validation over both (metrics.jsonl holds every val line)
 same "$(/usr/bin/python3 -c 'import json,sys
