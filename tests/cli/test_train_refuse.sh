@@ -141,7 +141,17 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p2" --val-ratio 0.3 --seed 3 --
 expect 1 ck --train "$T/p2/train.json"
 one_line "$T/err"
 contains "$T/err" "the training split differs: its run trained on split 'train' (120 records"
+# another validation split: the run's best validation would compare
+# epochs scored on two splits (before: resumed without a word)
+expect 1 ck --val "$T/p2/val.json"
+one_line "$T/err"
+contains "$T/err" "the validation split differs: its run validated on split 'val' ($(json "$va" 'j["records"]') records"
+contains "$T/err" "--val '$T/p2/val.json' is split 'val' ($(json "$T/p2/val.json" 'j["records"]') records"
 same "$(md5sum <"$T/c_part/checkpoint.safetensors")" "$before" "refused resumes leave the checkpoint"
+# without --val nothing is compared: it resumes
+cp -r "$T/c_part" "$T/c_noval"
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --model convnet7 --size 16 --threads 1 --quiet --batch-size 16 --epochs 2 \
+  --checkpoint-dir "$T/c_noval" --resume
 # optimiser settings are taken as given, and listed
 cp -r "$T/c_part" "$T/c_other"
 expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 16 --epochs 2 \

@@ -55,8 +55,11 @@ typedef struct loop_data {
 	 * count and a digest of its shards' digests */
 	char train_name[256];
 	uint64_t train_records, train_digest;
-	/* the validation split's, for the ranks' agreement (0 without one) */
-	uint64_t val_digest;
+	/* the validation split's, for the ranks' agreement and for a
+	 * resumed run, whose best validation compares epochs scored on it
+	 * (0 and "" without one) */
+	char val_name[256];
+	uint64_t val_records, val_digest;
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;

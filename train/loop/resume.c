@@ -32,7 +32,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	if (!r->o->out.checkpoint_dir || r->dp.rank != 0)
 		return 0;
 	char e[32], ep[32], s[32], w[32], b[32], seed[32], cls[32], size[32];
-	char nrec[32], dig[32];
+	char nrec[32], dig[32], vrec[32], vdig[32];
 	snprintf(e, sizeof(e), "%d", epoch);
 	snprintf(ep, sizeof(ep), "%llu", (unsigned long long)position);
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)step);
@@ -43,6 +43,8 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	snprintf(size, sizeof(size), "%d", r->o->data.size);
 	snprintf(nrec, sizeof(nrec), "%llu", (unsigned long long)r->data.train_records);
 	snprintf(dig, sizeof(dig), "%016llx", (unsigned long long)r->data.train_digest);
+	snprintf(vrec, sizeof(vrec), "%llu", (unsigned long long)r->data.val_records);
+	snprintf(vdig, sizeof(vdig), "%016llx", (unsigned long long)r->data.val_digest);
 	/* the options that shaped the run, for a person reading the file
 	 * and for what a resumed run may change */
 	cJSON *j = loop_options_json(r);
@@ -66,6 +68,8 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			      "model", r->o->net.model, "classes", cls, "size", size,
 			      "train_split", r->data.train_name,
 			      "train_records", nrec, "train_digest", dig,
+			      "val_split", r->data.val_name, "val_records", vrec,
+			      "val_digest", vdig,
 			      "options", opts, "run", hist,
 			      "run_id", r->part.run_id,
 			      "skipped_steps", sk,
@@ -246,6 +250,30 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 			  path, name, (unsigned long long)n, digest, o->data.train_manifest,
 			  r->data.train_name, (unsigned long long)r->data.train_records,
 			  now);
+	}
+	/* the best validation compares every part's epochs: scored on
+	 * another split they cannot be compared (resuming without --val,
+	 * or adding one to a run that had none, compares nothing) */
+	const char *vname = st_metadata_get(f, "val_split");
+	const char *vdigest = st_metadata_get(f, "val_digest");
+	uint64_t vn = 0;
+	if (vname && vdigest && o->data.val_manifest)
+		FORWARD_IF_ERR(meta_u64(f, "val_records", &vn, err));
+	if (vn > 0) {
+		char now[32];
+		snprintf(now, sizeof(now), "%016llx", (unsigned long long)r->data.val_digest);
+		RETURN_IF(vn != r->data.val_records || strcmp(vdigest, now) ||
+				  strcmp(vname, r->data.val_name),
+			  err, IMS_EINVAL,
+			  "cannot resume from '%s': the validation split differs: its "
+			  "run validated on split '%s' (%llu records, digest %s), --val "
+			  "'%s' is split '%s' (%llu records, digest %s); its best "
+			  "validation would compare epochs scored on two splits (resume "
+			  "with that split's --val, or without --val, or score the "
+			  "checkpoint with 'imshard eval')",
+			  path, vname, (unsigned long long)vn, vdigest,
+			  o->data.val_manifest, r->data.val_name,
+			  (unsigned long long)r->data.val_records, now);
 	}
 	/* the epochs a decaying schedule spans shape it: another count would
 	 * put this run somewhere else on another curve */

@@ -175,7 +175,12 @@ int loop_load_classes(run *r, ims_error *err)
 		 a.name ? a.name : "");
 	r->data.train_records = a.records;
 	r->data.train_digest = loop_split_digest(&a);
-	r->data.val_digest = r->o->data.val_manifest ? loop_split_digest(&b) : 0;
+	if (r->o->data.val_manifest) {
+		snprintf(r->data.val_name, sizeof(r->data.val_name), "%s",
+			 b.name ? b.name : "");
+		r->data.val_records = b.records;
+		r->data.val_digest = loop_split_digest(&b);
+	}
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
 	return rc;
