@@ -138,11 +138,12 @@ out:
 /*
  * Looks at outdir before anything is written: old[k] is set for each class
  * folder of an earlier sample. Without force any entry (other than the work
- * folder) is refused; with force, foreign folders and foreign files inside
- * class folders are.
+ * folder) is refused; with force, foreign folders, foreign files inside
+ * class folders and anything but a folder at the name of one of the first
+ * `classes` classes are.
  */
-static int inspect_outdir(const char *outdir, int force, int old[K_COUNT],
-			  ims_error *err)
+static int inspect_outdir(const char *outdir, int force, int classes,
+			  int old[K_COUNT], ims_error *err)
 {
 	memset(old, 0, sizeof(int) * K_COUNT);
 	ims_dir_listing ls = {0};
@@ -161,9 +162,17 @@ static int inspect_outdir(const char *outdir, int force, int old[K_COUNT],
 		GOTO_IF_ERR(out, rc, ims_path_join(path, sizeof(path), outdir, name, err));
 		int exists, dir = is_dir(path, &exists, err);
 		GOTO_IF_ERR(out, rc, dir);
+		int k = class_of_name(name);
+		/* A class folder is moved to this name at the end, after the
+		 * earlier sample's folders are gone: a file or link here would
+		 * fail that move and leave part of a dataset. */
+		if (!dir && k >= 0 && k < classes)
+			GOTO_FAIL(out, rc, err, IMS_EEXIST,
+				  "cannot write the sample to '%s': '%s' is not a folder, "
+				  "and class '%s' is written at that name (move it away)",
+				  outdir, name, name);
 		if (!dir)
 			continue; /* loose files are not classes: left alone */
-		int k = class_of_name(name);
 		if (k < 0)
 			GOTO_FAIL(out, rc, err, IMS_EEXIST,
 				  "cannot replace the sample in '%s': '%s' is not a sample "
@@ -337,7 +346,7 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 	if (!exists)
 		FORWARD_IF_ERR(ims_mkdir_p(outdir, err));
 	int old[K_COUNT];
-	FORWARD_IF_ERR(inspect_outdir(outdir, o->force, old, err));
+	FORWARD_IF_ERR(inspect_outdir(outdir, o->force, o->classes, old, err));
 
 	char tmp[4096], path[4096], dst[4096];
 	FORWARD_IF_ERR(ims_path_join(tmp, sizeof(tmp), outdir, TMP_NAME, err));

@@ -88,7 +88,8 @@ int cmd_sample(int argc, char **argv)
 		 "random seed, any non-negative integer (default 0)", 0, 0},
 		{"force", 'f', CLI_FLAG, &o.force, NULL,
 		 "replace the class folders of an earlier sample in OUTDIR\n"
-		 "(other files are kept; other folders are refused)", 0, 0},
+		 "(other files are kept; other folders, and a file or\n"
+		 "link at a class's name, are refused)", 0, 0},
 		{"threads", 't', CLI_INT, &o.threads, "T",
 		 "worker threads, 0 = one per CPU (default 0)", 0, 256},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL,

@@ -131,6 +131,26 @@ grep -q holiday "$T/err" || fail "refusal does not name the foreign folder"
 [ -d "$T/d/holiday" ] || fail "foreign folder removed"
 rmdir "$T/d/holiday"
 
+# --force with a file or a link at the name of a class it writes: refused
+# before anything changes (before: the earlier sample's folders were
+# removed, then moving that class into place failed, leaving the classes
+# before it, which looked like a whole smaller sample).
+run 0 "$IMSHARD" sample "$T/g" --classes 4 --per-class 2 -q
+rm -r "$T/g/crescent"
+touch "$T/g/crescent"
+cp -a "$T/g" "$T/g.before"
+run 1 "$IMSHARD" sample "$T/g" --force --classes 4 --per-class 3 -q
+[ "$(lines "$T/err")" -eq 1 ] || fail "refusal is not one line: $(cat "$T/err")"
+grep -q "'crescent' is not a folder" "$T/err" || fail "refusal does not name crescent: $(cat "$T/err")"
+diff -rq "$T/g" "$T/g.before" >/dev/null || fail "a refused --force changed the folder"
+rm "$T/g/crescent"
+ln -s "$T/d/circle" "$T/g/crescent"
+run 1 "$IMSHARD" sample "$T/g" --force --classes 4 --per-class 3 -q
+[ -d "$T/g/cross" ] || fail "a refused --force removed a class folder"
+# a class this run does not write may be a file: it is left alone
+run 0 "$IMSHARD" sample "$T/g" --force --classes 2 --per-class 3 -q
+[ -L "$T/g/crescent" ] || fail "--force removed a link it does not write over"
+
 # An existing empty folder is fine; an output that is a file is not.
 mkdir "$T/empty"
 run 0 "$IMSHARD" sample "$T/empty" -q --per-class 1 --classes 2
