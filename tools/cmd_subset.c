@@ -3,10 +3,12 @@
  * subset of a list (ds_subset), with the class names carried along. This
  * file checks options, finds the classes file and reports.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "imshard.h"
 #include "datasets/datasets.h"
@@ -22,9 +24,11 @@ static const cli_command subset_cmd = {
 	"Rows are drawn at random within each class with --seed; the same seed\n"
 	"gives the same subset on every machine, and a smaller count picks a\n"
 	"subset of what a larger one picks. OUT.lst keeps IN.lst's row order and\n"
-	"its rows unchanged (index, labels, path). It is written atomically; its\n"
-	"folder is created when missing. OUT.lst and the classes file written\n"
-	"beside it must not be IN.lst or the classes file read (bad usage).\n"
+	"its rows unchanged (index, labels, path). It and the classes file\n"
+	"written beside it are written to temporaries and renamed once both are\n"
+	"written, so a failed run changes neither; the folder is created when\n"
+	"missing. OUT.lst and the classes file written beside it must not be\n"
+	"IN.lst or the classes file read (bad usage).\n"
 	"\n"
 	"A class with fewer rows than wanted is an error naming each such class\n"
 	"and its count, unless --allow-short, which takes all of its rows and\n"
@@ -185,6 +189,7 @@ int cmd_subset(int argc, char **argv)
 	ds_list_init(&out);
 	ds_subset_report rep = {0};
 	char *src_classes = NULL, *dst_classes = NULL;
+	char *stage[2] = {NULL, NULL}; /* the temporaries; "" once renamed */
 	int status = CLI_EXIT_FAIL;
 
 	/* With a classes file, its names bound the labels (checked below,
@@ -271,13 +276,54 @@ int cmd_subset(int argc, char **argv)
 			say_short(&in, &rep);
 	}
 
+	/* Both files are written to temporaries and renamed only once both
+	 * are written: a run failing at the classes file must not leave its
+	 * new list beside missing or earlier class names. */
+	int write_classes = src_classes && !ims_same_file(dst_classes, src_classes);
+	for (int i = 0; i < 2; i++) {
+		const char *f = i ? dst_classes : output;
+		struct stat st;
+		if ((i == 0 || write_classes) && stat(f, &st) == 0 && S_ISDIR(st.st_mode)) {
+			cli_error("subset: '%s' is a folder: nothing was written", f);
+			goto done;
+		}
+	}
 	if (make_parent(output, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto done;
 	}
-	if (ds_list_write(output, &out, &err) < 0) {
+	size_t slen = strlen(output) + (dst_classes ? strlen(dst_classes) : 0) + 32;
+	stage[0] = malloc(slen);
+	stage[1] = malloc(slen);
+	if (!stage[0] || !stage[1]) {
+		cli_error("subset: out of memory");
+		goto done;
+	}
+	stage[0][0] = stage[1][0] = '\0';
+	snprintf(stage[0], slen, "%s.tmp.%ld", output, (long)getpid());
+	ims_temp_sweep_for(output, NULL);
+	if (ds_list_write(stage[0], &out, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto done;
+	}
+	if (write_classes) {
+		snprintf(stage[1], slen, "%s.tmp.%ld", dst_classes, (long)getpid());
+		ims_temp_sweep_for(dst_classes, NULL);
+		if (ds_classes_write(stage[1], &in, &err) < 0) {
+			cli_error("%s", err.msg);
+			goto done;
+		}
+	}
+	for (int i = 1; i >= 0; i--) {
+		const char *f = i ? dst_classes : output;
+		if (!stage[i][0])
+			continue;
+		if (rename(stage[i], f) < 0) {
+			cli_error("subset: cannot rename '%s' to '%s': %s", stage[i], f,
+				  strerror(errno));
+			goto done;
+		}
+		stage[i][0] = '\0';
 	}
 	size_t lo = SIZE_MAX, hi = 0;
 	for (size_t c = 0; c < rep.n_classes; c++) {
@@ -293,21 +339,21 @@ int cmd_subset(int argc, char **argv)
 		 hi);
 
 	if (src_classes) {
-		if (!ims_same_file(dst_classes, src_classes)) {
-			if (ds_classes_write(dst_classes, &in, &err) < 0) {
-				cli_error("%s", err.msg);
-				goto done;
-			}
+		if (write_classes)
 			cli_info(quiet, "wrote '%s': %zu %s (from '%s')",
 				 dst_classes, in.n_classes,
 				 ims_plural(in.n_classes, "class", "classes"), src_classes);
-		}
 	} else {
 		cli_info(quiet, "no classes file beside '%s' (labels only; see "
 			 "--classes)", in_path);
 	}
 	status = CLI_EXIT_OK;
 done:
+	for (int i = 0; i < 2; i++) {
+		if (stage[i] && stage[i][0])
+			unlink(stage[i]);
+		free(stage[i]);
+	}
 	free(src_classes);
 	free(dst_classes);
 	ds_subset_report_release(&rep);

@@ -255,6 +255,24 @@ expect_stderr "would write its classes file over the input list"
 expect_eq "inputs after refusals" "$(cat "$T/self"/* | cksum)" "$before"
 expect_eq "files after refusals" "$(ls "$T/self" | paste -sd,)" "in.classes,in_train.lst,link.lst,names.classes,names.txt"
 
+# ---- all or nothing -----------------------------------------------------------
+# A folder at the classes file's name: one line, and no list written
+# either (before: the list was written, then the classes file failed,
+# exit 1, leaving a list without its class names).
+mkdir -p "$T/aon/small.classes"
+run subset "$IN" -o "$T/aon/small_train.lst" --per-class 2
+expect_rc 1
+[ "$(wc -l <"$T/stderr")" -eq 1 ] || fail "not one line: $(cat "$T/stderr")"
+expect_stderr "small.classes' is a folder"
+expect_eq "files after a failed subset" "$(ls "$T/aon" | paste -sd,)" "small.classes"
+run subset "$IN" -o "$T/aon/small.classes" --per-class 2
+expect_rc 1
+expect_stderr "is a folder"
+run subset "$IN" -o "$T/aon2/s_train.lst" --per-class 2 --quiet
+expect_rc 0
+cmp -s "$T/lists/data.classes" "$T/aon2/s.classes" || fail "classes not written beside the list"
+expect_eq "files after a subset" "$(ls -A "$T/aon2" | paste -sd,)" "s.classes,s_train.lst"
+
 # ---- labels are bounded class ids ---------------------------------------------
 # A label of 2147483647 once sized subset's per-class arrays to 16 GB; run
 # under a memory limit so that, unfixed, it fails instead.
