@@ -123,7 +123,15 @@ int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
 			size_t *bad_row, ims_error *err);
 
-/* Writes l as an im2rec list (integer first label, extra labels as %f),
+/* An extra label as a list column reads it back: im2rec's "%f" when that
+ * gives the same float back, else "%g" with the fewest digits (6 to 9)
+ * that do ("1e-07", "0.1234567"), since "%f" keeps 6 decimals and would
+ * write 1e-7 as 0. buf of 64 bytes holds
+ * any finite float. Returns the length, or -1 (not finite, or too long). */
+int ds_format_extra_label(float v, char *buf, size_t len);
+
+/* Writes l as an im2rec list (integer first label, extra labels as
+ * ds_format_extra_label writes them),
  * atomically (temporary file + rename). Refuses (IMS_EINVAL, nothing
  * written) rows that ds_list_read would reject: `..` components, paths
  * holding TAB or line breaks, non-finite labels. */

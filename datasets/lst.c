@@ -482,6 +482,25 @@ int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 
 /* ---- writing ------------------------------------------------------------- */
 
+int ds_format_extra_label(float v, char *buf, size_t len)
+{
+	if (!isfinite(v))
+		return -1;
+	int n = snprintf(buf, len, "%f", (double)v);
+	if (n < 0 || (size_t)n >= len)
+		return -1;
+	if (strtof(buf, NULL) == v)
+		return n;
+	/* the fewest digits that read back: what a person wrote, usually */
+	for (int digits = 6;; digits++) {
+		n = snprintf(buf, len, "%.*g", digits, (double)v);
+		if (n < 0 || (size_t)n >= len)
+			return -1;
+		if (digits == 9 || strtof(buf, NULL) == v)
+			return n;
+	}
+}
+
 /* Appends v in decimal; the caller reserved 20 bytes. */
 static void sb_put_u64(ims_buf *b, uint64_t v)
 {
@@ -535,12 +554,13 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 					  "cannot write list '%s': row %zu: extra "
 					  "label %d is not finite",
 					  path, i, k + 1);
-			int n = snprintf(num, sizeof(num), "%f\t", v);
-			if (n < 0 || (size_t)n >= sizeof(num)) /* |v| > 1e50 */
+			int n = ds_format_extra_label(e->extra[k], num, sizeof(num) - 1);
+			if (n < 0)
 				GOTO_FAIL(out, rc, err, IMS_EINVAL,
 					  "cannot write list '%s': row %zu: extra "
 					  "label %d is too large",
 					  path, i, k + 1);
+			num[n++] = '\t';
 			if (ims_buf_grow(&b, (size_t)n + plen + 2, NULL) != 0)
 				GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 					  "cannot write list '%s': out of memory",

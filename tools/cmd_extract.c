@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "augment/augment.h"
+#include "datasets/datasets.h"
 #include "imshard.h"
 #include "recordio/recordio.h"
 
@@ -171,8 +172,14 @@ int cmd_extract(int argc, char **argv)
 			goto done;
 		}
 		fprintf(lst, "%llu\t%d", (unsigned long long)i, (int)rec.label);
-		for (unsigned x = 0; x < rec.n_extra; x++)
-			fprintf(lst, "\t%f", rec.extra[x]);
+		for (unsigned x = 0; x < rec.n_extra; x++) {
+			char num[64];
+			/* a NaN or infinity (a hand-made shard) stays as it is:
+			 * pack refuses it, naming the line */
+			if (ds_format_extra_label(rec.extra[x], num, sizeof(num)) < 0)
+				snprintf(num, sizeof(num), "%f", rec.extra[x]);
+			fprintf(lst, "\t%s", num);
+		}
 		fprintf(lst, "\t%s\n", name);
 		written++;
 		cli_progress_update(&prog, written);

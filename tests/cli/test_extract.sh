@@ -31,6 +31,17 @@ for s in 0 1; do
   cmp -s "$T/p/$f" "$T/p2/$f" || fail "re-packed $f differs"
 done
 
+# Extra labels come back as the same floats, so the extracted list packs
+# the same records (before: written with %f, 1e-07 came back as 0).
+awk -F'\t' 'BEGIN{OFS="\t"} {print $1, $2, (NR == 1 ? "1e-07" : "0.1234567"), $3}' \
+  "$T/odd/l_train.lst" >"$T/odd/extra.lst"
+expect 0 "$IMSHARD" pack "$T/odd/extra.lst" "$T/odd" -o "$T/p/extra" --quiet
+expect 0 "$IMSHARD" extract "$T/p/extra.json" -o "$T/xe" --quiet
+same "$(cut -f3 "$T/xe/extract.lst" | sort -u | paste -sd,)" "0.1234567,1e-07"
+expect 0 "$IMSHARD" pack "$T/xe/extract.lst" "$T/xe" -o "$T/p3/extra" --classes "$T/xe/extract.classes" --quiet
+checks=$((checks + 1))
+cmp -s "$T/p/extra-00000-of-00001.mdb" "$T/p3/extra-00000-of-00001.mdb" || fail "re-packed extra labels differ"
+
 expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/sel" --index 3 -i 0 --quiet
 same "$(ls "$T/sel" | grep -c -v extract)" 2
 exists "$T/sel/00000003.jpg"

@@ -198,6 +198,13 @@ expect_rc 0
 expect_eq "im2rec rows" "$(rows "$T/im2rec_out.lst")" 2 # labels 0 and 3; 1 and 2 empty
 grep -qxF "$(printf '2\t0\t1.000000\tb/1.jpg')" "$T/im2rec_out.lst" || fail "im2rec row not normalised"
 
+# Extra labels that %f cannot hold are kept (before: 1e-07 became
+# 0.000000 and 0.1234567 became 0.123457).
+printf '0\t0\t1e-07\ta/1.jpg\n1\t0\t0.1234567\ta/2.jpg\n' >"$T/fine.lst"
+run subset "$T/fine.lst" -o "$T/fine_out.lst" --per-class 2 --quiet
+expect_rc 0
+cmp -s "$T/fine.lst" "$T/fine_out.lst" || fail "extra labels changed: $(cat "$T/fine_out.lst")"
+
 # ---- runtime errors ------------------------------------------------------------------
 run subset "$T/missing.lst" -o "$T/e/x.lst" --per-class 1
 expect_rc 1

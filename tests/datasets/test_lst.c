@@ -8,6 +8,8 @@
  * spaces and non-ASCII names.
  */
 #define _GNU_SOURCE
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,41 @@ static void test_round_trip(void)
 	CHECK_OK(ds_list_read(pe, &e, &err), &err);
 	CHECK_EQ_INT(e.count, 0);
 	ds_list_release(&e);
+	ds_list_release(&a);
+	ds_list_release(&b);
+}
+
+/* Extra labels read back as the same float: im2rec's %f where that is
+ * exact, else the fewest digits that are (before: %f always, 1e-7 written
+ * as 0.000000 and 0.1234567 as 0.123457). */
+static void test_extra_label_precision(void)
+{
+	ims_error err;
+	char buf[64];
+	const float v[] = {1e-7f, 0.1234567f, 0.25f, -1.5f, 123456789.0f, 1e30f,
+			   -FLT_MAX, FLT_MIN, 1e-45f, 0.1f, 3.0f};
+	const char *want[] = {"1e-07", "0.1234567", "0.250000", "-1.500000",
+			      "123456792.000000", NULL, NULL, NULL, "1.4013e-45",
+			      "0.100000", "3.000000"};
+	enum { N = sizeof(v) / sizeof(v[0]) };
+	ds_list a, b;
+	ds_list_init(&a);
+	ds_list_init(&b);
+	for (int i = 0; i < N; i++) {
+		CHECK(ds_format_extra_label(v[i], buf, sizeof(buf)) > 0);
+		CHECK(strtof(buf, NULL) == v[i]);
+		if (want[i])
+			CHECK_EQ_STR(buf, want[i]);
+		CHECK_OK(ds_list_append(&a, (uint64_t)i, 0, &v[i], 1, "a.jpg", &err), &err);
+	}
+	CHECK(ds_format_extra_label(NAN, buf, sizeof(buf)) < 0);
+	CHECK(ds_format_extra_label(1.0f, buf, 4) < 0);
+	const char *p = tmp_path("precision.lst");
+	CHECK_OK(ds_list_write(p, &a, &err), &err);
+	CHECK_OK(ds_list_read(p, &b, &err), &err);
+	CHECK_EQ_INT(b.count, N);
+	for (size_t i = 0; i < a.count && i < b.count; i++)
+		CHECK(b.items[i].extra[0] == a.items[i].extra[0]);
 	ds_list_release(&a);
 	ds_list_release(&b);
 }
@@ -483,6 +520,7 @@ int main(void)
 {
 	make_tmpdir("test_lst");
 	test_round_trip();
+	test_extra_label_precision();
 	test_read_im2rec();
 	test_malformed();
 	test_write_refuses();
