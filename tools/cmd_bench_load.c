@@ -215,7 +215,8 @@ int cmd_bench_load(int argc, char **argv)
 		 "imshard-train's, on a GPU)", 0, 0},
 		{"dump", 0, CLI_STRING, &dump_help, "N DIR",
 		 "write the first N samples as PNG files\n"
-		 "DIR/sample_<k>_label<L>.png (DIR is created)", 0, 0},
+		 "DIR/sample_<k>_label<L>.png (DIR is created, and\n"
+		 "removed again by a run that fails before writing)", 0, 0},
 		{"dump-format", 0, CLI_STRING, &dump_format, "F",
 		 "png (default): 8-bit pictures, normalisation\n"
 		 "undone; raw: DIR/sample_<k>_label<L>.bin, each\n"
@@ -298,8 +299,16 @@ int cmd_bench_load(int argc, char **argv)
 		return cli_usage_error(&command, "--rank %d must be less than --world %d", rank, world);
 	if (seconds <= 0 && !epochs)
 		return cli_usage_error(&command, "--seconds 0 (no time limit) needs --epochs");
-	if (dump_n && mkdir(dump_dir, 0777) != 0 && errno != EEXIST) {
-		cli_error("bench-load: cannot create '%s': %s", dump_dir, strerror(errno));
+	struct stat dst;
+	if (dump_n && stat(dump_dir, &dst) == 0 && !S_ISDIR(dst.st_mode))
+		return cli_usage_error(&command, "--dump DIR '%s' is not a folder (%s)",
+				       dump_dir, ims_file_kind(dst.st_mode));
+	/* Made before the loader opens, so a folder that cannot be made
+	 * fails before the measurement; a failed run takes back what it
+	 * made while it is empty. */
+	char *created = NULL;
+	if (dump_n && ims_mkdir_p_created(dump_dir, &created, &err) < 0) {
+		cli_error("bench-load: %s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
 
@@ -337,9 +346,15 @@ int cmd_bench_load(int argc, char **argv)
 	aug_image_release(&d.img);
 	ims_buf_release(&d.png);
 	if (rc < 0) {
+		if (created)
+			ims_rmdir_created(dump_dir, created);
+		free(created);
 		cli_error("bench-load: %s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
+	if (res.interrupted && created && d.done == 0)
+		ims_rmdir_created(dump_dir, created);
+	free(created);
 	const aug_loader_stats st = res.stats;
 	uint64_t images = res.images, batches = res.batches, per_epoch = res.batches_per_epoch;
 	uint64_t per_rank = res.records_per_rank, padded = res.padded, dropped = res.dropped;

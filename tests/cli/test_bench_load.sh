@@ -175,6 +175,24 @@ contains "$T/err" "bench-load"
 # A batch larger than the rank's share cannot make one batch.
 expect 1 "$IMSHARD" bench-load "$m" --batch 64 --size 64 --quiet
 one_line "$T/err"
+# --dump's folder: made (nested too) only for a run that gets to write
+# in it; a file there is refused before the loader runs (before: an
+# empty folder was left by a failed run, a nested one was not made, and
+# a file was found after the measurement, naming a temporary).
+expect 1 "$IMSHARD" bench-load "$T/none.json" --dump 2 "$T/dd/x" --quiet
+one_line "$T/err"
+absent "$T/dd"
+expect 1 "$IMSHARD" bench-load "$m" --batch 64 --size 64 --dump 2 "$T/dd" --quiet
+absent "$T/dd"
+mkdir "$T/dkeep"
+expect 1 "$IMSHARD" bench-load "$T/none.json" --dump 2 "$T/dkeep" --quiet
+exists "$T/dkeep"
+: >"$T/dfile"
+expect 2 "$IMSHARD" bench-load "$m" --dump 2 "$T/dfile" --epochs 1 --size 16 --batch 4
+one_line "$T/err"
+contains "$T/err" "is not a folder"
+expect 0 "$IMSHARD" bench-load "$m" --dump 2 "$T/dd/x/y" --epochs 1 --size 16 --batch 4 --quiet
+same "$(ls "$T/dd/x/y" | grep -c '^sample_[01]_label[0-9]*\.png$')" 2
 
 # --help documents every option.
 expect 0 "$IMSHARD" bench-load --help
