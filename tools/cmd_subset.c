@@ -56,6 +56,8 @@ static const cli_command subset_cmd = {
 	"cannot write), 2 bad usage."};
 
 #define NOT_GIVEN UINT64_MAX
+/* Far past any list, and exact as a double (cli_opt's bounds). */
+#define MAX_COUNT 1e15
 
 static int file_exists(const char *path)
 {
@@ -137,12 +139,13 @@ int cmd_subset(int argc, char **argv)
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &output, "OUT.lst",
 		 "write the subset to OUT.lst (required)", 0, 0},
+		/* bounded, so that no count given is taken for NOT_GIVEN */
 		{"per-class", 0, CLI_U64, &per_class, "N",
-		 "take N rows from every class", 0, 0},
+		 "take N rows from every class", 1, MAX_COUNT},
 		{"total", 0, CLI_U64, &total, "N",
 		 "take N rows in all, divided evenly between the\n"
 		 "classes (the remainder one each to the lowest\n"
-		 "labels)", 0, 0},
+		 "labels)", 1, MAX_COUNT},
 		{"seed", 0, CLI_U64, &seed, "S",
 		 "seed of the choice within each class (default 0)", 0, 0},
 		{"allow-short", 0, CLI_FLAG, &allow_short, NULL,
@@ -174,9 +177,6 @@ int cmd_subset(int argc, char **argv)
 	if ((per_class == NOT_GIVEN) == (total == NOT_GIVEN))
 		return cli_usage_error(&subset_cmd,
 				       "give exactly one of --per-class N and --total N");
-	if (per_class == 0 || total == 0)
-		return cli_usage_error(&subset_cmd, "--%s must be at least 1",
-				       per_class == 0 ? "per-class" : "total");
 	if (per_class == NOT_GIVEN)
 		per_class = 0;
 	else

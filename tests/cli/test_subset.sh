@@ -227,6 +227,11 @@ expect_stderr "exactly one of --per-class N and --total N"
 usage_error "$IN" -o "$T/u/x.lst" --per-class 2 --total 6
 usage_error "$IN" -o "$T/u/x.lst" --per-class 0
 usage_error "$IN" -o "$T/u/x.lst" --total 0
+# 2^64 - 1 was taken for "not given" (before: "give exactly one of").
+for o in --per-class --total; do
+	usage_error "$IN" -o "$T/u/x.lst" $o 18446744073709551615
+	expect_stderr "$o must be between 1 and"
+done
 usage_error "$IN" -o "$T/u/x.lst" --per-class abc
 usage_error "$IN" -o "$T/u/x.lst" --per-class -3
 usage_error "$IN" --per-class 3
