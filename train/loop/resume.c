@@ -111,6 +111,49 @@ static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)
 	return 0;
 }
 
+/*
+ * The split a resumed run reads as `which` ("train" or "val": --train,
+ * --val) against the one its checkpoint records as which_split,
+ * which_records and which_digest: the same name, record count and
+ * digest, wherever it lies now. A checkpoint without them (written
+ * before they were kept; "val" with 0 records: a run without --val)
+ * compares nothing.
+ */
+static int same_split(st_file *f, const char *which, const char *name_now,
+		      uint64_t records_now, uint64_t digest_now,
+		      const char *manifest, ims_error *err)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%s_split", which);
+	const char *name = st_metadata_get(f, key);
+	snprintf(key, sizeof(key), "%s_digest", which);
+	const char *digest = st_metadata_get(f, key);
+	uint64_t n;
+	snprintf(key, sizeof(key), "%s_records", which);
+	if (!name || !digest)
+		return 0;
+	FORWARD_IF_ERR(meta_u64(f, key, &n, err));
+	const int train = !strcmp(which, "train");
+	if (!train && n == 0)
+		return 0;
+	char now[32];
+	snprintf(now, sizeof(now), "%016llx", (unsigned long long)digest_now);
+	RETURN_IF(n != records_now || strcmp(digest, now) || strcmp(name, name_now),
+		  err, IMS_EINVAL,
+		  "cannot resume from '%s': the %s split differs: its run %s on "
+		  "split '%s' (%llu records, digest %s), --%s '%s' is split '%s' "
+		  "(%llu records, digest %s); %s",
+		  st_path(f), train ? "training" : "validation",
+		  train ? "trained" : "validated", name, (unsigned long long)n,
+		  digest, which, manifest, name_now,
+		  (unsigned long long)records_now, now,
+		  train ? "the position in the epoch counts that split's records"
+			: "its best validation would compare epochs scored on two "
+			  "splits (resume with that split's --val, or without "
+			  "--val, or score the checkpoint with 'imshard eval')");
+	return 0;
+}
+
 /* The checkpoint's options object (NULL when absent or not JSON). */
 static cJSON *meta_options(st_file *f)
 {
@@ -233,48 +276,16 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
 				path, norm_keys[i], now, norm_keys[i], was_t,
 				norm_keys[i], was_t);
 	}
-	const char *name = st_metadata_get(f, "train_split");
-	const char *digest = st_metadata_get(f, "train_digest");
-	if (name && digest) {
-		uint64_t n;
-		FORWARD_IF_ERR(meta_u64(f, "train_records", &n, err));
-		char now[32];
-		snprintf(now, sizeof(now), "%016llx", (unsigned long long)r->data.train_digest);
-		RETURN_IF(n != r->data.train_records || strcmp(digest, now) ||
-				  strcmp(name, r->data.train_name),
-			  err, IMS_EINVAL,
-			  "cannot resume from '%s': the training split differs: its run "
-			  "trained on split '%s' (%llu records, digest %s), --train '%s' "
-			  "is split '%s' (%llu records, digest %s); the position in the "
-			  "epoch counts that split's records",
-			  path, name, (unsigned long long)n, digest, o->data.train_manifest,
-			  r->data.train_name, (unsigned long long)r->data.train_records,
-			  now);
-	}
+	FORWARD_IF_ERR(same_split(f, "train", r->data.train_name,
+				  r->data.train_records, r->data.train_digest,
+				  o->data.train_manifest, err));
 	/* the best validation compares every part's epochs: scored on
 	 * another split they cannot be compared (resuming without --val,
 	 * or adding one to a run that had none, compares nothing) */
-	const char *vname = st_metadata_get(f, "val_split");
-	const char *vdigest = st_metadata_get(f, "val_digest");
-	uint64_t vn = 0;
-	if (vname && vdigest && o->data.val_manifest)
-		FORWARD_IF_ERR(meta_u64(f, "val_records", &vn, err));
-	if (vn > 0) {
-		char now[32];
-		snprintf(now, sizeof(now), "%016llx", (unsigned long long)r->data.val_digest);
-		RETURN_IF(vn != r->data.val_records || strcmp(vdigest, now) ||
-				  strcmp(vname, r->data.val_name),
-			  err, IMS_EINVAL,
-			  "cannot resume from '%s': the validation split differs: its "
-			  "run validated on split '%s' (%llu records, digest %s), --val "
-			  "'%s' is split '%s' (%llu records, digest %s); its best "
-			  "validation would compare epochs scored on two splits (resume "
-			  "with that split's --val, or without --val, or score the "
-			  "checkpoint with 'imshard eval')",
-			  path, vname, (unsigned long long)vn, vdigest,
-			  o->data.val_manifest, r->data.val_name,
-			  (unsigned long long)r->data.val_records, now);
-	}
+	if (o->data.val_manifest)
+		FORWARD_IF_ERR(same_split(f, "val", r->data.val_name,
+					  r->data.val_records, r->data.val_digest,
+					  o->data.val_manifest, err));
 	/* the epochs a decaying schedule spans shape it: another count would
 	 * put this run somewhere else on another curve */
 	const int epochs_was = (int)opt_num(was, "epochs", o->optim.epochs);
