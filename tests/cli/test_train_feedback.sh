@@ -3,7 +3,8 @@
 # total, elapsed time and ETA; the loader's memory line only with
 # --verbose; compute and loader threads chosen apart and printed once;
 # records dropped per epoch counted (short last batches included); --val
-# optional (said once, no accuracy in summary.json); --val-crop-frac
+# optional (said once, no accuracy in summary.json), a --val of the
+# training split's records warned of; --val-crop-frac
 # validated and recorded; counts printed with their right plural.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -134,5 +135,15 @@ if have_mpi; then
     done
   absent "$T/twice"
 fi
+
+# --- --val of the training split's records: validated, with a warning ----
+# even under --quiet (before: top-1 on records the run trains on, without
+# a word); a copy elsewhere is the same records; another split is not
+cp -r "$T/p" "$T/pc"
+expect 0 fit --val "$T/pc/train.json" --max-steps 1 --quiet
+same "$(wc -l <"$T/err")" 1 "(one line)"
+contains "$T/err" "warning: --val '$T/pc/train.json' holds the records of --train '$tr': its accuracy is on records the run trains on"
+expect 0 fit --val "$va" --max-steps 1 --quiet
+lacks "$T/err" "holds the records of"
 
 finish

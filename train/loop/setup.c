@@ -183,6 +183,18 @@ int loop_load_classes(run *r, ims_error *err)
 	}
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
+	/* the same records (the digests cover every record's key and
+	 * header): a validation of them measures memorising, not accuracy */
+	if (!rc && r->o->data.val_manifest && r->log.ev.warning &&
+	    r->data.val_digest == r->data.train_digest &&
+	    r->data.val_records == r->data.train_records) {
+		char msg[2 * 4096 + 160];
+		snprintf(msg, sizeof(msg),
+			 "--val '%s' holds the records of --train '%s': its "
+			 "accuracy is on records the run trains on",
+			 r->o->data.val_manifest, r->o->data.train_manifest);
+		r->log.ev.warning(r->log.ev.ctx, msg);
+	}
 	return rc;
 }
 
