@@ -286,7 +286,11 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 		}
 		return rc;
 	}
-	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+	/* one object and nothing after it but white space: a file that
+	 * goes on (two manifests pasted together) is not read as its first
+	 * part. ims_read_file leaves a spare byte for the NUL. */
+	text[len] = '\0';
+	cJSON *root = cJSON_ParseWithLengthOpts((const char *)text, len + 1, NULL, 1);
 	if (!root) {
 		free(text);
 		return ims_fail(err, IMS_ECORRUPT,

@@ -603,6 +603,17 @@ int main(void)
 	CHECK(open_fails(manifest, IMS_EFORMAT, "not an imshard manifest"));
 	snprintf(manifest, sizeof(manifest), "%s/t.json", dir);
 	CHECK(open_fails(manifest, IMS_ECORRUPT, "not valid JSON"));
+	/* text after the manifest's object (two manifests in one file, an
+	 * edit gone wrong) is no manifest either: before, the first object
+	 * was read and the rest ignored; white space after it is fine */
+	snprintf(cmd, sizeof(cmd), "cd %s && cat s.json s.json > two.json && "
+		 "cp s.json ws.json && printf '  \n\t\n' >> ws.json", dir);
+	CHECK(system(cmd) == 0);
+	snprintf(manifest, sizeof(manifest), "%s/two.json", dir);
+	CHECK(open_fails(manifest, IMS_ECORRUPT, "not valid JSON"));
+	snprintf(manifest, sizeof(manifest), "%s/ws.json", dir);
+	CHECK_OK(rio_reader_open(manifest, &r, &e), &e);
+	rio_reader_close(r);
 	snprintf(manifest, sizeof(manifest), "%s/none.json", dir);
 	CHECK(open_fails(manifest, IMS_ENOTFOUND, "incomplete"));
 	(void)shard;
