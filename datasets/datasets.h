@@ -184,6 +184,12 @@ typedef struct ds_scan_report {
 	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
 	size_t empty_classes;   /* subfolders holding no matching file */
 	size_t loose_files;     /* matching files directly in root (no class) */
+	size_t unlistable;      /* matching files whose names hold a TAB or
+				 * a line break, which a list row cannot
+				 * store */
+	char unlistable_first[4096]; /* the first of them, relative to root
+				      * ("" when none; raw bytes: escape it
+				      * before printing) */
 } ds_scan_report;
 
 /*

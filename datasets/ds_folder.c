@@ -37,6 +37,11 @@ static int note_report(ds_dataset *d, const ds_scan_report *r,
 		rc = ds_dataset_note(d, "ignored %zu image%s in nested folders (use "
 				     "--recursive to make every folder a class)",
 				     r->ignored_nested, plural(r->ignored_nested));
+	if (r->unlistable && rc == 0)
+		rc = ds_dataset_note(d, "ignored %zu image%s whose name%s a TAB or "
+				     "a line break, which a list row cannot hold",
+				     r->unlistable, plural(r->unlistable),
+				     r->unlistable == 1 ? " holds" : "s hold");
 	if (r->empty_classes && rc == 0)
 		rc = ds_dataset_note(d, "%zu class folder%s hold%s no image (labels "
 				     "still count %s)",

@@ -242,9 +242,17 @@ static int enter(scan_ctx *c, int parent, const char *name, int *fd)
 	return 0;
 }
 
-/* Adds one row for c->rel + "/" + file name under label. */
+/* Adds one row for c->rel + "/" + file name under label; a name a list
+ * row cannot hold is skipped and counted, not the end of the scan. */
 static int add_row(scan_ctx *c, int32_t label, const char *name)
 {
+	if (strpbrk(name, "\t\r\n")) {
+		if (!c->rep.unlistable++)
+			snprintf(c->rep.unlistable_first,
+				 sizeof(c->rep.unlistable_first), "%s%s%s", c->rel,
+				 c->rel_len ? "/" : "", name);
+		return 0;
+	}
 	size_t old = 0; /* gcc -O3 cannot see the error paths leave it unread */
 	FORWARD_IF_ERR(rel_push(c, name, &old));
 	int rc = ds_list_append(c->l, c->l->count, label, NULL, 0, c->rel, c->err);

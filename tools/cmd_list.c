@@ -239,6 +239,13 @@ int cmd_list(int argc, char **argv)
 		cli_warn(quiet, "skipped %zu image%s lying directly in '%s' (not in a "
 			 "class folder)",
 			 rep.loose_files, ims_plural(rep.loose_files, "", "s"), root);
+	if (rep.unlistable)
+		cli_warn(quiet, "skipped %zu image%s whose name%s a TAB or a line "
+			 "break, which a list row cannot hold ('%s'%s; rename %s)",
+			 rep.unlistable, ims_plural(rep.unlistable, "", "s"),
+			 rep.unlistable == 1 ? " holds" : "s hold",
+			 rep.unlistable_first, rep.unlistable == 1 ? "" : " first",
+			 rep.unlistable == 1 ? "it" : "them");
 	if (rep.empty_classes)
 		warn_empty_classes(&all, quiet);
 

@@ -380,6 +380,32 @@ static void test_links(void)
 	ds_list_release(&l);
 }
 
+/* A file name a list row cannot hold (TAB, CR or LF in it) is skipped,
+ * counted and named, in either mode; before, the list was written until
+ * that row and the whole run failed, naming the temporary file. */
+static void test_unlistable(void)
+{
+	touch("odd/cat/1.jpg");
+	touch("odd/cat/a\tb.jpg");
+	touch("odd/cat/line\nbreak.jpg");
+	touch("odd/dog/2.jpg");
+	for (int recursive = 0; recursive < 2; recursive++) {
+		ims_error err;
+		ds_list l;
+		ds_list_init(&l);
+		ds_scan_report rep;
+		ds_scan_opts o = {NULL, recursive};
+		CHECK_OK(ds_scan_folder(at("odd"), &o, &l, &rep, &err), &err);
+		CHECK_EQ_INT(l.n_classes, 2);
+		CHECK_EQ_INT(l.count, 2);
+		check_row(&l, 0, 0, "cat/1.jpg");
+		check_row(&l, 1, 1, "dog/2.jpg");
+		CHECK_EQ_INT(rep.unlistable, 2);
+		CHECK_EQ_STR(rep.unlistable_first, "cat/a\tb.jpg");
+		ds_list_release(&l);
+	}
+}
+
 static void test_errors(void)
 {
 	ims_error err;
@@ -430,6 +456,7 @@ int main(void)
 	test_inat_names();
 	test_extensions();
 	test_links();
+	test_unlistable();
 	test_errors();
 	if (!test_failures_)
 		test_rm_tree(tmpdir);
