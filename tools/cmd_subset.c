@@ -40,7 +40,9 @@ static const cli_command subset_cmd = {
 	"as written by 'imshard list'), or else 'classes.txt' in IN.lst's folder\n"
 	"(as written by 'imshard convert'); --classes FILE names it instead.\n"
 	"When one is found it is copied beside OUT.lst under the same rule\n"
-	"(out/small_train.lst -> out/small.classes) and used in messages.\n"
+	"(out/small_train.lst -> out/small.classes) and used in messages. When\n"
+	"none is found, a classes file already at that name (an earlier run's)\n"
+	"is warned of: pack would take its names for the new list's labels.\n"
 	"\n"
 	"Labels are class ids: with a classes file every label must have a name;\n"
 	"without one, labels stay below 1024 or 16 times the number of distinct\n"
@@ -346,6 +348,16 @@ int cmd_subset(int argc, char **argv)
 	} else {
 		cli_info(quiet, "no classes file beside '%s' (labels only; see "
 			 "--classes)", in_path);
+		/* pack takes the classes file beside a list by its name: one
+		 * left by an earlier run would name this list's labels */
+		char stale[4096];
+		ims_error ignored;
+		if (ds_classes_path_for_list(output, stale, sizeof(stale), &ignored) == 0 &&
+		    file_exists(stale))
+			cli_warn(quiet, "'%s' is not this list's: it was there before, "
+				 "and pack would take its names for the new list's "
+				 "labels (remove it, or give --classes)",
+				 stale);
 	}
 	status = CLI_EXIT_OK;
 done:

@@ -162,6 +162,14 @@ run subset "$T/nonames.lst" -o "$T/nn/out.lst" --per-class 2
 expect_rc 0
 expect_stderr "no classes file beside"
 [ ! -e "$T/nn/out.classes" ] || fail "classes file invented"
+grep -qF "is not this list's" "$T/stderr" && fail "a stale-classes warning with none there"
+# one left there earlier would name the new list's labels (pack takes
+# it by name): warned of, even though nothing of it is read (before: not
+# a word)
+printf 'old\nnames\n' >"$T/nn/out.classes"
+run subset "$T/nonames.lst" -o "$T/nn/out.lst" --per-class 2
+expect_rc 0
+expect_stderr "warning: '$T/nn/out.classes' is not this list's: it was there before, and pack would take its names for the new list's labels"
 # --classes FILE.
 printf 'kitten\npuppy\nduck\n' >"$T/names.txt"
 run subset "$T/nonames.lst" -o "$T/nn/named_val.lst" --per-class 5 --classes "$T/names.txt"
