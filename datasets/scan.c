@@ -260,6 +260,19 @@ static int add_row(scan_ctx *c, int32_t label, const char *name)
 	return rc;
 }
 
+/* A class named name (its folder, relative to root). Unlike a file's, a
+ * class folder's name that a list cannot hold is refused: skipping the
+ * class would shift every label after it. */
+static int add_class(scan_ctx *c, const char *name, int32_t *label)
+{
+	RETURN_IF(strpbrk(name, "\t\r\n"), c->err, IMS_EINVAL,
+		  "cannot list '%s': the class folder '%s' has a TAB or a line "
+		  "break in its name, which a list and its classes file cannot "
+		  "hold (rename it)",
+		  c->root, name);
+	return ds_list_add_class(c->l, name, label, c->err);
+}
+
 /* Counts what lies below a class folder (non-recursive mode). */
 static int count_nested(scan_ctx *c, int dfd)
 {
@@ -310,8 +323,7 @@ static int walk_recursive(scan_ctx *c, int dfd)
 			continue;
 		}
 		if (label < 0)
-			GOTO_IF_ERR(out, rc, ds_list_add_class(c->l, c->rel, &label,
-							       c->err));
+			GOTO_IF_ERR(out, rc, add_class(c, c->rel, &label));
 		rc = add_row(c, label, d.e[i].name);
 	}
 	for (size_t i = 0; i < d.n && rc == 0; i++) {
@@ -359,7 +371,7 @@ static int walk_classes(scan_ctx *c, int rootfd)
 			int32_t label;
 			ims_dir_listing cd;
 			int ckeep;
-			rc = ds_list_add_class(c->l, d.e[i].name, &label, c->err);
+			rc = add_class(c, d.e[i].name, &label);
 			if (rc == 0)
 				rc = read_listing(c, f, &cd, &ckeep);
 			else

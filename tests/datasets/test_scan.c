@@ -404,6 +404,21 @@ static void test_unlistable(void)
 		CHECK_EQ_STR(rep.unlistable_first, "cat/a\tb.jpg");
 		ds_list_release(&l);
 	}
+	/* a class folder so named is refused, naming it: skipping it would
+	 * shift every label after it (before: listed, then the write failed
+	 * naming the temporary file) */
+	touch("odd2/ca\nt/1.jpg");
+	touch("odd2/dog/2.jpg");
+	for (int recursive = 0; recursive < 2; recursive++) {
+		ims_error err;
+		ds_list l;
+		ds_list_init(&l);
+		ds_scan_opts o = {NULL, recursive};
+		CHECK(ds_scan_folder(at("odd2"), &o, &l, NULL, &err) == IMS_EINVAL);
+		CHECK(strstr(err.msg, "the class folder 'ca\nt' has a TAB or a line break") != NULL);
+		CHECK_EQ_INT(l.count, 0);
+		ds_list_release(&l);
+	}
 }
 
 static void test_errors(void)
