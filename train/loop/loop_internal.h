@@ -278,6 +278,9 @@ int loop_algo_mode(const char *name);
 int loop_channels_last(const char *name);
 int loop_open_context(run *r, ims_error *err);
 int loop_load_classes(run *r, ims_error *err);
+/* A warning when --val holds the training split's records, told once
+ * the set-up has accepted the run (a failing one says its error alone) */
+void loop_warn_val_is_train(run *r);
 int loop_open_loaders(run *r, ims_error *err);
 int loop_make_synthetic(run *r, ims_error *err);
 int loop_make_model(run *r, ims_error *err);

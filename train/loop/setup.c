@@ -183,9 +183,14 @@ int loop_load_classes(run *r, ims_error *err)
 	}
 	rio_manifest_release(&a);
 	rio_manifest_release(&b);
+	return rc;
+}
+
+void loop_warn_val_is_train(run *r)
+{
 	/* the same records (the digests cover every record's key and
 	 * header): a validation of them measures memorising, not accuracy */
-	if (!rc && r->o->data.val_manifest && r->log.ev.warning &&
+	if (r->o->data.val_manifest && r->log.ev.warning &&
 	    r->data.val_digest == r->data.train_digest &&
 	    r->data.val_records == r->data.train_records) {
 		char msg[2 * 4096 + 160];
@@ -195,7 +200,6 @@ int loop_load_classes(run *r, ims_error *err)
 			 r->o->data.val_manifest, r->o->data.train_manifest);
 		r->log.ev.warning(r->log.ev.ctx, msg);
 	}
-	return rc;
 }
 
 /* What the options ask of the context: the activations' precision, and

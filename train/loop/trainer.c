@@ -92,6 +92,8 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_start_line(r, err));
 	if (r->part.resumed)
 		FORWARD_IF_ERR(loop_report_resumed(r, err));
+	/* doubts about what was accepted, once the run will start */
+	loop_warn_val_is_train(r);
 	loop_report_start(r);
 	return 0;
 }
