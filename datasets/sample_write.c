@@ -345,15 +345,20 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 		  outdir);
 	if (!exists)
 		FORWARD_IF_ERR(ims_mkdir_p(outdir, err));
-	int old[K_COUNT];
-	FORWARD_IF_ERR(inspect_outdir(outdir, o->force, o->classes, old, err));
-
-	char tmp[4096], path[4096], dst[4096];
-	FORWARD_IF_ERR(ims_path_join(tmp, sizeof(tmp), outdir, TMP_NAME, err));
-	FORWARD_IF_ERR(remove_tmp(tmp, err));
-	RETURN_IF(mkdir(tmp, 0777) != 0, err, IMS_EIO,
-		  "cannot create folder '%s': %s", tmp, strerror(errno));
+	/* From here on a failure removes the output folder again if this run
+	 * created it, so a failed run into a new folder leaves nothing that
+	 * looks begun. */
 	int rc = 0;
+	int old[K_COUNT];
+	char tmp[4096], path[4096], dst[4096];
+	int have_tmp = 0;
+	GOTO_IF_ERR(fail, rc, inspect_outdir(outdir, o->force, o->classes, old, err));
+	GOTO_IF_ERR(fail, rc, ims_path_join(tmp, sizeof(tmp), outdir, TMP_NAME, err));
+	have_tmp = 1;
+	GOTO_IF_ERR(fail, rc, remove_tmp(tmp, err));
+	if (mkdir(tmp, 0777) != 0)
+		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot create folder '%s': %s",
+			  tmp, strerror(errno));
 	for (int k = 0; k < o->classes; k++) {
 		GOTO_IF_ERR(fail, rc, ims_path_join(path, sizeof(path), tmp,
 						    ds_sample_kinds[k].name, err));
@@ -414,7 +419,11 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 	return 0;
 
 fail:
-	/* Best effort: the first error is what the caller needs to see. */
-	remove_tmp(tmp, NULL);
+	/* Best effort: the first error is what the caller needs to see. rmdir
+	 * removes only an empty folder, so nothing of the user's can go. */
+	if (have_tmp)
+		remove_tmp(tmp, NULL);
+	if (!exists)
+		rmdir(outdir);
 	return rc;
 }
