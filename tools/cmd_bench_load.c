@@ -5,11 +5,13 @@
  * how long the consumer waited. --dump writes the first samples back as
  * PNG files so a person can check what the network would see.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -45,7 +47,10 @@ static const cli_command command = {
 	"time spent writing them is not counted in the measurement. With\n"
 	"--dump-format raw they are DIR/sample_<k>_label<L>.bin instead: the\n"
 	"sample's bytes (size x size x 3 elements) exactly as the loader wrote them into the\n"
-	"batch (--layout, --dtype, host byte order), to compare bit for bit.\n\n"
+	"batch (--layout, --dtype, host byte order), to compare bit for bit.\n"
+	"Files of an earlier --dump in DIR (sample_<k>_label<L>.png or .bin) that\n"
+	"this run did not write are removed at the end, and counted, so DIR\n"
+	"holds this run's samples alone; other files in DIR are left as they are.\n\n"
 	"Ctrl-C stops early; what was measured so far is reported and the exit\n"
 	"status is 1.\n\n"
 	"Examples:\n"
@@ -61,6 +66,7 @@ typedef struct dump_ctx {
 	const char *dir;
 	int raw;          /* --dump-format raw */
 	int want, done;
+	int *labels;      /* the label of each sample written, want of them */
 	aug_image img;
 	ims_buf png;
 	cli_progress *prog;
@@ -85,8 +91,62 @@ static int dump_sample(dump_ctx *d, const uint8_t *s, int label, ims_error *err)
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/sample_%d_label%d.%s", d->dir, d->done, label,
 		 d->raw ? "bin" : "png");
+	d->labels[d->done] = label;
 	/* through a temporary of its own, never through a link at the name */
 	return ims_write_file_atomic(path, bytes, len, err);
+}
+
+/* Whether name is a --dump file (sample_<k>_label<L>.png or .bin) that
+ * this run did not write: an earlier run's, which would otherwise sit
+ * among this run's samples looking like one of them. */
+static int stale_dump_file(const dump_ctx *d, const char *name)
+{
+	/* sample_, digits, _label, digits, .png or .bin: nothing else */
+	const char *p = name;
+	unsigned long long k = 0;
+	if (strncmp(p, "sample_", 7) != 0 || !isdigit((unsigned char)p[7]))
+		return 0;
+	for (p += 7; isdigit((unsigned char)*p); p++)
+		k = k < 100000000ULL ? k * 10 + (unsigned)(*p - '0') : k;
+	if (strncmp(p, "_label", 6) != 0 || !isdigit((unsigned char)p[6]))
+		return 0;
+	for (p += 6; isdigit((unsigned char)*p); p++)
+		;
+	if (strcmp(p, ".png") != 0 && strcmp(p, ".bin") != 0)
+		return 0;
+	char ours[64];
+	if (k < (unsigned long long)d->done) {
+		snprintf(ours, sizeof(ours), "sample_%llu_label%d.%s", k, d->labels[k],
+			 d->raw ? "bin" : "png");
+		if (strcmp(name, ours) == 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Removes the earlier runs' --dump files from the folder, so it holds
+ * this run's samples alone; returns how many went, or -1. */
+static long remove_stale_dump(const dump_ctx *d, ims_error *err)
+{
+	ims_dir_listing l = {0};
+	if (ims_dir_list(d->dir, 0, &l, err) < 0)
+		return -1;
+	long removed = 0;
+	char path[4096];
+	for (size_t i = 0; i < l.n && removed >= 0; i++) {
+		if (l.e[i].kind == IMS_KIND_FOLDER || !stale_dump_file(d, l.e[i].name))
+			continue;
+		if (ims_path_join(path, sizeof(path), d->dir, l.e[i].name, err) < 0)
+			removed = -1;
+		else if (unlink(path) != 0 && errno != ENOENT) {
+			ims_fail(err, IMS_EIO, "cannot remove '%s' of an earlier --dump: %s",
+				 path, strerror(errno));
+			removed = -1;
+		} else
+			removed++;
+	}
+	ims_dir_listing_release(&l);
+	return removed;
 }
 
 static int on_batch(void *ctx, const aug_batch *b, ims_error *err)
@@ -332,6 +392,11 @@ int cmd_bench_load(int argc, char **argv)
 	cli_progress prog;
 	dump_ctx d = {.tr = tr, .sample_bytes = aug_sample_bytes(tr), .dir = dump_dir,
 		      .raw = dump_raw, .want = dump_n, .prog = &prog};
+	if (dump_n && !(d.labels = calloc((size_t)dump_n, sizeof(*d.labels)))) {
+		free(created);
+		cli_error("bench-load: out of memory");
+		return CLI_EXIT_FAIL;
+	}
 	bo.epochs = epochs;
 	bo.seconds = seconds;
 	bo.cancel = cli_interrupt_flag();
@@ -349,12 +414,21 @@ int cmd_bench_load(int argc, char **argv)
 		if (created)
 			ims_rmdir_created(dump_dir, created);
 		free(created);
+		free(d.labels);
 		cli_error("bench-load: %s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
 	if (res.interrupted && created && d.done == 0)
 		ims_rmdir_created(dump_dir, created);
 	free(created);
+	/* The folder shows this run's samples alone, never mixed with an
+	 * earlier run's (a larger N, another label at the same k). */
+	long stale = d.done > 0 ? remove_stale_dump(&d, &err) : 0;
+	free(d.labels);
+	if (stale < 0) {
+		cli_error("bench-load: %s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
 	const aug_loader_stats st = res.stats;
 	uint64_t images = res.images, batches = res.batches, per_epoch = res.batches_per_epoch;
 	uint64_t per_rank = res.records_per_rank, padded = res.padded, dropped = res.dropped;
@@ -436,6 +510,9 @@ int cmd_bench_load(int argc, char **argv)
 		if (dump_n)
 			printf("  wrote %d sample%s to '%s'\n", dumped, ims_plural(dumped, "", "s"),
 			       ims_escape(dump_dir, safe, sizeof(safe)));
+		if (stale > 0)
+			printf("  removed %ld file%s of an earlier --dump from it\n", stale,
+			       ims_plural((uint64_t)stale, "", "s"));
 	}
 	if (res.interrupted) {
 		cli_error("bench-load: interrupted after %llu %s",

@@ -140,6 +140,25 @@ print("ok")' "$@"
 }
 same "$(raw_ok "$T/d4" "$T/d5" "$T/d1" "$T/d6" 2>&1)" ok "raw dumps equal the PNG dumps"
 
+# A --dump into an earlier run's folder leaves this run's samples alone
+# there, never mixed with the earlier ones (before: --dump 2 into a folder
+# of 4 kept sample_2 and sample_3; a raw dump kept the PNGs). Files that
+# are not --dump samples stay.
+cp -r "$T/d1" "$T/d7"
+touch "$T/d7/notes.txt" "$T/d7/sample_a_label1.png" "$T/d7/sample_9_label1.png.txt"
+expect 0 bl --dump 2 "$T/d7" --quiet
+contains "$T/out" "wrote 2 samples"
+contains "$T/out" "removed 2 files of an earlier --dump"
+same "$(ls "$T/d7" | grep -cE '^sample_[0-9]+_label[0-9]+\.(png|bin)$')" 2 "samples after a smaller --dump"
+for f in sample_0 sample_1; do
+  cmp -s "$T/d1/$(cd "$T/d1" && ls $f\_label*)" "$T/d7/$(cd "$T/d7" && ls $f\_label*)" || fail "$f differs after a second --dump"
+done
+same "$(ls "$T/d7" | grep -c -e notes.txt -e sample_a_label1.png -e png.txt)" 3 "other files kept"
+expect 0 bl --dump 2 "$T/d7" --dump-format raw --quiet
+contains "$T/out" "removed 2 files of an earlier --dump"
+same "$(ls "$T/d7" | grep -cE '^sample_[01]_label[0-9]+\.bin$')" 2 "raw samples"
+same "$(ls "$T/d7" | grep -cE '^sample_[0-9]+_label[0-9]+\.png$')" 0 "PNGs of the earlier --dump"
+
 # Bad options: exit 2, one line.
 for bad in "--batch 0" "--rank 2 --world 2" "--dtype f64" "--layout chw" \
 	   "--mean 1,2" "--std 1,0,1" "--std 1e-45,1,1" "--size 4" "--size 5000" "--threads 0" \
