@@ -302,6 +302,20 @@ expect 0 "$IMSHARD_TRAIN" --train "$T/pz/train.json" --model convnet7 --size 16 
 contains "$T/err" "epoch 1: 1 training record could not be loaded"
 contains "$T/err" "(upright), not the 8x8 its header gives"
 
+# at 2 ranks, the warning gives the reason when only rank 1 met the record
+# (before: rank 0 printed the indices, and no reason, which only rank 1
+# knew)
+if have_mpi; then
+  IMSHARD_TEST_TRAINED="$T/seen_r" expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
+  r1=$(awk '$1 == 0 { print $3; exit }' "$T/seen_r.1")
+  cp -r "$T/p" "$T/pr"
+  expect 0 edit resize "$T/pr/train.json" "$r1" 8 8
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$T/pr/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
+  contains "$T/err" "epoch 1: 1 training record could not be loaded"
+  contains "$T/err" "(records $r1; "
+  contains "$T/err" "not the 8x8 its header gives"
+fi
+
 # --- 5. --init that loads too little ----------------------------------------
 if have_mpi; then
   expect 1 fit --init "$T/u/checkpoint.safetensors" --max-steps 1

@@ -168,7 +168,9 @@ typedef struct loop_bad {
 	uint64_t total;        /* the run's, all ranks', earlier parts' too */
 	uint64_t mine[LOOP_BAD_LISTED]; /* this rank's smallest this epoch */
 	int n_mine;
-	char reason[IMS_ERRMSG_MAX];    /* why mine[0] could not be loaded */
+	char reason[IMS_ERRMSG_MAX];    /* why the first this rank met could not
+					   be loaded; after the epoch, the
+					   reason told (share_reason) */
 	uint64_t first[LOOP_BAD_LISTED]; /* the run's smallest (summary.json) */
 	int n_first;
 	uint64_t val_count;    /* in the last validation, all ranks' */

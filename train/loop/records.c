@@ -107,6 +107,30 @@ static int gather_first(run *r, const uint64_t *mine, int n_mine, uint64_t *out,
 	return rc;
 }
 
+/*
+ * The reason to tell with the gathered indices: rank 0's when it met a
+ * record, else the lowest rank's that did, copied into reason on every
+ * rank (only rank 0 tells it, and it may have met none). Collective.
+ */
+static int share_reason(run *r, char reason[IMS_ERRMSG_MAX], ims_error *err)
+{
+	const int world = r->dp.world;
+	if (world == 1)
+		return 0;
+	double mine = reason[0] ? 1.0 : 0.0;
+	double *all = malloc((size_t)world * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot tell why records could not be "
+		  "loaded: out of memory");
+	int rc = dp_allgather_f64(r->dp.comm, &mine, 1, all, err);
+	int root = 0;
+	while (!rc && root < world && all[root] == 0.0)
+		root++;
+	free(all);
+	if (rc || root == 0 || root == world)
+		return rc;
+	return dp_broadcast(r->dp.comm, reason, IMS_ERRMSG_MAX, root, err);
+}
+
 static cJSON *indices_json(const uint64_t *v, int n)
 {
 	cJSON *a = cJSON_CreateArray();
@@ -128,6 +152,8 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
 	FORWARD_IF_ERR(gather_first(r, bad->mine, bad->n_mine, first, &n, err));
 	for (int i = 0; i < n; i++)
 		loop_bad_keep(bad->first, &bad->n_first, first[i]);
+	if (bad->epoch_count) /* a sum over ranks: every rank takes this path */
+		FORWARD_IF_ERR(share_reason(r, bad->reason, err));
 	if (r->dp.rank == 0) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "type", "epoch");
@@ -157,6 +183,10 @@ int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 	uint64_t first[LOOP_BAD_LISTED];
 	int n = 0;
 	FORWARD_IF_ERR(gather_first(r, mine, n_mine, first, &n, err));
+	char why[IMS_ERRMSG_MAX];
+	snprintf(why, sizeof(why), "%s", reason ? reason : "");
+	if (count)
+		FORWARD_IF_ERR(share_reason(r, why, err));
 	r->bad.val_count = count;
 	if (count && r->log.ev.records_replaced) {
 		nn_train_bad b = {.epoch = epoch,
@@ -165,7 +195,7 @@ int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 				  .total = count,
 				  .indices = first,
 				  .listed = n,
-				  .reason = reason};
+				  .reason = why};
 		r->log.ev.records_replaced(r->log.ev.ctx, &b);
 	}
 	return 0;
