@@ -267,6 +267,41 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 	return 0;
 }
 
+/*
+ * A key given twice in one object (at any depth) into *key: which value
+ * counts would be the reader's guess (cJSON takes the first, Python's json
+ * the last), so such a manifest, edited by hand, is refused. Returns 1
+ * when found, 0 when none, -1 when out of memory.
+ */
+static int duplicate_key(const cJSON *node, const char **key)
+{
+	if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+		return 0;
+	size_t n = 0;
+	for (const cJSON *c = node->child; c; c = c->next)
+		n++;
+	if (cJSON_IsObject(node) && n > 1) {
+		const char **names = malloc(n * sizeof(*names));
+		if (!names)
+			return -1;
+		size_t i = 0, first, dup;
+		for (const cJSON *c = node->child; c; c = c->next)
+			names[i++] = c->string ? c->string : "";
+		int found = ims_find_duplicate(names, n, &first, &dup);
+		if (found == 1)
+			*key = names[dup];
+		free(names);
+		if (found)
+			return found;
+	}
+	for (const cJSON *c = node->child; c; c = c->next) {
+		int found = duplicate_key(c, key);
+		if (found)
+			return found;
+	}
+	return 0;
+}
+
 int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 {
 	memset(m, 0, sizeof(*m));
@@ -297,7 +332,20 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 				"manifest '%s' is not valid JSON (truncated or edited?)",
 				path);
 	}
-	rc = parse(root, m, path, err);
+	const char *key = NULL;
+	rc = duplicate_key(root, &key);
+	if (rc == 1) {
+		char safe[256];
+		rc = ims_fail(err, IMS_ECORRUPT,
+			      "manifest '%s' gives the key '%s' twice in one object "
+			      "(edited by hand?): which one counts cannot be told",
+			      path, ims_escape(key, safe, sizeof(safe)));
+	} else if (rc < 0) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot read manifest '%s': out of memory",
+			      path);
+	} else {
+		rc = parse(root, m, path, err);
+	}
 	cJSON_Delete(root);
 	free(text);
 	if (rc < 0)

@@ -169,6 +169,14 @@ int main(void)
 	/* format 1 digests are 32-bit numbers */
 	expect_bad(dir, "\"digest\":7", "\"digest\":4294967296", "a 32-bit number");
 	expect_bad(dir, "\"digest\":7", "\"digest\":\"0000000000000007\"", "a 32-bit number");
+	/* a key twice in one object: which value counts is a guess (cJSON
+	 * takes the first, Python's json the last) */
+	expect_bad(dir, "\"records\":5,", "\"records\":5,\"records\":4,",
+		   "gives the key 'records' twice in one object");
+	expect_bad(dir, "\"digest\":8}", "\"digest\":8,\"first\":0}",
+		   "gives the key 'first' twice");
+	expect_bad(dir, "\"skipped\":1", "\"x\":{\"a\":1,\"a\":2},\"skipped\":1",
+		   "gives the key 'a' twice");
 
 	/* Format 2. */
 	CHECK_OK(load_text(dir, good2, &m, &e), &e);
