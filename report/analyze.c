@@ -243,6 +243,11 @@ static char *group_key(const rep_run *run, rep_scaling mode, double batch,
 		ims_buf_printf(&b, "model=%s device=%s ", s->model ? s->model : "?",
 			  s->device ? s->device : "?");
 	}
+	/* a fine-tuned run starts elsewhere than one from scratch: its time
+	 * to an accuracy is no measure of another's scaling (the file's bytes
+	 * tell starts apart; its path where a summary lacks them) */
+	if (s->init_path)
+		ims_buf_printf(&b, "init=%s ", s->init_crc32c ? s->init_crc32c : s->init_path);
 	if (mode == REP_SCALE_RANK_BATCH)
 		ims_buf_printf(&b, "batch_per_rank=%g", batch);
 	else

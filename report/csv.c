@@ -42,7 +42,7 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		    "steps,images,wall_s,train_s,startup_s,images_per_s,speed_per_rank,"
 		    "total_speed,final_top1,final_top5,best_top1,best_epoch,best_wall_s,"
 		    "stall_fraction,busy_max_min,target_reached,target_epochs,target_wall_s,"
-		    "has_summary,skipped_lines,parts,superseded_lines\n");
+		    "has_summary,skipped_lines,parts,superseded_lines,init,init_crc32c\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		const rep_stats *st = &r->stats[i];
@@ -66,8 +66,12 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, ",");
 		double t[] = {st->target_epochs, st->target_wall_s};
 		nums(&b, t, 2);
-		ims_buf_printf(&b, ",%d,%zu,%zu,%zu\n", run->has_summary, run->n_diags_total,
+		ims_buf_printf(&b, ",%d,%zu,%zu,%zu,", run->has_summary, run->n_diags_total,
 			       run->n_parts ? run->n_parts : 1, run->n_superseded);
+		ims_buf_csv(&b, s->init_path ? s->init_path : "");
+		ims_buf_puts(&b, ",");
+		ims_buf_csv(&b, s->init_crc32c ? s->init_crc32c : "");
+		ims_buf_puts(&b, "\n");
 	}
 	return save(&b, dir, "runs.csv", err);
 }

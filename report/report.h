@@ -99,6 +99,8 @@ typedef struct rep_summary {
 	char *init_path;                 /* init.path: the file --init started
 					    the run from (as the trainer wrote
 					    it, escaped); NULL: from scratch */
+	char *init_crc32c;               /* init.crc32c: that file's bytes' CRC
+					    (8 hex digits); NULL when absent */
 	double threads, batch_per_rank, global_batch, lr_per_rank, lr_peak;
 	double epochs, steps, images, wall_s, train_s, startup_s, images_per_s;
 	double busy_max_min_ratio, data_wait_s, stall_fraction;

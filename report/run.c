@@ -586,8 +586,10 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	const cJSON *init = cJSON_GetObjectItemCaseSensitive(o, "init");
 	if (init && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(init, "path")))
 		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'init' has no 'path' string"));
-	else if (init)
+	else if (init) {
 		GOTO_IF_ERR(out, rc, sum_string(run, path, init, "path", &s->init_path));
+		GOTO_IF_ERR(out, rc, sum_string(run, path, init, "crc32c", &s->init_crc32c));
+	}
 	/* best_epoch is -1 to the trainer until a validation ran */
 	static const struct {
 		const char *key;
@@ -695,6 +697,7 @@ void rep_run_release(rep_run *run)
 	free(s->model);
 	free(s->device);
 	free(s->init_path);
+	free(s->init_crc32c);
 	free(s->busy_s);
 	free(s->data_wait_s_per_rank);
 	free(s->comm_s_per_rank);

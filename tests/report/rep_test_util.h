@@ -62,6 +62,27 @@ static inline void rep_test_sub(char *out, size_t len, const char *dir,
 	"\"optimizer\":\"sgd\",\"nesterov\":false,\"device\":\"cpu\",\"precision\":\"fp32\"," \
 	"\"max_steps\":0,\"augment\":\"flip\",\"freeze_bn\":false}"
 
+/* Puts members (a JSON fragment ending in a comma, such as
+ * "\"init\":{...},") first into dir's summary.json: a fine-tuned run. */
+static inline void rep_test_summary_add(const char *dir, const char *members)
+{
+	char path[4300], *text = NULL;
+	size_t len = 0;
+	ims_error err;
+	snprintf(path, sizeof(path), "%s/summary.json", dir);
+	if (ims_read_file(path, (uint8_t **)&text, &len, 0, &err) < 0 || !text ||
+	    text[0] != '{')
+		exit(1);
+	char *with = malloc(len + strlen(members) + 1);
+	if (!with)
+		exit(1);
+	snprintf(with, len + strlen(members) + 1, "{%s%.*s", members, (int)len - 1, text + 1);
+	if (ims_write_file_atomic(path, with, strlen(with), &err) < 0)
+		exit(1);
+	free(text);
+	free(with);
+}
+
 static inline void rep_test_run_a(const char *dir)
 {
 	rep_test_write(dir, "metrics.jsonl",

@@ -284,6 +284,57 @@ static void test_groups(void)
 	}
 }
 
+/* Runs started from other weights are other jobs: a fine-tuned run's time
+ * to an accuracy says nothing of a run from scratch's scaling. The file's
+ * CRC tells starts apart, its path where a summary lacks the CRC. */
+static void run_b_init(const char *dir)
+{
+	rep_test_run_b(dir);
+	rep_test_summary_add(dir, "\"init\":{\"path\":\"w/x.safetensors\",\"bytes\":8,"
+				  "\"crc32c\":\"0a1b2c3d\"},");
+}
+
+static void run_a_init_moved(const char *dir)
+{
+	rep_test_run_a(dir);
+	rep_test_summary_add(dir, "\"init\":{\"path\":\"other/x.safetensors\",\"bytes\":8,"
+				  "\"crc32c\":\"0a1b2c3d\"},");
+}
+
+static void run_b_init_other(const char *dir)
+{
+	rep_test_run_b(dir);
+	rep_test_summary_add(dir, "\"init\":{\"path\":\"w/x.safetensors\",\"bytes\":8,"
+				  "\"crc32c\":\"ffffffff\"},");
+}
+
+static void test_init_keys(void)
+{
+	rep_run r[4];
+	rep_stats st[4];
+	load(&r[0], &st[0], "i0", rep_test_run_a, -1);
+	load(&r[1], &st[1], "i1", run_b_init, -1);
+	load(&r[2], &st[2], "i2", run_a_init_moved, -1);
+	load(&r[3], &st[3], "i3", run_b_init_other, -1);
+	for (int i = 0; i < 4; i++)
+		CHECK(st[i].key[0] != NULL);
+	if (st[0].key[0] && st[1].key[0] && st[2].key[0] && st[3].key[0]) {
+		/* from scratch (1 rank) against fine-tuned (2 ranks): apart */
+		CHECK(strcmp(st[0].key[0], st[1].key[0]) != 0);
+		/* the same bytes at another path: one job */
+		CHECK(strcmp(st[1].key[0], st[2].key[0]) == 0);
+		CHECK(strstr(st[1].key[0], "init=0a1b2c3d ") != NULL);
+		/* other bytes: apart */
+		CHECK(strcmp(st[2].key[0], st[3].key[0]) != 0);
+	}
+	CHECK(r[1].sum.init_crc32c && strcmp(r[1].sum.init_crc32c, "0a1b2c3d") == 0);
+	CHECK(!r[0].sum.init_crc32c && !r[0].sum.init_path);
+	for (int i = 0; i < 4; i++) {
+		rep_stats_release(&st[i]);
+		rep_run_release(&r[i]);
+	}
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_analyze");
@@ -293,6 +344,7 @@ int main(void)
 	test_single_interval_and_old();
 	test_epoch_position();
 	test_groups();
+	test_init_keys();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();

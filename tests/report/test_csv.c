@@ -42,6 +42,11 @@ int main(void)
 	rep_test_sub(out, sizeof(out), tmp, "csv/deeper");
 	rep_test_run_a(a);
 	rep_test_run_b(b);
+	/* both fine-tuned from one file: still one job to compare */
+	static const char *const init =
+		"\"init\":{\"path\":\"w/r,18.safetensors\",\"bytes\":8,\"crc32c\":\"0a1b2c3d\"},";
+	rep_test_summary_add(a, init);
+	rep_test_summary_add(b, init);
 	rep_report r;
 	rep_opts o = {NULL, 0.55};
 	rep_report_init(&r, &o);
@@ -57,9 +62,10 @@ int main(void)
 	CHECK_EQ_U64(lines(s), 3);
 	CHECK(s && strstr(s, "\n\"a,1\",\"") != NULL);
 	/* run b: target 0.55 reached after 2 epochs at 3.9 s */
-	CHECK(s && strstr(s, ",1,2,3.9,1,0,1,0\n") != NULL);
+	CHECK(s && strstr(s, ",1,2,3.9,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d\n") != NULL);
 	/* run a: not reached, the epoch and time fields empty */
-	CHECK(s && strstr(s, ",0,,,1,0,1,0\n") != NULL);
+	CHECK(s && strstr(s, ",0,,,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d\n") != NULL);
+	CHECK(s && strstr(s, ",superseded_lines,init,init_crc32c\n") != NULL);
 	free(s);
 
 	s = slurp(out, "train.csv");

@@ -214,19 +214,8 @@ static void test_fine_tuned(void)
 		"\"init\":{\"path\":\"w/<r18>.safetensors\",\"bytes\":8,\"crc32c\":\"0a1b2c3d\"},",
 		"\"init\":{\"bytes\":8},"};
 	for (int i = 0; i < 2; i++) {
-		char path[4300], *text = NULL;
-		size_t len = 0;
-		ims_error err;
 		rep_test_sub(dir, sizeof(dir), tmp, names[2 * i]);
-		snprintf(path, sizeof(path), "%s/summary.json", dir);
-		CHECK_OK(ims_read_file(path, (uint8_t **)&text, &len, 0, &err), &err);
-		char *with = malloc(len + strlen(init[i]) + 1);
-		if (!text || !with || text[0] != '{')
-			exit(1);
-		snprintf(with, len + strlen(init[i]) + 1, "{%s%.*s", init[i], (int)len - 1, text + 1);
-		CHECK_OK(ims_write_file_atomic(path, with, strlen(with), &err), &err);
-		free(text);
-		free(with);
+		rep_test_summary_add(dir, init[i]);
 	}
 	rep_report r;
 	char *page = render(&r, names, 3, -1);
