@@ -161,29 +161,27 @@ run 1 "$IMSHARD" sample "$T/afile" -q
 
 # A run interrupted into a folder it created removes that folder again:
 # nothing that looks begun is left (before: an empty OUTDIR stayed).
-"$IMSHARD" sample "$T/int/new" --per-class 100000 --classes 10 -q 2>"$T/int.err" &
-pid=$!
-for _ in $(seq 1 2000); do
-	[ -e "$T/int/new/.imshard-sample.tmp" ] && break
-	sleep 0.005
-done
-[ -e "$T/int/new/.imshard-sample.tmp" ] || fail "the interrupted sample never started writing"
-kill -INT $pid
-rc=0
-wait $pid || rc=$?
-[ "$rc" -eq 1 ] || fail "interrupted sample exited $rc, not 1"
-grep -q "interrupted" "$T/int.err" || fail "interrupted sample did not say so: $(cat "$T/int.err")"
+# interrupt DIR: a large sample into DIR, Ctrl-C once it is writing; its
+# exit status in rc
+interrupt() {
+	"$IMSHARD" sample "$1" --per-class 100000 --classes 10 -q 2>"$T/int.err" &
+	local pid=$!
+	for _ in $(seq 1 2000); do
+		[ -e "$1/.imshard-sample.tmp" ] && break
+		sleep 0.005
+	done
+	[ -e "$1/.imshard-sample.tmp" ] || fail "the interrupted sample never started writing"
+	kill -INT $pid
+	rc=0
+	wait $pid || rc=$?
+	[ "$rc" -eq 1 ] || fail "interrupted sample exited $rc, not 1"
+	grep -q "interrupted" "$T/int.err" || fail "interrupted sample did not say so: $(cat "$T/int.err")"
+}
+interrupt "$T/int/new"
 [ ! -e "$T/int/new" ] || fail "an interrupted sample left the folder it made: $(ls -A "$T/int/new")"
 # ... but a folder that was there before stays.
 mkdir "$T/int/kept"
-"$IMSHARD" sample "$T/int/kept" --per-class 100000 --classes 10 -q 2>"$T/int.err" &
-pid=$!
-for _ in $(seq 1 2000); do
-	[ -e "$T/int/kept/.imshard-sample.tmp" ] && break
-	sleep 0.005
-done
-kill -INT $pid
-wait $pid || true
+interrupt "$T/int/kept"
 [ -d "$T/int/kept" ] || fail "an interrupted sample removed a folder it did not make"
 [ -z "$(ls -A "$T/int/kept")" ] || fail "an interrupted sample left files: $(ls -A "$T/int/kept")"
 
