@@ -207,6 +207,11 @@ class Batch(tuple):
         b.__dict__.update(attrs)
         return b
 
+    def __getnewargs__(self):
+        # pickle and copy make a Batch again from (images, labels), then
+        # set its attributes (tuple's own (tuple,) did not fit __new__)
+        return tuple(self)
+
     @property
     def images(self):
         return self[0]

@@ -636,3 +636,24 @@ def test_bench_load_without_any_limit_is_refused(sample, tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["refused: seconds=0 (no time limit) needs epochs"] * 2, \
         p.stdout
+
+
+def test_batches_pickle_and_copy(sample):
+    # a Batch is a tuple with attributes: before, pickle.dumps made bytes
+    # that pickle.loads refused, and copy.copy / copy.deepcopy raised
+    # ("Batch.__new__() missing 1 required positional argument: 'labels'"),
+    # so a batch could not go through a multiprocessing queue
+    import copy
+    import pickle
+    with imshard.Loader(sample["val"], 4, 16, train=False, rank=0, world=1, threads=1) as L:
+        b = next(iter(L))
+        for c in (pickle.loads(pickle.dumps(b)), copy.copy(b), copy.deepcopy(b)):
+            assert type(c) is imshard.Batch and len(c) == 2
+            assert np.array_equal(c[0], b[0]) and np.array_equal(c.labels, b.labels)
+            assert np.array_equal(c.indices, b.indices) and np.array_equal(c.padded, b.padded)
+            assert (c.epoch, c.step, c.address) == (b.epoch, b.step, b.address)
+        # an unpickled or deep-copied batch owns its pixels: it holds no ring slot
+        kept = [pickle.loads(pickle.dumps(b)), copy.deepcopy(b)]
+        del b, c
+        assert L._c.exported == 0
+        assert all(np.array_equal(k[0], kept[0][0]) for k in kept)
