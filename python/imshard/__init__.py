@@ -86,8 +86,9 @@ def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0
     every loader and imshard-train use) as a list of record indices; with
     `offset`, of the positions from `offset` on (an epoch continued after
     `offset` records were consumed, with any rank count)."""
-    return _imshard.partition(_u64(n, "n"), rank, world, _u64(epoch, "epoch"),
-                              _u64(seed, "seed"), shuffle, pad, _u64(offset, "offset"))
+    return _imshard.partition(_u64(n, "n"), _count(rank, "rank"), _count(world, "world"),
+                              _u64(epoch, "epoch"), _u64(seed, "seed"), shuffle, pad,
+                              _u64(offset, "offset"))
 
 
 def decode(data, apply_orientation=True):
@@ -436,6 +437,7 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     rank, world = _count(rank, "rank"), _count(world, "world")
     threads, prefetch = _count(threads, "threads"), _count(prefetch, "prefetch")
     epochs = _count(epochs, "epochs")
+    seed = _u64(seed, "seed")  # as --seed; the C call would wrap -1
     # as --seconds takes it: a finite number (inf measured for ever, and
     # NaN was refused as "negative")
     if (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)

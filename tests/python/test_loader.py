@@ -409,6 +409,25 @@ def test_seeds_and_epochs_out_of_range_are_refused(sample):
         imshard.partition(-1, 0, 1)
 
 
+def test_bench_load_and_partition_check_their_integers(sample):
+    # before: bench_load took seed=-1 as 2**64 - 1 and seed=2**64 raised
+    # an OverflowError (the command refuses both: "--seed expects a
+    # non-negative integer"); partition's rank 2**40 was an OverflowError
+    # and rank 1.5 a TypeError, neither naming the argument
+    for seed in (-1, 2**64, 1.5, True):
+        with pytest.raises(imshard.ArgumentError, match="seed must be an integer from 0"):
+            imshard.bench_load(sample["train"], 8, 16, epochs=1, seconds=0, threads=1,
+                               seed=seed)
+    for kw in (dict(rank=2**40), dict(rank=1.5), dict(world=-2**40), dict(world=None)):
+        args = dict(rank=0, world=3)
+        args.update(kw)
+        what = list(kw)[0]
+        with pytest.raises(imshard.ArgumentError, match=what + " must be an integer"):
+            imshard.partition(10, **args)
+    assert imshard.bench_load(sample["train"], 8, 16, epochs=1, seconds=0, threads=1,
+                              seed=2**64 - 1)["images"] == 80
+
+
 def test_a_new_pass_from_another_thread_loses_no_batch(sample):
     # one thread waits in next() for epoch 0's batches while another
     # starts epoch 1: before, the waiting thread took the first batches of
