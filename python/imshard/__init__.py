@@ -473,8 +473,14 @@ def _pack_kwargs(options):
     for k in ("center_crop", "check_decode", "force"):
         if k in kw:
             kw[k] = bool(kw[k])
+    # a pack catches SIGINT (to stop cleanly) where SIGINT raises
+    # KeyboardInterrupt: on the main thread, with Python's own handler.
+    # Ignored, or given to a handler of the program's, it is left alone:
+    # the pack runs to its end and that handler runs after
+    import signal
     import threading
-    kw["main_thread"] = threading.current_thread() is threading.main_thread()
+    kw["catch_sigint"] = (threading.current_thread() is threading.main_thread() and
+                          signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     return kw
 
 

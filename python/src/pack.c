@@ -9,6 +9,8 @@
  * and KeyboardInterrupt is raised once it has stopped cleanly. Each call has
  * its own flag: packs running at once on other threads are not stopped by
  * a Ctrl-C (Python gives it to the main thread alone) and do not clear it.
+ * Where the program ignores SIGINT or handles it itself, nothing is
+ * caught: the pack runs to its end and the program's handler runs after.
  */
 #include "ext.h"
 
@@ -42,7 +44,8 @@ typedef struct {
 	volatile int cancel; /* this call's: pack_opts.cancel points here */
 } sig_guard;
 
-/* main: the caller runs on Python's main thread, where SIGINT is handled */
+/* main: the caller runs on Python's main thread, where SIGINT raises
+ * KeyboardInterrupt (the Python layer says so: catch_sigint) */
 static void guard_begin(sig_guard *g, int main)
 {
 	g->cancel = 0;
@@ -161,7 +164,9 @@ typedef struct {
 	int shards, resize, max_size, center_crop, quality, threads, check_decode, force;
 	long long shard_size;
 	long long max_errors;
-	int main; /* called on the main thread: catch SIGINT */
+	int main; /* catch SIGINT: called on the main thread, where SIGINT
+		     raises KeyboardInterrupt (not ignored, no handler of
+		     the program's own) */
 } pack_args;
 
 static int pack_args_apply(const pack_args *a, pack_opts *o)
@@ -385,7 +390,7 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 }
 
 #define PACK_KWS "encoding", "shards", "shard_size", "resize", "max_size", "center_crop", \
-	"quality", "threads", "max_errors", "check_decode", "force", "main_thread"
+	"quality", "threads", "max_errors", "check_decode", "force", "catch_sigint"
 
 /*
  * pack(list_path, rows, classes, root, out_dir, name, **pack options) ->

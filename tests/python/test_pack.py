@@ -404,3 +404,51 @@ def test_ctrl_c_stops_the_main_threads_pack_not_another_threads(sample, tmp_path
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["main interrupted", "other True", "left []",
                                      "other split True"], p.stdout + p.stderr
+
+
+def test_a_pack_leaves_an_ignored_or_handled_sigint_alone(sample, tmp_path):
+    # pack catches SIGINT to stop cleanly where SIGINT raises
+    # KeyboardInterrupt. Before, it did so whatever the program had asked:
+    # with SIGINT ignored (signal.SIG_IGN, nohup, a background job) or
+    # given to a handler of the program's own, a SIGINT still cancelled
+    # the pack and raised KeyboardInterrupt, and the handler never ran
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "sig.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, threading, imshard
+        root, out, how = sys.argv[1], sys.argv[2], sys.argv[3]
+        files = sorted(os.path.relpath(os.path.join(d, f), root)
+                       for d, _, fs in os.walk(root) for f in fs)
+        rows = [(0, f) for f in files] * 30
+        seen = []
+        signal.signal(signal.SIGINT, signal.SIG_IGN if how == "ignore" else
+                      lambda sig, frame: seen.append(sig))
+        done, during = [], []
+
+        def kill():
+            during.append(not done)
+            os.kill(os.getpid(), signal.SIGINT)
+        t = threading.Timer(0.5, kill)
+        t.start()
+        try:
+            r = imshard.pack(rows, root, out + "/s", encoding="jpeg", resize=64, threads=1)
+            done.append(1)
+            print("finished", r["packed"] == len(rows), flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        t.join()
+        print("sent during the pack", during == [True], flush=True)
+        print("handler ran", seen == [signal.SIGINT], flush=True)
+        print("handler kept", signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
+              flush=True)
+    """))
+    for how, ran in (("ignore", "False"), ("handler", "True")):
+        p = subprocess.run([sys.executable, str(script), str(sample["img"]),
+                            str(tmp_path / how), how],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines() == ["finished True", "sent during the pack True",
+                                         "handler ran " + ran,
+                                         "handler kept True"], how + ": " + p.stdout + p.stderr
