@@ -556,7 +556,7 @@ def pack(list_or_rows, root, out, *, classes=None, **options):
     that were left out because all their rows were skipped, are also
     reported through warnings.
     """
-    out = os.fspath(out)
+    out = os.fsdecode(out)  # str, bytes or os.PathLike, as every path here
     if out.endswith(".json"):
         out = out[:-5]
     out_dir, name = os.path.split(out)

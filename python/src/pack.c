@@ -402,12 +402,11 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
 	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", PACK_KWS, NULL};
-	PyObject *list_path, *rows, *classes, *root, *out_dir;
-	const char *name;
+	PyObject *list_path, *rows, *classes, *root, *out_dir, *name;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&s|ziLiipiiLppp", names, &list_path, &rows,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&O&|ziLiipiiLppp", names, &list_path, &rows,
 					 &classes, PyUnicode_FSConverter, &root,
-					 PyUnicode_FSConverter, &out_dir, &name, &a.encoding,
+					 PyUnicode_FSConverter, &out_dir, PyUnicode_FSConverter, &name, &a.encoding,
 					 &a.shards, &a.shard_size, &a.resize, &a.max_size,
 					 &a.center_crop, &a.quality, &a.threads, &a.max_errors,
 					 &a.check_decode, &a.force, &a.main))
@@ -447,7 +446,7 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 		goto out;
 	o.root = PyBytes_AS_STRING(root);
 	o.out_dir = PyBytes_AS_STRING(out_dir);
-	o.name = name;
+	o.name = PyBytes_AS_STRING(name); /* bytes: a name not UTF-8 meets the library's check */
 	o.source = lp ? PyBytes_AS_STRING(lp) : NULL;
 	pack_report rep;
 	if (run_pack(&l, &o, &rep, &s, a.main, &err) < 0)
@@ -463,6 +462,7 @@ out:
 	Py_XDECREF(lp);
 	Py_DECREF(root);
 	Py_DECREF(out_dir);
+	Py_DECREF(name);
 	ds_list_release(&l);
 	skip_log_release(&s);
 	return res;

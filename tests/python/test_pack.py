@@ -452,3 +452,16 @@ def test_a_pack_leaves_an_ignored_or_handled_sigint_alone(sample, tmp_path):
         assert p.stdout.splitlines() == ["finished True", "sent during the pack True",
                                          "handler ran " + ran,
                                          "handler kept True"], how + ": " + p.stdout + p.stderr
+
+
+def test_pack_takes_out_as_bytes(sample, tmp_path):
+    # out is a path: bytes as well as str and os.PathLike. Before, bytes
+    # raised "TypeError: endswith first arg must be bytes ...", and a name
+    # that is not UTF-8 could not reach the library's own check
+    lst = sample["dir"] / "packed" / "val.lst"
+    rep = imshard.pack(lst, sample["img"], os.fsencode(tmp_path / "b" / "s.json"))
+    assert rep["manifest"] == str(tmp_path / "b" / "s.json")
+    assert len(imshard.Split(rep["manifest"])) == rep["packed"] > 0
+    with pytest.raises(imshard.ArgumentError, match=r"split name '\\xff' is not UTF-8"):
+        imshard.pack(lst, sample["img"], os.fsencode(tmp_path / "b") + b"/\xff")
+    assert not [f for f in os.listdir(tmp_path / "b") if not f.startswith("s")]
