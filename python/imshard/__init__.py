@@ -465,11 +465,21 @@ def _pack_kwargs(options):
     if unknown:
         raise ArgumentError("unknown pack option %s (known: %s)"
                             % (", ".join(unknown), ", ".join(_PACK_OPTIONS)))
-    kw = dict(options)
-    if kw.get("max_errors") is None:
-        kw["max_errors"] = -1
-    if kw.get("shard_size") is None:
-        kw["shard_size"] = 0
+    kw = {k: v for k, v in options.items() if v is not None}  # None: not given
+    # numbers checked here for their type, naming the option (the C call's
+    # conversion raised TypeError or OverflowError naming none), and in C
+    # for their bounds
+    for k in ("shards", "resize", "max_size", "quality", "threads"):
+        if k in kw:
+            kw[k] = _count(kw[k], k)
+    kw["max_errors"] = kw.get("max_errors", -1)
+    kw["shard_size"] = kw.get("shard_size", 0)
+    for k, what in (("max_errors", "an integer >= -1 (-1: never stop)"),
+                    ("shard_size", "an integer from 4096 to 10**15 bytes (0: 1 GiB)")):
+        v = kw[k]
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not -2**63 <= v < 2**63:
+            raise ArgumentError("%s must be %s, got %r" % (k, what, v))
+        kw[k] = int(v)
     for k in ("center_crop", "check_decode", "force"):
         if k in kw:
             kw[k] = bool(kw[k])

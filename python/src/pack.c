@@ -15,6 +15,7 @@
 #include "ext.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -182,11 +183,24 @@ static int pack_args_apply(const pack_args *a, pack_opts *o)
 				 a->shard_size);
 		return -1;
 	}
-	if (a->shards < 0 || a->resize < 0 || a->max_size < 0 || a->quality < 0 || a->quality > 100 ||
-	    a->threads < 0 || a->max_errors < -1) {
-		ims_py_arg_error("shards, resize, max_size, threads must be >= 0, quality 0..100, max_errors >= -1");
-		return -1;
-	}
+	/* each named, as the command names its flag (threads: --threads' bound) */
+	static const struct {
+		const char *name, *bounds;
+		long long lo, hi;
+	} range[] = {{"shards", ">= 0 (0: shards of shard_size)", 0, INT_MAX},
+		     {"resize", ">= 0 (0: no resize)", 0, INT_MAX},
+		     {"max_size", ">= 0 (0: no limit)", 0, INT_MAX},
+		     {"quality", "0..100 (0: 95)", 0, 100},
+		     {"threads", "0..1024 (0: all cores)", 0, 1024},
+		     {"max_errors", ">= -1 (-1: never stop)", -1, LLONG_MAX}};
+	const long long given[] = {a->shards, a->resize, a->max_size, a->quality, a->threads,
+				   a->max_errors};
+	for (size_t k = 0; k < sizeof(range) / sizeof(range[0]); k++)
+		if (given[k] < range[k].lo || given[k] > range[k].hi) {
+			ims_py_arg_error("%s must be %s, got %lld", range[k].name, range[k].bounds,
+					 given[k]);
+			return -1;
+		}
 	int geometry = a->resize || a->max_size || a->center_crop;
 	int enc = a->encoding ? pack_encoding_parse(a->encoding) : (geometry ? PACK_JPEG : PACK_KEEP);
 	if (enc < 0) {

@@ -3,6 +3,7 @@ the command line, skipped files told and counted."""
 import filecmp
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -465,3 +466,31 @@ def test_pack_takes_out_as_bytes(sample, tmp_path):
     with pytest.raises(imshard.ArgumentError, match=r"split name '\\xff' is not UTF-8"):
         imshard.pack(lst, sample["img"], os.fsencode(tmp_path / "b") + b"/\xff")
     assert not [f for f in os.listdir(tmp_path / "b") if not f.startswith("s")]
+
+
+def test_pack_options_are_checked_by_name(sample, tmp_path):
+    # each option's mistake names it, as the command names its flag.
+    # Before: shards=2**40 raised "OverflowError: signed integer is
+    # greater than maximum", shards=1.5 a TypeError, shards=True packed
+    # one shard, -1 for any of them the same lumped message, and
+    # threads=10**6 (the command: "--threads must be between 1 and 1024")
+    # was taken
+    lst = sample["dir"] / "packed" / "val.lst"
+    for opt, v in (("shards", 2**40), ("shards", 1.5), ("shards", True), ("resize", 2**40),
+                   ("max_size", "64"), ("quality", 2.5), ("threads", 2**31),
+                   ("max_errors", 2**63), ("shard_size", 2**70), ("shard_size", 1e6)):
+        for call in (lambda **kw: imshard.pack(lst, sample["img"], tmp_path / "w", **kw),
+                     lambda **kw: imshard.convert("folder", sample["img"], tmp_path / "c", **kw)):
+            with pytest.raises(imshard.ArgumentError, match="^%s must be" % opt):
+                call(encoding="jpeg", **{opt: v})
+    for opt, v, why in (("shards", -1, ">= 0"), ("resize", -1, ">= 0"), ("max_size", -3, ">= 0"),
+                        ("quality", 101, "0..100"), ("threads", -1, "0..1024"),
+                        ("threads", 1025, "0..1024"), ("max_errors", -2, ">= -1")):
+        with pytest.raises(imshard.ArgumentError, match=r"^%s must be %s \(.*\), got %d$"
+                           % (opt, re.escape(why), v)):
+            imshard.pack(lst, sample["img"], tmp_path / "w", encoding="jpeg", **{opt: v})
+    assert not (tmp_path / "w").exists() and not (tmp_path / "c").exists()
+    # None is "not given", as for encoding, shard_size and max_errors
+    rep = imshard.pack(lst, sample["img"], tmp_path / "n" / "s", shards=None, resize=None,
+                       max_size=None, quality=None, threads=None)
+    assert rep["packed"] == rep["listed"] > 0
