@@ -26,6 +26,11 @@ extern PyObject *ims_py_argument_error;
  * and ims_strerror(code) as `kind`. Returns NULL. */
 PyObject *ims_py_raise(int code, const ims_error *e);
 
+/* A library's text (a message, a problem line) as str: bytes that are
+ * not UTF-8 (a path's, quoted) are shown as \xHH, as in ims_py_raise's
+ * messages. NULL (MemoryError) only when out of memory. */
+PyObject *ims_py_text(const char *s);
+
 /* Raises ArgumentError with a formatted message. Returns NULL. */
 PyObject *ims_py_arg_error(const char *fmt, ...);
 

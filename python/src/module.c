@@ -36,8 +36,7 @@ PyObject *ims_py_raise(int code, const ims_error *e)
 	/* messages quote paths and names as they are: bytes that are not
 	 * UTF-8 (or a multibyte character cut at the message's end) are
 	 * shown as \xHH rather than failing with a UnicodeDecodeError */
-	PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg),
-					      "backslashreplace");
+	PyObject *text = ims_py_text(msg);
 	if (!text)
 		return NULL;
 	PyObject *exc = PyObject_CallFunctionObjArgs(type, text, NULL);
@@ -55,6 +54,11 @@ PyObject *ims_py_raise(int code, const ims_error *e)
 	PyErr_SetObject(type, exc);
 	Py_DECREF(exc);
 	return NULL;
+}
+
+PyObject *ims_py_text(const char *s)
+{
+	return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "backslashreplace");
 }
 
 PyObject *ims_py_arg_error(const char *fmt, ...)

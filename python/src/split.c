@@ -9,6 +9,7 @@
 #include "ext.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
@@ -234,8 +235,16 @@ static PyObject *split_manifest(PyObject *self, PyObject *unused)
 	if (!classes || !counts || !shards)
 		goto fail;
 	for (size_t c = 0; c < m->n_classes; c++) {
-		PyList_SET_ITEM(classes, (Py_ssize_t)c, PyUnicode_FromString(m->classes[c]));
-		PyList_SET_ITEM(counts, (Py_ssize_t)c, PyLong_FromUnsignedLongLong(m->class_counts[c]));
+		/* a name that is not UTF-8 (pack refuses one; an edited
+		 * manifest may hold one) keeps its bytes, as os.fsdecode
+		 * would: verify() names it */
+		PyObject *name = PyUnicode_DecodeUTF8(m->classes[c], (Py_ssize_t)strlen(m->classes[c]),
+						      "surrogateescape");
+		PyObject *count = PyLong_FromUnsignedLongLong(m->class_counts[c]);
+		PyList_SET_ITEM(classes, (Py_ssize_t)c, name);
+		PyList_SET_ITEM(counts, (Py_ssize_t)c, count);
+		if (!name || !count)
+			goto fail;
 	}
 	for (size_t k = 0; k < m->n_shards; k++) {
 		const rio_shard_info *si = &m->shards[k];
@@ -274,7 +283,7 @@ static void verify_problem(void *ctx, const char *line)
 	verify_py *v = ctx;
 	PyGILState_STATE g = PyGILState_Ensure();
 	if (!v->failed) {
-		PyObject *o = PyUnicode_FromString(line);
+		PyObject *o = ims_py_text(line); /* a path in it may not be UTF-8 */
 		if (!o || PyList_Append(v->problems, o) < 0)
 			v->failed = 1;
 		Py_XDECREF(o);

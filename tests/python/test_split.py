@@ -241,3 +241,42 @@ def test_huge_record_indices_are_index_errors(sample):
             with pytest.raises(IndexError, match="out of range"):
                 s.decode(i)
         assert s[-1] == s[len(s) - 1]
+
+
+def test_text_that_is_not_utf8_opens_and_verifies(sample, copy_split, tmp_path):
+    # a class name the manifest holds in bytes that are not UTF-8 (pack
+    # refuses them; an edited or foreign manifest may have one): before,
+    # Split() raised "SystemError: <method 'manifest' ...> returned a
+    # result with an exception set"; now the name comes with the bytes
+    # kept (surrogateescape, as os.fsdecode) and verify() names it
+    m = copy_split(sample["train"])
+    with open(m, "rb") as f:
+        text = f.read()
+    first = imshard.Split(sample["train"]).classes[0].encode()
+    with open(m, "wb") as f:
+        f.write(text.replace(b'"' + first + b'"', b'"\xff' + first[1:] + b'"', 1))
+    with imshard.Split(m) as s:
+        assert os.fsencode(s.classes[0]) == b"\xff" + first[1:]
+        with pytest.raises(imshard.Error, match=r"class 0 \('\\xff.*is not UTF-8") as e:
+            s.verify()
+        assert len(e.value.problems) == 1
+    # a problem line naming a shard at a path that is not UTF-8: before,
+    # verify() raised UnicodeDecodeError instead of imshard.Error
+    d = os.fsencode(str(tmp_path)) + b"/d\xe9"
+    os.mkdir(d)
+    src = os.path.dirname(sample["train"])
+    for f in os.listdir(src):
+        if f.startswith("train"):
+            with open(os.path.join(src, f), "rb") as a, open(d + b"/" + f.encode(), "wb") as b:
+                b.write(a.read())
+    shard = d + b"/" + sorted(f for f in os.listdir(src) if f.endswith(".mdb"))[0].encode()
+    with open(shard, "r+b") as f:
+        data = bytearray(f.read())
+        k = data.find(b"JFIF") + 400
+        data[k] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+    with imshard.Split(d + b"/train.json") as s:
+        with pytest.raises(imshard.Error) as e:
+            s.verify()
+        assert any("d\\xe9" in p for p in e.value.problems), e.value.problems
