@@ -442,10 +442,11 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
 
 static PyObject *stats_dict(const aug_loader_stats *st)
 {
-	return Py_BuildValue("{s:K,s:K,s:K,s:s,s:d,s:d,s:d,s:d,s:d,s:O}", "images",
+	/* last_bad names a shard, whose path may not be UTF-8 */
+	return Py_BuildValue("{s:K,s:K,s:K,s:N,s:d,s:d,s:d,s:d,s:d,s:O}", "images",
 			     (unsigned long long)st->images, "batches",
 			     (unsigned long long)st->batches, "bad_records",
-			     (unsigned long long)st->bad_records, "last_bad", st->last_bad,
+			     (unsigned long long)st->bad_records, "last_bad", ims_py_text(st->last_bad),
 			     "wait_seconds", st->wait_seconds, "read_seconds", st->read_seconds,
 			     "decode_seconds", st->decode_seconds, "augment_seconds",
 			     st->augment_seconds, "produce_seconds", st->produce_seconds, "pinned",

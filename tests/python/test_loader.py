@@ -379,6 +379,35 @@ def test_bad_records_are_replaced_and_counted(sample, copy_split):
     loader.close()
 
 
+def test_a_bad_record_at_a_path_not_utf8_is_reported(sample, tmp_path):
+    # the loader's note of a bad record names its shard's path: where that
+    # is not UTF-8, the end of the epoch (and loader.stats, bench_load)
+    # raised UnicodeDecodeError before; the bytes are shown as \xHH
+    d = os.fsencode(str(tmp_path)) + b"/d\xe9"
+    os.mkdir(d)
+    src = os.path.dirname(sample["train"])
+    for f in os.listdir(src):
+        if f.startswith("train"):
+            with open(os.path.join(src, f), "rb") as a, open(d + b"/" + f.encode(), "wb") as b:
+                b.write(a.read())
+    with imshard.Split(sample["train"]) as split:
+        piece = split[3].payload[-200:-168]
+    shard = d + b"/train-00000-of-00003.mdb"
+    data = bytearray(open(shard, "rb").read())
+    assert data.count(piece) == 1
+    data[data.find(piece)] ^= 0xFF
+    open(shard, "wb").write(bytes(data))
+    with imshard.Loader(d + b"/train.json", 4, 16, train=False, rank=0, world=1,
+                        threads=1) as loader:
+        with pytest.warns(UserWarning, match="bad records replaced"):
+            assert sum(len(b[1]) for b in loader) == 80
+        assert loader.stats["bad_records"] == 1
+        assert "d\\xe9" in loader.stats["last_bad"], loader.stats["last_bad"]
+    r = imshard.bench_load(d + b"/train.json", 4, 16, train=False, epochs=1, seconds=0,
+                           threads=1)
+    assert r["stats"]["bad_records"] == 1 and "d\\xe9" in r["stats"]["last_bad"]
+
+
 def test_bench_load_in_process(sample):
     r = imshard.bench_load(sample["train"], 8, 32, epochs=2, seconds=0, threads=2)
     n = len(imshard.Loader(sample["train"], 8, 32, threads=1))
