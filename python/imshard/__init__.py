@@ -549,7 +549,7 @@ def _tell_skipped(report, what):
                                                          report["shards_left_out"]), stacklevel=3)
 
 
-def pack(list_or_rows, root, out, *, classes=None, **options):
+def pack(list_or_rows, root, out, *, classes=None, max_label=None, **options):
     """Packs images into a split, as `imshard pack LIST ROOT -o OUT`.
 
     list_or_rows: an im2rec .lst path (its PREFIX.classes is read when
@@ -559,6 +559,9 @@ def pack(list_or_rows, root, out, *, classes=None, **options):
     options: encoding ('keep', 'jpeg', 'png', 'raw'), shards, shard_size,
     resize, max_size, center_crop, quality, threads, max_errors,
     check_decode, force: the command's flags, checked the same way.
+    max_label: as --max-label N, labels up to N for a sparse label space
+    (by default labels without class names stay below 1024 or 16 times
+    the number of distinct labels, whichever is larger).
 
     Returns the report (listed, packed, skipped, bytes_in, bytes_out,
     shards, shards_left_out, seconds, manifest, errors_file, skipped_files:
@@ -577,6 +580,11 @@ def pack(list_or_rows, root, out, *, classes=None, **options):
         raise ArgumentError("classes must be a list of names (label i = classes[i]), "
                             "not one string: %r" % (classes,))
     kw = _pack_kwargs(options)
+    if max_label is not None:
+        if (isinstance(max_label, bool) or not isinstance(max_label, numbers.Integral)
+                or not 0 <= max_label <= 1048575):
+            raise ArgumentError("max_label must be from 0 to 1048575, got %r" % (max_label,))
+        kw["max_label"] = int(max_label)
     if isinstance(list_or_rows, (str, bytes, os.PathLike)):
         rep = _imshard.pack(list_or_rows, None, classes, root, out_dir or ".", name, **kw)
     else:

@@ -14,24 +14,47 @@
 PyObject *ims_py_error;
 PyObject *ims_py_argument_error;
 
-/* The libraries' "already exists" errors name the command's flag
- * ("use --force to replace it"); from Python the remedy is the keyword:
- * the message says force=True instead. */
-static const char *python_remedy(int code, const char *msg, char *buf, size_t size)
+/* The libraries' messages name the command's flags where they give a
+ * remedy ("use --force to replace it", "give --max-label N"); from
+ * Python the remedy is the keyword, so the message says that instead.
+ * Only these exact spellings: other text (a quoted command, another
+ * tool's flag) is left as it is. */
+static const struct {
+	const char *flag, *keyword;
+} remedies[] = {{"--force", "force=True"},
+		{"--max-label N", "max_label=N"},
+		{"--max-label ", "max_label="},
+		{"--classes FILE", "classes=[names]"},
+		{"--max-errors ", "max_errors="},
+		{"--shard-size", "shard_size"}};
+
+static const char *python_remedy(const char *msg, char *buf, size_t size)
 {
-	const char *at = code == IMS_EEXIST ? strstr(msg, "--force") : NULL;
-	if (!at)
-		return msg;
-	snprintf(buf, size, "%.*sforce=True%s", (int)(at - msg), msg,
-		 at + strlen("--force"));
+	const char *in = msg;
+	size_t len = 0;
+	buf[0] = 0;
+	while (*in && len + 1 < size) {
+		size_t k, n = sizeof(remedies) / sizeof(remedies[0]);
+		for (k = 0; k < n; k++)
+			if (strncmp(in, remedies[k].flag, strlen(remedies[k].flag)) == 0)
+				break;
+		const char *put = k < n ? remedies[k].keyword : in;
+		size_t take = k < n ? strlen(put) : 1;
+		if (take > size - 1 - len)
+			take = size - 1 - len;
+		memcpy(buf + len, put, take);
+		len += take;
+		in += k < n ? strlen(remedies[k].flag) : 1;
+	}
+	buf[len] = 0;
 	return buf;
 }
 
 PyObject *ims_py_raise(int code, const ims_error *e)
 {
 	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
-	char remedy[sizeof(e->msg) + 16];
-	const char *msg = python_remedy(code, e && e->msg[0] ? e->msg : ims_strerror(code),
+	char remedy[sizeof(e->msg) + 64];
+	const char *msg = python_remedy(e && e->msg[0] ? e->msg : ims_strerror(code),
 					remedy, sizeof(remedy));
 	/* messages quote paths and names as they are: bytes that are not
 	 * UTF-8 (or a multibyte character cut at the message's end) are

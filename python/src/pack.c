@@ -415,15 +415,17 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
-	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", PACK_KWS, NULL};
+	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", PACK_KWS,
+				"max_label", NULL};
 	PyObject *list_path, *rows, *classes, *root, *out_dir, *name;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&O&|ziLiipiiLppp", names, &list_path, &rows,
+	long long max_label = DS_LABEL_AUTO;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&O&|ziLiipiiLpppL", names, &list_path, &rows,
 					 &classes, PyUnicode_FSConverter, &root,
 					 PyUnicode_FSConverter, &out_dir, PyUnicode_FSConverter, &name, &a.encoding,
 					 &a.shards, &a.shard_size, &a.resize, &a.max_size,
 					 &a.center_crop, &a.quality, &a.threads, &a.max_errors,
-					 &a.check_decode, &a.force, &a.main))
+					 &a.check_decode, &a.force, &a.main, &max_label))
 		return NULL;
 	PyObject *res = NULL, *lp = NULL;
 	ds_list l;
@@ -434,6 +436,13 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error_clear(&err);
 	if (pack_args_apply(&a, &o) < 0)
 		goto out;
+	/* as --max-label N: a sparse label space (-1: the default bound) */
+	if (max_label != DS_LABEL_AUTO && (max_label < 0 || max_label > DS_LABEL_CEILING)) {
+		ims_py_arg_error("max_label must be from 0 to %d, got %lld", DS_LABEL_CEILING,
+				 max_label);
+		goto out;
+	}
+	o.max_label = max_label;
 	if (list_path != Py_None) {
 		lp = ims_py_fspath(list_path);
 		if (!lp)

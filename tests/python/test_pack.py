@@ -100,7 +100,7 @@ def test_skipped_files_are_told_and_counted(sample, tmp_path):
     assert (rep["shards"], rep["shards_left_out"]) == (3, 2)
     with open(tmp_path / "out" / "s5.json") as f:
         assert len(json.load(f)["shards"]) == 3
-    with pytest.raises(imshard.Error, match="max-errors"):
+    with pytest.raises(imshard.Error, match=r"\(max_errors=1\)"):
         imshard.pack(rows, root, tmp_path / "out" / "s2", max_errors=1)
     assert not os.path.exists(tmp_path / "out" / "s2.json")
 
@@ -494,3 +494,30 @@ def test_pack_options_are_checked_by_name(sample, tmp_path):
     rep = imshard.pack(lst, sample["img"], tmp_path / "n" / "s", shards=None, resize=None,
                        max_size=None, quality=None, threads=None)
     assert rep["packed"] == rep["listed"] > 0
+
+
+def test_a_sparse_label_space_packs_with_max_label(sample, tmp_path):
+    # labels past the bound the list's distinct labels give need the
+    # command's --max-label N; before, pack() had no such option, and its
+    # error told the caller to "give --max-label N or --classes FILE",
+    # flags no Python call takes (as "--max-errors 0" after max_errors=0)
+    f = os.path.relpath(sorted(sample["img"].rglob("*.jpg"))[0], sample["img"])
+    rows = [(0, f), (5000, f)]
+    with pytest.raises(imshard.ArgumentError, match="label 5000") as e:
+        imshard.pack(rows, sample["img"], tmp_path / "s")
+    assert "max_label=N" in str(e.value) and "classes=" in str(e.value)
+    assert "--" not in str(e.value), str(e.value)
+    with pytest.raises(imshard.ArgumentError, match="label 5000"):
+        imshard.pack(rows, sample["img"], tmp_path / "s", max_label=4999)
+    rep = imshard.pack(rows, sample["img"], tmp_path / "s", max_label=5000)
+    assert rep["packed"] == 2
+    with imshard.Split(rep["manifest"]) as s:
+        assert [r.label for r in s] == [0, 5000] and len(s.classes) == 5001
+    for bad in (-2, 2**20, 1.5, True):
+        with pytest.raises(imshard.ArgumentError, match="max_label must be"):
+            imshard.pack(rows, sample["img"], tmp_path / "t", max_label=bad)
+    with pytest.raises(imshard.ArgumentError, match="unknown pack option max_label"):
+        imshard.convert("folder", sample["img"], tmp_path / "c", max_label=5)
+    with pytest.raises(imshard.Error, match=r"\(max_errors=0\)") as e:
+        imshard.pack([(0, f), (0, "missing.jpg")], sample["img"], tmp_path / "u", max_errors=0)
+    assert "--" not in str(e.value)
