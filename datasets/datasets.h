@@ -261,6 +261,25 @@ int ds_subset(const ds_list *in, size_t per_class, size_t total,
 /* Number of classes: max(n_classes, max label + 1). */
 size_t ds_list_num_classes(const ds_list *l);
 
+/* Rows that name an image an earlier row of the list already names. */
+typedef struct ds_repeats {
+	size_t rows;       /* rows whose path an earlier row's names */
+	size_t relabelled; /* of them, rows whose label differs from the
+			      first row naming that path */
+	size_t first;      /* the first such row (SIZE_MAX when none) */
+	size_t first_of;   /* the earlier row it repeats (SIZE_MAX when none) */
+} ds_repeats;
+
+/*
+ * Finds the rows of l that repeat an earlier row's path. Paths are
+ * compared as written, up to "." components and repeated slashes
+ * ("./a//b.jpg" is "a/b.jpg"); an absolute and a relative path to one file
+ * differ here. A list read from a file keeps such rows (each is packed as
+ * often as it is listed: oversampling may be meant), so callers say how
+ * many there are. Memory: a pointer and an index per row. IMS_ENOMEM.
+ */
+int ds_list_find_repeats(const ds_list *l, ds_repeats *r, ims_error *err);
+
 /* ------------------------------------------------------------------------
  * How large a label may be (labels.c).
  *

@@ -1,6 +1,6 @@
 /*
- * list.c - the ds_list container in memory: rows, class names and
- * per-class counts. The files a list is kept in are lst.c's (.lst rows)
+ * list.c - the ds_list container in memory: rows, class names,
+ * per-class counts and rows that name one image twice. The files a list is kept in are lst.c's (.lst rows)
  * and classes.c's (class names).
  */
 #define _GNU_SOURCE
@@ -160,4 +160,106 @@ void ds_list_class_counts(const ds_list *l, size_t *counts)
 	for (size_t i = 0; i < l->count; i++)
 		if (l->items[i].label >= 0)
 			counts[l->items[i].label]++;
+}
+
+/* ---- rows naming one image twice ----------------------------------------- */
+
+/* Whether p has a "." component or an empty one ("a//b", "a/"), which
+ * name the same file as the path without them. */
+static int needs_tidy(const char *p)
+{
+	const char *c = p;
+	for (;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if ((n == 0 && c != p) || (n == 1 && c[0] == '.'))
+			return 1;
+		if (!e)
+			return 0;
+		c = e + 1;
+	}
+}
+
+/* p without "." and empty components (a leading '/' kept), malloc'd. */
+static char *tidy(const char *p)
+{
+	char *out = malloc(strlen(p) + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	if (p[0] == '/')
+		out[o++] = '/';
+	size_t root = o;
+	for (const char *c = p;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n && !(n == 1 && c[0] == '.')) {
+			if (o > root)
+				out[o++] = '/';
+			memcpy(out + o, c, n);
+			o += n;
+		}
+		if (!e)
+			break;
+		c = e + 1;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static int by_key_then_row(const void *a, const void *b, void *ctx)
+{
+	const char *const *keys = ctx;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	int c = strcmp(keys[i], keys[j]);
+	if (c)
+		return c;
+	return i < j ? -1 : i > j;
+}
+
+int ds_list_find_repeats(const ds_list *l, ds_repeats *r, ims_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->first = r->first_of = SIZE_MAX;
+	if (l->count < 2)
+		return 0;
+	int rc = 0;
+	size_t n = l->count;
+	/* keys[i] is row i's path, or its tidied copy (owned here) */
+	const char **keys = calloc(n, sizeof(*keys));
+	size_t *order = malloc(n * sizeof(*order));
+	if (!keys || !order)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+			  "cannot compare the paths of a list of %zu rows: out of memory", n);
+	for (size_t i = 0; i < n; i++) {
+		const char *p = l->items[i].path;
+		order[i] = i;
+		keys[i] = needs_tidy(p) ? tidy(p) : p;
+		if (!keys[i])
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+				  "cannot compare the paths of a list of %zu rows: out of memory", n);
+	}
+	qsort_r(order, n, sizeof(*order), by_key_then_row, keys);
+	/* Equal keys sit together, the earliest row first. */
+	for (size_t g = 0; g < n;) {
+		size_t head = order[g], e = g + 1;
+		for (; e < n && strcmp(keys[order[e]], keys[head]) == 0; e++) {
+			size_t row = order[e];
+			r->rows++;
+			r->relabelled += l->items[row].label != l->items[head].label;
+			if (row < r->first) {
+				r->first = row;
+				r->first_of = head;
+			}
+		}
+		g = e;
+	}
+out:
+	if (keys)
+		for (size_t i = 0; i < n; i++)
+			if (keys[i] != l->items[i].path)
+				free((char *)keys[i]);
+	free(keys);
+	free(order);
+	return rc;
 }

@@ -581,6 +581,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	rep->listed = list->count;
 	double t0 = ims_now();
 	FORWARD_IF_ERR(check_opts(list, o, err));
+	FORWARD_IF_ERR(ds_list_find_repeats(list, &rep->repeats, err));
 	rep->order = o->order;
 	if (o->order == PACK_ORDER_AUTO)
 		FORWARD_IF_ERR(pack_list_order(list, &rep->order, &rep->order_why, err));

@@ -131,11 +131,16 @@ typedef struct pack_report {
 	pack_order order;     /* what the manifest records (LIST or SHUFFLED) */
 	const char *order_why;/* when inferred (opts order AUTO): why, as
 				 pack_list_order says; NULL otherwise */
+	/* Rows naming an image an earlier row names (ds_list_find_repeats):
+	 * each is packed as often as it is listed, so the split holds that
+	 * image more than once; the caller should say so. */
+	ds_repeats repeats;
 } pack_report;
 
 /*
  * Packs every row of list (files under opts->root) into
- * opts->out_dir/opts->name. Bad files (missing, empty, truncated, not an
+ * opts->out_dir/opts->name, a row as often as it is listed (rows naming
+ * an image an earlier row names are counted in report->repeats). Bad files (missing, empty, truncated, not an
  * image, absurd size, undecodable) are skipped, each named with its reason
  * in NAME.errors.tsv and passed to opts->skipped. The manifest is written
  * last: on any failure, interruption, or when every file was skipped, no

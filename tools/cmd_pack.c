@@ -46,6 +46,9 @@ static const cli_command command = {
 	"naming every class); labels above 1048575 are refused. A label must be\n"
 	"an integer ('3' or im2rec's '3.000000'; '1e2', '3.5' and '-1' are\n"
 	"refused, naming the list's line).\n\n"
+	"Rows naming an image an earlier row names ('a/x.jpg' twice, or as\n"
+	"'./a//x.jpg') are packed as often as they are listed (oversampling);\n"
+	"a warning, even with --quiet, counts them and names the first.\n\n"
 	"Order: the manifest records whether the records are shuffled, which\n"
 	"readers that take whole shards (--shard-owning) need. --shuffle shuffles\n"
 	"the rows with --seed; --order says what the list is. Otherwise it comes\n"
@@ -58,6 +61,28 @@ static const cli_command command = {
 	"replaced without --force, and a failed --force run leaves it as it was,\n"
 	"its errors file included.\n\n"
 	"Exit status: 0 packed, 1 failed (nothing published), 2 bad usage."};
+
+/* What the report's repeated rows say, as one line into buf. */
+static void say_repeats(const ds_repeats *r, const ds_list *l, int shuffled,
+			char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (!r->rows)
+		return;
+	char also[64] = "", which[700];
+	if (r->relabelled)
+		snprintf(also, sizeof(also), " (%zu with another label)", r->relabelled);
+	/* after --shuffle, row numbers are not the list file's: the path says */
+	if (shuffled)
+		snprintf(which, sizeof(which), "'%.600s'", l->items[r->first].path);
+	else
+		snprintf(which, sizeof(which), "row %zu '%.600s' repeats row %zu", r->first,
+			 l->items[r->first].path, r->first_of);
+	snprintf(buf, len,
+		 "%zu of %zu rows %s an earlier row's image%s, the first: %s; each is packed as often as it is listed, so the split holds %s more than once (remove the rows unless oversampling is meant)",
+		 r->rows, l->count, ims_plural(r->rows, "repeats", "repeat"), also, which,
+		 ims_plural(r->rows, "that image", "those images"));
+}
 
 int cmd_pack(int argc, char **argv)
 {
@@ -176,6 +201,8 @@ int cmd_pack(int argc, char **argv)
 	pack_report rep;
 	rc = pack_run(&list, &o, &rep, &err);
 	cli_pack_ui_finish(&u);
+	char repeats[1400];
+	say_repeats(&rep.repeats, &list, shuffle, repeats, sizeof(repeats));
 	ds_list_release(&list);
 	if (rc < 0) {
 		if (rc == IMS_EINTR)
@@ -208,6 +235,10 @@ int cmd_pack(int argc, char **argv)
 				rep.order_why);
 		cli_say("wrote '%s'", rep.manifest);
 	}
+	/* Even with --quiet: the split holds some images more than once,
+	 * which the list may not have meant. */
+	if (rep.repeats.rows)
+		cli_warn(0, "pack: %s", repeats);
 	/* Even with --quiet: the split is not laid out as asked. */
 	if (rep.shards_left_out)
 		cli_warn(0, "pack: wrote %d of the %d shards asked for (--shards %d): the rows of the other %d %s were all skipped (%llu skipped %s in all, listed in '%s')",

@@ -50,6 +50,10 @@ static const cli_command subset_cmd = {
 	"to N instead (a sparse label space; at most 1048575). A label that is\n"
 	"not an integer ('1e2', '3.5', '-1') is refused with the list's line.\n"
 	"\n"
+	"Rows naming an image an earlier row names ('a/x.jpg' twice, or as\n"
+	"'./a//x.jpg') are kept and may be taken more than once: a warning, even\n"
+	"with --quiet, counts them in IN.lst and in the subset.\n"
+	"\n"
 	"examples:\n"
 	"  imshard subset lists/inat_train.lst -o lists/inat10_train.lst --per-class 500\n"
 	"  imshard subset lists/inat_val.lst -o lists/inat10_val.lst --total 800 --seed 1\n"
@@ -268,6 +272,27 @@ int cmd_subset(int argc, char **argv)
 			  rep.short_classes == 1 ? "has" : "have");
 		say_short(&in, &rep);
 		goto done;
+	}
+	/* Even with --quiet: pack would pack each of them as listed. */
+	ds_repeats in_rep, out_rep;
+	if (ds_list_find_repeats(&in, &in_rep, &err) < 0 ||
+	    ds_list_find_repeats(&out, &out_rep, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto done;
+	}
+	if (in_rep.rows) {
+		char also[64] = "";
+		if (in_rep.relabelled)
+			snprintf(also, sizeof(also), " (%zu with another label)",
+				 in_rep.relabelled);
+		cli_warn(0, "%zu of %zu rows of '%s' %s an earlier row's image%s, "
+			 "the first: row %zu '%s' repeats row %zu; the subset holds "
+			 "%zu such %s, which pack packs as often as listed (remove "
+			 "the rows unless oversampling is meant)",
+			 in_rep.rows, in.count, in_path,
+			 ims_plural(in_rep.rows, "repeats", "repeat"), also, in_rep.first,
+			 in.items[in_rep.first].path, in_rep.first_of, out_rep.rows,
+			 ims_plural(out_rep.rows, "row", "rows"));
 	}
 	if (rep.short_classes) {
 		cli_warn(quiet, "%zu of %zu classes %s fewer rows than wanted; "

@@ -393,4 +393,24 @@ same "$(json "$T/lab/o/n.json" 'j["classes"]')" "['a', 'b', '2']"
 checks=$((checks + 1))
 [ -z "$(ls "$T/lab/o" | grep -vE '^(f|sp|n)(\.json|-0000.-of-0000.\.mdb)$')" ] ||
   fail "failed packs left files: $(ls "$T/lab/o")"
+# A row naming an image an earlier row names is packed as often as it is
+# listed (oversampling may be meant), but never silently: a warning, even
+# with --quiet, counts such rows, how many carry another label, and names
+# the first with the row it repeats ('./' and '//' name the same file).
+mkdir -p "$T/rep"
+{ sed -n 1,4p "$T/s_train.lst"
+  printf '90\t0\t%s\n' "$f0"
+  printf '91\t2\t./%s\n' "$(echo "$f1" | sed 's|/|//|')"
+  printf '92\t0\t%s\n' "$f0"; } >"$T/rep/r.lst"
+expect 0 "$IMSHARD" pack "$T/rep/r.lst" "$T/s" -o "$T/rep/o/r" --quiet
+same "$(json "$T/rep/o/r.json" 'j["records"]')" 7 "(repeated rows are packed as listed)"
+one_line "$T/err"
+contains "$T/err" "warning: pack: 3 of 7 rows repeat an earlier row's image (1 with another label)"
+contains "$T/err" "the first: row 4 '$f0' repeats row 0"
+contains "$T/err" "each is packed as often as it is listed"
+expect 0 "$IMSHARD" pack "$T/rep/r.lst" "$T/s" -o "$T/rep/o/r2"
+contains "$T/err" "3 of 7 rows repeat"
+# a list without repeats says nothing of them
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/rep/o/none" --quiet
+same "$(wc -c <"$T/err")" 0 "(no repeats, no warning)"
 finish

@@ -329,6 +329,21 @@ expect_rc 1
 expect_stderr "line 3: label 3000 is above --max-label 2999"
 grep -qF -- "--max-label" <("$IMSHARD" subset --help) || fail "--help lacks --max-label"
 
+# A row naming an image an earlier row names is kept, and may be taken
+# more than once: a warning, even with --quiet, counts such rows in IN and
+# in OUT, with the first of IN's and the row it repeats.
+mkdir -p "$T/rep"
+printf '0\t0\ta.jpg\n1\t0\tb.jpg\n2\t1\tc.jpg\n3\t0\t./a.jpg\n4\t1\ta.jpg\n' >"$T/rep/r.lst"
+run subset "$T/rep/r.lst" -o "$T/rep/o.lst" --per-class 3 --allow-short --quiet
+expect_rc 0
+expect_eq "repeated rows kept" "$(rows "$T/rep/o.lst")" 5
+expect_stderr "warning: 2 of 5 rows of '$T/rep/r.lst' repeat an earlier row's image (1 with another label), the first: row 3 './a.jpg' repeats row 0"
+expect_stderr "the subset holds 2 such rows"
+[ "$(wc -l <"$T/stderr")" -eq 1 ] || fail "repeats warning is not one line: $(cat "$T/stderr")"
+run subset "$IN" -o "$T/rep/none.lst" --per-class 2 --quiet
+expect_rc 0
+expect_eq "no repeats, no warning" "$(wc -c <"$T/stderr" | tr -d ' ')" 0
+
 if [ "$failures" -ne 0 ]; then
 	echo "test_subset.sh: $failures failure(s)" >&2
 	exit 1

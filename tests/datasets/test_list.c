@@ -1,6 +1,7 @@
 /*
  * test_list.c - the list in memory (datasets/list.c): rows and their
- * checks, class names, per-class counts, copying the classes, release.
+ * checks, class names, per-class counts, copying the classes, release,
+ * rows that repeat an earlier row's path.
  */
 #include <stdio.h>
 
@@ -67,8 +68,60 @@ static void test_basics(void)
 	ds_list_release(NULL);
 }
 
+/* Rows naming a path an earlier row names are counted, up to "." and
+ * empty components; the first is named with the row it repeats. */
+static void test_repeats(void)
+{
+	ims_error err;
+	ds_list l;
+	ds_list_init(&l);
+	ds_repeats r;
+	CHECK_OK(ds_list_find_repeats(&l, &r, &err), &err);
+	CHECK_EQ_INT(r.rows, 0);
+	CHECK(r.first == SIZE_MAX && r.first_of == SIZE_MAX);
+	static const struct {
+		int32_t label;
+		const char *path;
+	} rows[] = {
+		{0, "a/x.jpg"},     /* 0 */
+		{0, "a/y.jpg"},     /* 1 */
+		{1, "b/x.jpg"},     /* 2 */
+		{0, "a/x.jpg.png"}, /* 3: not a/x.jpg */
+		{0, "a/y.jpg"},     /* 4: repeats 1 */
+		{2, "./a//x.jpg"},  /* 5: repeats 0, another label */
+		{1, "b/./x.jpg"},   /* 6: repeats 2 */
+		{0, "a/y.jpg"},     /* 7: repeats 1 again */
+		{0, "/a/x.jpg"},    /* 8: absolute: another path */
+		{0, "//a/./x.jpg"}, /* 9: repeats 8 */
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		CHECK_OK(ds_list_append(&l, i, rows[i].label, NULL, 0, rows[i].path, &err),
+			 &err);
+	CHECK_OK(ds_list_find_repeats(&l, &r, &err), &err);
+	CHECK_EQ_INT(r.rows, 5);
+	CHECK_EQ_INT(r.relabelled, 1);
+	CHECK_EQ_INT(r.first, 4);
+	CHECK_EQ_INT(r.first_of, 1);
+	/* the list is untouched */
+	CHECK_EQ_STR(l.items[5].path, "./a//x.jpg");
+	ds_list_release(&l);
+
+	/* none: every path once */
+	for (int i = 0; i < 300; i++) {
+		char p[32];
+		snprintf(p, sizeof(p), "c/%03d.jpg", 299 - i);
+		CHECK_OK(ds_list_append(&l, (uint64_t)i, i % 3, NULL, 0, p, &err), &err);
+	}
+	CHECK_OK(ds_list_find_repeats(&l, &r, &err), &err);
+	CHECK_EQ_INT(r.rows, 0);
+	CHECK_EQ_INT(r.relabelled, 0);
+	CHECK(r.first == SIZE_MAX);
+	ds_list_release(&l);
+}
+
 int main(void)
 {
 	test_basics();
+	test_repeats();
 	return TEST_EXIT();
 }
