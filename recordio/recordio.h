@@ -464,6 +464,28 @@ typedef struct rio_verify_result {
 int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 	       rio_verify_result *res, uint64_t *digests, ims_error *err);
 
+/* A file beside a split's manifest, named as one of the split's files,
+ * that is not part of the split. */
+typedef enum rio_stray_kind {
+	RIO_STRAY_SHARD = 1,  /* NAME-SSSSS-of-NNNNN.mdb that the manifest does
+				 not list (copied in, or of another pack) */
+	RIO_STRAY_WORKING = 2 /* NAME-SSSSS.mdb.partial or .compact: a working
+				 file of a pack that was interrupted (or is
+				 running); the next pack of NAME removes it */
+} rio_stray_kind;
+
+/*
+ * Finds the files in dir, the folder of m's manifest, that are named as
+ * files of split m->name but that m does not list; nothing reads them as
+ * part of the split, so a check that passes says nothing of them. fn is
+ * called with each file's name (in dir) and kind, in byte-wise order.
+ * Returns how many were found, or IMS_EIO/IMS_ENOTFOUND/IMS_ENOMEM when
+ * dir cannot be listed.
+ */
+int rio_split_strays(const char *dir, const rio_manifest *m,
+		     void (*fn)(void *ctx, const char *file, rio_stray_kind kind),
+		     void *ctx, ims_error *err);
+
 /* ---- partitioning across ranks ---------------------------------------- */
 
 /* What to do with the n mod world records that do not divide evenly. */

@@ -1,7 +1,8 @@
 /*
  * verify.c - a split checked end to end (rio_verify): every record's
  * checksums, labels and encoding, each shard's digest, the class names
- * and counts.
+ * and counts; and the files beside it named as its own that it does not
+ * list (rio_split_strays).
  *
  * `imshard verify` and the Python binding's Split.verify both call it, so
  * both find the same problems and say them in the same words. Shards are
@@ -12,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "recordio.h"
+#include "writer_internal.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -298,4 +300,29 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 	free(counts);
 	free(v.st);
 	return rc;
+}
+
+int rio_split_strays(const char *dir, const rio_manifest *m,
+		     void (*fn)(void *ctx, const char *file, rio_stray_kind kind),
+		     void *ctx, ims_error *err)
+{
+	ims_dir_listing ls = {0};
+	FORWARD_IF_ERR(ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, err));
+	int found = 0;
+	for (size_t i = 0; i < ls.n; i++) {
+		const char *f = ls.e[i].name;
+		int k = rio_split_file_kind(f, m->name);
+		if (k < 0)
+			continue;
+		int listed = 0;
+		for (size_t j = 0; k == 1 && j < m->n_shards && !listed; j++)
+			listed = strcmp(f, m->shards[j].file) == 0;
+		if (listed)
+			continue;
+		found++;
+		if (fn)
+			fn(ctx, f, k == 1 ? RIO_STRAY_SHARD : RIO_STRAY_WORKING);
+	}
+	ims_dir_listing_release(&ls);
+	return found;
 }

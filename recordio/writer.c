@@ -39,8 +39,6 @@ char *rio_xasprintf(const char *fmt, ...)
 	return s;
 }
 
-/* Is fname one of our files for split `name`: a working or compacted shard
- * (kind 0) or a final shard NAME-DDDDD-of-DDDDD.mdb (kind 1)? */
 static int is_digits(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -49,7 +47,7 @@ static int is_digits(const char *s, size_t n)
 	return 1;
 }
 
-static int classify(const char *fname, const char *name)
+int rio_split_file_kind(const char *fname, const char *name)
 {
 	size_t nl = strlen(name);
 	if (strncmp(fname, name, nl) != 0 || fname[nl] != '-')
@@ -74,7 +72,7 @@ static int remove_leftovers(const char *dir, const char *name, int finals,
 	ims_dir_listing ls = {0};
 	int rc = ims_dir_list(dir, IMS_DIR_HIDDEN, &ls, err);
 	for (size_t i = 0; i < ls.n && rc == 0; i++) {
-		int k = classify(ls.e[i].name, name);
+		int k = rio_split_file_kind(ls.e[i].name, name);
 		if (k < 0 || (k == 1 && !finals))
 			continue;
 		char path[4096];
@@ -459,7 +457,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		int kept = 0;
 		for (size_t j = 0; j < m.n_shards; j++)
 			kept |= strcmp(old.shards[i].file, m.shards[j].file) == 0;
-		if (!kept && classify(old.shards[i].file, w->name) == 1) {
+		if (!kept && rio_split_file_kind(old.shards[i].file, w->name) == 1) {
 			char p[4096];
 			if (ims_path_join(p, sizeof(p), w->dir, old.shards[i].file, NULL) == 0)
 				unlink(p);

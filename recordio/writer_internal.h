@@ -58,6 +58,11 @@ struct rio_writer {
 	size_t n_done, done_cap;
 };
 
+/* Is fname one of the files of split `name`: a working or compacted shard
+ * NAME-SSSSS.mdb.partial / .compact (0), a final shard
+ * NAME-SSSSS-of-NNNNN.mdb (1), or neither (-1)? */
+int rio_split_file_kind(const char *fname, const char *name);
+
 /* vasprintf into a new string; NULL when out of memory. */
 char *rio_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

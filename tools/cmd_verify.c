@@ -3,6 +3,7 @@
  * shards against the manifest (digests, encoding, class counts), optionally
  * every image decoded; --rehash upgrades a format 1 manifest's digests.
  */
+#include <libgen.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,10 @@ static const cli_command command = {
 	"lock) with format 2 digests of the shards as they are, but only after\n"
 	"every other check passed: it trusts that the records are the ones you\n"
 	"packed, so run it on a split you know to be right, or pack it again.\n\n"
+	"Files beside the manifest named as the split's but not listed by it\n"
+	"(NAME-SSSSS-of-NNNNN.mdb copied in or left by another pack, an\n"
+	"interrupted pack's NAME-SSSSS.mdb.partial or .compact) are not part of\n"
+	"the split: a warning names each, even with --quiet.\n\n"
 	"Exit status: 0 all good, 1 something is wrong (or cannot be read), 2 bad\n"
 	"usage."};
 
@@ -98,6 +103,22 @@ static int make_decoders(verify_ctx *v, int threads, ims_error *e)
 	for (int t = 0; t < threads; t++)
 		FORWARD_IF_ERR(aug_codec_create(&v->codecs[t], e));
 	return 0;
+}
+
+/* A file named as one of the split's that its manifest does not list. */
+typedef struct stray_ctx {
+	const char *dir, *manifest, *name;
+} stray_ctx;
+
+static void on_stray(void *ctx, const char *file, rio_stray_kind kind)
+{
+	const stray_ctx *s = ctx;
+	if (kind == RIO_STRAY_SHARD)
+		cli_warn(0, "verify: '%s/%s' is named as a shard of '%s' but '%s' does not list it: it is not part of the split (copied in, or left by another pack?)",
+			 s->dir, file, s->name, s->manifest);
+	else
+		cli_warn(0, "verify: '%s/%s' is a working file of an interrupted pack of '%s' (or of one running now): it is not part of the split, and the next pack of '%s' removes it",
+			 s->dir, file, s->name, s->name);
 }
 
 /* --rehash after a clean check: format 2 digests into the manifest. */
@@ -201,6 +222,13 @@ int cmd_verify(int argc, char **argv)
 		if (rehash_flag)
 			status = rehash(pos[0], m, digests, quiet);
 	}
+	/* Even with --quiet, and whatever the check found: files that look
+	 * like the split's but are not read as part of it. */
+	char dirbuf[4096];
+	snprintf(dirbuf, sizeof(dirbuf), "%s", pos[0]);
+	stray_ctx sc = {dirname(dirbuf), pos[0], m->name};
+	if (rio_split_strays(sc.dir, m, on_stray, &sc, &err) < 0)
+		cli_warn(0, "verify: %s", err.msg);
 	free_decoders(&v, threads);
 	free(digests);
 	rio_reader_close(r);

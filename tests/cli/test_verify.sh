@@ -212,6 +212,30 @@ contains "$T/err" "verify: '$T/v\x1b[2J/train.json' OK"
 checks=$((checks + 1))
 ! grep -q $'\e' "$T/err" || fail "verify printed an ESC raw"
 
+# Files named as this split's shards that its manifest does not list (a
+# shard copied in, one of another shard count) and an interrupted pack's
+# working files are not part of the split: the split verifies, and a
+# warning names each (before: "OK" and nothing more). Other names stay
+# unmentioned.
+mkdir -p "$T/st"
+cp "$T/p/train.json" "$T/p/train-00000-of-00001.mdb" "$T/st/"
+cp "$T/p/train-00000-of-00001.mdb" "$T/st/train-00001-of-00001.mdb"
+cp "$T/p/train-00000-of-00001.mdb" "$T/st/train-00000-of-00002.mdb"
+: >"$T/st/train-00003.mdb.partial"
+: >"$T/st/train-00000.mdb.compact"
+: >"$T/st/val-00000-of-00001.mdb"
+: >"$T/st/train-0000-of-00001.mdb"
+: >"$T/st/train.lock"
+expect 0 "$IMSHARD" verify "$T/st/train.json" --quiet
+contains "$T/err" "warning: verify: '$T/st/train-00000-of-00002.mdb' is named as a shard of 'train' but '$T/st/train.json' does not list it"
+contains "$T/err" "'$T/st/train-00001-of-00001.mdb' is named as a shard"
+contains "$T/err" "'$T/st/train-00003.mdb.partial' is a working file of an interrupted pack of 'train'"
+contains "$T/err" "'$T/st/train-00000.mdb.compact' is a working file"
+same "$(grep -c 'warning: verify:' "$T/err")" 4 "(stray files named)"
+same "$(wc -l <"$T/err")" 4 "(one line each, nothing else with --quiet)"
+expect 0 "$IMSHARD" verify "$T/p/train.json" --quiet
+same "$(wc -c <"$T/err")" 0 "(a split alone: no warning)"
+
 expect 1 "$IMSHARD" verify "$T/none.json"
 one_line "$T/err"
 expect 2 "$IMSHARD" verify "$T/p/train.json" --threads 0
