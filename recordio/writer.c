@@ -207,7 +207,13 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	char manifest[4096];
 	GOTO_IF_ERR(fail, rc, ims_path_join(manifest, sizeof(manifest), w->dir, w->name, err));
 	strncat(manifest, ".json", sizeof(manifest) - strlen(manifest) - 1);
-	int exists = access(manifest, F_OK) == 0;
+	struct stat st;
+	int exists = stat(manifest, &st) == 0;
+	/* Not a file: no split of ours, and nothing --force should replace. */
+	if (exists && !S_ISREG(st.st_mode))
+		GOTO_FAIL(fail, rc, err, IMS_EEXIST,
+			  "'%s' is %s, not a split's manifest: remove it or choose another name",
+			  manifest, ims_file_kind(st.st_mode));
 	if (exists && !w->force)
 		GOTO_FAIL(fail, rc, err, IMS_EEXIST,
 			  "split '%s' already exists; use --force to replace it",

@@ -71,4 +71,21 @@ fi
 : >"$T/afile"
 expect 1 "$IMSHARD" "${args[@]}" -o "$T/afile/train"
 one_line "$T/err"
+
+# NAME.json that is a folder or a FIFO is no split: refused with what it
+# is, with or without --force (before: "split already exists; use --force",
+# and --force then failed to remove the folder or replaced the FIFO)
+mkdir -p "$T/kind/train.json" "$T/kind2"
+mkfifo "$T/kind2/train.json"
+for f in "" --force; do
+  expect 1 "$IMSHARD" "${args[@]}" -o "$T/kind/train" $f
+  one_line "$T/err"
+  contains "$T/err" "'$T/kind/train.json' is a folder, not a split's manifest: remove it or choose another name"
+  lacks "$T/err" "use --force"
+  expect 1 "$IMSHARD" "${args[@]}" -o "$T/kind2/train" $f
+  contains "$T/err" "'$T/kind2/train.json' is a FIFO, not a split's manifest"
+done
+checks=$((checks + 1))
+[ -p "$T/kind2/train.json" ] && [ "$(ls -A "$T/kind2")" = train.json ] && [ "$(ls -A "$T/kind")" = train.json ] ||
+  fail "a refused pack changed the folder: $(ls -A "$T/kind" "$T/kind2")"
 finish
