@@ -325,6 +325,9 @@ int pack_convert(const pack_convert_opts *o, pack_convert_report *rep,
 	 * staging folder. Then what an interrupted convert left is finished
 	 * or discarded, and replacing is refused before anything is written. */
 	rep->stage = PACK_CONVERT_WRITE;
+	/* Before the recovery too: a folder at a managed name would stop the
+	 * switch an earlier convert committed, every time. */
+	GOTO_IF_ERR(out, rc, pack_stage_check_out(o->out_dir, err));
 	GOTO_IF_ERR(out, rc, ims_mkdir_p_created(o->out_dir, &made, err));
 	touching = 1;
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)

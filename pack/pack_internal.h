@@ -32,6 +32,12 @@ typedef void (*pack_step_fn)(void *ctx, int step);
 int pack_stage_recover(const char *out, pack_step_fn step, void *ctx,
 		       int *finished, ims_error *err);
 
+/* Refuses (IMS_EEXIST, naming it) a folder in out at the name of a file
+ * the switch removes or moves in (a split's manifest, shard, list or
+ * errors file, classes.txt), which would stop a committed switch. An out
+ * that does not exist is fine. IMS_EIO. */
+int pack_stage_check_out(const char *out, ims_error *err);
+
 /* Creates out/PACK_STAGE_NAME, empty (removing an uncommitted one). */
 int pack_stage_create(const char *out, char *stage, size_t len,
 		      ims_error *err);

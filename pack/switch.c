@@ -96,6 +96,28 @@ static void step(pack_step_fn fn, void *ctx, int *n)
 	(*n)++;
 }
 
+int pack_stage_check_out(const char *out, ims_error *err)
+{
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(out, 0, &ls, err);
+	if (rc == IMS_ENOTFOUND)
+		rc = 0;
+	for (size_t i = 0; i < ls.n && rc == 0; i++) {
+		if (!managed_kind(ls.e[i].name) || ls.e[i].kind == IMS_KIND_FILE)
+			continue;
+		char p[4200];
+		struct stat st;
+		rc = join(p, sizeof(p), out, ls.e[i].name, err);
+		/* lstat: a link is unlinked, whatever it points to */
+		if (rc == 0 && lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			rc = ims_fail(err, IMS_EEXIST,
+				      "'%s' is a folder, where convert writes a file of its own: remove it or write elsewhere",
+				      p);
+	}
+	ims_dir_listing_release(&ls);
+	return rc;
+}
+
 /* Removes dir's managed files of one kind. */
 static int remove_kind(const char *dir, int kind, pack_step_fn fn, void *ctx,
 		       int *n, ims_error *err)

@@ -104,6 +104,21 @@ same "$(json "$T/o/train.json" 'j["records"]')" 40
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.25 --force --quiet
 same "$(json "$T/o/train.json" 'j["records"]')" 60
 
+# A folder where a convert writes one of its files (a split's manifest,
+# a list, classes.txt) is refused before anything is written, with or
+# without --force (before: --force staged and committed every split, then
+# stopped removing the folder, and every later convert stopped there too).
+for f in train.json val.lst classes.txt; do
+  mkdir -p "$T/dirs/$f"
+  for force in "" --force; do
+    expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/dirs" --val-ratio 0.25 $force --quiet
+    one_line "$T/err"
+    contains "$T/err" "'$T/dirs/$f' is a folder, where convert writes a file of its own: remove it or write elsewhere"
+    same "$(ls -A "$T/dirs")" "$f" "(nothing written beside '$f')"
+  done
+  rmdir "$T/dirs/$f"
+done
+
 # All or nothing: when one split cannot be written (here its lock is held
 # by another process) the folder keeps every earlier split, unchanged, and
 # the error says so; nothing is staged or left behind.
