@@ -140,10 +140,11 @@ static int load_caltech256(const char *root, const ds_convert_opts *o,
 						     "nested folders", rep.ignored_nested,
 						     rep.ignored_nested == 1 ? "" : "s"));
 	if (rep.empty_classes)
-		GOTO_IF_ERR(out, rc, DSF_NOTE(out, err, "%zu class folder%s hold no "
+		GOTO_IF_ERR(out, rc, DSF_NOTE(out, err, "%zu class folder%s hold%s no "
 						     "image (kept as classes, so labels "
 						     "do not shift)", rep.empty_classes,
-						     rep.empty_classes == 1 ? "" : "s"));
+						     rep.empty_classes == 1 ? "" : "s",
+						     rep.empty_classes == 1 ? "s" : ""));
 
 	GOTO_IF_ERR(out, rc, dsf_copy_prefixed(&scanned, prefix, 0, &all, err));
 	ds_list_release(&scanned);

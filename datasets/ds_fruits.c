@@ -172,9 +172,10 @@ static int scan_split(const char *root, const char *rel, uint64_t index_base,
 					      "folders of '%s'", rep.ignored_nested,
 					      rep.ignored_nested == 1 ? "" : "s", rel));
 	if (rep.empty_classes)
-		GOTO_IF_ERR(out, rc, DSF_NOTE(d, err, "%zu class folder%s of '%s' hold "
+		GOTO_IF_ERR(out, rc, DSF_NOTE(d, err, "%zu class folder%s of '%s' hold%s "
 					      "no image", rep.empty_classes,
-					      rep.empty_classes == 1 ? "" : "s", rel));
+					      rep.empty_classes == 1 ? "" : "s", rel,
+					      rep.empty_classes == 1 ? "s" : ""));
 	GOTO_IF_ERR(out, rc, dsf_copy_prefixed(&l, rel, index_base, out, err));
 out:
 	ds_list_release(&l);

@@ -1,7 +1,7 @@
 /*
  * list.c - the ds_list container in memory: rows, class names,
- * per-class counts and rows that name one image twice. The files a list is kept in are lst.c's (.lst rows)
- * and classes.c's (class names).
+ * per-class counts and rows that name one image twice. The files a list
+ * is kept in are lst.c's (.lst rows) and classes.c's (class names).
  */
 #define _GNU_SOURCE
 #include "datasets.h"

@@ -225,6 +225,11 @@ static void test_errors(void)
 	CHECK(has_note(&d, "found 256 class folders", "expected 257"));
 	CHECK_EQ_INT(split(&d, "train")->n_classes, 256);
 	ds_dataset_release(&d);
+	/* a class folder emptied: kept, and the note counts it */
+	CHECK_EQ_INT(sh("rm -f '%s/256_ObjectCategories/002.american-flag/'*%s", part, ""), 0);
+	CHECK_OK(load(part, &o, &d, &err), &err);
+	CHECK(has_note(&d, "1 class folder holds no image", "labels do not shift"));
+	ds_dataset_release(&d);
 	CHECK_EQ_INT(sh("mkdir -p '%s/256_ObjectCategories/misc' && touch "
 			"'%s/256_ObjectCategories/misc/a.jpg'", part, part), 0);
 	CHECK_EQ_INT(load(part, &o, &d, &err), IMS_EFORMAT);
