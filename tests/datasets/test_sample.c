@@ -445,12 +445,16 @@ static void test_refuse_and_force(void)
 		     IMS_EINVAL);
 	CHECK(!exists(p));
 
-	/* Cancelled: IMS_EINTR, and neither class folders nor work folder. */
+	/* Cancelled: IMS_EINTR, and neither class folders nor work folder;
+	 * the folder it made goes too, one that was there stays. */
 	path2(p, sizeof(p), root, "cancelled");
 	volatile int flag = 1;
 	ds_sample_opts o;
 	ds_sample_opts_init(&o);
 	o.cancel = &flag;
+	CHECK_EQ_INT(ds_sample_write(p, &o, NULL, &e), IMS_EINTR);
+	CHECK(!exists(p));
+	CHECK_EQ_INT(mkdir(p, 0777), 0);
 	CHECK_EQ_INT(ds_sample_write(p, &o, NULL, &e), IMS_EINTR);
 	CHECK_EQ_INT(count_entries(p), 0);
 }
