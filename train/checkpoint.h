@@ -81,9 +81,6 @@ typedef struct nn_load_report {
 #define NN_INIT_RESET_HEAD 1u /* keep the model's fresh head even where
 				 the file's has the same shape (fine-tuning
 				 for other classes of the same count) */
-#define NN_INIT_FINITE 2u     /* refuse a loaded float tensor holding NaN
-				 or an infinity (as float32): training from
-				 it would make every loss NaN */
 
 /* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
  * fine. */
@@ -106,9 +103,11 @@ void nn_load_report_release(nn_load_report *r);
  *     'layer1.0.conv1.weight' has shape [64, 3, 3, 3] in the file, the
  *     model needs [64, 64, 3, 3]";
  *   - absent: left as it is, listed in report->missing.
- * A loaded running variance (a batch norm's "*.running_var") must hold
- * finite values not below 0, with or without NN_INIT_FINITE: batch norm
- * divides by its square root. File tensors the model lacks are listed in
+ * Every float tensor loaded must hold finite values (as float32: an F64
+ * beyond float's range is infinite), a running variance (a batch norm's
+ * "*.running_var") finite values not below 0: a NaN or infinity makes
+ * every loss NaN, and batch norm divides by the variance's square root.
+ * A head tensor left as it is is not read. File tensors the model lacks are listed in
  * report->unexpected, except "optim.*" ones. The optimiser's state is
  * never read. report may be NULL; otherwise it is overwritten (release an
  * earlier one first), its file_bytes and file_crc32c computed over the
@@ -117,9 +116,9 @@ void nn_load_report_release(nn_load_report *r);
  * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
  * (shape mismatch outside the head, a fractional float counter, a running
  * variance below 0 or not finite: "cannot load 'PATH': tensor
- * 'bn1.running_var' holds -0.5 at element 3 (as float32): ...", with
- * NN_INIT_FINITE a value that is not finite: "cannot load 'PATH': tensor
- * 'fc.weight' holds NaN at element 3 (as float32): ..."),
+ * 'bn1.running_var' holds -0.5 at element 3 (as float32): ...", another
+ * value that is not finite: "cannot load 'PATH': tensor 'fc.weight' holds
+ * NaN at element 3 (as float32): ..."; the first one found is named),
  * IMS_EUNSUPPORTED (a float tensor stored as an integer or F8 type, a
  * counter stored as F8), IMS_ELIMIT (a U64 counter above INT64_MAX),
  * IMS_ENOMEM; m is then unchanged. Loading fewer tensors than the model
@@ -154,15 +153,18 @@ int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err);
  * optimiser tensors are ignored. Metadata "format", when present, must be
  * "imshard-checkpoint-1"; a "checksum", when present, must match the
  * content (a checkpoint without one, written before checkpoints had them,
- * is read as it is: the caller can tell by its metadata). A running
- * variance below 0 or not finite is refused as nn_checkpoint_load_init
- * refuses it ("cannot resume from 'PATH': tensor ... holds ...").
+ * is read as it is: the caller can tell by its metadata). A float value
+ * that is not finite (a weight, running statistic, or with opt the
+ * optimiser's state) and a running variance below 0 are refused as
+ * nn_checkpoint_load_init refuses them ("cannot resume from 'PATH':
+ * tensor 'optim.exp_avg.fc.weight' holds NaN at element 3 ...").
  * file_out may be NULL; otherwise on success *file_out receives the open
  * file, for st_metadata_get and the like; the caller st_closes it. On
  * error *file_out is NULL.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_EINVAL (message names the missing, misshapen, mistyped
- * or extra tensor, or the running variance and its first bad element;
+ * or extra tensor, or the tensor holding a value refused above, its first
+ * bad element and the value;
  * optimiser size differs from the model's),
  * IMS_ECORRUPT (content and checksum differ, negative step count), IMS_EUNSUPPORTED (another format
  * version), IMS_ENOMEM; m and opt are then unchanged.

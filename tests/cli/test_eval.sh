@@ -5,7 +5,8 @@
 # the per-class files eval -o writes, byte for byte; eval under mpirun
 # counts each record once and equals one rank; checkpoints of older
 # versions and other programs' weights name the flags they need; bad
-# inputs (a running variance below 0 among them) give one line and exit
+# inputs (a running variance below 0, weights that are not finite among
+# them) give one line and exit
 # 1 or 2; report draws the per-class
 # files; the data-side binary links no BLAS or MPI.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
@@ -337,11 +338,23 @@ edit "$ck" "$T/r18.safetensors" --set model=resnet18
 expect 1 "$IMSHARD" eval "$T/r18.safetensors" "$va"
 one_line "$T/err"
 contains "$T/err" "is missing"
-# weights that give NaN
+# a weight or running mean that is not finite is refused when the
+# weights load, by eval and export alike (predict: test_predict.sh),
+# named with its element (before: eval ran the whole pass and blamed the
+# network's output, export wrote the -inf out)
 edit "$ck" "$T/nan.safetensors" --nan features.0.weight
 expect 1 "$IMSHARD" eval "$T/nan.safetensors" "$va" --threads 1
 one_line "$T/err"
-contains "$T/err" "is NaN: the network's output is not finite"
+contains "$T/err" "cannot load '$T/nan.safetensors': tensor 'features.0.weight' holds NaN at element 0 (as float32): weights that are not finite make every loss NaN"
+cp "$ck" "$T/infmean.safetensors"
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" poke "$T/infmean.safetensors" features.1.running_mean 2 -inf
+expect 1 "$IMSHARD" eval "$T/infmean.safetensors" "$va" --threads 1
+one_line "$T/err"
+contains "$T/err" "cannot load '$T/infmean.safetensors': tensor 'features.1.running_mean' holds -inf at element 2 (as float32)"
+expect 1 "$IMSHARD" export "$T/infmean.safetensors" -o "$T/infmean-w.safetensors"
+one_line "$T/err"
+contains "$T/err" "export: cannot load '$T/infmean.safetensors': tensor 'features.1.running_mean' holds -inf at element 2"
+absent "$T/infmean-w.safetensors"
 # a running variance that is not finite, or just below 0, is refused
 # when the weights load, named (before: NaN, or below -eps not NaN but
 # a channel scaled up and every number silently wrong)

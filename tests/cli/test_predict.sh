@@ -192,6 +192,15 @@ for sd in 1,0,1 1e-45,1,1; do
   expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --std $sd
   one_line "$T/err"
 done
+# a weight or running mean that is not finite is refused as the weights
+# load, named with its element, nothing predicted (before: every image
+# was run and each said "the network's output is not finite")
+cp "$ck" "$T/infmean.safetensors"
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" poke "$T/infmean.safetensors" features.1.running_mean 2 -inf
+expect 1 "$IMSHARD" predict "$T/infmean.safetensors" "$fx/rgb.jpg" "$fx/big.jpg" --threads 1
+one_line "$T/err"
+contains "$T/err" "predict: cannot load '$T/infmean.safetensors': tensor 'features.1.running_mean' holds -inf at element 2 (as float32)"
+same "$(wc -c <"$T/out")" 0 "(nothing predicted)"
 expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --logits
 one_line "$T/err"
 contains "$T/err" "--logits needs --json"

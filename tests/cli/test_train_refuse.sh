@@ -9,8 +9,9 @@
 #    describes the whole run;
 #  - a checkpoint byte flipped is refused by --resume and --init; a file
 #    without a checksum loads, said unverified; a non-finite validation
-#    loss stops the run; --init of a weight that is not finite is refused,
-#    and --init or --resume of a running variance below 0;
+#    loss stops the run; --init or --resume of a weight, running
+#    statistic or (--resume) optimiser state that is not finite is
+#    refused, and of a running variance below 0;
 #  - damaged records are counted and named per epoch, --max-bad-records;
 #  - --init that loads nothing, or part of the backbone, is refused unless
 #    --init-partial (num_batches_tracked counters are not required);
@@ -234,6 +235,22 @@ expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/negvar_r" --resume
 one_line "$T/err"
 contains "$T/err" "cannot resume from '$T/negvar_r/checkpoint.safetensors': tensor 'features.5.running_var' holds -1e-06 at element 2 (as float32)"
 same "$(md5sum <"$T/negvar_r/checkpoint.safetensors")" "$before" "a refused resume keeps its checkpoint"
+# a running mean or optimiser state that is not finite is refused by
+# --resume too, named with its element, the checkpoint kept (before: only
+# --init looked; the run trained on and stopped at the next validation's
+# NaN loss, or at its first step's)
+cp -r "$T/c_part" "$T/infmean_r"
+st_tool poke "$T/infmean_r/checkpoint.safetensors" features.1.running_mean 2 -inf
+before=$(md5sum <"$T/infmean_r/checkpoint.safetensors")
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/infmean_r" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/infmean_r/checkpoint.safetensors': tensor 'features.1.running_mean' holds -inf at element 2 (as float32)"
+same "$(md5sum <"$T/infmean_r/checkpoint.safetensors")" "$before" "a refused resume keeps its checkpoint"
+cp -r "$T/c_part" "$T/nanmom_r"
+st_tool poke "$T/nanmom_r/checkpoint.safetensors" optim.momentum_buffer.features.0.weight 5 nan
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/nanmom_r" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/nanmom_r/checkpoint.safetensors': tensor 'optim.momentum_buffer.features.0.weight' holds NaN at element 5 (as float32)"
 # a weight that is not finite is refused by --init, named, before any
 # file is written (before: the run started its logs and stopped at step
 # 1's NaN loss, blaming --lr or the data)

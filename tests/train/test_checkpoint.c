@@ -1,11 +1,12 @@
 /*
  * test_checkpoint.c - saving and resuming checkpoints: the saved layout,
  * bit-exact resume of model and optimiser (and the step after it),
- * resume refusals that name the tensor (a running variance below 0 among
- * them) and leave the model untouched, damaged files, the checksum over
+ * resume refusals that name the tensor (a running variance below 0, a
+ * value that is not finite among them) and leave the model untouched, damaged files, the checksum over
  * content and metadata, and a backend whose memory is not the CPU's. Loading weights with --init is
  * test_checkpoint_init.c's.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,91 @@ static void test_resume_refusals(void)
 	nn_model_free(b);
 }
 
+/*
+ * A weight, running statistic or optimiser state that is not finite, in a
+ * file whose checksum matches (one written so), is refused naming the
+ * tensor, element and value, nothing changed (before: only --init looked;
+ * a resumed running mean of -inf trained on and stopped at the next
+ * validation as a NaN). A model-only resume does not read the state.
+ */
+static void test_resume_not_finite(void)
+{
+	ims_error e;
+	char path[4300], want[8800];
+	ckpt_path_in(path, sizeof(path), "not-finite.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 14);
+	nn_optim *oa = ckpt_make_optim(NN_OPTIM_SGD, a);
+	ckpt_step(a, oa, 43);
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_optim *ob = ckpt_make_optim(NN_OPTIM_SGD, b);
+	ckpt_snap sb = ckpt_snap_take(b);
+	size_t np;
+	nn_model_params(b, &np);
+	st_file *f = (st_file *)&e; /* must come back NULL */
+
+	const nn_tensor_info *rm = nn_model_tensor(a, nn_model_find(a, "features.1.running_mean"));
+	float *mean = nn_model_buffers(a, NULL) + rm->offset;
+	const float kept = mean[4];
+	mean[4] = -INFINITY;
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	mean[4] = kept;
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, b, ob, &f, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want),
+		 "cannot resume from '%s': tensor 'features.1.running_mean' holds "
+		 "-inf at element 4 (as float32): weights that are not finite make "
+		 "every loss NaN; use a copy saved before it diverged",
+		 path);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK(f == NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+	CHECK(all_zero(nn_optim_state(ob, 0), np));
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, b, NULL, NULL, &e), IMS_EINVAL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	const nn_tensor_info *w = nn_model_tensor(a, nn_model_find(a, "classifier.3.weight"));
+	float *wp = nn_model_params(a, NULL) + w->offset;
+	wp[w->count - 1] = NAN;
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	wp[w->count - 1] = 0.5f;
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, b, ob, NULL, &e), IMS_EINVAL);
+	snprintf(want, sizeof(want), "tensor 'classifier.3.weight' holds NaN at element %zu",
+		 w->count - 1);
+	CHECK(strstr(e.msg, want) != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* a tensor shorter than a block of the scan (5 values) */
+	const nn_tensor_info *bi = nn_model_tensor(a, nn_model_find(a, "classifier.3.bias"));
+	float *bp = nn_model_params(a, NULL) + bi->offset;
+	bp[4] = -INFINITY;
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	bp[4] = 0.25f;
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, b, ob, NULL, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "tensor 'classifier.3.bias' holds -inf at element 4") != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+
+	/* the optimiser's momentum */
+	float *mom = nn_optim_state(oa, 0) + w->offset;
+	mom[3] = INFINITY;
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, b, ob, NULL, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "tensor 'optim.momentum_buffer.classifier.3.weight' "
+			    "holds inf at element 3 (as float32)") != NULL);
+	CHECK(strstr(e.msg, path) != NULL);
+	CHECK(ckpt_snap_same(b, &sb));
+	CHECK(all_zero(nn_optim_state(ob, 0), np));
+	CHECK_EQ_INT(nn_optim_step_count(ob), 0);
+	/* ... which a model-only resume does not read */
+	CHECK_OK(nn_checkpoint_load_resume(path, b, NULL, NULL, &e), &e);
+	CHECK(ckpt_same_tensors(a, b));
+
+	ckpt_snap_free(&sb);
+	nn_optim_free(oa);
+	nn_optim_free(ob);
+	nn_model_free(a);
+	nn_model_free(b);
+}
+
 /* --init from a file with every tensor, and with a checkpoint's state. */
 /* Damaged files fail with the file named and the model untouched. */
 static void test_corrupt(void)
@@ -600,6 +686,7 @@ int main(void)
 	test_layout();
 	test_resume();
 	test_resume_refusals();
+	test_resume_not_finite();
 	test_corrupt();
 	test_checksum();
 	test_staged();

@@ -3,7 +3,7 @@
  * (nn_checkpoint_load_init): a file with every tensor, head
  * re-initialisation for another class count or when asked, missing and
  * unexpected tensors, a backbone tensor of another shape or dtype, one
- * that is not finite (NN_INIT_FINITE) or a running variance below 0,
+ * that is not finite or a running variance below 0,
  * refused with the model untouched, half-precision files, the file's
  * size and CRC-32C in the report, and a hand-written torchvision file.
  * Saving and resuming is test_checkpoint.c's.
@@ -228,9 +228,10 @@ static void test_init_halves(void)
 }
 
 /*
- * NN_INIT_FINITE: a NaN or infinity in any dtype, or an F64 beyond
- * float's range, is refused with the tensor and element named and the
- * model untouched; without the flag the values load as they are.
+ * A NaN or infinity in any dtype, or an F64 beyond float's range, is
+ * refused with the tensor and element named and the model untouched,
+ * whatever the flags: eval, predict and export load with none (before:
+ * only --init asked for the check, and eval ran the pass on such weights).
  */
 static void write_one(const char *path, const nn_tensor_info *ti, int dtype,
 		      const void *data)
@@ -262,7 +263,7 @@ static void test_init_finite(void)
 
 	f[7] = NAN;
 	write_one(path, ti, ST_F32, f);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	snprintf(want, sizeof(want),
 		 "cannot load '%s': tensor 'features.0.weight' holds NaN at element 7 "
 		 "(as float32): weights that are not finite make every loss NaN; "
@@ -274,14 +275,14 @@ static void test_init_finite(void)
 
 	h[3] = 0xfc00; /* F16 -inf */
 	write_one(path, ti, ST_F16, h);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "holds -inf at element 3 (as float32)") != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
 
 	h[3] = 0;
 	h[ti->count - 1] = 0x7f81; /* BF16 NaN */
 	write_one(path, ti, ST_BF16, h);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	snprintf(want, sizeof(want), "holds NaN at element %zu", ti->count - 1);
 	CHECK(strstr(e.msg, want) != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
@@ -289,18 +290,16 @@ static void test_init_finite(void)
 	/* finite in F64, infinite as the float the model would hold */
 	d[5] = 1e300;
 	write_one(path, ti, ST_F64, d);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "holds inf at element 5 (as float32)") != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
-	/* without the flag: loaded as it is (imshard eval's check is on the
-	 * network's output) */
-	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
-	CHECK_EQ_INT(r.loaded, 1);
-	nn_load_report_release(&r);
-	/* finite values load with the flag */
+	/* with the head reset too: the tensor is not in the head */
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_RESET_HEAD, &r, &e), IMS_EINVAL);
+	CHECK(ckpt_snap_same(b, &sb));
+	/* finite values load */
 	d[5] = 0.25;
 	write_one(path, ti, ST_F64, d);
-	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, 1);
 	nn_load_report_release(&r);
 
@@ -341,7 +340,7 @@ static void test_init_variance(void)
 		 "below 0 (batch norm divides by its square root); the file is "
 		 "damaged or was edited, use another copy",
 		 path);
-	for (unsigned flags = 0; flags <= NN_INIT_FINITE; flags += NN_INIT_FINITE) {
+	for (unsigned flags = 0; flags <= NN_INIT_RESET_HEAD; flags += NN_INIT_RESET_HEAD) {
 		CHECK_EQ_INT(nn_checkpoint_load_init(path, b, flags, &r, &e), IMS_EINVAL);
 		CHECK_EQ_STR(e.msg, want);
 		CHECK(ckpt_snap_same(b, &sb));
@@ -354,7 +353,7 @@ static void test_init_variance(void)
 	CHECK(strstr(e.msg, "holds -1e-07 at element 3") != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
 
-	/* not finite, without NN_INIT_FINITE, in another dtype */
+	/* not finite, in another dtype */
 	h[ti->count - 1] = 0x7c00; /* F16 inf */
 	write_one(path, ti, ST_F16, h);
 	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
@@ -363,7 +362,7 @@ static void test_init_variance(void)
 	CHECK(strstr(e.msg, want) != NULL);
 	h[ti->count - 1] = 0x7e00; /* F16 NaN */
 	write_one(path, ti, ST_F16, h);
-	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, b, 0, &r, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, "running_var' holds NaN at element") != NULL);
 	CHECK(strstr(e.msg, "a running variance is a finite number") != NULL);
 	CHECK(ckpt_snap_same(b, &sb));
@@ -371,7 +370,7 @@ static void test_init_variance(void)
 	/* 0 and -0 load (F16 zeros, and -0 in F32) */
 	h[ti->count - 1] = 0x8000;
 	write_one(path, ti, ST_F16, h);
-	CHECK_OK(nn_checkpoint_load_init(path, b, NN_INIT_FINITE, &r, &e), &e);
+	CHECK_OK(nn_checkpoint_load_init(path, b, 0, &r, &e), &e);
 	CHECK_EQ_INT(r.loaded, 1);
 	nn_load_report_release(&r);
 	f[3] = -0.0f;

@@ -532,10 +532,7 @@ int loop_make_model(run *r, ims_error *err)
 		const int other = init_classes_differ(r, &notes);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
-		/* a weight that is not finite would stop the run at its first
-		 * loss, after its logs were started, blaming --lr or the data */
-		const unsigned flags = NN_INIT_FINITE |
-				       (o->net.reset_head || other ? NN_INIT_RESET_HEAD : 0);
+		const unsigned flags = o->net.reset_head || other ? NN_INIT_RESET_HEAD : 0;
 		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m, flags,
 						       &rep, err));
 		if (other && rep.head_reset)
