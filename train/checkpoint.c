@@ -604,7 +604,9 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 	}
 	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (report) {
-		r.file_crc32c = st_file_crc32c(f, &r.file_bytes);
+		/* a read of the whole file: only for a caller that records it */
+		if (flags & NN_INIT_FILE_CRC)
+			r.file_crc32c = st_file_crc32c(f, &r.file_bytes);
 		*report = r;
 		memset(&r, 0, sizeof(r));
 	}

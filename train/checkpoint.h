@@ -72,15 +72,18 @@ typedef struct nn_load_report {
 	int verified;      /* 1: the file's checksum was there and matched;
 			      0: the file has none (not written by
 			      nn_checkpoint_save: nothing to verify) */
-	uint64_t file_bytes;  /* the file read: its size, and the CRC-32C of */
-	uint32_t file_crc32c; /* all its bytes (st_file_crc32c), so a caller
-				 can record which file it started from */
+	uint64_t file_bytes;  /* with NN_INIT_FILE_CRC, the file read: its */
+	uint32_t file_crc32c; /* size, and the CRC-32C of all its bytes
+				 (st_file_crc32c), so a caller can record
+				 which file it started from; else 0 */
 } nn_load_report;
 
 /* nn_checkpoint_load_init's flags. */
 #define NN_INIT_RESET_HEAD 1u /* keep the model's fresh head even where
 				 the file's has the same shape (fine-tuning
 				 for other classes of the same count) */
+#define NN_INIT_FILE_CRC 4u   /* fill report->file_bytes and file_crc32c
+				 (one more read of the whole file) */
 
 /* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
  * fine. */
@@ -107,11 +110,11 @@ void nn_load_report_release(nn_load_report *r);
  * beyond float's range is infinite), a running variance (a batch norm's
  * "*.running_var") finite values not below 0: a NaN or infinity makes
  * every loss NaN, and batch norm divides by the variance's square root.
- * A head tensor left as it is is not read. File tensors the model lacks are listed in
- * report->unexpected, except "optim.*" ones. The optimiser's state is
- * never read. report may be NULL; otherwise it is overwritten (release an
- * earlier one first), its file_bytes and file_crc32c computed over the
- * whole file, and, on error, left empty.
+ * A head tensor left as it is is not read. File tensors the model lacks
+ * are listed in report->unexpected, except "optim.*" ones. The
+ * optimiser's state is never read. report may be NULL; otherwise it is overwritten (release an
+ * earlier one first), with NN_INIT_FILE_CRC in flags its file_bytes and
+ * file_crc32c computed over the whole file, and, on error, left empty.
  * Errors: st_open's (IMS_ENOTFOUND, IMS_EIO, IMS_EFORMAT, IMS_ECORRUPT,
  * IMS_ELIMIT), IMS_ECORRUPT (content and checksum differ), IMS_EINVAL
  * (shape mismatch outside the head, a fractional float counter, a running

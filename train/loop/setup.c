@@ -532,7 +532,10 @@ int loop_make_model(run *r, ims_error *err)
 		const int other = init_classes_differ(r, &notes);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
-		const unsigned flags = o->net.reset_head || other ? NN_INIT_RESET_HEAD : 0;
+		/* the file's size and CRC-32C name it in the run's record
+		 * (loop_history_init) */
+		const unsigned flags = NN_INIT_FILE_CRC |
+				       (o->net.reset_head || other ? NN_INIT_RESET_HEAD : 0);
 		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m, flags,
 						       &rep, err));
 		if (other && rep.head_reset)
