@@ -239,22 +239,17 @@ static int print_json(const nn_eval_result *r, const nn_model_card *c,
 /* ---- the command --------------------------------------------------------- */
 
 /* The precision the weights' run trained and validated in, as its
- * checkpoint's options record it: "" for an export, other programs'
- * weights, or a file that cannot be read (the pass says why). */
-static void run_precision(const char *weights, char *out, size_t cap)
+ * checkpoint's options record it: "" for an export or other programs'
+ * weights. */
+static void run_precision(const st_file *f, char *out, size_t cap)
 {
 	out[0] = 0;
-	st_file *f = NULL;
-	ims_error ignored;
-	if (st_open(weights, &f, &ignored) < 0)
-		return;
 	const char *s = st_metadata_get(f, "options");
 	cJSON *j = s ? cJSON_Parse(s) : NULL;
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
 	if (cJSON_IsString(p) && nn_precision_of(p->valuestring) >= 0)
 		snprintf(out, cap, "%s", p->valuestring);
 	cJSON_Delete(j);
-	st_close(f);
 }
 
 /* One line (naming the rank when there are several), every rank ended. */
@@ -311,9 +306,15 @@ int cmd_eval(int argc, char **argv)
 	quiet_mf.quiet = mf.quiet || !rank0;
 	nn_model_card card;
 	nn_model_card_init(&card);
+	/* read once: the card, the run's precision and the weights are this
+	 * one file's, whatever replaces it meanwhile */
+	st_file *wf = NULL;
 	if (!rc)
-		rc = model_card_resolve("eval", pos[0], &quiet_mf, NN_CARD_ALL, &card);
+		rc = model_weights_open("eval", pos[0], &wf);
+	if (!rc)
+		rc = model_card_resolve("eval", wf, &quiet_mf, NN_CARD_ALL, &card);
 	if (rc) {
+		st_close(wf);
 		dp_finalize(comm);
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
@@ -321,12 +322,13 @@ int cmd_eval(int argc, char **argv)
 	 * would leave the others waiting forever (mpirun only ends a job
 	 * whose rank died) */
 	if (dp_set_timeout(comm, timeout, "imshard: eval", &err) < 0) {
+		st_close(wf);
 		nn_model_card_release(&card);
 		return fail(comm, &err);
 	}
 	/* left out: the run's own, so the numbers are its validation's */
 	char ran[8];
-	run_precision(pos[0], ran, sizeof(ran));
+	run_precision(wf, ran, sizeof(ran));
 	if (!precision) {
 		precision = ran[0] ? ran : "fp32";
 		if (strcmp(precision, "fp32") && rank0)
@@ -340,6 +342,7 @@ int cmd_eval(int argc, char **argv)
 	nn_eval_opts_init(&eo);
 	eo.split = pos[1];
 	eo.weights = pos[0];
+	eo.weights_file = wf;
 	eo.card = &card;
 	eo.device = device;
 	eo.precision = precision;
@@ -352,6 +355,8 @@ int cmd_eval(int argc, char **argv)
 	eo.ctx = &pr;
 	nn_eval_result res;
 	rc = nn_eval_run(&eo, comm, &res, &err);
+	/* the pass is over: the weights are in the model or refused */
+	st_close(wf);
 	if (pr.on)
 		fputs("\r\033[K", stderr);
 	if (rc < 0 && res.setup_failed_ranks > 0) {

@@ -82,11 +82,18 @@ int cmd_export(int argc, char **argv)
 				       out);
 	if (!force && lstat(out, &st) == 0)
 		return cli_usage_error(&command, "'%s' exists (--force replaces it)", out);
-	nn_model_card card;
-	rc = model_card_resolve("export", pos[0], &mf, NN_CARD_MODEL | NN_CARD_CLASSES,
-				&card);
+	/* read once: the card and the weights are this one file's */
+	st_file *wf = NULL;
+	rc = model_weights_open("export", pos[0], &wf);
 	if (rc)
 		return rc;
+	nn_model_card card;
+	rc = model_card_resolve("export", wf, &mf, NN_CARD_MODEL | NN_CARD_CLASSES,
+				&card);
+	if (rc) {
+		st_close(wf);
+		return rc;
+	}
 	if (!(card.have & NN_CARD_NAMES))
 		cli_info(mf.quiet,
 			 "export: '%s' records no class names, nor will '%s' "
@@ -108,7 +115,8 @@ int cmd_export(int argc, char **argv)
 	if (!rc)
 		rc = nn_model_set_use(m, NN_USE_EVAL, &err);
 	if (!rc)
-		rc = nn_model_load_weights(pos[0], m, &err);
+		rc = nn_model_load_weights_file(wf, m, &err);
+	st_close(wf);
 	if (!rc)
 		rc = nn_model_card_format(&card, &text, &err);
 	/* safetensors metadata is JSON, so UTF-8: a checkpoint whose name

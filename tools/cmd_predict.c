@@ -165,7 +165,7 @@ static void predictor_free(predictor *p)
 		nn_ctx_release(&p->ctx);
 }
 
-static int predictor_open(predictor *p, const char *weights,
+static int predictor_open(predictor *p, const st_file *weights,
 			  const nn_model_card *c, int batch, int threads,
 			  ims_error *err)
 {
@@ -174,7 +174,7 @@ static int predictor_open(predictor *p, const char *weights,
 	FORWARD_IF_ERR(nn_model_create(&p->ctx, c->model, c->classes, c->size,
 				       c->size, batch, 0, &p->m, err));
 	FORWARD_IF_ERR(nn_model_set_use(p->m, NN_USE_EVAL, err));
-	FORWARD_IF_ERR(nn_model_load_weights(weights, p->m, err));
+	FORWARD_IF_ERR(nn_model_load_weights_file(weights, p->m, err));
 	aug_transform_opts_init(&p->t, 0);
 	p->t.out_w = p->t.out_h = c->size;
 	p->t.crop_frac = c->val_crop_frac;
@@ -288,9 +288,14 @@ int cmd_predict(int argc, char **argv)
 				     threads, nn_blas_max_threads());
 	nn_model_card card;
 	nn_model_card_init(&card);
+	/* read once: the card and the weights are this one file's */
+	st_file *wf = NULL;
 	if (!rc)
-		rc = model_card_resolve("predict", pos[0], &mf, NN_CARD_ALL, &card);
+		rc = model_weights_open("predict", pos[0], &wf);
+	if (!rc)
+		rc = model_card_resolve("predict", wf, &mf, NN_CARD_ALL, &card);
 	if (rc) {
+		st_close(wf);
 		free(pos);
 		return rc < 0 ? CLI_EXIT_OK : rc;
 	}
@@ -306,7 +311,8 @@ int cmd_predict(int argc, char **argv)
 	memset(&p, 0, sizeof(p));
 	ims_error err;
 	int failed = 0;
-	rc = predictor_open(&p, pos[0], &card, batch, threads, &err);
+	rc = predictor_open(&p, wf, &card, batch, threads, &err);
+	st_close(wf);
 	/* stops at the first batch whose lines could not be written: the
 	 * rest would be lost as well */
 	for (int i = 1; rc == 0 && !ferror(stdout) && i < np; i += batch) {

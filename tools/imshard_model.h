@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "train/model_card.h"
+#include "train/safetensors.h"
 
 /* The card flags of eval, predict and export. */
 typedef struct model_flags {
@@ -50,17 +51,28 @@ typedef struct model_flags {
 	"recorded values (said on stderr).\n"
 
 /*
- * Fills card from the weights file's metadata and the flags: f's values
+ * Opens the weights file at path (st_open) and verifies it against its
+ * checksum (nn_checkpoint_verify: a damaged card is then the damage it
+ * is, not a wrong class name), once for the whole command: its card, its
+ * run's options and its weights are all read from this open file, so a
+ * file replaced meanwhile cannot pair one file's card with another's
+ * weights. Returns 0 with *out to st_close, or CLI_EXIT_FAIL after a line
+ * (*out NULL). cmd names the command in messages.
+ */
+int model_weights_open(const char *cmd, const char *path, st_file **out);
+/*
+ * Fills card from the weights file's metadata (sf, of model_weights_open;
+ * messages name st_path(sf)) and the flags: f's values
  * for fields the file lacks, and for size, mean, std and crop also in
  * place of recorded ones (a line on stderr says so, unless f->quiet).
  * need: NN_CARD_* bits that must be known at the end (a missing crop
  * fraction is 0.875, said on stderr). Returns 0, CLI_EXIT_FAIL after a
- * line (the file cannot be read, a class list cannot be read) or
+ * line (the card does not read, a class list cannot be read) or
  * CLI_EXIT_USAGE after a line (a flag contradicts the file, or one is
  * needed: the line names every flag to pass). cmd names the command in
  * messages.
  */
-int model_card_resolve(const char *cmd, const char *weights,
+int model_card_resolve(const char *cmd, const st_file *sf,
 		       const model_flags *f, unsigned need, nn_model_card *card);
 
 /* "resnet18, 4 classes, 32 px" into buf. */

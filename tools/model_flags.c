@@ -158,20 +158,31 @@ static int apply_flags(const char *cmd, const char *weights,
 	return 0;
 }
 
-int model_card_resolve(const char *cmd, const char *weights,
-		       const model_flags *f, unsigned need, nn_model_card *card)
+int model_weights_open(const char *cmd, const char *path, st_file **out)
 {
-	nn_model_card_init(card);
 	ims_error err;
 	st_file *sf = NULL;
 	int verified;
-	if (st_open(weights, &sf, &err) < 0 || nn_checkpoint_verify(sf, &verified, &err) < 0 ||
-	    nn_model_card_read(sf, card, &err) < 0) {
+	*out = NULL;
+	if (st_open(path, &sf, &err) < 0 || nn_checkpoint_verify(sf, &verified, &err) < 0) {
 		st_close(sf);
 		cli_error("%s: %s", cmd, err.msg);
 		return CLI_EXIT_FAIL;
 	}
-	st_close(sf);
+	*out = sf;
+	return 0;
+}
+
+int model_card_resolve(const char *cmd, const st_file *sf,
+		       const model_flags *f, unsigned need, nn_model_card *card)
+{
+	nn_model_card_init(card);
+	ims_error err;
+	const char *weights = st_path(sf);
+	if (nn_model_card_read(sf, card, &err) < 0) {
+		cli_error("%s: %s", cmd, err.msg);
+		return CLI_EXIT_FAIL;
+	}
 	int rc = apply_flags(cmd, weights, f, card);
 	if (rc) {
 		nn_model_card_release(card);

@@ -511,10 +511,21 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 	RETURN_IF(!path || !m, err, IMS_EINVAL,
 		  "cannot load weights: no path or no model");
 	st_file *f = NULL;
-	int rc = st_open(path, &f, err);
-	if (rc < 0)
-		return rc;
+	FORWARD_IF_ERR(st_open(path, &f, err));
+	int rc = nn_checkpoint_load_init_file(f, m, flags, report, err);
+	st_close(f);
+	return rc;
+}
 
+int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
+				 nn_load_report *report, ims_error *err)
+{
+	if (report)
+		memset(report, 0, sizeof(*report));
+	RETURN_IF(!f || !m, err, IMS_EINVAL,
+		  "cannot load weights: no file or no model");
+	const char *path = st_path(f);
+	int rc = 0;
 	const int nt = nn_model_tensor_count(m);
 	const size_t nf = st_count(f);
 	size_t ncounters;
@@ -620,7 +631,6 @@ out:
 	free(src);
 	free(action);
 	free(cval);
-	st_close(f);
 	return rc;
 }
 

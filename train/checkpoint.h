@@ -132,6 +132,15 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			    nn_load_report *report, ims_error *err);
 
 /*
+ * As nn_checkpoint_load_init, from f, a file the caller opened (st_open)
+ * and may have read already (its model card, its options): what is
+ * loaded is what was read, even when the file at its path is replaced
+ * meanwhile. Messages name st_path(f). f stays open, the caller's.
+ */
+int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
+				 nn_load_report *report, ims_error *err);
+
+/*
  * Verifies an open file against the checksum in its metadata, as the
  * loads do: *verified 1 when it has one and it matches, 0 when it has
  * none (a file written by another program). For a program that reads

@@ -35,12 +35,19 @@
 #include "common/common.h"
 #include "train/dp.h"
 #include "train/model_card.h"
+#include "train/safetensors.h"
 
 typedef struct nn_eval_opts {
 	const char *split;          /* NAME.json of the split (required) */
 	const char *weights;        /* safetensors file: a checkpoint, an
 				       export, torchvision weights (required;
 				       loaded strictly: nn_model_load_weights) */
+	const st_file *weights_file; /* weights, opened by the caller, or
+				       NULL: opened here. A caller that read
+				       the card from the file gives it, so
+				       the weights are the card's even if
+				       the path is replaced meanwhile; it
+				       stays the caller's */
 	const nn_model_card *card;  /* the model and its input; every field
 				       known (NN_CARD_ALL) */
 	const char *device;         /* "cpu" (default) or "cuda" */

@@ -122,4 +122,12 @@ void nn_model_card_text_release(nn_model_card_text *t);
  */
 int nn_model_load_weights(const char *path, nn_model *m, ims_error *err);
 
+/*
+ * As nn_model_load_weights, from f, a file the caller opened (st_open)
+ * and read its card from (nn_model_card_read): the weights loaded are
+ * those of the card read, even when the file at its path is replaced
+ * meanwhile. Messages name st_path(f). f stays open, the caller's.
+ */
+int nn_model_load_weights_file(const st_file *f, nn_model *m, ims_error *err);
+
 #endif

@@ -355,6 +355,24 @@ expect 1 "$IMSHARD" export "$T/infmean.safetensors" -o "$T/infmean-w.safetensors
 one_line "$T/err"
 contains "$T/err" "export: cannot load '$T/infmean.safetensors': tensor 'features.1.running_mean' holds -inf at element 2"
 absent "$T/infmean-w.safetensors"
+# the weights file is opened once: the card, the run's precision and the
+# weights come from one read, so a checkpoint replaced while eval or
+# export starts cannot pair one file's card with another's weights
+# (before: eval opened it five times, export three). Seen with strace
+# where it may trace.
+if command -v strace >/dev/null && strace -f -qq -e trace=none true 2>/dev/null; then
+  opens() { grep -c "open[a-z0-9]*(.*\"$ck\"" "$T/opens"; }
+  run env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    strace -f -qq -e trace=open,openat,openat2 -e signal=none -o "$T/opens" \
+    "$IMSHARD" eval "$ck" "$va" --threads 1 -q
+  same "$rc" 0 "exit status of eval under strace"
+  same "$(opens)" 1 "opens of the weights by eval"
+  run env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    strace -f -qq -e trace=open,openat,openat2 -e signal=none -o "$T/opens" \
+    "$IMSHARD" export "$ck" -o "$T/once.safetensors" -q
+  same "$rc" 0 "exit status of export under strace"
+  same "$(opens)" 1 "opens of the weights by export"
+fi
 # a running variance that is not finite, or just below 0, is refused
 # when the weights load, named (before: NaN, or below -eps not NaN but
 # a channel scaled up and every number silently wrong)

@@ -201,6 +201,17 @@ expect 1 "$IMSHARD" predict "$T/infmean.safetensors" "$fx/rgb.jpg" "$fx/big.jpg"
 one_line "$T/err"
 contains "$T/err" "predict: cannot load '$T/infmean.safetensors': tensor 'features.1.running_mean' holds -inf at element 2 (as float32)"
 same "$(wc -c <"$T/out")" 0 "(nothing predicted)"
+# the weights file is opened once: the card and the weights come from one
+# read, so a checkpoint replaced meanwhile cannot pair one file's card
+# with another's weights (before: three opens). Seen with strace where it
+# may trace.
+if command -v strace >/dev/null && strace -f -qq -e trace=none true 2>/dev/null; then
+  run env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    strace -f -qq -e trace=open,openat,openat2 -e signal=none -o "$T/opens" \
+    "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1 -q
+  same "$rc" 0 "exit status of predict under strace"
+  same "$(grep -c "open[a-z0-9]*(.*\"$ck\"" "$T/opens")" 1 "opens of the weights by predict"
+fi
 expect 2 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --logits
 one_line "$T/err"
 contains "$T/err" "--logits needs --json"

@@ -4,7 +4,8 @@
  * what they lack, malformed values are refused with the key named, names
  * that are not UTF-8 are stored escaped; and strict weight loading
  * refuses missing, misshapen and unexpected tensors and a running
- * variance below 0, but takes optimiser state and half-precision files.
+ * variance below 0, but takes optimiser state and half-precision files,
+ * and from an open file, the weights of that file whatever replaced it.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -270,6 +271,44 @@ static void test_load_weights(void)
 	nn_model_free(r);
 }
 
+/*
+ * From a file opened before its path was replaced: the weights of the file
+ * opened (whose card the caller read), not the new file's; messages name
+ * the path.
+ */
+static void test_load_weights_file(void)
+{
+	ims_error e;
+	char ck[4200];
+	path_in(ck, sizeof(ck), "replaced.safetensors");
+	nn_model *a = make("convnet7", 3, 1);
+	nn_model *d = make("convnet7", 3, 5);
+	size_t np;
+	float *pa = nn_model_params(a, &np);
+	CHECK_EQ_INT(nn_checkpoint_save(ck, a, NULL, NULL, &e), 0);
+	st_file *f = NULL;
+	CHECK_EQ_INT(st_open(ck, &f, &e), 0);
+	/* replaced by rename, as checkpoints are */
+	CHECK_EQ_INT(nn_checkpoint_save(ck, d, NULL, NULL, &e), 0);
+	nn_model *b = make("convnet7", 3, 2);
+	CHECK_EQ_INT(nn_model_load_weights_file(f, b, &e), 0);
+	CHECK(memcmp(pa, nn_model_params(b, NULL), np * sizeof(float)) == 0);
+	/* refusals name the path */
+	nn_model *c = make("convnet7", 4, 3);
+	CHECK_EQ_INT(nn_model_load_weights_file(f, c, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, ck) != NULL);
+	CHECK_EQ_INT(nn_model_load_weights_file(NULL, c, &e), IMS_EINVAL);
+	st_close(f);
+	/* the path now: the other weights */
+	CHECK_EQ_INT(nn_model_load_weights(ck, b, &e), 0);
+	CHECK(memcmp(nn_model_params(d, NULL), nn_model_params(b, NULL),
+		     np * sizeof(float)) == 0);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(c);
+	nn_model_free(d);
+}
+
 int main(void)
 {
 	ims_error e;
@@ -283,6 +322,7 @@ int main(void)
 	test_malformed();
 	test_not_utf8();
 	test_load_weights();
+	test_load_weights_file();
 	nn_ctx_release(&ctx);
 	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -321,6 +321,8 @@ static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
 				       c->size, o->batch_size, 0, &r->m, err));
 	/* no backward: an arena of what evaluation needs alone */
 	FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_EVAL, err));
+	if (o->weights_file)
+		return nn_model_load_weights_file(o->weights_file, r->m, err);
 	return nn_model_load_weights(o->weights, r->m, err);
 }
 
@@ -336,7 +338,9 @@ static int agree_inputs(run *r, const nn_eval_opts *o, uint64_t split,
 	st_file *f = NULL;
 	ims_error ignored;
 	uint64_t weights = 0;
-	if (st_open(o->weights, &f, &ignored) == 0) {
+	if (o->weights_file) {
+		weights = loop_fingerprint_str(st_metadata_get(o->weights_file, "checksum"));
+	} else if (st_open(o->weights, &f, &ignored) == 0) {
 		weights = loop_fingerprint_str(st_metadata_get(f, "checksum"));
 		st_close(f);
 	}
