@@ -22,7 +22,8 @@ extern PyObject *ims_py_argument_error;
 
 /* Raises the exception for a library failure: ArgumentError for
  * IMS_EINVAL, KeyboardInterrupt-free Error otherwise; the message is the
- * library's one line, e->code is set as the exception's `code` attribute
+ * library's one line (flags as they are: see ims_py_raise_as), e->code
+ * is set as the exception's `code` attribute
  * and ims_strerror(code) as `kind`. Returns NULL. */
 PyObject *ims_py_raise(int code, const ims_error *e);
 
@@ -30,6 +31,27 @@ PyObject *ims_py_raise(int code, const ims_error *e);
  * not UTF-8 (a path's, quoted) are shown as \xHH, as in ims_py_raise's
  * messages. NULL (MemoryError) only when out of memory. */
 PyObject *ims_py_text(const char *s);
+
+/*
+ * The remedies of the messages a Python call meets, spelt as that call
+ * takes them: the command's flag ("--max-label", "--classes FILE") and
+ * the keyword for it ("max_label", "classes=[names]"; "force=True" for a
+ * flag without a value); value: the flag takes one, and "--max-label 5"
+ * reads "max_label=5". The tables end with a NULL flag.
+ */
+typedef struct ims_py_flag {
+	const char *flag, *keyword;
+	int value;
+} ims_py_flag;
+extern const ims_py_flag ims_py_pack_flags[];    /* imshard.pack's keywords */
+extern const ims_py_flag ims_py_convert_flags[]; /* imshard.convert's */
+
+/* ims_py_raise with the flags named in the message spelt as flags says
+ * (NULL: as they are). Returns NULL. */
+PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags);
+
+/* ims_py_text of s with the flags spelt as flags says (a note). */
+PyObject *ims_py_text_as(const char *s, const ims_py_flag *flags);
 
 /* Raises ArgumentError with a formatted message. Returns NULL. */
 PyObject *ims_py_arg_error(const char *fmt, ...);

@@ -4,6 +4,7 @@
  */
 #include "ext.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,52 +15,150 @@
 PyObject *ims_py_error;
 PyObject *ims_py_argument_error;
 
-/* The libraries' messages name the command's flags where they give a
- * remedy ("use --force to replace it", "give --max-label N"); from
- * Python the remedy is the keyword, so the message says that instead.
- * Only these exact spellings: other text (a quoted command, another
- * tool's flag) is left as it is. */
-static const struct {
-	const char *flag, *keyword;
-} remedies[] = {{"--force", "force=True"},
-		{"--max-label N", "max_label=N"},
-		{"--max-label ", "max_label="},
-		{"--classes FILE", "classes=[names]"},
-		{"--max-errors ", "max_errors="},
-		{"--shard-size", "shard_size"}};
+/*
+ * The libraries' messages name the command's flags where they give a
+ * remedy ("use --force to replace it", "give --max-label N", "(use
+ * --recursive to ...)"); from Python the remedy is the keyword of the
+ * call that met it, so each call's messages are spelt with its own
+ * table: a flag with a value becomes the keyword, "=" joining a value
+ * or metavariable that follows ("--max-errors 5" -> "max_errors=5"), a
+ * flag without one what passing it is ("--force" -> "force=True",
+ * "--no-shuffle" -> "shuffle=False"). Only a whole flag of the table is
+ * changed, outside quotes: another tool's flag, and a quoted path, name
+ * or command ('imshard verify --rehash') are left as they are.
+ */
+const ims_py_flag ims_py_pack_flags[] = {
+	{"--force", "force=True", 0},
+	{"--classes FILE", "classes=[names]", 0},
+	{"--classes", "classes", 0},
+	{"--max-label", "max_label", 1},
+	{"--max-errors", "max_errors", 1},
+	{"--shard-size", "shard_size", 1},
+	{"--shards", "shards", 1},
+	{"--encoding", "encoding", 1},
+	{"--resize", "resize", 1},
+	{"--max-size", "max_size", 1},
+	{"--center-crop", "center_crop=True", 0},
+	{"--quality", "quality", 1},
+	{"--threads", "threads", 1},
+	{"--check-decode", "check_decode=True", 0},
+	{"--shuffle", "shuffle=True", 0},
+	{"--seed", "seed", 1},
+	{"--order", "order", 1},
+	{NULL, NULL, 0}};
 
-static const char *python_remedy(const char *msg, char *buf, size_t size)
+const ims_py_flag ims_py_convert_flags[] = {
+	{"--force", "force=True", 0},
+	{"--max-errors", "max_errors", 1},
+	{"--shard-size", "shard_size", 1},
+	{"--shards", "shards", 1},
+	{"--encoding", "encoding", 1},
+	{"--resize", "resize", 1},
+	{"--max-size", "max_size", 1},
+	{"--center-crop", "center_crop=True", 0},
+	{"--quality", "quality", 1},
+	{"--threads", "threads", 1},
+	{"--check-decode", "check_decode=True", 0},
+	{"--seed", "seed", 1},
+	{"--no-shuffle", "shuffle=False", 0},
+	{"--val-ratio", "val_ratio", 1},
+	{"--test-ratio", "test_ratio", 1},
+	{"--no-clutter", "no_clutter=True", 0},
+	{"--label", "label", 1},
+	{"--classes", "classes", 1},
+	{"--recursive", "recursive=True", 0},
+	{"--exts", "exts", 1},
+	{"--per-class-train", "per_class_train", 1},
+	{"--per-class-val", "per_class_val", 1},
+	{"--per-class-test", "per_class_test", 1},
+	{"--train-total", "train_total", 1},
+	{"--val-total", "val_total", 1},
+	{"--allow-short", "allow_short=True", 0},
+	{NULL, NULL, 0}};
+
+static int flag_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_';
+}
+
+/* What follows a flag's space is its value: a number (nan and inf
+ * too) or a metavariable ("N", "FILE"), not a word of the sentence. */
+static int value_follows(const char *p)
+{
+	if (p[0] != ' ')
+		return 0;
+	p++;
+	if (*p == '-')
+		p++;
+	return (*p >= '0' && *p <= '9') || *p == '.' || (*p >= 'A' && *p <= 'Z') ||
+	       ((strncmp(p, "nan", 3) == 0 || strncmp(p, "inf", 3) == 0) && !flag_char(p[3]));
+}
+
+/* The flag of the table that starts at in, or NULL. */
+static const ims_py_flag *flag_at(const char *in, const char *msg, const ims_py_flag *flags)
+{
+	if (in[0] != '-' || in[1] != '-' || (in > msg && flag_char(in[-1])))
+		return NULL;
+	for (const ims_py_flag *f = flags; f && f->flag; f++) {
+		size_t n = strlen(f->flag);
+		if (strncmp(in, f->flag, n) == 0 && !flag_char(in[n]))
+			return f;
+	}
+	return NULL;
+}
+
+static const char *spell(const char *msg, const ims_py_flag *flags, char *buf, size_t size)
 {
 	const char *in = msg;
 	size_t len = 0;
+	int quoted = 0; /* inside '...': a path, a name, a command */
 	buf[0] = 0;
 	while (*in && len + 1 < size) {
-		size_t k, n = sizeof(remedies) / sizeof(remedies[0]);
-		for (k = 0; k < n; k++)
-			if (strncmp(in, remedies[k].flag, strlen(remedies[k].flag)) == 0)
-				break;
-		const char *put = k < n ? remedies[k].keyword : in;
-		size_t take = k < n ? strlen(put) : 1;
+		/* a quote, not the apostrophe of "rank's" */
+		if (*in == '\'' && !(in > msg && isalnum((unsigned char)in[-1]) &&
+				     isalpha((unsigned char)in[1])))
+			quoted = !quoted;
+		const ims_py_flag *f = quoted ? NULL : flag_at(in, msg, flags);
+		const char *put = f ? f->keyword : in;
+		size_t take = f ? strlen(put) : 1;
 		if (take > size - 1 - len)
 			take = size - 1 - len;
 		memcpy(buf + len, put, take);
 		len += take;
-		in += k < n ? strlen(remedies[k].flag) : 1;
+		in += f ? strlen(f->flag) : 1;
+		if (f && f->value && value_follows(in) && len + 1 < size) {
+			buf[len++] = '=';
+			in++;
+		}
 	}
 	buf[len] = 0;
 	return buf;
 }
 
+PyObject *ims_py_text_as(const char *s, const ims_py_flag *flags)
+{
+	size_t size = 2 * strlen(s) + 64; /* a keyword is at most twice its flag */
+	char *buf = PyMem_Malloc(size);
+	if (!buf)
+		return PyErr_NoMemory();
+	PyObject *text = ims_py_text(spell(s, flags, buf, size));
+	PyMem_Free(buf);
+	return text;
+}
+
 PyObject *ims_py_raise(int code, const ims_error *e)
 {
+	return ims_py_raise_as(code, e, NULL);
+}
+
+PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags)
+{
 	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
-	char remedy[sizeof(e->msg) + 64];
-	const char *msg = python_remedy(e && e->msg[0] ? e->msg : ims_strerror(code),
-					remedy, sizeof(remedy));
 	/* messages quote paths and names as they are: bytes that are not
 	 * UTF-8 (or a multibyte character cut at the message's end) are
 	 * shown as \xHH rather than failing with a UnicodeDecodeError */
-	PyObject *text = ims_py_text(msg);
+	PyObject *text = ims_py_text_as(e && e->msg[0] ? e->msg : ims_strerror(code), flags);
 	if (!text)
 		return NULL;
 	PyObject *exc = PyObject_CallFunctionObjArgs(type, text, NULL);

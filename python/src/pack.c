@@ -299,7 +299,7 @@ static int rows_into(PyObject *rows, ds_list *l)
 	ims_error err;
 	if (ds_list_reserve(l, (size_t)n, &err) < 0) {
 		Py_DECREF(seq);
-		ims_py_raise(err.code, &err);
+		ims_py_raise_as(err.code, &err, ims_py_pack_flags);
 		return -1;
 	}
 	for (Py_ssize_t i = 0; i < n; i++) {
@@ -334,7 +334,7 @@ static int rows_into(PyObject *rows, ds_list *l)
 			Py_DECREF(seq);
 			if (!PyErr_Occurred()) {
 				ims_fail_context(&err, "row %zd", i);
-				ims_py_raise(rc, &err);
+				ims_py_raise_as(rc, &err, ims_py_pack_flags);
 			}
 			return -1;
 		}
@@ -361,7 +361,7 @@ static int classes_into(PyObject *classes, ds_list *l)
 		if (!name || ds_list_add_class(l, name, NULL, &err) < 0) {
 			Py_DECREF(seq);
 			if (!PyErr_Occurred())
-				ims_py_raise(err.code, &err);
+				ims_py_raise_as(err.code, &err, ims_py_pack_flags);
 			return -1;
 		}
 	}
@@ -399,7 +399,7 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 	if (guard_end(&g) < 0)
 		return IMS_EINTR;
 	if (rc < 0)
-		ims_py_raise(rc, err);
+		ims_py_raise_as(rc, err, ims_py_pack_flags);
 	return rc;
 }
 
@@ -452,14 +452,14 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 		rc = ds_list_read(PyBytes_AS_STRING(lp), &l, &err);
 		Py_END_ALLOW_THREADS
 		if (rc < 0) {
-			ims_py_raise(rc, &err);
+			ims_py_raise_as(rc, &err, ims_py_pack_flags);
 			goto out;
 		}
 		char cpath[4200];
 		if (classes == Py_None &&
 		    ds_classes_path_for_list(PyBytes_AS_STRING(lp), cpath, sizeof(cpath), NULL) == 0 &&
 		    access(cpath, R_OK) == 0 && ds_classes_read(cpath, &l, &err) < 0) {
-			ims_py_raise(err.code, &err);
+			ims_py_raise_as(err.code, &err, ims_py_pack_flags);
 			goto out;
 		}
 	} else if (rows_into(rows, &l) < 0) {
@@ -680,7 +680,7 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	if (stat(rootp, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		ims_fail(&err, IMS_ENOTFOUND, "cannot open dataset root '%s': %s", rootp,
 			 stat(rootp, &st) != 0 ? "no such folder" : "not a folder");
-		ims_py_raise(IMS_ENOTFOUND, &err);
+		ims_py_raise_as(IMS_ENOTFOUND, &err, ims_py_convert_flags);
 		goto out;
 	}
 	static const char *known[PACK_N_SUBSET_SPLITS] = {"train", "val", "test"};
@@ -732,7 +732,7 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 		goto out;
 	}
 	for (size_t i = 0; i < log.n_notes; i++) {
-		PyObject *n = PyUnicode_FromString(log.notes[i]);
+		PyObject *n = ims_py_text_as(log.notes[i], ims_py_convert_flags);
 		if (!n || PyList_Append(notes, n) < 0) {
 			Py_XDECREF(n);
 			goto out;
@@ -769,9 +769,9 @@ PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
 	}
 	if (rc < 0) {
 		if (rep.stage == PACK_CONVERT_OPTIONS)
-			ims_py_arg_error("%s", err.msg);
+			ims_py_raise_as(IMS_EINVAL, &err, ims_py_convert_flags);
 		else
-			ims_py_raise(rc, &err);
+			ims_py_raise_as(rc, &err, ims_py_convert_flags);
 		goto out;
 	}
 	for (int s = 0; s < rep.n_splits; s++) {

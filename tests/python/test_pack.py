@@ -521,3 +521,40 @@ def test_a_sparse_label_space_packs_with_max_label(sample, tmp_path):
     with pytest.raises(imshard.Error, match=r"\(max_errors=0\)") as e:
         imshard.pack([(0, f), (0, "missing.jpg")], sample["img"], tmp_path / "u", max_errors=0)
     assert "--" not in str(e.value)
+
+
+def test_convert_messages_name_keywords_not_flags(sample, tmp_path):
+    # a remedy or a bound a convert() call meets names the keyword it
+    # takes; before, only a few of pack's flags were respelt, and convert
+    # said "--per-class-val/--val-total" and "(use --recursive ...)"
+    import subprocess
+    import sys
+    from conftest import ROOT
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fixtures", "make_cifar10.py"),
+                    str(tmp_path / "cifar"), "--records", "10"], check=True)
+    for kw in (dict(per_class_val=2), dict(val_total=20)):
+        with pytest.raises(imshard.ArgumentError) as e:
+            imshard.convert("cifar10", tmp_path / "cifar", tmp_path / "c", **kw)
+        assert str(e.value) == "per_class_val/val_total: cifar10 has no val split"
+    assert not (tmp_path / "c").exists()
+    # an adapter's note, told through warnings and in the report
+    root = tmp_path / "img"
+    shutil.copytree(sample["img"], root)
+    first = sorted(os.listdir(root / "circle"))[0]
+    os.makedirs(root / "circle" / "deeper")
+    shutil.copy(root / "circle" / first, root / "circle" / "deeper" / first)
+    with pytest.warns(UserWarning, match=r"\(use recursive=True to make every folder a class\)"):
+        res = imshard.convert("folder", root, tmp_path / "f", val_ratio=0.2)
+    assert not [n for n in res["notes"] if "--" in n], res["notes"]
+    assert any("use recursive=True" in n for n in res["notes"])
+    # a flag's value follows its keyword with '='
+    (root / "circle" / "x.txt").write_text("not an image")
+    with pytest.raises(imshard.Error, match=r"\(max_errors=0\)"):
+        imshard.convert("folder", root, tmp_path / "m", val_ratio=0.2, max_errors=0,
+                        exts=".jpg,.png,.txt")
+    # a quoted path is the path: a folder named like a flag keeps its name
+    out = tmp_path / "o --force"
+    imshard.convert("folder", sample["img"], out, val_ratio=0.2)
+    with pytest.raises(imshard.Error) as e:
+        imshard.convert("folder", sample["img"], out, val_ratio=0.2)
+    assert str(e.value) == "split '%s/train.json' already exists; use force=True to replace it" % out
