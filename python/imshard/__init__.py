@@ -630,12 +630,29 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
     # pass for it (caltech256 took -0.5 as its default 0.2, folder as 0)
     if val_ratio is not None and not 0 <= val_ratio < 1:
         raise ArgumentError("val_ratio must be in [0, 1), got %r" % (val_ratio,))
+    # as val_ratio (the C side took a negative one for 0, without a word)
+    if (isinstance(test_ratio, bool) or not isinstance(test_ratio, numbers.Real)
+            or not 0 <= test_ratio < 1):
+        raise ArgumentError("test_ratio must be in [0, 1), got %r" % (test_ratio,))
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
         raise ArgumentError("val_ratio plus test_ratio must be below 1")
     seed = _u64(seed, "seed")  # the command's --seed; the C call would wrap -1
-    per_class = {k: v for k, v in (("train", per_class_train), ("val", per_class_val),
-                                   ("test", per_class_test)) if v is not None}
-    totals = {k: v for k, v in (("train", train_total), ("val", val_total)) if v is not None}
+    # each named, as the command's --per-class-train N ... take 1..2**31 - 1
+    # (0 said "subset size for 'train'", 1.5 a TypeError, True took 1)
+    sizes = {}
+    for k, v in (("per_class_train", per_class_train), ("per_class_val", per_class_val),
+                 ("per_class_test", per_class_test), ("train_total", train_total),
+                 ("val_total", val_total)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v < 2**31:
+            raise ArgumentError("%s must be an integer from 1 to 2**31 - 1, got %r" % (k, v))
+        sizes[k] = int(v)
+    for split in ("train", "val"):
+        if "per_class_" + split in sizes and split + "_total" in sizes:
+            raise ArgumentError("give per_class_%s or %s_total, not both" % (split, split))
+    per_class = {k[10:]: v for k, v in sizes.items() if k.startswith("per_class_")}
+    totals = {k[:-6]: v for k, v in sizes.items() if k.endswith("_total")}
     if isinstance(classes, (list, tuple)):
         # the C side takes the command's comma-separated list: a name
         # holding a comma would come out as two names

@@ -558,3 +558,28 @@ def test_convert_messages_name_keywords_not_flags(sample, tmp_path):
     with pytest.raises(imshard.Error) as e:
         imshard.convert("folder", sample["img"], out, val_ratio=0.2)
     assert str(e.value) == "split '%s/train.json' already exists; use force=True to replace it" % out
+
+
+def test_convert_checks_test_ratio_and_subset_sizes_by_name(sample, tmp_path):
+    # test_ratio as val_ratio: before, -0.5 converted without a test split
+    # or a word (the C side takes a negative ratio for 0), and nan or 1.5
+    # met the library's message naming the command's flags
+    for ratio in (-0.5, -1, 1.0, 1.5, float("nan"), "0.2", True):
+        with pytest.raises(imshard.ArgumentError, match=r"^test_ratio must be in \[0, 1\), got"):
+            imshard.convert("folder", sample["img"], tmp_path / "t", test_ratio=ratio)
+    # subset sizes as the command's --per-class-train N ... (1..2**31 - 1),
+    # named: before, 0 said "subset size for 'train' must be >= 1", 1.5
+    # raised a bare TypeError, 2**70 an OverflowError and True took 1
+    for kw in ("per_class_train", "per_class_val", "per_class_test", "train_total", "val_total"):
+        for bad in (0, -3, 1.5, True, "4", 2**31, 2**70):
+            with pytest.raises(imshard.ArgumentError,
+                               match=r"^%s must be an integer from 1 to 2\*\*31 - 1, got" % kw):
+                imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=0.2,
+                                test_ratio=0.2, **{kw: bad})
+    with pytest.raises(imshard.ArgumentError, match="^give per_class_val or val_total, not both$"):
+        imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=0.2, per_class_val=2,
+                        val_total=10)
+    assert not (tmp_path / "t").exists()
+    res = imshard.convert("folder", sample["img"], tmp_path / "ok", val_ratio=0.2, test_ratio=0.2,
+                          per_class_test=2, val_total=5)
+    assert res["splits"]["test"]["packed"] == 2 * 5 and res["splits"]["val"]["packed"] == 5
