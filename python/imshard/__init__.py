@@ -549,7 +549,11 @@ def _tell_skipped(report, what):
                                                          report["shards_left_out"]), stacklevel=3)
 
 
-def pack(list_or_rows, root, out, *, classes=None, max_label=None, **options):
+_ORDERS = {"auto": 0, "list": 1, "shuffled": 2}  # pack_order
+
+
+def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False, seed=None,
+         order=None, **options):
     """Packs images into a split, as `imshard pack LIST ROOT -o OUT`.
 
     list_or_rows: an im2rec .lst path (its PREFIX.classes is read when
@@ -562,12 +566,17 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, **options):
     max_label: as --max-label N, labels up to N for a sparse label space
     (by default labels without class names stay below 1024 or 16 times
     the number of distinct labels, whichever is larger).
+    shuffle=True shuffles the rows with seed (0 to 2**64 - 1, default 0;
+    given without shuffle it is refused), as --shuffle --seed S. order
+    says what the manifest records ('shuffled', 'list' or 'auto', the
+    default: from the rows), as --order.
 
     Returns the report (listed, packed, skipped, bytes_in, bytes_out,
     shards, shards_left_out, seconds, manifest, errors_file, skipped_files:
-    [(row, path, why)]). Skipped files, and shards asked for (shards=N)
-    that were left out because all their rows were skipped, are also
-    reported through warnings.
+    [(row, path, why)], order: 'shuffled' or 'list' as the manifest
+    records it, order_why: why, when inferred from the rows). Skipped
+    files, and shards asked for (shards=N) that were left out because all
+    their rows were skipped, are also reported through warnings.
     """
     out = os.fsdecode(out)  # str, bytes or os.PathLike, as every path here
     if out.endswith(".json"):
@@ -585,6 +594,18 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, **options):
                 or not 0 <= max_label <= 1048575):
             raise ArgumentError("max_label must be from 0 to 1048575, got %r" % (max_label,))
         kw["max_label"] = int(max_label)
+    # as --shuffle, --seed S and --order ORDER, refused as the command
+    # refuses them
+    if order is not None and (not isinstance(order, str) or order not in _ORDERS):
+        raise ArgumentError("order must be auto, list or shuffled, got %r" % (order,))
+    if seed is not None and not shuffle:
+        raise ArgumentError("seed seeds shuffle, which is not given: pass shuffle=True or "
+                            "drop seed")
+    if shuffle and order == "list":
+        raise ArgumentError("shuffle=True shuffles the rows: order='list' contradicts it")
+    kw["shuffle"] = bool(shuffle)
+    kw["seed"] = 0 if seed is None else _u64(seed, "seed")
+    kw["order"] = _ORDERS[order or "auto"]
     if isinstance(list_or_rows, (str, bytes, os.PathLike)):
         rep = _imshard.pack(list_or_rows, None, classes, root, out_dir or ".", name, **kw)
     else:

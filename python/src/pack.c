@@ -371,7 +371,7 @@ static int classes_into(PyObject *classes, ds_list *l)
 
 static PyObject *report_dict(const pack_report *r, const skip_log *s)
 {
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N}", "listed",
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N,s:s,s:z}", "listed",
 			     (unsigned long long)r->listed, "packed", (unsigned long long)r->packed,
 			     "skipped", (unsigned long long)r->skipped, "bytes_in",
 			     (unsigned long long)r->bytes_in, "bytes_out",
@@ -380,7 +380,9 @@ static PyObject *report_dict(const pack_report *r, const skip_log *s)
 			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
 			     "errors_file",
 			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
-			     "skipped_files", skip_list(s));
+			     "skipped_files", skip_list(s), "order",
+			     r->order == PACK_ORDER_SHUFFLED ? "shuffled" : "list", "order_why",
+			     r->order_why);
 }
 
 /* One pack_run with the GIL released and Ctrl-C turned into cancel. */
@@ -407,25 +409,30 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 	"quality", "threads", "max_errors", "check_decode", "force", "catch_sigint"
 
 /*
- * pack(list_path, rows, classes, root, out_dir, name, **pack options) ->
- * report dict. Exactly one of list_path / rows is given; classes (names)
- * may be None, in which case a list file's PREFIX.classes is read when it
- * exists, as `imshard pack` does.
+ * pack(list_path, rows, classes, root, out_dir, name, **pack options,
+ * max_label, shuffle, seed, order) -> report dict. Exactly one of
+ * list_path / rows is given; classes (names) may be None, in which case a
+ * list file's PREFIX.classes is read when it exists, as `imshard pack`
+ * does. shuffle, seed and order (a pack_order) are --shuffle, --seed and
+ * --order, checked by the Python layer.
  */
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
 	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", PACK_KWS,
-				"max_label", NULL};
+				"max_label", "shuffle", "seed", "order", NULL};
 	PyObject *list_path, *rows, *classes, *root, *out_dir, *name;
 	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
 	long long max_label = DS_LABEL_AUTO;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&O&|ziLiipiiLpppL", names, &list_path, &rows,
+	int shuffle = 0, order = PACK_ORDER_AUTO;
+	unsigned long long seed = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO&O&O&|ziLiipiiLpppLpKi", names, &list_path, &rows,
 					 &classes, PyUnicode_FSConverter, &root,
 					 PyUnicode_FSConverter, &out_dir, PyUnicode_FSConverter, &name, &a.encoding,
 					 &a.shards, &a.shard_size, &a.resize, &a.max_size,
 					 &a.center_crop, &a.quality, &a.threads, &a.max_errors,
-					 &a.check_decode, &a.force, &a.main, &max_label))
+					 &a.check_decode, &a.force, &a.main, &max_label, &shuffle, &seed,
+					 &order))
 		return NULL;
 	PyObject *res = NULL, *lp = NULL;
 	ds_list l;
@@ -471,6 +478,9 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	o.out_dir = PyBytes_AS_STRING(out_dir);
 	o.name = PyBytes_AS_STRING(name); /* bytes: a name not UTF-8 meets the library's check */
 	o.source = lp ? PyBytes_AS_STRING(lp) : NULL;
+	if (shuffle)
+		ds_list_shuffle(&l, seed); /* as --shuffle --seed S */
+	o.order = shuffle ? PACK_ORDER_SHUFFLED : (pack_order)order;
 	pack_report rep;
 	if (run_pack(&l, &o, &rep, &s, a.main, &err) < 0)
 		goto out;

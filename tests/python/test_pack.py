@@ -583,3 +583,56 @@ def test_convert_checks_test_ratio_and_subset_sizes_by_name(sample, tmp_path):
     res = imshard.convert("folder", sample["img"], tmp_path / "ok", val_ratio=0.2, test_ratio=0.2,
                           per_class_test=2, val_total=5)
     assert res["splits"]["test"]["packed"] == 2 * 5 and res["splits"]["val"]["packed"] == 5
+
+
+def test_pack_shuffles_and_records_the_order_as_the_command(sample, imshard_bin, tmp_path):
+    # the command's --shuffle, --seed S and --order ORDER: before, pack()
+    # had none of them (unknown pack option), so a list in class order
+    # could not be packed shuffled from Python, nor its order recorded
+    lst = sample["dir"] / "packed" / "val.lst"
+    root = sample["img"]
+    rows = [tuple(line.rstrip("\n").split("\t")) for line in open(lst)]
+    in_class_order = sorted(((int(i), int(float(c)), p) for i, c, p in rows), key=lambda r: r[1])
+    sorted_lst = tmp_path / "sorted.lst"
+    sorted_lst.write_text("".join("%d\t%d\t%s\n" % r for r in in_class_order))
+
+    def shuffled(manifest):
+        with open(manifest) as f:
+            return json.load(f)["shuffled"]
+
+    for args, kw, want in ((["--shuffle", "--seed", "7"], dict(shuffle=True, seed=7), True),
+                           (["--shuffle"], dict(shuffle=True), True),
+                           (["--order", "shuffled"], dict(order="shuffled"), True),
+                           (["--order", "list"], dict(order="list"), False),
+                           ([], dict(order="auto"), False)):
+        cli, py = tmp_path / "cli", tmp_path / "py"
+        shutil.rmtree(cli, ignore_errors=True)
+        shutil.rmtree(py, ignore_errors=True)
+        run(imshard_bin, "pack", sorted_lst, root, "-o", cli / "v", "-q", *args)
+        rep = imshard.pack(sorted_lst, root, py / "v", **kw)
+        same_split(cli, py, "v")
+        assert shuffled(cli / "v.json") is shuffled(py / "v.json") is want, args
+        assert rep["order"] == ("shuffled" if want else "list")
+        assert (rep["order_why"] is None) == bool(args and args != ["--order", "auto"]), rep
+    with imshard.Split(tmp_path / "py" / "v.json") as s:
+        assert [r.label for r in s] == sorted(r.label for r in s)
+    # a shuffle is the seed's: another seed, another order of the records
+    a = imshard.pack(sorted_lst, root, tmp_path / "s1" / "v", shuffle=True, seed=1)
+    b = imshard.pack(sorted_lst, root, tmp_path / "s2" / "v", shuffle=True, seed=2)
+    with imshard.Split(a["manifest"]) as sa, imshard.Split(b["manifest"]) as sb:
+        assert sorted(r.payload for r in sa) == sorted(r.payload for r in sb)
+        assert [r.payload for r in sa] != [r.payload for r in sb]
+    # refused as the command refuses them, before anything is written
+    for kw, why in ((dict(seed=3), "seed seeds shuffle, which is not given"),
+                    (dict(shuffle=True, order="list"), "order='list' contradicts it"),
+                    (dict(order="random"), "order must be auto, list or shuffled"),
+                    (dict(order=["list"]), "order must be auto, list or shuffled"),
+                    (dict(shuffle=True, seed=-1), "seed must be an integer from 0"),
+                    (dict(shuffle=True, seed=2**64), "seed must be an integer from 0"),
+                    (dict(shuffle=True, seed=1.5), "seed must be an integer from 0")):
+        with pytest.raises(imshard.ArgumentError, match=why):
+            imshard.pack(sorted_lst, root, tmp_path / "bad" / "v", **kw)
+    assert not (tmp_path / "bad").exists()
+    p = run(imshard_bin, "pack", sorted_lst, root, "-o", tmp_path / "bad" / "v", "--seed", "3",
+            ok=False)
+    assert p.returncode == 2 and "--seed seeds --shuffle, which is not given" in p.stderr
