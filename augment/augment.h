@@ -321,7 +321,9 @@ typedef enum aug_dtype {
 	AUG_DTYPE_BF16 = 3
 } aug_dtype;
 
-/* Largest out_w / out_h accepted. */
+/* Largest out_w / out_h accepted (the warp's row buffer holds that many
+ * pixels). 1..AUG_MAX_OUT_SIDE is every loader's sample side: the bound
+ * of imshard-train's and bench-load's --size and of Python's size. */
 #define AUG_MAX_OUT_SIDE 4096
 /* The smallest crop fraction: the resized side, max(out) / crop_frac,
  * must stay a number a long holds (1e-300 made it 1.6e301, whose

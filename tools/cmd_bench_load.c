@@ -239,7 +239,7 @@ int cmd_bench_load(int argc, char **argv)
 	const char *dump_format = NULL;
 	const cli_opt opts[] = {
 		{"batch", 'b', CLI_INT, &batch, "B", "samples per batch, per rank (default 32)", 1, 65536},
-		{"size", 0, CLI_INT, &size, "PX", "PX x PX samples, 8..4096 (default 224)", 8, AUG_MAX_OUT_SIDE},
+		{"size", 0, CLI_INT, &size, "PX", "PX x PX samples, 1..4096 (default 224)", 1, AUG_MAX_OUT_SIDE},
 		{"augment", 0, CLI_STRING, &augment, "SPEC",
 		 "augmentation on top of the training defaults\n"
 		 "(random-resized-crop), as imshard-train's:\n"

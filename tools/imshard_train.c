@@ -255,7 +255,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"no-bn-bias-decay", 0, CLI_FLAG, &o->optim.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
 		{"warmup-epochs", 0, CLI_DOUBLE, &o->optim.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},
 		{"schedule", 0, CLI_STRING, &schedule, "S", "cosine, step or constant (cosine)", 0, 0},
-		{"size", 0, CLI_INT, &size, "PX", "input side in pixels (224)", 1, 4096},
+		{"size", 0, CLI_INT, &size, "PX", "input side in pixels, 1..4096 (224)", 1, AUG_MAX_OUT_SIDE},
 		{"augment", 0, CLI_STRING, &o->data.augment, "SPEC", "training augmentation (flip: random-resized-crop 8%-100% of the area, ratio 3/4-4/3, and a horizontal flip; below)", 0, 0},
 		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0.001 <= F <= 1 (0.875)", 1e-3, 1},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},

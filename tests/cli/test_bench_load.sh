@@ -159,9 +159,17 @@ contains "$T/out" "removed 2 files of an earlier --dump"
 same "$(ls "$T/d7" | grep -cE '^sample_[01]_label[0-9]+\.bin$')" 2 "raw samples"
 same "$(ls "$T/d7" | grep -cE '^sample_[0-9]+_label[0-9]+\.png$')" 0 "PNGs of the earlier --dump"
 
+# The sample side is the library's 1..4096, as imshard-train's --size and
+# Python's size (before: 8..4096 here, so a loader of side 1..7 that those
+# made could not be measured or dumped here).
+for s in 1 7; do
+  expect 0 bl --size "$s" --dump 2 "$T/ds$s" --dump-format raw --dtype u8 --quiet
+  same "$(wc -c <"$T/ds$s/$(cd "$T/ds$s" && ls sample_0_label*)")" $((3 * s * s)) "a --size $s sample's bytes"
+done
+
 # Bad options: exit 2, one line.
 for bad in "--batch 0" "--rank 2 --world 2" "--dtype f64" "--layout chw" \
-	   "--mean 1,2" "--std 1,0,1" "--std 1e-45,1,1" "--size 4" "--size 5000" "--threads 0" \
+	   "--mean 1,2" "--std 1,0,1" "--std 1e-45,1,1" "--size 0" "--size 5000" "--threads 0" \
 	   "--threads 2000" "--augment bogus" "--dump 0 $T/d9" "--dump 2" \
 	   "--seconds 0" "--mean 1,2,x" "--dump 2 --json" \
 	   "--dump-format raw" "--dump 2 $T/d9 --dump-format jpeg"; do

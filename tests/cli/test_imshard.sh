@@ -54,7 +54,7 @@ done <<'EOF'
 --per-class|sample z --per-class 0
 --seed|sample z --seed -1
 --val-ratio|convert folder nodir -o c --val-ratio 1.5
---size|bench-load no.json --size 4
+--size|bench-load no.json --size 0
 --threads|verify no.json --threads 0
 --target-acc|report nodir -o r.html --target-acc 1.5
 EOF

@@ -705,3 +705,27 @@ def test_batches_pickle_and_copy(sample):
         del b, c
         assert L._c.exported == 0
         assert all(np.array_equal(k[0], kept[0][0]) for k in kept)
+
+
+def test_every_size_the_loader_takes_bench_load_takes(sample, imshard_bin, tmp_path):
+    # one bound for the sample side, the library's (aug_transform: 1 to
+    # 4096): before, imshard.Loader and imshard-train took 1..7, which
+    # `imshard bench-load --size` refused (8..4096), so such a loader's
+    # batches could not be checked against the command's
+    for size in (1, 4, 7):
+        d = tmp_path / ("dump%d" % size)
+        run(imshard_bin, "bench-load", sample["val"], "--batch", 4, "--size", size, "--threads", 1,
+            "--epochs", 1, "--seconds", 0, "--val", "--dtype", "u8", "--dump", 8, d,
+            "--dump-format", "raw", "--quiet")
+        ref = dumped(d)
+        with imshard.Loader(sample["val"], 4, size, train=False, rank=0, world=1, threads=1,
+                            dtype="uint8") as L:
+            got = [(int(lab), img.tobytes()) for b in L.epoch(0) for img, lab in zip(*b)][:8]
+        assert got == [ref[k] for k in range(8)], size
+    for size in (0, 4097):
+        p = run(imshard_bin, "bench-load", sample["val"], "--size", size, ok=False)
+        assert p.returncode == 2 and "--size must be between 1 and 4096, got %d" % size in p.stderr
+        with pytest.raises(imshard.ArgumentError, match="^size must be 1..4096, got %d$" % size):
+            imshard.Loader(sample["val"], 4, size, rank=0, world=1)
+        with pytest.raises(imshard.ArgumentError, match="^size must be 1..4096, got %d$" % size):
+            imshard.bench_load(sample["val"], 4, size, epochs=1)
