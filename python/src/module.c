@@ -219,7 +219,8 @@ static const char *human_bytes(double b, char *buf, size_t len)
  * partition(n, rank, world, epoch, seed, shuffle, pad, offset) -> list of
  * indices: rio_partition, the rank share every loader takes. The share and
  * the epoch's order (n indices when shuffled) are 8 bytes an index, and
- * the list 8 more per index of the share: a size past the machine's
+ * the list 40 more per index of the share (an entry and its int
+ * object): a size past the machine's
  * memory is refused up front, naming it (before: a bare MemoryError, or a
  * byte count that wrapped past 2^64 and a write past the allocation; and
  * malloc's NULL is no answer to count on: overcommit, or a sanitizer's
@@ -248,9 +249,11 @@ static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 	po.remainder = pad ? RIO_REMAINDER_PAD : RIO_REMAINDER_DROP;
 	po.offset = offset;
 	uint64_t per = rio_partition_count(&po);
-	/* what the call needs at the least: the share, the order, the list */
+	/* what the call needs at the least: the share, the order, and the
+	 * list, each of whose entries points to an int object of its own
+	 * (32 bytes for an index past 256) */
 	double need = 8.0 * (double)per + (shuffle ? 8.0 * (double)n : 0) +
-		      (double)sizeof(PyObject *) * (double)per;
+		      ((double)sizeof(PyObject *) + 32.0) * (double)per;
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
 	uint64_t *out = NULL;

@@ -729,3 +729,59 @@ def test_every_size_the_loader_takes_bench_load_takes(sample, imshard_bin, tmp_p
             imshard.Loader(sample["val"], 4, size, rank=0, world=1)
         with pytest.raises(imshard.ArgumentError, match="^size must be 1..4096, got %d$" % size):
             imshard.bench_load(sample["val"], 4, size, epochs=1)
+
+
+FAKE_RAM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* sysconf, except that the machine has $FAKE_RAM_MIB MiB of memory */
+long sysconf(int name)
+{
+	static long (*real)(int);
+	if (!real)
+		real = (long (*)(int))dlsym(RTLD_NEXT, "sysconf");
+	const char *m = getenv("FAKE_RAM_MIB");
+	if (name == _SC_PHYS_PAGES && m && *m)
+		return atol(m) * 1048576L / real(_SC_PAGESIZE);
+	return real(name);
+}
+"""
+
+
+def test_partition_counts_the_list_it_returns(tmp_path):
+    # the up-front memory check counted 8 bytes per index of the list
+    # returned, whose int objects take 32 more each: a share 2 to 3 times
+    # what the machine holds was started (and could end in the OOM killer
+    # instead of a MemoryError). Here the machine is said to have 64 MiB
+    import shutil
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("the sanitizer's runtime comes first: sysconf cannot be replaced")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build the small machine")
+    (tmp_path / "ram.c").write_text(FAKE_RAM)
+    so = tmp_path / "ram.so"
+    run(cc, "-shared", "-fPIC", "-o", so, tmp_path / "ram.c", "-ldl")
+    script = tmp_path / "p.py"
+    script.write_text(textwrap.dedent("""
+        import imshard
+        for n, world, shuffle in ((2_000_000, 1, False), (1_500_000, 1, True),
+                                  (2_000_000, 2, False), (500_000, 1, True)):
+            try:
+                print(len(imshard.partition(n, 0, world, shuffle=shuffle)))
+            except MemoryError as e:
+                print("MemoryError:", e)
+    """))
+    env = dict(os.environ, LD_PRELOAD=str(so), FAKE_RAM_MIB="64")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("MemoryError: cannot partition 2000000 records: rank 0's share "
+                               "of 2000000 indices needs 91.6 MiB or more (out of memory: the "
+                               "machine has 64.0 MiB)"), lines
+    assert lines[1].startswith("MemoryError: cannot partition 1500000 records"), lines
+    assert lines[2:] == ["1000000", "500000"], lines
