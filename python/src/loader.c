@@ -189,6 +189,44 @@ static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
 	return 0;
 }
 
+/* The loader's warnings (aug_loader_opts.event: shard-owning mode on a
+ * split not shuffled), kept while it opens without the GIL and told
+ * through warnings after, as the command prints them. */
+typedef struct {
+	char msg[IMS_ERRMSG_MAX];
+} loader_events;
+
+static void on_event(void *ctx, const char *msg)
+{
+	loader_events *ev = ctx;
+	if (!ev->msg[0])
+		snprintf(ev->msg, sizeof(ev->msg), "%s", msg);
+}
+
+static void events_begin(aug_loader_opts *o, loader_events *ev)
+{
+	ev->msg[0] = 0;
+	o->event = on_event;
+	o->event_ctx = ev;
+}
+
+/* 0, or -1 when the warning was made an exception (-W error) */
+static int events_end(aug_loader_opts *o, const loader_events *ev)
+{
+	o->event = NULL;
+	o->event_ctx = NULL;
+	if (!ev->msg[0])
+		return 0;
+	PyObject *text = ims_py_text(ev->msg);
+	if (!text)
+		return -1;
+	PyObject *msg = PyUnicode_FromFormat("imshard: loader: %U", text);
+	Py_DECREF(text);
+	int rc = msg ? PyErr_WarnEx(PyExc_UserWarning, PyUnicode_AsUTF8(msg), 1) : -1;
+	Py_XDECREF(msg);
+	return rc;
+}
+
 /* ---- Loader ----------------------------------------------------------- */
 
 static void sleep_ms(long ms)
@@ -250,16 +288,19 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;
+	loader_events ev;
+	events_begin(&s->o, &ev);
 	Py_BEGIN_ALLOW_THREADS
 	rc = aug_loader_open(&s->o, &s->l, &err);
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
+		s->o.event = NULL;
 		ims_py_raise(rc, &err);
 		return -1;
 	}
 	s->stopped = 0;
 	s->pid = getpid();
-	return 0;
+	return events_end(&s->o, &ev);
 }
 
 static int loader_usable(loader_obj *s)
@@ -682,6 +723,8 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 	aug_bench_result r;
 	ims_error err;
 	ims_error_clear(&err);
+	loader_events ev;
+	events_begin(&bo.loader, &ev);
 	c.ts = PyEval_SaveThread();
 	int rc = aug_bench_run(&bo, &r, &err);
 	PyEval_RestoreThread(c.ts);
@@ -690,6 +733,8 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 		return NULL; /* the KeyboardInterrupt (or the handler's exception) */
 	if (rc < 0)
 		return ims_py_raise(rc, &err);
+	if (events_end(&bo.loader, &ev) < 0)
+		return NULL;
 	return Py_BuildValue("{s:K,s:K,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:K,s:i,s:N}", "images",
 			     (unsigned long long)r.images, "batches", (unsigned long long)r.batches,
 			     "seconds", r.seconds, "images_per_s", r.images_per_s, "epochs", r.epochs,

@@ -785,3 +785,28 @@ def test_partition_counts_the_list_it_returns(tmp_path):
                                "machine has 64.0 MiB)"), lines
     assert lines[1].startswith("MemoryError: cannot partition 1500000 records"), lines
     assert lines[2:] == ["1000000", "500000"], lines
+
+
+def test_shard_owning_on_a_split_not_shuffled_is_told(sample, imshard_bin, tmp_path):
+    # each rank reads whole shards: on a split packed in list order (sorted
+    # by class) ranks see different classes. `imshard bench-load` warns;
+    # before, imshard.Loader and bench_load said nothing
+    lst = sample["dir"] / "packed" / "train.lst"
+    rep = imshard.pack(lst, sample["img"], tmp_path / "s", order="list", shards=4)
+    m = rep["manifest"]
+    p = run(imshard_bin, "bench-load", m, "--shard-owning", "--rank", 1, "--world", 2,
+            "--epochs", 1, "--seconds", 0, "--size", 16, "--batch", 4)
+    assert "whose records are not shuffled" in p.stderr
+    why = r"^imshard: loader: shard-owning mode on '%s', whose records are not shuffled" % re.escape(m)
+    with pytest.warns(UserWarning, match=why):
+        imshard.Loader(m, 4, 16, rank=1, world=2, shard_owning=True, threads=1).close()
+    with pytest.warns(UserWarning, match=why):
+        imshard.bench_load(m, 4, 16, rank=1, world=2, shard_owning=True, threads=1, epochs=1,
+                           seconds=0)
+    # a shuffled split, or reading by records, is nothing to tell
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        imshard.Loader(sample["train"], 4, 16, rank=1, world=2, shard_owning=True,
+                       threads=1).close()
+        imshard.Loader(m, 4, 16, rank=1, world=2, threads=1).close()
