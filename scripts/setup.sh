@@ -49,6 +49,7 @@ packages=(
   python3-dev python3-venv python3-pip python3-numpy python3-pytest  # the Python package (python/) and its tests
   clang libclang-rt-14-dev
   chromium  # headless, for the report's end-to-end test (tests/cli/test_report_e2e.sh)
+  strace  # the tests that count a command's opens of its weights file (tests/cli/test_eval.sh)
 )
 
 # --gpu-node: what scripts/gpu-check.sh needs beside the machine's own
