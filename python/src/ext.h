@@ -66,6 +66,6 @@ extern PyTypeObject ims_py_loader_type;  /* loader.c */
 extern PyTypeObject ims_py_batch_type;   /* loader.c */
 PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw);  /* loader.c */
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw);        /* pack.c */
-PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw);     /* pack.c */
+PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw);     /* convert.c */
 
 #endif

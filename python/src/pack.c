@@ -1,7 +1,7 @@
 /*
- * pack.c - imshard._imshard.pack and .convert: lists into packed splits
- * through pack_run, the one packing path, and a dataset as downloaded
- * through pack_convert, the workflow `imshard convert` runs.
+ * pack.c - imshard._imshard.pack: lists into packed splits through
+ * pack_run, the one packing path; and what convert.c shares with it
+ * (pack_common.h).
  *
  * Ctrl-C: pack_run may call back from its worker threads, where Python
  * cannot look for signals, so while it runs on the main thread SIGINT sets
@@ -12,7 +12,7 @@
  * Where the program ignores SIGINT or handles it itself, nothing is
  * caught: the pack runs to its end and the program's handler runs after.
  */
-#include "ext.h"
+#include "pack_common.h"
 
 #include <float.h>
 #include <limits.h>
@@ -39,15 +39,10 @@ static void on_sigint(int sig)
 		*c = 1;
 }
 
-typedef struct {
-	struct sigaction old;
-	int installed, main;
-	volatile int cancel; /* this call's: pack_opts.cancel points here */
-} sig_guard;
 
 /* main: the caller runs on Python's main thread, where SIGINT raises
  * KeyboardInterrupt (the Python layer says so: catch_sigint) */
-static void guard_begin(sig_guard *g, int main)
+void ims_py_guard_begin(ims_py_sig_guard *g, int main)
 {
 	g->cancel = 0;
 	g->installed = 0;
@@ -62,7 +57,7 @@ static void guard_begin(sig_guard *g, int main)
 	}
 }
 
-static int guard_end(sig_guard *g)
+int ims_py_guard_end(ims_py_sig_guard *g)
 {
 	if (g->installed)
 		sigaction(SIGINT, &g->old, NULL);
@@ -76,23 +71,14 @@ static int guard_end(sig_guard *g)
 }
 
 /* Skipped files, collected without the GIL (pack_run's callbacks). */
-typedef struct skip_row {
-	uint64_t row;
-	char *path, *why;
-} skip_row;
 
-typedef struct {
-	skip_row *rows;
-	size_t n, cap;
-	int oom;
-} skip_log;
 
-static void on_skipped(void *ctx, uint64_t row, const char *path, const char *why)
+void ims_py_on_skipped(void *ctx, uint64_t row, const char *path, const char *why)
 {
-	skip_log *s = ctx;
+	ims_py_skip_log *s = ctx;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 64;
-		skip_row *r = realloc(s->rows, cap * sizeof(*r));
+		ims_py_skip_row *r = realloc(s->rows, cap * sizeof(*r));
 		if (!r) {
 			s->oom = 1;
 			return;
@@ -100,7 +86,7 @@ static void on_skipped(void *ctx, uint64_t row, const char *path, const char *wh
 		s->rows = r;
 		s->cap = cap;
 	}
-	skip_row *r = &s->rows[s->n];
+	ims_py_skip_row *r = &s->rows[s->n];
 	r->row = row;
 	r->path = strdup(path);
 	r->why = strdup(why);
@@ -113,7 +99,7 @@ static void on_skipped(void *ctx, uint64_t row, const char *path, const char *wh
 	s->n++;
 }
 
-static void skip_log_release(skip_log *s)
+void ims_py_skip_log_release(ims_py_skip_log *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->rows[i].path);
@@ -129,7 +115,7 @@ static void skip_log_release(skip_log *s)
  * a short skipped_files list as the whole of it). `what` names the work,
  * `lost` what is missing, `errors` the errors file (NULL: several).
  */
-static void raise_log_oom(const char *what, const char *lost, const char *errors)
+void ims_py_raise_log_oom(const char *what, const char *lost, const char *errors)
 {
 	char msg[9000];
 	snprintf(msg, sizeof(msg),
@@ -144,7 +130,7 @@ static void raise_log_oom(const char *what, const char *lost, const char *errors
 	}
 }
 
-static PyObject *skip_list(const skip_log *s)
+PyObject *ims_py_skip_list(const ims_py_skip_log *s)
 {
 	PyObject *l = PyList_New((Py_ssize_t)s->n);
 	for (size_t i = 0; l && i < s->n; i++) {
@@ -159,18 +145,8 @@ static PyObject *skip_list(const skip_log *s)
 	return l;
 }
 
-/* The pack options, checked as `imshard pack` checks its flags. */
-typedef struct {
-	const char *encoding;
-	int shards, resize, max_size, center_crop, quality, threads, check_decode, force;
-	long long shard_size;
-	long long max_errors;
-	int main; /* catch SIGINT: called on the main thread, where SIGINT
-		     raises KeyboardInterrupt (not ignored, no handler of
-		     the program's own) */
-} pack_args;
 
-static int pack_args_apply(const pack_args *a, pack_opts *o)
+int ims_py_pack_args_apply(const ims_py_pack_args *a, pack_opts *o)
 {
 	if (a->shards && a->shard_size) {
 		ims_py_arg_error("give shards or shard_size, not both");
@@ -369,7 +345,7 @@ static int classes_into(PyObject *classes, ds_list *l)
 	return 0;
 }
 
-static PyObject *report_dict(const pack_report *r, const skip_log *s)
+static PyObject *report_dict(const pack_report *r, const ims_py_skip_log *s)
 {
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N,s:s,s:z}", "listed",
 			     (unsigned long long)r->listed, "packed", (unsigned long long)r->packed,
@@ -380,33 +356,30 @@ static PyObject *report_dict(const pack_report *r, const skip_log *s)
 			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
 			     "errors_file",
 			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
-			     "skipped_files", skip_list(s), "order",
+			     "skipped_files", ims_py_skip_list(s), "order",
 			     r->order == PACK_ORDER_SHUFFLED ? "shuffled" : "list", "order_why",
 			     r->order_why);
 }
 
 /* One pack_run with the GIL released and Ctrl-C turned into cancel. */
-static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *s,
+static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, ims_py_skip_log *s,
 		    int main, ims_error *err)
 {
-	sig_guard g;
-	guard_begin(&g, main);
+	ims_py_sig_guard g;
+	ims_py_guard_begin(&g, main);
 	o->cancel = &g.cancel;
-	o->skipped = on_skipped;
+	o->skipped = ims_py_on_skipped;
 	o->ctx = s;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
 	rc = pack_run(l, o, rep, err);
 	Py_END_ALLOW_THREADS
-	if (guard_end(&g) < 0)
+	if (ims_py_guard_end(&g) < 0)
 		return IMS_EINTR;
 	if (rc < 0)
 		ims_py_raise_as(rc, err, ims_py_pack_flags);
 	return rc;
 }
-
-#define PACK_KWS "encoding", "shards", "shard_size", "resize", "max_size", "center_crop", \
-	"quality", "threads", "max_errors", "check_decode", "force", "catch_sigint"
 
 /*
  * pack(list_path, rows, classes, root, out_dir, name, **pack options,
@@ -419,10 +392,10 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, skip_log *
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
-	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", PACK_KWS,
+	static char *names[] = {"list_path", "rows", "classes", "root", "out_dir", "name", IMS_PY_PACK_KWS,
 				"max_label", "shuffle", "seed", "order", NULL};
 	PyObject *list_path, *rows, *classes, *root, *out_dir, *name;
-	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
+	ims_py_pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
 	long long max_label = DS_LABEL_AUTO;
 	int shuffle = 0, order = PACK_ORDER_AUTO;
 	unsigned long long seed = 0;
@@ -437,11 +410,11 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	PyObject *res = NULL, *lp = NULL;
 	ds_list l;
 	ds_list_init(&l);
-	skip_log s = {0};
+	ims_py_skip_log s = {0};
 	pack_opts o;
 	ims_error err;
 	ims_error_clear(&err);
-	if (pack_args_apply(&a, &o) < 0)
+	if (ims_py_pack_args_apply(&a, &o) < 0)
 		goto out;
 	/* as --max-label N: a sparse label space (-1: the default bound) */
 	if (max_label != DS_LABEL_AUTO && (max_label < 0 || max_label > DS_LABEL_CEILING)) {
@@ -487,7 +460,7 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 	if (s.oom) {
 		char what[4200];
 		snprintf(what, sizeof(what), "packed '%s'", rep.manifest);
-		raise_log_oom(what, "skipped files", rep.errors);
+		ims_py_raise_log_oom(what, "skipped files", rep.errors);
 		goto out;
 	}
 	res = report_dict(&rep, &s);
@@ -497,309 +470,7 @@ out:
 	Py_DECREF(out_dir);
 	Py_DECREF(name);
 	ds_list_release(&l);
-	skip_log_release(&s);
+	ims_py_skip_log_release(&s);
 	return res;
 }
 
-/* Subset sizes for split `name` from a dict {split: n}; 0 when absent. */
-static int size_for(PyObject *d, const char *name, long *out)
-{
-	*out = 0;
-	if (d == Py_None)
-		return 0;
-	PyObject *v = PyDict_GetItemString(d, name);
-	if (!v)
-		return 0;
-	*out = PyLong_AsLong(v);
-	if (*out == -1 && PyErr_Occurred())
-		return -1;
-	if (*out < 1) {
-		ims_py_arg_error("subset size for '%s' must be >= 1", name);
-		return -1;
-	}
-	return 0;
-}
-
-/* What pack_convert's callbacks report, collected without the GIL and
- * turned into Python objects after. */
-typedef struct convert_log {
-	skip_log skips[DS_MAX_SPLITS]; /* per split, in packing order */
-	int cur;                       /* split being packed, -1 before */
-	char **notes;
-	size_t n_notes;
-	char short_split[DS_MAX_SPLITS][16];
-	pack_short_class *shorts[DS_MAX_SPLITS]; /* names copied */
-	size_t n_short[DS_MAX_SPLITS];
-	int n_short_splits;
-	int oom;
-} convert_log;
-
-static void log_note(void *ctx, const char *msg)
-{
-	convert_log *c = ctx;
-	char **n = realloc(c->notes, (c->n_notes + 1) * sizeof(char *));
-	if (!n || !(n[c->n_notes] = strdup(msg))) {
-		if (n)
-			c->notes = n;
-		c->oom = 1;
-		return;
-	}
-	c->notes = n;
-	c->n_notes++;
-}
-
-static pack_short_class *copy_shorts(const pack_short_class *c, size_t n)
-{
-	pack_short_class *d = calloc(n ? n : 1, sizeof(*d));
-	for (size_t i = 0; d && i < n; i++) {
-		d[i] = c[i];
-		if (!(d[i].name = strdup(c[i].name))) {
-			for (size_t k = 0; k < i; k++)
-				free((char *)d[k].name);
-			free(d);
-			return NULL;
-		}
-	}
-	return d;
-}
-
-static void log_shorts(void *ctx, const char *split, const pack_short_class *c, size_t n)
-{
-	convert_log *l = ctx;
-	if (l->n_short_splits == DS_MAX_SPLITS)
-		return;
-	int k = l->n_short_splits;
-	if (!(l->shorts[k] = copy_shorts(c, n))) {
-		l->oom = 1;
-		return;
-	}
-	snprintf(l->short_split[k], sizeof(l->short_split[k]), "%s", split);
-	l->n_short[k] = n;
-	l->n_short_splits++;
-}
-
-static void log_split_begin(void *ctx, const char *split, uint64_t rows)
-{
-	(void)split;
-	(void)rows;
-	convert_log *l = ctx;
-	if (l->cur + 1 < DS_MAX_SPLITS)
-		l->cur++;
-}
-
-static void log_skipped(void *ctx, uint64_t row, const char *path, const char *why)
-{
-	convert_log *l = ctx;
-	if (l->cur >= 0)
-		on_skipped(&l->skips[l->cur], row, path, why);
-}
-
-static void convert_log_release(convert_log *l)
-{
-	for (int i = 0; i < DS_MAX_SPLITS; i++) {
-		skip_log_release(&l->skips[i]);
-		for (size_t k = 0; k < l->n_short[i]; k++)
-			free((char *)l->shorts[i][k].name);
-		free(l->shorts[i]);
-	}
-	for (size_t i = 0; i < l->n_notes; i++)
-		free(l->notes[i]);
-	free(l->notes);
-	memset(l, 0, sizeof(*l));
-}
-
-/* {split: [(class, taken or available, wanted)]} */
-static int add_shorts(PyObject *shorts, const char *split, const pack_short_class *c, size_t n)
-{
-	PyObject *sl = PyList_New(0);
-	for (size_t i = 0; sl && i < n; i++) {
-		PyObject *t = Py_BuildValue("(snn)", c[i].name, (Py_ssize_t)c[i].available,
-					    (Py_ssize_t)c[i].wanted);
-		if (!t || PyList_Append(sl, t) < 0)
-			Py_CLEAR(sl);
-		Py_XDECREF(t);
-	}
-	int rc = sl ? PyDict_SetItemString(shorts, split, sl) : -1;
-	Py_XDECREF(sl);
-	return rc;
-}
-
-static PyObject *split_dict(const pack_convert_split *r, const skip_log *s)
-{
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N}", "listed",
-			     (unsigned long long)r->listed, "packed", (unsigned long long)r->records,
-			     "skipped", (unsigned long long)r->skipped, "bytes_in",
-			     (unsigned long long)r->bytes_in, "bytes_out",
-			     (unsigned long long)r->bytes_out, "shards", r->shards, "shards_left_out",
-			     r->shards_left_out, "seconds",
-			     r->seconds, "manifest", PyUnicode_DecodeFSDefault(r->manifest),
-			     "errors_file",
-			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
-			     "skipped_files", skip_list(s));
-}
-
-/*
- * convert(dataset, root, out, val_ratio, test_ratio, no_clutter, label,
- * keep_classes, recursive, exts, seed, per_class, totals, allow_short,
- * shuffle, **pack options) -> {"splits": {name: report}, "notes": [...],
- * "short": {split: [(class, taken, wanted)]}}: pack_convert, the workflow
- * of `imshard convert` (all or nothing, records shuffled unless shuffle is
- * false). The Python layer checks which options apply to which dataset
- * before calling.
- */
-PyObject *ims_py_convert(PyObject *self, PyObject *args, PyObject *kw)
-{
-	(void)self;
-	static char *names[] = {"dataset", "root", "out", "val_ratio", "test_ratio", "no_clutter",
-				"label", "keep_classes", "recursive", "exts", "seed", "per_class",
-				"totals", "allow_short", "shuffle", PACK_KWS, NULL};
-	const char *dataset, *label = NULL, *keep = NULL, *exts = NULL;
-	PyObject *root, *out, *per_class = Py_None, *totals = Py_None;
-	double val_ratio = -1, test_ratio = 0;
-	int no_clutter = 0, recursive = 0, allow_short = 0, shuffle = 1;
-	unsigned long long seed = 0;
-	pack_args a = {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&O&|ddpzzpzKOOppziLiipiiLppp", names, &dataset,
-					 PyUnicode_FSConverter, &root, PyUnicode_FSConverter, &out,
-					 &val_ratio, &test_ratio, &no_clutter, &label, &keep,
-					 &recursive, &exts, &seed, &per_class, &totals, &allow_short,
-					 &shuffle, &a.encoding, &a.shards, &a.shard_size, &a.resize,
-					 &a.max_size, &a.center_crop, &a.quality, &a.threads,
-					 &a.max_errors, &a.check_decode, &a.force, &a.main))
-		return NULL;
-	PyObject *res = NULL, *splits = PyDict_New(), *notes = PyList_New(0), *shorts = PyDict_New();
-	const char *rootp = PyBytes_AS_STRING(root), *outp = PyBytes_AS_STRING(out);
-	ims_error err;
-	ims_error_clear(&err);
-	convert_log log;
-	memset(&log, 0, sizeof(log));
-	log.cur = -1;
-	pack_convert_report rep;
-	memset(&rep, 0, sizeof(rep));
-	pack_convert_opts co;
-	pack_convert_opts_init(&co);
-	if (!splits || !notes || !shorts || pack_args_apply(&a, &co.pack) < 0)
-		goto out;
-	co.adapter = ds_adapter_find(dataset);
-	if (!co.adapter) {
-		ims_py_arg_error("unknown dataset '%s' (folder, caltech256, fruits, inat2017, cifar10, imagenet)",
-				 dataset);
-		goto out;
-	}
-	struct stat st;
-	if (stat(rootp, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		ims_fail(&err, IMS_ENOTFOUND, "cannot open dataset root '%s': %s", rootp,
-			 stat(rootp, &st) != 0 ? "no such folder" : "not a folder");
-		ims_py_raise_as(IMS_ENOTFOUND, &err, ims_py_convert_flags);
-		goto out;
-	}
-	static const char *known[PACK_N_SUBSET_SPLITS] = {"train", "val", "test"};
-	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++) {
-		long pc, tot;
-		if (size_for(per_class, known[i], &pc) < 0 || size_for(totals, known[i], &tot) < 0)
-			goto out;
-		if (pc && tot) {
-			ims_py_arg_error("give per_class or totals for '%s', not both", known[i]);
-			goto out;
-		}
-		co.subset[i].per_class = (size_t)pc;
-		co.subset[i].total = (size_t)tot;
-	}
-	co.root = rootp;
-	co.out_dir = outp;
-	co.dataset.val_ratio = val_ratio;
-	co.dataset.test_ratio = test_ratio;
-	co.dataset.no_clutter = no_clutter;
-	co.dataset.label = label;
-	co.dataset.keep_classes = keep;
-	co.dataset.recursive = recursive;
-	co.dataset.exts = exts;
-	co.dataset.seed = seed;
-	co.allow_short = allow_short;
-	co.no_shuffle = !shuffle;
-	co.note = log_note;
-	co.short_classes = log_shorts;
-	co.split_begin = log_split_begin;
-	co.ctx = &log;
-	co.pack.skipped = log_skipped;
-	co.pack.ctx = &log;
-	sig_guard g;
-	guard_begin(&g, a.main);
-	co.pack.cancel = &g.cancel;
-	int rc;
-	Py_BEGIN_ALLOW_THREADS
-	rc = pack_convert(&co, &rep, &err);
-	Py_END_ALLOW_THREADS
-	if (guard_end(&g) < 0)
-		goto out;
-	int log_oom = log.oom;
-	for (int i = 0; i < DS_MAX_SPLITS; i++)
-		log_oom |= log.skips[i].oom;
-	if (rc == 0 && log_oom) {
-		char what[4200];
-		snprintf(what, sizeof(what), "converted '%s' into '%s'", dataset, outp);
-		raise_log_oom(what, "skipped files and notes", NULL);
-		goto out;
-	}
-	for (size_t i = 0; i < log.n_notes; i++) {
-		PyObject *n = ims_py_text_as(log.notes[i], ims_py_convert_flags);
-		if (!n || PyList_Append(notes, n) < 0) {
-			Py_XDECREF(n);
-			goto out;
-		}
-		Py_DECREF(n);
-	}
-	for (int i = 0; i < log.n_short_splits; i++)
-		if (add_shorts(shorts, log.short_split[i], log.shorts[i], log.n_short[i]) < 0)
-			goto out;
-	if (rc < 0 && rep.n_refused) {
-		/* The command's one line, with the keyword for the flag, and
-		 * the first few short classes after it. */
-		ims_error e2;
-		ims_error_clear(&e2);
-		int len = snprintf(e2.msg, sizeof(e2.msg),
-				   "%s: cannot take the subset: %zu %s fewer images than "
-				   "wanted (allow_short=True takes all a short class has)%s%s:",
-				   rep.failed_split, rep.n_refused,
-				   ims_plural(rep.n_refused, "class has", "classes have"),
-				   rep.outcome[0] ? "; " : "", rep.outcome);
-		for (size_t i = 0; i < rep.n_refused && i < 5 && len > 0 &&
-				   (size_t)len < sizeof(e2.msg);
-		     i++)
-			len += snprintf(e2.msg + len, sizeof(e2.msg) - (size_t)len,
-					"%s '%s' (label %zu) has %zu of %zu", i ? "," : "",
-					rep.refused[i].name, rep.refused[i].label,
-					rep.refused[i].available, rep.refused[i].wanted);
-		if (rep.n_refused > 5 && len > 0 && (size_t)len < sizeof(e2.msg))
-			snprintf(e2.msg + len, sizeof(e2.msg) - (size_t)len, " and %zu more",
-				 rep.n_refused - 5);
-		e2.code = rc;
-		ims_py_raise(rc, &e2);
-		goto out;
-	}
-	if (rc < 0) {
-		if (rep.stage == PACK_CONVERT_OPTIONS)
-			ims_py_raise_as(IMS_EINVAL, &err, ims_py_convert_flags);
-		else
-			ims_py_raise_as(rc, &err, ims_py_convert_flags);
-		goto out;
-	}
-	for (int s = 0; s < rep.n_splits; s++) {
-		PyObject *r = split_dict(&rep.splits[s], &log.skips[s]);
-		if (!r || PyDict_SetItemString(splits, rep.splits[s].name, r) < 0) {
-			Py_XDECREF(r);
-			goto out;
-		}
-		Py_DECREF(r);
-	}
-	res = Py_BuildValue("{s:O,s:O,s:O}", "splits", splits, "notes", notes, "short", shorts);
-out:
-	Py_XDECREF(splits);
-	Py_XDECREF(notes);
-	Py_XDECREF(shorts);
-	Py_DECREF(root);
-	Py_DECREF(out);
-	convert_log_release(&log);
-	pack_convert_report_release(&rep);
-	return res;
-}
