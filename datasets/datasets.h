@@ -202,8 +202,9 @@ typedef struct ds_scan_report {
  * (counted in loose_files), in either mode. l must be empty; fills l
  * (items and classes) and *report (may be NULL). A root with no class
  * folder or no image is an error (IMS_ENOTFOUND; IMS_EIO when a folder
- * cannot be read; IMS_EINVAL for a bad extension list); on error l is left
- * empty.
+ * cannot be read; IMS_EINVAL for a bad extension list, and for two class
+ * folders that are one folder through links, whose images would be listed
+ * under two labels); on error l is left empty.
  */
 int ds_scan_folder(const char *root, const ds_scan_opts *opts, ds_list *l,
 		   ds_scan_report *report, ims_error *err);

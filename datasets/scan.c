@@ -30,6 +30,13 @@ typedef struct dev_ino {
 	ino_t ino;
 } dev_ino;
 
+/* A class's folder as the walk met it (links followed). */
+typedef struct class_dir {
+	dev_t dev;
+	ino_t ino;
+	int32_t label;
+} class_dir;
+
 typedef struct scan_ctx {
 	const char *root;
 	const char *exts_text;
@@ -41,6 +48,8 @@ typedef struct scan_ctx {
 	size_t depth, stack_cap;
 	char *rel; /* current path relative to root, no trailing slash */
 	size_t rel_len, rel_cap;
+	class_dir *cls; /* every class's folder, for one_folder_twice */
+	size_t n_cls, cls_cap;
 } scan_ctx;
 
 /* ---- extensions ---------------------------------------------------------- */
@@ -270,7 +279,51 @@ static int add_class(scan_ctx *c, const char *name, int32_t *label)
 		  "break in its name, which a list and its classes file cannot "
 		  "hold (rename it)",
 		  c->root, name);
-	return ds_list_add_class(c->l, name, label, c->err);
+	FORWARD_IF_ERR(ds_list_add_class(c->l, name, label, c->err));
+	/* the folder being walked (top of the stack) is the class's */
+	if (c->n_cls == c->cls_cap) {
+		size_t cap = c->cls_cap ? 2 * c->cls_cap : 64;
+		class_dir *n = realloc(c->cls, cap * sizeof(*n));
+		RETURN_IF(!n, c->err, IMS_ENOMEM, "cannot list '%s': out of memory", c->root);
+		c->cls = n;
+		c->cls_cap = cap;
+	}
+	c->cls[c->n_cls++] = (class_dir){c->stack[c->depth - 1].dev,
+					 c->stack[c->depth - 1].ino, *label};
+	return 0;
+}
+
+static int by_folder(const void *a, const void *b)
+{
+	const class_dir *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return (x->label > y->label) - (x->label < y->label);
+}
+
+/*
+ * Two classes whose folders are one folder (a link to the other, or both
+ * links to it) would list each of its images under two labels, which no
+ * model can tell apart: refused, naming both, rather than listed.
+ */
+static int one_folder_twice(scan_ctx *c)
+{
+	qsort(c->cls, c->n_cls, sizeof(*c->cls), by_folder);
+	for (size_t i = 1; i < c->n_cls; i++) {
+		const class_dir *a = &c->cls[i - 1], *b = &c->cls[i];
+		if (a->dev != b->dev || a->ino != b->ino)
+			continue;
+		char x[512], y[512];
+		return ims_fail(c->err, IMS_EINVAL,
+				"cannot list '%s': the class folders '%s' and '%s' are one "
+				"folder (a link to the other, or both links to it), so its "
+				"images would be listed under two labels; remove one of them",
+				c->root, ims_escape(c->l->classes[a->label], x, sizeof(x)),
+				ims_escape(c->l->classes[b->label], y, sizeof(y)));
+	}
+	return 0;
 }
 
 /* Counts what lies below a class folder (non-recursive mode). */
@@ -445,6 +498,7 @@ int ds_scan_folder(const char *root, const ds_scan_opts *opts, ds_list *l,
 	rc = recursive ? walk_recursive(&c, fd) : walk_classes(&c, fd);
 	if (rc < 0)
 		goto out;
+	GOTO_IF_ERR(out, rc, one_folder_twice(&c));
 
 	char loose[160] = "";
 	if (c.rep.loose_files)
@@ -478,5 +532,6 @@ out:
 	free_exts(&c.exts);
 	free(c.stack);
 	free(c.rel);
+	free(c.cls);
 	return rc;
 }

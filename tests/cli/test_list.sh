@@ -223,6 +223,16 @@ run list "$C" -o "$T/jpgonly/c" --exts JPG --quiet
 expect_rc 0
 expect_eq "JPG rows" "$(rows "$T/jpgonly/c_train.lst")" $ALL
 
+# a class folder linking to another: its images would be listed under two
+# labels (before: listed twice, silently). One line, nothing written.
+ln -s 001.ak47 "$C/002.ak47-copy"
+run list "$C" -o "$T/twice/c"
+expect_rc 1
+expect_stderr_lines 1
+expect_stderr "the class folders '001.ak47' and '002.ak47-copy' are one folder"
+[ ! -e "$T/twice" ] || fail "output written when refused"
+rm "$C/002.ak47-copy"
+
 # ---- names with spaces and non-ASCII ----------------------------------------
 A="$T/inat/train_val_images/Aves"
 mkdir -p "$A/Anas superciliosa × platyrhynchos" "$A/Anas platyrhynchos" "$A/Anas é"

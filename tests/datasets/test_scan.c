@@ -378,6 +378,25 @@ static void test_links(void)
 	CHECK_OK(ds_scan_folder(at("links/root-link"), NULL, &l, &rep, &err), &err);
 	CHECK_EQ_INT(l.count, 5);
 	ds_list_release(&l);
+
+	/* Two class folders that are one folder: its images would be listed
+	 * under two labels (before: listed twice, silently). Refused in both
+	 * modes, naming both, whether one links to the other or both to a
+	 * third folder. */
+	link_to("cat", "links/root/cat2");
+	for (int recursive = 0; recursive < 2; recursive++) {
+		ds_scan_opts o = {NULL, recursive};
+		CHECK_EQ_INT(ds_scan_folder(at("links/root"), &o, &l, &rep, &err), IMS_EINVAL);
+		CHECK(strstr(err.msg, "the class folders 'cat' and 'cat2' are one folder") != NULL);
+		CHECK_EQ_INT(l.count, 0);
+	}
+	unlink(at("links/root/cat2"));
+	link_to("../shared/dog_images", "links/root/puppy");
+	CHECK_EQ_INT(ds_scan_folder(at("links/root"), NULL, &l, &rep, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "'dog' and 'puppy'") != NULL);
+	unlink(at("links/root/puppy"));
+	CHECK_OK(ds_scan_folder(at("links/root"), NULL, &l, &rep, &err), &err);
+	ds_list_release(&l);
 }
 
 /* A file name a list row cannot hold (TAB, CR or LF in it) is skipped,
