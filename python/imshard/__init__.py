@@ -93,7 +93,11 @@ def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0
 
 def decode(data, apply_orientation=True):
     """JPEG or PNG bytes to an HxWx3 uint8 array with the C decoder (grey,
-    CMYK/YCCK, palette, alpha over white, 16-bit, EXIF orientation)."""
+    CMYK/YCCK, palette, alpha over white, 16-bit, EXIF orientation).
+    data is the image's bytes, not its path: decode(open(p, "rb").read())."""
+    if isinstance(data, (str, os.PathLike)):
+        raise TypeError("decode takes the image's bytes, not a path: "
+                        "decode(open(%r, 'rb').read())" % (os.fspath(data),))
     px, h, w = _imshard.decode(data, apply_orientation)
     return np.frombuffer(px, np.uint8).reshape(h, w, 3)
 

@@ -58,6 +58,15 @@ def fixtures(tmp_path_factory, make_images_bin, imshard_bin):
     return d
 
 
+def test_decode_given_a_path_says_it_takes_bytes(fixtures):
+    # before: "a bytes-like object is required, not 'str'", no hint
+    f = fixtures / "extracted" / sorted(os.listdir(fixtures / "extracted"))[0]
+    for arg in (str(f), f):
+        with pytest.raises(TypeError, match=r"decode takes the image's bytes, not a path"):
+            imshard.decode(arg)
+    assert imshard.decode(f.read_bytes()).ndim == 3
+
+
 def test_decode_of_every_fixture_kind_equals_the_c_decoder(fixtures):
     keep = imshard.Split(fixtures / "keep.json")
     raw = imshard.Split(fixtures / "raw.json")
