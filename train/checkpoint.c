@@ -13,9 +13,11 @@
  * model's ctx. On the CPU backend that is host memory, read and written
  * in place; on a device backend this file works on host copies (a
  * host_view: to_host before, to_device after a load), so the files are
- * the same whichever device wrote them.
+ * the same whichever device wrote them. The values a load takes are
+ * checked in checkpoint_values.c.
  */
 #include "train/checkpoint.h"
+#include "train/checkpoint_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,119 +87,6 @@ static int int_dtype(int dtype)
 	default:
 		return 0;
 	}
-}
-
-/* Element i of float tensor t as the model will hold it (F64 rounded). */
-static float f32_at(const st_tensor *t, size_t i)
-{
-	const uint8_t *p = t->data;
-	switch (t->dtype) {
-	case ST_F16:
-		return ims_f16_to_f32(ims_load_le16(p + 2 * i));
-	case ST_BF16:
-		return ims_bf16_to_f32(ims_load_le16(p + 2 * i));
-	case ST_F64: {
-		uint64_t b = 0;
-		for (int k = 7; k >= 0; k--)
-			b = b << 8 | p[8 * i + (size_t)k];
-		double d;
-		memcpy(&d, &b, sizeof(d));
-		return (float)d;
-	}
-	default: {
-		uint32_t b = ims_load_le32(p + 4 * i);
-		float f;
-		memcpy(&f, &b, sizeof(f));
-		return f;
-	}
-	}
-}
-
-/* What a float tensor holds, for check_values' rule and message. */
-enum { VALUES_WEIGHTS, VALUES_VARIANCE, VALUES_STATE };
-
-/* 1 when ti is a batch norm's running variance ("bn1.running_var"). */
-static int running_var(const nn_tensor_info *ti)
-{
-	static const char suffix[] = "running_var";
-	const size_t n = strlen(ti->name), k = sizeof(suffix) - 1;
-	return ti->kind == NN_TENSOR_RUNNING && n >= k &&
-	       !strcmp(ti->name + n - k, suffix);
-}
-
-/*
- * Every value of float tensor t (count elements) as the model will hold
- * it, in one pass, before anything is written; every load checks each
- * float tensor it takes (--init, --resume, eval, predict, export alike).
- *   - A NaN or infinite weight, running statistic or optimiser state
- *     makes every loss NaN (at once, at the next validation, or at the
- *     next step), and the run would stop there blaming the learning rate
- *     or the data, eval blame the network's output. A finite F64 beyond
- *     float's range counts as infinite: that is what the model would
- *     hold.
- *   - Batch norm divides by sqrt(running_var + eps): below -eps that is
- *     NaN, between -eps and 0 a channel silently scaled up. Training never
- *     writes such a value (a variance is a mean of squares, updated as a
- *     convex mix), so one comes from a damaged file re-signed or an
- *     edited one.
- * what: VALUES_*; action: "cannot load" or "cannot resume from".
- */
-static int check_values(const st_tensor *t, size_t count, int what,
-			const char *action, const char *path, ims_error *err)
-{
-	/* F32, what checkpoints hold: a branch-free scan of the bits (no
-	 * element is converted; blocks of a fixed count, which the compiler
-	 * vectorises), then the element found below. An exponent of all ones
-	 * is an infinity or a NaN; a word above the sign bit alone is below
-	 * 0 (-0 is a variance). */
-	if (t->dtype == ST_F32) {
-		enum { BLOCK = 16 };
-		const uint8_t *p = t->data;
-		const uint32_t below = what == VALUES_VARIANCE ? 0x80000000u : 0xffffffffu;
-		uint32_t bad = 0;
-		size_t k = 0;
-		for (; k + BLOCK <= count && !bad; k += BLOCK)
-			for (int j = 0; j < BLOCK; j++) {
-				const uint32_t b = ims_load_le32(p + 4 * (k + (size_t)j));
-				bad |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u) |
-				       (uint32_t)(b > below);
-			}
-		for (; k < count && !bad; k++) {
-			const uint32_t b = ims_load_le32(p + 4 * k);
-			bad |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u) |
-			       (uint32_t)(b > below);
-		}
-		if (!bad)
-			return 0;
-	}
-	size_t i = 0;
-	float v = 0;
-	for (; i < count; i++) {
-		v = f32_at(t, i);
-		if (!isfinite(v) || (what == VALUES_VARIANCE && v < 0))
-			break;
-	}
-	if (i == count)
-		return 0;
-	char text[32];
-	if (isfinite(v))
-		snprintf(text, sizeof(text), "%g", (double)v);
-	else
-		snprintf(text, sizeof(text), "%s", isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
-	const char *why =
-		what == VALUES_VARIANCE
-			? "a running variance is a finite number not below 0 "
-			  "(batch norm divides by its square root); the file is "
-			  "damaged or was edited, use another copy"
-		: what == VALUES_STATE
-			? "optimiser state that is not finite makes the weights "
-			  "NaN at the next step; use a copy saved before it "
-			  "diverged"
-			: "weights that are not finite make every loss NaN; use a "
-			  "copy saved before it diverged";
-	return ims_fail(err, IMS_EINVAL,
-			"%s '%s': tensor '%s' holds %s at element %zu (as float32): %s",
-			action, path, t->name, text, i, why);
 }
 
 /*
@@ -582,10 +471,11 @@ int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
 				  "cannot load '%s': tensor '%s' has dtype %s, the model needs a float type",
 				  path, ti->name, st_dtype_name(t->dtype));
 		} else {
-			GOTO_IF_ERR(out, rc, check_values(t, ti->count,
-							  running_var(ti) ? VALUES_VARIANCE
-									  : VALUES_WEIGHTS,
-							  "cannot load", path, err));
+			GOTO_IF_ERR(out, rc, ckpt_check_values(t, ti->count,
+							       ckpt_running_var(ti)
+								       ? CKPT_VALUES_VARIANCE
+								       : CKPT_VALUES_WEIGHTS,
+							       "cannot load", path, err));
 		}
 		src[i] = t;
 		action[i] = LOAD_COPY;
@@ -713,10 +603,11 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 		const nn_tensor_info *ti = nn_model_tensor(m, i);
 		GOTO_IF_ERR(out, rc, resume_find(f, ti->name, ti, &src[i], err));
 		if (ti->kind != NN_TENSOR_COUNTER)
-			GOTO_IF_ERR(out, rc, check_values(src[i], ti->count,
-							  running_var(ti) ? VALUES_VARIANCE
-									  : VALUES_WEIGHTS,
-							  "cannot resume from", path, err));
+			GOTO_IF_ERR(out, rc, ckpt_check_values(src[i], ti->count,
+							       ckpt_running_var(ti)
+								       ? CKPT_VALUES_VARIANCE
+								       : CKPT_VALUES_WEIGHTS,
+							       "cannot resume from", path, err));
 		for (size_t s = 0; s < ns && trained(ti->kind); s++) {
 			name = optim_name(nn_optim_state_name(opt, s), ti->name);
 			if (!name)
@@ -724,9 +615,9 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 					  "cannot resume from '%s': out of memory", path);
 			GOTO_IF_ERR(out, rc, resume_find(f, name, ti,
 							 &src[(1 + s) * nt + i], err));
-			GOTO_IF_ERR(out, rc, check_values(src[(1 + s) * nt + i], ti->count,
-							  VALUES_STATE, "cannot resume from",
-							  path, err));
+			GOTO_IF_ERR(out, rc, ckpt_check_values(src[(1 + s) * nt + i],
+							       ti->count, CKPT_VALUES_STATE,
+							       "cannot resume from", path, err));
 			free(name);
 			name = NULL;
 		}
