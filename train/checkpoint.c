@@ -568,16 +568,29 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 		*file_out = NULL;
 	RETURN_IF(!path || !m, err, IMS_EINVAL,
 		  "cannot resume: no checkpoint path or no model");
+	st_file *f = NULL;
+	FORWARD_IF_ERR(st_open(path, &f, err));
+	int rc = nn_checkpoint_load_resume_file(f, m, opt, err);
+	if (!rc && file_out) {
+		*file_out = f;
+		f = NULL;
+	}
+	st_close(f);
+	return rc;
+}
+
+int nn_checkpoint_load_resume_file(const st_file *f, nn_model *m, nn_optim *opt,
+				   ims_error *err)
+{
+	RETURN_IF(!f || !m, err, IMS_EINVAL,
+		  "cannot resume: no checkpoint file or no model");
+	const char *path = st_path(f);
 	size_t np;
 	nn_model_params(m, &np);
 	RETURN_IF(opt && nn_optim_param_count(opt) != np, err, IMS_EINVAL,
 		  "cannot resume from '%s': the optimiser has %zu parameters, model %s has %zu",
 		  path, nn_optim_param_count(opt), nn_model_name(m), np);
-	st_file *f = NULL;
-	int rc = st_open(path, &f, err);
-	if (rc < 0)
-		return rc;
-
+	int rc = 0;
 	const int nt = nn_model_tensor_count(m);
 	const size_t ns = opt ? nn_optim_state_count(opt) : 0;
 	int64_t *counters = nn_model_counters(m, NULL);
@@ -676,15 +689,10 @@ int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (opt)
 		GOTO_IF_ERR(out, rc, nn_optim_set_step_count(opt, step, err));
-	if (file_out) {
-		*file_out = f;
-		f = NULL;
-	}
 	rc = 0;
 out:
 	view_close(&v);
 	free(name);
 	free(src);
-	st_close(f);
 	return rc;
 }

@@ -183,4 +183,14 @@ int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err);
  */
 int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 			      st_file **file_out, ims_error *err);
+
+/*
+ * As nn_checkpoint_load_resume, from f, a file the caller opened
+ * (st_open) and may have read already (its position, its options): what
+ * is restored is the file read, even when the checkpoint at its path is
+ * replaced meanwhile (a run writing its next one). Messages name
+ * st_path(f). f stays open, the caller's.
+ */
+int nn_checkpoint_load_resume_file(const st_file *f, nn_model *m, nn_optim *opt,
+				   ims_error *err);
 #endif

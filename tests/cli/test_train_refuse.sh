@@ -208,6 +208,25 @@ st_tool strip "$T/plain.safetensors"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --max-steps 1 --init "$T/plain.safetensors"
 same "$rc" 0 "--init of a file without a checksum"
 contains "$T/err" "(it has no checksum: nothing to verify)"
+# --init and --resume open their file once: the card, the tensors, the
+# CRC-32C recorded and (--resume) the settings and position are one
+# file's, whatever replaces it meanwhile (a run writing its next
+# checkpoint; before: each opened it twice). Seen with strace where it
+# may trace.
+if command -v strace >/dev/null && strace -f -qq -e trace=none true 2>/dev/null; then
+  traced() {
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+      strace -f -qq -e trace=open,openat,openat2 -e signal=none -o "$T/opens" "$@"
+  }
+  opens() { grep -c "open[a-z0-9]*(.*\"$1\"" "$T/opens"; }
+  expect 0 traced "$IMSHARD_TRAIN" --train "$tr" --model convnet7 --size 16 --threads 1 \
+    --max-steps 1 --quiet --init "$T/c_part/checkpoint.safetensors"
+  same "$(opens "$T/c_part/checkpoint.safetensors")" 1 "opens of --init's file"
+  cp -r "$T/c_part" "$T/once_r"
+  expect 0 traced "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 \
+    --batch-size 16 --epochs 2 --max-steps 3 --quiet --checkpoint-dir "$T/once_r" --resume
+  same "$(opens "$T/once_r/checkpoint.safetensors")" 1 "opens of the checkpoint by --resume"
+fi
 # a running mean far out of range in a file whose checksum matches: the
 # weights are finite and load, the validation loss is NaN, and the run
 # stops before its checkpoint

@@ -214,6 +214,46 @@ static void test_resume(void)
 	resume_kind(NN_OPTIM_ADAMW, "resume-adamw.safetensors");
 }
 
+/*
+ * From a file opened before its path was replaced by the next checkpoint
+ * (a run writing it): the opened file's tensors, optimiser state and step
+ * count, not the new file's; refusals name the path.
+ */
+static void test_resume_file(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "resume-file.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	nn_optim *oa = ckpt_make_optim(NN_OPTIM_SGD, a);
+	ckpt_step(a, oa, 21);
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	st_file *f = NULL;
+	CHECK_OK(st_open(path, &f, &e), &e);
+	/* the next checkpoint, renamed over it */
+	ckpt_step(a, oa, 22);
+	CHECK_OK(nn_checkpoint_save(path, a, oa, NULL, &e), &e);
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_optim *ob = ckpt_make_optim(NN_OPTIM_SGD, b);
+	CHECK_OK(nn_checkpoint_load_resume_file(f, b, ob, &e), &e);
+	CHECK_EQ_INT(nn_optim_step_count(ob), 1);
+	CHECK(!ckpt_same_named(a, b, "features.0.weight"));
+	nn_model *c = ckpt_make("convnet7", 4, 16, 3);
+	CHECK_EQ_INT(nn_checkpoint_load_resume_file(f, c, NULL, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, path) != NULL);
+	CHECK_EQ_INT(nn_checkpoint_load_resume_file(NULL, c, NULL, &e), IMS_EINVAL);
+	st_close(f);
+	/* the path now: the second one */
+	CHECK_OK(nn_checkpoint_load_resume(path, b, ob, NULL, &e), &e);
+	CHECK_EQ_INT(nn_optim_step_count(ob), 2);
+	CHECK(ckpt_same_tensors(a, b));
+	nn_optim_free(oa);
+	nn_optim_free(ob);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(c);
+}
+
 /* Resume failures name the tensor and change nothing. */
 static void test_resume_refusals(void)
 {
@@ -685,6 +725,7 @@ int main(void)
 	ckpt_setup("checkpoint");
 	test_layout();
 	test_resume();
+	test_resume_file();
 	test_resume_refusals();
 	test_resume_not_finite();
 	test_corrupt();

@@ -98,7 +98,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	return rc;
 }
 
-static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)
+static int meta_u64(const st_file *f, const char *key, uint64_t *v, ims_error *err)
 {
 	const char *s = st_metadata_get(f, key);
 	char *end;
@@ -119,7 +119,7 @@ static int meta_u64(st_file *f, const char *key, uint64_t *v, ims_error *err)
  * before they were kept; "val" with 0 records: a run without --val)
  * compares nothing.
  */
-static int same_split(st_file *f, const char *which, const char *name_now,
+static int same_split(const st_file *f, const char *which, const char *name_now,
 		      uint64_t records_now, uint64_t digest_now,
 		      const char *manifest, ims_error *err)
 {
@@ -155,7 +155,7 @@ static int same_split(st_file *f, const char *which, const char *name_now,
 }
 
 /* The checkpoint's options object (NULL when absent or not JSON). */
-static cJSON *meta_options(st_file *f)
+static cJSON *meta_options(const st_file *f)
 {
 	const char *s = st_metadata_get(f, "options");
 	cJSON *j = s ? cJSON_Parse(s) : NULL;
@@ -226,7 +226,7 @@ static void changed_options(run *r, const cJSON *was, char *out, size_t len)
 
 /* The settings that give the position its meaning: each must be as the
  * checkpoint's run had it. */
-static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
+static int check_same(run *r, const st_file *f, const cJSON *was, uint64_t world_was,
 		      ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -318,15 +318,14 @@ static int check_same(run *r, st_file *f, const cJSON *was, uint64_t world_was,
  * What would otherwise fail on the first tensor that does not fit, named
  * as the setting that differs: another model, class count, optimiser, or
  * SGD with momentum against SGD without (the one keeps a momentum buffer
- * per tensor, the other none). Read before the checkpoint is verified;
- * the model and classes are checked again, verified, by check_same.
+ * per tensor, the other none). Read from f, the checkpoint the load takes
+ * next, before the load verifies it; the model and classes are checked
+ * again, verified, by check_same.
  */
-static int check_state(run *r, ims_error *err)
+static int check_state(run *r, const st_file *f, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	const char *path = r->ckpt_path;
-	st_file *f = NULL;
-	FORWARD_IF_ERR(st_open(path, &f, err));
 	char model[64], cls[32], optim[16] = "";
 	const char *m = st_metadata_get(f, "model");
 	const char *c = st_metadata_get(f, "classes");
@@ -338,7 +337,6 @@ static int check_state(run *r, ims_error *err)
 		snprintf(optim, sizeof(optim), "%s", opt_was);
 	const double momentum_was = opt_num(was, "momentum", o->optim.momentum);
 	cJSON_Delete(was);
-	st_close(f);
 	RETURN_IF(m && strcmp(model, o->net.model), err, IMS_EINVAL,
 		  "cannot resume from '%s' with --model %s: its run trains %s "
 		  "(resume with --model %s, or start a new run)",
@@ -368,20 +366,27 @@ static int check_state(run *r, ims_error *err)
 }
 
 /* Restores the run's state and its position into r->part.at, and what the
- * resumed event tells into r->part.resume. */
+ * resumed event tells into r->part.resume. The checkpoint is opened once:
+ * its settings, its tensors and its position are one file's, whatever
+ * replaces it meanwhile (a run still writing its next one). */
 static int resume(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
 	st_file *f = NULL;
-	FORWARD_IF_ERR(check_state(r, err));
-	FORWARD_IF_ERR(nn_checkpoint_load_resume(r->ckpt_path, r->m, r->opt, &f,
-						 err));
+	FORWARD_IF_ERR(st_open(r->ckpt_path, &f, err));
+	int rc = check_state(r, f, err);
+	if (!rc)
+		rc = nn_checkpoint_load_resume_file(f, r->m, r->opt, err);
+	if (rc) {
+		st_close(f);
+		return rc;
+	}
 	cJSON *was = meta_options(f);
 	uint64_t e = 0, pos = 0, s = 0, world = 1;
-	int rc = !was ? ims_fail(err, IMS_ECORRUPT,
-				 "cannot resume from '%s': no valid 'options' in its "
-				 "metadata", r->ckpt_path)
-		      : 0;
+	rc = !was ? ims_fail(err, IMS_ECORRUPT,
+			     "cannot resume from '%s': no valid 'options' in its "
+			     "metadata", r->ckpt_path)
+		  : 0;
 	if (!rc)
 		rc = meta_u64(f, "epoch", &e, err);
 	if (!rc)

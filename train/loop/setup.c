@@ -458,23 +458,20 @@ typedef struct init_card_notes {
  * names (torchvision's) says nothing; one whose card does not read is
  * left to the load, which names what is wrong with it. A recorded
  * normalisation other than the run's goes to n->norm, with --reset-head
- * as well: the backbone is loaded all the same. The card is read before
- * the load has verified the file's checksum, so the caller says these
- * only once the load has accepted the file: a damaged card is then the
- * damage it is, told in one line, not a wrong class name.
+ * as well: the backbone is loaded all the same. The card is read from f,
+ * the file the load takes next, before the load has verified its
+ * checksum, so the caller says these only once the load has accepted the
+ * file: a damaged card is then the damage it is, told in one line, not a
+ * wrong class name.
  */
-static int init_classes_differ(run *r, init_card_notes *n)
+static int init_classes_differ(run *r, const st_file *f, init_card_notes *n)
 {
 	int other = 0;
-	st_file *f = NULL;
 	ims_error ignored;
 	n->classes[0] = n->norm[0] = 0;
-	if (st_open(r->o->net.init, &f, &ignored) < 0)
-		return 0;
 	nn_model_card c;
 	nn_model_card_init(&c);
 	int rc = nn_model_card_read(f, &c, &ignored);
-	st_close(f);
 	int i = 0;
 	if (!rc && (c.have & NN_CARD_NAMES) && c.classes == r->card.classes)
 		while (i < c.classes && !strcmp(c.class_names[i], r->card.class_names[i]))
@@ -528,16 +525,22 @@ int loop_make_model(run *r, ims_error *err)
 	 * collective: nothing is reallocated once steps run */
 	FORWARD_IF_ERR(nn_model_prepare(r->m, err));
 	if (o->net.init) {
+		/* opened once: its card, its tensors and the size and CRC-32C
+		 * the run records are one file's, whatever replaces it
+		 * meanwhile (a run writing its next checkpoint) */
+		st_file *f = NULL;
+		FORWARD_IF_ERR(st_open(o->net.init, &f, err));
 		init_card_notes notes;
-		const int other = init_classes_differ(r, &notes);
+		const int other = init_classes_differ(r, f, &notes);
 		nn_load_report rep;
 		memset(&rep, 0, sizeof(rep));
 		/* the file's size and CRC-32C name it in the run's record
 		 * (loop_history_init) */
 		const unsigned flags = NN_INIT_FILE_CRC |
 				       (o->net.reset_head || other ? NN_INIT_RESET_HEAD : 0);
-		FORWARD_IF_ERR(nn_checkpoint_load_init(o->net.init, r->m, flags,
-						       &rep, err));
+		int lrc = nn_checkpoint_load_init_file(f, r->m, flags, &rep, err);
+		st_close(f);
+		FORWARD_IF_ERR(lrc);
 		if (other && rep.head_reset)
 			rep.head_reset = 2;
 		/* told only once accepted: a refused file's error is the
