@@ -343,6 +343,7 @@ int cmd_eval(int argc, char **argv)
 	eo.split = pos[1];
 	eo.weights = pos[0];
 	eo.weights_file = wf;
+	eo.weights_verified = 1; /* model_weights_open */
 	eo.card = &card;
 	eo.device = device;
 	eo.precision = precision;

@@ -115,7 +115,7 @@ int cmd_export(int argc, char **argv)
 	if (!rc)
 		rc = nn_model_set_use(m, NN_USE_EVAL, &err);
 	if (!rc)
-		rc = nn_model_load_weights_file(wf, m, &err);
+		rc = nn_model_load_weights_file(wf, m, 1, &err); /* verified when opened */
 	st_close(wf);
 	if (!rc)
 		rc = nn_model_card_format(&card, &text, &err);

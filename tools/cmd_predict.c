@@ -174,7 +174,8 @@ static int predictor_open(predictor *p, const st_file *weights,
 	FORWARD_IF_ERR(nn_model_create(&p->ctx, c->model, c->classes, c->size,
 				       c->size, batch, 0, &p->m, err));
 	FORWARD_IF_ERR(nn_model_set_use(p->m, NN_USE_EVAL, err));
-	FORWARD_IF_ERR(nn_model_load_weights_file(weights, p->m, err));
+	/* verified when opened (model_weights_open) */
+	FORWARD_IF_ERR(nn_model_load_weights_file(weights, p->m, 1, err));
 	aug_transform_opts_init(&p->t, 0);
 	p->t.out_w = p->t.out_h = c->size;
 	p->t.crop_frac = c->val_crop_frac;

@@ -401,7 +401,9 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 		  "cannot load weights: no path or no model");
 	st_file *f = NULL;
 	FORWARD_IF_ERR(st_open(path, &f, err));
-	int rc = nn_checkpoint_load_init_file(f, m, flags, report, err);
+	/* a file opened here is verified here */
+	int rc = nn_checkpoint_load_init_file(f, m, flags & ~NN_INIT_VERIFIED,
+					      report, err);
 	st_close(f);
 	return rc;
 }
@@ -431,7 +433,12 @@ int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
 	if (!src || !action || !cval || !r.missing || !r.reinit || !r.unexpected)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot load '%s': out of memory",
 			  path);
-	GOTO_IF_ERR(out, rc, verify_checksum(f, "cannot load", &r.verified, err));
+	/* verified by the caller on this open file: its content is what was
+	 * verified (a file replaced at its path is another file) */
+	if (flags & NN_INIT_VERIFIED)
+		r.verified = st_metadata_get(f, CHECKSUM_KEY) != NULL;
+	else
+		GOTO_IF_ERR(out, rc, verify_checksum(f, "cannot load", &r.verified, err));
 
 	/* Pass 1: decide and check everything; the model is not touched. */
 	for (int i = 0; i < nt; i++) {

@@ -84,6 +84,11 @@ typedef struct nn_load_report {
 				 for other classes of the same count) */
 #define NN_INIT_FILE_CRC 4u   /* fill report->file_bytes and file_crc32c
 				 (one more read of the whole file) */
+#define NN_INIT_VERIFIED 8u   /* nn_checkpoint_load_init_file only: the
+				 caller verified this open file already
+				 (nn_checkpoint_verify), so its content is
+				 not read for the checksum again;
+				 report->verified says whether it has one */
 
 /* Frees what r holds and zeroes it. r may be NULL; a zeroed report is
  * fine. */
@@ -135,7 +140,10 @@ int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
  * As nn_checkpoint_load_init, from f, a file the caller opened (st_open)
  * and may have read already (its model card, its options): what is
  * loaded is what was read, even when the file at its path is replaced
- * meanwhile. Messages name st_path(f). f stays open, the caller's.
+ * meanwhile. With NN_INIT_VERIFIED in flags, f is taken as verified by
+ * the caller (nn_checkpoint_verify of this same open file) and its
+ * checksum is not computed again. Messages name st_path(f). f stays open,
+ * the caller's.
  */
 int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
 				 nn_load_report *report, ims_error *err);

@@ -48,6 +48,10 @@ typedef struct nn_eval_opts {
 				       the weights are the card's even if
 				       the path is replaced meanwhile; it
 				       stays the caller's */
+	int weights_verified;       /* 1: the caller verified weights_file
+				       (nn_checkpoint_verify), so its
+				       checksum is not computed again; 0
+				       (default): verified on load */
 	const nn_model_card *card;  /* the model and its input; every field
 				       known (NN_CARD_ALL) */
 	const char *device;         /* "cpu" (default) or "cuda" */

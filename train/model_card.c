@@ -373,12 +373,13 @@ int nn_model_load_weights(const char *path, nn_model *m, ims_error *err)
 		  "cannot load weights: no path or no model");
 	st_file *f = NULL;
 	FORWARD_IF_ERR(st_open(path, &f, err));
-	int rc = nn_model_load_weights_file(f, m, err);
+	int rc = nn_model_load_weights_file(f, m, 0, err);
 	st_close(f);
 	return rc;
 }
 
-int nn_model_load_weights_file(const st_file *f, nn_model *m, ims_error *err)
+int nn_model_load_weights_file(const st_file *f, nn_model *m, int verified,
+			       ims_error *err)
 {
 	RETURN_IF(!f || !m, err, IMS_EINVAL,
 		  "cannot load weights: no file or no model");
@@ -387,11 +388,12 @@ int nn_model_load_weights_file(const st_file *f, nn_model *m, ims_error *err)
 	if (rc < 0)
 		return rc;
 	/* every tensor is there: --init's loader takes them all, converting
-	 * dtypes (and verifies whatever it verifies on load), from the file
-	 * just checked */
+	 * dtypes (and verifies the checksum, unless the caller did on this
+	 * open file), from the file just checked */
 	nn_load_report rep;
 	memset(&rep, 0, sizeof(rep));
-	rc = nn_checkpoint_load_init_file(f, m, 0, &rep, err);
+	rc = nn_checkpoint_load_init_file(f, m, verified ? NN_INIT_VERIFIED : 0, &rep,
+					  err);
 	if (rc == 0 && rep.loaded != nn_model_tensor_count(m))
 		rc = ims_fail(err, IMS_EINVAL,
 			      "cannot load '%s': %d of %d tensors loaded", path,

@@ -126,8 +126,12 @@ int nn_model_load_weights(const char *path, nn_model *m, ims_error *err);
  * As nn_model_load_weights, from f, a file the caller opened (st_open)
  * and read its card from (nn_model_card_read): the weights loaded are
  * those of the card read, even when the file at its path is replaced
- * meanwhile. Messages name st_path(f). f stays open, the caller's.
+ * meanwhile. verified: 1 when the caller verified this open file already
+ * (nn_checkpoint_verify, as it would before reading the card), so its
+ * checksum is not computed again; 0: verified here. Messages name
+ * st_path(f). f stays open, the caller's.
  */
-int nn_model_load_weights_file(const st_file *f, nn_model *m, ims_error *err);
+int nn_model_load_weights_file(const st_file *f, nn_model *m, int verified,
+			       ims_error *err);
 
 #endif

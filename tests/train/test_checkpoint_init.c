@@ -5,8 +5,9 @@
  * unexpected tensors, a backbone tensor of another shape or dtype, one
  * that is not finite or a running variance below 0,
  * refused with the model untouched, half-precision files, the file's
- * size and CRC-32C in the report when asked for (NN_INIT_FILE_CRC), and a
- * hand-written torchvision file.
+ * size and CRC-32C in the report when asked for (NN_INIT_FILE_CRC), an
+ * open file the caller verified not verified again (NN_INIT_VERIFIED), and
+ * a hand-written torchvision file.
  * Saving and resuming is test_checkpoint.c's.
  */
 #include <math.h>
@@ -63,6 +64,66 @@ static void test_init_same(void)
 	CHECK(ckpt_same_tensors(a, c));
 
 	nn_optim_free(oa);
+	nn_model_free(a);
+	nn_model_free(b);
+	nn_model_free(c);
+}
+
+/*
+ * NN_INIT_VERIFIED: the caller verified this open file (nn_checkpoint_verify,
+ * as eval, predict and export do before reading the card), so the load
+ * does not compute its checksum again: a byte changed in place after the
+ * verification shows which. Without the flag, and whenever the load opens
+ * the file itself, it is verified.
+ */
+static void test_init_verified(void)
+{
+	ims_error e;
+	char path[4300];
+	ckpt_path_in(path, sizeof(path), "verified.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 17);
+	CHECK_OK(nn_checkpoint_save(path, a, NULL, NULL, &e), &e);
+	st_file *f = NULL;
+	CHECK_OK(st_open(path, &f, &e), &e);
+	int verified = 0;
+	CHECK_OK(nn_checkpoint_verify(f, &verified, &e), &e);
+	CHECK_EQ_INT(verified, 1);
+	/* a mantissa byte of features.0.weight[0], changed in place (the map
+	 * sees it) */
+	const st_tensor *w = st_find(f, "features.0.weight");
+	CHECK(w != NULL);
+	FILE *fp = fopen(path, "r+b");
+	CHECK(fp != NULL);
+	uint8_t h[8] = {0};
+	uint64_t hlen = 0;
+	CHECK(fp && fread(h, 1, 8, fp) == 8);
+	for (int i = 0; i < 8; i++)
+		hlen |= (uint64_t)h[i] << (8 * i);
+	const long at = (long)(8 + hlen + (w ? w->offset : 0) + 1);
+	CHECK(fp && fseek(fp, at, SEEK_SET) == 0);
+	const int was = fp ? fgetc(fp) : 0;
+	CHECK(fp && fseek(fp, at, SEEK_SET) == 0 && fputc(was ^ 0x01, fp) != EOF);
+	if (fp)
+		CHECK_EQ_INT(fclose(fp), 0);
+
+	nn_model *b = ckpt_make("convnet7", 5, 16, 2);
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init_file(f, b, NN_INIT_VERIFIED, &r, &e), &e);
+	CHECK_EQ_INT(r.verified, 1);
+	CHECK_EQ_INT(r.loaded, nn_model_tensor_count(b));
+	CHECK(!ckpt_same_named(a, b, "features.0.weight"));
+	CHECK(ckpt_same_named(a, b, "features.1.weight"));
+	nn_load_report_release(&r);
+	/* not vouched for: verified, and refused */
+	nn_model *c = ckpt_make("convnet7", 5, 16, 3);
+	CHECK_EQ_INT(nn_checkpoint_load_init_file(f, c, 0, &r, &e), IMS_ECORRUPT);
+	CHECK(strstr(e.msg, "does not match its checksum") != NULL);
+	/* a file the load opens itself is verified whatever the flags */
+	CHECK_EQ_INT(nn_checkpoint_load_init(path, c, NN_INIT_VERIFIED, &r, &e),
+		     IMS_ECORRUPT);
+	CHECK(ckpt_report_empty(&r));
+	st_close(f);
 	nn_model_free(a);
 	nn_model_free(b);
 	nn_model_free(c);
@@ -495,6 +556,7 @@ int main(void)
 {
 	ckpt_setup("checkpoint-init");
 	test_init_same();
+	test_init_verified();
 	test_init_head();
 	test_init_missing_unexpected();
 	test_init_mismatch();

@@ -291,13 +291,13 @@ static void test_load_weights_file(void)
 	/* replaced by rename, as checkpoints are */
 	CHECK_EQ_INT(nn_checkpoint_save(ck, d, NULL, NULL, &e), 0);
 	nn_model *b = make("convnet7", 3, 2);
-	CHECK_EQ_INT(nn_model_load_weights_file(f, b, &e), 0);
+	CHECK_EQ_INT(nn_model_load_weights_file(f, b, 0, &e), 0);
 	CHECK(memcmp(pa, nn_model_params(b, NULL), np * sizeof(float)) == 0);
 	/* refusals name the path */
 	nn_model *c = make("convnet7", 4, 3);
-	CHECK_EQ_INT(nn_model_load_weights_file(f, c, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_model_load_weights_file(f, c, 0, &e), IMS_EINVAL);
 	CHECK(strstr(e.msg, ck) != NULL);
-	CHECK_EQ_INT(nn_model_load_weights_file(NULL, c, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_model_load_weights_file(NULL, c, 0, &e), IMS_EINVAL);
 	st_close(f);
 	/* the path now: the other weights */
 	CHECK_EQ_INT(nn_model_load_weights(ck, b, &e), 0);

@@ -322,7 +322,8 @@ static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
 	/* no backward: an arena of what evaluation needs alone */
 	FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_EVAL, err));
 	if (o->weights_file)
-		return nn_model_load_weights_file(o->weights_file, r->m, err);
+		return nn_model_load_weights_file(o->weights_file, r->m,
+						  o->weights_verified, err);
 	return nn_model_load_weights(o->weights, r->m, err);
 }
 
