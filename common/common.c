@@ -103,6 +103,30 @@ void ims_deadline(double seconds, struct timespec *until)
 	until->tv_nsec = (long)(ns % 1000000000);
 }
 
+/* mkdir of one folder of a path (dir), existing already being fine;
+ * what stands at its name instead is named for what it is: "a FIFO",
+ * "a regular file", "a symbolic link to nothing" (mkdir's EEXIST for all
+ * of them). */
+static int mkdir_one(const char *dir, ims_error *err)
+{
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return ims_fail(err, IMS_EIO, "cannot create folder '%s': %s", dir,
+				strerror(errno));
+	struct stat st;
+	if (stat(dir, &st) == 0)
+		return S_ISDIR(st.st_mode)
+			       ? 0
+			       : ims_fail(err, IMS_EIO,
+					  "cannot create folder '%s': %s of that name exists",
+					  dir, ims_file_kind(st.st_mode));
+	const int e = errno;
+	RETURN_IF(lstat(dir, &st) == 0 && S_ISLNK(st.st_mode), err, IMS_EIO,
+		  "cannot create folder '%s': a symbolic link to nothing of that "
+		  "name exists",
+		  dir);
+	return ims_fail(err, IMS_EIO, "cannot create folder '%s': %s", dir, strerror(e));
+}
+
 int ims_mkdir_p(const char *path, ims_error *err)
 {
 	char buf[4096];
@@ -113,18 +137,10 @@ int ims_mkdir_p(const char *path, ims_error *err)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-			return ims_fail(err, IMS_EIO, "cannot create folder '%s': %s",
-					buf, strerror(errno));
+		FORWARD_IF_ERR(mkdir_one(buf, err));
 		*p = '/';
 	}
-	if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-		return ims_fail(err, IMS_EIO, "cannot create folder '%s': %s", buf,
-				strerror(errno));
-	struct stat st;
-	RETURN_IF(stat(buf, &st) != 0 || !S_ISDIR(st.st_mode), err, IMS_EIO,
-		  "cannot create folder '%s': a file of that name exists", buf);
-	return 0;
+	return mkdir_one(buf, err);
 }
 
 int ims_mkdir_p_created(const char *path, char **created, ims_error *err)

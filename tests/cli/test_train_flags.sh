@@ -66,6 +66,22 @@ for f in checkpoint.safetensors summary.json eval.json per_class.csv confusion.c
   contains "$T/err" "'$T/fold/$f' is a folder, and this run writes a file of that name"
   absent "$T/fold/metrics.jsonl"
 done
+# a --checkpoint-dir or --log-dir that is not a folder is named for what
+# it is (before: "a file of that name exists" for a FIFO, a socket, or a
+# link to nothing)
+mkfifo "$T/fifo"
+ln -s "$T/nowhere" "$T/dangling"
+for flag in --checkpoint-dir --log-dir; do
+  expect 1 fit --max-steps 1 $flag "$T/fifo"
+  one_line "$T/err"
+  contains "$T/err" "cannot create folder '$T/fifo': a FIFO of that name exists"
+  expect 1 fit --max-steps 1 $flag "$T/dangling/sub"
+  one_line "$T/err"
+  contains "$T/err" "cannot create folder '$T/dangling': a symbolic link to nothing of that name exists"
+done
+: >"$T/plain"
+expect 1 fit --max-steps 1 --checkpoint-dir "$T/plain"
+contains "$T/err" "cannot create folder '$T/plain': a regular file of that name exists"
 # without --val no per-class file is written: a folder there is harmless
 rm -rf "$T/fold" && mkdir -p "$T/fold/eval.json"
 expect 0 fit --max-steps 1 --log-dir "$T/fold"

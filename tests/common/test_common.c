@@ -64,8 +64,28 @@ int main(void)
 	snprintf(missing, sizeof(missing), "%s/nope", dir);
 	CHECK_EQ_INT(ims_read_file(missing, &data, &len, 0, &e), IMS_ENOTFOUND);
 	CHECK(strstr(e.msg, "nope") != NULL);
-	/* A file in the way of a folder is an error, not a crash. */
+	/* A file in the way of a folder is an error, not a crash, named for
+	 * what it is, in the path or at its end (before: "a file" whatever
+	 * it was, and "No such file or directory" below a link to nothing) */
 	CHECK(ims_mkdir_p(file, &e) < 0);
+	CHECK(strstr(e.msg, "': a regular file of that name exists") != NULL);
+	char fifo[4300], below[4400], dangling[4300];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(dangling, sizeof(dangling), "%s/dangling", dir);
+	CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+	CHECK_EQ_INT(symlink("nowhere", dangling), 0);
+	CHECK_EQ_INT(ims_mkdir_p(fifo, &e), IMS_EIO);
+	snprintf(below, sizeof(below), "cannot create folder '%s': a FIFO of that name exists", fifo);
+	CHECK_EQ_STR(e.msg, below);
+	snprintf(below, sizeof(below), "%s/x/y", fifo);
+	CHECK_EQ_INT(ims_mkdir_p(below, &e), IMS_EIO);
+	CHECK(strstr(e.msg, "/fifo': a FIFO of that name exists") != NULL);
+	snprintf(below, sizeof(below), "%s/x", dangling);
+	CHECK_EQ_INT(ims_mkdir_p(below, &e), IMS_EIO);
+	snprintf(below, sizeof(below),
+		 "cannot create folder '%s': a symbolic link to nothing of that name exists",
+		 dangling);
+	CHECK_EQ_STR(e.msg, below);
 	/* mkdir -p says the outermost folder it made; removal of made
 	 * folders stops at the first that is not empty. */
 	char *made = NULL;
