@@ -109,9 +109,10 @@ int cmd_export(int argc, char **argv)
 	const int size = (card.have & NN_CARD_SIZE) ? card.size : 224;
 	rc = nn_ctx_init_cpu(&ctx, 1, &err);
 	ctx_ok = rc == 0;
+	/* no weights drawn: every tensor is loaded below, or the load fails */
 	if (!rc)
-		rc = nn_model_create(&ctx, card.model, card.classes, size, size, 1, 0,
-				     &m, &err);
+		rc = nn_model_create_unset(&ctx, card.model, card.classes, size, size, 1,
+					   &m, &err);
 	if (!rc)
 		rc = nn_model_set_use(m, NN_USE_EVAL, &err);
 	if (!rc)

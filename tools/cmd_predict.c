@@ -171,8 +171,9 @@ static int predictor_open(predictor *p, const st_file *weights,
 {
 	FORWARD_IF_ERR(nn_ctx_init_cpu(&p->ctx, threads, err));
 	p->ctx_ok = 1;
-	FORWARD_IF_ERR(nn_model_create(&p->ctx, c->model, c->classes, c->size,
-				       c->size, batch, 0, &p->m, err));
+	/* no weights drawn: every tensor is loaded below, or the load fails */
+	FORWARD_IF_ERR(nn_model_create_unset(&p->ctx, c->model, c->classes, c->size,
+					     c->size, batch, &p->m, err));
 	FORWARD_IF_ERR(nn_model_set_use(p->m, NN_USE_EVAL, err));
 	/* verified when opened (model_weights_open) */
 	FORWARD_IF_ERR(nn_model_load_weights_file(weights, p->m, 1, err));

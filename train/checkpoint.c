@@ -243,6 +243,11 @@ int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 	RETURN_IF(opt && nn_optim_param_count(opt) != np, err, IMS_EINVAL,
 		  "cannot save checkpoint '%s': the optimiser has %zu parameters, model %s has %zu",
 		  path, nn_optim_param_count(opt), nn_model_name(m), np);
+	/* zeros are no weights: the load meant to fill the model did not */
+	RETURN_IF(nn_model_weights_unset(m), err, IMS_EINVAL,
+		  "cannot save checkpoint '%s': model %s holds no weights (its "
+		  "load did not happen)",
+		  path, nn_model_name(m));
 	for (size_t i = 0; meta && meta[i]; i += 2) {
 		RETURN_IF(!meta[i + 1], err, IMS_EINVAL,
 			  "cannot save checkpoint '%s': metadata key '%s' has no value",
@@ -511,6 +516,9 @@ int nn_checkpoint_load_init_file(const st_file *f, nn_model *m, unsigned flags,
 							      ti->count, err));
 	}
 	GOTO_IF_ERR(out, rc, view_commit(&v, err));
+	/* every tensor written: a model made unset for this load may run */
+	if (r.loaded == nt)
+		nn_model_set_loaded(m);
 	if (report) {
 		/* a read of the whole file: only for a caller that records it */
 		if (flags & NN_INIT_FILE_CRC)
@@ -696,6 +704,7 @@ int nn_checkpoint_load_resume_file(const st_file *f, nn_model *m, nn_optim *opt,
 	GOTO_IF_ERR(out, rc, view_commit(&v, err));
 	if (opt)
 		GOTO_IF_ERR(out, rc, nn_optim_set_step_count(opt, step, err));
+	nn_model_set_loaded(m); /* every tensor, or an error above */
 	rc = 0;
 out:
 	view_close(&v);

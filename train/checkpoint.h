@@ -42,8 +42,9 @@
  * the keys "format" and "checksum" are reserved. Nothing is kept after
  * the call.
  * Errors: IMS_EINVAL (optimiser size differs from the model's, a key
- * without a value, "format" or "checksum" in meta, invalid UTF-8),
- * IMS_EIO (message names the file), IMS_ENOMEM.
+ * without a value, "format" or "checksum" in meta, invalid UTF-8, a model
+ * of nn_model_create_unset whose weights were never loaded), IMS_EIO
+ * (message names the file), IMS_ENOMEM.
  */
 int nn_checkpoint_save(const char *path, nn_model *m, nn_optim *opt,
 		       const char *const *meta, ims_error *err);
@@ -131,7 +132,9 @@ void nn_load_report_release(nn_load_report *r);
  * counter stored as F8), IMS_ELIMIT (a U64 counter above INT64_MAX),
  * IMS_ENOMEM; m is then unchanged. Loading fewer tensors than the model
  * has is no error here: the caller decides (imshard-train refuses it
- * without --init-partial).
+ * without --init-partial). A load of every model tensor makes a model of
+ * nn_model_create_unset runnable (nn_model_set_loaded); one of fewer
+ * leaves it refusing to run.
  */
 int nn_checkpoint_load_init(const char *path, nn_model *m, unsigned flags,
 			    nn_load_report *report, ims_error *err);
@@ -187,7 +190,8 @@ int nn_checkpoint_verify(const st_file *f, int *verified, ims_error *err);
  * bad element and the value;
  * optimiser size differs from the model's),
  * IMS_ECORRUPT (content and checksum differ, negative step count), IMS_EUNSUPPORTED (another format
- * version), IMS_ENOMEM; m and opt are then unchanged.
+ * version), IMS_ENOMEM; m and opt are then unchanged. On success every
+ * tensor was written: a model of nn_model_create_unset may run.
  */
 int nn_checkpoint_load_resume(const char *path, nn_model *m, nn_optim *opt,
 			      st_file **file_out, ims_error *err);

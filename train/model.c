@@ -123,9 +123,23 @@ const char *const *nn_model_names(void)
 	return nn_models_known;
 }
 
-int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
-		    int in_w, int max_batch, uint64_t seed, nn_model **out,
-		    ims_error *err)
+/* Parameters, buffers and counters 0: for a model whose every tensor a
+ * load writes next (nn_model_create_unset). */
+static int zero_weights(nn_model *m, ims_error *err)
+{
+	nn_ctx *ctx = m->ctx;
+	FORWARD_IF_ERR(ctx->be->zero(ctx, m->params, m->n_params * sizeof(float), err));
+	FORWARD_IF_ERR(ctx->be->zero(ctx, m->buffers, m->n_buffers * sizeof(float), err));
+	memset(m->counters, 0, (m->n_counters ? m->n_counters : 1) * sizeof(int64_t));
+	m->unset = 1;
+	return 0;
+}
+
+/* draw: 1 to initialise the weights from seed, 0 to leave them 0 and the
+ * model unset. */
+static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
+		  int in_w, int max_batch, int draw, uint64_t seed,
+		  nn_model **out, ims_error *err)
 {
 	RETURN_IF(!ctx || !name || !out, err, IMS_EINVAL,
 		  "cannot build a model: missing argument");
@@ -180,7 +194,7 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 	if (!rc)
 		rc = allocate(m, err);
 	if (!rc)
-		rc = init_weights(m, seed, err);
+		rc = draw ? init_weights(m, seed, err) : zero_weights(m, err);
 	m->build_err = NULL;
 	if (rc) {
 		nn_model_free(m);
@@ -188,6 +202,30 @@ int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 	}
 	*out = m;
 	return 0;
+}
+
+int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
+		    int in_w, int max_batch, uint64_t seed, nn_model **out,
+		    ims_error *err)
+{
+	return create(ctx, name, classes, in_h, in_w, max_batch, 1, seed, out, err);
+}
+
+int nn_model_create_unset(nn_ctx *ctx, const char *name, int classes, int in_h,
+			  int in_w, int max_batch, nn_model **out, ims_error *err)
+{
+	return create(ctx, name, classes, in_h, in_w, max_batch, 0, 0, out, err);
+}
+
+void nn_model_set_loaded(nn_model *m)
+{
+	if (m)
+		m->unset = 0;
+}
+
+int nn_model_weights_unset(const nn_model *m)
+{
+	return m ? m->unset : 0;
 }
 
 void nn_model_free(nn_model *m)

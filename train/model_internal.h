@@ -154,6 +154,9 @@ struct nn_model {
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
 	nn_model_mem mem;
+	int unset;         /* 1: made by nn_model_create_unset, its weights
+			      0 until a load wrote every tensor
+			      (nn_model_set_loaded) */
 };
 
 /* 1 when the kernels read the input's and the weights' copies (x16,

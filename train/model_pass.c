@@ -189,6 +189,9 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		  m->name);
 	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
 		  "cannot run %s: its activations could not be allocated", m->name);
+	RETURN_IF(m->unset, err, IMS_EINVAL,
+		  "cannot run %s: its weights were never loaded (made for a load "
+		  "of every tensor, which did not happen)", m->name);
 	nn_ctx *ctx = m->ctx;
 	FORWARD_IF_ERR(same_precision(m, "", err));
 	const nn_backend *be = ctx->be;

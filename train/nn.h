@@ -372,6 +372,28 @@ const char *const *nn_model_names(void);
 int nn_model_create(nn_ctx *ctx, const char *name, int classes, int in_h,
 		    int in_w, int max_batch, uint64_t seed, nn_model **out,
 		    ims_error *err);
+
+/*
+ * As nn_model_create, without drawing weights, for a caller that loads
+ * every tensor next (nn_model_load_weights, nn_checkpoint_load_resume):
+ * every parameter, running statistic and counter is 0 (drawing them is
+ * most of the work of making a model that evaluates a few images, and
+ * the load overwrites them all). Until something says every tensor was
+ * written (nn_model_set_loaded, which the checkpoint library's loads
+ * call), nn_model_forward refuses the model (IMS_EINVAL, "cannot run
+ * NAME: its weights were never loaded ...") and nn_checkpoint_save
+ * refuses to save it: a tensor left out is never computed with, nor
+ * written, as a silent 0. Errors: nn_model_create's.
+ */
+int nn_model_create_unset(nn_ctx *ctx, const char *name, int classes, int in_h,
+			  int in_w, int max_batch, nn_model **out, ims_error *err);
+/* Says every tensor of m was written (a model of nn_model_create_unset
+ * may run from now on; for one of nn_model_create, nothing changes). m
+ * may be NULL. */
+void nn_model_set_loaded(nn_model *m);
+/* 1 while m, made by nn_model_create_unset, has not been loaded
+ * (nn_model_set_loaded); 0 otherwise (NULL included). */
+int nn_model_weights_unset(const nn_model *m);
 /* Frees the model and its device memory. m may be NULL. */
 void nn_model_free(nn_model *m);
 

@@ -6,16 +6,19 @@
  * that is not finite or a running variance below 0,
  * refused with the model untouched, half-precision files, the file's
  * size and CRC-32C in the report when asked for (NN_INIT_FILE_CRC), an
- * open file the caller verified not verified again (NN_INIT_VERIFIED), and
- * a hand-written torchvision file.
+ * open file the caller verified not verified again (NN_INIT_VERIFIED), a
+ * model made without weights (nn_model_create_unset) refusing to run until
+ * every tensor is loaded, and a hand-written torchvision file.
  * Saving and resuming is test_checkpoint.c's.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint_test.h"
+#include "train/model_card.h"
 #include "nn_test_util.h"
 #include "test.h"
 
@@ -127,6 +130,88 @@ static void test_init_verified(void)
 	nn_model_free(a);
 	nn_model_free(b);
 	nn_model_free(c);
+}
+
+/* A forward pass of m in evaluation on x (2 x 3 x 16 x 16): its return
+ * code, the logits (2 x classes) copied into out when it ran. */
+static int forward_of(nn_model *m, const float *x, float *out, size_t n,
+		      ims_error *e)
+{
+	const float *logits = NULL;
+	int rc = nn_model_forward(m, x, 2, 0, 0, &logits, e);
+	if (!rc)
+		memcpy(out, logits, n * sizeof(float));
+	return rc;
+}
+
+/*
+ * A model made unset (nn_model_create_unset: no weights drawn, for a load
+ * of every tensor) holds zeros and refuses to run or be saved until a
+ * load wrote every tensor; one that left a tensor out (a file without it)
+ * keeps refusing: never a silent zero. Loaded whole it computes what a
+ * drawn model loaded from the same file computes, bit for bit.
+ */
+static void test_init_unset(void)
+{
+	ims_error e;
+	char path[4300], part[4300], out[4300];
+	ckpt_path_in(path, sizeof(path), "unset.safetensors");
+	ckpt_path_in(part, sizeof(part), "unset-part.safetensors");
+	ckpt_path_in(out, sizeof(out), "unset-out.safetensors");
+	nn_model *a = ckpt_make("convnet7", 5, 16, 1);
+	ckpt_scramble(a, 23);
+	CHECK_OK(nn_checkpoint_save(path, a, NULL, NULL, &e), &e);
+	const char *skip[] = {"classifier.3.bias", NULL};
+	ckpt_variant v = {.skip = skip};
+	ckpt_write_variant(part, a, &v);
+
+	nn_model *u = NULL;
+	CHECK_OK(nn_model_create_unset(&ckpt_ctx, "convnet7", 5, 16, 16, 2, &u, &e), &e);
+	if (!u)
+		return;
+	CHECK_EQ_INT(nn_model_weights_unset(u), 1);
+	size_t np, nb;
+	const float *p = nn_model_params(u, &np), *b = nn_model_buffers(u, &nb);
+	int zeros = 1;
+	for (size_t i = 0; i < np; i++)
+		zeros &= p[i] == 0;
+	for (size_t i = 0; i < nb; i++)
+		zeros &= b[i] == 0;
+	CHECK(zeros);
+	float x[2 * 3 * 16 * 16], la[10], lu[10];
+	nn_test_fill(x, sizeof(x) / sizeof(x[0]), 5, -1, 1);
+	CHECK_EQ_INT(forward_of(u, x, lu, 10, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "cannot run convnet7: its weights were never loaded") != NULL);
+	CHECK_EQ_INT(nn_checkpoint_save(out, u, NULL, NULL, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "holds no weights") != NULL);
+	CHECK(access(out, F_OK) != 0);
+
+	/* a tensor left out: loaded as far as it goes, still unset */
+	nn_load_report r;
+	CHECK_OK(nn_checkpoint_load_init(part, u, 0, &r, &e), &e);
+	CHECK_EQ_INT(r.n_missing, 1);
+	nn_load_report_release(&r);
+	CHECK_EQ_INT(nn_model_weights_unset(u), 1);
+	CHECK_EQ_INT(forward_of(u, x, lu, 10, &e), IMS_EINVAL);
+	/* strictly, as eval, predict and export load */
+	CHECK_EQ_INT(nn_model_load_weights(part, u, &e), IMS_EINVAL);
+	CHECK_EQ_INT(nn_model_weights_unset(u), 1);
+
+	/* every tensor: it runs, as the drawn model loaded alike */
+	CHECK_OK(nn_model_load_weights(path, u, &e), &e);
+	CHECK_EQ_INT(nn_model_weights_unset(u), 0);
+	nn_model *d = ckpt_make("convnet7", 5, 16, 7);
+	CHECK_EQ_INT(nn_model_weights_unset(d), 0);
+	CHECK_OK(nn_model_load_weights(path, d, &e), &e);
+	CHECK_OK(forward_of(u, x, lu, 10, &e), &e);
+	CHECK_OK(forward_of(d, x, la, 10, &e), &e);
+	CHECK(memcmp(la, lu, sizeof(la)) == 0);
+	CHECK_OK(nn_checkpoint_save(out, u, NULL, NULL, &e), &e);
+	CHECK_EQ_INT(nn_model_weights_unset(NULL), 0);
+	nn_model_set_loaded(NULL);
+	nn_model_free(a);
+	nn_model_free(u);
+	nn_model_free(d);
 }
 
 /* Another class count: the head keeps its initialisation. */
@@ -557,6 +642,7 @@ int main(void)
 	ckpt_setup("checkpoint-init");
 	test_init_same();
 	test_init_verified();
+	test_init_unset();
 	test_init_head();
 	test_init_missing_unexpected();
 	test_init_mismatch();

@@ -317,8 +317,9 @@ static int eval_loader(run *r, const nn_eval_opts *o, ims_error *err)
 static int eval_model(run *r, const nn_eval_opts *o, ims_error *err)
 {
 	const nn_model_card *c = o->card;
-	FORWARD_IF_ERR(nn_model_create(&r->ctx, c->model, c->classes, c->size,
-				       c->size, o->batch_size, 0, &r->m, err));
+	/* no weights drawn: every tensor is loaded below, or the load fails */
+	FORWARD_IF_ERR(nn_model_create_unset(&r->ctx, c->model, c->classes, c->size,
+					     c->size, o->batch_size, &r->m, err));
 	/* no backward: an arena of what evaluation needs alone */
 	FORWARD_IF_ERR(nn_model_set_use(r->m, NN_USE_EVAL, err));
 	if (o->weights_file)

@@ -508,13 +508,22 @@ static int init_classes_differ(run *r, const st_file *f, init_card_notes *n)
 /*
  * The model, from --init's weights when given, and the same on every
  * rank: rank 0's parameters and running statistics broadcast (over NCCL
- * between devices, its id sent over MPI).
+ * between devices, its id sent over MPI). A resumed run's weights are
+ * all its checkpoint's, which every rank reads (loop_open_checkpoints):
+ * none are drawn, nor broadcast, and the model refuses to run until that
+ * load wrote every tensor (nn_model_create_unset).
  */
 int loop_make_model(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	FORWARD_IF_ERR(nn_model_create(&r->ctx, o->net.model, r->data.classes, o->data.size,
-				       o->data.size, o->optim.batch_size, o->seed, &r->m, err));
+	if (o->out.resume)
+		FORWARD_IF_ERR(nn_model_create_unset(&r->ctx, o->net.model, r->data.classes,
+						     o->data.size, o->data.size,
+						     o->optim.batch_size, &r->m, err));
+	else
+		FORWARD_IF_ERR(nn_model_create(&r->ctx, o->net.model, r->data.classes,
+					       o->data.size, o->data.size,
+					       o->optim.batch_size, o->seed, &r->m, err));
 	nn_model_freeze_bn(r->m, o->net.freeze_bn);
 	FORWARD_IF_ERR(nn_model_set_rank(r->m, r->dp.rank, r->dp.world, err));
 	/* a frozen backbone's activations are not kept for a backward that
@@ -564,9 +573,14 @@ int loop_make_model(run *r, ims_error *err)
 	if (r->dp.world > 1 && nn_ctx_has_staging(&r->ctx)) {
 		FORWARD_IF_ERR(dp_nccl_create(r->dp.comm, &r->ctx, o->comm.collective_timeout,
 					      &r->dp.nccl, err));
+		if (o->out.resume)
+			return 0;
 		FORWARD_IF_ERR(dp_nccl_broadcast(r->dp.nccl, params, np, 0, err));
 		return dp_nccl_broadcast(r->dp.nccl, bufs, nb, 0, err);
 	}
+	/* every rank agreed on --resume (loop_agree) */
+	if (o->out.resume)
+		return 0;
 	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, params, np * sizeof(float), 0, err));
 	return dp_broadcast(r->dp.comm, bufs, nb * sizeof(float), 0, err);
 }
