@@ -611,6 +611,13 @@ if have_mpi; then
   expect 1 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume : \
     -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkB" --resume
   contains "$T/err" "cannot resume: ranks 0 and 1 read different checkpoints (rank 0's is at step 2 of epoch 1, rank 1's at step 3 of epoch 1): every rank must resume from the same file"
+  # at the same step, other weights (another run's): said so (before:
+  # "rank 0's is at step 2 of epoch 1, rank 1's at step 2 of epoch 1")
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${res[@]}" --max-steps 2 --lr 0.05 --checkpoint-dir "$T/rkL"
+  expect 1 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume : \
+    -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkL" --resume
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for checkpoints at one step"
+  contains "$T/err" "cannot resume: ranks 0 and 1 read different checkpoints (both at step 2 of epoch 1, with other contents: other weights or another position in the epoch): every rank must resume from the same file"
   # a setting every rank's checkpoint refuses alike is told once, with no
   # abort (before: a line per rank, then MPI_ABORT's banner)
   expect 1 mpi -np 2 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --seed 5

@@ -208,17 +208,29 @@ int loop_agree_resume(run *r, ims_error *err)
 	double *all = malloc((size_t)r->dp.world * 3 * sizeof(double));
 	RETURN_IF(!all, err, IMS_ENOMEM, "cannot resume: out of memory");
 	int rc = dp_allgather_f64(r->dp.comm, mine, 3, all, err);
-	for (int k = 1; !rc && k < r->dp.world; k++)
-		if (all[3 * (size_t)k] != all[0]) {
+	for (int k = 1; !rc && k < r->dp.world; k++) {
+		const double *o = all + 3 * (size_t)k;
+		if (o[0] == all[0])
+			continue;
+		/* the same step and epoch: what differs is the content (the
+		 * weights of another run, or another position in the epoch) */
+		if (o[1] == all[1] && o[2] == all[2])
 			rc = ims_fail(err, IMS_EINVAL,
-				 "cannot resume: ranks 0 and %d read different "
-				 "checkpoints (rank 0's is at step %.0f of epoch "
-				 "%.0f, rank %d's at step %.0f of epoch %.0f): "
-				 "every rank must resume from the same file",
-				 k, all[1], all[2] + 1, k, all[3 * (size_t)k + 1],
-				 all[3 * (size_t)k + 2] + 1);
-			loop_failed_alike(r);
-		}
+				      "cannot resume: ranks 0 and %d read different "
+				      "checkpoints (both at step %.0f of epoch %.0f, "
+				      "with other contents: other weights or another "
+				      "position in the epoch): every rank must resume "
+				      "from the same file",
+				      k, all[1], all[2] + 1);
+		else
+			rc = ims_fail(err, IMS_EINVAL,
+				      "cannot resume: ranks 0 and %d read different "
+				      "checkpoints (rank 0's is at step %.0f of epoch "
+				      "%.0f, rank %d's at step %.0f of epoch %.0f): "
+				      "every rank must resume from the same file",
+				      k, all[1], all[2] + 1, k, o[1], o[2] + 1);
+		loop_failed_alike(r);
+	}
 	free(all);
 	return rc;
 }
