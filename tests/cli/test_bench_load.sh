@@ -140,6 +140,34 @@ print("ok")' "$@"
 }
 same "$(raw_ok "$T/d4" "$T/d5" "$T/d1" "$T/d6" 2>&1)" ok "raw dumps equal the PNG dumps"
 
+# --seed picks the order and the augmentation: the same seed gives the
+# same samples, another seed other ones. --augment none changes what the
+# same records become (same seed: the same records in the same places).
+expect 0 bl --dump 4 "$T/e0" --dump-format raw --dtype u8 --quiet
+expect 0 bl --dump 4 "$T/e0b" --dump-format raw --dtype u8 --seed 0 --quiet
+expect 0 bl --dump 4 "$T/e1" --dump-format raw --dtype u8 --seed 1 --quiet
+expect 0 bl --dump 4 "$T/en" --dump-format raw --dtype u8 --augment none --quiet
+diff -r "$T/e0" "$T/e0b" >/dev/null || fail "--seed 0 twice: other samples"
+diff -r "$T/e0" "$T/e1" >/dev/null && fail "--seed 1 gave the samples of --seed 0"
+same "$(ls "$T/en")" "$(ls "$T/e0")" "--augment none: the same records"
+diff -r "$T/e0" "$T/en" >/dev/null && fail "--augment none gave the default augmentation's samples"
+# --mean/--std: f32 samples are (pixel - mean) / std, per channel.
+expect 0 bl --dump 4 "$T/em" --dump-format raw --mean 10,20,30 --std 2,4,8 --quiet
+norm_ok() {
+  /usr/bin/python3 -c '
+import os, struct, sys
+plain, norm = sys.argv[1:3]
+n = 64 * 64
+for b in sorted(os.listdir(plain)):
+    f = struct.unpack("<%df" % (3 * n), open(os.path.join(plain, b), "rb").read())
+    g = struct.unpack("<%df" % (3 * n), open(os.path.join(norm, b), "rb").read())
+    for c, (m, s) in enumerate(((10, 2), (20, 4), (30, 8))):
+        for i in range(c * n, (c + 1) * n):
+            assert abs((f[i] - m) / s - g[i]) < 1e-4, (b, c, f[i], g[i])
+print("ok")' "$@"
+}
+same "$(norm_ok "$T/d6" "$T/em" 2>&1)" ok "--mean/--std normalise each channel"
+
 # A --dump into an earlier run's folder leaves this run's samples alone
 # there, never mixed with the earlier ones (before: --dump 2 into a folder
 # of 4 kept sample_2 and sample_3; a raw dump kept the PNGs). Files that
