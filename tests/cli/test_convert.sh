@@ -62,6 +62,12 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/o3" --val-ratio 0.25 --seed 6 \
   --per-class-train 10 --per-class-val 4 --quiet
 checks=$((checks + 1))
 cmp -s "$T/o/train.lst" "$T/o3/train.lst" && fail "another seed gave the same list"
+# --train-total/--val-total: N images in all, divided evenly, the
+# remainder one each to the lowest labels.
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/tot" --val-ratio 0.25 --train-total 10 \
+  --val-total 7 --quiet
+same "$(json "$T/tot/train.json" 'j["class_counts"]')" "[3, 3, 2, 2]" "--train-total 10"
+same "$(json "$T/tot/val.json" 'j["class_counts"]')" "[2, 2, 2, 1]" "--val-total 7"
 
 # Records are shuffled by default with --seed (every shard mixes the
 # classes), the manifests say so, and <split>.lst is the order packed;
