@@ -57,6 +57,49 @@ one_line "$T/err"
 contains "$T/err" "--warmup-epochs 5 is more than --epochs 1"
 expect 0 fit --epochs 2 --warmup-epochs 2 --max-steps 1
 
+# --- optimiser and schedule flags change the run ------------------------
+# 45 records, batch 8: 5 steps an epoch, 10 in 2 epochs. Each flag is
+# compared with the same run without it (same seed, same first weights):
+# an option parsed but not applied would log the default run's numbers.
+steps() { fit --epochs 2 --log-every 1 --log-dir "$T/$1" "${@:2}"; }
+# train NAME EXPR: EXPR of the list r of the run's training lines
+train() {
+  /usr/bin/python3 -c "import json,sys
+r=[x for x in map(json.loads, open(sys.argv[1])) if x['type'] == 'train']
+print($2)" "$T/$1/metrics.jsonl"
+}
+lrs() { train "$1" '[round(x["lr"], 6) for x in r]'; }
+expect 0 steps sch_def
+same "$(train sch_def 'len(r)')" 10 "(steps logged)"
+expect 0 steps sch_cos --schedule cosine
+same "$(lrs sch_cos)" "$(lrs sch_def)" "(cosine is the default)"
+expect 0 steps sch_const --schedule constant
+same "$(lrs sch_const)" "[0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]" "(--schedule constant)"
+expect 0 steps sch_step --schedule step
+same "$(lrs sch_step)" "[0.1, 0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.001, 0.001, 0.001]" "(--schedule step)"
+# warmup: (s + 1) / 5 of the peak over epoch 1, then cosine over the rest
+expect 0 steps warm --warmup-epochs 1
+same "$(lrs warm)" "[0.02, 0.04, 0.06, 0.08, 0.1, 0.1, 0.090451, 0.065451, 0.034549, 0.009549]" "(--warmup-epochs 1)"
+differs() { # BASE FROM NAME FLAGS...: NAME's losses are BASE's before step FROM, not after
+  local base=$1 from=$2 name=$3
+  shift 3
+  expect 0 steps "$name" "$@"
+  same "$(train "$name" "[x['loss'] for x in r][:$from - 1]")" \
+    "$(train "$base" "[x['loss'] for x in r][:$from - 1]")" "($* before step $from)"
+  checks=$((checks + 1))
+  [ "$(train "$name" "[x['loss'] for x in r][$from - 1]")" != "$(train "$base" "[x['loss'] for x in r][$from - 1]")" ] ||
+    fail "$* did not change step $from's loss"
+}
+# Nesterov's first update is already another (seen in step 2's loss)
+differs sch_def 2 nest --nesterov
+# momentum first changes the second update (seen in step 3's loss)
+differs sch_def 3 mom0 --momentum 0
+# the smoothed target changes the first step's loss already
+differs sch_def 1 smooth --label-smoothing 0.3
+# with decay, exempting batch norm and biases changes the updates
+differs sch_def 2 wd --weight-decay 0.1
+differs wd 2 nbd --weight-decay 0.1 --no-bn-bias-decay
+
 # --- a folder at a name the run writes ---------------------------------
 for f in checkpoint.safetensors summary.json eval.json per_class.csv confusion.csv predictions.csv; do
   rm -rf "$T/fold"
