@@ -260,7 +260,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"val-crop-frac", 0, CLI_DOUBLE, &val_crop, "F", "validation resizes the shorter side to --size / F and crops the centre, 0.001 <= F <= 1 (0.875)", 1e-3, 1},
 		{"mean", 0, CLI_STRING, &mean, "R,G,B", "normalisation mean, pixel units (ImageNet's)", 0, 0},
 		{"std", 0, CLI_STRING, &std, "R,G,B", "normalisation std, pixel units (ImageNet's)", 0, 0},
-		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing in [0, 1) (0)", 0, 0.999},
+		{"label-smoothing", 0, CLI_DOUBLE, &smoothing, "S", "label smoothing, 0 to 0.999 (0)", 0, 0.999},
 		{"threads", 0, CLI_INT, &threads, "T", "compute threads per rank (OMP_NUM_THREADS, else the cores this process may run on: under mpirun only those it binds the rank to; below), at most the MAX_THREADS OpenBLAS was built for", 0, 1024},
 		{"loader-threads", 0, CLI_INT, &loader_threads, "T", "decoding threads per rank (--threads when given, else the cores this process may run on)", 0, 1024},
 		{"precision", 0, CLI_STRING, &o->net.precision, "P", "fp32, bf16 or fp16 (fp32); bf16 and fp16: mixed precision (below)", 0, 0},

@@ -135,7 +135,7 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --per-cla
 f=open(sys.argv[1],"a"); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(60)' \
   "$T/aon/val.lock" >"$T/held" &
 holder=$!
-for _ in $(seq 100); do grep -q held "$T/held" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -qs held "$T/held" && break; sleep 0.05; done
 expect 1 "$IMSHARD" convert folder "$T/s" -o "$T/aon" --val-ratio 0.25 --seed 8 --force
 one_line "$T/err"
 contains "$T/err" "another process is writing it (lock '$T/aon/val.lock'); nothing was replaced: '$T/aon' keeps its earlier splits train, val"
