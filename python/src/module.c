@@ -27,39 +27,26 @@ PyObject *ims_py_argument_error;
  * changed, outside quotes: another tool's flag, and a quoted path, name
  * or command ('imshard verify --rehash') are left as they are.
  */
+/* The pack options, which both take under one name */
+#define PACK_OPTION_FLAGS                                                      \
+	{"--force", "force=True", 0}, {"--max-errors", "max_errors", 1},       \
+	{"--shard-size", "shard_size", 1}, {"--shards", "shards", 1},          \
+	{"--encoding", "encoding", 1}, {"--resize", "resize", 1},              \
+	{"--max-size", "max_size", 1}, {"--center-crop", "center_crop=True", 0}, \
+	{"--quality", "quality", 1}, {"--threads", "threads", 1},              \
+	{"--check-decode", "check_decode=True", 0}, {"--seed", "seed", 1}
+
 const ims_py_flag ims_py_pack_flags[] = {
-	{"--force", "force=True", 0},
-	{"--classes FILE", "classes=[names]", 0},
+	PACK_OPTION_FLAGS,
+	{"--classes FILE", "classes=[names]", 0}, /* before "--classes" */
 	{"--classes", "classes", 0},
 	{"--max-label", "max_label", 1},
-	{"--max-errors", "max_errors", 1},
-	{"--shard-size", "shard_size", 1},
-	{"--shards", "shards", 1},
-	{"--encoding", "encoding", 1},
-	{"--resize", "resize", 1},
-	{"--max-size", "max_size", 1},
-	{"--center-crop", "center_crop=True", 0},
-	{"--quality", "quality", 1},
-	{"--threads", "threads", 1},
-	{"--check-decode", "check_decode=True", 0},
 	{"--shuffle", "shuffle=True", 0},
-	{"--seed", "seed", 1},
 	{"--order", "order", 1},
 	{NULL, NULL, 0}};
 
 const ims_py_flag ims_py_convert_flags[] = {
-	{"--force", "force=True", 0},
-	{"--max-errors", "max_errors", 1},
-	{"--shard-size", "shard_size", 1},
-	{"--shards", "shards", 1},
-	{"--encoding", "encoding", 1},
-	{"--resize", "resize", 1},
-	{"--max-size", "max_size", 1},
-	{"--center-crop", "center_crop=True", 0},
-	{"--quality", "quality", 1},
-	{"--threads", "threads", 1},
-	{"--check-decode", "check_decode=True", 0},
-	{"--seed", "seed", 1},
+	PACK_OPTION_FLAGS,
 	{"--no-shuffle", "shuffle=False", 0},
 	{"--val-ratio", "val_ratio", 1},
 	{"--test-ratio", "test_ratio", 1},
