@@ -546,6 +546,17 @@ def _tell_skipped(report, what):
     if report["skipped"]:
         warnings.warn("imshard: %s: %d files skipped, listed in '%s'"
                       % (what, report["skipped"], report["errors_file"]), stacklevel=3)
+    rep = report.get("repeats")
+    if rep:
+        # as the command warns: kept (oversampling may be meant), but told
+        which = ("row %d '%s' repeats row %d" % (rep["first"][0], rep["first_path"],
+                                                   rep["first"][1])
+                 if rep["first"] else "'%s'" % rep["first_path"])
+        warnings.warn("imshard: %s: %d of %d rows repeat an earlier row's image%s, the first: "
+                      "%s; each is packed as often as it is listed"
+                      % (what, rep["rows"], report["listed"],
+                         " (%d with another label)" % rep["relabelled"] if rep["relabelled"]
+                         else "", which), stacklevel=3)
     if report["shards_left_out"]:
         asked = report["shards"] + report["shards_left_out"]
         warnings.warn("imshard: %s: wrote %d of the %d shards asked for (shards=%d): the rows of "
@@ -578,9 +589,13 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
     Returns the report (listed, packed, skipped, bytes_in, bytes_out,
     shards, shards_left_out, seconds, manifest, errors_file, skipped_files:
     [(row, path, why)], order: 'shuffled' or 'list' as the manifest
-    records it, order_why: why, when inferred from the rows). Skipped
-    files, and shards asked for (shards=N) that were left out because all
-    their rows were skipped, are also reported through warnings.
+    records it, order_why: why, when inferred from the rows; repeats: None,
+    or for rows naming an image an earlier row names {rows, relabelled:
+    those with another label, first: (row, row it repeats), None after a
+    shuffle, first_path}). Skipped files, rows that repeat another's image
+    (each packed as often as it is listed), and shards asked for
+    (shards=N) that were left out because all their rows were skipped,
+    are also reported through warnings.
     """
     out = os.fsdecode(out)  # str, bytes or os.PathLike, as every path here
     if out.endswith(".json"):

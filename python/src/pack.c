@@ -345,9 +345,27 @@ static int classes_into(PyObject *classes, ds_list *l)
 	return 0;
 }
 
-static PyObject *report_dict(const pack_report *r, const ims_py_skip_log *s)
+/* repeats: {rows, relabelled, first: (row, row it repeats), first_path}
+ * (rows after a shuffle are not the list's: first is then None), or None
+ * when no row repeats another's image. */
+static PyObject *repeats_dict(const ds_repeats *r, const ds_list *l, int shuffled)
 {
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N,s:s,s:z}", "listed",
+	if (!r->rows)
+		Py_RETURN_NONE;
+	PyObject *first = shuffled ? Py_NewRef(Py_None)
+				   : Py_BuildValue("(nn)", (Py_ssize_t)r->first,
+						   (Py_ssize_t)r->first_of);
+	if (!first)
+		return NULL;
+	return Py_BuildValue("{s:n,s:n,s:N,s:N}", "rows", (Py_ssize_t)r->rows, "relabelled",
+			     (Py_ssize_t)r->relabelled, "first", first, "first_path",
+			     PyUnicode_DecodeFSDefault(l->items[r->first].path));
+}
+
+static PyObject *report_dict(const pack_report *r, const ims_py_skip_log *s,
+			     const ds_list *l, int shuffled)
+{
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:i,s:i,s:d,s:N,s:N,s:N,s:s,s:z,s:N}", "listed",
 			     (unsigned long long)r->listed, "packed", (unsigned long long)r->packed,
 			     "skipped", (unsigned long long)r->skipped, "bytes_in",
 			     (unsigned long long)r->bytes_in, "bytes_out",
@@ -358,7 +376,7 @@ static PyObject *report_dict(const pack_report *r, const ims_py_skip_log *s)
 			     r->errors[0] ? PyUnicode_DecodeFSDefault(r->errors) : Py_NewRef(Py_None),
 			     "skipped_files", ims_py_skip_list(s), "order",
 			     r->order == PACK_ORDER_SHUFFLED ? "shuffled" : "list", "order_why",
-			     r->order_why);
+			     r->order_why, "repeats", repeats_dict(&r->repeats, l, shuffled));
 }
 
 /* One pack_run with the GIL released and Ctrl-C turned into cancel. */
@@ -463,7 +481,7 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 		ims_py_raise_log_oom(what, "skipped files", rep.errors);
 		goto out;
 	}
-	res = report_dict(&rep, &s);
+	res = report_dict(&rep, &s, &l, shuffle);
 out:
 	Py_XDECREF(lp);
 	Py_DECREF(root);

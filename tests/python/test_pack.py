@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -103,6 +104,26 @@ def test_skipped_files_are_told_and_counted(sample, tmp_path):
     with pytest.raises(imshard.Error, match=r"\(max_errors=1\)"):
         imshard.pack(rows, root, tmp_path / "out" / "s2", max_errors=1)
     assert not os.path.exists(tmp_path / "out" / "s2.json")
+
+
+def test_rows_naming_one_image_twice_are_told_and_counted(sample, tmp_path):
+    # as `imshard pack` warns (before: the report and Python said nothing)
+    good = sorted(os.listdir(sample["img"] / "circle"))[:2]
+    rows = [(0, "circle/" + good[0]), (0, "circle/" + good[1]), (1, "./circle//" + good[0])]
+    with pytest.warns(UserWarning, match=r"1 of 3 rows repeat an earlier row's image \(1 with "
+                      r"another label\), the first: row 2 '\./circle//.*' repeats row 0"):
+        rep = imshard.pack(rows, sample["img"], tmp_path / "out" / "r", classes=["a", "b"])
+    assert rep["packed"] == 3
+    assert rep["repeats"]["rows"] == 1 and rep["repeats"]["relabelled"] == 1
+    assert rep["repeats"]["first"] == (2, 0)
+    with pytest.warns(UserWarning, match=r"the first: '"):
+        rep = imshard.pack(rows, sample["img"], tmp_path / "out" / "rs", classes=["a", "b"],
+                           shuffle=True, seed=1)
+    assert rep["repeats"]["first"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rep = imshard.pack(rows[:2], sample["img"], tmp_path / "out" / "r2")
+    assert rep["repeats"] is None
 
 
 def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
@@ -229,6 +250,7 @@ def test_classes_given_as_one_string_are_refused(sample, tmp_path):
     assert imshard.Split(rep["manifest"]).classes == ["cat"]
 
 
+@pytest.mark.filterwarnings("ignore:imshard. pack. .* rows repeat an earlier row")  # on purpose
 def test_bad_extra_labels_and_paths_name_the_row(sample, tmp_path):
     # before: a TypeError or ValueError naming no row ("must be real
     # number, not str"), and NaN, inf or 1e300 packed into the records,
@@ -331,6 +353,7 @@ def test_a_skipped_files_log_out_of_memory_is_not_a_success(sample, tmp_path):
     assert all(f in errors for f in ("a/missing.jpg", "b/missing.jpg", "a/broken.jpg"))
 
 
+@pytest.mark.filterwarnings("ignore:imshard. pack. .* rows repeat an earlier row")  # on purpose
 def test_packs_on_two_threads_at_once(sample, tmp_path):
     # each pack has its own cancel flag (one global flag was shared, and
     # each pack cleared it as it began): two at once both finish, equal
@@ -496,6 +519,7 @@ def test_pack_options_are_checked_by_name(sample, tmp_path):
     assert rep["packed"] == rep["listed"] > 0
 
 
+@pytest.mark.filterwarnings("ignore:imshard. pack. .* rows repeat an earlier row")  # on purpose
 def test_a_sparse_label_space_packs_with_max_label(sample, tmp_path):
     # labels past the bound the list's distinct labels give need the
     # command's --max-label N; before, pack() had no such option, and its
