@@ -65,13 +65,14 @@ static const cli_command command = {
 	"--threads cores/N. The chosen counts are printed at the start.\n\n"
 	"Without --val nothing is validated: no accuracy is measured or claimed\n"
 	"(summary.json says \"validation\": false), and this is said once.\n\n"
-	"Progress lines (every --log-every steps) give images/s per rank and\n"
-	"in total (all ranks' samples, summed with the loss each step), the\n"
-	"time since the first step and the estimated time to the end of the\n"
-	"run at the pace so far.\n\n"
-	"Outputs: with --log-dir, metrics.jsonl (a line per --log-every steps per\n"
-	"rank: loss, accuracy, lr, images/s, data wait / compute / communication\n"
-	"ms per step; a validation line per epoch: top-1, top-5, loss, records)\n"
+	"Progress lines (every --log-every steps, at each epoch's end and at the\n"
+	"run's last step) give images/s per rank and in total (all ranks'\n"
+	"samples, summed with the loss each step), the time since the first step\n"
+	"and the estimated time to the end of the run at the pace so far.\n\n"
+	"Outputs: with --log-dir, metrics.jsonl (per rank, a line at the same\n"
+	"steps as the progress lines: loss, accuracy, lr, images/s, data wait /\n"
+	"compute / communication ms per step; a validation line per epoch:\n"
+	"top-1, top-5, loss, records)\n"
 	"and summary.json (world size, per-rank busy time and max/min ratio,\n"
 	"wall time excluding start-up, images/s, best validation top-1 with its\n"
 	"epoch and time), and after the last validation per_class.csv,\n"
@@ -247,7 +248,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"epochs", 0, CLI_INT, &epochs, "E", "epochs to train (1)", 1, 1e6},
 		{"batch-size", 0, CLI_INT, &batch, "B", "samples per batch per rank (32)", 1, 65536},
 		{"lr", 0, CLI_DOUBLE, &o->optim.lr, "LR", "learning rate for one rank (0.1)", 1e-12, 1e6},
-		{"no-lr-scaling", 0, CLI_FLAG, &o->optim.no_lr_scaling, NULL, "do not multiply --lr by the rank count", 0, 0},
+		{"no-lr-scaling", 0, CLI_FLAG, &o->optim.no_lr_scaling, NULL, "the peak rate is --lr itself: not multiplied by the rank count, nor on --resume by the batch size over the first part's", 0, 0},
 		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
 		{"momentum", 0, CLI_DOUBLE, &momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
 		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
@@ -279,7 +280,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"log-dir", 0, CLI_STRING, &o->out.log_dir, "DIR", "write metrics.jsonl and summary.json here", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S", "seed of weights, shuffling, augmentation, dropout (1)", 0, 0},
 		{"max-steps", 0, CLI_U64, &max_steps, "N", "stop after N steps in all; the schedule still spans --epochs (0: no limit)", 0, 0},
-		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line (10)", 1, 1e9},
+		{"log-every", 0, CLI_INT, &log_every, "N", "steps per metrics line and progress line; an epoch's end and the run's last step write one too (10)", 1, 1e9},
 		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda); one rank has no use for it", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->data.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
