@@ -494,7 +494,8 @@ typedef struct ds_sample_report {
  * outdir/.imshard-sample.tmp, and the class folders are moved into
  * outdir only once every image is written: a failed or interrupted run
  * leaves no class folder behind (its hidden folder is removed then, or
- * by the next run). report (may be NULL) is filled on success.
+ * by the next run), nor the folders it made (outdir and its parents,
+ * when empty). report (may be NULL) is filled on success.
  *
  * Returns 0; IMS_EINVAL (options out of range), IMS_EEXIST (outdir not
  * empty without force, or holding something force may not replace; the

@@ -343,11 +343,13 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 	RETURN_IF(exists && !dir, err, IMS_EEXIST,
 		  "cannot write the sample to '%s': it exists and is not a folder",
 		  outdir);
+	/* created: the topmost folder this run made (OUTDIR or a parent of
+	 * it), NULL when OUTDIR was there. From here on a failure removes
+	 * what this run made again, parents included, so a failed run into
+	 * a new folder leaves nothing that looks begun. */
+	char *created = NULL;
 	if (!exists)
-		FORWARD_IF_ERR(ims_mkdir_p(outdir, err));
-	/* From here on a failure removes the output folder again if this run
-	 * created it, so a failed run into a new folder leaves nothing that
-	 * looks begun. */
+		FORWARD_IF_ERR(ims_mkdir_p_created(outdir, &created, err));
 	int rc = 0;
 	int old[K_COUNT];
 	char tmp[4096], path[4096], dst[4096];
@@ -406,6 +408,7 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 	if (rmdir(tmp) != 0)
 		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot remove folder '%s': %s",
 			  tmp, strerror(errno));
+	free(created);
 	FORWARD_IF_ERR(ims_fsync_parent(dst, err));
 
 	if (report) {
@@ -423,7 +426,8 @@ fail:
 	 * removes only an empty folder, so nothing of the user's can go. */
 	if (have_tmp)
 		remove_tmp(tmp, NULL);
-	if (!exists)
-		rmdir(outdir);
+	if (created)
+		ims_rmdir_created(outdir, created);
+	free(created);
 	return rc;
 }

@@ -53,7 +53,7 @@ static const char *details(char *buf, size_t len)
 			 "be missing (it is created) or empty. Images are written to the hidden\n"
 			 "folder OUTDIR/.imshard-sample.tmp and moved into place at the end, so\n"
 			 "a failed or interrupted run leaves no partial class folders (and\n"
-			 "removes OUTDIR again if it made it).\n"
+			 "removes OUTDIR, and the parents it made for it, again if it made it).\n"
 			 "\n"
 			 "Example:\n"
 			 "  imshard sample data/sample --classes 10 --per-class 40\n"

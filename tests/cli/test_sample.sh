@@ -179,8 +179,10 @@ interrupt() {
 }
 interrupt "$T/int/new"
 [ ! -e "$T/int/new" ] || fail "an interrupted sample left the folder it made: $(ls -A "$T/int/new")"
+# int/ was made by that run too (a parent of new/): it goes as well
+[ ! -e "$T/int" ] || fail "an interrupted sample left the parent folder it made: $T/int"
 # ... but a folder that was there before stays.
-mkdir "$T/int/kept"
+mkdir -p "$T/int/kept"
 interrupt "$T/int/kept"
 [ -d "$T/int/kept" ] || fail "an interrupted sample removed a folder it did not make"
 [ -z "$(ls -A "$T/int/kept")" ] || fail "an interrupted sample left files: $(ls -A "$T/int/kept")"

@@ -457,6 +457,16 @@ static void test_refuse_and_force(void)
 	CHECK_EQ_INT(mkdir(p, 0777), 0);
 	CHECK_EQ_INT(ds_sample_write(p, &o, NULL, &e), IMS_EINTR);
 	CHECK_EQ_INT(count_entries(p), 0);
+
+	/* Into new/deep/out: the parents it made go as well, not only out;
+	 * the folder that was there (root) stays. */
+	char deep[4096], top[4096];
+	path2(top, sizeof(top), root, "new");
+	path3(deep, sizeof(deep), top, "deep", "out");
+	CHECK_EQ_INT(ds_sample_write(deep, &o, NULL, &e), IMS_EINTR);
+	CHECK(!exists(deep));
+	CHECK(!exists(top));
+	CHECK(exists(root));
 }
 
 /*
