@@ -426,6 +426,14 @@ contains "$T/err" "the first: row 4 '$f0' repeats row 0"
 contains "$T/err" "each is packed as often as it is listed"
 expect 0 "$IMSHARD" pack "$T/rep/r.lst" "$T/s" -o "$T/rep/o/r2"
 contains "$T/err" "3 of 7 rows repeat"
+# the path is escaped as every line printed (cli_warn): an ESC in it is
+# \x1b, never sent to the terminal
+esc=$(printf 'e\033[31mx.jpg')
+cp "$T/s/$f0" "$T/rep/$esc"
+printf '0\t0\t%s\n1\t0\t%s\n' "$esc" "$esc" >"$T/rep/esc.lst"
+expect 0 "$IMSHARD" pack "$T/rep/esc.lst" "$T/rep" -o "$T/rep/o/esc" --quiet
+contains "$T/err" "the first: row 1 'e\x1b[31mx.jpg' repeats row 0"
+same "$(tr -d -c '\033' <"$T/err" | wc -c)" 0 "(ESC bytes in the warning)"
 # a list without repeats says nothing of them
 expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/rep/o/none" --quiet
 same "$(wc -c <"$T/err")" 0 "(no repeats, no warning)"
