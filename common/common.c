@@ -169,6 +169,8 @@ int ims_mkdir_p_created(const char *path, char **created, ims_error *err)
 	}
 	int rc = ims_mkdir_p(path, err);
 	if (rc < 0) {
+		/* part of the path may have been made before the failure */
+		ims_rmdir_created(path, *created);
 		free(*created);
 		*created = NULL;
 	}
@@ -187,7 +189,9 @@ void ims_rmdir_created(const char *path, const char *top)
 	while (n > 1 && buf[n - 1] == '/')
 		buf[--n] = '\0';
 	while (strlen(buf) >= tl) {
-		if (rmdir(buf) != 0)
+		/* a folder never made (a mkdir -p that failed below it) is
+		 * passed over; one that is not empty ends the walk */
+		if (rmdir(buf) != 0 && errno != ENOENT && errno != ENAMETOOLONG)
 			return;
 		char *slash = strrchr(buf, '/');
 		if (!slash || (size_t)(slash - buf) < tl)

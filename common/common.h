@@ -504,11 +504,13 @@ int ims_mkdir_p(const char *path, ims_error *err);
 /* mkdir -p that says what it made: *created is set to a malloc'd copy of
  * the outermost folder it created (the caller frees it), or NULL when
  * path existed already. A failed writer hands it to ims_rmdir_created so
- * that nothing of a failed run is left behind, not even empty folders. */
+ * that nothing of a failed run is left behind, not even empty folders.
+ * When it fails part way it removes what it made itself (*created NULL). */
 int ims_mkdir_p_created(const char *path, char **created, ims_error *err);
 
 /* Removes path and its parents up to and including top, each only while
- * empty (rmdir); stops at the first that is not. top NULL does nothing. */
+ * empty (rmdir); passes over one that does not exist, stops at the first
+ * that is not empty. top NULL does nothing. */
 void ims_rmdir_created(const char *path, const char *top);
 
 /* Joins a folder and a relative path into out (size outlen); refuses

@@ -100,6 +100,17 @@ int main(void)
 	snprintf(expect, sizeof(expect), "%s/a/b/c", dir);
 	CHECK(stat(expect, &st) == 0);
 	free(made);
+	/* a mkdir -p that fails part way (a name too long for the file
+	 * system, after two folders were made) takes back what it made
+	 * (before: the two stayed, empty, and nothing said which) */
+	char partial[4700], top[4300], longname[300];
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	snprintf(partial, sizeof(partial), "%s/p/q/%s/r", dir, longname);
+	snprintf(top, sizeof(top), "%s/p", dir);
+	CHECK(ims_mkdir_p_created(partial, &made, &e) < 0);
+	CHECK(made == NULL);
+	CHECK(stat(top, &st) != 0);
 	CHECK_OK(ims_mkdir_p_created(nested, &made, &e), &e);
 	CHECK(made == NULL); /* it existed */
 	ims_rmdir_created(nested, made);
