@@ -391,7 +391,7 @@ def test_ctrl_c_stops_the_main_threads_pack_not_another_threads(sample, tmp_path
     import textwrap
     script = tmp_path / "two.py"
     script.write_text(textwrap.dedent("""
-        import os, signal, sys, threading, imshard
+        import os, signal, sys, threading, time, imshard
         root, out = sys.argv[1], sys.argv[2]
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
@@ -409,7 +409,17 @@ def test_ctrl_c_stops_the_main_threads_pack_not_another_threads(sample, tmp_path
         t = threading.Thread(target=other)
         t.start()
         started.wait()
-        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        def kill_once_writing():
+            # once the main thread's pack writes its shard, so the signal
+            # meets the pack and not the Python code before it (a fixed
+            # 0.5 s once met a pack that had not begun)
+            for _ in range(12000):
+                if any(f.startswith("main-") and f.endswith(".partial") for f in
+                       (os.listdir(out) if os.path.isdir(out) else [])):
+                    break
+                time.sleep(0.005)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=kill_once_writing).start()
         try:
             imshard.pack(rows, root, out + "/main", **opts)
             print("main finished", flush=True)
