@@ -392,6 +392,10 @@ def test_ctrl_c_stops_the_main_threads_pack_not_another_threads(sample, tmp_path
     script = tmp_path / "two.py"
     script.write_text(textwrap.dedent("""
         import os, signal, sys, threading, time, imshard
+        # Python's own Ctrl-C handling, whatever this process inherited: a
+        # shell's background job starts with SIGINT ignored, and then
+        # pack rightly leaves it alone (the next test)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         root, out = sys.argv[1], sys.argv[2]
         files = sorted(os.path.relpath(os.path.join(d, f), root)
                        for d, _, fs in os.walk(root) for f in fs)
