@@ -310,6 +310,8 @@ static int by_folder(const void *a, const void *b)
  */
 static int one_folder_twice(scan_ctx *c)
 {
+	if (c->n_cls < 2) /* c->cls may be NULL, which qsort may not take */
+		return 0;
 	qsort(c->cls, c->n_cls, sizeof(*c->cls), by_folder);
 	for (size_t i = 1; i < c->n_cls; i++) {
 		const class_dir *a = &c->cls[i - 1], *b = &c->cls[i];
