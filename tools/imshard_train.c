@@ -7,6 +7,7 @@
  * events report (train_print.c).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,9 @@ static const cli_command command = {
 	"So is a new run (no --resume) where an earlier run left its checkpoint\n"
 	"or logs (metrics.jsonl, summary.json, eval files): --force removes them\n"
 	"first and says so.\n"
+	"Ctrl-C (SIGINT) or SIGTERM stops every rank after the same step: that\n"
+	"step's checkpoint is written, summary.json is not, and --resume goes on\n"
+	"from it (exit status 1); a second signal ends the process at once.\n"
 	"A NaN or infinite training or validation loss stops training with an\n"
 	"error naming the step (with fp16, once the scale S below is down to 1);\n"
 	"the checkpoint written before it is kept. Records that cannot be\n"
@@ -125,32 +129,94 @@ static const cli_command command = {
 	"      --init resnet50.safetensors --freeze-backbone --lr 0.01\n\n"
 	"Exit status: 0 success, 1 training failed, 2 bad usage."};
 
+/* ---- stopping at a signal ---------------------------------------------------- */
+
+/* SIGINT or SIGTERM (mpirun passes its own on as SIGTERM), for the loop's
+ * o.out.stop; rank 0 says at once that it was heard. */
+static volatile int stop_signal;
+static int say_stopping;
+
+static void on_stop_signal(int sig)
+{
+	static const char msg[] = "imshard-train: stopping after this step "
+				  "(again to quit at once, losing it)\n";
+	stop_signal = sig;
+	if (say_stopping) {
+		ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)n;
+	}
+}
+
+/* The first SIGINT or SIGTERM stops the run after its step, with a
+ * checkpoint; the handler then gives way, so a second one ends the
+ * process at once. SA_RESTART: the loader's and MPI's system calls go on
+ * as if nothing had happened. A signal this process was started ignoring
+ * stays ignored (a shell script's background job ignores SIGINT: a
+ * Ctrl-C meant for the script's foreground). */
+static void catch_stop_signals(int rank0)
+{
+	say_stopping = rank0;
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sa.sa_flags = SA_RESTART | SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	const int sigs[] = {SIGINT, SIGTERM};
+	for (int i = 0; i < 2; i++)
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+}
+
 /* ---- fault injection for tests (docs/TRAINING.md) ------------------------ */
 
-/* *step = the step number (from 1) in environment variable name, 0 when
- * it is unset. */
-static int env_step(const char *name, uint64_t *step, ims_error *err)
+/* *step = the step number (from 1, or from 0 with zero_ok) in environment
+ * variable name; 0 when it is unset (*set 0). */
+static int env_step_of(const char *name, int zero_ok, uint64_t *step, int *set,
+		       ims_error *err)
 {
 	*step = 0;
+	*set = 0;
 	const char *s = getenv(name);
 	if (!s)
 		return 0;
 	char *end;
 	errno = 0;
 	unsigned long long n = strtoull(s, &end, 10);
-	RETURN_IF(errno || end == s || *end || n == 0 || s[0] == '-', err,
-		  IMS_EINVAL, "%s must be a step number from 1, got '%s'", name, s);
+	RETURN_IF(errno || end == s || *end || (n == 0 && !zero_ok) || s[0] == '-',
+		  err, IMS_EINVAL, "%s must be a step number from %d, got '%s'", name,
+		  zero_ok ? 0 : 1, s);
 	*step = n;
+	*set = 1;
 	return 0;
 }
 
-/* IMSHARD_TEST_TRAINED's hook: "epoch step index index ...", a line per
- * batch this rank trains. */
+static int env_step(const char *name, uint64_t *step, ims_error *err)
+{
+	int set;
+	return env_step_of(name, 0, step, &set, err);
+}
+
+/* What the loop's `trained` hook does for the tests: IMSHARD_TEST_TRAINED's
+ * log and IMSHARD_INJECT_STOP_STEP's stop. */
+typedef struct test_hooks {
+	FILE *log;           /* NULL: none */
+	uint64_t stop_step;  /* the stop flag is raised, as SIGINT raises
+				it, when this rank starts this step (from 1);
+				0: never */
+} test_hooks;
+
+/* The stop as a signal would raise it; IMSHARD_TEST_TRAINED's log:
+ * "epoch step index index ...", a line per batch this rank trains. */
 static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
 		       const uint64_t *indices, int count)
 {
 	(void)rank;
-	FILE *f = ctx;
+	test_hooks *t = ctx;
+	if (t->stop_step == step + 1)
+		stop_signal = SIGINT;
+	FILE *f = t->log;
+	if (!f)
+		return;
 	fprintf(f, "%d %llu", epoch, (unsigned long long)step + 1);
 	for (int i = 0; i < count; i++)
 		fprintf(f, " %llu", (unsigned long long)indices[i]);
@@ -165,14 +231,16 @@ static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
  * allreduce; IMSHARD_INJECT_METRICS_ENOSPC=N fails this rank's Nth write
  * to metrics.jsonl as a full disk would; IMSHARD_TEST_HOST_STAGE runs the
  * device loop on the CPU (one rank); IMSHARD_TEST_TRAINED=PATH writes the
- * record indices of every batch a rank trains to PATH.RANK (*trained_log,
- * which the caller closes).
+ * record indices of every batch a rank trains to PATH.RANK (t->log, which
+ * the caller closes); IMSHARD_INJECT_STOP_STEP=N raises the stop flag as
+ * SIGINT would when step N starts (0: before the run, as a signal during
+ * its set-up), on every rank or only on IMSHARD_INJECT_STOP_RANK.
  */
-static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
-		      int world, FILE **trained_log, ims_error *err)
+static int read_hooks(nn_train_hooks *h, test_hooks *t, const nn_train_opts *o,
+		      int rank, int world, ims_error *err)
 {
 	memset(h, 0, sizeof(*h));
-	*trained_log = NULL;
+	memset(t, 0, sizeof(*t));
 	uint64_t n;
 	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_METRICS_ENOSPC", &n, err));
 	h->metrics_fail_write = n;
@@ -180,11 +248,21 @@ static int read_hooks(nn_train_hooks *h, const nn_train_opts *o, int rank,
 	if (log) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s.%d", log, rank);
-		*trained_log = fopen(path, "a");
-		RETURN_IF(!*trained_log, err, IMS_EIO, "cannot open '%s': %s", path,
+		t->log = fopen(path, "a");
+		RETURN_IF(!t->log, err, IMS_EIO, "cannot open '%s': %s", path,
 			  strerror(errno));
+	}
+	int set;
+	FORWARD_IF_ERR(env_step_of("IMSHARD_INJECT_STOP_STEP", 1, &n, &set, err));
+	const char *stop_rank = getenv("IMSHARD_INJECT_STOP_RANK");
+	if (set && (!stop_rank || atoi(stop_rank) == rank)) {
+		if (n == 0)
+			stop_signal = SIGINT;
+		t->stop_step = n;
+	}
+	if (t->log || t->stop_step) {
 		h->trained = on_trained;
-		h->trained_ctx = *trained_log;
+		h->trained_ctx = t;
 	}
 	FORWARD_IF_ERR(env_step("IMSHARD_INJECT_NAN_STEP", &n, err));
 	const char *only = getenv("IMSHARD_INJECT_NAN_RANK");
@@ -468,19 +546,28 @@ static int train_main(int argc, char **argv)
 			nn_blas_core(), picked);
 
 	nn_train_hooks hooks;
-	FILE *trained_log = NULL;
-	if (read_hooks(&hooks, &o, dp_rank(comm), dp_world(comm), &trained_log,
-		       &err) < 0)
+	test_hooks tests;
+	if (read_hooks(&hooks, &tests, &o, dp_rank(comm), dp_world(comm), &err) < 0)
 		return fail_run(comm, &err);
 	train_printer pr = {&o, dp_rank(comm)};
 	nn_train_events events;
 	train_print_events(&pr, &events);
 	o.events = &events;
 	o.hooks = &hooks;
+	o.out.stop = &stop_signal;
+	catch_stop_signals(dp_rank(comm) == 0 && !o.out.quiet);
 	nn_train_result res;
 	rc = nn_train_run(&o, comm, &res, &err);
-	if (trained_log)
-		fclose(trained_log);
+	if (tests.log)
+		fclose(tests.log);
+	if (rc == IMS_EINTR && res.failed_alike) {
+		/* every rank stopped after the same step, told once */
+		if (dp_rank(comm) == 0)
+			cli_error("%s: %s", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+				  err.msg);
+		dp_finalize(comm);
+		return CLI_EXIT_FAIL;
+	}
 	if (rc < 0 && res.failed_ranks > 0 && dp_world(comm) > 1) {
 		/* every rank is here, none in a collective: end without an
 		 * abort. Failed alike everywhere (a refusal, a NaN loss):

@@ -349,6 +349,10 @@ typedef struct nn_train_out {
 				     waited for (slower; the same results):
 				     nn_train_result.profile and
 				     summary.json (0 = off) */
+	/* set non-zero (by a signal handler) to stop the run early and
+	 * cleanly: read by every step, and the ranks stop after the same
+	 * step, the first at which any rank saw it; NULL: never */
+	const volatile int *stop;
 } nn_train_out;
 
 /* How the ranks talk. */
@@ -415,7 +419,7 @@ typedef struct nn_train_result {
 	/* set also when nn_train_run fails at a point the ranks reach
 	 * together (the set-up's agreement: options, splits, checkpoints,
 	 * and what each rank set up alone; a NaN or infinite training
-	 * loss): how many ranks failed there, whether this one did, and
+	 * loss; a stop, o->out.stop): how many ranks failed there, whether this one did, and
 	 * whether all did with the same message. No rank then waits in a
 	 * collective, so the caller may end without dp_abort, printing
 	 * rank 0's line alone when failed_alike. All 0 when this rank
@@ -450,7 +454,14 @@ typedef struct nn_train_result {
  * res->nothing_to_do says why. The log and checkpoint folders are locked
  * (flock on imshard-train.lock in each) for the run: a second trainer in
  * either is refused. A metrics line that cannot be written ends the run.
- * Errors: IMS_EINVAL (options, class lists of the splits disagree, NaN/Inf
+ * o->out.stop set (a signal): the ranks agree on it with the step's
+ * statistics and stop after that step; its checkpoint is written (a
+ * step that ends an epoch is validated first), summary.json is not (the
+ * run is not done: --resume goes on from the checkpoint), and every rank
+ * returns IMS_EINTR with failed_alike set. Set before the first step,
+ * nothing is trained and no log is started.
+ * Errors: IMS_EINTR (o->out.stop), IMS_EINVAL (options, class lists of
+ * the splits disagree, NaN/Inf
  * training or validation loss, a setting a resumed run may not change,
  * --init loading too little, more bad records than --max-bad-records, a
  * hook this run cannot honour), IMS_EEXIST (a folder locked by another

@@ -43,6 +43,9 @@ typedef struct loop_ranks {
 	int rank, world;
 	dp_buckets *buckets; /* gradients over MPI, overlapping backward */
 	dp_nccl *nccl;       /* several ranks on devices */
+	int averaged;        /* the model's running statistics are the
+				ranks' average (validate.c), until the next
+				step's forward pass */
 } loop_ranks;
 
 /* Where batches come from. */
@@ -159,6 +162,8 @@ typedef struct loop_part {
 	uint64_t checkpoint_id;  /* resumed: the checkpoint's checksum and
 				    position, which every rank must share
 				    (loop_agree_resume) */
+	int interrupted;         /* the ranks agreed to stop after this
+				    step (o->out.stop, step.c) */
 } loop_part;
 
 /* Records the loader could not load (records.c). */
@@ -358,6 +363,9 @@ int loop_eval_result(run *r, const loop_eval *e, nn_eval_result *res,
 void loop_eval_free(loop_eval *e);
 
 /* validate.c */
+/* The ranks' running statistics averaged (a collective), unless they are
+ * since the last step: one model is evaluated and checkpointed. */
+int loop_average_statistics(run *r, ims_error *err);
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		  double wall0, int last, ims_error *err);
 

@@ -29,7 +29,12 @@
 int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 			 uint64_t position, uint64_t step, ims_error *err)
 {
-	if (!r->o->out.checkpoint_dir || r->dp.rank != 0)
+	if (!r->o->out.checkpoint_dir)
+		return 0;
+	/* one model, as after validation (every rank, a collective): the
+	 * ranks go on from the average, as a run resumed from it does */
+	FORWARD_IF_ERR(loop_average_statistics(r, err));
+	if (r->dp.rank != 0)
 		return 0;
 	char e[32], ep[32], s[32], w[32], b[32], seed[32], cls[32], size[32];
 	char nrec[32], dig[32], vrec[32], vdig[32];

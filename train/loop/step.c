@@ -42,9 +42,10 @@ typedef struct step_io {
 	const int32_t *host_labels; /* the labels on the host */
 	int slot;                   /* staging slot to release, or -1 */
 	const float *logits;
-	double stats[5];            /* loss sum, top-1 hits, samples,
+	double stats[6];            /* loss sum, top-1 hits, samples,
 				       overflow flag, records that could not
-				       be loaded: summed over ranks */
+				       be loaded, ranks asked to stop:
+				       summed over ranks */
 	int forward_overflow;       /* fp16: the loss was not finite */
 } step_io;
 
@@ -178,8 +179,12 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	double c2 = ims_now();
 	iv->compute_s += c2 - c1;
 	io->stats[3] = found_inf;
-	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 5, err));
+	/* a signal reaches the ranks at different moments: summed here,
+	 * the first step after which any rank saw it is every rank's last */
+	io->stats[5] = r->o->out.stop && *r->o->out.stop;
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 6, err));
 	iv->comm_s += ims_now() - c2;
+	r->part.interrupted = io->stats[5] > 0;
 	const int verdict = nn_loss_scale_check_loss(&r->fp16.scaler, io->stats[0]);
 	if (verdict == NN_LOSS_STOP) {
 		/* the loss summed over ranks: every rank stops here alike */
@@ -287,6 +292,7 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	FORWARD_IF_ERR(loop_graph_forward(r, replay, io.x, b->count,
 					  ims_hash64(o->seed, step), &io.logits,
 					  err));
+	r->dp.averaged = 0; /* each rank's batch moved its statistics */
 	if (ahead && r->st.stage && !o->data.synthetic) {
 		double w = 0;
 		FORWARD_IF_ERR(loop_take_ahead(r, b, step + 1, &w, err));
@@ -377,7 +383,8 @@ static int close_interval(run *r, nn_train_result *res, int epoch,
  * The steps of one epoch, from *step on, starting at global position
  * `position` of the epoch's order (0, or where a resumed run's checkpoint
  * stopped: the loader's shares start there, at this run's ranks and batch
- * size). *stop is set when max_steps is reached, and *done to the steps of
+ * size). *stop is set when max_steps is reached or the ranks agreed to
+ * stop (r->part.interrupted), and *done to the steps of
  * this epoch trained. Reports the epoch's last interval; checkpoints every
  * --checkpoint-every steps.
  */
@@ -432,7 +439,7 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 							    position + (s + 1) * global,
 							    *step, err));
 		}
-		if (*step >= max_steps) {
+		if (*step >= max_steps || r->part.interrupted) {
 			*stop = 1;
 			break;
 		}

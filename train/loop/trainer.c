@@ -38,6 +38,39 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->data.std[2] = 57.375f;
 }
 
+/* The ranks agreed to stop after step (o->out.stop) in epoch: its
+ * checkpoint is written, summary.json is not, as the run is not done. */
+static int stopped(run *r, int epoch, uint64_t step, ims_error *err)
+{
+	char safe[4 * 4096], where[4 * 4096 + 128];
+	if (r->o->out.checkpoint_dir)
+		snprintf(where, sizeof(where),
+			 "the checkpoint in '%s' is at that step; go on with --resume",
+			 ims_escape(r->o->out.checkpoint_dir, safe, sizeof(safe)));
+	else
+		snprintf(where, sizeof(where),
+			 "no --checkpoint-dir, so the steps trained are not kept");
+	loop_failed_alike(r);
+	return ims_fail(err, IMS_EINTR,
+			"interrupted after step %llu of %llu, in epoch %d of %d: %s",
+			(unsigned long long)step,
+			(unsigned long long)r->log.step_end, epoch + 1,
+			r->o->optim.epochs, where);
+}
+
+/* The ranks agree on whether to go on once set up (o->out.stop set while
+ * they were): a stop then trains nothing and starts no log. */
+static int go_on(run *r, ims_error *err)
+{
+	double asked = r->o->out.stop && *r->o->out.stop;
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, &asked, 1, err));
+	if (asked == 0)
+		return 0;
+	loop_failed_alike(r);
+	return ims_fail(err, IMS_EINTR,
+			"interrupted before the first step: nothing was trained");
+}
+
 /*
  * Everything before the first step, in the order a failure is best
  * reported in (the device first: a host without one hears so at once).
@@ -88,6 +121,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	FORWARD_IF_ERR(loop_setup_schedule(r, err));
 	if (r->part.complete)
 		return loop_report_resumed(r, err);
+	FORWARD_IF_ERR(go_on(r, err));
 	FORWARD_IF_ERR(loop_open_metrics(r, err));
 	FORWARD_IF_ERR(loop_start_line(r, err));
 	if (r->part.resumed)
@@ -99,7 +133,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 }
 
 /* The epochs from r->part.at on, each validated and checkpointed, then the
- * totals and summary.json. */
+ * totals and summary.json; a stop (o->out.stop) ends them early. */
 static int train(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -120,17 +154,25 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
 						&stop, &done, err));
 		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
-		/* the run's last validation also writes its per-class files */
-		FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
-					     stop || epoch + 1 == o->optim.epochs, err));
-		res->epochs_done = epoch + 1;
 		/* the end of an epoch resumes at the start of the next; a
 		 * stop inside one resumes after its last trained position */
-		int whole = done >= (from ? aug_loader_batches_at(r->data.train, from)
-					  : r->data.steps_per_epoch);
+		const int whole = done >= (from ? aug_loader_batches_at(r->data.train, from)
+						: r->data.steps_per_epoch);
+		const int interrupted = r->part.interrupted;
+		/* the run's last validation also writes its per-class files;
+		 * an interrupted epoch is validated when it is whole (the
+		 * checkpoint then says it is done), else when resumed */
+		if (whole || !interrupted)
+			FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
+						     (stop && !interrupted) ||
+							     epoch + 1 == o->optim.epochs,
+						     err));
+		res->epochs_done = epoch + 1;
 		FORWARD_IF_ERR(loop_save_checkpoint(r, res, whole ? epoch + 1 : epoch,
 						    whole ? 0 : from + done * global,
 						    step, err));
+		if (interrupted && (!whole || epoch + 1 < o->optim.epochs))
+			return stopped(r, epoch, step, err);
 	}
 	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err)); /* the device's queued work counts */
 	double t_end = ims_now();

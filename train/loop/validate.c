@@ -15,19 +15,24 @@
 
 /*
  * Ranks normalised with their own batches' statistics; evaluate one model:
- * the average of the ranks' running statistics.
+ * the average of the ranks' running statistics. Not twice over the same
+ * step (a checkpoint after validation): with three ranks x + x + x can
+ * round, and the average would drift from the value every rank holds.
  */
-static int average_statistics(run *r, ims_error *err)
+int loop_average_statistics(run *r, ims_error *err)
 {
 	size_t nb;
 	float *buf = nn_model_buffers(r->m, &nb);
-	if (r->dp.nccl)
-		return dp_nccl_allreduce_avg(r->dp.nccl, buf, nb, err);
-	if (r->dp.world > 1) {
+	if (r->dp.averaged || r->dp.world < 2)
+		return 0;
+	if (r->dp.nccl) {
+		FORWARD_IF_ERR(dp_nccl_allreduce_avg(r->dp.nccl, buf, nb, err));
+	} else {
 		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->dp.comm, buf, nb, err));
 		for (size_t i = 0; i < nb; i++)
 			buf[i] /= (float)r->dp.world;
 	}
+	r->dp.averaged = 1;
 	return 0;
 }
 
@@ -56,7 +61,7 @@ static int validate_timed(run *r, nn_train_result *res, int epoch,
 			  uint64_t step, double wall0, int last, ims_error *err)
 {
 	/* averaged without --val too: the checkpoint holds one model */
-	FORWARD_IF_ERR(average_statistics(r, err));
+	FORWARD_IF_ERR(loop_average_statistics(r, err));
 	if (!r->data.val)
 		return 0;
 	double t_val = ims_now();
