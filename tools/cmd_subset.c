@@ -27,8 +27,9 @@ static const cli_command subset_cmd = {
 	"its rows unchanged (index, labels, path). It and the classes file\n"
 	"written beside it are written to temporaries and renamed once both are\n"
 	"written, so a failed run changes neither; the folder is created when\n"
-	"missing. OUT.lst and the classes file written beside it must not be\n"
-	"IN.lst or the classes file read (bad usage).\n"
+	"missing (and removed again, with the parents made for it, by a run\n"
+	"that fails). OUT.lst and the classes file written beside it must not\n"
+	"be IN.lst or the classes file read (bad usage).\n"
 	"\n"
 	"A class with fewer rows than wanted is an error naming each such class\n"
 	"and its count, unless --allow-short, which takes all of its rows and\n"
@@ -122,19 +123,22 @@ static char *find_classes(const char *in, const char *given, ims_error *err)
 	return NULL;
 }
 
-static int make_parent(const char *path, ims_error *err)
+/* mkdir -p of the folder that holds path. *dir is set to that folder and
+ * *created to the outermost folder made (both malloc'd, NULL when path
+ * has no folder or it was there), for ims_rmdir_created after a failure. */
+static int make_parent(const char *path, char **dir, char **created,
+		       ims_error *err)
 {
+	*dir = *created = NULL;
 	const char *slash = strrchr(path, '/');
 	if (!slash || slash == path)
 		return 0;
 	size_t n = (size_t)(slash - path);
-	char *dir = malloc(n + 1);
-	RETURN_IF(!dir, err, IMS_ENOMEM, "out of memory");
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	int rc = ims_mkdir_p(dir, err);
-	free(dir);
-	return rc;
+	*dir = malloc(n + 1);
+	RETURN_IF(!*dir, err, IMS_ENOMEM, "out of memory");
+	memcpy(*dir, path, n);
+	(*dir)[n] = '\0';
+	return ims_mkdir_p_created(*dir, created, err);
 }
 
 int cmd_subset(int argc, char **argv)
@@ -196,6 +200,7 @@ int cmd_subset(int argc, char **argv)
 	ds_subset_report rep = {0};
 	char *src_classes = NULL, *dst_classes = NULL;
 	char *stage[2] = {NULL, NULL}; /* the temporaries; "" once renamed */
+	char *out_dir = NULL, *made = NULL; /* -o's folder; what of it this run made */
 	int status = CLI_EXIT_FAIL;
 
 	/* With a classes file, its names bound the labels (checked below,
@@ -315,7 +320,7 @@ int cmd_subset(int argc, char **argv)
 			goto done;
 		}
 	}
-	if (make_parent(output, &err) < 0) {
+	if (make_parent(output, &out_dir, &made, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto done;
 	}
@@ -391,6 +396,11 @@ done:
 			unlink(stage[i]);
 		free(stage[i]);
 	}
+	/* a failed run leaves no folder it made, not even an empty one */
+	if (status != CLI_EXIT_OK && made)
+		ims_rmdir_created(out_dir, made);
+	free(out_dir);
+	free(made);
 	free(src_classes);
 	free(dst_classes);
 	ds_subset_report_release(&rep);

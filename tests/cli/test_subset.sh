@@ -344,6 +344,33 @@ run subset "$IN" -o "$T/rep/none.lst" --per-class 2 --quiet
 expect_rc 0
 expect_eq "no repeats, no warning" "$(wc -c <"$T/stderr" | tr -d ' ')" 0
 
+# ---- a failed run leaves no folder it made -----------------------------------
+# A write that fails (a file-size limit standing in for a full disk) takes
+# back the folders made for -o, as extract and sample do, and keeps the
+# folder that was there (before: they stayed, empty). SIGXFSZ is ignored
+# so that the write fails with EFBIG.
+mkdir -p "$T/big"
+for i in $(seq 0 199); do
+	printf '%d\t%d\tsome/long/folder/name/image_number_%05d.jpg\n' "$i" $((i % 2)) "$i"
+done >"$T/big/b.lst"
+set +e
+(trap '' XFSZ; ulimit -f 4; exec "$IMSHARD" subset "$T/big/b.lst" -o "$T/big/new/deep/b.lst" --per-class 100) \
+	>"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+expect_stderr "File too large"
+[ ! -e "$T/big/new" ] || fail "a failed subset left the folders it made: $(find "$T/big/new")"
+[ -d "$T/big" ] || fail "a failed subset removed the folder that was there"
+mkdir -p "$T/big/old"
+set +e
+(trap '' XFSZ; ulimit -f 4; exec "$IMSHARD" subset "$T/big/b.lst" -o "$T/big/old/b.lst" --per-class 100) \
+	>"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+[ -d "$T/big/old" ] || fail "a failed subset removed an empty folder it did not make"
+
 if [ "$failures" -ne 0 ]; then
 	echo "test_subset.sh: $failures failure(s)" >&2
 	exit 1
