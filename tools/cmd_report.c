@@ -43,7 +43,8 @@ static const cli_command command = {
 	"\n"
 	"The page uses no script, font or URL outside itself: it opens offline\n"
 	"and prints. Output files are written atomically; the folder of -o is\n"
-	"created when missing. -o is a new name or a regular file to replace,\n"
+	"created when missing (a failed run removes the folders it made for -o\n"
+	"and --csv while empty). -o is a new name or a regular file to replace,\n"
 	"never a file a RUNDIR holds (metrics.jsonl, summary.json, eval.json,\n"
 	"confusion.csv) nor one of the --csv files. A summary line per scaling\n"
 	"comparison goes to stdout unless --quiet.\n"
@@ -54,15 +55,18 @@ static const cli_command command = {
 	"Example:\n"
 	"  imshard report runs/np1 runs/np2 -o report.html --target-acc 0.9 --csv csv/"};
 
-/* mkdir -p of the folder that will hold path. */
-static int make_parent(const char *path, ims_error *err)
+/* mkdir -p of the folder that will hold path: *dir is set to it and
+ * *created to the outermost folder made (NULL when it was there), both
+ * malloc'd, for ims_rmdir_created after a failure. */
+static int make_parent(const char *path, char **dir, char **created,
+		       ims_error *err)
 {
 	char *copy = strdup(path);
-	if (!copy)
-		return ims_fail(err, IMS_ENOMEM, "out of memory");
-	int rc = ims_mkdir_p(dirname(copy), err);
+	*dir = copy ? strdup(dirname(copy)) : NULL;
 	free(copy);
-	return rc;
+	if (!*dir)
+		return ims_fail(err, IMS_ENOMEM, "out of memory");
+	return ims_mkdir_p_created(*dir, created, err);
 }
 
 /* 1 when a and b name one file, or would once written: the same file
@@ -220,6 +224,9 @@ int cmd_report(int argc, char **argv)
 	rep_report_init(&r, &o);
 	ims_error err;
 	int status = CLI_EXIT_FAIL;
+	/* -o's folder and --csv, and the outermost folder of each this run
+	 * made: a failed run takes them back while empty */
+	char *page_dir = NULL, *page_made = NULL, *csv_made = NULL;
 	for (int i = 0; i < np; i++)
 		if (rep_report_add_run(&r, pos[i], &err) < 0) {
 			cli_error("report: %s", err.msg);
@@ -246,7 +253,8 @@ int cmd_report(int argc, char **argv)
 			 "the %zu, the first %d of each run)",
 			 total - shown, kept, total, REP_MAX_DIAGS);
 	/* both folders first: a --csv that cannot be made leaves no page */
-	if (make_parent(out, &err) < 0 || (csv && ims_mkdir_p(csv, &err) < 0) ||
+	if (make_parent(out, &page_dir, &page_made, &err) < 0 ||
+	    (csv && ims_mkdir_p_created(csv, &csv_made, &err) < 0) ||
 	    rep_report_write_html(&r, out, &err) < 0) {
 		cli_error("report: %s", err.msg);
 		goto done;
@@ -259,6 +267,14 @@ int cmd_report(int argc, char **argv)
 		print_summary(&r);
 	status = CLI_EXIT_OK;
 done:
+	/* --csv first: it may lie inside a folder made for -o */
+	if (status != CLI_EXIT_OK) {
+		ims_rmdir_created(csv, csv_made);
+		ims_rmdir_created(page_dir, page_made);
+	}
+	free(csv_made);
+	free(page_made);
+	free(page_dir);
 	rep_report_release(&r);
 	free(pos);
 	return status;

@@ -236,6 +236,23 @@ contains "$T/err" "--csv '$T/a/metrics.jsonl' is a regular file: name a folder"
 expect 1 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/blocker/csv"
 one_line "$T/err"
 absent "$T/r6.html"
+# a failed run leaves no folder it made for -o or --csv, and keeps those
+# that were there (before: the new folders stayed, empty). A file-size
+# limit stands in for a full disk; SIGXFSZ ignored, the write gets EFBIG.
+expect 1 "$IMSHARD" report "$T/a" -o "$T/newpage/x/r.html" --csv "$T/blocker/csv"
+one_line "$T/err"
+absent "$T/newpage"
+run bash -c 'trap "" XFSZ; ulimit -f 8; exec "$@"' full "$IMSHARD" report "$T/a" \
+  -o "$T/full/page/r.html" --csv "$T/full/csv/x"
+same "$rc" 1 "(report under a file-size limit: exit)"
+one_line "$T/err"
+contains "$T/err" "File too large"
+absent "$T/full"
+mkdir -p "$T/kept/csv"
+run bash -c 'trap "" XFSZ; ulimit -f 8; exec "$@"' full "$IMSHARD" report "$T/a" \
+  -o "$T/kept/r.html" --csv "$T/kept/csv"
+same "$rc" 1 "(report under a file-size limit into folders that were there: exit)"
+exists "$T/kept/csv"
 # a rank without a train line in the folder (its --log-dir was another)
 # is said to be guessed at the others' speed (before: assumed without a
 # word)
