@@ -54,6 +54,30 @@ static int write_bytes(const char *path, const void *data, size_t len, ims_error
 	return ims_write_file_atomic_flags(path, data, len, IMS_WRITE_NO_SWEEP, err);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* 1 with *dup set when v[0..n) holds a value twice. -1 out of memory. */
+static int find_repeat(const uint64_t *v, size_t n, uint64_t *dup)
+{
+	uint64_t *s = malloc((n ? n : 1) * sizeof(*s));
+	if (!s)
+		return -1;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_u64);
+	int found = 0;
+	for (size_t i = 1; i < n && !found; i++)
+		if (s[i] == s[i - 1]) {
+			*dup = s[i];
+			found = 1;
+		}
+	free(s);
+	return found;
+}
+
 static const char *ext_of(const rio_record *r)
 {
 	return r->encoding == RIO_ENC_JPEG ? "jpg" : "png";
@@ -66,7 +90,8 @@ int cmd_extract(int argc, char **argv)
 	cli_strings idx = {NULL, 0};
 	const cli_opt opts[] = {
 		{"output", 'o', CLI_STRING, &out, "DIR", "folder to write into (created when missing; required)", 0, 0},
-		{"index", 'i', CLI_MULTI, &idx, "I", "extract record I only; repeat for more (default: all)", 0, 0},
+		{"index", 'i', CLI_MULTI, &idx, "I", "extract record I only; repeat for more, each\n"
+		 "record once (default: all)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress or summary", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];
@@ -89,6 +114,23 @@ int cmd_extract(int argc, char **argv)
 			free(idx.items);
 			return rc;
 		}
+	/* a record given twice would be listed twice in extract.lst, and
+	 * packed twice from it */
+	uint64_t dup = 0;
+	int rep = find_repeat(which, (size_t)idx.count, &dup);
+	if (rep != 0) {
+		if (rep < 0) {
+			cli_error("extract: out of memory");
+			rc = CLI_EXIT_FAIL;
+		} else {
+			rc = cli_usage_error(&command, "--index %llu is given more than "
+					     "once: name each record once",
+					     (unsigned long long)dup);
+		}
+		free(which);
+		free(idx.items);
+		return rc;
+	}
 	ims_error err;
 	rio_reader *r = NULL;
 	rio_cursor *c = NULL;

@@ -101,6 +101,12 @@ one_line "$T/err"
 contains "$T/err" "00000002.jpg"
 absent "$T/again/extract.lst"
 absent "$T/again/extract.classes"
+# A record given twice is bad usage, nothing made (before: written once
+# and listed twice in extract.lst, so packing it again doubled it).
+expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" -i 1 -i 3 --index 1
+one_line "$T/err"
+contains "$T/err" "--index 1 is given more than once"
+absent "$T/bad"
 expect 2 "$IMSHARD" extract "$T/p/keep.json" -o "$T/bad" --index x
 one_line "$T/err"
 expect 2 "$IMSHARD" extract "$T/p/keep.json"
