@@ -46,7 +46,8 @@ static const cli_command command = {
 	"created when missing (a failed run removes the folders it made for -o\n"
 	"and --csv while empty). -o is a new name or a regular file to replace,\n"
 	"never a file a RUNDIR holds (metrics.jsonl, summary.json, eval.json,\n"
-	"confusion.csv) nor one of the --csv files. A summary line per scaling\n"
+	"confusion.csv) nor one of the --csv files, which are new names or\n"
+	"regular files to replace too. A summary line per scaling\n"
 	"comparison goes to stdout unless --quiet.\n"
 	"\n"
 	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
@@ -178,10 +179,20 @@ int cmd_report(int argc, char **argv)
 				       "the CSV files",
 				       csv, ims_file_kind(so.st_mode));
 	}
-	/* the page would be replaced by a CSV file written after it */
+	/* the page would be replaced by a CSV file written after it; a CSV
+	 * file is renamed into place as the page is, so what is at its name
+	 * must be a regular file (found after the page and the CSV files
+	 * before it were written, otherwise) */
 	for (int k = 0; csv && rep_csv_names[k]; k++) {
 		char p[4200];
 		snprintf(p, sizeof(p), "%s/%s", csv, rep_csv_names[k]);
+		if (stat(p, &so) == 0 && !S_ISREG(so.st_mode)) {
+			free(pos);
+			return cli_usage_error(&command, "--csv '%s' holds %s at '%s', "
+					       "where a CSV file is written: move it, or "
+					       "name another folder",
+					       csv, ims_file_kind(so.st_mode), p);
+		}
 		if (same_path(out, p)) {
 			free(pos);
 			return cli_usage_error(&command, "-o '%s' is one of the CSV files "

@@ -228,6 +228,21 @@ expect 2 "$IMSHARD" report "$T/a" -o "$T/csvout/../csvout/runs.csv" --csv "$T/cs
 one_line "$T/err"
 contains "$T/err" "is one of the CSV files written into --csv '$T/csvout'"
 absent "$T/csvout/runs.csv"
+# a folder or a FIFO at a CSV file's name: bad usage, nothing written
+# (before: found after the page and the CSV files before it were written,
+# the message naming a temporary)
+mkdir -p "$T/csvdir/val.csv"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/cd.html" --csv "$T/csvdir"
+one_line "$T/err"
+contains "$T/err" "--csv '$T/csvdir' holds a folder at '$T/csvdir/val.csv', where a CSV file is written"
+absent "$T/cd.html"
+same "$(ls "$T/csvdir")" "val.csv" "(files in a refused --csv)"
+rmdir "$T/csvdir/val.csv"
+mkfifo "$T/csvdir/gpu.csv"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/cd.html" --csv "$T/csvdir"
+one_line "$T/err"
+contains "$T/err" "holds a FIFO at '$T/csvdir/gpu.csv'"
+[ -p "$T/csvdir/gpu.csv" ] || fail "the FIFO at gpu.csv was replaced"
 # --csv a file: bad usage; --csv a folder that cannot be made: no page
 # (before: the page was written, then the CSV folder failed)
 expect 2 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/a/metrics.jsonl"
