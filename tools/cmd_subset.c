@@ -167,7 +167,7 @@ int cmd_subset(int argc, char **argv)
 		{"max-label", 0, CLI_INT, &max_label, "N",
 		 "accept labels up to N (a sparse label space;\n"
 		 "default: see below)", 0, DS_LABEL_CEILING},
-		{"quiet", 0, CLI_FLAG, &quiet, NULL,
+		{"quiet", 'q', CLI_FLAG, &quiet, NULL,
 		 "print nothing but errors", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
 	const char *pos[1];

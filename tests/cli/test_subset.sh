@@ -102,6 +102,10 @@ run subset "$IN" -o "$T/out/again.lst" --per-class 3 --quiet
 expect_rc 0
 [ ! -s "$T/stderr" ] || fail "--quiet printed: $(cat "$T/stderr")"
 cmp -s "$O" "$T/out/again.lst" || fail "same seed gave another subset"
+# -q is --quiet, as for every other command (before: unknown option)
+run subset "$IN" -o "$T/out/again_q.lst" --per-class 3 -q
+expect_rc 0
+[ ! -s "$T/stderr" ] || fail "-q printed: $(cat "$T/stderr")"
 run subset "$IN" -o "$T/out/seed9.lst" --per-class 3 --seed 9 --quiet
 expect_rc 0
 cmp -s "$O" "$T/out/seed9.lst" && fail "seeds 0 and 9 gave the same subset"
