@@ -11,7 +11,7 @@ source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 15 --quiet
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --quiet
-# 45 training records, batch 8: 5 steps an epoch
+# 44 training records, batch 8: 5 steps an epoch
 fit_cmd=("$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7
   --size 16 --threads 1 --batch-size 8 --seed 7)
 fit() { "${fit_cmd[@]}" "$@"; }
@@ -143,7 +143,7 @@ contains "$T/err" "IMSHARD_INJECT_STOP_STEP must be a step number from 0"
 if have_mpi; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 120 mpirun -np 2 "$@"; }
-  # 45 records, 2 ranks of 4: 5 steps an epoch. A checkpoint inside an
+  # 44 records, 2 ranks of 4: 5 steps an epoch. A checkpoint inside an
   # epoch holds the ranks' averaged batch-norm statistics, as one after
   # validation does, and both ranks go on from them: the resumed run ends
   # as one with the same checkpoints never interrupted (before, rank 0's
