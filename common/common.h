@@ -394,6 +394,15 @@ int ims_write_file_atomic(const char *path, const void *data, size_t len,
 int ims_write_file_atomic_flags(const char *path, const void *data,
 				size_t len, unsigned flags, ims_error *err);
 
+/* The first half of ims_write_file_atomic_flags, for writers of several
+ * files that must all be written before any replaces its file: path's
+ * temporary created (its name in tmp, tmplen bytes; *fd open) and data
+ * written to it; ims_temp_publish or ims_temp_discard finishes it. On
+ * failure nothing is left, *fd is -1 and the message names path. */
+int ims_temp_write(const char *path, const void *data, size_t len,
+		   unsigned flags, char *tmp, size_t tmplen, int *fd,
+		   ims_error *err);
+
 /* fsyncs the folder that holds path (so a rename in it is durable). */
 int ims_fsync_parent(const char *path, ims_error *err);
 

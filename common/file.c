@@ -329,18 +329,29 @@ int ims_write_file_atomic_flags(const char *path, const void *data,
 {
 	/* Best effort: a folder that cannot be listed can still be written
 	 * to, and a stale temporary left there is only litter. */
-	if (!(flags & IMS_WRITE_NO_SWEEP))
-		ims_temp_sweep_for(path, NULL);
 	char tmp[4096];
 	int fd;
-	FORWARD_IF_ERR(ims_temp_create(path, tmp, sizeof(tmp), &fd, err));
-	if (ims_write_all(fd, data, len) != 0) {
+	FORWARD_IF_ERR(ims_temp_write(path, data, len, flags, tmp, sizeof(tmp),
+				      &fd, err));
+	return ims_temp_publish(fd, tmp, path, err);
+}
+
+int ims_temp_write(const char *path, const void *data, size_t len,
+		   unsigned flags, char *tmp, size_t tmplen, int *fd,
+		   ims_error *err)
+{
+	if (!(flags & IMS_WRITE_NO_SWEEP))
+		ims_temp_sweep_for(path, NULL);
+	FORWARD_IF_ERR(ims_temp_create(path, tmp, tmplen, fd, err));
+	if (ims_write_all(*fd, data, len) != 0) {
 		int e = errno;
-		ims_temp_discard(fd, tmp);
-		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", tmp,
+		ims_temp_discard(*fd, tmp);
+		*fd = -1;
+		/* the file the user named: the temporary is gone */
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
 				strerror(e));
 	}
-	return ims_temp_publish(fd, tmp, path, err);
+	return 0;
 }
 
 int ims_write_file_atomic(const char *path, const void *data, size_t len,

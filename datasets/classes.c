@@ -98,6 +98,20 @@ out:
 int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 {
 	ims_buf b = {0};
+	int rc = ds_classes_format(l, path, &b, err);
+	if (!rc) {
+		rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
+		if (rc < 0)
+			ims_fail_context(err, "cannot write classes '%s'", path);
+	}
+	ims_buf_release(&b);
+	return rc;
+}
+
+int ds_classes_format(const ds_list *l, const char *path, ims_buf *out,
+		      ims_error *err)
+{
+	ims_buf b = {0};
 	int rc = 0;
 	size_t first = 0, dup = 0;
 	int d = ims_find_duplicate((const char *const *)l->classes, l->n_classes,
@@ -123,9 +137,8 @@ int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 				  "cannot write classes '%s': out of memory", path);
 	}
-	rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
-	if (rc < 0)
-		ims_fail_context(err, "cannot write classes '%s'", path);
+	*out = b;
+	return 0;
 out:
 	ims_buf_release(&b);
 	return rc;

@@ -148,6 +148,16 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err);
 int ds_classes_read(const char *path, ds_list *l, ims_error *err);
 int ds_classes_write(const char *path, const ds_list *l, ims_error *err);
 
+/* What ds_list_write and ds_classes_write would write to path, and what
+ * they would refuse (messages naming path), into *out (caller-released
+ * with ims_buf_release; empty, text possibly NULL, for no rows): for
+ * writers that stage several files before any replaces its own
+ * (ims_temp_write). */
+int ds_list_format(const ds_list *l, const char *path, ims_buf *out,
+		   ims_error *err);
+int ds_classes_format(const ds_list *l, const char *path, ims_buf *out,
+		      ims_error *err);
+
 /*
  * The class-names file that goes with a list: lst_path without a trailing
  * ".lst", then without a trailing "_train", "_val" or "_test", plus

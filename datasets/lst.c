@@ -517,6 +517,20 @@ static void sb_put_u64(ims_buf *b, uint64_t v)
 int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 {
 	ims_buf b = {0};
+	int rc = ds_list_format(l, path, &b, err);
+	if (!rc) {
+		rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
+		if (rc < 0)
+			ims_fail_context(err, "cannot write list '%s'", path);
+	}
+	ims_buf_release(&b);
+	return rc;
+}
+
+int ds_list_format(const ds_list *l, const char *path, ims_buf *out,
+		   ims_error *err)
+{
+	ims_buf b = {0};
 	int rc = 0;
 	for (size_t i = 0; i < l->count; i++) {
 		const ds_entry *e = &l->items[i];
@@ -572,9 +586,8 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 		b.len += plen;
 		b.text[b.len++] = '\n';
 	}
-	rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
-	if (rc < 0)
-		ims_fail_context(err, "cannot write list '%s'", path);
+	*out = b;
+	return 0;
 out:
 	ims_buf_release(&b);
 	return rc;

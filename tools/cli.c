@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,10 +417,16 @@ int cli_exit(int rc)
 	return rc;
 }
 
+void cli_no_file_size_kill(void)
+{
+	signal(SIGXFSZ, SIG_IGN);
+}
+
 static int run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
 			  const char *usage_line, const char *intro,
 			  void (*before)(char **argv))
 {
+	cli_no_file_size_kill();
 	if (argc < 2) {
 		subcommand_usage(stderr, cmds, usage_line, intro);
 		return CLI_EXIT_USAGE;

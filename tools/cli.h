@@ -121,6 +121,13 @@ int cli_run_subcommand(int argc, char **argv, const cli_subcommand *cmds,
  */
 int cli_exit(int rc);
 
+/* Past a file-size limit (ulimit -f), a write fails with EFBIG, reported
+ * as an error naming the file, instead of the process being killed by
+ * SIGXFSZ with its temporaries left behind. Every program calls it first
+ * (the subcommand dispatch does; SIG_IGN survives the exec into
+ * imshard-model). */
+void cli_no_file_size_kill(void);
+
 /* Parses a decimal integer or a seed; returns 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Parses three comma-separated finite numbers ("123.7,116.3,103.5", a

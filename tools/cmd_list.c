@@ -213,6 +213,7 @@ int cmd_list(int argc, char **argv)
 	char *path = NULL;
 	char *stage = NULL; /* the temporaries, slen bytes each; "" once renamed */
 	size_t slen = 0;
+	int fds[N_SPLITS + 1] = {-1, -1, -1, -1}; /* theirs, open until renamed */
 	int status = CLI_EXIT_FAIL;
 
 	ds_scan_opts so = {exts, recursive};
@@ -300,25 +301,29 @@ int cmd_list(int argc, char **argv)
 	for (int s = 0; s <= N_SPLITS; s++) {
 		if (!out_file(path, plen, output, have, s))
 			continue;
-		ims_temp_sweep_for(path, NULL);
-		snprintf(stage + (size_t)s * slen, slen, "%s.tmp.%ld", path, (long)getpid());
-		const char *st = stage + (size_t)s * slen;
-		int wrc = s < N_SPLITS ? ds_list_write(st, &parts[s], &err)
-				       : ds_classes_write(st, names, &err);
+		ims_buf b = {0};
+		int wrc = s < N_SPLITS ? ds_list_format(&parts[s], path, &b, &err)
+				       : ds_classes_format(names, path, &b, &err);
+		if (!wrc)
+			wrc = ims_temp_write(path, b.text ? b.text : "", b.len, 0,
+					     stage + (size_t)s * slen, slen, &fds[s], &err);
+		ims_buf_release(&b);
 		if (wrc < 0) {
-			cli_error("%s", err.msg);
+			stage[(size_t)s * slen] = '\0';
+			cli_error("list: %s", err.msg);
 			goto out;
 		}
 	}
 	for (int s = 0; s <= N_SPLITS; s++) {
 		if (!out_file(path, plen, output, have, s))
 			continue;
-		if (rename(stage + (size_t)s * slen, path) < 0) {
-			cli_error("list: cannot rename '%s' to '%s': %s",
-				  stage + (size_t)s * slen, path, strerror(errno));
+		int prc = ims_temp_publish(fds[s], stage + (size_t)s * slen, path, &err);
+		fds[s] = -1;
+		stage[(size_t)s * slen] = '\0';
+		if (prc < 0) {
+			cli_error("list: %s", err.msg);
 			goto out;
 		}
-		stage[(size_t)s * slen] = '\0';
 	}
 	for (int s = 0; s < N_SPLITS; s++) {
 		if (!have[s]) {
@@ -345,7 +350,7 @@ int cmd_list(int argc, char **argv)
 out:
 	for (int s = 0; stage && s <= N_SPLITS; s++)
 		if (stage[(size_t)s * slen])
-			unlink(stage + (size_t)s * slen);
+			ims_temp_discard(fds[s], stage + (size_t)s * slen);
 	free(stage);
 	free(path);
 	ds_list_release(&all);

@@ -200,6 +200,7 @@ int cmd_subset(int argc, char **argv)
 	ds_subset_report rep = {0};
 	char *src_classes = NULL, *dst_classes = NULL;
 	char *stage[2] = {NULL, NULL}; /* the temporaries; "" once renamed */
+	int fds[2] = {-1, -1};         /* theirs, open until renamed */
 	char *out_dir = NULL, *made = NULL; /* -o's folder; what of it this run made */
 	int status = CLI_EXIT_FAIL;
 
@@ -332,17 +333,18 @@ int cmd_subset(int argc, char **argv)
 		goto done;
 	}
 	stage[0][0] = stage[1][0] = '\0';
-	snprintf(stage[0], slen, "%s.tmp.%ld", output, (long)getpid());
-	ims_temp_sweep_for(output, NULL);
-	if (ds_list_write(stage[0], &out, &err) < 0) {
-		cli_error("%s", err.msg);
-		goto done;
-	}
-	if (write_classes) {
-		snprintf(stage[1], slen, "%s.tmp.%ld", dst_classes, (long)getpid());
-		ims_temp_sweep_for(dst_classes, NULL);
-		if (ds_classes_write(stage[1], &in, &err) < 0) {
-			cli_error("%s", err.msg);
+	for (int i = 0; i < 1 + write_classes; i++) {
+		const char *f = i ? dst_classes : output;
+		ims_buf b = {0};
+		int wrc = i ? ds_classes_format(&in, f, &b, &err)
+			    : ds_list_format(&out, f, &b, &err);
+		if (!wrc)
+			wrc = ims_temp_write(f, b.text ? b.text : "", b.len, 0, stage[i],
+					     slen, &fds[i], &err);
+		ims_buf_release(&b);
+		if (wrc < 0) {
+			stage[i][0] = '\0';
+			cli_error("subset: %s", err.msg);
 			goto done;
 		}
 	}
@@ -350,12 +352,13 @@ int cmd_subset(int argc, char **argv)
 		const char *f = i ? dst_classes : output;
 		if (!stage[i][0])
 			continue;
-		if (rename(stage[i], f) < 0) {
-			cli_error("subset: cannot rename '%s' to '%s': %s", stage[i], f,
-				  strerror(errno));
+		int prc = ims_temp_publish(fds[i], stage[i], f, &err);
+		fds[i] = -1;
+		stage[i][0] = '\0';
+		if (prc < 0) {
+			cli_error("subset: %s", err.msg);
 			goto done;
 		}
-		stage[i][0] = '\0';
 	}
 	size_t lo = SIZE_MAX, hi = 0;
 	for (size_t c = 0; c < rep.n_classes; c++) {
@@ -393,7 +396,7 @@ int cmd_subset(int argc, char **argv)
 done:
 	for (int i = 0; i < 2; i++) {
 		if (stage[i] && stage[i][0])
-			unlink(stage[i]);
+			ims_temp_discard(fds[i], stage[i]);
 		free(stage[i]);
 	}
 	/* a failed run leaves no folder it made, not even an empty one */

@@ -103,8 +103,7 @@ void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *
 void cli_pack_ui_finish(cli_pack_ui *u);
 
 /* Installs SIGINT/SIGTERM handlers that set a flag read by
- * cli_interrupted(); long loops check it and stop cleanly. Also ignores
- * SIGXFSZ, so exceeding a file-size limit is an error, not a kill. */
+ * cli_interrupted(); long loops check it and stop cleanly. */
 void cli_catch_signals(void);
 int cli_interrupted(void);
 /* Pointer to the flag, for libraries that take a cancel pointer. */

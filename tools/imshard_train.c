@@ -638,5 +638,6 @@ static int train_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	cli_no_file_size_kill();
 	return cli_exit(train_main(argc, argv));
 }

@@ -79,9 +79,6 @@ void cli_catch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	/* Past a file-size limit, fail the write with EFBIG (reported as an
-	 * error) instead of being killed. */
-	signal(SIGXFSZ, SIG_IGN);
 }
 
 int cli_interrupted(void)

@@ -324,6 +324,21 @@ rm -f "$C"/c_train.lst "$C"/c.classes
 ln -s "$C" "$T/via_link"
 usage_error "$C" -o "$T/via_link/0lists/c"
 
+# a file-size limit (ulimit -f, standing in for a full disk) is an error
+# naming the file, not a kill by SIGXFSZ (before: exit 153, and the
+# temporary list left behind)
+mkdir "$T/fsz"
+set +e
+(ulimit -f 1; exec "$IMSHARD" list "$C" -o "$T/fsz/c" --quiet) >"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+expect_stderr_lines 1
+expect_stderr "File too large"
+expect_stderr "imshard: list: cannot write '$T/fsz/c_train.lst': File too large"
+! grep -q '\.tmp\.' "$T/stderr" || fail "the message names a temporary: $(cat "$T/stderr")"
+expect_eq "files left by a list past a file-size limit" "$(ls -A "$T/fsz")" ""
+
 if [ "$failures" -ne 0 ]; then
 	echo "test_list.sh: $failures failure(s)" >&2
 	exit 1

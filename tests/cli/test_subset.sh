@@ -364,6 +364,18 @@ rc=$?
 set -e
 expect_rc 1
 expect_stderr "File too large"
+# the file named is the output, not a temporary of a temporary (before:
+# "cannot write list 'b.lst.tmp.N': cannot write 'b.lst.tmp.N.tmp.N'")
+expect_stderr "imshard: subset: cannot write '$T/big/new/deep/b.lst': File too large"
+! grep -q '\.tmp\.' "$T/stderr" || fail "the message names a temporary: $(cat "$T/stderr")"
+# and without the trap: an error, not a kill by SIGXFSZ (exit 153)
+set +e
+(ulimit -f 4; exec "$IMSHARD" subset "$T/big/b.lst" -o "$T/big/new/deep/b.lst" --per-class 100) \
+	>"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+[ ! -e "$T/big/new" ] || fail "a subset past a file-size limit left: $(find "$T/big/new")"
 [ ! -e "$T/big/new" ] || fail "a failed subset left the folders it made: $(find "$T/big/new")"
 [ -d "$T/big" ] || fail "a failed subset removed the folder that was there"
 mkdir -p "$T/big/old"
