@@ -353,6 +353,29 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 	return rc;
 }
 
+int rio_manifest_at(const char *path, char *name, size_t cap)
+{
+	if (cap)
+		name[0] = '\0';
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	uint8_t *text = NULL;
+	size_t len = 0;
+	if (ims_read_file(path, &text, &len, 256u << 20, NULL) < 0)
+		return 0;
+	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+	free(text);
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "name");
+	int is = cJSON_IsObject(root) && cJSON_IsString(fmt) &&
+		 strcmp(fmt->valuestring, "imshard") == 0;
+	if (is && cap && cJSON_IsString(nm))
+		snprintf(name, cap, "%s", nm->valuestring);
+	cJSON_Delete(root);
+	return is;
+}
+
 char *rio_manifest_to_json(const rio_manifest *m)
 {
 	cJSON *root = cJSON_CreateObject();

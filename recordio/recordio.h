@@ -182,6 +182,15 @@ int rio_split_name_ok(const char *name);
  * digests (see rio_shard_info). */
 int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err);
 
+/* 1 when path is a regular file (not followed through a symbolic link)
+ * whose JSON object says "format": "imshard", a split's manifest whether
+ * or not it loads; 0 for anything else (absent, unreadable, another
+ * file). Its "name", when a string, goes into name (cap bytes, "" when
+ * none). What a command checks before it replaces or removes a file at
+ * a name of its own (eval.json, summary.json) in a folder a split may
+ * share. */
+int rio_manifest_at(const char *path, char *name, size_t cap);
+
 /* Frees everything m owns and zeroes it. NULL and zeroed are fine. */
 void rio_manifest_release(rio_manifest *m);
 

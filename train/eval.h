@@ -162,10 +162,11 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 
 /*
  * Whether nn_eval_write could write into dir, as far as can be told
- * before: dir is a folder or is missing (it is made then), and none of
- * the four files' names is a folder (their rename would fail). Makes and
- * changes nothing. Errors: IMS_EEXIST (the message names the file or
- * folder in the way).
+ * before: dir is a folder or is missing (it is made then), none of the
+ * four files' names is a folder (their rename would fail), and eval.json
+ * is not a split's manifest (split 'eval' packed into dir, which the
+ * evaluation would replace). Makes and changes nothing. Errors:
+ * IMS_EEXIST (the message names the file or folder in the way).
  */
 int nn_eval_check_output(const char *dir, ims_error *err);
 

@@ -299,6 +299,17 @@ one_line "$T/err"
 contains "$T/err" "cannot write the evaluation into '$T/odir': '$T/odir/predictions.csv' is a folder"
 same "$(wc -c <"$T/out")" 0 "(a folder at predictions.csv: nothing evaluated)"
 absent "$T/odir/per_class.csv"
+# -o the folder of a split named eval: its manifest is eval.json, which
+# the evaluation's would replace (before: replaced, the split lost)
+expect 0 "$IMSHARD" pack "$T/p/val.lst" "$T/s" -o "$T/psplit/eval" --classes "$T/p/classes.txt" --quiet
+cp "$T/psplit/eval.json" "$T/psplit.manifest"
+expect 1 "$IMSHARD" eval "$ck" "$T/psplit/eval.json" --threads 1 -o "$T/psplit"
+one_line "$T/err"
+contains "$T/err" "cannot write the evaluation into '$T/psplit': '$T/psplit/eval.json' is the manifest of split 'eval', which its eval.json would replace; give -o a folder of its own"
+same "$(wc -c <"$T/out")" 0 "(-o a split's folder: nothing evaluated)"
+expect 0 cmp "$T/psplit/eval.json" "$T/psplit.manifest"
+absent "$T/psplit/per_class.csv"
+expect 0 "$IMSHARD" eval "$ck" "$T/psplit/eval.json" --threads 1 -q -o "$T/psplit/ev"
 expect 1 "$IMSHARD" eval "$T/none.safetensors" "$va"
 one_line "$T/err"
 contains "$T/err" "none.safetensors"

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "recordio/recordio.h"
 #include "train/eval.h"
 
 /* A CSV field as ims_buf_csv writes it: a class name is the user's
@@ -253,6 +254,14 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 			  "cannot write the evaluation into '%s': '%s' is a folder; "
 			  "remove or rename it",
 			  dir, path);
+		/* split 'eval' packed into dir: its manifest would be
+		 * replaced, the split lost */
+		char split[256], safe[300];
+		RETURN_IF(rio_manifest_at(path, split, sizeof(split)), err, IMS_EEXIST,
+			  "cannot write the evaluation into '%s': '%s' is the "
+			  "manifest of split '%s', which its eval.json would "
+			  "replace; give -o a folder of its own",
+			  dir, path, ims_escape(split, safe, sizeof(safe)));
 	}
 	return 0;
 }
