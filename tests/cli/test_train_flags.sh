@@ -7,7 +7,9 @@
 # run-time failure, exit 1, after the splits were read). A folder where the run renames a file it writes
 # (checkpoint.safetensors, summary.json, the per-class files) is refused
 # before the first step, new run or resumed (before: the run trained to
-# its first checkpoint or its end, then failed the rename).
+# its first checkpoint or its end, then failed the rename). A --log-dir
+# holding a split named summary or eval is refused (before: its manifest
+# was taken for an earlier run's file, removed by --force or replaced).
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -136,5 +138,33 @@ cp "$T/rs/metrics.jsonl" "$T/rs.metrics"
 expect 1 fit --epochs 2 --log-dir "$T/rs" --checkpoint-dir "$T/rs" --resume
 contains "$T/err" "'$T/rs/summary.json' is a folder"
 cmp -s "$T/rs/metrics.jsonl" "$T/rs.metrics" || fail "the refused resume appended to metrics.jsonl"
+
+# --- a --log-dir that is a split's folder --------------------------------
+# splits named eval and summary have their manifests at names the run's
+# files take: refused, new run, --force or resumed, each manifest kept
+# (before: "an earlier run's eval.json", which --force removed, and a
+# resumed run replaced both manifests with its own files)
+expect 0 "$IMSHARD" pack "$T/p/val.lst" "$T/s" -o "$T/ps/eval" --classes "$T/p/classes.txt" --quiet
+expect 0 "$IMSHARD" pack "$T/p/train.lst" "$T/s" -o "$T/ps/summary" --classes "$T/p/classes.txt" --quiet
+cp "$T/ps/eval.json" "$T/ps.eval" && cp "$T/ps/summary.json" "$T/ps.summary"
+for extra in "" "--force"; do
+  # shellcheck disable=SC2086
+  expect 1 fit --train "$T/ps/summary.json" --val "$T/ps/eval.json" --max-steps 1 --log-dir "$T/ps" $extra
+  one_line "$T/err"
+  contains "$T/err" "cannot train into '$T/ps': '$T/ps/summary.json' is the manifest of split 'summary', and a run's --log-dir holds its own summary.json; give this run a --log-dir of its own"
+  expect 0 cmp "$T/ps/eval.json" "$T/ps.eval"
+  expect 0 cmp "$T/ps/summary.json" "$T/ps.summary"
+  absent "$T/ps/metrics.jsonl"
+done
+rm "$T/ps/summary.json"
+expect 1 fit --max-steps 1 --log-dir "$T/ps" --force
+contains "$T/err" "'$T/ps/eval.json' is the manifest of split 'eval'"
+expect 0 fit --epochs 2 --max-steps 1 --checkpoint-dir "$T/psck"
+expect 1 fit --val "$T/ps/eval.json" --epochs 2 --checkpoint-dir "$T/psck" --log-dir "$T/ps" --resume
+one_line "$T/err"
+contains "$T/err" "'$T/ps/eval.json' is the manifest of split 'eval'"
+expect 0 cmp "$T/ps/eval.json" "$T/ps.eval"
+# a folder inside the split's is the run's own
+expect 0 fit --val "$T/ps/eval.json" --max-steps 1 --log-dir "$T/ps/run"
 
 finish

@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "recordio/recordio.h"
 #include "train/loop/loop_internal.h"
 
 #define LOCK_NAME "imshard-train.lock"
@@ -265,9 +266,31 @@ static int check_folder_at(const char *dir, const char *name,
 	return 0;
 }
 
+/* A split packed into the log folder under the name of one of the run's
+ * files (split summary or eval: summary.json, eval.json) has its manifest
+ * there: --force would remove it as an earlier run's, and the run's own
+ * file would replace it, the split lost either way. */
+static int check_manifest_at(const char *dir, const char *name, ims_error *err)
+{
+	char path[4096], split[256], safe[300];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
+	RETURN_IF(rio_manifest_at(path, split, sizeof(split)), err, IMS_EEXIST,
+		  "cannot train into '%s': '%s' is the manifest of split '%s', "
+		  "and a run's --log-dir holds its own %s; give this run a "
+		  "--log-dir of its own",
+		  dir, path, ims_escape(split, safe, sizeof(safe)), name);
+	return 0;
+}
+
 int loop_check_outputs(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
+	if (r->dp.rank != 0 && !r->log.owns_dir)
+		return 0;
+	/* every owner of a log folder, resumed or not, with or without
+	 * --val: what it writes, and what --force removes */
+	for (int i = 0; o->out.log_dir && log_files[i]; i++)
+		FORWARD_IF_ERR(check_manifest_at(o->out.log_dir, log_files[i], err));
 	if (r->dp.rank != 0)
 		return 0;
 	if (o->out.checkpoint_dir)
