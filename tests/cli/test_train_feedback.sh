@@ -4,7 +4,8 @@
 # --verbose; compute and loader threads chosen apart and printed once;
 # records dropped per epoch counted (short last batches included); --val
 # optional (said once, no accuracy in summary.json), a --val of the
-# training split's records warned of; --val-crop-frac
+# training split's records warned of, and so are classes of --train
+# without a record; --val-crop-frac
 # validated and recorded; counts printed with their right plural.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -145,5 +146,27 @@ same "$(wc -l <"$T/err")" 1 "(one line)"
 contains "$T/err" "warning: --val '$T/pc/train.json' holds the records of --train '$tr': its accuracy is on records the run trains on"
 expect 0 fit --val "$va" --max-steps 1 --quiet
 lacks "$T/err" "holds the records of"
+lacks "$T/err" "holds no record of"
+
+# --- classes without a training record: warned of -------------------------
+# (an empty class folder that convert kept as a class, or a --classes list
+# longer than the data: before, a network with an output never trained,
+# without a word); once, under --quiet too, not for --synthetic
+mkdir -p "$T/se" && cp -r "$T/s/." "$T/se/" && mkdir "$T/se/empty"
+expect 0 "$IMSHARD" convert folder "$T/se" -o "$T/pe" --val-ratio 0.25 --seed 3 --quiet
+expect 0 "$IMSHARD_TRAIN" --train "$T/pe/train.json" --val "$T/pe/val.json" --model convnet7 --size 16 --threads 1 \
+  --batch-size 8 --max-steps 1 --quiet
+same "$(wc -l <"$T/err")" 1 "(one line)"
+contains "$T/err" "imshard-train: warning: --train '$T/pe/train.json' holds no record of class 4 'empty' (of its 5 classes): the run never trains the network to predict it"
+expect 0 "$IMSHARD_TRAIN" --train "$T/pe/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet --synthetic
+lacks "$T/err" "holds no record"
+{ cat "$T/p/classes.txt"; printf 'x%s\n' 1 2 3 4; } >"$T/c8.txt"
+expect 0 "$IMSHARD" pack "$T/p/train.lst" "$T/s" -o "$T/p8/train" --classes "$T/c8.txt" --quiet
+expect 0 "$IMSHARD_TRAIN" --train "$T/p8/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet
+contains "$T/err" "warning: --train '$T/p8/train.json' holds no record of 4 of its 8 classes (4 'x1', 5 'x2', 6 'x3', ...): the run never trains the network to predict them"
+if have_mpi; then
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" --train "$T/pe/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1 --quiet
+  same "$(grep -c 'holds no record' "$T/err")" 1 "(told once at 2 ranks)"
+fi
 
 finish

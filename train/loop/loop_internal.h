@@ -63,6 +63,10 @@ typedef struct loop_data {
 	 * (0 and "" without one) */
 	char val_name[256];
 	uint64_t val_records, val_digest;
+	/* the training split's classes without a record (its manifest's
+	 * counts), and the first few as "4 'name', ..." for the warning */
+	size_t unseen_classes;
+	char unseen[512];
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;
@@ -285,8 +289,9 @@ int loop_algo_mode(const char *name);
 int loop_channels_last(const char *name);
 int loop_open_context(run *r, ims_error *err);
 int loop_load_classes(run *r, ims_error *err);
-/* A warning when --val holds the training split's records, told once
- * the set-up has accepted the run (a failing one says its error alone) */
+/* Warnings about the splits accepted, told once the set-up has accepted
+ * the run (a failing one says its error alone): --val holds the training
+ * split's records; classes of --train without a record */
 void loop_warn_val_is_train(run *r);
 int loop_open_loaders(run *r, ims_error *err);
 int loop_make_synthetic(run *r, ims_error *err);

@@ -131,6 +131,31 @@ uint64_t loop_split_digest(const rio_manifest *m)
 	return d;
 }
 
+/* The classes m's counts give no record: the network's outputs for them
+ * are never trained (an empty class folder convert kept, a --classes
+ * list longer than the data, a sparse label space). */
+static void note_unseen(loop_data *d, const rio_manifest *m)
+{
+	size_t len = 0, listed = 0;
+	d->unseen_classes = 0;
+	d->unseen[0] = '\0';
+	for (size_t k = 0; k < m->n_classes; k++) {
+		if (m->class_counts[k])
+			continue;
+		if (d->unseen_classes++ == 3) {
+			len += (size_t)snprintf(d->unseen + len, sizeof(d->unseen) - len,
+						", ...");
+			continue;
+		}
+		if (listed >= 3 || len >= sizeof(d->unseen))
+			continue;
+		char safe[128];
+		len += (size_t)snprintf(d->unseen + len, sizeof(d->unseen) - len,
+					"%s%zu '%s'", listed++ ? ", " : "", k,
+					ims_escape(m->classes[k], safe, sizeof(safe)));
+	}
+}
+
 int loop_load_classes(run *r, ims_error *err)
 {
 	rio_manifest a = {0}, b = {0};
@@ -175,6 +200,7 @@ int loop_load_classes(run *r, ims_error *err)
 		 a.name ? a.name : "");
 	r->data.train_records = a.records;
 	r->data.train_digest = loop_split_digest(&a);
+	note_unseen(&r->data, &a);
 	if (r->o->data.val_manifest) {
 		snprintf(r->data.val_name, sizeof(r->data.val_name), "%s",
 			 b.name ? b.name : "");
@@ -198,6 +224,26 @@ void loop_warn_val_is_train(run *r)
 			 "--val '%s' holds the records of --train '%s': its "
 			 "accuracy is on records the run trains on",
 			 r->o->data.val_manifest, r->o->data.train_manifest);
+		r->log.ev.warning(r->log.ev.ctx, msg);
+	}
+	/* --synthetic draws its labels: the records' classes do not count */
+	const size_t n = r->data.unseen_classes;
+	if (n && r->log.ev.warning && !r->o->data.synthetic) {
+		char msg[4096 + 768];
+		if (n == 1)
+			snprintf(msg, sizeof(msg),
+				 "--train '%s' holds no record of class %s (of its %d "
+				 "classes): the run never trains the network to "
+				 "predict it",
+				 r->o->data.train_manifest, r->data.unseen,
+				 r->data.classes);
+		else
+			snprintf(msg, sizeof(msg),
+				 "--train '%s' holds no record of %zu of its %d "
+				 "classes (%s): the run never trains the network to "
+				 "predict them",
+				 r->o->data.train_manifest, n, r->data.classes,
+				 r->data.unseen);
 		r->log.ev.warning(r->log.ev.ctx, msg);
 	}
 }
