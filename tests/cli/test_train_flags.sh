@@ -9,7 +9,8 @@
 # before the first step, new run or resumed (before: the run trained to
 # its first checkpoint or its end, then failed the rename). A --log-dir
 # holding a split named summary or eval is refused (before: its manifest
-# was taken for an earlier run's file, removed by --force or replaced).
+# was taken for an earlier run's file, removed by --force or replaced),
+# and so is a folder where no file can be created.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
 
@@ -166,5 +167,28 @@ contains "$T/err" "'$T/ps/eval.json' is the manifest of split 'eval'"
 expect 0 cmp "$T/ps/eval.json" "$T/ps.eval"
 # a folder inside the split's is the run's own
 expect 0 fit --val "$T/ps/eval.json" --max-steps 1 --log-dir "$T/ps/run"
+
+# --- a folder where no file can be created ---------------------------------
+# (its lock file there from an earlier run, so the lock is taken: before,
+# a --checkpoint-dir failed at the first checkpoint, after an epoch's
+# training, and a resumed run's --log-dir at its end, after all of it)
+expect 0 fit --epochs 2 --max-steps 1 --checkpoint-dir "$T/rock" --log-dir "$T/ro"
+mkdir -p "$T/ro2" && : >"$T/ro2/imshard-train.lock"
+if chattr +i "$T/ro" "$T/ro2" 2>/dev/null; then
+  cp "$T/ro/metrics.jsonl" "$T/ro.metrics"
+  expect 1 fit --epochs 2 --checkpoint-dir "$T/rock" --log-dir "$T/ro" --resume
+  one_line "$T/err"
+  contains "$T/err" "cannot train into '$T/ro': no file can be created there (Operation not permitted), and this run writes its summary.json at its end; give this run a --log-dir it can write"
+  cmp -s "$T/ro/metrics.jsonl" "$T/ro.metrics" || fail "the refused resume appended to metrics.jsonl"
+  expect 1 fit --epochs 2 --checkpoint-dir "$T/ro2"
+  one_line "$T/err"
+  contains "$T/err" "cannot train into '$T/ro2': no file can be created there (Operation not permitted), and this run writes its checkpoint.safetensors at its first checkpoint; give this run a --checkpoint-dir it can write"
+  expect 1 fit --epochs 2 --log-dir "$T/ro2"
+  contains "$T/err" "its summary.json at its end"
+  chattr -i "$T/ro" "$T/ro2"
+  same "$(ls "$T/ro" "$T/ro2" | tr '\n' ' ')" "$T/ro: imshard-train.lock metrics.jsonl summary.json  $T/ro2: imshard-train.lock " "nothing left in the folders"
+else
+  echo "note: chattr +i not permitted here: a folder without room for a file not checked"
+fi
 
 finish

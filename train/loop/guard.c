@@ -282,6 +282,30 @@ static int check_manifest_at(const char *dir, const char *name, ims_error *err)
 	return 0;
 }
 
+/* A folder where no file can be created (its lock file there already, so
+ * the lock was taken: a folder made read-only, or whose permissions
+ * changed since): the run's files are written by creating a temporary
+ * and renaming it, which would fail only after the training they record.
+ * Tried with a file of this process's, removed at once. */
+static int check_writable(const char *dir, const char *flag, const char *what,
+			  ims_error *err)
+{
+	char path[4096], name[64];
+	snprintf(name, sizeof(name), "imshard-train.probe.%ld", (long)getpid());
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
+	(void)unlink(path); /* this process's name: a leftover is its own */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		      0600);
+	RETURN_IF(fd < 0, err, IMS_EIO,
+		  "cannot train into '%s': no file can be created there (%s), "
+		  "and this run writes its %s; give this run a %s it can write",
+		  dir, strerror(errno), what, flag);
+	close(fd);
+	RETURN_IF(unlink(path) != 0, err, IMS_EIO, "cannot remove '%s': %s", path,
+		  strerror(errno));
+	return 0;
+}
+
 int loop_check_outputs(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -293,12 +317,18 @@ int loop_check_outputs(run *r, ims_error *err)
 		FORWARD_IF_ERR(check_manifest_at(o->out.log_dir, log_files[i], err));
 	if (r->dp.rank != 0)
 		return 0;
-	if (o->out.checkpoint_dir)
+	if (o->out.checkpoint_dir) {
 		FORWARD_IF_ERR(check_folder_at(o->out.checkpoint_dir,
 					       "checkpoint.safetensors",
 					       "at its first checkpoint", err));
+		FORWARD_IF_ERR(check_writable(o->out.checkpoint_dir, "--checkpoint-dir",
+					      "checkpoint.safetensors at its first "
+					      "checkpoint", err));
+	}
 	if (!o->out.log_dir)
 		return 0;
+	FORWARD_IF_ERR(check_writable(o->out.log_dir, "--log-dir",
+				      "summary.json at its end", err));
 	FORWARD_IF_ERR(check_folder_at(o->out.log_dir, "summary.json",
 				       "at its end", err));
 	/* the per-class files follow the last validation */
