@@ -328,6 +328,12 @@ lacks "$T/err" "record 5: record 5" # named once (before: twice, the loader's co
 contains "$T/err" "epoch 1 validation: 1 record could not be loaded and was left out"
 contains "$T/out" "(39 records)"
 same "$(json "$T/pl/log/summary.json" '(j["bad_records"], j["bad_record_indices"], j["val_bad_records"])')" "(1, [5], 1)" "records without a class counted"
+# one record over the limit is said in the singular (before: "1 training
+# records ... (this rank's: records 5)")
+expect 1 "$IMSHARD_TRAIN" --train "$T/pl/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1 --max-bad-records 0
+one_line "$T/err"
+contains "$T/err" "imshard: 1 training record could not be loaded by step "
+contains "$T/err" ", more than --max-bad-records 0 (this rank's: record 5): stopping"
 
 # a record whose header gives another size than its image's is damaged:
 # the sample was planned for that size (before: a header of 8x8 over an

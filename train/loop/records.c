@@ -60,12 +60,15 @@ int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%llu",
 					i ? ", " : "", (unsigned long long)bad->mine[i]);
 	return ims_fail(err, IMS_EINVAL,
-			"%llu training records could not be loaded by step %llu, more "
-			"than --max-bad-records %lld%s%s%s: stopping (check the split "
-			"with 'imshard verify')",
-			(unsigned long long)bad->total, (unsigned long long)step + 1,
-			(long long)limit, len ? " (this rank's: records " : "", list,
-			len ? ")" : "");
+			"%llu training %s could not be loaded by step %llu, more "
+			"than --max-bad-records %lld%s%s%s%s: stopping (check the "
+			"split with 'imshard verify')",
+			(unsigned long long)bad->total,
+			ims_plural(bad->total, "record", "records"),
+			(unsigned long long)step + 1, (long long)limit,
+			len ? " (this rank's: " : "",
+			len ? ims_plural((uint64_t)bad->n_mine, "record ", "records ") : "",
+			list, len ? ")" : "");
 }
 
 static int cmp_u64(const void *a, const void *b)
