@@ -142,17 +142,17 @@ static void note_unseen(loop_data *d, const rio_manifest *m)
 	for (size_t k = 0; k < m->n_classes; k++) {
 		if (m->class_counts[k])
 			continue;
-		if (d->unseen_classes++ == 3) {
-			len += (size_t)snprintf(d->unseen + len, sizeof(d->unseen) - len,
-						", ...");
-			continue;
-		}
-		if (listed >= 3 || len >= sizeof(d->unseen))
+		const size_t nth = d->unseen_classes++;
+		/* snprintf says what it would have written: past the end,
+		 * nothing more is added */
+		if (nth > 3 || len >= sizeof(d->unseen))
 			continue;
 		char safe[128];
-		len += (size_t)snprintf(d->unseen + len, sizeof(d->unseen) - len,
-					"%s%zu '%s'", listed++ ? ", " : "", k,
-					ims_escape(m->classes[k], safe, sizeof(safe)));
+		int n = nth == 3 ? snprintf(d->unseen + len, sizeof(d->unseen) - len, ", ...")
+				 : snprintf(d->unseen + len, sizeof(d->unseen) - len,
+					    "%s%zu '%s'", listed++ ? ", " : "", k,
+					    ims_escape(m->classes[k], safe, sizeof(safe)));
+		len += n > 0 ? (size_t)n : 0;
 	}
 }
 
