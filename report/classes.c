@@ -75,6 +75,24 @@ void rep_classes_release(rep_classes *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* A class's top1 and top5: numbers in [0, 1] when it has records; without
+ * one it has no accuracy (NAN): null, or an older file's 0. 1 valid. */
+static int read_scores(const cJSON *e, double records, double *top1,
+		       double *top5)
+{
+	*top1 = num(e, "top1", 0, 1, 0);
+	*top5 = num(e, "top5", 0, 1, 0);
+	if (isnan(records))
+		return 0;
+	if (records > 0)
+		return !isnan(*top1) && !isnan(*top5);
+	const int ok = (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "top1")) &&
+			cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "top5"))) ||
+		       (*top1 == 0 && *top5 == 0);
+	*top1 = *top5 = NAN;
+	return ok;
+}
+
 /* eval.json's per_class array into c. 1 read, 0 bad (diagnosed), < 0
  * IMS_ENOMEM. */
 static int read_per_class(rep_run *run, const char *file, const cJSON *o,
@@ -100,12 +118,9 @@ static int read_per_class(rep_run *run, const char *file, const cJSON *o,
 	{
 		c->names[i] = str(e, "name", &oom);
 		c->records[i] = num(e, "records", 0, MAX_COUNT, 1);
-		c->top1[i] = num(e, "top1", 0, 1, 0);
-		c->top5[i] = num(e, "top5", 0, 1, 0);
 		if (oom)
 			return IMS_ENOMEM;
-		if (!c->names[i] || isnan(c->records[i]) || isnan(c->top1[i]) ||
-		    isnan(c->top5[i])) {
+		if (!c->names[i] || !read_scores(e, c->records[i], &c->top1[i], &c->top5[i])) {
 			int rc = bad(run, file, "per_class[%d] lacks a name, records, top1 or "
 				     "top5 (or one is out of range): per-class accuracy not drawn",
 				     i);
@@ -337,6 +352,13 @@ static int cmp_worst(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
 	const rep_classes *c = g_sort;
+	/* classes without a record (no accuracy, NAN) last: they are not
+	 * the worst, they were not measured */
+	const int nx = isnan(c->top1[x]), ny = isnan(c->top1[y]);
+	if (nx != ny)
+		return nx - ny;
+	if (nx)
+		return x - y;
 	if (c->top1[x] != c->top1[y])
 		return c->top1[x] < c->top1[y] ? -1 : 1;
 	if (c->top5[x] != c->top5[y])
@@ -396,6 +418,12 @@ static void accuracy_bars(ims_buf *b, const rep_classes *c, const int *order,
 			  left - 6, y + 12);
 		short_name(b, c->names[k]);
 		ims_buf_puts(b, "</text>");
+		if (isnan(c->top1[k])) { /* no record: no bar, not a 0% one */
+			ims_buf_printf(b, "<text x=\"%.0f\" y=\"%.1f\" " FONT
+				     " fill=\"#888\">no records</text>",
+				  left + 4, y + 12);
+			continue;
+		}
 		ims_buf_printf(b, "<rect class=\"mark\" x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" "
 			     "fill=\"%s\" opacity=\"0.3\"/>",
 			  left, y + 2, pw * c->top5[k], svg_color(0));

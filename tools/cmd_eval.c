@@ -141,11 +141,15 @@ static void print_table(const nn_eval_result *r, const nn_model_card *c,
 	printf("%5s  %-*s  %8s  %7s  %7s\n", "class", w, "name", "records", "top-1",
 	       "top-5");
 	for (int k = 0; k < r->classes; k++)
-		printf("%5d  %-*s  %8llu  %6.2f%%  %6.2f%%\n", k, w,
-		       ims_escape(c->class_names[k], name, 25),
-		       (unsigned long long)r->class_records[k],
-		       pct(r->class_top1[k], r->class_records[k]),
-		       pct(r->class_topk[k], r->class_records[k]));
+		if (r->class_records[k])
+			printf("%5d  %-*s  %8llu  %6.2f%%  %6.2f%%\n", k, w,
+			       ims_escape(c->class_names[k], name, 25),
+			       (unsigned long long)r->class_records[k],
+			       pct(r->class_top1[k], r->class_records[k]),
+			       pct(r->class_topk[k], r->class_records[k]));
+		else /* no record, no accuracy (not 0%) */
+			printf("%5d  %-*s  %8d  %7s  %7s\n", k, w,
+			       ims_escape(c->class_names[k], name, 25), 0, "-", "-");
 	if (r->classes <= PRINTED_MATRIX) {
 		printf("\nconfusion matrix (rows: true class, columns: predicted class)\n");
 		printf("%5s  %-*s", "", w, "");
@@ -399,6 +403,21 @@ int cmd_eval(int argc, char **argv)
 				 ims_plural(res.bad_records, "record", "records"), pos[1],
 				 res.bad_records == 1 ? "was" : "were",
 				 (unsigned long long)res.records);
+		int empty = 0, first = -1;
+		for (int k = 0; k < res.classes; k++)
+			if (!res.class_records[k] && !empty++)
+				first = k;
+		if (empty) {
+			char name[4 * 64];
+			cli_warn(mf.quiet,
+				 "eval: '%s' holds no record of %d of the model's %d "
+				 "classes (the first: %d '%s'): %s no accuracy, "
+				 "shown as - (empty in per_class.csv, null in "
+				 "eval.json)",
+				 pos[1], empty, res.classes, first,
+				 ims_escape(card.class_names[first], name, sizeof(name)),
+				 empty == 1 ? "it has" : "they have");
+		}
 		if (out) {
 			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0,
 						 precision};

@@ -112,6 +112,35 @@ contains "$T/out" "'$T/e\x1b[2J/ck.safetensors' (convnet7, 4 classes, 16 px, fp3
 ! grep -q $'\e' "$T/out" || fail "eval printed an ESC raw"
 checks=$((checks + 1))
 
+# a class the split holds no record of has no accuracy: '-' in the table,
+# empty in per_class.csv, null in eval.json, said once (before: 0.00%,
+# 0.000000 and 0, as if every record of it had been missed)
+cp -r "$T/s" "$T/s_empty"
+rm -f "$T/s_empty/cross"/*
+expect 0 "$IMSHARD" convert folder "$T/s_empty" -o "$T/pe" --val-ratio 0.25 --seed 3 --quiet
+expect 0 "$IMSHARD" eval "$ck" "$T/pe/val.json" --threads 1 -o "$T/eve"
+grep -E '^ +3  cross ' "$T/out" | head -n 1 >"$T/row"
+same "$(tr -s ' ' <"$T/row")" " 3 cross 0 - -" "(the table's row of a class without records)"
+contains "$T/err" "holds no record of 1 of the model's 4 classes (the first: 3 'cross'): it has no accuracy"
+/usr/bin/python3 - "$T/eve" >"$T/m" 2>&1 <<'PY'
+import csv, json, sys
+d = sys.argv[1]
+pc = list(csv.DictReader(open(d + "/per_class.csv")))
+assert pc[3] == {"class": "3", "name": "cross", "records": "0", "top1_correct": "0",
+                 "top1": "", "top5_correct": "0", "top5": ""}, pc[3]
+assert all(r["top1"] != "" for r in pc[:3]), pc
+ev = json.load(open(d + "/eval.json"))
+assert ev["per_class"][3] == {"name": "cross", "records": 0, "top1": None, "top5": None}, ev["per_class"][3]
+print("ok")
+PY
+contains "$T/m" "ok"
+# report reads it and draws no bar for it
+cp -r "$T/run" "$T/run_e"
+cp "$T/eve/eval.json" "$T/eve/confusion.csv" "$T/run_e/"
+expect 0 "$IMSHARD" report "$T/run_e" -o "$T/rep_empty.html" --quiet
+contains "$T/rep_empty.html" "no records</text>"
+lacks "$T/rep_empty.html" "skipped"
+
 # class names a spreadsheet would run as formulas are text in the CSVs
 # (before: "=SUM(A1)" went in raw, while report's CSVs quoted it)
 expect 0 "$IMSHARD" sample "$T/sf" --classes 4 --per-class 2 --quiet

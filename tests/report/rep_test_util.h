@@ -38,8 +38,8 @@ static inline void rep_test_write(const char *dir, const char *name,
 {
 	char p[4096];
 	mkdir(dir, 0755);
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	FILE *f = fopen(p, "wb");
+	int n = snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = n > 0 && (size_t)n < sizeof(p) ? fopen(p, "wb") : NULL;
 	if (!f || fwrite(text, 1, strlen(text), f) != strlen(text) || fclose(f)) {
 		perror(p);
 		exit(1);

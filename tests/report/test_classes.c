@@ -292,6 +292,71 @@ static void test_page(void)
 	rep_report_release(&rep);
 }
 
+/* A class the split holds no record of has no accuracy: null in this
+ * version's eval.json, 0 in older ones. Not a 0% bar, and never among
+ * the worst classes (before: drawn as 0%, and first of the worst). */
+static void test_no_records(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "norecords");
+	rep_test_run_a(dir);
+	const char *csv = CONFUSION_HEAD "cat,3,1,0\n\"dog, \"\"big\"\"\",2,1,0\n<eel>,0,0,0\n";
+	const char *forms[] = {"null", "0"};
+	for (int f = 0; f < 2; f++) {
+		char json[1024];
+		snprintf(json, sizeof(json),
+			 "{\"records\":7,\"top1\":0.5714285714285714,\"top5\":1,"
+			 "\"per_class\":[{\"name\":\"cat\",\"records\":4,\"top1\":0.75,\"top5\":1},"
+			 "{\"name\":\"dog, \\\"big\\\"\",\"records\":3,\"top1\":0.3333333333333333,\"top5\":1},"
+			 "{\"name\":\"<eel>\",\"records\":0,\"top1\":%s,\"top5\":%s}]}\n",
+			 forms[f], forms[f]);
+		rep_test_write(dir, "eval.json", json, NULL, 0);
+		rep_test_write(dir, "confusion.csv", csv, NULL, 0);
+		rep_run r;
+		load(dir, &r);
+		CHECK_EQ_U64(r.n_diags_total, 0);
+		CHECK(r.classes && r.classes->has_confusion && isnan(r.classes->top1[2]));
+		rep_run_release(&r);
+		rep_report rep;
+		char *p = page_of(dir, &rep);
+		CHECK_EQ_U64(bars(p), 4); /* cat's and dog's, none for <eel> */
+		CHECK(p && strstr(p, "no records</text>"));
+		CHECK(p && !strstr(p, "nan") && !strstr(p, "NaN"));
+		free(p);
+		rep_report_release(&rep);
+	}
+	/* a score without a record is not a valid class */
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":0,\"top1\":0.5,\"top5\":1}]}",
+		 "per_class[0] lacks");
+	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":3,\"top1\":null,\"top5\":null}]}",
+		 "per_class[0] lacks");
+
+	/* past REP_MAX_BARS: the 10 classes without a record are not the
+	 * worst; c10 (top-1 0) is */
+	const int n = REP_MAX_BARS + 10;
+	size_t cap = (size_t)n * 80 + 64, len = 0;
+	char *j = malloc(cap);
+	if (!j)
+		exit(1);
+	len += (size_t)snprintf(j, cap, "{\"per_class\":[");
+	for (int k = 0; k < n; k++)
+		len += (size_t)snprintf(j + len, cap - len,
+					k < 10 ? "%s{\"name\":\"c%d\",\"records\":0,\"top1\":null,\"top5\":null}"
+					       : "%s{\"name\":\"c%d\",\"records\":1,\"top1\":%d,\"top5\":1}",
+					k ? "," : "", k, k > 10);
+	snprintf(j + len, cap - len, "]}\n");
+	rep_test_write(dir, "eval.json", j, NULL, 0);
+	free(j);
+	rep_test_write(dir, "confusion.csv", "", NULL, 0);
+	rep_report rep;
+	char *p = page_of(dir, &rep);
+	CHECK(p && strstr(p, ">c10</text>"));
+	CHECK(p && !strstr(p, ">c0</text>") && !strstr(p, ">c9</text>"));
+	CHECK(p && !strstr(p, "no records</text>"));
+	free(p);
+	rep_report_release(&rep);
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_classes");
@@ -299,6 +364,7 @@ int main(void)
 	test_disagreeing();
 	test_bad_eval();
 	test_page();
+	test_no_records();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();

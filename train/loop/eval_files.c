@@ -81,6 +81,12 @@ static int write_per_class(const char *dir, const nn_eval_result *r,
 	for (int k = 0; k < r->classes; k++) {
 		fprintf(f, "%d,", k);
 		csv_field(f, c->class_names[k]);
+		/* a class the split holds no record of has no accuracy: its
+		 * fields are empty, not a 0 that reads as every record missed */
+		if (!r->class_records[k]) {
+			fputs(",0,0,,0,\n", f);
+			continue;
+		}
 		fprintf(f, ",%llu,%llu,%.6f,%llu,%.6f\n",
 			(unsigned long long)r->class_records[k],
 			(unsigned long long)r->class_top1[k],
@@ -196,6 +202,11 @@ static cJSON *summary(const nn_eval_result *r, const nn_model_card *c,
 		cJSON_AddItemToArray(pc, e);
 		cJSON_AddStringToObject(e, "name", c->class_names[k]);
 		cJSON_AddNumberToObject(e, "records", (double)r->class_records[k]);
+		if (!r->class_records[k]) { /* no record: no accuracy */
+			cJSON_AddNullToObject(e, "top1");
+			cJSON_AddNullToObject(e, "top5");
+			continue;
+		}
 		cJSON_AddNumberToObject(e, "top1", frac(r->class_top1[k], r->class_records[k]));
 		cJSON_AddNumberToObject(e, "top5", frac(r->class_topk[k], r->class_records[k]));
 	}
