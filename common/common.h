@@ -414,7 +414,9 @@ int ims_fsync_parent(const char *path, ims_error *err);
  * program that wants the fault reported installs the handler
  * (ims_mapguard_install), which names the file the faulting address lies
  * in, writes one line and exits with status 1. Libraries only register;
- * installing is the program's decision.
+ * installing is the program's decision (the Python module, loaded into a
+ * program that may handle SIGBUS itself, installs in front of it:
+ * ims_mapguard_install_over).
  *
  * The registry is process-wide (a signal handler can reach nothing else):
  * adding and removing are thread-safe and lock-free, and the handler only
@@ -437,6 +439,21 @@ void ims_mapguard_remove(int handle);
  * valid (a string literal). Returns 0, or IMS_EIO when sigaction fails.
  */
 int ims_mapguard_install(const char *prefix);
+
+/*
+ * ims_mapguard_install for a library loaded into a program that has not
+ * asked for it (the Python module): where SIGBUS has its default action,
+ * as ims_mapguard_install. Where the program has a handler of its own
+ * (Python's faulthandler, an embedding program's crash reporter) or
+ * ignores SIGBUS, the handler goes in front of it: a fault inside a
+ * registered map writes the same line, then puts the program's
+ * disposition back and returns, so the read faults again and the
+ * program's handler gets the fault as it was (its exit status is the
+ * program's); any other bus error goes to it straight away. Installs
+ * once per process: later calls, and calls after ims_mapguard_install,
+ * change nothing. Returns 0, or IMS_EIO when sigaction fails.
+ */
+int ims_mapguard_install_over(const char *prefix);
 
 /* The registered path whose map holds addr, or NULL. For tests. */
 const char *ims_mapguard_find(const void *addr);

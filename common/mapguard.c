@@ -13,6 +13,13 @@
  * The handler exits rather than jumping back into the reader: the fault
  * can land anywhere (inside LMDB, inside libjpeg, in a memcpy), and
  * nothing that was interrupted there could be trusted afterwards.
+ *
+ * A library loaded into a program that did not ask for it (the Python
+ * module) installs the handler in front of whatever SIGBUS handler the
+ * program has (ims_mapguard_install_over): after its line it puts that
+ * handler back and returns, so the read faults again and the program's
+ * handler sees the fault as it was (the address, the registers), as if
+ * nothing had stood in front of it.
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -40,6 +47,11 @@ typedef struct guard_chunk {
 
 static _Atomic(guard_chunk *) chunks;
 static const char *_Atomic guard_prefix;
+/* install_over's: the disposition found, handed the fault after the line */
+static struct sigaction guard_before;
+static atomic_int guard_chains;
+static atomic_flag guard_once = ATOMIC_FLAG_INIT;
+static atomic_flag guard_said = ATOMIC_FLAG_INIT; /* the line was written */
 
 int ims_mapguard_add(const void *base, size_t len, const char *path)
 {
@@ -108,11 +120,29 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 	(void)ctx;
 	/* si_code > 0: raised by a fault (not sent by kill), so si_addr is
 	 * the address that was read */
-	const char *path = si && si->si_code > 0 ? ims_mapguard_find(si->si_addr) : NULL;
+	int fault = si && si->si_code > 0;
+	const char *path = fault ? ims_mapguard_find(si->si_addr) : NULL;
+	int chains = atomic_load(&guard_chains);
 	if (!path) {
-		/* not ours: the default action, as if no handler were here */
-		signal(sig, SIG_DFL);
-		raise(sig);
+		/* not ours: what was there before, as if no handler were here;
+		 * a fault returns to its read, which faults again there */
+		if (chains)
+			sigaction(sig, &guard_before, NULL);
+		else
+			signal(sig, SIG_DFL);
+		if (!chains || !fault)
+			raise(sig);
+		return;
+	}
+	if (atomic_flag_test_and_set(&guard_said)) {
+		/* another thread met the shrunk file too (the loader's workers
+		 * read side by side) and is saying so: one line, not one per
+		 * thread; its _exit ends this thread, or the program's handler
+		 * gets this thread's fault as well */
+		if (!chains)
+			for (;;)
+				pause();
+		sigaction(sig, &guard_before, NULL);
 		return;
 	}
 	/* one write: the line stays whole beside other processes' output */
@@ -126,7 +156,10 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 	    "': the file shrank while it was being read (truncated or rewritten in place?); stopping\n");
 	ssize_t w = write(STDERR_FILENO, line, n);
 	(void)w;
-	_exit(1);
+	if (!chains)
+		_exit(1);
+	/* the program's handler gets the fault: back to the read */
+	sigaction(sig, &guard_before, NULL);
 }
 
 int ims_mapguard_install(const char *prefix)
@@ -137,6 +170,33 @@ int ims_mapguard_install(const char *prefix)
 	sa.sa_sigaction = on_sigbus;
 	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
+	RETURN_IF(sigaction(SIGBUS, &sa, NULL) != 0, NULL, IMS_EIO, "sigaction");
+	return 0;
+}
+
+int ims_mapguard_install_over(const char *prefix)
+{
+	if (atomic_flag_test_and_set(&guard_once))
+		return 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	struct sigaction before;
+	if (sigaction(SIGBUS, NULL, &before) != 0) {
+		atomic_flag_clear(&guard_once);
+		return ims_fail(NULL, IMS_EIO, "sigaction");
+	}
+	/* the default action stays the tools' (a line and exit 1); anything
+	 * else, SIG_IGN included (a fault is not ignorable: the kernel
+	 * kills), is handed the fault after the line */
+	int chains = (before.sa_flags & SA_SIGINFO) || before.sa_handler != SIG_DFL;
+	if (chains && (before.sa_flags & SA_SIGINFO) && before.sa_sigaction == on_sigbus)
+		return 0; /* ims_mapguard_install was here first */
+	guard_before = before;
+	atomic_store(&guard_prefix, prefix);
+	atomic_store(&guard_chains, chains);
 	RETURN_IF(sigaction(SIGBUS, &sa, NULL) != 0, NULL, IMS_EIO, "sigaction");
 	return 0;
 }

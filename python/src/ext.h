@@ -60,6 +60,24 @@ PyObject *ims_py_arg_error(const char *fmt, ...);
  * NULL with an exception set otherwise. */
 PyObject *ims_py_fspath(PyObject *o);
 
+/*
+ * Names the shard behind a bus error. A shard truncated while a Split or
+ * Loader has it mapped (a re-pack, a copy over it, a full disk during
+ * rsync) faults the next read of its map with SIGBUS, which ends the
+ * interpreter with the shell's bare "Bus error". Called before each
+ * Split, Loader and bench_load opens its shards: the first call installs
+ * ims_mapguard's handler (ims_mapguard_install_over), so the fault writes
+ * "imshard: cannot read 'SHARD': the file shrank ..." first. Where SIGBUS
+ * has its default action the process then exits with status 1, as the
+ * commands do. Where the program already handles SIGBUS (python -X
+ * faulthandler, an embedding program), the handler is put in front of it
+ * and hands it the fault after the line: the program's handler keeps its
+ * say (faulthandler's traceback, then death by SIGBUS) and only gains the
+ * shard's name. Not at import: a program that enables faulthandler after
+ * importing imshard and before opening a split still gets both.
+ */
+void ims_py_guard_maps(void);
+
 /* Types and functions defined by the other files, registered by module.c. */
 extern PyTypeObject ims_py_split_type;   /* split.c */
 extern PyTypeObject ims_py_loader_type;  /* loader.c */

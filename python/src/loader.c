@@ -290,6 +290,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	int rc;
 	loader_events ev;
 	events_begin(&s->o, &ev);
+	ims_py_guard_maps();
 	Py_BEGIN_ALLOW_THREADS
 	rc = aug_loader_open(&s->o, &s->l, &err);
 	Py_END_ALLOW_THREADS
@@ -725,6 +726,7 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error_clear(&err);
 	loader_events ev;
 	events_begin(&bo.loader, &ev);
+	ims_py_guard_maps();
 	c.ts = PyEval_SaveThread();
 	int rc = aug_bench_run(&bo, &r, &err);
 	PyEval_RestoreThread(c.ts);

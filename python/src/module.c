@@ -181,6 +181,12 @@ PyObject *ims_py_arg_error(const char *fmt, ...)
 	return ims_py_raise(IMS_EINVAL, &e);
 }
 
+void ims_py_guard_maps(void)
+{
+	/* best effort: sigaction fails only for a bad signal number */
+	(void)ims_mapguard_install_over("imshard");
+}
+
 PyObject *ims_py_fspath(PyObject *o)
 {
 	PyObject *b = NULL;

@@ -51,6 +51,7 @@ static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error_clear(&err);
 	int rc;
 	const char *p = PyBytes_AS_STRING(path);
+	ims_py_guard_maps();
 	Py_BEGIN_ALLOW_THREADS
 	rc = rio_reader_open(p, &s->reader, &err);
 	if (rc == 0)

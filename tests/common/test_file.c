@@ -177,7 +177,22 @@ static void test_temporaries(const char *dir)
 
 /* Reads the byte at p in a child that installed the guard; returns the
  * child's wait status and its stderr in msg. */
-static int read_in_child(const volatile uint8_t *p, char *msg, size_t len)
+/* A program's own SIGBUS handler: says so, and whether it got a fault
+ * (7) or a signal someone sent (8). */
+static void their_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)ctx;
+	ssize_t w = write(2, "theirs\n", 7);
+	(void)w;
+	_exit(si && si->si_code > 0 ? 7 : 8);
+}
+
+enum { GUARD, GUARD_OVER, GUARD_OVER_THEIRS };
+
+/* Reads *p in a child with the guard installed as `how` says; its stderr
+ * into msg, its wait status returned. */
+static int read_in_child_as(const volatile uint8_t *p, char *msg, size_t len, int how)
 {
 	int pfd[2];
 	if (pipe(pfd) != 0)
@@ -186,7 +201,21 @@ static int read_in_child(const volatile uint8_t *p, char *msg, size_t len)
 	if (c == 0) {
 		dup2(pfd[1], 2);
 		close(pfd[0]);
-		ims_mapguard_install("test_file");
+		/* the default action, or the program's handler: a
+		 * sanitizer's runtime may have installed its own */
+		signal(SIGBUS, SIG_DFL);
+		if (how == GUARD_OVER_THEIRS) {
+			struct sigaction sa;
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_sigaction = their_sigbus;
+			sa.sa_flags = SA_SIGINFO;
+			sigaction(SIGBUS, &sa, NULL);
+		}
+		if (how == GUARD)
+			ims_mapguard_install("test_file");
+		else if (ims_mapguard_install_over("test_file") != 0 ||
+			 ims_mapguard_install_over("twice") != 0)
+			_exit(9);
 		volatile uint8_t v = *p;
 		(void)v;
 		_exit(0);
@@ -201,6 +230,11 @@ static int read_in_child(const volatile uint8_t *p, char *msg, size_t len)
 	int status = 0;
 	waitpid(c, &status, 0);
 	return status;
+}
+
+static int read_in_child(const volatile uint8_t *p, char *msg, size_t len)
+{
+	return read_in_child_as(p, msg, len, GUARD);
 }
 
 static void test_mapguard(const char *dir)
@@ -239,10 +273,26 @@ static void test_mapguard(const char *dir)
 	snprintf(want, sizeof(want), "test_file: cannot read '%s': the file shrank while it was being read", path);
 	CHECK(strstr(msg, want) == msg);
 	CHECK(strchr(msg, '\n') == msg + strlen(msg) - 1);
+	/* installed over the default action: the same */
+	st = read_in_child_as(map + 2 * page, msg, sizeof(msg), GUARD_OVER);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	CHECK(strstr(msg, want) == msg);
+	/* installed over a handler of the program's: the line, then the
+	 * program's handler gets the fault itself (not a signal sent) */
+	st = read_in_child_as(map + 2 * page, msg, sizeof(msg), GUARD_OVER_THEIRS);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	CHECK(strstr(msg, want) == msg);
+	CHECK(strstr(msg, "stopping\ntheirs\n") != NULL);
 	/* a map nobody registered: the default action (killed by SIGBUS) */
 	ims_mapguard_remove(h);
 	st = read_in_child(map + 2 * page, msg, sizeof(msg));
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS);
+	st = read_in_child_as(map + 2 * page, msg, sizeof(msg), GUARD_OVER);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS && msg[0] == '\0');
+	/* over the program's handler: straight to it, the fault as it was */
+	st = read_in_child_as(map + 2 * page, msg, sizeof(msg), GUARD_OVER_THEIRS);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	CHECK(strcmp(msg, "theirs\n") == 0);
 	munmap(map, (size_t)(3 * page));
 	close(fd);
 }

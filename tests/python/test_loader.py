@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import imshard
-from conftest import run
+from conftest import default_sigbus_env, run
 
 
 def dumped(d):
@@ -810,3 +810,29 @@ def test_shard_owning_on_a_split_not_shuffled_is_told(sample, imshard_bin, tmp_p
         imshard.Loader(sample["train"], 4, 16, rank=1, world=2, shard_owning=True,
                        threads=1).close()
         imshard.Loader(m, 4, 16, rank=1, world=2, threads=1).close()
+
+
+def test_a_shard_truncated_under_an_open_loader_is_named(sample, copy_split, tmp_path):
+    # every shard truncated to nothing after the loader opened and before
+    # its threads read anything: the first read, in a loader thread,
+    # faults in a shard's map
+    m = copy_split(sample["train"])
+    d = os.path.dirname(m)
+    shards = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".mdb")]
+    script = tmp_path / "truncate.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, imshard
+        loader = imshard.Loader(sys.argv[1], 4, 32, threads=2, rank=0, world=1)
+        for shard in sys.argv[2:]:
+            os.truncate(shard, 0)
+        next(iter(loader))
+        print("made a batch of truncated shards", flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), m] + shards, capture_output=True,
+                       text=True, timeout=60, env=default_sigbus_env())
+    # before: killed by SIGBUS, nothing said
+    got = re.match(r"imshard: cannot read '(.*)': the file shrank while it was being read "
+                   r"\(truncated or rewritten in place\?\); stopping\n$", p.stderr)
+    assert got and got.group(1) in shards, (p.returncode, p.stderr)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert "made a batch" not in p.stdout

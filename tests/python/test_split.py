@@ -3,14 +3,16 @@ decoder's output reached through the command line, verify, and the errors
 of bad manifests and damaged shards (the C library's message)."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 import imshard
-from conftest import run
+from conftest import default_sigbus_env, run
 
 # every odd-but-valid image make_images writes
 KINDS = ["rgb.jpg", "gray.jpg", "cmyk.jpg", "cmyk_adobe.jpg", "ycck.jpg", "progressive.jpg",
@@ -289,3 +291,58 @@ def test_text_that_is_not_utf8_opens_and_verifies(sample, copy_split, tmp_path):
         with pytest.raises(imshard.Error) as e:
             s.verify()
         assert any("d\\xe9" in p for p in e.value.problems), e.value.problems
+
+
+# A child that opens a split, truncates the shard of its last record to
+# nothing before reading anything of it (a re-pack, a copy over it, a
+# full disk during rsync) and reads that record: LMDB reads the shard's
+# map, whose pages are gone.
+TRUNCATED_UNDER_SPLIT = textwrap.dedent("""
+    import os, sys, imshard
+    split = imshard.Split(sys.argv[1])
+    os.truncate(sys.argv[2], 0)
+    split[len(split) - 1]
+    print("read a record of a truncated shard", flush=True)
+""")
+
+
+@pytest.mark.parametrize("faulthandler", [False, True])
+def test_a_shard_truncated_under_an_open_split_is_named(copy_split, sample, tmp_path,
+                                                        faulthandler):
+    m = copy_split(sample["train"])
+    d = os.path.dirname(m)
+    shard = os.path.join(d, sorted(f for f in os.listdir(d) if f.endswith(".mdb"))[-1])
+    script = tmp_path / "truncate.py"
+    script.write_text(TRUNCATED_UNDER_SPLIT)
+    flags = ["-X", "faulthandler"] if faulthandler else []
+    p = subprocess.run([sys.executable] + flags + [str(script), m, shard],
+                       capture_output=True, text=True, timeout=60, env=default_sigbus_env())
+    # before: killed by SIGBUS (the shell's bare "Bus error"), nothing said
+    line = ("imshard: cannot read '%s': the file shrank while it was being read "
+            "(truncated or rewritten in place?); stopping\n" % shard)
+    assert p.stderr.startswith(line), p.stderr
+    assert "read a record" not in p.stdout
+    if faulthandler:
+        # the handler that was there gets the fault after the line: its
+        # traceback, then the default action
+        assert "Fatal Python error: Bus error" in p.stderr[len(line):], p.stderr
+        assert "truncate.py" in p.stderr, p.stderr
+        assert p.returncode == -signal.SIGBUS, (p.returncode, p.stderr)
+    else:
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert p.stderr == line
+
+
+def test_a_bus_error_outside_the_shards_keeps_its_default_action(sample, tmp_path):
+    script = tmp_path / "kill.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, imshard
+        split = imshard.Split(sys.argv[1])
+        split[0]
+        os.kill(os.getpid(), signal.SIGBUS)
+        print("survived SIGBUS", flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=60, env=default_sigbus_env())
+    assert p.returncode == -signal.SIGBUS, (p.returncode, p.stdout, p.stderr)
+    assert "imshard" not in p.stderr and "survived" not in p.stdout
