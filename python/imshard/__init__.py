@@ -81,13 +81,23 @@ def _count(v, what):
     return int(v)
 
 
+def _flag(v, what):
+    # a yes/no option takes True or False (1 and 0, and NumPy's bools, as
+    # well): any other value's truth would pass for an answer (the string
+    # "no" is true, so is "false"; a list of options, 2, None)
+    if isinstance(v, (bool, np.bool_)) or (isinstance(v, numbers.Integral) and v in (0, 1)):
+        return bool(v)
+    raise ArgumentError("%s must be True or False, got %r" % (what, v))
+
+
 def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0):
     """Rank `rank`'s share of epoch `epoch` over n records (the C partition
     every loader and imshard-train use) as a list of record indices; with
     `offset`, of the positions from `offset` on (an epoch continued after
     `offset` records were consumed, with any rank count)."""
     return _imshard.partition(_u64(n, "n"), _count(rank, "rank"), _count(world, "world"),
-                              _u64(epoch, "epoch"), _u64(seed, "seed"), shuffle, pad,
+                              _u64(epoch, "epoch"), _u64(seed, "seed"),
+                              _flag(shuffle, "shuffle"), _flag(pad, "pad"),
                               _u64(offset, "offset"))
 
 
@@ -98,7 +108,7 @@ def decode(data, apply_orientation=True):
     if isinstance(data, (str, os.PathLike)):
         raise TypeError("decode takes the image's bytes, not a path: "
                         "decode(open(%r, 'rb').read())" % (os.fspath(data),))
-    px, h, w = _imshard.decode(data, apply_orientation)
+    px, h, w = _imshard.decode(data, _flag(apply_orientation, "apply_orientation"))
     return np.frombuffer(px, np.uint8).reshape(h, w, 3)
 
 
@@ -176,7 +186,7 @@ class Split:
         raises imshard.Error naming the first problem otherwise (the
         exception's `problems` lists them all, the first 100 records
         named)."""
-        checked, problems = self._c.verify(decode)
+        checked, problems = self._c.verify(_flag(decode, "decode"))
         if problems:
             more = " (and %d more problems)" % (len(problems) - 1) if len(problems) > 1 else ""
             e = Error(problems[0] + more)
@@ -299,19 +309,22 @@ class Loader:
         if std is None:
             std = (1, 1, 1) if raw else IMAGENET_STD
         threads = 0 if threads is None else _count(threads, "threads")
-        self.copy = bool(copy)
+        train, shard_owning = _flag(train, "train"), _flag(shard_owning, "shard_owning")
+        pinned = _flag(pinned, "pinned")
+        drop_last = -1 if drop_last is None else int(_flag(drop_last, "drop_last"))
+        self.copy = _flag(copy, "copy")
         seed = _u64(seed, "seed")
         epoch = _u64(epoch, "epoch")
         self._c = _imshard.Loader(
-            manifest, batch_size, size, augment=augment, train=bool(train), rank=rank,
+            manifest, batch_size, size, augment=augment, train=train, rank=rank,
             world=world, threads=threads, seed=seed, layout=layout, dtype=self.dtype,
-            mean=mean, std=std, prefetch=prefetch, shard_owning=bool(shard_owning),
-            drop_last=-1 if drop_last is None else int(bool(drop_last)), pinned=bool(pinned))
+            mean=mean, std=std, prefetch=prefetch, shard_owning=shard_owning,
+            drop_last=drop_last, pinned=pinned)
         self.info = self._c.info()
         self.manifest = os.fspath(manifest)
         self.rank, self.world = rank, world
         self.batch_size, self.size, self.layout = batch_size, size, layout
-        self.train = bool(train)
+        self.train = train
         self._next_epoch = epoch
         self._bad_said = 0
         self._pass = 0  # the C loader's number of the pass epoch() last started
@@ -451,11 +464,13 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     # 10 s, a limit the caller had just asked not to have)
     if seconds == 0 and epochs == 0:
         raise ArgumentError("seconds=0 (no time limit) needs epochs")
-    return _imshard.bench_load(manifest, batch_size, size, augment=augment, train=bool(train),
-                               rank=rank, world=world, threads=threads, seed=seed,
-                               layout=layout, dtype=_DTYPES.get(dtype, dtype), mean=mean,
-                               std=std, prefetch=prefetch, shard_owning=bool(shard_owning),
-                               pinned=bool(pinned), epochs=epochs, seconds=seconds)
+    return _imshard.bench_load(manifest, batch_size, size, augment=augment,
+                               train=_flag(train, "train"), rank=rank, world=world,
+                               threads=threads, seed=seed, layout=layout,
+                               dtype=_DTYPES.get(dtype, dtype), mean=mean, std=std,
+                               prefetch=prefetch,
+                               shard_owning=_flag(shard_owning, "shard_owning"),
+                               pinned=_flag(pinned, "pinned"), epochs=epochs, seconds=seconds)
 
 
 # ---- packing ---------------------------------------------------------------
@@ -486,7 +501,7 @@ def _pack_kwargs(options):
         kw[k] = int(v)
     for k in ("center_crop", "check_decode", "force"):
         if k in kw:
-            kw[k] = bool(kw[k])
+            kw[k] = _flag(kw[k], k)
     # a pack catches SIGINT (to stop cleanly) where SIGINT raises
     # KeyboardInterrupt: on the main thread, with Python's own handler.
     # Ignored, or given to a handler of the program's, it is left alone:
@@ -608,6 +623,7 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
         raise ArgumentError("classes must be a list of names (label i = classes[i]), "
                             "not one string: %r" % (classes,))
     kw = _pack_kwargs(options)
+    shuffle = _flag(shuffle, "shuffle")
     if max_label is not None:
         if (isinstance(max_label, bool) or not isinstance(max_label, numbers.Integral)
                 or not 0 <= max_label <= 1048575):
@@ -622,7 +638,7 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
                             "drop seed")
     if shuffle and order == "list":
         raise ArgumentError("shuffle=True shuffles the rows: order='list' contradicts it")
-    kw["shuffle"] = bool(shuffle)
+    kw["shuffle"] = shuffle
     kw["seed"] = 0 if seed is None else _u64(seed, "seed")
     kw["order"] = _ORDERS[order or "auto"]
     if isinstance(list_or_rows, (str, bytes, os.PathLike)):
@@ -657,9 +673,11 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
     'short': {split: [(class, taken, wanted)]}}; notes and short classes are
     also reported through warnings.
     """
+    no_clutter, recursive = _flag(no_clutter, "no_clutter"), _flag(recursive, "recursive")
+    allow_short, shuffle = _flag(allow_short, "allow_short"), _flag(shuffle, "shuffle")
     given = {"val_ratio": val_ratio is not None, "test_ratio": bool(test_ratio),
-             "no_clutter": bool(no_clutter), "label": label is not None,
-             "classes": classes is not None, "recursive": bool(recursive),
+             "no_clutter": no_clutter, "label": label is not None,
+             "classes": classes is not None, "recursive": recursive,
              "exts": exts is not None}
     for opt, datasets in _ONLY_FOR:
         if given[opt] and dataset in [d for d in _ONLY_DATASETS] and dataset not in datasets.split(","):
@@ -702,10 +720,10 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         classes = ",".join(classes)
     kw = _pack_kwargs(options)
     res = _imshard.convert(dataset, root, out, val_ratio=-1.0 if val_ratio is None else val_ratio,
-                           test_ratio=test_ratio, no_clutter=bool(no_clutter), label=label,
-                           keep_classes=classes, recursive=bool(recursive), exts=exts,
+                           test_ratio=test_ratio, no_clutter=no_clutter, label=label,
+                           keep_classes=classes, recursive=recursive, exts=exts,
                            seed=seed, per_class=per_class, totals=totals,
-                           allow_short=bool(allow_short), shuffle=bool(shuffle), **kw)
+                           allow_short=allow_short, shuffle=shuffle, **kw)
     for note in res["notes"]:
         warnings.warn("imshard: convert: note: " + note, stacklevel=2)
     for split, rows in res["short"].items():

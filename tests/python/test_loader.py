@@ -836,3 +836,26 @@ def test_a_shard_truncated_under_an_open_loader_is_named(sample, copy_split, tmp
     assert got and got.group(1) in shards, (p.returncode, p.stderr)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert "made a batch" not in p.stdout
+
+
+def test_yes_no_options_take_only_true_or_false(sample):
+    # before: any value's truth was taken: train="no" trained,
+    # drop_last="false" dropped, copy="no" copied
+    for opt in ("train", "shard_owning", "drop_last", "copy", "pinned"):
+        for v in ("no", "false", 2, [], 0.0) + ((None,) if opt != "drop_last" else ()):
+            with pytest.raises(imshard.ArgumentError, match="^%s must be True or False, got %s$"
+                               % (opt, re.escape(repr(v)))):
+                imshard.Loader(sample["train"], 4, 32, rank=0, world=1, **{opt: v})
+    for opt in ("train", "shard_owning", "pinned"):
+        with pytest.raises(imshard.ArgumentError, match="^%s must be True or False" % opt):
+            imshard.bench_load(sample["train"], 4, 32, epochs=1, **{opt: "no"})
+    for opt in ("shuffle", "pad"):
+        with pytest.raises(imshard.ArgumentError, match="^%s must be True or False" % opt):
+            imshard.partition(10, 0, 1, **{opt: "no"})
+    # True, False, 1, 0 and NumPy's bools are taken
+    assert imshard.partition(10, 0, 1, shuffle=0) == list(range(10))
+    assert imshard.partition(10, 0, 1, shuffle=np.False_, pad=1) == list(range(10))
+    with imshard.Loader(sample["val"], 4, 32, rank=0, world=1, train=0, drop_last=np.True_,
+                        copy=1) as loader:
+        assert loader.train is False and loader.copy is True
+        assert len(loader) == len(imshard.Split(sample["val"])) // 4

@@ -674,3 +674,26 @@ def test_pack_shuffles_and_records_the_order_as_the_command(sample, imshard_bin,
     p = run(imshard_bin, "pack", sorted_lst, root, "-o", tmp_path / "bad" / "v", "--seed", "3",
             ok=False)
     assert p.returncode == 2 and "--seed seeds --shuffle, which is not given" in p.stderr
+
+
+def test_yes_no_options_take_only_true_or_false(sample, tmp_path):
+    # before: any value's truth was taken, so force="no", shuffle="false"
+    # or check_decode=[] were answers (the string "no" is true)
+    lst = sample["dir"] / "packed" / "val.lst"
+    for opt in ("force", "center_crop", "check_decode", "shuffle"):
+        for v in ("no", "false", 2, None if opt == "shuffle" else [], 1.0):
+            with pytest.raises(imshard.ArgumentError, match="^%s must be True or False, got %s$"
+                               % (opt, re.escape(repr(v)))):
+                imshard.pack(lst, sample["img"], tmp_path / "w", **{opt: v})
+    for opt in ("force", "center_crop", "check_decode", "shuffle", "no_clutter", "recursive",
+                "allow_short"):
+        with pytest.raises(imshard.ArgumentError, match="^%s must be True or False" % opt):
+            imshard.convert("folder", sample["img"], tmp_path / "c", **{opt: "no"})
+    assert not (tmp_path / "w").exists() and not (tmp_path / "c").exists()
+    # True, False, 1, 0 and NumPy's bools are taken
+    for i, v in enumerate((False, 0, np.False_)):
+        rep = imshard.pack(lst, sample["img"], tmp_path / ("p%d" % i) / "s", check_decode=v,
+                           shuffle=v)
+        assert rep["packed"] == rep["listed"] > 0
+    rep = imshard.pack(lst, sample["img"], tmp_path / "p0" / "s", force=1, shuffle=np.True_)
+    assert rep["order"] == "shuffled"

@@ -346,3 +346,19 @@ def test_a_bus_error_outside_the_shards_keeps_its_default_action(sample, tmp_pat
                        text=True, timeout=60, env=default_sigbus_env())
     assert p.returncode == -signal.SIGBUS, (p.returncode, p.stdout, p.stderr)
     assert "imshard" not in p.stderr and "survived" not in p.stdout
+
+
+def test_yes_no_arguments_take_only_true_or_false(sample, fixtures):
+    # before: decode(data, apply_orientation="no") applied it, and
+    # verify(decode="no") decoded every image
+    data = (fixtures / "img" / "exif_6.jpg").read_bytes()
+    for v in ("no", "False", 2, None, []):
+        with pytest.raises(imshard.ArgumentError, match="^apply_orientation must be True or False"):
+            imshard.decode(data, apply_orientation=v)
+        with imshard.Split(sample["train"]) as s:
+            with pytest.raises(imshard.ArgumentError, match="^decode must be True or False"):
+                s.verify(decode=v)
+    assert imshard.decode(data, 0).shape == imshard.decode(data, False).shape
+    assert imshard.decode(data, np.False_).shape != imshard.decode(data, 1).shape
+    with imshard.Split(sample["train"]) as s:
+        assert s.verify(decode=1)["records"] == len(s)
