@@ -14,7 +14,8 @@
  * of it: 198.spider/RENAME2 is no image and the empty nested folder
  * 056.dog/greg/vision309/ holds none; both are named in notes. Greyscale
  * JPEGs are the packer's business. Every class folder must be named
- * NNN.name, or the labels would shift: anything else is an error.
+ * NNN.name, and everything named NNN.name must be a folder, or the labels
+ * would shift: anything else is an error.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -47,6 +48,30 @@ static int holds_class_folder(const char *dir)
 				ls.e[i].kind == IMS_KIND_FOLDER;
 	ims_dir_listing_release(&ls);
 	return found;
+}
+
+/*
+ * Refuses an entry of cats named like a class (NNN.name) that is no folder
+ * (a file, a broken link): the scan would skip it and every label after it
+ * would move down by one, which nothing in training would notice.
+ */
+static int refuse_class_files(const char *cats, const char *prefix,
+			      ims_error *err)
+{
+	ims_dir_listing ls = {0};
+	int rc = ims_dir_list(cats, 0, &ls, err);
+	for (size_t i = 0; rc == 0 && i < ls.n; i++)
+		if (is_class_name(ls.e[i].name) && ls.e[i].kind != IMS_KIND_FOLDER)
+			rc = ims_fail(err, IMS_EFORMAT,
+				      "cannot read Caltech-256: '%s%s%s' is %s, not a class "
+				      "folder (remove it: skipping it would shift every "
+				      "label after it)",
+				      prefix, *prefix ? "/" : "", ls.e[i].name,
+				      ls.e[i].kind == IMS_KIND_FILE ? "a file" :
+				      ls.e[i].kind == IMS_KIND_BROKEN ? "a broken link" :
+				      "no folder");
+	ims_dir_listing_release(&ls);
+	return rc;
 }
 
 /*
@@ -120,6 +145,7 @@ static int load_caltech256(const char *root, const ds_convert_opts *o,
 	ds_scan_report rep;
 	int rc;
 	GOTO_IF_ERR(out, rc, find_categories(root, &cats, &prefix, err));
+	GOTO_IF_ERR(out, rc, refuse_class_files(cats, prefix, err));
 	ds_scan_opts so = {NULL, 0};
 	GOTO_IF_ERR(out, rc, ds_scan_folder(cats, &so, &scanned, &rep, err));
 	for (size_t c = 0; c < scanned.n_classes; c++)

@@ -238,6 +238,41 @@ static void test_errors(void)
 	fprintf(stderr, "expected error: %s\n", err.msg);
 }
 
+/* A file (or a broken link) where a class folder belongs: refused, naming
+ * it, since skipping it would shift the label of every class after it. */
+static void test_class_file(void)
+{
+	char root[2048];
+	snprintf(root, sizeof(root), "%s/classfile", tmpdir);
+	CHECK_EQ_INT(sh("/usr/bin/python3 \"$IMS_SRC/tests/fixtures/make_caltech256.py\" '%s' && "
+			"cd '%s/256_ObjectCategories' && rm -r 001.ak47 && echo x > 001.ak47",
+			root, root), 0);
+	ds_convert_opts o;
+	ds_convert_opts_init(&o);
+	ds_dataset d;
+	ims_error err;
+	CHECK_EQ_INT(load(root, &o, &d, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "'256_ObjectCategories/001.ak47' is a file") != NULL);
+	CHECK(strstr(err.msg, "remove it") != NULL);
+	CHECK(strchr(err.msg, '\n') == NULL);
+	CHECK_EQ_INT(d.n_splits, 0);
+	fprintf(stderr, "expected error: %s\n", err.msg);
+	/* ROOT given as the categories folder: named relative to it */
+	char cats[2100];
+	snprintf(cats, sizeof(cats), "%s/256_ObjectCategories", root);
+	CHECK_EQ_INT(load(cats, &o, &d, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "'001.ak47' is a file") != NULL);
+	/* a broken link in its place */
+	CHECK_EQ_INT(sh("cd '%s' && rm 001.ak47 && ln -s nowhere 001.ak47%s", cats, ""), 0);
+	CHECK_EQ_INT(load(root, &o, &d, &err), IMS_EFORMAT);
+	CHECK(strstr(err.msg, "'256_ObjectCategories/001.ak47' is a broken link") != NULL);
+	/* removed, as the message says: labels are the folders present */
+	CHECK_EQ_INT(sh("rm '%s/001.ak47'%s", cats, ""), 0);
+	CHECK_OK(load(root, &o, &d, &err), &err);
+	CHECK(has_note(&d, "found 256 class folders", "expected 257"));
+	ds_dataset_release(&d);
+}
+
 int main(void)
 {
 	if (!getenv("IMS_SRC")) {
@@ -256,6 +291,7 @@ int main(void)
 	test_no_clutter(root);
 	test_categories_root(root);
 	test_errors();
+	test_class_file();
 	int rc = TEST_EXIT();
 	if (rc == 0)
 		sh("rm -rf '%s'%s", tmpdir, "");
