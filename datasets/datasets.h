@@ -123,6 +123,16 @@ int ds_list_read_with(const char *path, const ds_list_read_opts *o,
 int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
 			size_t *bad_row, ims_error *err);
 
+/* Why a row's file may be missing: when path starts or ends with a space
+ * (a list written by hand or exported from a spreadsheet:
+ * "0<TAB>3<TAB> cat/1.jpg"), writes to buf a hint to append to the
+ * message, " (the path starts with a space)", naming the path without the
+ * spaces when that file exists under root (root NULL: the working folder);
+ * else writes "". Spaces are never stripped from a path: a file name may
+ * really start with one. Returns the length written (truncated to len). */
+size_t ds_path_space_hint(const char *root, const char *path, char *buf,
+			  size_t len);
+
 /* An extra label as a list column reads it back: im2rec's "%f" when that
  * gives the same float back, else "%g" with the fewest digits (6 to 9)
  * that do ("1e-07", "0.1234567"), since "%f" keeps 6 decimals and would

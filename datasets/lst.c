@@ -103,6 +103,41 @@ int ds_list_check_paths(const ds_list *l, size_t first, const char *root,
 	return 0;
 }
 
+size_t ds_path_space_hint(const char *root, const char *path, char *buf,
+			  size_t len)
+{
+	if (len == 0)
+		return 0;
+	buf[0] = '\0';
+	size_t n = strlen(path), a = 0, b = n;
+	while (a < n && path[a] == ' ')
+		a++;
+	while (b > a && path[b - 1] == ' ')
+		b--;
+	if (a == 0 && b == n)
+		return 0;
+	const char *where = a && b < n ? "starts and ends with a space" :
+			    a ? "starts with a space" : "ends with a space";
+	/* the name without the spaces, when that file exists, is what the
+	 * row most likely meant: say so, but never pack it in its place */
+	char trimmed[4096], full[8192];
+	int exists = 0;
+	if (b > a && b - a < sizeof(trimmed)) {
+		memcpy(trimmed, path + a, b - a);
+		trimmed[b - a] = '\0';
+		exists = (root ? ims_path_join(full, sizeof(full), root, trimmed, NULL) == 0 :
+				 snprintf(full, sizeof(full), "%s", trimmed) < (int)sizeof(full)) &&
+			 ims_path_kind(full) == IMS_KIND_FILE;
+	}
+	char shown[600];
+	int w = exists ? snprintf(buf, len, " (the path %s; '%s', without %s, exists: "
+				  "fix the list row)", where,
+				  ims_escape(trimmed, shown, sizeof(shown)),
+				  a && b < n ? "them" : "it") :
+			 snprintf(buf, len, " (the path %s)", where);
+	return w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+}
+
 /* ---- reading ------------------------------------------------------------- */
 
 typedef struct line_ctx {

@@ -270,6 +270,9 @@ static void process(const job *j, worker *w, uint64_t row, slot *s)
 	if (rc == 0 && !j->o->read_row) {
 		ims_buf *in = j->o->encoding == PACK_KEEP ? &s->buf : &w->file;
 		rc = read_into(path, in, &err);
+		if (rc == IMS_ENOTFOUND) /* " cat/1.jpg": say why it is missing */
+			ds_path_space_hint(j->o->root, e->path, err.msg + strlen(err.msg),
+					   sizeof(err.msg) - strlen(err.msg));
 		if (rc == 0 && in->len == 0)
 			rc = ims_fail(&err, IMS_EFORMAT, "empty file");
 		if (rc == 0) {

@@ -145,6 +145,19 @@ printf '0\t0\tnot/there.jpg\n1\t0\tgood/rgb.jpg\n' >"$T/odd/missing.lst"
 expect 0 "$IMSHARD" pack "$T/odd/missing.lst" "$T/odd" -o "$T/odd/missing"
 contains "$T/odd/missing.errors.tsv" "No such file"
 same "$(json "$T/odd/missing.json" 'j["records"]')" 1
+# A path with a leading or trailing space (a list typed by hand or
+# exported from a spreadsheet) is skipped with the reason said; a file
+# whose name really starts with a space is packed, never stripped.
+mkdir -p "$T/sp/cat"
+cp "$T/odd/good/rgb.jpg" "$T/sp/cat/1.jpg"
+cp "$T/odd/good/rgb.jpg" "$T/sp/cat/ 2.jpg"
+printf '0\t0\t cat/1.jpg\n1\t0\tcat/1.jpg \n2\t0\tcat/ 2.jpg\n3\t0\t cat/9.jpg\n' >"$T/sp/l.lst"
+expect 0 "$IMSHARD" pack "$T/sp/l.lst" "$T/sp" -o "$T/sp/o"
+contains "$T/err" "skipped ' cat/1.jpg' (row 0): cannot open: No such file or directory (the path starts with a space; 'cat/1.jpg', without it, exists: fix the list row)"
+contains "$T/err" "skipped 'cat/1.jpg ' (row 1): cannot open: No such file or directory (the path ends with a space; 'cat/1.jpg', without it, exists"
+contains "$T/err" "skipped ' cat/9.jpg' (row 3): cannot open: No such file or directory (the path starts with a space)"
+contains "$T/sp/o.errors.tsv" "the path starts with a space"
+same "$(json "$T/sp/o.json" 'j["records"]')" 1
 
 # im2rec lists with float and extra labels pack as they are.
 printf '7\t2.000000\t0.5\tgood/rgb.jpg\n9\t0.000000\t-1.25\tgood/gray.jpg\n' >"$T/odd/multi.lst"
