@@ -247,6 +247,14 @@ int ds_split(const ds_list *in, double val_ratio, double test_ratio,
 	     uint64_t seed, ds_list *train, ds_list *val, ds_list *test,
 	     ims_error *err);
 
+/* The rule for the val and test shares that `imshard convert`, the
+ * adapters and the Python module apply alike: each in [0, 1), and their
+ * sum below 1. 0, or IMS_EINVAL with one of "--val-ratio must be in
+ * [0, 1), got 1", "--test-ratio must be in [0, 1), got -0.5", "--val-ratio
+ * plus --test-ratio must be below 1, got 0.5 + 0.5" (callers prefix what
+ * they split). */
+int ds_check_split_ratios(double val_ratio, double test_ratio, ims_error *err);
+
 /* Shuffles rows in place (Fisher-Yates with seed); the index column
  * moves with its row. */
 void ds_list_shuffle(ds_list *l, uint64_t seed);
@@ -539,10 +547,12 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 /* Options every adapter receives; each uses the ones that apply to it and
  * ignores the rest (the command rejects options a dataset does not take). */
 typedef struct ds_convert_opts {
-	double val_ratio;    /* folder, caltech256: stratified validation share
-				(< 0 = the adapter's default: 0.2 for caltech256,
-				0 for folder) */
-	double test_ratio;   /* folder: stratified test share (0 = none) */
+	double val_ratio;    /* folder, caltech256, fruits: stratified
+				validation share in [0, 1) (< 0 = the adapter's
+				default: 0.2 for caltech256, 0 otherwise) */
+	double test_ratio;   /* folder: stratified test share in [0, 1)
+				(0 = none); val + test below 1, as
+				ds_check_split_ratios says */
 	int no_clutter;      /* caltech256: drop 257.clutter (256 classes) */
 	const char *label;   /* inat2017: "species" (default when NULL) or
 				"supercategory" */

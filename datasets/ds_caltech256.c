@@ -134,8 +134,7 @@ static int load_caltech256(const char *root, const ds_convert_opts *o,
 			   ds_dataset *out, ims_error *err)
 {
 	double val = o->val_ratio < 0 ? DEFAULT_VAL_RATIO : o->val_ratio;
-	RETURN_IF(!(val < 1), err, IMS_EINVAL,
-		  "cannot split Caltech-256: --val-ratio %g must be in [0, 1)", val);
+	FORWARD_IF_ERR(dsf_check_ratios("Caltech-256", val, 0, err));
 	char *cats = NULL;
 	const char *prefix = "";
 	ds_list scanned, all, kept;

@@ -60,11 +60,12 @@ static int load_folder(const char *root, const ds_convert_opts *o,
 		       ds_dataset *out, ims_error *err)
 {
 	double val = o->val_ratio < 0 ? 0 : o->val_ratio;
-	double test = o->test_ratio < 0 ? 0 : o->test_ratio;
-	RETURN_IF(!(val < 1) || !(test < 1) || !(val + test < 1), err, IMS_EINVAL,
-		  "cannot split '%s': --val-ratio %g and --test-ratio %g must be in "
-		  "[0, 1) and sum to less than 1",
-		  root, val, test);
+	/* only val_ratio has a "not given" (< 0): a negative test share is
+	 * refused, not taken for 0 */
+	char what[4200];
+	snprintf(what, sizeof(what), "'%s'", root);
+	FORWARD_IF_ERR(dsf_check_ratios(what, val, o->test_ratio, err));
+	double test = o->test_ratio;
 	const char *exts = o->exts ? o->exts : ".jpg,.jpeg,.png";
 	ds_scan_opts so = {exts, o->recursive};
 	ds_scan_report rep;

@@ -69,6 +69,16 @@ static inline int dsf_copy_prefixed(const ds_list *in, const char *prefix,
 	return 0;
 }
 
+/* ds_check_split_ratios, its message prefixed with "cannot split WHAT: ". */
+static inline int dsf_check_ratios(const char *what, double val, double test,
+				   ims_error *err)
+{
+	ims_error e;
+	ims_error_clear(&e);
+	int rc = ds_check_split_ratios(val, test, &e);
+	return rc < 0 ? ims_fail(err, rc, "cannot split %s: %s", what, e.msg) : 0;
+}
+
 static inline int dsf_cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);

@@ -187,9 +187,7 @@ static int load_fruits(const char *root, const ds_convert_opts *o,
 		       ds_dataset *out, ims_error *err)
 {
 	double val = o->val_ratio < 0 ? 0 : o->val_ratio;
-	RETURN_IF(!(val < 1), err, IMS_EINVAL,
-		  "cannot split the fruits dataset: --val-ratio %g must be in [0, 1)",
-		  val);
+	FORWARD_IF_ERR(dsf_check_ratios("the fruits dataset", val, 0, err));
 	RETURN_IF(ims_path_kind(root) != IMS_KIND_FOLDER, err, IMS_ENOTFOUND,
 		  "cannot read the fruits dataset under '%s': no such folder", root);
 	search s;

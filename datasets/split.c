@@ -116,6 +116,19 @@ static size_t round_share(size_t n, double ratio)
 	return (size_t)v;
 }
 
+int ds_check_split_ratios(double val_ratio, double test_ratio, ims_error *err)
+{
+	/* written as NaN-proof tests: !(x >= 0) also refuses NaN */
+	RETURN_IF(!(val_ratio >= 0 && val_ratio < 1), err, IMS_EINVAL,
+		  "--val-ratio must be in [0, 1), got %g", val_ratio);
+	RETURN_IF(!(test_ratio >= 0 && test_ratio < 1), err, IMS_EINVAL,
+		  "--test-ratio must be in [0, 1), got %g", test_ratio);
+	RETURN_IF(!(val_ratio + test_ratio < 1), err, IMS_EINVAL,
+		  "--val-ratio plus --test-ratio must be below 1, got %g + %g",
+		  val_ratio, test_ratio);
+	return 0;
+}
+
 int ds_split(const ds_list *in, double val_ratio, double test_ratio,
 	     uint64_t seed, ds_list *train, ds_list *val, ds_list *test,
 	     ims_error *err)

@@ -6,6 +6,7 @@
  * pack_convert's (pack/pack.h); this command parses options and prints
  * what its callbacks and report say.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +161,9 @@ static void on_skipped(void *ctx, uint64_t row, const char *path, const char *wh
 int cmd_convert(int argc, char **argv)
 {
 	const char *out = NULL, *label = NULL, *keep = NULL, *exts = NULL;
-	double val_ratio = -1, test_ratio = 0;
+	/* NaN: --val-ratio not given (the option refuses non-finite values);
+	 * both shares are checked below with the library's rule */
+	double val_ratio = NAN, test_ratio = 0;
 	int no_clutter = 0, recursive = 0, allow_short = 0, quiet = 0, no_shuffle = 0;
 	uint64_t seed = 0;
 	cli_pack_flags pf;
@@ -172,8 +175,8 @@ int cmd_convert(int argc, char **argv)
 		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
 		 "keep each split in the dataset's list order (sorted\nby class for most) instead of shuffling it", 0, 0},
 		{"val-ratio", 0, CLI_DOUBLE, &val_ratio, "R",
-		 "folder, caltech256, fruits: stratified validation share\n(caltech256 default 0.2; fruits takes it from train)", 0, 0.99},
-		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R", "folder: stratified test share", 0, 0.99},
+		 "folder, caltech256, fruits: stratified validation share\n(caltech256 default 0.2; fruits takes it from train),\nin [0, 1)", 0, 0},
+		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R", "folder: stratified test share, in [0, 1)", 0, 0},
 		{"no-clutter", 0, CLI_FLAG, &no_clutter, NULL, "caltech256: drop 257.clutter (256 classes)", 0, 0},
 		{"label", 0, CLI_STRING, &label, "KIND", "inat2017: species (default) or supercategory", 0, 0},
 		{"classes", 0, CLI_STRING, &keep, "A,B,...", "inat2017: keep only these classes", 0, 0},
@@ -202,8 +205,8 @@ int cmd_convert(int argc, char **argv)
 				       "unknown dataset '%s' (folder, caltech256, fruits, inat2017, cifar10, imagenet)",
 				       pos[0]);
 	only_for limits[] = {
-		{"--val-ratio", "folder,caltech256,fruits", val_ratio >= 0},
-		{"--test-ratio", "folder", test_ratio > 0},
+		{"--val-ratio", "folder,caltech256,fruits", !isnan(val_ratio)},
+		{"--test-ratio", "folder", test_ratio != 0},
 		{"--no-clutter", "caltech256", no_clutter},
 		{"--label", "inat2017", label != NULL},
 		{"--classes", "inat2017", keep != NULL},
@@ -215,15 +218,15 @@ int cmd_convert(int argc, char **argv)
 					       limits[i].option, limits[i].datasets, ad->name);
 	if (label && strcmp(label, "species") && strcmp(label, "supercategory"))
 		return cli_usage_error(&command, "--label must be species or supercategory, got '%s'", label);
-	if (val_ratio >= 0 && test_ratio > 0 && val_ratio + test_ratio >= 1)
-		return cli_usage_error(&command, "--val-ratio plus --test-ratio must be below 1");
+	ims_error xerr;
+	ims_error_clear(&xerr);
+	if (ds_check_split_ratios(isnan(val_ratio) ? 0 : val_ratio, test_ratio, &xerr) < 0)
+		return cli_usage_error(&command, "%s", xerr.msg);
 	for (int i = 0; i < PACK_N_SUBSET_SPLITS; i++)
 		if (sizes[i].per_class && sizes[i].total)
 			return cli_usage_error(&command, "give --per-class-%s or --%s-total, not both",
 					       sizes[i].split, sizes[i].split);
 	/* the same usage error as `imshard list --exts`, before anything */
-	ims_error xerr;
-	ims_error_clear(&xerr);
 	if (exts && ds_scan_check_exts(exts, &xerr) < 0)
 		return cli_usage_error(&command, "--exts: %s", xerr.msg);
 	pack_convert_opts co;
@@ -242,7 +245,7 @@ int cmd_convert(int argc, char **argv)
 	co.adapter = ad;
 	co.root = pos[1];
 	co.out_dir = out;
-	co.dataset.val_ratio = val_ratio;
+	co.dataset.val_ratio = isnan(val_ratio) ? -1 : val_ratio;
 	co.dataset.test_ratio = test_ratio;
 	co.dataset.no_clutter = no_clutter;
 	co.dataset.label = label;

@@ -144,7 +144,7 @@ int cmd_list(int argc, char **argv)
 		{"test-ratio", 0, CLI_DOUBLE, &test_ratio, "R",
 		 "share of each class for PREFIX_test.lst, in\n"
 		 "[0, 1) (default 0); what train and test leave\n"
-		 "goes to PREFIX_val.lst", 0, 1},
+		 "goes to PREFIX_val.lst", 0, 0},
 		{"seed", 0, CLI_U64, &seed, "S",
 		 "seed of the split and the shuffle (default 0)", 0, 0},
 		{"no-shuffle", 0, CLI_FLAG, &no_shuffle, NULL,
@@ -192,14 +192,15 @@ int cmd_list(int argc, char **argv)
 				       output, root);
 	if (!(train_ratio > 0))
 		return cli_usage_error(&list_cmd, "--train-ratio must be greater than 0");
-	if (test_ratio >= 1)
-		return cli_usage_error(&list_cmd, "--test-ratio must be less than 1");
+	ims_error err;
+	ims_error_clear(&err);
+	/* the rule and the words of `imshard convert --test-ratio` */
+	if (ds_check_split_ratios(0, test_ratio, &err) < 0)
+		return cli_usage_error(&list_cmd, "%s", err.msg);
 	if (train_ratio + test_ratio > 1 + 1e-9)
 		return cli_usage_error(&list_cmd,
 				       "--train-ratio %g plus --test-ratio %g exceeds 1",
 				       train_ratio, test_ratio);
-	ims_error err;
-	ims_error_clear(&err);
 	if (exts && ds_scan_check_exts(exts, &err) < 0)
 		return cli_usage_error(&list_cmd, "--exts: %s", err.msg);
 	double val_ratio = 1.0 - train_ratio - test_ratio;

@@ -693,7 +693,9 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
             or not 0 <= test_ratio < 1):
         raise ArgumentError("test_ratio must be in [0, 1), got %r" % (test_ratio,))
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
-        raise ArgumentError("val_ratio plus test_ratio must be below 1")
+        # the words of the command and of ds_check_split_ratios
+        raise ArgumentError("val_ratio plus test_ratio must be below 1, got %r + %r"
+                            % (val_ratio, test_ratio))
     seed = _u64(seed, "seed")  # the command's --seed; the C call would wrap -1
     # each named, as the command's --per-class-train N ... take 1..2**31 - 1
     # (0 said "subset size for 'train'", 1.5 a TypeError, True took 1)

@@ -32,6 +32,20 @@ expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --resize 32 --encoding keep
 one_line "$T/err"
 expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 1.5
 one_line "$T/err"
+# Shares in [0, 1), the library's and Python's rule, in their words.
+contains "$T/err" "--val-ratio must be in [0, 1), got 1.5"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 1
+contains "$T/err" "--val-ratio must be in [0, 1), got 1"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio -1
+contains "$T/err" "--val-ratio must be in [0, 1), got -1"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --test-ratio -0.5
+contains "$T/err" "--test-ratio must be in [0, 1), got -0.5"
+expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --val-ratio 0.5 --test-ratio 0.5
+one_line "$T/err"
+contains "$T/err" "--val-ratio plus --test-ratio must be below 1, got 0.5 + 0.5"
+absent "$T/o"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/r995" --val-ratio 0.995 --quiet
+exists "$T/r995/val.json"
 expect 2 "$IMSHARD" convert folder "$T/s" -o "$T/o" --quality 80 --encoding png
 one_line "$T/err"
 contains "$T/err" "--quality applies to --encoding jpeg only"

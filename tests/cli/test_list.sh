@@ -286,7 +286,9 @@ usage_error "$C" -o "$T/u/x" --train-ratio 0
 usage_error "$C" -o "$T/u/x" --train-ratio 1.5
 usage_error "$C" -o "$T/u/x" --train-ratio abc
 usage_error "$C" -o "$T/u/x" --test-ratio -0.1
+expect_stderr "--test-ratio must be in [0, 1), got -0.1"
 usage_error "$C" -o "$T/u/x" --test-ratio 1
+expect_stderr "--test-ratio must be in [0, 1), got 1"
 usage_error "$C" -o "$T/u/x" --train-ratio 0.8 --test-ratio 0.3
 expect_stderr "exceeds 1"
 usage_error "$C" -o "$T/u/x" --seed -1

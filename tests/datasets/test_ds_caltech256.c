@@ -150,7 +150,11 @@ static void test_default(const char *root)
 	ds_dataset_release(&d2);
 	o.val_ratio = 1;
 	CHECK_EQ_INT(load(root, &o, &d2, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "--val-ratio") != NULL);
+	CHECK(strstr(err.msg, "cannot split Caltech-256: --val-ratio must be in [0, 1), got 1") != NULL);
+	/* [0, 1), as the command and Python take it: 0.995 is a share */
+	o.val_ratio = 0.995;
+	CHECK_OK(load(root, &o, &d2, &err), &err);
+	CHECK_EQ_INT(d2.n_splits, 2);
 	ds_dataset_release(&d2);
 	ds_dataset_release(&d);
 }

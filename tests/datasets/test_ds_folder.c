@@ -190,8 +190,22 @@ static void test_splits(void)
 
 	o.val_ratio = 0.6;
 	CHECK_EQ_INT(load(&o, &d2, &err), IMS_EINVAL);
-	CHECK(strstr(err.msg, "--val-ratio") != NULL);
+	CHECK(strstr(err.msg, ": --val-ratio plus --test-ratio must be below 1, got 0.6 + 0.5") != NULL);
 	CHECK_EQ_INT(d2.n_splits, 0);
+	/* the command's and Python's rule: [0, 1) each, so 0.995 is a share
+	 * and a negative test share no "none" */
+	o.val_ratio = 0.995;
+	o.test_ratio = 0;
+	CHECK_OK(load(&o, &d2, &err), &err);
+	ds_dataset_release(&d2);
+	o.val_ratio = 0.2;
+	o.test_ratio = -0.5;
+	CHECK_EQ_INT(load(&o, &d2, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, ": --test-ratio must be in [0, 1), got -0.5") != NULL);
+	CHECK_EQ_INT(d2.n_splits, 0);
+	o.test_ratio = 1;
+	CHECK_EQ_INT(load(&o, &d2, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, ": --test-ratio must be in [0, 1), got 1") != NULL);
 	ds_dataset_release(&d);
 }
 

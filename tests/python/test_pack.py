@@ -618,6 +618,17 @@ def test_convert_checks_test_ratio_and_subset_sizes_by_name(sample, tmp_path):
         imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=0.2, per_class_val=2,
                         val_total=10)
     assert not (tmp_path / "t").exists()
+    # the command's and the library's rule, in their words: each in
+    # [0, 1), the two below 1 (before: the sum's message gave no values,
+    # and the command refused 0.995, which this and the library took)
+    with pytest.raises(imshard.ArgumentError,
+                       match=r"^val_ratio plus test_ratio must be below 1, got 0\.5 \+ 0\.5$"):
+        imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=0.5, test_ratio=0.5)
+    with pytest.raises(imshard.ArgumentError, match=r"^val_ratio must be in \[0, 1\), got 1$"):
+        imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=1)
+    assert not (tmp_path / "t").exists()
+    res = imshard.convert("folder", sample["img"], tmp_path / "r995", val_ratio=0.995)
+    assert set(res["splits"]) == {"train", "val"}
     res = imshard.convert("folder", sample["img"], tmp_path / "ok", val_ratio=0.2, test_ratio=0.2,
                           per_class_test=2, val_total=5)
     assert res["splits"]["test"]["packed"] == 2 * 5 and res["splits"]["val"]["packed"] == 5
