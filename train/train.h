@@ -458,8 +458,9 @@ typedef struct nn_train_result {
  * statistics and stop after that step; its checkpoint is written (a
  * step that ends an epoch is validated first), summary.json is not (the
  * run is not done: --resume goes on from the checkpoint), and every rank
- * returns IMS_EINTR with failed_alike set. Set before the first step,
- * nothing is trained and no log is started.
+ * returns IMS_EINTR with failed_alike set; at the run's last step, or
+ * max_steps', the run ends as it would have (summary.json, 0). Set
+ * before the first step, nothing is trained and no log is started.
  * Errors: IMS_EINTR (o->out.stop), IMS_EINVAL (options, class lists of
  * the splits disagree, NaN/Inf
  * training or validation loss, a setting a resumed run may not change,

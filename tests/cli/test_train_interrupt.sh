@@ -127,6 +127,16 @@ same "$(ckpt_meta "$T/edge/checkpoint.safetensors" epoch_position)" 0 "a stop at
 run env IMSHARD_INJECT_STOP_STEP=10 "${fit_cmd[@]}" --epochs 2 --quiet --log-dir "$T/last"
 same "$rc" 0 "exit status of a stop at the run's last step"
 exists "$T/last/summary.json"
+# ... and so at --max-steps' step: the run reached its end, validated as
+# such (the last validation's files), not left for a --resume that has
+# nothing to train
+run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" --epochs 2 --max-steps 3 --quiet \
+  --checkpoint-dir "$T/maxs" --log-dir "$T/maxs/log"
+same "$rc" 0 "exit status of a stop at --max-steps' step"
+lacks "$T/err" "interrupted"
+exists "$T/maxs/log/summary.json"
+exists "$T/maxs/log/eval.json"
+same "$(ckpt_meta "$T/maxs/checkpoint.safetensors" step)" 3 "a stop at --max-steps: the checkpoint's step"
 
 # --- before the first step: nothing trained, no log ----------------------
 run env IMSHARD_INJECT_STOP_STEP=0 "${fit_cmd[@]}" --epochs 2 --checkpoint-dir "$T/early" --log-dir "$T/early/log"

@@ -158,7 +158,9 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		 * stop inside one resumes after its last trained position */
 		const int whole = done >= (from ? aug_loader_batches_at(r->data.train, from)
 						: r->data.steps_per_epoch);
-		const int interrupted = r->part.interrupted;
+		/* a stop at --max-steps' step (or the run's last) ends the
+		 * run as it would have ended anyway: done, not interrupted */
+		const int interrupted = r->part.interrupted && step < max_steps;
 		/* the run's last validation also writes its per-class files;
 		 * an interrupted epoch is validated when it is whole (the
 		 * checkpoint then says it is done), else when resumed */
