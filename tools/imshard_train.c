@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,22 +140,40 @@ static const cli_command command = {
  * o.out.stop; rank 0 says at once that it was heard. */
 static volatile int stop_signal;
 static int say_stopping;
+static int stop_caught[2];           /* SIGINT, SIGTERM: handled here */
+static struct sigaction stop_default; /* SIG_DFL, for the handler */
+
+static atomic_int stop_heard;         /* a handler has started */
 
 static void on_stop_signal(int sig)
 {
 	static const char msg[] = "imshard-train: stopping after this step "
 				  "(again to quit at once, losing it)\n";
+	if (atomic_exchange(&stop_heard, 1)) {
+		/* a second signal, taken by another thread while the first's
+		 * handler runs: it ends the process (once this returns) */
+		sigaction(sig, &stop_default, NULL);
+		raise(sig);
+		return;
+	}
 	stop_signal = sig;
 	if (say_stopping) {
 		ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
 		(void)n;
 	}
+	/* SA_RESETHAND gave this signal back its default action; the other
+	 * one gives way too, so that any second signal ends the process
+	 * (sigaction, raise and lock-free atomics are async-signal-safe) */
+	if (stop_caught[0])
+		sigaction(SIGINT, &stop_default, NULL);
+	if (stop_caught[1])
+		sigaction(SIGTERM, &stop_default, NULL);
 }
 
 /* The first SIGINT or SIGTERM stops the run after its step, with a
- * checkpoint; the handler then gives way, so a second one ends the
- * process at once. SA_RESTART: the loader's and MPI's system calls go on
- * as if nothing had happened. A signal this process was started ignoring
+ * checkpoint; the handler then gives way for both, so a second one of
+ * either ends the process at once. SA_RESTART: the loader's and MPI's
+ * system calls go on as if nothing had happened. A signal this process was started ignoring
  * stays ignored (a shell script's background job ignores SIGINT: a
  * Ctrl-C meant for the script's foreground). */
 static void catch_stop_signals(int rank0)
@@ -164,11 +183,19 @@ static void catch_stop_signals(int rank0)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal;
 	sa.sa_flags = SA_RESTART | SA_RESETHAND;
+	/* the other blocked while the handler runs: one arriving with the
+	 * first finds the default action the handler put back */
 	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	memset(&stop_default, 0, sizeof(stop_default));
+	stop_default.sa_handler = SIG_DFL;
+	sigemptyset(&stop_default.sa_mask);
 	const int sigs[] = {SIGINT, SIGTERM};
 	for (int i = 0; i < 2; i++)
-		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-			sigaction(sigs[i], &sa, NULL);
+		stop_caught[i] = sigaction(sigs[i], NULL, &old) == 0 &&
+				 old.sa_handler != SIG_IGN &&
+				 sigaction(sigs[i], &sa, NULL) == 0;
 }
 
 /* ---- fault injection for tests (docs/TRAINING.md) ------------------------ */

@@ -83,6 +83,26 @@ for sig in INT TERM; do
   exists "$dir/log/summary.json"
 done
 
+# --- a second signal, of the other kind too, ends the process at once ----
+"${heed_int[@]}" "${fit_cmd[@]}" "${common[@]}" --checkpoint-dir "$T/twice" --log-dir "$T/twice/log" \
+  >"$T/twice.out" 2>"$T/twice.err" &
+pid=$!
+wait_for test -s "$T/twice/log/metrics.jsonl" || fail "the run never logged a step"
+kill -INT "$pid"
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+# killed by whichever of the two its threads took second (SIGTERM, as a
+# rule: 143; SIGINT: 130), not ended after the step (1)
+checks=$((checks + 1))
+[ "$rc" = 143 ] || [ "$rc" = 130 ] ||
+  fail "a run sent SIGINT, then SIGTERM, exited $rc, not killed by the second"
+# announced once at most (the second may end it before the first's line)
+checks=$((checks + 1))
+[ "$(grep -c 'imshard-train: stopping after this step' "$T/twice.err")" -le 1 ] ||
+  fail "the stop announced more than once: $(cat "$T/twice.err")"
+lacks "$T/twice.err" "interrupted after step"
+
 # --- SIGINT ignored from the start stays ignored -------------------------
 # (a script's background job: Ctrl-C is meant for the script's foreground)
 "${fit_cmd[@]}" "${common[@]}" --quiet --log-dir "$T/ign" >"$T/ign.out" 2>&1 &
