@@ -593,8 +593,13 @@ static int train_main(int argc, char **argv)
 		fclose(tests.log);
 	if (rc == IMS_EINTR && res.failed_alike) {
 		/* every rank stopped after the same step, told once */
+		/* rank 0 names the signal it received; it may have received
+		 * none (one rank alone signalled) */
 		if (dp_rank(comm) == 0)
-			cli_error("%s: %s", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+			cli_error("%s: %s",
+				  stop_signal == SIGTERM  ? "SIGTERM"
+				  : stop_signal == SIGINT ? "SIGINT"
+							  : "another rank's SIGINT or SIGTERM",
 				  err.msg);
 		dp_finalize(comm);
 		return CLI_EXIT_FAIL;

@@ -185,6 +185,8 @@ if have_mpi; then
   [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "2 ranks stopped by rank 1 exited $rc"
   # told once, by rank 0, for both; no abort
   same "$(grep -c 'interrupted after step 3 of 10' "$T/err")" 1 "the stop told once over 2 ranks"
+  # by rank 0, which received no signal: not named as if it had
+  contains "$T/err" "imshard: another rank's SIGINT or SIGTERM: interrupted after step 3 of 10"
   lacks "$T/err" "MPI_ABORT"
   lacks "$T/err" "rank 1"
   same "$(ckpt_meta "$T/r2/checkpoint.safetensors" step)" 3 "2 ranks: the checkpoint's step"
