@@ -75,6 +75,16 @@ absent() {
   [ ! -e "$1" ] || fail "'$1' should not exist"
 }
 
+# wait_for CMD...: polls CMD every 0.05 s for up to 60 s; 1 if it never held.
+wait_for() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    "$@" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # json FILE EXPR: evaluates a Python expression on the JSON in FILE (as j).
 json() {
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"

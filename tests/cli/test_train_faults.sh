@@ -15,15 +15,6 @@ expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/p" --val-ratio 0.25 --seed 3 --
 fit_cmd=("$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet)
 fit() { "${fit_cmd[@]}" "$@"; }
 
-# wait_for CMD...: polls CMD every 0.05 s for up to 60 s; 1 if it never held.
-wait_for() {
-  local i
-  for ((i = 0; i < 1200; i++)); do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
 # pids of imshard-train processes whose arguments hold TAG (the run's own
 # scratch folder, so nothing else on the machine matches)
 train_pids() { pgrep -f "imshard-train.*$1" || true; }

@@ -19,15 +19,6 @@ st_same() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" same "$@" >/dev/nul
 ckpt_meta() {
   /usr/bin/python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; print(json.loads(d[8:8+n])["__metadata__"][sys.argv[2]])' "$1" "$2"
 }
-# wait_for CMD...: polls CMD every 0.05 s for up to 60 s; 1 if it never held.
-wait_for() {
-  local i
-  for ((i = 0; i < 1200; i++)); do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
 # heed_int CMD...: execs CMD with SIGINT's default action, as a command
 # typed at a terminal starts (bash starts a script's background jobs
 # ignoring it); an array, not a function, so that $! is CMD's pid
