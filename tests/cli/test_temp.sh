@@ -72,8 +72,13 @@ same "$(wc -l <"$T/x/extract.lst")" 12
 # imshard-train: checkpoints and the summary.
 expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/c" --val-ratio 0.25 --seed 3 --quiet
 mkdir -p "$T/ck" "$T/log"
-# What a SIGTERM during a checkpoint write leaves behind.
+# What a SIGTERM during a checkpoint write leaves behind; and a kill
+# between the creation and the removal of the probe that checks a file can
+# be made in each folder (before: imshard-train.probe.PID, which nothing
+# swept)
 echo half >"$T/ck/checkpoint.safetensors.tmp.$dead"
+: >"$T/ck/imshard-train.lock.tmp.$dead"
+: >"$T/log/imshard-train.lock.tmp.$dead"
 # --force: each run here is a new one over the last one's files
 fit=("$IMSHARD_TRAIN" --train "$T/c/train.json" --val "$T/c/val.json" --model convnet7
   --size 16 --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --quiet --force)
@@ -81,6 +86,8 @@ planted "$T/ck" checkpoint.safetensors "${fit[@]}" --log-dir "$T/log"
 same "$rc" 0 "train"
 untouched checkpoint
 absent "$T/ck/checkpoint.safetensors.tmp.$dead"
+absent "$T/ck/imshard-train.lock.tmp.$dead"
+absent "$T/log/imshard-train.lock.tmp.$dead"
 exists "$T/ck/checkpoint.safetensors"
 planted "$T/log" summary.json "${fit[@]}" --log-dir "$T/log"
 same "$rc" 0 "train (summary)"

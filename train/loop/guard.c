@@ -286,23 +286,24 @@ static int check_manifest_at(const char *dir, const char *name, ims_error *err)
  * the lock was taken: a folder made read-only, or whose permissions
  * changed since): the run's files are written by creating a temporary
  * and renaming it, which would fail only after the training they record.
- * Tried with a file of this process's, removed at once. */
+ * Tried with a temporary of the lock file's (imshard-train.lock.tmp.PID),
+ * removed at once; one a killed run left is swept here like any stale
+ * temporary. */
 static int check_writable(const char *dir, const char *flag, const char *what,
 			  ims_error *err)
 {
-	char path[4096], name[64];
-	snprintf(name, sizeof(name), "imshard-train.probe.%ld", (long)getpid());
-	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
-	(void)unlink(path); /* this process's name: a leftover is its own */
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		      0600);
-	RETURN_IF(fd < 0, err, IMS_EIO,
+	char path[4096], tmp[4200];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "imshard-train.lock", err));
+	ims_temp_sweep(dir, "imshard-train.lock", NULL);
+	int fd;
+	ims_error e;
+	const int rc = ims_temp_create(path, tmp, sizeof(tmp), &fd, &e);
+	const int why = errno; /* open's */
+	RETURN_IF(rc < 0, err, IMS_EIO,
 		  "cannot train into '%s': no file can be created there (%s), "
 		  "and this run writes its %s; give this run a %s it can write",
-		  dir, strerror(errno), what, flag);
-	close(fd);
-	RETURN_IF(unlink(path) != 0, err, IMS_EIO, "cannot remove '%s': %s", path,
-		  strerror(errno));
+		  dir, strerror(why), what, flag);
+	ims_temp_discard(fd, tmp);
 	return 0;
 }
 
