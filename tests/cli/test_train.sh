@@ -481,6 +481,15 @@ st_same "$T/hd0/checkpoint.safetensors" "$T/hd1/checkpoint.safetensors" ||
   fail "the loop reading its loss every 4 steps ends with other bytes"
 checks=$((checks + 1))
 same "$(hs_lines "$T/hd1/metrics.jsonl")" "$(hs_lines "$T/hd0/metrics.jsonl")" "deferred-loss loop's metrics"
+# a checkpoint every 3 steps and at each epoch's end, written once
+# where they fall on the same step (the epoch's end is written after its
+# validation): counted in summary.json
+n=$(json "$T/hd0/summary.json" 'j["steps"]')
+per=$((n / 2))
+want=$(( n / 3 - (per % 3 == 0) - (n % 3 == 0) + 2 ))
+same "$(json "$T/hd0/summary.json" 'j["checkpoints"]')" "$want" "(checkpoints written in $n steps, every 3 and at the ends of 2 epochs)"
+expect 0 fit --epochs 3 --max-steps $((2 * per)) --seed 9 --checkpoint-dir "$T/hd4" --log-dir "$T/hd4" --checkpoint-every "$per"
+same "$(json "$T/hd4/summary.json" 'j["checkpoints"]')" 2 "(checkpoints written every epoch's $per steps, to --max-steps at the second's end)"
 # a NaN loss at step 3, read at step 4's checkpoint: the run stops there
 # naming step 3, and the checkpoint kept is step 2's, as the plain loop
 # (which reads every step) keeps

@@ -111,6 +111,8 @@ char *loop_history_save(run *r, const nn_train_result *res)
 							     : 0));
 	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
+	/* this one included: the count once it is written */
+	cJSON_AddNumberToObject(j, "checkpoints", (double)(r->log.ckpts + 1));
 	cJSON_AddNumberToObject(j, "data_wait_s", r->part.hist.wait_s + res->wait_s);
 	cJSON_AddNumberToObject(j, "val_top1", res->val_top1);
 	cJSON_AddNumberToObject(j, "val_top5", res->val_top5);
@@ -169,12 +171,12 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 	cJSON *j = cJSON_Parse(text);
 	RETURN_IF(!j || !cJSON_IsObject(j), err, IMS_ECORRUPT,
 		  "cannot resume from '%s': its run history is not a JSON object", path);
-	double v[18];
-	static const char *const keys[18] = {
+	double v[19];
+	static const char *const keys[19] = {
 		"images", "train_s", "wall_s", "startup_s", "val_s", "checkpoint_s",
 		"data_wait_s", "val_top1", "val_top5", "val_records", "val_bad_records",
 		"best_val_top1", "best_epoch", "best_wall_s", "epochs_done",
-		"bad_records", "lr_batch", NULL};
+		"bad_records", "lr_batch", "checkpoints", NULL};
 	int rc = 0;
 	for (int i = 0; !rc && keys[i]; i++)
 		rc = num(j, keys[i], !strcmp(keys[i], "best_epoch") ? -1 : 0, &v[i], path,
@@ -199,6 +201,7 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 	r->part.hist.startup_s = v[3];
 	r->log.val_s = v[4];
 	r->log.ckpt_s = v[5];
+	r->log.ckpts = (uint64_t)v[17];
 	r->part.hist.wait_s = v[6];
 	res->val_top1 = v[7];
 	res->val_top5 = v[8];

@@ -121,6 +121,7 @@ typedef struct loop_log {
 	int loader_threads;  /* the training loader's decode threads */
 	double busy_s, comm_s; /* this rank's compute and communication */
 	double val_s, ckpt_s;  /* validation and checkpoint time */
+	uint64_t ckpts;        /* checkpoints written, all parts */
 	nn_train_profile prof; /* --profile's sums */
 } loop_log;
 

@@ -437,6 +437,7 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	}
 	cJSON_AddNumberToObject(j, "val_s", r->log.val_s);
 	cJSON_AddNumberToObject(j, "checkpoint_s", r->log.ckpt_s);
+	cJSON_AddNumberToObject(j, "checkpoints", (double)r->log.ckpts);
 	cJSON_AddNumberToObject(j, "loss_scale", res->loss_scale);
 	cJSON_AddNumberToObject(j, "skipped_steps", (double)res->skipped_steps);
 	if (plan.device_stack)

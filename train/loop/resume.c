@@ -97,6 +97,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	if (!rc)
 		rc = nn_checkpoint_save(r->ckpt_path, r->m, r->opt, all, err);
 	r->log.ckpt_s += ims_now() - t0;
+	r->log.ckpts += !rc;
 	nn_model_card_text_release(&card);
 	free(opts);
 	cJSON_free(hist);

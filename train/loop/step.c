@@ -386,7 +386,7 @@ static int close_interval(run *r, nn_train_result *res, int epoch,
  * size). *stop is set when max_steps is reached or the ranks agreed to
  * stop (r->part.interrupted), and *done to the steps of
  * this epoch trained. Reports the epoch's last interval; checkpoints every
- * --checkpoint-every steps.
+ * --checkpoint-every steps but the one it ends at (the caller's).
  */
 int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		     uint64_t position, uint64_t *step, uint64_t max_steps,
@@ -431,7 +431,11 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		res->steps = *step;
 		if (o->out.log_every > 0 && *step % (uint64_t)o->out.log_every == 0)
 			FORWARD_IF_ERR(close_interval(r, res, epoch, *step, &iv, err));
-		if (o->out.checkpoint_every > 0 &&
+		/* the epoch's last step, --max-steps' and a stop's are
+		 * checkpointed by the caller, after validation: once */
+		const int ends = s + 1 == steps || *step >= max_steps ||
+				 r->part.interrupted;
+		if (!ends && o->out.checkpoint_every > 0 &&
 		    *step % (uint64_t)o->out.checkpoint_every == 0) {
 			/* no checkpoint from weights a bad step spoilt */
 			FORWARD_IF_ERR(loop_read_tally(r, &iv, 0, err));
