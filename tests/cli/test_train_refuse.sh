@@ -356,6 +356,17 @@ if have_mpi; then
   contains "$T/err" "epoch 1: 1 training record could not be loaded"
   contains "$T/err" "(records $r1; "
   contains "$T/err" "not the 8x8 its header gives"
+  # every record rank 1 reads damaged: its loader gives up, and rank 0
+  # learns so in the step's collectives. The job ends after that step with
+  # rank 1's reason, once, and no abort (before: MPI_ABORT's banner, and
+  # rank 0 killed in the gradients' allreduce)
+  cp -r "$T/p" "$T/pa"
+  awk '$1 == 0 { for (i = 3; i <= NF; i++) print $i }' "$T/seen_r.0" >"$T/mine0"
+  expect 0 edit damage "$T/pa/train.json" $(seq 0 119 | grep -vxFf "$T/mine0")
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$T/pa/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
+  same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for a rank whose every record is damaged"
+  contains "$T/err" "imshard: rank 1: 16 records in a row could not be loaded; the last: record "
+  lacks "$T/err" "MPI_ABORT"
 fi
 
 # --- 5. --init that loads too little ----------------------------------------

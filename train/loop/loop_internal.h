@@ -86,6 +86,7 @@ typedef struct loop_stage {
 	 * then reuses the current batch's memory, so its labels are kept */
 	aug_batch ahead;
 	int ahead_taken, ahead_rc, ahead_slot;
+	ims_error ahead_err; /* why it could not be taken (ahead_rc < 0) */
 	/* the batch each loader (train, val) lent last: given back, and so
 	 * refilled, at its next aug_loader_next or epoch start */
 	const void *lent[2];

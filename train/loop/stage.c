@@ -307,12 +307,14 @@ int loop_take_ahead(run *r, const aug_batch *b, uint64_t next_step,
 	loop_stage *st = &r->st;
 	memcpy(st->held_labels, b->labels, sizeof(int32_t) * (size_t)b->count);
 	double t0 = ims_now();
-	int rc = loop_loader_next(r, r->data.train, &st->ahead, err);
+	int rc = loop_loader_next(r, r->data.train, &st->ahead, &st->ahead_err);
 	*wait_s += ims_now() - t0;
-	if (rc < 0)
-		return rc;
 	st->ahead_taken = 1;
 	st->ahead_rc = rc;
+	/* told as the next step's batch (next_batch): this step goes on
+	 * through its collectives, which the other ranks are in */
+	if (rc < 0)
+		return 0;
 	if (rc == 1) /* the epoch ended early: nothing to copy */
 		return 0;
 	FORWARD_IF_ERR(loop_poison(r, &st->ahead, next_step, err));

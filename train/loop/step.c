@@ -42,10 +42,10 @@ typedef struct step_io {
 	const int32_t *host_labels; /* the labels on the host */
 	int slot;                   /* staging slot to release, or -1 */
 	const float *logits;
-	double stats[6];            /* loss sum, top-1 hits, samples,
+	double stats[7];            /* loss sum, top-1 hits, samples,
 				       overflow flag, records that could not
-				       be loaded, ranks asked to stop:
-				       summed over ranks */
+				       be loaded, ranks asked to stop, ranks
+				       without a batch: summed over ranks */
 	int forward_overflow;       /* fp16: the loss was not finite */
 } step_io;
 
@@ -182,9 +182,22 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	/* a signal reaches the ranks at different moments: summed here,
 	 * the first step after which any rank saw it is every rank's last */
 	io->stats[5] = r->o->out.stop && *r->o->out.stop;
-	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 6, err));
+	FORWARD_IF_ERR(dp_allreduce_sum_f64(r->dp.comm, io->stats, 7, err));
 	iv->comm_s += ims_now() - c2;
 	r->part.interrupted = io->stats[5] > 0;
+	if (io->stats[6] > 0) {
+		/* a rank could not load its batch (step_without_batch): every
+		 * rank ends here, none updated, and each that failed names
+		 * itself */
+		r->failed.ranks = (int)io->stats[6];
+		r->failed.here = 0;
+		r->failed.alike = 0;
+		return ims_fail(err, IMS_EIO,
+				"%d of %d ranks could not load their batch of step "
+				"%llu (named on stderr): stopping",
+				(int)io->stats[6], r->dp.world,
+				(unsigned long long)step + 1);
+	}
 	const int verdict = nn_loss_scale_check_loss(&r->fp16.scaler, io->stats[0]);
 	if (verdict == NN_LOSS_STOP) {
 		/* the loss summed over ranks: every rank stops here alike */
@@ -340,6 +353,27 @@ static int train_step(run *r, const aug_batch *b, uint64_t step, int ahead,
 	return 0;
 }
 
+/*
+ * This rank could not load step's batch (rc; its error says why). Alone
+ * it stops; among ranks it still joins the step's collectives, its
+ * gradient buckets as they are (no update follows) and the statistics
+ * flagging its failure, so every rank learns of it there and ends after
+ * this step: none is left waiting in a collective, the job ends without
+ * an abort, and each rank that failed names itself with its own reason.
+ */
+static int step_without_batch(run *r, uint64_t step, loop_interval *iv,
+			      int rc)
+{
+	if (r->dp.world < 2)
+		return rc;
+	step_io io = {.slot = -1};
+	io.stats[6] = 1;
+	ims_error agreed;
+	if (step_allreduce(r, step, &io, iv, &agreed) < 0 && r->failed.ranks > 0)
+		r->failed.here = 1;
+	return rc;
+}
+
 /* The batch of step s of this epoch: the --synthetic one, the one taken
  * ahead during the previous step, or the loader's next. 1 when the epoch
  * has no more. */
@@ -360,6 +394,8 @@ static int next_batch(run *r, int epoch, uint64_t s, aug_batch *b,
 	if (r->st.ahead_taken) {
 		*b = r->st.ahead;
 		r->st.ahead_taken = 0;
+		if (r->st.ahead_rc < 0)
+			*err = r->st.ahead_err;
 		return r->st.ahead_rc;
 	}
 	return loop_loader_next(r, d->train, b, err);
@@ -417,7 +453,7 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		if (rc == 1)
 			break;
 		if (rc < 0)
-			return rc;
+			return step_without_batch(r, *step, &iv, rc);
 		*done = s + 1;
 		iv.wait_s += ims_now() - w0;
 		/* another batch of this epoch follows this one */
