@@ -86,6 +86,21 @@ static int cmp_ranked(const void *a, const void *b)
 	return x->k - y->k;
 }
 
+/* s as messages print it (ims_escape), whole: a path or class name of
+ * any length (a fixed buffer cut a deep path with "...", and the line
+ * then named no file). -1 when out of memory. */
+static int print_escaped(const char *s)
+{
+	/* \xHH is the longest form of one byte */
+	size_t len = 4 * strlen(s) + 4;
+	char *buf = malloc(len);
+	if (!buf)
+		return -1;
+	fputs(ims_escape(s, buf, len), stdout);
+	free(buf);
+	return 0;
+}
+
 /* The line of one image from its logits (k classes). */
 static int print_one(const char *path, const float *z, int k,
 		     const nn_model_card *c, const out_opts *o, ranked *r)
@@ -101,14 +116,15 @@ static int print_one(const char *path, const float *z, int k,
 	}
 	qsort(r, (size_t)k, sizeof(ranked), cmp_ranked);
 	if (!o->json) {
-		char name[1024];
-		printf("%s:", ims_escape(path, name, sizeof(name)));
-		for (int i = 0; i < o->top; i++)
-			printf("%s %s %.2f%%", i ? "," : "",
-			       ims_escape(c->class_names[r[i].k], name, sizeof(name)),
-			       100 * r[i].p);
+		int rc = print_escaped(path);
+		fputc(':', stdout);
+		for (int i = 0; !rc && i < o->top; i++) {
+			fputs(i ? ", " : " ", stdout);
+			rc = print_escaped(c->class_names[r[i].k]);
+			printf(" %.2f%%", 100 * r[i].p);
+		}
 		printf("\n");
-		return 0;
+		return rc;
 	}
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "image", path);

@@ -156,6 +156,19 @@ print("ok")
 PY
 contains "$T/m" "ok"
 
+# --- a long path and a long class name: the line names them whole ---------
+# (before: both were cut to about 1 KiB with '...', so the line named no
+# file, and two deep files with one prefix got the same name)
+deep="$T/$(printf 'd%.0s' {1..200})"
+deep="$deep/${deep##*/}/${deep##*/}/${deep##*/}/${deep##*/}/${deep##*/}"
+mkdir -p "$deep" && cp "$fx/rgb.jpg" "$deep/a.jpg" && cp "$fx/rgb.jpg" "$deep/b.jpg"
+long=$(printf 'n%.0s' {1..1500})
+/usr/bin/python3 "$IMS_SRC/tests/cli/st_edit.py" "$ck" "$T/long.safetensors" \
+  --set "class_names=[\"$long\",\"b\",\"c\",\"d\"]"
+expect 0 "$IMSHARD" predict "$T/long.safetensors" "$deep/a.jpg" "$deep/b.jpg" --top 4 --threads 1 -q
+same "$(cut -d: -f1 "$T/out" | tr '\n' ' ')" "$deep/a.jpg $deep/b.jpg " "(long paths, whole)"
+same "$(grep -c " $long [0-9.]*%" "$T/out")" 2 "(the long class name, whole)"
+
 # --- lines that cannot be written: exit 1, said ---------------------------
 # (before: status 0 with every line lost on a full disk); /dev/full
 # through a link in the scratch folder
