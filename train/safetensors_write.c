@@ -253,7 +253,8 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	if (!ok) {
 		int e = errno;
 		ims_temp_discard(fd, tmp);
-		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", tmp,
+		/* the file the caller named: the temporary is gone */
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
 				strerror(e));
 	}
 	return ims_temp_publish(fd, tmp, path, err);

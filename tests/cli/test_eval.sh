@@ -481,6 +481,20 @@ for o in "$T/wfifo" "$T/wnull"; do
 done
 [ -p "$T/wfifo" ] && [ -L "$T/wnull" ] || fail "the FIFO or the link to /dev/null was replaced"
 checks=$((checks + 1))
+# a write that fails (a file-size limit in place of a full disk): exit 1,
+# one line naming -o's file, nothing left, and a file --force was to
+# replace kept as it was (before: the line named 'FILE.tmp.PID', the
+# temporary, which no longer exists)
+cp "$T/w.safetensors" "$T/wkeep.safetensors"
+expect 1 limit512 "$IMSHARD" export "$ck" -o "$T/wfull.safetensors"
+one_line "$T/err"
+contains "$T/err" "imshard: export: cannot write '$T/wfull.safetensors': File too large"
+absent "$T/wfull.safetensors"
+expect 1 limit512 "$IMSHARD" export "$ck" -o "$T/wkeep.safetensors" --force
+contains "$T/err" "imshard: export: cannot write '$T/wkeep.safetensors': File too large"
+cmp -s "$T/w.safetensors" "$T/wkeep.safetensors" || fail "a failed export --force changed the file"
+checks=$((checks + 1))
+same "$(ls -A "$T" | grep -c '\.tmp\.')" 0 "(temporaries left)"
 # a checkpoint whose name is not UTF-8 exports, the name recorded as
 # messages print it (before: refused after the weights were read, as
 # safetensors metadata must be UTF-8)
