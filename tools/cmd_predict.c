@@ -279,7 +279,7 @@ int cmd_predict(int argc, char **argv)
 		{"top", 'k', CLI_INT, &top, "K", "classes per image, most probable first (5)", 1, 1e9},
 		{"json", 0, CLI_FLAG, &o.json, NULL, "one JSON object per image", 0, 0},
 		{"logits", 0, CLI_FLAG, &o.logits, NULL, "with --json: every class's logit too", 0, 0},
-		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass (16)", 1, 4096},
+		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass, at most (16)", 1, 4096},
 		{"threads", 0, CLI_INT, &threads, "T", "decoding and compute threads (all cores; at most the MAX_THREADS OpenBLAS was built for)", 0, 1024},
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr (failures are still named)", 0, 0},
@@ -325,6 +325,10 @@ int cmd_predict(int argc, char **argv)
 		o.top = top;
 	if (o.top > card.classes)
 		o.top = card.classes;
+	/* a most: the network's activations are sized for a batch, and one
+	 * image need not pay for 4096 */
+	if (batch > np - 1)
+		batch = np - 1;
 	predictor p;
 	memset(&p, 0, sizeof(p));
 	ims_error err;

@@ -258,6 +258,13 @@ if ! asan_build; then
   contains "$T/err" "imshard: predict: the address-space (ulimit -v) limit of 586 MiB is too small"
   under_limits "350000 400000 450000 500000 550000 600000 700000" "1 2 4" \
     "$IMSHARD" predict "$ck" $three -q
+  # --batch-size is a most: one image takes one image's memory (before:
+  # activations for 4096 images, 625 MiB, were allocated for one and
+  # refused under this limit)
+  run bash -c 'ulimit -v 600000; exec timeout 60 "$@"' _ "$IMSHARD" predict "$ck" "$fx/rgb.jpg" \
+    -q --threads 1 --batch-size 4096
+  same "$rc" 0 "(one image, --batch-size 4096 under ulimit -v 600000: exit)"
+  same "$(wc -l <"$T/out")" 1 "(one line for one image)"
 fi
 
 # --- under mpirun: refused once, by rank 0 ------------------------------------
