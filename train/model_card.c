@@ -108,8 +108,11 @@ static int read_int(const st_file *f, const char *key, int max, int *out,
 	char *end;
 	errno = 0;
 	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < 1 || v > max)
-		return bad_key(f, key, s, "a positive whole number", err);
+	if (errno || end == s || *end || v < 1 || v > max) {
+		char want[64];
+		snprintf(want, sizeof(want), "a whole number from 1 to %d", max);
+		return bad_key(f, key, s, want, err);
+	}
 	*out = (int)v;
 	return 0;
 }

@@ -138,6 +138,9 @@ static void test_malformed(void)
 {
 	refused("size", "32px", IMS_ECORRUPT, "'size'");
 	refused("size", "0", IMS_ECORRUPT, "'size'");
+	/* a whole number, above the largest input size (before: "not a
+	 * positive whole number", which 5000 is) */
+	refused("size", "5000", IMS_ECORRUPT, "'5000', not a whole number from 1 to 4096");
 	refused("mean", "1,2", IMS_ECORRUPT, "'mean'");
 	refused("mean", "1,2,nan", IMS_ECORRUPT, "'mean'");
 	refused("std", "1,0,1", IMS_ECORRUPT, "'std'");
