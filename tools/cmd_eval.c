@@ -243,20 +243,6 @@ static int print_json(const nn_eval_result *r, const nn_model_card *c,
 
 /* ---- the command --------------------------------------------------------- */
 
-/* The precision the weights' run trained and validated in, as its
- * checkpoint's options record it: "" for an export or other programs'
- * weights. */
-static void run_precision(const st_file *f, char *out, size_t cap)
-{
-	out[0] = 0;
-	const char *s = st_metadata_get(f, "options");
-	cJSON *j = s ? cJSON_Parse(s) : NULL;
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
-	if (cJSON_IsString(p) && nn_precision_of(p->valuestring) >= 0)
-		snprintf(out, cap, "%s", p->valuestring);
-	cJSON_Delete(j);
-}
-
 /* One line (naming the rank when there are several), every rank ended. */
 static int fail(dp_comm *comm, const ims_error *err)
 {
@@ -333,15 +319,9 @@ int cmd_eval(int argc, char **argv)
 	}
 	/* left out: the run's own, so the numbers are its validation's */
 	char ran[8];
-	run_precision(wf, ran, sizeof(ran));
-	if (!precision) {
-		precision = ran[0] ? ran : "fp32";
-		if (strcmp(precision, "fp32") && rank0)
-			cli_info(mf.quiet,
-				 "eval: in %s, the precision its run trained and "
-				 "validated in (--precision fp32 for full precision)",
-				 precision);
-	}
+	if (!precision)
+		precision = model_run_precision("eval", wf, mf.quiet || !rank0, ran,
+						sizeof(ran));
 	progress pr = {rank0 && !mf.quiet && isatty(STDERR_FILENO), 0};
 	nn_eval_opts eo;
 	nn_eval_opts_init(&eo);

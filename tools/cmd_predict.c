@@ -29,7 +29,9 @@ static const cli_command command = {
 	"composited over white, grey and CMYK become RGB. Each is fed to the\n"
 	"network exactly as validation fed the records it was trained on: the\n"
 	"shorter side resized to size / val-crop-frac, the centre size x size\n"
-	"crop, --mean/--std (one code path with the loader).\n\n"
+	"crop, --mean/--std (one code path with the loader), and computed in\n"
+	"the precision the checkpoint's run trained in, as 'imshard eval'\n"
+	"computes (said on stderr when bf16 or fp16; --precision to change).\n\n"
 	MODEL_CARD_HELP "\n"
 	"Output, in the order the images were given: 'IMAGE: NAME 92.31%,\n"
 	"NAME 5.10%, ...'; with --json one JSON object per line: image, top\n"
@@ -183,10 +185,12 @@ static void predictor_free(predictor *p)
 
 static int predictor_open(predictor *p, const st_file *weights,
 			  const nn_model_card *c, int batch, int threads,
-			  ims_error *err)
+			  const char *precision, ims_error *err)
 {
 	FORWARD_IF_ERR(nn_ctx_init_cpu(&p->ctx, threads, err));
 	p->ctx_ok = 1;
+	/* as eval's: 16-bit activations, fp32 sums */
+	p->ctx.precision = nn_precision_of(precision);
 	/* no weights drawn: every tensor is loaded below, or the load fails */
 	FORWARD_IF_ERR(nn_model_create_unset(&p->ctx, c->model, c->classes, c->size,
 					     c->size, batch, &p->m, err));
@@ -275,12 +279,14 @@ int cmd_predict(int argc, char **argv)
 	model_flags mf = {0};
 	out_opts o = {5, 0, 0};
 	int batch = 16, threads = 0, top = 0; /* 0: not given */
+	const char *precision = NULL;
 	const cli_opt opts[] = {
 		{"top", 'k', CLI_INT, &top, "K", "classes per image, most probable first (5)", 1, 1e9},
 		{"json", 0, CLI_FLAG, &o.json, NULL, "one JSON object per image", 0, 0},
 		{"logits", 0, CLI_FLAG, &o.logits, NULL, "with --json: every class's logit too", 0, 0},
 		{"batch-size", 0, CLI_INT, &batch, "B", "images per forward pass, at most (16)", 1, 4096},
 		{"threads", 0, CLI_INT, &threads, "T", "decoding and compute threads (all cores; at most the MAX_THREADS OpenBLAS was built for)", 0, 1024},
+		{"precision", 0, CLI_STRING, &precision, "P", "fp32, bf16 or fp16: activations stored in 16 bits, sums in fp32 (the precision the checkpoint's run trained in; fp32 for other weights)", 0, 0},
 		MODEL_CARD_OPTIONS(&mf),
 		{"quiet", 'q', CLI_FLAG, &mf.quiet, NULL, "no notes on stderr (failures are still named)", 0, 0},
 		{NULL, 0, 0, NULL, NULL, NULL, 0, 0}};
@@ -298,6 +304,9 @@ int cmd_predict(int argc, char **argv)
 	rc = cli_parse(&command, opts, argc, argv, pos, 2, argc, &np);
 	if (!rc && o.logits && !o.json)
 		rc = cli_usage_error(&command, "--logits needs --json");
+	if (!rc && precision && nn_precision_of(precision) < 0)
+		rc = cli_usage_error(&command, "--precision must be fp32, bf16 or fp16, got '%s'",
+				     precision);
 	/* each thread runs GEMMs: more than OpenBLAS serves is usage, said
 	 * before the weights are read */
 	if (!rc && threads > nn_blas_max_threads())
@@ -321,6 +330,10 @@ int cmd_predict(int argc, char **argv)
 		cli_info(mf.quiet, "predict: --top %d, but '%s' has %d classes: each "
 			 "image gets all %d",
 			 top, pos[0], card.classes, card.classes);
+	/* left out: the run's own, so the probabilities are eval's */
+	char ran[8];
+	if (!precision)
+		precision = model_run_precision("predict", wf, mf.quiet, ran, sizeof(ran));
 	if (top)
 		o.top = top;
 	if (o.top > card.classes)
@@ -333,7 +346,7 @@ int cmd_predict(int argc, char **argv)
 	memset(&p, 0, sizeof(p));
 	ims_error err;
 	int failed = 0;
-	rc = predictor_open(&p, wf, &card, batch, threads, &err);
+	rc = predictor_open(&p, wf, &card, batch, threads, precision, &err);
 	st_close(wf);
 	/* stops at the first batch whose lines could not be written: the
 	 * rest would be lost as well */

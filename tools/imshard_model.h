@@ -75,6 +75,15 @@ int model_weights_open(const char *cmd, const char *path, st_file **out);
 int model_card_resolve(const char *cmd, const st_file *sf,
 		       const model_flags *f, unsigned need, nn_model_card *card);
 
+/*
+ * The precision the weights' run trained and validated in, as its
+ * checkpoint's options record it, into out: "fp32" for an export or
+ * other programs' weights. A line on stderr (unless quiet) says so when
+ * it is bf16 or fp16. Returns out.
+ */
+const char *model_run_precision(const char *cmd, const st_file *f, int quiet,
+				char *out, size_t cap);
+
 /* "resnet18, 4 classes, 32 px" into buf. */
 const char *model_card_describe(const nn_model_card *c, char *buf, size_t len);
 

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "datasets/datasets.h"
 #include "imshard_model.h"
 #include "recordio/recordio.h"
@@ -235,6 +237,24 @@ int model_card_resolve(const char *cmd, const st_file *sf,
 		       : "");
 	nn_model_card_release(card);
 	return CLI_EXIT_USAGE;
+}
+
+const char *model_run_precision(const char *cmd, const st_file *f, int quiet,
+				char *out, size_t cap)
+{
+	snprintf(out, cap, "fp32");
+	const char *s = st_metadata_get(f, "options");
+	cJSON *j = s ? cJSON_Parse(s) : NULL;
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
+	if (cJSON_IsString(p) && nn_precision_of(p->valuestring) >= 0)
+		snprintf(out, cap, "%s", p->valuestring);
+	cJSON_Delete(j);
+	if (strcmp(out, "fp32"))
+		cli_info(quiet,
+			 "%s: in %s, the precision its run trained and validated "
+			 "in (--precision fp32 for full precision)",
+			 cmd, out);
+	return out;
 }
 
 int model_one_process(const cli_command *cmd, const char *what)

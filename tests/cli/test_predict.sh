@@ -25,7 +25,8 @@ ls "$T/ex"/*.jpg "$T/ex"/*.png 2>/dev/null | sort >"$T/files"
 same "$(wc -l <"$T/files")" "$(json "$va" 'j["records"]')" "(extracted records)"
 expect 0 "$IMSHARD" predict "$ck" $(cat "$T/files") --json --top 1 --threads 1 -q
 cp "$T/out" "$T/pred.jsonl"
-/usr/bin/python3 - "$T/pred.jsonl" "$T/ev/predictions.csv" >"$T/m" 2>&1 <<'PY'
+agree() { # PREDICT.jsonl PREDICTIONS.csv: the same class and confidence
+  /usr/bin/python3 - "$1" "$2" >"$T/m" 2>&1 <<'PY'
 import csv, json, os, sys
 got = [json.loads(l) for l in open(sys.argv[1])]
 want = {int(r["index"]): r for r in csv.DictReader(open(sys.argv[2]))}
@@ -37,7 +38,32 @@ for g in got:
     assert abs(t["probability"] - float(w["confidence"])) < 2e-6, (g, w)
 print("ok")
 PY
-contains "$T/m" "ok"
+  contains "$T/m" "ok"
+}
+agree "$T/pred.jsonl" "$T/ev/predictions.csv"
+# a run trained in bf16: predict computes in its precision, as eval does
+# (before: predict was fp32 whatever the run, so its probabilities were
+# not eval's, a few thousandths off); one batch of the same size in both,
+# so that 16-bit rounding meets the same sums
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$va" --model convnet7 --size 16 \
+  --threads 1 --batch-size 8 --epochs 2 --precision bf16 --checkpoint-dir "$T/run16" --quiet
+ck16="$T/run16/checkpoint.safetensors"
+expect 0 "$IMSHARD" eval "$ck16" "$va" --threads 1 --batch-size 16 -q -o "$T/ev16"
+expect 0 "$IMSHARD" predict "$ck16" $(cat "$T/files") --json --top 1 --threads 1 --batch-size 16
+contains "$T/err" "predict: in bf16, the precision its run trained and validated in (--precision fp32 for full precision)"
+cp "$T/out" "$T/pred16.jsonl"
+agree "$T/pred16.jsonl" "$T/ev16/predictions.csv"
+expect 0 "$IMSHARD" eval "$ck16" "$va" --threads 1 --batch-size 16 -q -o "$T/ev32" --precision fp32
+expect 0 "$IMSHARD" predict "$ck16" $(cat "$T/files") --json --top 1 --threads 1 --batch-size 16 \
+  --precision fp32
+same "$(cat "$T/err")" "" "(--precision fp32 says nothing)"
+cp "$T/out" "$T/pred32.jsonl"
+agree "$T/pred32.jsonl" "$T/ev32/predictions.csv"
+checks=$((checks + 1))
+cmp -s "$T/pred16.jsonl" "$T/pred32.jsonl" && fail "predict --precision fp32 gave bf16's lines"
+expect 2 "$IMSHARD" predict "$ck16" "$fx/rgb.jpg" --precision fp64
+one_line "$T/err"
+contains "$T/err" "--precision must be fp32, bf16 or fp16, got 'fp64'"
 
 # --- the text lines: one per image, in order, --top K most probable -------
 expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/big.jpg" "$fx/rgb.png" --top 2 --threads 1
