@@ -103,7 +103,9 @@ void cli_pack_ui_skipped(void *ctx, uint64_t row, const char *path, const char *
 void cli_pack_ui_finish(cli_pack_ui *u);
 
 /* Installs SIGINT/SIGTERM handlers that set a flag read by
- * cli_interrupted(); long loops check it and stop cleanly. */
+ * cli_interrupted(); long loops check it and stop cleanly. A signal the
+ * program was started ignoring (nohup, a script's background job) is
+ * left ignored. */
 void cli_catch_signals(void);
 int cli_interrupted(void);
 /* Pointer to the flag, for libraries that take a cancel pointer. */

@@ -73,12 +73,16 @@ static void on_signal(int sig)
 
 void cli_catch_signals(void)
 {
-	struct sigaction sa;
+	struct sigaction sa, old;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/* a signal ignored from the start stays ignored: a script's
+	 * background job or nohup's, whose Ctrl-C is the foreground's */
+	const int sigs[] = {SIGINT, SIGTERM};
+	for (int i = 0; i < 2; i++)
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
 }
 
 int cli_interrupted(void)

@@ -85,6 +85,13 @@ wait_for() {
   return 1
 }
 
+# "${heed_int[@]}" CMD...: execs CMD with SIGINT's default action, as a
+# command typed at a terminal starts (bash starts a script's background
+# jobs ignoring it); an array, not a function, so that $! is CMD's pid
+heed_int=(/usr/bin/python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])')
+
 # json FILE EXPR: evaluates a Python expression on the JSON in FILE (as j).
 json() {
   /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"

@@ -44,7 +44,7 @@ for k in 0 1 3; do
 done
 
 # Ctrl-C: a clean stop with a message, nothing published, no leftovers.
-"$IMSHARD" "${args[@]}" -o "$T/int/train" 2>"$T/int.err" &
+"${heed_int[@]}" "$IMSHARD" "${args[@]}" -o "$T/int/train" 2>"$T/int.err" &
 pid=$!
 for _ in $(seq 1 2000); do
   ls "$T/int" 2>/dev/null | grep -q '\.mdb\.partial$' && break
@@ -61,4 +61,22 @@ ls "$T/int" 2>/dev/null | grep -qE '\.mdb' && fail "SIGINT left shard files behi
 # The folder pack made for the split goes too: nothing looks begun.
 checks=$((checks + 1))
 [ -e "$T/int" ] && fail "SIGINT left the folder pack made: $(ls "$T/int")"
+
+# SIGINT ignored from the start stays ignored (a script's background job,
+# nohup: Ctrl-C is meant for the foreground): the pack goes on to the end
+# (before: it stopped at the first SIGINT)
+"$IMSHARD" "${args[@]}" -o "$T/ign/train" 2>"$T/ign.err" &
+pid=$!
+for _ in $(seq 1 2000); do
+  ls "$T/ign" 2>/dev/null | grep -q '\.mdb\.partial$' && break
+  sleep 0.005
+done
+kill -INT $pid
+wait $pid
+same "$?" 0 "(exit status of a pack ignoring SIGINT, sent one)"
+expect 0 "$IMSHARD" verify "$T/ign/train.json"
+for f in $(cd "$T/ref" && ls *.mdb); do
+  checks=$((checks + 1))
+  cmp -s "$T/ref/$f" "$T/ign/$f" || fail "$f differs from the uninterrupted pack (SIGINT ignored)"
+done
 finish

@@ -159,12 +159,19 @@ touch "$T/afile"
 run 1 "$IMSHARD" sample "$T/afile" -q
 [ "$(lines "$T/err")" -eq 1 ] || fail "error is not one line: $(cat "$T/err")"
 
+# CMD run with SIGINT's default action, as typed at a terminal (bash
+# starts a script's background jobs ignoring it, and sample keeps it
+# ignored); as lib.sh's heed_int, which this script does not source
+heed_int=(/usr/bin/python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])')
+
 # A run interrupted into a folder it created removes that folder again:
 # nothing that looks begun is left (before: an empty OUTDIR stayed).
 # interrupt DIR: a large sample into DIR, Ctrl-C once it is writing; its
 # exit status in rc
 interrupt() {
-	"$IMSHARD" sample "$1" --per-class 100000 --classes 10 -q 2>"$T/int.err" &
+	"${heed_int[@]}" "$IMSHARD" sample "$1" --per-class 100000 --classes 10 -q 2>"$T/int.err" &
 	local pid=$!
 	for _ in $(seq 1 2000); do
 		[ -e "$1/.imshard-sample.tmp" ] && break

@@ -19,12 +19,6 @@ st_same() { /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" same "$@" >/dev/nul
 ckpt_meta() {
   /usr/bin/python3 -c 'import json,struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",d[:8])[0]; print(json.loads(d[8:8+n])["__metadata__"][sys.argv[2]])' "$1" "$2"
 }
-# heed_int CMD...: execs CMD with SIGINT's default action, as a command
-# typed at a terminal starts (bash starts a script's background jobs
-# ignoring it); an array, not a function, so that $! is CMD's pid
-heed_int=(/usr/bin/python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execv(sys.argv[1], sys.argv[1:])')
 # only FOLDER NAMES...: FOLDER holds exactly these files (no temporary)
 only() {
   checks=$((checks + 1))
