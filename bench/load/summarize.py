@@ -4,6 +4,9 @@ loader's JSON object, the key=value lines of full_decode and the Python
 baseline), prints the table and writes the results JSON.
 
     summarize.py RUNS.tsv RESULTS.json     (metadata from META_* variables)
+
+Exits 1, RESULTS written, where every run of a contender failed: a
+contender without one figure fails the benchmark, not a row of dashes.
 """
 import json
 import os
@@ -203,7 +206,21 @@ def main():
         print("failed runs: %s" % ", ".join("%s/%s (rc %s)" % (f["round"], f["contender"], f["rc"]) for f in failed))
     print()
     print("results: %s" % results_path)
+    return none_ran(rows, per, results_path)
+
+
+def none_ran(rows, per, results_path):
+    """1, each named on stderr, where a contender ran and none of its
+    runs gave a figure; else 0."""
+    code = 0
+    for c in CONTENDERS:
+        tried = sum(1 for r in rows if r["name"] == c)
+        if tried and not per[c]:
+            print("summarize.py: every run of %s failed (%d of %d): no figures for it in %s"
+                  % (c, tried, tried, results_path), file=sys.stderr)
+            code = 1
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The CPU benchmarks' scripts (bench/load, bench/train, bench/pack,
+# bench/convert, bench/scaling) on inputs small enough to run in seconds,
+# from another folder, with spaces in WORK and CORPUS: a contender that
+# fails is named and never turned into a figure, the command printed with
+# the figures is the one that ran, and nothing is left behind or written
+# into the source tree. Stand-ins (a failing baseline, a model_flops
+# whose sgemm fails) stand for what breaks.
+source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
+bench_bin=${IMS_BENCH_BIN:-$(dirname "$(dirname "$IMSHARD")")/bench}
+fake="$T/bin"
+mkdir -p "$fake"
+touch "$T/start"
+corpus="$T/the corpus"
+
+# a baseline that fails every run
+printf '#!/bin/sh\necho "broken baseline: cannot start" >&2\nexit 3\n' >"$fake/fail"
+chmod +x "$fake"/*
+
+# --- bench/load ---------------------------------------------------------------
+load() {
+  (cd / && env IMSHARD="$IMSHARD" FULL_DECODE="$bench_bin/full_decode" CORPUS="$corpus" N_IMAGES=20 \
+    ROUNDS=2 BATCH=4 SIZE=32 PY_LIMIT=8 WORK="$T/load work" "$@" bash "$IMS_SRC/bench/load/run.sh")
+}
+# every run of a contender failed: named, and the run fails (before: a
+# row of dashes and exit 0), its results written all the same
+expect 1 load FULL_DECODE="$fake/fail"
+same "$(tail -n1 "$T/err")" "summarize.py: every run of full_decode failed (2 of 2): no figures for it in $T/load work/results.json" "(load: a contender without a run)"
+contains "$T/err" "run.sh: 1/full_decode failed (exit 3)"
+same "$(json "$T/load work/results.json" 'j["ratios"]["t1_vs_full_decode"]["median"]')" None "(load: no ratio of a failed run)"
+same "$(json "$T/load work/results.json" 'len(j["failed_runs"])')" 2 "(load: its failures recorded)"
+same "$(json "$T/load work/results.json" 'j["ratios"]["scaling_t2_vs_t1"]["median"] > 0')" True "(load: the others' ratios)"
+
+finish
