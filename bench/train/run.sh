@@ -85,6 +85,9 @@
 # largest single process's peak RSS, not the sum);
 # bash's clock around the whole run is logged as wall_s. The CPU the rest
 # of the machine burnt meanwhile (from /proc/stat) is logged as bg_cores.
+# A run that fails is named as it goes and left out of every figure; the
+# run exits 1 at the end, RESULTS written, where every run of a contender
+# failed.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"

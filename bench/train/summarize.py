@@ -11,6 +11,8 @@ first one (warm-up: first touch of the activations and workspace, the
 loader's first batches), images over seconds summed over those intervals;
 with several ranks, summed over ranks. Every ratio is computed within a
 round; the median (min-max) over rounds is reported.
+Exits 1, RESULTS written, where every run of a contender failed: a
+contender without one figure fails the benchmark, not a row of dashes.
 """
 import json
 import os
@@ -365,7 +367,15 @@ def main():
         print("failed runs: %s" % ", ".join("%s/%s (rc %s)" % (f["round"], f["contender"], f["rc"]) for f in failed))
     print()
     print("results: %s" % results_path)
+    code = 0
+    for c in names:
+        if not per[c]:
+            tried = sum(1 for r in rows if r["name"] == c)
+            print("summarize.py: every run of %s failed (%d of %d): no figures for it in %s"
+                  % (c, tried, tried, results_path), file=sys.stderr)
+            code = 1
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
