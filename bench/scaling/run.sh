@@ -45,7 +45,9 @@
 #
 # Output: WORK/rN/<run>/ (each run's --log-dir), WORK/rN/report.html and
 # WORK/rN/csv/ (that round's report), WORK/report.html (the last round's),
-# and the table on stdout (progress on stderr).
+# and the table on stdout (progress on stderr), headed by the command that
+# made it (every setting spelt out) and the file of each run's command
+# line (WORK/commands.txt).
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -133,5 +135,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	cp "$WORK/r$r/report.html" "$WORK/report.html"
 done
 
-"$PYTHON" "$here/summarize.py" "$WORK" "$ROUNDS"
+cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" DATA="$DATA" \
+	PER_CLASS="$PER_CLASS" MODEL="$MODEL" SIZE="$SIZE" EPOCHS="$EPOCHS" BATCHES="$BATCHES" \
+	WORLDS="$WORLDS" LR32="$LR32" LOG_EVERY="$LOG_EVERY" TARGET="$TARGET" DEVICE="$DEVICE" \
+	EXTRA="$EXTRA" ROUNDS="$ROUNDS" MPIRUN="$MPIRUN" MPI_PIN="$MPI_PIN" WORK="$WORK" bench/scaling/run.sh)
+META_COMMAND=${cmdline% } "$PYTHON" "$here/summarize.py" "$WORK" "$ROUNDS"
 echo "run.sh: reports in $WORK/r*/report.html (the last also as $WORK/report.html)" >&2

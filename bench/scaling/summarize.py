@@ -5,9 +5,10 @@ accuracy, time to the target) and the scaling comparisons (speedup and
 efficiency both ways), each round's and, with several rounds, the median
 (min-max) over rounds.
 
-    summarize.py WORK ROUNDS
+    summarize.py WORK ROUNDS     (the command that made them from META_COMMAND)
 """
 import csv
+import os
 import statistics
 import sys
 
@@ -22,6 +23,8 @@ def num(s, fmt="%.3g"):
 def main():
     work, rounds = sys.argv[1], int(sys.argv[2])
     comparisons = {}
+    print("command: %s" % os.environ.get("META_COMMAND", "(not given)"))
+    print("each run's command line: %s/commands.txt\n" % work)
     print("## Runs\n")
     print("| round | run | ranks | batch / rank (global) | steady images/s per rank | "
           "train_s | final top-1 | epochs, s to target | busy max/min | loader stall |")

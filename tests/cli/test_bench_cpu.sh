@@ -47,4 +47,13 @@ same "$(tail -n1 "$T/err")" "summarize.py: every run of sgemm_t1 failed (2 of 2)
 same "$(json "$T/train work/results.json" 'j["ratios"]["flop_fraction_convnet7_t1"]["median"]')" None "(train: no ratio of a failed run)"
 same "$(json "$T/train work/results.json" 'len(j["contenders"]["convnet7_t1"]["rounds"])')" 2 "(train: the trainer's rounds)"
 
+# --- bench/scaling --------------------------------------------------------------
+# the table is headed by the command that made it, every setting spelt
+# out (before: no command at all; the runs' own lines only in a file)
+expect 0 env -C / IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" DATA="$T/scaling data" PER_CLASS=5 \
+  EPOCHS=1 BATCHES=4 WORLDS=1 LOG_EVERY=2 WORK="$T/scaling work" bash "$IMS_SRC/bench/scaling/run.sh"
+same "$(head -n1 "$T/out")" "command: env IMSHARD=$IMSHARD IMSHARD_TRAIN=$IMSHARD_TRAIN DATA=$(printf %q "$T/scaling data") PER_CLASS=5 MODEL=convnet7 SIZE=32 EPOCHS=1 BATCHES=4 WORLDS=1 LR32=0.05 LOG_EVERY=2 TARGET=0.6 DEVICE=cpu EXTRA= ROUNDS=1 MPIRUN=mpirun MPI_PIN=0 WORK=$(printf %q "$T/scaling work") bench/scaling/run.sh" "(scaling: the command)"
+contains "$T/out" "each run's command line: $T/scaling work/commands.txt"
+contains "$T/scaling work/commands.txt" "--epochs 1 --batch-size 4"
+
 finish
