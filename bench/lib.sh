@@ -241,6 +241,22 @@ bench_ranks() {
 	return 0
 }
 
+# ---- the corpus -----------------------------------------------------------------
+
+# bench_corpus N SEED: $CORPUS made by bench/pack/make_corpus.py (N
+# JPEGs, SEED) when its stamp .corpus-nN-seedSEED is absent; a folder that
+# holds other things (another size or seed) is refused, not used as if it
+# were the corpus asked for.
+bench_corpus() {
+	local stamp="$CORPUS/.corpus-n$1-seed$2"
+	[ ! -e "$stamp" ] || return 0
+	[ ! -e "$CORPUS" ] || [ -z "$(ls -A "$CORPUS")" ] ||
+		die "'$CORPUS' exists but is not a corpus of $1 images, seed $2 (remove it or set CORPUS)"
+	mkdir -p "$CORPUS"
+	"$PYTHON" "$repo/bench/pack/make_corpus.py" "$CORPUS" --n "$1" --seed "$2" --jobs 2
+	touch "$stamp"
+}
+
 # ---- the sample data -------------------------------------------------------------
 
 # bench_sample_data STAMP PER_CLASS [CONVERT ARGS...]: `imshard sample`

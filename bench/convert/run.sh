@@ -11,9 +11,12 @@
 # adapter's own overhead, which must stay under 5%. Both use the same
 # encoding options (ENC_ARGS), so both do the same packing work.
 #
-# Env: IMSHARD (build/tools/imshard), CORPUS (/tmp/imshard-bench-corpus,
-# made by bench/pack/make_corpus.py when missing), N_IMAGES (3000),
-# N_VAL (300), ROUNDS (5), WORK (/tmp/imshard-bench-convert),
+# Env (relative paths are taken from the repository root): IMSHARD
+# (build/tools/imshard), CORPUS (/tmp/imshard-bench-corpus, made by
+# bench/pack/make_corpus.py when it lacks the stamp of a corpus of
+# N_IMAGES, seed 1, as bench/pack and bench/load make it; a folder of
+# other things is refused), N_IMAGES (3000), N_VAL (300), ROUNDS (5),
+# WORK (/tmp/imshard-bench-convert), PYTHON (/usr/bin/python3),
 # ENC_ARGS ("" = keep; e.g. "--resize 256 --quality 95"), INSTR (1: also
 # count instructions of one convert and one pack with cachegrind).
 set -euo pipefail
@@ -21,23 +24,20 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 bench_args "$@"
 IMSHARD=$(abspath "${IMSHARD:-build/tools/imshard}")
-CORPUS=${CORPUS:-/tmp/imshard-bench-corpus}
+CORPUS=$(abspath "${CORPUS:-/tmp/imshard-bench-corpus}")
 N_IMAGES=${N_IMAGES:-3000}
 N_VAL=${N_VAL:-300}
 ROUNDS=${ROUNDS:-5}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-convert}")
 ENC_ARGS=${ENC_ARGS:-}
-PY=${PYTHON:-/usr/bin/python3}
+PYTHON=${PYTHON:-/usr/bin/python3}
 bench_need_count N_IMAGES N_VAL ROUNDS
 # WORK's root/, lists/, out/ and p/ are made anew: a folder of other
 # things is refused (before: the whole of WORK was removed)
 bench_own_work .bench-convert root/map_clsloc.txt
 
 bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
-if [ ! -d "$CORPUS" ]; then
-  echo "bench/convert: generating $N_IMAGES images in $CORPUS" >&2
-  "$PY" "$repo/bench/pack/make_corpus.py" "$CORPUS" --n "$N_IMAGES"
-fi
+bench_corpus "$N_IMAGES" 1
 bench_mark_work .bench-convert
 rm -rf "$WORK/root" "$WORK/lists" "$WORK/out" "$WORK/p"
 root="$WORK/root"
@@ -50,7 +50,7 @@ for d in "$CORPUS"/n*; do
 done
 # map_clsloc.txt with devkit IDs in an order other than sorted; val images
 # taken from the corpus, labelled through the ground truth.
-"$PY" - "$root" "$N_VAL" <<'PY'
+"$PYTHON" - "$root" "$N_VAL" <<'PY'
 import os, random, sys
 root, nval = sys.argv[1], int(sys.argv[2])
 wnids = sorted(os.listdir(os.path.join(root, "train")))
@@ -127,7 +127,7 @@ if [ "${INSTR:-1}" = 1 ] && command -v valgrind >/dev/null; then
   ip=$((ip1 + ip2))
   echo "instructions: convert $ic, pack $ip (train $ip1 + val $ip2): adapter overhead $(echo "scale=2; 100 * ($ic - $ip) / $ip" | bc -l)%"
 fi
-"$PY" - "$records" "${conv_s[*]}" "${pack_s[*]}" "${ratios[*]}" "$ENC_ARGS" <<'PY'
+"$PYTHON" - "$records" "${conv_s[*]}" "${pack_s[*]}" "${ratios[*]}" "$ENC_ARGS" <<'PY'
 import statistics, sys
 n = int(sys.argv[1])
 conv = [float(x) for x in sys.argv[2].split()]

@@ -72,14 +72,7 @@ mkdir -p "$WORK/logs"
 rm -rf "$WORK/logs"/*
 
 # --- corpus -------------------------------------------------------------------
-stamp="$CORPUS/.corpus-n$N_IMAGES-seed$SEED"
-if [ ! -e "$stamp" ]; then
-	[ ! -e "$CORPUS" ] || [ -z "$(ls -A "$CORPUS")" ] ||
-		die "'$CORPUS' exists but is not a corpus of $N_IMAGES images, seed $SEED (remove it or set CORPUS)"
-	mkdir -p "$CORPUS"
-	"$PYTHON" "$repo/bench/pack/make_corpus.py" "$CORPUS" --n "$N_IMAGES" --seed "$SEED" --jobs 2
-	touch "$stamp"
-fi
+bench_corpus "$N_IMAGES" "$SEED"
 
 # --- list and packed split --------------------------------------------------------
 lst="$WORK/corpus_train.lst"

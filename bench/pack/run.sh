@@ -75,14 +75,7 @@ out="$WORK/out" # every packed/copied output lives here and is removed after use
 rm -rf "$out" "$WORK/logs"/*
 
 # --- corpus ---------------------------------------------------------------
-stamp="$CORPUS/.corpus-n$N_IMAGES-seed$SEED"
-if [ ! -e "$stamp" ]; then
-	[ ! -e "$CORPUS" ] || [ -z "$(ls -A "$CORPUS")" ] ||
-		die "'$CORPUS' exists but is not a corpus of $N_IMAGES images, seed $SEED (remove it or set CORPUS)"
-	mkdir -p "$CORPUS"
-	"$PYTHON" "$here/make_corpus.py" "$CORPUS" --n "$N_IMAGES" --seed "$SEED" --jobs 2
-	touch "$stamp"
-fi
+bench_corpus "$N_IMAGES" "$SEED"
 
 # --- list -----------------------------------------------------------------
 lst="$WORK/corpus_train.lst"

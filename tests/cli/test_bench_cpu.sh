@@ -56,4 +56,22 @@ same "$(head -n1 "$T/out")" "command: env IMSHARD=$IMSHARD IMSHARD_TRAIN=$IMSHAR
 contains "$T/out" "each run's command line: $T/scaling work/commands.txt"
 contains "$T/scaling work/commands.txt" "--epochs 1 --batch-size 4"
 
+# --- bench/convert --------------------------------------------------------------
+convert() {
+  (cd "${cwd:-/}" && env IMSHARD="$IMSHARD" N_IMAGES=20 N_VAL=4 ROUNDS=2 INSTR=0 WORK="$T/convert work" "$@" \
+    bash "$IMS_SRC/bench/convert/run.sh")
+}
+# CORPUS relative to the repository root, as every bench takes it
+# (before: taken from the current folder, and the train/ and val/
+# symlinks pointed nowhere: "cannot list val: no image"); the corpus
+# bench/load made above is used again, not made anew
+rel=$(realpath -m --relative-to="$IMS_SRC" "$corpus")
+cwd=$IMS_SRC expect 0 convert CORPUS="$rel"
+contains "$T/out" "bench/convert: 24 images (train + val)"
+lacks "$T/err" "make_corpus"
+# a corpus of another size is refused, not used as the one asked for
+# (before: 20 images measured where N_IMAGES asked for 30)
+expect 1 convert CORPUS="$corpus" N_IMAGES=30
+same "$(cat "$T/err")" "run.sh: '$corpus' exists but is not a corpus of 30 images, seed 1 (remove it or set CORPUS)" "(convert: a corpus of another size)"
+
 finish
