@@ -69,6 +69,11 @@ rel=$(realpath -m --relative-to="$IMS_SRC" "$corpus")
 cwd=$IMS_SRC expect 0 convert CORPUS="$rel"
 contains "$T/out" "bench/convert: 24 images (train + val)"
 lacks "$T/err" "make_corpus"
+# the figures come with the command that made them, every setting
+# spelt out, and the target's verdict (before: neither)
+same "$(grep '^command: ' "$T/out")" "command: env IMSHARD=$IMSHARD CORPUS=$(printf %q "$IMS_SRC/$rel") N_IMAGES=20 N_VAL=4 ROUNDS=2 WORK=$(printf %q "$T/convert work") ENC_ARGS= INSTR=0 bench/convert/run.sh" "(convert: the command)"
+same "$(sed -n 's/.*overhead (convert - pack) \/ pack: median \([-+0-9.]*\)%.*target < 5%: \(.*\)$/\1 \2/p' "$T/out" |
+  awk '{ print ($1 < 5) == ($2 == "met") && ($2 == "met" || $2 == "MISSED") }')" 1 "(convert: the verdict)"
 # a corpus of another size is refused, not used as the one asked for
 # (before: 20 images measured where N_IMAGES asked for 30)
 expect 1 convert CORPUS="$corpus" N_IMAGES=30
