@@ -42,6 +42,10 @@ bench_need_bin "$IMSHARD" imshard "build it or set IMSHARD"
 bench_corpus "$N_IMAGES" 1
 bench_mark_work .bench-convert
 rm -rf "$WORK/root" "$WORK/lists" "$WORK/out" "$WORK/p"
+# the packed outputs (a copy of the corpus each, in keep mode) are not
+# kept, whether the run ends or stops: WORK keeps the root's symlinks
+# and the lists
+trap 'rm -rf "$WORK/out" "$WORK/p"' EXIT
 root="$WORK/root"
 mkdir -p "$root/train" "$root/val" "$root/ILSVRC2012_devkit_t12/data"
 # train: the corpus's wnid folders (symlinked files: no copy to time).

@@ -74,6 +74,9 @@ lacks "$T/err" "make_corpus"
 same "$(grep '^command: ' "$T/out")" "command: env IMSHARD=$IMSHARD CORPUS=$(printf %q "$IMS_SRC/$rel") N_IMAGES=20 N_VAL=4 ROUNDS=2 WORK=$(printf %q "$T/convert work") ENC_ARGS= INSTR=0 bench/convert/run.sh" "(convert: the command)"
 same "$(sed -n 's/.*overhead (convert - pack) \/ pack: median \([-+0-9.]*\)%.*target < 5%: \(.*\)$/\1 \2/p' "$T/out" |
   awk '{ print ($1 < 5) == ($2 == "met") && ($2 == "met" || $2 == "MISSED") }')" 1 "(convert: the verdict)"
+# the packed outputs are removed (before: the last round's two packed
+# copies of the corpus were left in WORK)
+same "$(ls -A "$T/convert work" | tr '\n' ' ')" ".bench-convert lists root " "(convert: what WORK keeps)"
 # a corpus of another size is refused, not used as the one asked for
 # (before: 20 images measured where N_IMAGES asked for 30)
 expect 1 convert CORPUS="$corpus" N_IMAGES=30
