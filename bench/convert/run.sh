@@ -20,7 +20,9 @@
 # other things is refused), N_IMAGES (3000), N_VAL (300), ROUNDS (5),
 # WORK (/tmp/imshard-bench-convert), PYTHON (/usr/bin/python3),
 # ENC_ARGS ("" = keep; e.g. "--resize 256 --quality 95"), INSTR (1: also
-# count instructions of one convert and one pack with cachegrind).
+# count instructions of one convert and one pack with cachegrind; where
+# VALGRIND (valgrind) is not found the summary says so, and a run that
+# cannot be counted stops the benchmark, named).
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -32,8 +34,11 @@ N_VAL=${N_VAL:-300}
 ROUNDS=${ROUNDS:-5}
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-convert}")
 ENC_ARGS=${ENC_ARGS:-}
+INSTR=${INSTR:-1}
+VALGRIND=${VALGRIND:-valgrind}
 PYTHON=${PYTHON:-/usr/bin/python3}
 bench_need_count N_IMAGES N_VAL ROUNDS
+bench_need_flag INSTR
 # WORK's root/, lists/, out/ and p/ are made anew: a folder of other
 # things is refused (before: the whole of WORK was removed)
 bench_own_work .bench-convert root/map_clsloc.txt
@@ -120,22 +125,41 @@ records=$(( $(wc -l <"$WORK/lists/train.lst") + $(wc -l <"$WORK/lists/val.lst") 
 # Instruction counts (cachegrind; user space only, repeatable to the
 # instruction whatever the machine's load): the adapter's CPU cost beside
 # packing's, free of the disk noise that dominates keep-mode wall times.
-if [ "${INSTR:-1}" = 1 ] && command -v valgrind >/dev/null; then
-  irefs() { valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-    awk '/I *refs:/ {gsub(",", "", $NF); print $NF}'; }
+# A run that cannot count (no valgrind, a run that fails under it) says
+# so: the count is not left out without a word.
+instr="instructions: not counted (INSTR=0)"
+if [ "$INSTR" = 1 ] && ! command -v "$VALGRIND" >/dev/null; then
+  instr="instructions: not counted: cannot find '$VALGRIND' (install valgrind, set VALGRIND, or INSTR=0)"
+  echo "run.sh: $instr" >&2
+elif [ "$INSTR" = 1 ]; then
+  # irefs WHAT CMD...: the count of CMD's instructions into n; stops,
+  # naming WHAT and valgrind's last lines, where there is none
+  irefs() {
+    local what=$1 err="$WORK/cachegrind.err"
+    shift
+    n=""
+    if "$VALGRIND" --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" >/dev/null 2>"$err"; then
+      n=$(awk '/I *refs:/ { gsub(",", "", $NF); print $NF }' "$err")
+    fi
+    [[ $n =~ ^[0-9]+$ ]] || { tail -n5 "$err" >&2; rm -f "$err"; die "no instruction count of $what under $VALGRIND (see above; or INSTR=0)"; }
+    rm -f "$err"
+  }
   rm -rf "$WORK/out" "$WORK/p"
   # shellcheck disable=SC2086
-  ic=$(irefs "$IMSHARD" convert imagenet "$root" -o "$WORK/out" $ENC_ARGS --quiet --threads 1)
+  irefs convert "$IMSHARD" convert imagenet "$root" -o "$WORK/out" $ENC_ARGS --quiet --threads 1
+  ic=$n
   # shellcheck disable=SC2086
-  ip1=$(irefs "$IMSHARD" pack "$WORK/lists/train.lst" "$root" -o "$WORK/p/train" $ENC_ARGS --quiet --threads 1)
+  irefs "pack of train.lst" "$IMSHARD" pack "$WORK/lists/train.lst" "$root" -o "$WORK/p/train" $ENC_ARGS --quiet --threads 1
+  ip1=$n
   # shellcheck disable=SC2086
-  ip2=$(irefs "$IMSHARD" pack "$WORK/lists/val.lst" "$root" -o "$WORK/p/val" $ENC_ARGS --quiet --threads 1)
+  irefs "pack of val.lst" "$IMSHARD" pack "$WORK/lists/val.lst" "$root" -o "$WORK/p/val" $ENC_ARGS --quiet --threads 1
+  ip2=$n
   ip=$((ip1 + ip2))
-  echo "instructions: convert $ic, pack $ip (train $ip1 + val $ip2): adapter overhead $(echo "scale=2; 100 * ($ic - $ip) / $ip" | bc -l)%"
+  instr="instructions: convert $ic, pack $ip (train $ip1 + val $ip2): adapter overhead $(echo "scale=2; 100 * ($ic - $ip) / $ip" | bc -l)%"
 fi
 cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" CORPUS="$CORPUS" N_IMAGES="$N_IMAGES" N_VAL="$N_VAL" \
-  ROUNDS="$ROUNDS" WORK="$WORK" ENC_ARGS="$ENC_ARGS" INSTR="${INSTR:-1}" bench/convert/run.sh)
-"$PYTHON" - "$records" "${conv_s[*]}" "${pack_s[*]}" "${ratios[*]}" "$ENC_ARGS" "${cmdline% }" <<'PY'
+  ROUNDS="$ROUNDS" WORK="$WORK" ENC_ARGS="$ENC_ARGS" INSTR="$INSTR" VALGRIND="$VALGRIND" bench/convert/run.sh)
+"$PYTHON" - "$records" "${conv_s[*]}" "${pack_s[*]}" "${ratios[*]}" "$ENC_ARGS" "${cmdline% }" "$instr" <<'PY'
 import statistics, sys
 n = int(sys.argv[1])
 conv = [float(x) for x in sys.argv[2].split()]
@@ -149,4 +173,5 @@ m = statistics.median(rat)
 print("  adapter overhead (convert - pack) / pack: median %+.2f%% (min %+.2f%%, max %+.2f%%), target < 5%%: %s"
       % (100 * m, 100 * min(rat), 100 * max(rat), "met" if m < 0.05 else "MISSED"))
 print("  (median of the rounds' own ratios; above 0: convert slower than pack)")
+print("  " + sys.argv[7])
 PY

@@ -17,6 +17,8 @@ corpus="$T/the corpus"
 printf '#!/bin/sh\necho "broken baseline: cannot start" >&2\nexit 3\n' >"$fake/fail"
 # model_flops whose sgemm fails; its model lines are the real ones
 printf '#!/bin/sh\n[ "$1" != --sgemm-threads ] || { echo "model_flops: sgemm: cannot allocate" >&2; exit 1; }\nexec "%s/model_flops" "$@"\n' "$bench_bin" >"$fake/model_flops_nosgemm"
+# valgrind that fails on the first run it is given
+printf '#!/bin/sh\necho "valgrind: failed to start tool" >&2\nexit 1\n' >"$fake/valgrind"
 chmod +x "$fake"/*
 
 # --- bench/load ---------------------------------------------------------------
@@ -71,12 +73,22 @@ contains "$T/out" "bench/convert: 24 images (train + val)"
 lacks "$T/err" "make_corpus"
 # the figures come with the command that made them, every setting
 # spelt out, and the target's verdict (before: neither)
-same "$(grep '^command: ' "$T/out")" "command: env IMSHARD=$IMSHARD CORPUS=$(printf %q "$IMS_SRC/$rel") N_IMAGES=20 N_VAL=4 ROUNDS=2 WORK=$(printf %q "$T/convert work") ENC_ARGS= INSTR=0 bench/convert/run.sh" "(convert: the command)"
+same "$(grep '^command: ' "$T/out")" "command: env IMSHARD=$IMSHARD CORPUS=$(printf %q "$IMS_SRC/$rel") N_IMAGES=20 N_VAL=4 ROUNDS=2 WORK=$(printf %q "$T/convert work") ENC_ARGS= INSTR=0 VALGRIND=valgrind bench/convert/run.sh" "(convert: the command)"
 same "$(sed -n 's/.*overhead (convert - pack) \/ pack: median \([-+0-9.]*\)%.*target < 5%: \(.*\)$/\1 \2/p' "$T/out" |
   awk '{ print ($1 < 5) == ($2 == "met") && ($2 == "met" || $2 == "MISSED") }')" 1 "(convert: the verdict)"
 # the packed outputs are removed (before: the last round's two packed
 # copies of the corpus were left in WORK)
 same "$(ls -A "$T/convert work" | tr '\n' ' ')" ".bench-convert lists root " "(convert: what WORK keeps)"
+contains "$T/out" "  instructions: not counted (INSTR=0)"
+# instruction counts: where valgrind is missing the summary says so, and
+# a run that cannot be counted stops the benchmark, named (before: the
+# count left out without a word, and a failed run under valgrind ended
+# the benchmark with exit 1 and no message)
+expect 0 convert CORPUS="$corpus" ROUNDS=1 INSTR=1 VALGRIND="$T/no valgrind"
+contains "$T/out" "  instructions: not counted: cannot find '$T/no valgrind' (install valgrind, set VALGRIND, or INSTR=0)"
+expect 1 convert CORPUS="$corpus" ROUNDS=1 INSTR=1 PATH="$fake:$PATH"
+same "$(tail -n2 "$T/err" | tr '\n' '|')" "valgrind: failed to start tool|run.sh: no instruction count of convert under valgrind (see above; or INSTR=0)|" "(convert: a run valgrind cannot count)"
+same "$(ls -A "$T/convert work" | tr '\n' ' ')" ".bench-convert lists root " "(convert: what WORK keeps after a failure)"
 # a corpus of another size is refused, not used as the one asked for
 # (before: 20 images measured where N_IMAGES asked for 30)
 expect 1 convert CORPUS="$corpus" N_IMAGES=30
