@@ -143,7 +143,7 @@ done
 version=$("$IMSHARD" --version 2>&1 | head -n1)
 cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" FULL_DECODE="$FULL_DECODE" CORPUS="$CORPUS" \
 	N_IMAGES="$N_IMAGES" SEED="$SEED" ROUNDS="$ROUNDS" BATCH="$BATCH" SIZE="$SIZE" \
-	LOAD_ARGS="$LOAD_ARGS" PY_LIMIT="$PY_LIMIT" WORK="$WORK" RESULTS="$RESULTS" bench/load/run.sh)
+	LOAD_ARGS="$LOAD_ARGS" PY_LIMIT="$PY_LIMIT" WORK="$WORK" RESULTS="$RESULTS" PYTHON="$PYTHON" bench/load/run.sh)
 cmdline=${cmdline% }
 set_cmd loader_t1; c_l1="${cmd[*]}"
 set_cmd loader_t2; c_l2="${cmd[*]}"

@@ -226,7 +226,7 @@ else
 fi
 cmdline=$(printf '%q ' env IMSHARD="$IMSHARD" JPEG_FLOOR="$JPEG_FLOOR" CORPUS="$CORPUS" \
 	N_IMAGES="$N_IMAGES" SEED="$SEED" ROUNDS="$ROUNDS" PY_LIMIT="$PY_LIMIT" SIZE_CHECK="$SIZE_CHECK" \
-	WORK="$WORK" RESULTS="$RESULTS" bench/pack/run.sh)
+	WORK="$WORK" RESULTS="$RESULTS" PYTHON="$PYTHON" bench/pack/run.sh)
 cmdline=${cmdline% }
 [ "$DRY_RUN" != 1 ] || cmdline+=" --dry-run"
 META_COMMAND=$cmdline \

@@ -34,13 +34,17 @@ contains "$T/err" "run.sh: 1/full_decode failed (exit 3)"
 same "$(json "$T/load work/results.json" 'j["ratios"]["t1_vs_full_decode"]["median"]')" None "(load: no ratio of a failed run)"
 same "$(json "$T/load work/results.json" 'len(j["failed_runs"])')" 2 "(load: its failures recorded)"
 same "$(json "$T/load work/results.json" 'j["ratios"]["scaling_t2_vs_t1"]["median"] > 0')" True "(load: the others' ratios)"
+# the command printed with the figures names the interpreter the Python
+# baselines ran with (before: PYTHON left out, so the command rerun
+# elsewhere measured another Python)
+contains "$T/out" " PYTHON=/usr/bin/python3 bench/load/run.sh"
 
 # --- bench/train ----------------------------------------------------------------
 train() {
   (cd / && env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MODEL_FLOPS="$bench_bin/model_flops" \
     DATA="$T/train data" PER_CLASS=10 VAL_PER_CLASS=2 ROUNDS=2 BATCH=4 C7_STEPS=4 C7_LOG_EVERY=2 \
     R18_STEPS=1 R18_LOG_EVERY=1 MPI=0 MPI_STEPS=1 TORCH=0 SGEMM_N=64 SGEMM_SECONDS=0.05 \
-    ONLY="sgemm_t1 convnet7_t1" WORK="$T/train work" "$@" bash "$IMS_SRC/bench/train/run.sh")
+    ONLY="sgemm_t1 convnet7_t1" TORCH_LIB="$T/torch lib" WORK="$T/train work" "$@" bash "$IMS_SRC/bench/train/run.sh")
 }
 # every sgemm run failed: named, and the run fails (before: exit 0, its
 # FLOP fractions "-"), the trainer's figures written all the same
@@ -48,6 +52,12 @@ expect 1 train MODEL_FLOPS="$fake/model_flops_nosgemm"
 same "$(tail -n1 "$T/err")" "summarize.py: every run of sgemm_t1 failed (2 of 2): no figures for it in $T/train work/results.json" "(train: a contender without a run)"
 same "$(json "$T/train work/results.json" 'j["ratios"]["flop_fraction_convnet7_t1"]["median"]')" None "(train: no ratio of a failed run)"
 same "$(json "$T/train work/results.json" 'len(j["contenders"]["convnet7_t1"]["rounds"])')" 2 "(train: the trainer's rounds)"
+contains "$T/out" " TORCH_PYTHON=python3 TORCH_LIB=$(printf %q "$T/torch lib") MPIRUN=mpirun WORK="
+
+# --- bench/pack -----------------------------------------------------------------
+expect 0 env -C / IMSHARD="$IMSHARD" JPEG_FLOOR="$bench_bin/jpeg_floor" CORPUS="$corpus" N_IMAGES=20 ROUNDS=1 \
+  PY_LIMIT=4 SIZE_CHECK=0 WORK="$T/pack work" bash "$IMS_SRC/bench/pack/run.sh"
+contains "$T/out" " PYTHON=/usr/bin/python3 bench/pack/run.sh"
 
 # --- bench/scaling --------------------------------------------------------------
 # the table is headed by the command that made it, every setting spelt
