@@ -8,12 +8,16 @@ its peak RSS. See bench/python/README.md.
     python3 bench/python/bench.py [--rounds 3] [--images 1000] [--batch 64]
 
 Contenders missing here (torch, DALI) are reported as not run, never
-estimated.
+estimated. A failed run is named with the last line of its own stderr and
+left out of every figure; ratios are the medians over the rounds where
+both ran; where every run of a contender failed, the script exits 1 after
+the table. The table is headed by the command that made it.
 """
 import argparse
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -78,12 +82,22 @@ def one_dali(a):
 
 
 def measure(cmd, env=None):
+    """The contender's JSON line and peak RSS, or {"error": its last line
+    of stderr} (not GNU time's report, which follows it)."""
     p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
-    r = json.loads(line)
+    own = []
+    for l in p.stderr.splitlines():
+        if l.startswith("Command exited with non-zero status") or l.startswith("Command terminated by signal") \
+                or l.startswith("\tCommand being timed:"):
+            break
+        if l.strip():
+            own.append(l.strip())
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not lines:
+        why = own[-1] if own else "no output"
+        return {"error": "exit %d: %s" % (p.returncode, why) if p.returncode else "no result line: " + why}
+    r = json.loads(lines[-1])
     r["rss_mib"] = int(rss.group(1)) / 1024 if rss else None
     return r
 
@@ -108,7 +122,7 @@ def main():
         a.threads = a.threads[0]
         n, secs = {"imshard": one_imshard, "torch": one_torch, "dali": one_dali}[a.one](a)
         print(json.dumps({"images": n, "seconds": secs, "images_per_s": n / secs}))
-        return
+        return 0
 
     corpus = os.path.join(a.work, "corpus-%d" % a.images)
     if not os.path.isdir(corpus):
@@ -155,28 +169,45 @@ def main():
                 if name == "DALI CPU" and not have["dali"]:
                     continue
                 r = measure(cmd, env)
+                r["round"] = rnd
                 results.setdefault((name, t), []).append(r)
                 print("round %d, %d thread%s, %-16s %s" % (rnd, t, "" if t == 1 else "s", name,
                       "%.1f images/s, %.0f MiB" % (r["images_per_s"], r["rss_mib"])
                       if "error" not in r else "failed: " + r["error"]), flush=True)
-    print("\nmedians (images/s, peak RSS MiB) and median in-run ratios of imshard.Loader:")
+    print("\ncommand: %s" % " ".join(shlex.quote(w) for w in [
+        sys.executable, "bench/python/bench.py", "--rounds", str(a.rounds), "--images", str(a.images),
+        "--batch", str(a.batch), "--threads"] + [str(t) for t in a.threads] + [
+        "--work", a.work, "--imshard", a.imshard, "--torch-path", a.torch_path,
+        "--dali-path", a.dali_path]))
+    print("medians (images/s, peak RSS MiB) and median in-run ratios of imshard.Loader"
+          " (above 1: imshard.Loader faster; rounds where both ran):")
+    none_ran = []
     for t in a.threads:
-        base = results.get(("imshard.Loader", t), [])
+        base = {r["round"]: r for r in results.get(("imshard.Loader", t), []) if "error" not in r}
         for name in ("bench-load", "imshard.Loader", "torch DataLoader", "DALI CPU"):
             rs = [r for r in results.get((name, t), []) if "error" not in r]
             if not rs:
                 print("  %d thr  %-16s not run (%s)" % (t, name, "missing" if (name, t) not in results
                                                          else "failed"))
+                if (name, t) in results:
+                    none_ran.append((name, t, len(results[(name, t)])))
                 continue
             ratio = ""
-            if name != "imshard.Loader" and len(rs) == len(base):
-                ratio = "  imshard.Loader / this = %.2fx" % statistics.median(
-                    b["images_per_s"] / r["images_per_s"] for b, r in zip(base, rs))
+            pairs = [(base[r["round"]], r) for r in rs if r["round"] in base]
+            if name != "imshard.Loader" and pairs:
+                ratio = "  imshard.Loader / this = %.2fx (%d round%s)" % (statistics.median(
+                    b["images_per_s"] / r["images_per_s"] for b, r in pairs), len(pairs),
+                    "" if len(pairs) == 1 else "s")
             print("  %d thr  %-16s %8.1f images/s  %6.0f MiB%s" % (
                 t, name, statistics.median(r["images_per_s"] for r in rs),
                 statistics.median(r["rss_mib"] for r in rs), ratio))
     print("\nhave: torch %s, DALI %s" % (have["torch"], have["dali"]))
+    # a contender that ran and never gave a figure fails the benchmark
+    for name, t, n in none_ran:
+        print("bench.py: every run of %s with %d thread%s failed (%d of %d): no figures for it"
+              % (name, t, "" if t == 1 else "s", n, n), file=sys.stderr)
+    return 1 if none_ran else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

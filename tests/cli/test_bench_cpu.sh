@@ -17,6 +17,22 @@ corpus="$T/the corpus"
 printf '#!/bin/sh\necho "broken baseline: cannot start" >&2\nexit 3\n' >"$fake/fail"
 # model_flops whose sgemm fails; its model lines are the real ones
 printf '#!/bin/sh\n[ "$1" != --sgemm-threads ] || { echo "model_flops: sgemm: cannot allocate" >&2; exit 1; }\nexec "%s/model_flops" "$@"\n' "$bench_bin" >"$fake/model_flops_nosgemm"
+# an imshard module whose Loader fails every time (FAKE_FAIL=all) or
+# only the first time (first), else yields 5 batches of 4
+mkdir -p "$T/fakepy"
+cat >"$T/fakepy/imshard.py" <<'EOF'
+import os
+class Loader:
+    def __init__(self, *a, **k):
+        c = os.environ["FAKE_COUNT"]
+        n = int(open(c).read()) + 1 if os.path.exists(c) else 1
+        open(c, "w").write(str(n))
+        if os.environ["FAKE_FAIL"] == "all" or (os.environ["FAKE_FAIL"] == "first" and n == 1):
+            raise RuntimeError("imshard: cannot open the split (a fake failure)")
+    def __iter__(self):
+        for _ in range(5):
+            yield [0] * 4, [0] * 4
+EOF
 # valgrind that fails on the first run it is given
 printf '#!/bin/sh\necho "valgrind: failed to start tool" >&2\nexit 1\n' >"$fake/valgrind"
 chmod +x "$fake"/*
@@ -103,5 +119,29 @@ same "$(ls -A "$T/convert work" | tr '\n' ' ')" ".bench-convert lists root " "(c
 # (before: 20 images measured where N_IMAGES asked for 30)
 expect 1 convert CORPUS="$corpus" N_IMAGES=30
 same "$(cat "$T/err")" "run.sh: '$corpus' exists but is not a corpus of 30 images, seed 1 (remove it or set CORPUS)" "(convert: a corpus of another size)"
+
+# --- bench/python ---------------------------------------------------------------
+pyb() {
+  rm -f "$T/count"
+  (cd / && env PYTHONPATH="$T/fakepy" FAKE_COUNT="$T/count" "$@" /usr/bin/python3 "$IMS_SRC/bench/python/bench.py" \
+    --rounds 2 --images 20 --batch 4 --threads 1 --work "$T/py work" --imshard "$IMSHARD" \
+    --torch-path "$T/no torch" --dali-path "$T/no dali")
+}
+# a run that fails is named by its own error (before: GNU time's "Exit
+# status: 1"), and a contender none of whose runs ran fails the
+# benchmark (before: a KeyError traceback from the ratios)
+expect 1 pyb FAKE_FAIL=all
+contains "$T/out" "imshard.Loader   failed: exit 1: RuntimeError: imshard: cannot open the split (a fake failure)"
+contains "$T/out" "1 thr  imshard.Loader   not run (failed)"
+contains "$T/out" "1 thr  torch DataLoader not run (missing)"
+lacks "$T/err" "Traceback"
+same "$(tail -n1 "$T/err")" "bench.py: every run of imshard.Loader with 1 thread failed (2 of 2): no figures for it" "(python: a contender without a run)"
+# the table is headed by its command; a ratio pairs runs of the same
+# round (before: by position, so round 1's Loader over round 0's
+# bench-load, or a KeyError where one round failed)
+expect 0 pyb FAKE_FAIL=first
+same "$(grep '^command: ' "$T/out")" "command: /usr/bin/python3 bench/python/bench.py --rounds 2 --images 20 --batch 4 --threads 1 --work '$T/py work' --imshard $IMSHARD --torch-path '$T/no torch' --dali-path '$T/no dali'" "(python: the command)"
+contains "$T/out" "imshard.Loader / this = "
+contains "$T/out" "x (1 round)"
 
 finish
