@@ -102,14 +102,31 @@ def measure(cmd, env=None):
     return r
 
 
+def count(text):
+    """A whole number of 1 or more (an option's type)."""
+    if not re.fullmatch(r"[1-9][0-9]*", text):
+        raise argparse.ArgumentTypeError("must be a whole number of 1 or more, got '%s'" % text)
+    return int(text)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """A bad option: one line, exit 2."""
+        print("bench.py: %s (see --help)" % message, file=sys.stderr)
+        sys.exit(2)
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--images", type=int, default=1000)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
-    ap.add_argument("--work", default="/tmp/imshard-bench-python")
-    ap.add_argument("--imshard", default=os.path.join(ROOT, "build", "tools", "imshard"))
+    ap = Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=count, default=3, help="interleaved rounds (3)")
+    ap.add_argument("--images", type=count, default=1000, help="corpus size (1000)")
+    ap.add_argument("--batch", type=count, default=64, help="batch size (64)")
+    ap.add_argument("--threads", type=count, nargs="+", default=[1, 2],
+                    help="thread counts, each measured (1 2)")
+    ap.add_argument("--work", default="/tmp/imshard-bench-python",
+                    help="corpus and packed split (/tmp/imshard-bench-python)")
+    ap.add_argument("--imshard", default=os.path.join(ROOT, "build", "tools", "imshard"),
+                    help="the imshard command (build/tools/imshard)")
     ap.add_argument("--torch-path", default="/tmp/imshard-torchlib",
                     help="a --target folder holding torch and torchvision")
     ap.add_argument("--dali-path", default="/tmp/imshard-dali",

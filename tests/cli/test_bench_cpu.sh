@@ -143,5 +143,16 @@ expect 0 pyb FAKE_FAIL=first
 same "$(grep '^command: ' "$T/out")" "command: /usr/bin/python3 bench/python/bench.py --rounds 2 --images 20 --batch 4 --threads 1 --work '$T/py work' --imshard $IMSHARD --torch-path '$T/no torch' --dali-path '$T/no dali'" "(python: the command)"
 contains "$T/out" "imshard.Loader / this = "
 contains "$T/out" "x (1 round)"
+# bad options: one line, exit 2, nothing made (before: --rounds 0 made
+# the corpus, measured nothing and exited 0 with every contender "not
+# run (missing)"; argparse's usage and error took several lines)
+for bad in "--rounds 0|--rounds: must be a whole number of 1 or more, got '0'" \
+  "--threads 1 x|--threads: must be a whole number of 1 or more, got 'x'" "--threads|--threads: expected at least one argument" \
+  "--images -3|--images: must be a whole number of 1 or more, got '-3'" "--bogus|unrecognized arguments: --bogus"; do
+  # shellcheck disable=SC2086
+  expect 2 /usr/bin/python3 "$IMS_SRC/bench/python/bench.py" ${bad%%|*} --work "$T/py bad"
+  same "$(cat "$T/err")" "bench.py: $(case "$bad" in --bogus*) ;; *) printf 'argument ' ;; esac)${bad#*|} (see --help)" "(python: ${bad%%|*})"
+  absent "$T/py bad"
+done
 
 finish
