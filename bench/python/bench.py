@@ -141,10 +141,18 @@ def main():
         print(json.dumps({"images": n, "seconds": secs, "images_per_s": n / secs}))
         return 0
 
+    # the corpus is marked whole once made: a folder without the mark (a
+    # run stopped while it was drawn) is refused, not measured as if whole
     corpus = os.path.join(a.work, "corpus-%d" % a.images)
+    stamp = os.path.join(corpus, ".corpus-n%d-seed1" % a.images)
+    if os.path.isdir(corpus) and not os.path.exists(stamp):
+        print("bench.py: '%s' holds no whole corpus of %d images (a run stopped while it was "
+              "made?): remove it, and the next run makes it again" % (corpus, a.images), file=sys.stderr)
+        return 1
     if not os.path.isdir(corpus):
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pack", "make_corpus.py"),
                         corpus, "--n", str(a.images), "--seed", "1", "--jobs", "2"], check=True)
+        open(stamp, "w").close()
     manifest = os.path.join(a.work, "packed-%d" % a.images, "train.json")
     if not os.path.exists(manifest):
         lst = os.path.join(a.work, "corpus-%d" % a.images)
