@@ -20,14 +20,14 @@
 #   BASE_TRAIN     the previous binary; empty: no ratios, no previous runs []
 #   IMSHARD        makes the data set [build/tools/imshard]
 #   DATA           sample images and packed splits, made when absent
-#                  (--train gives the class list; nothing is decoded)
-#                  [/tmp/imshard-bench-memory-data]
+#                  (--train gives the class list; nothing is decoded):
+#                  new, empty or an earlier run's [/tmp/imshard-bench-memory-data]
 #   CASES          model:size:batch:steps ... [resnet18:112:32:6 resnet50:224:16:3]
 #   THREADS        threads of every contender [2]
 #   ROUNDS         rounds of the imshard pair per case [3]
 #   TORCH          auto: torch contenders when torch imports, 0: none [auto]
 #   TORCH_PYTHON   [python3]; TORCH_LIB  added to PYTHONPATH [/tmp/imshard-torchlib]
-#   WORK           logs [/tmp/imshard-bench-memory-work]
+#   WORK           logs: new, empty or an earlier run's [/tmp/imshard-bench-memory-work]
 #   RESULTS        JSON written at the end [$WORK/results.json]
 set -euo pipefail
 # shellcheck source=bench/lib.sh
@@ -48,21 +48,20 @@ TORCH_LIB=$(abspath "${TORCH_LIB:-/tmp/imshard-torchlib}")
 WORK=$(abspath "${WORK:-/tmp/imshard-bench-memory-work}")
 RESULTS=$(abspath "${RESULTS:-$WORK/results.json}")
 
+bench_need_count THREADS ROUNDS
+# WORK's logs/ is emptied below, and DATA's images/ and packed/ made
+# anew when absent: folders of other things are refused, their files kept
+bench_own_work .bench-memory results.json
 bench_gnu_time
 for b in "$IMSHARD_TRAIN" "$IMSHARD" ${BASE_TRAIN:+"$BASE_TRAIN"}; do
 	[ -x "$b" ] || die "cannot find '$b' (build it, or set IMSHARD_TRAIN, IMSHARD, BASE_TRAIN)"
 done
 case "$TORCH" in auto | 0) ;; *) die "TORCH must be auto or 0, got '$TORCH'" ;; esac
-mkdir -p "$WORK"
+bench_mark_work .bench-memory
 rm -rf "${WORK:?}/logs"
 mkdir -p "$WORK/logs"
 
-if [ ! -s "$DATA/packed/train.json" ]; then
-	rm -rf "${DATA:?}/images" "${DATA:?}/packed"
-	"$IMSHARD" sample "$DATA/images" --classes 10 --per-class 80 --quiet
-	"$IMSHARD" convert folder "$DATA/images" -o "$DATA/packed" --val-ratio 0.2 \
-		--per-class-val 2 --quiet
-fi
+bench_sample_data .data-pc80-val2 80 --per-class-val 2
 torch_env=(env)
 [ -d "$TORCH_LIB" ] && torch_env+=("PYTHONPATH=$TORCH_LIB${PYTHONPATH:+:$PYTHONPATH}")
 use_torch=0

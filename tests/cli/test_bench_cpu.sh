@@ -70,6 +70,22 @@ same "$(json "$T/train work/results.json" 'j["ratios"]["flop_fraction_convnet7_t
 same "$(json "$T/train work/results.json" 'len(j["contenders"]["convnet7_t1"]["rounds"])')" 2 "(train: the trainer's rounds)"
 contains "$T/out" " TORCH_PYTHON=python3 TORCH_LIB=$(printf %q "$T/torch lib") MPIRUN=mpirun WORK="
 
+# bench/train/memory.sh: a WORK or DATA of other things is refused, its
+# files kept (before: WORK/logs, DATA/images and DATA/packed removed)
+memory() {
+  (cd / && env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" CASES=convnet7:32:4:2 ROUNDS=1 THREADS=1 \
+    TORCH=0 "$@" bash "$IMS_SRC/bench/train/memory.sh")
+}
+mkdir -p "$T/theirs/logs" "$T/theirs/images"
+echo keep | tee "$T/theirs/logs/notes.txt" >"$T/theirs/images/notes.txt"
+expect 1 memory WORK="$T/theirs" DATA="$T/memory data"
+same "$(cat "$T/err")" "memory.sh: WORK='$T/theirs' holds files of its own (no .bench-memory of an earlier run): name a new or empty folder" "(memory: WORK of other things)"
+expect 1 memory WORK="$T/memory work" DATA="$T/theirs"
+same "$(cat "$T/err")" "memory.sh: '$T/theirs' exists but holds no sample of 80 per class (remove it or set DATA)" "(memory: DATA of other things)"
+same "$(cat "$T/theirs/logs/notes.txt" "$T/theirs/images/notes.txt" | tr '\n' ' ')" "keep keep " "(memory: their files kept)"
+expect 0 memory WORK="$T/memory work" DATA="$T/memory data"
+contains "$T/out" "convnet7     32     4 |"
+
 # --- bench/pack -----------------------------------------------------------------
 expect 0 env -C / IMSHARD="$IMSHARD" JPEG_FLOOR="$bench_bin/jpeg_floor" CORPUS="$corpus" N_IMAGES=20 ROUNDS=1 \
   PY_LIMIT=4 SIZE_CHECK=0 WORK="$T/pack work" bash "$IMS_SRC/bench/pack/run.sh"
