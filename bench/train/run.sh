@@ -156,10 +156,6 @@ bench_sample_data ".data-pc$PER_CLASS-val$VAL_PER_CLASS" "$PER_CLASS" --per-clas
 n_train=$(grep -c . "$DATA/packed/train.lst")
 n_val=$(grep -c . "$DATA/packed/val.lst")
 steps_per_epoch=$((n_train / BATCH))
-for s in "$C7_STEPS" "$R18_STEPS" $((2 * MPI_STEPS)); do
-	[ "$s" -le "$steps_per_epoch" ] ||
-		die "$s steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
-done
 echo "run.sh: $n_train training and $n_val validation images in '$DATA/packed'" >&2
 
 # --- torch ------------------------------------------------------------------
@@ -290,6 +286,18 @@ if [ "$MPI" = 1 ]; then
 	contenders+=(mpi_indep)
 fi
 bench_only
+# each trainer that runs gets its steps from one epoch (MPI_STEPS matter
+# only where an MPI contender runs)
+for c in "${contenders[@]}"; do
+	case "$c" in
+	convnet7_t*) s=$C7_STEPS ;;
+	resnet18_t*) s=$R18_STEPS ;;
+	mpi_*) s=$((2 * MPI_STEPS)) ;;
+	*) continue ;;
+	esac
+	[ "$s" -le "$steps_per_epoch" ] ||
+		die "$c: $s steps of batch $BATCH need more than the $n_train training images (raise PER_CLASS)"
+done
 
 echo "run.sh: load average $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}" >&2
 for ((r = 1; r <= ROUNDS; r++)); do

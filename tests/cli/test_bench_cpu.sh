@@ -59,7 +59,7 @@ contains "$T/out" " PYTHON=/usr/bin/python3 bench/load/run.sh"
 train() {
   (cd / && env IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" MODEL_FLOPS="$bench_bin/model_flops" \
     DATA="$T/train data" PER_CLASS=10 VAL_PER_CLASS=2 ROUNDS=2 BATCH=4 C7_STEPS=4 C7_LOG_EVERY=2 \
-    R18_STEPS=1 R18_LOG_EVERY=1 MPI=0 MPI_STEPS=1 TORCH=0 SGEMM_N=64 SGEMM_SECONDS=0.05 \
+    R18_STEPS=1 R18_LOG_EVERY=1 MPI=0 TORCH=0 SGEMM_N=64 SGEMM_SECONDS=0.05 \
     ONLY="sgemm_t1 convnet7_t1" TORCH_LIB="$T/torch lib" WORK="$T/train work" "$@" bash "$IMS_SRC/bench/train/run.sh")
 }
 # every sgemm run failed: named, and the run fails (before: exit 0, its
@@ -69,6 +69,12 @@ same "$(tail -n1 "$T/err")" "summarize.py: every run of sgemm_t1 failed (2 of 2)
 same "$(json "$T/train work/results.json" 'j["ratios"]["flop_fraction_convnet7_t1"]["median"]')" None "(train: no ratio of a failed run)"
 same "$(json "$T/train work/results.json" 'len(j["contenders"]["convnet7_t1"]["rounds"])')" 2 "(train: the trainer's rounds)"
 contains "$T/out" " TORCH_PYTHON=python3 TORCH_LIB=$(printf %q "$T/torch lib") MPIRUN=mpirun WORK="
+# the steps of one epoch are checked for the trainers that run (before:
+# MPI=0 and ONLY without the MPI pair still refused MPI_STEPS=100 of 80
+# images), and a trainer that runs is named
+contains "$T/out" " MPI=0 MPI_MODEL=convnet7 MPI_SIZE=32 MPI_STEPS=100 "
+expect 1 train C7_STEPS=30
+same "$(tail -n1 "$T/err")" "run.sh: convnet7_t1: 30 steps of batch 4 need more than the 80 training images (raise PER_CLASS)" "(train: steps past an epoch)"
 
 # bench/train/memory.sh: a WORK or DATA of other things is refused, its
 # files kept (before: WORK/logs, DATA/images and DATA/packed removed)
