@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -168,7 +169,18 @@ int model_weights_open(const char *cmd, const char *path, st_file **out)
 	*out = NULL;
 	if (st_open(path, &sf, &err) < 0 || nn_checkpoint_verify(sf, &verified, &err) < 0) {
 		st_close(sf);
-		cli_error("%s: %s", cmd, err.msg);
+		/* a run's folder (--checkpoint-dir) given for its checkpoint:
+		 * named, not guessed */
+		struct stat st;
+		char ck[4096], safe[4 * 4096 + 4];
+		const int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+		if (dir && (size_t)snprintf(ck, sizeof(ck), "%s/checkpoint.safetensors",
+					    path) < sizeof(ck) &&
+		    stat(ck, &st) == 0 && S_ISREG(st.st_mode))
+			cli_error("%s: %s; the run's checkpoint in it is '%s'", cmd,
+				  err.msg, ims_escape(ck, safe, sizeof(safe)));
+		else
+			cli_error("%s: %s", cmd, err.msg);
 		return CLI_EXIT_FAIL;
 	}
 	*out = sf;

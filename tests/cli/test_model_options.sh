@@ -77,4 +77,19 @@ same "$(logits "$T/e1.safetensors")" "$(logits "$ck" --size 24)" "(refused expor
 expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" --force -q
 same "$(logits "$T/e1.safetensors")" "$base_logits" "(export --force replaced the file)"
 
+# the run's folder given for its checkpoint: refused, the file in it named
+# (before: "not a regular file (a folder)" alone); a folder without one
+# is refused as before
+expect 1 "$IMSHARD" eval "$T/run" "$va" -q
+one_line "$T/err"
+contains "$T/err" "not a regular file (a folder); the run's checkpoint in it is '$T/run/checkpoint.safetensors'"
+expect 1 "$IMSHARD" predict "$T/run" "$img" -q
+contains "$T/err" "the run's checkpoint in it is '$T/run/checkpoint.safetensors'"
+expect 1 "$IMSHARD" export "$T/run" -o "$T/fromdir.safetensors" -q
+contains "$T/err" "the run's checkpoint in it is '$T/run/checkpoint.safetensors'"
+absent "$T/fromdir.safetensors"
+expect 1 "$IMSHARD" eval "$T/s" "$va" -q
+contains "$T/err" "not a regular file (a folder)"
+lacks "$T/err" "the run's checkpoint"
+
 finish
