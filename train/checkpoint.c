@@ -625,6 +625,18 @@ int nn_checkpoint_load_resume_file(const st_file *f, nn_model *m, nn_optim *opt,
 			  path, format, CKPT_FORMAT);
 	int verified;
 	GOTO_IF_ERR(out, rc, verify_checksum(f, "cannot resume from", &verified, err));
+	/* weights alone (imshard export, a file of the model's tensors):
+	 * what it is, not the first optimiser tensor it lacks */
+	size_t optim_tensors = 0;
+	for (size_t k = 0; k < st_count(f); k++)
+		optim_tensors += strncmp(st_tensor_at(f, k)->name, OPTIM_PREFIX,
+					 strlen(OPTIM_PREFIX)) == 0;
+	if (opt && !optim_tensors)
+		GOTO_FAIL(out, rc, err, IMS_EINVAL,
+			  "cannot resume from '%s': it holds no optimiser state, "
+			  "only weights (an exported model?): train from them "
+			  "with --init instead",
+			  path);
 
 	/* Pass 1: find and check everything; nothing is written. */
 	for (int i = 0; i < nt; i++) {

@@ -138,6 +138,11 @@ static void test_layout(void)
 		CHECK(st_metadata_get(f, "checksum") != NULL);
 		st_close(f);
 	}
+	/* ... which resumes no optimiser: said as such (an exported model),
+	 * not as the first optimiser tensor missing */
+	CHECK_EQ_INT(nn_checkpoint_load_resume(path, a, adam, NULL, &e), IMS_EINVAL);
+	CHECK(strstr(e.msg, "holds no optimiser state") != NULL);
+	CHECK(strstr(e.msg, "--init") != NULL);
 
 	/* refusals */
 	const char *reserved[] = {"format", "x", NULL};
