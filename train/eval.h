@@ -105,8 +105,10 @@ typedef struct nn_eval_result {
 	/* set also when nn_eval_run fails: whether this rank's set-up
 	 * (split, classes, weights, loader, device) failed, on how many
 	 * ranks it did, and whether every rank failed with the same message
-	 * (the ranks agree on it before the pass; 0 when the failure came
-	 * later, in the pass) */
+	 * (the ranks agree on it before the pass); set too when a rank's pass
+	 * failed (its loader gave up: every record it reads damaged), the
+	 * ranks then ending the pass together, each failed one with its own
+	 * message */
 	int setup_failed_here, setup_failed_ranks, setup_failed_alike;
 } nn_eval_result;
 

@@ -419,7 +419,9 @@ typedef struct nn_train_result {
 	/* set also when nn_train_run fails at a point the ranks reach
 	 * together (the set-up's agreement: options, splits, checkpoints,
 	 * and what each rank set up alone; a NaN or infinite training
-	 * loss; a stop, o->out.stop): how many ranks failed there, whether this one did, and
+	 * loss; a stop, o->out.stop; a rank that could not load its batch
+	 * or its share of validation, whose loader gave up): how many ranks
+	 * failed there, whether this one did, and
 	 * whether all did with the same message. No rank then waits in a
 	 * collective, so the caller may end without dp_abort, printing
 	 * rank 0's line alone when failed_alike. All 0 when this rank

@@ -260,6 +260,15 @@ if have_mpi; then
   same "$(grep -c '^imshard: ' "$T/err")" 2 "(a line for each rank's own failure)"
   contains "$T/err" "imshard: eval: rank 0: cannot open manifest '$T/none0.json'"
   contains "$T/err" "imshard: eval: rank 1: cannot open manifest '$T/none1.json'"
+  # every record of the split damaged: each rank's loader gives up in the
+  # pass, and the ranks end it together, each naming itself, no abort
+  # (before: the first to fail left the other in the pass's allreduce,
+  # and MPI_ABORT ended the job)
+  cp -r "$T/p" "$T/pall"
+  expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/pall/val.json" $(seq 0 $(($(json "$va" 'j["records"]') - 1)))
+  expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/pall/val.json" --threads 1
+  same "$(grep -c '^imshard: eval: rank [01]: 16 records in a row could not be loaded' "$T/err")" 2 "(each rank's failed pass named)"
+  lacks "$T/err" "MPI_ABORT"
   lacks "$T/err" "MPI_ABORT"
   # -o that rank 0 cannot write into: refused before the pass, rank 0 named
   echo x >"$T/ofile2"

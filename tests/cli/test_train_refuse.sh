@@ -367,6 +367,13 @@ if have_mpi; then
   same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for a rank whose every record is damaged"
   contains "$T/err" "imshard: rank 1: 16 records in a row could not be loaded; the last: record "
   lacks "$T/err" "MPI_ABORT"
+  # ... and so in validation: every validation record damaged, each
+  # rank's loader gives up there, and the ranks end it together
+  cp -r "$T/p" "$T/pv"
+  expect 0 edit damage "$T/pv/val.json" $(seq 0 $(($(json "$va" 'j["records"]') - 1)))
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$T/pv/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
+  same "$(grep -c '^imshard: rank [01]: 16 records in a row could not be loaded' "$T/err")" 2 "(each rank's failed validation named)"
+  lacks "$T/err" "MPI_ABORT"
 fi
 
 # --- 5. --init that loads too little ----------------------------------------

@@ -108,18 +108,45 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 	const uint64_t total = aug_loader_batches_per_epoch(l);
 	uint64_t done = 0;
 	FORWARD_IF_ERR(loop_loader_start(r, l, 0, 0, err));
+	int rc = 0;
 	for (;;) {
 		aug_batch b;
-		int rc = loop_loader_next(r, l, &b, err);
-		if (rc < 0)
-			return rc;
-		if (rc == 1)
+		rc = loop_loader_next(r, l, &b, err);
+		if (rc == 1) {
+			rc = 0;
 			break;
-		FORWARD_IF_ERR(score_batch(r, &b, e, err));
+		}
+		if (!rc)
+			rc = score_batch(r, &b, e, err);
+		if (rc < 0)
+			break;
 		if (e->progress)
 			e->progress(e->ctx, ++done, total);
 	}
-	return dp_allreduce_sum_f64(r->dp.comm, e->sums, 5, err);
+	if (r->dp.world < 2)
+		return rc;
+	/* a rank whose pass failed (its loader gave up: every record it
+	 * reads damaged) still joins the sums, flagging it: every rank ends
+	 * the pass together, none left waiting in the allreduce, and each
+	 * that failed names itself with its reason */
+	e->sums[5] = rc < 0;
+	ims_error summed;
+	const int src = dp_allreduce_sum_f64(r->dp.comm, e->sums, 6,
+					     rc < 0 ? &summed : err);
+	if (src < 0)
+		return rc < 0 ? rc : src;
+	if (e->sums[5] > 0) {
+		r->failed.ranks = (int)e->sums[5];
+		r->failed.here = rc < 0;
+		r->failed.alike = 0;
+	}
+	if (rc < 0)
+		return rc;
+	RETURN_IF(e->sums[5] > 0, err, IMS_EIO,
+		  "%d of %d ranks could not evaluate their share of the split "
+		  "(named on stderr)",
+		  (int)e->sums[5], r->dp.world);
+	return 0;
 }
 
 void loop_eval_free(loop_eval *e)
@@ -439,8 +466,13 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		res->setup_failed_ranks = r.failed.ranks;
 		res->setup_failed_alike = r.failed.alike;
 	}
-	if (!rc)
+	if (!rc) {
 		rc = loop_eval_pass(&r, r.data.val, &e, err);
+		/* ... and so does a pass that failed on some rank */
+		res->setup_failed_here = r.failed.here;
+		res->setup_failed_ranks = r.failed.ranks;
+		res->setup_failed_alike = r.failed.alike;
+	}
 	if (!rc)
 		rc = loop_eval_result(&r, &e, res, err);
 	res->seconds = ims_now() - t0;

@@ -350,8 +350,9 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 typedef struct loop_eval {
 	/* after the pass, over all ranks: loss sum, top-1 hits, top-k hits,
 	 * samples counted, records that could not be loaded (each once; the
-	 * samples standing in for them are not counted) */
-	double sums[5];
+	 * samples standing in for them are not counted), ranks whose pass
+	 * failed (loop_eval_pass) */
+	double sums[6];
 	int want_rows;         /* 1: keep a row per sample for the result */
 	double *rows;          /* this rank's rows (evaluate.c's layout) */
 	size_t n_rows, cap_rows;
