@@ -45,6 +45,11 @@ def main():
             key = (row["mode"], row["run"], row["baseline"])
             comparisons.setdefault(key, []).append((r, row))
     print("\n## Scaling\n")
+    if not comparisons:
+        # one world size at one batch: nothing to compare a run against
+        print("no comparison: each round ran one configuration; give "
+              "WORLDS or BATCHES more than one value to measure scaling")
+        return
     print("| round | same | run vs baseline | speedup_speed | efficiency | speedup_time | "
           "efficiency | steady steps' time speedup |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -105,6 +105,8 @@ expect 0 env -C / IMSHARD="$IMSHARD" IMSHARD_TRAIN="$IMSHARD_TRAIN" DATA="$T/sca
 same "$(head -n1 "$T/out")" "command: env IMSHARD=$IMSHARD IMSHARD_TRAIN=$IMSHARD_TRAIN DATA=$(printf %q "$T/scaling data") PER_CLASS=5 MODEL=convnet7 SIZE=32 EPOCHS=1 BATCHES=4 WORLDS=1 LR32=0.05 LOG_EVERY=2 TARGET=0.6 DEVICE=cpu EXTRA= ROUNDS=1 MPIRUN=mpirun MPI_PIN=0 WORK=$(printf %q "$T/scaling work") bench/scaling/run.sh" "(scaling: the command)"
 contains "$T/out" "each run's command line: $T/scaling work/commands.txt"
 contains "$T/scaling work/commands.txt" "--epochs 1 --batch-size 4"
+# one world size at one batch: no comparison, said (before: an empty table)
+contains "$T/out" "no comparison: each round ran one configuration; give WORLDS or BATCHES more than one value to measure scaling"
 
 # --- bench/convert --------------------------------------------------------------
 convert() {
