@@ -262,6 +262,7 @@ int nn_model_set_rank(nn_model *m, int rank, int world, ims_error *err)
 	return 0;
 }
 int nn_model_classes(const nn_model *m) { return m->classes; }
+int nn_model_input_size(const nn_model *m) { return m->in_h; }
 int nn_model_tensor_count(const nn_model *m) { return m->n_tensors; }
 double nn_model_macs(const nn_model *m) { return m->macs; }
 

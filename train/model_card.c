@@ -354,11 +354,21 @@ static int check_names(const st_file *f, nn_model *m, ims_error *err)
 	char safe[128];
 	const char *model = nn_model_name(m);
 	const int classes = nn_model_classes(m);
+	/* a model's layer shapes may follow its input size (convnet7's
+	 * below 16): a file whose card records another size says so */
+	char why[160] = "written for another model or class count?";
+	const char *rs = st_metadata_get(f, "size");
+	char *end;
+	const long fsize = rs ? strtol(rs, &end, 10) : 0;
+	if (rs && *rs && !*end && fsize > 0 && fsize != nn_model_input_size(m))
+		snprintf(why, sizeof(why),
+			 "its card records size %ld, and this model is built for "
+			 "size %d (--size), which changes %s's layers",
+			 fsize, nn_model_input_size(m), model);
 	RETURN_IF(shaped, err, IMS_EINVAL,
 		  "cannot load '%s' into %s for %d classes: tensor '%s' has "
-		  "another shape (%d tensors differ; written for another model "
-		  "or class count?)",
-		  path, model, classes, first_shaped, shaped);
+		  "another shape (%d tensors differ; %s)",
+		  path, model, classes, first_shaped, shaped, why);
 	RETURN_IF(missing, err, IMS_EINVAL,
 		  "cannot load '%s' into %s: tensor '%s' is missing (%d of %d "
 		  "missing; written for another model?)",

@@ -402,6 +402,8 @@ const char *nn_model_name(const nn_model *m);
  * nn_model_create), 0 for NCHW. */
 int nn_model_channels_last(const nn_model *m);
 int nn_model_classes(const nn_model *m);
+/* The input height the model was built for (its width is the same). */
+int nn_model_input_size(const nn_model *m);
 /* Named tensors in state_dict order. */
 int nn_model_tensor_count(const nn_model *m);
 const nn_tensor_info *nn_model_tensor(const nn_model *m, int i);

@@ -77,6 +77,15 @@ same "$(logits "$T/e1.safetensors")" "$(logits "$ck" --size 24)" "(refused expor
 expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" --force -q
 same "$(logits "$T/e1.safetensors")" "$base_logits" "(export --force replaced the file)"
 
+# a --size that changes convnet7's layers (below 16: its pooling stops
+# earlier): the refusal names the sizes (before: "written for another
+# model or class count?", which it was not)
+expect 1 "$IMSHARD" eval "$ck" "$va" --size 8 -q
+one_line "$T/err"
+contains "$T/err" "its card records size 16, and this model is built for size 8 (--size), which changes convnet7's layers"
+expect 1 "$IMSHARD" predict "$ck" "$img" --size 8 -q
+contains "$T/err" "its card records size 16, and this model is built for size 8 (--size)"
+
 # the run's folder given for its checkpoint: refused, the file in it named
 # (before: "not a regular file (a folder)" alone); a folder without one
 # is refused as before
