@@ -81,6 +81,14 @@ def _count(v, what):
     return int(v)
 
 
+def _text(v, what, none_ok=False):
+    # the C call takes a str: another type raised TypeError naming its
+    # position in that call ("argument 4 must be str"), not the option
+    if not (isinstance(v, str) or (none_ok and v is None)):
+        raise ArgumentError("%s must be a string, got %r" % (what, v))
+    return v
+
+
 def _flag(v, what):
     # a yes/no option takes True or False (1 and 0, and NumPy's bools, as
     # well): any other value's truth would pass for an answer (the string
@@ -297,7 +305,8 @@ class Loader:
         batch_size, size = _count(batch_size, "batch_size"), _count(size, "size")
         rank, world = _count(rank, "rank"), _count(world, "world")
         prefetch = _count(prefetch, "prefetch")
-        if dtype not in _DTYPES:
+        augment, layout = _text(augment, "augment", True), _text(layout, "layout")
+        if _text(dtype, "dtype") not in _DTYPES:
             raise ArgumentError("dtype must be float32, float16, bfloat16 or uint8, got %r" % (dtype,))
         self.dtype = _DTYPES[dtype]
         # uint8 samples are the pixels as they are: a mean or std given
@@ -454,6 +463,8 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     rank, world = _count(rank, "rank"), _count(world, "world")
     threads, prefetch = _count(threads, "threads"), _count(prefetch, "prefetch")
     epochs = _count(epochs, "epochs")
+    augment, layout = _text(augment, "augment", True), _text(layout, "layout")
+    dtype = _text(dtype, "dtype")
     seed = _u64(seed, "seed")  # as --seed; the C call would wrap -1
     # as --seconds takes it: a finite number (inf measured for ever, and
     # NaN was refused as "negative")
@@ -502,6 +513,8 @@ def _pack_kwargs(options):
     for k in ("center_crop", "check_decode", "force"):
         if k in kw:
             kw[k] = _flag(kw[k], k)
+    if "encoding" in kw:
+        _text(kw["encoding"], "encoding")
     # a pack catches SIGINT (to stop cleanly) where SIGINT raises
     # KeyboardInterrupt: on the main thread, with Python's own handler.
     # Ignored, or given to a handler of the program's, it is left alone:
@@ -673,6 +686,7 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
     'short': {split: [(class, taken, wanted)]}}; notes and short classes are
     also reported through warnings.
     """
+    dataset, exts = _text(dataset, "dataset"), _text(exts, "exts", True)
     no_clutter, recursive = _flag(no_clutter, "no_clutter"), _flag(recursive, "recursive")
     allow_short, shuffle = _flag(allow_short, "allow_short"), _flag(shuffle, "shuffle")
     given = {"val_ratio": val_ratio is not None, "test_ratio": bool(test_ratio),
@@ -720,6 +734,9 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
             if not isinstance(name, str) or "," in name:
                 raise ArgumentError("classes must be names without a comma, got %r" % (name,))
         classes = ",".join(classes)
+    elif classes is not None and not isinstance(classes, str):
+        # a str is the command's comma-separated list
+        raise ArgumentError("classes must be a list of names, got %r" % (classes,))
     kw = _pack_kwargs(options)
     res = _imshard.convert(dataset, root, out, val_ratio=-1.0 if val_ratio is None else val_ratio,
                            test_ratio=test_ratio, no_clutter=no_clutter, label=label,

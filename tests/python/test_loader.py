@@ -744,3 +744,18 @@ def test_yes_no_options_take_only_true_or_false(sample):
                         copy=1) as loader:
         assert loader.train is False and loader.copy is True
         assert len(loader) == len(imshard.Split(sample["val"])) // 4
+
+
+def test_text_options_of_another_type_are_named(sample):
+    # before: "TypeError: argument 4 must be str or None, not int" (the
+    # position of augment in the C call, not in the caller's), and for
+    # dtype=[...] "unhashable type: 'list'", naming no option
+    for opt, v in (("augment", 5), ("augment", ["flip"]), ("layout", 5), ("layout", None),
+                   ("dtype", ["float32"]), ("dtype", None), ("dtype", b"uint8")):
+        for call in (lambda **kw: imshard.Loader(sample["val"], 2, 8, rank=0, world=1,
+                                                 threads=1, **kw),
+                     lambda **kw: imshard.bench_load(sample["val"], 2, 8, epochs=1,
+                                                     threads=1, **kw)):
+            with pytest.raises(imshard.ArgumentError,
+                               match="^%s must be a string, got %s$" % (opt, re.escape(repr(v)))):
+                call(**{opt: v})

@@ -708,3 +708,23 @@ def test_yes_no_options_take_only_true_or_false(sample, tmp_path):
         assert rep["packed"] == rep["listed"] > 0
     rep = imshard.pack(lst, sample["img"], tmp_path / "p0" / "s", force=1, shuffle=np.True_)
     assert rep["order"] == "shuffled"
+
+
+def test_text_options_of_another_type_are_named(sample, tmp_path):
+    # before: "TypeError: argument 7 must be str or None, not int" (the
+    # option's position in the C call), naming none of the caller's
+    lst = sample["dir"] / "packed" / "val.lst"
+    for opt, v in (("encoding", 5), ("encoding", b"jpeg")):
+        for call in (lambda **kw: imshard.pack(lst, sample["img"], tmp_path / "w", **kw),
+                     lambda **kw: imshard.convert("folder", sample["img"], tmp_path / "c", **kw)):
+            with pytest.raises(imshard.ArgumentError,
+                               match="^%s must be a string, got %s$" % (opt, re.escape(repr(v)))):
+                call(**{opt: v})
+    for kw, what in ((dict(exts=[".jpg"]), "exts"), (dict(exts=5), "exts")):
+        with pytest.raises(imshard.ArgumentError, match="^%s must be a string, got " % what):
+            imshard.convert("folder", sample["img"], tmp_path / "c", **kw)
+    with pytest.raises(imshard.ArgumentError, match="^dataset must be a string, got 5$"):
+        imshard.convert(5, sample["img"], tmp_path / "c")
+    with pytest.raises(imshard.ArgumentError, match="^classes must be a list of names, got 5$"):
+        imshard.convert("inat2017", sample["img"], tmp_path / "c", classes=5)
+    assert not (tmp_path / "w").exists() and not (tmp_path / "c").exists()
