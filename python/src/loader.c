@@ -60,24 +60,42 @@ typedef struct {
 
 /* ---- options ---------------------------------------------------------- */
 
+/* "mean must be three numbers (R, G, B), got <repr>" (0) */
+static int triple_error(PyObject *o, const char *what)
+{
+	PyObject *r = PyObject_Repr(o);
+	const char *txt = r ? PyUnicode_AsUTF8(r) : NULL;
+	PyErr_Clear();
+	ims_py_arg_error("%s must be three numbers (R, G, B), got %s", what, txt ? txt : "?");
+	Py_XDECREF(r);
+	return 0;
+}
+
+/*
+ * mean or std: a sequence of three real numbers in R, G, B order (a
+ * tuple, a list, a NumPy array). What has no order of its own (a dict,
+ * whose keys PySequence_Fast would take, a set), bytes (their byte
+ * values) and text are refused, as is a bool for a number: each would
+ * give numbers the caller never wrote.
+ */
 static int parse_triple(PyObject *o, float out[3], const char *what)
 {
 	if (o == Py_None)
 		return 1;
+	if (!PySequence_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) ||
+	    PyByteArray_Check(o))
+		return triple_error(o, what);
 	PyObject *seq = PySequence_Fast(o, "");
 	if (!seq || PySequence_Fast_GET_SIZE(seq) != 3) {
 		Py_XDECREF(seq);
-		PyErr_Clear();
-		ims_py_arg_error("%s must be three numbers (R, G, B)", what);
-		return 0;
+		return triple_error(o, what);
 	}
 	for (int c = 0; c < 3; c++) {
-		double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, c));
-		if (v == -1.0 && PyErr_Occurred()) {
+		PyObject *item = PySequence_Fast_GET_ITEM(seq, c);
+		double v = PyBool_Check(item) ? -1.0 : PyFloat_AsDouble(item);
+		if (PyBool_Check(item) || (v == -1.0 && PyErr_Occurred())) {
 			Py_DECREF(seq);
-			PyErr_Clear();
-			ims_py_arg_error("%s must be three numbers (R, G, B)", what);
-			return 0;
+			return triple_error(o, what);
 		}
 		out[c] = (float)v;
 	}

@@ -759,3 +759,25 @@ def test_text_options_of_another_type_are_named(sample):
             with pytest.raises(imshard.ArgumentError,
                                match="^%s must be a string, got %s$" % (opt, re.escape(repr(v)))):
                 call(**{opt: v})
+
+
+def test_mean_and_std_must_be_ordered_numbers(sample):
+    # before: a dict gave its keys as (R, G, B), a set its members in
+    # hash order, bytes their byte values (b"abc": mean 97, 98, 99), and
+    # True passed for 1.0: each made batches, normalised by numbers the
+    # caller never wrote
+    for opt in ("mean", "std"):
+        for v in ({1: 0, 2: 0, 3: 0}, {1.0, 2.0, 3.0}, b"abc", bytearray(b"abc"),
+                  (True, 1, 1)):
+            for call in (lambda **kw: imshard.Loader(sample["val"], 2, 8, rank=0, world=1,
+                                                     threads=1, **kw),
+                         lambda **kw: imshard.bench_load(sample["val"], 2, 8, epochs=1,
+                                                         threads=1, **kw)):
+                with pytest.raises(imshard.ArgumentError,
+                                   match=r"^%s must be three numbers \(R, G, B\), got %s$"
+                                   % (opt, re.escape(repr(v)))):
+                    call(**{opt: v})
+    # what it takes: any sequence of three real numbers, NumPy's too
+    l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False,
+                       mean=np.array([1.0, 2.0, 3.0]), std=[np.float32(2), 3, 4.5])
+    l.close()
