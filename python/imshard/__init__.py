@@ -149,12 +149,33 @@ class Split:
     split.classes, split.class_counts, split.verify(). Shards are checked
     when opened; a damaged one raises imshard.Error naming it. Usable from
     several threads (calls take turns). close() or a with block unmaps.
+    Pickling (or copying) reopens the split by its manifest's absolute path
+    in the other process (a DataLoader worker with spawn or forkserver); a
+    split changed on disk meanwhile raises imshard.Error there.
     """
 
     def __init__(self, manifest):
         self._c = _imshard.Split(manifest)
         self.path = os.fspath(manifest)
+        self._abspath = os.path.abspath(self.path)  # where a copy reopens it
         self.manifest = self._c.manifest()
+
+    def _identity(self):
+        # what a reopened copy must find: the manifest less the shards'
+        # paths, which follow the path it was opened by
+        m = dict(self.manifest)
+        m["shards"] = [{k: v for k, v in sh.items() if k != "path"} for sh in m["shards"]]
+        return m
+
+    def __reduce__(self):
+        # pickle and copy reopen the split by its manifest's absolute path
+        # (a DataLoader worker started with spawn or forkserver, a
+        # multiprocessing pool): the open shards are this process's
+        try:
+            len(self._c)
+        except Error:
+            raise Error("cannot pickle a closed split (%r)" % (self.path,)) from None
+        return (_reopen_split, (self._abspath, self._identity()))
 
     def __len__(self):
         return len(self._c)
@@ -214,6 +235,16 @@ class Split:
     def __repr__(self):
         return "imshard.Split(%r: %d records, %d classes)" % (
             self.path, self.manifest["records"], len(self.manifest["classes"]))
+
+
+def _reopen_split(path, identity):
+    # a pickled Split: the same split, or an error rather than other records
+    s = Split(path)
+    if s._identity() != identity:
+        s.close()
+        raise Error("cannot unpickle the split %r: it changed since it was pickled (packed "
+                    "again or replaced: other records, classes or shards)" % (path,))
+    return s
 
 
 # ---- loading ---------------------------------------------------------------

@@ -362,3 +362,33 @@ def test_yes_no_arguments_take_only_true_or_false(sample, fixtures):
     assert imshard.decode(data, np.False_).shape != imshard.decode(data, 1).shape
     with imshard.Split(sample["train"]) as s:
         assert s.verify(decode=1)["records"] == len(s)
+
+
+def test_a_split_pickles_as_its_manifest(sample, copy_split, tmp_path, monkeypatch):
+    # a map-style dataset holding a Split goes to a DataLoader worker
+    # started with spawn or forkserver, or to a multiprocessing pool, by
+    # pickle. Before: "cannot pickle 'imshard._imshard.Split' object",
+    # and copy.copy shared the open split (closing one closed both)
+    import copy
+    import pickle
+    m = copy_split(sample["train"])
+    monkeypatch.chdir(os.path.dirname(m))
+    s = imshard.Split(os.path.basename(m))  # a relative path
+    monkeypatch.chdir(tmp_path.parent)      # the copy opens it from anywhere
+    for c in (pickle.loads(pickle.dumps(s)), copy.copy(s), copy.deepcopy(s)):
+        assert c is not s and len(c) == len(s) and c.classes == s.classes
+        assert c[len(s) - 1] == s[len(s) - 1]
+        assert (c.decode(3) == s.decode(3)).all()
+        c.close()
+        assert s[0] == s[0]  # the original stays open
+    data = pickle.dumps(s)
+    # a split packed again under the same name meanwhile is not the one
+    # pickled: its records would silently differ from the pickler's
+    first = s.classes[0]
+    rows = [(0, "%s/%s" % (first, f)) for f in sorted(os.listdir(sample["img"] / first))[:3]]
+    imshard.pack(rows, sample["img"], m, classes=s.classes, force=True)
+    with pytest.raises(imshard.Error, match="changed since it was pickled"):
+        pickle.loads(data)
+    s.close()
+    with pytest.raises(imshard.Error, match="cannot pickle a closed split"):
+        pickle.dumps(s)
