@@ -442,6 +442,13 @@ class Loader:
     def __del__(self):
         self.close()
 
+    def __reduce_ex__(self, protocol):
+        # a copy would share the C loader (and close it when dropped); a
+        # pickle cannot carry its threads and ring to another process
+        raise TypeError("cannot copy or pickle an imshard.Loader: its threads and batch ring "
+                        "are this process's; open another Loader with the same arguments (in "
+                        "a DataLoader worker: worker_init_fn)")
+
     def __repr__(self):
         return ("imshard.Loader(%r, batch_size=%d, size=%d, rank %d of %d, %d batches per epoch)"
                 % (self.manifest, self.batch_size, self.size, self.rank, self.world, len(self)))

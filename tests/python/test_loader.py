@@ -781,3 +781,19 @@ def test_mean_and_std_must_be_ordered_numbers(sample):
     l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False,
                        mean=np.array([1.0, 2.0, 3.0]), std=[np.float32(2), 3, 4.5])
     l.close()
+
+
+def test_a_loader_refuses_to_be_copied_or_pickled(sample):
+    # before: copy.copy made a second Loader over the same C loader, and
+    # dropping that copy closed the original (its __del__ closed it);
+    # pickle said "cannot pickle 'imshard._imshard.Loader' object"
+    import copy
+    import pickle
+    l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False)
+    for call in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="cannot copy or pickle an imshard.Loader: its "
+                           "threads and batch ring are this process's"):
+            call(l)
+    assert not l.closed
+    assert sum(1 for _ in l) == len(l)
+    l.close()
