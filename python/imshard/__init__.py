@@ -232,9 +232,19 @@ class Split:
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def closed(self):
+        """Whether close() was called (every read then raises)."""
+        try:
+            len(self._c)
+        except Error:
+            return True
+        return False
+
     def __repr__(self):
-        return "imshard.Split(%r: %d records, %d classes)" % (
-            self.path, self.manifest["records"], len(self.manifest["classes"]))
+        return "imshard.Split(%r: %d records, %d classes%s)" % (
+            self.path, self.manifest["records"], len(self.manifest["classes"]),
+            ", closed" if self.closed else "")
 
 
 def _reopen_split(path, identity):
@@ -431,6 +441,7 @@ class Loader:
 
     @property
     def closed(self):
+        """Whether close() was called (iterating then raises)."""
         return self._c.closed
 
     def __enter__(self):
@@ -450,8 +461,10 @@ class Loader:
                         "a DataLoader worker: worker_init_fn)")
 
     def __repr__(self):
-        return ("imshard.Loader(%r, batch_size=%d, size=%d, rank %d of %d, %d batches per epoch)"
-                % (self.manifest, self.batch_size, self.size, self.rank, self.world, len(self)))
+        return ("imshard.Loader(%r, batch_size=%d, size=%d, rank %d of %d, "
+                "%d batches per epoch%s)"
+                % (self.manifest, self.batch_size, self.size, self.rank, self.world, len(self),
+                   ", closed" if self.closed else ""))
 
 
 class _EpochIterator:

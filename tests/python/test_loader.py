@@ -797,3 +797,11 @@ def test_a_loader_refuses_to_be_copied_or_pickled(sample):
     assert not l.closed
     assert sum(1 for _ in l) == len(l)
     l.close()
+
+
+def test_a_closed_loader_says_so_in_its_repr(sample):
+    # before: the repr of a closed loader was the open one's
+    l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False)
+    assert "closed" not in repr(l)
+    l.close()
+    assert repr(l).endswith(", closed)"), repr(l)

@@ -392,3 +392,12 @@ def test_a_split_pickles_as_its_manifest(sample, copy_split, tmp_path, monkeypat
     s.close()
     with pytest.raises(imshard.Error, match="cannot pickle a closed split"):
         pickle.dumps(s)
+
+
+def test_a_closed_split_says_so(sample):
+    # before: a closed split had no `closed`, and its repr was the open
+    # one's, while every read raised "the split is not open"
+    s = imshard.Split(sample["val"])
+    assert not s.closed and "closed" not in repr(s)
+    s.close()
+    assert s.closed and repr(s).endswith(", closed)"), repr(s)
