@@ -321,8 +321,9 @@ class Loader:
     without it each pass takes the next epoch, from `epoch`.
 
     Bad records are replaced by the next record of the share and counted in
-    loader.stats['bad_records'] (the last one named in 'last_bad'); the
-    first is reported through warnings when the epoch ends.
+    loader.stats['bad_records'] (the last one named in 'last_bad'); an
+    epoch that met new ones ends with a warning giving the count so far and
+    naming the last (a pass left before its end warns of none).
 
     close() (or a with block, or dropping the loader) stops the C threads at
     once; closing twice is harmless. Ctrl-C interrupts a waiting loader.
