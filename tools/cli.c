@@ -128,6 +128,28 @@ int cli_names_folder(const char *path)
 	return !ims_plain_name(slash ? slash + 1 : path);
 }
 
+double cli_peek_double(int argc, char **argv, const char *name, double dflt,
+		       double min, double max)
+{
+	const size_t len = strlen(name);
+	double v = dflt;
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *a = argv[i];
+		if (strncmp(a, "--", 2) || strncmp(a + 2, name, len))
+			continue;
+		const char *val = a[2 + len] == '=' ? a + 3 + len
+				  : !a[2 + len] && i + 1 < argc ? argv[++i]
+								: NULL;
+		char *end;
+		errno = 0;
+		double x = val ? strtod(val, &end) : NAN;
+		v = val && !errno && end != val && !*end && x >= min && x <= max
+			    ? x
+			    : dflt;
+	}
+	return v;
+}
+
 int cli_parse_size(const char *s, uint64_t *out)
 {
 	if (!s || !*s || *s == '-')

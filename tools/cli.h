@@ -23,8 +23,8 @@
  * ranks (imshard-train, imshard eval). */
 #define CLI_HELP_COLLECTIVE_TIMEOUT                                          \
 	"with several ranks, end this rank (and so the job) when a "          \
-	"collective has waited S seconds for the others: a rank that hangs " \
-	"(600; 0 = wait forever)"
+	"collective (MPI's start and end included) has waited S seconds "     \
+	"for the others: a rank that hangs (600; 0 = wait forever)"
 
 typedef enum cli_opt_type {
 	CLI_FLAG,   /* int, set to 1 */
@@ -136,6 +136,12 @@ int cli_parse_triple(const char *s, float out[3]);
 /* 1 when each of a per-channel std is above 0 with 1/std a finite float
  * (at least about 3e-39: below, every normalised sample is infinite). */
 int cli_std_ok(const float std[3]);
+/* The value of --name V (or --name=V) in argv, read before the flags
+ * are parsed (the last one given, up to "--"); dflt when it is absent or
+ * not a number within [min, max] (the parse then says what is wrong).
+ * For what must be known before MPI starts (--collective-timeout). */
+double cli_peek_double(int argc, char **argv, const char *name, double dflt,
+		       double min, double max);
 /* Parses "256M", "1.5G", "4096" into bytes; returns 0 or -1. */
 int cli_parse_size(const char *s, uint64_t *out);
 /* Formats bytes as "1.5 GiB" into buf. */

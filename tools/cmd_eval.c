@@ -261,7 +261,9 @@ int cmd_eval(int argc, char **argv)
 	ims_error err;
 	ims_error_clear(&err);
 	/* MPI first: it may rewrite argv, and every rank parses the same */
-	if (dp_init(&argc, &argv, &comm, &err) < 0) {
+	if (dp_init(&argc, &argv,
+		    cli_peek_double(argc, argv, "collective-timeout", 600, 0, 1e9),
+		    "imshard: eval", &comm, &err) < 0) {
 		cli_error("eval: %s", err.msg);
 		return CLI_EXIT_FAIL;
 	}

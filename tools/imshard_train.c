@@ -549,7 +549,11 @@ static int train_main(int argc, char **argv)
 	if (nn_blas_restart_env())
 		execv("/proc/self/exe", argv); /* failed: go on as we are */
 	/* MPI first: it may rewrite argv, and every rank parses the same */
-	if (dp_init(&argc, &argv, &comm, &err) < 0) {
+	/* --collective-timeout watches MPI's start too (dp_init), so it is
+	 * read before the flags are parsed */
+	if (dp_init(&argc, &argv,
+		    cli_peek_double(argc, argv, "collective-timeout", 600, 0, 1e9),
+		    "imshard-train", &comm, &err) < 0) {
 		cli_error("%s", err.msg);
 		return CLI_EXIT_FAIL;
 	}

@@ -37,11 +37,17 @@ typedef struct dp_comm dp_comm;
 /*
  * Joins the job (MPI_Init when launched by mpirun; it may rewrite argc and
  * argv, so call it before parsing them) into *out, for dp_finalize.
- * Errors: IMS_EIO (MPI failed), IMS_EUNSUPPORTED (launched as several
- * ranks by a build without MPI: each would silently train alone),
- * IMS_ENOMEM.
+ * join_timeout_s > 0 with several ranks: the collective watchdog
+ * (dp_set_timeout) already watches the joining, as MPI_Init waits for
+ * every rank: a rank stopped before it joined would leave the others
+ * there forever; its line names who (NULL: "imshard"), which must outlive
+ * c. 0: no limit. Errors: IMS_EINVAL (a negative or NaN timeout), IMS_EIO
+ * (MPI failed, or the watchdog could not start), IMS_EUNSUPPORTED
+ * (launched as several ranks by a build without MPI: each would silently
+ * train alone), IMS_ENOMEM.
  */
-int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err);
+int dp_init(int *argc, char ***argv, double join_timeout_s, const char *who,
+	    dp_comm **out, ims_error *err);
 /*
  * How many ranks a launcher (mpirun, a PMI launcher) started this
  * process among, read from the launcher's environment as dp_init reads
@@ -79,10 +85,18 @@ int dp_barrier(dp_comm *c, ims_error *err);
  * longer than that, so a job whose rank hangs alive ends instead of
  * waiting forever (mpirun ends a job whose rank died by itself). 0: no
  * limit. who starts that line ("imshard-train"); it must outlive c.
- * IMS_EINVAL for a negative value, IMS_EIO when the thread cannot start.
+ * It replaces dp_init's timeout, and goes on watching dp_finalize's
+ * leaving (MPI_Finalize waits for every rank too). IMS_EINVAL for a
+ * negative value, IMS_EIO when the thread cannot start.
  */
 int dp_set_timeout(dp_comm *c, double seconds, const char *who,
 		   ims_error *err);
+/*
+ * What this rank is doing now ("validation", "the checkpoint"), for the
+ * watchdog's line: a rank that waited too long says in which part of the
+ * run it waited. what must outlive c (a string literal); NULL: unsaid.
+ */
+void dp_set_phase(dp_comm *c, const char *what);
 /* Ends every rank of the job at once (after a fatal error on one rank,
  * the others would wait forever in the next collective). */
 void dp_abort(dp_comm *c, int code);

@@ -85,7 +85,39 @@ if have_mpi; then
   [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "the job ended with $rc with rank 1 stopped (124: still waiting after 120 s)"
   checks=$((checks + 1))
   [ "$took" -le 60 ] || fail "the job took $took s to end with rank 1 stopped"
-  contains "$T/hang.out" "rank 0: waited more than 3 s for the other ranks"
+  # the line says where the rank waited (before: no phase at all)
+  contains "$T/hang.out" "rank 0: waited more than 3 s for the other ranks in a collective during training"
+  [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+fi
+
+# --- a rank that hangs before it joined: MPI_Init is watched too ---------
+# Rank 1 stopped as soon as it exists, before MPI_Init: rank 0 waits there
+# for it (before: forever, the watchdog started after the flags were
+# parsed), and ends within --collective-timeout, read before MPI starts.
+if have_mpi; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 60 mpirun -np 2 "$IMSHARD_TRAIN" \
+    --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1 \
+    --batch-size 4 --epochs 2 --quiet --log-dir "$T/early" --collective-timeout 3 \
+    >"$T/early.out" 2>&1 &
+  job=$!
+  stopped=""
+  i=0
+  while [ -z "$stopped" ] && [ $((i += 1)) -le 1000 ]; do
+    rank1 "$T/early" && kill -STOP "$rank1_pid" && stopped=$rank1_pid
+    [ -n "$stopped" ] || sleep 0.01
+  done
+  checks=$((checks + 1))
+  [ -n "$stopped" ] || fail "no rank 1 process found: $(tail -n 3 "$T/early.out" | tr '\n' ' ')"
+  t0=$SECONDS
+  wait "$job"
+  rc=$?
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "the job ended with $rc with rank 1 stopped before MPI_Init (124: still waiting after 60 s)"
+  checks=$((checks + 1))
+  [ "$took" -le 20 ] || fail "the job took $took s to end with rank 1 stopped before MPI_Init"
+  contains "$T/early.out" "rank 0: waited more than 3 s for the other ranks in a collective during the start (MPI_Init)"
+  absent "$T/early/summary.json"
   [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
 fi
 

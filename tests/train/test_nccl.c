@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 {
 	ims_error err;
 	dp_comm *c = NULL;
-	CHECK_OK(dp_init(&argc, &argv, &c, &err), &err);
+	CHECK_OK(dp_init(&argc, &argv, 0, NULL, &c, &err), &err);
 	const int rank = dp_rank(c), world = dp_world(c);
 	nn_ctx gpu;
 	if (!dp_nccl_available()) {

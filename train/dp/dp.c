@@ -42,13 +42,16 @@ static void *watch(void *arg)
 		ims_deadline(0.25, &until);
 		pthread_cond_timedwait(&c->cv, &c->mu, &until);
 		int64_t since = __atomic_load_n(&c->waiting_since_ns, __ATOMIC_ACQUIRE);
-		if (!c->stop && since && (ims_now_ns() - since) / 1e9 > c->timeout_s) {
+		if (!c->stop && since && c->timeout_s > 0 &&
+		    (ims_now_ns() - since) / 1e9 > c->timeout_s) {
+			const char *phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
 			fprintf(stderr,
 				"%s: rank %d: waited more than %g s for "
-				"the other ranks in a collective "
+				"the other ranks in a collective%s%s "
 				"(--collective-timeout): a rank died or hangs; "
 				"ending this rank so the job ends\n",
-				c->who, c->rank, c->timeout_s);
+				c->who, c->rank, c->timeout_s,
+				phase ? " during " : "", phase ? phase : "");
 			fflush(stderr);
 			_exit(1);
 		}
@@ -80,16 +83,66 @@ int dp_launched(int *rank)
 	return launched_world();
 }
 
-int dp_init(int *argc, char ***argv, dp_comm **out, ims_error *err)
+static int start_watchdog(dp_comm *c, ims_error *err)
+{
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	int rc = pthread_create(&c->watchdog, NULL, watch, c);
+	if (rc) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		return ims_fail(err, IMS_EIO,
+				"cannot start the collective watchdog: %s",
+				strerror(rc));
+	}
+	c->watching = 1;
+	return 0;
+}
+
+static void stop_watchdog(dp_comm *c)
+{
+	if (!c->watching)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = 1;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->watchdog, NULL);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	c->watching = 0;
+}
+
+int dp_init(int *argc, char ***argv, double join_timeout_s, const char *who,
+	    dp_comm **out, ims_error *err)
 {
 	RETURN_IF(!out, err, IMS_EINVAL, "cannot start ranks: no output");
 	*out = NULL;
+	RETURN_IF(!(join_timeout_s >= 0), err, IMS_EINVAL,
+		  "collective timeout %g s: use 0 (none) or more", join_timeout_s);
 	dp_comm *c = calloc(1, sizeof(*c));
 	RETURN_IF(!c, err, IMS_ENOMEM, "cannot start ranks: out of memory");
 	c->world = 1;
 	c->local_world = 1; /* one rank: alone on its machine */
-	int rc = dp_mpi_init(c, launched_world(), argc, argv, err);
+	c->who = who ? who : "imshard";
+	const int launched = launched_world();
+	int rc = 0;
+	if (launched > 1 && join_timeout_s > 0) {
+		/* MPI_Init waits for every rank: watched as a collective,
+		 * named by the launcher's rank (MPI's is not known yet) */
+		dp_launched(&c->rank);
+		c->timeout_s = join_timeout_s;
+		rc = start_watchdog(c, err);
+	}
+	if (!rc) {
+		dp_set_phase(c, "the start (MPI_Init)");
+		dp_wait_begin(c);
+		rc = dp_mpi_init(c, launched, argc, argv, err);
+		dp_wait_end(c);
+		dp_set_phase(c, NULL);
+	}
 	if (rc) {
+		stop_watchdog(c);
 		free(c);
 		return rc;
 	}
@@ -142,6 +195,12 @@ int dp_barrier(dp_comm *c, ims_error *err)
 	return dp_mpi_barrier(c, err);
 }
 
+void dp_set_phase(dp_comm *c, const char *what)
+{
+	if (c)
+		__atomic_store_n(&c->phase, what, __ATOMIC_RELEASE);
+}
+
 void dp_abort(dp_comm *c, int code)
 {
 	if (c && c->mpi && c->world > 1)
@@ -153,43 +212,35 @@ int dp_set_timeout(dp_comm *c, double seconds, const char *who,
 {
 	RETURN_IF(!(seconds >= 0), err, IMS_EINVAL,
 		  "collective timeout %g s: use 0 (none) or more", seconds);
-	if (c)
+	if (!c)
+		return 0;
+	if (c->watching) {
+		/* dp_init's: the watchdog reads these under its lock */
+		pthread_mutex_lock(&c->mu);
 		c->who = who ? who : "imshard";
-	if (!c || c->world == 1 || seconds == 0 || c->watching) {
-		if (c)
-			c->timeout_s = seconds;
+		c->timeout_s = seconds;
+		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
+	c->who = who ? who : "imshard";
 	c->timeout_s = seconds;
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	int rc = pthread_create(&c->watchdog, NULL, watch, c);
-	if (rc) {
-		pthread_cond_destroy(&c->cv);
-		pthread_mutex_destroy(&c->mu);
-		return ims_fail(err, IMS_EIO,
-				"cannot start the collective watchdog: %s",
-				strerror(rc));
-	}
-	c->watching = 1;
-	return 0;
+	if (c->world == 1 || seconds == 0)
+		return 0;
+	return start_watchdog(c, err);
 }
 
 void dp_finalize(dp_comm *c)
 {
 	if (!c)
 		return;
-	if (c->watching) {
-		pthread_mutex_lock(&c->mu);
-		c->stop = 1;
-		pthread_cond_signal(&c->cv);
-		pthread_mutex_unlock(&c->mu);
-		pthread_join(c->watchdog, NULL);
-		pthread_cond_destroy(&c->cv);
-		pthread_mutex_destroy(&c->mu);
-	}
-	if (c->mpi)
+	if (c->mpi) {
+		/* MPI_Finalize waits for every rank too: still watched */
+		dp_set_phase(c, "the end (MPI_Finalize)");
+		dp_wait_begin(c);
 		dp_mpi_finalize(c);
+		dp_wait_end(c);
+	}
+	stop_watchdog(c);
 	free(c);
 }
 

@@ -24,6 +24,7 @@ struct dp_comm {
 	double timeout_s;
 	const char *who; /* the watchdog's line starts with it */
 	int64_t waiting_since_ns; /* atomic; 0 when in no blocking collective */
+	const char *phase; /* atomic; what the rank is doing (dp_set_phase) */
 	int watching, stop;
 	pthread_t watchdog;
 	pthread_mutex_t mu;

@@ -440,6 +440,7 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	e.progress = o->progress;
 	e.ctx = o->ctx;
 	uint64_t split = 0;
+	dp_set_phase(comm, "the set-up");
 	int rc = check_classes(o->split, o->card, &split, err);
 	if (!rc)
 		rc = eval_context(&r, o, err);
@@ -466,6 +467,7 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		res->setup_failed_ranks = r.failed.ranks;
 		res->setup_failed_alike = r.failed.alike;
 	}
+	dp_set_phase(comm, "the evaluation");
 	if (!rc) {
 		rc = loop_eval_pass(&r, r.data.val, &e, err);
 		/* ... and so does a pass that failed on some rank */
@@ -475,6 +477,7 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 	}
 	if (!rc)
 		rc = loop_eval_result(&r, &e, res, err);
+	dp_set_phase(comm, NULL);
 	res->seconds = ims_now() - t0;
 	loop_eval_free(&e);
 	aug_loader_close(r.data.val);

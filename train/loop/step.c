@@ -475,9 +475,11 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		    *step % (uint64_t)o->out.checkpoint_every == 0) {
 			/* no checkpoint from weights a bad step spoilt */
 			FORWARD_IF_ERR(loop_read_tally(r, &iv, 0, err));
+			dp_set_phase(r->dp.comm, "the checkpoint");
 			FORWARD_IF_ERR(loop_save_checkpoint(r, res, epoch,
 							    position + (s + 1) * global,
 							    *step, err));
+			dp_set_phase(r->dp.comm, "training");
 		}
 		if (*step >= max_steps || r->part.interrupted) {
 			*stop = 1;

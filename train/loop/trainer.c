@@ -151,6 +151,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	for (int epoch = r->part.at.epoch; epoch < o->optim.epochs && !stop; epoch++) {
 		uint64_t done;
 		const uint64_t from = epoch == r->part.at.epoch ? r->part.at.position : 0;
+		dp_set_phase(r->dp.comm, "training");
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
 						&stop, &done, err));
 		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
@@ -164,18 +165,21 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		/* the run's last validation also writes its per-class files;
 		 * an interrupted epoch is validated when it is whole (the
 		 * checkpoint then says it is done), else when resumed */
+		dp_set_phase(r->dp.comm, "validation");
 		if (whole || !interrupted)
 			FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
 						     (stop && !interrupted) ||
 							     epoch + 1 == o->optim.epochs,
 						     err));
 		res->epochs_done = epoch + 1;
+		dp_set_phase(r->dp.comm, "the checkpoint");
 		FORWARD_IF_ERR(loop_save_checkpoint(r, res, whole ? epoch + 1 : epoch,
 						    whole ? 0 : from + done * global,
 						    step, err));
 		if (interrupted && (!whole || epoch + 1 < o->optim.epochs))
 			return stopped(r, epoch, step, err);
 	}
+	dp_set_phase(r->dp.comm, "the run's end");
 	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err)); /* the device's queued work counts */
 	double t_end = ims_now();
 	res->train_s = t_end - r->log.t_start;
@@ -234,6 +238,7 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	r.dp.world = dp_world(comm);
 	r.log.metrics_fd = -1;
 	r.st.ahead_slot = -1;
+	dp_set_phase(comm, "the set-up");
 	int rc = set_up(&r, res, err);
 	if (!rc && r.part.complete)
 		res->nothing_to_do = r.part.complete;
@@ -245,5 +250,6 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 		res->failed_alike = r.failed.alike;
 	}
 	tear_down(&r);
+	dp_set_phase(comm, NULL);
 	return rc;
 }
