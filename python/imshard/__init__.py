@@ -752,7 +752,9 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         raise ArgumentError("label must be species or supercategory, got %r" % (label,))
     # None is the C side's -1, "not given": a negative ratio given must not
     # pass for it (caltech256 took -0.5 as its default 0.2, folder as 0)
-    if val_ratio is not None and not 0 <= val_ratio < 1:
+    if val_ratio is not None and (isinstance(val_ratio, bool)
+                                  or not isinstance(val_ratio, numbers.Real)
+                                  or not 0 <= val_ratio < 1):
         raise ArgumentError("val_ratio must be in [0, 1), got %r" % (val_ratio,))
     # as val_ratio (the C side took a negative one for 0, without a word)
     if (isinstance(test_ratio, bool) or not isinstance(test_ratio, numbers.Real)

@@ -626,6 +626,11 @@ def test_convert_checks_test_ratio_and_subset_sizes_by_name(sample, tmp_path):
         imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=0.5, test_ratio=0.5)
     with pytest.raises(imshard.ArgumentError, match=r"^val_ratio must be in \[0, 1\), got 1$"):
         imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=1)
+    # ... and of a number's type, as test_ratio (before: False was taken
+    # as 0, True refused as 1, and "0.2" raised a bare TypeError)
+    for ratio in (False, True, "0.2", float("nan")):
+        with pytest.raises(imshard.ArgumentError, match=r"^val_ratio must be in \[0, 1\), got"):
+            imshard.convert("folder", sample["img"], tmp_path / "t", val_ratio=ratio)
     assert not (tmp_path / "t").exists()
     res = imshard.convert("folder", sample["img"], tmp_path / "r995", val_ratio=0.995)
     assert set(res["splits"]) == {"train", "val"}
