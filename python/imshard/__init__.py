@@ -162,7 +162,9 @@ class Split:
 
     def _identity(self):
         # what a reopened copy must find: the manifest less the shards'
-        # paths, which follow the path it was opened by
+        # paths, which follow the path it was opened by; the digests tell
+        # a split packed again with the same counts and sizes (another
+        # order) apart
         m = dict(self.manifest)
         m["shards"] = [{k: v for k, v in sh.items() if k != "path"} for sh in m["shards"]]
         return m

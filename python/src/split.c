@@ -249,11 +249,15 @@ static PyObject *split_manifest(PyObject *self, PyObject *unused)
 	}
 	for (size_t k = 0; k < m->n_shards; k++) {
 		const rio_shard_info *si = &m->shards[k];
-		PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K}", "path",
+		/* as the manifest writes it: what tells a shard packed again
+		 * with the same sizes (other records, another order) apart */
+		char digest[17];
+		snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)si->digest);
+		PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K,s:s}", "path",
 					    PyUnicode_DecodeFSDefault(rio_reader_shard_path(s->reader, k)),
 					    "first", (unsigned long long)si->first, "records",
 					    (unsigned long long)si->records, "bytes",
-					    (unsigned long long)si->bytes);
+					    (unsigned long long)si->bytes, "digest", digest);
 		if (!d)
 			goto fail;
 		PyList_SET_ITEM(shards, (Py_ssize_t)k, d);
