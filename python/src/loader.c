@@ -63,6 +63,10 @@ typedef struct {
 /* "mean must be three numbers (R, G, B), got <repr>" (0) */
 static int triple_error(PyObject *o, const char *what)
 {
+	/* the failed conversion's error first: repr() with an exception
+	 * pending fails (a list's or tuple's does), and the message would
+	 * say "got ?" where an item was not a number */
+	PyErr_Clear();
 	PyObject *r = PyObject_Repr(o);
 	const char *txt = r ? PyUnicode_AsUTF8(r) : NULL;
 	PyErr_Clear();

@@ -777,6 +777,23 @@ def test_mean_and_std_must_be_ordered_numbers(sample):
                                    match=r"^%s must be three numbers \(R, G, B\), got %s$"
                                    % (opt, re.escape(repr(v)))):
                     call(**{opt: v})
+    # an item that is not a number is named too, on a thread that has
+    # shown no list or tuple yet (before: "got ?", the repr taken with the
+    # conversion's error still pending, which a list's or tuple's then
+    # takes for its own failure)
+    import threading
+    for v in ((1, "a", 2), [1.0, None, 2.0]):
+        got = []
+
+        def fresh_thread():
+            try:
+                imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, mean=v)
+            except imshard.ArgumentError as e:
+                got.append(str(e))
+        t = threading.Thread(target=fresh_thread)
+        t.start()
+        t.join()
+        assert got == ["mean must be three numbers (R, G, B), got %r" % (v,)]
     # what it takes: any sequence of three real numbers, NumPy's too
     l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False,
                        mean=np.array([1.0, 2.0, 3.0]), std=[np.float32(2), 3, 4.5])
