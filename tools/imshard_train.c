@@ -234,6 +234,10 @@ typedef struct test_hooks {
 	uint64_t stop_step;  /* the stop flag is raised, as SIGINT raises
 				it, when this rank starts this step (from 1);
 				0: never */
+	int signal;          /* raised on this rank the at_nth time it
+				reaches phase at (on_reached); 0: none */
+	const char *at;
+	uint64_t at_nth, at_seen;
 } test_hooks;
 
 /* The stop as a signal would raise it; IMSHARD_TEST_TRAINED's log:
@@ -254,6 +258,55 @@ static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
 	fputc('\n', f);
 }
 
+static void on_reached(void *ctx, int rank, const char *phase)
+{
+	(void)rank;
+	test_hooks *t = ctx;
+	if (!strcmp(phase, t->at) && ++t->at_seen == t->at_nth)
+		raise(t->signal);
+}
+
+/* IMSHARD_INJECT_SIGNAL=STOP or KILL, IMSHARD_INJECT_SIGNAL_AT=PHASE[:N]
+ * (validation, checkpoint or end; N: the Nth time, from 1), on every rank
+ * or only on IMSHARD_INJECT_SIGNAL_RANK. */
+static int read_signal_hook(nn_train_hooks *h, test_hooks *t, int rank,
+			    ims_error *err)
+{
+	const char *sig = getenv("IMSHARD_INJECT_SIGNAL");
+	const char *at = getenv("IMSHARD_INJECT_SIGNAL_AT");
+	const char *only = getenv("IMSHARD_INJECT_SIGNAL_RANK");
+	if (!sig && !at)
+		return 0;
+	RETURN_IF(!sig || (strcmp(sig, "STOP") && strcmp(sig, "KILL")), err,
+		  IMS_EINVAL, "IMSHARD_INJECT_SIGNAL must be STOP or KILL, got '%s'",
+		  sig ? sig : "");
+	static const char *const phases[][2] = {{"validation", "validation"},
+						{"checkpoint", "the checkpoint"},
+						{"end", "the run's end"}};
+	size_t len = at ? strcspn(at, ":") : 0;
+	for (size_t i = 0; at && !t->at && i < sizeof(phases) / sizeof(phases[0]); i++)
+		if (strlen(phases[i][0]) == len && !strncmp(at, phases[i][0], len))
+			t->at = phases[i][1];
+	t->at_nth = 1;
+	if (t->at && at[len]) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(at + len + 1, &end, 10);
+		if (errno || end == at + len + 1 || *end || n == 0 || at[len + 1] == '-')
+			t->at = NULL;
+		t->at_nth = n;
+	}
+	RETURN_IF(!t->at, err, IMS_EINVAL,
+		  "IMSHARD_INJECT_SIGNAL_AT must be validation, checkpoint or end, "
+		  "with :N for the Nth time (from 1), got '%s'", at ? at : "");
+	if (only && atoi(only) != rank)
+		return 0;
+	t->signal = strcmp(sig, "STOP") ? SIGKILL : SIGSTOP;
+	h->reached = on_reached;
+	h->reached_ctx = t;
+	return 0;
+}
+
 /*
  * The hooks the tests set through the environment, read here and nowhere
  * in the loop: IMSHARD_INJECT_NAN_STEP=N makes the first pixel of step
@@ -265,7 +318,9 @@ static void on_trained(void *ctx, int rank, int epoch, uint64_t step,
  * record indices of every batch a rank trains to PATH.RANK (t->log, which
  * the caller closes); IMSHARD_INJECT_STOP_STEP=N raises the stop flag as
  * SIGINT would when step N starts (0: before the run, as a signal during
- * its set-up), on every rank or only on IMSHARD_INJECT_STOP_RANK.
+ * its set-up), on every rank or only on IMSHARD_INJECT_STOP_RANK;
+ * IMSHARD_INJECT_SIGNAL's signal is raised where the loop reaches a phase
+ * (read_signal_hook).
  */
 static int read_hooks(nn_train_hooks *h, test_hooks *t, const nn_train_opts *o,
 		      int rank, int world, ims_error *err)
@@ -306,6 +361,7 @@ static int read_hooks(nn_train_hooks *h, test_hooks *t, const nn_train_opts *o,
 	h->inf_grad_step = n;
 	FORWARD_IF_ERR(env_step("IMSHARD_TEST_MEM_ROOM", &n, err));
 	h->mem_room = n;
+	FORWARD_IF_ERR(read_signal_hook(h, t, rank, err));
 	if (getenv("IMSHARD_TEST_HOST_STAGE")) {
 		RETURN_IF(world > 1, err, IMS_EINVAL,
 			  "IMSHARD_TEST_HOST_STAGE is for one rank");

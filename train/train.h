@@ -250,6 +250,13 @@ typedef struct nn_train_hooks {
 	/* bytes the memory check takes as free, instead of the machine's
 	 * MemAvailable and cgroup limit; 0: the machine's */
 	uint64_t mem_room;
+	/* called as this rank reaches a part of the run a fault in which
+	 * tests check: "validation" (after an epoch's training), "the
+	 * checkpoint" (once the ranks have averaged their statistics for
+	 * it, while rank 0 writes it; only with a checkpoint folder) and
+	 * "the run's end" (before the summary); NULL: none */
+	void (*reached)(void *ctx, int rank, const char *phase);
+	void *reached_ctx;
 } nn_train_hooks;
 
 /* ---- the run -------------------------------------------------------------- */

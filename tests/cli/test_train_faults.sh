@@ -2,7 +2,8 @@
 # imshard-train under faults: a rank killed mid-training ends the job
 # (every other rank exits, non-zero, naming the lost rank) well within 60
 # s; a rank that hangs alive (SIGSTOP) ends it through the other rank's
-# --collective-timeout; a NaN injected into a batch stops the run (every
+# --collective-timeout, also when it is lost in validation, while rank 0
+# writes a checkpoint or at the run's end; a NaN injected into a batch stops the run (every
 # rank) at that step with the checkpoint before it kept; a run killed with SIGKILL at random points, checkpoints being written
 # every step, always leaves a checkpoint that resumes, and resuming after
 # the kills ends with the bytes of an uninterrupted run (every tensor and
@@ -119,6 +120,71 @@ if have_mpi; then
   contains "$T/early.out" "rank 0: waited more than 3 s for the other ranks in a collective during the start (MPI_Init)"
   absent "$T/early/summary.json"
   [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
+fi
+
+# --- a rank lost in validation, a checkpoint or the run's end ------------
+# IMSHARD_INJECT_SIGNAL=STOP|KILL makes rank 1 raise that signal on itself
+# where the loop reaches IMSHARD_INJECT_SIGNAL_AT: a rank stopped ends the
+# job within --collective-timeout, one killed at once, rank 0's line
+# naming where it waited; no rank is left running, and neither a
+# summary.json of a finished run nor a checkpoint that does not resume is
+# left behind.
+# lost NAME SIGNAL AT ARGS...: 2 ranks, rank 1 (or $who) raising SIGNAL
+# at AT; $rc and $took are the job's, $T/NAME.out its output
+lost() {
+  local name=$1 sig=$2 at=$3 who=${who:-1}
+  shift 3
+  local t0=$SECONDS
+  IMSHARD_INJECT_SIGNAL=$sig IMSHARD_INJECT_SIGNAL_AT=$at IMSHARD_INJECT_SIGNAL_RANK=$who \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 60 mpirun -np 2 "${fit_cmd[@]}" \
+    --collective-timeout 3 --log-dir "$T/$name" "$@" >"$T/$name.out" 2>&1
+  rc=$?
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "$name: the job ended with $rc with rank $who's SIG$sig at $at (124: still running after 60 s)"
+  checks=$((checks + 1))
+  [ "$took" -le 45 ] || fail "$name: the job took $took s to end with rank $who's SIG$sig at $at"
+  checks=$((checks + 1))
+  [ -z "$(train_pids "$T/$name")" ] || { fail "$name: ranks still running after the job ended"; kill -9 $(train_pids "$T/$name") 2>/dev/null; }
+  absent "$T/$name/summary.json"
+}
+# resumes NAME: the checkpoint in $T/NAME.ck resumes to the run's end
+resumes() {
+  expect 0 fit --epochs 2 --checkpoint-dir "$T/$1.ck" --resume
+  exists "$T/$1.ck/checkpoint.safetensors"
+  same "$(find "$T/$1.ck" -name 'checkpoint.safetensors.tmp*' | wc -l)" 0 "temporaries left in $1.ck after resuming"
+}
+run env IMSHARD_INJECT_SIGNAL=STOP IMSHARD_INJECT_SIGNAL_AT=checkpoint:0 "${fit_cmd[@]}" --epochs 1
+same "$rc" 1 "exit status with a bad IMSHARD_INJECT_SIGNAL_AT"
+contains "$T/err" "IMSHARD_INJECT_SIGNAL_AT must be validation, checkpoint or end"
+run env IMSHARD_INJECT_SIGNAL=HUP IMSHARD_INJECT_SIGNAL_AT=end "${fit_cmd[@]}" --epochs 1
+same "$rc" 1 "exit status with a bad IMSHARD_INJECT_SIGNAL"
+contains "$T/err" "IMSHARD_INJECT_SIGNAL must be STOP or KILL, got 'HUP'"
+if have_mpi; then
+  waited="rank 0: waited more than 3 s for the other ranks in a collective during"
+  lost val-stop STOP validation --epochs 2
+  contains "$T/val-stop.out" "$waited validation"
+  lost val-kill KILL validation --epochs 2
+  contains "$T/val-kill.out" "rank 1"
+  # stopped while rank 0 writes the checkpoint: rank 0 writes it and
+  # waits in the next epoch's first step
+  lost ck-stop STOP checkpoint --epochs 2 --checkpoint-dir "$T/ck-stop.ck"
+  contains "$T/ck-stop.out" "$waited training"
+  resumes ck-stop
+  # killed while rank 0 writes the second checkpoint: the first, or the
+  # second whole, is left, and resumes
+  lost ck-kill KILL checkpoint:2 --epochs 2 --checkpoint-every 1 --checkpoint-dir "$T/ck-kill.ck"
+  contains "$T/ck-kill.out" "rank 1"
+  resumes ck-kill
+  # rank 0 stopped before it writes the second checkpoint: rank 1 names
+  # itself, and whatever rank 0 wrote as mpirun ended it resumes
+  who=0 lost ck0-stop STOP checkpoint:2 --epochs 2 --checkpoint-every 1 --checkpoint-dir "$T/ck0-stop.ck"
+  contains "$T/ck0-stop.out" "rank 1: waited more than 3 s for the other ranks in a collective during training"
+  resumes ck0-stop
+  lost end-stop STOP end --epochs 1
+  contains "$T/end-stop.out" "$waited the run's end"
+  lost end-kill KILL end --epochs 1
+  contains "$T/end-kill.out" "rank 1"
 fi
 
 # --- a NaN injected into one batch ---------------------------------------

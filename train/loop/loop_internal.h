@@ -374,6 +374,8 @@ void loop_eval_free(loop_eval *e);
 /* The ranks' running statistics averaged (a collective), unless they are
  * since the last step: one model is evaluated and checkpointed. */
 int loop_average_statistics(run *r, ims_error *err);
+/* hooks.reached, when set: this rank is at phase (trainer.c). */
+void loop_reached(run *r, const char *phase);
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		  double wall0, int last, ims_error *err);
 

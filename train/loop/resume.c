@@ -34,6 +34,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	/* one model, as after validation (every rank, a collective): the
 	 * ranks go on from the average, as a run resumed from it does */
 	FORWARD_IF_ERR(loop_average_statistics(r, err));
+	loop_reached(r, "the checkpoint");
 	if (r->dp.rank != 0)
 		return 0;
 	char e[32], ep[32], s[32], w[32], b[32], seed[32], cls[32], size[32];

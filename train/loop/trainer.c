@@ -38,6 +38,12 @@ void nn_train_opts_init(nn_train_opts *o)
 	o->data.std[2] = 57.375f;
 }
 
+void loop_reached(run *r, const char *phase)
+{
+	if (r->hooks.reached)
+		r->hooks.reached(r->hooks.reached_ctx, r->dp.rank, phase);
+}
+
 /* The ranks agreed to stop after step (o->out.stop) in epoch: its
  * checkpoint is written, summary.json is not, as the run is not done. */
 static int stopped(run *r, int epoch, uint64_t step, ims_error *err)
@@ -166,6 +172,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		 * an interrupted epoch is validated when it is whole (the
 		 * checkpoint then says it is done), else when resumed */
 		dp_set_phase(r->dp.comm, "validation");
+		loop_reached(r, "validation");
 		if (whole || !interrupted)
 			FORWARD_IF_ERR(loop_validate(r, res, epoch, step, r->log.t_start,
 						     (stop && !interrupted) ||
@@ -180,6 +187,7 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 			return stopped(r, epoch, step, err);
 	}
 	dp_set_phase(r->dp.comm, "the run's end");
+	loop_reached(r, "the run's end");
 	FORWARD_IF_ERR(nn_ctx_sync(&r->ctx, err)); /* the device's queued work counts */
 	double t_end = ims_now();
 	res->train_s = t_end - r->log.t_start;
