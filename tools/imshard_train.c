@@ -689,11 +689,17 @@ static int train_main(int argc, char **argv)
 		else
 			snprintf(where, sizeof(where), "in epoch %d of %d",
 				 res.epochs_done, o.optim.epochs);
-		printf("nothing to train: the run in '%s' %s at step %llu (%s); "
-		       "no file changed\n",
+		char safe_log[4 * 4096];
+		printf("nothing to train: the run in '%s' %s at step %llu (%s); ",
 		       ims_escape(o.out.checkpoint_dir, safe, sizeof(safe)),
 		       res.nothing_to_do == 1 ? "is complete" : "reached --max-steps",
 		       (unsigned long long)res.steps, where);
+		/* lost at its end, after its last checkpoint */
+		if (res.summary_written)
+			printf("wrote the summary.json '%s' lacked\n",
+			       ims_escape(o.out.log_dir, safe_log, sizeof(safe_log)));
+		else
+			printf("no file changed\n");
 		dp_finalize(comm);
 		return CLI_EXIT_OK;
 	}

@@ -401,7 +401,11 @@ typedef struct nn_train_profile {
 typedef struct nn_train_result {
 	int nothing_to_do;         /* resumed with nothing left: 1 the run is
 				      complete, 2 --max-steps is reached;
-				      nothing was trained or written */
+				      nothing was trained or written but
+				      summary_written's */
+	int summary_written;       /* nothing_to_do, and LOGDIR/summary.json,
+				      which the run lacked (lost at its end,
+				      after its last checkpoint), written */
 	int epochs_done;
 	uint64_t steps, images;    /* images over all ranks */
 	double wall_s;             /* from the start of nn_train_run */
@@ -460,7 +464,10 @@ typedef struct nn_train_result {
  * split, --epochs when the schedule spans them, the ranks under
  * --shard-owning) are refused with a message naming the setting and both
  * values. Resuming a run with nothing left to train changes no file:
- * res->nothing_to_do says why. The log and checkpoint folders are locked
+ * res->nothing_to_do says why; but a --log-dir with the run's
+ * metrics.jsonl and no summary.json (the run was lost at its end, after
+ * its last checkpoint) gets it then
+ * (res->summary_written). The log and checkpoint folders are locked
  * (flock on imshard-train.lock in each) for the run: a second trainer in
  * either is refused. A metrics line that cannot be written ends the run.
  * o->out.stop set (a signal): the ranks agree on it with the step's

@@ -183,8 +183,24 @@ if have_mpi; then
   resumes ck0-stop
   lost end-stop STOP end --epochs 1
   contains "$T/end-stop.out" "$waited the run's end"
-  lost end-kill KILL end --epochs 1
+  lost end-kill KILL end --epochs 1 --checkpoint-dir "$T/end-kill.ck"
   contains "$T/end-kill.out" "rank 1"
+  # lost after its last checkpoint, the run has trained all it will:
+  # resuming writes the summary.json it lacks (before: "nothing to
+  # train", exit 0, and the folder never got one)
+  expect 0 fit --epochs 1 --checkpoint-dir "$T/end-kill.ck" --log-dir "$T/end-kill" --resume
+  contains "$T/out" "wrote the summary.json"
+  exists "$T/end-kill/summary.json"
+  [ -e "$T/end-kill/summary.json" ] && same "$(json "$T/end-kill/summary.json" '(j["epochs"], j["steps"], j["images"])')" "(1, 2, 32)" "the summary written on resuming"
+  # one that has it is not touched
+  cp "$T/end-kill/summary.json" "$T/summary.before"
+  expect 0 fit --epochs 1 --checkpoint-dir "$T/end-kill.ck" --log-dir "$T/end-kill" --resume
+  contains "$T/out" "no file changed"
+  expect 0 cmp "$T/summary.before" "$T/end-kill/summary.json"
+  # nor is a folder the run never logged to
+  expect 0 fit --epochs 1 --checkpoint-dir "$T/end-kill.ck" --log-dir "$T/end-kill.new" --resume
+  contains "$T/out" "no file changed"
+  absent "$T/end-kill.new/summary.json"
 fi
 
 # --- a NaN injected into one batch ---------------------------------------

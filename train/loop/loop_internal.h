@@ -473,5 +473,8 @@ void loop_rank_note(run *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 struct cJSON *loop_options_json(const run *r);
 int loop_write_summary(run *r, nn_train_result *res, ims_error *err);
+/* *missing = 1 when --log-dir is given and has the run's metrics.jsonl
+ * but no summary.json. */
+int loop_summary_missing(run *r, int *missing, ims_error *err);
 
 #endif

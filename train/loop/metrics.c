@@ -492,6 +492,23 @@ static cJSON *summary_json(const run *r, const nn_train_result *res,
 	return j;
 }
 
+int loop_summary_missing(run *r, int *missing, ims_error *err)
+{
+	char path[4096];
+	*missing = 0;
+	if (!r->o->out.log_dir)
+		return 0;
+	/* the run logged there (its metrics.jsonl: loop_check_resumed_logs
+	 * checked whose it is), and did not end there */
+	FORWARD_IF_ERR(log_path(r->o, "metrics.jsonl", path, sizeof(path), err));
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return 0;
+	FORWARD_IF_ERR(log_path(r->o, "summary.json", path, sizeof(path), err));
+	*missing = lstat(path, &st) != 0 && errno == ENOENT;
+	return 0;
+}
+
 /* Every rank's busy time gathered (for res->busy_ratio), then rank 0
  * writes LOGDIR/summary.json atomically. */
 int loop_write_summary(run *r, nn_train_result *res, ims_error *err)

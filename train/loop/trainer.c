@@ -202,6 +202,33 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 	return loop_write_summary(r, res, err);
 }
 
+/*
+ * A resumed run with nothing left to train whose --log-dir lacks
+ * summary.json: the job was lost at its end, after its last checkpoint
+ * (which records the whole run), so the summary is written now, this
+ * part's times added (rank 0's folder decides, for every rank).
+ */
+static int complete_summary(run *r, nn_train_result *res, ims_error *err)
+{
+	int missing = 0;
+	if (r->dp.rank == 0)
+		FORWARD_IF_ERR(loop_summary_missing(r, &missing, err));
+	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &missing, sizeof(missing), 0, err));
+	if (!missing)
+		return 0;
+	dp_set_phase(r->dp.comm, "the run's end");
+	const double now = ims_now();
+	res->startup_s = r->part.hist.startup_s + (now - r->log.t_run);
+	res->wall_s = r->part.hist.wall_s + (now - r->log.t_run);
+	res->images_per_s = res->train_s > 0 ? res->images / res->train_s : 0;
+	res->loss_scale = nn_loss_scale_value(&r->fp16.scaler);
+	res->skipped_steps = r->fp16.scaler.skipped;
+	res->bad_records = r->bad.total;
+	FORWARD_IF_ERR(loop_write_summary(r, res, err));
+	res->summary_written = 1;
+	return 0;
+}
+
 /* Frees what set_up made: the staging slots (their queued copies done)
  * before the loaders' (pinned) memory those copies read, and that memory
  * before the context it came from. */
@@ -248,8 +275,10 @@ int nn_train_run(const nn_train_opts *o, dp_comm *comm, nn_train_result *res,
 	r.st.ahead_slot = -1;
 	dp_set_phase(comm, "the set-up");
 	int rc = set_up(&r, res, err);
-	if (!rc && r.part.complete)
+	if (!rc && r.part.complete) {
 		res->nothing_to_do = r.part.complete;
+		rc = complete_summary(&r, res, err);
+	}
 	else if (!rc)
 		rc = train(&r, res, err);
 	if (rc < 0) {
