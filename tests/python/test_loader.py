@@ -767,8 +767,9 @@ def test_mean_and_std_must_be_ordered_numbers(sample):
     # True passed for 1.0: each made batches, normalised by numbers the
     # caller never wrote
     for opt in ("mean", "std"):
+        # NumPy's bools as Python's (before: np.True_ passed for 1.0)
         for v in ({1: 0, 2: 0, 3: 0}, {1.0, 2.0, 3.0}, b"abc", bytearray(b"abc"),
-                  (True, 1, 1)):
+                  (True, 1, 1), (1.0, np.True_, 2.0), np.array([True, False, True])):
             for call in (lambda **kw: imshard.Loader(sample["val"], 2, 8, rank=0, world=1,
                                                      threads=1, **kw),
                          lambda **kw: imshard.bench_load(sample["val"], 2, 8, epochs=1,
