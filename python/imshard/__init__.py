@@ -89,16 +89,6 @@ def _text(v, what, none_ok=False):
     return v
 
 
-def _triple(v, what):
-    # mean or std: the extension refuses Python's bools among the three;
-    # NumPy's (an item of a bool array) are refused here, as the C side
-    # takes them for numbers
-    if isinstance(v, (list, tuple, np.ndarray)) and any(
-            isinstance(x, (bool, np.bool_)) for x in (v.flat if isinstance(v, np.ndarray) else v)):
-        raise ArgumentError("%s must be three numbers (R, G, B), got %r" % (what, v))
-    return v
-
-
 def _flag(v, what):
     # a yes/no option takes True or False (1 and 0, and NumPy's bools, as
     # well): any other value's truth would pass for an answer (the string
@@ -381,7 +371,7 @@ class Loader:
         self._c = _imshard.Loader(
             manifest, batch_size, size, augment=augment, train=train, rank=rank,
             world=world, threads=threads, seed=seed, layout=layout, dtype=self.dtype,
-            mean=_triple(mean, "mean"), std=_triple(std, "std"), prefetch=prefetch,
+            mean=mean, std=std, prefetch=prefetch,
             shard_owning=shard_owning, drop_last=drop_last, pinned=pinned)
         self.info = self._c.info()
         self.manifest = os.fspath(manifest)
@@ -542,8 +532,7 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     return _imshard.bench_load(manifest, batch_size, size, augment=augment,
                                train=_flag(train, "train"), rank=rank, world=world,
                                threads=threads, seed=seed, layout=layout,
-                               dtype=_DTYPES.get(dtype, dtype), mean=_triple(mean, "mean"),
-                               std=_triple(std, "std"),
+                               dtype=_DTYPES.get(dtype, dtype), mean=mean, std=std,
                                prefetch=prefetch,
                                shard_owning=_flag(shard_owning, "shard_owning"),
                                pinned=_flag(pinned, "pinned"), epochs=epochs, seconds=seconds)

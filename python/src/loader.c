@@ -76,6 +76,17 @@ static int triple_error(PyObject *o, const char *what)
 }
 
 /*
+ * Python's bool or NumPy's (an item of a bool array, which takes part in
+ * arithmetic as 0 or 1): known by its type's name, as the extension does
+ * not link NumPy. NumPy 1 names it numpy.bool_, NumPy 2 numpy.bool.
+ */
+static int is_bool(PyObject *o)
+{
+	const char *name = Py_TYPE(o)->tp_name;
+	return PyBool_Check(o) || !strcmp(name, "numpy.bool") || !strcmp(name, "numpy.bool_");
+}
+
+/*
  * mean or std: a sequence of three real numbers in R, G, B order (a
  * tuple, a list, a NumPy array). What has no order of its own (a dict,
  * whose keys PySequence_Fast would take, a set), bytes (their byte
@@ -96,8 +107,8 @@ static int parse_triple(PyObject *o, float out[3], const char *what)
 	}
 	for (int c = 0; c < 3; c++) {
 		PyObject *item = PySequence_Fast_GET_ITEM(seq, c);
-		double v = PyBool_Check(item) ? -1.0 : PyFloat_AsDouble(item);
-		if (PyBool_Check(item) || (v == -1.0 && PyErr_Occurred())) {
+		double v = is_bool(item) ? -1.0 : PyFloat_AsDouble(item);
+		if (is_bool(item) || (v == -1.0 && PyErr_Occurred())) {
 			Py_DECREF(seq);
 			return triple_error(o, what);
 		}
