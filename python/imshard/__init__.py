@@ -25,6 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _imshard
+from ._args import _count, _flag, _ratio, _rows, _text, _u64
 from ._imshard import ArgumentError, Error
 
 __all__ = ["Split", "Record", "Loader", "Batch", "pack", "convert", "bench_load",
@@ -63,39 +64,6 @@ def distributed_rank():
                                 % (os.environ.get("RANK"), os.environ.get("WORLD_SIZE")))
         return rank, world, "RANK/WORLD_SIZE"
     return 0, 1, "default (no torch.distributed, no RANK/WORLD_SIZE)"
-
-
-def _u64(v, what):
-    # the C side takes unsigned 64-bit values, which would wrap -1 or 2**64
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**64:
-        raise ArgumentError("%s must be an integer from 0 to 2**64 - 1, got %r" % (what, v))
-    return int(v)
-
-
-def _count(v, what):
-    # the C side takes a C int: a bool is a mistake (True would pass for
-    # 1), and a float or a number past 32 bits would raise TypeError or
-    # OverflowError instead of saying which argument is wrong
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not -2**31 <= v < 2**31:
-        raise ArgumentError("%s must be an integer, got %r" % (what, v))
-    return int(v)
-
-
-def _text(v, what, none_ok=False):
-    # the C call takes a str: another type raised TypeError naming its
-    # position in that call ("argument 4 must be str"), not the option
-    if not (isinstance(v, str) or (none_ok and v is None)):
-        raise ArgumentError("%s must be a string, got %r" % (what, v))
-    return v
-
-
-def _flag(v, what):
-    # a yes/no option takes True or False (1 and 0, and NumPy's bools, as
-    # well): any other value's truth would pass for an answer (the string
-    # "no" is true, so is "false"; a list of options, 2, None)
-    if isinstance(v, (bool, np.bool_)) or (isinstance(v, numbers.Integral) and v in (0, 1)):
-        return bool(v)
-    raise ArgumentError("%s must be True or False, got %r" % (what, v))
 
 
 def partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0):
@@ -580,50 +548,6 @@ def _pack_kwargs(options):
     return kw
 
 
-def _integer(v, i, what):
-    # a label of 1.5 or True is a mistake the command refuses in a list
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise ArgumentError("row %d: %s %r is not an integer" % (i, what, v))
-    return int(v)
-
-
-def _index(v, i):
-    # a list file's index column is 0..2**64 - 1, as the list reader
-    # checks it; the C call would wrap -1 to 2**64 - 1 and 2**64 to 0
-    v = _integer(v, i, "index")
-    if v < 0:
-        raise ArgumentError("row %d: index %d is negative" % (i, v))
-    if v >= 2**64:
-        raise ArgumentError("row %d: index %d is too large (at most 2**64 - 1)" % (i, v))
-    return v
-
-
-def _extras(v, i):
-    # each value is checked on the C side, which names the row as the list
-    # reader names a line; a value that is no sequence is refused here
-    try:
-        return tuple(v)
-    except TypeError:
-        raise ArgumentError("row %d: extra labels must be a sequence of numbers, got %r"
-                            % (i, v)) from None
-
-
-def _rows(rows):
-    out = []
-    for i, r in enumerate(rows):
-        r = tuple(r)
-        if len(r) == 2:
-            out.append((i, _integer(r[0], i, "label"), (), r[1]))
-        elif len(r) == 3:
-            out.append((_index(r[0], i), _integer(r[1], i, "label"), (), r[2]))
-        elif len(r) == 4:
-            out.append((_index(r[0], i), _integer(r[1], i, "label"), _extras(r[2], i), r[3]))
-        else:
-            raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
-                                "(index, label, extras, path), got %d fields" % (i, len(r)))
-    return out
-
-
 def _tell_skipped(report, what):
     if report["skipped"]:
         warnings.warn("imshard: %s: %d files skipped, listed in '%s'"
@@ -754,14 +678,9 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         raise ArgumentError("label must be species or supercategory, got %r" % (label,))
     # None is the C side's -1, "not given": a negative ratio given must not
     # pass for it (caltech256 took -0.5 as its default 0.2, folder as 0)
-    if val_ratio is not None and (isinstance(val_ratio, bool)
-                                  or not isinstance(val_ratio, numbers.Real)
-                                  or not 0 <= val_ratio < 1):
-        raise ArgumentError("val_ratio must be in [0, 1), got %r" % (val_ratio,))
-    # as val_ratio (the C side took a negative one for 0, without a word)
-    if (isinstance(test_ratio, bool) or not isinstance(test_ratio, numbers.Real)
-            or not 0 <= test_ratio < 1):
-        raise ArgumentError("test_ratio must be in [0, 1), got %r" % (test_ratio,))
+    if val_ratio is not None:
+        _ratio(val_ratio, "val_ratio")
+    _ratio(test_ratio, "test_ratio")  # the C side took a negative one for 0
     if val_ratio is not None and test_ratio and val_ratio + test_ratio >= 1:
         # the words of the command and of ds_check_split_ratios
         raise ArgumentError("val_ratio plus test_ratio must be below 1, got %r + %r"
