@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _imshard
-from ._args import _count, _flag, _ratio, _rows, _text, _u64
+from ._args import _count, _flag, _path, _ratio, _rows, _text, _u64
 from ._imshard import ArgumentError, Error
 
 __all__ = ["Split", "Record", "Loader", "Batch", "pack", "convert", "bench_load",
@@ -123,7 +123,7 @@ class Split:
     """
 
     def __init__(self, manifest):
-        self._c = _imshard.Split(manifest)
+        self._c = _imshard.Split(_path(manifest, "manifest"))
         self.path = os.fspath(manifest)
         self._abspath = os.path.abspath(self.path)  # where a copy reopens it
         self.manifest = self._c.manifest()
@@ -314,6 +314,7 @@ class Loader:
         if rank is None:
             rank, world, source = distributed_rank()
             _say_once("imshard: loader rank %d of %d, from %s" % (rank, world, source))
+        manifest = _path(manifest, "manifest")
         batch_size, size = _count(batch_size, "batch_size"), _count(size, "size")
         rank, world = _count(rank, "rank"), _count(world, "world")
         prefetch = _count(prefetch, "prefetch")
@@ -481,6 +482,7 @@ def bench_load(manifest, batch_size=32, size=224, *, epochs=0, seconds=10.0, aug
     std 1). Returns a dict: images, batches, seconds, images_per_s, epochs,
     stall_fraction, batches_per_epoch, records_per_rank, padded, dropped,
     threads, stats."""
+    manifest = _path(manifest, "manifest")
     batch_size, size = _count(batch_size, "batch_size"), _count(size, "size")
     rank, world = _count(rank, "rank"), _count(world, "world")
     threads, prefetch = _count(threads, "threads"), _count(prefetch, "prefetch")
@@ -603,7 +605,8 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
     (shards=N) that were left out because all their rows were skipped,
     are also reported through warnings.
     """
-    out = os.fsdecode(out)  # str, bytes or os.PathLike, as every path here
+    root = _path(root, "root")
+    out = os.fsdecode(_path(out, "out"))  # str, bytes or os.PathLike, as every path here
     if out.endswith(".json"):
         out = out[:-5]
     out_dir, name = os.path.split(out)
@@ -665,6 +668,7 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
     also reported through warnings.
     """
     dataset, exts = _text(dataset, "dataset"), _text(exts, "exts", True)
+    root, out = _path(root, "root"), _path(out, "out")
     no_clutter, recursive = _flag(no_clutter, "no_clutter"), _flag(recursive, "recursive")
     allow_short, shuffle = _flag(allow_short, "allow_short"), _flag(shuffle, "shuffle")
     given = {"val_ratio": val_ratio is not None, "test_ratio": bool(test_ratio),

@@ -2,6 +2,7 @@
 take for another (a bool for 1, -1 wrapped to 2**64 - 1, a float cut to
 an int) with an ArgumentError that names the argument."""
 import numbers
+import os
 
 import numpy as np
 
@@ -29,6 +30,15 @@ def _text(v, what, none_ok=False):
     # position in that call ("argument 4 must be str"), not the option
     if not (isinstance(v, str) or (none_ok and v is None)):
         raise ArgumentError("%s must be a string, got %r" % (what, v))
+    return v
+
+
+def _path(v, what):
+    # a path is a str, bytes or os.PathLike, as os.fspath takes it; else
+    # the C call raised "expected str, bytes or os.PathLike object, not
+    # int", naming no argument (pack(rows, 5, out): the root or out?)
+    if not isinstance(v, (str, bytes, os.PathLike)):
+        raise ArgumentError("%s must be a path (str, bytes or os.PathLike), got %r" % (what, v))
     return v
 
 
@@ -78,9 +88,20 @@ def _extras(v, i):
 
 
 def _rows(rows):
+    # pack's first argument, when it is no path: the message says which
+    # argument and row (before: "'int' object is not iterable")
+    try:
+        rows = iter(rows)
+    except TypeError:
+        raise ArgumentError("list_or_rows must be a list file's path or rows, got %r"
+                            % (rows,)) from None
     out = []
     for i, r in enumerate(rows):
-        r = tuple(r)
+        try:
+            r = tuple(r)
+        except TypeError:
+            raise ArgumentError("row %d: expected (label, path), (index, label, path) or "
+                                "(index, label, extras, path), got %r" % (i, r)) from None
         if len(r) == 2:
             out.append((i, _integer(r[0], i, "label"), (), r[1]))
         elif len(r) == 3:

@@ -250,3 +250,13 @@ def test_mean_and_std_must_be_ordered_numbers(sample):
     l = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1, train=False,
                        mean=np.array([1.0, 2.0, 3.0]), std=[np.float32(2), 3, 4.5])
     l.close()
+
+
+def test_a_manifest_of_another_type_is_named(sample):
+    # before: "expected str, bytes or os.PathLike object, not NoneType",
+    # naming no argument
+    for call in (lambda: imshard.Loader(None, 2, 8, rank=0, world=1, threads=1),
+                 lambda: imshard.bench_load(3.5, 2, 8, epochs=1, threads=1)):
+        with pytest.raises(imshard.ArgumentError, match=r"^manifest must be a path \(str, "
+                                                        r"bytes or os.PathLike\), got "):
+            call()

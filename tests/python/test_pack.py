@@ -276,6 +276,29 @@ def test_bad_extra_labels_and_paths_name_the_row(sample, tmp_path):
     assert [r.extra for r in imshard.Split(rep["manifest"])] == [(0.5,), (2.5,), (3.0,)]
 
 
+
+def test_paths_and_rows_of_another_type_name_the_argument(sample, tmp_path):
+    # before: "expected str, bytes or os.PathLike object, not int", naming
+    # no argument (pack(rows, 5, out): the root or out?), and "'int'
+    # object is not iterable" for rows that are neither rows nor a path
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    out = tmp_path / "p" / "train"
+    for call, why in (
+            (lambda: imshard.pack([(0, rel)], 5, out), r"root must be a path \(str, bytes or "
+                                                       r"os.PathLike\), got 5$"),
+            (lambda: imshard.pack([(0, rel)], img, None), "out must be a path .*, got None$"),
+            (lambda: imshard.pack(5, img, out), "list_or_rows must be a list file's path or "
+                                                "rows, got 5$"),
+            (lambda: imshard.pack([(0, rel), 7], img, out), "row 1: expected .*, got 7$"),
+            (lambda: imshard.convert("folder", 5, tmp_path / "c"), "root must be a path"),
+            (lambda: imshard.convert("folder", img, 1.5), "out must be a path .*, got 1.5$")):
+        with pytest.raises(imshard.ArgumentError, match=why):
+            call()
+    assert not (tmp_path / "p").exists() and not (tmp_path / "c").exists()
+    rep = imshard.pack([(0, rel)], os.fsencode(img), out)  # bytes paths, as os.fspath
+    assert rep["packed"] == 1
+
 FAIL_STRDUP = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -428,3 +428,10 @@ def test_a_closed_split_says_so(sample):
     assert not s.closed and "closed" not in repr(s)
     s.close()
     assert s.closed and repr(s).endswith(", closed)"), repr(s)
+
+
+def test_a_manifest_of_another_type_is_named():
+    # before: "expected str, bytes or os.PathLike object, not int"
+    with pytest.raises(imshard.ArgumentError,
+                       match=r"^manifest must be a path \(str, bytes or os.PathLike\), got 5$"):
+        imshard.Split(5)
