@@ -88,6 +88,9 @@ if have_mpi; then
   [ "$took" -le 60 ] || fail "the job took $took s to end with rank 1 stopped"
   # the line says where the rank waited (before: no phase at all)
   contains "$T/hang.out" "rank 0: waited more than 3 s for the other ranks in a collective during training"
+  # and that a healthy rank slower than the limit ends it too (before:
+  # "a rank died or hangs", where a tiny limit kills a healthy job)
+  contains "$T/hang.out" "or works alone for longer than that (then raise --collective-timeout)"
   [ -n "$stopped" ] && kill -9 "$stopped" 2>/dev/null
 fi
 

@@ -48,8 +48,10 @@ static void *watch(void *arg)
 			fprintf(stderr,
 				"%s: rank %d: waited more than %g s for "
 				"the other ranks in a collective%s%s "
-				"(--collective-timeout): a rank died or hangs; "
-				"ending this rank so the job ends\n",
+				"(--collective-timeout): a rank died or hangs, "
+				"or works alone for longer than that (then raise "
+				"--collective-timeout); ending this rank so the "
+				"job ends\n",
 				c->who, c->rank, c->timeout_s,
 				phase ? " during " : "", phase ? phase : "");
 			fflush(stderr);
