@@ -256,20 +256,24 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	l->ring = calloc((size_t)l->k, sizeof(slot));
 	if (!l->ring)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+	/* A batch holds no more than the share: a batch larger than the
+	 * split (validation keeps the short last batch) gets room for the
+	 * share, not for the batch size. */
+	const size_t cap = b < l->per_rank ? (size_t)b : (size_t)l->per_rank;
 	for (int i = 0; i < l->k; i++) {
 		slot *s = &l->ring[i];
-		s->data = alloc_batch(l, l->sample_bytes * (size_t)o->batch_size);
-		s->labels = calloc((size_t)o->batch_size, sizeof(int32_t));
-		s->indices = calloc((size_t)o->batch_size, sizeof(uint64_t));
-		s->padded = calloc((size_t)o->batch_size, 1);
-		s->replaced = calloc((size_t)o->batch_size, 1);
-		s->bad_first = calloc((size_t)o->batch_size, sizeof(uint64_t));
-		s->bad_list = calloc((size_t)o->batch_size, sizeof(uint64_t));
+		s->data = alloc_batch(l, l->sample_bytes * cap);
+		s->labels = calloc(cap, sizeof(int32_t));
+		s->indices = calloc(cap, sizeof(uint64_t));
+		s->padded = calloc(cap, 1);
+		s->replaced = calloc(cap, 1);
+		s->bad_first = calloc(cap, sizeof(uint64_t));
+		s->bad_list = calloc(cap, sizeof(uint64_t));
 		if (!s->data || !s->labels || !s->indices || !s->padded ||
 		    !s->replaced || !s->bad_first || !s->bad_list)
 			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
 				  "cannot allocate %d batches of %zu bytes", l->k,
-				  l->sample_bytes * (size_t)o->batch_size);
+				  l->sample_bytes * cap);
 	}
 	*out = l;
 	return 0;

@@ -69,7 +69,10 @@ typedef struct aug_loader_opts {
 	const char *manifest;   /* NAME.json of the split */
 	int rank, world;        /* 0 <= rank < world (1 rank: 0, 1) */
 	uint64_t seed;
-	int batch_size;         /* samples per batch, per rank */
+	int batch_size;         /* samples per batch, per rank (the ring
+				   takes room for at most the rank's share:
+				   a batch larger than the split costs no
+				   more memory than the split) */
 	int train;              /* 1: shuffled each epoch, training transform;
 				   0: file order, validation transform */
 	aug_transform_opts transform; /* output size, layout, dtype, mean/std,

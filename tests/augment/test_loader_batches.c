@@ -616,6 +616,40 @@ static void test_errors(void)
 	aug_loader_close(NULL);
 }
 
+/*
+ * A batch larger than the split (validation: the short last batch kept)
+ * holds the share at most: the ring is sized by what a batch can hold,
+ * not by the batch size (before: 3 slots of the whole batch, so a batch
+ * of 2^20 at 224x224 f32 asked for 3 x 631 GB and the loader failed to
+ * open for a split of 97 records).
+ */
+static void test_batch_past_split(void)
+{
+	ims_error err = {0};
+	aug_loader_opts o;
+	lt_base_opts(&o, lt_main, 0, 1 << 20, 224);
+	counting_alloc c;
+	memset(&c, 0, sizeof(c));
+	o.host = (aug_host_alloc){count_alloc, count_free, &c, "test memory"};
+	aug_loader *l = NULL;
+	int rc = aug_loader_open(&o, &l, &err);
+	CHECK_OK(rc, &err);
+	if (rc)
+		return;
+	const size_t sb = aug_sample_bytes(&o.transform);
+	CHECK_EQ_INT(c.allocs, 3);
+	CHECK_EQ_U64(c.bytes, LT_MAIN_N * sb);
+	CHECK_EQ_U64(aug_loader_batches_per_epoch(l), 1);
+	CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+	aug_batch b;
+	CHECK_OK(aug_loader_next(l, &b, &err), &err);
+	CHECK_EQ_INT(b.count, LT_MAIN_N);
+	CHECK_EQ_U64(b.indices[LT_MAIN_N - 1], LT_MAIN_N - 1);
+	CHECK_EQ_INT(aug_loader_next(l, &b, &err), 1);
+	aug_loader_close(l);
+	CHECK_EQ_INT(c.frees, 3);
+}
+
 /* hold_batches: batches stay valid until given back, in any order; with
  * every slot held next() fails at once instead of waiting forever; the
  * batches are the ones the default mode gives; a held batch survives a new
@@ -718,6 +752,7 @@ int main(void)
 	test_dtypes();
 	test_raw();
 	test_host_memory();
+	test_batch_past_split();
 	test_hold();
 	return test_tmp_done(lt_tmp, TEST_EXIT());
 }
