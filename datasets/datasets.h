@@ -198,8 +198,12 @@ typedef struct ds_scan_opts {
 /* What a scan skipped, for the log. */
 typedef struct ds_scan_report {
 	size_t ignored_files;   /* files whose extension did not match, and
-				 * entries that are no regular file (sockets,
-				 * FIFOs) */
+				 * other entries that are no regular file */
+	size_t special_files;   /* entries whose name matches that are no
+				 * regular file (FIFOs, sockets, devices,
+				 * links to one) */
+	char special_first[4096]; /* the first of them, relative to root
+				   * ("" when none; raw bytes) */
 	size_t broken_links;    /* links whose target is missing or loops */
 	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
 	size_t empty_classes;   /* subfolders holding no matching file */

@@ -33,6 +33,11 @@ static int note_report(ds_dataset *d, const ds_scan_report *r,
 		rc = ds_dataset_note(d, "ignored %zu broken link%s (target missing, or "
 				     "the links loop)",
 				     r->broken_links, plural(r->broken_links));
+	if (r->special_files && rc == 0)
+		rc = ds_dataset_note(d, "ignored %zu entr%s named like an image that "
+				     "%s no regular file (FIFO, socket or device)",
+				     r->special_files, r->special_files == 1 ? "y" : "ies",
+				     r->special_files == 1 ? "is" : "are");
 	if (r->ignored_nested && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu image%s in nested folders (use "
 				     "--recursive to make every folder a class)",

@@ -154,13 +154,21 @@ static int io_fail(const scan_ctx *c, const char *what, int e)
  * success *dup_fd is dfd, kept open for openat/fstatat on its children
  * (the caller closes it); on failure dfd is closed.
  */
-/* An entry left out of the listing, counted by why. */
+/* An entry left out of the listing, counted by why: one named like an
+ * image that is no regular file (a FIFO, a socket) apart, and named,
+ * never as a file whose extension did not match. */
 static void skip(scan_ctx *c, const ims_dir_entry *e)
 {
-	if (e->kind == IMS_KIND_BROKEN)
+	if (e->kind == IMS_KIND_BROKEN) {
 		c->rep.broken_links++;
-	else
+	} else if (e->kind == IMS_KIND_OTHER && matches(&c->exts, e->name)) {
+		if (!c->rep.special_files++)
+			snprintf(c->rep.special_first, sizeof(c->rep.special_first),
+				 "%s%s%s", c->rel ? c->rel : "", c->rel_len ? "/" : "",
+				 e->name);
+	} else {
 		c->rep.ignored_files++;
+	}
 }
 
 static int read_listing(scan_ctx *c, int dfd, ims_dir_listing *d, int *dup_fd)

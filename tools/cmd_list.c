@@ -27,7 +27,8 @@ static const cli_command list_cmd = {
 	"under two labels). Without --recursive only\n"
 	"files directly inside each class folder are listed: files in deeper\n"
 	"folders, files with other extensions and images lying directly in ROOT\n"
-	"are skipped and counted in the summary. A class folder without images\n"
+	"are skipped and counted in the summary (entries named like images that\n"
+	"are no regular file, such as FIFOs, are named). A class folder without images\n"
 	"keeps its label (a warning names it).\n"
 	"\n"
 	"outputs:\n"
@@ -235,6 +236,15 @@ int cmd_list(int argc, char **argv)
 			 "links loop)",
 			 rep.broken_links, ims_plural(rep.broken_links, "", "s"),
 			 rep.broken_links == 1 ? "its" : "their");
+	if (rep.special_files) {
+		char shown[600];
+		cli_warn(quiet, "skipped %zu %s named like an image that %s no regular "
+			 "file ('%s'%s: a FIFO, socket or device)",
+			 rep.special_files, ims_plural(rep.special_files, "entry", "entries"),
+			 rep.special_files == 1 ? "is" : "are",
+			 ims_escape(rep.special_first, shown, sizeof(shown)),
+			 rep.special_files == 1 ? "" : " first");
+	}
 	if (rep.ignored_nested)
 		cli_info(quiet, "skipped %zu image%s in folders nested inside class "
 			 "folders (--recursive lists them as classes of their own)",

@@ -233,6 +233,17 @@ expect_stderr "the class folders '001.ak47' and '002.ak47-copy' are one folder"
 [ ! -e "$T/twice" ] || fail "output written when refused"
 rm "$C/002.ak47-copy"
 
+# an entry named like an image that is no regular file (a FIFO): named and
+# said to be no file (before: counted with RENAME2 in "skipped 2 files not
+# matching .jpg,...")
+mkfifo "$C/001.ak47/fifo.jpg"
+run list "$C" -o "$T/fifo/c"
+expect_rc 0
+expect_stderr "skipped 1 entry named like an image that is no regular file ('001.ak47/fifo.jpg': a FIFO, socket or device)"
+expect_stderr "skipped 1 file not matching .jpg,.jpeg,.png"
+grep -q "fifo.jpg" "$T/fifo/c_train.lst" && fail "a FIFO listed"
+rm "$C/001.ak47/fifo.jpg"
+
 # ---- names with spaces and non-ASCII ----------------------------------------
 A="$T/inat/train_val_images/Aves"
 mkdir -p "$A/Anas superciliosa × platyrhynchos" "$A/Anas platyrhynchos" "$A/Anas é"

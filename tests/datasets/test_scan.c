@@ -399,6 +399,44 @@ static void test_links(void)
 	ds_list_release(&l);
 }
 
+/*
+ * An entry named like an image that is no regular file (a FIFO, a socket,
+ * a link to one) is no image: skipped, counted apart and named, in either
+ * mode (before: counted with the files whose extension did not match, so
+ * the summary said 'fifo.jpg' did not match .jpg).
+ */
+static void test_special_files(void)
+{
+	touch("special/cat/1.jpg");
+	touch("special/cat/notes.txt");
+	touch("special/dog/1.jpg");
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/special/cat/fifo.jpg", tmpdir);
+	if (mkfifo(p, 0644) != 0) {
+		perror(p);
+		exit(1);
+	}
+	snprintf(p, sizeof(p), "%s/special/notes.fifo", tmpdir);
+	if (mkfifo(p, 0644) != 0) {
+		perror(p);
+		exit(1);
+	}
+	link_to("../cat/fifo.jpg", "special/dog/2.jpg"); /* a link to one */
+	for (int recursive = 0; recursive < 2; recursive++) {
+		ims_error err;
+		ds_list l;
+		ds_list_init(&l);
+		ds_scan_report rep;
+		ds_scan_opts o = {NULL, recursive};
+		CHECK_OK(ds_scan_folder(at("special"), &o, &l, &rep, &err), &err);
+		CHECK_EQ_INT(l.count, 2);
+		CHECK_EQ_INT(rep.special_files, 2);
+		CHECK_EQ_STR(rep.special_first, "cat/fifo.jpg");
+		CHECK_EQ_INT(rep.ignored_files, 2); /* notes.txt, notes.fifo */
+		ds_list_release(&l);
+	}
+}
+
 /* A file name a list row cannot hold (TAB, CR or LF in it) is skipped,
  * counted and named, in either mode; before, the list was written until
  * that row and the whole run failed, naming the temporary file. */
@@ -490,6 +528,7 @@ int main(void)
 	test_inat_names();
 	test_extensions();
 	test_links();
+	test_special_files();
 	test_unlistable();
 	test_errors();
 	if (!test_failures_)
