@@ -409,6 +409,8 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 	uint64_t bad = 0;
 	char last_bad[IMS_ERRMSG_MAX] = "";
 	int first_bad_j = count; /* the lowest sample that replaced a record */
+	/* a share shorter than MAX_TRIES: each of its records once */
+	const int tries = per < MAX_TRIES ? (int)per : MAX_TRIES;
 #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
 	for (int j = 0; j < count; j++) {
 		worker *w = &l->workers[omp_get_thread_num()];
@@ -418,7 +420,7 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 		ims_error e;
 		int rc = -1;
 		s->replaced[j] = 0;
-		for (int t = 0; t < MAX_TRIES; t++) {
+		for (int t = 0; t < tries; t++) {
 			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
 			/* A shard that changed under the reader is no damaged
 			 * record to replace: every record of it is suspect. */
@@ -451,7 +453,13 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			{
 				s->rc = rc;
 				s->err = e;
-				if (rc != IMS_ECHANGED)
+				if (rc != IMS_ECHANGED && tries == 1)
+					ims_fail_context(&s->err, "the only record of rank %d's share could not be loaded",
+							 l->o.rank);
+				else if (rc != IMS_ECHANGED && (uint64_t)tries == per)
+					ims_fail_context(&s->err, "none of the %d records of rank %d's share could be loaded; the last",
+							 tries, l->o.rank);
+				else if (rc != IMS_ECHANGED)
 					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
 							 MAX_TRIES);
 			}

@@ -166,6 +166,34 @@ static void test_bad_records_in_a_row(void)
 	aug_loader_close(l);
 }
 
+/* A share with no record to stand in (21 ranks, rank LT_BAD_AT's one
+ * record bad): the batch fails saying so, and tries the record once
+ * (before: "16 records in a row could not be loaded", the one record
+ * tried 16 times). */
+static void test_bad_share(void)
+{
+	aug_loader_opts o;
+	lt_base_opts(&o, lt_bad, 0, 1, 16);
+	o.world = 21;
+	o.rank = LT_BAD_AT;
+	ims_error err = {0};
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	CHECK_OK(aug_loader_start_epoch(l, 0, &err), &err);
+	aug_batch b;
+	CHECK(aug_loader_next(l, &b, &err) < 0);
+	char want[128];
+	snprintf(want, sizeof(want),
+		 "the only record of rank %d's share could not be loaded: record %d: ",
+		 LT_BAD_AT, LT_BAD_AT);
+	CHECK(strncmp(err.msg, want, strlen(want)) == 0);
+	if (strncmp(err.msg, want, strlen(want)) != 0)
+		fprintf(stderr, "  message: %s\n", err.msg);
+	aug_loader_close(l);
+}
+
 /* The batch that met the bad record says so: the sample that stands in
  * for it is flagged, the record named, the count given; the other
  * batches say nothing. */
@@ -745,6 +773,7 @@ int main(void)
 	test_errors();
 	test_bad_records();
 	test_bad_records_in_a_row();
+	test_bad_share();
 	test_bad_in_batch();
 	test_colour_spaces();
 	test_dct_scaled();
