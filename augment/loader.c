@@ -453,12 +453,16 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			{
 				s->rc = rc;
 				s->err = e;
+				/* one rank's share is the whole split */
+				char whose[48] = "the split";
+				if (l->o.world > 1)
+					snprintf(whose, sizeof(whose), "rank %d's share", l->o.rank);
 				if (rc != IMS_ECHANGED && tries == 1)
-					ims_fail_context(&s->err, "the only record of rank %d's share could not be loaded",
-							 l->o.rank);
+					ims_fail_context(&s->err, "the only record of %s could not be loaded",
+							 whose);
 				else if (rc != IMS_ECHANGED && (uint64_t)tries == per)
-					ims_fail_context(&s->err, "none of the %d records of rank %d's share could be loaded; the last",
-							 tries, l->o.rank);
+					ims_fail_context(&s->err, "none of the %d records of %s could be loaded; the last",
+							 tries, whose);
 				else if (rc != IMS_ECHANGED)
 					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
 							 MAX_TRIES);

@@ -267,7 +267,11 @@ if have_mpi; then
   cp -r "$T/p" "$T/pall"
   expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/pall/val.json" $(seq 0 $(($(json "$va" 'j["records"]') - 1)))
   expect 1 mpi -np 2 "$IMSHARD" eval "$ck" "$T/pall/val.json" --threads 1
-  same "$(grep -c '^imshard: eval: rank [01]: 16 records in a row could not be loaded' "$T/err")" 2 "(each rank's failed pass named)"
+  same "$(grep -c "^imshard: eval: rank \([01]\): none of the 8 records of rank \\1's share could be loaded; the last: record " "$T/err")" 2 "(each rank's failed pass named)"
+  # one rank: its share is the split, so named (before: "16 records in a
+  # row", whatever the split's size)
+  expect 1 "$IMSHARD" eval "$ck" "$T/pall/val.json" --threads 1
+  contains "$T/err" "none of the 16 records of the split could be loaded; the last: record "
   lacks "$T/err" "MPI_ABORT"
   lacks "$T/err" "MPI_ABORT"
   # -o that rank 0 cannot write into: refused before the pass, rank 0 named
