@@ -27,7 +27,9 @@ static const cli_command command = {
 	"A refused or failed run removes the folders it created while they are\n"
 	"still empty (a folder that existed is kept); files written before a\n"
 	"failure stay, without extract.lst: an earlier run's extract.lst and\n"
-	"extract.classes are removed before the first file is written.\n\n"
+	"extract.classes are removed before the first file is written. Image\n"
+	"files of an earlier extraction that this run did not write stay, and\n"
+	"are counted in a warning (extract.lst does not list them).\n\n"
 	"Exit status: 0 written, 1 a record is missing or damaged, or a file\n"
 	"cannot be written, 2 bad usage (also: --index out of range)."};
 
@@ -58,6 +60,40 @@ static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return (x > y) - (x < y);
+}
+
+/* NNNNNNNN.jpg -> NNNNNNNN * 2, .png -> * 2 + 1; -1 for any other name. */
+static int64_t image_key(const char *name)
+{
+	if (!extract_name(name, NULL) || name[0] == 'e')
+		return -1;
+	return (int64_t)strtoull(name, NULL, 10) * 2 + (name[9] == 'p');
+}
+
+/*
+ * Image files in out that this run did not write (keys[0..n) sorted, one
+ * per file written): an earlier extraction's, which extract.lst does not
+ * list but a listing of the folder would take. Told, not removed: they
+ * may be the user's. -1 when the folder cannot be listed.
+ */
+static int64_t count_stale(const char *out, const uint64_t *keys, uint64_t n,
+			   char *first, size_t first_len, ims_error *err)
+{
+	ims_dir_listing d = {0};
+	if (ims_dir_list(out, 0, &d, err) < 0)
+		return -1;
+	int64_t stale = 0;
+	for (size_t i = 0; i < d.n; i++) {
+		int64_t k = image_key(d.e[i].name);
+		uint64_t key = (uint64_t)k;
+		if (k < 0 || d.e[i].kind != IMS_KIND_FILE ||
+		    bsearch(&key, keys, n, sizeof(*keys), cmp_u64))
+			continue;
+		if (!stale++)
+			snprintf(first, first_len, "%s", d.e[i].name);
+	}
+	ims_dir_listing_release(&d);
+	return stale;
 }
 
 /* 1 with *dup set when v[0..n) holds a value twice. -1 out of memory. */
@@ -142,6 +178,7 @@ int cmd_extract(int argc, char **argv)
 	int status = CLI_EXIT_FAIL;
 	uint64_t written = 0;
 	char *created = NULL; /* the outermost folder this run made, if any */
+	uint64_t *keys = NULL; /* each file written: index * 2 + (png) */
 	/* A shard truncated under us is named, not a silent SIGBUS. */
 	ims_mapguard_install("imshard: extract");
 	if (rio_reader_open(pos[0], &r, &err) < 0 ||
@@ -189,6 +226,11 @@ int cmd_extract(int argc, char **argv)
 		goto done;
 	}
 	uint64_t total = idx.count ? (uint64_t)idx.count : n;
+	keys = malloc((size_t)(total ? total : 1) * sizeof(*keys));
+	if (!keys) {
+		cli_error("extract: out of memory");
+		goto done;
+	}
 	cli_progress prog;
 	cli_progress_start(&prog, "extract", total, quiet);
 	for (uint64_t k = 0; k < total; k++) {
@@ -223,6 +265,7 @@ int cmd_extract(int argc, char **argv)
 			fprintf(lst, "\t%s", num);
 		}
 		fprintf(lst, "\t%s\n", name);
+		keys[written] = i * 2 + (ext_of(&rec)[0] == 'p');
 		written++;
 		cli_progress_update(&prog, written);
 	}
@@ -257,6 +300,18 @@ int cmd_extract(int argc, char **argv)
 	}
 	cli_info(quiet, "extracted %llu %s to '%s'", (unsigned long long)written,
 		 ims_plural(written, "record", "records"), out);
+	qsort(keys, (size_t)written, sizeof(*keys), cmp_u64);
+	char first[64] = "";
+	int64_t stale = count_stale(out, keys, written, first, sizeof(first), &err);
+	if (stale < 0) {
+		cli_error("extract: %s", err.msg);
+		goto done;
+	}
+	if (stale)
+		cli_warn(0, "extract: '%s' also holds %lld image %s this run did not write "
+			 "(an earlier extraction's?), not in extract.lst: '%s'%s", out,
+			 (long long)stale, ims_plural((uint64_t)stale, "file", "files"), first,
+			 stale > 1 ? " and others" : "");
 	status = CLI_EXIT_OK;
 done:
 	/* A run that failed before writing a file leaves no folder behind;
@@ -265,6 +320,7 @@ done:
 	if (status != CLI_EXIT_OK && created)
 		ims_rmdir_created(out, created);
 	free(created);
+	free(keys);
 	if (lst)
 		fclose(lst);
 	free(lst_text);

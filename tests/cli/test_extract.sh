@@ -46,6 +46,17 @@ expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/sel" --index 3 -i 0 --quiet
 same "$(ls "$T/sel" | grep -c -v extract)" 2
 exists "$T/sel/00000003.jpg"
 same "$(cut -f1 "$T/sel/extract.lst" | paste -sd,)" "3,0"
+lacks "$T/err" "warning"
+# Over an earlier extraction: its image files stay (they may be the
+# user's), and are counted and told, since extract.lst leaves them out
+# but a listing of the folder would take them (before: not a word).
+cp -r "$T/x" "$T/over"
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/over" --index 3 -i 0 --quiet
+one_line "$T/err"
+contains "$T/err" "imshard: warning: extract: '$T/over' also holds $((n - 2)) image files this run did not write (an earlier extraction's?), not in extract.lst: '00000001.$(cut -f3 "$T/x/extract.lst" | sed -n 2p | sed 's/.*\.//')' and others"
+same "$(wc -l <"$T/over/extract.lst")" 2
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/over" --quiet
+lacks "$T/err" "warning"
 
 # raw records come back as PNG images of the stored size.
 expect 0 "$IMSHARD" pack "$T/odd/l_train.lst" "$T/odd" -o "$T/p/raw" --encoding raw --resize 20 --quiet
