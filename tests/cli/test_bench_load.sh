@@ -20,6 +20,10 @@ same "$(json "$T/train.json" 'j["images_per_s"] > 0 and j["seconds"] > 0')" True
 same "$(json "$T/train.json" '(j["batch"], j["size"], j["threads"], j["bad_records"], j["pinned"])')" "(8, 64, 2, 0, False)" "echoed options"
 same "$(json "$T/train.json" 'j["decode_seconds"] > 0')" True "decode time"
 same "$(wc -l <"$T/out")" 1 "--json prints one line"
+# --help lists every key --json prints, in its list of them (before:
+# batches_per_epoch was printed, not listed)
+"$IMSHARD" bench-load --help >"$T/help.txt"
+same "$(json "$T/train.json" 'sorted(set(j) - set(__import__("re").split(r"[ ,()]+", __import__("re").search(r"with the keys ([^.]*)", " ".join(open("'"$T/help.txt"'").read().split())).group(1))))')" "[]" "keys --help does not list"
 
 # The human report names every figure.
 expect 0 bl --quiet --no-pinned
