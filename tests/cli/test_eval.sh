@@ -41,6 +41,10 @@ expect 0 "$IMSHARD" eval "$ck" "$va" --batch-size 8 --threads 1 --json -q -o "$T
 cp "$T/out" "$T/eval.json"
 same "$(numbers "$T/eval.json")" "$want" "(eval = the last validation, bit for bit)"
 same "$(json "$T/eval.json" 'j["records"]')" "$records"
+# --help lists every key --json prints, in its list of them (before:
+# weights, split, model, size and precision were printed, not listed)
+"$IMSHARD" eval --help >"$T/help.txt"
+same "$(json "$T/eval.json" 'sorted(set(j) - set(__import__("re").search(r"--json prints one JSON object instead \(([^:)]*)", " ".join(open("'"$T/help.txt"'").read().split())).group(1).split(", ")))')" "[]" "keys eval --help does not list"
 # the exported weights give the same numbers
 expect 0 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
 contains "$T/err" "wrote 34 tensors of convnet7"
