@@ -70,13 +70,16 @@ documented() {
     grep -rqF -- "$o" "$IMS_SRC/docs" "$IMS_SRC/README.md" || fail "$1: $o is in --help, not in docs/ or README.md"
   done
 }
+mkdir -p "$T/help"
 for c in list subset pack info verify extract sample bench-load report eval predict export; do
   expect 0 "$IMSHARD" $c --help
   documented "imshard $c"
+  cp "$T/out" "$T/help/$c.txt"
 done
 for d in folder caltech256 fruits inat2017 imagenet cifar10; do
   expect 0 "$IMSHARD" convert $d --help
   documented "imshard convert $d"
+  cp "$T/out" "$T/help/convert-$d.txt"
 done
 # the scripts too, each with a --help (before: fuzz.sh took --help for
 # its SECONDS and exited 2)
@@ -88,6 +91,15 @@ train=${IMSHARD_TRAIN:-$(dirname "$IMSHARD")/imshard-train}
 if [ -x "$train" ]; then
   expect 0 "$train" --help
   documented imshard-train
+  cp "$T/out" "$T/help/imshard-train.txt"
+fi
+# ... and the reverse: every flag the manual writes on a command line
+# (`imshard pack ... --flag`, an indented example) is one that command's
+# --help lists, so an example copied from the manual never meets
+# "unknown option" (before, nothing checked the examples' flags)
+if [ -x "$train" ]; then
+  expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/doc_flags.py" "$T/help" "$IMS_SRC/README.md" "$IMS_SRC"/docs/*.md
+  contains "$T/out" " command lines read"
 fi
 
 # Output that could not all be written (a full disk) fails with one line,
