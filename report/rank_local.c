@@ -16,9 +16,10 @@
  * joined; nothing after the join looks at a line's number but to order
  * lines of one rank, which all come from one folder.
  *
- * A folder whose ranks the run already has (the same folder given twice,
- * or two folders of one rank) is not joined: its lines would count twice.
- * It stays a run of its own, and both sections name each other.
+ * A folder whose ranks the run already has (two folders of one rank) is
+ * not joined: its lines would count twice. It stays a run of its own, and
+ * both sections name each other. (The same folder given twice never gets
+ * here: the command refuses it.)
  */
 #define _GNU_SOURCE
 #include "report_internal.h"
