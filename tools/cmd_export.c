@@ -34,9 +34,9 @@ static const cli_command command = {
 	"The model and class count come from the checkpoint (--model and\n"
 	"--classes for weights that lack them); --size, --mean, --std and\n"
 	"--val-crop-frac change what is recorded.\n\n"
-	"Exit status: 0 written, 1 a missing or damaged checkpoint or a write\n"
-	"failure, 2 bad usage (also: -o exists without --force, is a folder,\n"
-	"a device, FIFO or socket, or is the checkpoint)."};
+	"Exit status: 0 written, 1 a missing or damaged checkpoint, a write\n"
+	"failure, or an -o that exists without --force, 2 bad usage (also: -o\n"
+	"is a folder, a device, FIFO or socket, or is the checkpoint)."};
 
 int cmd_export(int argc, char **argv)
 {
@@ -80,8 +80,12 @@ int cmd_export(int argc, char **argv)
 				       "device, FIFO or socket): name a file to "
 				       "write",
 				       out);
-	if (!force && lstat(out, &st) == 0)
-		return cli_usage_error(&command, "'%s' exists (--force replaces it)", out);
+	/* as pack, convert and sample treat an output that is there: a
+	 * failure (1), not a mistake in the command line */
+	if (!force && lstat(out, &st) == 0) {
+		cli_error("export: '%s' exists (--force replaces it)", out);
+		return CLI_EXIT_FAIL;
+	}
 	/* read once: the card and the weights are this one file's */
 	st_file *wf = NULL;
 	rc = model_weights_open("export", pos[0], &wf);

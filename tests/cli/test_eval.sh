@@ -470,8 +470,11 @@ absent "$T/ev_again/eval.json"
 # export: not over the checkpoint, not over a file without --force
 expect 2 "$IMSHARD" export "$ck" -o "$ck"
 one_line "$T/err"
-expect 2 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
-contains "$T/err" "exists (--force replaces it)"
+expect 1 "$IMSHARD" export "$ck" -o "$T/w.safetensors"
+# an output that is there is a failure, as for pack, convert and sample
+# (before: exit 2, bad usage)
+one_line "$T/err"
+contains "$T/err" "imshard: export: '$T/w.safetensors' exists (--force replaces it)"
 expect 0 "$IMSHARD" export "$ck" -o "$T/w.safetensors" --force -q
 # a folder: refused up front, with or without --force (before: with it,
 # the weights were written, then the rename failed on the folder; without

@@ -72,7 +72,7 @@ contains "$T/out" "x_circle"
 lacks "$T/out" " circle"
 
 # --force replaces the file (and only with it)
-expect 2 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" -q
+expect 1 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" -q
 same "$(logits "$T/e1.safetensors")" "$(logits "$ck" --size 24)" "(refused export left the file)"
 expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" --force -q
 same "$(logits "$T/e1.safetensors")" "$base_logits" "(export --force replaced the file)"
