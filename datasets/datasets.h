@@ -205,6 +205,11 @@ typedef struct ds_scan_report {
 	char special_first[4096]; /* the first of them, relative to root
 				   * ("" when none; raw bytes) */
 	size_t broken_links;    /* links whose target is missing or loops */
+	size_t link_loops;      /* links to a folder being walked (an
+				 * ancestor, or the folder itself): not
+				 * walked again */
+	char loop_first[4096];  /* the first of them, relative to root
+				 * ("" when none; raw bytes) */
 	size_t ignored_nested;  /* matching files in nested folders (non-recursive) */
 	size_t empty_classes;   /* subfolders holding no matching file */
 	size_t loose_files;     /* matching files directly in root (no class) */

@@ -33,6 +33,12 @@ static int note_report(ds_dataset *d, const ds_scan_report *r,
 		rc = ds_dataset_note(d, "ignored %zu broken link%s (target missing, or "
 				     "the links loop)",
 				     r->broken_links, plural(r->broken_links));
+	if (r->link_loops && rc == 0)
+		rc = ds_dataset_note(d, "ignored %zu link%s that lead%s back to a folder "
+				     "already being listed ('%s'%s; not walked twice)",
+				     r->link_loops, plural(r->link_loops),
+				     r->link_loops == 1 ? "s" : "",
+				     r->loop_first, r->link_loops == 1 ? "" : " first");
 	if (r->special_files && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu entr%s named like an image that "
 				     "%s no regular file (FIFO, socket or device)",

@@ -237,8 +237,13 @@ static int enter(scan_ctx *c, int parent, const char *name, int *fd)
 	}
 	for (size_t i = 0; i < c->depth; i++) {
 		if (c->stack[i].dev == st.st_dev && c->stack[i].ino == st.st_ino) {
+			/* a link loop: walked already, and told (c->rel
+			 * names it: the caller pushed name) */
+			if (!c->rep.link_loops++)
+				snprintf(c->rep.loop_first, sizeof(c->rep.loop_first),
+					 "%s", c->rel ? c->rel : name);
 			close(f);
-			return 0; /* a link loop: walked already */
+			return 0;
 		}
 	}
 	if (c->depth == c->stack_cap) {

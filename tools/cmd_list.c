@@ -24,7 +24,8 @@ static const cli_command list_cmd = {
 	"(as torchvision ImageFolder, Keras and im2rec do). Names starting with\n"
 	"'.' are skipped; symbolic links are followed (two class folders that\n"
 	"are one folder through links are refused: each image would be listed\n"
-	"under two labels). Without --recursive only\n"
+	"under two labels; a link back to a folder being listed is counted and\n"
+	"not walked twice). Without --recursive only\n"
 	"files directly inside each class folder are listed: files in deeper\n"
 	"folders, files with other extensions and images lying directly in ROOT\n"
 	"are skipped and counted in the summary (entries named like images that\n"
@@ -236,6 +237,15 @@ int cmd_list(int argc, char **argv)
 			 "links loop)",
 			 rep.broken_links, ims_plural(rep.broken_links, "", "s"),
 			 rep.broken_links == 1 ? "its" : "their");
+	if (rep.link_loops) {
+		char shown[600];
+		cli_warn(quiet, "skipped %zu link%s that lead%s back to a folder "
+			 "already being listed ('%s'%s; not walked twice)",
+			 rep.link_loops, ims_plural(rep.link_loops, "", "s"),
+			 rep.link_loops == 1 ? "s" : "",
+			 ims_escape(rep.loop_first, shown, sizeof(shown)),
+			 rep.link_loops == 1 ? "" : " first");
+	}
 	if (rep.special_files) {
 		char shown[600];
 		cli_warn(quiet, "skipped %zu %s named like an image that %s no regular "

@@ -324,6 +324,17 @@ run list "$T/bl" -o "$T/blout/d"
 expect_rc 0
 expect_stderr "skipped 2 broken links (their target is missing, or the links loop)"
 grep -qF "not matching" "$T/stderr" && fail "broken links counted as files not matching"
+# a link back to a folder being listed: not walked twice, counted and
+# named (before: skipped without a word; as a class folder it was a
+# class that quietly did not exist)
+mkdir -p "$T/lp/a/deep"
+: >"$T/lp/a/x.jpg"
+ln -s .. "$T/lp/a/deep/up"
+ln -s . "$T/lp/again"
+run list "$T/lp" -o "$T/lpout/d"
+expect_rc 0
+expect_stderr "skipped 2 links that lead back to a folder already being listed ('a/deep/up' first; not walked twice)"
+[ "$(cat "$T/lpout/d.classes")" = a ] || fail "the looping link became a class"
 # lists written into ROOT: a later listing would take their folder for a
 # class and shift every label after it (before: written, then read so)
 usage_error "$C" -o "$C/0lists/c"

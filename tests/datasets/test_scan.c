@@ -364,6 +364,10 @@ static void test_links(void)
 	check_row(&l, 4, 2, "dog/d1.jpg");
 	CHECK_EQ_INT(rep.ignored_files, 0);
 	CHECK_EQ_INT(rep.broken_links, 1); /* the dangling link, counted as one */
+	/* the loops are not walked, and counted and named (before: skipped
+	 * without a word) */
+	CHECK_EQ_INT(rep.link_loops, 2);
+	CHECK_EQ_STR(rep.loop_first, "bird/up");
 	ds_list_release(&l);
 
 	ds_scan_opts ro = {NULL, 1};
@@ -371,7 +375,18 @@ static void test_links(void)
 	CHECK_EQ_INT(l.n_classes, 3);
 	CHECK_EQ_INT(l.count, 5);
 	check_row(&l, 4, 2, "dog/d1.jpg");
+	CHECK_EQ_INT(rep.link_loops, 2);
+	CHECK_EQ_STR(rep.loop_first, "bird/up");
 	ds_list_release(&l);
+
+	/* a class folder that is root itself: no class, counted too */
+	link_to(".", "links/root/again");
+	CHECK_OK(ds_scan_folder(at("links/root"), NULL, &l, &rep, &err), &err);
+	CHECK_EQ_INT(l.n_classes, 3);
+	CHECK_EQ_INT(rep.link_loops, 3);
+	CHECK_EQ_STR(rep.loop_first, "again");
+	ds_list_release(&l);
+	unlink(at("links/root/again"));
 
 	/* A linked root works too. */
 	link_to("root", "links/root-link");
