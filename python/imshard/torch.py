@@ -56,7 +56,10 @@ class Loader(imshard.Loader):
     def _pin(self, mem):
         if not self._cuda or self.stats["pinned"] or mem.address in self._registered:
             return
-        nbytes = self.info["sample_bytes"] * self.batch_size
+        # the batch's memory holds batch_capacity samples: fewer than
+        # batch_size when the batch is larger than the rank's share, and
+        # registering past the memory would fail or pin another's pages
+        nbytes = self.info["sample_bytes"] * self.info["batch_capacity"]
         rc = torch.cuda.cudart().cudaHostRegister(mem.address, nbytes, 0)
         if int(rc) != 0:
             imshard._say_once("imshard: cannot page-lock the loader's batches "

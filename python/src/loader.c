@@ -505,13 +505,18 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
 	uint64_t per = 0, pad = 0, drop = 0;
 	aug_loader_share(s->l, &per, &pad, &drop);
 	const aug_transform_opts *tr = &s->o.transform;
-	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:i,s:i,s:s,s:s,s:i,s:i,s:n}", "batches_per_epoch",
+	/* the samples a batch's memory holds: the loader gives a batch
+	 * larger than the share room for the share only (a caller that
+	 * page-locks the batches registers this much) */
+	uint64_t cap = (uint64_t)s->o.batch_size < per ? (uint64_t)s->o.batch_size : per;
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:i,s:i,s:s,s:s,s:i,s:i,s:K,s:n}", "batches_per_epoch",
 			     (unsigned long long)aug_loader_batches_per_epoch(s->l),
 			     "records_per_rank", (unsigned long long)per, "padded",
 			     (unsigned long long)pad, "dropped", (unsigned long long)drop, "rank",
 			     s->o.rank, "world", s->o.world, "layout",
 			     tr->layout == AUG_LAYOUT_NHWC ? "nhwc" : "nchw", "dtype",
 			     dtype_names[tr->dtype], "size", tr->out_w, "batch_size", s->o.batch_size,
+			     "batch_capacity", (unsigned long long)cap,
 			     "sample_bytes", (Py_ssize_t)aug_sample_bytes(tr));
 }
 

@@ -592,3 +592,17 @@ def test_a_closed_loader_says_so_in_its_repr(sample):
     assert "closed" not in repr(l)
     l.close()
     assert repr(l).endswith(", closed)"), repr(l)
+
+
+def test_batch_capacity_is_what_a_batch_holds(sample):
+    # a validation batch larger than the rank's share gets memory for the
+    # share only, so a caller that page-locks the batches (imshard.torch)
+    # must register that much, not batch_size samples (before: info had
+    # no such figure, and imshard.torch registered past the memory)
+    with imshard.Loader(sample["val"], 4096, 8, train=False, rank=0, world=1, threads=1) as L:
+        per = L.info["records_per_rank"]
+        assert per < 4096 and L.info["batch_capacity"] == per
+        (images, labels), = list(L.epoch(0))
+        assert len(images) == per
+    with imshard.Loader(sample["val"], 4, 8, train=False, rank=0, world=1, threads=1) as L:
+        assert L.info["batch_capacity"] == 4
