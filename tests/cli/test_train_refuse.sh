@@ -654,13 +654,14 @@ if have_mpi; then
   # each rank's own --log-dir (node-local folders): a rank whose folder is
   # not rank 0's locks it, starts its metrics.jsonl anew, refuses an
   # earlier run's, and rank 0 says the logs are split (before: rank 1
-  # appended its lines to whatever run its folder held, without a word)
+  # appended its lines to whatever run its folder held, without a word;
+  # then the warning named rank 0's own folder as "another folder")
   lg=(--val "$va" --model convnet7 --size 16 --batch-size 4 --max-steps 2 --log-every 1 --quiet --collective-timeout 30 --train "$tr")
   logs() { mpi -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$1" ${3:-} : -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$2" ${3:-}; }
   starts() { grep -c '"type":"start"' "$1/metrics.jsonl"; }
   run_of() { head -n 1 "$1/metrics.jsonl" | sed 's/.*"run_id":"\([^"]*\)".*/\1/'; }
   expect 0 logs "$T/lgA" "$T/lgB"
-  contains "$T/err" "imshard-train: warning: --log-dir '$T/lgA' is another folder than rank 0's on 1 rank (storage local to a node; rank 1 first): its metrics.jsonl lines go there; summary.json and the evaluation files are in rank 0's alone"
+  contains "$T/err" "imshard-train: warning: --log-dir is another folder than rank 0's ('$T/lgA') on 1 rank (storage local to a node; rank 1 first): its metrics.jsonl lines go there; summary.json and the evaluation files are in rank 0's alone"
   same "$(starts "$T/lgB")" 1 "rank 1's own folder starts with the run's line"
   same "$(run_of "$T/lgB")" "$(run_of "$T/lgA")" "rank 1's folder names rank 0's run"
   [ -n "$(run_of "$T/lgA")" ] || fail "no run_id without --checkpoint-dir"

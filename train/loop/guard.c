@@ -163,7 +163,7 @@ static int find_log_owners(run *r, uint64_t mark, int locked, ims_error *err)
 	if (r->dp.rank == 0 && locked && ranks && r->log.ev.warning) {
 		char msg[4600];
 		snprintf(msg, sizeof(msg),
-			 "--log-dir '%s' is another folder than rank 0's on %d %s "
+			 "--log-dir is another folder than rank 0's ('%s') on %d %s "
 			 "(storage local to a node; rank %d first): %s metrics.jsonl "
 			 "lines go there; summary.json and the evaluation files are "
 			 "in rank 0's alone",
