@@ -651,6 +651,10 @@ if have_mpi; then
   cp -r "$T/rkA" "$T/rkC"
   expect 0 mpi -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkA" --resume --max-steps 4 : \
     -np 1 "$IMSHARD_TRAIN" "${res[@]}" --checkpoint-dir "$T/rkC" --resume --max-steps 4
+  # rank 1's folder is not rank 0's: only rank 0 writes the checkpoint, so
+  # rank 0 says the next resume needs its file copied (before: nothing,
+  # until that resume refused, each rank having read another checkpoint)
+  contains "$T/err" "imshard-train: warning: --checkpoint-dir is another folder than rank 0's ('$T/rkA') on 1 rank (storage local to a node; rank 1 first): only rank 0 writes the checkpoint, so a --resume needs rank 0's checkpoint.safetensors copied there first"
   # each rank's own --log-dir (node-local folders): a rank whose folder is
   # not rank 0's locks it, starts its metrics.jsonl anew, refuses an
   # earlier run's, and rank 0 says the logs are split (before: rank 1

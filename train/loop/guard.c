@@ -174,6 +174,47 @@ static int find_log_owners(run *r, uint64_t mark, int locked, ims_error *err)
 	return 0;
 }
 
+/*
+ * With several ranks, whether each rank's --checkpoint-dir is rank 0's
+ * (its lock file holds the job's mark) or a folder of the rank's own node.
+ * Only rank 0 writes the checkpoint, and every rank reads it on --resume:
+ * rank 0 says once that a resume there needs rank 0's file copied in
+ * (else it is refused then, each rank having read another checkpoint).
+ */
+static int find_checkpoint_folders(run *r, uint64_t mark, int locked, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
+	double m = (double)mark;
+	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &m, sizeof(m), 0, err));
+	double other = r->dp.rank != 0 && m != 0 &&
+		       lock_mark(o->out.checkpoint_dir) != (uint64_t)m;
+	double *all = malloc((size_t)r->dp.world * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot lock --checkpoint-dir: out of memory");
+	if (dp_allgather_f64(r->dp.comm, &other, 1, all, err) < 0) {
+		free(all);
+		return -1;
+	}
+	int ranks = 0, first = -1;
+	for (int k = 1; k < r->dp.world; k++)
+		if (all[k] != 0) {
+			ranks++;
+			first = first < 0 ? k : first;
+		}
+	free(all);
+	if (r->dp.rank == 0 && locked && ranks && r->log.ev.warning) {
+		char msg[4600];
+		snprintf(msg, sizeof(msg),
+			 "--checkpoint-dir is another folder than rank 0's ('%s') on %d %s "
+			 "(storage local to a node; rank %d first): only rank 0 writes the "
+			 "checkpoint, so a --resume needs rank 0's checkpoint.safetensors "
+			 "copied there first",
+			 o->out.checkpoint_dir, ranks, ims_plural((uint64_t)ranks, "rank", "ranks"),
+			 first);
+		r->log.ev.warning(r->log.ev.ctx, msg);
+	}
+	return 0;
+}
+
 int loop_take_locks(run *r, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
@@ -200,6 +241,12 @@ int loop_take_locks(run *r, ims_error *err)
 	if (r->dp.world > 1 && o->out.log_dir) {
 		ims_error e;
 		int orc = find_log_owners(r, rc ? 0 : mark, !rc, rc ? &e : err);
+		if (!rc)
+			rc = orc;
+	}
+	if (r->dp.world > 1 && o->out.checkpoint_dir) {
+		ims_error e;
+		int orc = find_checkpoint_folders(r, rc ? 0 : mark, !rc, rc ? &e : err);
 		if (!rc)
 			rc = orc;
 	}
