@@ -184,5 +184,18 @@ if have_mpi; then
   st_same "$T/r2_full/checkpoint.safetensors" "$T/r2/checkpoint.safetensors" ||
     fail "2 ranks: the resumed run ends with other bytes than the uninterrupted run"
   checks=$((checks + 1))
+  # with --freeze-bn the ranks' statistics never move apart: a stop
+  # between the uninterrupted run's checkpoints (step 2) resumes bit for
+  # bit too (without it the stop's checkpoint holds the ranks' average,
+  # where the run never stopped goes on from each rank's own)
+  fz=(--batch-size 4 --epochs 2 --quiet --freeze-bn)
+  expect 0 mpi "${fit_cmd[@]}" "${fz[@]}" --checkpoint-dir "$T/fz_full"
+  run env IMSHARD_INJECT_STOP_STEP=2 IMSHARD_INJECT_STOP_RANK=1 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+    timeout 120 mpirun -np 2 "${fit_cmd[@]}" "${fz[@]}" --checkpoint-dir "$T/fz"
+  contains "$T/err" "interrupted after step 2 of 10"
+  expect 0 mpi "${fit_cmd[@]}" "${fz[@]}" --checkpoint-dir "$T/fz" --resume
+  st_same "$T/fz_full/checkpoint.safetensors" "$T/fz/checkpoint.safetensors" ||
+    fail "2 ranks, --freeze-bn: the run stopped between checkpoints and resumed ends with other bytes"
+  checks=$((checks + 1))
 fi
 finish
