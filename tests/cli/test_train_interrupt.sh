@@ -68,6 +68,36 @@ for sig in INT TERM; do
   exists "$dir/log/summary.json"
 done
 
+# --- stopped inside an epoch and resumed, under other options: the bytes
+# of the run never stopped. Each set crosses optimiser, precision,
+# schedule and augmentation flags; the last reads a split with damaged
+# records (replaced, counted over both parts against --max-bad-records)
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/pd" --val-ratio 0.25 --seed 3 --quiet
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/pd/train.json" 2 13 30 40
+sets=("--optimizer adamw --precision bf16 --label-smoothing 0.2 --warmup-epochs 0.7 --no-bn-bias-decay"
+  "--optimizer adam --precision fp16 --channels-last on --augment rotate=10,zoom=0.2,shift=0.1"
+  "--nesterov --schedule step --freeze-bn --augment none"
+  "--momentum 0 --schedule constant --max-bad-records 7 --train $T/pd/train.json")
+for i in "${!sets[@]}"; do
+  # shellcheck disable=SC2206
+  o=(--epochs 2 --quiet ${sets[$i]})
+  expect 0 fit "${o[@]}" --checkpoint-dir "$T/o${i}_full"
+  run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" "${o[@]}" --checkpoint-dir "$T/o$i"
+  same "$rc" 1 "(${sets[$i]}: stopped at step 3)"
+  expect 0 fit "${o[@]}" --checkpoint-dir "$T/o$i" --resume
+  st_same "$T/o${i}_full/checkpoint.safetensors" "$T/o$i/checkpoint.safetensors" ||
+    fail "${sets[$i]}: the resumed run ends with other bytes than the uninterrupted run"
+  checks=$((checks + 1))
+done
+# past --max-bad-records in the resumed part: the first part's count
+# carried on, so it ends at the step the run never stopped ends at
+expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json"
+contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2"
+run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb"
+contains "$T/err" "interrupted after step 3"
+expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb" --resume
+contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2"
+
 # --- a second signal, of the other kind too, ends the process at once ----
 "${heed_int[@]}" "${fit_cmd[@]}" "${common[@]}" --checkpoint-dir "$T/twice" --log-dir "$T/twice/log" \
   >"$T/twice.out" 2>"$T/twice.err" &
