@@ -80,6 +80,19 @@ expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --size 16 --batch-size 8 --m
 grep -Eq 'threads per rank: [0-9]+ compute \(OpenMP.s default\), 1 loading \(--loader-threads\)' "$T/err" ||
   fail "default compute threads not named: $(grep 'threads per rank' "$T/err")"
 checks=$((checks + 1))
+# the loading threads change nothing trained: each record's augmentation
+# and a damaged record's stand-in are the record's, whichever thread
+# decodes it (2 epochs, rotated, zoomed and shifted, 4 records damaged)
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/pd" --val-ratio 0.25 --seed 3 --quiet
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/pd/train.json" 2 13 30 40
+for l in 1 3; do
+  expect 0 fit --train "$T/pd/train.json" --val "$va" --epochs 2 --quiet --seed 7 --augment rotate=20,zoom=0.2,shift=0.1 \
+    --loader-threads $l --checkpoint-dir "$T/lt$l" --log-dir "$T/lt$l" --log-every 1
+done
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/lt1/checkpoint.safetensors" "$T/lt3/checkpoint.safetensors" --rtol 0 --prefix ""
+expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/st_compare.py" "$T/lt1/checkpoint.safetensors" "$T/lt3/checkpoint.safetensors" --rtol 0 --prefix optim.
+same "$(grep -o '"loss":[^,]*\|"bad_record_indices":[^]]*' "$T/lt3/metrics.jsonl")" \
+  "$(grep -o '"loss":[^,]*\|"bad_record_indices":[^]]*' "$T/lt1/metrics.jsonl")" "(losses and bad records with 1 and 3 loading threads)"
 
 # --- --val-crop-frac: recorded, and validation sees other pixels -----------
 expect 0 fit --val "$va" --max-steps 2 --seed 4 --log-dir "$T/c1" --val-crop-frac 1
