@@ -89,6 +89,19 @@ for i in "${!sets[@]}"; do
     fail "${sets[$i]}: the resumed run ends with other bytes than the uninterrupted run"
   checks=$((checks + 1))
 done
+# a part ended after a checkpoint inside an epoch (a NaN at step 4, the
+# checkpoint at step 3): the resumed part counts and names the whole
+# epoch's damaged records, as the run never stopped does (before: its
+# own alone, and records 2 and 40 of steps 1 to 3 were told nowhere but
+# in the run's total)
+dm=(--epochs 2 --quiet --train "$T/pd/train.json" --log-every 1 --checkpoint-every 3)
+expect 0 fit "${dm[@]}" --checkpoint-dir "$T/dm_full" --log-dir "$T/dm_full"
+grep '^imshard-train: warning: epoch' "$T/err" >"$T/dm_full.warn"
+expect 1 env IMSHARD_INJECT_NAN_STEP=4 "${fit_cmd[@]}" "${dm[@]}" --checkpoint-dir "$T/dm" --log-dir "$T/dm"
+expect 0 fit "${dm[@]}" --checkpoint-dir "$T/dm" --log-dir "$T/dm" --resume
+grep '^imshard-train: warning: epoch' "$T/err" >"$T/dm.warn"
+same "$(cat "$T/dm.warn")" "$(cat "$T/dm_full.warn")" "(the resumed run's lines on damaged records)"
+same "$(grep '"type":"epoch"' "$T/dm/metrics.jsonl")" "$(grep '"type":"epoch"' "$T/dm_full/metrics.jsonl")" "(the resumed run's epoch lines)"
 # past --max-bad-records in the resumed part: the first part's count
 # carried on, so it ends at the step the run never stopped ends at
 expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json"
@@ -96,7 +109,7 @@ contains "$T/err" "3 training records could not be loaded by step 5, more than -
 run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb"
 contains "$T/err" "interrupted after step 3"
 expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb" --resume
-contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2"
+contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2 (this rank's: records 2, 30, 40)"
 
 # --- a second signal, of the other kind too, ends the process at once ----
 "${heed_int[@]}" "${fit_cmd[@]}" "${common[@]}" --checkpoint-dir "$T/twice" --log-dir "$T/twice/log" \

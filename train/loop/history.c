@@ -127,6 +127,14 @@ char *loop_history_save(run *r, const nn_train_result *res)
 	for (int i = 0; first && i < r->bad.n_first; i++)
 		cJSON_AddItemToArray(first, cJSON_CreateNumber((double)r->bad.first[i]));
 	cJSON_AddNumberToObject(j, "lr_batch", r->sched.lr_batch);
+	if (r->bad.ck_json) {
+		cJSON *eb = cJSON_Parse(r->bad.ck_json);
+		if (!eb) {
+			cJSON_Delete(j);
+			return NULL;
+		}
+		cJSON_AddItemToObject(j, "epoch_bad", eb);
+	}
 	if (r->part.hist.init_json) {
 		cJSON *init = cJSON_Parse(r->part.hist.init_json);
 		if (!init) {
@@ -227,6 +235,9 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 		if (!r->part.hist.parts_json)
 			rc = ims_fail(err, IMS_ENOMEM, "cannot resume: out of memory");
 	}
+	if (!rc)
+		rc = loop_bad_restore(r, cJSON_GetObjectItemCaseSensitive(j, "epoch_bad"),
+				      path, err);
 	if (!rc && init) {
 		r->part.hist.init_json = cJSON_PrintUnformatted(init);
 		if (!r->part.hist.init_json)
@@ -242,4 +253,6 @@ void loop_history_release(run *r)
 	r->part.hist.parts_json = NULL;
 	cJSON_free(r->part.hist.init_json);
 	r->part.hist.init_json = NULL;
+	cJSON_free(r->bad.ck_json);
+	r->bad.ck_json = NULL;
 }

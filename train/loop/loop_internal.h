@@ -185,6 +185,10 @@ typedef struct loop_bad {
 	uint64_t first[LOOP_BAD_LISTED]; /* the run's smallest (summary.json) */
 	int n_first;
 	uint64_t val_count;    /* in the last validation, all ranks' */
+	char *ck_json;         /* rank 0, for the checkpoint being written:
+				  the epoch's so far (loop_bad_checkpoint) */
+	int carried;           /* resumed inside an epoch: epoch_count,
+				  mine and reason are its earlier part's */
 } loop_bad;
 
 /* A recorded pass (graphs.c), kept for the addresses and sizes its
@@ -399,6 +403,8 @@ void loop_bad_keep(uint64_t *list, int *n, uint64_t v);
 void loop_bad_batch(run *r, const aug_batch *b);
 int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err);
 int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err);
+int loop_bad_checkpoint(run *r, ims_error *err);
+int loop_bad_restore(run *r, const void *json, const char *path, ims_error *err);
 int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,
 			const char *reason, uint64_t count, ims_error *err);
 

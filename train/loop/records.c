@@ -178,6 +178,104 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
 	return 0;
 }
 
+/*
+ * Before a checkpoint (every rank, a collective): the epoch's count so
+ * far, every rank's smallest and the reason it would tell, as JSON text
+ * in r->bad.ck_json on rank 0 for the checkpoint's run history, so that
+ * a run resumed inside the epoch counts and names the whole epoch at its
+ * end, as the run never stopped does (loop_bad_restore).
+ */
+int loop_bad_checkpoint(run *r, ims_error *err)
+{
+	loop_bad *bad = &r->bad;
+	const int world = r->dp.world;
+	cJSON_free(bad->ck_json);
+	bad->ck_json = NULL;
+	double my[LOOP_BAD_LISTED + 1];
+	for (int i = 0; i < LOOP_BAD_LISTED; i++)
+		my[i] = i < bad->n_mine ? (double)bad->mine[i] : -1.0;
+	my[LOOP_BAD_LISTED] = bad->reason[0] ? 1.0 : 0.0;
+	const size_t row = LOOP_BAD_LISTED + 1;
+	double *all = malloc((size_t)world * row * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
+	int rc = dp_allgather_f64(r->dp.comm, my, row, all, err);
+	/* the lowest rank that met one tells its reason (share_reason) */
+	int root = 0;
+	while (!rc && root < world && all[(size_t)root * row + LOOP_BAD_LISTED] == 0.0)
+		root++;
+	char why[IMS_ERRMSG_MAX];
+	snprintf(why, sizeof(why), "%s", bad->reason);
+	if (!rc && root > 0 && root < world)
+		rc = dp_broadcast(r->dp.comm, why, IMS_ERRMSG_MAX, root, err);
+	if (!rc && r->dp.rank == 0) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
+		for (int k = 0; ranks && k < world; k++) {
+			cJSON *a = cJSON_CreateArray();
+			for (int i = 0; a && i < LOOP_BAD_LISTED; i++)
+				if (all[(size_t)k * row + (size_t)i] >= 0)
+					cJSON_AddItemToArray(a, cJSON_CreateNumber(
+						all[(size_t)k * row + (size_t)i]));
+			cJSON_AddItemToArray(ranks, a);
+		}
+		cJSON_AddNumberToObject(j, "count", (double)bad->epoch_count);
+		cJSON_AddStringToObject(j, "reason", root < world ? why : "");
+		cJSON_AddNumberToObject(j, "reason_rank", root < world ? root : 0);
+		bad->ck_json = cJSON_PrintUnformatted(j);
+		cJSON_Delete(j);
+		if (!bad->ck_json)
+			rc = ims_fail(err, IMS_ENOMEM, "cannot checkpoint: out of memory");
+	}
+	free(all);
+	return rc;
+}
+
+/*
+ * Resumed: the epoch's records so far from the checkpoint's run history
+ * (json: its "epoch_bad" object, NULL in checkpoints written before it
+ * was kept): the count on every rank; with the ranks the checkpoint's
+ * run had, each rank's own smallest and the reason on the rank that
+ * would tell it; with others, all of them and the reason on rank 0.
+ */
+int loop_bad_restore(run *r, const void *json, const char *path, ims_error *err)
+{
+	const cJSON *j = json;
+	loop_bad *bad = &r->bad;
+	if (!j)
+		return 0;
+	const cJSON *count = cJSON_GetObjectItemCaseSensitive(j, "count");
+	const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+	const cJSON *reason = cJSON_GetObjectItemCaseSensitive(j, "reason");
+	const cJSON *rr = cJSON_GetObjectItemCaseSensitive(j, "reason_rank");
+	RETURN_IF(!cJSON_IsObject(j) || !cJSON_IsNumber(count) || count->valuedouble < 0 ||
+			  !cJSON_IsArray(ranks) || !cJSON_IsString(reason) ||
+			  !cJSON_IsNumber(rr),
+		  err, IMS_ECORRUPT,
+		  "cannot resume from '%s': its run history's epoch_bad is malformed", path);
+	const int same = cJSON_GetArraySize(ranks) == r->dp.world;
+	bad->epoch_count = (uint64_t)count->valuedouble;
+	bad->n_mine = 0;
+	bad->reason[0] = 0;
+	const cJSON *a;
+	int k = 0;
+	cJSON_ArrayForEach(a, ranks)
+	{
+		const cJSON *x;
+		const int keep = same ? k == r->dp.rank : r->dp.rank == 0;
+		cJSON_ArrayForEach(x, a)
+		{
+			if (keep && cJSON_IsNumber(x) && x->valuedouble >= 0)
+				loop_bad_keep(bad->mine, &bad->n_mine,
+					      (uint64_t)x->valuedouble);
+		}
+		k++;
+	}
+	if (same ? (int)rr->valuedouble == r->dp.rank : r->dp.rank == 0)
+		snprintf(bad->reason, sizeof(bad->reason), "%s", reason->valuestring);
+	bad->carried = 1;
+	return 0;
+}
+
 /* After a validation (every rank): its records that could not be loaded
  * (count, over all ranks), told when there were any. */
 int loop_bad_validation(run *r, int epoch, const uint64_t *mine, int n_mine,

@@ -34,6 +34,7 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	/* one model, as after validation (every rank, a collective): the
 	 * ranks go on from the average, as a run resumed from it does */
 	FORWARD_IF_ERR(loop_average_statistics(r, err));
+	FORWARD_IF_ERR(loop_bad_checkpoint(r, err));
 	loop_reached(r, "the checkpoint");
 	if (r->dp.rank != 0)
 		return 0;
@@ -58,6 +59,8 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	char *opts = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	char *hist = loop_history_save(r, res);
+	cJSON_free(r->bad.ck_json);
+	r->bad.ck_json = NULL;
 	if (!opts || !hist) {
 		free(opts);
 		cJSON_free(hist);
