@@ -674,6 +674,17 @@ if have_mpi; then
   expect 0 logs "$T/lgD" "$T/lgE" "--checkpoint-dir $T/ckD"
   same "$(run_of "$T/lgE")" "$(run_of "$T/lgD")" "rank 1's folder names rank 0's run (--checkpoint-dir)"
   same "$(run_of "$T/lgD")" "$(json "$T/lgD/summary.json" 'j["run_id"]')" "the start line's run is summary.json's"
+  # node-local storage, one folder per rank for both: rank 1 locks its
+  # own --log-dir with the job's mark, and its --checkpoint-dir is still
+  # not rank 0's (before: the mark just written there passed it for rank
+  # 0's folder, and the checkpoint warning was not given)
+  expect 0 mpi -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$T/nlA" --checkpoint-dir "$T/nlA" : \
+    -np 1 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$T/nlB" --checkpoint-dir "$T/nlB"
+  contains "$T/err" "imshard-train: warning: --log-dir is another folder than rank 0's ('$T/nlA') on 1 rank"
+  contains "$T/err" "imshard-train: warning: --checkpoint-dir is another folder than rank 0's ('$T/nlA') on 1 rank (storage local to a node; rank 1 first)"
+  # one shared folder for both: no warning
+  expect 0 mpi -np 2 "$IMSHARD_TRAIN" "${lg[@]}" --log-dir "$T/nlC" --checkpoint-dir "$T/nlC"
+  lacks "$T/err" "another folder"
   exists "$T/lgB/imshard-train.lock"
   expect 1 logs "$T/lgA2" "$T/lgB"
   same "$(grep -c '^imshard: ' "$T/err")" 1 "one line for rank 1's earlier run"

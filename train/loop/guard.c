@@ -237,16 +237,18 @@ int loop_take_locks(run *r, ims_error *err)
 	}
 	/* every rank takes part whatever rank 0's verdict (mark 0 when it
 	 * failed); a rank refused here, or rank 0 before, is agreed on by
-	 * the caller */
-	if (r->dp.world > 1 && o->out.log_dir) {
-		ims_error e;
-		int orc = find_log_owners(r, rc ? 0 : mark, !rc, rc ? &e : err);
-		if (!rc)
-			rc = orc;
-	}
+	 * the caller. The checkpoint folders are told apart first: a rank
+	 * that owns its own --log-dir writes the job's mark there, and the
+	 * same folder as its --checkpoint-dir would then read as rank 0's. */
 	if (r->dp.world > 1 && o->out.checkpoint_dir) {
 		ims_error e;
 		int orc = find_checkpoint_folders(r, rc ? 0 : mark, !rc, rc ? &e : err);
+		if (!rc)
+			rc = orc;
+	}
+	if (r->dp.world > 1 && o->out.log_dir) {
+		ims_error e;
+		int orc = find_log_owners(r, rc ? 0 : mark, !rc, rc ? &e : err);
 		if (!rc)
 			rc = orc;
 	}
