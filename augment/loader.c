@@ -61,6 +61,7 @@ struct aug_loader {
 	/* the current epoch's share and batches: fewer than per_rank and
 	 * batches when it started past position 0 */
 	uint64_t epoch_per_rank, epoch_batches;
+	uint64_t epoch_position; /* where the current epoch started */
 	size_t sample_bytes;
 	int threads;
 
@@ -453,16 +454,24 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 			{
 				s->rc = rc;
 				s->err = e;
-				/* one rank's share is the whole split */
-				char whose[48] = "the split";
-				if (l->o.world > 1)
-					snprintf(whose, sizeof(whose), "rank %d's share", l->o.rank);
+				/* one rank's share is the whole split; an epoch
+				 * resumed past its start tried what was left of
+				 * it, not the whole share */
+				char whose[128];
+				const char *of = l->epoch_position ? "left of" : "of";
+				int n = l->o.world > 1
+						? snprintf(whose, sizeof(whose), "rank %d's share", l->o.rank)
+						: snprintf(whose, sizeof(whose), "the split");
+				if (l->epoch_position)
+					snprintf(whose + n, sizeof(whose) - (size_t)n,
+						 " in this epoch (resumed at position %llu)",
+						 (unsigned long long)l->epoch_position);
 				if (rc != IMS_ECHANGED && tries == 1)
-					ims_fail_context(&s->err, "the only record of %s could not be loaded",
-							 whose);
+					ims_fail_context(&s->err, "the only record %s %s could not be loaded",
+							 of, whose);
 				else if (rc != IMS_ECHANGED && (uint64_t)tries == per)
-					ims_fail_context(&s->err, "none of the %d records of %s could be loaded; the last",
-							 tries, whose);
+					ims_fail_context(&s->err, "none of the %d records %s %s could be loaded; the last",
+							 tries, of, whose);
 				else if (rc != IMS_ECHANGED)
 					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
 							 MAX_TRIES);
@@ -574,6 +583,7 @@ int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
 	l->held = -1;
 	l->next_step = 0;
 	l->epoch = epoch;
+	l->epoch_position = position;
 	uint64_t local_start;
 	l->epoch_per_rank = share_from(l, position, &local_start);
 	l->epoch_batches = batches_of(l, l->epoch_per_rank);

@@ -194,6 +194,39 @@ static void test_bad_share(void)
 	aug_loader_close(l);
 }
 
+/* An epoch resumed past its start, whose rest of the share is one bad
+ * record (14 ranks: rank 0's share is records 0 and 14; from position 7
+ * it takes record LT_BAD_AT alone): the message says the record is the
+ * only one left in the epoch, not the share's only record (before: "the
+ * only record of rank 0's share", of a share of 2). */
+static void test_bad_rest_of_share(void)
+{
+	aug_loader_opts o;
+	lt_base_opts(&o, lt_bad, 0, 1, 16);
+	o.world = 14;
+	o.rank = 0;
+	ims_error err = {0};
+	aug_loader *l = NULL;
+	CHECK_OK(aug_loader_open(&o, &l, &err), &err);
+	if (!l)
+		return;
+	uint64_t per = 0;
+	aug_loader_share(l, &per, NULL, NULL);
+	CHECK_EQ_U64(per, 2);
+	CHECK_OK(aug_loader_start_epoch_at(l, 0, LT_BAD_AT, &err), &err);
+	aug_batch b;
+	CHECK(aug_loader_next(l, &b, &err) < 0);
+	char want[160];
+	snprintf(want, sizeof(want),
+		 "the only record left of rank 0's share in this epoch (resumed at "
+		 "position %d) could not be loaded: record %d: ",
+		 LT_BAD_AT, LT_BAD_AT);
+	CHECK(strncmp(err.msg, want, strlen(want)) == 0);
+	if (strncmp(err.msg, want, strlen(want)) != 0)
+		fprintf(stderr, "  message: %s\n", err.msg);
+	aug_loader_close(l);
+}
+
 /* The batch that met the bad record says so: the sample that stands in
  * for it is flagged, the record named, the count given; the other
  * batches say nothing. */
@@ -774,6 +807,7 @@ int main(void)
 	test_bad_records();
 	test_bad_records_in_a_row();
 	test_bad_share();
+	test_bad_rest_of_share();
 	test_bad_in_batch();
 	test_colour_spaces();
 	test_dct_scaled();
