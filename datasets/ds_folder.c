@@ -41,9 +41,10 @@ static int note_report(ds_dataset *d, const ds_scan_report *r,
 				     r->loop_first, r->link_loops == 1 ? "" : " first");
 	if (r->special_files && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu entr%s named like an image that "
-				     "%s no regular file (FIFO, socket or device)",
+				     "%s no regular file ('%s'%s: a FIFO, socket or device)",
 				     r->special_files, r->special_files == 1 ? "y" : "ies",
-				     r->special_files == 1 ? "is" : "are");
+				     r->special_files == 1 ? "is" : "are", r->special_first,
+				     r->special_files == 1 ? "" : " first");
 	if (r->ignored_nested && rc == 0)
 		rc = ds_dataset_note(d, "ignored %zu image%s in nested folders (use "
 				     "--recursive to make every folder a class)",

@@ -113,8 +113,8 @@ static inline int dsf_note_one(ds_dataset *d, dsf_ignored *ig,
 /*
  * Names, as notes of d, what the non-recursive scan of dir into l left
  * out: entries of dir that are no folder, and in each class folder the
- * nested folders and the regular files that are no row of l (their
- * extension did not match). shown is dir's path relative to the root the
+ * nested folders and the entries that are no row of l (files whose
+ * extension did not match, broken links, FIFOs and the like). shown is dir's path relative to the root the
  * user gave ("" for the root itself), for the notes. Only visible names
  * (not starting with '.'), as ds_scan_folder, in sorted order. l must be
  * a non-recursive scan of dir: paths "class/file", classes = folder
@@ -160,14 +160,19 @@ static inline int dsf_note_ignored(ds_dataset *d, const char *dir,
 						  " (images must lie directly in the "
 						  "class folder)", err);
 			} else if (!bsearch(&key, names, k, sizeof(*names), dsf_cmp_str)) {
+				/* a FIFO named like an image is no "non-image
+				 * file": the user looks for the wrong thing */
+				const int kind = ls.e[i].kind;
 				ig->files++;
 				rc = dsf_note_one(d, ig,
-						  ls.e[i].kind == IMS_KIND_BROKEN ? "broken link"
-										  : "non-image file",
+						  kind == IMS_KIND_BROKEN  ? "broken link"
+						  : kind == IMS_KIND_OTHER ? "entry that is no regular file"
+									   : "non-image file",
 						  shown, cls, key,
-						  ls.e[i].kind == IMS_KIND_BROKEN
+						  kind == IMS_KIND_BROKEN
 							  ? " (its target is missing, or the links loop)"
-							  : "",
+						  : kind == IMS_KIND_OTHER ? " (a FIFO, socket or device)"
+									   : "",
 						  err);
 			}
 		}

@@ -241,6 +241,39 @@ static void test_recursive_exts(void)
 	CHECK_EQ_INT(load(&o, &d, &err), IMS_EINVAL);
 }
 
+/*
+ * An entry named like an image that is no regular file (a FIFO) is
+ * named, as what it is: in the count's note, and among the ignored
+ * entries not as a "non-image file" (before: the count's note named
+ * none, and the list of ignored entries called the FIFO a non-image
+ * file).
+ */
+static void test_special_files(void)
+{
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/apple/fifo.jpg", root);
+	if (mkfifo(p, 0644) != 0) {
+		perror(p);
+		exit(1);
+	}
+	ds_convert_opts o;
+	ds_convert_opts_init(&o);
+	ds_dataset d;
+	ims_error err;
+	CHECK_OK(load(&o, &d, &err), &err);
+	CHECK(find_in(split(&d, "train"), "apple/fifo.jpg") == NULL);
+	CHECK(has_note(&d, "ignored 1 entry named like an image that is no regular file",
+		       "('apple/fifo.jpg': a FIFO, socket or device)"));
+	CHECK(!has_note(&d, "non-image file", "'apple/fifo.jpg'"));
+	CHECK(has_note(&d, "ignored entry that is no regular file 'apple/fifo.jpg'",
+		       "(a FIFO, socket or device)"));
+	CHECK(has_note(&d, "non-image file", "'apple/readme.txt'"));
+	for (size_t i = 0; i < d.n_notes; i++)
+		fprintf(stderr, "note: %s\n", d.notes[i]);
+	ds_dataset_release(&d);
+	unlink(p);
+}
+
 static void test_errors(void)
 {
 	ds_convert_opts o;
@@ -262,6 +295,7 @@ int main(void)
 	test_default();
 	test_splits();
 	test_recursive_exts();
+	test_special_files();
 	test_errors();
 	int rc = TEST_EXIT();
 	if (rc == 0) {
