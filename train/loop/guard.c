@@ -126,6 +126,42 @@ static double folder_key(const char *dir)
 }
 
 /*
+ * With several ranks (a collective: every rank calls it), which ranks'
+ * folder `dir` is not rank 0's: its lock file lacks the job's mark, which
+ * rank 0 broadcasts (0 when rank 0 failed: then every rank reads as rank
+ * 0's), left in *mark on every rank. keys[k] is 0 for rank k's folder that is rank 0's, else the
+ * folder's folder_key when `keyed` (which makes the folder), else 1.
+ * *keys is the caller's to free; *others and *first count and name the
+ * ranks whose folder is another.
+ */
+static int other_folders(run *r, uint64_t *mark, const char *dir, int keyed,
+			 double **keys, int *others, int *first, ims_error *err)
+{
+	double m = (double)*mark;
+	*keys = NULL;
+	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &m, sizeof(m), 0, err));
+	*mark = (uint64_t)m;
+	double key = 0;
+	if (r->dp.rank != 0 && m != 0 && lock_mark(dir) != (uint64_t)m)
+		key = keyed ? folder_key(dir) : 1.0;
+	double *all = malloc((size_t)r->dp.world * sizeof(double));
+	RETURN_IF(!all, err, IMS_ENOMEM, "cannot lock '%s': out of memory", dir);
+	if (dp_allgather_f64(r->dp.comm, &key, 1, all, err) < 0) {
+		free(all);
+		return -1;
+	}
+	*others = 0;
+	*first = -1;
+	for (int k = 1; k < r->dp.world; k++)
+		if (all[k] != 0) {
+			(*others)++;
+			*first = *first < 0 ? k : *first;
+		}
+	*keys = all;
+	return 0;
+}
+
+/*
  * With several ranks, which folder each rank's --log-dir is: rank 0's
  * (its lock file holds the job's mark, seen through shared storage) or
  * one of its own, a folder on the rank's node. The lowest rank of each
@@ -135,29 +171,17 @@ static double folder_key(const char *dir)
 static int find_log_owners(run *r, uint64_t mark, int locked, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	double m = (double)mark;
-	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &m, sizeof(m), 0, err));
-	double key = 0; /* 0: rank 0's folder, or rank 0 failed */
-	if (r->dp.rank != 0 && m != 0 && lock_mark(o->out.log_dir) != (uint64_t)m)
-		key = folder_key(o->out.log_dir);
-	double *keys = malloc((size_t)r->dp.world * sizeof(double));
-	RETURN_IF(!keys, err, IMS_ENOMEM, "cannot lock --log-dir: out of memory");
-	if (dp_allgather_f64(r->dp.comm, &key, 1, keys, err) < 0) {
-		free(keys);
-		return -1;
-	}
-	int own = key != 0, ranks = 0, first = -1;
-	for (int k = 1; k < r->dp.world; k++) {
-		own = own && !(k < r->dp.rank && keys[k] == key);
-		if (keys[k] != 0) {
-			ranks++;
-			first = first < 0 ? k : first;
-		}
-	}
+	double *keys;
+	int ranks, first;
+	FORWARD_IF_ERR(other_folders(r, &mark, o->out.log_dir, 1, &keys, &ranks, &first, err));
+	const double key = keys[r->dp.rank];
+	int own = key != 0;
+	for (int k = 1; k < r->dp.rank; k++)
+		own = own && keys[k] != key;
 	free(keys);
 	if (own) {
 		r->log.owns_dir = 1;
-		FORWARD_IF_ERR(lock_dir(o->out.log_dir, "--log-dir", (uint64_t)m,
+		FORWARD_IF_ERR(lock_dir(o->out.log_dir, "--log-dir", mark,
 					&r->lock_fd[0], err));
 	}
 	if (r->dp.rank == 0 && locked && ranks && r->log.ev.warning) {
@@ -175,32 +199,20 @@ static int find_log_owners(run *r, uint64_t mark, int locked, ims_error *err)
 }
 
 /*
- * With several ranks, whether each rank's --checkpoint-dir is rank 0's
- * (its lock file holds the job's mark) or a folder of the rank's own node.
- * Only rank 0 writes the checkpoint, and every rank reads it on --resume:
- * rank 0 says once that a resume there needs rank 0's file copied in
- * (else it is refused then, each rank having read another checkpoint).
+ * With several ranks, whether each rank's --checkpoint-dir is rank 0's or
+ * a folder of the rank's own node. Only rank 0 writes the checkpoint, and
+ * every rank reads it on --resume: rank 0 says once that a resume there
+ * needs rank 0's file copied in (else it is refused then, each rank
+ * having read another checkpoint).
  */
 static int find_checkpoint_folders(run *r, uint64_t mark, int locked, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
-	double m = (double)mark;
-	FORWARD_IF_ERR(dp_broadcast(r->dp.comm, &m, sizeof(m), 0, err));
-	double other = r->dp.rank != 0 && m != 0 &&
-		       lock_mark(o->out.checkpoint_dir) != (uint64_t)m;
-	double *all = malloc((size_t)r->dp.world * sizeof(double));
-	RETURN_IF(!all, err, IMS_ENOMEM, "cannot lock --checkpoint-dir: out of memory");
-	if (dp_allgather_f64(r->dp.comm, &other, 1, all, err) < 0) {
-		free(all);
-		return -1;
-	}
-	int ranks = 0, first = -1;
-	for (int k = 1; k < r->dp.world; k++)
-		if (all[k] != 0) {
-			ranks++;
-			first = first < 0 ? k : first;
-		}
-	free(all);
+	double *keys;
+	int ranks, first;
+	FORWARD_IF_ERR(other_folders(r, &mark, o->out.checkpoint_dir, 0, &keys, &ranks, &first,
+				     err));
+	free(keys);
 	if (r->dp.rank == 0 && locked && ranks && r->log.ev.warning) {
 		char msg[4600];
 		snprintf(msg, sizeof(msg),
