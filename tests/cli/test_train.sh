@@ -522,6 +522,12 @@ contains "$T/err" "warning: the first steps will touch about"
 contains "$T/err" "the OOM killer may end this run"
 run "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --max-steps 1
 lacks "$T/err" "OOM killer"
+# the validation ring holds the rank's share when the batch is larger
+# (16 records, batches of 32 at 64 px: 4.5 MiB for training's three
+# batches ahead, 2.25 for validation's; before: 4.5 counted for both)
+run env IMSHARD_TEST_MEM_ROOM=1000000 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 64 --threads 1 --batch-size 32 --max-steps 1 --quiet
+same "$(json "$va" 'j["records"]')" 16 "(validation records)"
+contains "$T/err" ", batches 7) than the test's room"
 # bf16 and fp32 still stop at a loss that is not finite
 run env IMSHARD_INJECT_NAN_STEP=3 IMSHARD_TEST_HOST_STAGE=1 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --seed 9 --max-steps 6
 same "$rc" 1 "(fp32 staged run fed a NaN at step 3)"

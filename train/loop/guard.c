@@ -633,10 +633,18 @@ static void check_memory_room(run *r)
 	nn_model_params(r->m, &np);
 	const double act = (double)mem.activation_bytes;
 	const double state = (double)np * 4.0 * (1.0 + (double)nn_optim_state_count(r->opt));
-	/* three batches ahead (the loader's default ring), per loader */
-	const double batch = (double)o->optim.batch_size * 3.0 * o->data.size *
-			     o->data.size * 4.0;
-	const double rings = batch * 3.0 * (o->data.val_manifest ? 2.0 : 1.0);
+	/* three batches ahead (the loader's default ring), per loader; a
+	 * validation batch larger than the rank's share holds the share */
+	const double sample = 3.0 * o->data.size * o->data.size * 4.0;
+	double val_batch = 0;
+	if (r->data.val) {
+		uint64_t per = 0;
+		aug_loader_share(r->data.val, &per, NULL, NULL);
+		val_batch = (double)((uint64_t)o->optim.batch_size < per
+					     ? (uint64_t)o->optim.batch_size
+					     : per);
+	}
+	const double rings = ((double)o->optim.batch_size + val_batch) * sample * 3.0;
 	const double need = act + state + rings;
 	double room = file_number("/proc/meminfo", "MemAvailable", 1);
 	const char *what = "the machine";
