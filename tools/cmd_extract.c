@@ -40,10 +40,12 @@ static int extract_name(const char *name, void *arg)
 	(void)arg;
 	if (strcmp(name, "extract.lst") == 0 || strcmp(name, "extract.classes") == 0)
 		return 1;
+	/* %08llu: 8 digits, more from record 100000000 on (up to 18: no
+	 * split holds 10^18 records, and the keys below stay in range) */
 	size_t n = strlen(name);
-	if (n != 12 || (strcmp(name + 8, ".jpg") && strcmp(name + 8, ".png")))
+	if (n < 12 || n > 22 || (strcmp(name + n - 4, ".jpg") && strcmp(name + n - 4, ".png")))
 		return 0;
-	for (int i = 0; i < 8; i++)
+	for (size_t i = 0; i < n - 4; i++)
 		if (name[i] < '0' || name[i] > '9')
 			return 0;
 	return 1;
@@ -67,7 +69,7 @@ static int64_t image_key(const char *name)
 {
 	if (!extract_name(name, NULL) || name[0] == 'e')
 		return -1;
-	return (int64_t)strtoull(name, NULL, 10) * 2 + (name[9] == 'p');
+	return (int64_t)strtoull(name, NULL, 10) * 2 + (name[strlen(name) - 3] == 'p');
 }
 
 /*
