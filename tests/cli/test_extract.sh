@@ -57,6 +57,9 @@ one_line "$T/err"
 contains "$T/err" "imshard: warning: extract: '$T/over' also holds $((n - 1)) image files this run did not write (an earlier extraction's?), not in extract.lst: '00000001.$(cut -f3 "$T/x/extract.lst" | sed -n 2p | sed 's/.*\.//')' and others"
 same "$(wc -l <"$T/over/extract.lst")" 2
 expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/over" --quiet
+contains "$T/err" "also holds 1 image file this run did not write (an earlier extraction's?), not in extract.lst: '100000000.jpg'"
+rm "$T/over/100000000.jpg"
+expect 0 "$IMSHARD" extract "$T/p/keep.json" -o "$T/over" --quiet
 lacks "$T/err" "warning"
 
 # raw records come back as PNG images of the stored size.
