@@ -617,7 +617,7 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i)
 		ims_buf_puts(b, " on ");
 		rb_html(b, s->device ? s->device : "?");
 		ims_buf_printf(b, ", %s thread%s per rank; train_s %s after %s start-up.",
-			  rep_fmt_n(n1, s->threads), ims_plural(s->threads, "", "s"), rep_fmt_s_n(n2, st->train_s),
+			  rep_fmt_n(n1, s->threads), ims_plural(s->threads == 1 ? 1 : 2, "", "s"), rep_fmt_s_n(n2, st->train_s),
 			  rep_fmt_s_n(n3, s->startup_s));
 		if (s->init_path) {
 			ims_buf_puts(b, " Fine-tuned from <code>");

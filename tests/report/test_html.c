@@ -2,8 +2,9 @@
  * test_html.c - the page (report/html.c) from fixture runs: every run's
  * charts and the charts across runs are there with drawn marks, time to
  * the target, a run without summary.json and GPU lines are shown, skipped
- * lines are named, a fine-tuned run names its --init file, and nothing on
- * the page reaches outside it.
+ * lines are named, a fine-tuned run names its --init file, a summary
+ * without a thread count is drawn, and nothing on the page reaches
+ * outside it.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -228,6 +229,25 @@ static void test_fine_tuned(void)
 	rep_report_release(&r);
 }
 
+/* A summary whose "threads" is refused (not a number) or absent: the
+ * run's line says n/a and the page is drawn (the count was converted to
+ * an integer to choose "thread" or "threads": undefined for NaN). */
+static void test_threads_unknown(void)
+{
+	char dir[4200];
+	static const char *const names[1] = {"nothreads"};
+	rep_test_sub(dir, sizeof(dir), tmp, names[0]);
+	rep_test_run_a(dir);
+	rep_test_summary_add(dir, "\"threads\":\"many\",");
+	rep_report r;
+	char *page = render(&r, names, 1, -1);
+	if (!page)
+		return;
+	CHECK(strstr(page, "n/a threads per rank") != NULL);
+	free(page);
+	rep_report_release(&r);
+}
+
 /* Ten ranks: the per-step mean and extremes instead of a line per rank. */
 static void test_many_ranks(void)
 {
@@ -271,6 +291,7 @@ int main(void)
 	test_partial_runs();
 	test_fine_tuned();
 	test_many_ranks();
+	test_threads_unknown();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();
