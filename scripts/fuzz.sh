@@ -16,7 +16,7 @@ esac
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
-all="record manifest shard lst decode augment inat cifar imagenet imagenet_devkit"
+all="record manifest shard lst decode augment inat cifar imagenet imagenet_devkit safetensors checkpoint report"
 harnesses=${*:2}
 for h in $harnesses; do
   case " $all " in *" $h "*) ;; *) echo "fuzz.sh: no harness '$h' (one of: $all)" >&2; exit 2 ;; esac
@@ -64,6 +64,19 @@ find "$work/s" -type f \( -name '*.jpg' -o -name '*.png' \) | head -6 | while re
   cp "$f" "$seeds/decode/"
   cp "$f" "$seeds/augment/"
 done
+# A checkpoint and a run folder: two steps of convnet7 at 16 x 16 on 3
+# classes (SGD, and AdamW for the optimiser state of the other kind).
+tr=build/tools/imshard-train
+[ -x "$tr" ] || tr="$dir/tools/imshard-train"
+[ -x "$tr" ] || cmake --build "$dir" --target imshard-train -j"$(nproc)" >/dev/null
+"$im" convert folder "$work/s" -o "$work/c" --val-ratio 0.25 --seed 3 --quiet
+for o in sgd adamw; do
+  ASAN_OPTIONS=detect_leaks=0 "$tr" --train "$work/c/train.json" --val "$work/c/val.json" \
+    --model convnet7 --size 16 --threads 1 --batch-size 4 --max-steps 2 --optimizer $o \
+    --log-dir "$work/run-$o" --checkpoint-dir "$work/run-$o" --quiet
+  cp "$work/run-$o/checkpoint.safetensors" "$seeds/checkpoint/$o.safetensors"
+done
+cp "$work/run-sgd/checkpoint.safetensors" "$seeds/safetensors/checkpoint.safetensors"
 /usr/bin/python3 - "$work/p" "$seeds" <<'PY'
 import glob, json, os, struct, sys
 import lmdb
@@ -93,6 +106,48 @@ open(os.path.join(seeds, "imagenet", "solution"), "wb").write(
 # ImageNet (devkit): map_clsloc.txt or the validation ground truth
 open(os.path.join(seeds, "imagenet_devkit", "mapping"), "wb").write(b"\x00n01440764 1 tench\nn01443537 2 goldfish\n")
 open(os.path.join(seeds, "imagenet_devkit", "truth"), "wb").write(b"\x011\n2\n")
+# safetensors: a small file of every dtype, empty and scalar tensors
+def st(tensors, meta):
+    hdr, data = {}, b""
+    if meta:
+        hdr["__metadata__"] = meta
+    for name, dtype, shape, raw in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+sizes = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
+         "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8}
+ts = [(d.lower(), d, [2], bytes(range(1, 1 + 2 * s))) for d, s in sizes.items()]
+ts += [("empty", "F32", [0, 3], b""), ("scalar", "I64", [], struct.pack("<q", 7))]
+open(os.path.join(seeds, "safetensors", "dtypes.safetensors"), "wb").write(
+    st(ts, {"format": "imshard-checkpoint-1", "note": "x"}))
+# checkpoint: the real files, and their headers without data (the harness
+# fills it with zeros): with the checksum, which then fails, and without
+for o in ("sgd", "adamw"):
+    raw = open(os.path.join(seeds, "checkpoint", o + ".safetensors"), "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    for tag in ("sum", "nosum"):
+        if tag == "nosum":
+            del hdr["__metadata__"]["checksum"]
+        h = json.dumps(hdr).encode()
+        h += b" " * (-len(h) % 8)
+        open(os.path.join(seeds, "checkpoint", "%s-%s" % (o, tag)), "wb").write(struct.pack("<Q", len(h)) + h)
+# report: a run folder's files joined by 0x1e (fuzz_report.c): the SGD
+# run alone, and with the AdamW run as a second folder
+run = os.path.join(os.path.dirname(p), "run-sgd")
+other = os.path.join(os.path.dirname(p), "run-adamw")
+def read(d, name):
+    path = os.path.join(d, name)
+    return open(path, "rb").read() if os.path.exists(path) else b""
+lock = read(run, "imshard-train.lock")
+one = [read(run, n) for n in ("metrics.jsonl", "summary.json", "eval.json", "confusion.csv")] + [lock]
+open(os.path.join(seeds, "report", "run"), "wb").write(b"\x1e".join(one))
+open(os.path.join(seeds, "report", "two"), "wb").write(
+    b"\x1e".join(one + [read(other, "metrics.jsonl"), read(other, "summary.json")]))
+open(os.path.join(seeds, "report", "metrics"), "wb").write(read(run, "metrics.jsonl"))
 PY
 
 # --- runs ------------------------------------------------------------------

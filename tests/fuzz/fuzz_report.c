@@ -1,0 +1,140 @@
+/* fuzz_report.c - run folders as `imshard report` reads them (report/):
+ * the input is split at each 0x1e byte into DIR/metrics.jsonl,
+ * DIR/summary.json, DIR/eval.json, DIR/confusion.csv and
+ * DIR/imshard-train.lock, then DIR2/metrics.jsonl and DIR2/summary.json
+ * (a second run, or the same run's rank-local folder); files without a
+ * part are absent. Both are loaded, analysed and rendered as the page and
+ * the CSV files. Checked: the page is whole and has no markup from the
+ * logs, and every CSV row has its header's fields, with no line break
+ * outside quotes (other control characters from the logs are kept: the
+ * data as it is). */
+#include <ctype.h>
+#include <sys/stat.h>
+
+#include "fuzz_util.h"
+#include "report/report.h"
+
+static const char *const files[] = {"a/metrics.jsonl", "a/summary.json", "a/eval.json",
+				    "a/confusion.csv", "a/imshard-train.lock",
+				    "b/metrics.jsonl", "b/summary.json"};
+#define N_FILES (sizeof(files) / sizeof(files[0]))
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		abort();
+	char *s = NULL;
+	size_t cap = 0;
+	*len = 0;
+	for (;;) {
+		if (cap - *len < 4096) {
+			cap = cap * 2 + 4096;
+			s = realloc(s, cap + 1);
+			if (!s)
+				abort();
+		}
+		size_t n = fread(s + *len, 1, cap - *len, f);
+		*len += n;
+		if (n == 0)
+			break;
+	}
+	fclose(f);
+	s[*len] = 0;
+	return s;
+}
+
+/* Every record of the CSV text s has as many fields as the first
+ * (RFC 4180 quoting), and no CR outside quotes; 0 when so. */
+static int csv_bad(const char *s, size_t len)
+{
+	long want = -1, fields = 1;
+	int quoted = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (quoted) {
+			if (c == '"') {
+				if (i + 1 < len && s[i + 1] == '"')
+					i++;
+				else
+					quoted = 0;
+			}
+			continue;
+		}
+		if (c == '"')
+			quoted = 1;
+		else if (c == ',')
+			fields++;
+		else if (c == '\n') {
+			if (want < 0)
+				want = fields;
+			else if (fields != want)
+				return 1;
+			fields = 1;
+		} else if (c == '\r')
+			return 1; /* a line break outside quotes */
+	}
+	return quoted || (len && s[len - 1] != '\n');
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char root[600], path[700], a[700], b[700], out[700];
+	snprintf(root, sizeof(root), "%s", fuzz_dir());
+	snprintf(a, sizeof(a), "%s/a", root);
+	snprintf(b, sizeof(b), "%s/b", root);
+	snprintf(out, sizeof(out), "%s/csv", root);
+	mkdir(a, 0755);
+	mkdir(b, 0755);
+	size_t at = 0;
+	int present[N_FILES] = {0};
+	for (size_t k = 0; k < N_FILES; k++) {
+		snprintf(path, sizeof(path), "%s/%s", root, files[k]);
+		if (at > size) {
+			unlink(path);
+			continue;
+		}
+		present[k] = 1;
+		const uint8_t *e = size > at ? memchr(data + at, 0x1e, size - at) : NULL;
+		size_t n = e ? (size_t)(e - (data + at)) : size - at;
+		char p[700];
+		fuzz_file(files[k], data + at, n, p, sizeof(p));
+		at += n + 1;
+	}
+
+	rep_opts o = {"fuzz", 0.5};
+	rep_report r;
+	ims_error err;
+	rep_report_init(&r, &o);
+	int rc = rep_report_add_run(&r, a, &err);
+	if (rc == 0 && present[5])
+		rc = rep_report_add_run(&r, b, &err);
+	if (rc == 0 && rep_report_analyze(&r, &err) == 0) {
+		for (size_t i = 0; i < r.n_runs; i++)
+			if (r.runs[i].n_diags > REP_MAX_DIAGS ||
+			    r.runs[i].n_diags > r.runs[i].n_diags_total)
+				__builtin_trap();
+		char *html = NULL;
+		size_t len = 0;
+		if (rep_report_html(&r, &html, &len, &err) != 0)
+			__builtin_trap();
+		if (strlen(html) != len || len < 8 || strcmp(html + len - 8, "</html>\n") != 0)
+			__builtin_trap();
+		for (size_t i = 0; i + 7 <= len; i++)
+			if (html[i] == '<' && strncasecmp(html + i, "<script", 7) == 0)
+				__builtin_trap();
+		free(html);
+		if (rep_report_write_csv(&r, out, &err) != 0)
+			__builtin_trap();
+		for (size_t k = 0; rep_csv_names[k]; k++) {
+			snprintf(path, sizeof(path), "%s/%s", out, rep_csv_names[k]);
+			size_t n;
+			char *s = slurp(path, &n);
+			if (csv_bad(s, n))
+				__builtin_trap();
+			free(s);
+		}
+	}
+	rep_report_release(&r);
+	return 0;
+}
