@@ -25,8 +25,11 @@ bash scripts/setup.sh
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 
 dir=build-fuzz
+# without CUDA: the harnesses read files on the host, and a trainer
+# library with CUDA sources makes CMake link them through the CUDA host
+# linker (g++), which knows no -fsanitize=fuzzer
 CC=clang bash scripts/build.sh "$dir" -DIMSHARD_FUZZ=ON -DIMSHARD_BUILD_TESTS=OFF \
-  -DIMSHARD_SANITIZE=address,undefined -DIMSHARD_WERROR=OFF
+  -DIMSHARD_SANITIZE=address,undefined -DIMSHARD_WERROR=OFF -DIMSHARD_WITH_CUDA=OFF
 
 # --- seed corpora -----------------------------------------------------------
 seeds="$dir/seeds"
