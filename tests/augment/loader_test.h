@@ -1,7 +1,8 @@
 /*
- * loader_test.h - shared by the loader's two test programs:
- * test_loader.c (the epoch: order, rank shares, restarts) and
- * test_loader_batches.c (what a batch holds and where it lives); defined
+ * loader_test.h - shared by the loader's three test programs:
+ * test_loader.c (the epoch: order, rank shares, restarts),
+ * test_loader_batches.c (what a batch holds and where it lives) and
+ * test_loader_bad.c (damaged records replaced, named, counted); defined
  * in loader_test.c. Names start lt_ (loader test).
  *
  * Splits are built here: the sample dataset (ds_sample_write) packed with

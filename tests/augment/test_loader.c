@@ -5,7 +5,7 @@
  * shard-owning mode and its warning on unshuffled records, validation in
  * file order, an epoch continued from a global position at another world
  * size, and aug_bench_run's whole epochs. What the batches hold is
- * test_loader_batches.c's.
+ * test_loader_batches.c's, damaged records test_loader_bad.c's.
  *
  * The split, the sample dataset packed with pack_run, is built by
  * loader_test.c.
