@@ -42,12 +42,15 @@ static int verify_checksum(const st_file *f, const char *action,
 	const char *want = st_metadata_get(f, CHECKSUM_KEY);
 	if (!want)
 		return 0;
-	char *end = NULL;
+	/* exactly as written: the tag and 8 hex digits (strtoul alone
+	 * would take " +0x1f" or 9 digits) */
+	int ok = !strncmp(want, CHECKSUM_TAG, strlen(CHECKSUM_TAG));
+	const char *hex = ok ? want + strlen(CHECKSUM_TAG) : "";
 	unsigned long v = 0;
-	if (!strncmp(want, CHECKSUM_TAG, strlen(CHECKSUM_TAG)))
-		v = strtoul(want + strlen(CHECKSUM_TAG), &end, 16);
-	RETURN_IF(!end || *end || end == want + strlen(CHECKSUM_TAG) || v > 0xffffffffUL,
-		  err, IMS_ECORRUPT,
+	ok = ok && strlen(hex) == 8 && strspn(hex, "0123456789abcdefABCDEF") == 8;
+	if (ok)
+		v = strtoul(hex, NULL, 16);
+	RETURN_IF(!ok, err, IMS_ECORRUPT,
 		  "%s '%s': its checksum '%.40s' is not a crc32c value: the file is damaged",
 		  action, st_path(f), want);
 	uint32_t got;

@@ -635,9 +635,32 @@ int st_tensor_to_f32(const st_tensor *t, float *out, size_t n, ims_error *err)
 	}
 }
 
+static int is_integer(int dtype)
+{
+	switch (dtype) {
+	case ST_BOOL:
+	case ST_U8:
+	case ST_I8:
+	case ST_I16:
+	case ST_U16:
+	case ST_I32:
+	case ST_U32:
+	case ST_I64:
+	case ST_U64:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 int st_tensor_to_i64(const st_tensor *t, int64_t *out, size_t n, ims_error *err)
 {
 	FORWARD_IF_ERR(check_count(t, n, "int64", err));
+	/* before the loop: an empty float tensor is no integer either */
+	if (!is_integer(t->dtype))
+		return ims_fail(err, IMS_EUNSUPPORTED,
+				"cannot convert tensor '%s' to int64: dtype %s is not an integer type",
+				t->name, st_dtype_name(t->dtype));
 	const uint8_t *p = t->data;
 	for (size_t i = 0; i < n; i++) {
 		switch (t->dtype) {
@@ -673,10 +696,8 @@ int st_tensor_to_i64(const st_tensor *t, int64_t *out, size_t n, ims_error *err)
 			out[i] = (int64_t)v;
 			break;
 		}
-		default:
-			return ims_fail(err, IMS_EUNSUPPORTED,
-					"cannot convert tensor '%s' to int64: dtype %s is not an integer type",
-					t->name, st_dtype_name(t->dtype));
+		default: /* is_integer's list */
+			break;
 		}
 	}
 	return 0;

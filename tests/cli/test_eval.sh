@@ -383,6 +383,16 @@ open(sys.argv[2], "wb").write(d)' "$ck" "$T/flip.safetensors"
 expect 1 "$IMSHARD" eval "$T/flip.safetensors" "$va"
 one_line "$T/err"
 contains "$T/err" "cannot load '$T/flip.safetensors': its content does not match its checksum"
+# a checksum that matches the content but is not as written: refused as
+# damaged (before: strtoul read " +0x" and 9 digits with a leading 0)
+sum=$(/usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" get "$ck" checksum)
+for odd in " +0x${sum#crc32c:}" "0${sum#crc32c:}"; do
+  cp "$ck" "$T/odd.safetensors"
+  /usr/bin/python3 "$IMS_SRC/tests/cli/st_tool.py" set "$T/odd.safetensors" "checksum=crc32c:$odd" --keep-checksum
+  expect 1 "$IMSHARD" eval "$T/odd.safetensors" "$va"
+  one_line "$T/err"
+  contains "$T/err" "cannot load '$T/odd.safetensors': its checksum 'crc32c:$odd' is not a crc32c value: the file is damaged"
+done
 # a manifest that is not one
 echo "not a manifest" >"$T/text.json"
 expect 1 "$IMSHARD" eval "$ck" "$T/text.json"

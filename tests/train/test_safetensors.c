@@ -234,6 +234,10 @@ static void test_round_trip(void)
 	CHECK_EQ_INT(st_tensor_to_i64(st_find(f, "half"), io, 4, &e),
 		     IMS_EUNSUPPORTED);
 	CHECK(strstr(e.msg, "'half'") && strstr(e.msg, "F16"));
+	/* empty, a float tensor is still not an integer one (before: 0) */
+	CHECK_EQ_INT(st_tensor_to_i64(st_find(f, "empty"), io, 0, &e),
+		     IMS_EUNSUPPORTED);
+	CHECK(strstr(e.msg, "'empty'") && strstr(e.msg, "F32"));
 	CHECK_EQ_INT(st_tensor_to_f32(st_find(f, "i32"), fo, 2, &e),
 		     IMS_EUNSUPPORTED);
 	CHECK(strstr(e.msg, "'i32'") && strstr(e.msg, "I32"));
