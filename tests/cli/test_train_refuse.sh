@@ -158,6 +158,17 @@ cp -r "$T/c_part" "$T/c_other"
 expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 16 --epochs 2 \
   --checkpoint-dir "$T/c_other" --resume --weight-decay 0.001 --no-bn-bias-decay --label-smoothing 0.1
 contains "$T/err" "imshard-train: resumed with other settings: weight_decay 0.0001 -> 0.001, no_bn_bias_decay off -> on, label_smoothing 0 -> 0.1"
+# a float option is written as given (before: 0.1000000015)
+st_tool get "$T/c_other/checkpoint.safetensors" options >"$T/opts.json"
+same "$(json "$T/opts.json" 'j["label_smoothing"]')" "0.1" "label smoothing in the checkpoint's options"
+# ... and a checkpoint that has it widened is the same setting: not listed
+cp -r "$T/c_part" "$T/c_wide"
+st_tool get "$T/c_wide/checkpoint.safetensors" options >"$T/opts.json"
+st_tool set "$T/c_wide/checkpoint.safetensors" "options=$(/usr/bin/python3 -c 'import json,sys
+j = json.load(open(sys.argv[1])); j["label_smoothing"] = 0.10000000149011612; print(json.dumps(j))' "$T/opts.json")"
+expect 0 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 16 --epochs 2 \
+  --checkpoint-dir "$T/c_wide" --resume --label-smoothing 0.1
+lacks "$T/err" "resumed with other settings"
 
 # --- 2. a finished run: nothing changes; a resumed run's summary ---------
 expect 0 fit --batch-size 16 --epochs 1 --checkpoint-dir "$T/done" --log-dir "$T/done"

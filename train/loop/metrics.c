@@ -317,6 +317,19 @@ int loop_report_validation(run *r, const nn_train_validation *v,
 
 /* The options that shaped a run, as the checkpoint metadata and
  * summary.json record them. NULL when out of memory. */
+/* A float option as the decimal the user gave (0.1, not the widened
+ * 0.1000000015): the shortest %g that reads back as the same float. */
+static double f32_decimal(float v)
+{
+	char s[32];
+	for (int p = 6; p < 9; p++) {
+		snprintf(s, sizeof(s), "%.*g", p, (double)v);
+		if (strtof(s, NULL) == v)
+			return strtod(s, NULL);
+	}
+	return v;
+}
+
 cJSON *loop_options_json(const run *r)
 {
 	const nn_train_opts *o = r->o;
@@ -367,7 +380,7 @@ cJSON *loop_options_json(const run *r)
 								: "cosine");
 	cJSON_AddBoolToObject(j, "no_lr_scaling", o->optim.no_lr_scaling);
 	cJSON_AddStringToObject(j, "augment", o->data.augment ? o->data.augment : "none");
-	cJSON_AddNumberToObject(j, "label_smoothing", o->optim.label_smoothing);
+	cJSON_AddNumberToObject(j, "label_smoothing", f32_decimal(o->optim.label_smoothing));
 	cJSON_AddBoolToObject(j, "freeze_bn", o->net.freeze_bn);
 	cJSON_AddBoolToObject(j, "freeze_backbone", o->net.freeze_backbone);
 	cJSON_AddBoolToObject(j, "synthetic", o->data.synthetic);

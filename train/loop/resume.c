@@ -224,6 +224,11 @@ static void changed_options(run *r, const cJSON *was, char *out, size_t len)
 		const cJSON *y = cJSON_GetObjectItemCaseSensitive(was, x->string);
 		if (skipped || !y || cJSON_Compare(x, y, 1))
 			continue;
+		/* a float option written widened (0.1000000015) by an earlier
+		 * version is the same setting */
+		if (!strcmp(x->string, "label_smoothing") && cJSON_IsNumber(x) &&
+		    cJSON_IsNumber(y) && (float)x->valuedouble == (float)y->valuedouble)
+			continue;
 		char a[64], b[64];
 		value_text(y, a, sizeof(a));
 		value_text(x, b, sizeof(b));
