@@ -44,7 +44,8 @@ typedef struct loop_ranks {
 	dp_buckets *buckets; /* gradients over MPI, overlapping backward */
 	dp_nccl *nccl;       /* several ranks on devices */
 	int averaged;        /* the model's running statistics are the
-				ranks' average (validate.c), until the next
+				ranks' average (validate.c; every step's
+				allreduce makes them so), until the next
 				step's forward pass */
 } loop_ranks;
 
@@ -376,7 +377,8 @@ void loop_eval_free(loop_eval *e);
 
 /* validate.c */
 /* The ranks' running statistics averaged (a collective), unless they are
- * since the last step: one model is evaluated and checkpointed. */
+ * since the last step: one model is trained on, evaluated and
+ * checkpointed. */
 int loop_average_statistics(run *r, ims_error *err);
 /* hooks.reached, when set: this rank is at phase (trainer.c). */
 void loop_reached(run *r, const char *phase);

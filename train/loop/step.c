@@ -162,6 +162,15 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 		FORWARD_IF_ERR(dp_buckets_finish(r->dp.buckets, err));
 		(void)dp_buckets_take_seconds(r->dp.buckets);
 	}
+	/* the running statistics each rank's batch moved, averaged every
+	 * step: every rank holds one model after each, so the checkpoint of
+	 * any step (a signal's, --max-steps') is what the run goes on from,
+	 * and --checkpoint-every changes nothing it computes (frozen ones
+	 * never move apart) */
+	if (r->dp.world > 1 && !r->o->net.freeze_bn) {
+		r->dp.averaged = 0;
+		FORWARD_IF_ERR(loop_average_statistics(r, err));
+	}
 	double c1 = ims_now();
 	iv->comm_s += c1 - c0;
 	int found_inf = 0;
