@@ -164,6 +164,17 @@ st_same "$T/hs_full/checkpoint.safetensors" "$T/hs/checkpoint.safetensors" ||
   fail "host-staged: the resumed run ends with other bytes than the uninterrupted run"
 checks=$((checks + 1))
 
+# --- an epoch's lines in metrics.jsonl: one stopped inside it says so ----
+epochs() { /usr/bin/python3 -c 'import json,sys
+print([(j["epoch"], j["step"], j["complete"]) for j in map(json.loads, open(sys.argv[1])) if j["type"] == "epoch"])' "$1"; }
+run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" --epochs 2 --quiet --checkpoint-dir "$T/pl" --log-dir "$T/pl"
+same "$rc" 1 "exit status of a run stopped at step 3"
+same "$(epochs "$T/pl/metrics.jsonl")" "[(0, 3, False)]" "a stop inside an epoch: its line is not complete"
+expect 0 "${fit_cmd[@]}" --epochs 2 --quiet --checkpoint-dir "$T/pl" --log-dir "$T/pl" --resume
+same "$(epochs "$T/pl/metrics.jsonl")" "[(0, 3, False), (0, 5, True), (1, 10, True)]" "the resumed run's epoch lines"
+expect 0 "${fit_cmd[@]}" --epochs 2 --max-steps 3 --quiet --log-dir "$T/pl_max"
+same "$(epochs "$T/pl_max/metrics.jsonl")" "[(0, 3, False)]" "--max-steps inside an epoch: its line is not complete"
+
 # --- a stop at an epoch's last step: that epoch is validated -------------
 run env IMSHARD_INJECT_STOP_STEP=5 "${fit_cmd[@]}" --epochs 2 --checkpoint-dir "$T/edge" --log-dir "$T/edge/log"
 same "$rc" 1 "exit status of a run stopped at an epoch's end"

@@ -145,9 +145,11 @@ static cJSON *indices_json(const uint64_t *v, int n)
 /*
  * After an epoch's training (every rank): its count and first records,
  * gathered; metrics.jsonl's "epoch" line (rank 0), the event when there
- * were any, the run's first few kept for the summary.
+ * were any, the run's first few kept for the summary. complete: the
+ * epoch was trained to its end (else a stop inside it, whose resumed
+ * part writes the epoch's line again, counting from its start).
  */
-int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
+int loop_bad_epoch(run *r, int epoch, uint64_t step, int complete, ims_error *err)
 {
 	loop_bad *bad = &r->bad;
 	uint64_t first[LOOP_BAD_LISTED];
@@ -162,6 +164,7 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, ims_error *err)
 		cJSON_AddStringToObject(j, "type", "epoch");
 		cJSON_AddNumberToObject(j, "epoch", epoch);
 		cJSON_AddNumberToObject(j, "step", (double)step);
+		cJSON_AddBoolToObject(j, "complete", complete);
 		cJSON_AddNumberToObject(j, "bad_records", (double)bad->epoch_count);
 		cJSON_AddItemToObject(j, "bad_record_indices", indices_json(first, n));
 		FORWARD_IF_ERR(loop_metrics_line(r, j, err));

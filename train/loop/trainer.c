@@ -160,11 +160,11 @@ static int train(run *r, nn_train_result *res, ims_error *err)
 		dp_set_phase(r->dp.comm, "training");
 		FORWARD_IF_ERR(loop_train_epoch(r, res, epoch, from, &step, max_steps,
 						&stop, &done, err));
-		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, err));
 		/* the end of an epoch resumes at the start of the next; a
 		 * stop inside one resumes after its last trained position */
 		const int whole = done >= (from ? aug_loader_batches_at(r->data.train, from)
 						: r->data.steps_per_epoch);
+		FORWARD_IF_ERR(loop_bad_epoch(r, epoch, step, whole, err));
 		/* a stop at --max-steps' step (or the run's last) ends the
 		 * run as it would have ended anyway: done, not interrupted */
 		const int interrupted = r->part.interrupted && step < max_steps;
