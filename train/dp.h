@@ -190,6 +190,11 @@ int dp_nccl_broadcast(dp_nccl *n, float *buf, size_t count, int root,
 /* In-place mean over ranks of count device floats (ncclAvg); waits. */
 int dp_nccl_allreduce_avg(dp_nccl *n, float *buf, size_t count,
 			  ims_error *err);
+/* The same, queued: behind the compute stream's work so far, and the
+ * compute stream waits for it; the host does not (dp_nccl_wait's poll,
+ * or the next waiting call, covers it and its errors). */
+int dp_nccl_allreduce_avg_queue(dp_nccl *n, float *buf, size_t count,
+				ims_error *err);
 
 /*
  * Gradient buckets: buf[0 .. count) (device) is averaged over ranks in

@@ -121,6 +121,19 @@ int main(int argc, char **argv)
 
 	/* plain */
 	CHECK_OK(dp_nccl_allreduce_avg(n, d1, count, &err), &err);
+	/* queued (the trainer's statistics each step), then the one wait
+	 * of a step: the plain allreduce's bits */
+	float *d3 = gpu.be->alloc(&gpu, count * sizeof(float));
+	float *c3 = malloc(count * sizeof(float));
+	CHECK(d3 && c3);
+	CHECK_OK(gpu.be->to_device(&gpu, d3, host, count * sizeof(float), &err), &err);
+	CHECK_OK(dp_nccl_allreduce_avg_queue(n, d3, count, &err), &err);
+	CHECK_OK(dp_nccl_wait(n, &err), &err);
+	CHECK_OK(gpu.be->to_host(&gpu, c3, d3, count * sizeof(float), &err), &err);
+	CHECK_OK(gpu.be->to_host(&gpu, a, d1, count * sizeof(float), &err), &err);
+	CHECK(memcmp(a, c3, count * sizeof(float)) == 0);
+	gpu.be->free(&gpu, d3);
+	free(c3);
 	/* bucketed: 4099-float buckets, backward releasing 10007 at a time,
 	 * two steps in a row (the buckets start over) */
 	CHECK_OK(dp_nccl_buckets(n, d2, count, 4099, &err), &err);

@@ -323,16 +323,22 @@ int dp_nccl_broadcast(dp_nccl *n, float *buf, size_t count, int root,
 	return wait_done(n, what, err);
 }
 
-int dp_nccl_allreduce_avg(dp_nccl *n, float *buf, size_t count,
-			  ims_error *err)
+int dp_nccl_allreduce_avg_queue(dp_nccl *n, float *buf, size_t count,
+				ims_error *err)
 {
 	static const char what[] = "allreduce with nccl";
 	FORWARD_IF_ERR(after_compute(n, what, err));
 	NCCL_CHECK(n, err, what,
 		   ncclAllReduce(buf, buf, count, ncclFloat32, ncclAvg, n->comm,
 				 n->stream));
-	FORWARD_IF_ERR(before_compute(n, what, err));
-	return wait_done(n, what, err);
+	return before_compute(n, what, err);
+}
+
+int dp_nccl_allreduce_avg(dp_nccl *n, float *buf, size_t count,
+			  ims_error *err)
+{
+	FORWARD_IF_ERR(dp_nccl_allreduce_avg_queue(n, buf, count, err));
+	return wait_done(n, "allreduce with nccl", err);
 }
 
 int dp_nccl_buckets(dp_nccl *n, float *buf, size_t count,

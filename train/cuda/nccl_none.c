@@ -58,6 +58,12 @@ int dp_nccl_allreduce_avg(dp_nccl *n, float *buf, size_t count,
 	return ims_fail(err, IMS_EUNSUPPORTED, "cannot allreduce: no NCCL");
 }
 
+int dp_nccl_allreduce_avg_queue(dp_nccl *n, float *buf, size_t count,
+				ims_error *err)
+{
+	return dp_nccl_allreduce_avg(n, buf, count, err);
+}
+
 int dp_nccl_buckets(dp_nccl *n, float *buf, size_t count,
 		    size_t bucket_floats, ims_error *err)
 {

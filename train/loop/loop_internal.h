@@ -380,6 +380,10 @@ void loop_eval_free(loop_eval *e);
  * since the last step: one model is trained on, evaluated and
  * checkpointed. */
 int loop_average_statistics(run *r, ims_error *err);
+/* The same every step (step.c), the ranks' batches having moved them, on
+ * a device queued before the step's wait for its gradients, which covers
+ * it; nothing without batch norm or with it frozen (every rank alike). */
+int loop_average_step_statistics(run *r, ims_error *err);
 /* hooks.reached, when set: this rank is at phase (trainer.c). */
 void loop_reached(run *r, const char *phase);
 int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,

@@ -149,27 +149,26 @@ static int step_allreduce(run *r, uint64_t step, step_io *io,
 	size_t np;
 	float *g = nn_model_grads(r->m, &np);
 	double c0 = ims_now();
+	/* with the gradients, the running statistics each rank's batch
+	 * moved are averaged: every rank holds one model after each step,
+	 * so the checkpoint of any step (a signal's, --max-steps') is what
+	 * the run goes on from, and --checkpoint-every changes nothing it
+	 * computes */
 	if (r->dp.nccl) {
 		/* ncclAvg: the mean, on the device; the buckets backward
 		 * did not start are queued here, or were in its recording
-		 * (graphs.c), and the host waits for them */
+		 * (graphs.c), then the statistics, and the host waits for
+		 * them all */
 		if (!r->graphs.flushed)
 			FORWARD_IF_ERR(dp_nccl_flush(r->dp.nccl, err));
 		r->graphs.flushed = 0;
+		FORWARD_IF_ERR(loop_average_step_statistics(r, err));
 		FORWARD_IF_ERR(dp_nccl_wait(r->dp.nccl, err));
 		(void)dp_nccl_take_seconds(r->dp.nccl);
 	} else if (r->dp.world > 1) {
 		FORWARD_IF_ERR(dp_buckets_finish(r->dp.buckets, err));
 		(void)dp_buckets_take_seconds(r->dp.buckets);
-	}
-	/* the running statistics each rank's batch moved, averaged every
-	 * step: every rank holds one model after each, so the checkpoint of
-	 * any step (a signal's, --max-steps') is what the run goes on from,
-	 * and --checkpoint-every changes nothing it computes (frozen ones
-	 * never move apart) */
-	if (r->dp.world > 1 && !r->o->net.freeze_bn) {
-		r->dp.averaged = 0;
-		FORWARD_IF_ERR(loop_average_statistics(r, err));
+		FORWARD_IF_ERR(loop_average_step_statistics(r, err));
 	}
 	double c1 = ims_now();
 	iv->comm_s += c1 - c0;

@@ -36,6 +36,23 @@ int loop_average_statistics(run *r, ims_error *err)
 	return 0;
 }
 
+int loop_average_step_statistics(run *r, ims_error *err)
+{
+	size_t nb;
+	float *buf = nn_model_buffers(r->m, &nb);
+	if (r->dp.world < 2 || r->o->net.freeze_bn || !nb)
+		return 0;
+	if (r->dp.nccl) {
+		FORWARD_IF_ERR(dp_nccl_allreduce_avg_queue(r->dp.nccl, buf, nb, err));
+	} else {
+		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->dp.comm, buf, nb, err));
+		for (size_t i = 0; i < nb; i++)
+			buf[i] /= (float)r->dp.world;
+	}
+	r->dp.averaged = 1;
+	return 0;
+}
+
 /*
  * The run's last validation with --log-dir: what each record was
  * predicted as, written by rank 0 as LOGDIR/per_class.csv,
