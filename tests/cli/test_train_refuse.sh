@@ -102,6 +102,20 @@ t = [x for x in l if x["type"] == "train"]
 print(r["global_batch_was"], r["global_batch"], r["lr_peak"] / r["lr_peak_was"], r["rest_unused"], all(x["lr"] > 0 for x in t))' "$T/c/metrics.jsonl")" \
   "16 32 2.0 24 True" "16 -> 32 in metrics.jsonl"
 
+# nothing to resume: one line, and no folder made (before: "cannot open
+# safetensors '.../checkpoint.safetensors': No such file or directory",
+# the mistyped folder made, a lock file in it; --log-dir's too)
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/no_such" --log-dir "$T/no_such_log" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/no_such': no such folder"
+absent "$T/no_such"
+absent "$T/no_such_log"
+mkdir "$T/no_ckpt"
+expect 1 fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/no_ckpt" --resume
+one_line "$T/err"
+contains "$T/err" "cannot resume from '$T/no_ckpt': it holds no checkpoint.safetensors"
+same "$(ls -A "$T/no_ckpt")" "" "a refused resume leaves its folder as it was"
+
 # settings that change what the position means: one line naming both values
 ck() { fit --batch-size 16 --epochs 2 --checkpoint-dir "$T/c_part" --resume "$@"; }
 before=$(md5sum <"$T/c_part/checkpoint.safetensors")

@@ -390,6 +390,9 @@ int loop_validate(run *r, nn_train_result *res, int epoch, uint64_t step,
 		  double wall0, int last, ims_error *err);
 
 /* resume.c */
+/* Before anything is made (every rank, its own folder): --resume
+ * refused where no checkpoint is, so a mistyped folder is not created. */
+int loop_check_resumable(const nn_train_opts *o, ims_error *err);
 int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err);
 int loop_share_run_id(run *r, ims_error *err);
 int loop_report_resumed(run *r, ims_error *err);

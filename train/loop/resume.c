@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -492,6 +493,26 @@ int loop_share_run_id(run *r, ims_error *err)
  * --checkpoint-dir: made by rank 0, and with --resume the run's state,
  * position (r->part.at) and history read back; a fresh run starts at 0.
  */
+int loop_check_resumable(const nn_train_opts *o, ims_error *err)
+{
+	if (!o->out.resume || !o->out.checkpoint_dir)
+		return 0;
+	const char *dir = o->out.checkpoint_dir;
+	char path[4096];
+	struct stat st;
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "checkpoint.safetensors", err));
+	RETURN_IF(stat(dir, &st) != 0 && errno == ENOENT, err, IMS_ENOTFOUND,
+		  "cannot resume from '%s': no such folder (--checkpoint-dir of "
+		  "the run to continue; without --resume a new run starts there)",
+		  dir);
+	RETURN_IF(lstat(path, &st) != 0 && errno == ENOENT, err, IMS_ENOTFOUND,
+		  "cannot resume from '%s': it holds no checkpoint.safetensors "
+		  "(the run stopped before its first checkpoint, or wrote them "
+		  "elsewhere; without --resume a new run starts there)",
+		  dir);
+	return 0;
+}
+
 int loop_open_checkpoints(run *r, nn_train_result *res, ims_error *err)
 {
 	const nn_train_opts *o = r->o;
