@@ -13,20 +13,16 @@
 
 #include "train/loop/loop_internal.h"
 
-/*
- * Ranks normalised with their own batches' statistics; evaluate one model:
- * the average of the ranks' running statistics. Not twice over the same
- * step (a checkpoint after validation): with three ranks x + x + x can
- * round, and the average would drift from the value every rank holds.
- */
-int loop_average_statistics(run *r, ims_error *err)
+/* The ranks' running statistics averaged (a collective); on a device
+ * queued only, or waited for too. */
+static int average(run *r, int wait, ims_error *err)
 {
 	size_t nb;
 	float *buf = nn_model_buffers(r->m, &nb);
-	if (r->dp.averaged || r->dp.world < 2)
-		return 0;
-	if (r->dp.nccl) {
+	if (r->dp.nccl && wait) {
 		FORWARD_IF_ERR(dp_nccl_allreduce_avg(r->dp.nccl, buf, nb, err));
+	} else if (r->dp.nccl) {
+		FORWARD_IF_ERR(dp_nccl_allreduce_avg_queue(r->dp.nccl, buf, nb, err));
 	} else {
 		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->dp.comm, buf, nb, err));
 		for (size_t i = 0; i < nb; i++)
@@ -36,21 +32,26 @@ int loop_average_statistics(run *r, ims_error *err)
 	return 0;
 }
 
+/*
+ * Ranks normalised with their own batches' statistics; evaluate one model:
+ * the average of the ranks' running statistics. Not twice over the same
+ * step (a checkpoint after validation): with three ranks x + x + x can
+ * round, and the average would drift from the value every rank holds.
+ */
+int loop_average_statistics(run *r, ims_error *err)
+{
+	if (r->dp.averaged || r->dp.world < 2)
+		return 0;
+	return average(r, 1, err);
+}
+
 int loop_average_step_statistics(run *r, ims_error *err)
 {
 	size_t nb;
-	float *buf = nn_model_buffers(r->m, &nb);
+	(void)nn_model_buffers(r->m, &nb);
 	if (r->dp.world < 2 || r->o->net.freeze_bn || !nb)
 		return 0;
-	if (r->dp.nccl) {
-		FORWARD_IF_ERR(dp_nccl_allreduce_avg_queue(r->dp.nccl, buf, nb, err));
-	} else {
-		FORWARD_IF_ERR(dp_allreduce_sum_f32(r->dp.comm, buf, nb, err));
-		for (size_t i = 0; i < nb; i++)
-			buf[i] /= (float)r->dp.world;
-	}
-	r->dp.averaged = 1;
-	return 0;
+	return average(r, 0, err);
 }
 
 /*
