@@ -618,13 +618,17 @@ if have_mpi; then
   done
   # what each rank sets up alone and fails alike is told once too: a
   # split no rank has, a batch larger than each rank's share, more ranks
-  # than shards under --shard-owning (before: once per rank, interleaved)
+  # than shards under --shard-owning (before: once per rank, interleaved),
+  # a model that cannot be made (a missing --init; before: a line per
+  # rank and MPI_ABORT's banner), nothing to resume
   head -n 1 "$T/p/train.lst" >"$T/one.lst"
   expect 0 "$IMSHARD" pack "$T/one.lst" "$T/s" -o "$T/p1r/train" --classes "$T/p/classes.txt" --quiet
   for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
     "--train $T/p1r/train.json|imshard: '$T/p1r/train.json' holds 1 record, fewer than the 2 ranks" \
     "--train $tr --batch-size 64|imshard: '$tr' gives each of the 2 ranks 60 records, not enough for one batch of 64 (a batch is per rank)" \
     "--train $tr --cudnn-algo heuristic|imshard: cannot use --cudnn-algo heuristic with --device cpu" \
+    "--train $tr --init $T/none.safetensors|imshard: cannot open safetensors '$T/none.safetensors'" \
+    "--train $tr --checkpoint-dir $T/nowhere --resume|imshard: cannot resume from '$T/nowhere': no such folder" \
     "--train $tr --shard-owning|shard-owning mode: 1 shard cannot give each of 2 ranks records (pack the split into at least 2 shards"; do
     # shellcheck disable=SC2086
     expect 1 mpi -np 2 "$IMSHARD_TRAIN" "${rk[@]}" ${d%|*}

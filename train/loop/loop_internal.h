@@ -303,6 +303,7 @@ void loop_warn_val_is_train(run *r);
 int loop_open_loaders(run *r, ims_error *err);
 int loop_make_synthetic(run *r, ims_error *err);
 int loop_make_model(run *r, ims_error *err);
+int loop_share_model(run *r, ims_error *err);
 int loop_setup_optim(run *r, ims_error *err);
 int loop_setup_schedule(run *r, ims_error *err);
 int loop_setup_buckets(run *r, ims_error *err);

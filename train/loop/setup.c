@@ -552,12 +552,13 @@ static int init_classes_differ(run *r, const st_file *f, init_card_notes *n)
 }
 
 /*
- * The model, from --init's weights when given, and the same on every
- * rank: rank 0's parameters and running statistics broadcast (over NCCL
- * between devices, its id sent over MPI). A resumed run's weights are
- * all its checkpoint's, which every rank reads (loop_open_checkpoints):
- * none are drawn, nor broadcast, and the model refuses to run until that
- * load wrote every tensor (nn_model_create_unset).
+ * The model, from --init's weights when given; this rank's alone (no
+ * collective), so a failure every rank meets (too large a batch, a
+ * missing --init) is agreed on and told once. A resumed run's weights
+ * are all its checkpoint's, which every rank reads
+ * (loop_open_checkpoints): none are drawn, nor broadcast, and the model
+ * refuses to run until that load wrote every tensor
+ * (nn_model_create_unset).
  */
 int loop_make_model(run *r, ims_error *err)
 {
@@ -613,6 +614,15 @@ int loop_make_model(run *r, ims_error *err)
 		nn_load_report_release(&rep);
 		FORWARD_IF_ERR(rc);
 	}
+	return 0;
+}
+
+/* The same model on every rank (a collective): rank 0's parameters and
+ * running statistics broadcast (over NCCL between devices, its id sent
+ * over MPI); a resumed run's are its checkpoint's. */
+int loop_share_model(run *r, ims_error *err)
+{
+	const nn_train_opts *o = r->o;
 	size_t np, nb;
 	float *params = nn_model_params(r->m, &np);
 	float *bufs = nn_model_buffers(r->m, &nb);

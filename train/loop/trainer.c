@@ -104,13 +104,23 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	if (!rc && r->o->data.synthetic)
 		rc = loop_make_synthetic(r, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
-	FORWARD_IF_ERR(loop_make_model(r, err));
-	FORWARD_IF_ERR(loop_setup_overflow(r, err));
-	FORWARD_IF_ERR(loop_setup_optim(r, err));
-	FORWARD_IF_ERR(loop_setup_buckets(r, err));
-	FORWARD_IF_ERR(loop_setup_device(r, err));
-	FORWARD_IF_ERR(loop_reserve_memory(r, err));
-	FORWARD_IF_ERR(loop_setup_graphs(r, err));
+	/* the model and what it needs, each rank's own memory: a rank out
+	 * of it still joins the agreement (before: it left, and its peers'
+	 * next collective aborted the job, a line from each rank) */
+	FORWARD_IF_ERR(loop_agree_setup(r, loop_make_model(r, err), "train", err));
+	FORWARD_IF_ERR(loop_share_model(r, err));
+	rc = loop_setup_overflow(r, err);
+	if (!rc)
+		rc = loop_setup_optim(r, err);
+	if (!rc)
+		rc = loop_setup_buckets(r, err);
+	if (!rc)
+		rc = loop_setup_device(r, err);
+	if (!rc)
+		rc = loop_reserve_memory(r, err);
+	if (!rc)
+		rc = loop_setup_graphs(r, err);
+	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	/* rank 0's folders, then each rank's checkpoint (each reads its
 	 * own --checkpoint-dir): a resumed run every rank refuses alike
 	 * (another --seed) is told once too */
