@@ -5,11 +5,19 @@
  * One cursor and one codec per Split, used under the GIL's protection
  * (the GIL is released around reads and decodes, so a Split carries a
  * mutex of its own: two Python threads using one Split take turns).
+ *
+ * A forked child may go on using its parent's Split, but fork copies only
+ * the thread that called it: a thread of the parent that was reading or
+ * decoding left the mutex locked for good in the child, and the cursor
+ * and codec halfway through a call. The child's first call takes a new
+ * mutex, cursor and codec of its own (the parent's copies are forgotten,
+ * not freed: a half-made call may have left them inconsistent).
  */
 #include "ext.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "augment/augment.h"
 #include "recordio/recordio.h"
@@ -22,6 +30,7 @@ typedef struct {
 	aug_image img;
 	pthread_mutex_t mu;
 	int mu_ready;
+	pid_t pid; /* the process whose threads may hold mu */
 } split_obj;
 
 static void split_free_members(split_obj *s)
@@ -35,6 +44,45 @@ static void split_free_members(split_obj *s)
 	s->reader = NULL;
 }
 
+/*
+ * In a child forked from the process that made s->mu (see the top of the
+ * file): a new mutex, with the GIL held so no other thread of the child
+ * sees the parent's, and the parent's cursor and codec, and the image
+ * buffer a decode may have been resizing, dropped unfreed. Returns
+ * whether this is such a child.
+ */
+static int split_forget_parents(split_obj *s)
+{
+	if (!s->mu_ready || s->pid == getpid())
+		return 0;
+	pthread_mutex_init(&s->mu, NULL);
+	s->pid = getpid();
+	s->cur = NULL;
+	s->codec = NULL;
+	memset(&s->img, 0, sizeof(s->img));
+	return 1;
+}
+
+/* split_forget_parents, then a cursor and codec of the child's own; 0
+ * with the error set when they cannot be made (the split is then
+ * closed). */
+static int split_adopt_after_fork(split_obj *s)
+{
+	if (!split_forget_parents(s) || !s->reader)
+		return 1;
+	ims_error err;
+	ims_error_clear(&err);
+	int rc = rio_cursor_open(s->reader, RIO_CHECK_PAYLOAD_CRC, &s->cur, &err);
+	if (rc == 0)
+		rc = aug_codec_create(&s->codec, &err);
+	if (rc < 0) {
+		split_free_members(s);
+		ims_py_raise(rc, &err);
+		return 0;
+	}
+	return 1;
+}
+
 static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 {
 	split_obj *s = (split_obj *)self;
@@ -42,10 +90,12 @@ static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 	PyObject *path;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&", names, PyUnicode_FSConverter, &path))
 		return -1;
+	split_forget_parents(s);
 	split_free_members(s);
 	if (!s->mu_ready) {
 		pthread_mutex_init(&s->mu, NULL);
 		s->mu_ready = 1;
+		s->pid = getpid();
 	}
 	ims_error err;
 	ims_error_clear(&err);
@@ -71,6 +121,7 @@ static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 static void split_dealloc(PyObject *self)
 {
 	split_obj *s = (split_obj *)self;
+	split_forget_parents(s);
 	split_free_members(s);
 	if (s->mu_ready)
 		pthread_mutex_destroy(&s->mu);
@@ -94,6 +145,8 @@ static int split_open(split_obj *s)
  */
 static int split_lock(split_obj *s)
 {
+	if (!split_adopt_after_fork(s))
+		return 0;
 	Py_BEGIN_ALLOW_THREADS
 	pthread_mutex_lock(&s->mu);
 	Py_END_ALLOW_THREADS
@@ -376,6 +429,8 @@ static PyObject *split_close(PyObject *self, PyObject *unused)
 {
 	(void)unused;
 	split_obj *s = (split_obj *)self;
+	/* a child's close() must not wait for a parent's thread either */
+	split_forget_parents(s);
 	if (s->mu_ready) {
 		Py_BEGIN_ALLOW_THREADS
 		pthread_mutex_lock(&s->mu);

@@ -435,3 +435,45 @@ def test_a_manifest_of_another_type_is_named():
     with pytest.raises(imshard.ArgumentError,
                        match=r"^manifest must be a path \(str, bytes or os.PathLike\), got 5$"):
         imshard.Split(5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_a_thread_reads_the_split_reads_it(sample):
+    # fork copies only the forking thread: a thread of the parent decoding
+    # at that moment held the split's lock, and the child's first read
+    # waited for it for ever (every child hung)
+    import threading
+    import warnings
+
+    s = imshard.Split(sample["train"])
+    want, rec = s.decode(0), s[1]
+    stop = threading.Event()
+
+    def spin():
+        i = 0
+        while not stop.is_set():
+            s.decode(i % len(s))
+            i += 1
+
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    statuses = []
+    try:
+        for _ in range(5):
+            with warnings.catch_warnings():  # 3.12: fork() of a threaded process
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                signal.alarm(10)
+                ok = np.array_equal(s.decode(0), want) and s[1] == rec
+                s.close()
+                os._exit(0 if ok else 3)
+            _, st = os.waitpid(pid, 0)
+            statuses.append(st)
+    finally:
+        stop.set()
+        t.join()
+    s.close()
+    assert statuses == [0] * 5, "children: %s (SIGALRM %d: hung)" % (
+        [(os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)) for st in statuses],
+        signal.SIGALRM)
