@@ -333,8 +333,30 @@ static int classes_into(PyObject *classes, ds_list *l)
 					 Py_TYPE(item)->tp_name);
 			return -1;
 		}
-		const char *name = PyUnicode_AsUTF8(item);
-		if (!name || ds_list_add_class(l, name, NULL, &err) < 0) {
+		/* the library reads a C string: a NUL would end the name
+		 * there ("a\0b" packed as 'a'), and a lone surrogate (an
+		 * os.fsdecode'd name) has no UTF-8 at all */
+		Py_ssize_t len;
+		const char *name = PyUnicode_AsUTF8AndSize(item, &len);
+		if (!name && !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+			Py_DECREF(seq); /* out of memory */
+			return -1;
+		}
+		if (!name || strlen(name) != (size_t)len) {
+			PyErr_Clear();
+			PyObject *r = PyObject_ASCII(item);
+			const char *shown = r ? PyUnicode_AsUTF8(r) : NULL;
+			PyErr_Clear();
+			ims_py_arg_error(name ? "class %zd's name %s holds a NUL character: a class "
+						"name must be one line of a classes file (docs/FORMAT.md)" :
+						"class %zd's name %s is not UTF-8, which a manifest must "
+						"be (docs/FORMAT.md)",
+					 i, shown ? shown : "?");
+			Py_XDECREF(r);
+			Py_DECREF(seq); /* item is borrowed from it */
+			return -1;
+		}
+		if (ds_list_add_class(l, name, NULL, &err) < 0) {
 			Py_DECREF(seq);
 			if (!PyErr_Occurred())
 				ims_py_raise_as(err.code, &err, ims_py_pack_flags);

@@ -250,6 +250,19 @@ def test_classes_given_as_one_string_are_refused(sample, tmp_path):
     assert imshard.Split(rep["manifest"]).classes == ["cat"]
 
 
+def test_class_names_holding_a_nul_or_no_utf8_are_refused(sample, tmp_path):
+    # before: "a\0b" packed as the class 'a' without a word (the C side
+    # read the name up to its NUL), and a name with a lone surrogate (an
+    # os.fsdecode'd folder name) raised UnicodeEncodeError naming no class
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    for name, why in (("a\0b", r"^class 1's name 'a\\x00b' holds a NUL character"),
+                      ("a\udcff", r"^class 1's name 'a\\udcff' is not UTF-8")):
+        with pytest.raises(imshard.ArgumentError, match=why):
+            imshard.pack([(0, rel)], img, tmp_path / "p" / "train", classes=["ok", name])
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+
+
 @pytest.mark.filterwarnings("ignore:imshard. pack. .* rows repeat an earlier row")  # on purpose
 def test_bad_extra_labels_and_paths_name_the_row(sample, tmp_path):
     # before: a TypeError or ValueError naming no row ("must be real
