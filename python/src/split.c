@@ -83,6 +83,13 @@ static int split_adopt_after_fork(split_obj *s)
 	return 1;
 }
 
+/*
+ * Split(manifest), also called again on an open Split (the type's
+ * __init__): the new split is opened first, then swapped in under s->mu,
+ * so a thread reading the old one finishes with it before it is freed
+ * (before: freed under that thread's read, a segmentation fault). A
+ * failed open leaves the Split closed, as a failed first open does.
+ */
 static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 {
 	split_obj *s = (split_obj *)self;
@@ -91,7 +98,6 @@ static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&", names, PyUnicode_FSConverter, &path))
 		return -1;
 	split_forget_parents(s);
-	split_free_members(s);
 	if (!s->mu_ready) {
 		pthread_mutex_init(&s->mu, NULL);
 		s->mu_ready = 1;
@@ -101,17 +107,28 @@ static int split_init(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error_clear(&err);
 	int rc;
 	const char *p = PyBytes_AS_STRING(path);
+	split_obj fresh; /* the new members; then the old ones, to free */
+	memset(&fresh, 0, sizeof(fresh));
 	ims_py_guard_maps();
 	Py_BEGIN_ALLOW_THREADS
-	rc = rio_reader_open(p, &s->reader, &err);
+	rc = rio_reader_open(p, &fresh.reader, &err);
 	if (rc == 0)
-		rc = rio_cursor_open(s->reader, RIO_CHECK_PAYLOAD_CRC, &s->cur, &err);
+		rc = rio_cursor_open(fresh.reader, RIO_CHECK_PAYLOAD_CRC, &fresh.cur, &err);
 	if (rc == 0)
-		rc = aug_codec_create(&s->codec, &err);
+		rc = aug_codec_create(&fresh.codec, &err);
+	if (rc < 0)
+		split_free_members(&fresh);
+	pthread_mutex_lock(&s->mu);
 	Py_END_ALLOW_THREADS
+	split_obj old = *s;
+	s->reader = fresh.reader;
+	s->cur = fresh.cur;
+	s->codec = fresh.codec;
+	memset(&s->img, 0, sizeof(s->img));
+	pthread_mutex_unlock(&s->mu);
+	split_free_members(&old);
 	Py_DECREF(path);
 	if (rc < 0) {
-		split_free_members(s);
 		ims_py_raise(rc, &err);
 		return -1;
 	}

@@ -477,3 +477,38 @@ def test_a_child_forked_while_a_thread_reads_the_split_reads_it(sample):
     assert statuses == [0] * 5, "children: %s (SIGALRM %d: hung)" % (
         [(os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)) for st in statuses],
         signal.SIGALRM)
+
+
+def test_a_split_opened_again_while_a_thread_reads_it_survives(sample, tmp_path):
+    # the type's __init__ on an open Split freed its reader, cursor and
+    # codec while another thread read through them: a segmentation fault
+    # within a few hundred reopenings
+    script = tmp_path / "reopen.py"
+    script.write_text(textwrap.dedent("""
+        import sys, threading, imshard
+        from imshard import _imshard
+        s = _imshard.Split(sys.argv[1])
+        n = min(len(s), len(_imshard.Split(sys.argv[2])))
+        stop = threading.Event()
+        def spin():
+            i = 0
+            while not stop.is_set():
+                try:
+                    s.decode(i % n)
+                    s.record(i % n)
+                except imshard.Error:
+                    pass  # a record index past the split just swapped in
+                i += 1
+        t = threading.Thread(target=spin)
+        t.start()
+        for k in range(400):
+            s.__init__(sys.argv[2] if k % 2 else sys.argv[1])
+        stop.set()
+        t.join()
+        assert len(s) == len(_imshard.Split(sys.argv[2]))
+        print("survived", flush=True)
+    """))
+    for _ in range(3):
+        p = subprocess.run([sys.executable, str(script), sample["train"], sample["val"]],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and p.stdout == "survived\n", (p.returncode, p.stderr[-2000:])
