@@ -710,12 +710,15 @@ def convert(dataset, root, out, *, val_ratio=None, test_ratio=0.0, no_clutter=Fa
         # the C side takes the command's comma-separated list: a name
         # holding a comma would come out as two names
         for name in classes:
-            if not isinstance(name, str) or "," in name:
-                raise ArgumentError("classes must be names without a comma, got %r" % (name,))
+            if not isinstance(name, str) or "," in name or "\0" in name:
+                raise ArgumentError("classes must be names without a comma or NUL, got %r"
+                                    % (name,))
         classes = ",".join(classes)
-    elif classes is not None and not isinstance(classes, str):
+    elif classes is not None:
         # a str is the command's comma-separated list
-        raise ArgumentError("classes must be a list of names, got %r" % (classes,))
+        if not isinstance(classes, str):
+            raise ArgumentError("classes must be a list of names, got %r" % (classes,))
+        _text(classes, "classes")
     kw = _pack_kwargs(options)
     res = _imshard.convert(dataset, root, out, val_ratio=-1.0 if val_ratio is None else val_ratio,
                            test_ratio=test_ratio, no_clutter=no_clutter, label=label,

@@ -30,6 +30,10 @@ def _text(v, what, none_ok=False):
     # position in that call ("argument 4 must be str"), not the option
     if not (isinstance(v, str) or (none_ok and v is None)):
         raise ArgumentError("%s must be a string, got %r" % (what, v))
+    # the C call takes a C string: a NUL raised "embedded null
+    # character", naming no option
+    if v is not None and "\0" in v:
+        raise ArgumentError("%s must not hold a NUL character, got %r" % (what, v))
     return v
 
 
@@ -39,6 +43,11 @@ def _path(v, what):
     # int", naming no argument (pack(rows, 5, out): the root or out?)
     if not isinstance(v, (str, bytes, os.PathLike)):
         raise ArgumentError("%s must be a path (str, bytes or os.PathLike), got %r" % (what, v))
+    # no path holds a NUL: the conversion raised "embedded null byte",
+    # naming no argument either
+    p = os.fspath(v)
+    if ("\0" if isinstance(p, str) else b"\0") in p:
+        raise ArgumentError("%s holds a NUL character, which no path can: %r" % (what, p))
     return v
 
 

@@ -3,6 +3,7 @@ loader would take for another (a bool for 1, -1 for 2**64 - 1, a float
 cut to an int, text read as bytes, a dict's keys) or could not honour
 (a ring of 0, 100000 threads, a mean for uint8 pixels) refused with an
 ArgumentError that names the argument."""
+import os
 import re
 import subprocess
 import sys
@@ -260,3 +261,23 @@ def test_a_manifest_of_another_type_is_named(sample):
         with pytest.raises(imshard.ArgumentError, match=r"^manifest must be a path \(str, "
                                                         r"bytes or os.PathLike\), got "):
             call()
+
+
+def test_text_and_paths_holding_a_nul_are_named(sample):
+    # before: a bare "embedded null character" (or "byte") ValueError,
+    # naming no option
+    for opt, v in (("augment", "flip\0rotate=10"), ("layout", "nchw\0")):
+        for call in (lambda **kw: imshard.Loader(sample["val"], 2, 8, rank=0, world=1,
+                                                 threads=1, **kw),
+                     lambda **kw: imshard.bench_load(sample["val"], 2, 8, epochs=1,
+                                                     threads=1, **kw)):
+            with pytest.raises(imshard.ArgumentError,
+                               match="^%s must not hold a NUL character, got " % opt):
+                call(**{opt: v})
+    for m in (sample["val"] + "\0x", os.fsencode(sample["val"]) + b"\0x"):
+        for call in (lambda: imshard.Loader(m, 2, 8, rank=0, world=1, threads=1),
+                     lambda: imshard.bench_load(m, 2, 8, epochs=1, threads=1),
+                     lambda: imshard.Split(m)):
+            with pytest.raises(imshard.ArgumentError,
+                               match="^manifest holds a NUL character, which no path can"):
+                call()

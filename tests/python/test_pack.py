@@ -158,7 +158,7 @@ def test_convert_equals_the_command(sample, imshard_bin, tmp_path):
     # inat2017's classes to keep: a name holding a comma would reach the
     # comma-separated list as two names (before: split without a word)
     for bad in (["Aves", "a,b"], [3]):
-        with pytest.raises(imshard.ArgumentError, match="classes must be names without a comma"):
+        with pytest.raises(imshard.ArgumentError, match="classes must be names without a comma or NUL"):
             imshard.convert("inat2017", tmp_path / "no-inat", tmp_path / "kc", classes=bad)
     assert not (tmp_path / "kc").exists()
     p = run(imshard_bin, "convert", "folder", sample["img"], "-o", tmp_path / "cli2",
@@ -261,6 +261,28 @@ def test_class_names_holding_a_nul_or_no_utf8_are_refused(sample, tmp_path):
         with pytest.raises(imshard.ArgumentError, match=why):
             imshard.pack([(0, rel)], img, tmp_path / "p" / "train", classes=["ok", name])
     assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+
+
+def test_paths_and_text_holding_a_nul_are_named(sample, tmp_path):
+    # before: a bare "embedded null byte" (or "character") ValueError
+    # naming no argument
+    img = sample["img"]
+    rel = str(sorted(p for p in img.rglob("*") if p.is_file())[0].relative_to(img))
+    for root, out, what in ((str(img) + "\0", tmp_path / "p" / "train", "root"),
+                            (img, str(tmp_path / "p" / "tr\0ain"), "out")):
+        with pytest.raises(imshard.ArgumentError,
+                           match="^%s holds a NUL character, which no path can" % what):
+            imshard.pack([(0, rel)], root, out)
+        with pytest.raises(imshard.ArgumentError,
+                           match="^%s holds a NUL character, which no path can" % what):
+            imshard.convert("folder", root, out)
+    with pytest.raises(imshard.ArgumentError, match="^exts must not hold a NUL character"):
+        imshard.convert("folder", img, tmp_path / "c", exts="jpg\0")
+    for classes, why in (("Aves\0", "^classes must not hold a NUL character"),
+                         (["Aves", "a\0b"], "^classes must be names without a comma or NUL")):
+        with pytest.raises(imshard.ArgumentError, match=why):
+            imshard.convert("inat2017", img, tmp_path / "c", classes=classes)
+    assert not (tmp_path / "p").exists() and not (tmp_path / "c").exists()
 
 
 @pytest.mark.filterwarnings("ignore:imshard. pack. .* rows repeat an earlier row")  # on purpose
