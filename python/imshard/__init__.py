@@ -144,7 +144,8 @@ class Split:
         try:
             len(self._c)
         except Error:
-            raise Error("cannot pickle a closed split (%r)" % (self.path,)) from None
+            raise _imshard.error(_imshard.EINVAL, "cannot pickle a closed split (%r)"
+                                % (self.path,)) from None
         return (_reopen_split, (self._abspath, self._identity()))
 
     def __len__(self):
@@ -188,7 +189,7 @@ class Split:
         checked, problems = self._c.verify(_flag(decode, "decode"))
         if problems:
             more = " (and %d more problems)" % (len(problems) - 1) if len(problems) > 1 else ""
-            e = Error(problems[0] + more)
+            e = _imshard.error(_imshard.ECORRUPT, problems[0] + more)
             e.problems = problems
             raise e
         return {"records": checked, "digests_checked": self.manifest["format_version"] >= 2}
@@ -222,8 +223,10 @@ def _reopen_split(path, identity):
     s = Split(path)
     if s._identity() != identity:
         s.close()
-        raise Error("cannot unpickle the split %r: it changed since it was pickled (packed "
-                    "again or replaced: other records, classes or shards)" % (path,))
+        raise _imshard.error(_imshard.ECHANGED,
+                             "cannot unpickle the split %r: it changed since it was pickled "
+                             "(packed again or replaced: other records, classes or shards)"
+                             % (path,))
     return s
 
 
@@ -463,9 +466,11 @@ class _EpochIterator:
             # the loader makes one pass at a time: a new one (iter() or
             # epoch()) stopped this one, whose rest would be lost unsaid
             self._loader = None
-            raise Error("this pass over epoch %d was ended by a newer pass over the "
-                        "loader (iter() or epoch() again): its remaining batches are "
-                        "not made; finish a pass before starting the next" % self._epoch)
+            raise _imshard.error(_imshard.EINVAL,
+                                 "this pass over epoch %d was ended by a newer pass over the "
+                                 "loader (iter() or epoch() again): its remaining batches are "
+                                 "not made; finish a pass before starting the next"
+                                 % self._epoch)
         if t is None:
             self._loader = None
             loader._report_bad()

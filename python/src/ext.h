@@ -53,6 +53,11 @@ PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags
 /* ims_py_text of s with the flags spelt as flags says (a note). */
 PyObject *ims_py_text_as(const char *s, const ims_py_flag *flags);
 
+/* Raises imshard.Error itself (not ArgumentError, whatever the code: a
+ * call on a closed Split or Loader is no bad argument) with a formatted
+ * message, code and kind set as ims_py_raise sets them. Returns NULL. */
+PyObject *ims_py_fail(int code, const char *fmt, ...);
+
 /* Raises ArgumentError with a formatted message. Returns NULL. */
 PyObject *ims_py_arg_error(const char *fmt, ...);
 

@@ -304,7 +304,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 {
 	loader_obj *s = (loader_obj *)self;
 	if (s->l) {
-		PyErr_SetString(ims_py_error, "the loader is already open");
+		ims_py_fail(IMS_EINVAL, "the loader is already open");
 		return -1;
 	}
 	Py_CLEAR(s->manifest);
@@ -340,16 +340,16 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 static int loader_usable(loader_obj *s)
 {
 	if (loader_forked(s)) {
-		PyErr_Format(ims_py_error,
-			     "cannot use a loader opened by process %ld in its forked child %ld: "
-			     "the loader's threads are not copied by fork (open the Loader in "
-			     "the child, or start children with 'spawn' or 'forkserver')",
-			     (long)s->pid, (long)getpid());
+		ims_py_fail(IMS_EINVAL,
+			    "cannot use a loader opened by process %ld in its forked child %ld: "
+			    "the loader's threads are not copied by fork (open the Loader in "
+			    "the child, or start children with 'spawn' or 'forkserver')",
+			    (long)s->pid, (long)getpid());
 		return 0;
 	}
 	if (s->l && !s->stopped)
 		return 1;
-	PyErr_SetString(ims_py_error, "the loader is closed");
+	ims_py_fail(IMS_EINVAL, "the loader is closed");
 	return 0;
 }
 
@@ -419,8 +419,7 @@ static PyObject *loader_next(PyObject *self, PyObject *args)
 			 * a batch just taken goes back first */
 			if (rc == 0)
 				aug_loader_release(s->l, &b, NULL);
-			PyErr_SetString(ims_py_error,
-					"the loader was closed while waiting for a batch");
+			ims_py_fail(IMS_EINTR, "the loader was closed while waiting for a batch");
 			return NULL;
 		}
 		if (rc != 2)
@@ -541,7 +540,7 @@ static PyObject *loader_stats(PyObject *self, PyObject *unused)
 	if (loader_forked(s) && !loader_usable(s))
 		return NULL;
 	if (!s->l) {
-		PyErr_SetString(ims_py_error, "the loader is closed");
+		ims_py_fail(IMS_EINVAL, "the loader is closed");
 		return NULL;
 	}
 	aug_loader_stats st;

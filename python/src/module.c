@@ -139,6 +139,23 @@ PyObject *ims_py_raise(int code, const ims_error *e)
 	return ims_py_raise_as(code, e, NULL);
 }
 
+/* An instance of type with message text, `code` and `kind` set; NULL
+ * with an exception set when it cannot be made. */
+static PyObject *make_error(PyObject *type, PyObject *text, int code)
+{
+	PyObject *exc = PyObject_CallFunctionObjArgs(type, text, NULL);
+	if (!exc)
+		return NULL;
+	PyObject *c = PyLong_FromLong(code);
+	PyObject *k = PyUnicode_FromString(ims_strerror(code));
+	if (!c || !k || PyObject_SetAttrString(exc, "code", c) < 0 ||
+	    PyObject_SetAttrString(exc, "kind", k) < 0)
+		Py_CLEAR(exc);
+	Py_XDECREF(c);
+	Py_XDECREF(k);
+	return exc;
+}
+
 PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags)
 {
 	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
@@ -148,21 +165,42 @@ PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags
 	PyObject *text = ims_py_text_as(e && e->msg[0] ? e->msg : ims_strerror(code), flags);
 	if (!text)
 		return NULL;
-	PyObject *exc = PyObject_CallFunctionObjArgs(type, text, NULL);
+	PyObject *exc = make_error(type, text, code);
 	Py_DECREF(text);
 	if (!exc)
 		return NULL;
-	PyObject *c = PyLong_FromLong(code);
-	PyObject *k = PyUnicode_FromString(ims_strerror(code));
-	if (c && k) {
-		PyObject_SetAttrString(exc, "code", c);
-		PyObject_SetAttrString(exc, "kind", k);
-	}
-	Py_XDECREF(c);
-	Py_XDECREF(k);
 	PyErr_SetObject(type, exc);
 	Py_DECREF(exc);
 	return NULL;
+}
+
+PyObject *ims_py_fail(int code, const char *fmt, ...)
+{
+	char msg[IMS_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	PyObject *text = ims_py_text(msg);
+	PyObject *exc = text ? make_error(ims_py_error, text, code) : NULL;
+	Py_XDECREF(text);
+	if (exc) {
+		PyErr_SetObject(ims_py_error, exc);
+		Py_DECREF(exc);
+	}
+	return NULL;
+}
+
+/* error(code, message) -> imshard.Error with code and kind set: the
+ * Python layer's own failures carry them as the libraries' do. */
+static PyObject *py_error(PyObject *self, PyObject *args)
+{
+	(void)self;
+	int code;
+	PyObject *text;
+	if (!PyArg_ParseTuple(args, "iU", &code, &text))
+		return NULL;
+	return make_error(ims_py_error, text, code);
 }
 
 PyObject *ims_py_text(const char *s)
@@ -334,6 +372,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args, PyObject *kw)
 }
 
 static PyMethodDef methods[] = {
+	{"error", py_error, METH_VARARGS,
+	 "error(code, message) -> imshard.Error with `code` and `kind` set"},
 	{"partition", (PyCFunction)(void (*)(void))py_partition, METH_VARARGS | METH_KEYWORDS,
 	 "partition(n, rank, world, epoch=0, seed=0, shuffle=True, pad=False, offset=0) -> list\n"
 	 "Rank `rank`'s share of an epoch of n records from position `offset` of its\n"
@@ -364,12 +404,17 @@ PyMODINIT_FUNC PyInit__imshard(void)
 		"message, `code` the negative status code, `kind` its description.",
 		PyExc_OSError, NULL);
 	PyObject *bases = ims_py_error ? PyTuple_Pack(2, ims_py_error, PyExc_ValueError) : NULL;
-	ims_py_argument_error = bases ? PyErr_NewExceptionWithDoc(
-						"imshard.ArgumentError",
-						"A bad argument or option (also a ValueError).",
-						bases, NULL) :
-					NULL;
+	/* code and kind as class attributes too: an ArgumentError raised
+	 * by the Python layer carries them as the libraries' IMS_EINVAL does */
+	PyObject *attrs = Py_BuildValue("{s:i,s:s}", "code", IMS_EINVAL, "kind",
+					ims_strerror(IMS_EINVAL));
+	ims_py_argument_error = bases && attrs ? PyErr_NewExceptionWithDoc(
+							 "imshard.ArgumentError",
+							 "A bad argument or option (also a ValueError).",
+							 bases, attrs) :
+						 NULL;
 	Py_XDECREF(bases);
+	Py_XDECREF(attrs);
 	if (!ims_py_argument_error || PyType_Ready(&ims_py_split_type) < 0 ||
 	    PyType_Ready(&ims_py_loader_type) < 0 || PyType_Ready(&ims_py_batch_type) < 0)
 		goto fail;
@@ -385,6 +430,19 @@ PyMODINIT_FUNC PyInit__imshard(void)
 	    PyModule_AddObject(m, "BatchMemory", (PyObject *)&ims_py_batch_type) < 0 ||
 	    PyModule_AddStringConstant(m, "version", IMS_VERSION_STRING) < 0)
 		goto fail;
+	/* the status codes, for the Python layer's own failures (error()) */
+	static const struct {
+		const char *name;
+		int code;
+	} codes[] = {{"EIO", IMS_EIO},		 {"ENOMEM", IMS_ENOMEM},
+		     {"ECORRUPT", IMS_ECORRUPT}, {"EFORMAT", IMS_EFORMAT},
+		     {"EINVAL", IMS_EINVAL},	 {"ELIMIT", IMS_ELIMIT},
+		     {"ENOTFOUND", IMS_ENOTFOUND}, {"ELMDB", IMS_ELMDB},
+		     {"EEXIST", IMS_EEXIST},	 {"EINTR", IMS_EINTR},
+		     {"EUNSUPPORTED", IMS_EUNSUPPORTED}, {"ECHANGED", IMS_ECHANGED}};
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (PyModule_AddIntConstant(m, codes[i].name, codes[i].code) < 0)
+			goto fail;
 	return m;
 fail:
 	Py_DECREF(m);

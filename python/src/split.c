@@ -149,7 +149,7 @@ static int split_open(split_obj *s)
 {
 	if (s->reader)
 		return 1;
-	PyErr_SetString(ims_py_error, "the split is not open");
+	ims_py_fail(IMS_EINVAL, "the split is not open");
 	return 0;
 }
 

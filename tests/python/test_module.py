@@ -125,3 +125,54 @@ def test_partition_counts_the_list_it_returns(tmp_path):
                                "machine has 64.0 MiB)"), lines
     assert lines[1].startswith("MemoryError: cannot partition 1500000 records"), lines
     assert lines[2:] == ["1000000", "500000"], lines
+
+
+def test_every_error_carries_its_code_and_kind(sample, copy_split):
+    # imshard.Error's `code` and `kind` (docs/PYTHON.md) were set only on
+    # the libraries' failures: an ArgumentError of the Python layer, a
+    # closed Split or Loader, a pass ended by another, verify's finding,
+    # a closed split pickled... had none (AttributeError in the handler)
+    import pickle
+
+    from imshard import _imshard
+
+    got = []
+
+    def catch(f):
+        with pytest.raises(imshard.Error) as e:
+            f()
+        got.append(e.value)
+        return e.value
+
+    library_arg = catch(lambda: imshard.Loader(sample["val"], 2, 8, rank=0, world=1,
+                                               layout="chw"))
+    catch(lambda: imshard.Loader(sample["val"], "2", 8, rank=0, world=1))
+    catch(lambda: imshard.partition(-1, 0, 1))
+    catch(lambda: imshard.Split(sample["val"] + ".missing"))
+    s = imshard.Split(sample["val"])
+    s.close()
+    for f in (lambda: s[0], lambda: s.decode(0), lambda: s.verify(), lambda: pickle.dumps(s)):
+        catch(f)
+    loader = imshard.Loader(sample["val"], 2, 8, rank=0, world=1, threads=1)
+    first, second = iter(loader), iter(loader)
+    catch(lambda: next(first))
+    del second
+    loader.close()
+    catch(lambda: iter(loader))
+    catch(lambda: loader.stats)
+    m = copy_split(sample["train"])
+    shard = os.path.join(os.path.dirname(m), "train-00000-of-00003.mdb")
+    with imshard.Split(m) as t:
+        piece = t[5].payload[-300:-268]
+    data = bytearray(open(shard, "rb").read())
+    data[data.find(piece)] ^= 0x55
+    open(shard, "wb").write(bytes(data))
+    bad = catch(lambda: imshard.Split(m).verify())
+    assert bad.problems
+    for e in got:
+        assert isinstance(e.code, int) and e.code < 0, (e, vars(e))
+        assert isinstance(e.kind, str) and e.kind, (e, vars(e))
+        if isinstance(e, imshard.ArgumentError):  # the Python layer's as the library's
+            assert (e.code, e.kind) == (library_arg.code, library_arg.kind), e
+    assert library_arg.code == _imshard.EINVAL
+    assert bad.code == _imshard.ECORRUPT
