@@ -15,6 +15,7 @@ Errors raise imshard.Error (an OSError) with the C library's one-line
 message; bad arguments raise imshard.ArgumentError (an imshard.Error and a
 ValueError).
 """
+import collections.abc
 import math
 import numbers
 import os
@@ -621,6 +622,13 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
         # a str is a sequence too: "cat" would be the classes 'c', 'a', 't'
         raise ArgumentError("classes must be a list of names (label i = classes[i]), "
                             "not one string: %r" % (classes,))
+    if isinstance(classes, (collections.abc.Set, collections.abc.Mapping)):
+        # label i is the i-th name: a set iterates in hash order, and a
+        # dict {name: label} in insertion order, whatever its labels say
+        # ({"dog": 1, "cat": 0} named label 0 'dog'), each without a word
+        raise ArgumentError("classes must be a list of names in label order (label i = "
+                            "classes[i]), not a %s, whose order is not the labels': %r"
+                            % (type(classes).__name__, classes))
     kw = _pack_kwargs(options)
     shuffle = _flag(shuffle, "shuffle")
     if max_label is not None:

@@ -250,6 +250,25 @@ def test_classes_given_as_one_string_are_refused(sample, tmp_path):
     assert imshard.Split(rep["manifest"]).classes == ["cat"]
 
 
+def test_classes_without_an_order_of_their_own_are_refused(sample, tmp_path):
+    # label i is classes[i]: before, {"b": 1, "a": 0} packed label 0 as
+    # 'b' (a dict's insertion order), and a set named the labels in hash
+    # order, each without a word
+    img = sample["img"]
+    rows = [(k, str(p.relative_to(img)))
+            for k, p in enumerate(sorted(p for p in img.rglob("*") if p.is_file())[:2])]
+    for classes in ({"b": 1, "a": 0}, {"a", "b"}, frozenset({"a", "b"}), {"a": 0}.keys()):
+        with pytest.raises(imshard.ArgumentError,
+                           match=r"^classes must be a list of names in label order .*not a %s"
+                           % type(classes).__name__):
+            imshard.pack(rows, img, tmp_path / "p" / "train", classes=classes)
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())
+    # what has an order: a list, a tuple, a generator, a dict's values
+    rep = imshard.pack(rows, img, tmp_path / "q" / "train",
+                       classes=(n for n in ["b", "a"]))
+    assert imshard.Split(rep["manifest"]).classes == ["b", "a"]
+
+
 def test_class_names_holding_a_nul_or_no_utf8_are_refused(sample, tmp_path):
     # before: "a\0b" packed as the class 'a' without a word (the C side
     # read the name up to its NUL), and a name with a lone surrogate (an
