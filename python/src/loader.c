@@ -27,6 +27,12 @@
 
 #include "augment/augment.h"
 
+#if PY_VERSION_HEX >= 0x030D0000
+#define IMS_PY_FINALIZING() Py_IsFinalizing()
+#else
+#define IMS_PY_FINALIZING() _Py_IsFinalizing()
+#endif
+
 typedef struct {
 	PyObject_HEAD
 	aug_loader *l;
@@ -480,15 +486,22 @@ static PyObject *loader_close(PyObject *self, PyObject *unused)
 		/* first: no call enters from now on */
 		s->stopped = 1;
 		/* a thread inside next() or start_epoch() leaves within a
-		 * slice; it needs the GIL to, and then sees stopped */
-		while (s->busy > 0) {
+		 * slice; it needs the GIL to, and then sees stopped. Not
+		 * while the interpreter finalizes: a daemon thread asking for
+		 * the GIL then never gets it (close() from a __del__ at exit
+		 * waited for ever). Holding `use` is what stopping needs, as
+		 * its holder lets it go before asking for the GIL; a loader
+		 * still busy is left unfreed to the process's end. */
+		while (s->busy > 0 && !IMS_PY_FINALIZING()) {
 			Py_BEGIN_ALLOW_THREADS
 			sleep_ms(1);
 			Py_END_ALLOW_THREADS
 		}
 		aug_loader *l = s->l;
 		Py_BEGIN_ALLOW_THREADS
+		pthread_mutex_lock(&s->use);
 		aug_loader_stop(l);
+		pthread_mutex_unlock(&s->use);
 		Py_END_ALLOW_THREADS
 	}
 	loader_maybe_free(s);

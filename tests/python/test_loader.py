@@ -266,6 +266,33 @@ def test_close_from_another_thread(sample):
     assert settle(base) <= base, "threads left behind"
 
 
+def test_close_at_exit_while_a_daemon_thread_waits_in_the_loader(sample, tmp_path):
+    # close() from a __del__ run as the interpreter finalizes, with a
+    # daemon thread waiting in next(): that thread never gets the GIL back,
+    # and close() waited for it to leave for ever (the exit hung)
+    script = tmp_path / "exit.py"
+    script.write_text(textwrap.dedent("""
+        import builtins, sys, threading, imshard
+        loader = imshard.Loader(sys.argv[1], 8, 384, rank=0, world=1, threads=1, prefetch=1)
+        seen = threading.Event()
+        def consume():
+            for e in range(10**6):
+                for x in loader.epoch(e):
+                    seen.set()
+                    del x
+        threading.Thread(target=consume, daemon=True).start()
+        assert seen.wait(30), "no batch came"
+        class ClosesAtExit:
+            def __del__(self):
+                loader.close()
+                print("closed", flush=True)
+        builtins.closes_at_exit = ClosesAtExit()  # finalized after the threads stop
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "closed\n", (p.returncode, p.stdout, p.stderr)
+
+
 def test_rank_defaults(sample, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
