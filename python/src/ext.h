@@ -83,6 +83,17 @@ PyObject *ims_py_fspath(PyObject *o);
  */
 void ims_py_guard_maps(void);
 
+/*
+ * Whether the interpreter is finalizing: other threads (daemon threads,
+ * the only ones left) that ask for the GIL from then on never get it, so
+ * nothing may wait for them to leave a call they would leave with it.
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+#define IMS_PY_FINALIZING() Py_IsFinalizing()
+#else
+#define IMS_PY_FINALIZING() _Py_IsFinalizing()
+#endif
+
 /* Types and functions defined by the other files, registered by module.c. */
 extern PyTypeObject ims_py_split_type;   /* split.c */
 extern PyTypeObject ims_py_loader_type;  /* loader.c */

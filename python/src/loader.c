@@ -27,12 +27,6 @@
 
 #include "augment/augment.h"
 
-#if PY_VERSION_HEX >= 0x030D0000
-#define IMS_PY_FINALIZING() Py_IsFinalizing()
-#else
-#define IMS_PY_FINALIZING() _Py_IsFinalizing()
-#endif
-
 typedef struct {
 	PyObject_HEAD
 	aug_loader *l;

@@ -448,7 +448,18 @@ static PyObject *split_close(PyObject *self, PyObject *unused)
 	split_obj *s = (split_obj *)self;
 	/* a child's close() must not wait for a parent's thread either */
 	split_forget_parents(s);
-	if (s->mu_ready) {
+	if (s->mu_ready && IMS_PY_FINALIZING()) {
+		/* at exit (a __del__): a daemon thread holding mu lets it go
+		 * only after taking the GIL back, which it never gets now;
+		 * what it reads through is left to it, unfreed */
+		if (pthread_mutex_trylock(&s->mu) != 0) {
+			s->reader = NULL;
+			s->cur = NULL;
+			s->codec = NULL;
+			memset(&s->img, 0, sizeof(s->img));
+			Py_RETURN_NONE;
+		}
+	} else if (s->mu_ready) {
 		Py_BEGIN_ALLOW_THREADS
 		pthread_mutex_lock(&s->mu);
 		Py_END_ALLOW_THREADS

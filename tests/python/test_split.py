@@ -512,3 +512,32 @@ def test_a_split_opened_again_while_a_thread_reads_it_survives(sample, tmp_path)
         p = subprocess.run([sys.executable, str(script), sample["train"], sample["val"]],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 0 and p.stdout == "survived\n", (p.returncode, p.stderr[-2000:])
+
+
+def test_close_at_exit_while_a_daemon_thread_reads_the_split(sample, tmp_path):
+    # close() from a __del__ run as the interpreter finalizes, with a
+    # daemon thread decoding: that thread lets the split's lock go only
+    # after taking the GIL back, which it never gets then, and close()
+    # waited for the lock for ever (the exit hung)
+    script = tmp_path / "exit.py"
+    script.write_text(textwrap.dedent("""
+        import builtins, sys, threading, imshard
+        s = imshard.Split(sys.argv[1])
+        seen = threading.Event()
+        def spin():
+            i = 0
+            while True:
+                s.decode(i % len(s))
+                i += 1
+                seen.set()
+        threading.Thread(target=spin, daemon=True).start()
+        assert seen.wait(30), "no record decoded"
+        class ClosesAtExit:
+            def __del__(self):
+                s.close()
+                print("closed", flush=True)
+        builtins.closes_at_exit = ClosesAtExit()  # finalized after the threads stop
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "closed\n", (p.returncode, p.stdout, p.stderr)
