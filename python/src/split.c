@@ -158,15 +158,26 @@ static int split_open(split_obj *s)
  * mu takes the GIL back before it lets mu go, so a thread waiting for mu
  * while holding the GIL would wait for ever (two threads reading one
  * Split did). Returns with mu held and the GIL held; 0 (mu released, the
- * error set) when the split was closed meanwhile.
+ * error set) when the split was closed meanwhile, or when the interpreter
+ * is finalizing and a daemon thread holds mu (it never gets the GIL back
+ * to let it go: a read from a __del__ at exit waited for ever).
  */
 static int split_lock(split_obj *s)
 {
 	if (!split_adopt_after_fork(s))
 		return 0;
-	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&s->mu);
-	Py_END_ALLOW_THREADS
+	if (IMS_PY_FINALIZING()) {
+		if (pthread_mutex_trylock(&s->mu) != 0) {
+			ims_py_fail(IMS_EINVAL, "cannot read the split: another thread was reading "
+						"it when the interpreter began to exit, and never will "
+						"finish");
+			return 0;
+		}
+	} else {
+		Py_BEGIN_ALLOW_THREADS
+		pthread_mutex_lock(&s->mu);
+		Py_END_ALLOW_THREADS
+	}
 	if (split_open(s))
 		return 1;
 	pthread_mutex_unlock(&s->mu);

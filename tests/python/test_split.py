@@ -533,11 +533,26 @@ def test_close_at_exit_while_a_daemon_thread_reads_the_split(sample, tmp_path):
         threading.Thread(target=spin, daemon=True).start()
         assert seen.wait(30), "no record decoded"
         class ClosesAtExit:
-            def __del__(self):
+            # what it uses is bound here: module globals may be gone by then
+            def __del__(self, s=s, read=sys.argv[2] == "read", Error=imshard.Error):
+                if read:
+                    try:
+                        s[0]
+                        print("read", flush=True)
+                    except Error as e:
+                        print(type(e).__name__, e, flush=True)
                 s.close()
                 print("closed", flush=True)
         builtins.closes_at_exit = ClosesAtExit()  # finalized after the threads stop
     """))
-    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run([sys.executable, str(script), sample["train"], "close"],
+                       capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout == "closed\n", (p.returncode, p.stdout, p.stderr)
+    # a read there ends with an error that says why (it waited for ever
+    # too), unless the thread had let the lock go
+    p = subprocess.run([sys.executable, str(script), sample["train"], "read"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout in ("read\nclosed\n",
+                        "Error cannot read the split: another thread was reading it when the "
+                        "interpreter began to exit, and never will finish\nclosed\n"), p.stdout
