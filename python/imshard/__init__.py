@@ -649,7 +649,7 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
     kw["seed"] = 0 if seed is None else _u64(seed, "seed")
     kw["order"] = _ORDERS[order or "auto"]
     if isinstance(list_or_rows, (str, bytes, os.PathLike)):
-        rep = _imshard.pack(list_or_rows, None, classes, root, out_dir or ".", name, **kw)
+        rep = _imshard.pack(_path(list_or_rows, "list_or_rows"), None, classes, root, out_dir or ".", name, **kw)
     else:
         rep = _imshard.pack(None, _rows(list_or_rows), classes, root, out_dir or ".", name, **kw)
     _tell_skipped(rep, "pack")

@@ -295,6 +295,9 @@ def test_paths_and_text_holding_a_nul_are_named(sample, tmp_path):
         with pytest.raises(imshard.ArgumentError,
                            match="^%s holds a NUL character, which no path can" % what):
             imshard.convert("folder", root, out)
+    with pytest.raises(imshard.ArgumentError,
+                       match="^list_or_rows holds a NUL character, which no path can"):
+        imshard.pack(str(tmp_path / "list\0.lst"), img, tmp_path / "p" / "train")
     with pytest.raises(imshard.ArgumentError, match="^exts must not hold a NUL character"):
         imshard.convert("folder", img, tmp_path / "c", exts="jpg\0")
     for classes, why in (("Aves\0", "^classes must not hold a NUL character"),
