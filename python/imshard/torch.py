@@ -89,6 +89,10 @@ class Loader(imshard.Loader):
             # survive fork): the registrations are the parent's, which
             # unregisters them; calling CUDA here fails or hangs
             if os.getpid() == self._pid:
+                # a .cuda(non_blocking=True) of the last batches may
+                # still read these pages: unpinned under a copy in
+                # flight, the copy's source is undefined
+                torch.cuda.synchronize()
                 for addr in list(reg):
                     torch.cuda.cudart().cudaHostUnregister(addr)
             reg.clear()
