@@ -9,14 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rb_html(ims_buf *b, const char *s)
+/* n bytes of well-formed UTF-8 text as HTML. */
+static void html_text(ims_buf *b, const char *s, size_t n)
 {
-	if (!s)
-		return;
-	const char *run = s;
-	for (; *s; s++) {
+	const char *run = s, *end = s + n;
+	for (; s < end; s++) {
+		const unsigned char c = (unsigned char)*s;
 		const char *rep = NULL;
-		switch (*s) {
+		size_t skip = 1;
+		switch (c) {
 		case '&': rep = "&amp;"; break;
 		case '<': rep = "&lt;"; break;
 		case '>': rep = "&gt;"; break;
@@ -24,17 +25,62 @@ void rb_html(ims_buf *b, const char *s)
 		case '\'': rep = "&#39;"; break;
 		default: break;
 		}
-		/* control characters (from a log's strings) would make the
-		 * page invalid XML-ish text; show them as '?' */
-		if (!rep && (unsigned char)*s < 0x20 && *s != '\t' && *s != '\n')
+		/* control characters (from a log's strings: C0 but TAB and
+		 * LF, DEL, C1) are not allowed in an HTML document; show
+		 * them as '?' */
+		if (!rep && ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F))
 			rep = "?";
+		if (!rep && c == 0xC2 && s + 1 < end && (unsigned char)s[1] < 0xA0) {
+			rep = "?";
+			skip = 2;
+		}
 		if (rep) {
 			ims_buf_append(b, run, (size_t)(s - run));
 			ims_buf_puts(b, rep);
+			s += skip - 1;
 			run = s + 1;
 		}
 	}
-	ims_buf_append(b, run, (size_t)(s - run));
+	ims_buf_append(b, run, (size_t)(end - run));
+}
+
+void rb_html(ims_buf *b, const char *s)
+{
+	if (!s)
+		return;
+	/* the page is UTF-8: a byte that is not part of well-formed UTF-8
+	 * (a Latin-1 class name, a folder name from another system, a name
+	 * cut inside a character) is written as the text \xHH, as imshard
+	 * prints such names, so the page stays a valid document */
+	size_t bad;
+	while (!ims_utf8_valid(s, &bad)) {
+		html_text(b, s, bad);
+		ims_buf_printf(b, "\\x%02x", (unsigned char)s[bad]);
+		s += bad + 1;
+	}
+	html_text(b, s, strlen(s));
+}
+
+void rb_csv(ims_buf *b, const char *s)
+{
+	size_t bad;
+	if (!s || ims_utf8_valid(s, &bad)) {
+		ims_buf_csv(b, s);
+		return;
+	}
+	/* as rb_html: the files are UTF-8, other bytes are the text \xHH */
+	ims_buf t = {0};
+	while (!ims_utf8_valid(s, &bad)) {
+		ims_buf_append(&t, s, bad);
+		ims_buf_printf(&t, "\\x%02x", (unsigned char)s[bad]);
+		s += bad + 1;
+	}
+	ims_buf_puts(&t, s);
+	if (t.oom)
+		b->oom = 1;
+	else
+		ims_buf_csv(b, t.text);
+	ims_buf_release(&t);
 }
 
 void rb_csv_num(ims_buf *b, double v)

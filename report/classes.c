@@ -113,6 +113,7 @@ static int read_per_class(rep_run *run, const char *file, const cJSON *o,
 	if (!c->names || !c->records || !c->top1 || !c->top5)
 		return IMS_ENOMEM;
 	int i = 0, oom = 0;
+	size_t not_text = 0; /* names that are not UTF-8 */
 	const cJSON *e;
 	cJSON_ArrayForEach(e, pc)
 	{
@@ -126,9 +127,13 @@ static int read_per_class(rep_run *run, const char *file, const cJSON *o,
 				     i);
 			return rc < 0 ? rc : 0;
 		}
+		not_text += !ims_utf8_valid(c->names[i], NULL);
 		i++;
 	}
-	return 1;
+	char what[64];
+	snprintf(what, sizeof(what), "%zu class name%s", not_text, not_text == 1 ? "" : "s");
+	int rc = rep_diag_text(run, file, 0, not_text, what);
+	return rc < 0 ? rc : 1;
 }
 
 /* ---- confusion.csv ----------------------------------------------------------- */
@@ -318,6 +323,13 @@ int rep_classes_load(rep_run *run, const char *dir, ims_error *err)
 	c->top5_all = num(o, "top5", 0, 1, 0);
 	c->loss = num(o, "loss", 0, 1e300, 0);
 	if (oom) {
+		rc = IMS_ENOMEM;
+		goto out;
+	}
+	if (rep_diag_text(run, path, 0, c->program && !ims_utf8_valid(c->program, NULL),
+			  "'program'") < 0 ||
+	    rep_diag_text(run, path, 0, c->split && !ims_utf8_valid(c->split, NULL),
+			  "'split'") < 0) {
 		rc = IMS_ENOMEM;
 		goto out;
 	}

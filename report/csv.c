@@ -32,7 +32,7 @@ static void nums(ims_buf *b, const double *v, size_t n)
 
 static void run_cell(ims_buf *b, const rep_run *run)
 {
-	ims_buf_csv(b, run->label ? run->label : run->dir);
+	rb_csv(b, run->label ? run->label : run->dir);
 }
 
 static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
@@ -49,11 +49,11 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		const rep_summary *s = &run->sum;
 		run_cell(&b, run);
 		ims_buf_puts(&b, ",");
-		ims_buf_csv(&b, run->dir);
+		rb_csv(&b, run->dir);
 		ims_buf_printf(&b, ",%d,", st->world);
-		ims_buf_csv(&b, s->model ? s->model : "");
+		rb_csv(&b, s->model ? s->model : "");
 		ims_buf_puts(&b, ",");
-		ims_buf_csv(&b, s->device ? s->device : "");
+		rb_csv(&b, s->device ? s->device : "");
 		double v[] = {s->threads, st->batch_per_rank, st->global_batch, s->epochs,
 			      s->steps, st->images, s->wall_s, st->train_s, s->startup_s,
 			      s->images_per_s, st->speed, st->total_speed, st->final_top1,
@@ -68,9 +68,9 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		nums(&b, t, 2);
 		ims_buf_printf(&b, ",%d,%zu,%zu,%zu,", run->has_summary, run->n_diags_total,
 			       run->n_parts ? run->n_parts : 1, run->n_superseded);
-		ims_buf_csv(&b, s->init_path ? s->init_path : "");
+		rb_csv(&b, s->init_path ? s->init_path : "");
 		ims_buf_puts(&b, ",");
-		ims_buf_csv(&b, s->init_crc32c ? s->init_crc32c : "");
+		rb_csv(&b, s->init_crc32c ? s->init_crc32c : "");
 		ims_buf_puts(&b, "\n");
 	}
 	return save(&b, dir, "runs.csv", err);
@@ -165,7 +165,7 @@ static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
 		for (int k = 0; k < REP_N_TERMS; k++) {
 			run_cell(&b, &r->runs[i]);
 			ims_buf_puts(&b, ",");
-			ims_buf_csv(&b, rep_term_names[k]);
+			rb_csv(&b, rep_term_names[k]);
 			nums(&b, &st->terms[k], 1);
 			ims_buf_puts(&b, "\n");
 		}
@@ -187,7 +187,7 @@ static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_printf(&b, "%zu,%s,", g,
 				  gr->mode == REP_SCALE_RANK_BATCH ? "batch_per_rank"
 								   : "global_batch");
-			ims_buf_csv(&b, gr->key);
+			rb_csv(&b, gr->key);
 			ims_buf_puts(&b, ",");
 			run_cell(&b, &r->runs[gr->members[a]]);
 			ims_buf_printf(&b, ",%d", st->world);
@@ -216,7 +216,7 @@ static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
 		for (size_t k = 0; k < run->n_diags; k++) {
 			run_cell(&b, run);
 			ims_buf_puts(&b, ",");
-			ims_buf_csv(&b, run->diags[k]);
+			rb_csv(&b, run->diags[k]);
 			ims_buf_puts(&b, "\n");
 		}
 	}

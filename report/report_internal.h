@@ -18,9 +18,13 @@
  * every append and checked once at the end (ims_buf_take, or oom).
  */
 
-/* s with & < > " ' escaped for HTML text and attribute values. */
+/* s with & < > " ' escaped for HTML text and attribute values; control
+ * characters (but TAB and LF) as '?', bytes that are not well-formed
+ * UTF-8 as the text \xHH: the page is always valid UTF-8. */
 void rb_html(ims_buf *b, const char *s);
-/* (a text cell of a CSV: ims_buf_csv, common.h) */
+/* s as one CSV cell (ims_buf_csv, common.h), bytes that are not
+ * well-formed UTF-8 written as the text \xHH. NULL: nothing. */
+void rb_csv(ims_buf *b, const char *s);
 /* A number for CSV: %.10g, empty when not finite. */
 void rb_csv_num(ims_buf *b, double v);
 
@@ -134,6 +138,13 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i);
  * 0 or IMS_ENOMEM. Past REP_MAX_DIAGS only the count grows. */
 int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* The diagnostic "FILE[:LINE]: WHAT is (are) not valid UTF-8: the bad
+ * bytes are shown as \xHH" when n_bad > 0 strings of a file are not
+ * well-formed UTF-8 (the page and the CSV files write such bytes as \xHH:
+ * rb_html, rb_csv); nothing when n_bad is 0. 0 or IMS_ENOMEM. */
+int rep_diag_text(rep_run *run, const char *file, size_t line, size_t n_bad,
+		  const char *what);
 
 struct cJSON;
 /* A "start" line (resume 0) or a "resume" line (resume 1) of metrics.jsonl

@@ -54,6 +54,15 @@ int rep_run_diag(rep_run *run, const char *file, const char *why)
 	return rep_diag(run, file, 0, "%s", why);
 }
 
+int rep_diag_text(rep_run *run, const char *file, size_t line, size_t n_bad,
+		  const char *what)
+{
+	if (!n_bad)
+		return 0;
+	return rep_diag(run, file, line, "%s %s not valid UTF-8: the bad bytes are "
+			"shown as \\xHH", what, n_bad == 1 ? "is" : "are");
+}
+
 /* ---- fields ------------------------------------------------------------------ */
 
 enum { F_OK = 1, F_ABSENT = 0, F_BAD = -1 };
@@ -458,7 +467,11 @@ static int sum_string(rep_run *run, const char *file, const cJSON *o,
 	if (!cJSON_IsString(v))
 		return rep_diag(run, file, 0, "'%s' is not a string", key);
 	*out = strdup(v->valuestring);
-	return *out ? 0 : IMS_ENOMEM;
+	if (!*out)
+		return IMS_ENOMEM;
+	char what[64];
+	snprintf(what, sizeof(what), "'%s'", key);
+	return rep_diag_text(run, file, 0, !ims_utf8_valid(*out, NULL), what);
 }
 
 /* A number of the summary: NAN (with a diagnostic) when bad. */
@@ -521,6 +534,7 @@ static int read_options(rep_run *run, const char *file, const cJSON *o)
 	s->options = calloc((size_t)(n ? n : 1), sizeof(*s->options));
 	if (!s->options)
 		return IMS_ENOMEM;
+	size_t not_text = 0; /* options whose key or value is not UTF-8 */
 	const cJSON *e;
 	cJSON_ArrayForEach(e, opts)
 	{
@@ -545,8 +559,11 @@ static int read_options(rep_run *run, const char *file, const cJSON *o)
 		s->options[s->n_options].key = key;
 		s->options[s->n_options].value = value;
 		s->n_options++;
+		not_text += !ims_utf8_valid(key, NULL) || !ims_utf8_valid(value, NULL);
 	}
-	return 0;
+	char what[64];
+	snprintf(what, sizeof(what), "%zu of the options", not_text);
+	return rep_diag_text(run, file, 0, not_text, what);
 }
 
 static int read_summary(rep_run *run, const char *path, ims_error *err)

@@ -171,6 +171,32 @@ expect 0 "$IMSHARD" report "$T/f/=1+2" -o "$T/f.html" --csv "$T/f.csv" -q
 contains "$T/f.csv/runs.csv" "\"'=1+2\",$T/f/=1+2,1,\"'@cmd\","
 contains "$T/f.csv/train.csv" "\"'=1+2\",0,0,5,"
 
+# strings that are not UTF-8 (a Latin-1 folder name, model, option value
+# and class name) are written as \xHH in the page and every CSV file, and
+# each file's are told (before: the bytes went out raw, and the page and
+# the CSV files were not valid UTF-8)
+mkdir -p "$T/l1/caf"$'\xe9'
+cp "$T/a/metrics.jsonl" "$T/l1/caf"$'\xe9/'
+sed -e 's/"model":"convnet7"/"model":"n\xe9t"/' -e 's/"augment":"flip"/"augment":"fl\xefp"/' \
+  "$T/a/summary.json" >"$T/l1/caf"$'\xe9/summary.json'
+printf '{"per_class":[{"name":"\xe9l\xe8ve","records":1,"top1":1,"top5":1}]}\n' \
+  >"$T/l1/caf"$'\xe9/eval.json'
+expect 0 "$IMSHARD" report "$T/l1/caf"$'\xe9' -o "$T/l1.html" --csv "$T/l1.csv"
+contains "$T/err" "summary.json: 'model' is not valid UTF-8: the bad bytes are shown as \\xHH"
+contains "$T/err" "summary.json: 1 of the options is not valid UTF-8"
+contains "$T/err" "eval.json: 1 class name is not valid UTF-8"
+contains "$T/l1.html" 'caf\xe9'
+contains "$T/l1.html" '\xe9l\xe8ve'
+contains "$T/l1.csv/runs.csv" 'caf\xe9,'
+contains "$T/l1.csv/runs.csv" ',n\xe9t,'
+/usr/bin/python3 - "$T/l1.html" "$T/l1.csv" <<'PY' || fail "page or CSV files not UTF-8"
+import os, sys
+open(sys.argv[1], "rb").read().decode("utf-8")
+for f in os.listdir(sys.argv[2]):
+    open(os.path.join(sys.argv[2], f), "rb").read().decode("utf-8")
+PY
+checks=$((checks + 1))
+
 # a line of 300 MB without a newline (a damaged file) is skipped in bounded
 # memory and the lines after it are read (before: getline took the whole
 # line; short of memory it failed as if at the end of the file, and the

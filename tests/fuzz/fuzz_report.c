@@ -4,10 +4,11 @@
  * DIR/imshard-train.lock, then DIR2/metrics.jsonl and DIR2/summary.json
  * (a second run, or the same run's rank-local folder); files without a
  * part are absent. Both are loaded, analysed and rendered as the page and
- * the CSV files. Checked: the page is whole and has no markup from the
- * logs, and every CSV row has its header's fields, with no line break
- * outside quotes (other control characters from the logs are kept: the
- * data as it is). */
+ * the CSV files. Checked: the page is whole, valid UTF-8 and has no markup
+ * from the logs, and every CSV file is valid UTF-8 and every row has its
+ * header's fields, with no line break outside quotes (other control
+ * characters from the logs are kept in the CSV files: the data as it
+ * is). */
 #include <ctype.h>
 #include <sys/stat.h>
 
@@ -118,7 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = 0;
 		if (rep_report_html(&r, &html, &len, &err) != 0)
 			__builtin_trap();
-		if (strlen(html) != len || len < 8 || strcmp(html + len - 8, "</html>\n") != 0)
+		if (strlen(html) != len || len < 8 || strcmp(html + len - 8, "</html>\n") != 0 ||
+		    !ims_utf8_valid(html, NULL))
 			__builtin_trap();
 		for (size_t i = 0; i + 7 <= len; i++)
 			if (html[i] == '<' && strncasecmp(html + i, "<script", 7) == 0)
@@ -130,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			snprintf(path, sizeof(path), "%s/%s", out, rep_csv_names[k]);
 			size_t n;
 			char *s = slurp(path, &n);
-			if (csv_bad(s, n))
+			if (csv_bad(s, n) || strlen(s) != n || !ims_utf8_valid(s, NULL))
 				__builtin_trap();
 			free(s);
 		}

@@ -25,6 +25,26 @@ static void test_escape(void)
 	ims_buf_release(&b);
 }
 
+/* Bytes that are not UTF-8 (a Latin-1 name, one cut inside a character)
+ * are written as the text \xHH, control characters as '?': the page and
+ * the CSV files stay valid UTF-8. Before, the bytes were copied raw. */
+static void test_not_utf8(void)
+{
+	ims_buf b = {0};
+	rb_html(&b, "caf\xe9 <x> \xe2\x82 caf\xc3\xa9\x7f\xc2\x85\xff");
+	CHECK_EQ_STR(b.text, "caf\\xe9 &lt;x&gt; \\xe2\\x82 caf\xc3\xa9??\\xff");
+	CHECK(ims_utf8_valid(b.text, NULL));
+	ims_buf_release(&b);
+	rb_csv(&b, "a,\xe9\"");
+	ims_buf_puts(&b, "|");
+	rb_csv(&b, "caf\xc3\xa9");
+	ims_buf_puts(&b, "|");
+	rb_csv(&b, NULL);
+	CHECK_EQ_STR(b.text, "\"a,\\xe9\"\"\"|caf\xc3\xa9|");
+	CHECK(ims_utf8_valid(b.text, NULL));
+	ims_buf_release(&b);
+}
+
 static void test_formats(void)
 {
 	char n[48];
@@ -72,5 +92,6 @@ int main(void)
 	test_cells();
 	test_escape();
 	test_formats();
+	test_not_utf8();
 	return TEST_EXIT();
 }

@@ -357,6 +357,43 @@ static void test_no_records(void)
 	rep_report_release(&rep);
 }
 
+/* Names that are not UTF-8 (a Latin-1 class name, a split path from
+ * another system) are drawn with \xHH for their bad bytes and said once
+ * per file and field; the page stays valid UTF-8. Before, the bytes went
+ * into the page raw and nothing was said. */
+static void test_not_utf8(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "latin1");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "eval.json",
+		       "{\"split\":\"p/v\xe4l.json\",\"records\":3,\"top1\":0.6666666666666666,"
+		       "\"top5\":1,\"per_class\":["
+		       "{\"name\":\"caf\xe9\",\"records\":1,\"top1\":1,\"top5\":1},"
+		       "{\"name\":\"ok\",\"records\":1,\"top1\":1,\"top5\":1},"
+		       "{\"name\":\"cut\xe2\x82\",\"records\":1,\"top1\":0,\"top5\":1}]}\n",
+		       NULL, 0);
+	rep_test_write(dir, "confusion.csv",
+		       "true/predicted,caf\xe9,ok,cut\xe2\x82\ncaf\xe9,1,0,0\nok,0,1,0\n"
+		       "cut\xe2\x82,1,0,0\n",
+		       NULL, 0);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes && r.classes->has_confusion);
+	CHECK_EQ_U64(r.n_diags_total, 2);
+	CHECK(has_diag(&r, "eval.json: 2 class names are not valid UTF-8: the bad bytes "
+			   "are shown as \\xHH"));
+	CHECK(has_diag(&r, "eval.json: 'split' is not valid UTF-8"));
+	rep_run_release(&r);
+	rep_report rep;
+	char *p = page_of(dir, &rep);
+	CHECK(p && ims_utf8_valid(p, NULL));
+	CHECK(p && strstr(p, "caf\\xe9") && strstr(p, "cut\\xe2\\x82") &&
+	      strstr(p, "p/v\\xe4l.json"));
+	free(p);
+	rep_report_release(&rep);
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_classes");
@@ -365,6 +402,7 @@ int main(void)
 	test_bad_eval();
 	test_page();
 	test_no_records();
+	test_not_utf8();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();
