@@ -45,10 +45,11 @@ static const cli_command command = {
 	"and prints. Output files are written atomically; the folder of -o is\n"
 	"created when missing (a failed run removes the folders it made for -o\n"
 	"and --csv while empty). -o is a new name or a regular file to replace,\n"
-	"never a file a RUNDIR holds (metrics.jsonl, summary.json, eval.json,\n"
-	"confusion.csv) nor one of the --csv files, which are new names or\n"
-	"regular files to replace too. A summary line per scaling\n"
-	"comparison goes to stdout unless --quiet.\n"
+	"never a run's own file in a RUNDIR, there or not yet (metrics.jsonl,\n"
+	"summary.json, eval.json, confusion.csv, per_class.csv, predictions.csv,\n"
+	"checkpoint.safetensors, imshard-train.lock), nor one of the --csv\n"
+	"files, which are new names or regular files to replace too. A summary\n"
+	"line per scaling comparison goes to stdout unless --quiet.\n"
 	"\n"
 	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
 	"metrics.jsonl or a write failure, 2 bad usage.\n"
@@ -211,20 +212,27 @@ int cmd_report(int argc, char **argv)
 				free(pos);
 				return u;
 			}
-	/* the page must not replace what it is made from */
-	for (int i = 0; i < np && stat(out, &so) == 0; i++) {
-		static const char *const inputs[] = {"metrics.jsonl", "summary.json",
-						     "eval.json", "confusion.csv"};
-		for (int k = 0; k < 4; k++) {
+	/* the page must not replace what it is made from, nor take the name
+	 * of a file the trainer writes into a run folder: one absent now
+	 * (summary.json of a run still going, eval.json before an
+	 * evaluation) would be read as the page by the next report, or the
+	 * trainer would replace the page; checkpoint.safetensors would be
+	 * lost */
+	for (int i = 0; i < np; i++) {
+		static const char *const own[] = {
+			"metrics.jsonl", "summary.json", "eval.json", "confusion.csv",
+			"per_class.csv", "predictions.csv", "checkpoint.safetensors",
+			"imshard-train.lock"};
+		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
 			char p[4200];
-			struct stat si;
-			snprintf(p, sizeof(p), "%s/%s", pos[i], inputs[k]);
-			if (stat(p, &si) == 0 && si.st_dev == so.st_dev &&
-			    si.st_ino == so.st_ino) {
+			snprintf(p, sizeof(p), "%s/%s", pos[i], own[k]);
+			if (same_path(out, p)) {
 				int u = cli_usage_error(&command,
-							"-o '%s' is run '%s''s %s, which "
-							"the report reads: write it elsewhere",
-							out, pos[i], inputs[k]);
+							"-o '%s' is run '%s''s %s, which %s: "
+							"write it elsewhere",
+							out, pos[i], own[k],
+							k < 4 ? "the report reads"
+							      : "imshard-train writes");
 				free(pos);
 				return u;
 			}

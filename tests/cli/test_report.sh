@@ -47,6 +47,21 @@ for f in metrics.jsonl summary.json; do
   contains "$T/err" "-o '$T/b/$f' is run '$T/b''s $f, which the report reads: write it elsewhere"
 done
 expect 0 cmp "$T/b/metrics.jsonl" "$T/b.metrics"
+# -o a file the trainer writes into a run folder, there or not yet
+# (before: the page became a run's summary.json, read back as a damaged
+# one, or replaced its checkpoint)
+: >"$T/b/checkpoint.safetensors"
+for f in summary.json eval.json per_class.csv checkpoint.safetensors imshard-train.lock; do
+  [ "$f" = summary.json ] && run_dir=a || run_dir=b
+  [ "$f" = summary.json ] && mv "$T/a/summary.json" "$T/a.summary"
+  expect 2 "$IMSHARD" report "$T/$run_dir" -o "$T/$run_dir/$f"
+  one_line "$T/err"
+  contains "$T/err" "-o '$T/$run_dir/$f' is run '$T/$run_dir''s $f, which"
+  [ "$f" = summary.json ] && { absent "$T/a/summary.json"; mv "$T/a.summary" "$T/a/summary.json"; }
+done
+same "$(wc -c <"$T/b/checkpoint.safetensors")" 0 "(the checkpoint kept)"
+absent "$T/b/eval.json"
+rm "$T/b/checkpoint.safetensors"
 expect 2 "$IMSHARD" report "$T/a" -o "$T/r.html" --no-such-flag
 one_line "$T/err"
 contains "$T/err" "unknown option '--no-such-flag'"
