@@ -88,31 +88,120 @@ int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 }
 
 /* The part that holds line ln: the last one starting before it; -1 for
- * lines before the first part. */
+ * lines before the first part. Parts are in file order: a binary search,
+ * since every line asks (a file of many parts stays linear). */
 static long part_of(const rep_run *run, size_t ln)
 {
-	long k = -1;
-	for (size_t i = 0; i < run->n_parts && run->parts[i].line < ln; i++)
-		k = (long)i;
-	return k;
+	size_t lo = 0, hi = run->n_parts; /* parts [0, lo) start before ln */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (run->parts[mid].line < ln)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (long)lo - 1;
 }
 
-/* Whether line ln (at step: an interval's end, a validation's step) was
- * trained again: a later part of the same run starts before its step. A
- * part continues the run when its resume line says so or its run_id is
- * the line's part's; another run's start line supersedes nothing. */
-static int redone(const rep_run *run, size_t ln, int64_t step)
+/* run->parts' indices ordered by run_id (qsort has no context argument:
+ * the ids are compared through the indices' own array). */
+typedef struct id_at {
+	const char *id;
+	size_t part;
+} id_at;
+
+static int cmp_id_at(const void *a, const void *b)
 {
-	long j = part_of(run, ln);
-	const char *id = j >= 0 ? run->parts[j].run_id : "";
-	for (size_t k = 0; k < run->n_parts; k++) {
-		const rep_part *p = &run->parts[k];
-		if (p->line <= ln || p->step < 0 || step <= p->step)
+	const id_at *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+	return c ? c : (x->part > y->part) - (x->part < y->part);
+}
+
+/*
+ * Numbers the parts' run_ids: id_no[k] is the same for equal ids, from 0,
+ * and -1 for a part without one. Returns the number of distinct ids, or
+ * IMS_ENOMEM. O(P log P): a file of many parts is not quadratic.
+ */
+static long number_ids(const rep_run *run, long *id_no)
+{
+	const size_t n = run->n_parts;
+	id_at *at = malloc((n ? n : 1) * sizeof(*at));
+	if (!at)
+		return IMS_ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		at[k] = (id_at){run->parts[k].run_id, k};
+	qsort(at, n, sizeof(*at), cmp_id_at);
+	long ids = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!at[k].id[0]) {
+			id_no[at[k].part] = -1;
 			continue;
-		if (p->run_id[0] && id[0] ? strcmp(p->run_id, id) == 0 : p->resumed)
-			return 1;
+		}
+		if (k > 0 && at[k - 1].id[0] && strcmp(at[k - 1].id, at[k].id) == 0)
+			id_no[at[k].part] = id_no[at[k - 1].part];
+		else
+			id_no[at[k].part] = ids++;
 	}
+	free(at);
+	return ids;
+}
+
+/*
+ * A line of part j (-1: before the first part) at step s was trained
+ * again when a later part of the same run starts before s: a part
+ * continues the run when its run_id is the line's part's (both known),
+ * else when its resume line says so; another run's start line supersedes
+ * nothing. first[j + 1] receives the smallest start step of such a later
+ * part (INT64_MAX: none), so that the line is redone when s > first[j + 1].
+ * One pass from the last part back, keeping the smallest start per id.
+ */
+static int later_starts(const rep_run *run, int64_t *first)
+{
+	const size_t n = run->n_parts;
+	long *id_no = malloc((n ? n : 1) * sizeof(*id_no));
+	int64_t *by_id = malloc((n ? n : 1) * sizeof(*by_id));
+	if (!id_no || !by_id) {
+		free(id_no);
+		free(by_id);
+		return IMS_ENOMEM;
+	}
+	long ids = number_ids(run, id_no);
+	if (ids < 0) {
+		free(id_no);
+		free(by_id);
+		return IMS_ENOMEM;
+	}
+	for (long i = 0; i < ids; i++)
+		by_id[i] = INT64_MAX;
+	/* the later parts' smallest start: with this id; resumed without an
+	 * id; resumed, any id */
+	int64_t resumed_no_id = INT64_MAX, resumed_any = INT64_MAX;
+	for (size_t j = n; j-- > 0;) {
+		const rep_part *p = &run->parts[j];
+		first[j + 1] = id_no[j] >= 0 ? (by_id[id_no[j]] < resumed_no_id
+							? by_id[id_no[j]]
+							: resumed_no_id)
+					     : resumed_any;
+		if (p->step < 0)
+			continue;
+		if (id_no[j] >= 0 && p->step < by_id[id_no[j]])
+			by_id[id_no[j]] = p->step;
+		if (p->resumed && id_no[j] < 0 && p->step < resumed_no_id)
+			resumed_no_id = p->step;
+		if (p->resumed && p->step < resumed_any)
+			resumed_any = p->step;
+	}
+	first[0] = resumed_any; /* lines before the first part have no id */
+	free(id_no);
+	free(by_id);
 	return 0;
+}
+
+/* Whether line ln at step was trained again (later_starts). */
+static int redone(const rep_run *run, const int64_t *first, size_t ln,
+		  int64_t step)
+{
+	return step > first[part_of(run, ln) + 1];
 }
 
 /* Drops superseded lines, counting them (train lines per part). gpu
@@ -123,10 +212,17 @@ static int supersede(rep_run *run)
 	unsigned char *gone_rank = NULL;
 	if (run->n_parts < 2)
 		return 0;
+	int64_t *first = malloc((run->n_parts + 1) * sizeof(*first));
+	if (!first || later_starts(run, first) < 0) {
+		free(first);
+		return IMS_ENOMEM;
+	}
 	if (run->n_gpu) {
 		gone_rank = calloc(REP_MAX_RANKS, 1);
-		if (!gone_rank)
+		if (!gone_rank) {
+			free(first);
 			return IMS_ENOMEM;
+		}
 	}
 	size_t k = 0, g = 0, gk = 0;
 	for (size_t i = 0; i < run->n_train; i++) {
@@ -138,7 +234,7 @@ static int supersede(rep_run *run)
 			else
 				run->gpu[gk++] = run->gpu[g];
 		}
-		int gone = redone(run, l->line, l->step);
+		int gone = redone(run, first, l->line, l->step);
 		if (gone_rank)
 			gone_rank[l->rank] = (unsigned char)gone;
 		if (!gone) {
@@ -168,12 +264,13 @@ static int supersede(rep_run *run)
 	free(gone_rank);
 	k = 0;
 	for (size_t i = 0; i < run->n_val; i++) {
-		if (redone(run, run->val[i].line, run->val[i].step))
+		if (redone(run, first, run->val[i].line, run->val[i].step))
 			run->n_superseded_val++;
 		else
 			run->val[k++] = run->val[i];
 	}
 	run->n_val = k;
+	free(first);
 	return 0;
 }
 
@@ -294,14 +391,12 @@ int rep_parts_settle(rep_run *run, const char *file)
 			hi = run->gpu[i].rank > hi ? run->gpu[i].rank : hi;
 		run->world = hi + 1 > 0 ? hi + 1 : 1;
 	}
-	run->n_run_ids = 0;
-	for (size_t i = 0; i < run->n_parts; i++) {
-		const char *id = run->parts[i].run_id;
-		size_t k = 0;
-		while (k < i && strcmp(run->parts[k].run_id, id) != 0)
-			k++;
-		run->n_run_ids += id[0] && k == i;
-	}
+	long *id_no = malloc((run->n_parts ? run->n_parts : 1) * sizeof(*id_no));
+	long ids = id_no ? number_ids(run, id_no) : IMS_ENOMEM;
+	free(id_no);
+	if (ids < 0)
+		return IMS_ENOMEM;
+	run->n_run_ids = (int)ids;
 	/* with the superseded lines gone a resumed run's clock only goes
 	 * forward (each part starts it at the checkpoint's train_s) */
 	double t = -1;

@@ -233,6 +233,25 @@ contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes (ski
 same "$(grep -c '^long,0,' "$T/long.csv/train.csv")" 2 "train lines read around the long one"
 rm -r "$T/long"
 
+# a log of 100000 parts (a start line before each interval: a run resumed
+# again and again, or a damaged file) is read in time linear in its lines
+# (before: each line was checked against every part, about a minute)
+mkdir -p "$T/parts"
+/usr/bin/python3 - "$T/parts/metrics.jsonl" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for p in range(100000):
+        s = 5 * p
+        f.write('{"type":"start","step":%d,"epoch":0,"world":1,"run_id":"r1"}\n' % s)
+        f.write('{"type":"train","rank":0,"epoch":0,"step":%d,"loss":2,"accuracy":0.3,'
+                '"images_per_s":100,"data_wait_ms":1,"compute_ms":95,"comm_ms":0,"steps":5,'
+                '"wall_s":%g}\n' % (s + 5, 0.1 * (s + 5)))
+PY
+run timeout 20 "$IMSHARD" report "$T/parts" -o "$T/parts.html" --csv "$T/parts.csv" -q
+same "$rc" 0 "(report of 100000 parts within 20 s: exit)"
+same "$(grep -c '^parts,0,' "$T/parts.csv/train.csv" 2>/dev/null)" 100000 "train lines of 100000 parts"
+rm -r "$T/parts" "$T/parts.csv"
+
 # -o where the page would replace an input or another output, or be
 # renamed over what is not a regular file: bad usage, nothing written
 # (before: a run's eval.json or confusion.csv was replaced by the page, a
