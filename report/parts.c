@@ -349,14 +349,20 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 /* The lock file's second line: the mark of the job that last trained
  * into the folder, the same in every rank-local --log-dir of that job.
  * The lines carry the run_id only when the run has a --checkpoint-dir. */
-static void read_job_mark(rep_run *run, const char *dir)
+static int read_job_mark(rep_run *run, const char *dir)
 {
 	char path[4200], text[128];
 	run->job_mark[0] = '\0';
 	snprintf(path, sizeof(path), "%s/imshard-train.lock", dir);
-	FILE *f = fopen(path, "re");
+	/* ims_fopen_read refuses what is not a regular file without
+	 * blocking on it: a FIFO at the lock's name would hang a plain
+	 * fopen */
+	ims_error e;
+	FILE *f = ims_fopen_read(path, &e);
+	if (!f && e.code == IMS_ENOTFOUND)
+		return 0;
 	if (!f)
-		return;
+		return rep_diag(run, path, 0, "%s: the folder's job mark is not read", e.msg);
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	text[n] = '\0';
@@ -366,11 +372,12 @@ static void read_job_mark(rep_run *run, const char *dir)
 		memcpy(run->job_mark, nl + 1, 16);
 		run->job_mark[16] = '\0';
 	}
+	return 0;
 }
 
 int rep_parts_settle(rep_run *run, const char *file)
 {
-	read_job_mark(run, run->dir);
+	FORWARD_IF_ERR(read_job_mark(run, run->dir));
 	FORWARD_IF_ERR(supersede(run));
 	/* after superseding: a killed part's first interval that was
 	 * trained again is gone with the rest of its replayed lines */

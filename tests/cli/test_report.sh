@@ -272,6 +272,17 @@ expect 2 "$IMSHARD" report "$T/a" -o "$T/fifo"
 one_line "$T/err"
 contains "$T/err" "-o '$T/fifo' is a FIFO, not a regular file"
 [ -p "$T/fifo" ] || fail "the FIFO was replaced"
+# a FIFO where a run folder holds its files: named and skipped, never
+# opened to wait on (before: one at imshard-train.lock hung the report)
+mkdir -p "$T/pipes"
+cp "$T/a/metrics.jsonl" "$T/pipes/"
+for f in imshard-train.lock summary.json eval.json; do mkfifo "$T/pipes/$f"; done
+run timeout 20 "$IMSHARD" report "$T/pipes" -o "$T/pipes.html"
+same "$rc" 0 "(report of a folder with FIFOs: exit)"
+for f in imshard-train.lock summary.json eval.json; do
+  contains "$T/err" "$T/pipes/$f: cannot open '$T/pipes/$f': not a regular file (a FIFO)"
+done
+contains "$T/pipes.html" "imshard-train.lock: cannot open"
 # through a link of the scratch folder: unfixed, the link is replaced, not
 # /dev/null itself
 ln -s /dev/null "$T/null"
