@@ -20,7 +20,8 @@
 #include <sys/stat.h>
 
 #define MAX_COUNT 1e15      /* records per class, plausibly */
-#define MAX_NAME 1024       /* bytes of a class name in confusion.csv */
+#define MIN_FIELD 1024      /* bytes of a confusion.csv field kept at least
+			       (counts); names: the longest of eval.json's */
 
 /* ---- eval.json -------------------------------------------------------------- */
 
@@ -139,16 +140,17 @@ static int read_per_class(rep_run *run, const char *file, const cJSON *o,
 /* ---- confusion.csv ----------------------------------------------------------- */
 
 /*
- * The next CSV field of [*p, end) into out (at most cap - 1 bytes; longer
- * fields are cut, and then match no name): quoted fields may hold commas,
- * doubled quotes and line breaks. Returns ',' when another field of the
- * row follows, '\n' at the end of a row (or of the text), 0 when the
- * field is malformed.
+ * The next CSV field of [*p, end) into out (at most cap - 1 bytes):
+ * quoted fields may hold commas, doubled quotes and line breaks. Returns
+ * ',' when another field of the row follows, '\n' at the end of a row (or
+ * of the text), 0 when the field is malformed or longer than cap - 1
+ * bytes (cut, it would be read as another name or count).
  */
 static int csv_next(const char **p, const char *end, char *out, size_t cap)
 {
 	const char *s = *p;
 	size_t n = 0;
+	int cut = 0;
 	int quoted = s < end && *s == '"';
 	if (quoted) {
 		for (s++;; s++) {
@@ -162,13 +164,20 @@ static int csv_next(const char **p, const char *end, char *out, size_t cap)
 			}
 			if (n + 1 < cap)
 				out[n++] = *s;
+			else
+				cut = 1;
 		}
 		s++;
 	} else
-		for (; s < end && *s != ',' && *s != '\n' && *s != '\r'; s++)
+		for (; s < end && *s != ',' && *s != '\n' && *s != '\r'; s++) {
 			if (n + 1 < cap)
 				out[n++] = *s;
+			else
+				cut = 1;
+		}
 	out[n] = '\0';
+	if (cut)
+		return 0;
 	if (s < end && *s == '\r')
 		s++;
 	if (s >= end || *s == '\n') {
@@ -218,7 +227,13 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 		return rc < 0 ? rc : 0;
 	}
 	const size_t n = (size_t)c->n;
-	char *field = malloc(MAX_NAME + 1);
+	/* a field is kept up to the longest name and one byte more: a name
+	 * of any length is compared whole, and a longer field, cut, still
+	 * matches none */
+	size_t cap = MIN_FIELD;
+	for (size_t k = 0; k < n; k++)
+		cap = strlen(c->names[k]) + 2 > cap ? strlen(c->names[k]) + 2 : cap;
+	char *field = malloc(cap);
 	c->confused = calloc(REP_MAX_CONFUSED, sizeof(rep_confused));
 	if (n <= REP_MAX_MATRIX)
 		c->matrix = calloc(n * n, sizeof(double));
@@ -229,23 +244,23 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 	}
 	const char *p = (const char *)data, *end = p + len;
 	const char *why = NULL;
-	int sep = csv_next(&p, end, field, MAX_NAME + 1);
+	int sep = csv_next(&p, end, field, cap);
 	if (sep != ',' || strcmp(field, "true/predicted"))
 		why = "does not start with 'true/predicted'";
 	for (size_t j = 0; !why && j < n; j++) {
-		sep = csv_next(&p, end, field, MAX_NAME + 1);
+		sep = csv_next(&p, end, field, cap);
 		if (!sep || (sep == '\n') != (j == n - 1) || strcmp(field, c->names[j]))
 			why = "its columns are not eval.json's classes";
 	}
 	for (size_t i = 0; !why && i < n; i++) {
-		sep = csv_next(&p, end, field, MAX_NAME + 1);
+		sep = csv_next(&p, end, field, cap);
 		if (sep != ',' || strcmp(field, c->names[i])) {
 			why = "its rows are not eval.json's classes";
 			break;
 		}
 		double sum = 0, hit = NAN;
 		for (size_t j = 0; j < n; j++) {
-			sep = csv_next(&p, end, field, MAX_NAME + 1);
+			sep = csv_next(&p, end, field, cap);
 			char *tail;
 			errno = 0;
 			double v = strtod(field, &tail);

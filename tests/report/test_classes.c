@@ -394,6 +394,42 @@ static void test_not_utf8(void)
 	rep_report_release(&rep);
 }
 
+/* A class name of any length is matched whole between eval.json and
+ * confusion.csv (before: the CSV's fields were cut at 1024 bytes, and a
+ * longer name made the file "not eval.json's classes"); a field longer
+ * than every name is still refused, not cut into a match. */
+static void test_long_name(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "longname");
+	rep_test_run_a(dir);
+	const size_t L = 3000;
+	char *name = malloc(L + 1), *json = malloc(2 * L + 512), *csv = malloc(4 * L + 512);
+	if (!name || !json || !csv)
+		exit(1);
+	memset(name, 'x', L);
+	name[L] = '\0';
+	name[L / 2] = ','; /* quoted in the CSV */
+	snprintf(json, 2 * L + 512,
+		 "{\"per_class\":[{\"name\":\"%s\",\"records\":2,\"top1\":0.5,\"top5\":1},"
+		 "{\"name\":\"b\",\"records\":1,\"top1\":1,\"top5\":1}]}\n",
+		 name);
+	rep_test_write(dir, "eval.json", json, NULL, 0);
+	snprintf(csv, 4 * L + 512, "true/predicted,\"%s\",b\n\"%s\",1,1\nb,0,1\n", name, name);
+	rep_test_write(dir, "confusion.csv", csv, NULL, 0);
+	rep_run r;
+	load(dir, &r);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK(r.classes && r.classes->has_confusion && r.classes->n_confused == 1);
+	rep_run_release(&r);
+	/* the same name with one more byte in the CSV: not eval.json's */
+	snprintf(csv, 4 * L + 512, "true/predicted,\"%sy\",b\n\"%s\",1,1\nb,0,1\n", name, name);
+	bad_confusion(dir, csv, "its columns are not eval.json's classes");
+	free(name);
+	free(json);
+	free(csv);
+}
+
 int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_classes");
@@ -403,6 +439,7 @@ int main(void)
 	test_page();
 	test_no_records();
 	test_not_utf8();
+	test_long_name();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();
