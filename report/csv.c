@@ -1,25 +1,15 @@
 /*
  * csv.c - the report's series as CSV files, for spreadsheets and plotting
  * tools: one file per series, a header row, numbers as %.10g, unknown
- * values empty. Each file is written atomically.
+ * values empty. The files (and the page, rep_report_write) are written to
+ * temporaries first and put in place together.
  */
 #include "report_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-static int save(ims_buf *b, const char *dir, const char *name, ims_error *err)
-{
-	char path[4096];
-	int rc = ims_path_join(path, sizeof(path), dir, name, err);
-	if (!rc && b->oom)
-		rc = ims_fail(err, IMS_ENOMEM, "cannot write '%s': out of memory", name);
-	if (!rc)
-		rc = ims_write_file_atomic(path, b->text ? b->text : "", b->len, err);
-	ims_buf_release(b);
-	return rc;
-}
 
 /* Numbers separated by commas: one call per row tail. */
 static void nums(ims_buf *b, const double *v, size_t n)
@@ -35,7 +25,7 @@ static void run_cell(ims_buf *b, const rep_run *run)
 	rb_csv(b, run->label ? run->label : run->dir);
 }
 
-static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
+static void runs_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,dir,world,model,device,threads,batch_per_rank,global_batch,epochs,"
@@ -73,10 +63,10 @@ static int runs_csv(const rep_report *r, const char *dir, ims_error *err)
 		rb_csv(&b, s->init_crc32c ? s->init_crc32c : "");
 		ims_buf_puts(&b, "\n");
 	}
-	return save(&b, dir, "runs.csv", err);
+	*out = b;
 }
 
-static int train_csv(const rep_report *r, const char *dir, ims_error *err)
+static void train_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,rank,epoch,step,epoch_position,steps,wall_s,loss,accuracy,lr,"
@@ -95,10 +85,10 @@ static int train_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "train.csv", err);
+	*out = b;
 }
 
-static int val_csv(const rep_report *r, const char *dir, ims_error *err)
+static void val_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,epoch,step,wall_s,val_s,loss,top1,top5,records\n");
@@ -113,10 +103,10 @@ static int val_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "val.csv", err);
+	*out = b;
 }
 
-static int gpu_csv(const rep_report *r, const char *dir, ims_error *err)
+static void gpu_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,rank,device,wall_s,util,mem_used_mib,mem_total_mib\n");
@@ -131,10 +121,10 @@ static int gpu_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "gpu.csv", err);
+	*out = b;
 }
 
-static int ranks_csv(const rep_report *r, const char *dir, ims_error *err)
+static void ranks_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,rank,lines,warmup_excluded,speed,step_ms,data_wait_ms,compute_ms,"
@@ -151,10 +141,10 @@ static int ranks_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "ranks.csv", err);
+	*out = b;
 }
 
-static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
+static void terms_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,term,seconds\n");
@@ -170,10 +160,10 @@ static int terms_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "terms.csv", err);
+	*out = b;
 }
 
-static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
+static void scaling_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "group,mode,key,run,world,batch_per_rank,global_batch,images,train_s,"
@@ -204,10 +194,10 @@ static int scaling_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "scaling.csv", err);
+	*out = b;
 }
 
-static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
+static void skipped_csv(const rep_report *r, ims_buf *out)
 {
 	ims_buf b = {0};
 	ims_buf_puts(&b, "run,diagnostic\n");
@@ -220,25 +210,83 @@ static int skipped_csv(const rep_report *r, const char *dir, ims_error *err)
 			ims_buf_puts(&b, "\n");
 		}
 	}
-	return save(&b, dir, "skipped.csv", err);
+	*out = b;
 }
+
+/* The CSV files, in rep_csv_names' order. */
+static void (*const csv_fill[])(const rep_report *, ims_buf *) = {
+	runs_csv, train_csv, val_csv, gpu_csv, ranks_csv, terms_csv, scaling_csv,
+	skipped_csv};
 
 const char *const rep_csv_names[] = {"runs.csv", "train.csv", "val.csv",
 				     "gpu.csv", "ranks.csv", "terms.csv",
 				     "scaling.csv", "skipped.csv", NULL};
 
-int rep_report_write_csv(const rep_report *r, const char *dir, ims_error *err)
+#define N_CSV (sizeof(csv_fill) / sizeof(csv_fill[0]))
+
+/* A file written to its temporary, not yet in place. */
+typedef struct staged {
+	char path[4096], tmp[4200];
+	int fd;
+} staged;
+
+/* Writes len bytes of text to path's temporary as st (oom: the text
+ * could not be made). */
+static int stage(staged *st, const char *path, const char *text, size_t len,
+		 int oom, ims_error *err)
+{
+	if (snprintf(st->path, sizeof(st->path), "%s", path) >= (int)sizeof(st->path))
+		return ims_fail(err, IMS_EINVAL, "cannot write '%s': the path is too long", path);
+	if (oom)
+		return ims_fail(err, IMS_ENOMEM, "cannot write '%s': out of memory", path);
+	return ims_temp_write(path, text ? text : "", len, 0, st->tmp, sizeof(st->tmp),
+			      &st->fd, err);
+}
+
+int rep_report_write(const rep_report *r, const char *page, const char *csv_dir,
+		     ims_error *err)
 {
 	RETURN_IF(!r->analyzed, err, IMS_EINVAL,
-		  "cannot write CSV files before the report is analysed");
-	FORWARD_IF_ERR(ims_mkdir_p(dir, err));
-	FORWARD_IF_ERR(runs_csv(r, dir, err));
-	FORWARD_IF_ERR(train_csv(r, dir, err));
-	FORWARD_IF_ERR(val_csv(r, dir, err));
-	FORWARD_IF_ERR(gpu_csv(r, dir, err));
-	FORWARD_IF_ERR(ranks_csv(r, dir, err));
-	FORWARD_IF_ERR(terms_csv(r, dir, err));
-	FORWARD_IF_ERR(scaling_csv(r, dir, err));
-	FORWARD_IF_ERR(skipped_csv(r, dir, err));
-	return 0;
+		  "cannot write the report before it is analysed");
+	staged *st = calloc(N_CSV + 1, sizeof(*st));
+	RETURN_IF(!st, err, IMS_ENOMEM, "cannot write the report: out of memory");
+	size_t n = 0; /* files staged */
+	int rc = 0;
+	if (csv_dir)
+		rc = ims_mkdir_p(csv_dir, err);
+	for (size_t k = 0; csv_dir && !rc && k < N_CSV; k++) {
+		char path[4096];
+		rc = ims_path_join(path, sizeof(path), csv_dir, rep_csv_names[k], err);
+		if (rc)
+			break;
+		ims_buf b = {0};
+		csv_fill[k](r, &b);
+		rc = stage(&st[n], path, b.text, b.len, b.oom, err);
+		ims_buf_release(&b);
+		n += !rc;
+	}
+	if (page && !rc) {
+		char *html = NULL;
+		size_t len = 0;
+		rc = rep_report_html(r, &html, &len, err);
+		if (!rc)
+			rc = stage(&st[n], page, html, len, 0, err);
+		free(html);
+		n += !rc;
+	}
+	/* every file is written before any replaces its name: a failure
+	 * (a full disk) leaves the old files, not a new page beside some
+	 * new CSV files and some old ones. The page goes in last. */
+	size_t k = 0;
+	for (; !rc && k < n; k++)
+		rc = ims_temp_publish(st[k].fd, st[k].tmp, st[k].path, err);
+	for (; k < n; k++) /* on failure: those not published */
+		ims_temp_discard(st[k].fd, st[k].tmp);
+	free(st);
+	return rc;
+}
+
+int rep_report_write_csv(const rep_report *r, const char *dir, ims_error *err)
+{
+	return rep_report_write(r, NULL, dir, err);
 }

@@ -406,13 +406,23 @@ int rep_report_html(const rep_report *r, char **out, size_t *len,
 int rep_report_write_html(const rep_report *r, const char *path,
 			  ims_error *err);
 /*
- * Writes the series as CSV files into dir (created when missing), each
- * atomically, with a header row: runs.csv, train.csv, val.csv, gpu.csv,
+ * Writes the series as CSV files into dir (created when missing), all or
+ * none (rep_report_write), with a header row: runs.csv, train.csv, val.csv, gpu.csv,
  * ranks.csv, terms.csv, scaling.csv, skipped.csv (docs/TRAINING.md lists
  * the columns). Unknown values are empty fields.
  */
 int rep_report_write_csv(const rep_report *r, const char *dir,
 			 ims_error *err);
+/*
+ * The page (page; NULL: none) and the CSV files (into csv_dir, created when
+ * missing; NULL: none) together: every file is written to its temporary
+ * first, and only when all are written are they renamed into place, the
+ * page last. A failure (a full disk, a file-size limit) leaves every
+ * old file as it was and no new one. Returns 0, or with err filled
+ * IMS_EINVAL (not analysed), IMS_EIO or IMS_ENOMEM.
+ */
+int rep_report_write(const rep_report *r, const char *page, const char *csv_dir,
+		     ims_error *err);
 /* The names of the files rep_report_write_csv writes, NULL-terminated:
  * what a caller checks its other outputs against. */
 extern const char *const rep_csv_names[];

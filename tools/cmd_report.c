@@ -42,14 +42,16 @@ static const cli_command command = {
 	"(\"Reports\") has every definition and the CSV columns.\n"
 	"\n"
 	"The page uses no script, font or URL outside itself: it opens offline\n"
-	"and prints. Output files are written atomically; the folder of -o is\n"
-	"created when missing (a failed run removes the folders it made for -o\n"
-	"and --csv while empty). -o is a new name or a regular file to replace,\n"
-	"never a run's own file in a RUNDIR, there or not yet (metrics.jsonl,\n"
-	"summary.json, eval.json, confusion.csv, per_class.csv, predictions.csv,\n"
-	"checkpoint.safetensors, imshard-train.lock), nor one of the --csv\n"
-	"files, which are new names or regular files to replace too. A summary\n"
-	"line per scaling comparison goes to stdout unless --quiet.\n"
+	"and prints. Output files are written all or none (to temporaries, then\n"
+	"renamed: a failure leaves the old files as they were); the folder of\n"
+	"-o is created when missing (a failed run removes the folders it made\n"
+	"for -o and --csv while empty). -o is a new name or a regular file to\n"
+	"replace, never a run's own file in a RUNDIR, there or not yet\n"
+	"(metrics.jsonl, summary.json, eval.json, confusion.csv, per_class.csv,\n"
+	"predictions.csv, checkpoint.safetensors, imshard-train.lock), nor one\n"
+	"of the --csv files, which are new names or regular files to replace\n"
+	"too. A summary line per scaling comparison goes to stdout unless\n"
+	"--quiet.\n"
 	"\n"
 	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
 	"metrics.jsonl or a write failure, 2 bad usage.\n"
@@ -272,13 +274,11 @@ int cmd_report(int argc, char **argv)
 			 "the %zu, the first %d of each run)",
 			 total - shown, kept, total, REP_MAX_DIAGS);
 	/* both folders first: a --csv that cannot be made leaves no page */
+	/* the page and the CSV files all or none: a failure part way (a
+	 * full disk) leaves no new page beside half-new CSV files */
 	if (make_parent(out, &page_dir, &page_made, &err) < 0 ||
 	    (csv && ims_mkdir_p_created(csv, &csv_made, &err) < 0) ||
-	    rep_report_write_html(&r, out, &err) < 0) {
-		cli_error("report: %s", err.msg);
-		goto done;
-	}
-	if (csv && rep_report_write_csv(&r, csv, &err) < 0) {
+	    rep_report_write(&r, out, csv, &err) < 0) {
 		cli_error("report: %s", err.msg);
 		goto done;
 	}

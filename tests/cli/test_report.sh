@@ -339,6 +339,28 @@ run bash -c 'trap "" XFSZ; ulimit -f 8; exec "$@"' full "$IMSHARD" report "$T/a"
   -o "$T/kept/r.html" --csv "$T/kept/csv"
 same "$rc" 1 "(report under a file-size limit into folders that were there: exit)"
 exists "$T/kept/csv"
+# the page and the CSV files all or none: a limit that train.csv passes
+# after the page and runs.csv fit leaves the old page and CSV files as
+# they were and no new one (before: a new page and runs.csv beside the
+# old train.csv, exit 1)
+mkdir -p "$T/many" "$T/aon/csv"
+for i in $(seq 1 8000); do train 0 0 $((5 * i)) 100 1 95 0 $i; done >"$T/many/metrics.jsonl"
+echo old >"$T/aon/r.html"
+echo old >"$T/aon/csv/runs.csv"
+run bash -c 'trap "" XFSZ; ulimit -f 200; exec "$@"' full "$IMSHARD" report "$T/many" \
+  -o "$T/aon/r.html" --csv "$T/aon/csv"
+same "$rc" 1 "(report whose train.csv passes a file-size limit: exit)"
+one_line "$T/err"
+contains "$T/err" "train.csv"
+same "$(cat "$T/aon/r.html")" old "the old page kept"
+same "$(cat "$T/aon/csv/runs.csv")" old "the old runs.csv kept"
+same "$(ls "$T/aon/csv")" runs.csv "no new CSV file, no temporary"
+same "$(ls "$T/aon")" "csv
+r.html" "no temporary of the page"
+# and without the limit all are written
+expect 0 "$IMSHARD" report "$T/many" -o "$T/aon/r.html" --csv "$T/aon/csv" -q
+same "$(grep -c "^many,0," "$T/aon/csv/train.csv")" 8000 "train.csv of 8000 lines"
+rm -r "$T/many" "$T/aon"
 # a rank without a train line in the folder (its --log-dir was another)
 # is said to be guessed at the others' speed (before: assumed without a
 # word)
