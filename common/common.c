@@ -289,6 +289,17 @@ int ims_path_within(const char *path, const char *dir)
 	return strncmp(p, d, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }
 
+int ims_path_within_loosely(const char *path, const char *dir)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	if (!path || !dir || resolve_loosely(dir, d) < 0 || resolve_loosely(path, p) < 0)
+		return 0;
+	size_t n = strlen(d);
+	if (n == 1)
+		return 1;
+	return strncmp(p, d, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
 int ims_plain_name(const char *name)
 {
 	return name && name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 &&

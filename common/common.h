@@ -555,6 +555,10 @@ int ims_plain_name(const char *name);
  * writer that must not write into the tree it reads.
  */
 int ims_path_within(const char *path, const char *dir);
+/* ims_path_within with dir resolved as path is (a part that does not
+ * exist yet taken as written): for two outputs neither of which is
+ * there yet, such as a file and a folder that must not hold it. */
+int ims_path_within_loosely(const char *path, const char *dir);
 
 /*
  * Text from the outside (file and folder names, class names) on its way to

@@ -182,6 +182,15 @@ int cmd_report(int argc, char **argv)
 				       "the CSV files",
 				       csv, ims_file_kind(so.st_mode));
 	}
+	/* -o, not there yet, named as --csv or a folder above it: the CSV
+	 * files would go in, then the page could not be renamed onto the
+	 * folder they made */
+	if (csv && ims_path_within_loosely(csv, out)) {
+		free(pos);
+		return cli_usage_error(&command, "--csv '%s' is -o '%s' or lies inside "
+				       "it: name another folder for the CSV files",
+				       csv, out);
+	}
 	/* the page would be replaced by a CSV file written after it; a CSV
 	 * file is renamed into place as the page is, so what is at its name
 	 * must be a regular file (found after the page and the CSV files

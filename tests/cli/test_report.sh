@@ -314,6 +314,16 @@ expect 2 "$IMSHARD" report "$T/a" -o "$T/cd.html" --csv "$T/csvdir"
 one_line "$T/err"
 contains "$T/err" "holds a FIFO at '$T/csvdir/gpu.csv'"
 [ -p "$T/csvdir/gpu.csv" ] || fail "the FIFO at gpu.csv was replaced"
+# --csv that is -o, or a folder inside it, neither there yet: bad usage,
+# nothing written (before: the CSV files were put in a folder at -o's name,
+# then the page's rename onto it failed, exit 1)
+expect 2 "$IMSHARD" report "$T/a" -o "$T/same" --csv "$T/same"
+one_line "$T/err"
+contains "$T/err" "--csv '$T/same' is -o '$T/same' or lies inside it"
+absent "$T/same"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/same/r.html" --csv "$T/same/x/../r.html/csv"
+one_line "$T/err"
+absent "$T/same"
 # --csv a file: bad usage; --csv a folder that cannot be made: no page
 # (before: the page was written, then the CSV folder failed)
 expect 2 "$IMSHARD" report "$T/a" -o "$T/r6.html" --csv "$T/a/metrics.jsonl"

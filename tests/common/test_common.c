@@ -146,6 +146,13 @@ int main(void)
 	CHECK(ims_path_within(p, root) == 1);
 	snprintf(p, sizeof(p), "%s/none/x", dir); /* dir not resolvable */
 	CHECK(ims_path_within(root, p) == 0);
+	/* ... unless taken as written too */
+	snprintf(link, sizeof(link), "%s/none/x/../x/y", dir);
+	CHECK(ims_path_within_loosely(link, p) == 1);
+	CHECK(ims_path_within_loosely(p, p) == 1);
+	snprintf(link, sizeof(link), "%s/none/xy", dir);
+	CHECK(ims_path_within_loosely(link, p) == 0);
+	CHECK(ims_path_within_loosely(root, p) == 0);
 	char cwd[4096];
 	CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
 	CHECK(chdir(root) == 0); /* relative paths: from the working folder */
