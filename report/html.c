@@ -118,8 +118,11 @@ static void runs_table(ims_buf *b, const rep_report *r)
 	ims_buf_puts(b, "</table>\n<p>Epochs are counted from 1 here (epoch 1 ends at 1.0 on the epoch axes); "
 		   "the logs count from 0. train_s is the wall time of training after start-up.</p>\n");
 	if (total_diags(r)) {
+		/* most are lines left out; some are a file's values (not
+		 * drawn, or text shown with \xHH), and each says which */
 		ims_buf_puts(b, "<h3 id=\"diagnostics\">Skipped lines</h3>\n<p class=\"note\">These lines "
-			   "of the logs could not be used and were left out of every figure:</p>\n"
+			   "and values of the run folders could not be used as written: each "
+			   "says what was left out of every figure, or how it is shown:</p>\n"
 			   "<div class=\"diag\">");
 		for (size_t i = 0; i < r->n_runs; i++) {
 			const rep_run *run = &r->runs[i];
