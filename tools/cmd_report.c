@@ -74,10 +74,12 @@ static int make_parent(const char *path, char **dir, char **created,
 }
 
 /* 1 when a and b name one file, or would once written: the same file
- * (ims_same_file), or the same name in the same existing folder. */
+ * (ims_same_file), the same name in the same existing folder, or the same
+ * path once resolved as written (a "sub/.." whose sub is made for -o). */
 static int same_path(const char *a, const char *b)
 {
-	if (ims_same_file(a, b))
+	if (ims_same_file(a, b) ||
+	    (ims_path_within_loosely(a, b) && ims_path_within_loosely(b, a)))
 		return 1;
 	char *ca = strdup(a), *cb = strdup(b);
 	int same = 0;

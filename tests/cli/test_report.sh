@@ -59,6 +59,13 @@ for f in summary.json eval.json per_class.csv checkpoint.safetensors imshard-tra
   contains "$T/err" "-o '$T/$run_dir/$f' is run '$T/$run_dir''s $f, which"
   [ "$f" = summary.json ] && { absent "$T/a/summary.json"; mv "$T/a.summary" "$T/a/summary.json"; }
 done
+# ... also through a folder made for -o ("sub/.." is the run's folder)
+mv "$T/a/summary.json" "$T/a.summary"
+expect 2 "$IMSHARD" report "$T/a" -o "$T/a/sub/../summary.json"
+one_line "$T/err"
+absent "$T/a/summary.json"
+absent "$T/a/sub"
+mv "$T/a.summary" "$T/a/summary.json"
 same "$(wc -c <"$T/b/checkpoint.safetensors")" 0 "(the checkpoint kept)"
 absent "$T/b/eval.json"
 rm "$T/b/checkpoint.safetensors"
