@@ -4,6 +4,7 @@
  * values as empty fields, fields with commas quoted.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <math.h>
 
 #include "rep_test_util.h"
@@ -112,6 +113,31 @@ int main(void)
 	strcat(blocked, "/csv");
 	CHECK(rep_report_write_csv(&r, blocked, &err) < 0);
 	CHECK(strstr(err.msg, "file") != NULL);
+
+	/* the page and the CSV files all or none: a page that cannot be
+	 * written leaves no new CSV file (nor a temporary) */
+	char all[4300], page[4400];
+	rep_test_sub(all, sizeof(all), tmp, "all");
+	snprintf(page, sizeof(page), "%s/r.html", blocked); /* under a file */
+	CHECK(rep_report_write(&r, page, all, &err) < 0);
+	s = slurp(all, "runs.csv");
+	CHECK(s == NULL);
+	free(s);
+	DIR *d = opendir(all);
+	size_t entries = 0;
+	for (struct dirent *e; d && (e = readdir(d));)
+		entries += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	CHECK_EQ_U64(entries, 0);
+	snprintf(page, sizeof(page), "%s/r.html", all);
+	CHECK_OK(rep_report_write(&r, page, all, &err), &err);
+	s = slurp(all, "r.html");
+	CHECK(s && strstr(s, "</html>") != NULL);
+	free(s);
+	s = slurp(all, "skipped.csv");
+	CHECK(s && strcmp(s, "run,diagnostic\n") == 0);
+	free(s);
 	rep_report_release(&r);
 	if (!test_failures_)
 		test_rm_tree(tmp);
