@@ -59,6 +59,30 @@ static char *str(const cJSON *o, const char *key, int *oom)
 	return s;
 }
 
+/*
+ * An upper bound on the values of a JSON text: 1 + its commas and opening
+ * brackets outside strings (a container of k values holds k - 1 commas).
+ * What a parse would make a node of each for, counted without allocating.
+ */
+static size_t json_values(const char *s, size_t len)
+{
+	size_t n = 1;
+	int in_string = 0;
+	for (size_t i = 0; i < len; i++) {
+		const char ch = s[i];
+		if (in_string) {
+			if (ch == '\\')
+				i++; /* the escaped character, a quote among them */
+			else if (ch == '"')
+				in_string = 0;
+		} else if (ch == '"')
+			in_string = 1;
+		else if (ch == ',' || ch == '[' || ch == '{')
+			n++;
+	}
+	return n;
+}
+
 void rep_classes_release(rep_classes *c)
 {
 	if (!c)
@@ -306,21 +330,40 @@ int rep_classes_load(rep_run *run, const char *dir, ims_error *err)
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "eval.json", err));
 	FORWARD_IF_ERR(ims_path_join(csv, sizeof(csv), dir, "confusion.csv", err));
 	struct stat st;
-	if (stat(path, &st) != 0 && errno == ENOENT)
+	const int found = stat(path, &st) == 0;
+	if (!found && errno == ENOENT)
 		return 0; /* no evaluation in this folder: nothing to draw */
+	char what[80];
+	snprintf(what, sizeof(what), "an evaluation of up to %d classes takes",
+		 REP_MAX_CLASSES);
+	int rc = 0, oom = 0;
+	/* REP_MAX_EVAL and REP_MAX_EVAL_VALUES say why: neither the bytes
+	 * nor the nodes of a junk file are allocated */
+	if (found && S_ISREG(st.st_mode) && (uint64_t)st.st_size > REP_MAX_EVAL) {
+		rc = rep_diag_size(run, path, (uint64_t)st.st_size, REP_MAX_EVAL, what,
+				   "not drawn");
+		return rc < 0 ? ims_fail(err, rc, "cannot read '%s': out of memory", path) : 0;
+	}
 	uint8_t *data = NULL;
 	size_t len = 0;
 	ims_error e;
-	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
+	if (ims_read_file(path, &data, &len, REP_MAX_EVAL, &e) < 0) {
 		if (e.code == IMS_ENOMEM)
 			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
-		int rc = bad(run, path, "%s", e.msg);
+		rc = bad(run, path, "%s: not drawn", e.msg);
+		return rc < 0 ? ims_fail(err, rc, "cannot read '%s': out of memory", path) : 0;
+	}
+	const size_t values = json_values((const char *)data, len);
+	if (values > REP_MAX_EVAL_VALUES) {
+		free(data);
+		rc = bad(run, path, "%zu JSON values in %zu bytes, more than %s "
+			 "(limit %zu values): not drawn",
+			 values, len, what, REP_MAX_EVAL_VALUES);
 		return rc < 0 ? ims_fail(err, rc, "cannot read '%s': out of memory", path) : 0;
 	}
 	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
 	free(data);
 	rep_classes *c = calloc(1, sizeof(*c));
-	int rc = 0, oom = 0;
 	if (!c) {
 		rc = IMS_ENOMEM;
 		goto out;

@@ -45,7 +45,16 @@ extern "C" {
 #define REP_MAX_RANKS 4096     /* ranks and world sizes beyond are refused */
 #define REP_MAX_DIAGS 100      /* diagnostics kept per run (all are counted) */
 #define REP_MAX_LINE 65536     /* longer metrics lines are skipped */
-#define REP_MAX_SUMMARY (64u << 20) /* bytes of summary.json read at most */
+/*
+ * summary.json larger than this is not parsed (a diagnostic names its size
+ * and this limit). What imshard-train writes is a few KiB of totals and
+ * options (three paths of up to 4 KiB among them), three per-rank arrays
+ * (about 330 KiB at REP_MAX_RANKS ranks) and about 300 bytes per part of a
+ * resumed run: 1 MiB holds over 2,000 parts. The limit bounds the memory
+ * of a junk file: parsed JSON takes up to 40 times the bytes of its text
+ * (each number of "0,0,..." is a node of about 80 bytes).
+ */
+#define REP_MAX_SUMMARY (1u << 20)
 
 /* ---- what a run folder holds --------------------------------------------- */
 
@@ -123,6 +132,19 @@ enum {
 /* ---- an evaluation in the run folder ------------------------------------- */
 
 #define REP_MAX_CLASSES 100000    /* eval.json with more is not drawn */
+/*
+ * eval.json grows with its classes (confusion.csv holds the classes x
+ * classes counts): imshard-train and `imshard eval -o` write about 130
+ * bytes of fields a class beside its name, and a few hundred bytes more.
+ * A file past REP_MAX_EVAL bytes (REP_MAX_CLASSES classes at 512 bytes,
+ * a name of some 380 bytes written), or holding more JSON values than
+ * REP_MAX_EVAL_VALUES (5 a class: its object and four members; 64 for the
+ * rest), is not parsed and is a diagnostic naming its size (or count) and
+ * the limit: a parse takes up to 40 times the text's bytes for a file of
+ * small values, the count up to about 80 bytes a value.
+ */
+#define REP_MAX_EVAL ((size_t)REP_MAX_CLASSES * 512u + (64u << 10))
+#define REP_MAX_EVAL_VALUES ((size_t)REP_MAX_CLASSES * 5u + 64u)
 #define REP_MAX_CONFUSION (256u << 20) /* bytes of confusion.csv read at most */
 #define REP_MAX_MATRIX 40         /* the matrix is drawn up to this many classes */
 #define REP_MAX_CONFUSED 20       /* the most frequent confusions listed */

@@ -146,6 +146,11 @@ int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 int rep_diag_text(rep_run *run, const char *file, size_t line, size_t n_bad,
 		  const char *what);
 
+/* The diagnostic "FILE: SIZE bytes, more than WHAT (limit LIMIT bytes):
+ * DONE" of a file too large to parse. 0 or IMS_ENOMEM. */
+int rep_diag_size(rep_run *run, const char *file, uint64_t size, uint64_t limit,
+		  const char *what, const char *done);
+
 struct cJSON;
 /* A "start" line (resume 0) or a "resume" line (resume 1) of metrics.jsonl
  * at line ln: begins a part of the run (a resume line right after its

@@ -63,6 +63,13 @@ int rep_diag_text(rep_run *run, const char *file, size_t line, size_t n_bad,
 			"shown as \\xHH", what, n_bad == 1 ? "is" : "are");
 }
 
+int rep_diag_size(rep_run *run, const char *file, uint64_t size, uint64_t limit,
+		  const char *what, const char *done)
+{
+	return rep_diag(run, file, 0, "%llu bytes, more than %s (limit %llu bytes): %s",
+			(unsigned long long)size, what, (unsigned long long)limit, done);
+}
+
 /* ---- fields ------------------------------------------------------------------ */
 
 enum { F_OK = 1, F_ABSENT = 0, F_BAD = -1 };
@@ -572,8 +579,14 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	size_t len = 0;
 	ims_error e;
 	struct stat st;
-	if (stat(path, &st) != 0 && errno == ENOENT)
+	const int found = stat(path, &st) == 0;
+	if (!found && errno == ENOENT)
 		return 0; /* the run died or is still going: said on the page */
+	/* told apart from a file of other errors: its size and the limit
+	 * (REP_MAX_SUMMARY says why), before anything is read */
+	if (found && S_ISREG(st.st_mode) && (uint64_t)st.st_size > REP_MAX_SUMMARY)
+		return rep_diag_size(run, path, (uint64_t)st.st_size, REP_MAX_SUMMARY,
+				     "imshard-train writes", "ignored");
 	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
 		if (e.code == IMS_ENOMEM)
 			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);

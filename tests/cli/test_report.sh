@@ -240,6 +240,40 @@ contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes (ski
 same "$(grep -c '^long,0,' "$T/long.csv/train.csv")" 2 "train lines read around the long one"
 rm -r "$T/long"
 
+# a summary.json or an eval.json of junk under the old 64 MiB read limit
+# (one flat array of numbers) is a diagnostic naming its size and the
+# limit fitted to what imshard-train writes, read and parsed in bounded
+# memory (before: the parse took about 40 times the file, 2.7 GB for 64
+# MB; under the cap it failed as "not valid JSON")
+mkdir -p "$T/junk64"
+train 0 0 5 50 2 150 0 1.0 >"$T/junk64/metrics.jsonl"
+/usr/bin/python3 - "$T/junk64/summary.json" 33554000 <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('{"a":[' + '0,' * int(sys.argv[2]) + '0]}\n')
+PY
+cp "$T/junk64/summary.json" "$T/junk64/eval.json"
+size=$(stat -c %s "$T/junk64/summary.json")
+run bash -c "$cap"' exec "$@"' _ "$IMSHARD" report "$T/junk64" -o "$T/junk64.html"
+same "$rc" 0 "(report of a 64 MB summary.json and eval.json under a memory cap: exit)"
+contains "$T/err" "imshard: warning: report: $T/junk64/summary.json: $size bytes, more than imshard-train writes (limit 1048576 bytes): ignored"
+contains "$T/err" "imshard: warning: report: $T/junk64/eval.json: $size bytes, more than an evaluation of up to 100000 classes takes (limit 51265536 bytes): not drawn"
+contains "$T/junk64.html" "no summary.json: the run did not finish"
+# an eval.json under its byte limit but of more values than an evaluation
+# of 100000 classes has is not parsed either: 20 MB of "0," would be 10
+# million nodes, 800 MB
+/usr/bin/python3 - "$T/junk64/eval.json" 10000000 <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('{"a":[' + '0,' * int(sys.argv[2]) + '0],"s":"[,{"}\n')
+PY
+rm "$T/junk64/summary.json"
+size=$(stat -c %s "$T/junk64/eval.json")
+run bash -c "$cap"' exec "$@"' _ "$IMSHARD" report "$T/junk64" -o "$T/junk64.html"
+same "$rc" 0 "(report of a 20 MB eval.json of numbers under a memory cap: exit)"
+contains "$T/err" "imshard: warning: report: $T/junk64/eval.json: 10000004 JSON values in $size bytes, more than an evaluation of up to 100000 classes takes (limit 500064 values): not drawn"
+rm -r "$T/junk64"
+
 # a log of 100000 parts (a start line before each interval: a run resumed
 # again and again, or a damaged file) is read in time linear in its lines
 # (before: each line was checked against every part, about a minute)

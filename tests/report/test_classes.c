@@ -166,6 +166,49 @@ static void bad_eval(const char *dir, const char *json, const char *why)
 	rep_run_release(&r);
 }
 
+/*
+ * An eval.json of REP_MAX_EVAL_VALUES values is read, one of a value more
+ * is not parsed (named with the count and the limit). Commas, brackets
+ * and an escaped quote inside the class name are no values.
+ */
+static void test_eval_values(const char *dir)
+{
+	/* 8 values beside the k numbers of "x": the root, per_class, its
+	 * entry and four members, x */
+	const size_t k = REP_MAX_EVAL_VALUES - 8;
+	const char head[] = "{\"per_class\":[{\"name\":\"a,[{\\\"\",\"records\":1,"
+			    "\"top1\":1,\"top5\":1}],\"x\":[";
+	size_t cap = sizeof(head) + 2 * (k + 1) + 4;
+	char *j = malloc(cap);
+	CHECK(j != NULL);
+	if (!j)
+		return;
+	for (int more = 0; more < 2; more++) {
+		size_t n = k + (size_t)more;
+		memcpy(j, head, sizeof(head) - 1);
+		char *p = j + sizeof(head) - 1;
+		for (size_t i = 0; i < n; i++) {
+			*p++ = '0';
+			*p++ = i + 1 < n ? ',' : ']';
+		}
+		memcpy(p, "}\n", 3);
+		rep_test_write(dir, "eval.json", j, NULL, 0);
+		rep_run r;
+		load(dir, &r);
+		char want[256];
+		snprintf(want, sizeof(want), "eval.json: %zu JSON values in %zu bytes, more "
+			 "than an evaluation of up to %d classes takes (limit %zu values): "
+			 "not drawn", REP_MAX_EVAL_VALUES + 1, strlen(j), REP_MAX_CLASSES,
+			 REP_MAX_EVAL_VALUES);
+		CHECK_EQ_INT(r.classes != NULL, !more);
+		CHECK_EQ_INT(has_diag(&r, want), more);
+		if (r.classes)
+			CHECK_EQ_STR(r.classes->names[0], "a,[{\"");
+		rep_run_release(&r);
+	}
+	free(j);
+}
+
 static void test_bad_eval(void)
 {
 	char dir[4200];
@@ -183,6 +226,7 @@ static void test_bad_eval(void)
 		 "per_class[1] lacks");
 	bad_eval(dir, "{\"per_class\":[{\"name\":\"cat\",\"records\":4.5,\"top1\":1,\"top5\":1}]}",
 		 "per_class[0] lacks");
+	test_eval_values(dir);
 }
 
 /* n classes, one record each, every record predicted as the next class

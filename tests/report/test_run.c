@@ -231,6 +231,32 @@ static void test_summary(void)
 	CHECK_EQ_U64(r.n_train, 2);
 	rep_run_release(&r);
 
+	/* a summary.json up to REP_MAX_SUMMARY bytes is read; one byte more
+	 * is not parsed, named with its size and the limit */
+	char *big = malloc(REP_MAX_SUMMARY + 2);
+	CHECK(big != NULL);
+	if (big) {
+		memset(big, ' ', REP_MAX_SUMMARY + 1);
+		memcpy(big, "{\"world\":2}", 11);
+		big[REP_MAX_SUMMARY] = '\0';
+		rep_test_write(dir, "summary.json", big, spath, sizeof(spath));
+		CHECK_OK(rep_run_load(&r, dir, &err), &err);
+		CHECK(r.has_summary);
+		CHECK_EQ_INT(r.sum.world, 2);
+		rep_run_release(&r);
+		big[REP_MAX_SUMMARY] = ' ';
+		big[REP_MAX_SUMMARY + 1] = '\0';
+		rep_test_write(dir, "summary.json", big, spath, sizeof(spath));
+		CHECK_OK(rep_run_load(&r, dir, &err), &err);
+		CHECK(!r.has_summary);
+		char want[200];
+		snprintf(want, sizeof(want), "summary.json: %u bytes, more than imshard-train "
+			 "writes (limit %u bytes): ignored", REP_MAX_SUMMARY + 1, REP_MAX_SUMMARY);
+		CHECK(has_diag(&r, want));
+		rep_run_release(&r);
+		free(big);
+	}
+
 	/* not JSON at all: as if absent, and said */
 	rep_test_write(dir, "summary.json", "{\"world\":2,\"train_s\":4.0", NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
