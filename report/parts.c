@@ -77,7 +77,8 @@ int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 	if (cJSON_IsString(id) && strlen(id->valuestring) < sizeof(p->run_id))
 		memcpy(p->run_id, id->valuestring, strlen(id->valuestring) + 1);
 	else if (id)
-		return rep_diag(run, file, ln, "'run_id' is not a string of under %d bytes",
+		return rep_diag(run, file, ln, "'run_id' is not a string of under %d bytes: "
+				"the part is read without it",
 				REP_RUN_ID_MAX);
 	if (p->step < 0)
 		return rep_diag(run, file, ln,
@@ -327,7 +328,7 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 			run->train[k++] = *l;
 			continue;
 		}
-		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d",
+		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
 	run->n_train = k;
@@ -339,7 +340,7 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 			run->gpu[k++] = *l;
 			continue;
 		}
-		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d",
+		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
 	run->n_gpu = k;

@@ -226,38 +226,39 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	if (i == len && !too_long)
 		return 0; /* blank: nothing was meant */
 	if (too_long)
-		return rep_diag(run, file, ln, "line is longer than %d bytes", REP_MAX_LINE);
+		return rep_diag(run, file, ln, "line is longer than %d bytes: line skipped", REP_MAX_LINE);
 	if (memchr(text, '\0', len))
-		return rep_diag(run, file, ln, "line holds a NUL byte");
+		return rep_diag(run, file, ln, "line holds a NUL byte: line skipped");
 	const char *end = NULL;
 	cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!o)
 		return rep_diag(run, file, ln, "%s",
 			    last_unterminated
-				    ? "truncated line (the file ends inside it)"
-				    : "not valid JSON (truncated or damaged line?)");
+				    ? "truncated line (the file ends inside it): line skipped"
+				    : "not valid JSON (truncated or damaged line?): line skipped");
 	int rc = 0;
 	/* two appenders' lines run together parse as the first alone */
 	for (; end && end < text + len; end++)
 		if (*end != ' ' && *end != '\t' && *end != '\r') {
 			rc = rep_diag(run, file, ln,
-				  "text after the JSON object (two lines run together?)");
+				  "text after the JSON object (two lines run together?): "
+				  "line skipped");
 			goto out;
 		}
 	char why[256];
 	scratch sc;
 	if (!cJSON_IsObject(o)) {
-		rc = rep_diag(run, file, ln, "not a JSON object");
+		rc = rep_diag(run, file, ln, "not a JSON object: line skipped");
 		goto out;
 	}
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
 	if (!cJSON_IsString(t)) {
-		rc = rep_diag(run, file, ln, "no \"type\" string");
+		rc = rep_diag(run, file, ln, "no \"type\" string: line skipped");
 		goto out;
 	}
 	if (strcmp(t->valuestring, "train") == 0) {
 		if (read_fields(o, train_fields, &sc, why, sizeof(why), "train") < 0) {
-			rc = rep_diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (push((void **)&run->train, &run->n_train, &cap->train,
@@ -286,11 +287,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_WALL;
 	} else if (strcmp(t->valuestring, "val") == 0) {
 		if (read_fields(o, val_fields, &sc, why, sizeof(why), "val") < 0) {
-			rc = rep_diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (!isnan(sc.top5) && sc.top5 < sc.top1) {
-			rc = rep_diag(run, file, ln, "'top5' %g is below 'top1' %g",
+			rc = rep_diag(run, file, ln, "'top5' %g is below 'top1' %g: line skipped",
 				  sc.top5, sc.top1);
 			goto out;
 		}
@@ -314,12 +315,12 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_VAL_S;
 	} else if (strcmp(t->valuestring, "gpu") == 0) {
 		if (read_fields(o, gpu_fields, &sc, why, sizeof(why), "gpu") < 0) {
-			rc = rep_diag(run, file, ln, "%s", why);
+			rc = rep_diag(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (!isnan(sc.mem_total) && sc.mem > sc.mem_total) {
 			rc = rep_diag(run, file, ln,
-				  "'mem_used_mib' %g exceeds 'mem_total_mib' %g",
+				  "'mem_used_mib' %g exceeds 'mem_total_mib' %g: line skipped",
 				  sc.mem, sc.mem_total);
 			goto out;
 		}
@@ -348,7 +349,7 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	} else {
 		char name[40];
 		snprintf(name, sizeof(name), "%s", t->valuestring);
-		rc = rep_diag(run, file, ln, "unknown line type '%s'%s", name,
+		rc = rep_diag(run, file, ln, "unknown line type '%s'%s: line skipped", name,
 			  strlen(t->valuestring) >= sizeof(name) ? "..." : "");
 	}
 out:
@@ -472,7 +473,7 @@ static int sum_string(rep_run *run, const char *file, const cJSON *o,
 	if (!v)
 		return 0;
 	if (!cJSON_IsString(v))
-		return rep_diag(run, file, 0, "'%s' is not a string", key);
+		return rep_diag(run, file, 0, "'%s' is not a string: ignored", key);
 	*out = strdup(v->valuestring);
 	if (!*out)
 		return IMS_ENOMEM;
@@ -489,7 +490,7 @@ static int sum_num(rep_run *run, const char *file, const cJSON *o,
 	*out = NAN;
 	if (num_field(o, key, lo, hi, 0, out, why, sizeof(why)) == F_BAD) {
 		*out = NAN;
-		return rep_diag(run, file, 0, "%s", why);
+		return rep_diag(run, file, 0, "%s: ignored", why);
 	}
 	return 0;
 }
@@ -503,7 +504,8 @@ static int sum_array(rep_run *run, const char *file, const cJSON *o,
 	if (!a)
 		return 0;
 	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != world)
-		return rep_diag(run, file, 0, "'%s' is not an array of %d numbers (one per rank)",
+		return rep_diag(run, file, 0, "'%s' is not an array of %d numbers (one per rank): "
+			    "ignored",
 			    key, world);
 	double *v = malloc(sizeof(double) * (size_t)world);
 	if (!v)
@@ -515,8 +517,8 @@ static int sum_array(rep_run *run, const char *file, const cJSON *o,
 		if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
 		    e->valuedouble < 0 || e->valuedouble > BIG) {
 			free(v);
-			return rep_diag(run, file, 0, "'%s'[%d] is not a number of seconds",
-				    key, i);
+			return rep_diag(run, file, 0, "'%s'[%d] is not a number of seconds: '%s' ignored",
+				    key, i, key);
 		}
 		v[i++] = e->valuedouble;
 	}
@@ -530,7 +532,7 @@ static int read_options(rep_run *run, const char *file, const cJSON *o)
 	if (!opts)
 		return 0;
 	if (!cJSON_IsObject(opts))
-		return rep_diag(run, file, 0, "'options' is not an object");
+		return rep_diag(run, file, 0, "'options' is not an object: ignored");
 	int n = cJSON_GetArraySize(opts);
 	if (n > MAX_OPTIONS) {
 		FORWARD_IF_ERR(rep_diag(run, file, 0, "'options' has %d entries: the first %d are kept",
@@ -590,7 +592,7 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	if (ims_read_file(path, &data, &len, REP_MAX_SUMMARY, &e) < 0) {
 		if (e.code == IMS_ENOMEM)
 			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
-		return rep_diag(run, path, 0, "%s", e.msg);
+		return rep_diag(run, path, 0, "%s: ignored", e.msg);
 	}
 	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
 	free(data);
@@ -606,7 +608,7 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	double world = NAN;
 	GOTO_IF_ERR(out, rc, sum_num(run, path, o, "world", 1, REP_MAX_RANKS, &world));
 	if (!isnan(world) && world != floor(world)) {
-		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'world' is not a whole number"));
+		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'world' is not a whole number: ignored"));
 		world = NAN;
 	}
 	s->world = isnan(world) ? 0 : (int)world;
@@ -615,7 +617,7 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 	/* a fine-tuned run names the file it started from */
 	const cJSON *init = cJSON_GetObjectItemCaseSensitive(o, "init");
 	if (init && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(init, "path")))
-		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'init' has no 'path' string"));
+		GOTO_IF_ERR(out, rc, rep_diag(run, path, 0, "'init' has no 'path' string: ignored"));
 	else if (init) {
 		GOTO_IF_ERR(out, rc, sum_string(run, path, init, "path", &s->init_path));
 		GOTO_IF_ERR(out, rc, sum_string(run, path, init, "crc32c", &s->init_crc32c));

@@ -13,7 +13,7 @@
 #include "imshard.h"
 #include "report/report.h"
 
-/* Warnings printed for skipped lines; the page lists REP_MAX_DIAGS per run. */
+/* Diagnostics printed as warnings; the page lists REP_MAX_DIAGS per run. */
 #define SHOWN_DIAGS 20
 #define MAX_RUNS 1000
 
@@ -29,7 +29,9 @@ static const cli_command command = {
 	"Each RUNDIR holds metrics.jsonl (required) and summary.json (absent when\n"
 	"the run died: what metrics.jsonl holds is still drawn, and the page says\n"
 	"the run has no summary). Malformed or truncated lines are skipped and\n"
-	"named as FILE:LINE on stderr and on the page.\n"
+	"named as FILE:LINE on stderr and on the page; so is what else of a\n"
+	"folder cannot be used as written, each saying what was done (a value\n"
+	"ignored, text shown with \\xHH, a file too large not drawn).\n"
 	"\n"
 	"Runs that are the same job at different world sizes (same options but\n"
 	"world, lr, seed, epochs and other options that do not change the work of\n"
@@ -274,14 +276,16 @@ int cmd_report(int argc, char **argv)
 		total += run->n_diags_total;
 		kept += run->n_diags;
 		for (size_t k = 0; k < run->n_diags && shown < SHOWN_DIAGS; k++, shown++)
-			cli_warn(quiet, "report: %s (skipped)", run->diags[k]);
+			/* each says what was done: a line skipped, a value
+			 * ignored, text shown with \xHH, a file not drawn */
+			cli_warn(quiet, "report: %s", run->diags[k]);
 	}
 	/* the page keeps REP_MAX_DIAGS per run: past them it only counts */
 	if (total > shown && kept == total)
-		cli_warn(quiet, "report: %zu more skipped lines (listed in the report)",
+		cli_warn(quiet, "report: %zu more diagnostics (listed in the report)",
 			 total - shown);
 	else if (total > shown)
-		cli_warn(quiet, "report: %zu more skipped lines (the report lists %zu of "
+		cli_warn(quiet, "report: %zu more diagnostics (the report lists %zu of "
 			 "the %zu, the first %d of each run)",
 			 total - shown, kept, total, REP_MAX_DIAGS);
 	/* both folders first: a --csv that cannot be made leaves no page */

@@ -158,8 +158,8 @@ cp -r "$T/b" "$T/c"
 printf '{"type":"train","rank":0,"epoch":1,"step":20,"loss":"high"}\n{"type":"train","rank":1,"ep' >>"$T/c/metrics.jsonl"
 rm "$T/c/summary.json"
 expect 0 "$IMSHARD" report "$T/a" "$T/c" -o "$T/r2.html"
-contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:9: 'loss' is not a number (skipped)"
-contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:10: truncated line"
+contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:9: 'loss' is not a number: line skipped"
+contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:10: truncated line (the file ends inside it): line skipped"
 contains "$T/r2.html" "$T/c/metrics.jsonl:9: &#39;loss&#39; is not a number"
 contains "$T/r2.html" "no summary.json: the run did not finish"
 expect 0 "$IMSHARD" report "$T/a" "$T/c" -o "$T/r3.html" --quiet
@@ -170,7 +170,7 @@ mkdir -p "$T/junk"
 for i in $(seq 1 40); do echo "not json $i"; done >"$T/junk/metrics.jsonl"
 expect 0 "$IMSHARD" report "$T/junk" -o "$T/r4.html"
 same "$(wc -l <"$T/err")" 21 "20 named lines and a count"
-contains "$T/err" "20 more skipped lines"
+contains "$T/err" "20 more diagnostics (listed in the report)"
 # past the 100 lines kept per run, the page counts the rest with the
 # folder's name, escaped (before: a folder named with '<' and '&' reached
 # the page raw there)
@@ -182,7 +182,7 @@ lacks "$T/r5.html" "<b>&"
 # stderr says how many the page lists (before: "85 more skipped lines
 # (listed in the report)", but the page lists 100 of the 105)
 expect 0 "$IMSHARD" report "$T/j<b>&" -o "$T/r7.html"
-contains "$T/err" "85 more skipped lines (the report lists 100 of the 105, the first 100 of each run)"
+contains "$T/err" "85 more diagnostics (the report lists 100 of the 105, the first 100 of each run)"
 lacks "$T/err" "(listed in the report)"
 # CSV text cells a spreadsheet would run as formulas start with a ' (a
 # run folder named "=1+2", a model "@cmd"); a number stays a number
@@ -204,9 +204,14 @@ sed -e 's/"model":"convnet7"/"model":"n\xe9t"/' -e 's/"augment":"flip"/"augment"
 printf '{"per_class":[{"name":"\xe9l\xe8ve","records":1,"top1":1,"top5":1}]}\n' \
   >"$T/l1/caf"$'\xe9/eval.json'
 expect 0 "$IMSHARD" report "$T/l1/caf"$'\xe9' -o "$T/l1.html" --csv "$T/l1.csv"
+# each line says what was done: the text is shown, not skipped (before:
+# every line ended "(skipped)")
 contains "$T/err" "summary.json: 'model' is not valid UTF-8: the bad bytes are shown as \\xHH"
 contains "$T/err" "summary.json: 1 of the options is not valid UTF-8"
 contains "$T/err" "eval.json: 1 class name is not valid UTF-8"
+same "$(grep -c 'is not valid UTF-8: the bad bytes are shown as \\xHH$' "$T/err")" 3 \
+  "(lines that end saying how the text is shown)"
+lacks "$T/err" "(skipped)"
 contains "$T/l1.html" 'caf\xe9'
 contains "$T/l1.html" '\xe9l\xe8ve'
 contains "$T/l1.csv/runs.csv" 'caf\xe9,'
@@ -236,7 +241,7 @@ else
 fi
 run bash -c "$cap"' exec "$@"' _ "$IMSHARD" report "$T/long" -o "$T/long.html" --csv "$T/long.csv"
 same "$rc" 0 "(report of a 300 MB line under a memory cap: exit)"
-contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes (skipped)"
+contains "$T/err" "$T/long/metrics.jsonl:2: line is longer than 65536 bytes: line skipped"
 same "$(grep -c '^long,0,' "$T/long.csv/train.csv")" 2 "train lines read around the long one"
 rm -r "$T/long"
 
