@@ -591,7 +591,7 @@ void rep_html_classes(ims_buf *b, const rep_run *run, size_t run_i)
 	ims_buf_puts(b, "<h3>Confusion matrix</h3>\n");
 	if (!c->has_confusion) {
 		ims_buf_puts(b, "<p class=\"note\">No <code>confusion.csv</code> beside eval.json, "
-			   "or one that does not agree with it (see the skipped lines).</p>\n");
+			   "or one that does not agree with it (see the diagnostics).</p>\n");
 		return;
 	}
 	if (c->matrix) {

@@ -1,7 +1,7 @@
 /*
  * html.c - the report page: one self-contained HTML file (inline SVG and
  * CSS, no script, no URL outside the page) that prints as it shows: the
- * run table, skipped lines, accuracy across runs, each run's charts and
+ * run table, diagnostics, accuracy across runs, each run's charts and
  * tables, the definitions. The scaling section is explain.c's, each run's
  * section html_run.c's.
  */
@@ -107,8 +107,8 @@ static void runs_table(ims_buf *b, const rep_report *r)
 		rb_td_num(b, st->busy_ratio);
 		if (!run->has_summary)
 			snprintf(t, sizeof(t), "no summary.json: the run did not finish");
-		else if (run->n_diags_total)
-			snprintf(t, sizeof(t), "%zu line%s skipped", run->n_diags_total,
+		else if (run->n_diags_total) /* not all are skips: each says */
+			snprintf(t, sizeof(t), "%zu diagnostic%s", run->n_diags_total,
 				 ims_plural(run->n_diags_total, "", "s"));
 		else
 			snprintf(t, sizeof(t), "complete");
@@ -120,7 +120,7 @@ static void runs_table(ims_buf *b, const rep_report *r)
 	if (total_diags(r)) {
 		/* most are lines left out; some are a file's values (not
 		 * drawn, or text shown with \xHH), and each says which */
-		ims_buf_puts(b, "<h3 id=\"diagnostics\">Skipped lines</h3>\n<p class=\"note\">These lines "
+		ims_buf_puts(b, "<h3 id=\"diagnostics\">Diagnostics</h3>\n<p class=\"note\">These lines "
 			   "and values of the run folders could not be used as written: each "
 			   "says what was left out of every figure, or how it is shown:</p>\n"
 			   "<div class=\"diag\">");

@@ -255,7 +255,8 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 		NOTE("Some rank logged a single interval: its warm-up is part of its steady "
 		     "speed (log more often with --log-every).");
 	if (run->n_diags_total)
-		NOTE("%zu line%s skipped (see <a href=\"#diagnostics\">skipped lines</a>).",
+		NOTE("%zu diagnostic%s, each saying what was skipped, ignored or shown "
+		     "changed (see <a href=\"#diagnostics\">diagnostics</a>).",
 		     run->n_diags_total, ims_plural(run->n_diags_total, "", "s"));
 #undef NOTE
 	ims_buf_puts(b, "</ul>\n");

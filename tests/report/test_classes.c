@@ -432,8 +432,11 @@ static void test_not_utf8(void)
 	rep_report rep;
 	char *p = page_of(dir, &rep);
 	CHECK(p && ims_utf8_valid(p, NULL));
-	/* the names are shown, not said to be left out */
+	/* the names are shown, not said to be left out, nor counted as
+	 * skipped lines */
 	CHECK(p && !strstr(p, "could not be used and were left out"));
+	CHECK(p && !strstr(p, "lines skipped") && !strstr(p, "Skipped lines"));
+	CHECK(p && strstr(p, "2 diagnostics, each saying what was skipped"));
 	CHECK(p && strstr(p, "caf\\xe9") && strstr(p, "cut\\xe2\\x82") &&
 	      strstr(p, "p/v\\xe4l.json"));
 	free(p);
