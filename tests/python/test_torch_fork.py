@@ -1,7 +1,7 @@
-"""imshard.torch's CUDA page-locking protocol in a forked child, with a
-stand-in torch module that records the CUDA calls (the real one need not
-be installed, and no GPU is needed: what is checked is which process calls
-cudaHostUnregister)."""
+"""imshard.torch's CUDA page-locking protocol (in a forked child, and at
+close), with a stand-in torch module that records the CUDA calls (the real
+one need not be installed, and no GPU is needed: what is checked is which
+process calls cudaHostUnregister, and after what)."""
 import subprocess
 import sys
 import textwrap
@@ -21,7 +21,8 @@ class Cudart:
 
 torch = types.ModuleType("torch")
 torch.cuda = types.SimpleNamespace(is_available=lambda: True, init=lambda: None,
-                                   cudart=lambda: Cudart())
+                                   cudart=lambda: Cudart(),
+                                   synchronize=lambda *a: calls.append(("synchronize", os.getpid())))
 torch.from_numpy = lambda a: a
 torch.bfloat16 = "bfloat16"
 sys.modules["torch"] = torch
@@ -44,7 +45,8 @@ def test_a_forked_child_leaves_the_parents_cuda_registrations(sample, tmp_path):
             del b
             l.close()
             print("child unregistered",
-                  len([c for c in calls if c[0] == "unregister" and c[1] == os.getpid()]),
+                  len([c for c in calls if c[0] in ("unregister", "synchronize") and
+                       c[1] == os.getpid()]),
                   "closed", l.closed, flush=True)
             os._exit(0)
         _, status = os.waitpid(pid, 0)
@@ -91,3 +93,24 @@ def test_pinned_answers_in_a_forked_child(sample, tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["parent True", "child False",
                                      "closed False child status 0"], p.stdout + p.stderr
+
+
+def test_close_waits_for_copies_before_unpinning(sample, tmp_path):
+    # a .cuda(non_blocking=True) of the last batch may still read the ring
+    # when close() unpins it: the device is synchronised first (before:
+    # unregistered under a copy in flight)
+    script = tmp_path / "sync.py"
+    script.write_text(FAKE_TORCH + textwrap.dedent("""
+        from imshard.torch import Loader
+        l = Loader(sys.argv[1], 4, 16, rank=0, world=1, threads=1, prefetch=1)
+        for b in l:
+            pass
+        del b
+        l.close()
+        kinds = [c[0] for c in calls if c[0] != "register"]
+        print(kinds[0], len(kinds) > 1 and set(kinds[1:]) == {"unregister"}, flush=True)
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["synchronize True"], p.stdout + p.stderr
