@@ -581,6 +581,19 @@ for pre in features. classifier.0.; do
     fail "--freeze-backbone --freeze-bn changed the backbone ($pre)"
   checks=$((checks + 1))
 done
+# ... at 3 ranks too, with validation and a checkpoint at each epoch's
+# end: every rank holds the frozen statistics as loaded (before, each
+# validation and checkpoint averaged them, and (x + x + x) / 3 moved
+# about 1 in 6 of them by a bit)
+if have_mpi; then
+  expect 0 mpi -np 3 "$IMSHARD_TRAIN" --train "$tr" --val "$va" --model convnet7 --size 16 --threads 1 --batch-size 4 --quiet \
+    --epochs 2 --init "$T/full/checkpoint.safetensors" --freeze-backbone --freeze-bn --checkpoint-dir "$T/frozen_bn3"
+  for pre in features. classifier.0.; do
+    cmp_st "$T/full/checkpoint.safetensors" "$T/frozen_bn3/checkpoint.safetensors" --rtol 0 --prefix $pre >/dev/null ||
+      fail "--freeze-backbone --freeze-bn at 3 ranks changed the backbone ($pre)"
+    checks=$((checks + 1))
+  done
+fi
 # a frozen run resumes frozen when given --freeze-backbone again
 # (before: refused as "needs --init", while --init excludes --resume, so
 # a frozen run could only resume with its backbone training): stopped

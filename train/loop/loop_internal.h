@@ -378,8 +378,8 @@ void loop_eval_free(loop_eval *e);
 
 /* validate.c */
 /* The ranks' running statistics averaged (a collective), unless they are
- * since the last step: one model is trained on, evaluated and
- * checkpointed. */
+ * since the last step, or frozen (--freeze-bn: every rank holds the same
+ * ones): one model is trained on, evaluated and checkpointed. */
 int loop_average_statistics(run *r, ims_error *err);
 /* The same every step (step.c), the ranks' batches having moved them, on
  * a device queued before the step's wait for its gradients, which covers
