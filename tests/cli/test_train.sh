@@ -156,6 +156,11 @@ else
   expect 1 fit --device cuda --precision bf16
   one_line "$T/err"
   contains "$T/err" "cannot use --device cuda: "
+  # the device is told before a --resume folder that is not there (a
+  # host without a GPU hears so at once; before, the folder came first)
+  expect 1 fit --device cuda --checkpoint-dir "$T/nowhere" --resume
+  one_line "$T/err"
+  contains "$T/err" "cannot use --device cuda: "
 fi
 # --cuda-graphs is a device's: on the CPU, on is refused, auto and off
 # say nothing

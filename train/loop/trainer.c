@@ -95,9 +95,10 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	 * of the job. */
 	int rc = loop_check_opts(r->o, r->dp.world, err);
 	if (!rc)
-		rc = loop_check_resumable(r->o, err);
-	if (!rc)
 		rc = loop_open_context(r, err);
+	/* after the device, before any folder is made */
+	if (!rc)
+		rc = loop_check_resumable(r->o, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	FORWARD_IF_ERR(loop_agree(r, err));
 	rc = loop_open_loaders(r, err);
