@@ -253,6 +253,30 @@ void nn_model_free(nn_model *m)
 const char *nn_model_name(const nn_model *m) { return m->name; }
 void nn_model_freeze_bn(nn_model *m, int on) { m->frozen_bn = on != 0; }
 
+int nn_model_check_train_batch(const nn_model *m, int n, ims_error *err)
+{
+	for (int i = 0; !m->frozen_bn && i < m->n_nodes; i++) {
+		const nn_node *d = &m->nodes[i];
+		const int64_t hw = (int64_t)d->h * d->w;
+		if (d->op != NN_OP_BN || (int64_t)n * hw >= 2)
+			continue;
+		/* the layer's name: its weight's without ".weight" */
+		const char *name = d->wt >= 0 ? m->tensors[d->wt].name : "?";
+		const char *dot = strrchr(name, '.');
+		const size_t len = dot ? (size_t)(dot - name) : strlen(name);
+		return ims_fail(err, IMS_EINVAL,
+				"cannot train %s at %dx%d with batches of %d: its "
+				"batch norm '%.*s' would see %d value%s per channel "
+				"(%dx%d per sample), and training batch norm needs "
+				"more than one; use batches of %d or more, a larger "
+				"size, or frozen batch norm",
+				m->name, m->in_h, m->in_w, n, (int)len, name,
+				(int)(n * hw), n * hw == 1 ? "" : "s", d->h, d->w,
+				(int)((2 + hw - 1) / hw));
+	}
+	return 0;
+}
+
 int nn_model_set_rank(nn_model *m, int rank, int world, ims_error *err)
 {
 	RETURN_IF(world < 1 || rank < 0 || rank >= world, err, IMS_EINVAL,

@@ -481,6 +481,14 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud);
  */
 void nn_model_freeze_bn(nn_model *m, int on);
 /*
+ * Whether m can train on batches of n samples: batch norm in training
+ * (not frozen) normalises each channel over the batch's N x H x W values
+ * and needs more than one (PyTorch refuses one too). Errors: IMS_EINVAL
+ * naming the first layer that would see one value per channel and the
+ * smallest batch that gives it two.
+ */
+int nn_model_check_train_batch(const nn_model *m, int n, ims_error *err);
+/*
  * Says that m trains as rank `rank` of `world` data-parallel ranks whose
  * batches the loader deals out in turn (global sample rank + k * world is
  * the rank's local sample k, augment/augment.h): each training forward

@@ -620,7 +620,9 @@ if have_mpi; then
   # split no rank has, a batch larger than each rank's share, more ranks
   # than shards under --shard-owning (before: once per rank, interleaved),
   # a model that cannot be made (a missing --init; before: a line per
-  # rank and MPI_ABORT's banner), nothing to resume
+  # rank and MPI_ABORT's banner), a batch of one where batch norm would
+  # see one value per channel (before: the first step failed on each
+  # rank, MPI_ABORT), nothing to resume
   head -n 1 "$T/p/train.lst" >"$T/one.lst"
   expect 0 "$IMSHARD" pack "$T/one.lst" "$T/s" -o "$T/p1r/train" --classes "$T/p/classes.txt" --quiet
   for d in "--train $T/none.json|cannot open manifest '$T/none.json'" \
@@ -628,6 +630,7 @@ if have_mpi; then
     "--train $tr --batch-size 64|imshard: '$tr' gives each of the 2 ranks 60 records, not enough for one batch of 64 (a batch is per rank)" \
     "--train $tr --cudnn-algo heuristic|imshard: cannot use --cudnn-algo heuristic with --device cpu" \
     "--train $tr --init $T/none.safetensors|imshard: cannot open safetensors '$T/none.safetensors'" \
+    "--train $tr --batch-size 1|imshard: cannot train convnet7 at 16x16 with batches of 1: its batch norm 'features.17' would see 1 value per channel" \
     "--train $tr --checkpoint-dir $T/nowhere --resume|imshard: cannot resume from '$T/nowhere': no such folder" \
     "--train $tr --shard-owning|shard-owning mode: 1 shard cannot give each of 2 ranks records (pack the split into at least 2 shards"; do
     # shellcheck disable=SC2086

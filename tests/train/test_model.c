@@ -2,7 +2,8 @@
  * test_model.c - the graph: whole-model gradients (directional finite
  * differences through convnet7 and resnet18, per tensor), that training
  * on a fixed batch lowers the loss, frozen-backbone backward, evaluation
- * mode and determinism, batch-size limits; the ReLU fused into the batch
+ * mode and determinism, batch-size limits (batch norm's one value per
+ * channel included); the ReLU fused into the batch
  * norm or add before it (nn_bn_desc.relu, add_relu_forward) where the
  * plan runs it in place; a replayed pass's host share
  * (nn_model_forward_host).
@@ -393,6 +394,30 @@ static void forward_host(nn_ctx *ctx)
 	free(r);
 }
 
+/* One value per channel in a training batch norm is refused before a
+ * step, naming the layer (before: the first step failed inside batch
+ * norm, and with several ranks the job aborted); frozen, it trains. */
+static void train_batch_limit(nn_ctx *ctx)
+{
+	ims_error err;
+	nn_model *m = NULL;
+	CHECK_OK(nn_model_create(ctx, "convnet7", 4, 16, 16, 2, 1, &m, &err), &err);
+	if (!m)
+		return;
+	CHECK_EQ_INT(nn_model_check_train_batch(m, 1, &err), IMS_EINVAL);
+	CHECK(strstr(err.msg, "batch norm 'features.17' would see 1 value per channel (1x1 per sample)") != NULL);
+	CHECK(strstr(err.msg, "use batches of 2 or more") != NULL);
+	CHECK_OK(nn_model_check_train_batch(m, 2, &err), &err);
+	nn_model_freeze_bn(m, 1);
+	CHECK_OK(nn_model_check_train_batch(m, 1, &err), &err);
+	nn_model_free(m);
+	/* at 32x32 the last is 2x2: one sample gives four values */
+	CHECK_OK(nn_model_create(ctx, "convnet7", 4, 32, 32, 1, 1, &m, &err), &err);
+	if (m)
+		CHECK_OK(nn_model_check_train_batch(m, 1, &err), &err);
+	nn_model_free(m);
+}
+
 int main(void)
 {
 	nn_ctx ctx;
@@ -408,6 +433,7 @@ int main(void)
 	training_lowers_loss(&ctx);
 	head_only_and_eval(&ctx);
 	forward_host(&ctx);
+	train_batch_limit(&ctx);
 	nn_ctx_release(&ctx);
 	thread_count_repeatable();
 	relu_fusion();

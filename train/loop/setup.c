@@ -572,6 +572,7 @@ int loop_make_model(run *r, ims_error *err)
 					       o->data.size, o->data.size,
 					       o->optim.batch_size, o->seed, &r->m, err));
 	nn_model_freeze_bn(r->m, o->net.freeze_bn);
+	FORWARD_IF_ERR(nn_model_check_train_batch(r->m, o->optim.batch_size, err));
 	FORWARD_IF_ERR(nn_model_set_rank(r->m, r->dp.rank, r->dp.world, err));
 	/* a frozen backbone's activations are not kept for a backward that
 	 * never reaches them */
