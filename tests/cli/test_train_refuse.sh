@@ -640,6 +640,17 @@ if have_mpi; then
     lacks "$T/err" "rank 1"
     lacks "$T/err" "MPI_ABORT"
   done
+  # a rank that cannot load its batch mid-run (its share's one record
+  # damaged) still joins the step's collectives: it is named with its
+  # reason, once, and the other rank ends with it, no abort
+  head -n 2 "$T/p/train.lst" >"$T/two.lst"
+  expect 0 "$IMSHARD" pack "$T/two.lst" "$T/s" -o "$T/p2d/train" --classes "$T/p/classes.txt" --quiet
+  expect 0 /usr/bin/python3 "$IMS_SRC/tests/cli/split_edit.py" damage "$T/p2d/train.json" 0
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$T/p2d/train.json" --model convnet7 --size 32 --batch-size 1 \
+    --epochs 1 --quiet --collective-timeout 30
+  same "$(grep -c "^imshard: " "$T/err")" 1 "one line for a rank without its batch"
+  contains "$T/err" "'s share could not be loaded: record 0 in shard '$T/p2d/train-00000-of-00001.mdb'"
+  lacks "$T/err" "MPI_ABORT"
   # a rank that fails alone is named, the other ranks end with it
   expect 1 two "--train $tr" "--train $T/none.json"
   same "$(grep -c "^imshard: " "$T/err")" 1 "one line for rank 1's own failure"
