@@ -55,10 +55,16 @@ int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 		}
 		return 0;
 	}
-	rep_part *p = realloc(run->parts, (run->n_parts + 1) * sizeof(*p));
-	if (!p)
-		return IMS_ENOMEM;
-	run->parts = p;
+	/* doubled when full (n a power of two): one more each time copied
+	 * the array at every start line, quadratic in a log of many parts */
+	const size_t n = run->n_parts;
+	rep_part *p = run->parts;
+	if ((n & (n - 1)) == 0) {
+		p = realloc(run->parts, (n < 8 ? 8 : 2 * n) * sizeof(*p));
+		if (!p)
+			return IMS_ENOMEM;
+		run->parts = p;
+	}
 	p = &run->parts[run->n_parts++];
 	memset(p, 0, sizeof(*p));
 	p->line = ln;
