@@ -453,7 +453,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"collective-timeout", 0, CLI_DOUBLE, &o->comm.collective_timeout, "S", CLI_HELP_COLLECTIVE_TIMEOUT, 0, 1e9},
 		{"bucket-mb", 0, CLI_DOUBLE, &o->comm.bucket_mb, "MB", "with several ranks, gradients are summed in buckets of this many MiB, each sent as soon as backward finishes it; one bucket is summed once after backward (1024 on cpu: one bucket for models under 1 GiB of parameters; 25 on cuda); one rank has no use for it", 0.001, 1024},
 		{"shard-owning", 0, CLI_FLAG, &o->data.shard_owning, NULL, "each rank reads only its own shards", 0, 0},
-		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
+		{"max-bad-records", 0, CLI_U64, &max_bad, "N", "fail once more than N training records of one epoch could not be loaded (each is replaced, counted and named; default: no limit)", 0, 0},
 		{"freeze-bn", 0, CLI_FLAG, &o->net.freeze_bn, NULL, "batch norm on running statistics, not updated", 0, 0},
 		{"synthetic", 0, CLI_FLAG, &o->data.synthetic, NULL, "train on one fixed random batch per rank, no decoding (speed measurements; --train still sets classes and steps per epoch, --val when given is still read)", 0, 0},
 		{"quiet", 'q', CLI_FLAG, &o->out.quiet, NULL, "no progress lines (warnings and damaged records are still told)", 0, 0},

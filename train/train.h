@@ -281,8 +281,8 @@ typedef struct nn_train_data {
 				     may run on) */
 	int shard_owning;         /* --shard-owning */
 	int64_t max_bad_records;  /* --max-bad-records: fail once more
-				     training records than this could not be
-				     loaded (-1 = no limit) */
+				     training records of one epoch than this
+				     could not be loaded (-1 = no limit) */
 	int synthetic;            /* --synthetic: a fixed random batch per rank
 				     instead of --train's records */
 } nn_train_data;

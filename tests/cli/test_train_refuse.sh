@@ -330,9 +330,15 @@ print([x["bad_records"] for x in l if x["type"] == "epoch"], [(x["records"], x["
   "[10, 10] [(37, 3), (37, 3)] 20 [3, 17, 29, 40, 41, 58, 77, 90] 37 3" "bad records in metrics.jsonl and summary.json"
 expect 1 bad --epochs 2 --max-bad-records 5
 one_line "$T/err"
-contains "$T/err" "training records could not be loaded by step"
+contains "$T/err" "6 training records of epoch 1 could not be loaded by step 6, more than"
 contains "$T/err" "more than --max-bad-records 5"
-expect 0 bad --epochs 1 --max-bad-records 10
+# the limit is an epoch's: the same 10 records met again in epoch 2 are
+# not 20 against it (before: a limit of 10 passed 1 epoch and ended the
+# second, the data unchanged)
+expect 0 bad --epochs 2 --max-bad-records 10
+same "$(grep -c 'training records could not be loaded' "$T/err")" 2 "both epochs told under the limit"
+expect 1 bad --epochs 2 --max-bad-records 9
+contains "$T/err" "10 training records of epoch 1 could not be loaded by step"
 # an intact split: no line, zero counts
 expect 0 fit --epochs 1 --log-dir "$T/good"
 lacks "$T/err" "could not be loaded"
@@ -357,7 +363,7 @@ same "$(json "$T/pl/log/summary.json" '(j["bad_records"], j["bad_record_indices"
 # records ... (this rank's: records 5)")
 expect 1 "$IMSHARD_TRAIN" --train "$T/pl/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1 --max-bad-records 0
 one_line "$T/err"
-contains "$T/err" "imshard: 1 training record could not be loaded by step "
+contains "$T/err" "imshard: 1 training record of epoch 1 could not be loaded by step "
 contains "$T/err" ", more than --max-bad-records 0 (this rank's: record 5): stopping"
 
 # a record whose header gives another size than its image's is damaged:

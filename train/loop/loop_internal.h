@@ -176,6 +176,7 @@ typedef struct loop_part {
 /* Records the loader could not load (records.c). */
 #define LOOP_BAD_LISTED 8
 typedef struct loop_bad {
+	int epoch;             /* the epoch epoch_count counts (from 0) */
 	uint64_t epoch_count;  /* this epoch's, all ranks' */
 	uint64_t total;        /* the run's, all ranks', earlier parts' too */
 	uint64_t mine[LOOP_BAD_LISTED]; /* this rank's smallest this epoch */

@@ -5,7 +5,7 @@
  * way they are counted over all ranks, the first few named, and told: a
  * progress event and metrics.jsonl's "epoch" and "val" lines, the run's
  * total and first indices in summary.json, and --max-bad-records ends a
- * run that meets more of them than that.
+ * run that meets more of them than that in one epoch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,14 +45,17 @@ void loop_bad_batch(run *r, const aug_batch *b)
 }
 
 /* A step's count, summed over ranks: --max-bad-records ends the run here,
- * on every rank at the same step. */
+ * on every rank at the same step. The limit is an epoch's: a damaged
+ * record is met once in every epoch, so a run's total would hold the same
+ * few records against it again each epoch, and a limit fit for the data
+ * would end a longer run of the same data. */
 int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
 {
 	loop_bad *bad = &r->bad;
 	bad->epoch_count += count;
 	bad->total += count;
 	const int64_t limit = r->o->data.max_bad_records;
-	if (limit < 0 || bad->total <= (uint64_t)limit)
+	if (limit < 0 || bad->epoch_count <= (uint64_t)limit)
 		return 0;
 	char list[160] = "";
 	size_t len = 0;
@@ -60,12 +63,12 @@ int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%llu",
 					i ? ", " : "", (unsigned long long)bad->mine[i]);
 	return ims_fail(err, IMS_EINVAL,
-			"%llu training %s could not be loaded by step %llu, more "
-			"than --max-bad-records %lld%s%s%s%s: stopping (check the "
-			"split with 'imshard verify')",
-			(unsigned long long)bad->total,
-			ims_plural(bad->total, "record", "records"),
-			(unsigned long long)step + 1, (long long)limit,
+			"%llu training %s of epoch %d could not be loaded by step "
+			"%llu, more than --max-bad-records %lld%s%s%s%s: stopping "
+			"(check the split with 'imshard verify')",
+			(unsigned long long)bad->epoch_count,
+			ims_plural(bad->epoch_count, "record", "records"),
+			bad->epoch + 1, (unsigned long long)step + 1, (long long)limit,
 			len ? " (this rank's: " : "",
 			len ? ims_plural((uint64_t)bad->n_mine, "record ", "records ") : "",
 			list, len ? ")" : "");

@@ -454,6 +454,7 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 		r->bad.reason[0] = 0;
 	}
 	r->bad.carried = 0;
+	r->bad.epoch = epoch;
 	loop_interval iv;
 	memset(&iv, 0, sizeof(iv));
 	iv.t0 = ims_now();
