@@ -441,7 +441,10 @@ typedef struct rio_verify_opts {
 		     const rio_record *rec, ims_error *err);
 	/* Each problem as one line without a prefix, as it is found: a bad
 	 * record ("record 5 in shard 'F': payload checksum mismatch ..."), an
-	 * unreadable shard, then after the reads the shards' encoding and
+	 * unreadable shard, then after the reads the bad records by class
+	 * ("bad records by class: 'b' 2 of 100, ...", the classes with most
+	 * first, each bad record under the label its header gives; none when
+	 * no bad record's header could be read), the shards' encoding and
 	 * digest findings, the class names and the class counts. Never
 	 * called concurrently. */
 	void (*problem)(void *ctx, const char *line);

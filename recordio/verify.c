@@ -31,6 +31,8 @@ typedef struct shard_state {
 	uint64_t mode_bad; /* records that are not what the encoding says */
 	char mode_why[IMS_ERRMSG_MAX];
 	uint64_t *counts;  /* per class */
+	uint64_t *bad_counts;  /* bad records per class, by their header */
+	uint64_t bad_unknown;  /* bad records whose header gives no class */
 	int fatal;         /* the shard could not be read to its end */
 } shard_state;
 
@@ -91,7 +93,26 @@ static int check_record(vctx *v, int id, shard_state *sr, uint64_t i,
 	return v->o->check(v->o->ctx, id, i, rec, e);
 }
 
-static void check_shard(vctx *v, int id, rio_cursor *c, size_t s)
+/* A bad record's class, so that a class lost whole is seen as one (a
+ * re-download of one folder, not of the split): its label when the read
+ * got that far, else its header read again without the payload's CRC; a
+ * header that fails its own CRC gives none. */
+static void count_bad(vctx *v, shard_state *sr, rio_cursor *hc, uint64_t i,
+		      const rio_record *rec)
+{
+	sr->bad++;
+	int32_t label = rec ? rec->label : -1;
+	rio_record hr;
+	ims_error e;
+	if (!rec && hc && rio_cursor_get(hc, i, &hr, &e) == 0)
+		label = hr.label;
+	if (label >= 0 && (size_t)label < v->nc)
+		sr->bad_counts[label]++;
+	else
+		sr->bad_unknown++;
+}
+
+static void check_shard(vctx *v, int id, rio_cursor *c, rio_cursor *hc, size_t s)
 {
 	const rio_shard_info *si = &v->m->shards[s];
 	shard_state *sr = &v->st[s];
@@ -111,13 +132,14 @@ static void check_shard(vctx *v, int id, rio_cursor *c, size_t s)
 			sr->fatal = 1;
 			break;
 		}
+		const int got = rc == 0;
 		if (rc == 0 && rio_digest_add_record(&dg, i, &rec, &e) == 0)
 			rc = check_record(v, id, sr, i, &rec, &e);
 		else if (rc == 0)
 			rc = -1;
 		sr->checked++;
 		if (rc < 0) {
-			sr->bad++;
+			count_bad(v, sr, hc, i, got ? &rec : NULL);
 			name_bad(v, e.msg);
 		}
 		if (++since == PROGRESS_EVERY) {
@@ -134,9 +156,13 @@ static void *work(void *arg)
 {
 	worker *w = arg;
 	vctx *v = w->v;
-	rio_cursor *c = NULL;
+	rio_cursor *c = NULL, *hc = NULL;
 	ims_error e;
 	int rc = rio_cursor_open(v->r, RIO_CHECK_PAYLOAD_CRC, &c, &e);
+	/* headers only, for the class of a record c found damaged; without
+	 * it such records are counted with no class */
+	if (!rc && rio_cursor_open(v->r, 0, &hc, &e) < 0)
+		hc = NULL;
 	for (;;) {
 		size_t s = atomic_fetch_add(&v->next, 1);
 		if (s >= v->m->n_shards || atomic_load(&v->stop))
@@ -147,8 +173,9 @@ static void *work(void *arg)
 			v->st[s].fatal = 1;
 			continue;
 		}
-		check_shard(v, w->id, c, s);
+		check_shard(v, w->id, c, hc, s);
 	}
+	rio_cursor_close(hc);
 	rio_cursor_close(c);
 	return NULL;
 }
@@ -206,6 +233,62 @@ static int check_names(vctx *v)
 	return 1;
 }
 
+static int cmp_bad(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b; /* {bad, class} */
+	if (x[0] != y[0])
+		return x[0] < y[0] ? 1 : -1;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* The bad records by class, the classes with most first: "'cats' 15 of 15
+ * (all of them), 'dogs' 1 of 40; 2 with no readable class". */
+static void say_bad_classes(vctx *v)
+{
+	const rio_manifest *m = v->m;
+	uint64_t unknown = 0;
+	size_t n = 0;
+	uint64_t (*by)[2] = calloc(v->nc ? v->nc : 1, sizeof(*by));
+	if (!by)
+		return; /* the records were named: only the summary is lost */
+	for (size_t c = 0; c < v->nc; c++) {
+		uint64_t t = 0;
+		for (size_t s = 0; s < m->n_shards; s++)
+			t += v->st[s].bad_counts[c];
+		if (t) {
+			by[n][0] = t;
+			by[n++][1] = c;
+		}
+	}
+	for (size_t s = 0; s < m->n_shards; s++)
+		unknown += v->st[s].bad_unknown;
+	qsort(by, n, sizeof(*by), cmp_bad);
+	char list[2 * IMS_ERRMSG_MAX];
+	size_t len = 0, shown = 0;
+	for (; shown < n && shown < 8; shown++) {
+		const size_t c = (size_t)by[shown][1];
+		char item[IMS_ERRMSG_MAX];
+		int k = snprintf(item, sizeof(item), "%s'%s' %llu of %llu%s",
+				 shown ? ", " : "", m->classes[c],
+				 (unsigned long long)by[shown][0],
+				 (unsigned long long)m->class_counts[c],
+				 by[shown][0] >= m->class_counts[c] ? " (all of them)" : "");
+		if (k < 0 || (size_t)k >= sizeof(item) || len + (size_t)k >= sizeof(list))
+			break;
+		memcpy(list + len, item, (size_t)k + 1);
+		len += (size_t)k;
+	}
+	if (shown < n)
+		snprintf(list + len, sizeof(list) - len, "%s%zu more %s", shown ? ", and " : "",
+			 n - shown, ims_plural(n - shown, "class", "classes"));
+	if (n && unknown)
+		say(v, "bad records by class: %s; %llu with no readable class", list,
+		    (unsigned long long)unknown);
+	else if (n)
+		say(v, "bad records by class: %s", list);
+	free(by);
+}
+
 static int check_counts(vctx *v)
 {
 	const rio_manifest *m = v->m;
@@ -247,7 +330,7 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 	atomic_init(&v.next, 0);
 	atomic_init(&v.stop, 0);
 	v.st = calloc(ns ? ns : 1, sizeof(*v.st));
-	uint64_t *counts = calloc((ns ? ns : 1) * (nc ? nc : 1), sizeof(uint64_t));
+	uint64_t *counts = calloc(2 * (ns ? ns : 1) * (nc ? nc : 1), sizeof(uint64_t));
 	pthread_t *tid = calloc((size_t)threads, sizeof(*tid));
 	worker *ws = calloc((size_t)threads, sizeof(*ws));
 	if (!v.st || !counts || !tid || !ws) {
@@ -258,8 +341,10 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 		return ims_fail(err, IMS_ENOMEM, "cannot verify '%s': out of memory",
 				m->name ? m->name : "split");
 	}
-	for (size_t s = 0; s < ns; s++)
-		v.st[s].counts = counts + s * (nc ? nc : 1);
+	for (size_t s = 0; s < ns; s++) {
+		v.st[s].counts = counts + 2 * s * (nc ? nc : 1);
+		v.st[s].bad_counts = v.st[s].counts + (nc ? nc : 1);
+	}
 	pthread_mutex_init(&v.mu, NULL);
 	int started = 1;
 	for (int t = 0; t < threads; t++)
@@ -287,6 +372,8 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 		if (v.named > v.max_named)
 			say(&v, "... and %llu more bad records",
 			    (unsigned long long)(v.named - v.max_named));
+		if (res->bad)
+			say_bad_classes(&v);
 		int problems = check_split(&v);
 		problems |= check_names(&v);
 		if (!res->bad && !problems)

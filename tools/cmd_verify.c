@@ -23,7 +23,10 @@ static const cli_command command = {
 	"refuse: repeated, empty, holding a line break or TAB); with --decode\n"
 	"also decodes every image.",
 	"Each bad record is named (shard and index) with the reason; the checks\n"
-	"go on through the whole split.\n\n"
+	"go on through the whole split, and the bad records are then counted by\n"
+	"class (each read from its record's header, the classes with most first,\n"
+	"a class whose every record is bad marked \"all of them\"), so a class\n"
+	"lost whole is seen as one.\n\n"
 	"A shard's digest (manifest format 2) covers every record's key, header,\n"
 	"labels and payload checksum in order, and the split's name: a shard\n"
 	"replaced by another (re-packed in another order, other labels, a record\n"

@@ -29,6 +29,9 @@ expect 1 "$IMSHARD" verify "$T/p/train.json"
 contains "$T/err" "record 5"
 contains "$T/err" "payload checksum mismatch"
 contains "$T/err" "FAILED: 1 of 24 records bad"
+# the bad records by class, from the damaged record's header
+cls=$(json "$T/p/train.json" "j['classes'][$(awk -F'\t' 'NR==6 {print $2}' "$T/s_train.lst")]")
+contains "$T/err" "bad records by class: '$cls' 1 of 8"
 cp "$T/shard.bak" "$shard"
 expect 0 "$IMSHARD" verify "$T/p/train.json"
 
@@ -145,6 +148,8 @@ setjson "$T/x/train.json" 'j["extra_labels"] = 3'
 expect 1 "$IMSHARD" verify "$T/x/train.json"
 contains "$T/err" "record 0 in shard '$T/x/train-00000-of-00001.mdb': 0 extra labels, the manifest's \"extra_labels\" is 3"
 contains "$T/err" "FAILED: 24 of 24 records bad"
+# no header agrees with the manifest: no class to count them under
+lacks "$T/err" "bad records by class"
 fresh x
 setjson "$T/x/train.json" 'j["classes"][1] = j["classes"][0]'
 expect 1 "$IMSHARD" verify "$T/x/train.json"
@@ -240,4 +245,16 @@ expect 1 "$IMSHARD" verify "$T/none.json"
 one_line "$T/err"
 expect 2 "$IMSHARD" verify "$T/p/train.json" --threads 0
 one_line "$T/err"
+
+# A class whose every record is damaged is named as one, before the
+# classes with fewer (before: 9 records named one by one, and a class
+# lost whole had to be pieced together from their indices)
+fresh wc
+expect 0 /usr/bin/python3 "$edit" damage "$T/wc/train.json" $(awk -F'\t' '$2 == 2 || $1 == 3 {print $1}' "$T/s_train.lst")
+expect 1 "$IMSHARD" verify "$T/wc/train.json"
+c0=$(json "$T/wc/train.json" "j['classes'][0]")
+c2=$(json "$T/wc/train.json" "j['classes'][2]")
+contains "$T/err" "imshard: verify: bad records by class: '$c2' 8 of 8 (all of them), '$c0' 1 of 8"
+contains "$T/err" "FAILED: 9 of 24 records bad"
+
 finish

@@ -2,8 +2,8 @@
  * Split.verify: a good split passes with the manifest's digests, a
  * caller's check marks records bad and each is named once, the same
  * problems whatever the thread count, the naming limit, progress
- * stopping the check, and a manifest whose class names or extra_labels
- * are not what pack writes. */
+ * stopping the check, the bad records counted by class, and a manifest
+ * whose class names or extra_labels are not what pack writes. */
 #include <pthread.h>
 
 #include "rio_test_util.h"
@@ -113,30 +113,34 @@ int main(void)
 			CHECK_EQ_U64(digests[k], m->shards[k].digest);
 	}
 
-	/* the caller's check: two bad records, each named once; the class
-	 * counts are not judged while records are bad */
+	/* the caller's check: two bad records, each named once, then by
+	 * class (both are class 1: i % 3); the class counts are not judged
+	 * while records are bad */
 	CHECK_EQ_INT(run(r, 1, &s, &res, NULL, 0, 1), 0);
 	CHECK(!res.ok);
 	CHECK_EQ_U64(res.checked, 300);
 	CHECK_EQ_U64(res.bad, 2);
-	CHECK_EQ_INT(s.n, 2);
+	CHECK_EQ_INT(s.n, 3);
 	CHECK_EQ_STR(s.lines[0], "record 7: rejected by the check");
 	CHECK_EQ_STR(s.lines[1], "record 250: rejected by the check");
+	CHECK_EQ_STR(s.lines[2], "bad records by class: 'b' 2 of 100");
 	CHECK_EQ_INT(s.workers_seen, 1);
 	/* several threads: the same lines, in the order shards finish */
 	CHECK_EQ_INT(run(r, 3, &s, &res, NULL, 0, 1), 0);
 	CHECK_EQ_U64(res.bad, 2);
-	CHECK_EQ_INT(s.n, 2);
-	qsort(s.lines, (size_t)s.n, sizeof(s.lines[0]), cmp_line);
+	CHECK_EQ_INT(s.n, 3);
+	CHECK_EQ_STR(s.lines[2], "bad records by class: 'b' 2 of 100");
+	qsort(s.lines, 2, sizeof(s.lines[0]), cmp_line);
 	CHECK_EQ_STR(s.lines[0], "record 250: rejected by the check");
 	CHECK_EQ_STR(s.lines[1], "record 7: rejected by the check");
 	CHECK(s.workers_seen != 0 && (s.workers_seen & ~7) == 0);
 	/* one named, the other counted */
 	CHECK_EQ_INT(run(r, 1, &s, &res, NULL, 1, 1), 0);
 	CHECK_EQ_U64(res.bad, 2);
-	CHECK_EQ_INT(s.n, 2);
+	CHECK_EQ_INT(s.n, 3);
 	CHECK_EQ_STR(s.lines[0], "record 7: rejected by the check");
 	CHECK_EQ_STR(s.lines[1], "... and 1 more bad records");
+	CHECK_EQ_STR(s.lines[2], "bad records by class: 'b' 2 of 100");
 
 	/* progress stops it after the first shard (record 7 named, 250 never
 	 * reached): IMS_EINTR, nothing judged */
@@ -167,7 +171,7 @@ int main(void)
 	CHECK_EQ_INT(run(r, 1, &s, &res, NULL, 2, 0), 0);
 	CHECK(!res.ok);
 	CHECK_EQ_U64(res.bad, 300);
-	CHECK_EQ_INT(s.n, 3);
+	CHECK_EQ_INT(s.n, 3); /* no header gives a class: no class line */
 	char want[sizeof(dir) + 256];
 	snprintf(want, sizeof(want), "record 0 in shard '%s/%s': 0 extra labels, the manifest's \"extra_labels\" is 3",
 		 dir, rio_reader_manifest(r)->shards[0].file);
