@@ -105,11 +105,11 @@ same "$(grep '"type":"epoch"' "$T/dm/metrics.jsonl")" "$(grep '"type":"epoch"' "
 # past --max-bad-records in the resumed part: the first part's count
 # carried on, so it ends at the step the run never stopped ends at
 expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json"
-contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2"
+contains "$T/err" "3 training records of epoch 1 could not be loaded by step 5, more than --max-bad-records 2"
 run env IMSHARD_INJECT_STOP_STEP=3 "${fit_cmd[@]}" --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb"
 contains "$T/err" "interrupted after step 3"
 expect 1 fit --epochs 2 --quiet --max-bad-records 2 --train "$T/pd/train.json" --checkpoint-dir "$T/mb" --resume
-contains "$T/err" "3 training records could not be loaded by step 5, more than --max-bad-records 2 (this rank's: records 2, 30, 40)"
+contains "$T/err" "3 training records of epoch 1 could not be loaded by step 5, more than --max-bad-records 2 (this rank's: records 2, 30, 40)"
 
 # --- a second signal, of the other kind too, ends the process at once ----
 "${heed_int[@]}" "${fit_cmd[@]}" "${common[@]}" --checkpoint-dir "$T/twice" --log-dir "$T/twice/log" \
