@@ -412,6 +412,7 @@ struct cJSON *loop_history_parts(const run *r, const nn_train_result *res);
 /* records.c */
 void loop_bad_keep(uint64_t *list, int *n, uint64_t v);
 void loop_bad_batch(run *r, const aug_batch *b);
+void loop_bad_epoch_start(run *r, int epoch, uint64_t position);
 int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err);
 int loop_bad_epoch(run *r, int epoch, uint64_t step, int complete, ims_error *err);
 int loop_bad_checkpoint(run *r, ims_error *err);

@@ -44,6 +44,20 @@ void loop_bad_batch(run *r, const aug_batch *b)
 		loop_bad_keep(bad->mine, &bad->n_mine, b->bad_indices[i]);
 }
 
+/* The epoch's counts start from 0, or, for an epoch resumed inside, from
+ * its earlier part's (loop_bad_restore). */
+void loop_bad_epoch_start(run *r, int epoch, uint64_t position)
+{
+	loop_bad *bad = &r->bad;
+	if (!position || !bad->carried) {
+		bad->epoch_count = 0;
+		bad->n_mine = 0;
+		bad->reason[0] = 0;
+	}
+	bad->carried = 0;
+	bad->epoch = epoch;
+}
+
 /* A step's count, summed over ranks: --max-bad-records ends the run here,
  * on every rank at the same step. The limit is an epoch's: a damaged
  * record is met once in every epoch, so a run's total would hold the same

@@ -447,14 +447,7 @@ int loop_train_epoch(run *r, nn_train_result *res, int epoch,
 	 * epoch's first step sits where its position falls among them */
 	const double sched0 = (double)epoch * (double)r->data.steps_per_epoch +
 			      (double)position / (double)global;
-	/* a resumed epoch goes on with its earlier part's (loop_bad_restore) */
-	if (!position || !r->bad.carried) {
-		r->bad.epoch_count = 0;
-		r->bad.n_mine = 0;
-		r->bad.reason[0] = 0;
-	}
-	r->bad.carried = 0;
-	r->bad.epoch = epoch;
+	loop_bad_epoch_start(r, epoch, position);
 	loop_interval iv;
 	memset(&iv, 0, sizeof(iv));
 	iv.t0 = ims_now();
