@@ -32,7 +32,8 @@ static void runs_csv(const rep_report *r, ims_buf *out)
 		    "steps,images,wall_s,train_s,startup_s,images_per_s,speed_per_rank,"
 		    "total_speed,final_top1,final_top5,best_top1,best_epoch,best_wall_s,"
 		    "stall_fraction,busy_max_min,target_reached,target_epochs,target_wall_s,"
-		    "has_summary,skipped_lines,parts,superseded_lines,init,init_crc32c\n");
+		    "has_summary,skipped_lines,parts,superseded_lines,init,init_crc32c,"
+		    "other_diagnostics\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
 		const rep_stats *st = &r->stats[i];
@@ -56,12 +57,13 @@ static void runs_csv(const rep_report *r, ims_buf *out)
 			ims_buf_puts(&b, ",");
 		double t[] = {st->target_epochs, st->target_wall_s};
 		nums(&b, t, 2);
-		ims_buf_printf(&b, ",%d,%zu,%zu,%zu,", run->has_summary, run->n_diags_total,
+		ims_buf_printf(&b, ",%d,%zu,%zu,%zu,", run->has_summary, run->n_skipped_lines,
 			       run->n_parts ? run->n_parts : 1, run->n_superseded);
 		rb_csv(&b, s->init_path ? s->init_path : "");
 		ims_buf_puts(&b, ",");
 		rb_csv(&b, s->init_crc32c ? s->init_crc32c : "");
-		ims_buf_puts(&b, "\n");
+		/* appended: readers of the columns before keep their places */
+		ims_buf_printf(&b, ",%zu\n", run->n_diags_total - run->n_skipped_lines);
 	}
 	*out = b;
 }

@@ -334,7 +334,7 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 			run->train[k++] = *l;
 			continue;
 		}
-		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d: line skipped",
+		FORWARD_IF_ERR(rep_diag_skip(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
 	run->n_train = k;
@@ -346,7 +346,7 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 			run->gpu[k++] = *l;
 			continue;
 		}
-		FORWARD_IF_ERR(rep_diag(run, file, l->line, "rank %d, but %s %d: line skipped",
+		FORWARD_IF_ERR(rep_diag_skip(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
 	run->n_gpu = k;

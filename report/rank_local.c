@@ -165,6 +165,7 @@ static int join(rep_run *run, rep_run *folder)
 		}
 	}
 	run->n_diags_total += folder->n_diags_total;
+	run->n_skipped_lines += folder->n_skipped_lines;
 	return 0;
 }
 

@@ -242,6 +242,10 @@ typedef struct rep_run {
 	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */
 	size_t n_diags;
 	size_t n_diags_total;     /* all of them, kept or not */
+	size_t n_skipped_lines;   /* of those, the lines of metrics.jsonl
+				     skipped (left out of every figure); the
+				     rest say a value was ignored, a file not
+				     drawn or text shown with \xHH */
 	rep_classes *classes;     /* the folder's evaluation; NULL: none */
 } rep_run;
 

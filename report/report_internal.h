@@ -139,6 +139,11 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i);
 int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* rep_diag of a line of metrics.jsonl that is skipped: counted in
+ * run->n_skipped_lines as well (runs.csv's skipped_lines). */
+int rep_diag_skip(rep_run *run, const char *file, size_t line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* The diagnostic "FILE[:LINE]: WHAT is (are) not valid UTF-8: the bad
  * bytes are shown as \xHH" when n_bad > 0 strings of a file are not
  * well-formed UTF-8 (the page and the CSV files write such bytes as \xHH:

@@ -25,7 +25,8 @@
 
 /* ---- diagnostics ----------------------------------------------------------- */
 
-int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
+static int vdiag(rep_run *run, const char *file, size_t line, const char *fmt,
+		 va_list ap)
 {
 	run->n_diags_total++;
 	if (run->n_diags >= REP_MAX_DIAGS)
@@ -36,10 +37,7 @@ int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 			return IMS_ENOMEM;
 	}
 	char why[400];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
 	char *msg;
 	int n = line ? asprintf(&msg, "%s:%zu: %s", file, line, why)
 		     : asprintf(&msg, "%s: %s", file, why);
@@ -47,6 +45,25 @@ int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 		return IMS_ENOMEM;
 	run->diags[run->n_diags++] = msg;
 	return 0;
+}
+
+int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = vdiag(run, file, line, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int rep_diag_skip(rep_run *run, const char *file, size_t line, const char *fmt, ...)
+{
+	run->n_skipped_lines++;
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = vdiag(run, file, line, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 int rep_run_diag(rep_run *run, const char *file, const char *why)
@@ -226,13 +243,13 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	if (i == len && !too_long)
 		return 0; /* blank: nothing was meant */
 	if (too_long)
-		return rep_diag(run, file, ln, "line is longer than %d bytes: line skipped", REP_MAX_LINE);
+		return rep_diag_skip(run, file, ln, "line is longer than %d bytes: line skipped", REP_MAX_LINE);
 	if (memchr(text, '\0', len))
-		return rep_diag(run, file, ln, "line holds a NUL byte: line skipped");
+		return rep_diag_skip(run, file, ln, "line holds a NUL byte: line skipped");
 	const char *end = NULL;
 	cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!o)
-		return rep_diag(run, file, ln, "%s",
+		return rep_diag_skip(run, file, ln, "%s",
 			    last_unterminated
 				    ? "truncated line (the file ends inside it): line skipped"
 				    : "not valid JSON (truncated or damaged line?): line skipped");
@@ -240,7 +257,7 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	/* two appenders' lines run together parse as the first alone */
 	for (; end && end < text + len; end++)
 		if (*end != ' ' && *end != '\t' && *end != '\r') {
-			rc = rep_diag(run, file, ln,
+			rc = rep_diag_skip(run, file, ln,
 				  "text after the JSON object (two lines run together?): "
 				  "line skipped");
 			goto out;
@@ -248,17 +265,17 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	char why[256];
 	scratch sc;
 	if (!cJSON_IsObject(o)) {
-		rc = rep_diag(run, file, ln, "not a JSON object: line skipped");
+		rc = rep_diag_skip(run, file, ln, "not a JSON object: line skipped");
 		goto out;
 	}
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
 	if (!cJSON_IsString(t)) {
-		rc = rep_diag(run, file, ln, "no \"type\" string: line skipped");
+		rc = rep_diag_skip(run, file, ln, "no \"type\" string: line skipped");
 		goto out;
 	}
 	if (strcmp(t->valuestring, "train") == 0) {
 		if (read_fields(o, train_fields, &sc, why, sizeof(why), "train") < 0) {
-			rc = rep_diag(run, file, ln, "%s: line skipped", why);
+			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (push((void **)&run->train, &run->n_train, &cap->train,
@@ -287,11 +304,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_WALL;
 	} else if (strcmp(t->valuestring, "val") == 0) {
 		if (read_fields(o, val_fields, &sc, why, sizeof(why), "val") < 0) {
-			rc = rep_diag(run, file, ln, "%s: line skipped", why);
+			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (!isnan(sc.top5) && sc.top5 < sc.top1) {
-			rc = rep_diag(run, file, ln, "'top5' %g is below 'top1' %g: line skipped",
+			rc = rep_diag_skip(run, file, ln, "'top5' %g is below 'top1' %g: line skipped",
 				  sc.top5, sc.top1);
 			goto out;
 		}
@@ -315,11 +332,11 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			run->missing |= REP_MISSING_VAL_S;
 	} else if (strcmp(t->valuestring, "gpu") == 0) {
 		if (read_fields(o, gpu_fields, &sc, why, sizeof(why), "gpu") < 0) {
-			rc = rep_diag(run, file, ln, "%s: line skipped", why);
+			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
 		if (!isnan(sc.mem_total) && sc.mem > sc.mem_total) {
-			rc = rep_diag(run, file, ln,
+			rc = rep_diag_skip(run, file, ln,
 				  "'mem_used_mib' %g exceeds 'mem_total_mib' %g: line skipped",
 				  sc.mem, sc.mem_total);
 			goto out;
@@ -349,7 +366,7 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	} else {
 		char name[40];
 		snprintf(name, sizeof(name), "%s", t->valuestring);
-		rc = rep_diag(run, file, ln, "unknown line type '%s'%s: line skipped", name,
+		rc = rep_diag_skip(run, file, ln, "unknown line type '%s'%s: line skipped", name,
 			  strlen(t->valuestring) >= sizeof(name) ? "..." : "");
 	}
 out:

@@ -113,7 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0 && rep_report_analyze(&r, &err) == 0) {
 		for (size_t i = 0; i < r.n_runs; i++)
 			if (r.runs[i].n_diags > REP_MAX_DIAGS ||
-			    r.runs[i].n_diags > r.runs[i].n_diags_total)
+			    r.runs[i].n_diags > r.runs[i].n_diags_total ||
+			    r.runs[i].n_skipped_lines > r.runs[i].n_diags_total)
 				__builtin_trap();
 		char *html = NULL;
 		size_t len = 0;

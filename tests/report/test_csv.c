@@ -1,7 +1,8 @@
 /*
  * test_csv.c - the CSV files (report/csv.c): every file with its header,
  * one row per line or run, the computed figures in scaling.csv, unknown
- * values as empty fields, fields with commas quoted.
+ * values as empty fields, fields with commas quoted; runs.csv counts the
+ * skipped lines apart from the other diagnostics.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -31,6 +32,46 @@ static size_t lines(const char *s)
 	for (; s && *s; s++)
 		n += *s == '\n';
 	return n;
+}
+
+/*
+ * runs.csv's skipped_lines counts the lines left out, and other_diagnostics
+ * the rest: a value ignored is no line skipped (before, skipped_lines
+ * counted every diagnostic: 3 here).
+ */
+static void skips_apart(void)
+{
+	char c[4200], out[4200], path[4300];
+	rep_test_sub(c, sizeof(c), tmp, "c");
+	rep_test_sub(out, sizeof(out), tmp, "c.csv");
+	rep_test_run_a(c);
+	rep_test_summary_add(c, "\"model\":5,"); /* the first is read: ignored */
+	snprintf(path, sizeof(path), "%s/metrics.jsonl", c);
+	FILE *f = fopen(path, "ab");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	/* not JSON, and a rank the one-rank run does not have */
+	fputs("{\"type\":\"train\",\n"
+	      "{\"type\":\"train\",\"rank\":3,\"epoch\":0,\"step\":15,\"loss\":1.8,"
+	      "\"accuracy\":0.3,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":95,"
+	      "\"comm_ms\":0,\"steps\":5,\"wall_s\":2.0}\n", f);
+	fclose(f);
+	rep_report r;
+	rep_opts o = {NULL, -1};
+	rep_report_init(&r, &o);
+	ims_error err;
+	CHECK_OK(rep_report_add_run(&r, c, &err), &err);
+	CHECK_OK(rep_report_analyze(&r, &err), &err);
+	CHECK_EQ_U64(r.runs[0].n_diags_total, 3);
+	CHECK_EQ_U64(r.runs[0].n_skipped_lines, 2);
+	CHECK_OK(rep_report_write_csv(&r, out, &err), &err);
+	char *s = slurp(out, "runs.csv");
+	/* has_summary 1, skipped_lines 2, parts 1, superseded 0, no init,
+	 * other_diagnostics 1 */
+	CHECK(s && strstr(s, ",1,2,1,0,,,1\n") != NULL);
+	free(s);
+	rep_report_release(&r);
 }
 
 int main(void)
@@ -63,10 +104,10 @@ int main(void)
 	CHECK_EQ_U64(lines(s), 3);
 	CHECK(s && strstr(s, "\n\"a,1\",\"") != NULL);
 	/* run b: target 0.55 reached after 2 epochs at 3.9 s */
-	CHECK(s && strstr(s, ",1,2,3.9,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d\n") != NULL);
+	CHECK(s && strstr(s, ",1,2,3.9,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d,0\n") != NULL);
 	/* run a: not reached, the epoch and time fields empty */
-	CHECK(s && strstr(s, ",0,,,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d\n") != NULL);
-	CHECK(s && strstr(s, ",superseded_lines,init,init_crc32c\n") != NULL);
+	CHECK(s && strstr(s, ",0,,,1,0,1,0,\"w/r,18.safetensors\",0a1b2c3d,0\n") != NULL);
+	CHECK(s && strstr(s, ",superseded_lines,init,init_crc32c,other_diagnostics\n") != NULL);
 	free(s);
 
 	s = slurp(out, "train.csv");
@@ -139,6 +180,7 @@ int main(void)
 	CHECK(s && strcmp(s, "run,diagnostic\n") == 0);
 	free(s);
 	rep_report_release(&r);
+	skips_apart();
 	if (!test_failures_)
 		test_rm_tree(tmp);
 	return TEST_EXIT();

@@ -93,6 +93,7 @@ static void test_bad_lines(void)
 	CHECK_EQ_U64(r.n_gpu, 0);
 	CHECK_EQ_U64(r.n_diags_total, 21);
 	CHECK_EQ_U64(r.n_diags, 21);
+	CHECK_EQ_U64(r.n_skipped_lines, 21); /* each of them skips its line */
 	CHECK(!r.has_summary);
 	CHECK_EQ_INT(r.world, 2); /* no summary: 1 + the highest rank */
 	CHECK(diag_at(&r, mpath, 2, "not valid JSON"));
