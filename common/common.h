@@ -568,6 +568,11 @@ int ims_path_within_loosely(const char *path, const char *dir);
  * surrogates, nothing past U+10FFFF), else 0 with the offset of the first
  * bad byte in *bad (may be NULL).
  *
+ * ims_utf8_prefix: the length of s's longest prefix of at most max bytes
+ * that does not end inside a well-formed UTF-8 character: where to cut
+ * text shown in part, so the cut adds no bad byte (bytes that are not
+ * UTF-8 count one each, as they were).
+ *
  * ims_escape: s made safe to print: every byte of a control character
  * (C0, DEL, and C1 U+0080..U+009F, which terminals read as escape
  * sequences: ESC is how a file name could rewrite the screen) and every
@@ -577,6 +582,7 @@ int ims_path_within_loosely(const char *path, const char *dir);
  * text with "..." when it does not fit; returns buf.
  */
 int ims_utf8_valid(const char *s, size_t *bad);
+size_t ims_utf8_prefix(const char *s, size_t max);
 const char *ims_escape(const char *s, char *buf, size_t len);
 
 /*

@@ -61,6 +61,20 @@ int ims_utf8_valid(const char *s, size_t *bad)
 	return 1;
 }
 
+size_t ims_utf8_prefix(const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+	while (p[i]) {
+		size_t n = utf8_seq(p + i);
+		n = n ? n : 1;
+		if (i + n > max)
+			break;
+		i += n;
+	}
+	return i;
+}
+
 const char *ims_escape(const char *s, char *buf, size_t len)
 {
 	if (!len)

@@ -364,10 +364,13 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		/* imshard-train's damaged-record counts per epoch
 		 * (docs/TRAINING.md): not drawn */
 	} else {
-		char name[40];
-		snprintf(name, sizeof(name), "%s", t->valuestring);
-		rc = rep_diag_skip(run, file, ln, "unknown line type '%s'%s: line skipped", name,
-			  strlen(t->valuestring) >= sizeof(name) ? "..." : "");
+		/* the name is cut between characters: a cut inside one
+		 * would put a bad byte into the diagnostic, and with it
+		 * into the page and skipped.csv */
+		const char *type = t->valuestring;
+		size_t k = ims_utf8_prefix(type, 39);
+		rc = rep_diag_skip(run, file, ln, "unknown line type '%.*s'%s: line skipped",
+				   (int)k, type, type[k] ? "..." : "");
 	}
 out:
 	cJSON_Delete(o);

@@ -1,4 +1,4 @@
-/* test_text.c - UTF-8 checks, terminal-safe escaping (of JSON too), the
+/* test_text.c - UTF-8 checks and cuts, terminal-safe escaping (of JSON too), the
  * rules for names kept one per line, and plural nouns (common/text.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,16 @@ int main(void)
 	CHECK_EQ_U64(bad, 1);
 	CHECK_EQ_INT(ims_utf8_valid("\xf4\x90\x80\x80", NULL), 0); /* > U+10FFFF */
 	CHECK_EQ_INT(ims_utf8_valid("\xe2\x82", NULL), 0); /* cut short */
+
+	/* Where to cut: never inside a character; a bad byte is one. */
+	CHECK_EQ_U64(ims_utf8_prefix("abc", 5), 3);
+	CHECK_EQ_U64(ims_utf8_prefix("abc", 2), 2);
+	CHECK_EQ_U64(ims_utf8_prefix("ab\xc3\x97", 3), 2);
+	CHECK_EQ_U64(ims_utf8_prefix("ab\xc3\x97", 4), 4);
+	CHECK_EQ_U64(ims_utf8_prefix("\xf0\x9f\x90\xa6", 3), 0);
+	CHECK_EQ_U64(ims_utf8_prefix("a\xe9\xe9", 2), 2); /* Latin-1 bytes */
+	CHECK_EQ_U64(ims_utf8_prefix("a\xe2\x82", 2), 2); /* cut short already */
+	CHECK_EQ_U64(ims_utf8_prefix("", 4), 0);
 
 	/* Control bytes (C0, DEL, C1) and bad bytes become \xHH; text stays. */
 	escaped("plain/name.jpg", 256, "plain/name.jpg");

@@ -2,7 +2,8 @@
  * test_run.c - reading run folders (report/run.c): every kind of bad line
  * is skipped and named with its file and line; a missing or damaged
  * summary.json still loads what metrics.jsonl holds; GPU lines; old logs
- * without steps/wall_s; the folder errors that do fail.
+ * without steps/wall_s; the folder errors that do fail; an unknown line
+ * type's name cut between characters.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -147,6 +148,34 @@ static void test_bad_lines(void)
 	/* line 27 now ends with the added newline: damaged, not cut */
 	CHECK(diag_at(&r, mpath, 27, "not valid JSON"));
 	CHECK(diag_at(&r, mpath, 28, "NUL byte"));
+	rep_run_release(&r);
+}
+
+/* An unknown type's name is cut between characters: the diagnostic stays
+ * UTF-8 (before, the cut at 39 bytes fell inside the 'é' at bytes 38-39,
+ * leaving a lone lead byte in the page and skipped.csv). */
+static void test_long_type_name(void)
+{
+	char dir[4200], mpath[4300], want[128];
+	rep_test_sub(dir, sizeof(dir), tmp, "type");
+	rep_test_write(dir, "metrics.jsonl",
+		       GOOD_TRAIN(0, 5)
+		       "{\"type\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9zz\"}\n"
+		       "{\"type\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\"}\n",
+		       mpath, sizeof(mpath));
+	rep_run r;
+	ims_error err;
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.n_diags, 2);
+	CHECK_EQ_U64(r.n_skipped_lines, 2);
+	for (size_t i = 0; i < r.n_diags; i++)
+		CHECK(ims_utf8_valid(r.diags[i], NULL));
+	/* 38 bytes and "...": the 'é' does not fit in 39 */
+	snprintf(want, sizeof(want), "unknown line type '%.38s'...: line skipped",
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+	CHECK(diag_at(&r, mpath, 2, want));
+	/* 39 bytes ending in a whole 'é': kept whole, not marked cut */
+	CHECK(diag_at(&r, mpath, 3, "aaa\xc3\xa9': line skipped"));
 	rep_run_release(&r);
 }
 
@@ -462,6 +491,7 @@ int main(void)
 {
 	test_tmpdir(tmp, sizeof(tmp), "test_run");
 	test_bad_lines();
+	test_long_type_name();
 	test_many_bad_lines();
 	test_summary();
 	test_old_and_gpu();
