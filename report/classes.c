@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_COUNT 1e15      /* records per class, plausibly */
 #define MIN_FIELD 1024      /* bytes of a confusion.csv field kept at least
@@ -164,54 +165,127 @@ static int read_per_class(rep_run *run, const char *file, const cJSON *o,
 /* ---- confusion.csv ----------------------------------------------------------- */
 
 /*
- * The next CSV field of [*p, end) into out (at most cap - 1 bytes):
- * quoted fields may hold commas, doubled quotes and line breaks. Returns
- * ',' when another field of the row follows, '\n' at the end of a row (or
- * of the text), 0 when the field is malformed or longer than cap - 1
- * bytes (cut, it would be read as another name or count).
+ * confusion.csv is read as a stream, never whole: a class count x class
+ * count table grows with the square of the classes (at least 2 bytes a
+ * cell: 20 GB at REP_MAX_CLASSES), so no fixed read limit fits both a
+ * large evaluation and a junk file. Memory is the chunk, one field, and
+ * the matrix when it is drawn.
  */
-static int csv_next(const char **p, const char *end, char *out, size_t cap)
+#define CSV_CHUNK 65536
+
+typedef struct csv_in {
+	FILE *f;
+	char *buf;          /* CSV_CHUNK bytes read ahead */
+	size_t pos, end;
+	uint64_t total;     /* bytes read so far */
+	uint64_t limit;     /* past this many the file reads as ended */
+	int over, failed;   /* past the limit; a read error (errno kept) */
+	int err_no;
+} csv_in;
+
+/* The next byte, not taken; EOF at the end (or past the limit, or on a
+ * read error: flagged). */
+static int in_peek(csv_in *in)
 {
-	const char *s = *p;
+	if (in->pos == in->end) {
+		if (in->over || in->failed || feof(in->f))
+			return EOF;
+		in->pos = 0;
+		in->end = fread(in->buf, 1, CSV_CHUNK, in->f);
+		if (in->end == 0) {
+			if (ferror(in->f)) {
+				in->failed = 1;
+				in->err_no = errno ? errno : EIO;
+			}
+			return EOF;
+		}
+		in->total += in->end;
+		if (in->total > in->limit) {
+			/* grown since its size was taken: stop at the limit */
+			in->over = 1;
+			in->end = 0;
+			return EOF;
+		}
+	}
+	return (unsigned char)in->buf[in->pos];
+}
+
+/*
+ * The next CSV field into out (at most cap - 1 bytes): quoted fields may
+ * hold commas, doubled quotes and line breaks. Returns ',' when another
+ * field of the row follows, '\n' at the end of a row (or of the text), 0
+ * when the field is malformed or longer than cap - 1 bytes (cut, it would
+ * be read as another name or count).
+ */
+static int csv_next(csv_in *in, char *out, size_t cap)
+{
 	size_t n = 0;
-	int cut = 0;
-	int quoted = s < end && *s == '"';
-	if (quoted) {
-		for (s++;; s++) {
-			if (s >= end)
+	int cut = 0, ch;
+	if (in_peek(in) == '"') {
+		for (in->pos++;;) {
+			if ((ch = in_peek(in)) == EOF)
 				return 0;
-			if (*s == '"') {
-				if (s + 1 < end && s[1] == '"')
-					s++;
-				else
+			in->pos++;
+			if (ch == '"') {
+				if (in_peek(in) != '"')
 					break;
+				in->pos++;
 			}
 			if (n + 1 < cap)
-				out[n++] = *s;
+				out[n++] = (char)ch;
 			else
 				cut = 1;
 		}
-		s++;
 	} else
-		for (; s < end && *s != ',' && *s != '\n' && *s != '\r'; s++) {
+		while ((ch = in_peek(in)) != EOF && ch != ',' && ch != '\n' && ch != '\r') {
+			in->pos++;
 			if (n + 1 < cap)
-				out[n++] = *s;
+				out[n++] = (char)ch;
 			else
 				cut = 1;
 		}
 	out[n] = '\0';
 	if (cut)
 		return 0;
-	if (s < end && *s == '\r')
-		s++;
-	if (s >= end || *s == '\n') {
-		*p = s < end ? s + 1 : s;
+	if (in_peek(in) == '\r')
+		in->pos++;
+	ch = in_peek(in);
+	if (ch == EOF || ch == '\n') {
+		in->pos += ch == '\n';
 		return '\n';
 	}
-	if (*s != ',')
+	if (ch != ',')
 		return 0;
-	*p = s + 1;
+	in->pos++;
 	return ',';
+}
+
+/* Decimal digits of a whole number v >= 0. */
+static uint64_t digits(double v)
+{
+	uint64_t d = 1;
+	for (; v >= 10; v /= 10)
+		d++;
+	return d;
+}
+
+/*
+ * The most bytes of a confusion.csv that goes with c: what imshard-train
+ * and `imshard eval -o` write for its classes (a name quoted with a '
+ * first, each quote doubled, at most 2 x its bytes + 3; a count at most
+ * the digits of its row's records, since the row's counts add up to
+ * them), CRLF line ends allowed. A larger file is not the evaluation's.
+ */
+static uint64_t confusion_limit(const rep_classes *c)
+{
+	const uint64_t n = (uint64_t)c->n;
+	uint64_t b = sizeof("true/predicted") + 1;
+	for (int i = 0; i < c->n; i++) {
+		const uint64_t name = 2 * (uint64_t)strlen(c->names[i]) + 3;
+		b += 1 + name;                                    /* header */
+		b += name + n * (1 + digits(c->records[i])) + 2; /* its row */
+	}
+	return b;
 }
 
 /* Keeps the REP_MAX_CONFUSED largest off-diagonal counts, largest first
@@ -239,17 +313,26 @@ static void keep_confused(rep_classes *c, int truth, int pred, double count)
 static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 {
 	struct stat st;
-	if (stat(path, &st) != 0 && errno == ENOENT)
-		return 0;
-	uint8_t *data = NULL;
-	size_t len = 0;
+	int fd = -1;
 	ims_error e;
-	if (ims_read_file(path, &data, &len, REP_MAX_CONFUSION, &e) < 0) {
-		if (e.code == IMS_ENOMEM)
-			return IMS_ENOMEM;
+	if (ims_open_read(path, &fd, &st, &e) < 0) {
+		if (e.code == IMS_ENOTFOUND)
+			return 0;
 		int rc = bad(run, path, "%s: the confusion matrix is not drawn", e.msg);
 		return rc < 0 ? rc : 0;
 	}
+	const uint64_t limit = confusion_limit(c);
+	char what[80];
+	snprintf(what, sizeof(what), "eval.json's %d %s", c->n,
+		 c->n == 1 ? "class takes" : "classes take");
+	/* told by its size before a byte is read (confusion_limit says why) */
+	if ((uint64_t)st.st_size > limit) {
+		close(fd);
+		int rc = rep_diag_size(run, path, (uint64_t)st.st_size, limit, what,
+				       "the confusion matrix is not drawn");
+		return rc < 0 ? rc : 0;
+	}
+	csv_in in = {fdopen(fd, "rb"), malloc(CSV_CHUNK), 0, 0, 0, limit, 0, 0, 0};
 	const size_t n = (size_t)c->n;
 	/* a field is kept up to the longest name and one byte more: a name
 	 * of any length is compared whole, and a longer field, cut, still
@@ -262,29 +345,31 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 	if (n <= REP_MAX_MATRIX)
 		c->matrix = calloc(n * n, sizeof(double));
 	int rc = 1;
-	if (!field || !c->confused || (n <= REP_MAX_MATRIX && !c->matrix)) {
+	if (!in.f || !in.buf || !field || !c->confused ||
+	    (n <= REP_MAX_MATRIX && !c->matrix)) {
+		if (!in.f)
+			close(fd);
 		rc = IMS_ENOMEM;
 		goto out;
 	}
-	const char *p = (const char *)data, *end = p + len;
 	const char *why = NULL;
-	int sep = csv_next(&p, end, field, cap);
+	int sep = csv_next(&in, field, cap);
 	if (sep != ',' || strcmp(field, "true/predicted"))
 		why = "does not start with 'true/predicted'";
 	for (size_t j = 0; !why && j < n; j++) {
-		sep = csv_next(&p, end, field, cap);
+		sep = csv_next(&in, field, cap);
 		if (!sep || (sep == '\n') != (j == n - 1) || strcmp(field, c->names[j]))
 			why = "its columns are not eval.json's classes";
 	}
 	for (size_t i = 0; !why && i < n; i++) {
-		sep = csv_next(&p, end, field, cap);
+		sep = csv_next(&in, field, cap);
 		if (sep != ',' || strcmp(field, c->names[i])) {
 			why = "its rows are not eval.json's classes";
 			break;
 		}
 		double sum = 0, hit = NAN;
 		for (size_t j = 0; j < n; j++) {
-			sep = csv_next(&p, end, field, cap);
+			sep = csv_next(&in, field, cap);
 			char *tail;
 			errno = 0;
 			double v = strtod(field, &tail);
@@ -308,19 +393,38 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 			why = "its counts disagree with eval.json's (written by another "
 			      "evaluation?)";
 	}
-	if (!why && p < end)
+	if (!why && in_peek(&in) != EOF)
 		why = "it has rows after the last class";
+	/* what ended the text early decides, not what was read of it */
+	char failed[160];
+	if (in.failed) {
+		snprintf(failed, sizeof(failed), "cannot read it: %s", strerror(in.err_no));
+		why = failed;
+	}
+	if (in.over) {
+		fclose(in.f);
+		in.f = NULL;
+		why = NULL;
+		free(c->matrix);
+		c->matrix = NULL;
+		c->n_confused = 0;
+		rc = rep_diag_size(run, path, in.total, limit, what,
+				   "the confusion matrix is not drawn");
+		rc = rc < 0 ? rc : 0;
+	}
 	if (why) {
 		free(c->matrix);
 		c->matrix = NULL;
 		c->n_confused = 0;
 		rc = bad(run, path, "%s: the confusion matrix is not drawn", why);
 		rc = rc < 0 ? rc : 0;
-	} else
+	} else if (rc == 1)
 		c->has_confusion = 1;
 out:
+	if (in.f)
+		fclose(in.f);
+	free(in.buf);
 	free(field);
-	free(data);
 	return rc;
 }
 

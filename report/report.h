@@ -145,7 +145,15 @@ enum {
  */
 #define REP_MAX_EVAL ((size_t)REP_MAX_CLASSES * 512u + (64u << 10))
 #define REP_MAX_EVAL_VALUES ((size_t)REP_MAX_CLASSES * 5u + 64u)
-#define REP_MAX_CONFUSION (256u << 20) /* bytes of confusion.csv read at most */
+/*
+ * confusion.csv (classes x classes counts) is read as a stream, never
+ * whole: it grows with the square of the classes, at least 2 bytes a cell
+ * (20 GB at REP_MAX_CLASSES), so no fixed limit fits a large evaluation
+ * and a junk file alike. Its limit is the file's own: the most bytes the
+ * writers put down for eval.json's classes (names quoted, counts of at
+ * most their row's records' digits); a larger file is one diagnostic
+ * naming its size and that limit, and is not read.
+ */
 #define REP_MAX_MATRIX 40         /* the matrix is drawn up to this many classes */
 #define REP_MAX_CONFUSED 20       /* the most frequent confusions listed */
 #define REP_MAX_BARS 60           /* classes drawn as bars; beyond, the worst */

@@ -279,6 +279,24 @@ same "$rc" 0 "(report of a 20 MB eval.json of numbers under a memory cap: exit)"
 contains "$T/err" "imshard: warning: report: $T/junk64/eval.json: 10000004 JSON values in $size bytes, more than an evaluation of up to 100000 classes takes (limit 500064 values): not drawn"
 rm -r "$T/junk64"
 
+# a confusion.csv with 250 MB of junk after its rows (under the old read
+# limit of 256 MiB) is named with its size and the limit its classes give,
+# and read no further (before: read whole, under the cap the report failed
+# for want of memory)
+mkdir -p "$T/conf"
+train 0 0 5 50 2 150 0 1.0 >"$T/conf/metrics.jsonl"
+printf '%s\n' '{"program":"imshard eval","records":2,"top1":0.5,"top5":1,"per_class":[{"name":"a","records":1,"top1":1,"top5":1},{"name":"b","records":1,"top1":0,"top5":1}]}' >"$T/conf/eval.json"
+printf 'true/predicted,a,b\na,1,0\nb,1,0\n' >"$T/conf/confusion.csv"
+run "$IMSHARD" report "$T/conf" -o "$T/conf.html"
+same "$rc" 0 "(report of a good confusion.csv: exit)"
+contains "$T/conf.html" 'class="confusion"'
+truncate -s 250M "$T/conf/confusion.csv"
+run bash -c "$cap"' exec "$@"' _ "$IMSHARD" report "$T/conf" -o "$T/conf.html"
+same "$rc" 0 "(report of a 250 MB confusion.csv under a memory cap: exit)"
+contains "$T/err" "imshard: warning: report: $T/conf/confusion.csv: 262144000 bytes, more than eval.json's 2 classes take (limit "
+contains "$T/err" " bytes): the confusion matrix is not drawn"
+rm -r "$T/conf" "$T/conf.html"
+
 # a log of 100000 parts (a start line before each interval: a run resumed
 # again and again, or a damaged file) is read in time linear in its lines
 # (before: each line was checked against every part, about a minute)

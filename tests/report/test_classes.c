@@ -2,8 +2,8 @@
  * test_classes.c - a run folder's evaluation (report/classes.c): eval.json
  * and confusion.csv read with their names quoted as CSV, the matrix and
  * the most frequent confusions; a confusion.csv that disagrees with
- * eval.json (other names, other counts, cut short) and a damaged eval.json
- * become diagnostics and are not drawn, while the run still loads; the
+ * eval.json (other names, other counts, cut short, larger than its classes
+ * take) and a damaged eval.json become diagnostics and are not drawn, while the run still loads; the
  * page draws per-class accuracy and the matrix, and past the limits the
  * worst classes and the confusions alone.
  */
@@ -151,6 +151,44 @@ static void test_disagreeing(void)
 	CHECK(page && !strstr(page, "class=\"confusion\""));
 	free(page);
 	rep_report_release(&rep);
+}
+
+/*
+ * A confusion.csv larger than its classes take is one diagnostic naming
+ * its size and the limit, read no further (before: read whole up to 256
+ * MiB, in memory, and said to have "rows after the last class").
+ */
+static void test_confusion_limit(void)
+{
+	char dir[4200], path[4300];
+	rep_test_sub(dir, sizeof(dir), tmp, "limit");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "eval.json", EVAL_JSON, NULL, 0);
+	const size_t junk = 1 << 16;
+	char *text = malloc(sizeof(CONFUSION) + junk);
+	CHECK(text != NULL);
+	if (!text)
+		return;
+	memcpy(text, CONFUSION, sizeof(CONFUSION) - 1);
+	memset(text + sizeof(CONFUSION) - 1, '0', junk);
+	text[sizeof(CONFUSION) - 1 + junk] = '\0';
+	rep_test_write(dir, "confusion.csv", text, path, sizeof(path));
+	free(text);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes && !r.classes->has_confusion && !r.classes->matrix);
+	CHECK_EQ_U64(r.n_diags_total, 1);
+	char want[4600];
+	snprintf(want, sizeof(want), "%s: %zu bytes, more than eval.json's 3 classes take "
+		 "(limit ", path, sizeof(CONFUSION) - 1 + junk);
+	CHECK(r.n_diags == 1 && strncmp(r.diags[0], want, strlen(want)) == 0);
+	CHECK(has_diag(&r, "bytes): the confusion matrix is not drawn"));
+	/* the limit holds the file as written, not the junk */
+	unsigned long long limit = 0;
+	if (r.n_diags == 1 && strncmp(r.diags[0], want, strlen(want)) == 0)
+		limit = strtoull(r.diags[0] + strlen(want), NULL, 10);
+	CHECK(limit >= sizeof(CONFUSION) - 1 && limit < junk);
+	rep_run_release(&r);
 }
 
 static void bad_eval(const char *dir, const char *json, const char *why)
@@ -484,6 +522,7 @@ int main(void)
 	test_tmpdir(tmp, sizeof(tmp), "test_classes");
 	test_read();
 	test_disagreeing();
+	test_confusion_limit();
 	test_bad_eval();
 	test_page();
 	test_no_records();
