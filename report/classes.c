@@ -260,6 +260,16 @@ static int csv_next(csv_in *in, char *out, size_t cap)
 	return ',';
 }
 
+/* Whether a field read is the class name as written: itself, or with the '
+ * that the writers (ims_csv_quoting) put first to a name a spreadsheet
+ * would run as a formula ("=x", "-x", "@x"). */
+static int is_name(const char *field, const char *name)
+{
+	if (!strcmp(field, name))
+		return 1;
+	return field[0] == '\'' && ims_csv_quoting(name) == 2 && !strcmp(field + 1, name);
+}
+
 /* Decimal digits of a whole number v >= 0. */
 static uint64_t digits(double v)
 {
@@ -335,8 +345,8 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 	csv_in in = {fdopen(fd, "rb"), malloc(CSV_CHUNK), 0, 0, 0, limit, 0, 0, 0};
 	const size_t n = (size_t)c->n;
 	/* a field is kept up to the longest name and one byte more: a name
-	 * of any length is compared whole, and a longer field, cut, still
-	 * matches none */
+	 * of any length is compared whole (with a formula's guard too), and
+	 * a longer field, cut, still matches none */
 	size_t cap = MIN_FIELD;
 	for (size_t k = 0; k < n; k++)
 		cap = strlen(c->names[k]) + 2 > cap ? strlen(c->names[k]) + 2 : cap;
@@ -358,12 +368,12 @@ static int read_confusion(rep_run *run, const char *path, rep_classes *c)
 		why = "does not start with 'true/predicted'";
 	for (size_t j = 0; !why && j < n; j++) {
 		sep = csv_next(&in, field, cap);
-		if (!sep || (sep == '\n') != (j == n - 1) || strcmp(field, c->names[j]))
+		if (!sep || (sep == '\n') != (j == n - 1) || !is_name(field, c->names[j]))
 			why = "its columns are not eval.json's classes";
 	}
 	for (size_t i = 0; !why && i < n; i++) {
 		sep = csv_next(&in, field, cap);
-		if (sep != ',' || strcmp(field, c->names[i])) {
+		if (sep != ',' || !is_name(field, c->names[i])) {
 			why = "its rows are not eval.json's classes";
 			break;
 		}

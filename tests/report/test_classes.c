@@ -1,11 +1,12 @@
 /*
  * test_classes.c - a run folder's evaluation (report/classes.c): eval.json
- * and confusion.csv read with their names quoted as CSV, the matrix and
- * the most frequent confusions; a confusion.csv that disagrees with
- * eval.json (other names, other counts, cut short, larger than its classes
- * take) and a damaged eval.json become diagnostics and are not drawn, while the run still loads; the
- * page draws per-class accuracy and the matrix, and past the limits the
- * worst classes and the confusions alone.
+ * and confusion.csv read with their names quoted as CSV (and guarded
+ * against spreadsheet formulas), the matrix and the most frequent
+ * confusions; a confusion.csv that disagrees with eval.json (other names,
+ * other counts, cut short, larger than its classes take) and a damaged
+ * eval.json become diagnostics and are not drawn, while the run still
+ * loads; the page draws per-class accuracy and the matrix, and past the
+ * limits the worst classes and the confusions alone.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -189,6 +190,35 @@ static void test_confusion_limit(void)
 		limit = strtoull(r.diags[0] + strlen(want), NULL, 10);
 	CHECK(limit >= sizeof(CONFUSION) - 1 && limit < junk);
 	rep_run_release(&r);
+}
+
+/*
+ * Names a spreadsheet would run as a formula are written with a ' first
+ * (ims_csv_quoting): read back, they are still eval.json's classes
+ * (before: "its columns are not eval.json's classes", not drawn).
+ */
+static void test_guarded_names(void)
+{
+	char dir[4200];
+	rep_test_sub(dir, sizeof(dir), tmp, "guarded");
+	rep_test_run_a(dir);
+	rep_test_write(dir, "eval.json",
+		       "{\"records\":3,\"top1\":0.6666666666666666,\"per_class\":["
+		       "{\"name\":\"=sum\",\"records\":2,\"top1\":1,\"top5\":1},"
+		       "{\"name\":\"-x\",\"records\":1,\"top1\":0,\"top5\":1}]}\n",
+		       NULL, 0);
+	/* as the writers put it down (train/loop/eval_files.c) */
+	rep_test_write(dir, "confusion.csv",
+		       "true/predicted,\"'=sum\",\"'-x\"\n\"'=sum\",2,0\n\"'-x\",1,0\n",
+		       NULL, 0);
+	rep_run r;
+	load(dir, &r);
+	CHECK(r.classes && r.classes->has_confusion && r.classes->matrix);
+	CHECK_EQ_U64(r.n_diags_total, 0);
+	rep_run_release(&r);
+	/* a ' that no guard explains is another name */
+	bad_confusion(dir, "true/predicted,'=sum,'x\n'=sum,2,0\n'x,1,0\n",
+		      "its columns are not eval.json's classes");
 }
 
 static void bad_eval(const char *dir, const char *json, const char *why)
@@ -523,6 +553,7 @@ int main(void)
 	test_read();
 	test_disagreeing();
 	test_confusion_limit();
+	test_guarded_names();
 	test_bad_eval();
 	test_page();
 	test_no_records();
