@@ -272,9 +272,8 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		s->bad_list = calloc(cap, sizeof(uint64_t));
 		if (!s->data || !s->labels || !s->indices || !s->padded ||
 		    !s->replaced || !s->bad_first || !s->bad_list)
-			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
-				  "cannot allocate %d batches of %zu bytes", l->k,
-				  l->sample_bytes * cap);
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot load '%s': out of memory for %d batches of %zu bytes (a smaller batch, image size or prefetch needs less)",
+				  o->manifest, l->k, l->sample_bytes * cap);
 	}
 	*out = l;
 	return 0;

@@ -13,7 +13,8 @@ this module adds the Python conventions. docs/PYTHON.md is the manual.
 
 Errors raise imshard.Error (an OSError) with the C library's one-line
 message; bad arguments raise imshard.ArgumentError (an imshard.Error and a
-ValueError).
+ValueError), memory the C libraries could not allocate
+imshard.OutOfMemoryError (an imshard.Error and a MemoryError).
 """
 import collections.abc
 import math
@@ -27,11 +28,11 @@ import numpy as np
 
 from . import _imshard
 from ._args import _count, _flag, _path, _ratio, _rows, _text, _u64
-from ._imshard import ArgumentError, Error
+from ._imshard import ArgumentError, Error, OutOfMemoryError
 
 __all__ = ["Split", "Record", "Loader", "Batch", "pack", "convert", "bench_load",
            "decode", "partition", "distributed_rank", "Error", "ArgumentError",
-           "IMAGENET_MEAN", "IMAGENET_STD"]
+           "OutOfMemoryError", "IMAGENET_MEAN", "IMAGENET_STD"]
 __version__ = _imshard.version
 
 #: ImageNet's per-channel mean and std in pixel units (0..255): the Loader's

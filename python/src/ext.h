@@ -16,13 +16,17 @@
 
 #include "common/common.h"
 
-/* imshard.Error (OSError) and imshard.ArgumentError (Error, ValueError). */
+/* imshard.Error (OSError), imshard.ArgumentError (Error, ValueError) and
+ * imshard.OutOfMemoryError (Error, MemoryError). */
 extern PyObject *ims_py_error;
 extern PyObject *ims_py_argument_error;
+extern PyObject *ims_py_memory_error;
 
 /* Raises the exception for a library failure: ArgumentError for
- * IMS_EINVAL, KeyboardInterrupt-free Error otherwise; the message is the
- * library's one line (flags as they are: see ims_py_raise_as), e->code
+ * IMS_EINVAL, OutOfMemoryError for IMS_ENOMEM (so that `except
+ * MemoryError` catches an allocation the libraries could not make, as
+ * it catches Python's own), KeyboardInterrupt-free Error otherwise; the
+ * message is the library's one line (flags as they are: see ims_py_raise_as), e->code
  * is set as the exception's `code` attribute
  * and ims_strerror(code) as `kind`. Returns NULL. */
 PyObject *ims_py_raise(int code, const ims_error *e);

@@ -14,6 +14,7 @@
 
 PyObject *ims_py_error;
 PyObject *ims_py_argument_error;
+PyObject *ims_py_memory_error;
 
 /*
  * The libraries' messages name the command's flags where they give a
@@ -158,7 +159,8 @@ static PyObject *make_error(PyObject *type, PyObject *text, int code)
 
 PyObject *ims_py_raise_as(int code, const ims_error *e, const ims_py_flag *flags)
 {
-	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error : ims_py_error;
+	PyObject *type = code == IMS_EINVAL ? ims_py_argument_error :
+			 code == IMS_ENOMEM ? ims_py_memory_error : ims_py_error;
 	/* messages quote paths and names as they are: bytes that are not
 	 * UTF-8 (or a multibyte character cut at the message's end) are
 	 * shown as \xHH rather than failing with a UnicodeDecodeError */
@@ -415,16 +417,32 @@ PyMODINIT_FUNC PyInit__imshard(void)
 						 NULL;
 	Py_XDECREF(bases);
 	Py_XDECREF(attrs);
-	if (!ims_py_argument_error || PyType_Ready(&ims_py_split_type) < 0 ||
-	    PyType_Ready(&ims_py_loader_type) < 0 || PyType_Ready(&ims_py_batch_type) < 0)
+	/* an allocation the libraries could not make: a MemoryError, which
+	 * is what a Python program catches for running out of memory, and
+	 * still an imshard.Error with code and kind, as before */
+	bases = ims_py_error ? PyTuple_Pack(2, ims_py_error, PyExc_MemoryError) : NULL;
+	attrs = Py_BuildValue("{s:i,s:s}", "code", IMS_ENOMEM, "kind", ims_strerror(IMS_ENOMEM));
+	ims_py_memory_error = bases && attrs ? PyErr_NewExceptionWithDoc(
+						       "imshard.OutOfMemoryError",
+						       "Memory the C libraries could not allocate (also a "
+						       "MemoryError).",
+						       bases, attrs) :
+					       NULL;
+	Py_XDECREF(bases);
+	Py_XDECREF(attrs);
+	if (!ims_py_argument_error || !ims_py_memory_error ||
+	    PyType_Ready(&ims_py_split_type) < 0 || PyType_Ready(&ims_py_loader_type) < 0 ||
+	    PyType_Ready(&ims_py_batch_type) < 0)
 		goto fail;
 	Py_INCREF(ims_py_error);
 	Py_INCREF(ims_py_argument_error);
+	Py_INCREF(ims_py_memory_error);
 	Py_INCREF(&ims_py_split_type);
 	Py_INCREF(&ims_py_loader_type);
 	Py_INCREF(&ims_py_batch_type);
 	if (PyModule_AddObject(m, "Error", ims_py_error) < 0 ||
 	    PyModule_AddObject(m, "ArgumentError", ims_py_argument_error) < 0 ||
+	    PyModule_AddObject(m, "OutOfMemoryError", ims_py_memory_error) < 0 ||
 	    PyModule_AddObject(m, "Split", (PyObject *)&ims_py_split_type) < 0 ||
 	    PyModule_AddObject(m, "Loader", (PyObject *)&ims_py_loader_type) < 0 ||
 	    PyModule_AddObject(m, "BatchMemory", (PyObject *)&ims_py_batch_type) < 0 ||

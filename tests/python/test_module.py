@@ -1,6 +1,8 @@
 """imshard's stateless calls (python/src/module.c): partition, the rank
-share every loader takes, as the C partition makes it."""
+share every loader takes, as the C partition makes it; and the exceptions
+the module defines for the libraries' failures."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -176,3 +178,44 @@ def test_every_error_carries_its_code_and_kind(sample, copy_split):
             assert (e.code, e.kind) == (library_arg.code, library_arg.kind), e
     assert library_arg.code == _imshard.EINVAL
     assert bad.code == _imshard.ECORRUPT
+
+
+def test_memory_the_libraries_cannot_allocate_is_a_memory_error(sample, tmp_path):
+    # before: a loader whose ring could not be allocated raised
+    # imshard.Error (an OSError), which `except MemoryError` let pass. Here
+    # the ring of 64 samples of 4096 x 4096 float32 pixels (12 GiB a batch)
+    # cannot be mapped under an address-space limit 1 GiB above what the
+    # child has mapped (a sanitizer's runtime reserves terabytes first),
+    # while Python's own small allocations still can be
+    script = tmp_path / "oom.py"
+    script.write_text(textwrap.dedent("""
+        import resource, sys, imshard
+        from imshard import _imshard
+        vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status")
+              if l.startswith("VmSize:")][0]
+        resource.setrlimit(resource.RLIMIT_AS,
+                           (vm + (1 << 30), resource.getrlimit(resource.RLIMIT_AS)[1]))
+        for f in (lambda: imshard.Loader(sys.argv[1], 64, 4096, rank=0, world=1, threads=1),
+                  lambda: imshard.bench_load(sys.argv[1], 64, 4096, threads=1, epochs=1,
+                                             seconds=0)):
+            try:
+                f()
+                print("no error")
+            except MemoryError as e:
+                print(type(e).__name__, isinstance(e, imshard.Error),
+                      e.code == _imshard.ENOMEM, e.kind, "|", e)
+            except Exception as e:
+                print("not a MemoryError:", type(e).__name__, e)
+    """))
+    env = dict(os.environ)
+    # a sanitizer's allocator aborts where malloc would return NULL
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":allocator_may_return_null=1").lstrip(":")
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2, p.stdout + p.stderr
+    for line in lines:
+        assert re.match(r"OutOfMemoryError True True out of memory \| cannot load '.*train\.json': "
+                        r"out of memory for \d+ batches of \d+ bytes \(a smaller batch, image "
+                        r"size or prefetch needs less\)$", line), line
