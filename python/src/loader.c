@@ -18,7 +18,7 @@
  * pass's batches. A forked child has none of the loader's threads: there
  * it is refused, and closing it only forgets it.
  */
-#include "ext.h"
+#include "loader_opts.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -57,208 +57,6 @@ typedef struct {
 	Py_ssize_t shape[4], strides[4];
 	int released;
 } batch_obj;
-
-/* ---- options ---------------------------------------------------------- */
-
-/* "mean must be three numbers (R, G, B), got <repr>" (0) */
-static int triple_error(PyObject *o, const char *what)
-{
-	/* the failed conversion's error first: repr() with an exception
-	 * pending fails (a list's or tuple's does), and the message would
-	 * say "got ?" where an item was not a number */
-	PyErr_Clear();
-	PyObject *r = PyObject_Repr(o);
-	const char *txt = r ? PyUnicode_AsUTF8(r) : NULL;
-	PyErr_Clear();
-	ims_py_arg_error("%s must be three numbers (R, G, B), got %s", what, txt ? txt : "?");
-	Py_XDECREF(r);
-	return 0;
-}
-
-/*
- * Python's bool or NumPy's (an item of a bool array, which takes part in
- * arithmetic as 0 or 1): known by its type's name, as the extension does
- * not link NumPy. NumPy 1 names it numpy.bool_, NumPy 2 numpy.bool.
- */
-static int is_bool(PyObject *o)
-{
-	const char *name = Py_TYPE(o)->tp_name;
-	return PyBool_Check(o) || !strcmp(name, "numpy.bool") || !strcmp(name, "numpy.bool_");
-}
-
-/*
- * mean or std: a sequence of three real numbers in R, G, B order (a
- * tuple, a list, a NumPy array). What has no order of its own (a dict,
- * whose keys PySequence_Fast would take, a set), bytes (their byte
- * values) and text are refused, as is a bool for a number: each would
- * give numbers the caller never wrote.
- */
-static int parse_triple(PyObject *o, float out[3], const char *what)
-{
-	if (o == Py_None)
-		return 1;
-	if (!PySequence_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) ||
-	    PyByteArray_Check(o))
-		return triple_error(o, what);
-	PyObject *seq = PySequence_Fast(o, "");
-	if (!seq || PySequence_Fast_GET_SIZE(seq) != 3) {
-		Py_XDECREF(seq);
-		return triple_error(o, what);
-	}
-	for (int c = 0; c < 3; c++) {
-		PyObject *item = PySequence_Fast_GET_ITEM(seq, c);
-		double v = is_bool(item) ? -1.0 : PyFloat_AsDouble(item);
-		if (is_bool(item) || (v == -1.0 && PyErr_Occurred())) {
-			Py_DECREF(seq);
-			return triple_error(o, what);
-		}
-		out[c] = (float)v;
-	}
-	Py_DECREF(seq);
-	return 1;
-}
-
-static const char *dtype_names[] = {"uint8", "float32", "float16", "bfloat16"};
-
-/*
- * Fills o from keyword arguments shared by Loader and bench_load; returns
- * 0 or -1 with an exception. `manifest` receives the bytes object the
- * options point into (the caller keeps it alive).
- */
-static int loader_opts_from(PyObject *args, PyObject *kw, aug_loader_opts *o,
-			    PyObject **manifest, int *epochs, double *seconds)
-{
-	static char *names[] = {"manifest", "batch_size", "size", "augment", "train", "rank",
-				"world", "threads", "seed", "layout", "dtype", "mean", "std",
-				"prefetch", "shard_owning", "drop_last", "drop_remainder",
-				"pinned", "epochs", "seconds", NULL};
-	int batch = 32, size = 224, train = 1, rank = 0, world = 1, threads = 0;
-	int prefetch = 3, shard_owning = 0, drop_last = -1, drop_rem = -1, pinned = 1;
-	int ep = 0;
-	double secs = 0;
-	unsigned long long seed = 0;
-	const char *augment = NULL, *layout = "nchw", *dtype = "float32";
-	PyObject *mean = Py_None, *std = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|iizpiiiKssOOipiipid", names,
-					 PyUnicode_FSConverter, manifest, &batch, &size, &augment,
-					 &train, &rank, &world, &threads, &seed, &layout, &dtype,
-					 &mean, &std, &prefetch, &shard_owning, &drop_last, &drop_rem,
-					 &pinned, &ep, &secs))
-		return -1;
-	aug_loader_opts_init(o, train);
-	o->manifest = PyBytes_AS_STRING(*manifest);
-	ims_error err;
-	ims_error_clear(&err);
-	if (aug_transform_parse(augment, &o->transform, &err) < 0) {
-		ims_fail_context(&err, "augment");
-		ims_py_raise(IMS_EINVAL, &err);
-		return -1;
-	}
-	if (size < 1 || size > AUG_MAX_OUT_SIDE) {
-		ims_py_arg_error("size must be 1..%d, got %d", AUG_MAX_OUT_SIDE, size);
-		return -1;
-	}
-	o->transform.out_w = o->transform.out_h = size;
-	if (strcmp(layout, "nchw") == 0)
-		o->transform.layout = AUG_LAYOUT_NCHW;
-	else if (strcmp(layout, "nhwc") == 0)
-		o->transform.layout = AUG_LAYOUT_NHWC;
-	else {
-		ims_py_arg_error("layout must be 'nchw' or 'nhwc', got '%s'", layout);
-		return -1;
-	}
-	int d = -1;
-	for (int i = 0; i < 4; i++)
-		if (strcmp(dtype, dtype_names[i]) == 0)
-			d = i;
-	if (d < 0) {
-		ims_py_arg_error("dtype must be uint8, float32, float16 or bfloat16, got '%s'", dtype);
-		return -1;
-	}
-	o->transform.dtype = (aug_dtype)d;
-	if (!parse_triple(mean, o->transform.mean, "mean") ||
-	    !parse_triple(std, o->transform.std, "std"))
-		return -1;
-	if (!(o->transform.std[0] > 0 && o->transform.std[1] > 0 && o->transform.std[2] > 0)) {
-		ims_py_arg_error("std values must be greater than 0");
-		return -1;
-	}
-	for (int c = 0; c < 3; c++)
-		if (o->transform.dtype == AUG_DTYPE_U8 &&
-		    (o->transform.mean[c] != 0 || o->transform.std[c] != 1)) {
-			ims_py_arg_error("mean and std need a float dtype (float32, float16 "
-					 "or bfloat16): uint8 samples are the pixels as they are");
-			return -1;
-		}
-	if (threads < 0) {
-		ims_py_arg_error("threads must be >= 0 (0 = all cores), got %d", threads);
-		return -1;
-	}
-	/* as imshard bench-load --prefetch: each batch ahead is a batch of
-	 * memory, and a number past this is a typo, not a ring */
-	if (prefetch < 1 || prefetch > 1024) {
-		ims_py_arg_error("prefetch must be 1..1024, got %d", prefetch);
-		return -1;
-	}
-	o->batch_size = batch;
-	o->rank = rank;
-	o->world = world;
-	o->threads = threads;
-	o->seed = seed;
-	o->prefetch = prefetch;
-	o->shard_owning = shard_owning;
-	if (drop_last >= 0)
-		o->drop_last = drop_last;
-	if (drop_rem >= 0)
-		o->drop_remainder = drop_rem;
-	/* page-locking is the caller's: the C loader knows no device, and
-	 * imshard.torch registers the ring with CUDA itself */
-	(void)pinned;
-	o->quiet = 1;
-	if (epochs)
-		*epochs = ep;
-	if (seconds)
-		*seconds = secs;
-	return 0;
-}
-
-/* The loader's warnings (aug_loader_opts.event: shard-owning mode on a
- * split not shuffled), kept while it opens without the GIL and told
- * through warnings after, as the command prints them. */
-typedef struct {
-	char msg[IMS_ERRMSG_MAX];
-} loader_events;
-
-static void on_event(void *ctx, const char *msg)
-{
-	loader_events *ev = ctx;
-	if (!ev->msg[0])
-		snprintf(ev->msg, sizeof(ev->msg), "%s", msg);
-}
-
-static void events_begin(aug_loader_opts *o, loader_events *ev)
-{
-	ev->msg[0] = 0;
-	o->event = on_event;
-	o->event_ctx = ev;
-}
-
-/* 0, or -1 when the warning was made an exception (-W error) */
-static int events_end(aug_loader_opts *o, const loader_events *ev)
-{
-	o->event = NULL;
-	o->event_ctx = NULL;
-	if (!ev->msg[0])
-		return 0;
-	PyObject *text = ims_py_text(ev->msg);
-	if (!text)
-		return -1;
-	PyObject *msg = PyUnicode_FromFormat("imshard: loader: %U", text);
-	Py_DECREF(text);
-	int rc = msg ? PyErr_WarnEx(PyExc_UserWarning, PyUnicode_AsUTF8(msg), 1) : -1;
-	Py_XDECREF(msg);
-	return rc;
-}
 
 /* ---- Loader ----------------------------------------------------------- */
 
@@ -308,7 +106,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	Py_CLEAR(s->manifest);
-	if (loader_opts_from(args, kw, &s->o, &s->manifest, NULL, NULL) < 0)
+	if (ims_py_loader_opts_from(args, kw, &s->o, &s->manifest, NULL, NULL) < 0)
 		return -1;
 	if (!s->use_ready) {
 		pthread_mutex_init(&s->use, NULL);
@@ -321,8 +119,8 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	ims_error err;
 	ims_error_clear(&err);
 	int rc;
-	loader_events ev;
-	events_begin(&s->o, &ev);
+	ims_py_loader_events ev;
+	ims_py_events_begin(&s->o, &ev);
 	ims_py_guard_maps();
 	Py_BEGIN_ALLOW_THREADS
 	rc = aug_loader_open(&s->o, &s->l, &err);
@@ -334,7 +132,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 	}
 	s->stopped = 0;
 	s->pid = getpid();
-	return events_end(&s->o, &ev);
+	return ims_py_events_end(&s->o, &ev);
 }
 
 static int loader_usable(loader_obj *s)
@@ -521,22 +319,9 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
 			     (unsigned long long)pad, "dropped", (unsigned long long)drop, "rank",
 			     s->o.rank, "world", s->o.world, "layout",
 			     tr->layout == AUG_LAYOUT_NHWC ? "nhwc" : "nchw", "dtype",
-			     dtype_names[tr->dtype], "size", tr->out_w, "batch_size", s->o.batch_size,
-			     "batch_capacity", (unsigned long long)cap,
+			     ims_py_dtype_names[tr->dtype], "size", tr->out_w, "batch_size",
+			     s->o.batch_size, "batch_capacity", (unsigned long long)cap,
 			     "sample_bytes", (Py_ssize_t)aug_sample_bytes(tr));
-}
-
-static PyObject *stats_dict(const aug_loader_stats *st)
-{
-	/* last_bad names a shard, whose path may not be UTF-8 */
-	return Py_BuildValue("{s:K,s:K,s:K,s:N,s:d,s:d,s:d,s:d,s:d,s:O}", "images",
-			     (unsigned long long)st->images, "batches",
-			     (unsigned long long)st->batches, "bad_records",
-			     (unsigned long long)st->bad_records, "last_bad", ims_py_text(st->last_bad),
-			     "wait_seconds", st->wait_seconds, "read_seconds", st->read_seconds,
-			     "decode_seconds", st->decode_seconds, "augment_seconds",
-			     st->augment_seconds, "produce_seconds", st->produce_seconds, "pinned",
-			     st->pinned ? Py_True : Py_False);
 }
 
 static PyObject *loader_stats(PyObject *self, PyObject *unused)
@@ -552,7 +337,7 @@ static PyObject *loader_stats(PyObject *self, PyObject *unused)
 	}
 	aug_loader_stats st;
 	aug_loader_get_stats(s->l, &st);
-	return stats_dict(&st);
+	return ims_py_stats_dict(&st);
 }
 
 static PyObject *loader_exported(PyObject *self, void *closure)
@@ -752,7 +537,7 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 	aug_bench_opts bo;
 	aug_bench_opts_init(&bo);
 	PyObject *manifest = NULL;
-	if (loader_opts_from(args, kw, &bo.loader, &manifest, &bo.epochs, &bo.seconds) < 0) {
+	if (ims_py_loader_opts_from(args, kw, &bo.loader, &manifest, &bo.epochs, &bo.seconds) < 0) {
 		Py_XDECREF(manifest);
 		return NULL;
 	}
@@ -768,8 +553,8 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 	aug_bench_result r;
 	ims_error err;
 	ims_error_clear(&err);
-	loader_events ev;
-	events_begin(&bo.loader, &ev);
+	ims_py_loader_events ev;
+	ims_py_events_begin(&bo.loader, &ev);
 	ims_py_guard_maps();
 	c.ts = PyEval_SaveThread();
 	int rc = aug_bench_run(&bo, &r, &err);
@@ -779,7 +564,7 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 		return NULL; /* the KeyboardInterrupt (or the handler's exception) */
 	if (rc < 0)
 		return ims_py_raise(rc, &err);
-	if (events_end(&bo.loader, &ev) < 0)
+	if (ims_py_events_end(&bo.loader, &ev) < 0)
 		return NULL;
 	return Py_BuildValue("{s:K,s:K,s:d,s:d,s:d,s:d,s:K,s:K,s:K,s:K,s:i,s:N}", "images",
 			     (unsigned long long)r.images, "batches", (unsigned long long)r.batches,
@@ -788,5 +573,5 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 			     (unsigned long long)r.batches_per_epoch, "records_per_rank",
 			     (unsigned long long)r.records_per_rank, "padded",
 			     (unsigned long long)r.padded, "dropped", (unsigned long long)r.dropped,
-			     "threads", r.threads, "stats", stats_dict(&r.stats));
+			     "threads", r.threads, "stats", ims_py_stats_dict(&r.stats));
 }
