@@ -101,8 +101,21 @@ static void loader_maybe_free(loader_obj *s)
 static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
 {
 	loader_obj *s = (loader_obj *)self;
+	/* A batch handed out gives its slot back to this object's C loader
+	 * and reads its shape from these options: opened again while one is
+	 * viewed, the old ring would never be freed and the batch would be
+	 * described by the new options. */
+	if (s->l && !s->stopped) {
+		ims_py_fail(IMS_EINVAL, "cannot open the loader of '%s' again: it is open (close() "
+			    "it first, or make a new Loader)", PyBytes_AS_STRING(s->manifest));
+		return -1;
+	}
 	if (s->l) {
-		ims_py_fail(IMS_EINVAL, "the loader is already open");
+		ims_py_fail(IMS_EINVAL, "cannot open the loader of '%s' again: it is closed, but "
+			    "%zd batch%s it handed out %s still viewed (arrays or tensors of them are "
+			    "alive) and hold%s its memory; drop them first, or make a new Loader",
+			    PyBytes_AS_STRING(s->manifest), s->exported, s->exported == 1 ? "" : "es",
+			    s->exported == 1 ? "is" : "are", s->exported == 1 ? "s" : "");
 		return -1;
 	}
 	Py_CLEAR(s->manifest);

@@ -230,6 +230,35 @@ def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
     assert took < 3, "Ctrl-C took %.1f s" % took
 
 
+def test_a_loader_opened_again(sample):
+    # before: __init__ again on a loader closed while a batch it handed out
+    # was still viewed said "the loader is already open"
+    from imshard import _imshard
+    args = (sample["val"], 2, 8)
+    kw = dict(train=False, threads=1)
+    c = _imshard.Loader(*args, **kw)
+    with pytest.raises(imshard.Error, match=r"cannot open the loader of '.*val\.json' again: it "
+                       r"is open \(close\(\) it first, or make a new Loader\)$"):
+        c.__init__(*args, **kw)
+    c.start_epoch(0)
+    view = memoryview(c.next()[0])
+    first = view.tobytes()
+    c.close()
+    with pytest.raises(imshard.Error, match=r"cannot open the loader of '.*val\.json' again: it "
+                       r"is closed, but 1 batch it handed out is still viewed \(arrays or "
+                       r"tensors of them are alive\) and holds its memory; drop them first, or "
+                       r"make a new Loader$"):
+        c.__init__(*args, **kw)
+    assert c.closed and c.exported == 1 and view.tobytes() == first
+    del view
+    # nothing viewed any more: the ring was freed, and opening again works
+    c.__init__(*args, **kw)
+    assert not c.closed
+    c.start_epoch(0)
+    assert bytes(memoryview(c.next()[0])) == first
+    c.close()
+
+
 def test_close_from_another_thread(sample):
     # batches of 8 at 384 px on one thread, ten an epoch: the iterating
     # thread waits in next() most of the time; close() from here must wait
