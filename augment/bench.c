@@ -42,7 +42,19 @@ int aug_bench_run(const aug_bench_opts *o, aug_bench_result *r, ims_error *err)
 		uint64_t in_epoch = 0;
 		for (;;) {
 			aug_batch b;
-			int got = aug_loader_next(l, &b, err);
+			/* in slices when something may stop the run: a stop met
+			 * while a slow batch is made ends the run now */
+			double slice = o->cancel || o->waiting ? AUG_BENCH_WAIT_SLICE : -1.0;
+			int got = 2;
+			while (!(o->cancel && *o->cancel) &&
+			       (got = aug_loader_next_timed(l, &b, slice, err)) == 2)
+				if (o->waiting)
+					o->waiting(o->ctx);
+			if (got == 2) {
+				r->interrupted = 1;
+				stop = 1;
+				break;
+			}
 			if (got < 0) {
 				rc = got;
 				goto out;

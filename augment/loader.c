@@ -383,7 +383,6 @@ static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
 	return rc;
 }
 
-
 /* Whether msg already names record index (the reader's messages do:
  * "record 5 in shard ..."; a decoder's do not), so that the loader's
  * context does not say it twice ("record 5: record 5 in shard"). */
@@ -413,6 +412,8 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 	const int tries = per < MAX_TRIES ? (int)per : MAX_TRIES;
 #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
 	for (int j = 0; j < count; j++) {
+		if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED))
+			continue; /* stopping: the rest is never handed out */
 		worker *w = &l->workers[omp_get_thread_num()];
 		uint64_t pos = first + (uint64_t)j;
 		uint64_t index = l->share[pos];
@@ -476,6 +477,10 @@ static void fill(aug_loader *l, slot *s, uint64_t step)
 							 MAX_TRIES);
 			}
 		}
+	}
+	if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
+		s->rc = ims_fail(&s->err, IMS_EINTR, "the loader was stopped");
+		return; /* left at the samples it had: nothing counted */
 	}
 	/* in sample order, whatever thread met them */
 	s->n_bad = (int)bad;
@@ -552,7 +557,7 @@ static void stop_producer(aug_loader *l)
 	if (!l->running)
 		return;
 	pthread_mutex_lock(&l->mu);
-	l->stop = 1;
+	__atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED); /* fill() reads it unlocked */
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
 	pthread_join(l->producer, NULL);

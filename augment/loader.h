@@ -214,7 +214,8 @@ int aug_loader_release(aug_loader *l, const aug_batch *b, ims_error *err);
  * until aug_loader_close: for a consumer that must end the threads now but
  * free the memory only once its last view of a batch is gone. Afterwards
  * aug_loader_next and aug_loader_start_epoch fail (IMS_EINVAL). Takes as
- * long as the batch being filled. NULL is fine; twice is harmless.
+ * long as the samples the workers are on: the batch being filled is
+ * abandoned (never handed out). NULL is fine; twice is harmless.
  */
 void aug_loader_stop(aug_loader *l);
 
@@ -256,8 +257,11 @@ typedef struct aug_bench_opts {
 	double seconds;         /* stop once this much measured wall time has
 				   passed (0 = no limit); at least one of the
 				   two limits must be set (IMS_EINVAL) */
-	volatile int *cancel;   /* when it becomes non-zero, stop after the
-				   current batch (reported as interrupted) */
+	volatile int *cancel;   /* when it becomes non-zero, stop (reported as
+				   interrupted): after the batch just taken,
+				   or within AUG_BENCH_WAIT_SLICE seconds
+				   while waiting for one, which is then
+				   abandoned where its workers are */
 	/* Called with every batch taken, on the calling thread, before the
 	 * next is taken; its time is left out of the measurement. A negative
 	 * return stops the run with that code (fill err). May be NULL. */
@@ -265,8 +269,18 @@ typedef struct aug_bench_opts {
 	/* Called after every batch with the batches taken so far and the
 	 * total when an epoch limit sets one (else 0). May be NULL. */
 	void (*progress)(void *ctx, uint64_t batches, uint64_t total);
+	/* Called on the calling thread every AUG_BENCH_WAIT_SLICE seconds
+	 * while it waits for a batch: for a caller that must notice
+	 * something meanwhile and set *cancel (an interpreter, whose Ctrl-C
+	 * only its own thread sees). May be NULL. */
+	void (*waiting)(void *ctx);
 	void *ctx;
 } aug_bench_opts;
+
+/* The seconds between two looks at *cancel (and calls of waiting) while
+ * a batch is awaited: a slow batch (large images, a slow disk) does not
+ * delay a stop. */
+#define AUG_BENCH_WAIT_SLICE 0.05
 
 /* Defaults: the training loader (aug_loader_opts_init(&loader, 1)), no
  * epoch limit, 10 seconds. */

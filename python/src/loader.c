@@ -530,18 +530,28 @@ typedef struct {
 	int signalled;
 } bench_ctx;
 
-/* Between batches: a look for Ctrl-C (with the GIL, briefly). */
-static void bench_progress(void *ctx, uint64_t batches, uint64_t total)
+/* While a batch is awaited, every AUG_BENCH_WAIT_SLICE: a look for Ctrl-C
+ * (with the GIL, briefly), which then stops the run there rather than
+ * once a slow batch is made. */
+static void bench_waiting(void *ctx)
 {
-	(void)batches;
-	(void)total;
 	bench_ctx *c = ctx;
+	if (c->signalled)
+		return; /* a second look would replace the first exception */
 	PyEval_RestoreThread(c->ts);
 	if (PyErr_CheckSignals() < 0) {
 		c->cancel = 1;
 		c->signalled = 1;
 	}
 	c->ts = PyEval_SaveThread();
+}
+
+/* Between batches: the same look. */
+static void bench_progress(void *ctx, uint64_t batches, uint64_t total)
+{
+	(void)batches;
+	(void)total;
+	bench_waiting(ctx);
 }
 
 PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
@@ -562,6 +572,7 @@ PyObject *ims_py_bench_load(PyObject *self, PyObject *args, PyObject *kw)
 	bench_ctx c = {NULL, 0, 0};
 	bo.cancel = &c.cancel;
 	bo.progress = bench_progress;
+	bo.waiting = bench_waiting;
 	bo.ctx = &c;
 	aug_bench_result r;
 	ims_error err;

@@ -430,8 +430,18 @@ static int count_batch(void *ctx, const aug_batch *b, ims_error *err)
 	return 0;
 }
 
+/* on_batch that asks the run to stop (ctx: the cancel flag) */
+static int cancel_now(void *ctx, const aug_batch *b, ims_error *err)
+{
+	(void)b;
+	(void)err;
+	*(volatile int *)ctx = 1;
+	return 0;
+}
+
 /* aug_bench_run: one whole epoch is every batch of the epoch; the limits
- * are checked; a failing callback stops the run with its code. */
+ * are checked; a failing callback stops the run with its code; a stop
+ * asked for stops it where it is. */
 static void test_bench_run(void)
 {
 	ims_error err = {0};
@@ -454,9 +464,18 @@ static void test_bench_run(void)
 	CHECK(r.images_per_s > 0 && r.interrupted == 0);
 	bo.epochs = 0;
 	CHECK_EQ_INT(aug_bench_run(&bo, &r, &err), IMS_EINVAL);
+	/* asked for before the first batch: none is taken (before, the wait
+	 * for a batch did not look at it, and one was) */
 	volatile int cancel = 1;
 	bo.epochs = 1;
 	bo.cancel = &cancel;
+	bo.on_batch = NULL;
+	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
+	CHECK(r.interrupted && r.batches == 0);
+	/* asked for while the first batch is handled: that batch alone */
+	cancel = 0;
+	bo.on_batch = cancel_now;
+	bo.ctx = (void *)&cancel;
 	CHECK_OK(aug_bench_run(&bo, &r, &err), &err);
 	CHECK(r.interrupted && r.batches == 1);
 }

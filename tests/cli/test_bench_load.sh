@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # imshard bench-load: counts per epoch for train, validation and one rank of
 # two; the JSON keys; --dump writes viewable PNGs whatever the layout and
-# dtype; bad options exit 2 with one line, loader errors exit 1.
+# dtype; bad options exit 2 with one line, loader errors exit 1; Ctrl-C
+# during a slow batch stops it at once.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 
 expect 0 "$IMSHARD" sample "$T/s" --classes 4 --per-class 12 --quiet
@@ -252,6 +253,25 @@ one_line "$T/err"
 contains "$T/err" "is not a folder"
 expect 0 "$IMSHARD" bench-load "$m" --dump 2 "$T/dd/x/y" --epochs 1 --size 16 --batch 4 --quiet
 same "$(ls "$T/dd/x/y" | grep -c '^sample_[01]_label[0-9]*\.png$')" 2
+
+# Ctrl-C while the first batch is made (the records as 1536-pixel PNGs,
+# which decode whole: seconds for a batch of them all on one thread): the
+# run stops within a second with exit 1 and says so (before: only once the
+# batch was made, the wait for it looking at nothing else)
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/slow/train" --resize 1536 \
+  --encoding png --quiet
+"${heed_int[@]}" "$IMSHARD" bench-load "$T/slow/train.json" --epochs 1 --batch 48 --size 64 \
+  --threads 1 --quiet >/dev/null 2>"$T/int.err" &
+pid=$!
+sleep 0.5 # open, at its first batch
+t0=$(date +%s%N)
+kill -INT $pid
+wait $pid
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+same "$rc" 1 "(exit status after SIGINT)"
+contains "$T/int.err" "bench-load: interrupted after 0 batches"
+same "$((ms < 1000))" 1 "(Ctrl-C within a second: took $ms ms)"
 
 # --help documents every option.
 expect 0 "$IMSHARD" bench-load --help

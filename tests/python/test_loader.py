@@ -230,6 +230,70 @@ def test_ctrl_c_stops_a_waiting_loader(sample, tmp_path):
     assert took < 3, "Ctrl-C took %.1f s" % took
 
 
+@pytest.fixture(scope="module")
+def slow_split(sample, imshard_bin, tmp_path_factory):
+    """The sample's train records as 1536-pixel PNGs (a PNG decodes whole,
+    at full size): one batch of all 80 on one thread takes seconds to make
+    (about 5 s where this was written)."""
+    d = tmp_path_factory.mktemp("slow")
+    packed = os.path.dirname(sample["train"])
+    run(imshard_bin, "pack", os.path.join(packed, "train.lst"), sample["img"], "-o",
+        d / "train", "--resize", "1536", "--encoding", "png", "--classes",
+        os.path.join(packed, "classes.txt"), "-q")
+    return str(d / "train.json")
+
+
+@pytest.mark.parametrize("how", ["bench_load", "loader"])
+def test_ctrl_c_during_a_slow_first_batch(slow_split, tmp_path, how):
+    # Ctrl-C while the first batch is being made: before, bench_load looked
+    # for it only between batches, and a Loader's `with` block, whose
+    # next() had raised at once, closed the loader only once the batch was
+    # made; each took the batch's whole time. Now the wait is cut into
+    # slices and stopping leaves the batch where its workers are: the
+    # interrupt arrives within a second, and no thread is left behind
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, time, imshard
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        tasks = lambda: len(os.listdir("/proc/self/task"))
+        base = tasks()
+        def load():
+            if sys.argv[2] == "bench_load":
+                imshard.bench_load(sys.argv[1], 80, 64, threads=1, epochs=1, seconds=0)
+            else:
+                with imshard.Loader(sys.argv[1], 80, 64, rank=0, world=1, threads=1,
+                                    prefetch=1) as l:
+                    next(iter(l))
+        print("ready", flush=True)
+        t0 = time.time()
+        try:
+            load()
+            print("finished %.2f" % (time.time() - t0), flush=True)
+        except KeyboardInterrupt:
+            print("interrupted %.2f" % (time.time() - t0), flush=True)
+        t0 = time.time()
+        while tasks() > base and time.time() - t0 < 5:
+            time.sleep(0.02)
+        print("threads", tasks() - base, flush=True)
+    """))
+    p = subprocess.Popen([sys.executable, str(script), slow_split, how],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)  # the loader is open and at its first batch
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    line = p.stdout.readline()
+    took = time.time() - t0
+    p.wait(timeout=30)
+    # read through the buffer readline() filled (communicate() reads the
+    # pipe alone, and would miss a line that came with the first)
+    out, err = p.stdout.read(), p.stderr.read()
+    assert p.returncode == 0, err
+    assert line.startswith("interrupted"), line + out + err
+    assert took < 1, "Ctrl-C took %.1f s" % took
+    assert out.split() == ["threads", "0"], out + err
+
+
 def test_a_loader_opened_again(sample):
     # before: __init__ again on a loader closed while a batch it handed out
     # was still viewed said "the loader is already open"
