@@ -607,8 +607,14 @@ char *ims_escape_json(const char *json);
  * ims_find_duplicate: whether two of names[0..n) are equal: 1 with the
  * pair whose second name comes first in *first < *dup, 0 when all
  * differ, -1 when out of memory. O(n log n).
+ *
+ * ims_number_names: numbers names[0..n) (NULL read as ""): no[i] is the
+ * same for equal names and differs otherwise, from 0 in the names' sorted
+ * order; returns how many distinct names, -1 when out of memory (no then
+ * unset). O(n log n).
  */
 const char *ims_name_line_problem(const char *s);
+long ims_number_names(const char *const *names, size_t n, long *no);
 int ims_find_duplicate(const char *const *names, size_t n, size_t *first,
 		       size_t *dup);
 

@@ -169,27 +169,48 @@ static int cmp_name_at(const void *a, const void *b)
 }
 
 /* Sorting rather than comparing every pair: ImageNet-21k has 21,841
- * classes, and files of names are outside input of any length. */
-int ims_find_duplicate(const char *const *names, size_t n, size_t *first,
-		       size_t *dup)
+ * classes, a run's parts are as many as its resumes, and files of names
+ * are outside input of any length. */
+long ims_number_names(const char *const *names, size_t n, long *no)
 {
-	if (n < 2)
-		return 0;
-	name_at *a = malloc(n * sizeof(*a));
+	name_at *a = malloc((n ? n : 1) * sizeof(*a));
 	if (!a)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		a[i] = (name_at){names[i] ? names[i] : "", i};
 	qsort(a, n, sizeof(*a), cmp_name_at);
-	int found = 0;
-	for (size_t i = 1; i < n; i++) {
-		if (strcmp(a[i - 1].s, a[i].s) == 0 && (!found || a[i].i < *dup)) {
-			*first = a[i - 1].i;
-			*dup = a[i].i;
-			found = 1;
-		}
-	}
+	long k = 0;
+	for (size_t i = 0; i < n; i++)
+		no[a[i].i] = i > 0 && strcmp(a[i - 1].s, a[i].s) == 0 ? no[a[i - 1].i] : k++;
 	free(a);
+	return k;
+}
+
+int ims_find_duplicate(const char *const *names, size_t n, size_t *first,
+		       size_t *dup)
+{
+	if (n < 2)
+		return 0;
+	long *no = malloc(n * sizeof(*no));
+	if (!no)
+		return -1;
+	const long k = ims_number_names(names, n, no);
+	/* each name's first index, then the first index that repeats one */
+	size_t *seen = k < 0 ? NULL : malloc((size_t)(k ? k : 1) * sizeof(*seen));
+	int found = k < 0 || !seen ? -1 : 0;
+	for (long c = 0; seen && c < k; c++)
+		seen[c] = SIZE_MAX;
+	for (size_t i = 0; !found && i < n; i++) {
+		if (seen[no[i]] == SIZE_MAX) {
+			seen[no[i]] = i;
+			continue;
+		}
+		*first = seen[no[i]];
+		*dup = i;
+		found = 1;
+	}
+	free(seen);
+	free(no);
 	return found;
 }
 

@@ -559,10 +559,7 @@ static void short_name(ims_buf *b, const char *s)
 		rb_html(b, s);
 		return;
 	}
-	/* cut on a UTF-8 character boundary */
-	size_t k = 22;
-	while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-		k--;
+	const size_t k = ims_utf8_prefix(s, 22);
 	char cut[32];
 	memcpy(cut, s, k);
 	cut[k] = '\0';

@@ -110,47 +110,26 @@ static long part_of(const rep_run *run, size_t ln)
 	return (long)lo - 1;
 }
 
-/* run->parts' indices ordered by run_id (qsort has no context argument:
- * the ids are compared through the indices' own array). */
-typedef struct id_at {
-	const char *id;
-	size_t part;
-} id_at;
-
-static int cmp_id_at(const void *a, const void *b)
-{
-	const id_at *x = a, *y = b;
-	int c = strcmp(x->id, y->id);
-	return c ? c : (x->part > y->part) - (x->part < y->part);
-}
-
 /*
  * Numbers the parts' run_ids: id_no[k] is the same for equal ids, from 0,
- * and -1 for a part without one. Returns the number of distinct ids, or
- * IMS_ENOMEM. O(P log P): a file of many parts is not quadratic.
+ * and -1 for a part without one. Returns the number of numbers given (an
+ * empty id's among them, unused), or IMS_ENOMEM. O(P log P): a file of
+ * many parts is not quadratic.
  */
 static long number_ids(const rep_run *run, long *id_no)
 {
 	const size_t n = run->n_parts;
-	id_at *at = malloc((n ? n : 1) * sizeof(*at));
-	if (!at)
+	const char **ids = calloc(n ? n : 1, sizeof(*ids));
+	if (!ids)
 		return IMS_ENOMEM;
 	for (size_t k = 0; k < n; k++)
-		at[k] = (id_at){run->parts[k].run_id, k};
-	qsort(at, n, sizeof(*at), cmp_id_at);
-	long ids = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (!at[k].id[0]) {
-			id_no[at[k].part] = -1;
-			continue;
-		}
-		if (k > 0 && at[k - 1].id[0] && strcmp(at[k - 1].id, at[k].id) == 0)
-			id_no[at[k].part] = id_no[at[k - 1].part];
-		else
-			id_no[at[k].part] = ids++;
-	}
-	free(at);
-	return ids;
+		ids[k] = run->parts[k].run_id;
+	const long k = ims_number_names(ids, n, id_no);
+	for (size_t j = 0; k >= 0 && j < n; j++)
+		if (!ids[j][0])
+			id_no[j] = -1;
+	free(ids);
+	return k < 0 ? IMS_ENOMEM : k;
 }
 
 /*

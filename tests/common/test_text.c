@@ -74,6 +74,21 @@ int main(void)
 	CHECK_EQ_U64(dup, 3);
 	CHECK_EQ_INT(ims_find_duplicate(names, 3, &first, &dup), 0);
 	CHECK_EQ_INT(ims_find_duplicate(names, 0, &first, &dup), 0);
+	/* a triple: the first repeat is its second, paired with its first */
+	const char *three[] = {"x", "y", "x", "x"};
+	CHECK_EQ_INT(ims_find_duplicate(three, 4, &first, &dup), 1);
+	CHECK_EQ_U64(first, 0);
+	CHECK_EQ_U64(dup, 2);
+
+	/* Numbering: equal names one number, from 0 in sorted order, NULL
+	 * read as "" */
+	long no[6] = {9, 9, 9, 9, 9, 9};
+	CHECK_EQ_INT((int)ims_number_names(names, 5, no), 3);
+	CHECK(no[1] == 0 && no[3] == 0 && no[0] == 1 && no[4] == 1 && no[2] == 2);
+	const char *with_null[] = {"", NULL, "z"};
+	CHECK_EQ_INT((int)ims_number_names(with_null, 3, no), 2);
+	CHECK(no[0] == 0 && no[1] == 0 && no[2] == 1);
+	CHECK_EQ_INT((int)ims_number_names(names, 0, no), 0);
 
 	/* Counts: the singular for exactly one, the plural otherwise. */
 	CHECK_EQ_STR(ims_plural(1, "shard", "shards"), "shard");
