@@ -1,17 +1,18 @@
 /*
- * loader.c - batches of augmented samples for one rank, prepared ahead.
+ * loader.c - batches of augmented samples for one rank, prepared ahead:
+ * the loader's life (open, close, stats), each epoch's share of the split,
+ * and the ring of batch slots turned by a producer thread and the consumer.
  *
  * A producer thread walks the epoch's batches in order; for each it waits
- * for a free slot of the ring, fills it with an OpenMP parallel loop over
- * the batch's samples (read -> region decode at the scale the crop needs
- * -> one affine warp straight into the slot), and marks it full. The
- * consumer's aug_loader_next takes full slots in order and gives the
- * previous one back. Everything a sample looks like comes from (seed,
- * epoch, record index), never from which thread or rank made it.
+ * for a free slot of the ring, has it filled (loader_sample.c: an OpenMP
+ * parallel loop over the batch's samples, read -> region decode at the
+ * scale the crop needs -> one affine warp straight into the slot, bad
+ * records replaced), and marks it full. The consumer's aug_loader_next
+ * takes full slots in order and gives the previous one back. Everything a
+ * sample looks like comes from (seed, epoch, record index), never from
+ * which thread or rank made it.
  */
-#include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,71 +22,12 @@
 
 #include "augment.h"
 #include "augment_internal.h"
+#include "loader_internal.h"
 #include "recordio/recordio.h"
 
-/* Tries per sample before an epoch gives up on a run of bad records. */
-#define MAX_TRIES 16
-
+/* A slot's state, changed under l->mu: the producer takes a free one and
+ * fills it, the consumer holds a full one until it gives it back. */
 enum { SLOT_FREE = 0, SLOT_FILLING = 1, SLOT_FULL = 2, SLOT_HELD = 3 };
-
-typedef struct slot {
-	void *data;
-	int32_t *labels;
-	uint64_t *indices;
-	uint8_t *padded;
-	uint8_t *replaced;   /* per sample: stands in for a bad record */
-	uint64_t *bad_first; /* per sample: the first record it replaced */
-	uint64_t *bad_list;  /* the replaced samples' bad_first, in order */
-	int n_bad, n_bad_listed;
-	char bad_msg[IMS_ERRMSG_MAX]; /* why bad_list[0] could not be loaded */
-	int count;
-	uint64_t step;
-	int state;
-	int rc;          /* < 0 when the batch could not be filled */
-	ims_error err;
-} slot;
-
-typedef struct worker {
-	rio_cursor *cur;
-	aug_codec *codec;
-	aug_image img;
-	double read_s, decode_s, augment_s;
-} worker;
-
-struct aug_loader {
-	aug_loader_opts o;
-	char *manifest;
-	rio_reader *reader;
-	uint64_t n;
-	uint64_t per_rank, padded, dropped, batches;
-	/* the current epoch's share and batches: fewer than per_rank and
-	 * batches when it started past position 0 */
-	uint64_t epoch_per_rank, epoch_batches;
-	uint64_t epoch_position; /* where the current epoch started */
-	size_t sample_bytes;
-	int threads;
-
-	/* shard-owning mode: the records each rank owns */
-	uint64_t *owned;
-	uint64_t n_owned;
-
-	int k;
-	slot *ring;
-	worker *workers;
-
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t producer;
-	int running, stop;
-	int stopped; /* aug_loader_stop was called */
-	uint64_t epoch;
-	uint64_t *share;
-	uint8_t *share_pad;
-	uint64_t next_step;
-	int held; /* ring index the consumer holds, or -1 */
-
-	aug_loader_stats stats;
-};
 
 void aug_loader_opts_init(aug_loader_opts *o, int train)
 {
@@ -235,7 +177,7 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
 
 	l->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
-	l->workers = calloc((size_t)l->threads, sizeof(worker));
+	l->workers = calloc((size_t)l->threads, sizeof(aug_worker));
 	if (!l->workers)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
 	for (int t = 0; t < l->threads; t++) {
@@ -254,7 +196,7 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 			: o->host.name ? o->host.name
 				       : "memory from the caller's allocator");
 	l->k = o->prefetch > 0 ? o->prefetch : 3;
-	l->ring = calloc((size_t)l->k, sizeof(slot));
+	l->ring = calloc((size_t)l->k, sizeof(aug_slot));
 	if (!l->ring)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
 	/* A batch holds no more than the share: a batch larger than the
@@ -262,7 +204,7 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	 * share, not for the batch size. */
 	const size_t cap = b < l->per_rank ? (size_t)b : (size_t)l->per_rank;
 	for (int i = 0; i < l->k; i++) {
-		slot *s = &l->ring[i];
+		aug_slot *s = &l->ring[i];
 		s->data = alloc_batch(l, l->sample_bytes * cap);
 		s->labels = calloc(cap, sizeof(int32_t));
 		s->indices = calloc(cap, sizeof(uint64_t));
@@ -335,175 +277,10 @@ void aug_loader_share(const aug_loader *l, uint64_t *per_rank, uint64_t *padded,
 		*dropped = l->dropped;
 }
 
-/* One sample into dst: read, decode what the plan needs, warp. */
-static int load_sample(aug_loader *l, worker *w, uint64_t index, void *dst,
-		       int32_t *label, ims_error *err)
-{
-	const aug_transform_opts *tr = &l->o.transform;
-	double t0 = ims_now();
-	rio_record rec;
-	FORWARD_IF_ERR(rio_cursor_get(w->cur, index, &rec, err));
-	double t1 = ims_now();
-	w->read_s += t1 - t0;
-	*label = rec.label;
-	aug_plan plan;
-	const aug_image *src;
-	aug_image view;
-	if (rec.encoding == RIO_ENC_RAW) {
-		view = (aug_image){(uint8_t *)rec.payload, (int)rec.width, (int)rec.height,
-				   rec.channels, (size_t)rec.width * rec.channels, 0};
-		if (rec.channels == 4) {
-			/* Alpha over white, as every decode to RGB does. */
-			FORWARD_IF_ERR(aug_image_alloc(&w->img, view.width, view.height, 3, err));
-			for (int y = 0; y < view.height; y++)
-				aug_composite_row(view.pixels + (size_t)y * view.stride,
-						  w->img.pixels + (size_t)y * w->img.stride,
-						  view.width, 3);
-			view = w->img;
-		}
-		FORWARD_IF_ERR(aug_sample_plan(tr, view.width, view.height, l->o.seed, l->epoch,
-					       index, &plan, err));
-		src = &view;
-	} else {
-		/* the same path as any encoded image (render.c) */
-		int swap = rec.orientation >= 5;
-		int uw = (int)(swap ? rec.height : rec.width);
-		int uh = (int)(swap ? rec.width : rec.height);
-		double times[2] = {0, 0};
-		int rc = aug_render(w->codec, rec.payload, rec.payload_len, uw, uh, tr,
-				    l->o.seed, l->epoch, index, &w->img, dst, times, err);
-		w->decode_s += times[0];
-		w->augment_s += times[1];
-		return rc;
-	}
-	double t2 = ims_now();
-	w->decode_s += t2 - t1;
-	int rc = aug_warp(src, &plan, tr, dst, err);
-	w->augment_s += ims_now() - t2;
-	return rc;
-}
-
-/* Whether msg already names record index (the reader's messages do:
- * "record 5 in shard ..."; a decoder's do not), so that the loader's
- * context does not say it twice ("record 5: record 5 in shard"). */
-static int names_record(const char *msg, uint64_t index)
-{
-	char name[32];
-	int n = snprintf(name, sizeof(name), "record %llu", (unsigned long long)index);
-	for (const char *p = strstr(msg, name); p; p = strstr(p + 1, name))
-		if (!isdigit((unsigned char)p[n]))
-			return 1;
-	return 0;
-}
-/* Fills slot s with batch `step` of the current epoch. */
-static void fill(aug_loader *l, slot *s, uint64_t step)
-{
-	const uint64_t per = l->epoch_per_rank;
-	uint64_t first = step * (uint64_t)l->o.batch_size;
-	uint64_t left = per - first;
-	int count = left < (uint64_t)l->o.batch_size ? (int)left : l->o.batch_size;
-	s->count = count;
-	s->step = step;
-	s->rc = 0;
-	uint64_t bad = 0;
-	char last_bad[IMS_ERRMSG_MAX] = "";
-	int first_bad_j = count; /* the lowest sample that replaced a record */
-	/* a share shorter than MAX_TRIES: each of its records once */
-	const int tries = per < MAX_TRIES ? (int)per : MAX_TRIES;
-#pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
-	for (int j = 0; j < count; j++) {
-		if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED))
-			continue; /* stopping: the rest is never handed out */
-		worker *w = &l->workers[omp_get_thread_num()];
-		uint64_t pos = first + (uint64_t)j;
-		uint64_t index = l->share[pos];
-		uint8_t *dst = (uint8_t *)s->data + (size_t)j * l->sample_bytes;
-		ims_error e;
-		int rc = -1;
-		s->replaced[j] = 0;
-		for (int t = 0; t < tries; t++) {
-			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
-			/* A shard that changed under the reader is no damaged
-			 * record to replace: every record of it is suspect. */
-			if (rc == 0 || rc == IMS_ECHANGED)
-				break;
-			bad++;
-			if (t == 0) {
-				s->replaced[j] = 1;
-				s->bad_first[j] = index;
-			}
-			if (!names_record(e.msg, index))
-				ims_fail_context(&e, "record %llu",
-						 (unsigned long long)index);
-#pragma omp critical(aug_loader_bad)
-			{
-				memcpy(last_bad, e.msg, sizeof(last_bad));
-				if (t == 0 && j < first_bad_j) {
-					first_bad_j = j;
-					memcpy(s->bad_msg, e.msg, sizeof(s->bad_msg));
-				}
-			}
-			/* The next record of this rank's share: deterministic,
-			 * whatever the thread count. */
-			index = l->share[(pos + (uint64_t)t + 1) % per];
-		}
-		s->indices[j] = index;
-		s->padded[j] = l->share_pad[pos];
-		if (rc < 0) {
-#pragma omp critical(aug_loader_fail)
-			{
-				s->rc = rc;
-				s->err = e;
-				/* one rank's share is the whole split; an epoch
-				 * resumed past its start tried what was left of
-				 * it, not the whole share */
-				char whose[128];
-				const char *of = l->epoch_position ? "left of" : "of";
-				int n = l->o.world > 1
-						? snprintf(whose, sizeof(whose), "rank %d's share", l->o.rank)
-						: snprintf(whose, sizeof(whose), "the split");
-				if (l->epoch_position)
-					snprintf(whose + n, sizeof(whose) - (size_t)n,
-						 " in this epoch (resumed at position %llu)",
-						 (unsigned long long)l->epoch_position);
-				if (rc != IMS_ECHANGED && tries == 1)
-					ims_fail_context(&s->err, "the only record %s %s could not be loaded",
-							 of, whose);
-				else if (rc != IMS_ECHANGED && (uint64_t)tries == per)
-					ims_fail_context(&s->err, "none of the %d records %s %s could be loaded; the last",
-							 tries, of, whose);
-				else if (rc != IMS_ECHANGED)
-					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
-							 MAX_TRIES);
-			}
-		}
-	}
-	if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
-		s->rc = ims_fail(&s->err, IMS_EINTR, "the loader was stopped");
-		return; /* left at the samples it had: nothing counted */
-	}
-	/* in sample order, whatever thread met them */
-	s->n_bad = (int)bad;
-	s->n_bad_listed = 0;
-	for (int j = 0; j < count; j++)
-		if (s->replaced[j])
-			s->bad_list[s->n_bad_listed++] = s->bad_first[j];
-	if (!bad)
-		s->bad_msg[0] = 0;
-	pthread_mutex_lock(&l->mu);
-	/* records, not attempts: a stand-in that failed too is counted at
-	 * its own place in the share */
-	l->stats.bad_records += (uint64_t)s->n_bad_listed;
-	if (bad)
-		snprintf(l->stats.last_bad, sizeof(l->stats.last_bad), "%s", last_bad);
-	l->stats.images += (uint64_t)count;
-	l->stats.batches++;
-	pthread_mutex_unlock(&l->mu);
-}
 
 /* A free slot, or NULL (l->mu held). Any free one: with hold_batches the
  * caller may keep any slot for long, and the others must go on turning. */
-static slot *free_slot(aug_loader *l)
+static aug_slot *free_slot(aug_loader *l)
 {
 	for (int i = 0; i < l->k; i++)
 		if (l->ring[i].state == SLOT_FREE)
@@ -513,10 +290,10 @@ static slot *free_slot(aug_loader *l)
 
 /* The slot being filled with, or holding, batch `step`; NULL when the
  * producer has not taken one for it yet (l->mu held). */
-static slot *slot_of_step(aug_loader *l, uint64_t step)
+static aug_slot *slot_of_step(aug_loader *l, uint64_t step)
 {
 	for (int i = 0; i < l->k; i++) {
-		slot *s = &l->ring[i];
+		aug_slot *s = &l->ring[i];
 		if ((s->state == SLOT_FILLING || s->state == SLOT_FULL) && s->step == step)
 			return s;
 	}
@@ -527,7 +304,7 @@ static void *produce(void *arg)
 {
 	aug_loader *l = arg;
 	for (uint64_t step = 0; step < l->epoch_batches; step++) {
-		slot *s;
+		aug_slot *s;
 		pthread_mutex_lock(&l->mu);
 		while (!(s = free_slot(l)) && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
@@ -539,7 +316,7 @@ static void *produce(void *arg)
 		s->step = step;
 		pthread_mutex_unlock(&l->mu);
 		double t0 = ims_now();
-		fill(l, s, step);
+		aug_loader_fill(l, s, step);
 		pthread_mutex_lock(&l->mu);
 		l->stats.produce_seconds += ims_now() - t0;
 		s->state = SLOT_FULL;
@@ -661,7 +438,7 @@ int aug_loader_next_timed(aug_loader *l, aug_batch *b, double timeout_s,
 	}
 	double t0 = ims_now();
 	int timed_out = 0;
-	slot *s;
+	aug_slot *s;
 	struct timespec until;
 	if (timeout_s >= 0)
 		ims_deadline(timeout_s, &until);
@@ -729,7 +506,7 @@ int aug_loader_release(aug_loader *l, const aug_batch *b, ims_error *err)
 		  "cannot give a batch back: the loader was not opened with hold_batches");
 	pthread_mutex_lock(&l->mu);
 	for (int i = 0; i < l->k; i++) {
-		slot *s = &l->ring[i];
+		aug_slot *s = &l->ring[i];
 		if (s->data == b->data && s->state == SLOT_HELD) {
 			s->state = SLOT_FREE;
 			pthread_cond_broadcast(&l->cv);

@@ -1,6 +1,7 @@
 /*
- * loader.h - the loader of the augment library (loader.c) and the loop
- * that measures it (bench.c): a rank's share of a packed split, read
+ * loader.h - the loader of the augment library (loader.c: its life, the
+ * epoch's share and the ring; loader_sample.c: one batch filled) and the
+ * loop that measures it (bench.c): a rank's share of a packed split, read
  * through recordio, decoded and augmented by OpenMP workers into a ring
  * of batches. augment.h includes it: its users need only augment.h, and
  * the codec, region decoding and transforms the loader uses are
