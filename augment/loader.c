@@ -88,7 +88,8 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		  "cannot open loader with %d threads: at most %d", o->threads,
 		  AUG_MAX_THREADS);
 	aug_loader *l = calloc(1, sizeof(*l));
-	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!l, err, IMS_ENOMEM, "cannot load '%s': out of memory for the loader",
+		  o->manifest);
 	l->o = *o;
 	l->held = -1;
 	pthread_mutex_init(&l->mu, NULL);
@@ -96,11 +97,18 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	int rc = 0;
 	l->manifest = strdup(o->manifest);
 	if (!l->manifest)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot load '%s': out of memory for the loader", o->manifest);
 	l->o.manifest = l->manifest;
 	GOTO_IF_ERR(fail, rc, aug_transform_check(&o->transform, err));
 	l->sample_bytes = aug_sample_bytes(&o->transform);
-	GOTO_IF_ERR(fail, rc, rio_reader_open(o->manifest, &l->reader, err));
+	rc = rio_reader_open(o->manifest, &l->reader, err);
+	if (rc == IMS_ENOMEM)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot load '%s': out of memory for opening its shards",
+			  o->manifest);
+	if (rc < 0)
+		goto fail;
 	l->n = rio_reader_count(l->reader);
 	const rio_manifest *m = rio_reader_manifest(l->reader);
 	uint64_t w = (uint64_t)o->world;
@@ -123,7 +131,12 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 		l->n_owned = owned_count(m, o->rank, o->world);
 		l->owned = malloc(l->n_owned * sizeof(uint64_t));
 		if (!l->owned)
-			GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+				  "cannot load '%s': out of memory for the %llu record "
+				  "indices of rank %d's shards, %zu bytes (more ranks "
+				  "or a smaller split need less)",
+				  o->manifest, (unsigned long long)l->n_owned, o->rank,
+				  (size_t)l->n_owned * sizeof(uint64_t));
 		uint64_t k = 0;
 		for (size_t s = (size_t)o->rank; s < m->n_shards; s += (size_t)o->world)
 			for (uint64_t i = 0; i < m->shards[s].records; i++)
@@ -174,16 +187,31 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	l->share = malloc(l->per_rank * sizeof(uint64_t));
 	l->share_pad = calloc(l->per_rank, 1);
 	if (!l->share || !l->share_pad)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot load '%s': out of memory for the rank's share of "
+			  "%llu records, %zu bytes (more ranks or a smaller split "
+			  "need less)",
+			  o->manifest, (unsigned long long)l->per_rank,
+			  (size_t)l->per_rank * (sizeof(uint64_t) + 1));
 
 	l->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
 	l->workers = calloc((size_t)l->threads, sizeof(aug_worker));
 	if (!l->workers)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot load '%s': out of memory for %d worker threads "
+			  "(fewer threads need less)",
+			  o->manifest, l->threads);
 	for (int t = 0; t < l->threads; t++) {
-		GOTO_IF_ERR(fail, rc, rio_cursor_open(l->reader, RIO_CHECK_PAYLOAD_CRC,
-						      &l->workers[t].cur, err));
-		GOTO_IF_ERR(fail, rc, aug_codec_create(&l->workers[t].codec, err));
+		rc = rio_cursor_open(l->reader, RIO_CHECK_PAYLOAD_CRC, &l->workers[t].cur, err);
+		if (rc == 0)
+			rc = aug_codec_create(&l->workers[t].codec, err);
+		if (rc == IMS_ENOMEM)
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+				  "cannot load '%s': out of memory for the reader and "
+				  "decoder of worker thread %d of %d (fewer threads need less)",
+				  o->manifest, t + 1, l->threads);
+		if (rc < 0)
+			goto fail;
 	}
 
 	if (o->host.alloc && !o->host.free)
@@ -198,7 +226,10 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 	l->k = o->prefetch > 0 ? o->prefetch : 3;
 	l->ring = calloc((size_t)l->k, sizeof(aug_slot));
 	if (!l->ring)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot load '%s': out of memory for a ring of %d batches "
+			  "(a smaller prefetch needs less)",
+			  o->manifest, l->k);
 	/* A batch holds no more than the share: a batch larger than the
 	 * split (validation keeps the short last batch) gets room for the
 	 * share, not for the batch size. */
@@ -376,7 +407,12 @@ int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
 		 * the run stopped. */
 		uint64_t n = l->n_owned;
 		uint64_t *tmp = malloc(n * sizeof(uint64_t));
-		RETURN_IF(!tmp, err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!tmp, err, IMS_ENOMEM,
+			  "cannot start epoch %llu of '%s': out of memory for the "
+			  "%llu records of rank %d's shards, %zu bytes (more ranks "
+			  "or a smaller split need less)",
+			  (unsigned long long)epoch, l->manifest,
+			  (unsigned long long)n, l->o.rank, (size_t)n * sizeof(uint64_t));
 		memcpy(tmp, l->owned, n * sizeof(uint64_t));
 		if (l->o.train) {
 			ims_rng rng;
@@ -411,8 +447,8 @@ int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
 	const int e = pthread_create(&l->producer, NULL, produce, l);
 	if (e != 0)
 		return ims_fail(err, e == EAGAIN ? IMS_ENOMEM : IMS_EIO,
-				"cannot start the loader's producer thread: %s%s",
-				strerror(e),
+				"cannot start the loader's producer thread for '%s': %s%s",
+				l->manifest, strerror(e),
 				e == EAGAIN ? " (out of memory or a limit on "
 					      "threads or memory)"
 					    : "");

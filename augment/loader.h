@@ -148,7 +148,9 @@ typedef struct aug_batch {
  * Opens the split and checks the options. Starts nothing: the first
  * aug_loader_start_epoch does. Errors: the reader's, IMS_EINVAL (bad
  * options, threads past AUG_MAX_THREADS among them, or a split too small
- * for one batch per rank).
+ * for one batch per rank), IMS_ENOMEM (the message names the split, what
+ * could not be allocated and what needs less: the rank's share of
+ * records, the batches of the ring, the workers' readers and decoders).
  */
 int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err);
 
@@ -177,6 +179,9 @@ int aug_loader_start_epoch(aug_loader *l, uint64_t epoch, ims_error *err);
  * position) of them (perhaps none). In shard-owning mode, where each rank
  * has its own records, position must be a multiple of the world (each
  * rank consumed position / world of its own; IMS_EINVAL otherwise).
+ * IMS_ENOMEM names the split and what could not be allocated (the
+ * epoch's order of this rank's records in shard-owning mode, the
+ * producer thread).
  */
 int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
 			      ims_error *err);

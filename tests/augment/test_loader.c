@@ -4,16 +4,21 @@
  * count, deterministic from (seed, epoch), equal and disjoint rank shares,
  * shard-owning mode and its warning on unshuffled records, validation in
  * file order, an epoch continued from a global position at another world
- * size, and aug_bench_run's whole epochs. What the batches hold is
+ * size, aug_bench_run's whole epochs, and memory that runs out named with
+ * the split and what needs less. What the batches hold is
  * test_loader_batches.c's, damaged records test_loader_bad.c's.
  *
  * The split, the sample dataset packed with pack_run, is built by
  * loader_test.c.
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "augment/augment.h"
 #include "loader_test.h"
@@ -480,8 +485,152 @@ static void test_bench_run(void)
 	CHECK(r.interrupted && r.batches == 1);
 }
 
-int main(void)
+/* ---- out of memory ------------------------------------------------------ */
+
+#define OOM_N 100000 /* records: the per-record arrays are 800 KB each */
+
+/* A split of OOM_N raw 1x1 records in two shards at dir/many.json. */
+static void write_many(const char *dir, char *manifest, size_t len)
 {
+	rio_writer_opts wo = {0};
+	wo.dir = dir;
+	wo.name = "many";
+	rio_writer *w;
+	ims_error err;
+	int rc = rio_writer_open(&wo, &w, &err);
+	const uint8_t px[3] = {10, 20, 30};
+	for (int i = 0; rc == 0 && i < OOM_N; i++) {
+		if (i == OOM_N / 2)
+			rc = rio_writer_new_shard(w, &err);
+		rio_record rec = {0};
+		rec.encoding = RIO_ENC_RAW;
+		rec.channels = 3;
+		rec.orientation = 1;
+		rec.width = rec.height = rec.orig_width = rec.orig_height = 1;
+		rec.payload = px;
+		rec.payload_len = sizeof(px);
+		rec.payload_crc = ims_crc32c(0, px, sizeof(px));
+		if (rc == 0)
+			rc = rio_writer_add(w, &rec, &err);
+	}
+	static const char *const classes[] = {"c"};
+	rio_writer_meta m = {0};
+	m.encoding = "raw";
+	m.classes = classes;
+	m.n_classes = 1;
+	char *path = NULL;
+	if (rc == 0)
+		rc = rio_writer_finish(w, &m, &path, &err);
+	if (rc < 0) {
+		fprintf(stderr, "cannot write the split of %d records: %s\n", OOM_N, err.msg);
+		exit(1);
+	}
+	snprintf(manifest, len, "%s", path);
+	free(path);
+}
+
+/* This program run again as "--oom-child MANIFEST HEADROOM": opens the
+ * split and starts an epoch in shard-owning mode under an address-space
+ * limit HEADROOM bytes above what it has mapped, and writes "RC MESSAGE"
+ * to stdout. A fresh process, not a fork: a fork's heap and cached thread
+ * stacks, left by the tests before, would serve what the limit is there
+ * to refuse. */
+static int oom_child(const char *manifest, uint64_t headroom)
+{
+	/* every large allocation mapped anew, none served from the heap */
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	struct rlimit lim;
+	getrlimit(RLIMIT_AS, &lim);
+	lim.rlim_cur = kb * 1024 + headroom;
+	setrlimit(RLIMIT_AS, &lim);
+	aug_loader_opts o;
+	lt_base_opts(&o, manifest, 1, 1, 8);
+	o.threads = 1;
+	o.prefetch = 1;
+	o.shard_owning = 1;
+	aug_loader *l = NULL;
+	ims_error err = {0};
+	int rc = aug_loader_open(&o, &l, &err);
+	if (rc == 0)
+		rc = aug_loader_start_epoch(l, 0, &err);
+	aug_loader_close(l);
+	printf("%d %s", rc, rc ? err.msg : "");
+	return 0;
+}
+
+/*
+ * Memory that runs out while the loader is opened or an epoch started is
+ * named: each message that says "out of memory" names the split and what
+ * could not be allocated (before: a bare "out of memory" for the rank's
+ * share, shard-owning mode's records and the epoch's order). Each
+ * allocation is met by raising the limit 128 KB at a time, each in a
+ * process of its own, until the epoch starts; the per-record arrays (800 KB) cannot
+ * be stepped over.
+ */
+static void test_out_of_memory(const char *self)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return; /* a sanitizer's allocator aborts where malloc returns NULL */
+#endif
+	char manifest[4200];
+	write_many(lt_tmp, manifest, sizeof(manifest));
+	int started = 0, named = 0, unnamed = 0, records = 0;
+	char first_unnamed[IMS_ERRMSG_MAX + 16] = "";
+	for (uint64_t headroom = 0; !started && headroom < (256u << 20);
+	     headroom += 128 * 1024) {
+		int p[2];
+		CHECK(pipe(p) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			char room[32];
+			snprintf(room, sizeof(room), "%llu", (unsigned long long)headroom);
+			dup2(p[1], 1);
+			close(p[0]);
+			close(p[1]);
+			execl("/proc/self/exe", self, "--oom-child", manifest, room, (char *)NULL);
+			_exit(127);
+		}
+		close(p[1]);
+		char got[IMS_ERRMSG_MAX + 16] = "";
+		size_t n = 0;
+		for (ssize_t r; (r = read(p[0], got + n, sizeof(got) - 1 - n)) > 0;)
+			n += (size_t)r;
+		got[n] = 0;
+		close(p[0]);
+		int status = 0;
+		waitpid(pid, &status, 0);
+		if (!WIFEXITED(status) || n == 0)
+			continue; /* killed outside the loader: nothing to read */
+		started = atoi(got) == 0;
+		if (!strstr(got, "out of memory"))
+			continue;
+		if (strstr(got, manifest)) {
+			named++;
+			records += strstr(got, " records") != NULL;
+		} else if (!unnamed++) {
+			snprintf(first_unnamed, sizeof(first_unnamed), "%s", got);
+		}
+	}
+	CHECK(started);
+	CHECK(named > 0);
+	CHECK(records > 0); /* the per-record arrays were met */
+	CHECK_EQ_INT(unnamed, 0);
+	if (unnamed)
+		fprintf(stderr, "  first message without the split: %s\n", first_unnamed);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--oom-child") == 0)
+		return oom_child(argv[2], strtoull(argv[3], NULL, 10));
 	lt_setup("loader", LT_SPLIT_MAIN);
 	test_threads();
 	test_determinism();
@@ -491,5 +640,6 @@ int main(void)
 	test_validation();
 	test_start_at();
 	test_bench_run();
+	test_out_of_memory(argv[0]);
 	return test_tmp_done(lt_tmp, TEST_EXIT());
 }
