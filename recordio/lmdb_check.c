@@ -333,7 +333,7 @@ static int check_tree(int fd, const char *path, lm_layout *lay, ims_error *err)
 	if (!seen || !pages) {
 		free(seen);
 		free(pages);
-		return ims_fail(err, IMS_ENOMEM, "out of memory");
+		return ims_fail(err, IMS_ENOMEM, "cannot open shard '%s': out of memory for its %u-level page path", path, lay->depth);
 	}
 	struct {
 		uint64_t pgno;

@@ -55,7 +55,7 @@ int rio_manifest_check_classes(const rio_manifest *m, ims_error *err)
 	size_t first = 0, dup = 0;
 	int d = ims_find_duplicate((const char *const *)m->classes, m->n_classes,
 				   &first, &dup);
-	RETURN_IF(d < 0, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(d < 0, err, IMS_ENOMEM, "cannot check the class names of split '%s': out of memory", m->name);
 	RETURN_IF(d, err, IMS_ECORRUPT,
 		  "class %zu ('%s') has the name of class %zu: pack refuses repeated class names",
 		  dup, m->classes[dup], first);
@@ -89,7 +89,7 @@ static int get_str(const cJSON *obj, const char *key, char **out, int required,
 	RETURN_IF(!cJSON_IsString(it), err, IMS_ECORRUPT,
 		  "manifest '%s': \"%s\" is not a string", path, key);
 	*out = strdup(it->valuestring);
-	RETURN_IF(!*out, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!*out, err, IMS_ENOMEM, "cannot read manifest '%s': out of memory", path);
 	return 0;
 }
 
@@ -178,7 +178,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(root, "options");
 	if (cJSON_IsObject(opts)) {
 		m->options_json = cJSON_PrintUnformatted(opts);
-		RETURN_IF(!m->options_json, err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!m->options_json, err, IMS_ENOMEM, "cannot read manifest '%s': out of memory", path);
 	}
 
 	const cJSON *classes = cJSON_GetObjectItemCaseSensitive(root, "classes");
@@ -192,7 +192,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		  cJSON_GetArraySize(counts));
 	m->classes = calloc(nc ? nc : 1, sizeof(char *));
 	m->class_counts = calloc(nc ? nc : 1, sizeof(uint64_t));
-	RETURN_IF(!m->classes || !m->class_counts, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!m->classes || !m->class_counts, err, IMS_ENOMEM, "cannot read manifest '%s': out of memory", path);
 	m->n_classes = nc;
 	uint64_t total = 0;
 	size_t i = 0;
@@ -201,7 +201,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		RETURN_IF(!cJSON_IsString(it), err, IMS_ECORRUPT,
 			  "manifest '%s': class %zu is not a string", path, i);
 		m->classes[i] = strdup(it->valuestring);
-		RETURN_IF(!m->classes[i], err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!m->classes[i], err, IMS_ENOMEM, "cannot read manifest '%s': out of memory", path);
 		i++;
 	}
 	i = 0;
@@ -227,7 +227,7 @@ static int parse(const cJSON *root, rio_manifest *m, const char *path,
 		  IMS_ECORRUPT, "manifest '%s': \"shards\" is missing or empty", path);
 	size_t ns = (size_t)cJSON_GetArraySize(shards);
 	m->shards = calloc(ns, sizeof(*m->shards));
-	RETURN_IF(!m->shards, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!m->shards, err, IMS_ENOMEM, "cannot read manifest '%s': out of memory", path);
 	m->n_shards = ns;
 	uint64_t next = 0;
 	i = 0;
@@ -441,7 +441,7 @@ int rio_manifest_save(const char *path, const rio_manifest *m, ims_error *err)
 	char *withnl = realloc(text, len + 2);
 	if (!withnl) {
 		free(text);
-		return ims_fail(err, IMS_ENOMEM, "out of memory");
+		return ims_fail(err, IMS_ENOMEM, "cannot write manifest '%s': out of memory", path);
 	}
 	withnl[len] = '\n';
 	withnl[len + 1] = '\0';
@@ -466,7 +466,7 @@ int rio_manifest_rehash(const char *path, const rio_manifest *expect,
 		a = rio_manifest_to_json(expect);
 		b = rio_manifest_to_json(&now);
 		if (!a || !b)
-			rc = ims_fail(err, IMS_ENOMEM, "out of memory");
+			rc = ims_fail(err, IMS_ENOMEM, "cannot rewrite manifest '%s': out of memory", path);
 		else if (strcmp(a, b) != 0)
 			rc = ims_fail(err, IMS_ECHANGED,
 				      "manifest '%s' changed while its split was being checked (packed again?); nothing rewritten",

@@ -238,7 +238,7 @@ int rio_reader_open(const char *manifest_path, rio_reader **out, ims_error *err)
 {
 	*out = NULL;
 	rio_reader *r = calloc(1, sizeof(*r));
-	RETURN_IF(!r, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!r, err, IMS_ENOMEM, "cannot open split '%s': out of memory", manifest_path);
 	int rc = rio_manifest_load(manifest_path, &r->m, err);
 	if (rc < 0) {
 		free(r);
@@ -249,14 +249,14 @@ int rio_reader_open(const char *manifest_path, rio_reader **out, ims_error *err)
 	const char *dir = dirname(dirbuf);
 	r->shards = calloc(r->m.n_shards, sizeof(*r->shards));
 	if (!r->shards)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot open split '%s': out of memory", manifest_path);
 	r->n_shards = r->m.n_shards;
 	for (size_t i = 0; i < r->n_shards; i++) {
 		shard *s = &r->shards[i];
 		s->guard = -1;
 		if (asprintf(&s->path, "%s/%s", dir, r->m.shards[i].file) < 0) {
 			s->path = NULL;
-			GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+			GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot open split '%s': out of memory", manifest_path);
 		}
 		GOTO_IF_ERR(fail, rc, check_shard(s, &r->m.shards[i], err));
 	}
@@ -323,14 +323,14 @@ int rio_cursor_open(rio_reader *r, unsigned check, rio_cursor **out,
 {
 	*out = NULL;
 	rio_cursor *c = calloc(1, sizeof(*c));
-	RETURN_IF(!c, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!c, err, IMS_ENOMEM, "cannot read split '%s' (%zu shards): out of memory", r->m.name, r->n_shards);
 	c->txn = calloc(r->n_shards, sizeof(*c->txn));
 	c->cur = calloc(r->n_shards, sizeof(*c->cur));
 	if (!c->txn || !c->cur) {
 		free(c->txn);
 		free(c->cur);
 		free(c);
-		return ims_fail(err, IMS_ENOMEM, "out of memory");
+		return ims_fail(err, IMS_ENOMEM, "cannot read split '%s' (%zu shards): out of memory", r->m.name, r->n_shards);
 	}
 	c->r = r;
 	c->check = check;

@@ -149,11 +149,11 @@ int rio_lock_take(const char *dir, const char *name, rio_lock **out,
 	RETURN_IF(!dir || !rio_split_name_ok(name), err, IMS_EINVAL,
 		  "cannot lock a split: bad folder or name");
 	rio_lock *l = calloc(1, sizeof(*l));
-	RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!l, err, IMS_ENOMEM, "cannot lock split '%s/%s': out of memory", dir, name);
 	l->fd = -1;
 	l->path = rio_xasprintf("%s/%s.lock", dir[0] ? dir : ".", name);
 	int rc = l->path ? lock_split(dir, name, l->path, &l->fd, err) :
-			   ims_fail(err, IMS_ENOMEM, "out of memory");
+			   ims_fail(err, IMS_ENOMEM, "cannot lock split '%s/%s': out of memory", dir, name);
 	if (rc < 0) {
 		free(l->path);
 		free(l);
@@ -183,7 +183,7 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 		  "split name '%s' is not a plain name (a file name: no '/', not '.' or '..')",
 		  o->name);
 	rio_writer *w = calloc(1, sizeof(*w));
-	RETURN_IF(!w, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!w, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", o->dir, o->name);
 	w->lock_fd = -1;
 	w->n_extra = -1;
 	w->dir = strdup(o->dir[0] ? o->dir : ".");
@@ -194,14 +194,14 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	w->force = o->force;
 	int rc = 0;
 	if (!w->dir || !w->name)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", o->dir, o->name);
 	GOTO_IF_ERR(fail, rc, ims_mkdir_p_created(w->dir, &w->created_dir, err));
 	if (access(w->dir, W_OK) != 0)
 		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot write to folder '%s': %s",
 			  w->dir, strerror(errno));
 	w->lock_path = rio_xasprintf("%s/%s.lock", w->dir, w->name);
 	if (!w->lock_path)
-		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", o->dir, o->name);
 	GOTO_IF_ERR(fail, rc, take_lock(w, err));
 
 	char manifest[4096];
@@ -252,7 +252,7 @@ static int count_label(rio_writer *w, int32_t label, ims_error *err)
 		while (n <= l)
 			n *= 2;
 		uint64_t *c = realloc(w->class_counts, n * sizeof(*c));
-		RETURN_IF(!c, err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!c, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		memset(c + w->n_counts, 0, (n - w->n_counts) * sizeof(*c));
 		w->class_counts = c;
 		w->n_counts = n;
@@ -283,14 +283,14 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 		while (cap < w->buf_len + vlen)
 			cap *= 2;
 		uint8_t *b = realloc(w->buf, cap);
-		RETURN_IF(!b, err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!b, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		w->buf = b;
 		w->buf_cap = cap;
 	}
 	if (w->n_pending == w->pending_cap) {
 		size_t cap = w->pending_cap ? w->pending_cap * 2 : 256;
 		size_t *l = realloc(w->val_len, cap * sizeof(*l));
-		RETURN_IF(!l, err, IMS_ENOMEM, "out of memory");
+		RETURN_IF(!l, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		w->val_len = l;
 		w->pending_cap = cap;
 	}
@@ -430,12 +430,12 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	finals = calloc(w->n_done, sizeof(char *));
 	if (!m.name || !m.encoding || !m.created_by || !m.created_at ||
 	    !m.classes || !m.class_counts || !m.shards || !finals)
-		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	m.n_classes = n_classes;
 	for (size_t i = 0; i < n_classes; i++) {
 		m.classes[i] = strdup(meta->classes[i]);
 		if (!m.classes[i])
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		m.class_counts[i] = i < w->n_counts ? w->class_counts[i] : 0;
 	}
 	m.n_shards = w->n_done;
@@ -444,7 +444,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		s->file = rio_xasprintf("%s-%05zu-of-%05zu.mdb", w->name, i, w->n_done);
 		finals[i] = rio_xasprintf("%s/%s", w->dir, s->file ? s->file : "");
 		if (!s->file || !finals[i])
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		if (rename(w->done[i].path, finals[i]) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
 				  w->done[i].path, finals[i], strerror(errno));
@@ -482,7 +482,7 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	} else {
 		char *errs = rio_xasprintf("%s/%s.errors.tsv", w->dir, w->name);
 		if (!errs)
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "out of memory");
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		if (unlink(errs) != 0 && errno != ENOENT)
 			rc = ims_fail(err, IMS_EIO, "cannot remove old errors file '%s': %s",
 				      errs, strerror(errno));

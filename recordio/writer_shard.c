@@ -111,7 +111,7 @@ int rio_writer_open_shard(rio_writer *w, ims_error *err)
 	size_t idx = w->n_done;
 	free(w->work_path);
 	w->work_path = rio_xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
-	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	RETURN_IF(idx > 99999, err, IMS_ELIMIT,
 		  "cannot start shard %zu of '%s': at most 100000 shards (use a larger --shard-size)",
 		  idx, w->name);
@@ -282,7 +282,7 @@ int rio_writer_close_shard(rio_writer *w, ims_error *err)
 	FORWARD_IF_ERR(rio_writer_flush_batch(w, err));
 	char *compact = rio_xasprintf("%s/%s-%05zu.mdb.compact", w->dir, w->name,
 				  w->n_done);
-	RETURN_IF(!compact, err, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!compact, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	unlink(compact);
 	size_t nfree = 0, total = 0;
 	int rc = mdb_env_sync(w->env, 1);
@@ -321,7 +321,7 @@ int rio_writer_close_shard(rio_writer *w, ims_error *err)
 		done_shard *d = realloc(w->done, cap * sizeof(*d));
 		if (!d) {
 			free(compact);
-			return ims_fail(err, IMS_ENOMEM, "out of memory");
+			return ims_fail(err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		}
 		w->done = d;
 		w->done_cap = cap;
