@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "pack.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,12 +136,32 @@ static int summarize(const char *manifest, pack_convert_split *s,
 	return 0;
 }
 
+/* A split with no record is refused before any split is packed: one
+ * carved by a ratio says why (each class's share is rounded, so a small
+ * ratio of small classes takes nothing). */
+static int check_not_empty(const pack_convert_opts *o, const ds_split_list *sp,
+			   ims_error *err)
+{
+	if (sp->list.count)
+		return 0;
+	const int val = strcmp(sp->name, "val") == 0;
+	const double ratio = val ? o->dataset.val_ratio
+			   : strcmp(sp->name, "test") == 0 ? o->dataset.test_ratio : 0;
+	if (ratio > 0)
+		return ims_fail(err, IMS_EINVAL,
+				"split '%s' is empty: --%s-ratio %g takes each class's "
+				"share rounded, and a class needs %.0f records for "
+				"one; every class here has fewer (raise --%s-ratio, "
+				"or leave it out)",
+				sp->name, val ? "val" : "test", ratio,
+				ceil(0.5 / ratio - 1e-9), val ? "val" : "test");
+	return ims_fail(err, IMS_EINVAL, "split '%s' is empty", sp->name);
+}
+
 static int pack_split(const pack_convert_opts *o, const ds_dataset *d,
 		      const ds_split_list *sp, const char *stage,
 		      pack_convert_split *out, ims_error *err)
 {
-	RETURN_IF(sp->list.count == 0, err, IMS_EINVAL, "split '%s' is empty",
-		  sp->name);
 	char lst[4200];
 	snprintf(lst, sizeof(lst), "%s/%s.lst", o->out_dir, sp->name);
 	pack_opts po = o->pack;
@@ -243,6 +264,7 @@ static int stage_splits(const pack_convert_opts *o, ds_dataset *d,
 		rep->stage = PACK_CONVERT_SUBSET;
 		snprintf(rep->failed_split, sizeof(rep->failed_split), "%s", sp->name);
 		FORWARD_IF_ERR(take_subset(o, sp, rep, err));
+		FORWARD_IF_ERR(check_not_empty(o, sp, err));
 		/* After the subset, so that a subset is the same whether or
 		 * not the records are shuffled. */
 		if (!o->no_shuffle)

@@ -38,6 +38,16 @@ expect 0 "$IMSHARD" convert folder "$R" -o "$T/s" --val-ratio 0.25 --test-ratio 
 same "$(json "$T/s/train.json" 'j["class_counts"]')" "[13, 13, 13]"
 same "$(json "$T/s/val.json" 'j["class_counts"]')" "[5, 5, 5]"
 same "$(json "$T/s/test.json" 'j["class_counts"]')" "[2, 2, 2]"
+# a ratio whose rounded share is no record of any class: refused before
+# anything is packed, saying why and what would do (before: "split 'val'
+# is empty", after the whole train split was packed)
+expect 1 "$IMSHARD" convert folder "$R" -o "$T/thin" --val-ratio 0.01 --quiet
+one_line "$T/err"
+contains "$T/err" "imshard: convert: split 'val' is empty: --val-ratio 0.01 takes each class's share rounded, and a class needs 50 records for one; every class here has fewer (raise --val-ratio, or leave it out)"
+absent "$T/thin"
+expect 1 "$IMSHARD" convert folder "$R" -o "$T/thin" --val-ratio 0.2 --test-ratio 0.001 --quiet
+contains "$T/err" "split 'test' is empty: --test-ratio 0.001 takes each class's share rounded, and a class needs 500 records for one"
+absent "$T/thin"
 same "$(shared "$T/s/train.lst" "$T/s/val.lst")" 0
 same "$(shared "$T/s/train.lst" "$T/s/test.lst")" 0
 same "$(shared "$T/s/val.lst" "$T/s/test.lst")" 0
