@@ -102,6 +102,18 @@ differs sch_def 1 smooth --label-smoothing 0.3
 # with decay, exempting batch norm and biases changes the updates
 differs sch_def 2 wd --weight-decay 0.1
 differs wd 2 nbd --weight-decay 0.1 --no-bn-bias-decay
+# Adam's first update is another than SGD's; AdamW's decay is decoupled,
+# so at the same --weight-decay its update is not Adam's
+differs sch_def 2 adam --optimizer adam
+expect 0 steps adam_wd --optimizer adam --weight-decay 0.1
+differs adam_wd 2 adamw_wd --optimizer adamw --weight-decay 0.1
+# --lr is the peak: one rank, no scaling
+expect 0 steps lr05 --schedule constant --lr 0.05
+same "$(lrs lr05)" "[0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05]" "(--lr 0.05)"
+# the inputs' normalisation and augmentation reach the first step's loss
+differs sch_def 1 mean --mean 0,0,0
+differs sch_def 1 std --std 1,1,1
+differs sch_def 1 aug --augment none
 
 # --- a folder at a name the run writes ---------------------------------
 for f in checkpoint.safetensors summary.json eval.json per_class.csv confusion.csv predictions.csv; do
