@@ -107,6 +107,18 @@ contains "$T/out" "records $records  top-1"
 contains "$T/out" "confusion matrix (rows: true class, columns: predicted class)"
 contains "$T/out" "crescent"
 same "$(wc -l <"$T/err")" 0 "(-q: nothing on stderr)"
+# a flag that replaces a recorded value is said, unless -q or --quiet
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 --size 20
+same "$(cat "$T/err")" "imshard: eval: --size 20 in place of the 16 px '$ck' records" "(the replaced size said)"
+for q in -q --quiet; do
+  expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 --size 20 $q
+  same "$(cat "$T/err")" "" "($q: the note not said)"
+done
+# --output is -o's long name: the same four files, byte for byte
+expect 0 "$IMSHARD" eval "$ck" "$va" --batch-size 8 --threads 1 --json -q --output "$T/evl"
+for f in eval.json per_class.csv confusion.csv predictions.csv; do
+  expect 0 cmp "$T/ev/$f" "$T/evl/$f"
+done
 # the heading names the weights and the split as given: escaped (before:
 # an ESC in either path reached the terminal raw)
 mkdir -p "$T/e"$'\e[2J'
