@@ -97,6 +97,24 @@ contains "$T/m" "ok"
 contains "$T/err" "--top 10, but '$ck' has 4 classes: each image gets all 4"
 expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1
 same "$(cat "$T/err")" "" "(the default --top says nothing)"
+# -k is --top's short name: the same lines
+cp "$T/out" "$T/top5.txt"
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/big.jpg" "$fx/rgb.png" -k 2 --threads 1
+cp "$T/out" "$T/k2.txt"
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/big.jpg" "$fx/rgb.png" --top 2 --threads 1
+cp "$T/out" "$T/top2.txt"
+expect 0 cmp "$T/top2.txt" "$T/k2.txt"
+# -q and --quiet: the note of a replaced recorded value is not said
+expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1 --size 20
+same "$(cat "$T/err")" "imshard: predict: --size 20 in place of the 16 px '$ck' records" "(the replaced size said)"
+cmp -s "$T/out" "$T/top5.txt" && fail "predict --size 20 gave the lines at 16 px"
+cp "$T/out" "$T/s20.txt"
+for q in -q --quiet; do
+  expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" --threads 1 --size 20 $q
+  same "$(cat "$T/err")" "" "($q: the note not said)"
+  cp "$T/out" "$T/s20q.txt"
+  expect 0 cmp "$T/s20q.txt" "$T/s20.txt"
+done
 
 # --- EXIF orientation, alpha, any size ------------------------------------
 # logits of each image, then the largest difference from rgb.jpg's
