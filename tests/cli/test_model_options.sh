@@ -76,6 +76,17 @@ expect 1 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" -q
 same "$(logits "$T/e1.safetensors")" "$(logits "$ck" --size 24)" "(refused export left the file)"
 expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" --force -q
 same "$(logits "$T/e1.safetensors")" "$base_logits" "(export --force replaced the file)"
+# -f and --output are --force's and -o's other names
+expect 0 "$IMSHARD" export "$ck" --output "$T/e1.safetensors" -f --size 24 -q
+same "$(logits "$T/e1.safetensors")" "$(logits "$ck" --size 24)" "(export --output, -f replaced the file)"
+# the notes (a replaced value, the file written) unless -q or --quiet
+expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" -f --size 24
+same "$(cat "$T/err")" "imshard: export: --size 24 in place of the 16 px '$ck' records
+imshard: export: wrote 34 tensors of convnet7 to '$T/e1.safetensors'" "(export's notes)"
+for q in -q --quiet; do
+  expect 0 "$IMSHARD" export "$ck" -o "$T/e1.safetensors" -f --size 24 $q
+  same "$(cat "$T/err")" "" "(export $q: no notes)"
+done
 
 # a --size that changes convnet7's layers (below 16: its pooling stops
 # earlier): the refusal names the sizes (before: "written for another
