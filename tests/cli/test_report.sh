@@ -162,6 +162,10 @@ contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:9: 'loss' is not
 contains "$T/err" "imshard: warning: report: $T/c/metrics.jsonl:10: truncated line (the file ends inside it): line skipped"
 contains "$T/r2.html" "$T/c/metrics.jsonl:9: &#39;loss&#39; is not a number"
 contains "$T/r2.html" "no summary.json: the run did not finish"
+# --output is -o's long name; without --title the page has the default one
+expect 0 "$IMSHARD" report "$T/a" --output "$T/long.html" -q
+contains "$T/long.html" "<title>imshard run report</title>"
+lacks "$T/long.html" "<title>Fixture</title>"
 expect 0 "$IMSHARD" report "$T/a" "$T/c" -o "$T/r3.html" --quiet
 same "$(cat "$T/out" "$T/err")" "" "--quiet prints nothing"
 exists "$T/r3.html"
