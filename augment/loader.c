@@ -224,6 +224,7 @@ int aug_loader_open(const aug_loader_opts *o, aug_loader **out, ims_error *err)
 			: o->host.name ? o->host.name
 				       : "memory from the caller's allocator");
 	l->k = o->prefetch > 0 ? o->prefetch : 3;
+	l->stats.prefetch = l->k;
 	l->ring = calloc((size_t)l->k, sizeof(aug_slot));
 	if (!l->ring)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,

@@ -241,6 +241,8 @@ typedef struct aug_loader_stats {
 	int pinned;                 /* 1 when the ring is the caller's memory
 				       (opts.host: pinned, for a trainer on a
 				       device), 0 for page-aligned host memory */
+	int prefetch;               /* the ring's depth: batches prepared
+				       ahead (opts.prefetch, or its default) */
 } aug_loader_stats;
 
 void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *s);

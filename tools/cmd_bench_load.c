@@ -41,7 +41,7 @@ static const cli_command command = {
 	"decode_seconds, augment_seconds, bad_records, pinned, threads, batch,\n"
 	"size (plus epochs, stall_fraction, produce_seconds, records_per_rank,\n"
 	"padded, dropped, batches_per_epoch, last_bad, rank, world, layout,\n"
-	"dtype, train).\n\n"
+	"dtype, train, prefetch).\n\n"
 	"--dump N DIR writes the first N samples the loader produced as\n"
 	"DIR/sample_<k>_label<L>.png (k from 0): normalisation undone\n"
 	"(value * std + mean), converted to 8-bit RGB and clamped to 0..255. The\n"
@@ -472,6 +472,7 @@ int cmd_bench_load(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "padded", (double)padded);
 		cJSON_AddNumberToObject(j, "dropped", (double)dropped);
 		cJSON_AddNumberToObject(j, "batches_per_epoch", (double)per_epoch);
+		cJSON_AddNumberToObject(j, "prefetch", st.prefetch);
 		char *text = cJSON_PrintUnformatted(j);
 		cJSON_Delete(j);
 		if (!text) {
@@ -488,7 +489,7 @@ int cmd_bench_load(int argc, char **argv)
 		printf("  rank %d of %d, %s, batch %d, %dx%d %s %s, %d worker%s, prefetch %d\n",
 		       rank, world, val ? "validation" : "training", batch, tr->out_w,
 		       tr->out_h, layout_name(tr->layout), dtype_name(tr->dtype),
-		       threads, ims_plural(threads, "", "s"), prefetch ? prefetch : 3);
+		       threads, ims_plural(threads, "", "s"), st.prefetch);
 		printf("  worker time (summed over threads): read %.2f s (%.0f%%), decode %.2f s (%.0f%%), augment %.2f s (%.0f%%)\n",
 		       st.read_seconds, share(st.read_seconds, work), st.decode_seconds,
 		       share(st.decode_seconds, work), st.augment_seconds,

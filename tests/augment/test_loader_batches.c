@@ -370,6 +370,9 @@ static void test_host_memory(void)
 	CHECK_EQ_INT(mine.stats.pinned, 1);
 	CHECK_EQ_INT(c.allocs, 2);
 	CHECK_EQ_INT(c.frees, 2);
+	/* the depth the stats report is the ring's, one slot per batch */
+	CHECK_EQ_INT(def.stats.prefetch, 2);
+	CHECK_EQ_INT(mine.stats.prefetch, c.allocs);
 	CHECK_EQ_U64(c.bytes, 8 * mine.sb);
 	CHECK(lt_same_epoch(&def, &mine));
 	lt_epoch_free(&def);

@@ -26,6 +26,15 @@ same "$(wc -l <"$T/out")" 1 "--json prints one line"
 "$IMSHARD" bench-load --help >"$T/help.txt"
 same "$(json "$T/train.json" 'sorted(set(j) - set(__import__("re").split(r"[ ,()]+", __import__("re").search(r"with the keys ([^.]*)", " ".join(open("'"$T/help.txt"'").read().split())).group(1))))')" "[]" "keys --help does not list"
 
+# --prefetch K: the loader's ring holds K batches, as it reports them
+# (before: the JSON did not say, and the text echoed the flag, not the
+# loader's depth)
+same "$(json "$T/train.json" 'j["prefetch"]')" 3 "(the default prefetch)"
+expect 0 bl --json --quiet --prefetch 5
+same "$(json "$T/out" '(j["prefetch"], j["images"], j["batches"])')" "(5, 48, 6)" "(--prefetch 5)"
+expect 0 bl --quiet --prefetch 1
+contains "$T/out" ", prefetch 1"
+
 # The human report names every figure.
 expect 0 bl --quiet --no-pinned
 contains "$T/out" "loaded 48 images in 6 batches"
