@@ -35,7 +35,28 @@ same "$(json "$T/k1/train.json" '",".join(j["classes"])')" "$(ls "$T/s" | paste 
 same "$(json "$T/k1/train.json" 'j["class_counts"]')" "[12, 12, 12, 12]"
 same "$(json "$T/k1/train.json" '[s["records"] for s in j["shards"]]')" "[16, 16, 16]"
 
-# Re-encoding: resized JPEG, PNG and raw all verify with decoding.
+# --shard-size: a record that would take its shard past the size starts
+# the next one (each record is its file's bytes, kept, after a 48-byte
+# header: docs/FORMAT.md); without it one shard of at most 1 GiB
+expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/ss/train" --shard-size 16K --threads 2 --quiet
+want=$(/usr/bin/python3 - "$T/s_train.lst" "$T/s" <<'PY'
+import os, sys
+counts, size = [], 0
+for line in open(sys.argv[1]):
+    n = 48 + os.path.getsize(os.path.join(sys.argv[2], line.rstrip("\n").split("\t")[2]))
+    if counts and size + n > 16384:
+        counts.append(0)
+        size = 0
+    if not counts:
+        counts.append(0)
+    counts[-1] += 1
+    size += n
+print(counts)
+PY
+)
+same "$(json "$T/ss/train.json" '[s["records"] for s in j["shards"]]')" "$want" "(--shard-size 16K)"
+same "$(json "$T/ss/train.json" 'len(j["shards"]) > 2')" True "(16K makes several shards)"
+same "$(json "$T/ss/train.json" 'j["options"]["shard_size"]')" 16384 "(the size recorded)"
 expect 0 "$IMSHARD" pack "$T/s_train.lst" "$T/s" -o "$T/j/train" --resize 32 --quality 80 --quiet
 same "$(json "$T/j/train.json" 'j["encoding"]')" jpeg
 expect 0 "$IMSHARD" verify "$T/j/train.json" --decode
