@@ -47,6 +47,14 @@ same "$(ls "$T/sel" | grep -c -v extract)" 2
 exists "$T/sel/00000003.jpg"
 same "$(cut -f1 "$T/sel/extract.lst" | paste -sd,)" "3,0"
 lacks "$T/err" "warning"
+same "$(cat "$T/err")" "" "(--quiet: no summary)"
+# --output is -o's long name; without -q the summary is said, with -q not
+expect 0 "$IMSHARD" extract "$T/p/keep.json" --output "$T/sel2" -i 3 -i 0
+same "$(cat "$T/err")" "imshard: extracted 2 records to '$T/sel2'" "(the summary)"
+expect 0 cmp "$T/sel/extract.lst" "$T/sel2/extract.lst"
+expect 0 "$IMSHARD" extract "$T/p/keep.json" --output "$T/sel3" -i 3 -q
+same "$(cat "$T/err")" "" "(-q: no summary)"
+same "$(ls "$T/sel3" | paste -sd,)" "00000003.jpg,extract.classes,extract.lst" "(-i 3 alone)"
 # Over an earlier extraction: its image files stay (they may be the
 # user's), and are counted and told, since extract.lst leaves them out
 # but a listing of the folder would take them (before: not a word).
