@@ -234,4 +234,37 @@ for f in $(cd "$T/o" && ls train-*.mdb); do
   checks=$((checks + 1))
   cmp -s "$T/o/$f" "$T/p/$f" || fail "$f differs between convert and pack"
 done
+
+# The packing options reach pack and do what they say: --max-size 24
+# scales every image's longer side to 24 (all are larger), --resize 20
+# --center-crop makes 20x20 squares, --shard-size 16K rolls shards where
+# pack does (the same bytes), --check-decode skips a JPEG cut inside its
+# entropy data, which keep mode's structural check passes.
+sides() { # SPLIT.json: the set of its records' (width, height), as PNG
+  rm -rf "$T/dx"
+  "$IMSHARD" extract "$1" -o "$T/dx" -q || fail "extract $1 failed"
+  /usr/bin/python3 -c 'import glob, struct, sys
+print(sorted({struct.unpack(">II", open(f, "rb").read()[16:24]) for f in glob.glob(sys.argv[1] + "/*.png")}))' "$T/dx"
+}
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/ms" --val-ratio 0 --encoding png --max-size 24 --quiet
+same "$(sides "$T/ms/train.json" | /usr/bin/python3 -c 'import ast, sys; s = ast.literal_eval(sys.stdin.read()); print(len(s) > 1, {max(x) for x in s})')" "True {24}" "(--max-size 24)"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/cc" --val-ratio 0 --encoding png --resize 20 --center-crop --quiet
+same "$(sides "$T/cc/train.json")" "[(20, 20)]" "(--resize 20 --center-crop)"
+expect 0 "$IMSHARD" convert folder "$T/s" -o "$T/sz" --val-ratio 0 --shard-size 16K --quiet
+same "$(json "$T/sz/train.json" 'len(j["shards"]) > 1')" True "(--shard-size 16K: several shards)"
+expect 0 "$IMSHARD" pack "$T/sz/train.lst" "$T/s" -o "$T/szp/train" --classes "$T/sz/classes.txt" --shard-size 16K --quiet
+same "$(cd "$T/sz" && ls train-*.mdb)" "$(cd "$T/szp" && ls train-*.mdb)" "(the shards pack makes)"
+for f in $(cd "$T/sz" && ls train-*.mdb); do
+  checks=$((checks + 1))
+  cmp -s "$T/sz/$f" "$T/szp/$f" || fail "$f differs between convert and pack --shard-size"
+done
+mkdir -p "$T/cd.fx" "$T/cd/a" "$T/cd/b"
+"$IMS_FIXTURES" "$T/cd.fx" || fail "make_images failed"
+cp "$T/cd.fx/rgb.jpg" "$T/cd.fx/truncated_eoi.jpg" "$T/cd/a/"
+cp "$T/cd.fx/rgb.jpg" "$T/cd.fx/gray.jpg" "$T/cd/b/"
+expect 0 "$IMSHARD" convert folder "$T/cd" -o "$T/cdk" --val-ratio 0 --quiet
+same "$(json "$T/cdk/train.json" 'j["records"]')" 4 "(keep mode takes the cut JPEG)"
+expect 0 "$IMSHARD" convert folder "$T/cd" -o "$T/cdd" --val-ratio 0 --check-decode --quiet
+same "$(json "$T/cdd/train.json" '(j["records"], j["skipped"])')" "(3, 1)" "(--check-decode skips it)"
+contains "$T/cdd/train.errors.tsv" "truncated_eoi.jpg"
 finish
