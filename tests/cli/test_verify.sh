@@ -257,4 +257,27 @@ c2=$(json "$T/wc/train.json" "j['classes'][2]")
 contains "$T/err" "imshard: verify: bad records by class: '$c2' 8 of 8 (all of them), '$c0' 1 of 8"
 contains "$T/err" "FAILED: 9 of 24 records bad"
 
+# --threads (-j) checks shards in parallel: the same lines in the same
+# order whatever the count; -q prints the problems, not the OK line.
+mkdir -p "$T/dj.fx" "$T/dj/a" "$T/dj/b"
+"$IMS_FIXTURES" "$T/dj.fx" || fail "make_images failed"
+for i in 1 2 3 4 5; do cp "$T/dj.fx/rgb.jpg" "$T/dj/a/r$i.jpg"; cp "$T/dj.fx/gray.jpg" "$T/dj/b/g$i.jpg"; done
+cp "$T/dj.fx/truncated_eoi.jpg" "$T/dj/a/t1.jpg"
+cp "$T/dj.fx/truncated_eoi.jpg" "$T/dj/b/t2.jpg"
+expect 0 "$IMSHARD" convert folder "$T/dj" -o "$T/djp" --val-ratio 0 --shards 3 --seed 2 --quiet
+same "$(json "$T/djp/train.json" 'len({n // 4 for n, s in enumerate(open("'"$T/djp/train.lst"'")) if "/t" in s})')" 2 \
+  "(the cut JPEGs in two shards, or this case tests nothing)"
+expect 1 "$IMSHARD" verify "$T/djp/train.json" --decode -j 1
+cp "$T/err" "$T/dj1.err"
+same "$(grep -c 'cannot decode' "$T/dj1.err")" 2 "(both cut JPEGs named)"
+contains "$T/dj1.err" "FAILED: 2 of 12 records bad"
+for j in "-j 3" "--threads 2" "-q"; do
+  # shellcheck disable=SC2086
+  expect 1 "$IMSHARD" verify "$T/djp/train.json" --decode $j
+  cp "$T/err" "$T/djn.err"
+  expect 0 cmp "$T/dj1.err" "$T/djn.err"
+done
+expect 0 "$IMSHARD" verify "$T/p/train.json" -q
+same "$(cat "$T/err")" "" "(-q: no OK line)"
+
 finish
