@@ -420,7 +420,7 @@ static int parse_flags(int argc, char **argv, nn_train_opts *o)
 		{"no-lr-scaling", 0, CLI_FLAG, &o->optim.no_lr_scaling, NULL, "the peak rate is --lr itself: not multiplied by the rank count, nor on --resume by the batch size over the first part's", 0, 0},
 		{"optimizer", 0, CLI_STRING, &optimizer, "OPT", "sgd, adam or adamw (sgd)", 0, 0},
 		{"momentum", 0, CLI_DOUBLE, &momentum, "M", "SGD momentum (0.9; 0 = plain SGD)", 0, 0.999999},
-		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD)", 0, 0},
+		{"nesterov", 0, CLI_FLAG, &o->optim.nesterov, NULL, "Nesterov momentum (SGD, --momentum above 0)", 0, 0},
 		{"weight-decay", 0, CLI_DOUBLE, &weight_decay, "W", "weight decay (sgd 1e-4, adam 0, adamw 0.01; decoupled for adamw)", 0, 1},
 		{"no-bn-bias-decay", 0, CLI_FLAG, &o->optim.no_bn_bias_decay, NULL, "no weight decay on batch-norm and bias parameters", 0, 0},
 		{"warmup-epochs", 0, CLI_DOUBLE, &o->optim.warmup_epochs, "K", "linear warmup epochs (0; may be fractional)", 0, 1e6},

@@ -243,6 +243,13 @@ contains "$T/err" "--val-crop-frac must be between 0.001 and 1, got 1e-300"
 expect 2 fit --optimizer adam --momentum 0.5
 one_line "$T/err"
 contains "$T/err" "--momentum is for --optimizer sgd"
+# --nesterov needs SGD with a momentum, as --help and docs/TRAINING.md say
+expect 2 fit --nesterov --optimizer adam
+one_line "$T/err"
+contains "$T/err" "--nesterov is for --optimizer sgd"
+expect 2 fit --nesterov --momentum 0
+one_line "$T/err"
+contains "$T/err" "--nesterov needs --momentum above 0"
 # channels-last: the CPU's twin computes the NCHW run's bits (resnet18
 # bf16: the same losses and checkpoint tensors, optimiser state too; fp32
 # convnet7 likewise); refused for a model whose classifier reads a wider
