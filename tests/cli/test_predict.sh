@@ -311,6 +311,14 @@ if ! asan_build; then
   same "$(wc -l <"$T/out")" 1 "(one line for one image)"
 fi
 
+# the same bits for the same --batch-size and --threads (as --help says)
+for t in 1 2; do
+  expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/rgb.png" "$fx"/exif_[1-3].jpg --json --logits --threads $t --batch-size 2 -q
+  cp "$T/out" "$T/bits_a"
+  expect 0 "$IMSHARD" predict "$ck" "$fx/rgb.jpg" "$fx/rgb.png" "$fx"/exif_[1-3].jpg --json --logits --threads $t --batch-size 2 -q
+  same "$(cmp "$T/bits_a" "$T/out" && echo same)" same "(logits of a second run, $t threads)"
+done
+
 # --- under mpirun: refused once, by rank 0 ------------------------------------
 # predict is one process; as N ranks each predicted every image and
 # printed its line again (N copies of the output, exit 0)
