@@ -149,6 +149,8 @@ static void train_streamed(void)
 		struct rlimit cap = {vm + (8u << 20), was.rlim_max};
 		CHECK(setrlimit(RLIMIT_AS, &cap) == 0);
 	}
+#else
+	(void)vm;
 #endif
 	int rc = rep_report_write_csv(&r, out, &err);
 	setrlimit(RLIMIT_AS, &was);
