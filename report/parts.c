@@ -112,9 +112,10 @@ static long part_of(const rep_run *run, size_t ln)
 
 /*
  * Numbers the parts' run_ids: id_no[k] is the same for equal ids, from 0,
- * and -1 for a part without one. Returns the number of numbers given (an
- * empty id's among them, unused), or IMS_ENOMEM. O(P log P): a file of
- * many parts is not quadratic.
+ * and -1 for a part without one. Returns the number of distinct ids (a
+ * part without one adds none: an older trainer's part resumed by a newer
+ * one is one run), or IMS_ENOMEM. O(P log P): a file of many parts is not
+ * quadratic.
  */
 static long number_ids(const rep_run *run, long *id_no)
 {
@@ -125,11 +126,15 @@ static long number_ids(const rep_run *run, long *id_no)
 	for (size_t k = 0; k < n; k++)
 		ids[k] = run->parts[k].run_id;
 	const long k = ims_number_names(ids, n, id_no);
+	/* "" sorts first: when a part has no id, 0 is its number, and the
+	 * ids' numbers start at 1 */
+	long empty = 0;
 	for (size_t j = 0; k >= 0 && j < n; j++)
-		if (!ids[j][0])
-			id_no[j] = -1;
+		empty |= !ids[j][0];
+	for (size_t j = 0; k >= 0 && j < n; j++)
+		id_no[j] = ids[j][0] ? id_no[j] - empty : -1;
 	free(ids);
-	return k < 0 ? IMS_ENOMEM : k;
+	return k < 0 ? IMS_ENOMEM : k - empty;
 }
 
 /*

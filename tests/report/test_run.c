@@ -485,6 +485,31 @@ static void test_resumed_parts(void)
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
 	CHECK_EQ_INT(r.n_run_ids, 2);
 	rep_run_release(&r);
+
+	/* a part without run_id (an older trainer's) resumed by one that
+	 * writes it: one run, as two parts without one are none */
+	rep_test_write(dir, "metrics.jsonl",
+		       "{\"type\":\"start\",\"epoch\":0,\"step\":0,\"world\":1}\n"
+		       TRAIN_AT(0, 5, 50, 1)
+		       "{\"type\":\"start\",\"run_id\":\"r-1\",\"epoch\":0,\"step\":5,\"world\":1}\n"
+		       "{\"type\":\"resume\",\"epoch\":0,\"step\":5,\"epoch_position\":0,"
+		       "\"world_was\":1,\"world\":1}\n"
+		       TRAIN_AT(0, 10, 50, 2),
+		       NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.n_parts, 2);
+	CHECK_EQ_INT(r.n_run_ids, 1);
+	rep_run_release(&r);
+	rep_test_write(dir, "metrics.jsonl",
+		       "{\"type\":\"start\",\"epoch\":0,\"step\":0,\"world\":1}\n"
+		       TRAIN_AT(0, 5, 50, 1)
+		       "{\"type\":\"start\",\"epoch\":0,\"step\":5,\"world\":1}\n"
+		       TRAIN_AT(0, 10, 50, 2),
+		       NULL, 0);
+	CHECK_OK(rep_run_load(&r, dir, &err), &err);
+	CHECK_EQ_U64(r.n_parts, 2);
+	CHECK_EQ_INT(r.n_run_ids, 0);
+	rep_run_release(&r);
 }
 
 int main(void)
