@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh [SECONDS [HARNESS...]]   (HARNESS: shard for fuzz_shard, ...)
 # FUZZ_SEED=N fixes libFuzzer's random seed (CI: the same inputs every run,
 # so a run fails only on a change; unset: a new seed each run).
+# TMPDIR, when set, holds the scratch files too (unset: /dev/shm, in RAM).
 set -euo pipefail
 case "${1:-}" in -h | --help)
   # the comment above, as the other scripts' --help
@@ -36,9 +37,10 @@ seeds="$dir/seeds"
 rm -rf "$seeds" && for h in $all; do mkdir -p "$seeds/$h"; done
 work=$(mktemp -d)
 # The harnesses write each input to a file (fuzz_util.h): give them a
-# folder in RAM when there is one, removed with the rest at exit.
+# folder in RAM when there is one and TMPDIR does not say where, removed
+# with the rest at exit.
 shm=/dev/shm
-[ -d "$shm" ] && [ -w "$shm" ] || shm=$work
+[ -z "${TMPDIR:-}" ] && [ -d "$shm" ] && [ -w "$shm" ] || shm=$work
 scratch=$(mktemp -d "$shm/imshard-fuzz.XXXXXX")
 trap 'rm -rf "$work" "$scratch"' EXIT
 im=build/tools/imshard

@@ -2,8 +2,8 @@
  * fuzz_util.h - helpers of the libFuzzer harnesses: parsers that read
  * files get the input written to a file of a fixed name in a private
  * folder (one per process, made on first use, under TMPDIR or /tmp;
- * scripts/fuzz.sh points TMPDIR at a folder in RAM, /dev/shm, and removes
- * it afterwards).
+ * scripts/fuzz.sh points TMPDIR at a folder in RAM, /dev/shm, unless
+ * TMPDIR is set, and removes it afterwards).
  */
 #ifndef IMSHARD_FUZZ_UTIL_H
 #define IMSHARD_FUZZ_UTIL_H
