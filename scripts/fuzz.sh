@@ -153,6 +153,24 @@ open(os.path.join(seeds, "report", "run"), "wb").write(b"\x1e".join(one))
 open(os.path.join(seeds, "report", "two"), "wb").write(
     b"\x1e".join(one + [read(other, "metrics.jsonl"), read(other, "summary.json")]))
 open(os.path.join(seeds, "report", "metrics"), "wb").write(read(run, "metrics.jsonl"))
+# confusion.csv alone, eval.json made from it by the harness (an empty
+# eval.json part): 45 classes (past the 40 drawn as a matrix) whose names
+# need quoting (a comma, a quote, a line break, a formula's guard), with
+# CRLF line ends; and 160 classes of larger counts, past a 64 KiB read
+def csv_name(s):
+    if s[:1] in ("=", "+", "-", "@"):
+        s = "'" + s
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\r\n\'') else s
+def confusion(names, cell, eol):
+    rows = [",".join(["true/predicted"] + [csv_name(x) for x in names])]
+    for i, x in enumerate(names):
+        rows.append(",".join([csv_name(x)] + [str(cell(i, j)) for j in range(len(names))]))
+    return (eol.join(rows) + eol).encode()
+odd = ["c%d" % i for i in range(40)] + ["a,b", 'say "x"', "two\nlines", "=1+1", "-x"]
+for tag, text in (("classes45", confusion(odd, lambda i, j: (i * 7 + j * 3) % 5, "\r\n")),
+                  ("classes160", confusion(["n%03d" % i for i in range(160)],
+                                           lambda i, j: 900 + i + j if i == j else (i * j) % 97, "\n"))):
+    open(os.path.join(seeds, "report", tag), "wb").write(b"\x1e".join(one[:2] + [b"", text]))
 PY
 
 # --- runs ------------------------------------------------------------------
