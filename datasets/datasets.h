@@ -264,6 +264,12 @@ int ds_split(const ds_list *in, double val_ratio, double test_ratio,
  * they split). */
 int ds_check_split_ratios(double val_ratio, double test_ratio, ims_error *err);
 
+/* The fewest rows a class needs for ds_split to give a share of ratio
+ * (0 < ratio < 1) one of them, the other share 0: shares are rounded
+ * per class, so a small ratio of small classes gives none, and a class
+ * keeps one train row. 0 for a ratio outside (0, 1). */
+size_t ds_split_class_needs(double ratio);
+
 /* Shuffles rows in place (Fisher-Yates with seed); the index column
  * moves with its row. */
 void ds_list_shuffle(ds_list *l, uint64_t seed);

@@ -116,6 +116,19 @@ static size_t round_share(size_t n, double ratio)
 	return (size_t)v;
 }
 
+size_t ds_split_class_needs(double ratio)
+{
+	if (!(ratio > 0 && ratio < 1))
+		return 0;
+	/* from the rounding's own threshold, then held to round_share */
+	size_t n = (size_t)ceil((0.5 - 1e-9) / ratio);
+	while (n > 1 && round_share(n - 1, ratio) >= 1)
+		n--;
+	while (round_share(n, ratio) < 1)
+		n++;
+	return n < 2 ? 2 : n; /* a class keeps one train row */
+}
+
 int ds_check_split_ratios(double val_ratio, double test_ratio, ims_error *err)
 {
 	/* written as NaN-proof tests: !(x >= 0) also refuses NaN */

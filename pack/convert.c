@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include "pack.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,11 +149,11 @@ static int check_not_empty(const pack_convert_opts *o, const ds_split_list *sp,
 	if (ratio > 0)
 		return ims_fail(err, IMS_EINVAL,
 				"split '%s' is empty: --%s-ratio %g takes each class's "
-				"share rounded, and a class needs %.0f records for "
+				"share rounded, and a class needs %zu records for "
 				"one; every class here has fewer (raise --%s-ratio, "
 				"or leave it out)",
 				sp->name, val ? "val" : "test", ratio,
-				ceil(0.5 / ratio - 1e-9), val ? "val" : "test");
+				ds_split_class_needs(ratio), val ? "val" : "test");
 	return ims_fail(err, IMS_EINVAL, "split '%s' is empty", sp->name);
 }
 

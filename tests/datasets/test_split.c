@@ -192,6 +192,36 @@ static void test_split_counts(void)
 	ds_list_release(&in);
 }
 
+/* The class size a share needs for one row agrees with the split's own
+ * rounding: that many rows give one, one fewer none. */
+static void test_class_needs(void)
+{
+	const double ratios[] = {0.5, 0.3, 0.25, 0.2, 0.1, 0.05, 0.025, 0.01, 0.001, 0.7};
+	for (size_t k = 0; k < sizeof(ratios) / sizeof(ratios[0]); k++) {
+		const double r = ratios[k];
+		const size_t need = ds_split_class_needs(r);
+		CHECK(need >= 1);
+		size_t sizes[2] = {need, need - 1};
+		for (int j = 0; j < 2; j++) {
+			if (sizes[j] < 2)
+				continue; /* a class keeps one train row */
+			ds_list in, tr, va;
+			build(&in, &sizes[j], 1, 0);
+			ds_list_init(&tr);
+			ds_list_init(&va);
+			ims_error e;
+			CHECK_OK(ds_split(&in, r, 0, 1, &tr, &va, NULL, &e), &e);
+			CHECK_EQ_U64(va.count, j == 0 ? 1 : 0);
+			ds_list_release(&in);
+			ds_list_release(&tr);
+			ds_list_release(&va);
+		}
+	}
+	CHECK_EQ_U64(ds_split_class_needs(0.01), 50);
+	CHECK_EQ_U64(ds_split_class_needs(0.025), 20);
+	CHECK_EQ_U64(ds_split_class_needs(0), 0);
+}
+
 static void test_split_edges(void)
 {
 	ims_error err;
@@ -460,6 +490,7 @@ int main(void)
 {
 	test_split_counts();
 	test_split_edges();
+	test_class_needs();
 	test_shuffle();
 	test_subset_per_class();
 	test_subset_total();
