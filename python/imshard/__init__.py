@@ -392,6 +392,10 @@ class Loader:
                      padded=np.frombuffer(padded, np.uint8).astype(bool),
                      epoch=epoch, step=step, wait_seconds=wait, address=address)
 
+    def _before_next(self):
+        # imshard.torch's: a batch still being copied to a device is held
+        pass
+
     def epoch(self, epoch):
         """An iterator over the batches of one given epoch."""
         self._pass = self._c.start_epoch(_u64(epoch, "epoch"))
@@ -460,6 +464,7 @@ class _EpochIterator:
         loader = self._loader  # another thread may end this pass meanwhile
         if loader is None:
             raise StopIteration
+        loader._before_next()
         # the C side checks the pass under the lock that makes its callers
         # take turns: a pass started by another thread while this one
         # waits ends this one there, and none of its batches come here

@@ -17,7 +17,21 @@ with cudaHostRegister through torch as it is first seen (and unregistered
 on close, in the process that registered it: a forked child's close()
 leaves the parent's registrations alone, as the C loader there is only
 forgotten); the C loader itself knows no device.
+
+A non_blocking copy from page-locked memory is only queued: it reads the
+batch when the stream reaches it, after the work queued before it. The
+loop that drops its view of the batch as it rebinds `images` would give
+the slot back to the loader's threads under a copy in flight, which
+would then carry another batch's pixels. So the loader holds the batch
+it last handed out (the copy's source) past the loop's next request: it
+records a CUDA event on the stream current at that request (where the
+loop queued the copy) and gives the slot back once the event has
+passed, waiting for it only when a second batch would be held; a copy
+queued on another stream is the caller's to order (record its event on
+the current stream, or torch.cuda.current_stream().wait_stream(s))
+before asking for the next batch.
 """
+import collections
 import os
 
 import torch
@@ -40,6 +54,8 @@ class Loader(imshard.Loader):
         self._cuda = cuda and kw.get("pinned", True)
         self._registered = {}
         self._pid = os.getpid()  # whose CUDA context holds the registrations
+        self._last = None  # the batch handed out last: a copy may read it
+        self._in_flight = collections.deque()  # (images, event) of copies queued
 
     @property
     def pinned(self):
@@ -76,8 +92,28 @@ class Loader(imshard.Loader):
             t = t.view(torch.bfloat16)
         return t
 
+    def _before_next(self):
+        # the previous batch's copies, if any, were queued on the current
+        # stream before this request: an event after them says when its
+        # slot can be refilled
+        if not self._cuda or os.getpid() != self._pid:
+            return
+        if self._last is not None:
+            ev = torch.cuda.Event()
+            ev.record()
+            self._in_flight.append((self._last, ev))
+            self._last = None
+        while self._in_flight and self._in_flight[0][1].query():
+            self._in_flight.popleft()
+        # one batch held beyond the loop's own: the ring keeps prefetch - 1
+        # batches made ahead, and a device behind by more makes the host wait
+        while len(self._in_flight) > 1:
+            self._in_flight.popleft()[1].synchronize()
+
     def _make(self, t):
         b = super()._make(t)
+        if self._cuda and os.getpid() == self._pid:
+            self._last = b[0]
         return imshard.Batch(b[0], torch.from_numpy(b[1]), indices=b.indices,
                              padded=torch.from_numpy(b.padded), epoch=b.epoch, step=b.step,
                              wait_seconds=b.wait_seconds, address=b.address)
@@ -96,4 +132,10 @@ class Loader(imshard.Loader):
                 for addr in list(reg):
                     torch.cuda.cudart().cudaHostUnregister(addr)
             reg.clear()
+        # the batches held for copies in flight are given back (synchronised
+        # above); a forked child keeps its copy of the events, which it
+        # cannot destroy without a CUDA context
+        self._last = None
+        if getattr(self, "_in_flight", None) is not None and os.getpid() == self._pid:
+            self._in_flight.clear()
         super().close()
