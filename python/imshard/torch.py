@@ -108,7 +108,10 @@ class Loader(imshard.Loader):
         # one batch held beyond the loop's own: the ring keeps prefetch - 1
         # batches made ahead, and a device behind by more makes the host wait
         while len(self._in_flight) > 1:
-            self._in_flight.popleft()[1].synchronize()
+            # waited for while the entry still holds the batch: popped
+            # first, the slot would go back before the wait
+            self._in_flight[0][1].synchronize()
+            self._in_flight.popleft()
 
     def _make(self, t):
         b = super()._make(t)

@@ -1,7 +1,8 @@
-"""imshard.torch's CUDA page-locking protocol (in a forked child, and at
-close), with a stand-in torch module that records the CUDA calls (the real
-one need not be installed, and no GPU is needed: what is checked is which
-process calls cudaHostUnregister, and after what)."""
+"""imshard.torch's CUDA page-locking protocol (in a forked child, at close,
+and under copies in flight), with a stand-in torch module that records the
+CUDA calls (the real one need not be installed, and no GPU is needed: what
+is checked is which process calls cudaHostUnregister, and after what, and
+which pixels a copy queued on a stand-in device queue reads)."""
 import subprocess
 import sys
 import textwrap
@@ -126,3 +127,72 @@ def test_close_waits_for_copies_before_unpinning(sample, tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["synchronize True"], p.stdout + p.stderr
+
+
+# A device queue that runs nothing until an event or synchronize asks for
+# it: the copies read the ring's memory at that time, by address (as the
+# device's DMA would), holding no reference to the batch
+DEVICE_QUEUE = """
+import ctypes
+queue, done = [], [0]
+
+def run_to(pos):
+    while done[0] < pos:
+        queue[done[0]]()
+        done[0] += 1
+
+class QueuedEvent:
+    def record(self):
+        self.pos = len(queue)
+
+    def query(self):
+        return done[0] >= self.pos
+
+    def synchronize(self):
+        run_to(self.pos)
+
+torch.cuda.Event = QueuedEvent
+torch.cuda.synchronize = lambda *a: run_to(len(queue))
+
+def copy_non_blocking(a):
+    out, addr, n, shape, dtype = {}, a.ctypes.data, a.nbytes, a.shape, a.dtype
+    def run():
+        out["pixels"] = np.frombuffer(ctypes.string_at(addr, n), dtype).reshape(shape)
+    queue.append(run)
+    return out
+"""
+
+
+def test_a_copy_in_flight_reads_its_own_batch(sample, tmp_path):
+    # the device on the CUDA test's (test_torch_cuda.py) side, on the CPU:
+    # a loop that queues each batch's copy and drops its view at once.
+    # Before, the slot went back to the loader's threads with the view
+    # and the copies read later batches (held for the copy since, the slot
+    # came back before the wait: popped from the queue of copies first)
+    script = tmp_path / "inflight.py"
+    script.write_text(FAKE_TORCH + DEVICE_QUEUE + textwrap.dedent("""
+        import numpy as np
+        import imshard
+        from imshard.torch import Loader
+        kw = dict(rank=0, world=1, seed=7, augment=None, threads=2)
+        ref = imshard.Loader(sys.argv[1], 8, 32, copy=True, **kw)
+        want = [b[0] for e in range(4) for b in ref.epoch(e)]
+        ref.close()
+        for prefetch in (1, 3):
+            l = Loader(sys.argv[1], 8, 32, prefetch=prefetch, **kw)
+            got = []
+            for e in range(4):
+                for images, labels in l.epoch(e):
+                    images = copy_non_blocking(images)
+                    got.append(images)
+            torch.cuda.synchronize()
+            bad = [i for i, (g, w) in enumerate(zip(got, want))
+                   if not np.array_equal(g["pixels"], w)]
+            print("prefetch", prefetch, len(got) == len(want), bad, flush=True)
+            l.close()
+    """))
+    p = subprocess.run([sys.executable, str(script), sample["train"]], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["prefetch 1 True []", "prefetch 3 True []"], \
+        p.stdout + p.stderr
