@@ -4,7 +4,8 @@
         out/packed/val.json --epochs 2 --size 64
 
 One process per rank (torchrun sets RANK/WORLD_SIZE/LOCAL_RANK): gloo on
-the CPU, nccl with one GPU per rank. Each rank reads its share through
+the CPU, nccl with one GPU per rank (a rank without a GPU of its own is
+refused with one line; CUDA_VISIBLE_DEVICES= trains on the CPU). Each rank reads its share through
 imshard.torch.Loader (rank and world from torch.distributed); every rank
 gets the same number of batches, so DDP's allreduce never waits for a rank
 that ran out. Validation counts every record once: padded samples (repeats
@@ -36,9 +37,16 @@ def main():
     a = p.parse_args()
 
     cuda = torch.cuda.is_available()
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if cuda and local >= torch.cuda.device_count():
+        # said before the process group, which would wait for this rank
+        raise SystemExit("pytorch_ddp.py: local rank %d has no GPU of its own (this machine "
+                         "shows %d): start at most that many ranks here (--nproc_per_node), "
+                         "or hide the GPUs (CUDA_VISIBLE_DEVICES=) to train on the CPU"
+                         % (local, torch.cuda.device_count()))
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // world))

@@ -49,14 +49,32 @@ def test_torch_batches_are_zero_copy_views(sample):
     bf.close()
 
 
+def _ddp_example(sample, env):
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           os.path.join(ROOT, "examples", "pytorch_ddp.py"), sample["train"],
+                           sample["val"], "--epochs", "1", "--size", "32", "--batch-size", "8",
+                           "--max-steps", "3"], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
 def test_ddp_example_runs_under_torchrun(sample):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                        os.path.join(ROOT, "examples", "pytorch_ddp.py"), sample["train"],
-                        sample["val"], "--epochs", "1", "--size", "32", "--batch-size", "8",
-                        "--max-steps", "3"], capture_output=True, text=True, env=env, timeout=600)
+    # two ranks need two GPUs: with fewer, the CPU's (gloo)
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    p = _ddp_example(sample, env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "epoch 0:" in p.stdout and "val top-1" in p.stdout
     n_val = len(imshard.Split(sample["val"]))
     assert "(%d records)" % n_val in p.stdout, p.stdout
+
+
+def test_ddp_example_refuses_a_rank_without_a_gpu(sample):
+    # before: two ranks on one GPU died in torch.cuda.set_device with
+    # "invalid device ordinal" and a traceback per rank
+    if not torch.cuda.is_available() or torch.cuda.device_count() != 1:
+        pytest.skip("needs a machine showing exactly one CUDA device")
+    p = _ddp_example(sample, dict(os.environ))
+    assert p.returncode != 0
+    assert "local rank 1 has no GPU of its own (this machine shows 1)" in p.stderr, p.stderr
