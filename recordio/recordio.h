@@ -439,9 +439,12 @@ typedef struct rio_verify_opts {
 	 * bad. NULL: none. */
 	int (*check)(void *ctx, int worker, uint64_t index,
 		     const rio_record *rec, ims_error *err);
-	/* Each problem as one line without a prefix, as it is found: a bad
-	 * record ("record 5 in shard 'F': payload checksum mismatch ..."), an
-	 * unreadable shard, then after the reads the bad records by class
+	/* Each problem as one line without a prefix: a bad record ("record
+	 * 5 in shard 'F': payload checksum mismatch ...") or an unreadable
+	 * shard, in shard and record order whatever the thread count (a
+	 * shard's lines come once every shard before it is read; the first
+	 * max_named in that order are named, the rest counted), then after
+	 * the reads the bad records by class
 	 * ("bad records by class: 'b' 2 of 100, ...", the classes with most
 	 * first, each bad record under the label its header gives; none when
 	 * no bad record's header could be read), the shards' encoding and

@@ -10,6 +10,12 @@
  * is worker 0, so with one thread every callback runs on the caller's
  * thread (the Python binding relies on it). Problems and progress are
  * reported under one mutex: callbacks never overlap.
+ *
+ * Bad records are named in shard order whatever the thread count: the
+ * lowest shard not yet finished names its own at once, a later one keeps
+ * its lines (at most max_named) until every shard before it is done, so
+ * the same split gives the same lines, and the same max_named of them,
+ * with one thread or sixteen.
  */
 #define _GNU_SOURCE
 #include "recordio.h"
@@ -34,6 +40,10 @@ typedef struct shard_state {
 	uint64_t *bad_counts;  /* bad records per class, by their header */
 	uint64_t bad_unknown;  /* bad records whose header gives no class */
 	int fatal;         /* the shard could not be read to its end */
+	int finished;      /* its worker is done with it */
+	char **held;       /* lines kept until the shards before it finish */
+	uint32_t n_held, cap_held;
+	uint64_t n_unkept; /* lines past max_named, or a copy out of memory */
 } shard_state;
 
 typedef struct vctx {
@@ -45,8 +55,9 @@ typedef struct vctx {
 	shard_state *st;
 	atomic_size_t next;   /* next shard to take */
 	atomic_int stop;      /* progress asked to stop */
-	pthread_mutex_t mu;   /* callbacks, named, done */
+	pthread_mutex_t mu;   /* callbacks, named, done, next_named, held */
 	uint64_t named, done;
+	size_t next_named;    /* the lowest shard not finished: names at once */
 } vctx;
 
 typedef struct worker {
@@ -54,13 +65,67 @@ typedef struct worker {
 	int id;
 } worker;
 
-/* A bad record or an unreadable shard: named while fewer than max_named
- * were, counted after. */
-static void name_bad(vctx *v, const char *msg)
+/* Named while fewer than max_named were, counted after; under mu. */
+static void emit_bad(vctx *v, const char *msg)
 {
-	pthread_mutex_lock(&v->mu);
 	if (v->named++ < v->max_named && v->o->problem)
 		v->o->problem(v->o->ctx, msg);
+}
+
+/* The lines shard s kept, named in their order; under mu. */
+static void flush_held(vctx *v, shard_state *sr)
+{
+	for (uint32_t k = 0; k < sr->n_held; k++) {
+		emit_bad(v, sr->held[k]);
+		free(sr->held[k]);
+	}
+	v->named += sr->n_unkept;
+	free(sr->held);
+	sr->held = NULL;
+	sr->n_held = sr->cap_held = 0;
+	sr->n_unkept = 0;
+}
+
+/* A bad record or an unreadable shard s: named now when every shard
+ * before s is done, else kept for then (the first max_named of a shard
+ * are enough: no more than that many are ever named). */
+static void name_bad(vctx *v, size_t s, const char *msg)
+{
+	pthread_mutex_lock(&v->mu);
+	shard_state *sr = &v->st[s];
+	if (s == v->next_named) {
+		emit_bad(v, msg);
+	} else if (sr->n_held < v->max_named) {
+		if (sr->n_held == sr->cap_held && sr->cap_held < (1u << 30)) {
+			uint32_t cap = sr->cap_held ? 2 * sr->cap_held : 16;
+			char **grown = realloc(sr->held, cap * sizeof(*grown));
+			if (grown) {
+				sr->held = grown;
+				sr->cap_held = cap;
+			}
+		}
+		char *copy = sr->n_held < sr->cap_held ? strdup(msg) : NULL;
+		if (copy)
+			sr->held[sr->n_held++] = copy;
+		else
+			sr->n_unkept++; /* counted, not named: out of memory */
+	} else {
+		sr->n_unkept++;
+	}
+	pthread_mutex_unlock(&v->mu);
+}
+
+/* Shard s is done: the shards from next_named on that are done say their
+ * kept lines in order, and the first one still being read says its own
+ * so far (it names the rest at once). */
+static void shard_done(vctx *v, size_t s)
+{
+	pthread_mutex_lock(&v->mu);
+	v->st[s].finished = 1;
+	while (v->next_named < v->m->n_shards && v->st[v->next_named].finished)
+		flush_held(v, &v->st[v->next_named++]);
+	if (v->next_named < v->m->n_shards)
+		flush_held(v, &v->st[v->next_named]);
 	pthread_mutex_unlock(&v->mu);
 }
 
@@ -128,7 +193,7 @@ static void check_shard(vctx *v, int id, rio_cursor *c, rio_cursor *hc, size_t s
 		int rc = rio_cursor_get(c, i, &rec, &e);
 		if (rc == IMS_ECHANGED) {
 			/* every record after this one is suspect: stop here */
-			name_bad(v, e.msg);
+			name_bad(v, s, e.msg);
 			sr->fatal = 1;
 			break;
 		}
@@ -140,7 +205,7 @@ static void check_shard(vctx *v, int id, rio_cursor *c, rio_cursor *hc, size_t s
 		sr->checked++;
 		if (rc < 0) {
 			count_bad(v, sr, hc, i, got ? &rec : NULL);
-			name_bad(v, e.msg);
+			name_bad(v, s, e.msg);
 		}
 		if (++since == PROGRESS_EVERY) {
 			add_progress(v, since);
@@ -169,11 +234,12 @@ static void *work(void *arg)
 			break;
 		if (rc < 0) {
 			/* each shard this worker takes is unread: say why */
-			name_bad(v, e.msg);
+			name_bad(v, s, e.msg);
 			v->st[s].fatal = 1;
-			continue;
+		} else {
+			check_shard(v, w->id, c, hc, s);
 		}
-		check_shard(v, w->id, c, hc, s);
+		shard_done(v, s);
 	}
 	rio_cursor_close(hc);
 	rio_cursor_close(c);
@@ -357,6 +423,9 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 	work(&ws[0]);
 	for (int t = 1; t < started; t++)
 		pthread_join(tid[t], NULL);
+	/* shards never taken (a stop) hold nothing; those after them may */
+	for (size_t s = v.next_named; s < ns; s++)
+		flush_held(&v, &v.st[s]);
 
 	int rc = 0;
 	if (atomic_load(&v.stop)) {

@@ -1,10 +1,11 @@
 /* test_verify.c - rio_verify, the check behind `imshard verify` and
  * Split.verify: a good split passes with the manifest's digests, a
  * caller's check marks records bad and each is named once, the same
- * problems whatever the thread count, the naming limit, progress
- * stopping the check, the bad records counted by class, and a manifest
- * whose class names or extra_labels are not what pack writes. */
+ * lines in the same order whatever the thread count, the naming limit,
+ * progress stopping the check, the bad records counted by class, and a
+ * manifest whose class names or extra_labels are not what pack writes. */
 #include <pthread.h>
+#include <time.h>
 
 #include "rio_test_util.h"
 #include "test.h"
@@ -17,6 +18,7 @@ typedef struct seen {
 	uint64_t last_done, calls;
 	int stop_at;       /* progress call that returns nonzero; 0: never */
 	int workers_seen;  /* bit per worker number the check saw */
+	int slow_first;    /* the check of record 7 (shard 0) takes 300 ms */
 	pthread_mutex_t mu;
 	const rio_manifest *m;
 } seen;
@@ -48,25 +50,26 @@ static int check_two(void *ctx, int worker, uint64_t i, const rio_record *rec,
 	    rec->label != (int32_t)(i % 3))
 		return ims_fail(e, IMS_ECORRUPT, "record %llu: not the record written",
 				(unsigned long long)i);
+	if (i == 7 && s->slow_first) {
+		/* the later shards finish first */
+		struct timespec ts = {0, 300 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 	if (i == 7 || i == 250)
 		return ims_fail(e, IMS_ECORRUPT, "record %llu: rejected by the check",
 				(unsigned long long)i);
 	return 0;
 }
 
-static int cmp_line(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
 static int run(rio_reader *r, int threads, seen *s, rio_verify_result *res,
 	       uint64_t *digests, unsigned max_named, int with_check)
 {
 	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	int stop_at = s->stop_at;
+	int stop_at = s->stop_at, slow_first = s->slow_first;
 	memset(s, 0, sizeof(*s));
 	s->mu = mu;
 	s->stop_at = stop_at;
+	s->slow_first = slow_first;
 	rio_verify_opts o;
 	rio_verify_opts_init(&o);
 	CHECK_EQ_INT(o.threads, 1);
@@ -125,15 +128,22 @@ int main(void)
 	CHECK_EQ_STR(s.lines[1], "record 250: rejected by the check");
 	CHECK_EQ_STR(s.lines[2], "bad records by class: 'b' 2 of 100");
 	CHECK_EQ_INT(s.workers_seen, 1);
-	/* several threads: the same lines, in the order shards finish */
+	/* several threads, shard 0 slowest: the same lines in the same
+	 * order, and the first of them named under a limit of one (before,
+	 * in the order the shards finished: record 250 first, and named) */
+	s.slow_first = 1;
 	CHECK_EQ_INT(run(r, 3, &s, &res, NULL, 0, 1), 0);
 	CHECK_EQ_U64(res.bad, 2);
 	CHECK_EQ_INT(s.n, 3);
+	CHECK_EQ_STR(s.lines[0], "record 7: rejected by the check");
+	CHECK_EQ_STR(s.lines[1], "record 250: rejected by the check");
 	CHECK_EQ_STR(s.lines[2], "bad records by class: 'b' 2 of 100");
-	qsort(s.lines, 2, sizeof(s.lines[0]), cmp_line);
-	CHECK_EQ_STR(s.lines[0], "record 250: rejected by the check");
-	CHECK_EQ_STR(s.lines[1], "record 7: rejected by the check");
 	CHECK(s.workers_seen != 0 && (s.workers_seen & ~7) == 0);
+	CHECK_EQ_INT(run(r, 3, &s, &res, NULL, 1, 1), 0);
+	CHECK_EQ_INT(s.n, 3);
+	CHECK_EQ_STR(s.lines[0], "record 7: rejected by the check");
+	CHECK_EQ_STR(s.lines[1], "... and 1 more bad records");
+	s.slow_first = 0;
 	/* one named, the other counted */
 	CHECK_EQ_INT(run(r, 1, &s, &res, NULL, 1, 1), 0);
 	CHECK_EQ_U64(res.bad, 2);
