@@ -359,10 +359,18 @@ int cmd_list(int argc, char **argv)
 		snprintf(path, plen, "%s_%s.lst", output, split_name[s]);
 		cli_info(quiet, "wrote '%s': %zu %s", path, parts[s].count,
 			 ims_plural(parts[s].count, "image", "images"));
-		/* a ratio that rounds to nothing in every class */
-		if (parts[s].count == 0)
-			cli_warn(quiet, "'%s' is empty: the %s ratio rounds to no image in "
-				 "any class", path, split_name[s]);
+		/* a ratio that rounds to nothing in every class: how big a
+		 * class must be for one, and which option sets it (the val
+		 * ratio is what --train-ratio and --test-ratio leave) */
+		if (parts[s].count == 0) {
+			const double r = s == SPLIT_TEST ? test_ratio : val_ratio;
+			cli_warn(quiet, "'%s' is empty: the %s ratio %g rounds to no image in "
+				 "any class (a class needs %zu images for one; every class here "
+				 "has fewer): %s", path, split_name[s], r,
+				 ds_split_class_needs(r),
+				 s == SPLIT_TEST ? "raise --test-ratio"
+						 : "lower --train-ratio or --test-ratio");
+		}
 	}
 	snprintf(path, plen, "%s.classes", output);
 	cli_info(quiet, "wrote '%s': %zu %s", path, names->n_classes,

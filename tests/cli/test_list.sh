@@ -311,8 +311,12 @@ usage_error "$C" -o "$T/u/x" --no-shuffle=1
 # empty list without a word)
 run list "$C" -o "$T/thin/c" --train-ratio 0.999
 expect_rc 0
-expect_stderr "thin/c_val.lst' is empty: the val ratio rounds to no image in any class"
+# with the size a class needs for one image (before: not said)
+expect_stderr "thin/c_val.lst' is empty: the val ratio 0.001 rounds to no image in any class (a class needs 500 images for one; every class here has fewer): lower --train-ratio or --test-ratio"
 [ -e "$T/thin/c_val.lst" ] && [ ! -s "$T/thin/c_val.lst" ] || fail "the empty val list was not written"
+run list "$C" -o "$T/thin/t" --train-ratio 0.99 --test-ratio 0.01
+expect_rc 0
+expect_stderr "thin/t_test.lst' is empty: the test ratio 0.01 rounds to no image in any class (a class needs 50 images for one; every class here has fewer): raise --test-ratio"
 # a broken link named like an image: said so, not "not matching"
 # (before: counted with the files of other extensions)
 mkdir -p "$T/bl/a" "$T/bl/b"
