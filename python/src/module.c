@@ -293,18 +293,20 @@ static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 	if (per <= (uint64_t)PY_SSIZE_T_MAX / 8 && (!shuffle || n <= (uint64_t)SIZE_MAX / 8) &&
 	    !(ram > 0 && need > ram))
 		out = PyMem_RawMalloc((per ? per : 1) * sizeof(uint64_t));
-	if (!out) {
-		char h[32], m[32];
-		return PyErr_Format(PyExc_MemoryError,
-				    "cannot partition %llu records: rank %d's share of %llu "
-				    "indices needs %s or more (out of memory%s%s)",
-				    n, rank, (unsigned long long)per,
-				    human_bytes(need, h, sizeof(h)),
-				    ram > 0 && need > ram ? ": the machine has " : "",
-				    ram > 0 && need > ram ? human_bytes(ram, m, sizeof(m)) : "");
-	}
+	/* imshard.OutOfMemoryError, as the loader's and pack's: an
+	 * imshard.Error and a MemoryError both */
 	ims_error err;
 	ims_error_clear(&err);
+	if (!out) {
+		char h[32], m[32];
+		ims_fail(&err, IMS_ENOMEM,
+			 "cannot partition %llu records: rank %d's share of %llu "
+			 "indices needs %s or more (out of memory%s%s)",
+			 n, rank, (unsigned long long)per, human_bytes(need, h, sizeof(h)),
+			 ram > 0 && need > ram ? ": the machine has " : "",
+			 ram > 0 && need > ram ? human_bytes(ram, m, sizeof(m)) : "");
+		return ims_py_raise(IMS_ENOMEM, &err);
+	}
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
 	rc = rio_partition(&po, out, NULL, &err);
@@ -313,10 +315,10 @@ static PyObject *py_partition(PyObject *self, PyObject *args, PyObject *kw)
 		PyMem_RawFree(out);
 		if (rc == IMS_ENOMEM) {
 			char h[32];
-			return PyErr_Format(PyExc_MemoryError,
-					    "cannot partition %llu records: the epoch's order "
-					    "needs %s (out of memory)",
-					    n, human_bytes(8.0 * (double)n, h, sizeof(h)));
+			ims_fail(&err, IMS_ENOMEM,
+				 "cannot partition %llu records: the epoch's order "
+				 "needs %s (out of memory)",
+				 n, human_bytes(8.0 * (double)n, h, sizeof(h)));
 		}
 		return ims_py_raise(rc, &err);
 	}

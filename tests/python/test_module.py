@@ -36,8 +36,13 @@ def test_partition_of_an_impossible_size_says_so():
     for n, kw in ((2**40, {}), (2**62, {}), (2**64 - 1, dict(shuffle=False)),
                   (2**40, dict(world=2**20, rank=3))):
         world, rank = kw.pop("world", 1), kw.pop("rank", 0)
-        with pytest.raises(MemoryError, match="cannot partition %d records: .* needs [0-9.]+ [TPEZ]iB" % n):
+        with pytest.raises(imshard.OutOfMemoryError,
+                           match="cannot partition %d records: .* needs [0-9.]+ [TPEZ]iB" % n) as e:
             imshard.partition(n, rank, world, **kw)
+        # the loader's and pack's kind (before: a plain MemoryError,
+        # which `except imshard.Error` let pass)
+        assert isinstance(e.value, MemoryError) and isinstance(e.value, imshard.Error)
+        assert e.value.kind == "out of memory", e.value.kind
 
 
 def test_partition_releases_the_gil():
