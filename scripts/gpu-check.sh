@@ -15,8 +15,8 @@
 #   -h, --help      this text
 #
 # GROUPS is a comma-separated list of the numbered groups below (build,
-# gpu-tests, models, resume, graphs, errors, ranks, bench: run in that
-# order). Without the build group, --build DIR must already hold a CUDA
+# gpu-tests, models, resume, graphs, errors, ranks, python, bench: run in
+# that order). Without the build group, --build DIR must already hold a CUDA
 # build (made by scripts/build.sh or an earlier gpu-check), which is used
 # as it is: a long check can so be run in parts, or one failing group
 # again.
@@ -39,7 +39,13 @@
 #                  train the queued run's tensors. NCCL refuses two ranks
 #                  on one GPU, so with one GPU this checks that refusal
 #                  instead and the rest is reported "not run"
-#  8. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
+#  8. python       the Python package built into OUT/python (pip, with
+#                  the machine's scikit-build-core), and imshard.torch's
+#                  tests on the device with IMSHARD_REQUIRE_GPU=1
+#                  (tests/python/test_torch_cuda.py: a non_blocking copy
+#                  reads its own batch; test_torch.py, test_torch_fork.py);
+#                  not run where python3's torch sees no CUDA device
+#  9. bench        bench/train-gpu/run.sh: imshard against PyTorch (when
 #                  torch with CUDA imports), its results.json kept; its
 #                  sample data in OUT/bench-data, made once; run.sh's
 #                  settings from the table below alone (TORCH_PYTHON and
@@ -65,7 +71,7 @@ export LC_ALL=C
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() { echo "gpu-check: $*" >&2; exit 2; }
-groups_all="build gpu-tests models resume graphs errors ranks bench"
+groups_all="build gpu-tests models resume graphs errors ranks python bench"
 # groups LIST OPTION: LIST's names, space-separated, each one of groups_all
 groups() {
   local g out=""
@@ -513,7 +519,32 @@ check_ranks() {
   fi
 }
 
-# --- 8. bench: against PyTorch ---------------------------------------------------------------
+# --- 8. python: imshard.torch on the device -------------------------------------------
+check_python() {
+  t=$(now)
+  fresh python
+  if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    record python not-run 0 "python3's torch does not import, or sees no CUDA device"
+    return
+  fi
+  # pip builds in python/build (pyproject.toml's build-dir) and installs
+  # into --out, never into the machine's site-packages
+  if ! python3 -m pip install -q --no-build-isolation --no-deps --no-cache-dir \
+    --target "$out/python" "$repo/python" >"$out/python.build.log" 2>&1; then
+    record python fail "$(since "$t")" "the package did not build: $(grep -m1 -iE 'error' "$out/python.build.log" || tail -n1 "$out/python.build.log")"
+    return
+  fi
+  if (cd "$repo" && PYTHONPATH="$out/python${PYTHONPATH:+:$PYTHONPATH}" IMSHARD_REQUIRE_GPU=1 \
+    IMSHARD="$imshard" MAKE_IMAGES="$build/tests/fixtures/make_images" \
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_torch_cuda.py \
+    tests/python/test_torch.py tests/python/test_torch_fork.py) >"$out/python.log" 2>&1; then
+    record python pass "$(since "$t")" "$(tail -n1 "$out/python.log")"
+  else
+    record python fail "$(since "$t")" "$(grep -m1 '^FAILED' "$out/python.log" || tail -n1 "$out/python.log")"
+  fi
+}
+
+# --- 9. bench: against PyTorch ---------------------------------------------------------------
 check_bench() {
   for spec in "${bench_runs[@]}"; do
     IFS='|' read -r name envs <<<"$spec"

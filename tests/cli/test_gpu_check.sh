@@ -22,14 +22,14 @@ contains "$T/err" "unknown argument '--bogus'"
 expect 2 bash "$check" --build
 contains "$T/err" "--build needs a folder"
 expect 2 bash "$check" --only
-contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,bench)"
+contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,python,bench)"
 expect 2 bash "$check" --only ,
-contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,bench)"
+contains "$T/err" "--only needs a list of groups (build,gpu-tests,models,resume,graphs,errors,ranks,python,bench)"
 expect 2 bash "$check" --only models,bogus
 contains "$T/err" "unknown group 'bogus' in --only"
 expect 2 bash "$check" --only models --no-bench
 contains "$T/err" "--only and --skip (or --no-bench) do not go together"
-expect 2 bash "$check" --skip build,gpu-tests,models,resume,graphs,errors,ranks,bench
+expect 2 bash "$check" --skip build,gpu-tests,models,resume,graphs,errors,ranks,python,bench
 contains "$T/err" "--skip leaves no group to run"
 expect 2 bash "$check" --skip build --build "$T/nobuild"
 contains "$T/err" "no CUDA build in $T/nobuild to use without the build group"
@@ -102,6 +102,13 @@ absent "$T/bdata"
 expect 1 env PATH="$fake:$PATH" BATCH=0 ONLY=bogus RESULTS="$T/elsewhere.json" bash "$check" --build "$fb" --out "$T/it's" --only bench
 same "$(grep '^bench_bf16' "$T/it's/results.tsv" | cut -f4)" "run.sh: no packed splits in '$T/it's/bench-data/packed'" "(bench with run.sh's settings in the environment)"
 absent "$T/elsewhere.json"
+
+# the python group: not run (said why) where python3's torch sees no
+# CUDA device, as here; nothing built
+mkdir "$T/op"
+expect 0 env PATH="$fake:$PATH" bash "$check" --build "$fb" --out "$T/op" --only python
+same "$(grep -v '^#' "$T/op/results.tsv" | cut -f1,2,4)" "python	not-run	python3's torch does not import, or sees no CUDA device" "(python group without torch on a GPU)"
+absent "$T/op/python"
 
 # --build as a shell completes it, with a trailing slash: the same build
 # (its configure log beside it, not in it)
