@@ -559,7 +559,7 @@ check_bench() {
     # results elsewhere); the interpreters, TORCH_PYTHON and PYTHON, are
     # the machine's, and pass
     if (
-      unset MODELS BATCH PRECISIONS STEPS LOG_EVERY ROUNDS THREADS PER_CLASS ONLY TORCH \
+      unset MODELS BATCH PRECISIONS STEPS LOG_EVERY WARMUP ROUNDS THREADS PER_CLASS ONLY TORCH \
         TORCH_SECONDS RESULTS PROFILE KERNELS
       eval "export $envs"
       IMSHARD=$imshard IMSHARD_TRAIN=$train WORK=$out/$name DATA=$out/bench-data \

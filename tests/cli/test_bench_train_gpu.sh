@@ -93,6 +93,16 @@ contains "$T/out" "resnet50_bf16_syn / torch_resnet50_bf16          2.000 (media
 same "$(json "$res" 'j["device_stacks"]')" "['GPU; cuDNN 9.19.0 (1)', 'GPU; cuDNN 9.19.0 (2)', 'GPU; cuDNN 9.19.0 (3)']" "(the stacks the runs named)"
 contains "$T/out" "note: the imshard runs ran on 3 different GPU stacks:"
 
+# one run before round 1, not recorded (the first model and precision,
+# synthetic input, STEPS steps): round 1's first contender no longer
+# runs on a cold machine (before: no such run)
+same "$(grep -c '^warm-up: ' "$T/work/logs/commands.txt")" 1 "(one warm-up run)"
+contains "$T/work/logs/commands.txt" "--model resnet50 --size 224 --batch-size 2 --lr 0.01 --epochs 1 --precision bf16"
+same "$(grep '^warm-up: ' "$T/work/logs/commands.txt" | grep -c -- '--max-steps 2 --synthetic --quiet')" 1 "(STEPS steps, synthetic)"
+contains "$T/err" "run.sh: warm-up, not recorded: resnet50 bf16, 2 steps"
+expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224" ROUNDS=1 WARMUP=0
+lacks "$T/work/logs/commands.txt" "warm-up"
+
 # ONLY: the contenders named, no others
 expect 0 bench RATES_resnet50="100" TORCH_resnet50="50" MODELS="resnet50:224 resnet18:224" ROUNDS=1 ONLY="resnet50_bf16_syn torch_resnet50_bf16"
 same "$(json "$res" 'sorted(j["contenders"])')" "['resnet50_bf16_syn', 'torch_resnet50_bf16']" "(ONLY)"
@@ -131,6 +141,8 @@ for bad in "resnet50" "resnet50:" "resnet50:224 resnet18:x" ":224"; do
   same "$(cat "$T/err")" "run.sh: MODELS holds model:size words (resnet50:224), got '${bad##* }'" "(MODELS=$bad)"
   absent "$T/work"
 done
+expect 1 bench WARMUP=x
+same "$(cat "$T/err")" "run.sh: WARMUP must be a whole number of 0 or more, got 'x'" "(WARMUP=x)"
 for bad in PROFILE=2 KERNELS=yes; do
   expect 1 bench "$bad"
   same "$(cat "$T/err")" "run.sh: ${bad%%=*} must be 0 or 1, got '${bad#*=}'" "($bad)"
