@@ -88,14 +88,15 @@ static void flush_held(vctx *v, shard_state *sr)
 
 /* A bad record or an unreadable shard s: named now when every shard
  * before s is done, else kept for then (the first max_named of a shard
- * are enough: no more than that many are ever named). */
+ * are enough, and none once max_named were named: no more than that many
+ * ever are). */
 static void name_bad(vctx *v, size_t s, const char *msg)
 {
 	pthread_mutex_lock(&v->mu);
 	shard_state *sr = &v->st[s];
 	if (s == v->next_named) {
 		emit_bad(v, msg);
-	} else if (sr->n_held < v->max_named) {
+	} else if (sr->n_held < v->max_named && v->named < v->max_named) {
 		if (sr->n_held == sr->cap_held && sr->cap_held < (1u << 30)) {
 			uint32_t cap = sr->cap_held ? 2 * sr->cap_held : 16;
 			char **grown = realloc(sr->held, cap * sizeof(*grown));
