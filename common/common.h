@@ -597,6 +597,29 @@ const char *ims_escape(const char *s, char *buf, size_t len);
 char *ims_escape_json(const char *json);
 
 /*
+ * ims_json_parse: cJSON_ParseWithLengthOpts(text, len, end,
+ * require_end) that tells why it gave no tree: *oom (when not NULL) is 1
+ * when memory ran out (the text may be good JSON: say "out of memory",
+ * not "truncated"), 0 when the text is not JSON (*end, when not NULL,
+ * points near where the parse stopped). The caller frees the tree with
+ * cJSON_Delete. Its first call sets cJSON's allocation hooks for the
+ * process (malloc and free, watched); thread-safe.
+ */
+struct cJSON;
+struct cJSON *ims_json_parse(const char *text, size_t len, int require_end,
+			     const char **end, int *oom);
+
+/*
+ * ims_json_watch, ims_json_failed: whether any cJSON allocation of this
+ * thread failed since the watch began. cJSON_Add* and cJSON_AddItemTo*
+ * drop what they could not allocate without a word, so a tree built for a
+ * file is watched from its first node to its printed text, and a failure
+ * is "out of memory", never a file written without the member.
+ */
+void ims_json_watch(void);
+int ims_json_failed(void);
+
+/*
  * Names kept one per line (class names: classes files, manifests).
  *
  * ims_name_line_problem: why s cannot be one line of such a file and read

@@ -406,9 +406,13 @@ static int load_json(inat *st, int s, ims_error *err)
 	FORWARD_IF_ERR(ims_read_file(path, &text, &len, 0, err));
 	text[len] = '\0'; /* ims_read_file leaves a spare byte */
 	const char *end = NULL;
-	cJSON *doc = cJSON_ParseWithLengthOpts((const char *)text, len + 1, &end, 1);
+	int oom = 0;
+	cJSON *doc = ims_json_parse((const char *)text, len + 1, 1, &end, &oom);
 	size_t at = end ? (size_t)(end - (const char *)text) : 0;
 	free(text);
+	/* its tree takes several times the file's size */
+	RETURN_IF(!doc && oom, err, IMS_ENOMEM,
+		  "cannot parse '%s' (%zu bytes): out of memory", path, len);
 	RETURN_IF(!doc, err, IMS_ECORRUPT,
 		  "cannot parse '%s': invalid or truncated JSON at byte %zu of %zu",
 		  path, at, len);

@@ -442,6 +442,7 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 static char *options_json(const job *j)
 {
 	const pack_opts *o = j->o;
+	ims_json_watch(); /* the manifest's options, whole or none */
 	cJSON *r = cJSON_CreateObject();
 	if (!r)
 		return NULL;
@@ -468,6 +469,10 @@ static char *options_json(const job *j)
 	cJSON_AddBoolToObject(r, "check_decode", o->check_decode != 0);
 	char *s = cJSON_PrintUnformatted(r);
 	cJSON_Delete(r);
+	if (s && ims_json_failed()) {
+		free(s);
+		s = NULL;
+	}
 	return s;
 }
 

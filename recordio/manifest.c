@@ -325,9 +325,13 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 	 * goes on (two manifests pasted together) is not read as its first
 	 * part. ims_read_file leaves a spare byte for the NUL. */
 	text[len] = '\0';
-	cJSON *root = cJSON_ParseWithLengthOpts((const char *)text, len + 1, NULL, 1);
+	int oom = 0;
+	cJSON *root = ims_json_parse((const char *)text, len + 1, 1, NULL, &oom);
 	if (!root) {
 		free(text);
+		if (oom)
+			return ims_fail(err, IMS_ENOMEM, "cannot read manifest '%s': out of memory",
+					path);
 		return ims_fail(err, IMS_ECORRUPT,
 				"manifest '%s' is not valid JSON (truncated or edited?)",
 				path);
@@ -378,6 +382,8 @@ int rio_manifest_at(const char *path, char *name, size_t cap)
 
 char *rio_manifest_to_json(const rio_manifest *m)
 {
+	/* the commit point of a split: never written without a member */
+	ims_json_watch();
 	cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
@@ -423,12 +429,17 @@ char *rio_manifest_to_json(const rio_manifest *m)
 	if (m->created_at)
 		cJSON_AddStringToObject(root, "created_at", m->created_at);
 	if (m->options_json) {
-		cJSON *o = cJSON_Parse(m->options_json);
+		cJSON *o = ims_json_parse(m->options_json, strlen(m->options_json) + 1, 1, NULL,
+					  NULL);
 		if (o)
 			cJSON_AddItemToObject(root, "options", o);
 	}
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
+	if (text && ims_json_failed()) {
+		free(text);
+		text = NULL;
+	}
 	return text;
 }
 

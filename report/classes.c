@@ -475,8 +475,10 @@ int rep_classes_load(rep_run *run, const char *dir, ims_error *err)
 			 values, len, what, REP_MAX_EVAL_VALUES);
 		return rc < 0 ? ims_fail(err, rc, "cannot read '%s': out of memory", path) : 0;
 	}
-	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
+	cJSON *o = ims_json_parse((const char *)data, len, 0, NULL, &oom);
 	free(data);
+	if (!o && oom)
+		return ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory", path);
 	rep_classes *c = calloc(1, sizeof(*c));
 	if (!c) {
 		rc = IMS_ENOMEM;

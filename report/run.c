@@ -247,7 +247,10 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 	if (memchr(text, '\0', len))
 		return rep_diag_skip(run, file, ln, "line holds a NUL byte: line skipped");
 	const char *end = NULL;
-	cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	int oom = 0;
+	cJSON *o = ims_json_parse(text, len, 0, &end, &oom);
+	if (!o && oom)
+		return IMS_ENOMEM; /* not the line's fault: the report stops */
 	if (!o)
 		return rep_diag_skip(run, file, ln, "%s",
 			    last_unterminated
@@ -614,8 +617,11 @@ static int read_summary(rep_run *run, const char *path, ims_error *err)
 			return ims_fail(err, IMS_ENOMEM, "%s", e.msg);
 		return rep_diag(run, path, 0, "%s: ignored", e.msg);
 	}
-	cJSON *o = cJSON_ParseWithLength((const char *)data, len);
+	int oom = 0;
+	cJSON *o = ims_json_parse((const char *)data, len, 0, NULL, &oom);
 	free(data);
+	if (!o && oom)
+		return ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory", path);
 	if (!o)
 		return rep_diag(run, path, 0, "not valid JSON (truncated?): ignored");
 	int rc = 0;

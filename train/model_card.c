@@ -142,9 +142,15 @@ static int read_triple(const st_file *f, const char *key, int positive,
 static int read_names(const st_file *f, nn_model_card *c, ims_error *err)
 {
 	const char *s = st_metadata_get(f, "class_names");
-	cJSON *j = cJSON_Parse(s);
+	int oom = 0;
+	cJSON *j = ims_json_parse(s, s ? strlen(s) + 1 : 0, 1, NULL, &oom);
 	int n = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : -1;
 	int rc = 0;
+	if (oom) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory for its "
+			      "metadata 'class_names'", st_path(f));
+		goto out;
+	}
 	if (n < 1) {
 		rc = bad_key(f, "class_names", s, "a JSON array of names", err);
 		goto out;

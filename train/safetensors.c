@@ -484,7 +484,12 @@ int st_open(const char *path, st_file **out, ims_error *err)
 	f->buf_len = f->map_len - 8 - hlen;
 
 	const char *end = NULL;
-	root = cJSON_ParseWithLengthOpts((const char *)hdr, hlen, &end, 0);
+	int oom = 0;
+	root = ims_json_parse((const char *)hdr, hlen, 0, &end, &oom);
+	if (!root && oom)
+		GOTO_FAIL(fail, rc, err, IMS_ENOMEM,
+			  "cannot read safetensors '%s': out of memory for its %zu-byte header",
+			  path, (size_t)hlen);
 	if (!root)
 		GOTO_FAIL(fail, rc, err, IMS_ECORRUPT,
 			  "cannot read safetensors '%s': header is not valid JSON (error near header byte %td)",

@@ -96,6 +96,7 @@ int loop_history_init(run *r, const nn_load_report *rep, ims_error *err)
 char *loop_history_save(run *r, const nn_train_result *res)
 {
 	const double now = ims_now();
+	ims_json_watch(); /* the checkpoint's history: whole, or none */
 	cJSON *j = cJSON_CreateObject();
 	if (!j)
 		return NULL;
@@ -145,6 +146,10 @@ char *loop_history_save(run *r, const nn_train_result *res)
 	}
 	char *text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
+	if (text && ims_json_failed()) {
+		cJSON_free(text);
+		text = NULL;
+	}
 	return text;
 }
 

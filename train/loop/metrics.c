@@ -541,10 +541,15 @@ int loop_write_summary(run *r, nn_train_result *res, ims_error *err)
 		free(all);
 		return rc;
 	}
+	ims_json_watch(); /* a summary without a member is not written */
 	cJSON *j = summary_json(r, res, all);
 	free(all);
 	char *text = cJSON_Print(j);
 	cJSON_Delete(j);
+	if (text && ims_json_failed()) {
+		free(text);
+		text = NULL;
+	}
 	RETURN_IF(!text, err, IMS_ENOMEM, "cannot summarise: out of memory");
 	char path[4096];
 	rc = log_path(r->o, "summary.json", path, sizeof(path), err);

@@ -228,6 +228,7 @@ int loop_bad_checkpoint(run *r, ims_error *err)
 	if (!rc && root > 0 && root < world)
 		rc = dp_broadcast(r->dp.comm, why, IMS_ERRMSG_MAX, root, err);
 	if (!rc && r->dp.rank == 0) {
+		ims_json_watch(); /* the checkpoint's bad records: whole, or none */
 		cJSON *j = cJSON_CreateObject();
 		cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
 		for (int k = 0; ranks && k < world; k++) {
@@ -243,6 +244,10 @@ int loop_bad_checkpoint(run *r, ims_error *err)
 		cJSON_AddNumberToObject(j, "reason_rank", root < world ? root : 0);
 		bad->ck_json = cJSON_PrintUnformatted(j);
 		cJSON_Delete(j);
+		if (bad->ck_json && ims_json_failed()) {
+			cJSON_free(bad->ck_json);
+			bad->ck_json = NULL;
+		}
 		if (!bad->ck_json)
 			rc = ims_fail(err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	}

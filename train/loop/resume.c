@@ -55,10 +55,16 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	snprintf(vdig, sizeof(vdig), "%016llx", (unsigned long long)r->data.val_digest);
 	/* the options that shaped the run, for a person reading the file
 	 * and for what a resumed run may change */
+	/* what a resume trains with: whole, or no checkpoint */
+	ims_json_watch();
 	cJSON *j = loop_options_json(r);
 	RETURN_IF(!j, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	char *opts = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
+	if (opts && ims_json_failed()) {
+		free(opts);
+		opts = NULL;
+	}
 	char *hist = loop_history_save(r, res);
 	cJSON_free(r->bad.ck_json);
 	r->bad.ck_json = NULL;
