@@ -56,6 +56,11 @@ struct aug_codec {
 };
 
 /* jpeg.c */
+/* The code of a codec library's error message: memory it could not have
+ * (libjpeg's "Insufficient memory", libpng's "Out of memory") is
+ * IMS_ENOMEM, not the image's fault; anything else is `otherwise`. */
+int aug_lib_error_code(const char *msg, int otherwise);
+
 int aug_jpeg_init(aug_codec *c, ims_error *err);
 void aug_jpeg_free(aug_codec *c);
 /* Walks the marker segments and fills info. full = 1 follows every scan

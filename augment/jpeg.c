@@ -114,8 +114,8 @@ static int lj_read_header(aug_codec *c, const uint8_t *buf, size_t len,
 	st->msg[0] = '\0';
 	if (setjmp(st->jb)) {
 		jpeg_abort_decompress(&st->d);
-		return ims_fail(err, IMS_ECORRUPT, "cannot read JPEG headers: %s",
-				st->msg);
+		return ims_fail(err, aug_lib_error_code(st->msg, IMS_ECORRUPT),
+				"cannot read JPEG headers: %s", st->msg);
 	}
 	jpeg_mem_src(&st->d, buf, (unsigned long)len);
 	jpeg_read_header(&st->d, TRUE);
@@ -389,7 +389,7 @@ static void cmyk_to_rgb(const aug_image *src, int inverted, aug_image *dst)
 static int tj_fail(tjhandle h, const char *what, ims_error *err)
 {
 	const char *msg = tjGetErrorStr2(h);
-	return ims_fail(err, IMS_ECORRUPT, "cannot %s JPEG: %s", what,
+	return ims_fail(err, aug_lib_error_code(msg, IMS_ECORRUPT), "cannot %s JPEG: %s", what,
 			msg && *msg ? msg : "unknown TurboJPEG error");
 }
 

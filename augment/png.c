@@ -290,7 +290,8 @@ int aug_png_decode(aug_codec *c, const uint8_t *buf, size_t len,
 	}
 	if (setjmp(png_jmpbuf(png))) {
 		png_destroy_read_struct(&png, &pi, NULL);
-		return ims_fail(err, IMS_ECORRUPT, "cannot decode PNG: %s", io.msg);
+		return ims_fail(err, aug_lib_error_code(io.msg, IMS_ECORRUPT),
+				"cannot decode PNG: %s", io.msg);
 	}
 	png_set_read_fn(png, &io, png_read_fn);
 	/* aug_png_parse has checked every CRC already. */

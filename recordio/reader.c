@@ -69,6 +69,13 @@ struct rio_cursor {
 	uint64_t last_index;
 };
 
+/* LMDB's error as ours: memory running out is not the shard's fault
+ * (verify then gives no verdict), anything else is `otherwise`. */
+static int lmdb_code(int rc, int otherwise)
+{
+	return rc == ENOMEM ? IMS_ENOMEM : otherwise;
+}
+
 static uint64_t key_to_u64(const MDB_val *k)
 {
 	return rio_be64(k->mv_data);
@@ -165,7 +172,7 @@ static int check_shard(shard *s, const rio_shard_info *info, ims_error *err)
 		if (txn)
 			mdb_txn_abort(txn);
 		return ims_fail(err, rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ?
-					     IMS_ECORRUPT : IMS_ELMDB,
+					     IMS_ECORRUPT : lmdb_code(rc, IMS_ELMDB),
 				"cannot open shard '%s': %s", s->path, mdb_strerror(rc));
 	}
 	MDB_stat ms;
@@ -225,7 +232,7 @@ static int check_shard(shard *s, const rio_shard_info *info, ims_error *err)
 	}
 	mdb_txn_abort(txn);
 	if (rc)
-		return ims_fail(err, IMS_ECORRUPT, "cannot read shard '%s': %s",
+		return ims_fail(err, lmdb_code(rc, IMS_ECORRUPT), "cannot read shard '%s': %s",
 				s->path, mdb_strerror(rc));
 	s->first = info->first;
 	s->records = info->records;
@@ -372,7 +379,7 @@ int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 			if (c->txn[si])
 				mdb_txn_abort(c->txn[si]);
 			c->txn[si] = NULL;
-			return ims_fail(err, IMS_ELMDB, "cannot read shard '%s': %s",
+			return ims_fail(err, lmdb_code(rc, IMS_ELMDB), "cannot read shard '%s': %s",
 					s->path, mdb_strerror(rc));
 		}
 	}
@@ -397,7 +404,7 @@ int rio_cursor_get(rio_cursor *c, uint64_t index, rio_record *rec,
 		return ims_fail(err, IMS_ENOTFOUND, "record %llu is missing from shard '%s'",
 				(unsigned long long)index, s->path);
 	if (rc)
-		return ims_fail(err, IMS_ECORRUPT, "cannot read record %llu from shard '%s': %s",
+		return ims_fail(err, lmdb_code(rc, IMS_ECORRUPT), "cannot read record %llu from shard '%s': %s",
 				(unsigned long long)index, s->path, mdb_strerror(rc));
 	/* Before anything reads them: LMDB takes value sizes and overflow
 	 * page numbers from the file as they are. */

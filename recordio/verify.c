@@ -16,6 +16,10 @@
  * its lines (at most max_named) until every shard before it is done, so
  * the same split gives the same lines, and the same max_named of them,
  * with one thread or sixteen.
+ *
+ * Memory running out is not the split's fault: a record, shard or check
+ * that could not be had for it stops the check, which gives no verdict
+ * (IMS_ENOMEM) rather than call the split damaged.
  */
 #define _GNU_SOURCE
 #include "recordio.h"
@@ -55,8 +59,9 @@ typedef struct vctx {
 	shard_state *st;
 	atomic_size_t next;   /* next shard to take */
 	atomic_int stop;      /* progress asked to stop */
-	pthread_mutex_t mu;   /* callbacks, named, done, next_named, held */
+	pthread_mutex_t mu;   /* callbacks, named, done, next_named, held, oom */
 	uint64_t named, done;
+	char oom[IMS_ERRMSG_MAX]; /* the first out-of-memory error: no verdict */
 	size_t next_named;    /* the lowest shard not finished: names at once */
 } vctx;
 
@@ -64,6 +69,16 @@ typedef struct worker {
 	vctx *v;
 	int id;
 } worker;
+
+/* Memory ran out (msg says where): the check stops, with no verdict. */
+static void out_of_memory(vctx *v, const char *msg)
+{
+	pthread_mutex_lock(&v->mu);
+	if (!v->oom[0])
+		snprintf(v->oom, sizeof(v->oom), "%s", msg[0] ? msg : "out of memory");
+	atomic_store(&v->stop, 1);
+	pthread_mutex_unlock(&v->mu);
+}
 
 /* Named while fewer than max_named were, counted after; under mu. */
 static void emit_bad(vctx *v, const char *msg)
@@ -203,6 +218,10 @@ static void check_shard(vctx *v, int id, rio_cursor *c, rio_cursor *hc, size_t s
 			rc = check_record(v, id, sr, i, &rec, &e);
 		else if (rc == 0)
 			rc = -1;
+		if (rc < 0 && (rc == IMS_ENOMEM || e.code == IMS_ENOMEM)) {
+			out_of_memory(v, e.msg);
+			break;
+		}
 		sr->checked++;
 		if (rc < 0) {
 			count_bad(v, sr, hc, i, got ? &rec : NULL);
@@ -233,7 +252,9 @@ static void *work(void *arg)
 		size_t s = atomic_fetch_add(&v->next, 1);
 		if (s >= v->m->n_shards || atomic_load(&v->stop))
 			break;
-		if (rc < 0) {
+		if (rc < 0 && e.code == IMS_ENOMEM) {
+			out_of_memory(v, e.msg);
+		} else if (rc < 0) {
 			/* each shard this worker takes is unread: say why */
 			name_bad(v, s, e.msg);
 			v->st[s].fatal = 1;
@@ -296,6 +317,10 @@ static int check_names(vctx *v)
 	ims_error e;
 	if (rio_manifest_check_classes(v->m, &e) == 0)
 		return 0;
+	if (e.code == IMS_ENOMEM) {
+		out_of_memory(v, e.msg);
+		return 0;
+	}
 	say(v, "%s", e.msg);
 	return 1;
 }
@@ -429,7 +454,10 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 		flush_held(&v, &v.st[s]);
 
 	int rc = 0;
-	if (atomic_load(&v.stop)) {
+	if (v.oom[0]) {
+		rc = ims_fail(err, IMS_ENOMEM, "cannot verify '%s': %s", m->name ? m->name : "split",
+			      v.oom);
+	} else if (atomic_load(&v.stop)) {
 		rc = ims_fail(err, IMS_EINTR, "verify of '%s' interrupted",
 			      m->name ? m->name : "split");
 	} else {
@@ -450,6 +478,9 @@ int rio_verify(rio_reader *r, const rio_verify_opts *opts,
 			problems = check_counts(&v);
 		res->ok = !res->bad && !problems;
 		res->digests_checked = m->format_version >= 2;
+		if (v.oom[0]) /* the names' check ran out */
+			rc = ims_fail(err, IMS_ENOMEM, "cannot verify '%s': %s",
+				      m->name ? m->name : "split", v.oom);
 	}
 	pthread_mutex_destroy(&v.mu);
 	free(ws);

@@ -90,10 +90,11 @@ static int decode_record(void *ctx, int worker, uint64_t i, const rio_record *re
 
 static void free_decoders(verify_ctx *v, int threads)
 {
-	for (int t = 0; v->codecs && t < threads; t++) {
+	/* either may be NULL: make_decoders ran out between the two */
+	for (int t = 0; v->codecs && t < threads; t++)
 		aug_codec_destroy(v->codecs[t]);
+	for (int t = 0; v->imgs && t < threads; t++)
 		aug_image_release(&v->imgs[t]);
-	}
 	free(v->codecs);
 	free(v->imgs);
 }
@@ -102,7 +103,8 @@ static int make_decoders(verify_ctx *v, int threads, ims_error *e)
 {
 	v->codecs = calloc((size_t)threads, sizeof(*v->codecs));
 	v->imgs = calloc((size_t)threads, sizeof(*v->imgs));
-	RETURN_IF(!v->codecs || !v->imgs, e, IMS_ENOMEM, "out of memory");
+	RETURN_IF(!v->codecs || !v->imgs, e, IMS_ENOMEM,
+		  "cannot make %d decoders: out of memory", threads);
 	for (int t = 0; t < threads; t++)
 		FORWARD_IF_ERR(aug_codec_create(&v->codecs[t], e));
 	return 0;
