@@ -29,7 +29,10 @@ loop queued the copy) and gives the slot back once the event has
 passed, waiting for it only when a second batch would be held; a copy
 queued on another stream is the caller's to order (record its event on
 the current stream, or torch.cuda.current_stream().wait_stream(s))
-before asking for the next batch.
+before asking for the next batch. So is one made by a thread that shares
+the loader with others: the hold covers the batch handed out last,
+whichever thread took it, so such a thread synchronises its copy before
+another may ask (or each thread uses a loader of its own).
 """
 import collections
 import os
