@@ -171,16 +171,22 @@ static int same_split(const st_file *f, const char *which, const char *name_now,
 	return 0;
 }
 
-/* The checkpoint's options object (NULL when absent or not JSON). */
-static cJSON *meta_options(const st_file *f)
+/* The checkpoint's options object into *out (NULL when absent or not
+ * JSON); IMS_ENOMEM when memory ran out reading it, which must neither
+ * skip the checks it feeds nor call the checkpoint damaged. */
+static int meta_options(const run *r, const st_file *f, cJSON **out, ims_error *err)
 {
 	const char *s = st_metadata_get(f, "options");
-	cJSON *j = s ? cJSON_Parse(s) : NULL;
+	int oom = 0;
+	cJSON *j = s ? ims_json_parse(s, strlen(s) + 1, 1, NULL, &oom) : NULL;
+	RETURN_IF(oom, err, IMS_ENOMEM,
+		  "cannot resume from '%s': out of memory for its options", r->ckpt_path);
 	if (j && !cJSON_IsObject(j)) {
 		cJSON_Delete(j);
 		j = NULL;
 	}
-	return j;
+	*out = j;
+	return 0;
 }
 
 static double opt_num(const cJSON *o, const char *key, double dflt)
@@ -353,7 +359,8 @@ static int check_state(run *r, const st_file *f, ims_error *err)
 	const char *c = st_metadata_get(f, "classes");
 	snprintf(model, sizeof(model), "%s", m ? m : "");
 	snprintf(cls, sizeof(cls), "%s", c ? c : "");
-	cJSON *was = meta_options(f);
+	cJSON *was = NULL;
+	FORWARD_IF_ERR(meta_options(r, f, &was, err));
 	const char *opt_was = opt_str(was, "optimizer");
 	if (opt_was)
 		snprintf(optim, sizeof(optim), "%s", opt_was);
@@ -403,12 +410,13 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 		st_close(f);
 		return rc;
 	}
-	cJSON *was = meta_options(f);
+	cJSON *was = NULL;
 	uint64_t e = 0, pos = 0, s = 0, world = 1;
-	rc = !was ? ims_fail(err, IMS_ECORRUPT,
-			     "cannot resume from '%s': no valid 'options' in its "
-			     "metadata", r->ckpt_path)
-		  : 0;
+	rc = meta_options(r, f, &was, err);
+	if (!rc && !was)
+		rc = ims_fail(err, IMS_ECORRUPT,
+			      "cannot resume from '%s': no valid 'options' in its "
+			      "metadata", r->ckpt_path);
 	if (!rc)
 		rc = meta_u64(f, "epoch", &e, err);
 	if (!rc)
