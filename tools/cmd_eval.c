@@ -324,7 +324,12 @@ int cmd_eval(int argc, char **argv)
 	char ran[8];
 	if (!precision)
 		precision = model_run_precision("eval", wf, mf.quiet || !rank0, ran,
-						sizeof(ran));
+						sizeof(ran), &err);
+	if (!precision) {
+		st_close(wf);
+		nn_model_card_release(&card);
+		return fail(comm, &err);
+	}
 	progress pr = {rank0 && !mf.quiet && isatty(STDERR_FILENO), 0};
 	nn_eval_opts eo;
 	nn_eval_opts_init(&eo);

@@ -335,8 +335,16 @@ int cmd_predict(int argc, char **argv)
 			 top, pos[0], card.classes, card.classes);
 	/* left out: the run's own, so the probabilities are eval's */
 	char ran[8];
+	ims_error err;
 	if (!precision)
-		precision = model_run_precision("predict", wf, mf.quiet, ran, sizeof(ran));
+		precision = model_run_precision("predict", wf, mf.quiet, ran, sizeof(ran), &err);
+	if (!precision) {
+		cli_error("predict: %s", err.msg);
+		st_close(wf);
+		nn_model_card_release(&card);
+		free(pos);
+		return CLI_EXIT_FAIL;
+	}
 	if (top)
 		o.top = top;
 	if (o.top > card.classes)
@@ -347,7 +355,6 @@ int cmd_predict(int argc, char **argv)
 		batch = np - 1;
 	predictor p;
 	memset(&p, 0, sizeof(p));
-	ims_error err;
 	int failed = 0;
 	rc = predictor_open(&p, wf, &card, batch, threads, precision, &err);
 	st_close(wf);

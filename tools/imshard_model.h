@@ -79,10 +79,11 @@ int model_card_resolve(const char *cmd, const st_file *sf,
  * The precision the weights' run trained and validated in, as its
  * checkpoint's options record it, into out: "fp32" for an export or
  * other programs' weights. A line on stderr (unless quiet) says so when
- * it is bf16 or fp16. Returns out.
+ * it is bf16 or fp16. Returns out, or NULL with err filled when memory
+ * ran out reading the options.
  */
 const char *model_run_precision(const char *cmd, const st_file *f, int quiet,
-				char *out, size_t cap);
+				char *out, size_t cap, ims_error *err);
 
 /* "resnet18, 4 classes, 32 px" into buf. */
 const char *model_card_describe(const nn_model_card *c, char *buf, size_t len);

@@ -252,11 +252,18 @@ int model_card_resolve(const char *cmd, const st_file *sf,
 }
 
 const char *model_run_precision(const char *cmd, const st_file *f, int quiet,
-				char *out, size_t cap)
+				char *out, size_t cap, ims_error *err)
 {
 	snprintf(out, cap, "fp32");
 	const char *s = st_metadata_get(f, "options");
-	cJSON *j = s ? cJSON_Parse(s) : NULL;
+	int oom = 0;
+	cJSON *j = s ? ims_json_parse(s, strlen(s) + 1, 1, NULL, &oom) : NULL;
+	if (oom) {
+		/* not fp32 without a word */
+		ims_fail(err, IMS_ENOMEM, "cannot read '%s': out of memory for its run's "
+			 "options (the precision it trained in)", st_path(f));
+		return NULL;
+	}
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "precision");
 	if (cJSON_IsString(p) && nn_precision_of(p->valuestring) >= 0)
 		snprintf(out, cap, "%s", p->valuestring);
