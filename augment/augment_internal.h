@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "augment/augment.h"
 
@@ -58,8 +59,20 @@ struct aug_codec {
 /* jpeg.c */
 /* The code of a codec library's error message: memory it could not have
  * (libjpeg's "Insufficient memory", libpng's "Out of memory") is
- * IMS_ENOMEM, not the image's fault; anything else is `otherwise`. */
-int aug_lib_error_code(const char *msg, int otherwise);
+ * IMS_ENOMEM, not the image's fault; anything else is `otherwise`.
+ * Inline: jpeg.c and png.c, which codec.c calls, call it. */
+static inline int aug_lib_error_code(const char *msg, int otherwise)
+{
+	static const char *const says[] = {
+		"Insufficient memory", "insufficient memory",	/* libjpeg, libpng */
+		"Memory allocation failure",			/* TurboJPEG */
+		"Out of memory", "out of memory",		/* libpng, ours */
+	};
+	for (size_t i = 0; msg && i < sizeof(says) / sizeof(says[0]); i++)
+		if (strstr(msg, says[i]))
+			return IMS_ENOMEM;
+	return otherwise;
+}
 
 int aug_jpeg_init(aug_codec *c, ims_error *err);
 void aug_jpeg_free(aug_codec *c);

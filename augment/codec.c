@@ -57,19 +57,6 @@ static int sniff_or_fail(const uint8_t *buf, size_t len, aug_format *fmt,
 
 /* ---- codec ----------------------------------------------------------- */
 
-int aug_lib_error_code(const char *msg, int otherwise)
-{
-	static const char *const says[] = {
-		"Insufficient memory", "insufficient memory",	/* libjpeg, libpng */
-		"Memory allocation failure",			/* TurboJPEG */
-		"Out of memory", "out of memory",		/* libpng, ours */
-	};
-	for (size_t i = 0; msg && i < sizeof(says) / sizeof(says[0]); i++)
-		if (strstr(msg, says[i]))
-			return IMS_ENOMEM;
-	return otherwise;
-}
-
 int aug_codec_create(aug_codec **out, ims_error *err)
 {
 	RETURN_IF(!out, err, IMS_EINVAL, "cannot create codec: no output pointer");
