@@ -477,6 +477,9 @@ int loop_reserve_memory(run *r, ims_error *err);
 int loop_open_metrics(run *r, ims_error *err);
 void loop_close_metrics(run *r);
 void loop_plan(const run *r, nn_train_plan *p);
+/* A metrics line's object with its "type", its allocations watched
+ * (ims_json_watch) until loop_metrics_line takes it. */
+struct cJSON *loop_metrics_object(const char *type);
 int loop_metrics_line(run *r, struct cJSON *obj, ims_error *err);
 void loop_report_start(run *r);
 /* metrics.jsonl's "start" line of this part (rank 0): the run's id, where

@@ -35,16 +35,30 @@ static int metrics_write(run *r, const char *line, size_t n, ims_error *err)
 	return 0;
 }
 
+cJSON *loop_metrics_object(const char *type)
+{
+	ims_json_watch();
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "type", type);
+	return j;
+}
+
 /* One JSON line appended with a single write(): ranks share the file and
- * O_APPEND keeps each line whole. Takes obj. */
+ * O_APPEND keeps each line whole. Takes obj, built since
+ * loop_metrics_object: a line that lost a member, or the whole object,
+ * to memory running out is an error, not a line written without it. */
 int loop_metrics_line(run *r, cJSON *obj, ims_error *err)
 {
-	if (r->log.metrics_fd < 0 || !obj) {
+	if (r->log.metrics_fd < 0) {
 		cJSON_Delete(obj);
 		return 0;
 	}
-	char *s = cJSON_PrintUnformatted(obj);
+	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
 	cJSON_Delete(obj);
+	if (s && ims_json_failed()) {
+		cJSON_free(s);
+		s = NULL;
+	}
 	RETURN_IF(!s, err, IMS_ENOMEM, "cannot log metrics: out of memory");
 	size_t n = strlen(s);
 	char *line = malloc(n + 2);
@@ -137,8 +151,7 @@ int loop_start_line(run *r, ims_error *err)
 	/* each folder's first line names the run (loop_check_resumed_logs) */
 	if (!r->log.owns_dir || r->log.metrics_fd < 0)
 		return 0;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "type", "start");
+	cJSON *j = loop_metrics_object("start");
 	cJSON_AddStringToObject(j, "run_id", r->part.run_id);
 	cJSON_AddNumberToObject(j, "epoch", r->part.at.epoch);
 	cJSON_AddNumberToObject(j, "step", (double)r->part.at.step);
@@ -261,8 +274,7 @@ int loop_report_interval(run *r, int epoch, uint64_t step,
 				 : pace / (double)done *
 					   (double)(r->log.step_end - step),
 	};
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "type", "train");
+	cJSON *j = loop_metrics_object("train");
 	cJSON_AddNumberToObject(j, "rank", p.rank);
 	cJSON_AddNumberToObject(j, "epoch", epoch);
 	cJSON_AddNumberToObject(j, "step", (double)step);
@@ -297,8 +309,7 @@ int loop_report_validation(run *r, const nn_train_validation *v,
 			   double wall_s, ims_error *err)
 {
 	if (r->dp.rank == 0) {
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "type", "val");
+		cJSON *j = loop_metrics_object("val");
 		cJSON_AddNumberToObject(j, "epoch", v->epoch);
 		cJSON_AddNumberToObject(j, "step", (double)v->step);
 		cJSON_AddNumberToObject(j, "loss", v->loss);

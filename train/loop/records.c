@@ -177,8 +177,7 @@ int loop_bad_epoch(run *r, int epoch, uint64_t step, int complete, ims_error *er
 	if (bad->epoch_count) /* a sum over ranks: every rank takes this path */
 		FORWARD_IF_ERR(share_reason(r, bad->reason, err));
 	if (r->dp.rank == 0) {
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "type", "epoch");
+		cJSON *j = loop_metrics_object("epoch");
 		cJSON_AddNumberToObject(j, "epoch", epoch);
 		cJSON_AddNumberToObject(j, "step", (double)step);
 		cJSON_AddBoolToObject(j, "complete", complete);

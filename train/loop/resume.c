@@ -578,8 +578,7 @@ int loop_report_resumed(run *r, ims_error *err)
 		r->log.ev.resumed(r->log.ev.ctx, v);
 	if (r->part.complete || r->dp.rank != 0)
 		return 0;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "type", "resume");
+	cJSON *j = loop_metrics_object("resume");
 	cJSON_AddNumberToObject(j, "epoch", v->epoch);
 	cJSON_AddNumberToObject(j, "step", (double)v->step);
 	cJSON_AddNumberToObject(j, "epoch_position", (double)v->position);
