@@ -610,14 +610,16 @@ struct cJSON *ims_json_parse(const char *text, size_t len, int require_end,
 			     const char **end, int *oom);
 
 /*
- * ims_json_watch, ims_json_failed: whether any cJSON allocation of this
- * thread failed since the watch began. cJSON_Add* and cJSON_AddItemTo*
- * drop what they could not allocate without a word, so a tree built for a
- * file is watched from its first node to its printed text, and a failure
- * is "out of memory", never a file written without the member.
+ * ims_json_watch, ims_json_print: a tree built for a file, watched from
+ * its first node to its text. cJSON_Add* and cJSON_AddItemTo* drop what
+ * they could not allocate without a word; ims_json_print gives j's text
+ * (cJSON_Print when formatted, else on one line), or NULL when any cJSON
+ * allocation of this thread failed since ims_json_watch, or printing ran
+ * out: "out of memory", never a file written without the member. The
+ * caller frees the text with free().
  */
 void ims_json_watch(void);
-int ims_json_failed(void);
+char *ims_json_print(const struct cJSON *j, int formatted);
 
 /*
  * Names kept one per line (class names: classes files, manifests).

@@ -7,7 +7,7 @@
  *
  * Building a tree fails as silently: cJSON_Add* drops a member it could
  * not allocate, and the tree prints without it (a manifest without its
- * class counts, written as if whole). ims_json_watch and ims_json_failed
+ * class counts, written as if whole). ims_json_watch and ims_json_print
  * bracket such a build.
  *
  * cJSON allocates through process-wide hooks: they are set once, on the
@@ -48,9 +48,16 @@ void ims_json_watch(void)
 	alloc_failed = 0;
 }
 
-int ims_json_failed(void)
+char *ims_json_print(const struct cJSON *j, int formatted)
 {
-	return alloc_failed;
+	if (!j)
+		return NULL;
+	char *text = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+	if (text && alloc_failed) {
+		free(text);
+		text = NULL;
+	}
+	return text;
 }
 
 struct cJSON *ims_json_parse(const char *text, size_t len, int require_end,

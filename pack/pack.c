@@ -467,12 +467,8 @@ static char *options_json(const job *j)
 		cJSON_AddNumberToObject(r, "shard_size",
 					(double)(o->shard_bytes ? o->shard_bytes : 1ull << 30));
 	cJSON_AddBoolToObject(r, "check_decode", o->check_decode != 0);
-	char *s = cJSON_PrintUnformatted(r);
+	char *s = ims_json_print(r, 0);
 	cJSON_Delete(r);
-	if (s && ims_json_failed()) {
-		free(s);
-		s = NULL;
-	}
 	return s;
 }
 

@@ -434,12 +434,8 @@ char *rio_manifest_to_json(const rio_manifest *m)
 		if (o)
 			cJSON_AddItemToObject(root, "options", o);
 	}
-	char *text = cJSON_Print(root);
+	char *text = ims_json_print(root, 1);
 	cJSON_Delete(root);
-	if (text && ims_json_failed()) {
-		free(text);
-		text = NULL;
-	}
 	return text;
 }
 

@@ -2,8 +2,8 @@
  * test_json.c - ims_json_parse (common/json.c): good text parses, text
  * that is not JSON says so with where it stopped, and memory running out
  * part-way through a good text is told as such, not as bad text (cJSON's
- * own NULL says neither); the hooks it sets leave cJSON's other calls
- * working.
+ * own NULL says neither); ims_json_print of a watched build that lost a
+ * member; the hooks it sets leave cJSON's other calls working.
  */
 #include <string.h>
 
@@ -24,6 +24,7 @@ static void *failing_malloc(size_t n)
 
 int main(void)
 {
+	char *text;
 	const char good[] = "{\"a\": [1, 2, {\"b\": \"c\"}], \"d\": true}";
 	const char bad[] = "{\"a\": [1, 2,";
 	int oom = -1;
@@ -61,11 +62,27 @@ int main(void)
 	}
 	CHECK(failures >= 5); /* the text takes that many nodes at least */
 
+	/* a watched build that lost a member prints as nothing (before, cJSON
+	 * printed the object without it); unwatched again, it prints */
+	ims_json_watch();
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "a", 1);
+	ims_json_malloc = failing_malloc;
+	allocs_left = 0;
+	CHECK(cJSON_AddNumberToObject(o, "b", 2) == NULL);
+	ims_json_malloc = malloc;
+	CHECK(ims_json_print(o, 0) == NULL);
+	ims_json_watch();
+	text = ims_json_print(o, 0);
+	CHECK(text && strcmp(text, "{\"a\":1}") == 0);
+	free(text);
+	cJSON_Delete(o);
+
 	/* a failure is forgotten by the next parse, and cJSON's printer runs
 	 * through the same hooks */
 	j = ims_json_parse(good, sizeof(good), 1, NULL, &oom);
 	CHECK(j != NULL && oom == 0);
-	char *text = cJSON_PrintUnformatted(j);
+	text = cJSON_PrintUnformatted(j);
 	CHECK(text && strcmp(text, "{\"a\":[1,2,{\"b\":\"c\"}],\"d\":true}") == 0);
 	free(text);
 	cJSON_Delete(j);

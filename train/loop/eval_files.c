@@ -233,12 +233,8 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 	FORWARD_IF_ERR(write_predictions(dir, res, card, err));
 	ims_json_watch(); /* eval.json without a member is not written */
 	cJSON *j = summary(res, card, origin);
-	char *text = j ? cJSON_Print(j) : NULL;
+	char *text = ims_json_print(j, 1);
 	cJSON_Delete(j);
-	if (text && ims_json_failed()) {
-		free(text);
-		text = NULL;
-	}
 	RETURN_IF(!text, err, IMS_ENOMEM, "cannot write '%s/eval.json': out of memory",
 		  dir);
 	char path[4096];

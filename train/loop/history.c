@@ -144,12 +144,8 @@ char *loop_history_save(run *r, const nn_train_result *res)
 		}
 		cJSON_AddItemToObject(j, "init", init);
 	}
-	char *text = cJSON_PrintUnformatted(j);
+	char *text = ims_json_print(j, 0);
 	cJSON_Delete(j);
-	if (text && ims_json_failed()) {
-		cJSON_free(text);
-		text = NULL;
-	}
 	return text;
 }
 

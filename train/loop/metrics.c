@@ -53,12 +53,8 @@ int loop_metrics_line(run *r, cJSON *obj, ims_error *err)
 		cJSON_Delete(obj);
 		return 0;
 	}
-	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+	char *s = ims_json_print(obj, 0);
 	cJSON_Delete(obj);
-	if (s && ims_json_failed()) {
-		cJSON_free(s);
-		s = NULL;
-	}
 	RETURN_IF(!s, err, IMS_ENOMEM, "cannot log metrics: out of memory");
 	size_t n = strlen(s);
 	char *line = malloc(n + 2);
@@ -555,12 +551,8 @@ int loop_write_summary(run *r, nn_train_result *res, ims_error *err)
 	ims_json_watch(); /* a summary without a member is not written */
 	cJSON *j = summary_json(r, res, all);
 	free(all);
-	char *text = cJSON_Print(j);
+	char *text = ims_json_print(j, 1);
 	cJSON_Delete(j);
-	if (text && ims_json_failed()) {
-		free(text);
-		text = NULL;
-	}
 	RETURN_IF(!text, err, IMS_ENOMEM, "cannot summarise: out of memory");
 	char path[4096];
 	rc = log_path(r->o, "summary.json", path, sizeof(path), err);

@@ -241,12 +241,8 @@ int loop_bad_checkpoint(run *r, ims_error *err)
 		cJSON_AddNumberToObject(j, "count", (double)bad->epoch_count);
 		cJSON_AddStringToObject(j, "reason", root < world ? why : "");
 		cJSON_AddNumberToObject(j, "reason_rank", root < world ? root : 0);
-		bad->ck_json = cJSON_PrintUnformatted(j);
+		bad->ck_json = ims_json_print(j, 0);
 		cJSON_Delete(j);
-		if (bad->ck_json && ims_json_failed()) {
-			cJSON_free(bad->ck_json);
-			bad->ck_json = NULL;
-		}
 		if (!bad->ck_json)
 			rc = ims_fail(err, IMS_ENOMEM, "cannot checkpoint: out of memory");
 	}

@@ -59,12 +59,8 @@ int loop_save_checkpoint(run *r, const nn_train_result *res, int epoch,
 	ims_json_watch();
 	cJSON *j = loop_options_json(r);
 	RETURN_IF(!j, err, IMS_ENOMEM, "cannot checkpoint: out of memory");
-	char *opts = cJSON_PrintUnformatted(j);
+	char *opts = ims_json_print(j, 0);
 	cJSON_Delete(j);
-	if (opts && ims_json_failed()) {
-		free(opts);
-		opts = NULL;
-	}
 	char *hist = loop_history_save(r, res);
 	cJSON_free(r->bad.ck_json);
 	r->bad.ck_json = NULL;
