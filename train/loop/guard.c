@@ -477,21 +477,27 @@ int loop_check_earlier_run(run *r, ims_error *err)
 }
 
 /* The run_id of the JSON object in the first len bytes of text (up to its
- * first line break when line is set), into id ("" when none). */
-static void run_id_of(const char *text, size_t len, int line, char *id, size_t cap)
+ * first line break when line is set), into id ("" when none). IMS_ENOMEM
+ * when memory ran out parsing it: a file that names another run must not
+ * pass for one that names none. */
+static int run_id_of(const char *text, size_t len, int line, char *id, size_t cap,
+		     ims_error *err)
 {
 	id[0] = '\0';
 	if (line) {
 		const char *nl = memchr(text, '\n', len);
 		if (!nl)
-			return; /* a first line cut by the read: no id read */
+			return 0; /* a first line cut by the read: no id read */
 		len = (size_t)(nl - text);
 	}
-	cJSON *j = cJSON_ParseWithLength(text, len);
+	int oom = 0;
+	cJSON *j = ims_json_parse(text, len, 0, NULL, &oom);
+	RETURN_IF(oom, err, IMS_ENOMEM, "out of memory");
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "run_id");
 	if (cJSON_IsString(v))
 		snprintf(id, cap, "%s", v->valuestring);
 	cJSON_Delete(j);
+	return 0;
 }
 
 /* The run that wrote LOGDIR/name, as its run_id says: summary.json's, or
@@ -519,10 +525,15 @@ static int logged_run_id(const char *log_dir, const char *name, char *id, size_t
 	       (n = read(fd, text + len, cap_read - len)) > 0)
 		len += (size_t)n;
 	close(fd);
-	if (text && n >= 0)
-		run_id_of(text, len, metrics, id, cap);
+	int rc = 0;
+	if (!text)
+		rc = ims_fail(err, IMS_ENOMEM, "out of memory");
+	else if (n >= 0)
+		rc = run_id_of(text, len, metrics, id, cap, err);
 	free(text);
-	return 0;
+	if (rc)
+		ims_fail_context(err, "cannot resume into --log-dir '%s' (reading its %s)", log_dir, name);
+	return rc;
 }
 
 int loop_check_resumed_logs(run *r, ims_error *err)
