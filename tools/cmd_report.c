@@ -52,8 +52,8 @@ static const cli_command command = {
 	"(metrics.jsonl, summary.json, eval.json, confusion.csv, per_class.csv,\n"
 	"predictions.csv, checkpoint.safetensors, imshard-train.lock), nor one\n"
 	"of the --csv files, which are new names or regular files to replace\n"
-	"too. A summary line per scaling comparison goes to stdout unless\n"
-	"--quiet.\n"
+	"too. A summary line per scaling comparison goes to stdout, and a\n"
+	"line naming what was written to stderr, unless --quiet.\n"
 	"\n"
 	"Exit status: 0 written (even with skipped lines), 1 a RUNDIR without\n"
 	"metrics.jsonl or a write failure, 2 bad usage.\n"
@@ -297,6 +297,14 @@ int cmd_report(int argc, char **argv)
 		cli_error("report: %s", err.msg);
 		goto done;
 	}
+	/* the page is the command's product: say where it went, or a run
+	 * without --target-acc or a scaling group finishes without a word */
+	if (csv)
+		cli_info(quiet, "report: wrote '%s' (%zu %s) and its CSV files into '%s'", out,
+			 r.n_runs, ims_plural(r.n_runs, "run", "runs"), csv);
+	else
+		cli_info(quiet, "report: wrote '%s' (%zu %s)", out, r.n_runs,
+			 ims_plural(r.n_runs, "run", "runs"));
 	if (!quiet)
 		print_summary(&r);
 	status = CLI_EXIT_OK;

@@ -120,10 +120,16 @@ one_line "$T/err"
 # --- the two fixture runs -----------------------------------------------------
 expect 0 "$IMSHARD" report "$T/a" "$T/b" -o "$T/page/report.html" --csv "$T/csv" --target-acc 0.55 --title "Fixture"
 exists "$T/page/report.html"
-same "$(cat "$T/err")" "" "no warnings for clean logs"
+same "$(cat "$T/err")" "imshard: report: wrote '$T/page/report.html' (2 runs) and its CSV files into '$T/csv'" "no warnings for clean logs"
 contains "$T/out" "b (2 ranks) vs a, same batch per rank: speedup_speed 1.4 (efficiency 0.7), speedup_time 1.25 (efficiency 0.625) per image"
 contains "$T/out" "b: top-1 0.55 reached after 2 epochs, 3.900 s"
 contains "$T/out" "a: top-1 0.55 not reached (best 0.5)"
+# a run without --target-acc or a scaling group still says where its page
+# went (before: nothing at all was printed)
+expect 0 "$IMSHARD" report "$T/a" -o "$T/alone.html"
+exists "$T/alone.html"
+same "$(cat "$T/out")" "" "(one run: no summary line)"
+same "$(cat "$T/err")" "imshard: report: wrote '$T/alone.html' (1 run)" "(one run: the page named)"
 # a run label comes from its folder's name: printed escaped (before: an
 # ESC in the name reached the terminal raw)
 cp -r "$T/b" "$T/b"$'\e[31mX'
@@ -173,7 +179,7 @@ exists "$T/r3.html"
 mkdir -p "$T/junk"
 for i in $(seq 1 40); do echo "not json $i"; done >"$T/junk/metrics.jsonl"
 expect 0 "$IMSHARD" report "$T/junk" -o "$T/r4.html"
-same "$(wc -l <"$T/err")" 21 "20 named lines and a count"
+same "$(wc -l <"$T/err")" 22 "20 named lines, a count and the page written"
 contains "$T/err" "20 more diagnostics (listed in the report)"
 # past the 100 lines kept per run, the page counts the rest with the
 # folder's name, escaped (before: a folder named with '<' and '&' reached

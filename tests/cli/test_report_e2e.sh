@@ -32,7 +32,7 @@ exists "$T/np2/summary.json"
 
 expect 0 "$IMSHARD" report "$T/np1" "$T/np2" -o "$T/report.html" --csv "$T/csv" --target-acc 0.3
 contains "$T/out" "np2 (2 ranks) vs np1, same batch per rank: speedup_speed"
-same "$(cat "$T/err")" "" "no warnings for a clean run"
+same "$(cat "$T/err")" "imshard: report: wrote '$T/report.html' (2 runs) and its CSV files into '$T/csv'" "no warnings for a clean run"
 # both speedups are numbers (not nan), efficiencies within sense
 /usr/bin/python3 - "$T/csv/scaling.csv" <<'PY' || fail "scaling.csv figures"
 import csv, math, sys

@@ -28,7 +28,7 @@ same "$(grep -c '"type":"start"' "$T/r/metrics.jsonl")" 3 "three parts"
 same "$(grep -c '"type":"train".*"step":6,' "$T/r/metrics.jsonl")" 2 "step 6 logged twice"
 
 expect 0 "$IMSHARD" report "$T/r" -o "$T/r.html" --csv "$T/csv"
-same "$(cat "$T/err")" "" "no warnings for a resumed run"
+same "$(cat "$T/err")" "imshard: report: wrote '$T/r.html' (1 run) and its CSV files into '$T/csv'" "no warnings for a resumed run"
 # each step once (before: 14 rows, steps 6 and 8 twice)
 same "$(tail -n +2 "$T/csv/train.csv" | cut -d, -f4 | tr '\n' ' ')" \
   "2 4 6 8 10 12 14 16 18 20 22 24 " "train.csv: every step once"
@@ -48,7 +48,7 @@ if have_mpi; then
   expect 0 "$IMSHARD_TRAIN" "${common[@]}" "${w[@]}" --resume
   expect 0 "$IMSHARD" report "$T/w" -o "$T/w.html" --csv "$T/wcsv"
   # before: "rank 1, but summary.json says world 1" for each of them
-  same "$(cat "$T/err")" "" "no warnings for the first part's rank 1"
+  same "$(cat "$T/err")" "imshard: report: wrote '$T/w.html' (1 run) and its CSV files into '$T/wcsv'" "no warnings for the first part's rank 1"
   same "$(grep -c '^w,1,' "$T/wcsv/train.csv")" 2 "rank 1's lines of part 1 kept"
   contains "$T/w.html" "One run in 2 parts, resumed from its checkpoint at step 4 (epoch 1) with 1 rank instead of 2. Per-rank figures are the last part's 1 rank"
   contains "$T/w.html" "Each resumed part's first interval is a warm-up, left out of the steady speed"
@@ -64,7 +64,7 @@ if have_mpi; then
   expect 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
     mpirun --bind-to none -np 2 "$IMSHARD_TRAIN" "${one[@]}" --log-dir "$T/l2"
   expect 0 "$IMSHARD" report "$T/l0" "$T/l1" -o "$T/l.html" --csv "$T/lcsv"
-  same "$(cat "$T/err")" "" "no warnings for a rank-local folder"
+  same "$(cat "$T/err")" "imshard: report: wrote '$T/l.html' (1 run) and its CSV files into '$T/lcsv'" "no warnings for a rank-local folder"
   expect 0 "$IMSHARD" report "$T/l2" -o "$T/l2.html" --csv "$T/l2csv"
   same "$(grep -c '<section class="run"' "$T/l.html")" 1 "one run: the folders merged"
   same "$(tail -n +2 "$T/lcsv/runs.csv" | wc -l)" 1 "runs.csv: one run"
