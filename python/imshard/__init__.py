@@ -104,6 +104,12 @@ class Record(_RecordBase):
     file unchanged)."""
     __slots__ = ()
 
+    def __repr__(self):
+        # the payload is an image file: its bytes would fill the screen
+        # (tens of KB for one record), so the repr gives its length
+        fields = ", ".join("%s=%r" % (f, getattr(self, f)) for f in self._fields[1:])
+        return "Record(payload=<%d bytes>, %s)" % (len(self.payload), fields)
+
     @property
     def size(self):
         """(width, height) of the upright image the payload decodes to."""

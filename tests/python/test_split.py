@@ -105,6 +105,17 @@ def test_records_and_manifest(sample):
     s.close()
 
 
+def test_record_repr_gives_the_payload_size_not_its_bytes(sample):
+    # before: repr(split[0]) printed every byte of the image file (17 KB
+    # for one sample record)
+    with imshard.Split(sample["train"]) as s:
+        rec = s[0]
+    r = repr(rec)
+    assert r.startswith("Record(payload=<%d bytes>, label=%d, " % (len(rec.payload), rec.label)), r
+    assert "encoding=%r" % rec.encoding in r and r.endswith("original=%r)" % rec.original), r
+    assert len(r) < 300, r
+
+
 def cli_message(p, cmd):
     err = p.stderr.strip().splitlines()
     assert p.returncode == 1 and len(err) == 1, p.stderr
