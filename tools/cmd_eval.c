@@ -409,9 +409,22 @@ int cmd_eval(int argc, char **argv)
 		if (out) {
 			nn_eval_origin origin = {"imshard eval", pos[0], pos[1], -1, 0,
 						 precision};
+			/* a run folder's files are replaced whole: say so, as
+			 * every replacement is told (eval.json is written last,
+			 * so it marks an earlier evaluation there) */
+			char prev[4096];
+			ims_error perr;
+			int replacing = ims_path_join(prev, sizeof(prev), out, "eval.json",
+						      &perr) == 0 &&
+					access(prev, F_OK) == 0;
 			if (nn_eval_write(out, &res, &card, &origin, &err) < 0) {
 				cli_error("eval: %s", err.msg);
 				status = CLI_EXIT_FAIL;
+			} else {
+				cli_info(mf.quiet,
+					 "eval: wrote per_class.csv, confusion.csv, "
+					 "predictions.csv and eval.json into '%s'%s",
+					 out, replacing ? " (replacing the evaluation it held)" : "");
 			}
 		}
 		if (json)

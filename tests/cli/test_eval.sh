@@ -138,6 +138,13 @@ expect 0 "$IMSHARD" eval "$ck" "$T/pe/val.json" --threads 1 -o "$T/eve"
 grep -E '^ +3  cross ' "$T/out" | head -n 1 >"$T/row"
 same "$(tr -s ' ' <"$T/row")" " 3 cross 0 - -" "(the table's row of a class without records)"
 contains "$T/err" "holds no record of 1 of the model's 4 classes (the first: 3 'cross'): it has no accuracy"
+# -o names what it wrote, and says when it replaced an evaluation there
+# (before: nothing, though a run folder's files were replaced)
+contains "$T/err" "imshard: eval: wrote per_class.csv, confusion.csv, predictions.csv and eval.json into '$T/eve'"
+lacks "$T/err" "replacing"
+cp -r "$T/eve" "$T/eve2"
+expect 0 "$IMSHARD" eval "$ck" "$T/pe/val.json" --threads 1 -o "$T/eve2" --batch-size 64
+contains "$T/err" "into '$T/eve2' (replacing the evaluation it held)"
 /usr/bin/python3 - "$T/eve" >"$T/m" 2>&1 <<'PY'
 import csv, json, sys
 d = sys.argv[1]
