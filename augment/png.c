@@ -368,7 +368,9 @@ int aug_encode_png(aug_codec *c, const aug_image *img, ims_buf *out,
 	if (setjmp(png_jmpbuf(png))) {
 		png_destroy_write_struct(&png, &pi);
 		out->len = 0;
-		return ims_fail(err, io.oom ? IMS_ENOMEM : IMS_EINVAL,
+		/* libpng's own allocations (rows, zlib) say "Insufficient
+		 * memory"; that is memory too, not a bad image */
+		return ims_fail(err, io.oom ? IMS_ENOMEM : aug_lib_error_code(io.msg, IMS_EINVAL),
 				"cannot encode PNG: %s", io.msg);
 	}
 	png_set_write_fn(png, &io, png_write_fn, png_flush_fn);

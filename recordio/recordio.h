@@ -346,8 +346,10 @@ void rio_writer_set_order(rio_writer *w, int order);
  * removes the replaced split's surplus shards, publishes the errors file
  * (m->errors_tmp), and writes the manifest last, atomically. Frees w
  * whatever the outcome. On a failure before the replaced manifest is
- * removed (committing or compacting a shard), the replaced split stays
- * whole, errors file included; after it, no manifest exists. On failure
+ * removed (committing or compacting a shard, or memory running out: all
+ * of it, the manifest's text included, is taken first), the replaced
+ * split stays whole, errors file included; after it (a failed rename or
+ * sync), no manifest exists. On failure
  * m->errors_tmp is left where it is, for the caller. m->n_classes must
  * exceed every label written (IMS_EINVAL otherwise). *manifest_path (may
  * be NULL) receives the path written (malloc'd).

@@ -374,6 +374,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	char **finals = NULL;
 	size_t renamed = 0; /* shards given their final names */
 	char manifest[4096];
+	char *text = NULL;          /* the new manifest */
+	char text_tmp[4200];        /* its temporary, written before the switch */
+	int text_fd = -1;
+	char *mpath = NULL;         /* *manifest_path's copy */
 	if (manifest_path)
 		*manifest_path = NULL;
 
@@ -398,19 +402,11 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	GOTO_IF_ERR(out, rc, ims_path_join(manifest, sizeof(manifest), w->dir, w->name, err));
 	strncat(manifest, ".json", sizeof(manifest) - strlen(manifest) - 1);
 
-	/* Replacing: the old split stops existing before any shard of it is
-	 * touched, so a crash in between leaves no manifest over mixed
-	 * shards. */
-	if (access(manifest, F_OK) == 0) {
-		ims_error ignore;
-		if (rio_manifest_load(manifest, &old, &ignore) < 0)
-			memset(&old, 0, sizeof(old));
-		if (unlink(manifest) != 0)
-			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove old manifest '%s': %s",
-				  manifest, strerror(errno));
-		GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
-	}
-
+	/* Everything that takes memory is done before the old split is
+	 * touched: the manifest's fields, the shards' final names and the
+	 * manifest's text, written to its temporary. Memory running out
+	 * after the old manifest went would leave neither split (a failed
+	 * --force must leave the old one whole). */
 	m.format_version = RIO_MANIFEST_VERSION;
 	m.name = strdup(w->name);
 	m.encoding = strdup(meta->encoding ? meta->encoding : "keep");
@@ -429,6 +425,8 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.shards = calloc(w->n_done, sizeof(*m.shards));
 	finals = calloc(w->n_done, sizeof(char *));
 	if (!m.name || !m.encoding || !m.created_by || !m.created_at ||
+	    (meta->errors_file && !m.errors_file) ||
+	    (meta->options_json && !m.options_json) ||
 	    !m.classes || !m.class_counts || !m.shards || !finals)
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	m.n_classes = n_classes;
@@ -445,18 +443,70 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		finals[i] = rio_xasprintf("%s/%s", w->dir, s->file ? s->file : "");
 		if (!s->file || !finals[i])
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		if (rename(w->done[i].path, finals[i]) != 0)
-			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
-				  w->done[i].path, finals[i], strerror(errno));
-		renamed = i + 1;
+		/* the working file is the shard: renaming keeps its size */
 		struct stat st;
-		if (stat(finals[i], &st) != 0)
+		if (stat(w->done[i].path, &st) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat '%s': %s",
-				  finals[i], strerror(errno));
+				  w->done[i].path, strerror(errno));
 		s->first = w->done[i].first;
 		s->records = w->done[i].records;
 		s->bytes = (uint64_t)st.st_size;
 		s->digest = w->done[i].digest;
+	}
+	char errs[4096]; /* the errors file published, or an old one removed */
+	GOTO_IF_ERR(out, rc, ims_path_join(errs, sizeof(errs), w->dir,
+					   meta->errors_file ? meta->errors_file : w->name, err));
+	if (!meta->errors_file)
+		strncat(errs, ".errors.tsv", sizeof(errs) - strlen(errs) - 1);
+	text = rio_manifest_to_json(&m);
+	if (text) {
+		size_t tl = strlen(text);
+		char *withnl = realloc(text, tl + 2);
+		if (withnl) {
+			withnl[tl] = '\n';
+			withnl[tl + 1] = '\0';
+		} else {
+			free(text);
+		}
+		text = withnl;
+	}
+	if (!text)
+		GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write manifest '%s': out of memory",
+			  manifest);
+	if (manifest_path) {
+		mpath = strdup(manifest);
+		if (!mpath)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write manifest '%s': out of memory",
+				  manifest);
+	}
+	GOTO_IF_ERR(out, rc, ims_temp_write(manifest, text, strlen(text), 0, text_tmp,
+					    sizeof(text_tmp), &text_fd, err));
+
+	/* Replacing: the old split stops existing before any shard of it is
+	 * touched, so a crash in between leaves no manifest over mixed
+	 * shards. */
+	if (access(manifest, F_OK) == 0) {
+		ims_error ignore;
+		int lrc = rio_manifest_load(manifest, &old, &ignore);
+		/* an old manifest not read for memory would leave its shards
+		 * that the new split does not overwrite behind, unnamed:
+		 * stop while the old split is still whole */
+		if (lrc == IMS_ENOMEM)
+			GOTO_FAIL(out, rc, err, IMS_ENOMEM,
+				  "cannot replace split '%s': out of memory", manifest);
+		if (lrc < 0)
+			memset(&old, 0, sizeof(old));
+		if (unlink(manifest) != 0)
+			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove old manifest '%s': %s",
+				  manifest, strerror(errno));
+		GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
+	}
+
+	for (size_t i = 0; i < w->n_done; i++) {
+		if (rename(w->done[i].path, finals[i]) != 0)
+			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
+				  w->done[i].path, finals[i], strerror(errno));
+		renamed = i + 1;
 	}
 	/* Shards of the replaced split that the new one did not overwrite. */
 	for (size_t i = 0; i < old.n_shards; i++) {
@@ -473,27 +523,22 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	 * it, after the old manifest is gone, so that a run failing earlier
 	 * leaves the replaced split's own file as it was. */
 	if (meta->errors_tmp) {
-		char errs[4096];
-		GOTO_IF_ERR(out, rc, ims_path_join(errs, sizeof(errs), w->dir,
-						   meta->errors_file, err));
 		if (rename(meta->errors_tmp, errs) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
 				  meta->errors_tmp, errs, strerror(errno));
-	} else {
-		char *errs = rio_xasprintf("%s/%s.errors.tsv", w->dir, w->name);
-		if (!errs)
-			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		if (unlink(errs) != 0 && errno != ENOENT)
-			rc = ims_fail(err, IMS_EIO, "cannot remove old errors file '%s': %s",
-				      errs, strerror(errno));
-		free(errs);
-		if (rc < 0)
-			goto out;
+	} else if (unlink(errs) != 0 && errno != ENOENT) {
+		GOTO_FAIL(out, rc, err, IMS_EIO, "cannot remove old errors file '%s': %s",
+			  errs, strerror(errno));
 	}
 	GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
-	GOTO_IF_ERR(out, rc, rio_manifest_save(manifest, &m, err));
-	if (manifest_path)
-		*manifest_path = strdup(manifest);
+	rc = ims_temp_publish(text_fd, text_tmp, manifest, err);
+	text_fd = -1; /* published or removed */
+	if (rc < 0)
+		goto out;
+	if (manifest_path) {
+		*manifest_path = mpath;
+		mpath = NULL;
+	}
 	/* Published: nothing left for abort to remove. */
 	for (size_t i = 0; i < w->n_done; i++) {
 		free(w->done[i].path);
@@ -501,6 +546,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	}
 	w->n_done = 0;
 out:
+	if (text_fd >= 0)
+		ims_temp_discard(text_fd, text_tmp);
+	free(text);
+	free(mpath);
 	/* A failure after the renames: the final-named shards are no split
 	 * (no manifest), and abort knows them only by their working names. */
 	for (size_t i = 0; rc < 0 && i < renamed; i++)

@@ -280,6 +280,16 @@ int rio_writer_close_shard(rio_writer *w, ims_error *err)
 	if (!w->env)
 		return 0;
 	FORWARD_IF_ERR(rio_writer_flush_batch(w, err));
+	/* Room for the finished shard first: the abort removes the files
+	 * named in w->done, so a .compact file made before a failed grow
+	 * would be left behind, untracked. */
+	if (w->n_done == w->done_cap) {
+		size_t cap = w->done_cap ? w->done_cap * 2 : 8;
+		done_shard *d = realloc(w->done, cap * sizeof(*d));
+		RETURN_IF(!d, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
+		w->done = d;
+		w->done_cap = cap;
+	}
 	char *compact = rio_xasprintf("%s/%s-%05zu.mdb.compact", w->dir, w->name,
 				  w->n_done);
 	RETURN_IF(!compact, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
@@ -315,16 +325,6 @@ int rio_writer_close_shard(rio_writer *w, ims_error *err)
 			return ims_fail(err, IMS_EIO, "cannot finish shard '%s': %s",
 					w->work_path, strerror(e));
 		}
-	}
-	if (w->n_done == w->done_cap) {
-		size_t cap = w->done_cap ? w->done_cap * 2 : 8;
-		done_shard *d = realloc(w->done, cap * sizeof(*d));
-		if (!d) {
-			free(compact);
-			return ims_fail(err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		}
-		w->done = d;
-		w->done_cap = cap;
 	}
 	w->done[w->n_done++] = (done_shard){compact, w->shard_first,
 					     w->shard_records,
