@@ -232,8 +232,11 @@ static int set_value(const cli_command *cmd, const cli_opt *o,
 	case CLI_MULTI: {
 		cli_strings *m = o->dst;
 		const char **n = realloc(m->items, sizeof(*n) * (size_t)(m->count + 1));
-		if (!n)
-			return cli_usage_error(cmd, "out of memory");
+		/* memory running out is no bad usage: exit 1, not 2 */
+		if (!n) {
+			cli_error("%s: out of memory", cmd->name);
+			return CLI_EXIT_FAIL;
+		}
 		n[m->count++] = val;
 		m->items = n;
 		return 0;

@@ -144,6 +144,11 @@ int cmd_extract(int argc, char **argv)
 		return cli_usage_error(&command, "-o DIR is required");
 	}
 	uint64_t *which = calloc(idx.count ? (size_t)idx.count : 1, sizeof(uint64_t));
+	if (!which) {
+		cli_error("extract: out of memory");
+		free(idx.items);
+		return CLI_EXIT_FAIL;
+	}
 	for (int i = 0; i < idx.count; i++)
 		if (cli_parse_u64(idx.items[i], &which[i]) != 0) {
 			rc = cli_usage_error(&command, "--index expects a record number, got '%s'",
@@ -180,6 +185,7 @@ int cmd_extract(int argc, char **argv)
 	int status = CLI_EXIT_FAIL;
 	uint64_t written = 0;
 	char *created = NULL; /* the outermost folder this run made, if any */
+	int lists_cleared = 0; /* an earlier extract.lst and .classes removed */
 	uint64_t *keys = NULL; /* each file written: index * 2 + (png) */
 	/* A shard truncated under us is named, not a silent SIGBUS. */
 	ims_mapguard_install("imshard: extract");
@@ -222,6 +228,7 @@ int cmd_extract(int argc, char **argv)
 			goto done;
 		}
 	}
+	lists_cleared = 1;
 	lst = open_memstream(&lst_text, &lst_len);
 	if (!lst) {
 		cli_error("extract: out of memory");
@@ -272,8 +279,18 @@ int cmd_extract(int argc, char **argv)
 		cli_progress_update(&prog, written);
 	}
 	cli_progress_finish(&prog);
-	fclose(lst);
+	/* the list grows in memory: a row that did not fit is a stream
+	 * error, and glibc's fclose, when its final realloc fails, frees
+	 * the text and leaves lst_text NULL (length 0) yet returns 0; a list
+	 * missing rows must not be written as complete */
+	int lst_bad = ferror(lst);
+	lst_bad |= fclose(lst) != 0;
 	lst = NULL;
+	lst_bad |= !lst_text;
+	if (lst_bad) {
+		cli_error("extract: cannot hold extract.lst for '%s': out of memory", out);
+		goto done;
+	}
 	char p[8192];
 	snprintf(p, sizeof(p), "%s/extract.lst", out);
 	if (write_bytes(p, lst_text, lst_len, &err) < 0) {
@@ -319,6 +336,16 @@ done:
 	/* A run that failed before writing a file leaves no folder behind;
 	 * files it did write stay, and without extract.lst the folder does
 	 * not pass for a finished extraction. */
+	if (status != CLI_EXIT_OK && lists_cleared) {
+		/* a failure after extract.lst was written (extract.classes,
+		 * the stale count) takes the lists back with it */
+		char lp[8192];
+		for (int i = 0; i < 2; i++) {
+			snprintf(lp, sizeof(lp), "%s/%s", out,
+				 i ? "extract.classes" : "extract.lst");
+			unlink(lp);
+		}
+	}
 	if (status != CLI_EXIT_OK && created)
 		ims_rmdir_created(out, created);
 	free(created);
