@@ -101,26 +101,36 @@ static void say_short(const ds_list *in, const ds_subset_report *rep)
 }
 
 /* Finds IN's classes file: --classes, IN's prefix + .classes, or
- * classes.txt in IN's folder. Returns NULL when there is none. */
-static char *find_classes(const char *in, const char *given, ims_error *err)
+ * classes.txt in IN's folder. *out is NULL when there is none; -1 when
+ * memory ran out (kept apart from "none": a subset written without the
+ * classes file would end 0 as complete). */
+static int find_classes(const char *in, const char *given, char **out,
+			ims_error *err)
 {
-	if (given)
-		return strdup(given);
+	*out = NULL;
+	if (given) {
+		*out = strdup(given);
+		return *out ? 0 : -1;
+	}
 	size_t len = strlen(in) + 16;
 	char *p = malloc(len);
 	if (!p)
-		return NULL;
-	if (ds_classes_path_for_list(in, p, len, err) == 0 && file_exists(p))
-		return p;
+		return -1;
+	if (ds_classes_path_for_list(in, p, len, err) == 0 && file_exists(p)) {
+		*out = p;
+		return 0;
+	}
 	const char *slash = strrchr(in, '/');
 	if (slash)
 		snprintf(p, len, "%.*s/classes.txt", (int)(slash - in), in);
 	else
 		snprintf(p, len, "classes.txt");
-	if (file_exists(p))
-		return p;
+	if (file_exists(p)) {
+		*out = p;
+		return 0;
+	}
 	free(p);
-	return NULL;
+	return 0;
 }
 
 /* mkdir -p of the folder that holds path. *dir is set to that folder and
@@ -206,12 +216,18 @@ int cmd_subset(int argc, char **argv)
 
 	/* With a classes file, its names bound the labels (checked below,
 	 * naming the file); without, the list's own distinct labels do. */
-	src_classes = find_classes(in_path, classes_file, &err);
+	if (find_classes(in_path, classes_file, &src_classes, &err) < 0) {
+		cli_error("subset: out of memory");
+		goto done;
+	}
 	if (src_classes) {
 		size_t len = strlen(output) + 16;
 		dst_classes = malloc(len);
-		if (!dst_classes ||
-		    ds_classes_path_for_list(output, dst_classes, len, &err) < 0) {
+		if (!dst_classes) {
+			cli_error("subset: out of memory");
+			goto done;
+		}
+		if (ds_classes_path_for_list(output, dst_classes, len, &err) < 0) {
 			cli_error("cannot name the classes file of '%s'", output);
 			goto done;
 		}
