@@ -352,6 +352,10 @@ static int read_job_mark(rep_run *run, const char *dir)
 	FILE *f = ims_fopen_read(path, &e);
 	if (!f && e.code == IMS_ENOTFOUND)
 		return 0;
+	/* memory running out says nothing of the file: no diagnostic
+	 * blaming it on a page that would then pass for complete */
+	if (!f && e.code == IMS_ENOMEM)
+		return IMS_ENOMEM;
 	if (!f)
 		return rep_diag(run, path, 0, "%s: the folder's job mark is not read", e.msg);
 	size_t n = fread(text, 1, sizeof(text) - 1, f);
