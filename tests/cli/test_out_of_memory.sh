@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Memory running out at each allocation in turn (tests/fixtures/
 # failmalloc.so, preloaded: the Nth malloc, calloc or realloc fails) while
-# verify, info and convert run on good data. Every run ends with exit 0,
-# or 1 and its line; none crashes, and none blames the data: no "not
-# valid JSON", no "FAILED: ... records bad", no manifest "class counts"
-# (before: a manifest parse that ran out was "not valid JSON (truncated
-# or edited?)", a record or decoder that could not be had made verify say
-# FAILED with bad records by class, the decoders' clean-up crashed, and a
-# manifest built without its class counts was written). A convert that
-# ends 0 leaves splits that verify passes.
+# verify, info, convert, list, subset, pack, extract, bench-load, sample,
+# report and export run on good data. Every run ends with exit 0, or 1 and
+# a line saying memory ran out; none crashes, and none blames the data: no
+# "not valid JSON", no "FAILED: ... records bad", no manifest "class
+# counts" (before: a manifest parse that ran out was "not valid JSON
+# (truncated or edited?)", a record or decoder that could not be had made
+# verify say FAILED with bad records by class, the decoders' clean-up
+# crashed, and a manifest built without its class counts was written). A
+# convert that ends 0 leaves splits that verify passes; the other
+# commands, ending 0, write what a run with nothing failing writes, and,
+# ending 1, leave nothing behind (pack --force: the split it would have
+# replaced, whole). Each sweep below says what it found before.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 if asan_build; then
   echo "skipped: the sanitizer's runtime must come first (no preloaded malloc)"
@@ -21,10 +25,11 @@ expect 0 "$IMSHARD" sample "$T/img" --classes 4 --per-class 12 --quiet
 expect 0 "$IMSHARD" convert folder "$T/img" -o "$T/p" --val-ratio 0.25 --shards 2 --quiet
 
 # sweep FROM TO STEP CMD...: CMD with allocation N failing, N = FROM, FROM
-# + STEP, ... TO; $oom counts the runs that said memory ran out. The
-# functions named by before (run first) and after_ok (run when CMD ended
-# 0), when set, take N.
-before="" after_ok=""
+# + STEP, ... TO; $oom counts the runs that said memory ran out; a run
+# that ends 1 must say so. The functions named by before (run first),
+# after_ok (run when CMD ended 0) and after_fail (when it ended 1), when
+# set, take N.
+before="" after_ok="" after_fail=""
 sweep() {
   local from=$1 to=$2 step=$3 n
   shift 3
@@ -35,8 +40,15 @@ sweep() {
     checks=$((checks + 1))
     case $rc in
     0) [ -z "$after_ok" ] || "$after_ok" "$n" ;;
-    1) grep -qiE 'out of memory|cannot allocate|insufficient memory|memory allocation' "$T/err" &&
-      oom=$((oom + 1)) ;;
+    1)
+      # libgomp's own: a worker thread whose memory could not be had
+      if grep -qiE 'out of memory|cannot allocate|insufficient memory|memory allocation|libgomp: Thread creation failed' "$T/err"; then
+        oom=$((oom + 1))
+      else
+        fail "allocation $n failing: exit 1 without saying memory ran out: $*"
+        sed 's/^/  | /' "$T/err" | head -3 >&2
+      fi
+      [ -z "$after_fail" ] || "$after_fail" "$n" ;;
     *) fail "allocation $n failing: exit $rc: $*"; sed 's/^/  | /' "$T/err" | head -3 >&2 ;;
     esac
     if grep -qE 'not valid JSON|truncated|FAILED|records bad|class counts' "$T/err"; then
@@ -50,7 +62,9 @@ sweep() {
 }
 
 # each command's last N is well past its allocations here (verify -j 1
-# made 190, verify -j 2 --decode 497, info 144, convert 1183)
+# made 190, verify -j 2 --decode 497, info 144, convert 1183; list 182,
+# subset 111, pack --encoding png --resize 20 1370, pack keep 503, extract
+# -i 200, bench-load 560, sample 84, report 840, export 1500 from main)
 sweep 0 300 1 "$IMSHARD" verify "$T/p/train.json" -j 1
 sweep 0 800 2 "$IMSHARD" verify "$T/p/train.json" -j 2 --decode
 sweep 0 250 1 "$IMSHARD" info "$T/p/val.json"
@@ -68,5 +82,113 @@ verifies() {
 before=fresh_out after_ok=verifies
 sweep 0 1800 4 "$IMSHARD" convert folder "$T/img" -o "$T/c" --val-ratio 0.25 -j 2 --quiet
 before="" after_ok=""
+
+# the other data-side commands, each into a fresh folder $T/o; a failed
+# run leaves nothing there (but what each names below), a run that ends 0
+# all it writes, whole (each last N as counted above)
+fresh_o() { rm -rf "$T/o"; mkdir "$T/o"; }
+empty_o() {
+  [ -z "$(ls -A "$T/o")" ] || fail "allocation $1 failing: the failed run left: $(ls -A "$T/o" | tr '\n' ' ')"
+}
+before=fresh_o after_fail=empty_o
+
+expect 0 "$IMSHARD" list "$T/img" -o "$T/l" --no-shuffle --quiet
+listed() {
+  same "$(cat "$T/o/l_train.lst" "$T/o/l_test.lst" 2>/dev/null | wc -l)" 48 "(allocation $1 failing: list ended 0)"
+  exists "$T/o/l.classes"
+}
+after_ok=listed
+sweep 0 220 1 "$IMSHARD" list "$T/img" -o "$T/o/l" --train-ratio 0.75 --test-ratio 0.25 --quiet
+
+# subset: before, the classes file beside the list not found for memory
+# was taken as none: the subset was written without its classes file and
+# ended 0 (and a copy of its name that failed was "cannot name the
+# classes file")
+subsetted() {
+  same "$(wc -l <"$T/o/n/s.lst")" 10 "(allocation $1 failing: subset ended 0)"
+  exists "$T/o/n/s.classes"
+}
+after_ok=subsetted
+sweep 0 140 1 "$IMSHARD" subset "$T/l_train.lst" -o "$T/o/n/s.lst" --total 10 --quiet
+
+# pack --force over a split of 8 records: a failed run leaves it whole
+# (before: the old manifest was removed, then memory ran out, and no
+# split was left; an old manifest not read for memory left its shard
+# beside the new split; a file whose PNG encoder ran out of memory was
+# skipped as a bad image, and the split ended 0 without it; a shard
+# finished as memory ran out was left as NAME-00000.mdb.compact)
+expect 0 "$IMSHARD" subset "$T/l_train.lst" -o "$T/small.lst" --per-class 2 --quiet
+expect 0 "$IMSHARD" pack "$T/small.lst" "$T/img" -o "$T/old/train" --threads 1 --quiet
+old_split() { rm -rf "$T/o"; mkdir "$T/o"; cp -r "$T/old" "$T/o/p"; }
+old_kept() {
+  same "$(ls "$T/o/p" | tr '\n' ' ')" "train-00000-of-00001.mdb train.json " \
+    "(allocation $1 failing: pack failed)"
+  "$IMSHARD" verify "$T/o/p/train.json" -q >/dev/null 2>&1 ||
+    fail "allocation $1 failing: pack failed, and the split it would replace does not verify"
+}
+packed() {
+  same "$(ls "$T/o/p" | tr '\n' ' ')" "train-00000-of-00002.mdb train-00001-of-00002.mdb train.json " \
+    "(allocation $1 failing: pack ended 0)"
+  "$IMSHARD" verify "$T/o/p/train.json" -q >/dev/null 2>&1 ||
+    fail "allocation $1 failing: pack ended 0, and its split does not verify"
+}
+before=old_split after_ok=packed after_fail=old_kept
+sweep 0 1500 3 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --shards 2 \
+  --threads 1 --force --encoding png --resize 20 --quiet
+sweep 0 560 5 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --shards 2 \
+  --threads 1 --force --quiet
+
+# extract: before, an --index that could not be kept was bad usage (exit
+# 2) or a crash; extract.lst was written empty when its text could not
+# be had, ending 0; a failure after extract.lst left it (and
+# extract.classes) naming the files
+no_lists() {
+  [ ! -e "$T/o/x/extract.lst" ] && [ ! -e "$T/o/x/extract.classes" ] ||
+    fail "allocation $1 failing: the failed extract left its lists"
+}
+expect 0 "$IMSHARD" extract "$T/p/val.json" -o "$T/x" -i 1 -i 4 -i 7 --quiet
+want_x="$(ls "$T/x" | tr '\n' ' ')"
+extracted() {
+  same "$(ls "$T/o/x" | tr '\n' ' ')" "$want_x" "(allocation $1 failing: extract ended 0)"
+  cmp -s "$T/o/x/extract.lst" "$T/x/extract.lst" ||
+    fail "allocation $1 failing: extract ended 0 with another extract.lst"
+}
+before=fresh_o after_ok=extracted after_fail=no_lists
+sweep 0 240 1 "$IMSHARD" extract "$T/p/val.json" -o "$T/o/x" -i 1 -i 4 -i 7 --quiet
+
+# bench-load and sample: cheap sweeps (nothing found)
+before=fresh_o after_ok="" after_fail=""
+sweep 0 640 8 "$IMSHARD" bench-load "$T/p/train.json" --size 16 --threads 1 --epochs 1 --seconds 0 -b 4
+sampled() {
+  same "$(ls "$T"/o/s/*/* | wc -l)" 6 "(allocation $1 failing: sample ended 0)"
+}
+after_ok=sampled after_fail=empty_o
+sweep 0 100 2 "$IMSHARD" sample "$T/o/s" --classes 2 --per-class 3 --threads 1 --quiet
+
+# report of a short training run: before, its lock file not read for
+# memory became a diagnostic on a page that ended 0
+: "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 \
+  --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --log-dir "$T/run" --quiet
+expect 0 "$IMSHARD" report "$T/run" -o "$T/r.html" --csv "$T/csv" --quiet
+reported() {
+  cmp -s "$T/o/r.html" "$T/r.html" && diff -r "$T/o/csv" "$T/csv" >/dev/null ||
+    fail "allocation $1 failing: report ended 0 with another page or CSV files"
+}
+after_ok=reported after_fail=empty_o
+sweep 0 900 1 "$IMSHARD" report "$T/run" -o "$T/o/r.html" --csv "$T/o/csv" --quiet
+
+# export runs imshard-model, whose CUDA runtime constructors do not
+# check their allocations: counted from main
+expect 0 "$IMSHARD" export "$T/ck/checkpoint.safetensors" -o "$T/w.safetensors" --quiet
+exported() {
+  cmp -s "$T/o/w.safetensors" "$T/w.safetensors" ||
+    fail "allocation $1 failing: export ended 0 with another file"
+}
+after_ok=exported after_fail=empty_o
+export FAILMALLOC_FROM_MAIN=1
+sweep 0 1700 10 "$IMSHARD" export "$T/ck/checkpoint.safetensors" -o "$T/o/w.safetensors" --quiet
+unset FAILMALLOC_FROM_MAIN
+before="" after_ok="" after_fail=""
 
 finish
