@@ -422,7 +422,7 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 			k->last_filled = k->cur_shard;
 		}
 	} else if (s->status == IMS_ENOMEM) { /* no fault of the file: not skipped */
-		return ims_fail(err, IMS_ENOMEM, "cannot pack '%s': out of memory (%s)",
+		return ims_fail(err, IMS_ENOMEM, "cannot pack '%s': %s", /* says memory */
 				j->list->items[row].path, s->why);
 	} else {
 		FORWARD_IF_ERR(note_skip(j, k, row, s, err));
