@@ -760,6 +760,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 	meta.errors_tmp = k.skipped ? k.errors_tmp : NULL;
 	meta.options_json = opts_json;
 	char *manifest = NULL;
+	const size_t shards = rio_writer_shards(k.w);
 	rc = rio_writer_finish(k.w, &meta, &manifest, err);
 	k.w = NULL;
 	free(names);
@@ -770,11 +771,7 @@ int pack_run(const ds_list *list, const pack_opts *o, pack_report *rep,
 			snprintf(rep->errors, sizeof(rep->errors), "%s", k.errors_path);
 		if (o->shards > k.filled)
 			rep->shards_left_out = o->shards - k.filled;
-		rio_manifest m;
-		if (rio_manifest_load(manifest, &m, NULL) == 0) {
-			rep->shards = (int)m.n_shards;
-			rio_manifest_release(&m);
-		}
+		rep->shards = (int)shards;
 	}
 	free(manifest);
 out:

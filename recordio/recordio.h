@@ -306,6 +306,11 @@ int rio_writer_new_shard(rio_writer *w, ims_error *err);
 /* Records appended so far. */
 uint64_t rio_writer_count(const rio_writer *w);
 
+/* The shards rio_writer_finish would publish now: those closed, the open
+ * one, and one for a split without records. Read before finishing, it
+ * needs no manifest read back (which memory could fail). */
+size_t rio_writer_shards(const rio_writer *w);
+
 /* What the split's manifest says beyond what the writer knows. */
 typedef struct rio_writer_meta {
 	const char *encoding;          /* pack mode, e.g. "keep" */

@@ -237,6 +237,14 @@ uint64_t rio_writer_count(const rio_writer *w)
 	return w->count;
 }
 
+size_t rio_writer_shards(const rio_writer *w)
+{
+	/* as rio_writer_finish: the open shard is closed into one, and an
+	 * empty split gets one */
+	size_t n = w->n_done + (w->env ? 1 : 0);
+	return n ? n : 1;
+}
+
 int rio_writer_new_shard(rio_writer *w, ims_error *err)
 {
 	if (!w->env || w->shard_records == 0)

@@ -137,6 +137,21 @@ sweep 0 1500 3 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --sha
   --threads 1 --force --encoding png --resize 20 --quiet
 sweep 0 560 5 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --shards 2 \
   --threads 1 --force --quiet
+# the last allocations of that pack, one at a time, with its summary: a
+# run that ends 0 counts the shards it wrote (before: the manifest read
+# back for the count could run out, and the summary said "into 0 shards")
+old_split 0
+env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "$IMSHARD" pack "$T/l_train.lst" "$T/img" \
+  -o "$T/o/p/train" --shards 2 --threads 1 --force >/dev/null 2>&1
+calls=$(cat "$T/calls")
+packed_said() {
+  packed "$1"
+  grep -q "into 2 shards" "$T/err" ||
+    fail "allocation $1 failing: pack ended 0, and its summary does not say 'into 2 shards': $(grep -m1 packed "$T/err")"
+}
+after_ok=packed_said
+sweep $((calls - 120)) "$calls" 1 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" \
+  --shards 2 --threads 1 --force
 
 # extract: before, an --index that could not be kept was bad usage (exit
 # 2) or a crash; extract.lst was written empty when its text could not

@@ -11,6 +11,9 @@
 
 static const char *names[] = {"cat", "dog", "eel", "fox", "gnu"};
 
+/* rio_writer_shards as write_split's writer said just before finishing */
+static size_t shards_said;
+
 static int write_split(const char *dir, const char *name, uint64_t n,
 		       uint64_t shard_bytes, int force, uint64_t map,
 		       ims_error *e)
@@ -40,7 +43,21 @@ static int write_split(const char *dir, const char *name, uint64_t n,
 	m.encoding = "keep";
 	m.classes = names;
 	m.n_classes = 5;
+	shards_said = rio_writer_shards(w);
 	return rio_writer_finish(w, &m, NULL, e);
+}
+
+/* The shards dir/name.json lists. */
+static size_t manifest_shards(const char *dir, const char *name)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+	rio_manifest m;
+	ims_error e;
+	CHECK_OK(rio_manifest_load(path, &m, &e), &e);
+	size_t n = m.n_shards;
+	rio_manifest_release(&m);
+	return n;
 }
 
 /* Creates an empty file dir/name. */
@@ -174,6 +191,8 @@ int main(void)
 	CHECK(!file_exists(dir, "one-00000-of-00001.mdb-lock"));
 	check_split(dir, "one", 500);
 	check_compact(dir, "one");
+	CHECK_EQ_U64(shards_said, 1);
+	CHECK_EQ_U64(manifest_shards(dir, "one"), 1);
 
 	/* Many shards by size, and a tiny initial map that must grow many
 	 * times (64 KiB map, ~2 MiB of records). */
@@ -181,6 +200,9 @@ int main(void)
 	int shards = count_files(dir, "-of-0000[0-9].mdb");
 	CHECK(shards >= 4 && shards <= 9);
 	check_split(dir, "many", 600);
+	/* what the writer said it would publish, before the manifest */
+	CHECK(shards_said >= 4);
+	CHECK_EQ_U64(manifest_shards(dir, "many"), shards_said);
 	/* 64 KiB transactions free pages often enough that these shards
 	 * take the compacting copy. */
 	check_compact(dir, "many");
@@ -198,6 +220,11 @@ int main(void)
 		CHECK_EQ_U64(total, 600);
 		rio_manifest_release(&m);
 	}
+
+	/* No records: one empty shard, as said before finishing. */
+	CHECK_OK(write_split(dir, "none", 0, 0, 0, 0, &e), &e);
+	CHECK_EQ_U64(shards_said, 1);
+	CHECK_EQ_U64(manifest_shards(dir, "none"), 1);
 
 	/* An existing split is refused without force. */
 	CHECK_EQ_INT(write_split(dir, "one", 10, 0, 0, 0, &e), IMS_EEXIST);
