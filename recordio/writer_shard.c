@@ -310,6 +310,8 @@ int rio_writer_close_shard(rio_writer *w, ims_error *err)
 	w->env = NULL;
 	if (copy) {
 		if (fsync_path(compact, err) < 0) {
+			/* not in w->done yet: the abort would not know it */
+			unlink(compact);
 			free(compact);
 			return err ? err->code : IMS_EIO;
 		}
