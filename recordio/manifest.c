@@ -366,10 +366,14 @@ int rio_manifest_at(const char *path, char *name, size_t cap)
 		return 0;
 	uint8_t *text = NULL;
 	size_t len = 0;
-	if (ims_read_file(path, &text, &len, 256u << 20, NULL) < 0)
-		return 0;
-	cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+	ims_error e;
+	if (ims_read_file(path, &text, &len, 256u << 20, &e) < 0)
+		return e.code == IMS_ENOMEM ? IMS_ENOMEM : 0;
+	int oom = 0;
+	cJSON *root = ims_json_parse((const char *)text, len, 0, NULL, &oom);
 	free(text);
+	if (oom)
+		return IMS_ENOMEM;
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
 	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "name");
 	int is = cJSON_IsObject(root) && cJSON_IsString(fmt) &&

@@ -203,6 +203,43 @@ exported() {
 after_ok=exported after_fail=empty_o
 export FAILMALLOC_FROM_MAIN=1
 sweep 0 1700 10 "$IMSHARD" export "$T/ck/checkpoint.safetensors" -o "$T/o/w.safetensors" --quiet
+
+# imshard-train resuming a run that is complete: its checkpoint's run
+# history read as memory runs out is no damaged checkpoint (before: "its
+# run history is not a JSON object"); the last allocations, every third
+cp "$T/ck/checkpoint.safetensors" "$T/ck.orig"
+resume=("$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16
+  --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --log-dir "$T/run" --resume)
+env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${resume[@]}" >/dev/null 2>&1
+calls=$(cat "$T/calls")
+unchanged() {
+  cmp -s "$T/ck/checkpoint.safetensors" "$T/ck.orig" ||
+    fail "allocation $1 failing: the complete run's checkpoint changed"
+}
+after_ok=unchanged after_fail=unchanged
+sweep $((calls - 600)) "$calls" 3 "${resume[@]}"
+
+# a --log-dir whose summary.json is a split's manifest: refused at each
+# of the last allocations, or out of memory; never taken for an earlier
+# run's summary that --force removes (before: a manifest not parsed for
+# memory was no manifest, and the run replaced it)
+expect 0 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/lg/summary" --threads 1 --quiet
+cp "$T/lg/summary.json" "$T/lg.orig"
+over=("$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1
+  --batch-size 4 --max-steps 1 --log-dir "$T/lg" --force)
+env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${over[@]}" >/dev/null 2>&1
+calls=$(cat "$T/calls")
+oom=0
+for ((n = calls - 300; n <= calls; n++)); do
+  run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "${over[@]}"
+  checks=$((checks + 1))
+  if [ "$rc" != 1 ] || ! cmp -s "$T/lg/summary.json" "$T/lg.orig"; then
+    fail "allocation $n failing: exit $rc, and the split's manifest is $(cmp -s "$T/lg/summary.json" "$T/lg.orig" && echo kept || echo replaced)"
+    break
+  fi
+  grep -q "out of memory" "$T/err" && oom=$((oom + 1))
+done
+[ "$oom" -gt 0 ] || fail "no run of the last 300 allocations said memory ran out (--log-dir with a manifest)"
 unset FAILMALLOC_FROM_MAIN
 before="" after_ok="" after_fail=""
 

@@ -269,7 +269,11 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 		/* split 'eval' packed into dir: its manifest would be
 		 * replaced, the split lost */
 		char split[256], safe[300];
-		RETURN_IF(rio_manifest_at(path, split, sizeof(split)), err, IMS_EEXIST,
+		const int at = rio_manifest_at(path, split, sizeof(split));
+		RETURN_IF(at < 0, err, at,
+			  "cannot write the evaluation into '%s': out of memory "
+			  "reading '%s'", dir, path);
+		RETURN_IF(at, err, IMS_EEXIST,
 			  "cannot write the evaluation into '%s': '%s' is the "
 			  "manifest of split '%s', which its eval.json would "
 			  "replace; give -o a folder of its own",

@@ -335,7 +335,10 @@ static int check_manifest_at(const char *dir, const char *name, ims_error *err)
 {
 	char path[4096], split[256], safe[300];
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
-	RETURN_IF(rio_manifest_at(path, split, sizeof(split)), err, IMS_EEXIST,
+	const int at = rio_manifest_at(path, split, sizeof(split));
+	RETURN_IF(at < 0, err, at, "cannot train into '%s': out of memory reading '%s'",
+		  dir, path);
+	RETURN_IF(at, err, IMS_EEXIST,
 		  "cannot train into '%s': '%s' is the manifest of split '%s', "
 		  "and a run's --log-dir holds its own %s; give this run a "
 		  "--log-dir of its own",

@@ -177,8 +177,16 @@ int loop_history_load(run *r, const char *text, nn_train_result *res,
 {
 	if (!text)
 		return 0;
-	cJSON *j = cJSON_Parse(text);
-	RETURN_IF(!j || !cJSON_IsObject(j), err, IMS_ECORRUPT,
+	int oom = 0;
+	cJSON *j = ims_json_parse(text, strlen(text) + 1, 1, NULL, &oom);
+	/* memory running out says nothing of the checkpoint */
+	RETURN_IF(oom, err, IMS_ENOMEM,
+		  "cannot resume from '%s': out of memory for its run history", path);
+	if (j && !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		j = NULL;
+	}
+	RETURN_IF(!j, err, IMS_ECORRUPT,
 		  "cannot resume from '%s': its run history is not a JSON object", path);
 	double v[19];
 	static const char *const keys[19] = {
