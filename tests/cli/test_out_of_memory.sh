@@ -2,7 +2,8 @@
 # Memory running out at each allocation in turn (tests/fixtures/
 # failmalloc.so, preloaded: the Nth malloc, calloc or realloc fails) while
 # verify, info, convert, list, subset, pack, extract, bench-load, sample,
-# report and export run on good data. Every run ends with exit 0, or 1 and
+# report and export run on good data, and while imshard-train resumes or
+# checks its --log-dir. Every run ends with exit 0, or 1 and
 # a line saying memory ran out; none crashes, and none blames the data: no
 # "not valid JSON", no "FAILED: ... records bad", no manifest "class
 # counts" (before: a manifest parse that ran out was "not valid JSON
@@ -240,6 +241,30 @@ for ((n = calls - 300; n <= calls; n++)); do
   grep -q "out of memory" "$T/err" && oom=$((oom + 1))
 done
 [ "$oom" -gt 0 ] || fail "no run of the last 300 allocations said memory ran out (--log-dir with a manifest)"
+
+# a resume refused because its --log-dir holds another run's
+# metrics.jsonl (the first run's): refused, or out of memory, at each of
+# its last allocations; never a run (before: a first line not read for
+# memory passed for a file naming no run, and the resume appended to the
+# other run's metrics.jsonl)
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1 \
+  --batch-size 4 --epochs 2 --max-steps 1 --checkpoint-dir "$T/cb" --log-dir "$T/lb" --quiet
+mkdir "$T/lk" && cp "$T/run/metrics.jsonl" "$T/lk/"
+refused=("$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1
+  --batch-size 4 --epochs 2 --checkpoint-dir "$T/cb" --log-dir "$T/lk" --resume)
+env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${refused[@]}" >/dev/null 2>&1
+calls=$(cat "$T/calls")
+oom=0
+for ((n = calls - 80; n <= calls; n++)); do
+  run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "${refused[@]}"
+  checks=$((checks + 1))
+  if [ "$rc" != 1 ] || ! cmp -s "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl"; then
+    fail "allocation $n failing: exit $rc (refused, or out of memory, expected), the other run's metrics.jsonl $(cmp -s "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl" && echo kept || echo changed)"
+    break
+  fi
+  grep -q "out of memory" "$T/err" && oom=$((oom + 1))
+done
+[ "$oom" -gt 0 ] || fail "no run of the last 80 allocations said memory ran out (resume refused)"
 unset FAILMALLOC_FROM_MAIN
 before="" after_ok="" after_fail=""
 
