@@ -135,6 +135,49 @@ static int zero_weights(nn_model *m, ims_error *err)
 	return 0;
 }
 
+/* A model's fields before its graph is built (NULL when out of memory). */
+static nn_model *shell(nn_ctx *ctx, const char *name, int classes, int in_h,
+		       int in_w, int max_batch)
+{
+	nn_model *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->classes = classes;
+	m->in_h = in_h;
+	m->in_w = in_w;
+	m->max_batch = max_batch;
+	m->world = 1;
+	m->ctx = ctx;
+	m->precision = ctx->precision;
+	m->act_bytes = nn_act_bytes(ctx->precision);
+	return m;
+}
+
+/* The least square input side, up to 512, that name's graph builds for
+ * (0 when none, or out of memory): what a build for too small an input
+ * tells the user to give. Only graphs are built, no weights. */
+static int least_side(nn_ctx *ctx, const char *name, int classes)
+{
+	for (int side = 1; side <= 512; side++) {
+		nn_model *t = shell(ctx, name, classes, side, side, 1);
+		if (!t)
+			return 0;
+		ims_error e;
+		t->build_err = &e;
+		int rc = nn_models_build(t, name, &e);
+		if (!rc)
+			rc = t->build_rc;
+		t->build_err = NULL;
+		nn_model_free(t);
+		if (!rc)
+			return side;
+		if (rc == IMS_ENOMEM)
+			return 0;
+	}
+	return 0;
+}
+
 /* draw: 1 to initialise the weights from seed, 0 to leave them 0 and the
  * model unset. */
 static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
@@ -153,17 +196,8 @@ static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
 		  "cannot build '%s' for batches of %d", name, max_batch);
 	RETURN_IF(strlen(name) >= sizeof(((nn_model *)0)->name), err,
 		  IMS_EINVAL, "unknown model '%s'", name);
-	nn_model *m = calloc(1, sizeof(*m));
+	nn_model *m = shell(ctx, name, classes, in_h, in_w, max_batch);
 	RETURN_IF(!m, err, IMS_ENOMEM, "cannot build '%s': out of memory", name);
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	m->classes = classes;
-	m->in_h = in_h;
-	m->in_w = in_w;
-	m->max_batch = max_batch;
-	m->world = 1;
-	m->ctx = ctx;
-	m->precision = ctx->precision;
-	m->act_bytes = nn_act_bytes(ctx->precision);
 	if (!m->act_bytes) {
 		free(m);
 		return ims_fail(err, IMS_EINVAL,
@@ -175,6 +209,14 @@ static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
 	int rc = nn_models_build(m, name, m->build_err);
 	if (!rc && m->build_rc)
 		rc = m->build_rc;
+	if (rc == IMS_EINVAL) {
+		/* an input its pooling leaves no pixel of: say what fits */
+		const int side = least_side(ctx, name, classes);
+		if (side > (in_h < in_w ? in_h : in_w))
+			ims_fail(m->build_err, IMS_EINVAL,
+				 "cannot build %s for %dx%d inputs: it needs inputs of "
+				 "at least %dx%d", name, in_w, in_h, side, side);
+	}
 	if (!rc) {
 		/* The head is the last layer, a linear one: what fine-tuning
 		 * re-initialises and --freeze-backbone trains alone. */

@@ -239,6 +239,19 @@ static void test_errors(nn_ctx *ctx)
 	/* padding keeps every model's maps at >= 1 pixel: only empty inputs fail */
 	CHECK_EQ_INT(nn_model_create(ctx, "resnet18", 10, 0, 32, 1, 1, &m, &err),
 		     IMS_EINVAL);
+	/* VGG-16's five 2x2 poolings need 32 pixels: the error says so (its
+	 * graph is refused before any weight is allocated) */
+	CHECK_EQ_INT(nn_model_create(ctx, "vgg16", 10, 31, 31, 1, 1, &m, &err),
+		     IMS_EINVAL);
+	CHECK_EQ_STR(err.msg, "cannot build vgg16 for 31x31 inputs: it needs inputs of at least 32x32");
+	CHECK(m == NULL);
+	CHECK_EQ_INT(nn_model_create(ctx, "vgg16", 10, 64, 20, 1, 1, &m, &err),
+		     IMS_EINVAL);
+	CHECK_EQ_STR(err.msg, "cannot build vgg16 for 20x64 inputs: it needs inputs of at least 32x32");
+	/* the others take a pixel */
+	CHECK_OK(nn_model_create(ctx, "convnet7", 10, 1, 1, 1, 1, &m, &err), &err);
+	nn_model_free(m);
+	m = NULL;
 	const char *const *names = nn_model_names();
 	int n = 0;
 	while (names[n])
