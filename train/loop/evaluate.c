@@ -103,7 +103,7 @@ int loop_eval_pass(run *r, aug_loader *l, loop_eval *e, ims_error *err)
 		e->cap_rows = (size_t)per_rank;
 		e->rows = malloc((e->cap_rows ? e->cap_rows : 1) * ROW_N * sizeof(double));
 		RETURN_IF(!e->rows, err, IMS_ENOMEM,
-			  "cannot evaluate: no memory for %zu rows", e->cap_rows);
+			  "cannot evaluate: out of memory for %zu rows", e->cap_rows);
 	}
 	const uint64_t total = aug_loader_batches_per_epoch(l);
 	uint64_t done = 0;
