@@ -62,6 +62,33 @@ sweep() {
   [ "$oom" -gt 0 ] || fail "no run said that memory ran out: $*"
 }
 
+# calls_of CMD...: the allocations CMD makes with none failing
+calls_of() {
+  env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "$@" >/dev/null 2>&1
+  cat "$T/calls"
+}
+
+# refused_tail BACK FILE ORIG WHAT CMD...: CMD, which is refused, with
+# each of its last BACK allocations failing in turn: every run ends 1
+# (refused, or out of memory) leaving FILE as ORIG, and one says memory
+# ran out; WHAT names FILE in a failure
+refused_tail() {
+  local back=$1 file=$2 orig=$3 what=$4 calls n
+  shift 4
+  calls=$(calls_of "$@")
+  oom=0
+  for ((n = calls - back; n <= calls; n++)); do
+    run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "$@"
+    checks=$((checks + 1))
+    if [ "$rc" != 1 ] || ! cmp -s "$file" "$orig"; then
+      fail "allocation $n failing: exit $rc (refused, or out of memory, expected), $what $(cmp -s "$file" "$orig" && echo kept || echo changed)"
+      break
+    fi
+    grep -q "out of memory" "$T/err" && oom=$((oom + 1))
+  done
+  [ "$oom" -gt 0 ] || fail "no run of the last $back allocations said memory ran out: $what"
+}
+
 # each command's last N is well past its allocations here (verify -j 1
 # made 190, verify -j 2 --decode 497, info 144, convert 1183; list 182,
 # subset 111, pack --encoding png --resize 20 1370, pack keep 503, extract
@@ -142,9 +169,8 @@ sweep 0 560 5 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --shar
 # run that ends 0 counts the shards it wrote (before: the manifest read
 # back for the count could run out, and the summary said "into 0 shards")
 old_split 0
-env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "$IMSHARD" pack "$T/l_train.lst" "$T/img" \
-  -o "$T/o/p/train" --shards 2 --threads 1 --force >/dev/null 2>&1
-calls=$(cat "$T/calls")
+calls=$(calls_of "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/o/p/train" --shards 2 \
+  --threads 1 --force)
 packed_said() {
   packed "$1"
   grep -q "into 2 shards" "$T/err" ||
@@ -211,8 +237,7 @@ sweep 0 1700 10 "$IMSHARD" export "$T/ck/checkpoint.safetensors" -o "$T/o/w.safe
 cp "$T/ck/checkpoint.safetensors" "$T/ck.orig"
 resume=("$IMSHARD_TRAIN" --train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16
   --threads 1 --batch-size 4 --max-steps 2 --checkpoint-dir "$T/ck" --log-dir "$T/run" --resume)
-env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${resume[@]}" >/dev/null 2>&1
-calls=$(cat "$T/calls")
+calls=$(calls_of "${resume[@]}")
 unchanged() {
   cmp -s "$T/ck/checkpoint.safetensors" "$T/ck.orig" ||
     fail "allocation $1 failing: the complete run's checkpoint changed"
@@ -228,19 +253,7 @@ expect 0 "$IMSHARD" pack "$T/l_train.lst" "$T/img" -o "$T/lg/summary" --threads 
 cp "$T/lg/summary.json" "$T/lg.orig"
 over=("$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1
   --batch-size 4 --max-steps 1 --log-dir "$T/lg" --force)
-env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${over[@]}" >/dev/null 2>&1
-calls=$(cat "$T/calls")
-oom=0
-for ((n = calls - 300; n <= calls; n++)); do
-  run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "${over[@]}"
-  checks=$((checks + 1))
-  if [ "$rc" != 1 ] || ! cmp -s "$T/lg/summary.json" "$T/lg.orig"; then
-    fail "allocation $n failing: exit $rc, and the split's manifest is $(cmp -s "$T/lg/summary.json" "$T/lg.orig" && echo kept || echo replaced)"
-    break
-  fi
-  grep -q "out of memory" "$T/err" && oom=$((oom + 1))
-done
-[ "$oom" -gt 0 ] || fail "no run of the last 300 allocations said memory ran out (--log-dir with a manifest)"
+refused_tail 300 "$T/lg/summary.json" "$T/lg.orig" "the split's manifest" "${over[@]}"
 
 # a resume refused because its --log-dir holds another run's
 # metrics.jsonl (the first run's): refused, or out of memory, at each of
@@ -252,19 +265,8 @@ expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 -
 mkdir "$T/lk" && cp "$T/run/metrics.jsonl" "$T/lk/"
 refused=("$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1
   --batch-size 4 --epochs 2 --checkpoint-dir "$T/cb" --log-dir "$T/lk" --resume)
-env FAILMALLOC_REPORT="$T/calls" LD_PRELOAD="$fm" "${refused[@]}" >/dev/null 2>&1
-calls=$(cat "$T/calls")
-oom=0
-for ((n = calls - 80; n <= calls; n++)); do
-  run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "${refused[@]}"
-  checks=$((checks + 1))
-  if [ "$rc" != 1 ] || ! cmp -s "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl"; then
-    fail "allocation $n failing: exit $rc (refused, or out of memory, expected), the other run's metrics.jsonl $(cmp -s "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl" && echo kept || echo changed)"
-    break
-  fi
-  grep -q "out of memory" "$T/err" && oom=$((oom + 1))
-done
-[ "$oom" -gt 0 ] || fail "no run of the last 80 allocations said memory ran out (resume refused)"
+refused_tail 80 "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl" "the other run's metrics.jsonl" \
+  "${refused[@]}"
 unset FAILMALLOC_FROM_MAIN
 before="" after_ok="" after_fail=""
 
