@@ -190,9 +190,11 @@ int aug_loader_start_epoch_at(aug_loader *l, uint64_t epoch, uint64_t position,
  * The next batch of the current epoch into *b: returns 0, 1 when the epoch
  * is over (b untouched), or a negative code: a record that could not be
  * replaced; IMS_ECHANGED when a shard changed on disk while being read
- * (never replaced: all its records are suspect); no epoch started; the
- * loader stopped; or, with hold_batches, IMS_ELIMIT when every batch of
- * the ring is still held.
+ * (never replaced: all its records are suspect); IMS_ENOMEM when memory
+ * ran out reading or decoding a record (never replaced nor counted bad:
+ * the record is not at fault); no epoch started; the loader stopped;
+ * or, with hold_batches, IMS_ELIMIT when every batch of the ring is
+ * still held.
  */
 int aug_loader_next(aug_loader *l, aug_batch *b, ims_error *err);
 

@@ -2,7 +2,8 @@
  * loader_sample.c - one batch of the loader filled: each sample read,
  * decoded at the scale its crop needs and warped straight into the slot,
  * in parallel over the batch's samples; a record that cannot be loaded is
- * replaced by the next of the rank's share, named and counted, and a run
+ * replaced by the next of the rank's share, named and counted (one whose
+ * reading or decoding ran out of memory fails the batch), and a run
  * of them fails the batch with a message that says how much was tried.
  * The ring and the producer that calls this are loader.c's.
  */
@@ -107,18 +108,21 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 		s->replaced[j] = 0;
 		for (int t = 0; t < tries; t++) {
 			rc = load_sample(l, w, index, dst, &s->labels[j], &e);
+			if (rc < 0 && rc != IMS_ECHANGED && !names_record(e.msg, index))
+				ims_fail_context(&e, "record %llu",
+						 (unsigned long long)index);
 			/* A shard that changed under the reader is no damaged
-			 * record to replace: every record of it is suspect. */
-			if (rc == 0 || rc == IMS_ECHANGED)
+			 * record to replace: every record of it is suspect. Nor
+			 * is a record whose decoding ran out of memory: the
+			 * next one would be counted bad too, and scores left
+			 * without it, for want of memory, not data. */
+			if (rc == 0 || rc == IMS_ECHANGED || rc == IMS_ENOMEM)
 				break;
 			bad++;
 			if (t == 0) {
 				s->replaced[j] = 1;
 				s->bad_first[j] = index;
 			}
-			if (!names_record(e.msg, index))
-				ims_fail_context(&e, "record %llu",
-						 (unsigned long long)index);
 #pragma omp critical(aug_loader_bad)
 			{
 				memcpy(last_bad, e.msg, sizeof(last_bad));
@@ -150,13 +154,15 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 					snprintf(whose + n, sizeof(whose) - (size_t)n,
 						 " in this epoch (resumed at position %llu)",
 						 (unsigned long long)l->epoch_position);
-				if (rc != IMS_ECHANGED && tries == 1)
+				if (rc == IMS_ECHANGED || rc == IMS_ENOMEM)
+					; /* no run of bad records: nothing tried */
+				else if (tries == 1)
 					ims_fail_context(&s->err, "the only record %s %s could not be loaded",
 							 of, whose);
-				else if (rc != IMS_ECHANGED && (uint64_t)tries == per)
+				else if ((uint64_t)tries == per)
 					ims_fail_context(&s->err, "none of the %d records %s %s could be loaded; the last",
 							 tries, of, whose);
-				else if (rc != IMS_ECHANGED)
+				else
 					ims_fail_context(&s->err, "%d records in a row could not be loaded; the last",
 							 MAX_TRIES);
 			}

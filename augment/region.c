@@ -224,8 +224,8 @@ static int rg_jpeg_region(aug_codec *c, rg_jpeg *j, rg_job *job,
 					"cannot create the JPEG decoder: %s",
 					j->msg);
 		jpeg_abort_decompress(&j->d);
-		return ims_fail(err, IMS_ECORRUPT, "cannot decode JPEG: %s",
-				j->msg);
+		return ims_fail(err, aug_lib_error_code(j->msg, IMS_ECORRUPT),
+				"cannot decode JPEG: %s", j->msg);
 	}
 	jpeg_create_decompress(&j->d);
 	j->created = 1;

@@ -144,8 +144,10 @@ typedef struct nn_eval_origin {
 } nn_eval_origin;
 
 /*
- * Writes res into folder dir (made when missing), each file atomically,
- * eval.json last:
+ * Writes res into folder dir (made when missing, and removed again when
+ * the write fails), each file atomically, eval.json last, every file's
+ * text made before the first is written (memory running out changes
+ * nothing):
  *   per_class.csv     class,name,records,top1_correct,top1,top5_correct,top5
  *   confusion.csv     the matrix: a header row "true/predicted,NAME...",
  *                     then one row per true class: its name and the count

@@ -2,11 +2,12 @@
  * eval_files.c - nn_eval_write: an evaluation as files a person opens in a
  * spreadsheet or pandas (per_class.csv, confusion.csv, predictions.csv)
  * and one that programs read (eval.json: `imshard report` draws per-class
- * accuracy and the confusion matrix from it and confusion.csv). Each
- * file is built in memory and written atomically, eval.json last and an
- * earlier eval.json removed first, so a folder whose eval.json is there
- * holds the CSV files of that same evaluation or of a later one being
- * written, never those of a later one that failed partway.
+ * accuracy and the confusion matrix from it and confusion.csv). All four
+ * are built in memory before the folder is touched, then each written
+ * atomically, eval.json last and an earlier eval.json removed first, so a
+ * folder whose eval.json is there holds the CSV files of that same
+ * evaluation or of a later one being written, never those of a later one
+ * that failed partway; a folder made for a write that failed is removed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,40 +44,38 @@ static double frac(uint64_t a, uint64_t b)
 	return b ? (double)a / (double)b : 0;
 }
 
-/* Writes what f (an open_memstream of *text, *len) holds to dir/name. */
-static int publish(FILE *f, char **text, size_t *len, const char *dir,
-		   const char *name, ims_error *err)
+/* One file of the evaluation, its text built before any is written. */
+typedef struct {
+	const char *name;
+	char *text; /* malloc'd (open_memstream's), freed by the writer */
+	size_t len;
+} eval_text;
+
+/* Closes f (an open_memstream of t's text): its text is whole, or
+ * IMS_ENOMEM. */
+static int finish_text(FILE *f, eval_text *t, ims_error *err)
 {
 	int bad = ferror(f);
 	fclose(f);
-	int rc = 0;
-	char path[4096];
-	if (bad || !*text)
-		rc = ims_fail(err, IMS_ENOMEM, "cannot write '%s' in '%s': out of memory",
-			      name, dir);
-	if (!rc)
-		rc = ims_path_join(path, sizeof(path), dir, name, err);
-	if (!rc)
-		rc = ims_write_file_atomic(path, *text, *len, err);
-	free(*text);
-	*text = NULL;
-	return rc;
+	if (!bad && t->text)
+		return 0;
+	free(t->text);
+	t->text = NULL;
+	return ims_fail(err, IMS_ENOMEM, "cannot write '%s': out of memory", t->name);
 }
 
-#define OPEN_TEXT(f, text, len, err)                                           \
+#define OPEN_TEXT(f, t, err)                                                    \
 	do {                                                                   \
-		(f) = open_memstream(&(text), &(len));                         \
+		(f) = open_memstream(&(t)->text, &(t)->len);                   \
 		RETURN_IF(!(f), err, IMS_ENOMEM,                               \
-			  "cannot write an evaluation: out of memory");        \
+			  "cannot write '%s': out of memory", (t)->name);      \
 	} while (0)
 
-static int write_per_class(const char *dir, const nn_eval_result *r,
-			   const nn_model_card *c, ims_error *err)
+static int per_class_text(eval_text *t, const nn_eval_result *r,
+			  const nn_model_card *c, ims_error *err)
 {
-	char *text = NULL;
-	size_t len = 0;
 	FILE *f;
-	OPEN_TEXT(f, text, len, err);
+	OPEN_TEXT(f, t, err);
 	fputs("class,name,records,top1_correct,top1,top5_correct,top5\n", f);
 	for (int k = 0; k < r->classes; k++) {
 		fprintf(f, "%d,", k);
@@ -94,7 +93,7 @@ static int write_per_class(const char *dir, const nn_eval_result *r,
 			(unsigned long long)r->class_topk[k],
 			frac(r->class_topk[k], r->class_records[k]));
 	}
-	return publish(f, &text, &len, dir, "per_class.csv", err);
+	return finish_text(f, t, err);
 }
 
 /*
@@ -102,8 +101,8 @@ static int write_per_class(const char *dir, const nn_eval_result *r,
  * (counting sort over class_records), so memory is one row, not
  * classes x classes (5089 classes would take 200 MB as a matrix).
  */
-static int write_confusion(const char *dir, const nn_eval_result *r,
-			   const nn_model_card *c, ims_error *err)
+static int confusion_text(eval_text *t, const nn_eval_result *r,
+			  const nn_model_card *c, ims_error *err)
 {
 	const size_t k = (size_t)r->classes;
 	uint64_t *start = calloc(k + 1, sizeof(uint64_t));
@@ -123,9 +122,7 @@ static int write_confusion(const char *dir, const nn_eval_result *r,
 	for (size_t i = k; i > 0; i--) /* back to the starts */
 		start[i] = start[i - 1];
 	start[0] = 0;
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	FILE *f = open_memstream(&t->text, &t->len);
 	if (!f) {
 		rc = ims_fail(err, IMS_ENOMEM,
 			      "cannot write the confusion matrix: out of memory");
@@ -147,7 +144,7 @@ static int write_confusion(const char *dir, const nn_eval_result *r,
 			fprintf(f, ",%llu", (unsigned long long)row[j]);
 		fputc('\n', f);
 	}
-	rc = publish(f, &text, &len, dir, "confusion.csv", err);
+	rc = finish_text(f, t, err);
 out:
 	free(start);
 	free(row);
@@ -155,13 +152,11 @@ out:
 	return rc;
 }
 
-static int write_predictions(const char *dir, const nn_eval_result *r,
-			     const nn_model_card *c, ims_error *err)
+static int predictions_text(eval_text *t, const nn_eval_result *r,
+			    const nn_model_card *c, ims_error *err)
 {
-	char *text = NULL;
-	size_t len = 0;
 	FILE *f;
-	OPEN_TEXT(f, text, len, err);
+	OPEN_TEXT(f, t, err);
 	fputs("index,label,label_name,predicted,predicted_name,confidence,top5\n", f);
 	for (uint64_t i = 0; i < r->n; i++) {
 		fprintf(f, "%llu,%d,", (unsigned long long)r->index[i], r->label[i]);
@@ -170,7 +165,7 @@ static int write_predictions(const char *dir, const nn_eval_result *r,
 		csv_field(f, c->class_names[r->pred[i]]);
 		fprintf(f, ",%.6f,%d\n", (double)r->confidence[i], r->in_topk[i]);
 	}
-	return publish(f, &text, &len, dir, "predictions.csv", err);
+	return finish_text(f, t, err);
 }
 
 static cJSON *summary(const nn_eval_result *r, const nn_model_card *c,
@@ -213,6 +208,22 @@ static cJSON *summary(const nn_eval_result *r, const nn_model_card *c,
 	return j;
 }
 
+/* eval.json's text, ended by a newline. */
+static int eval_json_text(eval_text *t, const nn_eval_result *res,
+			  const nn_model_card *card, const nn_eval_origin *origin,
+			  ims_error *err)
+{
+	ims_json_watch(); /* eval.json without a member is not written */
+	cJSON *j = summary(res, card, origin);
+	char *text = ims_json_print(j, 1);
+	cJSON_Delete(j);
+	RETURN_IF(!text, err, IMS_ENOMEM, "cannot write '%s': out of memory", t->name);
+	t->len = strlen(text);
+	text[t->len++] = '\n'; /* replaces the terminator: written by length */
+	t->text = text;
+	return 0;
+}
+
 int nn_eval_write(const char *dir, const nn_eval_result *res,
 		  const nn_model_card *card, const nn_eval_origin *origin,
 		  ims_error *err)
@@ -223,28 +234,43 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 		  "cannot write an evaluation into '%s': no per-record results "
 		  "or class names",
 		  dir);
-	FORWARD_IF_ERR(ims_mkdir_p(dir, err));
-	char earlier[4200];
-	FORWARD_IF_ERR(ims_path_join(earlier, sizeof(earlier), dir, "eval.json", err));
-	RETURN_IF(unlink(earlier) < 0 && errno != ENOENT, err, IMS_EIO,
-		  "cannot remove the earlier '%s': %s", earlier, strerror(errno));
-	FORWARD_IF_ERR(write_per_class(dir, res, card, err));
-	FORWARD_IF_ERR(write_confusion(dir, res, card, err));
-	FORWARD_IF_ERR(write_predictions(dir, res, card, err));
-	ims_json_watch(); /* eval.json without a member is not written */
-	cJSON *j = summary(res, card, origin);
-	char *text = ims_json_print(j, 1);
-	cJSON_Delete(j);
-	RETURN_IF(!text, err, IMS_ENOMEM, "cannot write '%s/eval.json': out of memory",
-		  dir);
-	char path[4096];
-	int rc = ims_path_join(path, sizeof(path), dir, "eval.json", err);
-	if (!rc) {
-		size_t n = strlen(text);
-		text[n] = '\n'; /* replaces the terminator: written by length */
-		rc = ims_write_file_atomic(path, text, n + 1, err);
+	/* Every text is made before the folder is touched: memory running
+	 * out leaves it as it was, not with some of the CSV files new. */
+	eval_text t[] = {{"per_class.csv", NULL, 0}, {"confusion.csv", NULL, 0},
+			 {"predictions.csv", NULL, 0}, {"eval.json", NULL, 0}};
+	enum { N_TEXTS = sizeof(t) / sizeof(t[0]) };
+	int rc = per_class_text(&t[0], res, card, err);
+	if (!rc)
+		rc = confusion_text(&t[1], res, card, err);
+	if (!rc)
+		rc = predictions_text(&t[2], res, card, err);
+	if (!rc)
+		rc = eval_json_text(&t[3], res, card, origin, err);
+	char *created = NULL;
+	if (!rc)
+		rc = ims_mkdir_p_created(dir, &created, err);
+	char path[4200];
+	if (!rc)
+		rc = ims_path_join(path, sizeof(path), dir, "eval.json", err);
+	if (!rc && unlink(path) < 0 && errno != ENOENT)
+		rc = ims_fail(err, IMS_EIO, "cannot remove the earlier '%s': %s", path,
+			      strerror(errno));
+	int written = 0;
+	for (; !rc && written < N_TEXTS; written++) {
+		rc = ims_path_join(path, sizeof(path), dir, t[written].name, err);
+		if (!rc)
+			rc = ims_write_file_atomic(path, t[written].text, t[written].len, err);
 	}
-	free(text);
+	/* a folder this call made holds nothing of a failed evaluation */
+	if (rc && created) {
+		for (int i = 0; i < written; i++)
+			if (ims_path_join(path, sizeof(path), dir, t[i].name, NULL) == 0)
+				unlink(path);
+		ims_rmdir_created(dir, created);
+	}
+	free(created);
+	for (int i = 0; i < N_TEXTS; i++)
+		free(t[i].text);
 	return rc;
 }
 
