@@ -4,8 +4,8 @@
 # --verbose; compute and loader threads chosen apart and printed once;
 # records dropped per epoch counted (short last batches included); --val
 # optional (said once, no accuracy in summary.json), a --val of the
-# training split's records warned of, and so are classes of --train
-# without a record; --val-crop-frac
+# training split's records warned of, a --val holding images of --train
+# packed apart too, and so are classes of --train without a record; --val-crop-frac
 # validated and recorded; counts printed with their right plural.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -160,6 +160,61 @@ contains "$T/err" "warning: --val '$T/pc/train.json' holds the records of --trai
 expect 0 fit --val "$va" --max-steps 1 --quiet
 lacks "$T/err" "holds the records of"
 lacks "$T/err" "holds no record of"
+
+# --- --val holding images of --train, packed apart: warned of -------------
+# (the same list packed twice, or lists of two splittings of one folder:
+# before, their digests differed and the run validated on images it trains
+# on without a word); the count exact when every training record is looked
+# at, and the pair it names one image; none for disjoint splits
+ofit() {
+  "$IMSHARD_TRAIN" --train "$1" --val "$2" --model convnet7 --size 16 --threads 1 \
+    --batch-size 8 --max-steps 1 --quiet
+}
+# the images two .lst files share (their path column)
+shared() { comm -12 <(cut -f3 "$1" | sort) <(cut -f3 "$2" | sort) | wc -l; }
+# the named validation record and training record are one image
+named_pair() {
+  local v t
+  v=$(sed -nE 's/.*validation record ([0-9]+) is training record.*/\1/p' "$T/err")
+  t=$(sed -nE 's/.*is training record ([0-9]+)\).*/\1/p' "$T/err")
+  expect 0 "$IMSHARD" extract "$2" -o "$T/xv" -i "$v" --quiet
+  expect 0 "$IMSHARD" extract "$1" -o "$T/xt" -i "$t" --quiet
+  cmp -s "$T/xv/$(printf %08d "$v")".* "$T/xt/$(printf %08d "$t")".* ||
+    fail "validation record $v and training record $t differ"
+  rm -rf "$T/xv" "$T/xt"
+}
+expect 0 "$IMSHARD" list "$T/s" -o "$T/ol" --train-ratio 0.75 --quiet
+expect 0 "$IMSHARD" list "$T/s" -o "$T/om" --train-ratio 0.75 --seed 7 --quiet
+expect 0 "$IMSHARD" pack "$T/ol_train.lst" "$T/s" -o "$T/ov/a" --quiet
+expect 0 "$IMSHARD" pack "$T/ol_train.lst" "$T/s" -o "$T/ov/b" --shards 2 --quiet
+expect 0 "$IMSHARD" pack "$T/ol_val.lst" "$T/s" -o "$T/ov/c" --quiet
+expect 0 "$IMSHARD" pack "$T/om_val.lst" "$T/s" -o "$T/ov/d" --quiet
+n=$(wc -l <"$T/ol_train.lst")
+expect 0 ofit "$T/ov/a.json" "$T/ov/b.json"
+same "$(wc -l <"$T/err")" 1 "(one line)"
+contains "$T/err" "imshard-train: warning: --val '$T/ov/b.json' holds images of --train '$T/ov/a.json': $n of its $n records are byte for byte records of --train (validation record "
+contains "$T/err" "); its accuracy is partly on images the run trains on"
+named_pair "$T/ov/a.json" "$T/ov/b.json"
+k=$(shared "$T/ol_train.lst" "$T/om_val.lst")
+[ "$k" -gt 0 ] || fail "the two splittings share no image: nothing to find"
+expect 0 ofit "$T/ov/a.json" "$T/ov/d.json"
+contains "$T/err" "holds images of --train '$T/ov/a.json': $k of its $(wc -l <"$T/om_val.lst") records are byte for byte"
+named_pair "$T/ov/a.json" "$T/ov/d.json"
+expect 0 ofit "$T/ov/a.json" "$T/ov/c.json"
+lacks "$T/err" "holds images of"
+# past 1024 training records, an estimate from 1024 of them
+expect 0 "$IMSHARD" sample "$T/sb" --classes 2 --per-class 600 --quiet
+expect 0 "$IMSHARD" list "$T/sb" -o "$T/bl" --train-ratio 0.9 --quiet
+expect 0 "$IMSHARD" list "$T/sb" -o "$T/bm" --train-ratio 0.9 --seed 7 --quiet
+expect 0 "$IMSHARD" pack "$T/bl_train.lst" "$T/sb" -o "$T/ov/e" --quiet
+expect 0 "$IMSHARD" pack "$T/bm_val.lst" "$T/sb" -o "$T/ov/f" --quiet
+k=$(shared "$T/bl_train.lst" "$T/bm_val.lst")
+expect 0 ofit "$T/ov/e.json" "$T/ov/f.json"
+contains "$T/err" "from 1024 of --train's 1080 records looked at, "
+about=$(sed -nE 's/.*holds images of --train [^:]*: about ([0-9]+) .*/\1/p' "$T/err")
+[ -n "$about" ] && [ $((4 * about)) -ge $((3 * k)) ] && [ $((4 * about)) -le $((5 * k)) ] ||
+  fail "about '$about' of the validation records, where $k are: not within a quarter"
+named_pair "$T/ov/e.json" "$T/ov/f.json"
 
 # --- classes without a training record: warned of -------------------------
 # (an empty class folder that convert kept as a class, or a --classes list

@@ -17,6 +17,7 @@
  *   history.c   what earlier parts of a resumed run did, carried in the
  *               checkpoint for the summary
  *   records.c   damaged records met in training and validation
+ *   overlap.c   --val's images that --train holds too, byte for byte
  *   agree.c     every rank started with the same options and splits
  *   guard.c     the run's folders locked against a second trainer, and
  *               OpenBLAS's memory reserved before the first step
@@ -49,6 +50,18 @@ typedef struct loop_ranks {
 				step's forward pass */
 } loop_ranks;
 
+/* Training records whose images were looked for in --val (overlap.c):
+ * LOOP_OVERLAP_SAMPLE of them at most, spread over the split. */
+#define LOOP_OVERLAP_SAMPLE 1024
+typedef struct loop_overlap {
+	uint64_t sampled;       /* training records looked at (0: none) */
+	uint64_t shared;        /* of them, those found in --val */
+	uint64_t train_records, val_records;
+	uint64_t val_found;     /* validation records found: all of them
+				   when every training record was looked at */
+	uint64_t train_index, val_index; /* the first found, and where */
+} loop_overlap;
+
 /* Where batches come from. */
 typedef struct loop_data {
 	aug_loader *train, *val;
@@ -68,6 +81,7 @@ typedef struct loop_data {
 	 * counts), and the first few as "4 'name', ..." for the warning */
 	size_t unseen_classes;
 	char unseen[512];
+	loop_overlap overlap; /* rank 0's: --val's images in --train */
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;
@@ -302,6 +316,13 @@ int loop_load_classes(run *r, ims_error *err);
  * split's records; classes of --train without a record */
 void loop_warn_val_is_train(run *r);
 int loop_open_loaders(run *r, ims_error *err);
+
+/* overlap.c: on rank 0, whether --val holds images of --train byte for
+ * byte (r->data.overlap); ends the set-up only where memory ran out or a
+ * shard changed. loop_warn_overlap tells what it found, with the other
+ * warnings about the splits. */
+int loop_check_overlap(run *r, ims_error *err);
+void loop_warn_overlap(run *r);
 int loop_make_synthetic(run *r, ims_error *err);
 int loop_make_model(run *r, ims_error *err);
 int loop_share_model(run *r, ims_error *err);

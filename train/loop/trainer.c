@@ -104,6 +104,8 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 	rc = loop_open_loaders(r, err);
 	if (!rc && r->o->data.synthetic)
 		rc = loop_make_synthetic(r, err);
+	if (!rc)
+		rc = loop_check_overlap(r, err);
 	FORWARD_IF_ERR(loop_agree_setup(r, rc, "train", err));
 	/* the model and what it needs, each rank's own memory: a rank out
 	 * of it still joins the agreement (before: it left, and its peers'
@@ -147,6 +149,7 @@ static int set_up(run *r, nn_train_result *res, ims_error *err)
 		FORWARD_IF_ERR(loop_report_resumed(r, err));
 	/* doubts about what was accepted, once the run will start */
 	loop_warn_val_is_train(r);
+	loop_warn_overlap(r);
 	loop_report_start(r);
 	return 0;
 }
