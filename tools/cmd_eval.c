@@ -55,7 +55,9 @@ static const cli_command command = {
 	"split named eval, whose manifest is eval.json, is refused).\n"
 	"docs/TRAINING.md (\"Evaluating\") has the columns. A record that\n"
 	"cannot be read or decoded is replaced by another and counted in\n"
-	"bad_records, with a warning.\n\n"
+	"bad_records, with a warning. A split holding the records the\n"
+	"checkpoint was trained on, or images of its training split byte for\n"
+	"byte, is warned of (even with -q).\n\n"
 	"Examples:\n"
 	"  imshard eval runs/a/checkpoint.safetensors out/test.json\n"
 	"  mpirun -np 4 imshard eval model.safetensors out/val.json --threads 4 -o runs/a\n\n"
@@ -349,6 +351,29 @@ int cmd_eval(int argc, char **argv)
 	eo.ctx = &pr;
 	nn_eval_result res;
 	rc = nn_eval_run(&eo, comm, &res, &err);
+	/* numbers on the records the weights were trained on are said to be
+	 * (the trainer says so of such a --val), even under --quiet */
+	if (!rc && rank0) {
+		int same = 0;
+		nn_overlap ov;
+		char train[4096], msg[2 * 4096 + 600];
+		rc = nn_eval_train_overlap(wf, pos[1], &same, &ov, train, sizeof(train),
+					   &err);
+		if (!rc && same)
+			cli_warn(0, "eval: '%s' holds the records '%s' was trained on: "
+				    "its accuracy is on training records",
+				 pos[1], pos[0]);
+		if (!rc && ov.shared) {
+			nn_overlap_say(&ov, train, pos[1], "eval: ", msg, sizeof(msg) - 80);
+			size_t n = strlen(msg);
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; its accuracy is partly on images the weights were "
+				 "trained on");
+			cli_warn(0, "%s", msg);
+		}
+		if (rc)
+			nn_eval_result_release(&res);
+	}
 	/* the pass is over: the weights are in the model or refused */
 	st_close(wf);
 	if (pr.on)

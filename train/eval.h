@@ -174,4 +174,46 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
  */
 int nn_eval_check_output(const char *dir, ims_error *err);
 
+/*
+ * Images of a training split found in another split (train/loop/
+ * overlap.c): every record of the other split known by its header (its
+ * payload's CRC-32C and length; no payload page is read), the headers of
+ * at most NN_OVERLAP_SAMPLE training records spread over their split, and
+ * a pair that agrees compared byte for byte. The trainer warns with it
+ * when --val holds images of --train, imshard eval when its split holds
+ * images of the split the weights were trained on.
+ */
+#define NN_OVERLAP_SAMPLE 1024
+typedef struct nn_overlap {
+	uint64_t sampled;       /* training records looked at */
+	uint64_t shared;        /* of them, those found in the other split */
+	uint64_t train_records, records; /* the two splits' */
+	uint64_t found;         /* the other split's records found: all of
+				   them when every training record was
+				   looked at */
+	uint64_t train_index, index; /* the first pair found */
+} nn_overlap;
+
+/*
+ * What split holds of the split weights were trained on, as far as the
+ * weights' metadata tells (imshard-train's checkpoints record the training
+ * split's record count, digest and path): *same is 1 when split holds its
+ * very records (equal digests, wherever it lies); else, when the recorded
+ * path still leads to a split of the recorded digest, out->shared > 0
+ * when split holds images of it (out zeroed when nothing was compared),
+ * and train (train_cap bytes) the path it was found at ("" when none).
+ * Records that cannot be read are passed over (a pass over the split names
+ * them). Errors: IMS_ENOMEM, IMS_ECHANGED (a shard changed while read).
+ */
+int nn_eval_train_overlap(const st_file *weights, const char *split, int *same,
+			  nn_overlap *out, char *train, size_t train_cap,
+			  ims_error *err);
+
+/* One line into msg (cap bytes) saying what ov found: "<flag>'<split>'
+ * holds images of the training split '<train>': N of its M records are
+ * byte for byte training records (record I is training record J)", N
+ * "about N (from ... looked at ...)" when it is an estimate. */
+void nn_overlap_say(const nn_overlap *ov, const char *train, const char *split,
+		    const char *flag, char *msg, size_t cap);
+
 #endif

@@ -7,7 +7,8 @@
 # versions and other programs' weights name the flags they need; bad
 # inputs (a running variance below 0, weights that are not finite among
 # them) give one line and exit
-# 1 or 2; report draws the per-class
+# 1 or 2; a split of the training records, or of its images packed
+# apart, is warned of; report draws the per-class
 # files; the data-side binary links no BLAS or MPI.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 : "${IMSHARD_TRAIN:?IMSHARD_TRAIN must point at imshard-train}"
@@ -337,6 +338,24 @@ contains "$T/err" "names 5 classes"
 # --size replaces the recorded one, and says so
 expect 0 "$IMSHARD" eval "$ck" "$va" --size 24 --threads 1 --json
 contains "$T/err" "--size 24 in place of the 16 px"
+
+# --- a split of the training records or images: said, even under -q ------
+# (before: top-1 on records the weights were trained on, without a word);
+# the images found byte for byte in a split packed apart, through the
+# training split the checkpoint records (its path, checked by digest)
+expect 0 "$IMSHARD" eval "$ck" "$T/p/train.json" --threads 1 -q
+contains "$T/err" "imshard: warning: eval: '$T/p/train.json' holds the records '$ck' was trained on: its accuracy is on training records"
+contains "$T/out" "records $(json "$T/p/train.json" 'j["records"]')"
+expect 0 "$IMSHARD" extract "$T/p/train.json" -o "$T/again" -i 3 -i 5 -i 8 --quiet
+expect 0 "$IMSHARD" pack "$T/again/extract.lst" "$T/again" -o "$T/again/s" --quiet
+expect 0 "$IMSHARD" eval "$ck" "$T/again/s.json" --threads 1 -q
+one_line "$T/err"
+contains "$T/err" "imshard: warning: eval: '$T/again/s.json' holds images of the training split '$T/p/train.json': 3 of its 3 records are byte for byte training records (record "
+contains "$T/err" "); its accuracy is partly on images the weights were trained on"
+i=$(sed -nE 's/.*is training record ([0-9]+)\).*/\1/p' "$T/err")
+case " 3 5 8 " in *" $i "*) ;; *) fail "training record '$i' is none of those packed again" ;; esac
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 -q
+lacks "$T/err" "trained on"
 
 # --- damaged records: left out of the scores, and said so -----------------
 # (the warning said they were "replaced by others (counted twice)",

@@ -175,7 +175,7 @@ shared() { comm -12 <(cut -f3 "$1" | sort) <(cut -f3 "$2" | sort) | wc -l; }
 # the named validation record and training record are one image
 named_pair() {
   local v t
-  v=$(sed -nE 's/.*validation record ([0-9]+) is training record.*/\1/p' "$T/err")
+  v=$(sed -nE 's/.*\(record ([0-9]+) is training record.*/\1/p' "$T/err")
   t=$(sed -nE 's/.*is training record ([0-9]+)\).*/\1/p' "$T/err")
   expect 0 "$IMSHARD" extract "$2" -o "$T/xv" -i "$v" --quiet
   expect 0 "$IMSHARD" extract "$1" -o "$T/xt" -i "$t" --quiet
@@ -192,13 +192,13 @@ expect 0 "$IMSHARD" pack "$T/om_val.lst" "$T/s" -o "$T/ov/d" --quiet
 n=$(wc -l <"$T/ol_train.lst")
 expect 0 ofit "$T/ov/a.json" "$T/ov/b.json"
 same "$(wc -l <"$T/err")" 1 "(one line)"
-contains "$T/err" "imshard-train: warning: --val '$T/ov/b.json' holds images of --train '$T/ov/a.json': $n of its $n records are byte for byte records of --train (validation record "
+contains "$T/err" "imshard-train: warning: --val '$T/ov/b.json' holds images of the training split '$T/ov/a.json': $n of its $n records are byte for byte training records (record "
 contains "$T/err" "); its accuracy is partly on images the run trains on"
 named_pair "$T/ov/a.json" "$T/ov/b.json"
 k=$(shared "$T/ol_train.lst" "$T/om_val.lst")
 [ "$k" -gt 0 ] || fail "the two splittings share no image: nothing to find"
 expect 0 ofit "$T/ov/a.json" "$T/ov/d.json"
-contains "$T/err" "holds images of --train '$T/ov/a.json': $k of its $(wc -l <"$T/om_val.lst") records are byte for byte"
+contains "$T/err" "holds images of the training split '$T/ov/a.json': $k of its $(wc -l <"$T/om_val.lst") records are byte for byte"
 named_pair "$T/ov/a.json" "$T/ov/d.json"
 expect 0 ofit "$T/ov/a.json" "$T/ov/c.json"
 lacks "$T/err" "holds images of"
@@ -210,8 +210,8 @@ expect 0 "$IMSHARD" pack "$T/bl_train.lst" "$T/sb" -o "$T/ov/e" --quiet
 expect 0 "$IMSHARD" pack "$T/bm_val.lst" "$T/sb" -o "$T/ov/f" --quiet
 k=$(shared "$T/bl_train.lst" "$T/bm_val.lst")
 expect 0 ofit "$T/ov/e.json" "$T/ov/f.json"
-contains "$T/err" "from 1024 of --train's 1080 records looked at, "
-about=$(sed -nE 's/.*holds images of --train [^:]*: about ([0-9]+) .*/\1/p' "$T/err")
+contains "$T/err" "from 1024 of the training split's 1080 records looked at, "
+about=$(sed -nE 's/.*holds images of the training split [^:]*: about ([0-9]+) .*/\1/p' "$T/err")
 [ -n "$about" ] && [ $((4 * about)) -ge $((3 * k)) ] && [ $((4 * about)) -le $((5 * k)) ] ||
   fail "about '$about' of the validation records, where $k are: not within a quarter"
 named_pair "$T/ov/e.json" "$T/ov/f.json"

@@ -50,17 +50,6 @@ typedef struct loop_ranks {
 				step's forward pass */
 } loop_ranks;
 
-/* Training records whose images were looked for in --val (overlap.c):
- * LOOP_OVERLAP_SAMPLE of them at most, spread over the split. */
-#define LOOP_OVERLAP_SAMPLE 1024
-typedef struct loop_overlap {
-	uint64_t sampled;       /* training records looked at (0: none) */
-	uint64_t shared;        /* of them, those found in --val */
-	uint64_t train_records, val_records;
-	uint64_t val_found;     /* validation records found: all of them
-				   when every training record was looked at */
-	uint64_t train_index, val_index; /* the first found, and where */
-} loop_overlap;
 
 /* Where batches come from. */
 typedef struct loop_data {
@@ -81,7 +70,7 @@ typedef struct loop_data {
 	 * counts), and the first few as "4 'name', ..." for the warning */
 	size_t unseen_classes;
 	char unseen[512];
-	loop_overlap overlap; /* rank 0's: --val's images in --train */
+	nn_overlap overlap; /* rank 0's: --val's images in --train */
 	/* --synthetic: the one batch every step trains on (host), and its
 	 * device copy on a staging backend */
 	float *synth_x;

@@ -8,12 +8,14 @@
  * found in both splits is compared byte for byte before it counts.
  *
  * Cost: every validation record's header (less than the first
- * validation reads), and the headers of at most LOOP_OVERLAP_SAMPLE
+ * validation reads), and the headers of at most NN_OVERLAP_SAMPLE
  * training records spread over the split, so a large training split
  * costs no more than a small one; the count is then an estimate.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "loop_internal.h"
 #include "recordio/recordio.h"
@@ -95,33 +97,26 @@ static int64_t find(rio_cursor *vc, ov_key *keys, size_t n_keys,
 	return -1;
 }
 
-int loop_check_overlap(run *r, ims_error *err)
+/* Looks for train's images in val (both manifests' paths) into *ov. */
+static int find_overlap(const char *train, const char *val, nn_overlap *ov,
+			ims_error *err)
 {
-	loop_overlap *ov = &r->data.overlap;
 	memset(ov, 0, sizeof(*ov));
-	const nn_train_opts *o = r->o;
-	/* the same records are said already (setup.c); --synthetic trains
-	 * on no record; the warning is rank 0's */
-	if (!o->data.val_manifest || o->data.synthetic || r->dp.rank != 0 ||
-	    (r->data.val_digest == r->data.train_digest &&
-	     r->data.val_records == r->data.train_records))
-		return 0;
 	rio_reader *tr = NULL, *vr = NULL;
 	rio_cursor *tc = NULL, *vc = NULL;
 	ov_key *keys = NULL;
 	size_t n_keys = 0;
-	int rc = rio_reader_open(o->data.train_manifest, &tr, err);
+	int rc = rio_reader_open(train, &tr, err);
 	if (!rc)
-		rc = rio_reader_open(o->data.val_manifest, &vr, err);
+		rc = rio_reader_open(val, &vr, err);
 	if (!rc)
 		rc = rio_cursor_open(tr, 0, &tc, err);
 	if (!rc)
 		rc = rio_cursor_open(vr, 0, &vc, err);
 	if (!rc)
-		rc = val_keys(vc, rio_reader_count(vr), o->data.val_manifest, &keys,
-			      &n_keys, err);
+		rc = val_keys(vc, rio_reader_count(vr), val, &keys, &n_keys, err);
 	const uint64_t n = tr ? rio_reader_count(tr) : 0;
-	const uint64_t sample = n < LOOP_OVERLAP_SAMPLE ? n : LOOP_OVERLAP_SAMPLE;
+	const uint64_t sample = n < NN_OVERLAP_SAMPLE ? n : NN_OVERLAP_SAMPLE;
 	for (uint64_t s = 0; !rc && n_keys && s < sample; s++) {
 		/* spread over the split: packing order is often by class */
 		const uint64_t i = (uint64_t)((unsigned __int128)s * n / sample);
@@ -134,56 +129,139 @@ int loop_check_overlap(run *r, ims_error *err)
 		const int64_t at = find(vc, keys, n_keys, &rec, err, &rc);
 		if (at >= 0 && !ov->shared++) {
 			ov->train_index = i;
-			ov->val_index = (uint64_t)at;
+			ov->index = (uint64_t)at;
 		}
 	}
 	if (rc)
 		ov->shared = 0;
 	ov->sampled = sample;
 	ov->train_records = n;
-	ov->val_records = vr ? rio_reader_count(vr) : 0;
+	ov->records = vr ? rio_reader_count(vr) : 0;
 	for (size_t i = 0; i < n_keys; i++)
-		ov->val_found += keys[i].found;
+		ov->found += keys[i].found;
 	free(keys);
 	rio_cursor_close(tc);
 	rio_cursor_close(vc);
 	rio_reader_close(tr);
 	rio_reader_close(vr);
-	/* a split that cannot be opened is the loaders' to name, and they
-	 * have: only what ends the run ends the check */
+	/* a split that cannot be opened is the loaders' to name: only what
+	 * ends the run ends the check */
 	return rc && fatal(rc) ? rc : 0;
 }
 
-void loop_warn_overlap(run *r)
+int loop_check_overlap(run *r, ims_error *err)
 {
-	const loop_overlap *ov = &r->data.overlap;
-	if (!ov->shared || !r->log.ev.warning)
-		return;
+	memset(&r->data.overlap, 0, sizeof(r->data.overlap));
 	const nn_train_opts *o = r->o;
-	char msg[2 * 4096 + 400], count[200];
+	/* the same records are said already (setup.c); --synthetic trains
+	 * on no record; the warning is rank 0's */
+	if (!o->data.val_manifest || o->data.synthetic || r->dp.rank != 0 ||
+	    (r->data.val_digest == r->data.train_digest &&
+	     r->data.val_records == r->data.train_records))
+		return 0;
+	return find_overlap(o->data.train_manifest, o->data.val_manifest,
+			    &r->data.overlap, err);
+}
+
+/* The recorded training split's path (options' "train"), into path;
+ * "" when the weights record none. */
+static int recorded_train(const st_file *weights, char *path, size_t cap,
+			  ims_error *err)
+{
+	path[0] = '\0';
+	const char *opts = st_metadata_get(weights, "options");
+	int oom = 0;
+	cJSON *j = opts ? ims_json_parse(opts, strlen(opts) + 1, 1, NULL, &oom) : NULL;
+	RETURN_IF(oom, err, IMS_ENOMEM,
+		  "cannot read '%s': out of memory for its run's options (its "
+		  "training split)", st_path(weights));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "train");
+	if (cJSON_IsString(t) && strlen(t->valuestring) < cap)
+		snprintf(path, cap, "%s", t->valuestring);
+	cJSON_Delete(j);
+	return 0;
+}
+
+/* Whether the manifest at path is a split of records records digesting
+ * to digest: 1, 0 (another, or none there), or IMS_ENOMEM. */
+static int is_split(const char *path, uint64_t records, uint64_t digest,
+		    ims_error *err)
+{
+	rio_manifest m = {0};
+	ims_error e;
+	int rc = rio_manifest_load(path, &m, &e);
+	if (rc)
+		return rc == IMS_ENOMEM ? ims_fail(err, rc, "%s", e.msg) : 0;
+	rc = m.records == records && loop_split_digest(&m) == digest;
+	rio_manifest_release(&m);
+	return rc;
+}
+
+int nn_eval_train_overlap(const st_file *weights, const char *split, int *same,
+			  nn_overlap *out, char *train, size_t train_cap,
+			  ims_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	*same = 0;
+	train[0] = '\0';
+	const char *d = st_metadata_get(weights, "train_digest");
+	const char *n = st_metadata_get(weights, "train_records");
+	if (!d || !n)
+		return 0; /* weights that record no training split */
+	const uint64_t digest = strtoull(d, NULL, 16);
+	const uint64_t records = strtoull(n, NULL, 10);
+	int rc = is_split(split, records, digest, err);
+	if (rc)
+		return rc < 0 ? rc : (*same = 1, 0);
+	FORWARD_IF_ERR(recorded_train(weights, train, train_cap, err));
+	/* only the split the weights were trained on, not whatever lies
+	 * at that path now */
+	rc = train[0] ? is_split(train, records, digest, err) : 0;
+	if (rc <= 0) {
+		train[0] = '\0';
+		return rc;
+	}
+	return find_overlap(train, split, out, err);
+}
+
+void nn_overlap_say(const nn_overlap *ov, const char *train, const char *val,
+		      const char *flag, char *msg, size_t cap)
+{
+	char count[200];
 	if (ov->sampled == ov->train_records) {
-		snprintf(count, sizeof(count), "%llu", (unsigned long long)ov->val_found);
+		snprintf(count, sizeof(count), "%llu", (unsigned long long)ov->found);
 	} else {
-		/* the sample's share of --train found in --val, over all of
-		 * --train: the images the two hold alike */
+		/* the sample's share of the training split found in val, over
+		 * the whole of it: the images the two hold alike */
 		double est = (double)ov->shared * (double)ov->train_records /
 			     (double)ov->sampled;
-		if (est > (double)ov->val_records)
-			est = (double)ov->val_records;
+		if (est > (double)ov->records)
+			est = (double)ov->records;
 		snprintf(count, sizeof(count),
-			 "about %.0f (from %llu of --train's %llu records looked "
-			 "at, %llu of them found)",
+			 "about %.0f (from %llu of the training split's %llu "
+			 "records looked at, %llu of them found)",
 			 est, (unsigned long long)ov->sampled,
 			 (unsigned long long)ov->train_records,
 			 (unsigned long long)ov->shared);
 	}
-	snprintf(msg, sizeof(msg),
-		 "--val '%s' holds images of --train '%s': %s of its %llu records "
-		 "are byte for byte records of --train (validation record %llu "
-		 "is training record %llu); its accuracy is partly on images "
-		 "the run trains on",
-		 o->data.val_manifest, o->data.train_manifest, count,
-		 (unsigned long long)ov->val_records, (unsigned long long)ov->val_index,
-		 (unsigned long long)ov->train_index);
+	snprintf(msg, cap,
+		 "%s'%s' holds images of the training split '%s': %s of its %llu "
+		 "records are byte for byte training records (record %llu is "
+		 "training record %llu)",
+		 flag, val, train, count, (unsigned long long)ov->records,
+		 (unsigned long long)ov->index, (unsigned long long)ov->train_index);
+}
+
+void loop_warn_overlap(run *r)
+{
+	const nn_overlap *ov = &r->data.overlap;
+	if (!ov->shared || !r->log.ev.warning)
+		return;
+	char msg[2 * 4096 + 600];
+	nn_overlap_say(ov, r->o->data.train_manifest, r->o->data.val_manifest, "--val ",
+			 msg, sizeof(msg) - 80);
+	size_t n = strlen(msg);
+	snprintf(msg + n, sizeof(msg) - n,
+		 "; its accuracy is partly on images the run trains on");
 	r->log.ev.warning(r->log.ev.ctx, msg);
 }
