@@ -117,6 +117,14 @@ typedef struct nn_model_mem {
 	size_t poison_bytes;
 } nn_model_mem;
 
+/* What the caller hangs on the passes (nn_model_set_profile,
+ * nn_model_set_grad_hook), NULL for none: borrowed, never freed here. */
+typedef struct nn_hooks {
+	nn_profile *prof;            /* the passes add their kernels' times */
+	nn_grad_ready_fn grad_ready; /* backward: gradients final from an offset */
+	void *grad_ud;               /* grad_ready's first argument */
+} nn_hooks;
+
 struct nn_model {
 	char name[32];
 	int classes, in_h, in_w, max_batch;
@@ -148,9 +156,7 @@ struct nn_model {
 	void *params16;
 	void *x16;
 	float *logits32;
-	nn_profile *prof;  /* nn_model_set_profile, NULL: none */
-	nn_grad_ready_fn grad_hook; /* nn_model_set_grad_hook */
-	void *grad_hook_ud;
+	nn_hooks hooks;
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
 	nn_model_mem mem;

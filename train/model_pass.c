@@ -36,7 +36,7 @@ const char *const nn_profile_kinds[NN_PROF_KINDS] = {
 
 void nn_model_set_profile(nn_model *m, nn_profile *p)
 {
-	m->prof = p;
+	m->hooks.prof = p;
 }
 
 static int prof_kind(nn_op op)
@@ -68,18 +68,19 @@ static int prof_kind(nn_op op)
 static int prof_now(nn_model *m, double *t, ims_error *err)
 {
 	*t = 0;
-	return m->prof ? nn_ctx_sync_now(m->ctx, t, err) : 0;
+	return m->hooks.prof ? nn_ctx_sync_now(m->ctx, t, err) : 0;
 }
 
 /* Adds the time since t0 (the kernels since done) to kind's sum. */
 static int prof_add(nn_model *m, int kind, int backward, double t0,
 		    ims_error *err)
 {
-	if (!m->prof || kind < 0)
+	nn_profile *p = m->hooks.prof;
+	if (!p || kind < 0)
 		return 0;
 	double t;
 	FORWARD_IF_ERR(prof_now(m, &t, err));
-	(backward ? m->prof->backward_s : m->prof->forward_s)[kind] += t - t0;
+	(backward ? p->backward_s : p->forward_s)[kind] += t - t0;
 	return 0;
 }
 
@@ -297,8 +298,8 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 	}
 	forward_done(m, x, n, train, logits);
-	if (m->prof)
-		m->prof->forwards++;
+	if (m->hooks.prof)
+		m->hooks.prof->forwards++;
 	return 0;
 }
 
@@ -319,8 +320,8 @@ int nn_model_forward_host(nn_model *m, const float *x, int n, int train,
 
 void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud)
 {
-	m->grad_hook = fn;
-	m->grad_hook_ud = ud;
+	m->hooks.grad_ready = fn;
+	m->hooks.grad_ud = ud;
 }
 
 /*
@@ -501,12 +502,13 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		 * not the layer's */
 		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 1, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, 2 * steps_n - i, err));
-		if (m->grad_hook && (nd->wt >= 0 || nd->bt >= 0))
-			FORWARD_IF_ERR(m->grad_hook(m->grad_hook_ud,
-						    grads_ready_from(m, i), err));
+		if (m->hooks.grad_ready && (nd->wt >= 0 || nd->bt >= 0))
+			FORWARD_IF_ERR(m->hooks.grad_ready(m->hooks.grad_ud,
+							   grads_ready_from(m, i),
+							   err));
 	}
-	if (m->prof)
-		m->prof->backwards++;
+	if (m->hooks.prof)
+		m->hooks.prof->backwards++;
 	return 0;
 }
 
