@@ -117,6 +117,16 @@ typedef struct nn_model_mem {
 	size_t poison_bytes;
 } nn_model_mem;
 
+/* What the last forward leaves for backward (model_pass.c). Zeroed
+ * when a pass starts and whenever the arena is bound anew, so that
+ * backward runs only after a forward that finished on the current
+ * binding. */
+typedef struct nn_last_pass {
+	int n;          /* its batch; 0: nothing to differentiate */
+	int train;      /* 1: a training forward */
+	const float *x; /* its input, the caller's: backward reads it again */
+} nn_last_pass;
+
 /* What the caller hangs on the passes (nn_model_set_profile,
  * nn_model_set_grad_hook), NULL for none: borrowed, never freed here. */
 typedef struct nn_hooks {
@@ -138,8 +148,7 @@ struct nn_model {
 	size_t n_params, n_buffers, n_counters;
 	float *params, *grads, *buffers;
 	int64_t *counters;
-	int last_n, last_train; /* of the last forward */
-	const float *last_x;    /* its input, read again by backward */
+	nn_last_pass last;
 	int frozen_bn;          /* batch norm on running statistics in training */
 	int rank, world;        /* nn_model_set_rank: dropout's placement */
 	double macs;

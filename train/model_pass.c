@@ -171,9 +171,9 @@ static void forward_done(nn_model *m, const float *x, int n, int train,
 	for (int i = 0; i < m->n_nodes && train && !m->frozen_bn; i++)
 		if (m->nodes[i].op == NN_OP_BN)
 			m->counters[m->tensors[m->nodes[i].nbt].offset]++;
-	m->last_n = n;
-	m->last_train = train;
-	m->last_x = x;
+	m->last.n = n;
+	m->last.train = train;
+	m->last.x = x;
 	*logits = m->precision != NN_PREC_FP32 ? m->logits32
 					       : m->nodes[m->n_nodes - 1].y;
 }
@@ -199,8 +199,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	const int half = m->precision != NN_PREC_FP32;
 	const int copies = nn_model_copies(m);
 	/* a failed pass leaves nothing for backward to read */
-	m->last_n = 0;
-	m->last_train = 0;
+	m->last = (nn_last_pass){0};
 	nn_mem_bind(m, forward_mode(m, train));
 	double t0;
 	FORWARD_IF_ERR(prof_now(m, &t0, err));
@@ -311,8 +310,7 @@ int nn_model_forward_host(nn_model *m, const float *x, int n, int train,
 		  err, IMS_EINVAL,
 		  "cannot account for a replayed pass of %s on a batch of %d",
 		  m->name, n);
-	m->last_n = 0;
-	m->last_train = 0;
+	m->last = (nn_last_pass){0};
 	nn_mem_bind(m, forward_mode(m, train));
 	forward_done(m, x, n, train, logits);
 	return 0;
@@ -362,7 +360,7 @@ static void begin_dx(nn_model *m, int i, const void *dx)
 int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		      ims_error *err)
 {
-	RETURN_IF(!m->last_train || m->last_n < 1, err, IMS_EINVAL,
+	RETURN_IF(!m->last.train || m->last.n < 1, err, IMS_EINVAL,
 		  "cannot run %s backward: no training forward pass before it",
 		  m->name);
 	RETURN_IF(!head_only && m->mem.mode == NN_MODE_HEAD, err, IMS_EINVAL,
@@ -373,7 +371,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	FORWARD_IF_ERR(same_precision(m, " backward", err));
 	const nn_backend *be = ctx->be;
 	const int half = m->precision != NN_PREC_FP32;
-	const int n = m->last_n;
+	const int n = m->last.n;
 	/* the plan's steps: the loss gradient, then node i at 2N - i */
 	const int steps_n = m->n_nodes;
 	/* Gradients accumulate into node outputs' gradients (an output can
@@ -416,7 +414,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
 		const void *in = src ? src->y
 			       : nn_model_copies(m) ? m->x16
-						    : (const void *)m->last_x;
+						    : (const void *)m->last.x;
 		/* no gradient for the model input, nor into a frozen backbone */
 		void *dx = src && (!head_only || src->head) ? src->dy : NULL;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
@@ -534,8 +532,7 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 				  : m->mem.use == NN_USE_TRAIN_HEAD
 					  ? NN_MODE_HEAD
 					  : NN_MODE_TRAIN;
-	m->last_n = 0;
-	m->last_train = 0;
+	m->last = (nn_last_pass){0};
 	nn_mem_bind(m, mode);
 	/* without copies the caller's batch is read, which is not here yet:
 	 * a stand-in */

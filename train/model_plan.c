@@ -481,8 +481,7 @@ int nn_model_set_use(nn_model *m, nn_model_use use, ims_error *err)
 		FORWARD_IF_ERR(arena_alloc(m, want, err));
 	m->mem.use = use;
 	/* nothing bound survives a new arena: the next forward binds */
-	m->last_n = 0;
-	m->last_train = 0;
+	m->last = (nn_last_pass){0};
 	nn_mem_bind(m, use == NN_USE_EVAL ? NN_MODE_EVAL
 			  : use == NN_USE_TRAIN_HEAD ? NN_MODE_HEAD
 						     : NN_MODE_TRAIN);
