@@ -94,11 +94,12 @@ static int allocate(nn_model *m, ims_error *err)
 	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
 	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
 	if (nn_model_copies(m))
-		m->params16 = dev_alloc(m, m->n_params * m->act_bytes, &fail);
-	if (m->precision != NN_PREC_FP32)
-		m->logits32 = dev_alloc(m, (size_t)m->max_batch * m->classes *
-						   sizeof(float),
-					&fail);
+		m->form.params16 = dev_alloc(m, m->n_params * m->form.act_bytes,
+					     &fail);
+	if (m->form.precision != NN_PREC_FP32)
+		m->form.logits32 = dev_alloc(
+			m, (size_t)m->max_batch * m->classes * sizeof(float),
+			&fail);
 	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
 	if (!m->counters)
 		fail = 1;
@@ -115,7 +116,7 @@ static int allocate(nn_model *m, ims_error *err)
 
 int nn_model_channels_last(const nn_model *m)
 {
-	return m ? m->channels_last : 0;
+	return m ? m->form.channels_last : 0;
 }
 
 const char *const *nn_model_names(void)
@@ -149,8 +150,8 @@ static nn_model *shell(nn_ctx *ctx, const char *name, int classes, int in_h,
 	m->max_batch = max_batch;
 	m->world = 1;
 	m->ctx = ctx;
-	m->precision = ctx->precision;
-	m->act_bytes = nn_act_bytes(ctx->precision);
+	m->form.precision = ctx->precision;
+	m->form.act_bytes = nn_act_bytes(ctx->precision);
 	return m;
 }
 
@@ -198,7 +199,7 @@ static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
 		  IMS_EINVAL, "unknown model '%s'", name);
 	nn_model *m = shell(ctx, name, classes, in_h, in_w, max_batch);
 	RETURN_IF(!m, err, IMS_ENOMEM, "cannot build '%s': out of memory", name);
-	if (!m->act_bytes) {
+	if (!m->form.act_bytes) {
 		free(m);
 		return ims_fail(err, IMS_EINVAL,
 				"cannot build '%s': unknown precision %d", name,
@@ -281,8 +282,8 @@ void nn_model_free(nn_model *m)
 	ctx->be->free(ctx, m->params);
 	ctx->be->free(ctx, m->grads);
 	ctx->be->free(ctx, m->buffers);
-	ctx->be->free(ctx, m->params16);
-	ctx->be->free(ctx, m->logits32);
+	ctx->be->free(ctx, m->form.params16);
+	ctx->be->free(ctx, m->form.logits32);
 	free(m->counters);
 	free(m->nodes);
 	free(m->tensors);

@@ -314,11 +314,11 @@ int nn_b_layout(nn_model *m, ims_error *err)
 	}
 	if (want == NN_CL_AUTO)
 		if (why[0] || strcmp(m->ctx->be->name, "cuda") ||
-		    (m->precision == NN_PREC_FP32 && !m->ctx->tf32))
+		    (m->form.precision == NN_PREC_FP32 && !m->ctx->tf32))
 			return 0;
 	RETURN_IF(why[0], err, IMS_EUNSUPPORTED,
 		  "cannot build %s channels-last: %s", m->name, why);
-	m->channels_last = 1;
+	m->form.channels_last = 1;
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
 		nd->conv.nhwc = nd->op == NN_OP_CONV;

@@ -117,6 +117,27 @@ typedef struct nn_model_mem {
 	size_t poison_bytes;
 } nn_model_mem;
 
+/*
+ * The form the kernels take activations and weights in: the precision
+ * (ctx->precision at creation; activations of act_bytes each) and the
+ * layout (ctx->channels_last as nn_b_layout settles it), and the copies
+ * that form needs (nn_model_copies). In 16 bits the weights' copy is
+ * made from the fp32 parameters by each forward, laid out like them, the
+ * input's copy holds the batch rounded, and the logits are widened for
+ * the loss. Channels-last keeps the two copies in fp32 too: the input as
+ * N x H x W x 3, convolution weights c_out x kh x kw x c_in. params16
+ * and logits32 are the model's device memory (model.c allocates and
+ * frees them); x16 is a place in the arena, bound with the plan.
+ */
+typedef struct nn_form {
+	int precision;     /* NN_PREC_* */
+	int channels_last; /* 1: every descriptor's nhwc set (nn_b_layout) */
+	size_t act_bytes;
+	void *params16;    /* n_params values; NULL without copies */
+	void *x16;         /* max_batch inputs; NULL without copies */
+	float *logits32;   /* max_batch x classes floats; NULL in fp32 */
+} nn_form;
+
 /* What the last forward leaves for backward (model_pass.c). Zeroed
  * when a pass starts and whenever the arena is bound anew, so that
  * backward runs only after a forward that finished on the current
@@ -152,19 +173,7 @@ struct nn_model {
 	int frozen_bn;          /* batch norm on running statistics in training */
 	int rank, world;        /* nn_model_set_rank: dropout's placement */
 	double macs;
-	/* Mixed precision (ctx->precision at creation): activations of
-	 * act_bytes each; in 16 bits the weights' 16-bit copy (made from
-	 * params by each forward, laid out like them), the input's copy
-	 * (bound from the plan) and the logits widened for the loss.
-	 * Channels-last keeps the two copies in fp32 too (nn_model_copies):
-	 * the input as N x H x W x 3, convolution weights c_out x kh x kw
-	 * x c_in. */
-	int precision;
-	int channels_last; /* 1: every descriptor's nhwc set (nn_b_layout) */
-	size_t act_bytes;
-	void *params16;
-	void *x16;
-	float *logits32;
+	nn_form form;
 	nn_hooks hooks;
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
@@ -179,7 +188,7 @@ struct nn_model {
  * channels-last in any precision. */
 static inline int nn_model_copies(const nn_model *m)
 {
-	return m->precision != NN_PREC_FP32 || m->channels_last;
+	return m->form.precision != NN_PREC_FP32 || m->form.channels_last;
 }
 
 /* Builders: return the new node's index, or -1 after an error (recorded). */

@@ -28,7 +28,8 @@ static const void *weight_ptr(nn_model *m, int t)
 		return NULL;
 	if (!nn_model_copies(m))
 		return m->params + m->tensors[t].offset;
-	return (const char *)m->params16 + m->tensors[t].offset * m->act_bytes;
+	return (const char *)m->form.params16 +
+	       m->tensors[t].offset * m->form.act_bytes;
 }
 
 const char *const nn_profile_kinds[NN_PROF_KINDS] = {
@@ -103,14 +104,15 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 		if (m->nodes[i].in0 < 0)
 			first = &m->nodes[i];
 	const size_t hw = (size_t)m->in_h * m->in_w;
-	if (first && m->channels_last)
-		FORWARD_IF_ERR(be->act_from_f32_nhwc(ctx, n, 3, hw, x, m->x16, err));
+	if (first && m->form.channels_last)
+		FORWARD_IF_ERR(be->act_from_f32_nhwc(ctx, n, 3, hw, x,
+						     m->form.x16, err));
 	else if (first)
 		FORWARD_IF_ERR(be->act_from_f32(ctx, (size_t)n * 3 * hw, x,
-						m->x16, err));
+						m->form.x16, err));
 	FORWARD_IF_ERR(be->act_from_f32(ctx, m->n_params, m->params,
-					m->params16, err));
-	for (int i = 0; i < m->n_nodes && m->channels_last; i++) {
+					m->form.params16, err));
+	for (int i = 0; i < m->n_nodes && m->form.channels_last; i++) {
 		const nn_node *nd = &m->nodes[i];
 		const nn_conv_desc *d = &nd->conv;
 		if (nd->op != NN_OP_CONV || d->kh * d->kw == 1)
@@ -143,10 +145,10 @@ static int relu_fused(const nn_model *m, int i)
  * model was built for: its context may not have changed since. */
 static int same_precision(const nn_model *m, const char *pass, ims_error *err)
 {
-	RETURN_IF(m->ctx->precision != m->precision, err, IMS_EINVAL,
+	RETURN_IF(m->ctx->precision != m->form.precision, err, IMS_EINVAL,
 		  "cannot run %s%s: it was built for precision %d, its context "
 		  "now says %d",
-		  m->name, pass, m->precision, m->ctx->precision);
+		  m->name, pass, m->form.precision, m->ctx->precision);
 	return 0;
 }
 
@@ -174,8 +176,9 @@ static void forward_done(nn_model *m, const float *x, int n, int train,
 	m->last.n = n;
 	m->last.train = train;
 	m->last.x = x;
-	*logits = m->precision != NN_PREC_FP32 ? m->logits32
-					       : m->nodes[m->n_nodes - 1].y;
+	*logits = m->form.precision != NN_PREC_FP32
+			  ? m->form.logits32
+			  : m->nodes[m->n_nodes - 1].y;
 }
 
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
@@ -196,7 +199,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 	nn_ctx *ctx = m->ctx;
 	FORWARD_IF_ERR(same_precision(m, "", err));
 	const nn_backend *be = ctx->be;
-	const int half = m->precision != NN_PREC_FP32;
+	const int half = m->form.precision != NN_PREC_FP32;
 	const int copies = nn_model_copies(m);
 	/* a failed pass leaves nothing for backward to read */
 	m->last = (nn_last_pass){0};
@@ -207,7 +210,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		FORWARD_IF_ERR(input_copies(m, x, n, err));
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 	}
-	const void *xin = copies ? m->x16 : (const void *)x;
+	const void *xin = copies ? m->form.x16 : (const void *)x;
 	for (int i = 0; i < m->n_nodes; i++) {
 		nn_node *nd = &m->nodes[i];
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
@@ -293,7 +296,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		/* the loss reads float: the 16-bit logits widened */
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
 		FORWARD_IF_ERR(be->act_to_f32(ctx, (size_t)n * last->c, last->y,
-					      m->logits32, err));
+					      m->form.logits32, err));
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 	}
 	forward_done(m, x, n, train, logits);
@@ -370,7 +373,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	nn_ctx *ctx = m->ctx;
 	FORWARD_IF_ERR(same_precision(m, " backward", err));
 	const nn_backend *be = ctx->be;
-	const int half = m->precision != NN_PREC_FP32;
+	const int half = m->form.precision != NN_PREC_FP32;
 	const int n = m->last.n;
 	/* the plan's steps: the loss gradient, then node i at 2N - i */
 	const int steps_n = m->n_nodes;
@@ -407,13 +410,13 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 			/* an output nothing downstream used: its gradient is 0 */
 			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
 						(size_t)n * nd->c * nd->h * nd->w *
-							m->act_bytes,
+							m->form.act_bytes,
 						err));
 			m->nodes[nn_node_owner(m, i)].dy_set = 1;
 		}
 		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
 		const void *in = src ? src->y
-			       : nn_model_copies(m) ? m->x16
+			       : nn_model_copies(m) ? m->form.x16
 						    : (const void *)m->last.x;
 		/* no gradient for the model input, nor into a frozen backbone */
 		void *dx = src && (!head_only || src->head) ? src->dy : NULL;
@@ -521,10 +524,10 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
 		  "cannot prepare %s: its activations could not be allocated",
 		  m->name);
-	RETURN_IF(ctx->precision != m->precision, err, IMS_EINVAL,
+	RETURN_IF(ctx->precision != m->form.precision, err, IMS_EINVAL,
 		  "cannot prepare %s: it was built for precision %d, its "
 		  "context now says %d",
-		  m->name, m->precision, ctx->precision);
+		  m->name, m->form.precision, ctx->precision);
 	/* the buffers of the widest pass the use runs: a convolution's
 	 * input, output and both gradients are live together there, so
 	 * they are distinct bytes the choice may overwrite */
@@ -536,7 +539,7 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 	nn_mem_bind(m, mode);
 	/* without copies the caller's batch is read, which is not here yet:
 	 * a stand-in */
-	void *xin = m->x16;
+	void *xin = m->form.x16;
 	const int stand_in = !nn_model_copies(m);
 	if (stand_in) {
 		xin = be->alloc(ctx, (size_t)m->max_batch * 3 * m->in_h *

@@ -60,7 +60,7 @@ size_t nn_value_bytes(const nn_model *m, int v)
 	if (v % NN_V_KINDS == NN_V_INPUT)
 		return v / NN_V_KINDS == 0 && nn_model_copies(m)
 			       ? (size_t)m->max_batch * 3 * m->in_h * m->in_w *
-					 m->act_bytes
+					 m->form.act_bytes
 			       : 0;
 	if (nd->op == NN_OP_FLATTEN)
 		return 0;
@@ -68,7 +68,7 @@ size_t nn_value_bytes(const nn_model *m, int v)
 	switch (v % NN_V_KINDS) {
 	case NN_V_ACT:
 	case NN_V_GRAD:
-		return count * m->act_bytes;
+		return count * m->form.act_bytes;
 	case NN_V_ARGMAX:
 		return nd->op == NN_OP_MAXPOOL ? count * sizeof(int32_t) : 0;
 	case NN_V_MASK:
@@ -452,7 +452,7 @@ void nn_mem_bind(nn_model *m, nn_plan_mode mode)
 		nd->save_mean = value_ptr(m, p, VAL(j, NN_V_STATS));
 		nd->save_invstd = nd->save_mean ? nd->save_mean + nd->c : NULL;
 	}
-	m->x16 = m->n_nodes ? value_ptr(m, p, VAL_INPUT) : NULL;
+	m->form.x16 = m->n_nodes ? value_ptr(m, p, VAL_INPUT) : NULL;
 }
 
 int nn_mem_poison_after(nn_model *m, int step, ims_error *err)
@@ -500,10 +500,10 @@ void nn_model_memory_info(const nn_model *m, nn_model_memory *out)
 	out->head_bytes = m->mem.plans[NN_MODE_HEAD].bytes;
 	out->eval_bytes = m->mem.plans[NN_MODE_EVAL].bytes;
 	out->unplanned_bytes = m->mem.unplanned_bytes;
-	out->precision = m->precision;
+	out->precision = m->form.precision;
 	if (nn_model_copies(m))
-		out->weight_copy_bytes = m->n_params * m->act_bytes;
-	if (m->precision != NN_PREC_FP32)
+		out->weight_copy_bytes = m->n_params * m->form.act_bytes;
+	if (m->form.precision != NN_PREC_FP32)
 		out->weight_copy_bytes += (size_t)m->max_batch * m->classes *
 					  sizeof(float);
 }

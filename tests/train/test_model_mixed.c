@@ -82,9 +82,9 @@ static float *copy_of(const float *p, size_t n)
 /* Every parameter's 16-bit copy is the master weight rounded. */
 static int weight_copy_current(nn_model *m)
 {
-	const uint16_t *h = m->params16;
+	const uint16_t *h = m->form.params16;
 	for (size_t i = 0; i < m->n_params; i++) {
-		uint16_t want = m->precision == NN_PREC_BF16
+		uint16_t want = m->form.precision == NN_PREC_BF16
 					? ims_f32_to_bf16(m->params[i])
 					: ims_f32_to_f16(m->params[i]);
 		if (h[i] != want)
