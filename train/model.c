@@ -29,8 +29,9 @@ static double normal(ims_rng *r)
 static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
 {
 	nn_ctx *ctx = m->ctx;
-	float *hp = calloc(m->n_params ? m->n_params : 1, sizeof(float));
-	float *hb = calloc(m->n_buffers ? m->n_buffers : 1, sizeof(float));
+	nn_store *s = &m->store;
+	float *hp = calloc(s->n_params ? s->n_params : 1, sizeof(float));
+	float *hb = calloc(s->n_buffers ? s->n_buffers : 1, sizeof(float));
 	int rc = 0;
 	if (!hp || !hb) {
 		rc = ims_fail(err, IMS_ENOMEM, "cannot initialise %s: out of memory",
@@ -68,11 +69,11 @@ static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
 			}
 		}
 	}
-	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, m->params, hp,
-						m->n_params * sizeof(float), err));
-	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, m->buffers, hb,
-						m->n_buffers * sizeof(float), err));
-	memset(m->counters, 0, (m->n_counters ? m->n_counters : 1) * sizeof(int64_t));
+	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, s->params, hp,
+						s->n_params * sizeof(float), err));
+	GOTO_IF_ERR(out, rc, ctx->be->to_device(ctx, s->buffers, hb,
+						s->n_buffers * sizeof(float), err));
+	memset(s->counters, 0, (s->n_counters ? s->n_counters : 1) * sizeof(int64_t));
 out:
 	free(hp);
 	free(hb);
@@ -90,18 +91,19 @@ static void *dev_alloc(nn_model *m, size_t bytes, int *fail)
 static int allocate(nn_model *m, ims_error *err)
 {
 	int fail = 0;
-	m->params = dev_alloc(m, m->n_params * sizeof(float), &fail);
-	m->grads = dev_alloc(m, m->n_params * sizeof(float), &fail);
-	m->buffers = dev_alloc(m, m->n_buffers * sizeof(float), &fail);
+	nn_store *s = &m->store;
+	s->params = dev_alloc(m, s->n_params * sizeof(float), &fail);
+	s->grads = dev_alloc(m, s->n_params * sizeof(float), &fail);
+	s->buffers = dev_alloc(m, s->n_buffers * sizeof(float), &fail);
 	if (nn_model_copies(m))
-		m->form.params16 = dev_alloc(m, m->n_params * m->form.act_bytes,
+		m->form.params16 = dev_alloc(m, s->n_params * m->form.act_bytes,
 					     &fail);
 	if (m->form.precision != NN_PREC_FP32)
 		m->form.logits32 = dev_alloc(
 			m, (size_t)m->max_batch * m->classes * sizeof(float),
 			&fail);
-	m->counters = calloc(m->n_counters ? m->n_counters : 1, sizeof(int64_t));
-	if (!m->counters)
+	s->counters = calloc(s->n_counters ? s->n_counters : 1, sizeof(int64_t));
+	if (!s->counters)
 		fail = 1;
 	RETURN_IF(fail, err, IMS_ENOMEM,
 		  "cannot allocate %s for batches of %d: out of memory",
@@ -129,10 +131,11 @@ const char *const *nn_model_names(void)
 static int zero_weights(nn_model *m, ims_error *err)
 {
 	nn_ctx *ctx = m->ctx;
-	FORWARD_IF_ERR(ctx->be->zero(ctx, m->params, m->n_params * sizeof(float), err));
-	FORWARD_IF_ERR(ctx->be->zero(ctx, m->buffers, m->n_buffers * sizeof(float), err));
-	memset(m->counters, 0, (m->n_counters ? m->n_counters : 1) * sizeof(int64_t));
-	m->unset = 1;
+	nn_store *s = &m->store;
+	FORWARD_IF_ERR(ctx->be->zero(ctx, s->params, s->n_params * sizeof(float), err));
+	FORWARD_IF_ERR(ctx->be->zero(ctx, s->buffers, s->n_buffers * sizeof(float), err));
+	memset(s->counters, 0, (s->n_counters ? s->n_counters : 1) * sizeof(int64_t));
+	s->unset = 1;
 	return 0;
 }
 
@@ -263,12 +266,12 @@ int nn_model_create_unset(nn_ctx *ctx, const char *name, int classes, int in_h,
 void nn_model_set_loaded(nn_model *m)
 {
 	if (m)
-		m->unset = 0;
+		m->store.unset = 0;
 }
 
 int nn_model_weights_unset(const nn_model *m)
 {
-	return m ? m->unset : 0;
+	return m ? m->store.unset : 0;
 }
 
 void nn_model_free(nn_model *m)
@@ -279,12 +282,12 @@ void nn_model_free(nn_model *m)
 	nn_mem_release(m);
 	for (int i = 0; i < m->n_tensors; i++)
 		free((char *)m->tensors[i].name);
-	ctx->be->free(ctx, m->params);
-	ctx->be->free(ctx, m->grads);
-	ctx->be->free(ctx, m->buffers);
+	ctx->be->free(ctx, m->store.params);
+	ctx->be->free(ctx, m->store.grads);
+	ctx->be->free(ctx, m->store.buffers);
 	ctx->be->free(ctx, m->form.params16);
 	ctx->be->free(ctx, m->form.logits32);
-	free(m->counters);
+	free(m->store.counters);
 	free(m->nodes);
 	free(m->tensors);
 	free(m->inits);
@@ -361,22 +364,22 @@ size_t nn_model_last_grad(const nn_model *m)
 float *nn_model_params(nn_model *m, size_t *count)
 {
 	if (count)
-		*count = m->n_params;
-	return m->params;
+		*count = m->store.n_params;
+	return m->store.params;
 }
 
 float *nn_model_grads(nn_model *m, size_t *count)
 {
 	if (count)
-		*count = m->n_params;
-	return m->grads;
+		*count = m->store.n_params;
+	return m->store.grads;
 }
 
 float *nn_model_buffers(nn_model *m, size_t *count)
 {
 	if (count)
-		*count = m->n_buffers;
-	return m->buffers;
+		*count = m->store.n_buffers;
+	return m->store.buffers;
 }
 
 const void *nn_model_arena(const nn_model *m) { return m->mem.arena; }
@@ -397,6 +400,6 @@ nn_ctx *nn_model_ctx(nn_model *m)
 int64_t *nn_model_counters(nn_model *m, size_t *count)
 {
 	if (count)
-		*count = m->n_counters;
-	return m->counters;
+		*count = m->store.n_counters;
+	return m->store.counters;
 }

@@ -105,18 +105,18 @@ static int new_tensor(nn_model *m, const char *prefix, const char *suffix,
 	}
 	switch (kind) {
 	case NN_TENSOR_RUNNING:
-		t->offset = m->n_buffers;
-		m->n_buffers += t->count;
+		t->offset = m->store.n_buffers;
+		m->store.n_buffers += t->count;
 		break;
 	case NN_TENSOR_COUNTER:
-		t->offset = m->n_counters;
-		m->n_counters += t->count;
+		t->offset = m->store.n_counters;
+		m->store.n_counters += t->count;
 		break;
 	default:
 		/* 16-float alignment keeps every tensor on its own cache
 		 * lines; the padding is never read. */
-		t->offset = m->n_params;
-		m->n_params += (t->count + 15) & ~(size_t)15;
+		t->offset = m->store.n_params;
+		m->store.n_params += (t->count + 15) & ~(size_t)15;
 		break;
 	}
 	m->inits[n] = init;

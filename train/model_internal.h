@@ -118,6 +118,25 @@ typedef struct nn_model_mem {
 } nn_model_mem;
 
 /*
+ * The tensors' values in four blocks, each tensor at its offset in its
+ * kind's block: parameters, their gradients and the float buffers
+ * (batch norm's running statistics) in device memory, the int64 counters
+ * on the host. One block each, so that data parallelism averages the
+ * gradients in one allreduce and a checkpoint is a walk over the tensor
+ * list. The builders count the sizes (model_build.c); model.c allocates
+ * and frees the blocks.
+ */
+typedef struct nn_store {
+	size_t n_params;   /* floats, each tensor padded to 16 */
+	size_t n_buffers, n_counters;
+	float *params, *grads, *buffers;
+	int64_t *counters;
+	int unset;         /* 1: made by nn_model_create_unset, its weights
+			      0 until a load wrote every tensor
+			      (nn_model_set_loaded) */
+} nn_store;
+
+/*
  * The form the kernels take activations and weights in: the precision
  * (ctx->precision at creation; activations of act_bytes each) and the
  * layout (ctx->channels_last as nn_b_layout settles it), and the copies
@@ -166,9 +185,7 @@ struct nn_model {
 	nn_init *inits;    /* per tensor */
 	int *fan_in, *fan_out;
 	int n_tensors, cap_tensors;
-	size_t n_params, n_buffers, n_counters;
-	float *params, *grads, *buffers;
-	int64_t *counters;
+	nn_store store;
 	nn_last_pass last;
 	int frozen_bn;          /* batch norm on running statistics in training */
 	int rank, world;        /* nn_model_set_rank: dropout's placement */
@@ -178,9 +195,6 @@ struct nn_model {
 	int build_rc;      /* first builder error, 0 if none */
 	ims_error *build_err;
 	nn_model_mem mem;
-	int unset;         /* 1: made by nn_model_create_unset, its weights
-			      0 until a load wrote every tensor
-			      (nn_model_set_loaded) */
 };
 
 /* 1 when the kernels read the input's and the weights' copies (x16,

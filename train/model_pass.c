@@ -27,7 +27,7 @@ static const void *weight_ptr(nn_model *m, int t)
 	if (t < 0)
 		return NULL;
 	if (!nn_model_copies(m))
-		return m->params + m->tensors[t].offset;
+		return m->store.params + m->tensors[t].offset;
 	return (const char *)m->form.params16 +
 	       m->tensors[t].offset * m->form.act_bytes;
 }
@@ -110,7 +110,7 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 	else if (first)
 		FORWARD_IF_ERR(be->act_from_f32(ctx, (size_t)n * 3 * hw, x,
 						m->form.x16, err));
-	FORWARD_IF_ERR(be->act_from_f32(ctx, m->n_params, m->params,
+	FORWARD_IF_ERR(be->act_from_f32(ctx, m->store.n_params, m->store.params,
 					m->form.params16, err));
 	for (int i = 0; i < m->n_nodes && m->form.channels_last; i++) {
 		const nn_node *nd = &m->nodes[i];
@@ -119,7 +119,7 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 			continue;
 		FORWARD_IF_ERR(be->act_from_f32_nhwc(
 			ctx, d->c_out, d->c_in / d->groups, (size_t)d->kh * d->kw,
-			tensor_ptr(m, m->params, nd->wt),
+			tensor_ptr(m, m->store.params, nd->wt),
 			(void *)weight_ptr(m, nd->wt), err));
 	}
 	return 0;
@@ -172,7 +172,7 @@ static void forward_done(nn_model *m, const float *x, int n, int train,
 {
 	for (int i = 0; i < m->n_nodes && train && !m->frozen_bn; i++)
 		if (m->nodes[i].op == NN_OP_BN)
-			m->counters[m->tensors[m->nodes[i].nbt].offset]++;
+			m->store.counters[m->tensors[m->nodes[i].nbt].offset]++;
 	m->last.n = n;
 	m->last.train = train;
 	m->last.x = x;
@@ -193,7 +193,7 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		  m->name);
 	RETURN_IF(!m->mem.arena, err, IMS_ENOMEM,
 		  "cannot run %s: its activations could not be allocated", m->name);
-	RETURN_IF(m->unset, err, IMS_EINVAL,
+	RETURN_IF(m->store.unset, err, IMS_EINVAL,
 		  "cannot run %s: its weights were never loaded (made for a load "
 		  "of every tensor, which did not happen)", m->name);
 	nn_ctx *ctx = m->ctx;
@@ -218,9 +218,10 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
 		/* gamma for batch norm, the weights' 16-bit copy for
 		 * convolution and linear layers */
-		const void *w = nd->op == NN_OP_BN ? tensor_ptr(m, m->params, nd->wt)
-						   : weight_ptr(m, nd->wt);
-		float *b = tensor_ptr(m, m->params, nd->bt);
+		const void *w = nd->op == NN_OP_BN
+					? tensor_ptr(m, m->store.params, nd->wt)
+					: weight_ptr(m, nd->wt);
+		float *b = tensor_ptr(m, m->store.params, nd->bt);
 		switch (nd->op) {
 		case NN_OP_CONV: {
 			nn_conv_desc d = nd->conv;
@@ -232,8 +233,8 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 			nn_bn_desc d = nd->bn;
 			d.n = n;
 			d.relu = relu_fused(m, i);
-			float *rm = tensor_ptr(m, m->buffers, nd->rm);
-			float *rv = tensor_ptr(m, m->buffers, nd->rv);
+			float *rm = tensor_ptr(m, m->store.buffers, nd->rm);
+			float *rv = tensor_ptr(m, m->store.buffers, nd->rv);
 			if (train && !m->frozen_bn) {
 				FORWARD_IF_ERR(be->bn_forward_train(
 					ctx, &d, in, w, b, rm, rv, nd->save_mean,
@@ -385,7 +386,9 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	for (int i = 0; i < m->n_nodes; i++)
 		m->nodes[i].dy_set = 0;
 	if (head_only)
-		FORWARD_IF_ERR(be->zero(ctx, m->grads, m->n_params * sizeof(float), err));
+		FORWARD_IF_ERR(be->zero(ctx, m->store.grads,
+					m->store.n_params * sizeof(float),
+					err));
 	nn_node *last = &m->nodes[m->n_nodes - 1];
 	begin_dx(m, m->n_nodes - 1, last->dy);
 	/* the first writer of the logits' gradient overwrites it; in mixed
@@ -421,10 +424,11 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		/* no gradient for the model input, nor into a frozen backbone */
 		void *dx = src && (!head_only || src->head) ? src->dy : NULL;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
-		const void *w = nd->op == NN_OP_BN ? tensor_ptr(m, m->params, nd->wt)
-						   : weight_ptr(m, nd->wt);
-		float *dw = tensor_ptr(m, m->grads, nd->wt);
-		float *db = tensor_ptr(m, m->grads, nd->bt);
+		const void *w = nd->op == NN_OP_BN
+					? tensor_ptr(m, m->store.params, nd->wt)
+					: weight_ptr(m, nd->wt);
+		float *dw = tensor_ptr(m, m->store.grads, nd->wt);
+		float *db = tensor_ptr(m, m->store.grads, nd->bt);
 		int rc = 0;
 		if (nd->op != NN_OP_FLATTEN)
 			begin_dx(m, nd->in0, dx);
@@ -440,9 +444,10 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 			d.n = n;
 			if (m->frozen_bn)
 				rc = be->bn_backward_frozen(
-					ctx, &d, in, w, tensor_ptr(m, m->buffers, nd->rm),
-					tensor_ptr(m, m->buffers, nd->rv), nd->dy, dx, dw,
-					db, err);
+					ctx, &d, in, w,
+					tensor_ptr(m, m->store.buffers, nd->rm),
+					tensor_ptr(m, m->store.buffers, nd->rv),
+					nd->dy, dx, dw, db, err);
 			else
 				rc = be->bn_backward(ctx, &d, in, w, nd->save_mean,
 						     nd->save_invstd, nd->dy, dx, dw,
@@ -559,7 +564,8 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 		rc = be->conv_prepare(ctx, &nd->conv, src ? src->y : xin,
 				      weight_ptr(m, nd->wt), nd->y, nd->dy,
 				      back && src ? src->dy : NULL,
-				      back ? tensor_ptr(m, m->grads, nd->wt)
+				      back ? tensor_ptr(m, m->store.grads,
+							       nd->wt)
 					   : NULL,
 				      err);
 	}

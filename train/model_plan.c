@@ -502,7 +502,7 @@ void nn_model_memory_info(const nn_model *m, nn_model_memory *out)
 	out->unplanned_bytes = m->mem.unplanned_bytes;
 	out->precision = m->form.precision;
 	if (nn_model_copies(m))
-		out->weight_copy_bytes = m->n_params * m->form.act_bytes;
+		out->weight_copy_bytes = m->store.n_params * m->form.act_bytes;
 	if (m->form.precision != NN_PREC_FP32)
 		out->weight_copy_bytes += (size_t)m->max_batch * m->classes *
 					  sizeof(float);

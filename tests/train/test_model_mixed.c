@@ -83,10 +83,10 @@ static float *copy_of(const float *p, size_t n)
 static int weight_copy_current(nn_model *m)
 {
 	const uint16_t *h = m->form.params16;
-	for (size_t i = 0; i < m->n_params; i++) {
+	for (size_t i = 0; i < m->store.n_params; i++) {
 		uint16_t want = m->form.precision == NN_PREC_BF16
-					? ims_f32_to_bf16(m->params[i])
-					: ims_f32_to_f16(m->params[i]);
+					? ims_f32_to_bf16(m->store.params[i])
+					: ims_f32_to_f16(m->store.params[i]);
 		if (h[i] != want)
 			return 0;
 	}
@@ -295,7 +295,7 @@ static void memory(const char *model, int hw, int batch)
 			CHECK_EQ_INT(mm.precision, ctx.precision);
 			if (k)
 				CHECK(mm.weight_copy_bytes >=
-				      m->n_params * 2);
+				      m->store.n_params * 2);
 		}
 		nn_model_free(m);
 		nn_ctx_release(&ctx);
