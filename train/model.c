@@ -28,6 +28,7 @@ static double normal(ims_rng *r)
 
 static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
 {
+	const nn_graph *g = &m->graph;
 	nn_ctx *ctx = m->ctx;
 	nn_store *s = &m->store;
 	float *hp = calloc(s->n_params ? s->n_params : 1, sizeof(float));
@@ -38,8 +39,8 @@ static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
 			      m->name);
 		goto out;
 	}
-	for (int i = 0; i < m->n_tensors; i++) {
-		const nn_tensor_info *t = &m->tensors[i];
+	for (int i = 0; i < g->n_tensors; i++) {
+		const nn_tensor_info *t = &g->tensors[i];
 		if (t->kind == NN_TENSOR_COUNTER)
 			continue;
 		float *v = (t->kind == NN_TENSOR_RUNNING ? hb : hp) + t->offset;
@@ -47,10 +48,10 @@ static int init_weights(nn_model *m, uint64_t seed, ims_error *err)
 		 * another tensor changes size (e.g. the head's class count) */
 		ims_rng r;
 		ims_rng_seed(&r, seed, ims_hash64(0x696e6974, (uint64_t)i));
-		double bound = m->fan_in[i] > 0 ? 1.0 / sqrt(m->fan_in[i]) : 0;
-		double sd = m->fan_out[i] > 0 ? sqrt(2.0 / m->fan_out[i]) : 0;
+		double bound = g->fan_in[i] > 0 ? 1.0 / sqrt(g->fan_in[i]) : 0;
+		double sd = g->fan_out[i] > 0 ? sqrt(2.0 / g->fan_out[i]) : 0;
 		for (size_t k = 0; k < t->count; k++) {
-			switch (m->inits[i]) {
+			switch (g->inits[i]) {
 			case NN_INIT_ZERO:
 				v[k] = 0;
 				break;
@@ -90,6 +91,7 @@ static void *dev_alloc(nn_model *m, size_t bytes, int *fail)
 
 static int allocate(nn_model *m, ims_error *err)
 {
+	const nn_graph *g = &m->graph;
 	int fail = 0;
 	nn_store *s = &m->store;
 	s->params = dev_alloc(m, s->n_params * sizeof(float), &fail);
@@ -109,8 +111,8 @@ static int allocate(nn_model *m, ims_error *err)
 		  "cannot allocate %s for batches of %d: out of memory",
 		  m->name, m->max_batch);
 	/* no architecture flattens the model input itself */
-	for (int i = 0; i < m->n_nodes; i++)
-		RETURN_IF(m->nodes[i].op == NN_OP_FLATTEN && m->nodes[i].in0 < 0,
+	for (int i = 0; i < g->n_nodes; i++)
+		RETURN_IF(g->nodes[i].op == NN_OP_FLATTEN && g->nodes[i].in0 < 0,
 			  err, IMS_EINVAL, "cannot build %s: flatten of the input",
 			  m->name);
 	return nn_mem_create(m, err);
@@ -168,11 +170,11 @@ static int least_side(nn_ctx *ctx, const char *name, int classes)
 		if (!t)
 			return 0;
 		ims_error e;
-		t->build_err = &e;
+		t->graph.build_err = &e;
 		int rc = nn_models_build(t, name, &e);
 		if (!rc)
-			rc = t->build_rc;
-		t->build_err = NULL;
+			rc = t->graph.build_rc;
+		t->graph.build_err = NULL;
 		nn_model_free(t);
 		if (!rc)
 			return side;
@@ -209,39 +211,39 @@ static int create(nn_ctx *ctx, const char *name, int classes, int in_h,
 				ctx->precision);
 	}
 	ims_error local;
-	m->build_err = err ? err : &local;
-	int rc = nn_models_build(m, name, m->build_err);
-	if (!rc && m->build_rc)
-		rc = m->build_rc;
+	m->graph.build_err = err ? err : &local;
+	int rc = nn_models_build(m, name, m->graph.build_err);
+	if (!rc && m->graph.build_rc)
+		rc = m->graph.build_rc;
 	if (rc == IMS_EINVAL) {
 		/* an input its pooling leaves no pixel of: say what fits */
 		const int side = least_side(ctx, name, classes);
 		if (side > (in_h < in_w ? in_h : in_w))
-			ims_fail(m->build_err, IMS_EINVAL,
+			ims_fail(m->graph.build_err, IMS_EINVAL,
 				 "cannot build %s for %dx%d inputs: it needs inputs of "
 				 "at least %dx%d", name, in_w, in_h, side, side);
 	}
 	if (!rc) {
 		/* The head is the last layer, a linear one: what fine-tuning
 		 * re-initialises and --freeze-backbone trains alone. */
-		nn_node *last = &m->nodes[m->n_nodes - 1];
+		nn_node *last = &m->graph.nodes[m->graph.n_nodes - 1];
 		if (last->op != NN_OP_LINEAR)
-			rc = ims_fail(m->build_err, IMS_EINVAL,
+			rc = ims_fail(m->graph.build_err, IMS_EINVAL,
 				      "cannot build %s: it does not end in a linear layer",
 				      name);
 		else {
 			last->head = 1;
-			m->tensors[last->wt].head = 1;
-			m->tensors[last->bt].head = 1;
+			m->graph.tensors[last->wt].head = 1;
+			m->graph.tensors[last->bt].head = 1;
 		}
 	}
 	if (!rc)
-		rc = nn_b_layout(m, m->build_err);
+		rc = nn_b_layout(m, m->graph.build_err);
 	if (!rc)
 		rc = allocate(m, err);
 	if (!rc)
 		rc = draw ? init_weights(m, seed, err) : zero_weights(m, err);
-	m->build_err = NULL;
+	m->graph.build_err = NULL;
 	if (rc) {
 		nn_model_free(m);
 		return rc;
@@ -280,19 +282,19 @@ void nn_model_free(nn_model *m)
 		return;
 	nn_ctx *ctx = m->ctx;
 	nn_mem_release(m);
-	for (int i = 0; i < m->n_tensors; i++)
-		free((char *)m->tensors[i].name);
+	for (int i = 0; i < m->graph.n_tensors; i++)
+		free((char *)m->graph.tensors[i].name);
 	ctx->be->free(ctx, m->store.params);
 	ctx->be->free(ctx, m->store.grads);
 	ctx->be->free(ctx, m->store.buffers);
 	ctx->be->free(ctx, m->form.params16);
 	ctx->be->free(ctx, m->form.logits32);
 	free(m->store.counters);
-	free(m->nodes);
-	free(m->tensors);
-	free(m->inits);
-	free(m->fan_in);
-	free(m->fan_out);
+	free(m->graph.nodes);
+	free(m->graph.tensors);
+	free(m->graph.inits);
+	free(m->graph.fan_in);
+	free(m->graph.fan_out);
 	free(m);
 }
 
@@ -301,13 +303,14 @@ void nn_model_freeze_bn(nn_model *m, int on) { m->frozen_bn = on != 0; }
 
 int nn_model_check_train_batch(const nn_model *m, int n, ims_error *err)
 {
-	for (int i = 0; !m->frozen_bn && i < m->n_nodes; i++) {
-		const nn_node *d = &m->nodes[i];
+	const nn_graph *g = &m->graph;
+	for (int i = 0; !m->frozen_bn && i < g->n_nodes; i++) {
+		const nn_node *d = &g->nodes[i];
 		const int64_t hw = (int64_t)d->h * d->w;
 		if (d->op != NN_OP_BN || (int64_t)n * hw >= 2)
 			continue;
 		/* the layer's name: its weight's without ".weight" */
-		const char *name = d->wt >= 0 ? m->tensors[d->wt].name : "?";
+		const char *name = d->wt >= 0 ? g->tensors[d->wt].name : "?";
 		const char *dot = strrchr(name, '.');
 		const size_t len = dot ? (size_t)(dot - name) : strlen(name);
 		return ims_fail(err, IMS_EINVAL,
@@ -333,18 +336,18 @@ int nn_model_set_rank(nn_model *m, int rank, int world, ims_error *err)
 }
 int nn_model_classes(const nn_model *m) { return m->classes; }
 int nn_model_input_size(const nn_model *m) { return m->in_h; }
-int nn_model_tensor_count(const nn_model *m) { return m->n_tensors; }
-double nn_model_macs(const nn_model *m) { return m->macs; }
+int nn_model_tensor_count(const nn_model *m) { return m->graph.n_tensors; }
+double nn_model_macs(const nn_model *m) { return m->graph.macs; }
 
 const nn_tensor_info *nn_model_tensor(const nn_model *m, int i)
 {
-	return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+	return i >= 0 && i < m->graph.n_tensors ? &m->graph.tensors[i] : NULL;
 }
 
 int nn_model_find(const nn_model *m, const char *name)
 {
-	for (int i = 0; i < m->n_tensors; i++)
-		if (!strcmp(m->tensors[i].name, name))
+	for (int i = 0; i < m->graph.n_tensors; i++)
+		if (!strcmp(m->graph.tensors[i].name, name))
 			return i;
 	return -1;
 }
@@ -352,8 +355,8 @@ int nn_model_find(const nn_model *m, const char *name)
 size_t nn_model_last_grad(const nn_model *m)
 {
 	size_t last = 0;
-	for (int i = 0; i < m->n_tensors; i++) {
-		const nn_tensor_info *t = &m->tensors[i];
+	for (int i = 0; i < m->graph.n_tensors; i++) {
+		const nn_tensor_info *t = &m->graph.tensors[i];
 		if (t->kind != NN_TENSOR_RUNNING && t->kind != NN_TENSOR_COUNTER &&
 		    t->count && t->offset + t->count - 1 > last)
 			last = t->offset + t->count - 1;
@@ -386,8 +389,9 @@ const void *nn_model_arena(const nn_model *m) { return m->mem.arena; }
 
 int nn_model_has_dropout(const nn_model *m)
 {
-	for (int i = 0; i < m->n_nodes; i++)
-		if (m->nodes[i].op == NN_OP_DROPOUT && m->nodes[i].drop_p > 0)
+	const nn_graph *g = &m->graph;
+	for (int i = 0; i < g->n_nodes; i++)
+		if (g->nodes[i].op == NN_OP_DROPOUT && g->nodes[i].drop_p > 0)
 			return 1;
 	return 0;
 }

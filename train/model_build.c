@@ -31,22 +31,23 @@ static int grow(void **p, int *cap, int need, size_t elem)
 
 static int build_fail(nn_model *m, int code, const char *fmt, const char *a)
 {
-	if (!m->build_rc)
-		m->build_rc = ims_fail(m->build_err, code, fmt, a);
+	if (!m->graph.build_rc)
+		m->graph.build_rc = ims_fail(m->graph.build_err, code, fmt, a);
 	return -1;
 }
 
 static int new_node(nn_model *m, nn_op op, int in0)
 {
-	if (m->build_rc)
+	nn_graph *g = &m->graph;
+	if (g->build_rc)
 		return -1;
-	if (in0 < -1 || in0 >= m->n_nodes)
+	if (in0 < -1 || in0 >= g->n_nodes)
 		return build_fail(m, IMS_EINVAL, "cannot build %s: bad node", m->name);
-	if (grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1,
+	if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1,
 		 sizeof(nn_node)))
 		return build_fail(m, IMS_ENOMEM, "cannot build %s: out of memory",
 				  m->name);
-	nn_node *nd = &m->nodes[m->n_nodes];
+	nn_node *nd = &g->nodes[g->n_nodes];
 	memset(nd, 0, sizeof(*nd));
 	nd->op = op;
 	nd->in0 = in0;
@@ -57,34 +58,35 @@ static int new_node(nn_model *m, nn_op op, int in0)
 		nd->h = m->in_h;
 		nd->w = m->in_w;
 	} else {
-		nd->c = m->nodes[in0].c;
-		nd->h = m->nodes[in0].h;
-		nd->w = m->nodes[in0].w;
+		nd->c = g->nodes[in0].c;
+		nd->h = g->nodes[in0].h;
+		nd->w = g->nodes[in0].w;
 	}
-	return m->n_nodes++;
+	return g->n_nodes++;
 }
 
 static int new_tensor(nn_model *m, const char *prefix, const char *suffix,
 		      nn_tensor_kind kind, int ndim, const int64_t *shape,
 		      nn_init init, int fan_in, int fan_out)
 {
-	if (m->build_rc)
+	nn_graph *g = &m->graph;
+	if (g->build_rc)
 		return -1;
-	int n = m->n_tensors;
-	if (grow((void **)&m->tensors, &m->cap_tensors, n + 1,
+	int n = g->n_tensors;
+	if (grow((void **)&g->tensors, &g->cap_tensors, n + 1,
 		 sizeof(nn_tensor_info)))
 		return build_fail(m, IMS_ENOMEM, "cannot build %s: out of memory",
 				  m->name);
 	/* the side arrays follow the tensor array's capacity */
-	void *a = realloc(m->inits, (size_t)m->cap_tensors * sizeof(nn_init));
+	void *a = realloc(g->inits, (size_t)g->cap_tensors * sizeof(nn_init));
 	if (a)
-		m->inits = a;
-	void *b = realloc(m->fan_in, (size_t)m->cap_tensors * sizeof(int));
+		g->inits = a;
+	void *b = realloc(g->fan_in, (size_t)g->cap_tensors * sizeof(int));
 	if (b)
-		m->fan_in = b;
-	void *c = realloc(m->fan_out, (size_t)m->cap_tensors * sizeof(int));
+		g->fan_in = b;
+	void *c = realloc(g->fan_out, (size_t)g->cap_tensors * sizeof(int));
 	if (c)
-		m->fan_out = c;
+		g->fan_out = c;
 	size_t len = strlen(prefix) + strlen(suffix) + 2;
 	char *name = malloc(len);
 	if (!a || !b || !c || !name) {
@@ -93,7 +95,7 @@ static int new_tensor(nn_model *m, const char *prefix, const char *suffix,
 				  m->name);
 	}
 	snprintf(name, len, "%s.%s", prefix, suffix);
-	nn_tensor_info *t = &m->tensors[n];
+	nn_tensor_info *t = &g->tensors[n];
 	memset(t, 0, sizeof(*t));
 	t->name = name;
 	t->kind = kind;
@@ -119,30 +121,31 @@ static int new_tensor(nn_model *m, const char *prefix, const char *suffix,
 		m->store.n_params += (t->count + 15) & ~(size_t)15;
 		break;
 	}
-	m->inits[n] = init;
-	m->fan_in[n] = fan_in;
-	m->fan_out[n] = fan_out;
-	m->n_tensors++;
+	g->inits[n] = init;
+	g->fan_in[n] = fan_in;
+	g->fan_out[n] = fan_out;
+	g->n_tensors++;
 	return n;
 }
 
 int nn_b_conv(nn_model *m, const char *name, int in, int c_out, int k,
 	      int stride, int pad, int bias, nn_init winit)
 {
+	nn_graph *g = &m->graph;
 	int id = new_node(m, NN_OP_CONV, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &g->nodes[id];
 	if (nn_conv_desc_init(&nd->conv, m->max_batch, nd->c, nd->h, nd->w,
-			      c_out, k, stride, pad, 1, 1, bias, m->build_err) < 0) {
-		m->build_rc = m->build_err->code;
-		ims_fail_context(m->build_err, "cannot build %s: layer '%s'",
+			      c_out, k, stride, pad, 1, 1, bias, g->build_err) < 0) {
+		g->build_rc = g->build_err->code;
+		ims_fail_context(g->build_err, "cannot build %s: layer '%s'",
 				 m->name, name);
 		return -1;
 	}
 	int64_t ws[4] = {c_out, nd->c, k, k};
 	int fan_in = nd->c * k * k, fan_out = c_out * k * k;
-	m->macs += (double)c_out * nd->conv.h_out * nd->conv.w_out * fan_in;
+	g->macs += (double)c_out * nd->conv.h_out * nd->conv.w_out * fan_in;
 	nd->wt = new_tensor(m, name, "weight", NN_TENSOR_WEIGHT, 4, ws, winit,
 			    fan_in, fan_out);
 	if (bias) {
@@ -156,7 +159,7 @@ int nn_b_conv(nn_model *m, const char *name, int in, int c_out, int k,
 	nd->c = c_out;
 	nd->h = nd->conv.h_out;
 	nd->w = nd->conv.w_out;
-	return m->build_rc ? -1 : id;
+	return g->build_rc ? -1 : id;
 }
 
 int nn_b_bn(nn_model *m, const char *name, int in)
@@ -164,7 +167,7 @@ int nn_b_bn(nn_model *m, const char *name, int in)
 	int id = new_node(m, NN_OP_BN, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &m->graph.nodes[id];
 	nd->bn.n = m->max_batch;
 	nd->bn.c = nd->c;
 	nd->bn.h = nd->h;
@@ -182,7 +185,7 @@ int nn_b_bn(nn_model *m, const char *name, int in)
 			    NN_INIT_ONE, 0, 0);
 	nd->nbt = new_tensor(m, name, "num_batches_tracked", NN_TENSOR_COUNTER,
 			     0, NULL, NN_INIT_ZERO, 0, 0);
-	return m->build_rc ? -1 : id;
+	return m->graph.build_rc ? -1 : id;
 }
 
 int nn_b_relu(nn_model *m, int in)
@@ -192,14 +195,15 @@ int nn_b_relu(nn_model *m, int in)
 
 int nn_b_maxpool(nn_model *m, int in, int k, int stride, int pad)
 {
+	nn_graph *g = &m->graph;
 	int id = new_node(m, NN_OP_MAXPOOL, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &g->nodes[id];
 	if (nn_pool_desc_init(&nd->pool, m->max_batch, nd->c, nd->h, nd->w, k,
-			      stride, pad, m->build_err) < 0) {
-		m->build_rc = m->build_err->code;
-		ims_fail_context(m->build_err, "cannot build %s for %dx%d inputs",
+			      stride, pad, g->build_err) < 0) {
+		g->build_rc = g->build_err->code;
+		ims_fail_context(g->build_err, "cannot build %s for %dx%d inputs",
 				 m->name, m->in_w, m->in_h);
 		return -1;
 	}
@@ -210,14 +214,15 @@ int nn_b_maxpool(nn_model *m, int in, int k, int stride, int pad)
 
 int nn_b_adaptive_avgpool(nn_model *m, int in, int h, int w)
 {
+	nn_graph *g = &m->graph;
 	int id = new_node(m, NN_OP_AVGPOOL, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &g->nodes[id];
 	if (nn_pool_desc_init_adaptive(&nd->pool, m->max_batch, nd->c, nd->h,
-				       nd->w, h, w, m->build_err) < 0) {
-		m->build_rc = m->build_err->code;
-		ims_fail_context(m->build_err, "cannot build %s", m->name);
+				       nd->w, h, w, g->build_err) < 0) {
+		g->build_rc = g->build_err->code;
+		ims_fail_context(g->build_err, "cannot build %s", m->name);
 		return -1;
 	}
 	nd->h = h;
@@ -230,7 +235,7 @@ int nn_b_flatten(nn_model *m, int in)
 	int id = new_node(m, NN_OP_FLATTEN, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &m->graph.nodes[id];
 	nd->c = nd->c * nd->h * nd->w;
 	nd->h = nd->w = 1;
 	return id;
@@ -242,7 +247,7 @@ int nn_b_linear(nn_model *m, const char *name, int in, int out,
 	int id = new_node(m, NN_OP_LINEAR, in);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
+	nn_node *nd = &m->graph.nodes[id];
 	if (nd->h != 1 || nd->w != 1)
 		return build_fail(m, IMS_EINVAL,
 				  "cannot build layer '%s': input is not flat", name);
@@ -250,21 +255,21 @@ int nn_b_linear(nn_model *m, const char *name, int in, int out,
 	nd->lin.in = nd->c;
 	nd->lin.out = out;
 	nd->lin.bias = 1;
-	m->macs += (double)nd->c * out;
+	m->graph.macs += (double)nd->c * out;
 	int64_t ws[2] = {out, nd->c}, bs[1] = {out};
 	nd->wt = new_tensor(m, name, "weight", NN_TENSOR_WEIGHT, 2, ws, winit,
 			    nd->c, out);
 	nd->bt = new_tensor(m, name, "bias", NN_TENSOR_BIAS, 1, bs, binit,
 			    nd->c, out);
 	nd->c = out;
-	return m->build_rc ? -1 : id;
+	return m->graph.build_rc ? -1 : id;
 }
 
 int nn_b_dropout(nn_model *m, int in, float p)
 {
 	int id = new_node(m, NN_OP_DROPOUT, in);
 	if (id >= 0)
-		m->nodes[id].drop_p = p;
+		m->graph.nodes[id].drop_p = p;
 	return id;
 }
 
@@ -273,9 +278,9 @@ int nn_b_add(nn_model *m, int a, int b)
 	int id = new_node(m, NN_OP_ADD, a);
 	if (id < 0)
 		return -1;
-	nn_node *nd = &m->nodes[id];
-	if (b < 0 || b >= id || m->nodes[b].c != nd->c ||
-	    m->nodes[b].h != nd->h || m->nodes[b].w != nd->w)
+	nn_node *nd = &m->graph.nodes[id];
+	if (b < 0 || b >= id || m->graph.nodes[b].c != nd->c ||
+	    m->graph.nodes[b].h != nd->h || m->graph.nodes[b].w != nd->w)
 		return build_fail(m, IMS_EINVAL,
 				  "cannot build %s: residual shapes differ", m->name);
 	nd->in1 = b;
@@ -301,11 +306,11 @@ int nn_b_layout(nn_model *m, ims_error *err)
 	if (want == NN_CL_OFF)
 		return 0;
 	char why[160] = "";
-	for (int i = 0; i < m->n_nodes && !why[0]; i++) {
-		const nn_node *nd = &m->nodes[i];
+	for (int i = 0; i < m->graph.n_nodes && !why[0]; i++) {
+		const nn_node *nd = &m->graph.nodes[i];
 		if (nd->op != NN_OP_FLATTEN)
 			continue;
-		const nn_node *src = &m->nodes[nd->in0];
+		const nn_node *src = &m->graph.nodes[nd->in0];
 		if (src->h * src->w > 1)
 			snprintf(why, sizeof(why),
 				 "its classifier reads a %dx%dx%d map in NCHW "
@@ -319,8 +324,8 @@ int nn_b_layout(nn_model *m, ims_error *err)
 	RETURN_IF(why[0], err, IMS_EUNSUPPORTED,
 		  "cannot build %s channels-last: %s", m->name, why);
 	m->form.channels_last = 1;
-	for (int i = 0; i < m->n_nodes; i++) {
-		nn_node *nd = &m->nodes[i];
+	for (int i = 0; i < m->graph.n_nodes; i++) {
+		nn_node *nd = &m->graph.nodes[i];
 		nd->conv.nhwc = nd->op == NN_OP_CONV;
 		nd->bn.nhwc = nd->op == NN_OP_BN;
 		nd->pool.nhwc = nd->op == NN_OP_MAXPOOL || nd->op == NN_OP_AVGPOOL;

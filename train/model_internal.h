@@ -118,6 +118,25 @@ typedef struct nn_model_mem {
 } nn_model_mem;
 
 /*
+ * What the builders make (model_build.c, models.c): the nodes in
+ * topological order and the named tensors in state_dict order, with how
+ * each tensor starts. Arrays and tensor names are the model's (grown by
+ * the builders, freed by nn_model_free); a node's buffers point into the
+ * arena. build_err is the caller's, borrowed while the model is built.
+ */
+typedef struct nn_graph {
+	nn_node *nodes;
+	int n_nodes, cap_nodes;
+	nn_tensor_info *tensors;
+	nn_init *inits;    /* per tensor */
+	int *fan_in, *fan_out;
+	int n_tensors, cap_tensors;
+	double macs;       /* multiply-adds of one sample's forward */
+	int build_rc;      /* first builder error, 0 if none */
+	ims_error *build_err;
+} nn_graph;
+
+/*
  * The tensors' values in four blocks, each tensor at its offset in its
  * kind's block: parameters, their gradients and the float buffers
  * (batch norm's running statistics) in device memory, the int64 counters
@@ -179,21 +198,13 @@ struct nn_model {
 	char name[32];
 	int classes, in_h, in_w, max_batch;
 	nn_ctx *ctx;
-	nn_node *nodes;
-	int n_nodes, cap_nodes;
-	nn_tensor_info *tensors;
-	nn_init *inits;    /* per tensor */
-	int *fan_in, *fan_out;
-	int n_tensors, cap_tensors;
+	nn_graph graph;
 	nn_store store;
 	nn_last_pass last;
 	int frozen_bn;          /* batch norm on running statistics in training */
 	int rank, world;        /* nn_model_set_rank: dropout's placement */
-	double macs;
 	nn_form form;
 	nn_hooks hooks;
-	int build_rc;      /* first builder error, 0 if none */
-	ims_error *build_err;
 	nn_model_mem mem;
 };
 

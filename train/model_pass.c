@@ -17,7 +17,7 @@
 
 static float *tensor_ptr(nn_model *m, float *base, int t)
 {
-	return t < 0 ? NULL : base + m->tensors[t].offset;
+	return t < 0 ? NULL : base + m->graph.tensors[t].offset;
 }
 
 /* Convolution and linear weights as the kernels take them: the copy in
@@ -27,9 +27,9 @@ static const void *weight_ptr(nn_model *m, int t)
 	if (t < 0)
 		return NULL;
 	if (!nn_model_copies(m))
-		return m->store.params + m->tensors[t].offset;
+		return m->store.params + m->graph.tensors[t].offset;
 	return (const char *)m->form.params16 +
-	       m->tensors[t].offset * m->form.act_bytes;
+	       m->graph.tensors[t].offset * m->form.act_bytes;
 }
 
 const char *const nn_profile_kinds[NN_PROF_KINDS] = {
@@ -100,9 +100,9 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 	nn_ctx *ctx = m->ctx;
 	const nn_backend *be = ctx->be;
 	const nn_node *first = NULL;
-	for (int i = 0; i < m->n_nodes && !first; i++)
-		if (m->nodes[i].in0 < 0)
-			first = &m->nodes[i];
+	for (int i = 0; i < m->graph.n_nodes && !first; i++)
+		if (m->graph.nodes[i].in0 < 0)
+			first = &m->graph.nodes[i];
 	const size_t hw = (size_t)m->in_h * m->in_w;
 	if (first && m->form.channels_last)
 		FORWARD_IF_ERR(be->act_from_f32_nhwc(ctx, n, 3, hw, x,
@@ -112,8 +112,8 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
 						m->form.x16, err));
 	FORWARD_IF_ERR(be->act_from_f32(ctx, m->store.n_params, m->store.params,
 					m->form.params16, err));
-	for (int i = 0; i < m->n_nodes && m->form.channels_last; i++) {
-		const nn_node *nd = &m->nodes[i];
+	for (int i = 0; i < m->graph.n_nodes && m->form.channels_last; i++) {
+		const nn_node *nd = &m->graph.nodes[i];
 		const nn_conv_desc *d = &nd->conv;
 		if (nd->op != NN_OP_CONV || d->kh * d->kw == 1)
 			continue;
@@ -134,9 +134,9 @@ static int input_copies(nn_model *m, const float *x, int n, ims_error *err)
  */
 static int relu_fused(const nn_model *m, int i)
 {
-	if (i < 0 || i + 1 >= m->n_nodes)
+	if (i < 0 || i + 1 >= m->graph.n_nodes)
 		return 0;
-	const nn_node *b = &m->nodes[i], *r = &m->nodes[i + 1];
+	const nn_node *b = &m->graph.nodes[i], *r = &m->graph.nodes[i + 1];
 	return (b->op == NN_OP_BN || b->op == NN_OP_ADD) &&
 	       r->op == NN_OP_RELU && r->in0 == i && b->y && r->y == b->y;
 }
@@ -170,21 +170,23 @@ static nn_plan_mode forward_mode(const nn_model *m, int train)
 static void forward_done(nn_model *m, const float *x, int n, int train,
 			 const float **logits)
 {
-	for (int i = 0; i < m->n_nodes && train && !m->frozen_bn; i++)
-		if (m->nodes[i].op == NN_OP_BN)
-			m->store.counters[m->tensors[m->nodes[i].nbt].offset]++;
+	const nn_graph *g = &m->graph;
+	for (int i = 0; i < g->n_nodes && train && !m->frozen_bn; i++)
+		if (g->nodes[i].op == NN_OP_BN)
+			m->store.counters[g->tensors[g->nodes[i].nbt].offset]++;
 	m->last.n = n;
 	m->last.train = train;
 	m->last.x = x;
 	*logits = m->form.precision != NN_PREC_FP32
 			  ? m->form.logits32
-			  : m->nodes[m->n_nodes - 1].y;
+			  : g->nodes[g->n_nodes - 1].y;
 }
 
 int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		     uint64_t dropout_seed, const float **logits,
 		     ims_error *err)
 {
+	nn_graph *g = &m->graph;
 	RETURN_IF(n < 1 || n > m->max_batch, err, IMS_EINVAL,
 		  "cannot run %s on a batch of %d: built for 1..%d", m->name,
 		  n, m->max_batch);
@@ -211,10 +213,10 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		FORWARD_IF_ERR(prof_add(m, NN_PROF_CONVERT, 0, t0, err));
 	}
 	const void *xin = copies ? m->form.x16 : (const void *)x;
-	for (int i = 0; i < m->n_nodes; i++) {
-		nn_node *nd = &m->nodes[i];
+	for (int i = 0; i < g->n_nodes; i++) {
+		nn_node *nd = &g->nodes[i];
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
-		const void *in = nd->in0 < 0 ? xin : m->nodes[nd->in0].y;
+		const void *in = nd->in0 < 0 ? xin : g->nodes[nd->in0].y;
 		size_t count = (size_t)n * nd->c * nd->h * nd->w;
 		/* gamma for batch norm, the weights' 16-bit copy for
 		 * convolution and linear layers */
@@ -286,13 +288,13 @@ int nn_model_forward(nn_model *m, const float *x, int n, int train,
 		case NN_OP_ADD:
 			FORWARD_IF_ERR((relu_fused(m, i) ? be->add_relu_forward
 							 : be->add_forward)(
-				ctx, count, in, m->nodes[nd->in1].y, nd->y, err));
+				ctx, count, in, g->nodes[nd->in1].y, nd->y, err));
 			break;
 		}
 		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 0, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, i, err));
 	}
-	const nn_node *last = &m->nodes[m->n_nodes - 1];
+	const nn_node *last = &g->nodes[g->n_nodes - 1];
 	if (half) {
 		/* the loss reads float: the 16-bit logits widened */
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
@@ -332,15 +334,15 @@ void nn_model_set_grad_hook(nn_model *m, nn_grad_ready_fn fn, void *ud)
  * still to come). Parameters are laid out in node order, so this is node
  * i's own first parameter, but nothing here depends on that.
  */
-static size_t grads_ready_from(const nn_model *m, int i)
+static size_t grads_ready_from(const nn_graph *g, int i)
 {
 	size_t end = 0;
 	for (int j = 0; j < i; j++) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &g->nodes[j];
 		const int t[2] = {nd->wt, nd->bt};
 		for (int k = 0; k < 2; k++)
 			if (t[k] >= 0) {
-				size_t e = m->tensors[t[k]].offset + m->tensors[t[k]].count;
+				size_t e = g->tensors[t[k]].offset + g->tensors[t[k]].count;
 				end = e > end ? e : end;
 			}
 	}
@@ -357,13 +359,14 @@ static void begin_dx(nn_model *m, int i, const void *dx)
 	m->ctx->dx_overwrite = 0;
 	if (!dx || (i = nn_node_owner(m, i)) < 0)
 		return;
-	m->ctx->dx_overwrite = !m->nodes[i].dy_set;
-	m->nodes[i].dy_set = 1;
+	m->ctx->dx_overwrite = !m->graph.nodes[i].dy_set;
+	m->graph.nodes[i].dy_set = 1;
 }
 
 int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		      ims_error *err)
 {
+	nn_graph *g = &m->graph;
 	RETURN_IF(!m->last.train || m->last.n < 1, err, IMS_EINVAL,
 		  "cannot run %s backward: no training forward pass before it",
 		  m->name);
@@ -377,20 +380,20 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	const int half = m->form.precision != NN_PREC_FP32;
 	const int n = m->last.n;
 	/* the plan's steps: the loss gradient, then node i at 2N - i */
-	const int steps_n = m->n_nodes;
+	const int steps_n = g->n_nodes;
 	/* Gradients accumulate into node outputs' gradients (an output can
 	 * feed two nodes): the first writer of each overwrites it instead, so
 	 * nothing is zeroed first; flatten shares its input's. Parameter
 	 * gradients are overwritten by their layer, except a frozen
 	 * backbone's, which stay zero. */
-	for (int i = 0; i < m->n_nodes; i++)
-		m->nodes[i].dy_set = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		g->nodes[i].dy_set = 0;
 	if (head_only)
 		FORWARD_IF_ERR(be->zero(ctx, m->store.grads,
 					m->store.n_params * sizeof(float),
 					err));
-	nn_node *last = &m->nodes[m->n_nodes - 1];
-	begin_dx(m, m->n_nodes - 1, last->dy);
+	nn_node *last = &g->nodes[g->n_nodes - 1];
+	begin_dx(m, g->n_nodes - 1, last->dy);
 	/* the first writer of the logits' gradient overwrites it; in mixed
 	 * precision the float gradient is rounded into it */
 	double t_in;
@@ -403,21 +406,21 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 	FORWARD_IF_ERR(rc);
 	FORWARD_IF_ERR(prof_add(m, half ? NN_PROF_CONVERT : -1, 1, t_in, err));
 	FORWARD_IF_ERR(nn_mem_poison_after(m, steps_n, err));
-	for (int i = m->n_nodes - 1; i >= 0; i--) {
-		nn_node *nd = &m->nodes[i];
+	for (int i = g->n_nodes - 1; i >= 0; i--) {
+		nn_node *nd = &g->nodes[i];
 		if (head_only && !nd->head)
 			break;
 		double t0;
 		FORWARD_IF_ERR(prof_now(m, &t0, err));
-		if (nd->op != NN_OP_FLATTEN && !m->nodes[nn_node_owner(m, i)].dy_set) {
+		if (nd->op != NN_OP_FLATTEN && !g->nodes[nn_node_owner(m, i)].dy_set) {
 			/* an output nothing downstream used: its gradient is 0 */
 			FORWARD_IF_ERR(be->zero(ctx, nd->dy,
 						(size_t)n * nd->c * nd->h * nd->w *
 							m->form.act_bytes,
 						err));
-			m->nodes[nn_node_owner(m, i)].dy_set = 1;
+			g->nodes[nn_node_owner(m, i)].dy_set = 1;
 		}
-		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
+		const nn_node *src = nd->in0 < 0 ? NULL : &g->nodes[nd->in0];
 		const void *in = src ? src->y
 			       : nn_model_copies(m) ? m->form.x16
 						    : (const void *)m->last.x;
@@ -493,7 +496,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 			 * input's (model_plan.c), the copy is done */
 			if (dx && dx != nd->dy)
 				rc = be->accumulate(ctx, count, nd->dy, dx, err);
-			const nn_node *src1 = &m->nodes[nd->in1];
+			const nn_node *src1 = &g->nodes[nd->in1];
 			void *dx1 = !head_only || src1->head ? src1->dy : NULL;
 			if (!rc && dx1) {
 				begin_dx(m, nd->in1, dx1);
@@ -509,9 +512,8 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 		FORWARD_IF_ERR(prof_add(m, prof_kind(nd->op), 1, t0, err));
 		FORWARD_IF_ERR(nn_mem_poison_after(m, 2 * steps_n - i, err));
 		if (m->hooks.grad_ready && (nd->wt >= 0 || nd->bt >= 0))
-			FORWARD_IF_ERR(m->hooks.grad_ready(m->hooks.grad_ud,
-							   grads_ready_from(m, i),
-							   err));
+			FORWARD_IF_ERR(m->hooks.grad_ready(
+				m->hooks.grad_ud, grads_ready_from(g, i), err));
 	}
 	if (m->hooks.prof)
 		m->hooks.prof->backwards++;
@@ -522,6 +524,7 @@ int nn_model_backward(nn_model *m, const float *dlogits, int head_only,
 
 int nn_model_prepare(nn_model *m, ims_error *err)
 {
+	nn_graph *g = &m->graph;
 	nn_ctx *ctx = m->ctx;
 	const nn_backend *be = ctx->be;
 	if (!be->conv_prepare)
@@ -554,11 +557,11 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 			  m->name, m->max_batch);
 	}
 	int rc = 0;
-	for (int i = 0; i < m->n_nodes && !rc; i++) {
-		nn_node *nd = &m->nodes[i];
+	for (int i = 0; i < g->n_nodes && !rc; i++) {
+		nn_node *nd = &g->nodes[i];
 		if (nd->op != NN_OP_CONV)
 			continue;
-		const nn_node *src = nd->in0 < 0 ? NULL : &m->nodes[nd->in0];
+		const nn_node *src = nd->in0 < 0 ? NULL : &g->nodes[nd->in0];
 		/* backward runs here in this mode: the plan gave it a gradient */
 		const int back = nd->dy != NULL;
 		rc = be->conv_prepare(ctx, &nd->conv, src ? src->y : xin,
@@ -572,10 +575,10 @@ int nn_model_prepare(nn_model *m, ims_error *err)
 	if (stand_in)
 		be->free(ctx, xin);
 	FORWARD_IF_ERR(rc);
-	for (int i = 0; i < m->n_nodes && be->bn_prepare; i++) {
-		nn_bn_desc d = m->nodes[i].bn;
+	for (int i = 0; i < g->n_nodes && be->bn_prepare; i++) {
+		nn_bn_desc d = g->nodes[i].bn;
 		d.n = m->max_batch;
-		if (m->nodes[i].op == NN_OP_BN)
+		if (g->nodes[i].op == NN_OP_BN)
 			FORWARD_IF_ERR(be->bn_prepare(ctx, &d, err));
 	}
 	if (be->loss_prepare)

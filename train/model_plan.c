@@ -49,14 +49,14 @@
 
 int nn_node_owner(const nn_model *m, int i)
 {
-	while (i >= 0 && m->nodes[i].op == NN_OP_FLATTEN)
-		i = m->nodes[i].in0;
+	while (i >= 0 && m->graph.nodes[i].op == NN_OP_FLATTEN)
+		i = m->graph.nodes[i].in0;
 	return i;
 }
 
 size_t nn_value_bytes(const nn_model *m, int v)
 {
-	const nn_node *nd = &m->nodes[v / NN_V_KINDS];
+	const nn_node *nd = &m->graph.nodes[v / NN_V_KINDS];
 	if (v % NN_V_KINDS == NN_V_INPUT)
 		return v / NN_V_KINDS == 0 && nn_model_copies(m)
 			       ? (size_t)m->max_batch * 3 * m->in_h * m->in_w *
@@ -106,12 +106,12 @@ static int step_bwd(int n, int j) { return 2 * n - j; }
 static int runs_backward(const nn_model *m, nn_plan_mode mode, int j)
 {
 	return mode == NN_MODE_TRAIN ||
-	       (mode == NN_MODE_HEAD && m->nodes[j].head);
+	       (mode == NN_MODE_HEAD && m->graph.nodes[j].head);
 }
 
 static int wants_dx(const nn_model *m, nn_plan_mode mode, int in)
 {
-	return in >= 0 && (mode == NN_MODE_TRAIN || m->nodes[in].head);
+	return in >= 0 && (mode == NN_MODE_TRAIN || m->graph.nodes[in].head);
 }
 
 /* The model input's 16-bit copy (mixed precision), written before the
@@ -121,11 +121,11 @@ static int wants_dx(const nn_model *m, nn_plan_mode mode, int in)
 /* The reads and writes of one pass in mode, as model.c makes them. */
 static void walk(const nn_model *m, nn_plan_mode mode, lives *l)
 {
-	const int n = m->n_nodes;
+	const int n = m->graph.n_nodes;
 	const int train = mode != NN_MODE_EVAL;
 	touch(l, VAL_INPUT, step_fwd(0));
 	for (int j = 0; j < n; j++) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &m->graph.nodes[j];
 		if (nd->op == NN_OP_FLATTEN)
 			continue;
 		const int t = step_fwd(j);
@@ -149,7 +149,7 @@ static void walk(const nn_model *m, nn_plan_mode mode, lives *l)
 		return;
 	touch(l, VAL(last, NN_V_GRAD), step_loss(n));
 	for (int j = n - 1; j >= 0; j--) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &m->graph.nodes[j];
 		if (!runs_backward(m, mode, j))
 			break;
 		if (nd->op == NN_OP_FLATTEN)
@@ -215,9 +215,9 @@ static int hand_over(lives *l, int u, int v, int t)
 /* The in-place merges described at the top of the file. */
 static void merge_in_place(const nn_model *m, nn_plan_mode mode, lives *l)
 {
-	const int n = m->n_nodes;
+	const int n = m->graph.n_nodes;
 	for (int j = 0; j < n; j++) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &m->graph.nodes[j];
 		if (nd->op != NN_OP_RELU && nd->op != NN_OP_ADD &&
 		    nd->op != NN_OP_DROPOUT)
 			continue;
@@ -232,7 +232,7 @@ static void merge_in_place(const nn_model *m, nn_plan_mode mode, lives *l)
 	if (mode == NN_MODE_EVAL)
 		return;
 	for (int j = n - 1; j >= 0 && runs_backward(m, mode, j); j--) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &m->graph.nodes[j];
 		if ((nd->op != NN_OP_RELU && nd->op != NN_OP_ADD) ||
 		    !wants_dx(m, mode, nd->in0))
 			continue;
@@ -263,8 +263,9 @@ void nn_plan_release(nn_plan *p);
 static int plan_make(const nn_model *m, nn_plan_mode mode, int unplanned,
 		     nn_plan *p, ims_error *err)
 {
+	const nn_graph *g = &m->graph;
 	memset(p, 0, sizeof(*p));
-	const int nv = m->n_nodes * NN_V_KINDS;
+	const int nv = g->n_nodes * NN_V_KINDS;
 	lives l = {.n = nv};
 	l.first = malloc((size_t)nv * sizeof(int));
 	l.last = malloc((size_t)nv * sizeof(int));
@@ -286,8 +287,8 @@ static int plan_make(const nn_model *m, nn_plan_mode mode, int unplanned,
 		l.last[v] = -1;
 	}
 	walk(m, unplanned ? NN_MODE_TRAIN : mode, &l);
-	p->steps = (unplanned || mode != NN_MODE_EVAL) ? step_bwd(m->n_nodes, -1) + 1
-						       : step_fwd(m->n_nodes) + 1;
+	p->steps = (unplanned || mode != NN_MODE_EVAL) ? step_bwd(g->n_nodes, -1) + 1
+						       : step_fwd(g->n_nodes) + 1;
 	for (int v = 0; v < nv; v++) {
 		if (unplanned && l.first[v] <= l.last[v]) {
 			l.first[v] = 0;
@@ -437,12 +438,12 @@ void nn_mem_bind(nn_model *m, nn_plan_mode mode)
 {
 	const nn_plan *p = &m->mem.plans[mode];
 	m->mem.mode = mode;
-	for (int j = 0; j < m->n_nodes; j++) {
-		nn_node *nd = &m->nodes[j];
+	for (int j = 0; j < m->graph.n_nodes; j++) {
+		nn_node *nd = &m->graph.nodes[j];
 		if (nd->op == NN_OP_FLATTEN) {
 			/* its input comes first, so is bound already */
-			nd->y = m->nodes[nd->in0].y;
-			nd->dy = m->nodes[nd->in0].dy;
+			nd->y = m->graph.nodes[nd->in0].y;
+			nd->dy = m->graph.nodes[nd->in0].dy;
 			continue;
 		}
 		nd->y = value_ptr(m, p, VAL(j, NN_V_ACT));
@@ -452,7 +453,7 @@ void nn_mem_bind(nn_model *m, nn_plan_mode mode)
 		nd->save_mean = value_ptr(m, p, VAL(j, NN_V_STATS));
 		nd->save_invstd = nd->save_mean ? nd->save_mean + nd->c : NULL;
 	}
-	m->form.x16 = m->n_nodes ? value_ptr(m, p, VAL_INPUT) : NULL;
+	m->form.x16 = m->graph.n_nodes ? value_ptr(m, p, VAL_INPUT) : NULL;
 }
 
 int nn_mem_poison_after(nn_model *m, int step, ims_error *err)

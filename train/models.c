@@ -38,8 +38,8 @@ static int convnet7(nn_model *m)
 		snprintf(bn, sizeof(bn), "features.%d", idx + 1);
 		x = conv_bn(m, cn, bn, x, widths[b], 3, 1, 1);
 		idx += 3;
-		if (b < 4 && m->build_rc == 0 && m->nodes[x].h >= 2 &&
-		    m->nodes[x].w >= 2) {
+		if (b < 4 && m->graph.build_rc == 0 &&
+		    m->graph.nodes[x].h >= 2 && m->graph.nodes[x].w >= 2) {
 			x = nn_b_maxpool(m, x, 2, 2, 0);
 			idx++;
 		}
@@ -60,7 +60,7 @@ static int block(nn_model *m, int bottleneck, const char *p, int in,
 		 int planes, int stride)
 {
 	char a[64], b[64];
-	int c_in = m->build_rc ? 0 : m->nodes[in].c;
+	int c_in = m->graph.build_rc ? 0 : m->graph.nodes[in].c;
 	int c_out = bottleneck ? planes * 4 : planes;
 	int x;
 	if (bottleneck) {
@@ -156,5 +156,5 @@ int nn_models_build(nn_model *m, const char *name, ims_error *err)
 		return ims_fail(err, IMS_EINVAL,
 				"unknown model '%s' (convnet7, resnet18, resnet50, vgg16)",
 				name);
-	return m->build_rc;
+	return m->graph.build_rc;
 }

@@ -89,9 +89,10 @@ static int run(const run_opts *o, result *res)
 		/* the first batch norm's input dies right after its forward:
 		 * backward then reads NaN */
 		nn_plan *p = &m->mem.plans[NN_MODE_TRAIN];
-		for (int j = 0; j < m->n_nodes; j++)
-			if (m->nodes[j].op == NN_OP_BN) {
-				int g = p->group[m->nodes[j].in0 * NN_V_KINDS + NN_V_ACT];
+		for (int j = 0; j < m->graph.n_nodes; j++)
+			if (m->graph.nodes[j].op == NN_OP_BN) {
+				int g = p->group[m->graph.nodes[j].in0 * NN_V_KINDS +
+						 NN_V_ACT];
 				p->bufs[g].last = j;
 				break;
 			}
@@ -243,8 +244,8 @@ static const nn_mp_buf *bufof(const nn_model *m, nn_plan_mode mode, int node,
 static int consumers(const nn_model *m, int i)
 {
 	int c = 0;
-	for (int j = 0; j < m->n_nodes; j++) {
-		const nn_node *nd = &m->nodes[j];
+	for (int j = 0; j < m->graph.n_nodes; j++) {
+		const nn_node *nd = &m->graph.nodes[j];
 		if (nd->op == NN_OP_FLATTEN)
 			continue;
 		c += nn_node_owner(m, nd->in0) == i;
@@ -264,8 +265,9 @@ static void plan_shape(const char *model, int hw)
 		nn_ctx_release(&ctx);
 		return;
 	}
-	const int N = m->n_nodes;
-	const int last = N - 1, head_in = nn_node_owner(m, m->nodes[last].in0);
+	const int N = m->graph.n_nodes;
+	const int last = N - 1;
+	const int head_in = nn_node_owner(m, m->graph.nodes[last].in0);
 	int relus = 0, adds = 0, bns = 0;
 	for (int mode = 0; mode < NN_MODES; mode++) {
 		const nn_plan *p = &m->mem.plans[mode];
@@ -276,7 +278,7 @@ static void plan_shape(const char *model, int hw)
 			CHECK(p->bufs[g].last < p->steps);
 	}
 	for (int j = 0; j < N; j++) {
-		const nn_node *nd = &m->nodes[j];
+		const nn_node *nd = &m->graph.nodes[j];
 		if (nd->op == NN_OP_FLATTEN)
 			continue;
 		const int in = nn_node_owner(m, nd->in0);
@@ -300,7 +302,7 @@ static void plan_shape(const char *model, int hw)
 		const nn_mp_buf *g = bufof(m, NN_MODE_TRAIN, j, NN_V_GRAD);
 		CHECK(g && g->last >= 2 * N - j);
 		if (nd->op == NN_OP_RELU && in >= 0 && consumers(m, in) == 1 &&
-		    m->nodes[in].op != NN_OP_RELU) {
+		    m->graph.nodes[in].op != NN_OP_RELU) {
 			relus++;
 			for (int mode = 0; mode < NN_MODES; mode++)
 				CHECK_EQ_INT(grp(m, mode, j, NN_V_ACT),
@@ -318,7 +320,7 @@ static void plan_shape(const char *model, int hw)
 			/* a shortcut's batch norm output is not kept past the
 			 * add: backward needs it nowhere */
 			int b = nn_node_owner(m, nd->in1);
-			if (m->nodes[b].op == NN_OP_BN)
+			if (m->graph.nodes[b].op == NN_OP_BN)
 				CHECK_EQ_INT(bufof(m, NN_MODE_TRAIN, b, NN_V_ACT)->last, j);
 		}
 		if (nd->op == NN_OP_BN) {
