@@ -1,6 +1,10 @@
 /*
- * model_internal.h - the graph a model is built from, shared by model.c
- * (storage, forward, backward) and models.c (the architectures).
+ * model_internal.h - the model's parts, shared by model.c (storage),
+ * model_build.c and models.c (the graph and the architectures),
+ * model_pass.c (forward and backward) and model_plan.c (the memory plan).
+ * struct nn_model is a short list of parts, one job each (nn_graph,
+ * nn_store, nn_form, nn_model_mem, nn_last_pass, nn_hooks); each part
+ * says what it is for and who owns its buffers.
  *
  * A model is a list of nodes in topological order; each reads one or two
  * earlier nodes (or the model input, node -1) and writes its output, whose
@@ -194,18 +198,19 @@ typedef struct nn_hooks {
 	void *grad_ud;               /* grad_ready's first argument */
 } nn_hooks;
 
+/* A model: what it was made for, then one part per job. */
 struct nn_model {
 	char name[32];
 	int classes, in_h, in_w, max_batch;
-	nn_ctx *ctx;
-	nn_graph graph;
-	nn_store store;
-	nn_last_pass last;
-	int frozen_bn;          /* batch norm on running statistics in training */
-	int rank, world;        /* nn_model_set_rank: dropout's placement */
-	nn_form form;
-	nn_hooks hooks;
-	nn_model_mem mem;
+	nn_ctx *ctx;           /* borrowed: outlives the model */
+	nn_graph graph;        /* what the builders made */
+	nn_store store;        /* the tensors' values */
+	nn_form form;          /* precision, layout and their copies */
+	nn_model_mem mem;      /* where the activations live */
+	nn_last_pass last;     /* what backward reads of the last forward */
+	nn_hooks hooks;        /* the caller's callbacks */
+	int frozen_bn;         /* batch norm on running statistics in training */
+	int rank, world;       /* nn_model_set_rank: dropout's placement */
 };
 
 /* 1 when the kernels read the input's and the weights' copies (x16,
