@@ -6,6 +6,8 @@
  * a word. A record is known here by its payload's CRC-32C and length,
  * read from its header alone (no payload page is touched), and a pair
  * found in both splits is compared byte for byte before it counts.
+ * imshard eval asks the same of its split, against the training split
+ * the checkpoint records (nn_eval_train_overlap).
  *
  * Cost: every validation record's header (less than the first
  * validation reads), and the headers of at most NN_OVERLAP_SAMPLE
@@ -54,8 +56,8 @@ static int val_keys(rio_cursor *c, uint64_t n, const char *path, ov_key **keys,
 {
 	*keys = malloc((n ? n : 1) * sizeof(ov_key));
 	RETURN_IF(!*keys, err, IMS_ENOMEM,
-		  "cannot compare --val '%s' with --train: out of memory for "
-		  "%llu records", path, (unsigned long long)n);
+		  "cannot look for training images in '%s': out of memory "
+		  "for %llu records", path, (unsigned long long)n);
 	size_t k = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		rio_record rec;
