@@ -354,12 +354,20 @@ int cmd_eval(int argc, char **argv)
 	/* numbers on the records the weights were trained on are said to be
 	 * (the trainer says so of such a --val), even under --quiet */
 	if (!rc && rank0) {
-		int same = 0;
+		int found = 0;
 		nn_overlap ov;
 		char train[4096], msg[2 * 4096 + 600];
-		rc = nn_eval_train_overlap(wf, pos[1], &same, &ov, train, sizeof(train),
+		rc = nn_eval_train_overlap(wf, pos[1], &found, &ov, train, sizeof(train),
 					   &err);
-		if (!rc && same)
+		if (!rc && found == NN_TRAIN_MISSING)
+			/* a search not made is said, not passed over */
+			cli_info(mf.quiet,
+				 "eval: the training split '%s' recorded in '%s' is "
+				 "not there (or is another split now): '%s' was not "
+				 "searched for its images, only compared with its "
+				 "digest",
+				 train, pos[0], pos[1]);
+		if (!rc && found == NN_TRAIN_SAME)
 			cli_warn(0, "eval: '%s' holds the records '%s' was trained on: "
 				    "its accuracy is on training records",
 				 pos[1], pos[0]);

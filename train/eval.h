@@ -194,18 +194,29 @@ typedef struct nn_overlap {
 	uint64_t train_index, index; /* the first pair found */
 } nn_overlap;
 
+/* What nn_eval_train_overlap could tell (*found). */
+enum {
+	NN_TRAIN_UNRECORDED, /* the weights record no training split */
+	NN_TRAIN_SAME,       /* split holds its very records (equal digests) */
+	NN_TRAIN_SEARCHED,   /* split searched for its images: see out */
+	NN_TRAIN_MISSING     /* not searched: no split of the recorded digest
+				at the recorded path (train; "" when none is
+				recorded) */
+};
+
 /*
  * What split holds of the split weights were trained on, as far as the
  * weights' metadata tells (imshard-train's checkpoints record the training
- * split's record count, digest and path): *same is 1 when split holds its
- * very records (equal digests, wherever it lies); else, when the recorded
- * path still leads to a split of the recorded digest, out->shared > 0
- * when split holds images of it (out zeroed when nothing was compared),
- * and train (train_cap bytes) the path it was found at ("" when none).
- * Records that cannot be read are passed over (a pass over the split names
- * them). Errors: IMS_ENOMEM, IMS_ECHANGED (a shard changed while read).
+ * split's record count, digest and path), into *found (NN_TRAIN_*): the
+ * same records wherever split lies; else, when the recorded path still
+ * leads to a split of the recorded digest (the split trained on, not
+ * whatever lies there now), out->shared > 0 when split holds images of it
+ * (out zeroed when nothing was compared). train (train_cap bytes)
+ * receives the recorded path. Records that cannot be read are passed over
+ * (a pass over the split names them). Errors: IMS_ENOMEM, IMS_ECHANGED
+ * (a shard changed while read).
  */
-int nn_eval_train_overlap(const st_file *weights, const char *split, int *same,
+int nn_eval_train_overlap(const st_file *weights, const char *split, int *found,
 			  nn_overlap *out, char *train, size_t train_cap,
 			  ims_error *err);
 

@@ -356,6 +356,20 @@ i=$(sed -nE 's/.*is training record ([0-9]+)\).*/\1/p' "$T/err")
 case " 3 5 8 " in *" $i "*) ;; *) fail "training record '$i' is none of those packed again" ;; esac
 expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 -q
 lacks "$T/err" "trained on"
+# the training split gone from its recorded path: a copy elsewhere is
+# still its records; any other split is said not to be searched (a note:
+# not under -q)
+cp -r "$T/p" "$T/pcopy"
+mv "$T/p/train.json" "$T/p/train.away"
+expect 0 "$IMSHARD" eval "$ck" "$T/pcopy/train.json" --threads 1 -q
+contains "$T/err" "holds the records '$ck' was trained on"
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1
+contains "$T/err" "imshard: eval: the training split '$T/p/train.json' recorded in '$ck' is not there (or is another split now): '$va' was not searched for its images, only compared with its digest"
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1 -q
+lacks "$T/err" "not searched"
+mv "$T/p/train.away" "$T/p/train.json"
+expect 0 "$IMSHARD" eval "$ck" "$va" --threads 1
+lacks "$T/err" "not searched"
 
 # --- damaged records: left out of the scores, and said so -----------------
 # (the warning said they were "replaced by others (counted twice)",

@@ -199,30 +199,28 @@ static int is_split(const char *path, uint64_t records, uint64_t digest,
 	return rc;
 }
 
-int nn_eval_train_overlap(const st_file *weights, const char *split, int *same,
+int nn_eval_train_overlap(const st_file *weights, const char *split, int *found,
 			  nn_overlap *out, char *train, size_t train_cap,
 			  ims_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	*same = 0;
+	*found = NN_TRAIN_UNRECORDED;
 	train[0] = '\0';
 	const char *d = st_metadata_get(weights, "train_digest");
 	const char *n = st_metadata_get(weights, "train_records");
 	if (!d || !n)
-		return 0; /* weights that record no training split */
+		return 0;
 	const uint64_t digest = strtoull(d, NULL, 16);
 	const uint64_t records = strtoull(n, NULL, 10);
 	int rc = is_split(split, records, digest, err);
 	if (rc)
-		return rc < 0 ? rc : (*same = 1, 0);
+		return rc < 0 ? rc : (*found = NN_TRAIN_SAME, 0);
 	FORWARD_IF_ERR(recorded_train(weights, train, train_cap, err));
-	/* only the split the weights were trained on, not whatever lies
-	 * at that path now */
+	*found = NN_TRAIN_MISSING;
 	rc = train[0] ? is_split(train, records, digest, err) : 0;
-	if (rc <= 0) {
-		train[0] = '\0';
+	if (rc <= 0)
 		return rc;
-	}
+	*found = NN_TRAIN_SEARCHED;
 	return find_overlap(train, split, out, err);
 }
 
