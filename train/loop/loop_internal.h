@@ -50,7 +50,6 @@ typedef struct loop_ranks {
 				step's forward pass */
 } loop_ranks;
 
-
 /* Where batches come from. */
 typedef struct loop_data {
 	aug_loader *train, *val;
