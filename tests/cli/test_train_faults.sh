@@ -19,6 +19,19 @@ fit() { "${fit_cmd[@]}" "$@"; }
 # pids of imshard-train processes whose arguments hold TAG (the run's own
 # scratch folder, so nothing else on the machine matches)
 train_pids() { pgrep -f "imshard-train.*$1" || true; }
+# gone TAG: no process of the run tagged TAG is left. mpirun returns as
+# soon as it has sent the last rank SIGKILL, without waiting for it; a
+# rank in a system call that cannot be interrupted (an fsync on a loaded
+# disk) dies only when the call returns: 5 s are allowed for that (a rank
+# still there then is one that was not killed)
+gone() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -z "$(train_pids "$1")" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
 # rank1 TAG: sets rank1_pid to the rank-1 process of the run tagged TAG;
 # false while there is none (retried: under load a rank can still be
 # starting when the other has logged)
@@ -57,7 +70,7 @@ if have_mpi; then
   [ "$took" -le 60 ] || fail "the job took $took s to end after rank 1 was killed"
   contains "$T/dead.out" "rank 1"
   checks=$((checks + 1))
-  [ -z "$(train_pids "$T/dead")" ] || fail "ranks still running after the job ended"
+  gone "$T/dead" || fail "ranks still running 5 s after the job ended"
 fi
 
 # progressed MTIME PID: the checkpoint changed since MTIME, or PID ended
@@ -148,7 +161,7 @@ lost() {
   checks=$((checks + 1))
   [ "$took" -le 45 ] || fail "$name: the job took $took s to end with rank $who's SIG$sig at $at"
   checks=$((checks + 1))
-  [ -z "$(train_pids "$T/$name")" ] || { fail "$name: ranks still running after the job ended"; kill -9 $(train_pids "$T/$name") 2>/dev/null; }
+  gone "$T/$name" || { fail "$name: ranks still running 5 s after the job ended"; kill -9 $(train_pids "$T/$name") 2>/dev/null; }
   absent "$T/$name/summary.json"
 }
 # resumes NAME: the checkpoint in $T/NAME.ck resumes to the run's end
