@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,28 +78,23 @@ static int make_parent(const char *path, char **dir, char **created,
 
 /* 1 when a and b name one file, or would once written: the same file
  * (ims_same_file), the same name in the same existing folder, or the same
- * path once resolved as written (a "sub/.." whose sub is made for -o). */
+ * path once resolved as written (a "sub/.." whose sub is made for -o).
+ * The copies dirname and basename cut are on the stack: an answer that
+ * needed memory could be a wrong "not the same" when none is left. A path
+ * longer than PATH_MAX names nothing that can be written. */
 static int same_path(const char *a, const char *b)
 {
 	if (ims_same_file(a, b) ||
 	    (ims_path_within_loosely(a, b) && ims_path_within_loosely(b, a)))
 		return 1;
-	char *ca = strdup(a), *cb = strdup(b);
-	int same = 0;
-	if (ca && cb) {
-		char *da = strdup(dirname(ca)), *db = strdup(dirname(cb));
-		free(ca);
-		free(cb);
-		ca = strdup(a);
-		cb = strdup(b);
-		same = da && db && ca && cb && strcmp(basename(ca), basename(cb)) == 0 &&
-		       ims_same_file(da, db);
-		free(da);
-		free(db);
-	}
-	free(ca);
-	free(cb);
-	return same;
+	char da[PATH_MAX], db[PATH_MAX], ba[PATH_MAX], bb[PATH_MAX];
+	if (strlen(a) >= PATH_MAX || strlen(b) >= PATH_MAX)
+		return 0;
+	strcpy(da, a);
+	strcpy(ba, a);
+	strcpy(db, b);
+	strcpy(bb, b);
+	return strcmp(basename(ba), basename(bb)) == 0 && ims_same_file(dirname(da), dirname(db));
 }
 
 static void print_summary(const rep_report *r)
