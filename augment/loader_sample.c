@@ -47,8 +47,8 @@ static int load_sample(aug_loader *l, aug_worker *w, uint64_t index, void *dst,
 						  view.width, 3);
 			view = w->img;
 		}
-		FORWARD_IF_ERR(aug_sample_plan(tr, view.width, view.height, l->o.seed, l->epoch,
-					       index, &plan, err));
+		FORWARD_IF_ERR(aug_sample_plan(tr, view.width, view.height, l->o.seed,
+					       l->part.epoch, index, &plan, err));
 		src = &view;
 	} else {
 		/* the same path as any encoded image (render.c) */
@@ -57,7 +57,7 @@ static int load_sample(aug_loader *l, aug_worker *w, uint64_t index, void *dst,
 		int uh = (int)(swap ? rec.width : rec.height);
 		double times[2] = {0, 0};
 		int rc = aug_render(w->codec, rec.payload, rec.payload_len, uw, uh, tr,
-				    l->o.seed, l->epoch, index, &w->img, dst, times, err);
+				    l->o.seed, l->part.epoch, index, &w->img, dst, times, err);
 		w->decode_s += times[0];
 		w->augment_s += times[1];
 		return rc;
@@ -83,7 +83,7 @@ static int names_record(const char *msg, uint64_t index)
 }
 void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 {
-	const uint64_t per = l->epoch_per_rank;
+	const uint64_t per = l->part.epoch_per_rank;
 	uint64_t first = step * (uint64_t)l->o.batch_size;
 	uint64_t left = per - first;
 	int count = left < (uint64_t)l->o.batch_size ? (int)left : l->o.batch_size;
@@ -97,11 +97,11 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 	const int tries = per < MAX_TRIES ? (int)per : MAX_TRIES;
 #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) reduction(+ : bad)
 	for (int j = 0; j < count; j++) {
-		if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&l->ring.stop, __ATOMIC_RELAXED))
 			continue; /* stopping: the rest is never handed out */
 		aug_worker *w = &l->workers[omp_get_thread_num()];
 		uint64_t pos = first + (uint64_t)j;
-		uint64_t index = l->share[pos];
+		uint64_t index = l->part.share[pos];
 		uint8_t *dst = (uint8_t *)s->data + (size_t)j * l->sample_bytes;
 		ims_error e;
 		int rc = -1;
@@ -133,10 +133,10 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 			}
 			/* The next record of this rank's share: deterministic,
 			 * whatever the thread count. */
-			index = l->share[(pos + (uint64_t)t + 1) % per];
+			index = l->part.share[(pos + (uint64_t)t + 1) % per];
 		}
 		s->indices[j] = index;
-		s->padded[j] = l->share_pad[pos];
+		s->padded[j] = l->part.share_pad[pos];
 		if (rc < 0) {
 #pragma omp critical(aug_loader_fail)
 			{
@@ -146,14 +146,14 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 				 * resumed past its start tried what was left of
 				 * it, not the whole share */
 				char whose[128];
-				const char *of = l->epoch_position ? "left of" : "of";
+				const char *of = l->part.epoch_position ? "left of" : "of";
 				int n = l->o.world > 1
 						? snprintf(whose, sizeof(whose), "rank %d's share", l->o.rank)
 						: snprintf(whose, sizeof(whose), "the split");
-				if (l->epoch_position)
+				if (l->part.epoch_position)
 					snprintf(whose + n, sizeof(whose) - (size_t)n,
 						 " in this epoch (resumed at position %llu)",
-						 (unsigned long long)l->epoch_position);
+						 (unsigned long long)l->part.epoch_position);
 				if (rc == IMS_ECHANGED || rc == IMS_ENOMEM)
 					; /* no run of bad records: nothing tried */
 				else if (tries == 1)
@@ -168,7 +168,7 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 			}
 		}
 	}
-	if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
+	if (__atomic_load_n(&l->ring.stop, __ATOMIC_RELAXED)) {
 		s->rc = ims_fail(&s->err, IMS_EINTR, "the loader was stopped");
 		return; /* left at the samples it had: nothing counted */
 	}
@@ -180,7 +180,7 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 			s->bad_list[s->n_bad_listed++] = s->bad_first[j];
 	if (!bad)
 		s->bad_msg[0] = 0;
-	pthread_mutex_lock(&l->mu);
+	pthread_mutex_lock(&l->ring.mu);
 	/* records, not attempts: a stand-in that failed too is counted at
 	 * its own place in the share */
 	l->stats.bad_records += (uint64_t)s->n_bad_listed;
@@ -188,5 +188,5 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 		snprintf(l->stats.last_bad, sizeof(l->stats.last_bad), "%s", last_bad);
 	l->stats.images += (uint64_t)count;
 	l->stats.batches++;
-	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_unlock(&l->ring.mu);
 }
