@@ -125,22 +125,17 @@ static int lock_split(const char *dir, const char *name, const char *lock_path,
 
 static int take_lock(rio_writer *w, ims_error *err)
 {
-	return lock_split(w->dir, w->name, w->lock_path, &w->lock_fd, err);
+	return lock_split(w->dir, w->name, w->lock.path, &w->lock.fd, err);
 }
 
-static void release_lock(rio_writer *w)
+static void release_lock(rio_lock *l)
 {
-	if (w->lock_fd >= 0) {
-		unlink(w->lock_path);
-		close(w->lock_fd);
-		w->lock_fd = -1;
+	if (l->fd >= 0) {
+		unlink(l->path);
+		close(l->fd);
+		l->fd = -1;
 	}
 }
-
-struct rio_lock {
-	int fd;
-	char *path;
-};
 
 int rio_lock_take(const char *dir, const char *name, rio_lock **out,
 		  ims_error *err)
@@ -184,13 +179,13 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 		  o->name);
 	rio_writer *w = calloc(1, sizeof(*w));
 	RETURN_IF(!w, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", o->dir, o->name);
-	w->lock_fd = -1;
-	w->n_extra = -1;
+	w->lock.fd = -1;
+	w->written.n_extra = -1;
 	w->dir = strdup(o->dir[0] ? o->dir : ".");
 	w->name = strdup(o->name);
 	w->shard_bytes_max = o->shard_bytes;
 	w->txn_bytes = o->txn_bytes ? o->txn_bytes : DEFAULT_TXN_BYTES;
-	w->map_size = o->initial_map_size ? o->initial_map_size : DEFAULT_MAP_SIZE;
+	w->shard.map_size = o->initial_map_size ? o->initial_map_size : DEFAULT_MAP_SIZE;
 	w->force = o->force;
 	int rc = 0;
 	if (!w->dir || !w->name)
@@ -199,8 +194,8 @@ int rio_writer_open(const rio_writer_opts *o, rio_writer **out, ims_error *err)
 	if (access(w->dir, W_OK) != 0)
 		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot write to folder '%s': %s",
 			  w->dir, strerror(errno));
-	w->lock_path = rio_xasprintf("%s/%s.lock", w->dir, w->name);
-	if (!w->lock_path)
+	w->lock.path = rio_xasprintf("%s/%s.lock", w->dir, w->name);
+	if (!w->lock.path)
 		GOTO_FAIL(fail, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", o->dir, o->name);
 	GOTO_IF_ERR(fail, rc, take_lock(w, err));
 
@@ -234,20 +229,20 @@ void rio_writer_set_order(rio_writer *w, int order)
 
 uint64_t rio_writer_count(const rio_writer *w)
 {
-	return w->count;
+	return w->written.count;
 }
 
 size_t rio_writer_shards(const rio_writer *w)
 {
 	/* as rio_writer_finish: the open shard is closed into one, and an
 	 * empty split gets one */
-	size_t n = w->n_done + (w->env ? 1 : 0);
+	size_t n = w->written.n_shards + (w->shard.env ? 1 : 0);
 	return n ? n : 1;
 }
 
 int rio_writer_new_shard(rio_writer *w, ims_error *err)
 {
-	if (!w->env || w->shard_records == 0)
+	if (!w->shard.env || w->shard.records == 0)
 		return 0;
 	return rio_writer_close_shard(w, err);
 }
@@ -255,17 +250,18 @@ int rio_writer_new_shard(rio_writer *w, ims_error *err)
 static int count_label(rio_writer *w, int32_t label, ims_error *err)
 {
 	size_t l = (size_t)label;
-	if (l >= w->n_counts) {
-		size_t n = w->n_counts ? w->n_counts : 16;
+	if (l >= w->written.n_counts) {
+		size_t n = w->written.n_counts ? w->written.n_counts : 16;
 		while (n <= l)
 			n *= 2;
-		uint64_t *c = realloc(w->class_counts, n * sizeof(*c));
+		uint64_t *c = realloc(w->written.class_counts, n * sizeof(*c));
 		RETURN_IF(!c, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		memset(c + w->n_counts, 0, (n - w->n_counts) * sizeof(*c));
-		w->class_counts = c;
-		w->n_counts = n;
+		memset(c + w->written.n_counts, 0,
+		       (n - w->written.n_counts) * sizeof(*c));
+		w->written.class_counts = c;
+		w->written.n_counts = n;
 	}
-	w->class_counts[l]++;
+	w->written.class_counts[l]++;
 	return 0;
 }
 
@@ -274,71 +270,71 @@ int rio_writer_add(rio_writer *w, const rio_record *rec, ims_error *err)
 	RETURN_IF(rec->label > 100000000, err, IMS_EINVAL,
 		  "label %d is implausibly large (more than 100 million classes)",
 		  (int)rec->label);
-	if (w->n_extra < 0)
-		w->n_extra = rec->n_extra;
-	RETURN_IF(rec->n_extra != w->n_extra, err, IMS_EINVAL,
+	if (w->written.n_extra < 0)
+		w->written.n_extra = rec->n_extra;
+	RETURN_IF(rec->n_extra != w->written.n_extra, err, IMS_EINVAL,
 		  "record %llu has %u extra labels, earlier records have %d",
-		  (unsigned long long)w->count, rec->n_extra, w->n_extra);
+		  (unsigned long long)w->written.count, rec->n_extra, w->written.n_extra);
 	size_t hlen = rio_header_size(rec->n_extra);
 	size_t vlen = hlen + rec->payload_len;
-	if (w->env && w->shard_bytes_max && w->shard_records > 0 &&
-	    w->shard_bytes + vlen > w->shard_bytes_max)
+	if (w->shard.env && w->shard_bytes_max && w->shard.records > 0 &&
+	    w->shard.bytes + vlen > w->shard_bytes_max)
 		FORWARD_IF_ERR(rio_writer_close_shard(w, err));
-	if (!w->env)
+	if (!w->shard.env)
 		FORWARD_IF_ERR(rio_writer_open_shard(w, err));
-	if (w->buf_len + vlen > w->buf_cap) {
-		size_t cap = w->buf_cap ? w->buf_cap : (1u << 20);
-		while (cap < w->buf_len + vlen)
+	if (w->batch.buf_len + vlen > w->batch.buf_cap) {
+		size_t cap = w->batch.buf_cap ? w->batch.buf_cap : (1u << 20);
+		while (cap < w->batch.buf_len + vlen)
 			cap *= 2;
-		uint8_t *b = realloc(w->buf, cap);
+		uint8_t *b = realloc(w->batch.buf, cap);
 		RETURN_IF(!b, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		w->buf = b;
-		w->buf_cap = cap;
+		w->batch.buf = b;
+		w->batch.buf_cap = cap;
 	}
-	if (w->n_pending == w->pending_cap) {
-		size_t cap = w->pending_cap ? w->pending_cap * 2 : 256;
-		size_t *l = realloc(w->val_len, cap * sizeof(*l));
+	if (w->batch.n == w->batch.val_cap) {
+		size_t cap = w->batch.val_cap ? w->batch.val_cap * 2 : 256;
+		size_t *l = realloc(w->batch.val_len, cap * sizeof(*l));
 		RETURN_IF(!l, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		w->val_len = l;
-		w->pending_cap = cap;
+		w->batch.val_len = l;
+		w->batch.val_cap = cap;
 	}
-	uint8_t *dst = w->buf + w->buf_len;
+	uint8_t *dst = w->batch.buf + w->batch.buf_len;
 	int h = rio_header_encode(rec, dst, err);
 	if (h < 0)
 		return ims_fail_context(err, "cannot write record %llu",
-					(unsigned long long)w->count);
+					(unsigned long long)w->written.count);
 	memcpy(dst + hlen, rec->payload, rec->payload_len);
 	FORWARD_IF_ERR(count_label(w, rec->label, err));
-	if (w->n_pending == 0)
-		w->pending_first = w->count;
-	w->val_len[w->n_pending++] = vlen;
+	if (w->batch.n == 0)
+		w->batch.first = w->written.count;
+	w->batch.val_len[w->batch.n++] = vlen;
 	/* An overflow value takes ceil((16-byte page header + value) / page). */
-	w->pending_pages += (vlen + 16 + w->psize - 1) / w->psize;
-	w->buf_len += vlen;
-	rio_digest_add(&w->shard_digest, w->count, dst, hlen);
-	w->shard_records++;
-	w->shard_bytes += vlen;
-	w->count++;
-	if (w->buf_len >= w->txn_bytes)
+	w->batch.pages += (vlen + 16 + w->shard.psize - 1) / w->shard.psize;
+	w->batch.buf_len += vlen;
+	rio_digest_add(&w->shard.digest, w->written.count, dst, hlen);
+	w->shard.records++;
+	w->shard.bytes += vlen;
+	w->written.count++;
+	if (w->batch.buf_len >= w->txn_bytes)
 		FORWARD_IF_ERR(rio_writer_flush_batch(w, err));
 	return 0;
 }
 
 static void free_writer(rio_writer *w)
 {
-	if (w->env) {
-		mdb_env_close(w->env);
-		w->env = NULL;
+	if (w->shard.env) {
+		mdb_env_close(w->shard.env);
+		w->shard.env = NULL;
 	}
-	release_lock(w);
-	for (size_t i = 0; i < w->n_done; i++)
-		free(w->done[i].path);
-	free(w->done);
-	free(w->buf);
-	free(w->val_len);
-	free(w->class_counts);
-	free(w->work_path);
-	free(w->lock_path);
+	release_lock(&w->lock);
+	for (size_t i = 0; i < w->written.n_shards; i++)
+		free(w->written.shards[i].path);
+	free(w->written.shards);
+	free(w->batch.buf);
+	free(w->batch.val_len);
+	free(w->written.class_counts);
+	free(w->shard.work_path);
+	free(w->lock.path);
 	free(w->dir);
 	free(w->created_dir);
 	free(w->name);
@@ -349,15 +345,15 @@ void rio_writer_abort(rio_writer *w)
 {
 	if (!w)
 		return;
-	if (w->env) {
-		mdb_env_close(w->env);
-		w->env = NULL;
+	if (w->shard.env) {
+		mdb_env_close(w->shard.env);
+		w->shard.env = NULL;
 	}
-	if (w->work_path)
-		unlink(w->work_path);
-	for (size_t i = 0; i < w->n_done; i++)
-		unlink(w->done[i].path);
-	release_lock(w);
+	if (w->shard.work_path)
+		unlink(w->shard.work_path);
+	for (size_t i = 0; i < w->written.n_shards; i++)
+		unlink(w->written.shards[i].path);
+	release_lock(&w->lock);
 	/* Folders this writer made go too, when nothing else is in them. */
 	ims_rmdir_created(w->dir, w->created_dir);
 	free_writer(w);
@@ -395,15 +391,15 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 			  "an errors file needs both a plain file name and its temporary");
 	/* Labels must name classes the manifest lists. */
 	size_t n_classes = meta->n_classes;
-	for (size_t l = n_classes; l < w->n_counts; l++)
-		if (w->class_counts[l])
+	for (size_t l = n_classes; l < w->written.n_counts; l++)
+		if (w->written.class_counts[l])
 			GOTO_FAIL(out, rc, err, IMS_EINVAL,
 				  "label %zu has no class name (%zu classes given)", l,
 				  n_classes);
 
 	/* An empty split still gets one (empty) shard so readers need no
 	 * special case. */
-	if (!w->env && w->n_done == 0)
+	if (!w->shard.env && w->written.n_shards == 0)
 		GOTO_IF_ERR(out, rc, rio_writer_open_shard(w, err));
 	GOTO_IF_ERR(out, rc, rio_writer_close_shard(w, err));
 
@@ -418,8 +414,8 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.format_version = RIO_MANIFEST_VERSION;
 	m.name = strdup(w->name);
 	m.encoding = strdup(meta->encoding ? meta->encoding : "keep");
-	m.records = w->count;
-	m.n_extra_labels = w->n_extra < 0 ? 0 : (unsigned)w->n_extra;
+	m.records = w->written.count;
+	m.n_extra_labels = w->written.n_extra < 0 ? 0 : (unsigned)w->written.n_extra;
 	m.skipped = meta->skipped;
 	m.order = w->order;
 	m.errors_file = meta->errors_file ? strdup(meta->errors_file) : NULL;
@@ -430,8 +426,8 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 	m.options_json = meta->options_json ? strdup(meta->options_json) : NULL;
 	m.classes = calloc(n_classes ? n_classes : 1, sizeof(char *));
 	m.class_counts = calloc(n_classes ? n_classes : 1, sizeof(uint64_t));
-	m.shards = calloc(w->n_done, sizeof(*m.shards));
-	finals = calloc(w->n_done, sizeof(char *));
+	m.shards = calloc(w->written.n_shards, sizeof(*m.shards));
+	finals = calloc(w->written.n_shards, sizeof(char *));
 	if (!m.name || !m.encoding || !m.created_by || !m.created_at ||
 	    (meta->errors_file && !m.errors_file) ||
 	    (meta->options_json && !m.options_json) ||
@@ -442,24 +438,26 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		m.classes[i] = strdup(meta->classes[i]);
 		if (!m.classes[i])
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		m.class_counts[i] = i < w->n_counts ? w->class_counts[i] : 0;
+		m.class_counts[i] = i < w->written.n_counts ?
+					    w->written.class_counts[i] : 0;
 	}
-	m.n_shards = w->n_done;
-	for (size_t i = 0; i < w->n_done; i++) {
+	m.n_shards = w->written.n_shards;
+	for (size_t i = 0; i < w->written.n_shards; i++) {
 		rio_shard_info *s = &m.shards[i];
-		s->file = rio_xasprintf("%s-%05zu-of-%05zu.mdb", w->name, i, w->n_done);
+		s->file = rio_xasprintf("%s-%05zu-of-%05zu.mdb", w->name, i,
+					w->written.n_shards);
 		finals[i] = rio_xasprintf("%s/%s", w->dir, s->file ? s->file : "");
 		if (!s->file || !finals[i])
 			GOTO_FAIL(out, rc, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 		/* the working file is the shard: renaming keeps its size */
 		struct stat st;
-		if (stat(w->done[i].path, &st) != 0)
+		if (stat(w->written.shards[i].path, &st) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot stat '%s': %s",
-				  w->done[i].path, strerror(errno));
-		s->first = w->done[i].first;
-		s->records = w->done[i].records;
+				  w->written.shards[i].path, strerror(errno));
+		s->first = w->written.shards[i].first;
+		s->records = w->written.shards[i].records;
 		s->bytes = (uint64_t)st.st_size;
-		s->digest = w->done[i].digest;
+		s->digest = w->written.shards[i].digest;
 	}
 	char errs[4096]; /* the errors file published, or an old one removed */
 	GOTO_IF_ERR(out, rc, ims_path_join(errs, sizeof(errs), w->dir,
@@ -510,10 +508,10 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		GOTO_IF_ERR(out, rc, ims_fsync_parent(manifest, err));
 	}
 
-	for (size_t i = 0; i < w->n_done; i++) {
-		if (rename(w->done[i].path, finals[i]) != 0)
+	for (size_t i = 0; i < w->written.n_shards; i++) {
+		if (rename(w->written.shards[i].path, finals[i]) != 0)
 			GOTO_FAIL(out, rc, err, IMS_EIO, "cannot rename '%s' to '%s': %s",
-				  w->done[i].path, finals[i], strerror(errno));
+				  w->written.shards[i].path, finals[i], strerror(errno));
 		renamed = i + 1;
 	}
 	/* Shards of the replaced split that the new one did not overwrite. */
@@ -548,11 +546,11 @@ int rio_writer_finish(rio_writer *w, const rio_writer_meta *meta,
 		mpath = NULL;
 	}
 	/* Published: nothing left for abort to remove. */
-	for (size_t i = 0; i < w->n_done; i++) {
-		free(w->done[i].path);
-		w->done[i].path = NULL;
+	for (size_t i = 0; i < w->written.n_shards; i++) {
+		free(w->written.shards[i].path);
+		w->written.shards[i].path = NULL;
 	}
-	w->n_done = 0;
+	w->written.n_shards = 0;
 out:
 	if (text_fd >= 0)
 		ims_temp_discard(text_fd, text_tmp);

@@ -19,43 +19,76 @@ typedef struct done_shard {
 	uint64_t digest;
 } done_shard;
 
+/* A split's lock file NAME.lock, held with flock (writer.c: lock_split)
+ * by rio_lock_take and by a writer for its whole life. Owns path; fd is
+ * -1 when not held. */
+struct rio_lock {
+	int fd;
+	char *path;
+};
+
+/*
+ * The shard being written: its LMDB environment on the working file and
+ * what its manifest entry will say (writer_shard.c). env is NULL between
+ * shards. Owns env and work_path.
+ */
+typedef struct rio_shard_state {
+	MDB_env *env;
+	MDB_dbi dbi;
+	uint64_t map_size;      /* kept across shards: the next one starts at
+				   the size this one grew to */
+	char *work_path;
+	uint64_t first, records, bytes;
+	rio_digest digest;
+	uint64_t reserved;      /* bytes of the working file fallocated */
+	uint64_t since_remap;   /* bytes committed since the map was last opened */
+	uint64_t psize;         /* LMDB's page size: the OS page size (4 KiB on
+				   x86-64, up to 64 KiB elsewhere) */
+} rio_shard_state;
+
+/*
+ * Records of the open transaction batch, concatenated in buf, kept until
+ * the commit succeeds so that MDB_MAP_FULL can be replayed
+ * (rio_writer_flush_batch). Owns buf and val_len; both are reused from
+ * batch to batch.
+ */
+typedef struct rio_batch {
+	uint8_t *buf;
+	size_t buf_len, buf_cap;
+	size_t *val_len;        /* each record's length, n of val_cap used */
+	size_t n, val_cap;
+	uint64_t pages;         /* overflow pages the batch needs, at most */
+	uint64_t first;         /* the first record's number (its key) */
+} rio_batch;
+
+/*
+ * What the split holds so far, for its manifest (rio_writer_finish):
+ * records added, their classes, and the shards finished, as .compact
+ * files. Owns class_counts, shards and every shards[i].path.
+ */
+typedef struct rio_written {
+	uint64_t count;
+	int n_extra; /* -1 until the first record fixes it */
+	uint64_t *class_counts;
+	size_t n_counts;
+	done_shard *shards;
+	size_t n_shards, shards_cap;
+} rio_written;
+
+/* The split being written (owns dir, name and created_dir), and its
+ * rooms. */
 struct rio_writer {
 	char *dir, *name;
 	char *created_dir; /* outermost folder open made, removed on abort */
 	uint64_t shard_bytes_max;
 	uint64_t txn_bytes;
 	int force;
-	int lock_fd;
-	char *lock_path;
 	int order; /* RIO_ORDER_*, for the manifest */
+	rio_lock lock;
 
-	/* Current shard; env is NULL between shards. */
-	MDB_env *env;
-	MDB_dbi dbi;
-	uint64_t map_size;
-	char *work_path;
-	uint64_t shard_first, shard_records, shard_bytes;
-	rio_digest shard_digest;
-
-	/* Records of the open transaction batch, concatenated. */
-	uint8_t *buf;
-	size_t buf_len, buf_cap;
-	size_t *val_len;
-	size_t n_pending, pending_cap;
-	uint64_t pending_pages; /* overflow pages the batch needs, at most */
-	uint64_t reserved;      /* bytes of the working file fallocated */
-	uint64_t since_remap;   /* bytes committed since the map was last opened */
-	uint64_t psize;         /* LMDB's page size: the OS page size (4 KiB on
-				   x86-64, up to 64 KiB elsewhere) */
-	uint64_t pending_first;
-
-	uint64_t count;
-	int n_extra; /* -1 until the first record fixes it */
-	uint64_t *class_counts;
-	size_t n_counts;
-
-	done_shard *done;
-	size_t n_done, done_cap;
+	rio_shard_state shard;
+	rio_batch batch;
+	rio_written written;
 };
 
 /* Is fname one of the files of split `name`: a working or compacted shard
@@ -68,12 +101,13 @@ char *rio_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- writer_shard.c ----------------------------------------------------- */
 
-/* Starts shard n_done as its working file, empty, at record w->count. */
+/* Starts shard written.n_shards as its working file, empty, at record
+ * written.count. */
 int rio_writer_open_shard(rio_writer *w, ims_error *err);
 /* Writes the pending batch in one transaction. */
 int rio_writer_flush_batch(rio_writer *w, ims_error *err);
 /* Flushes, syncs and closes the open shard (none: a no-op) and appends it,
- * as its .compact file, to w->done. */
+ * as its .compact file, to w->written.shards. */
 int rio_writer_close_shard(rio_writer *w, ims_error *err);
 
 #endif

@@ -58,39 +58,40 @@ static int reserve_space(rio_writer *w, ims_error *err);
 static int open_env(rio_writer *w, int fresh, ims_error *err)
 {
 	if (fresh) {
-		unlink(w->work_path);
-		w->reserved = 0;
+		unlink(w->shard.work_path);
+		w->shard.reserved = 0;
 	}
-	w->since_remap = 0;
-	int rc = mdb_env_create(&w->env);
+	w->shard.since_remap = 0;
+	int rc = mdb_env_create(&w->shard.env);
 	if (rc)
-		return lmdb_fail(err, rc, "create LMDB environment for", w->work_path);
-	rc = mdb_env_set_mapsize(w->env, (size_t)w->map_size);
+		return lmdb_fail(err, rc, "create LMDB environment for",
+				 w->shard.work_path);
+	rc = mdb_env_set_mapsize(w->shard.env, (size_t)w->shard.map_size);
 	if (!rc)
-		rc = mdb_env_open(w->env, w->work_path,
+		rc = mdb_env_open(w->shard.env, w->shard.work_path,
 				  MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOLOCK | MDB_WRITEMAP, 0644);
 	if (!rc) {
 		MDB_stat st;
-		rc = mdb_env_stat(w->env, &st);
+		rc = mdb_env_stat(w->shard.env, &st);
 		if (!rc)
-			w->psize = st.ms_psize;
+			w->shard.psize = st.ms_psize;
 	}
 	if (!rc && fresh) {
 		/* Blocks for the first pages before anything goes through the
 		 * map (see reserve_space). */
 		int r = reserve_space(w, err);
 		if (r < 0) {
-			mdb_env_close(w->env);
-			w->env = NULL;
-			unlink(w->work_path);
+			mdb_env_close(w->shard.env);
+			w->shard.env = NULL;
+			unlink(w->shard.work_path);
 			return r;
 		}
 	}
 	MDB_txn *txn = NULL;
 	if (!rc)
-		rc = mdb_txn_begin(w->env, NULL, 0, &txn);
+		rc = mdb_txn_begin(w->shard.env, NULL, 0, &txn);
 	if (!rc)
-		rc = mdb_dbi_open(txn, NULL, 0, &w->dbi);
+		rc = mdb_dbi_open(txn, NULL, 0, &w->shard.dbi);
 	if (!rc) {
 		rc = mdb_txn_commit(txn);
 		txn = NULL;
@@ -98,38 +99,38 @@ static int open_env(rio_writer *w, int fresh, ims_error *err)
 	if (rc) {
 		if (txn)
 			mdb_txn_abort(txn);
-		mdb_env_close(w->env);
-		w->env = NULL;
-		unlink(w->work_path);
-		return lmdb_fail(err, rc, "create shard", w->work_path);
+		mdb_env_close(w->shard.env);
+		w->shard.env = NULL;
+		unlink(w->shard.work_path);
+		return lmdb_fail(err, rc, "create shard", w->shard.work_path);
 	}
 	return 0;
 }
 
 int rio_writer_open_shard(rio_writer *w, ims_error *err)
 {
-	size_t idx = w->n_done;
-	free(w->work_path);
-	w->work_path = rio_xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
-	RETURN_IF(!w->work_path, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
+	size_t idx = w->written.n_shards;
+	free(w->shard.work_path);
+	w->shard.work_path = rio_xasprintf("%s/%s-%05zu.mdb.partial", w->dir, w->name, idx);
+	RETURN_IF(!w->shard.work_path, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	RETURN_IF(idx > 99999, err, IMS_ELIMIT,
 		  "cannot start shard %zu of '%s': at most 100000 shards (use a larger --shard-size)",
 		  idx, w->name);
 	FORWARD_IF_ERR(open_env(w, 1, err));
-	w->shard_first = w->count;
-	w->shard_records = 0;
-	w->shard_bytes = 0;
-	rio_digest_begin(&w->shard_digest, w->name, idx);
+	w->shard.first = w->written.count;
+	w->shard.records = 0;
+	w->shard.bytes = 0;
+	rio_digest_begin(&w->shard.digest, w->name, idx);
 	return 0;
 }
 
-static int grow_map(rio_writer *w, ims_error *err)
+static int grow_map(rio_shard_state *s, ims_error *err)
 {
-	uint64_t next = w->map_size * 2;
-	int rc = mdb_env_set_mapsize(w->env, (size_t)next);
+	uint64_t next = s->map_size * 2;
+	int rc = mdb_env_set_mapsize(s->env, (size_t)next);
 	if (rc)
-		return lmdb_fail(err, rc, "grow the map of", w->work_path);
-	w->map_size = next;
+		return lmdb_fail(err, rc, "grow the map of", s->work_path);
+	s->map_size = next;
 	return 0;
 }
 
@@ -143,26 +144,27 @@ static int grow_map(rio_writer *w, ims_error *err)
 static int reserve_space(rio_writer *w, ims_error *err)
 {
 	MDB_envinfo info;
-	int rc = mdb_env_info(w->env, &info);
+	int rc = mdb_env_info(w->shard.env, &info);
 	if (rc)
-		return lmdb_fail(err, rc, "inspect", w->work_path);
-	uint64_t pages = (uint64_t)info.me_last_pgno + 1 + w->pending_pages +
-			 w->n_pending / 64 + 256;
-	uint64_t want = pages * w->psize;
+		return lmdb_fail(err, rc, "inspect", w->shard.work_path);
+	uint64_t pages = (uint64_t)info.me_last_pgno + 1 + w->batch.pages +
+			 w->batch.n / 64 + 256;
+	uint64_t want = pages * w->shard.psize;
 	want = (want + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
-	while (want > w->map_size)
-		FORWARD_IF_ERR(grow_map(w, err));
-	if (want <= w->reserved)
+	while (want > w->shard.map_size)
+		FORWARD_IF_ERR(grow_map(&w->shard, err));
+	if (want <= w->shard.reserved)
 		return 0;
 	int fd;
-	rc = mdb_env_get_fd(w->env, &fd);
+	rc = mdb_env_get_fd(w->shard.env, &fd);
 	if (rc)
-		return lmdb_fail(err, rc, "inspect", w->work_path);
-	rc = posix_fallocate(fd, (off_t)w->reserved, (off_t)(want - w->reserved));
+		return lmdb_fail(err, rc, "inspect", w->shard.work_path);
+	rc = posix_fallocate(fd, (off_t)w->shard.reserved,
+			     (off_t)(want - w->shard.reserved));
 	if (rc)
-		return ims_fail(err, IMS_EIO, "cannot write shard '%s': %s", w->work_path,
+		return ims_fail(err, IMS_EIO, "cannot write shard '%s': %s", w->shard.work_path,
 				strerror(rc));
-	w->reserved = want;
+	w->shard.reserved = want;
 	return 0;
 }
 
@@ -172,10 +174,10 @@ static int reserve_space(rio_writer *w, ims_error *err)
 
 static int maybe_remap(rio_writer *w, ims_error *err)
 {
-	if (w->since_remap < REMAP_BYTES)
+	if (w->shard.since_remap < REMAP_BYTES)
 		return 0;
-	mdb_env_close(w->env);
-	w->env = NULL;
+	mdb_env_close(w->shard.env);
+	w->shard.env = NULL;
 	return open_env(w, 0, err);
 }
 
@@ -183,25 +185,25 @@ static int maybe_remap(rio_writer *w, ims_error *err)
  * replaying as often as MDB_MAP_FULL demands. */
 int rio_writer_flush_batch(rio_writer *w, ims_error *err)
 {
-	if (w->n_pending == 0)
+	if (w->batch.n == 0)
 		return 0;
 	FORWARD_IF_ERR(reserve_space(w, err));
 	for (;;) {
 		MDB_txn *txn;
-		int rc = mdb_txn_begin(w->env, NULL, 0, &txn);
+		int rc = mdb_txn_begin(w->shard.env, NULL, 0, &txn);
 		if (rc)
 			return lmdb_fail(err, rc, "begin a write transaction in",
-					 w->work_path);
+					 w->shard.work_path);
 		size_t off = 0;
-		for (size_t i = 0; i < w->n_pending && !rc; i++) {
+		for (size_t i = 0; i < w->batch.n && !rc; i++) {
 			uint8_t kb[RIO_KEY_SIZE];
-			uint64_t k = w->pending_first + i;
+			uint64_t k = w->batch.first + i;
 			for (int b = 0; b < 8; b++)
 				kb[b] = (uint8_t)(k >> (56 - 8 * b));
 			MDB_val key = {RIO_KEY_SIZE, kb};
-			MDB_val val = {w->val_len[i], w->buf + off};
-			rc = mdb_put(txn, w->dbi, &key, &val, MDB_APPEND);
-			off += w->val_len[i];
+			MDB_val val = {w->batch.val_len[i], w->batch.buf + off};
+			rc = mdb_put(txn, w->shard.dbi, &key, &val, MDB_APPEND);
+			off += w->batch.val_len[i];
 		}
 		if (rc) {
 			mdb_txn_abort(txn);
@@ -209,17 +211,17 @@ int rio_writer_flush_batch(rio_writer *w, ims_error *err)
 			rc = mdb_txn_commit(txn);
 		}
 		if (rc == MDB_MAP_FULL) {
-			FORWARD_IF_ERR(grow_map(w, err));
+			FORWARD_IF_ERR(grow_map(&w->shard, err));
 			continue;
 		}
 		if (rc)
-			return lmdb_fail(err, rc, "write records to", w->work_path);
+			return lmdb_fail(err, rc, "write records to", w->shard.work_path);
 		break;
 	}
-	w->since_remap += w->buf_len;
-	w->n_pending = 0;
-	w->pending_pages = 0;
-	w->buf_len = 0;
+	w->shard.since_remap += w->batch.buf_len;
+	w->batch.n = 0;
+	w->batch.pages = 0;
+	w->batch.buf_len = 0;
 	return maybe_remap(w, err);
 }
 
@@ -241,16 +243,16 @@ static int fsync_path(const char *path, ims_error *err)
  * writing frees only the few branch and meta pages each transaction
  * copies, so a finished shard is normally compact already.
  */
-static int free_pages(rio_writer *w, size_t *free_out, size_t *total_out)
+static int free_pages(const rio_shard_state *s, size_t *free_out, size_t *total_out)
 {
 	MDB_envinfo info;
-	int rc = mdb_env_info(w->env, &info);
+	int rc = mdb_env_info(s->env, &info);
 	if (rc)
 		return rc;
 	*total_out = info.me_last_pgno + 1;
 	*free_out = 0;
 	MDB_txn *txn;
-	rc = mdb_txn_begin(w->env, NULL, MDB_RDONLY, &txn);
+	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return rc;
 	MDB_cursor *cur;
@@ -277,59 +279,59 @@ static int free_pages(rio_writer *w, size_t *free_out, size_t *total_out)
  */
 int rio_writer_close_shard(rio_writer *w, ims_error *err)
 {
-	if (!w->env)
+	if (!w->shard.env)
 		return 0;
 	FORWARD_IF_ERR(rio_writer_flush_batch(w, err));
 	/* Room for the finished shard first: the abort removes the files
-	 * named in w->done, so a .compact file made before a failed grow
+	 * named in w->written, so a .compact file made before a failed grow
 	 * would be left behind, untracked. */
-	if (w->n_done == w->done_cap) {
-		size_t cap = w->done_cap ? w->done_cap * 2 : 8;
-		done_shard *d = realloc(w->done, cap * sizeof(*d));
+	if (w->written.n_shards == w->written.shards_cap) {
+		size_t cap = w->written.shards_cap ? w->written.shards_cap * 2 : 8;
+		done_shard *d = realloc(w->written.shards, cap * sizeof(*d));
 		RETURN_IF(!d, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
-		w->done = d;
-		w->done_cap = cap;
+		w->written.shards = d;
+		w->written.shards_cap = cap;
 	}
 	char *compact = rio_xasprintf("%s/%s-%05zu.mdb.compact", w->dir, w->name,
-				  w->n_done);
+				  w->written.n_shards);
 	RETURN_IF(!compact, err, IMS_ENOMEM, "cannot write split '%s/%s': out of memory", w->dir, w->name);
 	unlink(compact);
 	size_t nfree = 0, total = 0;
-	int rc = mdb_env_sync(w->env, 1);
+	int rc = mdb_env_sync(w->shard.env, 1);
 	if (!rc)
-		rc = free_pages(w, &nfree, &total);
+		rc = free_pages(&w->shard, &nfree, &total);
 	int copy = !rc && nfree * 100 > total;
 	if (copy)
-		rc = mdb_env_copy2(w->env, compact, MDB_CP_COMPACT);
+		rc = mdb_env_copy2(w->shard.env, compact, MDB_CP_COMPACT);
 	if (rc) {
 		unlink(compact);
 		free(compact);
-		return lmdb_fail(err, rc, "compact shard", w->work_path);
+		return lmdb_fail(err, rc, "compact shard", w->shard.work_path);
 	}
-	mdb_env_close(w->env);
-	w->env = NULL;
+	mdb_env_close(w->shard.env);
+	w->shard.env = NULL;
 	if (copy) {
 		if (fsync_path(compact, err) < 0) {
-			/* not in w->done yet: the abort would not know it */
+			/* not in w->written yet: the abort would not know it */
 			unlink(compact);
 			free(compact);
 			return err ? err->code : IMS_EIO;
 		}
-		unlink(w->work_path);
+		unlink(w->shard.work_path);
 	} else {
 		/* The map and our reservation run past the last page; readers
 		 * never look there. */
-		if (truncate(w->work_path, (off_t)(total * w->psize)) != 0 ||
-		    fsync_path(w->work_path, err) < 0 ||
-		    rename(w->work_path, compact) != 0) {
+		if (truncate(w->shard.work_path, (off_t)(total * w->shard.psize)) != 0 ||
+		    fsync_path(w->shard.work_path, err) < 0 ||
+		    rename(w->shard.work_path, compact) != 0) {
 			int e = errno;
 			free(compact);
 			return ims_fail(err, IMS_EIO, "cannot finish shard '%s': %s",
-					w->work_path, strerror(e));
+					w->shard.work_path, strerror(e));
 		}
 	}
-	w->done[w->n_done++] = (done_shard){compact, w->shard_first,
-					     w->shard_records,
-					     rio_digest_value(&w->shard_digest)};
+	w->written.shards[w->written.n_shards++] = (done_shard){
+		compact, w->shard.first, w->shard.records,
+		rio_digest_value(&w->shard.digest)};
 	return 0;
 }
