@@ -45,7 +45,7 @@ static int cmp_ord(const void *a, const void *b)
 static void rank_stats(const rep_run *run, const rep_train_line *const *l,
 		       size_t k, double batch, rep_rank_stats *rs)
 {
-	int have_steps = !(run->missing & REP_MISSING_STEPS);
+	int have_steps = !(run->lines.missing & REP_MISSING_STEPS);
 	rs->lines = (int)k;
 	/* the warm-ups: the first by step, and each part's first; when
 	 * every line is one (a line per part), only the run's first goes,
@@ -129,17 +129,17 @@ static int cmp_ep(const void *a, const void *b)
 
 static int epoch_ends(const rep_run *run, rep_stats *st)
 {
-	size_t n = run->n_val + run->n_train;
+	size_t n = run->lines.n_val + run->lines.n_train;
 	if (!n)
 		return 0;
 	ep *e = malloc(n * sizeof(*e));
 	if (!e)
 		return IMS_ENOMEM;
 	size_t k = 0;
-	for (size_t i = 0; i < run->n_val; i++)
-		e[k++] = (ep){run->val[i].epoch, (double)run->val[i].step, 1};
-	for (size_t i = 0; i < run->n_train; i++)
-		e[k++] = (ep){run->train[i].epoch, (double)run->train[i].step, 0};
+	for (size_t i = 0; i < run->lines.n_val; i++)
+		e[k++] = (ep){run->lines.val[i].epoch, (double)run->lines.val[i].step, 1};
+	for (size_t i = 0; i < run->lines.n_train; i++)
+		e[k++] = (ep){run->lines.train[i].epoch, (double)run->lines.train[i].step, 0};
 	qsort(e, k, sizeof(*e), cmp_ep);
 	st->epoch_id = malloc(k * sizeof(int));
 	st->epoch_end = malloc(k * sizeof(double));
@@ -283,7 +283,7 @@ static void decompose(const rep_run *run, rep_stats *st)
 {
 	const rep_summary *s = &run->sum;
 	if (!run->has_summary || !isfinite(st->train_s) ||
-	    !isfinite(st->batch_per_rank) || (run->missing & REP_MISSING_STEPS))
+	    !isfinite(st->batch_per_rank) || (run->lines.missing & REP_MISSING_STEPS))
 		return;
 	for (int r = 0; r < st->world; r++)
 		if (!isfinite(st->ranks[r].steady_s) || !isfinite(st->ranks[r].warmup_s))
@@ -299,8 +299,10 @@ static void decompose(const rep_run *run, rep_stats *st)
 	if (!isfinite(val)) {
 		/* older summaries: the val lines' own times, when all have one */
 		val = 0;
-		for (size_t i = 0; i < run->n_val; i++)
-			val += isfinite(run->val[i].val_s) ? run->val[i].val_s : NAN;
+		for (size_t i = 0; i < run->lines.n_val; i++) {
+			double vs = run->lines.val[i].val_s;
+			val += isfinite(vs) ? vs : NAN;
+		}
 		if (!isfinite(val))
 			val = 0;
 	}
@@ -321,10 +323,10 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 	int W = run->world > 0 ? run->world : 1;
 	st->world = W;
 	st->ranks = calloc((size_t)W, sizeof(*st->ranks));
-	ord *o = run->n_train ? malloc(run->n_train * sizeof(*o)) : NULL;
+	ord *o = run->lines.n_train ? malloc(run->lines.n_train * sizeof(*o)) : NULL;
 	const rep_train_line **l =
-		run->n_train ? malloc(run->n_train * sizeof(*l)) : NULL;
-	if (!st->ranks || (run->n_train && (!o || !l))) {
+		run->lines.n_train ? malloc(run->lines.n_train * sizeof(*l)) : NULL;
+	if (!st->ranks || (run->lines.n_train && (!o || !l))) {
 		free(o);
 		free(l);
 		rep_stats_release(st);
@@ -339,11 +341,11 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 		st->images = s->images;
 	}
 
-	for (size_t i = 0; i < run->n_train; i++)
-		o[i] = (ord){run->train[i].rank, run->train[i].step,
-			     run->train[i].line, i};
-	if (run->n_train)
-		qsort(o, run->n_train, sizeof(*o), cmp_ord);
+	for (size_t i = 0; i < run->lines.n_train; i++)
+		o[i] = (ord){run->lines.train[i].rank, run->lines.train[i].step,
+			     run->lines.train[i].line, i};
+	if (run->lines.n_train)
+		qsort(o, run->lines.n_train, sizeof(*o), cmp_ord);
 	size_t at = 0;
 	int ranks_with_speed = 0;
 	double speed_sum = 0;
@@ -352,8 +354,8 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 		rep_rank_stats *rs = &st->ranks[r];
 		rank_init(rs);
 		size_t k = 0;
-		while (at < run->n_train && o[at].rank == r)
-			l[k++] = &run->train[o[at++].idx];
+		while (at < run->lines.n_train && o[at].rank == r)
+			l[k++] = &run->lines.train[o[at++].idx];
 		rank_stats(run, l, k, st->batch_per_rank, rs);
 		if (k && !rs->warmup_excluded)
 			st->warmup_excluded = 0;
@@ -416,8 +418,8 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 
 	/* accuracy: the summary's word, else the val lines' */
 	const rep_val_line *last = NULL, *best = NULL;
-	for (size_t i = 0; i < run->n_val; i++) {
-		const rep_val_line *v = &run->val[i];
+	for (size_t i = 0; i < run->lines.n_val; i++) {
+		const rep_val_line *v = &run->lines.val[i];
 		if (!last || v->epoch > last->epoch ||
 		    (v->epoch == last->epoch && v->step >= last->step))
 			last = v;
@@ -437,8 +439,8 @@ int rep_stats_compute(const rep_run *run, double target_acc, rep_stats *st,
 	}
 	if (target_acc >= 0) {
 		st->target_set = 1;
-		for (size_t i = 0; i < run->n_val; i++) {
-			const rep_val_line *v = &run->val[i];
+		for (size_t i = 0; i < run->lines.n_val; i++) {
+			const rep_val_line *v = &run->lines.val[i];
 			if (v->top1 >= target_acc) {
 				st->target_reached = 1;
 				st->target_epochs = v->epoch + 1.0;

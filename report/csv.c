@@ -95,13 +95,14 @@ static void runs_csv(const rep_report *r, csv_out *o)
 			ims_buf_puts(b, ",");
 		double t[] = {st->target_epochs, st->target_wall_s};
 		nums(b, t, 2);
-		ims_buf_printf(b, ",%d,%zu,%zu,%zu,", run->has_summary, run->n_skipped_lines,
-			       run->n_parts ? run->n_parts : 1, run->n_superseded);
+		ims_buf_printf(b, ",%d,%zu,%zu,%zu,", run->has_summary,
+			       run->diags.n_skipped_lines,
+			       run->parts.n ? run->parts.n : 1, run->parts.n_superseded);
 		rb_csv(b, s->init_path ? s->init_path : "");
 		ims_buf_puts(b, ",");
 		rb_csv(b, s->init_crc32c ? s->init_crc32c : "");
 		/* appended: readers of the columns before keep their places */
-		ims_buf_printf(b, ",%zu\n", run->n_diags_total - run->n_skipped_lines);
+		ims_buf_printf(b, ",%zu\n", run->diags.n_total - run->diags.n_skipped_lines);
 		csv_row_end(o);
 	}
 }
@@ -113,8 +114,8 @@ static void train_csv(const rep_report *r, csv_out *o)
 		    "images_per_s,data_wait_ms,compute_ms,comm_ms\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
-		for (size_t k = 0; k < run->n_train && !o->rc; k++) {
-			const rep_train_line *l = &run->train[k];
+		for (size_t k = 0; k < run->lines.n_train && !o->rc; k++) {
+			const rep_train_line *l = &run->lines.train[k];
 			run_cell(b, run);
 			ims_buf_printf(b, ",%d,%d,%lld", l->rank, l->epoch, (long long)l->step);
 			double v[] = {rep_epoch_position(&r->stats[i], l->epoch, l->step),
@@ -134,8 +135,8 @@ static void val_csv(const rep_report *r, csv_out *o)
 	ims_buf_puts(b, "run,epoch,step,wall_s,val_s,loss,top1,top5,records\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
-		for (size_t k = 0; k < run->n_val && !o->rc; k++) {
-			const rep_val_line *l = &run->val[k];
+		for (size_t k = 0; k < run->lines.n_val && !o->rc; k++) {
+			const rep_val_line *l = &run->lines.val[k];
 			run_cell(b, run);
 			ims_buf_printf(b, ",%d,%lld", l->epoch, (long long)l->step);
 			double v[] = {l->wall_s, l->val_s, l->loss, l->top1, l->top5, l->records};
@@ -152,8 +153,8 @@ static void gpu_csv(const rep_report *r, csv_out *o)
 	ims_buf_puts(b, "run,rank,device,wall_s,util,mem_used_mib,mem_total_mib\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
-		for (size_t k = 0; k < run->n_gpu && !o->rc; k++) {
-			const rep_gpu_line *l = &run->gpu[k];
+		for (size_t k = 0; k < run->lines.n_gpu && !o->rc; k++) {
+			const rep_gpu_line *l = &run->lines.gpu[k];
 			run_cell(b, run);
 			ims_buf_printf(b, ",%d,%d", l->rank, l->device);
 			double v[] = {l->wall_s, l->util, l->mem_used_mib, l->mem_total_mib};
@@ -243,10 +244,10 @@ static void skipped_csv(const rep_report *r, csv_out *o)
 	ims_buf_puts(b, "run,diagnostic\n");
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const rep_run *run = &r->runs[i];
-		for (size_t k = 0; k < run->n_diags && !o->rc; k++) {
+		for (size_t k = 0; k < run->diags.n && !o->rc; k++) {
 			run_cell(b, run);
 			ims_buf_puts(b, ",");
-			rb_csv(b, run->diags[k]);
+			rb_csv(b, run->diags.list[k]);
 			ims_buf_puts(b, "\n");
 			csv_row_end(o);
 		}

@@ -67,7 +67,7 @@ static size_t total_diags(const rep_report *r)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < r->n_runs; i++)
-		n += r->runs[i].n_diags_total;
+		n += r->runs[i].diags.n_total;
 	return n;
 }
 
@@ -107,9 +107,9 @@ static void runs_table(ims_buf *b, const rep_report *r)
 		rb_td_num(b, st->busy_ratio);
 		if (!run->has_summary)
 			snprintf(t, sizeof(t), "no summary.json: the run did not finish");
-		else if (run->n_diags_total) /* not all are skips: each says */
-			snprintf(t, sizeof(t), "%zu diagnostic%s", run->n_diags_total,
-				 ims_plural(run->n_diags_total, "", "s"));
+		else if (run->diags.n_total) /* not all are skips: each says */
+			snprintf(t, sizeof(t), "%zu diagnostic%s", run->diags.n_total,
+				 ims_plural(run->diags.n_total, "", "s"));
 		else
 			snprintf(t, sizeof(t), "complete");
 		rb_td(b, 1, t);
@@ -126,14 +126,14 @@ static void runs_table(ims_buf *b, const rep_report *r)
 			   "<div class=\"diag\">");
 		for (size_t i = 0; i < r->n_runs; i++) {
 			const rep_run *run = &r->runs[i];
-			for (size_t k = 0; k < run->n_diags; k++) {
-				rb_html(b, run->diags[k]);
+			for (size_t k = 0; k < run->diags.n; k++) {
+				rb_html(b, run->diags.list[k]);
 				ims_buf_puts(b, "\n");
 			}
-			if (run->n_diags_total > run->n_diags) {
+			if (run->diags.n_total > run->diags.n) {
 				/* the folder's name is the user's: escaped */
 				ims_buf_printf(b, "... and %zu more in ",
-					  run->n_diags_total - run->n_diags);
+					  run->diags.n_total - run->diags.n);
 				rb_html(b, run->dir);
 				ims_buf_puts(b, "\n");
 			}
@@ -193,7 +193,7 @@ static void across(ims_buf *b, const rep_report *r)
 	size_t nt = 0;
 	for (size_t i = 0; i < n; i++) {
 		const rep_run *run = &r->runs[i];
-		size_t k = run->n_val;
+		size_t k = run->lines.n_val;
 		xe[i] = malloc((k ? k : 1) * sizeof(double));
 		xt[i] = malloc((k ? k : 1) * sizeof(double));
 		y[i] = malloc((k ? k : 1) * sizeof(double));
@@ -207,9 +207,9 @@ static void across(ims_buf *b, const rep_report *r)
 		}
 		int timed = 1;
 		for (size_t v = 0; v < k; v++) {
-			xe[i][v] = run->val[v].epoch + 1.0;
-			xt[i][v] = run->val[v].wall_s;
-			y[i][v] = 100 * run->val[v].top1;
+			xe[i][v] = run->lines.val[v].epoch + 1.0;
+			xt[i][v] = run->lines.val[v].wall_s;
+			y[i][v] = 100 * run->lines.val[v].top1;
 			emax = fmax(emax, xe[i][v]);
 			if (isfinite(xt[i][v]))
 				tmax = fmax(tmax, xt[i][v]);

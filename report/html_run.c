@@ -42,7 +42,7 @@ static void steps_free(steps_series *s)
 static int steps_build(const rep_run *run, const rep_stats *st, steps_series *s)
 {
 	memset(s, 0, sizeof(*s));
-	size_t n = run->n_train;
+	size_t n = run->lines.n_train;
 	if (!n)
 		return 0;
 	const rep_train_line **l = malloc(n * sizeof(*l));
@@ -56,7 +56,7 @@ static int steps_build(const rep_run *run, const rep_stats *st, steps_series *s)
 		return IMS_ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		l[i] = &run->train[i];
+		l[i] = &run->lines.train[i];
 	qsort(l, n, sizeof(*l), cmp_line_step);
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
@@ -85,19 +85,20 @@ static int steps_build(const rep_run *run, const rep_stats *st, steps_series *s)
  * trained again, which no figure counts. */
 static void run_parts_notes(ims_buf *b, const rep_run *run)
 {
-	if (run->n_run_ids > 1) {
+	const rep_parts *ps = &run->parts;
+	if (ps->n_run_ids > 1) {
 		ims_buf_printf(b, "<li>metrics.jsonl holds the lines of %d runs (start "
 			       "lines with different run_id): curves overlap.</li>",
-			       run->n_run_ids);
+			       ps->n_run_ids);
 		return;
 	}
-	if (run->n_parts > 1) {
+	if (ps->n > 1) {
 		ims_buf_printf(b, "<li>One run in %zu parts, resumed from its checkpoint",
-			       run->n_parts);
-		for (size_t k = 1; k < run->n_parts; k++) {
-			const rep_part *p = &run->parts[k];
-			const rep_part *q = &run->parts[k - 1];
-			ims_buf_puts(b, k == 1 ? " at" : k + 1 == run->n_parts ? " and at" : ", at");
+			       ps->n);
+		for (size_t k = 1; k < ps->n; k++) {
+			const rep_part *p = &ps->list[k];
+			const rep_part *q = &ps->list[k - 1];
+			ims_buf_puts(b, k == 1 ? " at" : k + 1 == ps->n ? " and at" : ", at");
 			if (p->step >= 0)
 				ims_buf_printf(b, " step %lld", (long long)p->step);
 			else
@@ -111,9 +112,9 @@ static void run_parts_notes(ims_buf *b, const rep_run *run)
 		}
 		ims_buf_puts(b, ".");
 		int worlds = 0;
-		for (size_t k = 1; k < run->n_parts; k++)
-			worlds |= run->parts[k].world && run->parts[0].world &&
-				  run->parts[k].world != run->parts[0].world;
+		for (size_t k = 1; k < ps->n; k++)
+			worlds |= ps->list[k].world && ps->list[0].world &&
+				  ps->list[k].world != ps->list[0].world;
 		if (worlds)
 			ims_buf_printf(b, " Per-rank figures are the last part's %d %s; "
 				       "the earlier parts' other ranks are in the curves.",
@@ -123,19 +124,19 @@ static void run_parts_notes(ims_buf *b, const rep_run *run)
 		ims_buf_puts(b, " Each resumed part's first interval is a warm-up, left out of "
 			     "the steady speed as the run's first is.</li>");
 	}
-	if (run->n_superseded + run->n_superseded_val + run->n_superseded_gpu) {
-		ims_buf_printf(b, "<li>%zu train line%s", run->n_superseded,
-			       ims_plural(run->n_superseded, "", "s"));
-		if (run->n_superseded_val)
-			ims_buf_printf(b, ", %zu val line%s", run->n_superseded_val,
-				       ims_plural(run->n_superseded_val, "", "s"));
-		if (run->n_superseded_gpu)
-			ims_buf_printf(b, ", %zu gpu line%s", run->n_superseded_gpu,
-				       ims_plural(run->n_superseded_gpu, "", "s"));
+	if (ps->n_superseded + ps->n_superseded_val + ps->n_superseded_gpu) {
+		ims_buf_printf(b, "<li>%zu train line%s", ps->n_superseded,
+			       ims_plural(ps->n_superseded, "", "s"));
+		if (ps->n_superseded_val)
+			ims_buf_printf(b, ", %zu val line%s", ps->n_superseded_val,
+				       ims_plural(ps->n_superseded_val, "", "s"));
+		if (ps->n_superseded_gpu)
+			ims_buf_printf(b, ", %zu gpu line%s", ps->n_superseded_gpu,
+				       ims_plural(ps->n_superseded_gpu, "", "s"));
 		ims_buf_puts(b, " logged after a part's last checkpoint");
 		const char *sep = " (";
-		for (size_t k = 0; k < run->n_parts; k++) {
-			const rep_part *p = &run->parts[k];
+		for (size_t k = 0; k < ps->n; k++) {
+			const rep_part *p = &ps->list[k];
 			if (!p->superseded)
 				continue;
 			ims_buf_printf(b, "%spart %zu: the intervals ending at steps %lld to %lld", sep, k + 1,
@@ -156,9 +157,9 @@ static void ranks_with_lines(const rep_run *run, int folder, char *t, size_t len
 	size_t at = 0;
 	t[0] = '\0';
 	for (int k = 0; k < run->world && k < REP_MAX_RANKS && at + 16 < len; k++)
-		for (size_t n = 0; n < run->n_train; n++)
-			if (run->train[n].rank == k &&
-			    (folder < 0 || run->train[n].folder == folder)) {
+		for (size_t n = 0; n < run->lines.n_train; n++)
+			if (run->lines.train[n].rank == k &&
+			    (folder < 0 || run->lines.train[n].folder == folder)) {
 				at += (size_t)snprintf(t + at, len - at, "%s%d", at ? ", " : "", k);
 				break;
 			}
@@ -173,15 +174,15 @@ static void rank_local_notes(ims_buf *b, const rep_report *r, size_t i)
 {
 	const rep_run *run = &r->runs[i];
 	char t[200];
-	if (run->n_merged) {
+	if (run->rank_local.n_merged) {
 		ranks_with_lines(run, 0, t, sizeof(t));
 		ims_buf_puts(b, "<ul class=\"note\"><li>This run's lines come from more than "
 			     "one folder, merged (each folder's superseded lines worked out "
 			     "in its own file first):");
 		if (t[0])
 			ims_buf_printf(b, " rank %s from this folder;", t);
-		for (size_t k = 0; k < run->n_merged; k++) {
-			const rep_merged *m = &run->merged[k];
+		for (size_t k = 0; k < run->rank_local.n_merged; k++) {
+			const rep_merged *m = &run->rank_local.merged[k];
 			ranks_with_lines(run, (int)k + 1, t, sizeof(t));
 			ims_buf_printf(b, "%s rank %s from its rank-local --log-dir <code>",
 				       k ? ";" : "", t);
@@ -191,11 +192,12 @@ static void rank_local_notes(ims_buf *b, const rep_report *r, size_t i)
 		}
 		ims_buf_puts(b, ". Their figures are measured from their own lines.</li></ul>\n");
 	}
-	if (run->rank_local_of >= 0) {
+	if (run->rank_local.of_run >= 0) {
 		ranks_with_lines(run, -1, t, sizeof(t));
 		ims_buf_printf(b, "<ul class=\"note\"><li>This folder is a rank-local "
-			       "--log-dir of run <a href=\"#run-%ld\">", run->rank_local_of);
-		rb_html(b, r->runs[run->rank_local_of].label);
+			       "--log-dir of run <a href=\"#run-%ld\">",
+			       run->rank_local.of_run);
+		rb_html(b, r->runs[run->rank_local.of_run].label);
 		ims_buf_printf(b, "</a> (the same run_id, or job mark): it holds the lines of rank %s "
 			       "of that run's %d, not merged (no train lines, or lines "
 			       "the run cannot take: ranks it has lines of already, validation, an "
@@ -203,7 +205,7 @@ static void rank_local_notes(ims_buf *b, const rep_report *r, size_t i)
 			       t, run->world);
 	}
 	for (size_t j = 0; j < r->n_runs; j++) {
-		if (r->runs[j].rank_local_of != (long)i)
+		if (r->runs[j].rank_local.of_run != (long)i)
 			continue;
 		ranks_with_lines(&r->runs[j], -1, t, sizeof(t));
 		ims_buf_printf(b, "<ul class=\"note\"><li>The lines of rank %s of this run "
@@ -227,37 +229,37 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 		NOTE("No summary.json: the run did not finish (or is still running). "
 		     "What metrics.jsonl holds is shown; train_s, per-rank totals, the "
 		     "split of train_s and the options are not known.");
-	if (!run->n_train)
+	if (!run->lines.n_train)
 		NOTE("No usable train line in metrics.jsonl.");
-	if (run->missing & REP_MISSING_STEPS)
+	if (run->lines.missing & REP_MISSING_STEPS)
 		NOTE("Some train lines lack \"steps\" (older logs): each line counts as one "
 		     "interval of equal weight, and the split of train_s is not computed.");
-	if (run->missing & REP_MISSING_WALL)
+	if (run->lines.missing & REP_MISSING_WALL)
 		NOTE("Some train lines lack \"wall_s\" (older logs): curves are drawn "
 		     "against epoch only, throughput against epoch.");
-	if (run->missing & REP_MISSING_VAL_S)
+	if (run->lines.missing & REP_MISSING_VAL_S)
 		NOTE("Some val lines lack \"val_s\".");
 	run_parts_notes(b, run);
-	if (run->wall_goes_back && run->n_run_ids <= 1)
+	if (run->parts.wall_goes_back && run->parts.n_run_ids <= 1)
 		NOTE("wall_s goes back in metrics.jsonl where no part's start line "
 		     "explains it: the file may hold more than one run; curves overlap.");
 	/* a rank-local --log-dir holds its ranks' lines elsewhere; the
 	 * speed then stands on a guess, which the page must own up to */
 	int silent = 0;
-	for (int r = 0; r < st->world && run->n_train; r++)
+	for (int r = 0; r < st->world && run->lines.n_train; r++)
 		silent += st->ranks[r].lines == 0;
 	if (silent)
 		NOTE("%d of %d ranks have no train line in this metrics.jsonl (their "
 		     "logs are in another --log-dir, or they died first): each is taken "
 		     "to run at the mean steady speed of the others.",
 		     silent, st->world);
-	if (!st->warmup_excluded && st->world && run->n_train)
+	if (!st->warmup_excluded && st->world && run->lines.n_train)
 		NOTE("Some rank logged a single interval: its warm-up is part of its steady "
 		     "speed (log more often with --log-every).");
-	if (run->n_diags_total)
+	if (run->diags.n_total)
 		NOTE("%zu diagnostic%s, each saying what was skipped, ignored or shown "
 		     "changed (see <a href=\"#diagnostics\">diagnostics</a>).",
-		     run->n_diags_total, ims_plural(run->n_diags_total, "", "s"));
+		     run->diags.n_total, ims_plural(run->diags.n_total, "", "s"));
 #undef NOTE
 	ims_buf_puts(b, "</ul>\n");
 }
@@ -265,7 +267,7 @@ static void run_notes(ims_buf *b, const rep_run *run, const rep_stats *st)
 static void run_curves(ims_buf *b, const rep_run *run, size_t i,
 		       const steps_series *ss)
 {
-	size_t nv = run->n_val;
+	size_t nv = run->lines.n_val;
 	double *ve = malloc((nv ? nv : 1) * sizeof(double));
 	double *vt = malloc((nv ? nv : 1) * sizeof(double));
 	double *vl = malloc((nv ? nv : 1) * sizeof(double));
@@ -277,11 +279,11 @@ static void run_curves(ims_buf *b, const rep_run *run, size_t i,
 		goto out;
 	}
 	for (size_t v = 0; v < nv; v++) {
-		ve[v] = run->val[v].epoch + 1.0;
-		vt[v] = run->val[v].wall_s;
-		vl[v] = run->val[v].loss;
-		v1[v] = 100 * run->val[v].top1;
-		v5[v] = 100 * run->val[v].top5;
+		ve[v] = run->lines.val[v].epoch + 1.0;
+		vt[v] = run->lines.val[v].wall_s;
+		vl[v] = run->lines.val[v].loss;
+		v1[v] = 100 * run->lines.val[v].top1;
+		v5[v] = 100 * run->lines.val[v].top5;
 	}
 	for (size_t k = 0; k < ss->n; k++)
 		ta[k] = 100 * ss->acc[k];
@@ -326,13 +328,13 @@ out:
 	free(ta);
 }
 
-/* Lines of one rank in step order (indices into run->train). */
+/* Lines of one rank in step order (indices into run->lines.train). */
 static size_t rank_lines(const rep_run *run, int rank, const rep_train_line **out)
 {
 	size_t k = 0;
-	for (size_t i = 0; i < run->n_train; i++)
-		if (run->train[i].rank == rank)
-			out[k++] = &run->train[i];
+	for (size_t i = 0; i < run->lines.n_train; i++)
+		if (run->lines.train[i].rank == rank)
+			out[k++] = &run->lines.train[i];
 	qsort(out, k, sizeof(*out), cmp_line_step);
 	return k;
 }
@@ -357,11 +359,11 @@ static void line_point(const rep_train_line *l, const rep_stats *st, int timed,
 static void run_throughput(ims_buf *b, const rep_run *run, const rep_stats *st,
 			   size_t i)
 {
-	size_t n = run->n_train;
+	size_t n = run->lines.n_train;
 	if (!n)
 		return;
 	int W = st->world;
-	int timed = !(run->missing & REP_MISSING_WALL);
+	int timed = !(run->lines.missing & REP_MISSING_WALL);
 	int per_rank = W <= MAX_RANK_SERIES;
 	const rep_train_line **l = malloc(n * sizeof(*l));
 	/* per line; with many ranks, per step: columns 0-2 images/s (mean,
@@ -396,7 +398,7 @@ static void run_throughput(ims_buf *b, const rep_run *run, const rep_stats *st,
 	} else {
 		/* many ranks: per step, the mean and the extremes over ranks */
 		for (size_t j = 0; j < n; j++)
-			l[j] = &run->train[j];
+			l[j] = &run->lines.train[j];
 		qsort(l, n, sizeof(*l), cmp_line_step);
 		size_t m = 0;
 		for (size_t j = 0; j < n;) {
@@ -498,17 +500,17 @@ static void run_breakdown(ims_buf *b, const rep_run *run, const rep_stats *st,
 		ims_buf_puts(b, "<p class=\"note\">No step times to draw.</p>");
 
 	/* GPU panels, when the CUDA backend logged them */
-	if (run->n_gpu) {
-		size_t n = run->n_gpu;
+	if (run->lines.n_gpu) {
+		size_t n = run->lines.n_gpu;
 		int keys[32][2], nk = 0, dropped = 0;
 		for (size_t k = 0; k < n; k++) {
 			int seen = 0;
 			for (int j = 0; j < nk; j++)
-				seen |= keys[j][0] == run->gpu[k].rank &&
-					keys[j][1] == run->gpu[k].device;
+				seen |= keys[j][0] == run->lines.gpu[k].rank &&
+					keys[j][1] == run->lines.gpu[k].device;
 			if (!seen && nk < 32) {
-				keys[nk][0] = run->gpu[k].rank;
-				keys[nk][1] = run->gpu[k].device;
+				keys[nk][0] = run->lines.gpu[k].rank;
+				keys[nk][1] = run->lines.gpu[k].device;
 				nk++;
 			} else if (!seen)
 				dropped = 1;
@@ -525,7 +527,7 @@ static void run_breakdown(ims_buf *b, const rep_run *run, const rep_stats *st,
 			for (int j = 0; j < nk; j++) {
 				size_t start = at;
 				for (size_t k = 0; k < n; k++) {
-					const rep_gpu_line *g = &run->gpu[k];
+					const rep_gpu_line *g = &run->lines.gpu[k];
 					if (g->rank != keys[j][0] || g->device != keys[j][1])
 						continue;
 					x[at] = g->wall_s;
@@ -627,8 +629,8 @@ void rep_html_run(ims_buf *b, const rep_report *r, size_t i)
 		}
 	} else
 		ims_buf_puts(b, ".");
-	ims_buf_printf(b, " %zu train, %zu val and %zu gpu lines.</p>\n", run->n_train,
-		  run->n_val, run->n_gpu);
+	ims_buf_printf(b, " %zu train, %zu val and %zu gpu lines.</p>\n", run->lines.n_train,
+		  run->lines.n_val, run->lines.n_gpu);
 	ims_buf_printf(b, "<p class=\"big\">Steady speed %s images/s per rank (%s in all)",
 		  rep_fmt_n(n1, st->speed), rep_fmt_n(n2, st->total_speed));
 	if (isfinite(st->final_top1))

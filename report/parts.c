@@ -39,12 +39,13 @@ static double whole(const cJSON *o, const char *key, double lo, double hi)
 int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 		  int resume)
 {
-	rep_part *last = run->n_parts ? &run->parts[run->n_parts - 1] : NULL;
+	rep_part *last = run->parts.n ? &run->parts.list[run->parts.n - 1] : NULL;
+	const rep_lines *ls = &run->lines;
 	/* the trainer writes a part's resume line right after its start
 	 * line; a resume line alone (older logs) starts a part itself */
-	int fresh = last && !(run->n_train && run->train[run->n_train - 1].line > last->line) &&
-		    !(run->n_val && run->val[run->n_val - 1].line > last->line) &&
-		    !(run->n_gpu && run->gpu[run->n_gpu - 1].line > last->line);
+	int fresh = last && !(ls->n_train && ls->train[ls->n_train - 1].line > last->line) &&
+		    !(ls->n_val && ls->val[ls->n_val - 1].line > last->line) &&
+		    !(ls->n_gpu && ls->gpu[ls->n_gpu - 1].line > last->line);
 	if (resume && fresh && !last->resumed) {
 		last->resumed = 1;
 		double w = whole(o, "world_was", 1, REP_MAX_RANKS);
@@ -57,15 +58,15 @@ int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 	}
 	/* doubled when full (n a power of two): one more each time copied
 	 * the array at every start line, quadratic in a log of many parts */
-	const size_t n = run->n_parts;
-	rep_part *p = run->parts;
+	const size_t n = run->parts.n;
+	rep_part *p = run->parts.list;
 	if ((n & (n - 1)) == 0) {
-		p = realloc(run->parts, (n < 8 ? 8 : 2 * n) * sizeof(*p));
+		p = realloc(run->parts.list, (n < 8 ? 8 : 2 * n) * sizeof(*p));
 		if (!p)
 			return IMS_ENOMEM;
-		run->parts = p;
+		run->parts.list = p;
 	}
-	p = &run->parts[run->n_parts++];
+	p = &run->parts.list[run->parts.n++];
 	memset(p, 0, sizeof(*p));
 	p->line = ln;
 	double v = whole(o, "step", 0, 1e15);
@@ -97,12 +98,12 @@ int rep_part_line(rep_run *run, const char *file, size_t ln, const cJSON *o,
 /* The part that holds line ln: the last one starting before it; -1 for
  * lines before the first part. Parts are in file order: a binary search,
  * since every line asks (a file of many parts stays linear). */
-static long part_of(const rep_run *run, size_t ln)
+static long part_of(const rep_parts *parts, size_t ln)
 {
-	size_t lo = 0, hi = run->n_parts; /* parts [0, lo) start before ln */
+	size_t lo = 0, hi = parts->n; /* parts [0, lo) start before ln */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (run->parts[mid].line < ln)
+		if (parts->list[mid].line < ln)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -117,14 +118,14 @@ static long part_of(const rep_run *run, size_t ln)
  * one is one run), or IMS_ENOMEM. O(P log P): a file of many parts is not
  * quadratic.
  */
-static long number_ids(const rep_run *run, long *id_no)
+static long number_ids(const rep_parts *parts, long *id_no)
 {
-	const size_t n = run->n_parts;
+	const size_t n = parts->n;
 	const char **ids = calloc(n ? n : 1, sizeof(*ids));
 	if (!ids)
 		return IMS_ENOMEM;
 	for (size_t k = 0; k < n; k++)
-		ids[k] = run->parts[k].run_id;
+		ids[k] = parts->list[k].run_id;
 	const long k = ims_number_names(ids, n, id_no);
 	/* "" sorts first: when a part has no id, 0 is its number, and the
 	 * ids' numbers start at 1 */
@@ -146,9 +147,9 @@ static long number_ids(const rep_run *run, long *id_no)
  * part (INT64_MAX: none), so that the line is redone when s > first[j + 1].
  * One pass from the last part back, keeping the smallest start per id.
  */
-static int later_starts(const rep_run *run, int64_t *first)
+static int later_starts(const rep_parts *parts, int64_t *first)
 {
-	const size_t n = run->n_parts;
+	const size_t n = parts->n;
 	long *id_no = malloc((n ? n : 1) * sizeof(*id_no));
 	int64_t *by_id = malloc((n ? n : 1) * sizeof(*by_id));
 	if (!id_no || !by_id) {
@@ -156,7 +157,7 @@ static int later_starts(const rep_run *run, int64_t *first)
 		free(by_id);
 		return IMS_ENOMEM;
 	}
-	long ids = number_ids(run, id_no);
+	long ids = number_ids(parts, id_no);
 	if (ids < 0) {
 		free(id_no);
 		free(by_id);
@@ -168,7 +169,7 @@ static int later_starts(const rep_run *run, int64_t *first)
 	 * id; resumed, any id */
 	int64_t resumed_no_id = INT64_MAX, resumed_any = INT64_MAX;
 	for (size_t j = n; j-- > 0;) {
-		const rep_part *p = &run->parts[j];
+		const rep_part *p = &parts->list[j];
 		first[j + 1] = id_no[j] >= 0 ? (by_id[id_no[j]] < resumed_no_id
 							? by_id[id_no[j]]
 							: resumed_no_id)
@@ -189,10 +190,10 @@ static int later_starts(const rep_run *run, int64_t *first)
 }
 
 /* Whether line ln at step was trained again (later_starts). */
-static int redone(const rep_run *run, const int64_t *first, size_t ln,
+static int redone(const rep_parts *parts, const int64_t *first, size_t ln,
 		  int64_t step)
 {
-	return step > first[part_of(run, ln) + 1];
+	return step > first[part_of(parts, ln) + 1];
 }
 
 /* Drops superseded lines, counting them (train lines per part). gpu
@@ -201,14 +202,14 @@ static int redone(const rep_run *run, const int64_t *first, size_t ln,
 static int supersede(rep_run *run)
 {
 	unsigned char *gone_rank = NULL;
-	if (run->n_parts < 2)
+	if (run->parts.n < 2)
 		return 0;
-	int64_t *first = malloc((run->n_parts + 1) * sizeof(*first));
-	if (!first || later_starts(run, first) < 0) {
+	int64_t *first = malloc((run->parts.n + 1) * sizeof(*first));
+	if (!first || later_starts(&run->parts, first) < 0) {
 		free(first);
 		return IMS_ENOMEM;
 	}
-	if (run->n_gpu) {
+	if (run->lines.n_gpu) {
 		gone_rank = calloc(REP_MAX_RANKS, 1);
 		if (!gone_rank) {
 			free(first);
@@ -216,51 +217,52 @@ static int supersede(rep_run *run)
 		}
 	}
 	size_t k = 0, g = 0, gk = 0;
-	for (size_t i = 0; i < run->n_train; i++) {
-		const rep_train_line *l = &run->train[i];
+	for (size_t i = 0; i < run->lines.n_train; i++) {
+		const rep_train_line *l = &run->lines.train[i];
 		/* gpu lines before this train line take their rank's last */
-		for (; g < run->n_gpu && run->gpu[g].line < l->line; g++) {
-			if (gone_rank[run->gpu[g].rank])
-				run->n_superseded_gpu++;
+		for (; g < run->lines.n_gpu && run->lines.gpu[g].line < l->line; g++) {
+			if (gone_rank[run->lines.gpu[g].rank])
+				run->parts.n_superseded_gpu++;
 			else
-				run->gpu[gk++] = run->gpu[g];
+				run->lines.gpu[gk++] = run->lines.gpu[g];
 		}
-		int gone = redone(run, first, l->line, l->step);
+		int gone = redone(&run->parts, first, l->line, l->step);
 		if (gone_rank)
 			gone_rank[l->rank] = (unsigned char)gone;
 		if (!gone) {
-			run->train[k++] = *l;
+			run->lines.train[k++] = *l;
 			continue;
 		}
-		run->n_superseded++;
-		long pi = part_of(run, l->line);
+		run->parts.n_superseded++;
+		long pi = part_of(&run->parts, l->line);
 		if (pi < 0)
 			continue; /* before the first start line: not a part's */
-		rep_part *p = &run->parts[pi];
+		rep_part *p = &run->parts.list[pi];
 		if (!p->superseded || l->step < p->superseded_lo)
 			p->superseded_lo = l->step;
 		if (!p->superseded || l->step > p->superseded_hi)
 			p->superseded_hi = l->step;
 		p->superseded++;
 	}
-	run->n_train = k;
-	for (; g < run->n_gpu; g++) {
-		if (gone_rank[run->gpu[g].rank])
-			run->n_superseded_gpu++;
+	run->lines.n_train = k;
+	for (; g < run->lines.n_gpu; g++) {
+		if (gone_rank[run->lines.gpu[g].rank])
+			run->parts.n_superseded_gpu++;
 		else
-			run->gpu[gk++] = run->gpu[g];
+			run->lines.gpu[gk++] = run->lines.gpu[g];
 	}
 	if (gone_rank)
-		run->n_gpu = gk;
+		run->lines.n_gpu = gk;
 	free(gone_rank);
 	k = 0;
-	for (size_t i = 0; i < run->n_val; i++) {
-		if (redone(run, first, run->val[i].line, run->val[i].step))
-			run->n_superseded_val++;
+	for (size_t i = 0; i < run->lines.n_val; i++) {
+		const rep_val_line *v = &run->lines.val[i];
+		if (redone(&run->parts, first, v->line, v->step))
+			run->parts.n_superseded_val++;
 		else
-			run->val[k++] = run->val[i];
+			run->lines.val[k++] = run->lines.val[i];
 	}
-	run->n_val = k;
+	run->lines.n_val = k;
 	free(first);
 	return 0;
 }
@@ -270,10 +272,10 @@ static int supersede(rep_run *run)
 static int world_for(const rep_run *run, size_t ln, int widest,
 		     const char **why)
 {
-	long pi = part_of(run, ln);
-	if (pi >= 0 && run->parts[pi].world) {
+	long pi = part_of(&run->parts, ln);
+	if (pi >= 0 && run->parts.list[pi].world) {
 		*why = "its part's start line says world";
-		return run->parts[pi].world;
+		return run->parts.list[pi].world;
 	}
 	*why = run->sum.world ? "summary.json says world" : "the start lines say world";
 	return widest;
@@ -289,10 +291,10 @@ static int mark_warmups(rep_run *run)
 	if (!seen)
 		return IMS_ENOMEM;
 	size_t p = 0; /* parts that start before the current line */
-	for (size_t i = 0; i < run->n_train; i++) {
-		rep_train_line *l = &run->train[i];
+	for (size_t i = 0; i < run->lines.n_train; i++) {
+		rep_train_line *l = &run->lines.train[i];
 		size_t q = p;
-		while (q < run->n_parts && run->parts[q].line < l->line)
+		while (q < run->parts.n && run->parts.list[q].line < l->line)
 			q++;
 		if (q != p) {
 			memset(seen, 0, REP_MAX_RANKS);
@@ -311,29 +313,29 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 {
 	size_t k = 0;
 	const char *why;
-	for (size_t i = 0; i < run->n_train; i++) {
-		const rep_train_line *l = &run->train[i];
+	for (size_t i = 0; i < run->lines.n_train; i++) {
+		const rep_train_line *l = &run->lines.train[i];
 		int w = world_for(run, l->line, widest, &why);
 		if (!w || l->rank < w) {
-			run->train[k++] = *l;
+			run->lines.train[k++] = *l;
 			continue;
 		}
 		FORWARD_IF_ERR(rep_diag_skip(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
-	run->n_train = k;
+	run->lines.n_train = k;
 	k = 0;
-	for (size_t i = 0; i < run->n_gpu; i++) {
-		const rep_gpu_line *l = &run->gpu[i];
+	for (size_t i = 0; i < run->lines.n_gpu; i++) {
+		const rep_gpu_line *l = &run->lines.gpu[i];
 		int w = world_for(run, l->line, widest, &why);
 		if (!w || l->rank < w) {
-			run->gpu[k++] = *l;
+			run->lines.gpu[k++] = *l;
 			continue;
 		}
 		FORWARD_IF_ERR(rep_diag_skip(run, file, l->line, "rank %d, but %s %d: line skipped",
 					l->rank, why, w));
 	}
-	run->n_gpu = k;
+	run->lines.n_gpu = k;
 	return 0;
 }
 
@@ -343,7 +345,7 @@ static int check_ranks(rep_run *run, const char *file, int widest)
 static int read_job_mark(rep_run *run, const char *dir)
 {
 	char path[4200], text[128];
-	run->job_mark[0] = '\0';
+	run->rank_local.job_mark[0] = '\0';
 	snprintf(path, sizeof(path), "%s/imshard-train.lock", dir);
 	/* ims_fopen_read refuses what is not a regular file without
 	 * blocking on it: a FIFO at the lock's name would hang a plain
@@ -364,8 +366,8 @@ static int read_job_mark(rep_run *run, const char *dir)
 	char *nl = strchr(text, '\n');
 	if (nl && strspn(nl + 1, "0123456789abcdef") == 16 &&
 	    strspn(nl + 1, "0") < 16) {
-		memcpy(run->job_mark, nl + 1, 16);
-		run->job_mark[16] = '\0';
+		memcpy(run->rank_local.job_mark, nl + 1, 16);
+		run->rank_local.job_mark[16] = '\0';
 	}
 	return 0;
 }
@@ -379,35 +381,36 @@ int rep_parts_settle(rep_run *run, const char *file)
 	FORWARD_IF_ERR(mark_warmups(run));
 	/* the widest part: summary.json's world is the last part's */
 	int widest = run->sum.world;
-	for (size_t i = 0; i < run->n_parts; i++)
-		widest = run->parts[i].world > widest ? run->parts[i].world : widest;
+	for (size_t i = 0; i < run->parts.n; i++)
+		if (run->parts.list[i].world > widest)
+			widest = run->parts.list[i].world;
 	FORWARD_IF_ERR(check_ranks(run, file, widest));
 	/* the run's shape is its last part's, as summary.json's */
-	int last = run->n_parts ? run->parts[run->n_parts - 1].world : 0;
+	int last = run->parts.n ? run->parts.list[run->parts.n - 1].world : 0;
 	run->world = run->sum.world ? run->sum.world : last;
 	if (!run->world) {
 		int hi = -1;
-		for (size_t i = 0; i < run->n_train; i++)
-			hi = run->train[i].rank > hi ? run->train[i].rank : hi;
-		for (size_t i = 0; i < run->n_gpu; i++)
-			hi = run->gpu[i].rank > hi ? run->gpu[i].rank : hi;
+		for (size_t i = 0; i < run->lines.n_train; i++)
+			hi = run->lines.train[i].rank > hi ? run->lines.train[i].rank : hi;
+		for (size_t i = 0; i < run->lines.n_gpu; i++)
+			hi = run->lines.gpu[i].rank > hi ? run->lines.gpu[i].rank : hi;
 		run->world = hi + 1 > 0 ? hi + 1 : 1;
 	}
-	long *id_no = malloc((run->n_parts ? run->n_parts : 1) * sizeof(*id_no));
-	long ids = id_no ? number_ids(run, id_no) : IMS_ENOMEM;
+	long *id_no = malloc((run->parts.n ? run->parts.n : 1) * sizeof(*id_no));
+	long ids = id_no ? number_ids(&run->parts, id_no) : IMS_ENOMEM;
 	free(id_no);
 	if (ids < 0)
 		return IMS_ENOMEM;
-	run->n_run_ids = (int)ids;
+	run->parts.n_run_ids = (int)ids;
 	/* with the superseded lines gone a resumed run's clock only goes
 	 * forward (each part starts it at the checkpoint's train_s) */
 	double t = -1;
-	for (size_t i = 0; i < run->n_train; i++) {
-		const rep_train_line *l = &run->train[i];
+	for (size_t i = 0; i < run->lines.n_train; i++) {
+		const rep_train_line *l = &run->lines.train[i];
 		if (l->rank != 0 || isnan(l->wall_s))
 			continue;
 		if (l->wall_s < t)
-			run->wall_goes_back = 1;
+			run->parts.wall_goes_back = 1;
 		t = l->wall_s;
 	}
 	return 0;

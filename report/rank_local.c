@@ -8,7 +8,7 @@
  * rank 0's lines that is another given folder's run (same run_id, which
  * every rank of a run shares; without one, the same job mark in the lock
  * files) has its lines joined to that run, and is no longer a run of the
- * report: the run's notes name it (rep_run.merged).
+ * report: the run's notes name it (rep_run.rank_local.merged).
  *
  * Each folder's lines were settled when it was read (rep_parts_settle):
  * superseded lines and warm-ups are worked out against the parts of the
@@ -30,7 +30,7 @@
 /* A run's id: its first part's run_id, "" when unknown. */
 static const char *run_id_of(const rep_run *run)
 {
-	return run->n_parts ? run->parts[0].run_id : "";
+	return run->parts.n ? run->parts.list[0].run_id : "";
 }
 
 /* One run: the same run_id, or without one (no --checkpoint-dir in logs
@@ -40,31 +40,33 @@ static int same_run(const rep_run *a, const rep_run *b)
 	const char *x = run_id_of(a), *y = run_id_of(b);
 	if (x[0] || y[0])
 		return strcmp(x, y) == 0;
-	return a->job_mark[0] && strcmp(a->job_mark, b->job_mark) == 0;
+	const char *ma = a->rank_local.job_mark, *mb = b->rank_local.job_mark;
+	return ma[0] && strcmp(ma, mb) == 0;
 }
 
 static int has_rank0(const rep_run *run)
 {
-	for (size_t i = 0; i < run->n_train; i++)
-		if (run->train[i].rank == 0)
+	for (size_t i = 0; i < run->lines.n_train; i++)
+		if (run->lines.train[i].rank == 0)
 			return 1;
 	return 0;
 }
 
-/* Sets rank_local_of: a folder without summary.json or rank 0's lines
+/* Sets rank_local.of_run: a folder without summary.json or rank 0's lines
  * that is another given folder's run holds that run's other ranks. */
 static void link_rank_local(rep_report *r)
 {
 	for (size_t j = 0; j < r->n_runs; j++) {
 		rep_run *run = &r->runs[j];
-		run->rank_local_of = -1;
+		run->rank_local.of_run = -1;
 		const char *id = run_id_of(run);
-		if ((!id[0] && !run->job_mark[0]) || run->has_summary || has_rank0(run))
+		if ((!id[0] && !run->rank_local.job_mark[0]) || run->has_summary ||
+		    has_rank0(run))
 			continue;
 		for (size_t i = 0; i < r->n_runs; i++)
 			if (i != j && same_run(run, &r->runs[i]) &&
 			    (r->runs[i].has_summary || has_rank0(&r->runs[i]))) {
-				run->rank_local_of = (long)i;
+				run->rank_local.of_run = (long)i;
 				break;
 			}
 	}
@@ -73,10 +75,10 @@ static void link_rank_local(rep_report *r)
 /* Marks in seen[] the ranks of run's train and gpu lines. */
 static void ranks_of(const rep_run *run, unsigned char *seen)
 {
-	for (size_t i = 0; i < run->n_train; i++)
-		seen[run->train[i].rank] = 1;
-	for (size_t i = 0; i < run->n_gpu; i++)
-		seen[run->gpu[i].rank] = 1;
+	for (size_t i = 0; i < run->lines.n_train; i++)
+		seen[run->lines.train[i].rank] = 1;
+	for (size_t i = 0; i < run->lines.n_gpu; i++)
+		seen[run->lines.gpu[i].rank] = 1;
 }
 
 /* Whether folder's lines can join run: it has train lines, only lines
@@ -86,7 +88,7 @@ static void ranks_of(const rep_run *run, unsigned char *seen)
  * 1, 0, or IMS_ENOMEM. */
 static int joinable(const rep_run *run, const rep_run *folder)
 {
-	if (!folder->n_train || folder->n_val || folder->classes)
+	if (!folder->lines.n_train || folder->lines.n_val || folder->classes)
 		return 0;
 	unsigned char *seen = calloc(REP_MAX_RANKS, 2);
 	if (!seen)
@@ -102,48 +104,51 @@ static int joinable(const rep_run *run, const rep_run *folder)
 }
 
 /* Moves folder's lines, counts and diagnostics into run, as its merged
- * folder number run->n_merged + 1. folder is left to be released (its
- * dir taken). 0 or IMS_ENOMEM (run unchanged but for grown arrays). */
+ * folder number run->rank_local.n_merged + 1. folder is left to be
+ * released (its dir taken). 0 or IMS_ENOMEM (run unchanged but for grown
+ * arrays). */
 static int join(rep_run *run, rep_run *folder)
 {
-	rep_merged *m = realloc(run->merged, (run->n_merged + 1) * sizeof(*m));
+	rep_merged *m = realloc(run->rank_local.merged,
+				(run->rank_local.n_merged + 1) * sizeof(*m));
 	if (!m)
 		return IMS_ENOMEM;
-	run->merged = m;
-	rep_train_line *t = realloc(run->train,
-				    (run->n_train + folder->n_train) * sizeof(*t));
+	run->rank_local.merged = m;
+	rep_train_line *t = realloc(run->lines.train,
+				    (run->lines.n_train + folder->lines.n_train) * sizeof(*t));
 	if (!t)
 		return IMS_ENOMEM;
-	run->train = t;
-	if (folder->n_gpu) {
-		rep_gpu_line *g = realloc(run->gpu, (run->n_gpu + folder->n_gpu) * sizeof(*g));
+	run->lines.train = t;
+	if (folder->lines.n_gpu) {
+		rep_gpu_line *g = realloc(run->lines.gpu,
+					  (run->lines.n_gpu + folder->lines.n_gpu) * sizeof(*g));
 		if (!g)
 			return IMS_ENOMEM;
-		run->gpu = g;
+		run->lines.gpu = g;
 	}
-	int k = (int)run->n_merged + 1;
-	m = &run->merged[run->n_merged++];
+	int k = (int)run->rank_local.n_merged + 1;
+	m = &run->rank_local.merged[run->rank_local.n_merged++];
 	m->dir = folder->dir;
 	folder->dir = NULL;
-	m->n_train = folder->n_train;
-	m->n_gpu = folder->n_gpu;
-	for (size_t i = 0; i < folder->n_train; i++) {
-		run->train[run->n_train] = folder->train[i];
-		run->train[run->n_train++].folder = k;
+	m->n_train = folder->lines.n_train;
+	m->n_gpu = folder->lines.n_gpu;
+	for (size_t i = 0; i < folder->lines.n_train; i++) {
+		run->lines.train[run->lines.n_train] = folder->lines.train[i];
+		run->lines.train[run->lines.n_train++].folder = k;
 	}
-	for (size_t i = 0; i < folder->n_gpu; i++) {
-		run->gpu[run->n_gpu] = folder->gpu[i];
-		run->gpu[run->n_gpu++].folder = k;
+	for (size_t i = 0; i < folder->lines.n_gpu; i++) {
+		run->lines.gpu[run->lines.n_gpu] = folder->lines.gpu[i];
+		run->lines.gpu[run->lines.n_gpu++].folder = k;
 	}
-	run->missing |= folder->missing;
-	run->n_superseded += folder->n_superseded;
-	run->n_superseded_gpu += folder->n_superseded_gpu;
+	run->lines.missing |= folder->lines.missing;
+	run->parts.n_superseded += folder->parts.n_superseded;
+	run->parts.n_superseded_gpu += folder->parts.n_superseded_gpu;
 	/* the same run's parts, in the same order: a part's lines that a
 	 * later part trained again are counted with the run's part */
-	if (folder->n_parts == run->n_parts)
-		for (size_t i = 0; i < run->n_parts; i++) {
-			rep_part *p = &run->parts[i];
-			const rep_part *q = &folder->parts[i];
+	if (folder->parts.n == run->parts.n)
+		for (size_t i = 0; i < run->parts.n; i++) {
+			rep_part *p = &run->parts.list[i];
+			const rep_part *q = &folder->parts.list[i];
 			if (!q->superseded)
 				continue;
 			if (!p->superseded || q->superseded_lo < p->superseded_lo)
@@ -153,19 +158,19 @@ static int join(rep_run *run, rep_run *folder)
 			p->superseded += q->superseded;
 		}
 	/* its skipped lines name their own file: they read the same here */
-	for (size_t i = 0; i < folder->n_diags; i++) {
-		if (!run->diags) {
-			run->diags = calloc(REP_MAX_DIAGS, sizeof(*run->diags));
-			if (!run->diags)
+	for (size_t i = 0; i < folder->diags.n; i++) {
+		if (!run->diags.list) {
+			run->diags.list = calloc(REP_MAX_DIAGS, sizeof(*run->diags.list));
+			if (!run->diags.list)
 				return IMS_ENOMEM;
 		}
-		if (run->n_diags < REP_MAX_DIAGS) {
-			run->diags[run->n_diags++] = folder->diags[i];
-			folder->diags[i] = NULL;
+		if (run->diags.n < REP_MAX_DIAGS) {
+			run->diags.list[run->diags.n++] = folder->diags.list[i];
+			folder->diags.list[i] = NULL;
 		}
 	}
-	run->n_diags_total += folder->n_diags_total;
-	run->n_skipped_lines += folder->n_skipped_lines;
+	run->diags.n_total += folder->diags.n_total;
+	run->diags.n_skipped_lines += folder->diags.n_skipped_lines;
 	return 0;
 }
 
@@ -181,9 +186,9 @@ int rep_rank_local_join(rep_report *r)
 	for (size_t j = 0; j < r->n_runs; j++) {
 		to[j] = 0;
 		rep_run *folder = &r->runs[j];
-		if (folder->rank_local_of < 0)
+		if (folder->rank_local.of_run < 0)
 			continue;
-		rep_run *run = &r->runs[folder->rank_local_of];
+		rep_run *run = &r->runs[folder->rank_local.of_run];
 		rc = joinable(run, folder);
 		if (rc < 0)
 			goto out;
@@ -209,8 +214,8 @@ int rep_rank_local_join(rep_report *r)
 		n++;
 	}
 	for (size_t j = 0; j < n; j++)
-		if (r->runs[j].rank_local_of >= 0)
-			r->runs[j].rank_local_of = to[r->runs[j].rank_local_of];
+		if (r->runs[j].rank_local.of_run >= 0)
+			r->runs[j].rank_local.of_run = to[r->runs[j].rank_local.of_run];
 	r->n_runs = n;
 out:
 	free(to);

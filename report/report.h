@@ -70,7 +70,8 @@ typedef struct rep_train_line {
 	double data_wait_ms, compute_ms, comm_ms; /* per step */
 	double wall_s;       /* seconds since training started; NAN when absent */
 	size_t line;         /* 1-based line number in its folder's metrics.jsonl */
-	int folder;          /* 0: the run's folder; k: rep_run.merged[k - 1] */
+	int folder;          /* 0: the run's folder; k:
+				rep_run.rank_local.merged[k - 1] */
 	int warmup;          /* its rank's first interval in its part (the
 				run's first, or a resumed part's): start-up
 				effects, left out of the steady speed */
@@ -121,7 +122,7 @@ typedef struct rep_summary {
 	size_t n_options;
 } rep_summary;
 
-/* What some lines lacked (rep_run.missing). */
+/* What some lines lacked (rep_run.lines.missing). */
 enum {
 	REP_MISSING_STEPS = 1 << 0,    /* train lines without "steps" */
 	REP_MISSING_WALL = 1 << 1,     /* train lines without "wall_s" */
@@ -214,46 +215,86 @@ typedef struct rep_merged {
 	size_t n_train, n_gpu;    /* its lines that joined */
 } rep_merged;
 
-typedef struct rep_run {
-	char *dir;                /* the folder as given */
-	char *label;              /* short unique name (rep_report_analyze) */
+/*
+ * The lines of a run's metrics.jsonl, each kind in its own array in file
+ * order: rep_run_load fills them (parts.c drops the superseded ones), and
+ * a rank-local folder that joins the run appends its own (rank_local.c).
+ * The arrays are malloc'd and the run's.
+ */
+typedef struct rep_lines {
 	rep_train_line *train;    /* in file order; a merged folder's after */
 	size_t n_train;
 	rep_val_line *val;
 	size_t n_val;
 	rep_gpu_line *gpu;
 	size_t n_gpu;
-	size_t lines;             /* lines read from metrics.jsonl */
-	int has_summary;          /* summary.json present and an object */
-	rep_summary sum;
-	int world;                /* summary's world, else 1 + highest rank */
+	size_t n_read;            /* lines read from metrics.jsonl */
 	unsigned missing;         /* REP_MISSING_* */
-	rep_part *parts;          /* in file order; none in logs without start lines */
-	size_t n_parts;
+} rep_lines;
+
+/*
+ * The parts of a resumed run (rep_part), and the lines dropped because a
+ * later part trained their steps again. parts.c fills them: list as the
+ * start lines are read, the rest once every line is. list is malloc'd and
+ * the run's.
+ */
+typedef struct rep_parts {
+	rep_part *list;           /* in file order; none in logs without start lines */
+	size_t n;
 	size_t n_superseded;      /* train lines superseded (rep_part), dropped */
 	size_t n_superseded_val, n_superseded_gpu; /* val and gpu lines so */
 	int n_run_ids;            /* distinct run_ids of the parts: > 1, the
 				     file holds several runs */
+	int wall_goes_back;       /* rank 0's wall_s still decreases once the
+				     superseded lines are gone: not one run */
+} rep_parts;
+
+/*
+ * How a rank-local --log-dir and its run find each other, and the folders
+ * that joined this run: job_mark is read with the folder (parts.c), the
+ * rest set by rep_report_analyze (rank_local.c). merged and each
+ * merged[i].dir are malloc'd and the run's.
+ */
+typedef struct rep_rank_local {
 	char job_mark[17];        /* the last job's mark in the folder's
 				     imshard-train.lock (16 hex digits), by
 				     which the ranks of one job tell their
 				     folders; "" when none */
-	long rank_local_of;       /* a rank-local --log-dir that could not be
+	long of_run;              /* a rank-local --log-dir that could not be
 				     merged (rank_local.c says when): the
 				     index in rep_report.runs of the run (same
 				     run_id) it belongs to; -1
 				     (rep_report_analyze sets it) */
 	rep_merged *merged;       /* rank-local folders whose lines joined */
 	size_t n_merged;
-	int wall_goes_back;       /* rank 0's wall_s still decreases once the
-				     superseded lines are gone: not one run */
-	char **diags;             /* "FILE:LINE: why", at most REP_MAX_DIAGS */
-	size_t n_diags;
-	size_t n_diags_total;     /* all of them, kept or not */
+} rep_rank_local;
+
+/*
+ * What the run's files said was wrong: the first REP_MAX_DIAGS messages,
+ * and counts of all. list (REP_MAX_DIAGS slots) and its strings are
+ * malloc'd and the run's.
+ */
+typedef struct rep_diags {
+	char **list;              /* "FILE:LINE: why", at most REP_MAX_DIAGS */
+	size_t n;
+	size_t n_total;           /* all of them, kept or not */
 	size_t n_skipped_lines;   /* of those, the lines of metrics.jsonl
 				     skipped (left out of every figure); the
 				     rest say a value was ignored, a file not
 				     drawn or text shown with \xHH */
+} rep_diags;
+
+/* One run folder as read (rep_run_load); every buffer is the run's. */
+typedef struct rep_run {
+	char *dir;                /* the folder as given */
+	char *label;              /* short unique name (rep_report_analyze) */
+	rep_lines lines;          /* metrics.jsonl's train, val and gpu lines */
+	int has_summary;          /* summary.json present and an object */
+	rep_summary sum;
+	int world;                /* summary's world, else 1 + highest rank */
+	rep_parts parts;          /* a resumed run's parts, lines redone */
+	rep_rank_local rank_local; /* how rank-local --log-dirs join their run */
+	rep_diags diags;          /* what its files got wrong */
 	rep_classes *classes;     /* the folder's evaluation; NULL: none */
 } rep_run;
 
@@ -428,8 +469,8 @@ void rep_report_init(rep_report *r, const rep_opts *o);
 /* Loads one run folder (rep_run_load) and appends it. */
 int rep_report_add_run(rep_report *r, const char *dir, ims_error *err);
 /* Joins each rank-local --log-dir to its run, when that run's folder is
- * given too (rep_run.merged: the folder is no longer a run of its own, and
- * n_runs drops), labels the runs, computes every run's figures and the
+ * given too (rep_run.rank_local.merged: the folder is no longer a run of
+ * its own, and n_runs drops), labels the runs, computes every run's figures and the
  * scaling groups. Call once, after the last rep_report_add_run. */
 int rep_report_analyze(rep_report *r, ims_error *err);
 /* The HTML page in a malloc'd NUL-terminated buffer (*len without the

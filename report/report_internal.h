@@ -140,7 +140,7 @@ int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* rep_diag of a line of metrics.jsonl that is skipped: counted in
- * run->n_skipped_lines as well (runs.csv's skipped_lines). */
+ * run->diags.n_skipped_lines as well (runs.csv's skipped_lines). */
 int rep_diag_skip(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
@@ -164,13 +164,13 @@ int rep_part_line(rep_run *run, const char *file, size_t ln,
 		  const struct cJSON *o, int resume);
 /* Once every line is read: drops the lines later parts trained again
  * (counted), and those of ranks their part (or summary.json) does not
- * have (diagnosed); sets run->world, n_run_ids and wall_goes_back.
- * 0 or IMS_ENOMEM. */
+ * have (diagnosed); sets run->world, parts.n_run_ids and
+ * parts.wall_goes_back. 0 or IMS_ENOMEM. */
 int rep_parts_settle(rep_run *run, const char *file);
 
 /* ---- rank_local.c: a rank-local --log-dir beside its run --------------------- */
 
-/* Links each rank-local folder to its run (rank_local_of) and joins its
+/* Links each rank-local folder to its run (rank_local.of_run) and joins its
  * lines to that run's where no rank would count twice, dropping the folder
  * from r->runs. Before labelling. 0 or IMS_ENOMEM. */
 int rep_rank_local_join(rep_report *r);

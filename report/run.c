@@ -25,15 +25,15 @@
 
 /* ---- diagnostics ----------------------------------------------------------- */
 
-static int vdiag(rep_run *run, const char *file, size_t line, const char *fmt,
+static int vdiag(rep_diags *d, const char *file, size_t line, const char *fmt,
 		 va_list ap)
 {
-	run->n_diags_total++;
-	if (run->n_diags >= REP_MAX_DIAGS)
+	d->n_total++;
+	if (d->n >= REP_MAX_DIAGS)
 		return 0;
-	if (!run->diags) {
-		run->diags = calloc(REP_MAX_DIAGS, sizeof(*run->diags));
-		if (!run->diags)
+	if (!d->list) {
+		d->list = calloc(REP_MAX_DIAGS, sizeof(*d->list));
+		if (!d->list)
 			return IMS_ENOMEM;
 	}
 	char why[400];
@@ -43,7 +43,7 @@ static int vdiag(rep_run *run, const char *file, size_t line, const char *fmt,
 		     : asprintf(&msg, "%s: %s", file, why);
 	if (n < 0)
 		return IMS_ENOMEM;
-	run->diags[run->n_diags++] = msg;
+	d->list[d->n++] = msg;
 	return 0;
 }
 
@@ -51,17 +51,17 @@ int rep_diag(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = vdiag(run, file, line, fmt, ap);
+	int rc = vdiag(&run->diags, file, line, fmt, ap);
 	va_end(ap);
 	return rc;
 }
 
 int rep_diag_skip(rep_run *run, const char *file, size_t line, const char *fmt, ...)
 {
-	run->n_skipped_lines++;
+	run->diags.n_skipped_lines++;
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = vdiag(run, file, line, fmt, ap);
+	int rc = vdiag(&run->diags, file, line, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -281,12 +281,12 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
 			goto out;
 		}
-		if (push((void **)&run->train, &run->n_train, &cap->train,
-			 sizeof(*run->train))) {
+		if (push((void **)&run->lines.train, &run->lines.n_train, &cap->train,
+			 sizeof(*run->lines.train))) {
 			rc = IMS_ENOMEM;
 			goto out;
 		}
-		rep_train_line *l = &run->train[run->n_train++];
+		rep_train_line *l = &run->lines.train[run->lines.n_train++];
 		l->rank = (int)sc.rank;
 		l->epoch = (int)sc.epoch;
 		l->step = (int64_t)sc.step;
@@ -302,9 +302,9 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->line = ln;
 		l->folder = 0;
 		if (isnan(sc.steps))
-			run->missing |= REP_MISSING_STEPS;
+			run->lines.missing |= REP_MISSING_STEPS;
 		if (isnan(sc.wall))
-			run->missing |= REP_MISSING_WALL;
+			run->lines.missing |= REP_MISSING_WALL;
 	} else if (strcmp(t->valuestring, "val") == 0) {
 		if (read_fields(o, val_fields, &sc, why, sizeof(why), "val") < 0) {
 			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
@@ -315,11 +315,12 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 				  sc.top5, sc.top1);
 			goto out;
 		}
-		if (push((void **)&run->val, &run->n_val, &cap->val, sizeof(*run->val))) {
+		if (push((void **)&run->lines.val, &run->lines.n_val, &cap->val,
+			 sizeof(*run->lines.val))) {
 			rc = IMS_ENOMEM;
 			goto out;
 		}
-		rep_val_line *l = &run->val[run->n_val++];
+		rep_val_line *l = &run->lines.val[run->lines.n_val++];
 		l->epoch = (int)sc.epoch;
 		l->step = (int64_t)sc.step;
 		l->loss = sc.loss;
@@ -330,9 +331,9 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 		l->val_s = sc.val_s;
 		l->line = ln;
 		if (isnan(sc.wall))
-			run->missing |= REP_MISSING_VAL_WALL;
+			run->lines.missing |= REP_MISSING_VAL_WALL;
 		if (isnan(sc.val_s))
-			run->missing |= REP_MISSING_VAL_S;
+			run->lines.missing |= REP_MISSING_VAL_S;
 	} else if (strcmp(t->valuestring, "gpu") == 0) {
 		if (read_fields(o, gpu_fields, &sc, why, sizeof(why), "gpu") < 0) {
 			rc = rep_diag_skip(run, file, ln, "%s: line skipped", why);
@@ -344,11 +345,12 @@ static int parse_line(rep_run *run, caps *cap, const char *file, size_t ln,
 				  sc.mem, sc.mem_total);
 			goto out;
 		}
-		if (push((void **)&run->gpu, &run->n_gpu, &cap->gpu, sizeof(*run->gpu))) {
+		if (push((void **)&run->lines.gpu, &run->lines.n_gpu, &cap->gpu,
+			 sizeof(*run->lines.gpu))) {
 			rc = IMS_ENOMEM;
 			goto out;
 		}
-		rep_gpu_line *l = &run->gpu[run->n_gpu++];
+		rep_gpu_line *l = &run->lines.gpu[run->lines.n_gpu++];
 		l->rank = (int)sc.rank;
 		l->device = (int)sc.device;
 		l->wall_s = sc.wall;
@@ -463,10 +465,10 @@ static int read_metrics(rep_run *run, const char *path, ims_error *err)
 	int terminated = 0, got, rc = 0;
 	errno = 0;
 	while ((got = next_line(&lr, &len, &terminated)) > 0) {
-		run->lines++;
+		run->lines.n_read++;
 		/* a line too long is judged by its length alone: its kept
 		 * part is never parsed */
-		rc = parse_line(run, &cap, path, run->lines, lr.line,
+		rc = parse_line(run, &cap, path, run->lines.n_read, lr.line,
 				len < LINE_CAP - 1 ? len : LINE_CAP - 1, !terminated,
 				len > REP_MAX_LINE);
 		if (rc < 0)
@@ -741,16 +743,16 @@ void rep_run_release(rep_run *run)
 		return;
 	free(run->dir);
 	free(run->label);
-	free(run->train);
-	free(run->val);
-	free(run->gpu);
-	free(run->parts);
-	for (size_t i = 0; i < run->n_merged; i++)
-		free(run->merged[i].dir);
-	free(run->merged);
-	for (size_t i = 0; i < run->n_diags; i++)
-		free(run->diags[i]);
-	free(run->diags);
+	free(run->lines.train);
+	free(run->lines.val);
+	free(run->lines.gpu);
+	free(run->parts.list);
+	for (size_t i = 0; i < run->rank_local.n_merged; i++)
+		free(run->rank_local.merged[i].dir);
+	free(run->rank_local.merged);
+	for (size_t i = 0; i < run->diags.n; i++)
+		free(run->diags.list[i]);
+	free(run->diags.list);
 	rep_summary *s = &run->sum;
 	free(s->model);
 	free(s->device);

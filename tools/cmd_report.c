@@ -269,12 +269,12 @@ int cmd_report(int argc, char **argv)
 	size_t shown = 0, total = 0, kept = 0;
 	for (size_t i = 0; i < r.n_runs; i++) {
 		const rep_run *run = &r.runs[i];
-		total += run->n_diags_total;
-		kept += run->n_diags;
-		for (size_t k = 0; k < run->n_diags && shown < SHOWN_DIAGS; k++, shown++)
+		total += run->diags.n_total;
+		kept += run->diags.n;
+		for (size_t k = 0; k < run->diags.n && shown < SHOWN_DIAGS; k++, shown++)
 			/* each says what was done: a line skipped, a value
 			 * ignored, text shown with \xHH, a file not drawn */
-			cli_warn(quiet, "report: %s", run->diags[k]);
+			cli_warn(quiet, "report: %s", run->diags.list[k]);
 	}
 	/* the page keeps REP_MAX_DIAGS per run: past them it only counts */
 	if (total > shown && kept == total)

@@ -218,11 +218,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0 && present[5])
 		rc = rep_report_add_run(&r, b, &err);
 	if (rc == 0 && rep_report_analyze(&r, &err) == 0) {
-		for (size_t i = 0; i < r.n_runs; i++)
-			if (r.runs[i].n_diags > REP_MAX_DIAGS ||
-			    r.runs[i].n_diags > r.runs[i].n_diags_total ||
-			    r.runs[i].n_skipped_lines > r.runs[i].n_diags_total)
+		for (size_t i = 0; i < r.n_runs; i++) {
+			const rep_diags *d = &r.runs[i].diags;
+			if (d->n > REP_MAX_DIAGS || d->n > d->n_total ||
+			    d->n_skipped_lines > d->n_total)
 				__builtin_trap();
+		}
 		char *html = NULL;
 		size_t len = 0;
 		if (rep_report_html(&r, &html, &len, &err) != 0)

@@ -17,8 +17,8 @@ static char tmp[4096];
 
 static int has_diag(const rep_run *r, const char *text)
 {
-	for (size_t i = 0; i < r->n_diags; i++)
-		if (strstr(r->diags[i], text))
+	for (size_t i = 0; i < r->diags.n; i++)
+		if (strstr(r->diags.list[i], text))
 			return 1;
 	return 0;
 }
@@ -48,13 +48,13 @@ static void test_read(void)
 	rep_run r;
 	load(dir, &r);
 	CHECK(r.classes == NULL); /* no eval.json: nothing, and no diagnostic */
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	rep_run_release(&r);
 
 	rep_test_write(dir, "eval.json", EVAL_JSON, NULL, 0);
 	rep_test_write(dir, "confusion.csv", CONFUSION, NULL, 0);
 	load(dir, &r);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	const rep_classes *c = r.classes;
 	CHECK(c != NULL);
 	if (c) {
@@ -87,7 +87,7 @@ static void test_read(void)
 		       NULL, 0);
 	load(dir, &r);
 	CHECK(r.classes && r.classes->has_confusion);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	rep_run_release(&r);
 }
 
@@ -108,7 +108,7 @@ static void bad_confusion(const char *dir, const char *csv, const char *why)
 	CHECK(has_diag(&r, "confusion.csv: "));
 	CHECK(has_diag(&r, "the confusion matrix is not drawn"));
 	if (!has_diag(&r, why))
-		fprintf(stderr, "  no diagnostic '%s' (%zu)\n", why, r.n_diags);
+		fprintf(stderr, "  no diagnostic '%s' (%zu)\n", why, r.diags.n);
 	rep_run_release(&r);
 }
 
@@ -178,16 +178,16 @@ static void test_confusion_limit(void)
 	rep_run r;
 	load(dir, &r);
 	CHECK(r.classes && !r.classes->has_confusion && !r.classes->matrix);
-	CHECK_EQ_U64(r.n_diags_total, 1);
+	CHECK_EQ_U64(r.diags.n_total, 1);
 	char want[4600];
 	snprintf(want, sizeof(want), "%s: %zu bytes, more than eval.json's 3 classes take "
 		 "(limit ", path, sizeof(CONFUSION) - 1 + junk);
-	CHECK(r.n_diags == 1 && strncmp(r.diags[0], want, strlen(want)) == 0);
+	CHECK(r.diags.n == 1 && strncmp(r.diags.list[0], want, strlen(want)) == 0);
 	CHECK(has_diag(&r, "bytes): the confusion matrix is not drawn"));
 	/* the limit holds the file as written, not the junk */
 	unsigned long long limit = 0;
-	if (r.n_diags == 1 && strncmp(r.diags[0], want, strlen(want)) == 0)
-		limit = strtoull(r.diags[0] + strlen(want), NULL, 10);
+	if (r.diags.n == 1 && strncmp(r.diags.list[0], want, strlen(want)) == 0)
+		limit = strtoull(r.diags.list[0] + strlen(want), NULL, 10);
 	CHECK(limit >= sizeof(CONFUSION) - 1 && limit < junk);
 	rep_run_release(&r);
 }
@@ -214,7 +214,7 @@ static void test_guarded_names(void)
 	rep_run r;
 	load(dir, &r);
 	CHECK(r.classes && r.classes->has_confusion && r.classes->matrix);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	rep_run_release(&r);
 	/* a ' that no guard explains is another name */
 	bad_confusion(dir, "true/predicted,'=sum,'x\n'=sum,2,0\n'x,1,0\n",
@@ -230,7 +230,7 @@ static void bad_eval(const char *dir, const char *json, const char *why)
 	CHECK(has_diag(&r, why));
 	if (!has_diag(&r, why))
 		fprintf(stderr, "  no diagnostic '%s'\n", why);
-	CHECK_EQ_U64(r.n_train, 3); /* the run itself still loads */
+	CHECK_EQ_U64(r.lines.n_train, 3); /* the run itself still loads */
 	rep_run_release(&r);
 }
 
@@ -426,7 +426,7 @@ static void test_no_records(void)
 		rep_test_write(dir, "confusion.csv", csv, NULL, 0);
 		rep_run r;
 		load(dir, &r);
-		CHECK_EQ_U64(r.n_diags_total, 0);
+		CHECK_EQ_U64(r.diags.n_total, 0);
 		CHECK(r.classes && r.classes->has_confusion && isnan(r.classes->top1[2]));
 		rep_run_release(&r);
 		rep_report rep;
@@ -492,7 +492,7 @@ static void test_not_utf8(void)
 	rep_run r;
 	load(dir, &r);
 	CHECK(r.classes && r.classes->has_confusion);
-	CHECK_EQ_U64(r.n_diags_total, 2);
+	CHECK_EQ_U64(r.diags.n_total, 2);
 	CHECK(has_diag(&r, "eval.json: 2 class names are not valid UTF-8: the bad bytes "
 			   "are shown as \\xHH"));
 	CHECK(has_diag(&r, "eval.json: 'split' is not valid UTF-8"));
@@ -536,7 +536,7 @@ static void test_long_name(void)
 	rep_test_write(dir, "confusion.csv", csv, NULL, 0);
 	rep_run r;
 	load(dir, &r);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	CHECK(r.classes && r.classes->has_confusion && r.classes->n_confused == 1);
 	rep_run_release(&r);
 	/* the same name with one more byte in the CSV: not eval.json's */

@@ -65,8 +65,8 @@ static void skips_apart(void)
 	ims_error err;
 	CHECK_OK(rep_report_add_run(&r, c, &err), &err);
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
-	CHECK_EQ_U64(r.runs[0].n_diags_total, 3);
-	CHECK_EQ_U64(r.runs[0].n_skipped_lines, 2);
+	CHECK_EQ_U64(r.runs[0].diags.n_total, 3);
+	CHECK_EQ_U64(r.runs[0].diags.n_skipped_lines, 2);
 	CHECK_OK(rep_report_write_csv(&r, out, &err), &err);
 	char *s = slurp(out, "runs.csv");
 	/* has_summary 1, skipped_lines 2, parts 1, superseded 0, no init,
@@ -138,7 +138,7 @@ static void train_streamed(void)
 	ims_error err;
 	CHECK_OK(rep_report_add_run(&r, run, &err), &err);
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
-	CHECK_EQ_U64(r.runs[0].n_train, LONG_LINES);
+	CHECK_EQ_U64(r.runs[0].lines.n_train, LONG_LINES);
 	struct rlimit was;
 	getrlimit(RLIMIT_AS, &was);
 	uint64_t vm = vm_size();

@@ -49,15 +49,15 @@ static void test_rank_local_merge(void)
 	CHECK_OK(rep_report_analyze(&r, &err), &err);
 	CHECK_EQ_U64(r.n_runs, 2);
 	const rep_run *run = &r.runs[0];
-	CHECK_EQ_U64(run->n_merged, 1);
-	if (run->n_merged) {
-		CHECK_EQ_STR(run->merged[0].dir, m1);
-		CHECK_EQ_U64(run->merged[0].n_train, 4);
+	CHECK_EQ_U64(run->rank_local.n_merged, 1);
+	if (run->rank_local.n_merged) {
+		CHECK_EQ_STR(run->rank_local.merged[0].dir, m1);
+		CHECK_EQ_U64(run->rank_local.merged[0].n_train, 4);
 	}
-	CHECK_EQ_U64(run->n_train, 8);
-	CHECK_EQ_U64(run->n_superseded, 2); /* step 10 of part 1, both ranks */
-	CHECK_EQ_U64(run->parts[0].superseded, 2);
-	CHECK_EQ_INT(run->rank_local_of, -1);
+	CHECK_EQ_U64(run->lines.n_train, 8);
+	CHECK_EQ_U64(run->parts.n_superseded, 2); /* step 10 of part 1, both ranks */
+	CHECK_EQ_U64(run->parts.list[0].superseded, 2);
+	CHECK_EQ_INT(run->rank_local.of_run, -1);
 	/* rank 1: steps 15 and 20 at 80 (5 and part 2's 10 are warm-ups) */
 	const rep_stats *st = &r.stats[0];
 	CHECK_EQ_INT(st->world, 2);
@@ -68,8 +68,8 @@ static void test_rank_local_merge(void)
 	CHECK_NEAR(st->ranks[1].busy_s, 4 * 5 * 0.09, 1e-9);
 	CHECK_NEAR(st->busy_ratio, 1, 1e-9);
 	/* the copy stays a run of its own, pointing at the run */
-	CHECK_EQ_INT(r.runs[1].rank_local_of, 0);
-	CHECK_EQ_U64(r.runs[1].n_train, 4);
+	CHECK_EQ_INT(r.runs[1].rank_local.of_run, 0);
+	CHECK_EQ_U64(r.runs[1].lines.n_train, 4);
 	CHECK_EQ_STR(r.runs[1].label, "m1");
 	rep_report_release(&r);
 }

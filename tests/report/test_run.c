@@ -16,8 +16,8 @@ static char tmp[4096];
 /* Whether some diagnostic holds text. */
 static int has_diag(const rep_run *r, const char *text)
 {
-	for (size_t i = 0; i < r->n_diags; i++)
-		if (strstr(r->diags[i], text))
+	for (size_t i = 0; i < r->diags.n; i++)
+		if (strstr(r->diags.list[i], text))
 			return 1;
 	return 0;
 }
@@ -28,9 +28,9 @@ static int diag_at(const rep_run *r, const char *file, size_t line,
 {
 	char where[4200];
 	snprintf(where, sizeof(where), "%s:%zu: ", file, line);
-	for (size_t i = 0; i < r->n_diags; i++)
-		if (strncmp(r->diags[i], where, strlen(where)) == 0 &&
-		    strstr(r->diags[i], text))
+	for (size_t i = 0; i < r->diags.n; i++)
+		if (strncmp(r->diags.list[i], where, strlen(where)) == 0 &&
+		    strstr(r->diags.list[i], text))
 			return 1;
 	return 0;
 }
@@ -88,13 +88,13 @@ static void test_bad_lines(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_INT(r.lines, 27);
-	CHECK_EQ_U64(r.n_train, 3);
-	CHECK_EQ_U64(r.n_val, 1);
-	CHECK_EQ_U64(r.n_gpu, 0);
-	CHECK_EQ_U64(r.n_diags_total, 21);
-	CHECK_EQ_U64(r.n_diags, 21);
-	CHECK_EQ_U64(r.n_skipped_lines, 21); /* each of them skips its line */
+	CHECK_EQ_INT(r.lines.n_read, 27);
+	CHECK_EQ_U64(r.lines.n_train, 3);
+	CHECK_EQ_U64(r.lines.n_val, 1);
+	CHECK_EQ_U64(r.lines.n_gpu, 0);
+	CHECK_EQ_U64(r.diags.n_total, 21);
+	CHECK_EQ_U64(r.diags.n, 21);
+	CHECK_EQ_U64(r.diags.n_skipped_lines, 21); /* each of them skips its line */
 	CHECK(!r.has_summary);
 	CHECK_EQ_INT(r.world, 2); /* no summary: 1 + the highest rank */
 	CHECK(diag_at(&r, mpath, 2, "not valid JSON"));
@@ -123,19 +123,19 @@ static void test_bad_lines(void)
 	CHECK(!has_diag(&r, ":17:"));
 	CHECK(!has_diag(&r, ":24:"));
 	/* what was kept is what the good lines say */
-	CHECK_EQ_INT(r.train[0].rank, 0);
-	CHECK_EQ_INT(r.train[1].rank, 1);
-	CHECK_EQ_INT(r.train[0].steps, 5);
-	CHECK_NEAR(r.train[0].images_per_s, 100, 0);
-	CHECK_EQ_U64(r.train[1].line, 24);
+	CHECK_EQ_INT(r.lines.train[0].rank, 0);
+	CHECK_EQ_INT(r.lines.train[1].rank, 1);
+	CHECK_EQ_INT(r.lines.train[0].steps, 5);
+	CHECK_NEAR(r.lines.train[0].images_per_s, 100, 0);
+	CHECK_EQ_U64(r.lines.train[1].line, 24);
 	/* both null: an interval with no loss, kept with none (a lone null,
 	 * line 8, was NaN or infinite) */
-	CHECK_EQ_U64(r.train[2].line, 26);
-	CHECK(isnan(r.train[2].loss) && isnan(r.train[2].accuracy));
-	CHECK_NEAR(r.train[2].images_per_s, 100, 0);
-	CHECK_NEAR(r.val[0].val_s, 0.1, 1e-12);
-	CHECK_NEAR(r.val[0].records, 8, 0);
-	CHECK_EQ_INT(r.missing, 0);
+	CHECK_EQ_U64(r.lines.train[2].line, 26);
+	CHECK(isnan(r.lines.train[2].loss) && isnan(r.lines.train[2].accuracy));
+	CHECK_NEAR(r.lines.train[2].images_per_s, 100, 0);
+	CHECK_NEAR(r.lines.val[0].val_s, 0.1, 1e-12);
+	CHECK_NEAR(r.lines.val[0].records, 8, 0);
+	CHECK_EQ_INT(r.lines.missing, 0);
 	rep_run_release(&r);
 
 	/* a NUL byte in a line */
@@ -166,10 +166,10 @@ static void test_long_type_name(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.n_diags, 2);
-	CHECK_EQ_U64(r.n_skipped_lines, 2);
-	for (size_t i = 0; i < r.n_diags; i++)
-		CHECK(ims_utf8_valid(r.diags[i], NULL));
+	CHECK_EQ_U64(r.diags.n, 2);
+	CHECK_EQ_U64(r.diags.n_skipped_lines, 2);
+	for (size_t i = 0; i < r.diags.n; i++)
+		CHECK(ims_utf8_valid(r.diags.list[i], NULL));
 	/* 38 bytes and "...": the 'é' does not fit in 39 */
 	snprintf(want, sizeof(want), "unknown line type '%.38s'...: line skipped",
 		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
@@ -192,9 +192,9 @@ static void test_many_bad_lines(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.n_diags, REP_MAX_DIAGS);
-	CHECK_EQ_U64(r.n_diags_total, 150);
-	CHECK_EQ_U64(r.n_train, 0);
+	CHECK_EQ_U64(r.diags.n, REP_MAX_DIAGS);
+	CHECK_EQ_U64(r.diags.n_total, 150);
+	CHECK_EQ_U64(r.lines.n_train, 0);
 	CHECK_EQ_INT(r.world, 1);
 	rep_run_release(&r);
 }
@@ -216,7 +216,7 @@ static void test_summary(void)
 	CHECK(r.sum.busy_s && r.sum.comm_s_per_rank && r.sum.data_wait_s_per_rank);
 	if (r.sum.busy_s)
 		CHECK_NEAR(r.sum.busy_s[1], 2.4, 0);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	/* options as text: numbers, strings, booleans */
 	int found = 0;
 	for (size_t i = 0; i < r.sum.n_options; i++) {
@@ -228,8 +228,8 @@ static void test_summary(void)
 			found += strcmp(r.sum.options[i].value, "p/train.json") == 0;
 	}
 	CHECK_EQ_INT(found, 3);
-	CHECK_EQ_U64(r.n_train, 6);
-	CHECK_EQ_U64(r.n_val, 2);
+	CHECK_EQ_U64(r.lines.n_train, 6);
+	CHECK_EQ_U64(r.lines.n_val, 2);
 	rep_run_release(&r);
 
 	/* wrong types, a short per-rank array, a rank beyond world */
@@ -261,7 +261,7 @@ static void test_summary(void)
 		       "seconds: 'comm_s_per_rank' ignored"));
 	CHECK(has_diag(&r, "summary.json: 'options' is not an object: ignored"));
 	CHECK(diag_at(&r, mpath, 2, "rank 3, but summary.json says world 2: line skipped"));
-	CHECK_EQ_U64(r.n_train, 2);
+	CHECK_EQ_U64(r.lines.n_train, 2);
 	rep_run_release(&r);
 
 	/* a summary.json up to REP_MAX_SUMMARY bytes is read; one byte more
@@ -302,7 +302,7 @@ static void test_summary(void)
 	remove(spath);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
 	CHECK(!r.has_summary);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	CHECK(isnan(r.sum.train_s));
 	rep_run_release(&r);
 }
@@ -320,17 +320,17 @@ static void test_old_and_gpu(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_INT(r.missing, REP_MISSING_STEPS | REP_MISSING_WALL |
+	CHECK_EQ_INT(r.lines.missing, REP_MISSING_STEPS | REP_MISSING_WALL |
 					REP_MISSING_VAL_WALL | REP_MISSING_VAL_S);
-	CHECK_EQ_INT(r.train[0].steps, 0);
-	CHECK(isnan(r.train[0].wall_s));
-	CHECK_EQ_U64(r.n_gpu, 2);
-	CHECK_NEAR(r.gpu[0].util, 87.5, 0);
-	CHECK_NEAR(r.gpu[0].mem_total_mib, 81920, 0);
-	CHECK(isnan(r.gpu[1].mem_total_mib));
-	CHECK_EQ_INT(r.gpu[1].device, 1);
+	CHECK_EQ_INT(r.lines.train[0].steps, 0);
+	CHECK(isnan(r.lines.train[0].wall_s));
+	CHECK_EQ_U64(r.lines.n_gpu, 2);
+	CHECK_NEAR(r.lines.gpu[0].util, 87.5, 0);
+	CHECK_NEAR(r.lines.gpu[0].mem_total_mib, 81920, 0);
+	CHECK(isnan(r.lines.gpu[1].mem_total_mib));
+	CHECK_EQ_INT(r.lines.gpu[1].device, 1);
 	CHECK_EQ_INT(r.world, 2); /* a GPU line of rank 1 counts too */
-	CHECK(!r.wall_goes_back);
+	CHECK(!r.parts.wall_goes_back);
 	rep_run_release(&r);
 
 	/* a resumed run appended to the same file */
@@ -338,14 +338,14 @@ static void test_old_and_gpu(void)
 		       "{\"type\":\"train\",\"rank\":0,\"epoch\":0,\"step\":10,\"loss\":2,\"accuracy\":0.5,\"images_per_s\":100,\"data_wait_ms\":1,\"compute_ms\":90,\"comm_ms\":5,\"steps\":5,\"wall_s\":0.4}\n",
 		       NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK(r.wall_goes_back);
+	CHECK(r.parts.wall_goes_back);
 	rep_run_release(&r);
 
 	/* empty file: a run with nothing yet */
 	rep_test_write(dir, "metrics.jsonl", "", NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.lines, 0);
-	CHECK_EQ_U64(r.n_train + r.n_val + r.n_gpu + r.n_diags_total, 0);
+	CHECK_EQ_U64(r.lines.n_read, 0);
+	CHECK_EQ_U64(r.lines.n_train + r.lines.n_val + r.lines.n_gpu + r.diags.n_total, 0);
 	rep_run_release(&r);
 }
 
@@ -399,10 +399,10 @@ static void test_trainer_lines(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_INT(r.lines, 5);
-	CHECK_EQ_U64(r.n_train, 2);
-	CHECK_EQ_U64(r.n_val, 1);
-	CHECK_EQ_U64(r.n_diags_total, 0);
+	CHECK_EQ_INT(r.lines.n_read, 5);
+	CHECK_EQ_U64(r.lines.n_train, 2);
+	CHECK_EQ_U64(r.lines.n_val, 1);
+	CHECK_EQ_U64(r.diags.n_total, 0);
 	rep_run_release(&r);
 }
 
@@ -439,34 +439,34 @@ static void test_resumed_parts(void)
 	rep_run r;
 	ims_error err;
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.n_diags_total, 0);
-	CHECK_EQ_U64(r.n_parts, 2);
-	CHECK_EQ_INT(r.parts[0].world, 2);
-	CHECK_EQ_INT(r.parts[1].world, 1);
-	CHECK_EQ_INT(r.parts[1].world_was, 2);
-	CHECK(r.parts[1].resumed);
-	CHECK_EQ_INT((int)r.parts[1].step, 10);
-	CHECK_EQ_U64(r.parts[0].superseded, 2);
-	CHECK_EQ_INT((int)r.parts[0].superseded_lo, 15);
-	CHECK_EQ_INT((int)r.parts[0].superseded_hi, 15);
-	CHECK_EQ_U64(r.n_superseded, 2);
-	CHECK_EQ_U64(r.n_superseded_gpu, 1);
-	CHECK_EQ_U64(r.n_superseded_val, 0);
-	CHECK_EQ_U64(r.n_train, 6); /* rank 1's first part kept */
-	CHECK_EQ_U64(r.n_gpu, 3);
-	CHECK_EQ_U64(r.n_val, 1);
-	CHECK_EQ_INT(r.n_run_ids, 1);
-	CHECK(!r.wall_goes_back);
+	CHECK_EQ_U64(r.diags.n_total, 0);
+	CHECK_EQ_U64(r.parts.n, 2);
+	CHECK_EQ_INT(r.parts.list[0].world, 2);
+	CHECK_EQ_INT(r.parts.list[1].world, 1);
+	CHECK_EQ_INT(r.parts.list[1].world_was, 2);
+	CHECK(r.parts.list[1].resumed);
+	CHECK_EQ_INT((int)r.parts.list[1].step, 10);
+	CHECK_EQ_U64(r.parts.list[0].superseded, 2);
+	CHECK_EQ_INT((int)r.parts.list[0].superseded_lo, 15);
+	CHECK_EQ_INT((int)r.parts.list[0].superseded_hi, 15);
+	CHECK_EQ_U64(r.parts.n_superseded, 2);
+	CHECK_EQ_U64(r.parts.n_superseded_gpu, 1);
+	CHECK_EQ_U64(r.parts.n_superseded_val, 0);
+	CHECK_EQ_U64(r.lines.n_train, 6); /* rank 1's first part kept */
+	CHECK_EQ_U64(r.lines.n_gpu, 3);
+	CHECK_EQ_U64(r.lines.n_val, 1);
+	CHECK_EQ_INT(r.parts.n_run_ids, 1);
+	CHECK(!r.parts.wall_goes_back);
 	CHECK_EQ_INT(r.world, 1);
 	/* rank 0's steady speed sees steps 6..20 once, without the warm-up
 	 * intervals: the run's first (step 5) and the resumed part's first
 	 * (step 15 at 40 images/s, its start-up) */
-	CHECK(r.train[0].warmup);
-	CHECK(r.train[1].warmup); /* rank 1's first */
-	CHECK(!r.train[2].warmup);
-	CHECK(!r.train[3].warmup);
-	CHECK(r.train[4].warmup); /* the resumed part's first */
-	CHECK(!r.train[5].warmup);
+	CHECK(r.lines.train[0].warmup);
+	CHECK(r.lines.train[1].warmup); /* rank 1's first */
+	CHECK(!r.lines.train[2].warmup);
+	CHECK(!r.lines.train[3].warmup);
+	CHECK(r.lines.train[4].warmup); /* the resumed part's first */
+	CHECK(!r.lines.train[5].warmup);
 	rep_stats st;
 	CHECK_OK(rep_stats_compute(&r, -1, &st, &err), &err);
 	CHECK_NEAR(st.ranks[0].speed, 100, 1e-9);
@@ -483,7 +483,7 @@ static void test_resumed_parts(void)
 		       TRAIN_AT(0, 5, 50, 1),
 		       NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_INT(r.n_run_ids, 2);
+	CHECK_EQ_INT(r.parts.n_run_ids, 2);
 	rep_run_release(&r);
 
 	/* a part without run_id (an older trainer's) resumed by one that
@@ -497,8 +497,8 @@ static void test_resumed_parts(void)
 		       TRAIN_AT(0, 10, 50, 2),
 		       NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.n_parts, 2);
-	CHECK_EQ_INT(r.n_run_ids, 1);
+	CHECK_EQ_U64(r.parts.n, 2);
+	CHECK_EQ_INT(r.parts.n_run_ids, 1);
 	rep_run_release(&r);
 	rep_test_write(dir, "metrics.jsonl",
 		       "{\"type\":\"start\",\"epoch\":0,\"step\":0,\"world\":1}\n"
@@ -507,8 +507,8 @@ static void test_resumed_parts(void)
 		       TRAIN_AT(0, 10, 50, 2),
 		       NULL, 0);
 	CHECK_OK(rep_run_load(&r, dir, &err), &err);
-	CHECK_EQ_U64(r.n_parts, 2);
-	CHECK_EQ_INT(r.n_run_ids, 0);
+	CHECK_EQ_U64(r.parts.n, 2);
+	CHECK_EQ_INT(r.parts.n_run_ids, 0);
 	rep_run_release(&r);
 }
 
