@@ -79,16 +79,16 @@ typedef struct rio_written {
  * rooms. */
 struct rio_writer {
 	char *dir, *name;
-	char *created_dir; /* outermost folder open made, removed on abort */
-	uint64_t shard_bytes_max;
-	uint64_t txn_bytes;
+	char *created_dir;        /* outermost folder open made, removed on abort */
+	uint64_t shard_bytes_max; /* 0: new shards only by rio_writer_new_shard */
+	uint64_t txn_bytes;       /* a batch is written once it holds this much */
 	int force;
-	int order; /* RIO_ORDER_*, for the manifest */
-	rio_lock lock;
+	int order;                /* RIO_ORDER_*, for the manifest */
+	rio_lock lock;            /* NAME.lock, held until finish or abort */
 
-	rio_shard_state shard;
-	rio_batch batch;
-	rio_written written;
+	rio_shard_state shard;    /* the shard being written */
+	rio_batch batch;          /* its records not yet committed */
+	rio_written written;      /* what the manifest will list */
 };
 
 /* Is fname one of the files of split `name`: a working or compacted shard
