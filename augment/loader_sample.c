@@ -87,8 +87,9 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 	uint64_t first = step * (uint64_t)l->o.batch_size;
 	uint64_t left = per - first;
 	int count = left < (uint64_t)l->o.batch_size ? (int)left : l->o.batch_size;
+	/* s->step was set by produce under l->ring.mu: the consumer reads it
+	 * there while this fills, to find the slot of the step it wants */
 	s->count = count;
-	s->step = step;
 	s->rc = 0;
 	uint64_t bad = 0;
 	char last_bad[IMS_ERRMSG_MAX] = "";
