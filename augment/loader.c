@@ -570,13 +570,6 @@ void aug_loader_get_stats(const aug_loader *l, aug_loader_stats *st)
 	pthread_mutex_lock(&m->ring.mu);
 	*st = l->stats;
 	pthread_mutex_unlock(&m->ring.mu);
-	/* Worker times: read without the lock; they are only summed for
-	 * reporting and settle once the producer is idle. */
-	for (int t = 0; t < l->threads; t++) {
-		st->read_seconds += l->workers[t].read_s;
-		st->decode_seconds += l->workers[t].decode_s;
-		st->augment_seconds += l->workers[t].augment_s;
-	}
 }
 
 void aug_loader_close(aug_loader *l)

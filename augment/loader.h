@@ -235,7 +235,10 @@ typedef struct aug_loader_stats {
 				       where it is the share's own) */
 	char last_bad[IMS_ERRMSG_MAX]; /* the latest replaced record and why */
 	double wait_seconds;        /* consumer time blocked in next() */
-	double read_seconds;        /* worker time reading records (summed over threads) */
+	/* worker times, summed over threads, of the batches filled (or
+	 * abandoned by a stop) so far: the batch being filled is added
+	 * when it is done */
+	double read_seconds;        /* worker time reading records */
 	double decode_seconds;      /* ... decoding */
 	double augment_seconds;     /* ... warping */
 	double produce_seconds;     /* wall time spent filling batches (not waiting

@@ -81,6 +81,20 @@ static int names_record(const char *msg, uint64_t index)
 			return 1;
 	return 0;
 }
+/* Moves the workers' stage times into l->stats (l->ring.mu held, the
+ * fill's threads joined): aug_loader_get_stats then reads them under the
+ * lock, never while a worker adds to them. */
+static void take_worker_times(aug_loader *l)
+{
+	for (int t = 0; t < l->threads; t++) {
+		aug_worker *w = &l->workers[t];
+		l->stats.read_seconds += w->read_s;
+		l->stats.decode_seconds += w->decode_s;
+		l->stats.augment_seconds += w->augment_s;
+		w->read_s = w->decode_s = w->augment_s = 0;
+	}
+}
+
 void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 {
 	const uint64_t per = l->part.epoch_per_rank;
@@ -171,7 +185,11 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 	}
 	if (__atomic_load_n(&l->ring.stop, __ATOMIC_RELAXED)) {
 		s->rc = ims_fail(&s->err, IMS_EINTR, "the loader was stopped");
-		return; /* left at the samples it had: nothing counted */
+		/* left at the samples it had: nothing counted but the time */
+		pthread_mutex_lock(&l->ring.mu);
+		take_worker_times(l);
+		pthread_mutex_unlock(&l->ring.mu);
+		return;
 	}
 	/* in sample order, whatever thread met them */
 	s->n_bad = (int)bad;
@@ -189,5 +207,6 @@ void aug_loader_fill(aug_loader *l, aug_slot *s, uint64_t step)
 		snprintf(l->stats.last_bad, sizeof(l->stats.last_bad), "%s", last_bad);
 	l->stats.images += (uint64_t)count;
 	l->stats.batches++;
+	take_worker_times(l);
 	pthread_mutex_unlock(&l->ring.mu);
 }
