@@ -4,9 +4,11 @@
 # The whole test suite: installs dependencies, builds with -Werror, runs
 # every test; builds the libraries and tools again as Release (-O3), which
 # must be as clean; then builds with AddressSanitizer + UndefinedBehaviorSanitizer
-# and runs every test again; builds the loader's tests with ThreadSanitizer
-# and runs them; then runs each libFuzzer harness for 10 s
-# from a fixed seed (scripts/fuzz.sh; bench/fuzz runs them longer). GPU tests are skipped (not passed) without a GPU.
+# and runs every test again; builds the tests of the code that starts
+# threads (loader, verify, sample) with ThreadSanitizer and runs them;
+# then runs each libFuzzer harness for 10 s from a fixed seed
+# (scripts/fuzz.sh; bench/fuzz runs them longer). GPU tests are skipped
+# (not passed) without a GPU.
 # The Python package is installed into a virtual environment from the
 # working tree (pip install ./python, as a user would) and its tests run
 # with pytest against the build's tools.
@@ -59,17 +61,18 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
   MAKE_IMAGES="$PWD/build/tests/fixtures/make_images" \
   "$py" -m pytest -q -p no:cacheprovider tests/python
 
-echo "== build (ThreadSanitizer: the loader's tests)"
+echo "== build (ThreadSanitizer: the tests of the code that starts threads)"
 # The loader's producer thread, its consumer and a stop share the ring
-# of batches; its OpenMP workers are held to one thread
-# (OMP_THREAD_LIMIT=1), as libgomp is not instrumented and its barriers
-# would be reported as races.
+# of batches; verify -j and sample share their work lists. OpenMP's
+# workers are held to one thread (OMP_THREAD_LIMIT=1): libgomp is not
+# instrumented, and its barriers would be reported as races.
 cmake -S . -B build-tsan -DIMSHARD_SANITIZE=thread -DIMSHARD_WERROR=ON -DIMSHARD_WITH_CUDA=OFF \
   >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log >&2; exit 1; }
-cmake --build build-tsan -j"$jobs" --target test_loader test_loader_batches test_loader_bad
-echo "== the loader's tests under ThreadSanitizer"
+cmake --build build-tsan -j"$jobs" --target test_loader test_loader_batches test_loader_bad \
+  test_verify test_sample
+echo "== those tests under ThreadSanitizer"
 (cd build-tsan && OMP_THREAD_LIMIT=1 TSAN_OPTIONS=halt_on_error=1 \
-  ctest --output-on-failure -R '^test_loader(_batches|_bad)?$')
+  ctest --output-on-failure -R '^test_(loader(_batches|_bad)?|verify|sample)$')
 
 echo "== fuzzing (libFuzzer, 10 s per harness)"
 FUZZ_SEED=1 bash scripts/fuzz.sh 10
