@@ -292,4 +292,31 @@ refused_tail 80 "$T/lk/metrics.jsonl" "$T/run/metrics.jsonl" "the other run's me
 unset FAILMALLOC_FROM_MAIN
 before="" after_ok="" after_fail=""
 
+# two ranks, rank 1 out of memory for the result of a gather its peer
+# makes (which folder each rank's --checkpoint-dir and --log-dir is, read
+# from the lock files: the first allocation after its first open of one,
+# FAILMALLOC_FROM_OPEN): rank 1 cannot take part, so it aborts the job,
+# which ends at once with its line (before: it went on to the set-up's
+# agreement, whose gather paired with its peer's out of step, and both
+# waited until --collective-timeout)
+if have_mpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  two=(--train "$T/p/train.json" --val "$T/p/val.json" --model convnet7 --size 16 --threads 1
+    --batch-size 4 --max-steps 2 --quiet --collective-timeout 30)
+  for dirs in "--checkpoint-dir $T/r2/ck --log-dir $T/r2/log" "--log-dir $T/r2/log"; do
+    rm -rf "$T/r2"
+    t0=$SECONDS
+    # shellcheck disable=SC2086 # $dirs: the flags, split
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 90 mpirun -np 1 "$IMSHARD_TRAIN" "${two[@]}" $dirs : \
+      -np 1 env FAILMALLOC_FROM_OPEN=imshard-train.lock FAILMALLOC_AFTER=0 LD_PRELOAD="$fm" \
+      "$IMSHARD_TRAIN" "${two[@]}" $dirs >"$T/r2.out" 2>&1
+    rc=$? took=$((SECONDS - t0))
+    checks=$((checks + 1))
+    [ "$rc" = 1 ] && [ "$took" -le 20 ] ||
+      fail "rank 1 out of memory where its peer gathers ($dirs): exit $rc after $took s (1 at once expected; 124: still running after 90 s)"
+    contains "$T/r2.out" "rank 1: cannot lock"
+    contains "$T/r2.out" "out of memory"
+  done
+fi
+
 finish

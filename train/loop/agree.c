@@ -155,6 +155,13 @@ int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err)
 	r->failed.ranks = r->failed.here = r->failed.alike = rc < 0;
 	if (r->dp.world < 2)
 		return rc;
+	if (r->failed.out_of_step) {
+		/* its gather would pair with a collective of the peers' that
+		 * this rank left out: before, both waited until
+		 * --collective-timeout */
+		r->failed.ranks = r->failed.here = r->failed.alike = 0;
+		return rc;
+	}
 	/* whether each rank failed, and a digest of its message: ranks that
 	 * all failed alike (a path every rank was given) are told once */
 	const double mine[2] = {rc < 0,

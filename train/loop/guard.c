@@ -145,7 +145,11 @@ static int other_folders(run *r, uint64_t *mark, const char *dir, int keyed,
 	if (r->dp.rank != 0 && m != 0 && lock_mark(dir) != (uint64_t)m)
 		key = keyed ? folder_key(dir) : 1.0;
 	double *all = malloc((size_t)r->dp.world * sizeof(double));
-	RETURN_IF(!all, err, IMS_ENOMEM, "cannot lock '%s': out of memory", dir);
+	if (!all) {
+		/* the peers gather: this rank cannot */
+		r->failed.out_of_step = 1;
+		return ims_fail(err, IMS_ENOMEM, "cannot lock '%s': out of memory", dir);
+	}
 	if (dp_allgather_f64(r->dp.comm, &key, 1, all, err) < 0) {
 		free(all);
 		return -1;
@@ -258,7 +262,7 @@ int loop_take_locks(run *r, ims_error *err)
 		if (!rc)
 			rc = orc;
 	}
-	if (r->dp.world > 1 && o->out.log_dir) {
+	if (r->dp.world > 1 && o->out.log_dir && !r->failed.out_of_step) {
 		ims_error e;
 		int orc = find_log_owners(r, rc ? 0 : mark, !rc, rc ? &e : err);
 		if (!rc)

@@ -254,6 +254,11 @@ typedef struct loop_fp16 {
  * rank alone. */
 typedef struct loop_verdict {
 	int ranks, here, alike;
+	/* this rank left out a collective its peers make (memory for its
+	 * result ran out): the next one would pair with theirs out of
+	 * step, so it joins none, and its failure, its own, aborts the job
+	 * (loop_agree_setup) */
+	int out_of_step;
 } loop_verdict;
 
 typedef struct run {
@@ -454,7 +459,9 @@ int loop_agree_resume(run *r, ims_error *err);
  * whether any failed, so none is left waiting in the next collective:
  * sets r->failed_*, and a rank whose own step went well fails too
  * (IMS_EINVAL, "cannot VERB: N of W ranks could not set up"). Returns
- * rc when it failed. Collective; with one rank it returns rc. */
+ * rc when it failed. Collective; with one rank it returns rc. A rank
+ * r->failed.out_of_step joins no collective: it returns rc as its own
+ * failure (the caller aborts the job, which ends the waiting peers). */
 int loop_agree_setup(run *r, int rc, const char *verb, ims_error *err);
 /* Marks this rank's failure as one every rank meets at this point with
  * the same message (decided on numbers every rank holds alike). */
