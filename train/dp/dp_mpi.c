@@ -10,15 +10,24 @@
 
 #include "train/dp/dp_internal.h"
 
-#define MPI_CHECK(err, call)                                                   \
+/* A failed MPI call, as one line naming it: MPI's own words, and "out of
+ * memory" (IMS_ENOMEM) for its MPI_ERR_NO_MEM. */
+#define MPI_CHECK(err, what, call)                                             \
 	do {                                                                   \
 		int mrc_ = (call);                                             \
 		if (mrc_ != MPI_SUCCESS) {                                     \
 			char mmsg_[MPI_MAX_ERROR_STRING];                      \
-			int mlen_ = 0;                                         \
+			int mlen_ = 0, mcls_ = 0;                              \
 			MPI_Error_string(mrc_, mmsg_, &mlen_);                 \
-			return ims_fail((err), IMS_EIO, "%s:%d: %s: %s",       \
-					__FILE__, __LINE__, #call, mmsg_);     \
+			MPI_Error_class(mrc_, &mcls_);                         \
+			return ims_fail((err),                                 \
+					mcls_ == MPI_ERR_NO_MEM ? IMS_ENOMEM   \
+								: IMS_EIO,     \
+					"%s failed: %s%s", (what),             \
+					mcls_ == MPI_ERR_NO_MEM                \
+						? "out of memory: "            \
+						: "",                          \
+					mmsg_);                                \
 		}                                                              \
 	} while (0)
 
@@ -43,13 +52,14 @@ int dp_mpi_init(dp_comm *c, int launched, int *argc, char ***argv,
 	 * differ by launcher, and one not listed left every rank on GPU 0.
 	 * Keyed by world rank, so local ranks follow world ranks. */
 	MPI_Comm node;
-	MPI_CHECK(err, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
-					   c->rank, MPI_INFO_NULL, &node));
+	int src = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank,
+				      MPI_INFO_NULL, &node);
+	MPI_CHECK(err, "MPI_Comm_split_type", src);
 	int lrc = MPI_Comm_rank(node, &c->local);
 	if (lrc == MPI_SUCCESS)
 		lrc = MPI_Comm_size(node, &c->local_world);
 	MPI_Comm_free(&node);
-	MPI_CHECK(err, lrc);
+	MPI_CHECK(err, "MPI_Comm_rank", lrc);
 	return 0;
 }
 
@@ -74,7 +84,7 @@ int dp_mpi_broadcast(dp_comm *c, void *buf, size_t bytes, int root,
 		int mrc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
 				    MPI_COMM_WORLD);
 		dp_wait_end(c);
-		MPI_CHECK(err, mrc);
+		MPI_CHECK(err, "MPI_Bcast", mrc);
 	}
 	return 0;
 }
@@ -87,7 +97,7 @@ int dp_mpi_allreduce_f32(dp_comm *c, float *buf, size_t count, ims_error *err)
 		int mrc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT,
 					MPI_SUM, MPI_COMM_WORLD);
 		dp_wait_end(c);
-		MPI_CHECK(err, mrc);
+		MPI_CHECK(err, "MPI_Allreduce", mrc);
 	}
 	return 0;
 }
@@ -99,7 +109,7 @@ int dp_mpi_allreduce_f64(dp_comm *c, double *buf, size_t count,
 	int mrc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE,
 				MPI_SUM, MPI_COMM_WORLD);
 	dp_wait_end(c);
-	MPI_CHECK(err, mrc);
+	MPI_CHECK(err, "MPI_Allreduce", mrc);
 	return 0;
 }
 
@@ -110,7 +120,7 @@ int dp_mpi_allgather_f64(dp_comm *c, const double *mine, size_t count,
 	int mrc = MPI_Allgather(mine, (int)count, MPI_DOUBLE, all, (int)count,
 				MPI_DOUBLE, MPI_COMM_WORLD);
 	dp_wait_end(c);
-	MPI_CHECK(err, mrc);
+	MPI_CHECK(err, "MPI_Allgather", mrc);
 	return 0;
 }
 
@@ -119,7 +129,7 @@ int dp_mpi_barrier(dp_comm *c, ims_error *err)
 	dp_wait_begin(c);
 	int mrc = MPI_Barrier(MPI_COMM_WORLD);
 	dp_wait_end(c);
-	MPI_CHECK(err, mrc);
+	MPI_CHECK(err, "MPI_Barrier", mrc);
 	return 0;
 }
 
@@ -141,9 +151,9 @@ int dp_mpi_bucket_start(dp_buckets *b, int k, size_t lo, size_t hi,
 			ims_error *err)
 {
 	MPI_Request *req = b->req;
-	MPI_CHECK(err, MPI_Iallreduce(MPI_IN_PLACE, b->buf + lo, (int)(hi - lo),
-				      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-				      &req[k]));
+	int mrc = MPI_Iallreduce(MPI_IN_PLACE, b->buf + lo, (int)(hi - lo), MPI_FLOAT,
+				 MPI_SUM, MPI_COMM_WORLD, &req[k]);
+	MPI_CHECK(err, "MPI_Iallreduce", mrc);
 	return 0;
 }
 
@@ -151,15 +161,13 @@ int dp_mpi_buckets_test(dp_buckets *b, ims_error *err)
 {
 	int flag;
 	int mrc = MPI_Testall(b->started, b->req, &flag, MPI_STATUSES_IGNORE);
-	RETURN_IF(mrc != MPI_SUCCESS, err, IMS_EIO,
-		  "gradient allreduce failed (MPI error %d)", mrc);
+	MPI_CHECK(err, "the gradient allreduce (MPI_Testall)", mrc);
 	return 0;
 }
 
 int dp_mpi_buckets_wait(dp_buckets *b, ims_error *err)
 {
 	int mrc = MPI_Waitall(b->started, b->req, MPI_STATUSES_IGNORE);
-	RETURN_IF(mrc != MPI_SUCCESS, err, IMS_EIO,
-		  "gradient allreduce failed (MPI error %d)", mrc);
+	MPI_CHECK(err, "the gradient allreduce (MPI_Waitall)", mrc);
 	return 0;
 }
