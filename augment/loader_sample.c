@@ -81,6 +81,7 @@ static int names_record(const char *msg, uint64_t index)
 			return 1;
 	return 0;
 }
+
 /* Moves the workers' stage times into l->stats (l->ring.mu held, the
  * fill's threads joined): aug_loader_get_stats then reads them under the
  * lock, never while a worker adds to them. */
