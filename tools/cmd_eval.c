@@ -309,6 +309,23 @@ int cmd_eval(int argc, char **argv)
 		rc = model_weights_open("eval", pos[0], &wf);
 	if (!rc)
 		rc = model_card_resolve("eval", wf, &quiet_mf, NN_CARD_ALL, &card);
+	/* each rank reads its own copy of the weights (node-local storage):
+	 * one that could not goes on to none of the pass's collectives, so
+	 * the ranks agree here first and end together (before: its peers
+	 * waited in the set-up's agreement until --collective-timeout) */
+	double failed = rc != 0;
+	if (dp_world(comm) > 1 && dp_allreduce_sum_f64(comm, &failed, 1, &err) < 0) {
+		st_close(wf);
+		nn_model_card_release(&card);
+		return fail(comm, &err);
+	}
+	if (!rc && failed > 0) {
+		if (rank0)
+			cli_error("eval: %.0f of %d ranks could not read the weights "
+				  "or their model card (said on stderr): nothing was evaluated",
+				  failed, dp_world(comm));
+		rc = CLI_EXIT_FAIL;
+	}
 	if (rc) {
 		st_close(wf);
 		dp_finalize(comm);

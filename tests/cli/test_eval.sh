@@ -284,6 +284,20 @@ if have_mpi; then
   same "$(grep -c '^imshard: ' "$T/err")" 2 "(a line for each rank's own failure)"
   contains "$T/err" "imshard: eval: rank 0: cannot open manifest '$T/none0.json'"
   contains "$T/err" "imshard: eval: rank 1: cannot open manifest '$T/none1.json'"
+  # a rank that cannot read its copy of the weights (node-local storage):
+  # the ranks agree on it before the pass and end at once, the other
+  # saying why (before: rank 0 waited in the set-up's agreement until
+  # --collective-timeout, then ended saying a rank died or hangs)
+  t0=$SECONDS
+  expect 1 mpi -np 1 "$IMSHARD" eval "$ck" "$va" --threads 1 --collective-timeout 30 : \
+    -np 1 "$IMSHARD" eval "$T/none.safetensors" "$va" --threads 1 --collective-timeout 30
+  took=$((SECONDS - t0))
+  checks=$((checks + 1))
+  [ "$took" -le 20 ] || fail "eval took $took s to end with rank 1's weights missing"
+  contains "$T/err" "imshard: eval: cannot open safetensors '$T/none.safetensors'"
+  contains "$T/err" "imshard: eval: 1 of 2 ranks could not read the weights or their model card"
+  lacks "$T/err" "waited more than"
+  lacks "$T/err" "MPI_ABORT"
   # every record of the split damaged: each rank's loader gives up in the
   # pass, and the ranks end it together, each naming itself, no abort
   # (before: the first to fail left the other in the pass's allreduce,
