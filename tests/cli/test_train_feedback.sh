@@ -202,6 +202,12 @@ contains "$T/err" "holds images of the training split '$T/ov/a.json': $k of its 
 named_pair "$T/ov/a.json" "$T/ov/d.json"
 expect 0 ofit "$T/ov/a.json" "$T/ov/c.json"
 lacks "$T/err" "holds images of"
+# a validation split holding a training image twice: both records count
+# (before: the first of them alone, "$n of its $((n + 2))")
+cat "$T/ol_train.lst" <(head -n 2 "$T/ol_train.lst") >"$T/ol_twice.lst"
+expect 0 "$IMSHARD" pack "$T/ol_twice.lst" "$T/s" -o "$T/ov/g" --classes "$T/ol.classes" --quiet
+expect 0 ofit "$T/ov/a.json" "$T/ov/g.json"
+contains "$T/err" "holds images of the training split '$T/ov/a.json': $((n + 2)) of its $((n + 2)) records are byte for byte"
 # past 1024 training records, an estimate from 1024 of them
 expect 0 "$IMSHARD" sample "$T/sb" --classes 2 --per-class 600 --quiet
 expect 0 "$IMSHARD" list "$T/sb" -o "$T/bl" --train-ratio 0.9 --quiet

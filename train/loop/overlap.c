@@ -72,7 +72,9 @@ static int val_keys(rio_cursor *c, uint64_t n, const char *path, ov_key **keys,
 	return 0;
 }
 
-/* The validation record holding rec's payload byte for byte, or -1. */
+/* The first validation record holding rec's payload byte for byte, or
+ * -1; every one that holds it is marked found (a split holding an image
+ * twice counts both records). */
 static int64_t find(rio_cursor *vc, ov_key *keys, size_t n_keys,
 		    const rio_record *rec, ims_error *err, int *rc)
 {
@@ -85,18 +87,24 @@ static int64_t find(rio_cursor *vc, ov_key *keys, size_t n_keys,
 		else
 			hi = mid;
 	}
+	int64_t at = -1;
 	for (size_t i = lo; i < n_keys && keys[i].id == id; i++) {
 		rio_record v;
 		*rc = rio_cursor_get(vc, keys[i].index, &v, err);
 		if (*rc && fatal(*rc))
 			return -1;
-		*rc = 0;
+		if (*rc) {
+			/* not read this time: v holds nothing to compare */
+			*rc = 0;
+			continue;
+		}
 		if (!memcmp(v.payload, rec->payload, rec->payload_len)) {
 			keys[i].found = 1;
-			return (int64_t)keys[i].index;
+			if (at < 0)
+				at = (int64_t)keys[i].index;
 		}
 	}
-	return -1;
+	return at;
 }
 
 /* Looks for train's images in val (both manifests' paths) into *ov. */
