@@ -431,7 +431,8 @@ typedef struct nn_train_result {
 	 * together (the set-up's agreement: options, splits, checkpoints,
 	 * and what each rank set up alone; a NaN or infinite training
 	 * loss; a stop, o->out.stop; a rank that could not load its batch
-	 * or its share of validation, whose loader gave up): how many ranks
+	 * or its share of validation, whose loader gave up; an epoch past
+	 * --max-bad-records, each rank naming its own records): how many ranks
 	 * failed there, whether this one did, and
 	 * whether all did with the same message. No rank then waits in a
 	 * collective, so the caller may end without dp_abort, printing

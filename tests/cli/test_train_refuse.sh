@@ -405,6 +405,13 @@ if have_mpi; then
   expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$tr" --val "$T/pv/val.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1
   same "$(grep -c '^imshard: rank [01]: 16 records in a row could not be loaded' "$T/err")" 2 "(each rank's failed validation named)"
   lacks "$T/err" "MPI_ABORT"
+  # past --max-bad-records: the count is summed over the ranks in the
+  # step's collective, so both stop at that step together, each naming
+  # itself and its records, and the job ends without an abort (before:
+  # MPI_ABORT's banner, and a rank's line could be lost to it)
+  expect 1 mpi -np 2 "$IMSHARD_TRAIN" --train "$T/pd/train.json" --model convnet7 --size 16 --threads 1 --batch-size 8 --quiet --epochs 1 --max-bad-records 5
+  same "$(grep -c '^imshard: rank [01]: [0-9]* training records of epoch 1 could not be loaded by step [0-9]*, more than --max-bad-records 5' "$T/err")" 2 "(each rank's line past --max-bad-records)"
+  lacks "$T/err" "MPI_ABORT"
 fi
 
 # --- 5. --init that loads too little ----------------------------------------

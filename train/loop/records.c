@@ -76,6 +76,13 @@ int loop_bad_step(run *r, uint64_t count, uint64_t step, ims_error *err)
 	for (int i = 0; i < bad->n_mine && len < sizeof(list); i++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%llu",
 					i ? ", " : "", (unsigned long long)bad->mine[i]);
+	/* the count is the step's sum over ranks: every rank stops here,
+	 * none left in a collective, so the job ends without an abort (which
+	 * could kill a rank before it named its records), each rank naming
+	 * its own */
+	r->failed.ranks = r->dp.world;
+	r->failed.here = 1;
+	r->failed.alike = 0;
 	return ims_fail(err, IMS_EINVAL,
 			"%llu training %s of epoch %d could not be loaded by step "
 			"%llu, more than --max-bad-records %lld%s%s%s%s: stopping "
