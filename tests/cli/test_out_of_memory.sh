@@ -267,6 +267,36 @@ unchanged() {
 after_ok=unchanged after_fail=unchanged
 sweep $((calls - 600)) "$calls" 3 "${resume[@]}"
 
+# a resume with another --lr that trains on: a run that ends 0 says so
+# ("resumed with other settings"); this run's options, built to compare
+# with the checkpoint's as memory runs out, are whole or the resume stops
+# (before: a member dropped for memory passed for an option unchanged,
+# and the resume trained without the line). They are built about 700
+# allocations before the end: swept there, every second, and met.
+expect 0 "$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1 \
+  --batch-size 4 --max-steps 2 --checkpoint-dir "$T/cl" --quiet
+cp "$T/cl/checkpoint.safetensors" "$T/cl.orig"
+relr=("$IMSHARD_TRAIN" --train "$T/p/train.json" --model convnet7 --size 16 --threads 1
+  --batch-size 4 --max-steps 3 --checkpoint-dir "$T/cl" --resume --lr 0.2)
+calls=$(calls_of "${relr[@]}")
+compared=0
+for ((n = calls - 760; n <= calls - 580; n += 2)); do
+  cp "$T/cl.orig" "$T/cl/checkpoint.safetensors"
+  run env FAILMALLOC_AFTER="$n" LD_PRELOAD="$fm" timeout 60 "${relr[@]}"
+  checks=$((checks + 1))
+  case $rc in
+  0) grep -qF "resumed with other settings: lr 0.1 -> 0.2" "$T/err" ||
+    fail "allocation $n failing: the resume with another --lr ended 0 without saying so" ;;
+  1)
+    grep -qF "out of memory comparing its options" "$T/err" && compared=$((compared + 1))
+    grep -qiE 'out of memory|cannot allocate|insufficient memory' "$T/err" ||
+      fail "allocation $n failing: exit 1 without saying memory ran out: $(head -n 1 "$T/err")" ;;
+  *) fail "allocation $n failing: exit $rc: ${relr[*]}" ;;
+  esac
+done
+checks=$((checks + 1))
+[ "$compared" -gt 0 ] || fail "no run ran out of memory comparing the options: the sweep missed them"
+
 # a --log-dir whose summary.json is a split's manifest: refused at each
 # of the last allocations, or out of memory; never taken for an earlier
 # run's summary that --force removes (before: a manifest not parsed for

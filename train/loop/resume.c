@@ -214,15 +214,28 @@ static void value_text(const cJSON *x, char *out, size_t len)
  * The options other than those handled by name (ranks and batch, which
  * re-derive the schedule; what is refused; what says nothing about the
  * run) that differ between the checkpoint's run and this one, as
- * "name was -> now, ..." into out.
+ * "name was -> now, ..." into out. IMS_ENOMEM when this run's options
+ * could not be had whole: a member dropped for memory would pass for an
+ * option unchanged, and the resume would go on without saying it.
  */
-static void changed_options(run *r, const cJSON *was, char *out, size_t len)
+static int changed_options(run *r, const cJSON *was, char *out, size_t len,
+			   ims_error *err)
 {
 	static const char *const skip[] = {"world", "batch_size", "lr_peak",
 					   "max_steps", "model", "size", "seed",
 					   "train", "val", "epochs", NULL};
 	out[0] = 0;
+	ims_json_watch();
 	cJSON *now = loop_options_json(r);
+	/* printed only to learn whether the tree is whole */
+	char *whole = ims_json_print(now, 0);
+	free(whole);
+	if (!whole) {
+		cJSON_Delete(now);
+		return ims_fail(err, IMS_ENOMEM,
+				"cannot resume from '%s': out of memory comparing its "
+				"options with this run's", r->ckpt_path);
+	}
 	const cJSON *x;
 	size_t n = 0;
 	cJSON_ArrayForEach(x, now)
@@ -246,6 +259,7 @@ static void changed_options(run *r, const cJSON *was, char *out, size_t len)
 					      x->string, a, b);
 	}
 	cJSON_Delete(now);
+	return 0;
 }
 
 /* The settings that give the position its meaning: each must be as the
@@ -450,8 +464,9 @@ static int resume(run *r, nn_train_result *res, ims_error *err)
 	if (!rc)
 		rc = loop_history_load(r, st_metadata_get(f, "run"), res, r->ckpt_path,
 				       err);
+	if (!rc)
+		rc = changed_options(r, was, r->part.changed, sizeof(r->part.changed), err);
 	if (!rc) {
-		changed_options(r, was, r->part.changed, sizeof(r->part.changed));
 		const char *id = st_metadata_get(f, "run_id");
 		snprintf(r->part.run_id, sizeof(r->part.run_id), "%s",
 			 id && strlen(id) < sizeof(r->part.run_id) ? id : "");
