@@ -24,7 +24,17 @@
 
 void *(*ims_json_malloc)(size_t) = malloc;
 
-static _Thread_local int alloc_failed;
+/*
+ * initial-exec: the flag lives in each thread's static TLS block, made
+ * when the thread is. The default model, in a shared object loaded with
+ * dlopen (the Python extension links this file), allocates a thread's
+ * block on its first touch, and glibc ends the process when that
+ * allocation fails ("cannot allocate memory for thread-local data:
+ * ABORT"): the first manifest a Split opened with memory short killed
+ * the interpreter. Four bytes fit in the static TLS glibc keeps for
+ * such libraries.
+ */
+static _Thread_local int alloc_failed __attribute__((tls_model("initial-exec")));
 
 static void *watched_malloc(size_t n)
 {

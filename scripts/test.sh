@@ -34,7 +34,10 @@ py=${PYTHON:-/usr/bin/python3}
 rm -rf build/python-venv
 "$py" -m venv --system-site-packages build/python-venv
 build/python-venv/bin/pip install --quiet --disable-pip-version-check ./python
+# FAILMALLOC: the malloc that fails its Nth call, preloaded into children
+# by tests/python/test_out_of_memory.py
 IMSHARD="$PWD/build/tools/imshard" MAKE_IMAGES="$PWD/build/tests/fixtures/make_images" \
+  FAILMALLOC="$PWD/build/tests/fixtures/failmalloc.so" \
   build/python-venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 echo "== build (Release: the libraries and tools, -Werror; gcc -O3 warns where -O2 does not)"
@@ -54,6 +57,8 @@ echo "== tests under ASan + UBSan"
 echo "== tests/python against the extension built with ASan + UBSan"
 # The interpreter is not instrumented: the sanitizer runtimes are
 # preloaded, and leak checking is off (CPython keeps memory to its exit).
+# test_out_of_memory.py skips itself here: failmalloc.so cannot be
+# preloaded beside ASan's malloc, which comes first and never calls it.
 for f in python/imshard/*.py; do cp "$f" build-asan/python/imshard/; done
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
