@@ -81,6 +81,19 @@ static int add_entry(ims_dir_listing *d, const char *name, int kind)
 	return 0;
 }
 
+/* A folder that could not be listed: ENOMEM (fdopendir's buffer) is
+ * memory running out, not a folder at fault, and is told so as
+ * IMS_ENOMEM (Python raises MemoryError for it; it was an
+ * imshard.Error saying "Cannot allocate memory" of the folder). */
+static int list_error(int e, const char *shown, ims_error *err)
+{
+	if (e == ENOMEM)
+		return ims_fail(err, IMS_ENOMEM, "cannot read folder '%s': out of memory",
+				shown);
+	return ims_fail(err, e == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
+			"cannot read folder '%s': %s", shown, strerror(e));
+}
+
 /* Lists the folder open as fd, which it takes over (closes). */
 static int list_fd_owned(int fd, const char *shown, unsigned flags,
 			 ims_dir_listing *d, ims_error *err)
@@ -91,8 +104,7 @@ static int list_fd_owned(int fd, const char *shown, unsigned flags,
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return ims_fail(err, e == ENOENT ? IMS_ENOTFOUND : IMS_EIO,
-				"cannot read folder '%s': %s", shown, strerror(e));
+		return list_error(e, shown, err);
 	}
 	int rc = 0;
 	for (;;) {
@@ -100,8 +112,7 @@ static int list_fd_owned(int fd, const char *shown, unsigned flags,
 		struct dirent *de = readdir(dir);
 		if (!de) {
 			if (errno)
-				rc = ims_fail(err, IMS_EIO, "cannot read folder '%s': %s",
-					      shown, strerror(errno));
+				rc = list_error(errno, shown, err);
 			break;
 		}
 		const char *name = de->d_name;

@@ -136,7 +136,8 @@ CHILD = textwrap.dedent(r'''
 # (scenario, the path whose first open starts the count): the mark file
 # the child opens just before the call
 SWEEPS = [("split", "failmalloc-start"), ("loader", "failmalloc-start"),
-          ("bench_load", "failmalloc-start"), ("pack", "failmalloc-start")]
+          ("bench_load", "failmalloc-start"), ("pack", "failmalloc-start"),
+          ("convert", "failmalloc-start")]
 
 # The first allocations of each call, every one: the extension's first
 # JSON parse in the calling thread is among them. Then a stride over the
