@@ -44,6 +44,12 @@
 
 static int lmdb_fail(ims_error *err, int rc, const char *what, const char *path)
 {
+	/* LMDB's ENOMEM (its environment, a transaction, compaction's
+	 * buffers) is memory running out, as the reader takes it: it was
+	 * IMS_ELMDB, "Cannot allocate memory", which Python raised as
+	 * imshard.Error, not MemoryError */
+	if (rc == ENOMEM)
+		return ims_fail(err, IMS_ENOMEM, "cannot %s '%s': out of memory", what, path);
 	int code = IMS_ELMDB;
 	if (rc == ENOSPC || rc == EIO || rc == EACCES || rc == EROFS ||
 	    rc == EDQUOT || rc == ENOENT)

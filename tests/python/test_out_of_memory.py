@@ -1,7 +1,8 @@
 """Memory running out inside the extension: each entry point (Split, Loader,
 bench_load, pack, convert) runs in a child with tests/fixtures/failmalloc.so
 preloaded, its Nth malloc, calloc or realloc failing, counted from the
-first open of a mark file the child opens just before the call. Each run ends with MemoryError (imshard.OutOfMemoryError
+first open of a mark file the child opens just before the call (or of a
+file the call opens). Each run ends with MemoryError (imshard.OutOfMemoryError
 is one) or with what a run where nothing failed gives: never a crash, a
 SystemError, a word against the data, or a split left behind that is not
 the whole of it."""
@@ -39,12 +40,13 @@ CHILD = textwrap.dedent(r'''
             return "%08x" % self.c
 
 
-    # libturbojpeg 2.1's thread-locals (its SIMD flags and error text)
-    # are allocated by glibc on a thread's first JPEG call, and glibc ends
-    # the process when that allocation fails ("cannot allocate memory for
-    # thread-local data"): no code of ours runs there. This thread's are
-    # taken before counting (pack and convert work on it at threads=1),
-    # and the loader's threads read a split of PNG records.
+    # libjpeg-turbo 2.1's thread-locals (libjpeg's and libturbojpeg's
+    # SIMD flags, libturbojpeg's error text) are allocated by glibc on a
+    # thread's first JPEG call, and glibc ends the process when that
+    # allocation fails ("cannot allocate memory for thread-local data"):
+    # no code of ours runs there. This thread's are taken before counting
+    # (pack and convert work on it at threads=1), and the loader's threads
+    # read a split of PNG records.
     with open(os.path.join(data, "packed", "train.lst")) as f:
         jpeg = next(os.path.join(data, "img", l.split("\t")[2].strip()) for l in f
                     if l.strip().endswith(".jpg"))
@@ -134,10 +136,12 @@ CHILD = textwrap.dedent(r'''
 ''')
 
 # (scenario, the path whose first open starts the count): the mark file
-# the child opens just before the call
+# the child opens just before the call, or a file the call opens itself
+# (a pack's first shard: LMDB's environment is made there, whose
+# allocations a stride over the whole pack steps over)
 SWEEPS = [("split", "failmalloc-start"), ("loader", "failmalloc-start"),
           ("bench_load", "failmalloc-start"), ("pack", "failmalloc-start"),
-          ("convert", "failmalloc-start")]
+          ("pack", ".mdb.partial"), ("convert", "failmalloc-start")]
 
 # The first allocations of each call, every one: the extension's first
 # JSON parse in the calling thread is among them. Then a stride over the
@@ -146,7 +150,9 @@ DENSE = 24
 STRIDED = 20
 
 
-def failmalloc_path():
+@pytest.fixture(scope="module")
+def failmalloc():
+    """The path of failmalloc.so (FAILMALLOC; default: the build/ tree)."""
     path = os.environ.get("FAILMALLOC") or os.path.join(ROOT, "build", "tests", "fixtures",
                                                         "failmalloc.so")
     if not os.path.exists(path):
@@ -190,8 +196,9 @@ def child(script, scenario, data, work, so, mark, n=None, report=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def judge(n, rc, out, err, ref):
-    """What is wrong with run n, or None."""
+def judge(rc, out, err, ref):
+    """What is wrong with a run (exit status, stdout, stderr; ref: the
+    stdout of a run where nothing failed), or None."""
     lines = out.splitlines()
     if rc is None:
         return err
@@ -220,8 +227,8 @@ def judge(n, rc, out, err, ref):
 
 
 @pytest.mark.parametrize("scenario,mark", SWEEPS)
-def test_each_allocation_failing(small, tmp_path, scenario, mark):
-    so = failmalloc_path()
+def test_each_allocation_failing(failmalloc, small, tmp_path, scenario, mark):
+    so = failmalloc
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     count = tmp_path / "count"
@@ -234,7 +241,7 @@ def test_each_allocation_failing(small, tmp_path, scenario, mark):
 
     def one(n):
         got = child(script, scenario, small, tmp_path / ("w%d" % n), so, mark, n)
-        return n, judge(n, *got, ref)
+        return n, judge(*got, ref)
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         bad = ["N=%d: %s" % (n, why) for n, why in pool.map(one, ns) if why]
