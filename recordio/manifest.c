@@ -16,6 +16,7 @@
 #include <libgen.h>
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,23 +358,33 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err)
 	return rc;
 }
 
-int rio_manifest_at(const char *path, char *name, size_t cap)
+int rio_manifest_at(const char *path, char *name, size_t cap, ims_error *err)
 {
 	if (cap)
 		name[0] = '\0';
 	struct stat st;
-	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+	if (lstat(path, &st) != 0) {
+		/* a folder that cannot be searched hides what is there */
+		RETURN_IF(errno != ENOENT && errno != ENOTDIR, err, IMS_EIO,
+			  "cannot read '%s': %s", path, strerror(errno));
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
 		return 0;
 	uint8_t *text = NULL;
 	size_t len = 0;
-	ims_error e;
-	if (ims_read_file(path, &text, &len, 256u << 20, &e) < 0)
-		return e.code == IMS_ENOMEM ? IMS_ENOMEM : 0;
+	const int rc = ims_read_file(path, &text, &len, 256u << 20, err);
+	/* past the limit it is no manifest (pack writes none that large);
+	 * gone or no longer a plain file since the lstat, there is nothing
+	 * to replace */
+	if (rc == IMS_ELIMIT || rc == IMS_ENOTFOUND || rc == IMS_EFORMAT)
+		return 0;
+	if (rc < 0)
+		return rc; /* IMS_EIO (no read permission, a failed read), IMS_ENOMEM */
 	int oom = 0;
 	cJSON *root = ims_json_parse((const char *)text, len, 0, NULL, &oom);
 	free(text);
-	if (oom)
-		return IMS_ENOMEM;
+	RETURN_IF(oom, err, IMS_ENOMEM, "cannot read '%s': out of memory", path);
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
 	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "name");
 	int is = cJSON_IsObject(root) && cJSON_IsString(fmt) &&

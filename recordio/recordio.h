@@ -184,13 +184,15 @@ int rio_manifest_load(const char *path, rio_manifest *m, ims_error *err);
 
 /* 1 when path is a regular file (not followed through a symbolic link)
  * whose JSON object says "format": "imshard", a split's manifest whether
- * or not it loads; 0 for anything else (absent, unreadable, another
- * file); IMS_ENOMEM when memory ran out reading or parsing it (it may
- * be a manifest: no answer, and the caller must not replace it). Its
- * "name", when a string, goes into name (cap bytes, "" when none). What
- * a command checks before it replaces or removes a file at a name of its
- * own (eval.json, summary.json) in a folder a split may share. */
-int rio_manifest_at(const char *path, char *name, size_t cap);
+ * or not it loads; 0 for anything else (absent, another file). No answer,
+ * and the caller must not replace or remove the file, when it is there
+ * but cannot be read: IMS_EIO (no read permission, a failed read; err
+ * names the file and the cause) or IMS_ENOMEM (memory ran out reading or
+ * parsing it). Its "name", when a string, goes into name (cap bytes, ""
+ * when none). What a command checks before it replaces or removes a file
+ * at a name of its own (eval.json, summary.json) in a folder a split may
+ * share. */
+int rio_manifest_at(const char *path, char *name, size_t cap, ims_error *err);
 
 /* Frees everything m owns and zeroes it. NULL and zeroed are fine. */
 void rio_manifest_release(rio_manifest *m);

@@ -124,23 +124,23 @@ static void manifest_at(const char *dir)
 	char p[4200], q[4200], name[64];
 	ims_error e;
 	snprintf(p, sizeof(p), "%s/eval.json", dir);
-	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name)), 0); /* absent */
+	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name), &e), 0); /* absent */
 	CHECK_OK(ims_write_file_atomic(p, good2, strlen(good2), &e), &e);
-	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name)), 1);
+	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name), &e), 1);
 	CHECK_EQ_STR(name, "train");
 	/* one that does not load (its counts do not add up) is still one */
 	const char *bad = "{\"format\":\"imshard\",\"name\":\"eval\",\"records\":-1}";
 	CHECK_OK(ims_write_file_atomic(p, bad, strlen(bad), &e), &e);
-	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name)), 1);
+	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name), &e), 1);
 	CHECK_EQ_STR(name, "eval");
 	const char *noname = "{\"format\":\"imshard\"}";
 	CHECK_OK(ims_write_file_atomic(p, noname, strlen(noname), &e), &e);
-	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name)), 1);
+	CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name), &e), 1);
 	CHECK_EQ_STR(name, "");
 	/* a link to one is not (renaming over it replaces the link) */
 	snprintf(q, sizeof(q), "%s/link.json", dir);
 	CHECK(symlink("eval.json", q) == 0);
-	CHECK_EQ_INT(rio_manifest_at(q, name, sizeof(name)), 0);
+	CHECK_EQ_INT(rio_manifest_at(q, name, sizeof(name), &e), 0);
 	/* an evaluation's eval.json, other JSON, text, a folder: not */
 	static const char *const others[] = {
 		"{\"program\":\"imshard eval\",\"records\":20}",
@@ -152,11 +152,11 @@ static void manifest_at(const char *dir)
 	for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++) {
 		CHECK_OK(ims_write_file_atomic(p, others[k], strlen(others[k]), &e),
 			 &e);
-		CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name)), 0);
+		CHECK_EQ_INT(rio_manifest_at(p, name, sizeof(name), &e), 0);
 	}
 	snprintf(q, sizeof(q), "%s/folder.json", dir);
 	CHECK(mkdir(q, 0755) == 0);
-	CHECK_EQ_INT(rio_manifest_at(q, name, sizeof(name)), 0);
+	CHECK_EQ_INT(rio_manifest_at(q, name, sizeof(name), &e), 0);
 }
 
 int main(void)

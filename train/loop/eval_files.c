@@ -295,10 +295,12 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 		/* split 'eval' packed into dir: its manifest would be
 		 * replaced, the split lost */
 		char split[256], safe[300];
-		const int at = rio_manifest_at(path, split, sizeof(split));
+		ims_error e;
+		const int at = rio_manifest_at(path, split, sizeof(split), &e);
+		/* unread, it may be a split's manifest: not to be replaced */
 		RETURN_IF(at < 0, err, at,
-			  "cannot write the evaluation into '%s': out of memory "
-			  "reading '%s'", dir, path);
+			  "cannot write the evaluation into '%s': %s; make it "
+			  "readable, or give -o a folder of its own", dir, e.msg);
 		RETURN_IF(at, err, IMS_EEXIST,
 			  "cannot write the evaluation into '%s': '%s' is the "
 			  "manifest of split '%s', which its eval.json would "

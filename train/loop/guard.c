@@ -339,9 +339,12 @@ static int check_manifest_at(const char *dir, const char *name, ims_error *err)
 {
 	char path[4096], split[256], safe[300];
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, name, err));
-	const int at = rio_manifest_at(path, split, sizeof(split));
-	RETURN_IF(at < 0, err, at, "cannot train into '%s': out of memory reading '%s'",
-		  dir, path);
+	ims_error e;
+	const int at = rio_manifest_at(path, split, sizeof(split), &e);
+	/* unread, it may be a split's manifest or another run's file */
+	RETURN_IF(at < 0, err, at,
+		  "cannot train into '%s': %s; make it readable, or give this "
+		  "run a --log-dir of its own", dir, e.msg);
 	RETURN_IF(at, err, IMS_EEXIST,
 		  "cannot train into '%s': '%s' is the manifest of split '%s', "
 		  "and a run's --log-dir holds its own %s; give this run a "
@@ -510,7 +513,10 @@ static int run_id_of(const char *text, size_t len, int line, char *id, size_t ca
 /* The run that wrote LOGDIR/name, as its run_id says: summary.json's, or
  * metrics.jsonl's first line (each part's "start" line carries it). ""
  * when the file is absent, not a plain file, or names none (older, or
- * another program's): that says nothing. */
+ * another program's): that says nothing. One that is there but cannot be
+ * read (no read permission) is IMS_EIO: it may name another run, whose
+ * summary this run would replace and whose metrics it would extend. */
+#define UNREAD_HINT "make it readable, or give this run a --log-dir of its own"
 static int logged_run_id(const char *log_dir, const char *name, char *id, size_t cap,
 			 ims_error *err)
 {
@@ -518,12 +524,21 @@ static int logged_run_id(const char *log_dir, const char *name, char *id, size_t
 	char path[4096];
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), log_dir, name, err));
 	struct stat st;
-	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+	if (lstat(path, &st) != 0) {
+		RETURN_IF(errno != ENOENT, err, IMS_EIO,
+			  "cannot resume into --log-dir '%s': cannot read '%s': %s; " UNREAD_HINT,
+			  log_dir, path, strerror(errno));
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
 		return 0;
 	const int metrics = !strcmp(name, "metrics.jsonl");
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	RETURN_IF(fd < 0 && errno != ENOENT, err, IMS_EIO,
+		  "cannot resume into --log-dir '%s': cannot read '%s': %s; " UNREAD_HINT,
+		  log_dir, path, strerror(errno));
 	if (fd < 0)
-		return 0;
+		return 0; /* removed since the lstat */
 	/* metrics.jsonl can be long: its first line is all that is read */
 	size_t cap_read = metrics ? 65536 : 1 << 20, len = 0;
 	char *text = malloc(cap_read);
@@ -531,12 +546,19 @@ static int logged_run_id(const char *log_dir, const char *name, char *id, size_t
 	while (text && len < cap_read &&
 	       (n = read(fd, text + len, cap_read - len)) > 0)
 		len += (size_t)n;
+	const int why = errno; /* read's, when n < 0 */
 	close(fd);
 	int rc = 0;
-	if (!text)
+	if (!text) {
 		rc = ims_fail(err, IMS_ENOMEM, "out of memory");
-	else if (n >= 0)
+	} else if (n < 0) {
+		free(text);
+		return ims_fail(err, IMS_EIO,
+				"cannot resume into --log-dir '%s': cannot read '%s': %s; " UNREAD_HINT,
+				log_dir, path, strerror(why));
+	} else {
 		rc = run_id_of(text, len, metrics, id, cap, err);
+	}
 	free(text);
 	if (rc)
 		ims_fail_context(err, "cannot resume into --log-dir '%s' (reading its %s)", log_dir, name);
