@@ -7,9 +7,11 @@
 #include "datasets.h"
 #include "datasets/list_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int ds_classes_read(const char *path, ds_list *l, ims_error *err)
 {
@@ -167,5 +169,21 @@ int ds_classes_path_for_list(const char *lst_path, char *out, size_t outlen,
 	RETURN_IF(w < 0 || (size_t)w >= outlen, err, IMS_EINVAL,
 		  "cannot name the classes file of '%s': path too long",
 		  lst_path);
+	return 0;
+}
+
+int ds_classes_beside_list(const char *lst_path, char *out, size_t outlen,
+			   ims_error *err)
+{
+	if (ds_classes_path_for_list(lst_path, out, outlen, NULL) < 0)
+		return 0;
+	/* stat, not access(R_OK): a file there without read permission
+	 * is the list's class names all the same */
+	struct stat st;
+	if (stat(out, &st) == 0)
+		return 1;
+	RETURN_IF(errno != ENOENT && errno != ENOTDIR, err, IMS_EIO,
+		  "cannot look for the classes file '%s' of '%s': %s", out,
+		  lst_path, strerror(errno));
 	return 0;
 }

@@ -177,6 +177,17 @@ int ds_classes_format(const ds_list *l, const char *path, ims_buf *out,
 int ds_classes_path_for_list(const char *lst_path, char *out, size_t outlen,
 			     ims_error *err);
 
+/*
+ * The classes file beside a list (ds_classes_path_for_list), when there:
+ * 1 with its path in out, 0 when nothing is at that name (or the name is
+ * too long for out). A file there that cannot be read is 1: reading it
+ * (ds_classes_read) then says why, instead of the list going without its
+ * class names. IMS_EIO when what is there cannot be told (a folder on
+ * the way that cannot be searched), the cause in err.
+ */
+int ds_classes_beside_list(const char *lst_path, char *out, size_t outlen,
+			   ims_error *err);
+
 /* Options for ds_scan_folder. */
 typedef struct ds_scan_opts {
 	/* Comma-separated extensions, matched case-insensitively against the

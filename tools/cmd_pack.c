@@ -40,7 +40,8 @@ static const cli_command command = {
 	"--quiet) says how many of the N were written.\n\n"
 	"Class names come from --classes, or from the list's PREFIX.classes file\n"
 	"as written by 'imshard list' (LIST 'data_train.lst' -> 'data.classes'),\n"
-	"or are the label numbers.\n\n"
+	"or are the label numbers. A PREFIX.classes that is there but cannot be\n"
+	"read (no read permission) fails the run, named: it is not passed over.\n\n"
 	"Labels are class ids, bounded before anything is sized by them: with\n"
 	"class names, every label must have one; without, labels stay below 1024\n"
 	"or 16 times the number of distinct labels in the list, whichever is\n"
@@ -162,8 +163,11 @@ int cmd_pack(int argc, char **argv)
 	ds_list_init(&list);
 	/* Class names first: they bound the labels the list may hold. */
 	char cpath[4200];
-	int have_default = ds_classes_path_for_list(pos[0], cpath, sizeof(cpath), NULL) == 0 &&
-			   access(cpath, R_OK) == 0;
+	int have_default = classes ? 0 : ds_classes_beside_list(pos[0], cpath, sizeof(cpath), &err);
+	if (have_default < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
 	if (classes || have_default) {
 		const char *cp = classes ? classes : cpath;
 		if (ds_classes_read(cp, &list, &err) < 0) {

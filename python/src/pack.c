@@ -425,8 +425,8 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, ims_py_ski
  * pack(list_path, rows, classes, root, out_dir, name, **pack options,
  * max_label, shuffle, seed, order) -> report dict. Exactly one of
  * list_path / rows is given; classes (names) may be None, in which case a
- * list file's PREFIX.classes is read when it exists, as `imshard pack`
- * does. shuffle, seed and order (a pack_order) are --shuffle, --seed and
+ * list file's PREFIX.classes is read when it exists (one that cannot be
+ * read fails), as `imshard pack` does. shuffle, seed and order (a pack_order) are --shuffle, --seed and
  * --order, checked by the Python layer.
  */
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
@@ -476,9 +476,11 @@ PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 			goto out;
 		}
 		char cpath[4200];
-		if (classes == Py_None &&
-		    ds_classes_path_for_list(PyBytes_AS_STRING(lp), cpath, sizeof(cpath), NULL) == 0 &&
-		    access(cpath, R_OK) == 0 && ds_classes_read(cpath, &l, &err) < 0) {
+		int beside = 0;
+		if (classes == Py_None)
+			beside = ds_classes_beside_list(PyBytes_AS_STRING(lp), cpath,
+							sizeof(cpath), &err);
+		if (beside < 0 || (beside > 0 && ds_classes_read(cpath, &l, &err) < 0)) {
 			ims_py_raise_as(err.code, &err, ims_py_pack_flags);
 			goto out;
 		}
