@@ -149,6 +149,31 @@ asan_build() {
   ldd "$IMSHARD" 2>/dev/null | grep libasan >/dev/null
 }
 
+# as_user CMD...: runs CMD as a user whom file permissions bind: as root,
+# with the two capabilities that pass them by (dac_override,
+# dac_read_search) dropped by setpriv (util-linux); plainly otherwise.
+as_user() {
+  if [ "$(id -u)" = 0 ]; then
+    setpriv --bounding-set=-dac_override,-dac_read_search \
+      --inh-caps=-dac_override,-dac_read_search "$@"
+  else
+    "$@"
+  fi
+}
+
+# permissions_bind: whether as_user meets file permissions here (a file
+# of mode 000 cannot be read through it). Not so as root without setpriv
+# or the right to drop capabilities: callers skip their checks with a note.
+permissions_bind() {
+  local f="$T/.permissions-probe" r
+  as_user true >/dev/null 2>&1 || return 1 # setpriv missing or not allowed
+  : >"$f" && chmod 000 "$f" || return 1
+  as_user cat "$f" >/dev/null 2>&1
+  r=$?
+  rm -f "$f"
+  [ "$r" != 0 ]
+}
+
 finish() {
   echo "$checks checks, $failures failed"
   if [ "$failures" = 0 ]; then
