@@ -137,7 +137,11 @@ wrote_none 1 "$IMSHARD" list "$T/s" -o "$T/ro/ds" --quiet
 wrote_none 1 "$IMSHARD" subset "$T/l/ds_train.lst" -o "$T/ro/a.lst" --per-class 2 --quiet
 wrote_none 1 "$IMSHARD" extract "$T/p/val.json" -o "$T/ro" --quiet
 wrote_none 1 "$IMSHARD" sample "$T/ro" --classes 2 --per-class 2 --quiet
-wrote_none 1 "$IMSHARD" eval "$ck" "$T/p/val.json" -o "$T/ro" --quiet
+# refused before the evaluation (before: its results printed, then the
+# first file failed)
+wrote_none 1 "$IMSHARD" eval "$ck" "$T/p/val.json" -o "$T/ro"
+contains "$T/err" "cannot write the evaluation into '$T/ro': no file can be created there (Permission denied)"
+same "$(wc -c <"$T/out")" 0 "(nothing on stdout)"
 wrote_none 1 "$IMSHARD" report "$T/run" -o "$T/ro/r.html" --quiet
 wrote_none 1 "$IMSHARD" report "$T/run" -o "$T/rep.html" --csv "$T/ro" --quiet
 absent "$T/rep.html"

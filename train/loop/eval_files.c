@@ -307,5 +307,19 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 			  "replace; give -o a folder of its own",
 			  dir, path, ims_escape(split, safe, sizeof(safe)));
 	}
+	/* a folder where no file can be created (no write permission, a
+	 * read-only mount) fails the first file's temporary, after the
+	 * evaluation it was to hold: tried now with eval.json's temporary,
+	 * removed at once */
+	char path[4096], tmp[4200];
+	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "eval.json", err));
+	int fd;
+	ims_error e;
+	const int made = ims_temp_create(path, tmp, sizeof(tmp), &fd, &e);
+	const int why = errno; /* open's */
+	RETURN_IF(made < 0, err, IMS_EIO,
+		  "cannot write the evaluation into '%s': no file can be created "
+		  "there (%s); give -o a folder it can write", dir, strerror(why));
+	ims_temp_discard(fd, tmp);
 	return 0;
 }
