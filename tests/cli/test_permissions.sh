@@ -142,6 +142,9 @@ wrote_none 1 "$IMSHARD" sample "$T/ro" --classes 2 --per-class 2 --quiet
 wrote_none 1 "$IMSHARD" eval "$ck" "$T/p/val.json" -o "$T/ro"
 contains "$T/err" "cannot write the evaluation into '$T/ro': no file can be created there (Permission denied)"
 same "$(wc -c <"$T/out")" 0 "(nothing on stdout)"
+wrote_none 1 "$IMSHARD" eval "$ck" "$T/p/val.json" -o "$T/ro/sub"
+contains "$T/err" "cannot write the evaluation into '$T/ro/sub': cannot create folder '$T/ro/sub': Permission denied"
+same "$(wc -c <"$T/out")" 0 "(nothing on stdout)"
 wrote_none 1 "$IMSHARD" report "$T/run" -o "$T/ro/r.html" --quiet
 wrote_none 1 "$IMSHARD" report "$T/run" -o "$T/rep.html" --csv "$T/ro" --quiet
 absent "$T/rep.html"

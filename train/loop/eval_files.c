@@ -279,8 +279,19 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 	static const char *const names[] = {"per_class.csv", "confusion.csv",
 					    "predictions.csv", "eval.json"};
 	struct stat st;
-	if (stat(dir, &st) != 0)
-		return 0; /* made by nn_eval_write (or said there why not) */
+	if (stat(dir, &st) != 0) {
+		if (errno != ENOENT)
+			return 0; /* said by nn_eval_write */
+		/* made by nn_eval_write after the pass: one that cannot be
+		 * made (a parent without write permission) is found now, by
+		 * making it and removing what was made */
+		char *created = NULL;
+		if (ims_mkdir_p_created(dir, &created, err) < 0)
+			return ims_fail_context(err, "cannot write the evaluation into '%s'", dir);
+		ims_rmdir_created(dir, created);
+		free(created);
+		return 0;
+	}
 	RETURN_IF(!S_ISDIR(st.st_mode), err, IMS_EEXIST,
 		  "cannot write the evaluation into '%s': it is %s, not a folder",
 		  dir, ims_file_kind(st.st_mode));
