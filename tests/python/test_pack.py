@@ -5,6 +5,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -700,3 +702,40 @@ def test_pack_shuffles_and_records_the_order_as_the_command(sample, imshard_bin,
     p = run(imshard_bin, "pack", sorted_lst, root, "-o", tmp_path / "bad" / "v", "--seed", "3",
             ok=False)
     assert p.returncode == 2 and "--seed seeds --shuffle, which is not given" in p.stderr
+
+
+def as_user(args):
+    """args run as a user whom file permissions bind: as root, with the
+    capabilities that pass them by dropped (setpriv); plainly otherwise."""
+    if os.geteuid() != 0:
+        return args
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", "--bounding-set=" + caps, "--inh-caps=" + caps] + args
+
+
+def test_an_unreadable_classes_file_beside_the_list_fails(sample, tmp_path):
+    # before: access(R_OK) passed it over, and the split was packed with
+    # label numbers for class names, without a word
+    lst = tmp_path / "ds_train.lst"
+    shutil.copy(sample["dir"] / "packed" / "train.lst", lst)
+    shutil.copy(sample["dir"] / "packed" / "classes.txt", tmp_path / "ds.classes")
+    os.chmod(tmp_path / "ds.classes", 0)
+    try:
+        probe = subprocess.run(as_user(["cat", str(tmp_path / "ds.classes")]),
+                               capture_output=True)
+        if probe.returncode == 0 or b"Permission denied" not in probe.stderr:
+            pytest.skip("file permissions cannot be made to bind here")
+        code = ("import imshard, sys\n"
+                "try:\n"
+                "    imshard.pack(sys.argv[1], sys.argv[2], sys.argv[3])\n"
+                "except imshard.Error as e:\n"
+                "    print(e)\n"
+                "    sys.exit(1)\n")
+        p = subprocess.run(as_user([sys.executable, "-c", code, str(lst), str(sample["img"]),
+                                    str(tmp_path / "out" / "t")]),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert f"'{tmp_path / 'ds.classes'}': Permission denied" in p.stdout
+        assert not os.path.exists(tmp_path / "out" / "t.json")
+    finally:
+        os.chmod(tmp_path / "ds.classes", 0o644)
