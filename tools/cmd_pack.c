@@ -166,6 +166,7 @@ int cmd_pack(int argc, char **argv)
 	int have_default = classes ? 0 : ds_classes_beside_list(pos[0], cpath, sizeof(cpath), &err);
 	if (have_default < 0) {
 		cli_error("%s", err.msg);
+		ds_list_release(&list);
 		return CLI_EXIT_FAIL;
 	}
 	if (classes || have_default) {
