@@ -167,16 +167,15 @@ int nn_eval_write(const char *dir, const nn_eval_result *res,
 /*
  * Whether nn_eval_write could write into dir, as far as can be told
  * before: dir is a folder or is missing and can be made (made and
- * removed again here; nn_eval_write makes it), none of the
- * four files' names is a folder (their rename would fail), eval.json
- * is not a split's manifest (split 'eval' packed into dir, which the
- * evaluation would replace), and a file can be created in dir (tried with
+ * removed again here; nn_eval_write makes it), none of the four files'
+ * names is a folder (their rename would fail), eval.json is not a
+ * split's manifest (split 'eval' packed into dir, which the evaluation
+ * would replace), and a file can be created in dir (tried with
  * eval.json's temporary, removed at once). Makes and changes nothing
  * else. Errors: IMS_EEXIST (the message names the file or folder in the
  * way), IMS_EIO (a file at one of the names that cannot be read, dir
  * cannot be made, or no file can be created in it: the message names it
- * and the cause),
- * IMS_ENOMEM.
+ * and the cause), IMS_ENOMEM.
  */
 int nn_eval_check_output(const char *dir, ims_error *err);
 

@@ -598,8 +598,9 @@ def pack(list_or_rows, root, out, *, classes=None, max_label=None, shuffle=False
     """Packs images into a split, as `imshard pack LIST ROOT -o OUT`.
 
     list_or_rows: an im2rec .lst path (its PREFIX.classes is read when
-    present; one that cannot be read raises), or rows (label, path), (index, label, path) or (index, label,
-    extras, path) with paths relative to root. out: OUTDIR/NAME (writes
+    present; one that cannot be read raises), or rows (label, path),
+    (index, label, path) or (index, label, extras, path) with paths
+    relative to root. out: OUTDIR/NAME (writes
     NAME.json and NAME-*.mdb). classes: class names (label i = classes[i]).
     options: encoding ('keep', 'jpeg', 'png', 'raw'), shards, shard_size,
     resize, max_size, center_crop, quality, threads, max_errors,

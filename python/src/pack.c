@@ -426,8 +426,9 @@ static int run_pack(const ds_list *l, pack_opts *o, pack_report *rep, ims_py_ski
  * max_label, shuffle, seed, order) -> report dict. Exactly one of
  * list_path / rows is given; classes (names) may be None, in which case a
  * list file's PREFIX.classes is read when it exists (one that cannot be
- * read fails), as `imshard pack` does. shuffle, seed and order (a pack_order) are --shuffle, --seed and
- * --order, checked by the Python layer.
+ * read fails), as `imshard pack` does. shuffle, seed and order (a
+ * pack_order) are --shuffle, --seed and --order, checked by the Python
+ * layer.
  */
 PyObject *ims_py_pack(PyObject *self, PyObject *args, PyObject *kw)
 {
