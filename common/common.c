@@ -177,6 +177,22 @@ int ims_mkdir_p_created(const char *path, char **created, ims_error *err)
 	return rc;
 }
 
+int ims_mkdir_parent_created(const char *path, char **dir, char **created,
+			     ims_error *err)
+{
+	*dir = *created = NULL;
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path)
+		return 0;
+	size_t n = (size_t)(slash - path);
+	*dir = malloc(n + 1);
+	RETURN_IF(!*dir, err, IMS_ENOMEM, "cannot create the folder of '%s': out of memory",
+		  path);
+	memcpy(*dir, path, n);
+	(*dir)[n] = '\0';
+	return ims_mkdir_p_created(*dir, created, err);
+}
+
 void ims_rmdir_created(const char *path, const char *top)
 {
 	if (!top)

@@ -534,6 +534,14 @@ int ims_mkdir_p(const char *path, ims_error *err);
  * When it fails part way it removes what it made itself (*created NULL). */
 int ims_mkdir_p_created(const char *path, char **created, ims_error *err);
 
+/* ims_mkdir_p_created of the folder that holds the file path: *dir is set
+ * to that folder (malloc'd; NULL when path names no folder, or "/") and
+ * *created as ims_mkdir_p_created sets it; the caller frees both. For
+ * writers whose output is a file: a failed run passes both to
+ * ims_rmdir_created. */
+int ims_mkdir_parent_created(const char *path, char **dir, char **created,
+			     ims_error *err);
+
 /* Removes path and its parents up to and including top, each only while
  * empty (rmdir); passes over one that does not exist, stops at the first
  * that is not empty. top NULL does nothing. */

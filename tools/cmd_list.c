@@ -42,7 +42,8 @@ static const cli_command list_cmd = {
 	"stable id). Every file is written to a temporary and the temporaries\n"
 	"are renamed only once all are written, so a failed run leaves the\n"
 	"earlier lists and classes as they were; PREFIX's folder is created\n"
-	"when missing.\n"
+	"when missing (and removed again, with the parents made for it, by a\n"
+	"run that fails).\n"
 	"\n"
 	"The split is stratified: within each class, round(n * test ratio)\n"
 	"images go to test, round(n * val ratio) to val (val ratio = 1 - train -\n"
@@ -59,22 +60,6 @@ static const cli_command list_cmd = {
 /* Splits written, in order. */
 enum { SPLIT_TRAIN, SPLIT_VAL, SPLIT_TEST, N_SPLITS };
 static const char *const split_name[N_SPLITS] = {"train", "val", "test"};
-
-/* Creates the folder that holds PREFIX when it is missing. */
-static int make_parent(const char *prefix, ims_error *err)
-{
-	const char *slash = strrchr(prefix, '/');
-	if (!slash || slash == prefix)
-		return 0;
-	size_t n = (size_t)(slash - prefix);
-	char *dir = malloc(n + 1);
-	RETURN_IF(!dir, err, IMS_ENOMEM, "out of memory");
-	memcpy(dir, prefix, n);
-	dir[n] = '\0';
-	int rc = ims_mkdir_p(dir, err);
-	free(dir);
-	return rc;
-}
 
 /* Names up to 5 classes that got no image, for the warning. */
 static void warn_empty_classes(const ds_list *l, int quiet)
@@ -214,6 +199,7 @@ int cmd_list(int argc, char **argv)
 	for (int s = 0; s < N_SPLITS; s++)
 		ds_list_init(&parts[s]);
 	char *path = NULL;
+	char *parent = NULL, *made = NULL; /* PREFIX's folder; what of it this run made */
 	char *stage = NULL; /* the temporaries, slen bytes each; "" once renamed */
 	size_t slen = 0;
 	int fds[N_SPLITS + 1] = {-1, -1, -1, -1}; /* theirs, open until renamed */
@@ -290,7 +276,7 @@ int cmd_list(int argc, char **argv)
 		if (have[s] && !no_shuffle)
 			ds_list_shuffle(&parts[s], seed);
 
-	if (make_parent(output, &err) < 0) {
+	if (ims_mkdir_parent_created(output, &parent, &made, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto out;
 	}
@@ -381,6 +367,11 @@ out:
 		if (stage[(size_t)s * slen])
 			ims_temp_discard(fds[s], stage + (size_t)s * slen);
 	free(stage);
+	/* a failed run leaves no folder it made, not even an empty one */
+	if (status != CLI_EXIT_OK && made)
+		ims_rmdir_created(parent, made);
+	free(parent);
+	free(made);
 	free(path);
 	ds_list_release(&all);
 	for (int s = 0; s < N_SPLITS; s++)

@@ -133,24 +133,6 @@ static int find_classes(const char *in, const char *given, char **out,
 	return 0;
 }
 
-/* mkdir -p of the folder that holds path. *dir is set to that folder and
- * *created to the outermost folder made (both malloc'd, NULL when path
- * has no folder or it was there), for ims_rmdir_created after a failure. */
-static int make_parent(const char *path, char **dir, char **created,
-		       ims_error *err)
-{
-	*dir = *created = NULL;
-	const char *slash = strrchr(path, '/');
-	if (!slash || slash == path)
-		return 0;
-	size_t n = (size_t)(slash - path);
-	*dir = malloc(n + 1);
-	RETURN_IF(!*dir, err, IMS_ENOMEM, "out of memory");
-	memcpy(*dir, path, n);
-	(*dir)[n] = '\0';
-	return ims_mkdir_p_created(*dir, created, err);
-}
-
 int cmd_subset(int argc, char **argv)
 {
 	const char *output = NULL, *classes_file = NULL;
@@ -337,7 +319,7 @@ int cmd_subset(int argc, char **argv)
 			goto done;
 		}
 	}
-	if (make_parent(output, &out_dir, &made, &err) < 0) {
+	if (ims_mkdir_parent_created(output, &out_dir, &made, &err) < 0) {
 		cli_error("%s", err.msg);
 		goto done;
 	}

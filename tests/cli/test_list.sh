@@ -367,6 +367,16 @@ expect_stderr "imshard: list: cannot write '$T/fsz/c_train.lst': File too large"
 ! grep -q '\.tmp\.' "$T/stderr" || fail "the message names a temporary: $(cat "$T/stderr")"
 expect_eq "files left by a list past a file-size limit" "$(ls -A "$T/fsz")" ""
 
+# the same into folders the run makes: a failed run removes them again,
+# as subset does (before: '$T/fsz/new/sub' stayed, empty)
+set +e
+(ulimit -f 1; exec "$IMSHARD" list "$C" -o "$T/fsz/new/sub/c" --quiet) >"$T/stdout" 2>"$T/stderr"
+rc=$?
+set -e
+expect_rc 1
+expect_stderr "imshard: list: cannot write '$T/fsz/new/sub/c_train.lst': File too large"
+expect_eq "folders left by a failed list" "$(ls -A "$T/fsz")" ""
+
 if [ "$failures" -ne 0 ]; then
 	echo "test_list.sh: $failures failure(s)" >&2
 	exit 1
