@@ -362,12 +362,14 @@ int ims_temp_sweep_matching(const char *dir,
 int ims_temp_sweep_for(const char *path, ims_error *err);
 
 /* Creates PATH.tmp.<pid> (its name in tmp, tmplen bytes) for writing;
- * *fd receives the descriptor. */
+ * *fd receives the descriptor. A failure's message names path, the file
+ * the caller writes, and errno stays open's. */
 int ims_temp_create(const char *path, char *tmp, size_t tmplen, int *fd,
 		    ims_error *err);
 
 /* Makes a written temporary the file: fsync, close, rename over path, fsync
- * of the folder. Always closes fd; removes tmp on failure. */
+ * of the folder. Always closes fd; removes tmp on failure, whose message
+ * names path. */
 int ims_temp_publish(int fd, const char *tmp, const char *path, ims_error *err);
 
 /* Abandons a temporary: closes fd (when >= 0) and removes tmp. */

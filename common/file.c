@@ -274,9 +274,18 @@ int ims_temp_create(const char *path, char *tmp, size_t tmplen, int *fd,
 		if (unlink(tmp) != 0 && errno != ENOENT)
 			break;
 	}
-	return ims_fail(err, IMS_EIO, "cannot create '%s': %s", tmp,
-			errno == EEXIST ? "something keeps appearing at that name" :
-					  strerror(errno));
+	/* the file the caller named, as a failed write says: the temporary
+	 * is this function's choice, never there after the failure, and its
+	 * name (a pid in it) means nothing to the user. errno is kept for
+	 * callers that tell the causes apart. */
+	int e = errno;
+	if (e == EEXIST)
+		ims_fail(err, IMS_EIO, "cannot write '%s': something keeps appearing at "
+			 "the name of its temporary '%s'", path, tmp);
+	else
+		ims_fail(err, IMS_EIO, "cannot write '%s': %s", path, strerror(e));
+	errno = e;
+	return IMS_EIO;
 }
 
 void ims_temp_discard(int fd, const char *tmp)
@@ -291,20 +300,23 @@ int ims_temp_publish(int fd, const char *tmp, const char *path, ims_error *err)
 	if (fsync(fd) != 0) {
 		int e = errno;
 		ims_temp_discard(fd, tmp);
-		return ims_fail(err, IMS_EIO, "cannot sync '%s': %s", tmp,
+		/* named as the file the caller asked for: the temporary is
+		 * gone (a full disk can fail here, on file systems that
+		 * allocate blocks at writeback) */
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
 				strerror(e));
 	}
 	if (close(fd) != 0) {
 		int e = errno;
 		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot close '%s': %s", tmp,
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
 				strerror(e));
 	}
 	if (rename(tmp, path) != 0) {
 		int e = errno;
 		unlink(tmp);
-		return ims_fail(err, IMS_EIO, "cannot rename '%s' to '%s': %s", tmp,
-				path, strerror(e));
+		return ims_fail(err, IMS_EIO, "cannot write '%s': cannot rename its "
+				"temporary over it: %s", path, strerror(e));
 	}
 	return ims_fsync_parent(path, err);
 }

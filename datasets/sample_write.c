@@ -197,14 +197,17 @@ typedef struct writer {
 	ims_error err;
 } writer;
 
-static int write_bytes(const char *path, const ims_buf *b, ims_error *err)
+/* Writes b to path; a failure names shown, the file the user asked for
+ * (path lies in the work folder, which a failed run removes). */
+static int write_bytes(const char *path, const char *shown, const ims_buf *b,
+		       ims_error *err)
 {
 	FILE *f = fopen(path, "wb");
-	RETURN_IF(!f, err, IMS_EIO, "cannot create '%s': %s", path, strerror(errno));
+	RETURN_IF(!f, err, IMS_EIO, "cannot write '%s': %s", shown, strerror(errno));
 	size_t n = fwrite(b->data, 1, b->len, f);
 	int e = errno;
 	if (fclose(f) != 0 || n != b->len)
-		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", path,
+		return ims_fail(err, IMS_EIO, "cannot write '%s': %s", shown,
 				strerror(n != b->len ? e : errno));
 	return 0;
 }
@@ -235,7 +238,7 @@ static void work(writer *w, int report)
 	ims_buf buf = {0};
 	ims_error e;
 	ims_error_clear(&e);
-	char name[256], path[4096];
+	char name[256], path[4096], shown[4096];
 	int rc = aug_codec_create(&codec, &e);
 	while (rc == 0 && !atomic_load(&w->stop) && !cancelled(w)) {
 		uint64_t j = atomic_fetch_add(&w->next, 1);
@@ -252,9 +255,14 @@ static void work(writer *w, int report)
 			rc = ims_path_join(cls, sizeof(cls), w->tmp, ds_sample_kinds[k].name, &e);
 			if (rc == 0)
 				rc = ims_path_join(path, sizeof(path), cls, name, &e);
+			if (rc == 0)
+				rc = ims_path_join(cls, sizeof(cls), w->outdir,
+						   ds_sample_kinds[k].name, &e);
+			if (rc == 0)
+				rc = ims_path_join(shown, sizeof(shown), cls, name, &e);
 		}
 		if (rc == 0)
-			rc = write_bytes(path, &buf, &e);
+			rc = write_bytes(path, shown, &buf, &e);
 		if (rc)
 			break;
 		atomic_fetch_add(&w->bytes, buf.len);
@@ -358,15 +366,21 @@ int ds_sample_write(const char *outdir, const ds_sample_opts *o,
 	GOTO_IF_ERR(fail, rc, ims_path_join(tmp, sizeof(tmp), outdir, TMP_NAME, err));
 	have_tmp = 1;
 	GOTO_IF_ERR(fail, rc, remove_tmp(tmp, err));
+	/* the work folders are named as the folders the user asked for:
+	 * a failed run removes them */
 	if (mkdir(tmp, 0777) != 0)
-		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot create folder '%s': %s",
-			  tmp, strerror(errno));
+		GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot write the sample to '%s': %s",
+			  outdir, strerror(errno));
 	for (int k = 0; k < o->classes; k++) {
 		GOTO_IF_ERR(fail, rc, ims_path_join(path, sizeof(path), tmp,
 						    ds_sample_kinds[k].name, err));
-		if (mkdir(path, 0777) != 0)
+		if (mkdir(path, 0777) != 0) {
+			int e = errno;
+			GOTO_IF_ERR(fail, rc, ims_path_join(dst, sizeof(dst), outdir,
+							    ds_sample_kinds[k].name, err));
 			GOTO_FAIL(fail, rc, err, IMS_EIO, "cannot create folder '%s': %s",
-				  path, strerror(errno));
+				  dst, strerror(e));
+		}
 	}
 
 	writer w;

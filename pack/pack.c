@@ -336,8 +336,8 @@ static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
 		k->errors = fdopen(fd, "w");
 		if (!k->errors) {
 			ims_temp_discard(fd, k->errors_tmp);
-			return ims_fail(err, IMS_EIO, "cannot create '%s': %s",
-					k->errors_tmp, strerror(errno));
+			return ims_fail(err, IMS_EIO, "cannot write '%s': %s",
+					k->errors_path, strerror(errno));
 		}
 		fputs("row\tindex\tpath\treason\n", k->errors);
 	}

@@ -236,11 +236,10 @@ int st_writer_write(const st_writer *w, const char *path, ims_error *err)
 	ims_temp_sweep_for(path, NULL);
 	char tmp[4096];
 	int fd;
+	/* its message names path already */
 	int rc = ims_temp_create(path, tmp, sizeof(tmp), &fd, err);
 	if (rc < 0) {
 		ims_buf_release(&hdr);
-		if (err)
-			ims_fail_context(err, "cannot write safetensors '%s'", path);
 		return rc;
 	}
 	uint8_t len8[8];

@@ -3,6 +3,7 @@
  * SIGBUS guard of mapped files. A watchdog alarm turns a hang (a FIFO
  * opened without O_NONBLOCK) into a failure. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -173,6 +174,19 @@ static void test_temporaries(const char *dir)
 	ims_temp_discard(fd, t);
 	CHECK(lstat(t, &st) != 0);
 	CHECK(file_is(out, "fifth"));
+	/* a temporary that cannot be created (a full disk, no inodes, a
+	 * folder gone) is named as the file the caller writes: its name,
+	 * with a pid in it, means nothing to the user (before: "cannot
+	 * create 'PATH.tmp.PID'") */
+	char gone[4300], want[4400];
+	snprintf(gone, sizeof(gone), "%s/gone/out.json", dir);
+	snprintf(want, sizeof(want), "cannot write '%s': No such file or directory", gone);
+	CHECK(ims_temp_create(gone, t, sizeof(t), &fd, &e) == IMS_EIO);
+	CHECK_EQ_INT(errno, ENOENT);
+	CHECK_EQ_INT(fd, -1);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK(ims_write_file_atomic(gone, "x", 1, &e) == IMS_EIO);
+	CHECK_EQ_STR(e.msg, want);
 }
 
 /* Reads the byte at p in a child that installed the guard; returns the
