@@ -101,11 +101,9 @@ int ds_classes_write(const char *path, const ds_list *l, ims_error *err)
 {
 	ims_buf b = {0};
 	int rc = ds_classes_format(l, path, &b, err);
-	if (!rc) {
+	/* its message names path once, as ds_list_write's does */
+	if (!rc)
 		rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
-		if (rc < 0)
-			ims_fail_context(err, "cannot write classes '%s'", path);
-	}
 	ims_buf_release(&b);
 	return rc;
 }

@@ -553,11 +553,10 @@ int ds_list_write(const char *path, const ds_list *l, ims_error *err)
 {
 	ims_buf b = {0};
 	int rc = ds_list_format(l, path, &b, err);
-	if (!rc) {
+	/* its message names path once: "cannot write 'PATH': ..." (a
+	 * context here said it twice) */
+	if (!rc)
 		rc = ims_write_file_atomic(path, b.text ? b.text : "", b.len, err);
-		if (rc < 0)
-			ims_fail_context(err, "cannot write list '%s'", path);
-	}
 	ims_buf_release(&b);
 	return rc;
 }

@@ -26,6 +26,12 @@ static void test_classes(void)
 	char *text = slurp(p);
 	CHECK_EQ_STR(text, "Amphibia\nAnas superciliosa × platyrhynchos\n015.bonsai-101\n"
 			   "n01440764\n");
+	/* a folder that does not exist: the file named once (before:
+	 * "cannot write classes 'F': cannot create 'F.tmp.PID'") */
+	CHECK_EQ_INT(ds_classes_write(tmp_path("no/such/x.classes"), &l, &err), IMS_EIO);
+	CHECK(strstr(err.msg, "cannot write '") == err.msg);
+	CHECK(strstr(err.msg, "x.classes") != NULL);
+	CHECK(strstr(strstr(err.msg, "x.classes") + 1, "x.classes") == NULL);
 	ds_list r;
 	ds_list_init(&r);
 	CHECK_OK(ds_list_add_class(&r, "replaced", NULL, &err), &err);
