@@ -412,6 +412,11 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 	k->bytes_in += s->bytes_in;
 	if (s->status == 0) {
 		int rc = rio_writer_add(k->w, &s->rec, err);
+		/* a write that failed (a full disk) is no fault of the file
+		 * being packed, whose name would read as the cause: the
+		 * message names the shard */
+		if (rc == IMS_EIO)
+			return rc;
 		if (rc < 0)
 			return ims_fail_context(err, "cannot pack '%s'",
 						j->list->items[row].path);

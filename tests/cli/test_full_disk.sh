@@ -66,6 +66,9 @@ attempt() {
     grep -q "No space left on device" "$T/err" || fail "$name: no 'No space left on device': $(cat "$T/err")"
     ! grep -qE '\.tmp\.[0-9]|\.imshard-sample\.tmp' "$T/err" ||
       fail "$name: names a temporary: $(cat "$T/err")"
+    # the disk, not an input file: before, pack said "cannot pack
+    # 'class/img.jpg': cannot write shard ...", the image read as the cause
+    ! grep -q "cannot pack '" "$T/err" || fail "$name: blames an input file: $(cat "$T/err")"
     local new
     new=$(comm -13 "$T/before" "$T/after" | grep -vE "${allow:-^$}" | tr '\n' ' ')
     [ -z "$new" ] || fail "$name: a failed run left $new($(cat "$T/err"))"
