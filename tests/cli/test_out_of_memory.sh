@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Memory running out at each allocation in turn (tests/fixtures/
-# failmalloc.so, preloaded: the Nth malloc, calloc or realloc fails) while
-# verify, info, convert, list, subset, pack, extract, bench-load, sample,
-# report, export and eval run on good data, and while imshard-train resumes or
-# checks its --log-dir. Every run ends with exit 0, or 1 and
-# a line saying memory ran out; none crashes, and none blames the data: no
-# "not valid JSON", no "FAILED: ... records bad", no manifest "class
-# counts" (before: a manifest parse that ran out was "not valid JSON
-# (truncated or edited?)", a record or decoder that could not be had made
-# verify say FAILED with bad records by class, the decoders' clean-up
-# crashed, and a manifest built without its class counts was written). A
-# convert that ends 0 leaves splits that verify passes; the other
-# commands, ending 0, write what a run with nothing failing writes, and,
-# ending 1, leave nothing behind (pack --force: the split it would have
-# replaced, whole). Each sweep below says what it found before.
+# failmalloc.so, preloaded: the Nth malloc, calloc or realloc fails)
+# while verify, info, convert, list, subset, pack, extract, bench-load,
+# sample, report, export and eval run on good data (eval also as two
+# ranks, rank 1 failing), and while imshard-train resumes or checks its
+# --log-dir. Every run ends with exit 0, or 1 and a line saying memory
+# ran out; none crashes, and none blames the data: no "not valid JSON",
+# no "FAILED: ... records bad", no manifest "class counts" (before: a
+# manifest parse that ran out was "not valid JSON (truncated or
+# edited?)", a record or decoder that could not be had made verify say
+# FAILED with bad records by class, the decoders' clean-up crashed, and
+# a manifest built without its class counts was written). A convert that
+# ends 0 leaves splits that verify passes; the other commands, ending 0,
+# write what a run with nothing failing writes, and, ending 1, leave
+# nothing behind (pack --force: the split it would have replaced,
+# whole). Each sweep below says what it found before.
 source "${IMS_TESTLIB:-$(dirname "$0")/lib.sh}" || exit 1
 if asan_build; then
   echo "skipped: the sanitizer's runtime must come first (no preloaded malloc)"
@@ -346,6 +347,34 @@ if have_mpi; then
       fail "rank 1 out of memory where its peer gathers ($dirs): exit $rc after $took s (1 at once expected; 124: still running after 90 s)"
     contains "$T/r2.out" "rank 1: cannot lock"
     contains "$T/r2.out" "out of memory"
+  done
+
+  # two ranks evaluating, rank 1 out of memory at each of its allocations
+  # around the gather of the predictions (200 to 140 before its last):
+  # -o's folder holds the four files of a run with
+  # nothing failing, or is not there (before: rank 1, failing after the
+  # gather, aborted the job while rank 0 wrote the files, and left some
+  # of them, or a temporary, in the folder made for them). The exit is
+  # not checked past a hang: Open MPI's own code crashes where memory
+  # runs out inside it (MPI_Finalize, its progress thread)
+  ev2=(eval "$T/ck/checkpoint.safetensors" "$T/p/val.json" --batch-size 8 --threads 1 --quiet
+    --collective-timeout 30 -o "$T/e2")
+  rm -rf "$T/e2"
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 90 mpirun -np 1 "$IMSHARD" "${ev2[@]}" : \
+    -np 1 env FAILMALLOC_FROM_MAIN=1 FAILMALLOC_REPORT="$T/calls2" LD_PRELOAD="$fm" \
+    "$IMSHARD" "${ev2[@]}" >"$T/e2.out" 2>&1 || fail "2-rank eval with nothing failing: $(head -3 "$T/e2.out")"
+  rm -rf "$T/e2.ref" && mv "$T/e2" "$T/e2.ref"
+  total=$(cat "$T/calls2")
+  for ((k = 200; k >= 140; k--)); do
+    rm -rf "$T/e2"
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 90 mpirun -np 1 "$IMSHARD" "${ev2[@]}" : \
+      -np 1 env FAILMALLOC_FROM_MAIN=1 FAILMALLOC_AFTER=$((total - k)) LD_PRELOAD="$fm" \
+      "$IMSHARD" "${ev2[@]}" >"$T/e2.out" 2>&1
+    rc=$?
+    checks=$((checks + 1))
+    [ "$rc" != 124 ] || fail "2-rank eval, rank 1's allocation $((total - k)) failing: still running after 90 s"
+    [ ! -e "$T/e2" ] || diff -r "$T/e2" "$T/e2.ref" >/dev/null ||
+      fail "2-rank eval, rank 1's allocation $((total - k)) failing: exit $rc, -o holds $(ls "$T/e2" | tr '\n' ' ')"
   done
 fi
 

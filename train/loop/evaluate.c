@@ -205,14 +205,22 @@ int loop_eval_result(run *r, const loop_eval *e, nn_eval_result *res,
 	res->class_top1 = calloc((size_t)classes, sizeof(uint64_t));
 	res->class_topk = calloc((size_t)classes, sizeof(uint64_t));
 	int rc = 0;
+	/* a rank that leaves the gather out, or whose gather failed, is
+	 * out of step with its peers: it joins no agreement after */
 	if (!mine || !all || !res->class_records || !res->class_top1 ||
-	    !res->class_topk)
+	    !res->class_topk) {
+		r->failed.out_of_step = r->dp.world > 1;
 		GOTO_FAIL(out, rc, err, IMS_ENOMEM,
 			  "cannot gather the predictions: out of memory");
+	}
 	memcpy(mine, e->rows, e->n_rows * ROW_N * sizeof(double));
 	for (size_t i = e->n_rows; i < e->cap_rows; i++)
 		mine[i * ROW_N + ROW_LABEL] = -1;
-	GOTO_IF_ERR(out, rc, dp_allgather_f64(r->dp.comm, mine, per, all, err));
+	rc = dp_allgather_f64(r->dp.comm, mine, per, all, err);
+	if (rc < 0) {
+		r->failed.out_of_step = r->dp.world > 1;
+		goto out;
+	}
 	size_t n = 0;
 	for (size_t i = 0; i < e->cap_rows * world; i++)
 		if (all[i * ROW_N + ROW_LABEL] >= 0)
@@ -475,8 +483,21 @@ int nn_eval_run(const nn_eval_opts *o, dp_comm *comm, nn_eval_result *res,
 		res->setup_failed_ranks = r.failed.ranks;
 		res->setup_failed_alike = r.failed.alike;
 	}
-	if (!rc)
+	if (!rc) {
 		rc = loop_eval_result(&r, &e, res, err);
+		/* rank 0 writes the files next: a rank that failed after the
+		 * gather (memory for the rows) is heard by all first, and the
+		 * ranks end together. Before, its abort could end rank 0
+		 * between two of the files. */
+		rc = agree_setup(&r, rc, res, err);
+		if (rc < 0) {
+			const nn_eval_result v = *res;
+			nn_eval_result_release(res);
+			res->setup_failed_here = v.setup_failed_here;
+			res->setup_failed_ranks = v.setup_failed_ranks;
+			res->setup_failed_alike = v.setup_failed_alike;
+		}
+	}
 	dp_set_phase(comm, NULL);
 	res->seconds = ims_now() - t0;
 	loop_eval_free(&e);
