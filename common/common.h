@@ -375,6 +375,13 @@ int ims_temp_publish(int fd, const char *tmp, const char *path, ims_error *err);
 /* Abandons a temporary: closes fd (when >= 0) and removes tmp. */
 void ims_temp_discard(int fd, const char *tmp);
 
+/* Whether PATH can be written as a temporary and renamed, as far as
+ * creating one tells (a folder without write permission, a read-only
+ * mount, no inode left): PATH's temporary made and removed at once.
+ * ims_temp_create's failure, errno open's. What a command checks before
+ * long work whose result it writes so. */
+int ims_temp_try(const char *path, ims_error *err);
+
 /* Writes all of data to fd (retrying short writes and EINTR). Returns 0,
  * or -1 with errno set. */
 int ims_write_all(int fd, const void *data, size_t len);

@@ -295,6 +295,15 @@ void ims_temp_discard(int fd, const char *tmp)
 	unlink(tmp);
 }
 
+int ims_temp_try(const char *path, ims_error *err)
+{
+	char tmp[4200]; /* a path of PATH_MAX and the suffix */
+	int fd;
+	FORWARD_IF_ERR(ims_temp_create(path, tmp, sizeof(tmp), &fd, err));
+	ims_temp_discard(fd, tmp);
+	return 0;
+}
+
 int ims_temp_publish(int fd, const char *tmp, const char *path, ims_error *err)
 {
 	if (fsync(fd) != 0) {

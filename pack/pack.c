@@ -17,7 +17,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdio.h>
@@ -328,16 +327,16 @@ static int note_skip(const job *j, sink *k, uint64_t row, const slot *s,
 {
 	const ds_entry *e = &j->list->items[row];
 	if (!k->errors) {
-		/* NAME.errors.tsv.tmp.<pid>, created afresh, never through a
-		 * link planted at that name */
+		/* its temporary, never through a link planted at that name */
 		int fd;
 		FORWARD_IF_ERR(ims_temp_create(k->errors_path, k->errors_tmp,
 					       sizeof(k->errors_tmp), &fd, err));
 		k->errors = fdopen(fd, "w");
 		if (!k->errors) {
+			const int why = errno; /* fdopen's: the discard resets it */
 			ims_temp_discard(fd, k->errors_tmp);
 			return ims_fail(err, IMS_EIO, "cannot write '%s': %s",
-					k->errors_path, strerror(errno));
+					k->errors_path, strerror(why));
 		}
 		fputs("row\tindex\tpath\treason\n", k->errors);
 	}
@@ -412,9 +411,7 @@ static int drain_one(const job *j, sink *k, slot *s, uint64_t row,
 	k->bytes_in += s->bytes_in;
 	if (s->status == 0) {
 		int rc = rio_writer_add(k->w, &s->rec, err);
-		/* a write that failed (a full disk) is no fault of the file
-		 * being packed, whose name would read as the cause: the
-		 * message names the shard */
+		/* a failed write (a full disk) is the shard's, named */
 		if (rc == IMS_EIO)
 			return rc;
 		if (rc < 0)

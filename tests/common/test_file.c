@@ -251,6 +251,26 @@ static int read_in_child(const volatile uint8_t *p, char *msg, size_t len)
 	return read_in_child_as(p, msg, len, GUARD);
 }
 
+/* ims_temp_try: a temporary made and gone again where one can be made;
+ * where none can (a folder not there), the file named and open's errno
+ * kept for the caller's message */
+static void test_temp_try(const char *dir)
+{
+	ims_error e;
+	char path[4200], tmp[4300], none[4200];
+	snprintf(path, sizeof(path), "%s/try.json", dir);
+	CHECK_OK(ims_temp_try(path, &e), &e);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	struct stat st;
+	CHECK(lstat(tmp, &st) != 0);
+	CHECK(lstat(path, &st) != 0);
+	snprintf(none, sizeof(none), "%s/not-there/try.json", dir);
+	errno = 0;
+	CHECK_EQ_INT(ims_temp_try(none, &e), IMS_EIO);
+	CHECK_EQ_INT(errno, ENOENT);
+	CHECK(strstr(e.msg, "not-there/try.json'") != NULL);
+}
+
 static void test_mapguard(const char *dir)
 {
 	char path[4200], msg[1024];
@@ -318,6 +338,7 @@ int main(void)
 	test_tmpdir(dir, sizeof(dir), "file");
 	test_open_read(dir);
 	test_temporaries(dir);
+	test_temp_try(dir);
 	test_mapguard(dir);
 	return test_tmp_done(dir, TEST_EXIT());
 }

@@ -322,15 +322,11 @@ int nn_eval_check_output(const char *dir, ims_error *err)
 	 * read-only mount) fails the first file's temporary, after the
 	 * evaluation it was to hold: tried now with eval.json's temporary,
 	 * removed at once */
-	char path[4096], tmp[4200];
+	char path[4096];
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "eval.json", err));
-	int fd;
 	ims_error e;
-	const int made = ims_temp_create(path, tmp, sizeof(tmp), &fd, &e);
-	const int why = errno; /* open's */
-	RETURN_IF(made < 0, err, IMS_EIO,
+	RETURN_IF(ims_temp_try(path, &e) < 0, err, IMS_EIO,
 		  "cannot write the evaluation into '%s': no file can be created "
-		  "there (%s); give -o a folder it can write", dir, strerror(why));
-	ims_temp_discard(fd, tmp);
+		  "there (%s); give -o a folder it can write", dir, strerror(errno));
 	return 0;
 }

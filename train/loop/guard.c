@@ -363,18 +363,14 @@ static int check_manifest_at(const char *dir, const char *name, ims_error *err)
 static int check_writable(const char *dir, const char *flag, const char *what,
 			  ims_error *err)
 {
-	char path[4096], tmp[4200];
+	char path[4096];
 	FORWARD_IF_ERR(ims_path_join(path, sizeof(path), dir, "imshard-train.lock", err));
 	ims_temp_sweep(dir, "imshard-train.lock", NULL);
-	int fd;
 	ims_error e;
-	const int rc = ims_temp_create(path, tmp, sizeof(tmp), &fd, &e);
-	const int why = errno; /* open's */
-	RETURN_IF(rc < 0, err, IMS_EIO,
+	RETURN_IF(ims_temp_try(path, &e) < 0, err, IMS_EIO,
 		  "cannot train into '%s': no file can be created there (%s), "
 		  "and this run writes its %s; give this run a %s it can write",
-		  dir, strerror(why), what, flag);
-	ims_temp_discard(fd, tmp);
+		  dir, strerror(errno), what, flag);
 	return 0;
 }
 
